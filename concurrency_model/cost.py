@@ -1,0 +1,206 @@
+"""The cost algebra of the work-depth model (paper §2.5).
+
+A :class:`Cost` is a frozen record of sympy expressions:
+
+* ``flop``   work W, operations (a multiply-add is 2 FLOP, DESIGN.md conventions);
+* ``depth``  depth D, the number of operations on the longest dependency chain;
+* ``bytes``  minimum memory traffic: every input read once, every output written once;
+* ``params`` trainable parameters;
+* ``act_bytes`` activation bytes that must be stored for the backward pass;
+* ``macs``   multiply-accumulates of matrix products and convolutions only (the figure torchvision and
+  fvcore call FLOPs).
+
+Sequential composition (``a + b`` or :meth:`Cost.then`) adds everything; parallel composition
+(``a | b`` or :meth:`Cost.alongside`) adds everything except depth, which takes the maximum.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+from typing import Mapping
+
+import sympy as sp
+
+Expr = sp.Expr
+
+
+def _sym(x) -> sp.Expr:
+    return x if isinstance(x, sp.Basic) else sp.sympify(x)
+
+
+def clog2(n) -> sp.Expr:
+    """``ceil(log2 n)``: exact for numbers, a sympy ``ceiling`` for symbols.
+
+    >>> clog2(8), clog2(9), clog2(1)
+    (3, 4, 0)
+    """
+    n = _sym(n)
+    if n.is_Integer:
+        if n < 1:
+            raise ValueError(f"n: ceil(log2 n) needs n >= 1, got {n}")
+        return sp.Integer(int(n - 1).bit_length())
+    if n.is_number:
+        return sp.Integer(math.ceil(math.log2(float(n))))
+    return sp.ceiling(sp.log(n, 2))
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Work, depth and traffic of a computation; all fields are sympy expressions.
+
+    Examples
+    --------
+    >>> a = Cost(flop=8, depth=3)
+    >>> b = Cost(flop=4, depth=2)
+    >>> (a + b).depth, (a | b).depth, (a | b).flop
+    (5, 3, 12)
+    """
+
+    flop: Expr = sp.Integer(0)
+    depth: Expr = sp.Integer(0)
+    bytes: Expr = sp.Integer(0)
+    params: Expr = sp.Integer(0)
+    act_bytes: Expr = sp.Integer(0)
+    macs: Expr = sp.Integer(0)
+
+    def __post_init__(self):
+        for f in fields(self):
+            object.__setattr__(self, f.name, _sym(getattr(self, f.name)))
+
+    # -- composition -----------------------------------------------------------------------------
+    def then(self, other: "Cost") -> "Cost":
+        """Sequential composition: W, D and everything else add."""
+        return Cost(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    def alongside(self, other: "Cost") -> "Cost":
+        """Parallel composition: W adds, D is the maximum of the two depths."""
+        out = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
+        out["depth"] = sp.Max(self.depth, other.depth)
+        return Cost(**out)
+
+    __add__ = then
+    __or__ = alongside
+
+    def repeat(self, k, parallel: bool = False) -> "Cost":
+        """``k`` copies, one after another (depth ``k*D``) or side by side (depth ``D``)."""
+        k = _sym(k)
+        out = {f.name: getattr(self, f.name) * k for f in fields(self)}
+        if parallel:
+            out["depth"] = self.depth
+        return Cost(**out)
+
+    def scale_work(self, k) -> "Cost":
+        """Work, traffic and stored activations times ``k``, depth unchanged (``k`` independent copies)."""
+        return self.repeat(k, parallel=True)
+
+    # -- evaluation ------------------------------------------------------------------------------
+    def subs(self, mapping: Mapping) -> "Cost":
+        """Substitute symbols in every field."""
+        return Cost(*(getattr(self, f.name).subs(mapping) for f in fields(self)))
+
+    def evaluate(self, mapping: Mapping | None = None) -> dict[str, float]:
+        """Every field as a float after substituting ``mapping``; ``ValueError`` if a symbol is left."""
+        out = {}
+        for f in fields(self):
+            e = getattr(self, f.name)
+            if mapping:
+                e = e.subs(mapping)
+            if e.free_symbols:
+                names = ", ".join(sorted(s.name for s in e.free_symbols))
+                raise ValueError(f"{f.name}: unbound symbols {names}; pass values for them")
+            out[f.name] = float(e)
+        return out
+
+    @property
+    def free_symbols(self) -> set:
+        return set().union(*(getattr(self, f.name).free_symbols for f in fields(self)))
+
+    # -- derived quantities ----------------------------------------------------------------------
+    @property
+    def average_parallelism(self) -> Expr:
+        """W / D, "often a good number of execution units to compute the graph" (paper §2.5)."""
+        if self.depth == 0:
+            raise ValueError("depth: average parallelism W/D needs a depth > 0")
+        return self.flop / self.depth
+
+    def brent_bounds(self, p) -> tuple[Expr, Expr]:
+        """Bounds on the time with ``p`` processors, one operation per unit of time.
+
+        ``max(W/p, D) <= T_p <= W/p + D`` (Brent 1974; greedy scheduling, Blumofe & Leiserson 1999).
+        The paper (§2.5) prints ``min{W/p, D}`` on the left; ``max`` is the tight, correct form.
+        """
+        p = _sym(p)
+        return sp.Max(self.flop / p, self.depth), self.flop / p + self.depth
+
+    def with_(self, **changes) -> "Cost":
+        return replace(self, **{k: _sym(v) for k, v in changes.items()})
+
+
+ZERO = Cost()
+
+
+def seq(*costs: Cost) -> Cost:
+    """Sequential composition of several costs."""
+    out = ZERO
+    for c in costs:
+        out = out + c
+    return out
+
+
+def par(*costs: Cost) -> Cost:
+    """Parallel composition of several costs (depth is the maximum)."""
+    if not costs:
+        return ZERO
+    out = {f.name: sum((getattr(c, f.name) for c in costs), sp.Integer(0)) for f in fields(Cost)}
+    out["depth"] = sp.Max(*(c.depth for c in costs))
+    return Cost(**out)
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """The three evaluations of an operator (paper Table 4): ``y`` (forward), ``grad_input`` (∇x)
+    and ``grad_weight`` (∇w), plus the formula's source."""
+
+    op: str
+    forward: Cost
+    grad_input: Cost = ZERO
+    grad_weight: Cost = ZERO
+    source: str = ""
+
+    @property
+    def params(self) -> Expr:
+        return self.forward.params
+
+    @property
+    def backward(self) -> Cost:
+        """∇x and ∇w both need only ∇y and the stored forward values: they run side by side."""
+        return self.grad_input | self.grad_weight
+
+    @property
+    def training(self) -> Cost:
+        """Forward then backward."""
+        return self.forward + self.backward
+
+    def scaled(self, k) -> "OpCost":
+        """``k`` independent copies (e.g. heads, groups)."""
+        return OpCost(self.op, self.forward.scale_work(k), self.grad_input.scale_work(k),
+                      self.grad_weight.scale_work(k), self.source)
+
+
+def chain(op: str, *parts: OpCost, source: str = "") -> OpCost:
+    """Operators applied one after another, as one composite operator (e.g. attention, an RNN step).
+
+    Forward: the forwards in sequence. ∇x: the ∇x in reverse order. ∇w: all weight gradients; its depth
+    is the backward critical path ``max_i (sum_{j>i} D(∇x_j) + D(∇w_i))``, so that
+    ``backward = ∇x | ∇w`` has the exact depth of the backward DAG.
+    """
+    fwd = seq(*(q.forward for q in parts))
+    gin = seq(*(q.grad_input for q in reversed(parts)))
+    crit, after = [], sp.Integer(0)
+    for q in reversed(parts):
+        if q.grad_weight.flop != 0:
+            crit.append(after + q.grad_weight.depth)
+        after = after + q.grad_input.depth
+    gw_total = seq(*(q.grad_weight for q in parts))
+    gw = gw_total.with_(depth=sp.Max(*crit) if crit else 0)
+    return OpCost(op, fwd, gin, gw, source or "; ".join(dict.fromkeys(q.source for q in parts if q.source)))

@@ -1,0 +1,82 @@
+"""Scaled dot-product and multi-head self-attention (Vaswani et al. 2017), plain and fused (FlashAttention).
+
+Core per head: ``S = Q Kᵀ`` (s_q x d by d x s_kv), scale by 1/sqrt(d), ``P = softmax(S)``, ``O = P V``.
+Both products are activation-activation GEMMs, so their two gradients are input gradients.
+
+* plain: S and P are written to and read from memory, and P is stored for backward: traffic and stored
+  activations grow with s_q * s_kv;
+* fused (Dao et al. 2022, FlashAttention): S and P never leave on-chip memory; traffic is Q, K, V, O and
+  one log-sum-exp per row; backward recomputes S and P (one more QKᵀ, scale and softmax). With
+  ``causal``, blocks above the diagonal are skipped: the s_q*s_kv terms scale by (s+1)/(2s) (s_q = s_kv).
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from ..cost import Cost, OpCost, chain
+from . import _check
+from .dense import gemm, linear
+from .elementwise import scale
+from .softmax import softmax
+
+SRC = "Vaswani et al. 2017; fused: Dao et al. 2022 (FlashAttention)"
+LSE_BYTES = 4  # fp32 log-sum-exp per row
+
+
+def _act_gemm(g: OpCost) -> OpCost:
+    return OpCost(g.op, g.forward, g.backward, source=g.source)
+
+
+def attention(batch, heads, seq_q, head_dim, seq_kv=None, fused: bool = False, causal: bool = False,
+              value_bytes=4) -> OpCost:
+    """Attention core of ``heads`` heads of size ``head_dim`` (no projections).
+
+    >>> a = attention(1, 1, 4, 2)
+    >>> a.forward.macs, a.forward.flop, a.forward.depth
+    (64, 216, 13)
+    """
+    batch, heads = _check.size("batch", batch), _check.size("heads", heads)
+    sq, d = _check.size("seq_q", seq_q), _check.size("head_dim", head_dim)
+    skv = sq if seq_kv is None else _check.size("seq_kv", seq_kv)
+    vb = _check.value_bytes(value_bytes)
+    bh = batch * heads
+    qk = _act_gemm(gemm(sq, skv, d, bh, vb))
+    sc = scale(bh * sq * skv, vb)
+    sm = softmax(bh * sq, skv, vb)
+    pv = _act_gemm(gemm(sq, d, skv, bh, vb))
+    plain = chain("attention", qk, sc, sm, pv, source=SRC)
+    qkvo = vb * bh * (2 * sq * d + 2 * skv * d)  # Q, K, V read, O written
+    if not fused:
+        f = plain.forward.with_(act_bytes=vb * bh * (sq * d + 2 * skv * d + sq * skv))
+        return OpCost("attention", f, plain.grad_input, plain.grad_weight, SRC)
+    frac = sp.Rational(1)
+    if causal:
+        if sq != skv:
+            raise ValueError("causal: fused causal attention needs seq_q == seq_kv")
+        frac = (sq + 1) / (2 * sq)
+    f = plain.forward
+    lse = LSE_BYTES * bh * sq
+    fwd = Cost(flop=f.flop * frac, depth=f.depth, bytes=qkvo + lse, act_bytes=qkvo + lse, macs=f.macs * frac)
+    recompute = chain("recompute", qk, sc, sm).forward
+    bwd = plain.backward
+    gin = Cost(flop=(bwd.flop + recompute.flop) * frac, depth=recompute.depth + bwd.depth,
+               bytes=2 * qkvo + lse, macs=(bwd.macs + recompute.macs) * frac)
+    return OpCost("flash_attention", fwd, gin, source=SRC)
+
+
+def multi_head_attention(batch, seq, hidden, heads, fused: bool = False, causal: bool = False,
+                         bias: bool = True, value_bytes=4) -> OpCost:
+    """Self-attention block: QKV projection (hidden -> 3 hidden), core, output projection.
+
+    >>> mha = multi_head_attention(1, 4, 8, 2)
+    >>> int(mha.params) == 4 * 8 * 8 + 4 * 8
+    True
+    """
+    hidden, heads = _check.size("hidden", hidden), _check.size("heads", heads)
+    if hidden % heads:
+        raise ValueError(f"heads: hidden={hidden} must be divisible by heads={heads}")
+    tokens = _check.size("batch", batch) * _check.size("seq", seq)
+    qkv = linear(tokens, hidden, 3 * hidden, bias, value_bytes)
+    core = attention(batch, heads, seq, hidden // heads, fused=fused, causal=causal, value_bytes=value_bytes)
+    out = linear(tokens, hidden, hidden, bias, value_bytes)
+    return chain("multi_head_attention", qkv, core, out, source=SRC)

@@ -1,0 +1,34 @@
+"""SI constants and data-type sizes.
+
+Everything inside the toolkit is SI: seconds, bytes, FLOP, FLOP/s, bytes/s.  Units appear in names only
+at the boundary (``time_s``, ``size_bytes``, ``bw_Bps``).
+"""
+from __future__ import annotations
+
+KB, MB, GB, TB = 10**3, 10**6, 10**9, 10**12
+KiB, MiB, GiB, TiB = 2**10, 2**20, 2**30, 2**40
+GFLOP, TFLOP, PFLOP = 10**9, 10**12, 10**15
+US, MS = 1e-6, 1e-3
+GBIT_PER_S = 10**9 / 8  # bytes per second in one Gb/s
+
+DTYPE_BYTES = {
+    "fp64": 8,
+    "fp32": 4,
+    "tf32": 4,  # stored as fp32, multiplied at reduced precision
+    "fp16": 2,
+    "bf16": 2,
+    "fp8": 1,
+    "int8": 1,
+}
+
+
+def dtype_bytes(dtype: str) -> int:
+    """Bytes per value of ``dtype``.
+
+    >>> dtype_bytes("bf16")
+    2
+    """
+    try:
+        return DTYPE_BYTES[dtype]
+    except KeyError:
+        raise ValueError(f"dtype: unknown {dtype!r}; allowed: {', '.join(DTYPE_BYTES)}") from None
