@@ -1,0 +1,77 @@
+"""The model zoo: ``get_model(name_or_spec, batch=1)`` returns a :class:`~concurrency_model.graph.Graph`.
+
+Names (DESIGN.md): lenet5, alexnet, vgg16, googlenet, resnet50, resnet101, resnet152, densenet121,
+mobilenet_v2, vit_b_16, bert-base, bert-large, gpt2, gpt3-175b, lstm-lm. A spec object builds a family
+member: ``{"kind": "gpt", "layers": 24, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 50257}``,
+``{"kind": "bert", ...}`` or a CNN by name with its ``image_size``: ``{"name": "resnet50", "image_size": 128}``.
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import Callable
+
+from ..graph import Graph
+from . import cnn, rnn, transformer
+from .builder import Builder
+
+IMAGE_MODELS: dict[str, Callable] = {
+    "lenet5": cnn.lenet5,
+    "alexnet": cnn.alexnet,
+    "vgg16": cnn.vgg16,
+    "googlenet": cnn.googlenet,
+    "resnet50": partial(cnn.resnet, blocks=(3, 4, 6, 3)),
+    "resnet101": partial(cnn.resnet, blocks=(3, 4, 23, 3)),
+    "resnet152": partial(cnn.resnet, blocks=(3, 8, 36, 3)),
+    "densenet121": cnn.densenet121,
+    "mobilenet_v2": cnn.mobilenet_v2,
+    "vit_b_16": transformer.vit,
+}
+SEQUENCE_MODELS: dict[str, Callable] = {
+    "bert-base": partial(transformer.bert, layers=12, hidden=768, heads=12),
+    "bert-large": partial(transformer.bert, layers=24, hidden=1024, heads=16),
+    "gpt2": partial(transformer.gpt, layers=12, hidden=768, heads=12, seq_len=1024, vocab=50257),
+    "gpt3-175b": partial(transformer.gpt, layers=96, hidden=12288, heads=96, seq_len=2048, vocab=50257),
+    "lstm-lm": rnn.lstm_lm,
+}
+FAMILIES = {"gpt": transformer.gpt, "bert": transformer.bert}
+NAMES = (*IMAGE_MODELS, *SEQUENCE_MODELS)
+DEFAULT_IMAGE_SIZE = {"lenet5": 32}
+
+
+def get_model(model, batch=1, image_size: int | None = None, value_bytes=4, **options) -> Graph:
+    """Build a zoo model or a family member as a graph for ``batch`` samples.
+
+    ``batch`` may be a positive integer sympy symbol (``concurrency_model.symbols.N``) for what-if
+    expressions. ``options`` go to the builder function (``seq_len``, ``fused_attention``, ...).
+
+    >>> get_model("resnet50").params
+    25557032
+    """
+    if isinstance(model, dict):
+        spec = dict(model)
+        kind = spec.pop("kind", None) or spec.pop("name", None)
+        if kind in FAMILIES:
+            b = Builder(kind, batch, value_bytes)
+            try:
+                FAMILIES[kind](b, **spec, **options)
+            except TypeError as e:
+                raise ValueError(f"model: bad field for kind {kind!r}: {e}") from None
+            return b.graph
+        if kind in NAMES:
+            image_size = spec.pop("image_size", image_size)
+            return get_model(kind, batch, image_size, value_bytes, **spec, **options)
+        raise ValueError(f"model.kind: unknown {kind!r}; allowed: {', '.join((*FAMILIES, *NAMES))}")
+    if not isinstance(model, str) or model not in NAMES:
+        raise ValueError(f"model: unknown {model!r}; allowed: {', '.join(NAMES)}")
+    b = Builder(model, batch, value_bytes)
+    if model in IMAGE_MODELS:
+        size = image_size or DEFAULT_IMAGE_SIZE.get(model, 224)
+        IMAGE_MODELS[model](b, image_size=size, **options)
+    else:
+        if image_size is not None:
+            raise ValueError(f"image_size: {model} takes token sequences, not images")
+        SEQUENCE_MODELS[model](b, **options)
+    return b.graph
+
+
+__all__ = ["get_model", "Builder", "NAMES", "FAMILIES"]

@@ -14,7 +14,8 @@ def size(name: str, value, minimum: int = 1) -> sp.Expr:
     if isinstance(value, bool):
         raise ValueError(f"{name}: must be an integer >= {minimum}, got {value!r}")
     if isinstance(value, sp.Basic) and not value.is_number:
-        if value.is_positive is False or value.is_integer is False:
+        sign_ok = value.is_positive if minimum >= 1 else value.is_nonnegative
+        if sign_ok is not True or value.is_integer is False:  # unknown sign: not declared positive
             raise ValueError(f"{name}: symbol {value} must be a positive integer symbol")
         return value
     if isinstance(value, numbers.Integral) or (isinstance(value, sp.Basic) and value.is_Integer):

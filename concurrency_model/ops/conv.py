@@ -37,16 +37,21 @@ def _pair(name: str, v) -> tuple[int, int]:
     return v, v
 
 
-def out_size(size: int, kernel: int, stride: int = 1, pad: int = 0, dilation: int = 1, name: str = "h") -> int:
-    """Output extent of a convolution or pooling along one dimension (PyTorch's formula).
+def out_size(size: int, kernel: int, stride: int = 1, pad: int = 0, dilation: int = 1, name: str = "h",
+             ceil_mode: bool = False) -> int:
+    """Output extent of a convolution or pooling along one dimension (PyTorch's formula, including
+    pooling's ``ceil_mode``, where the last window may start in the input and hang over its end).
 
-    >>> out_size(224, 7, 2, 3)
-    112
+    >>> out_size(224, 7, 2, 3), out_size(112, 3, 2, ceil_mode=True)
+    (112, 56)
     """
     eff = dilation * (kernel - 1) + 1
     if eff > size + 2 * pad:
         raise ValueError(f"k{name}: kernel extent {eff} is larger than the padded input {size + 2 * pad}")
-    return (size + 2 * pad - eff) // stride + 1
+    if not ceil_mode:
+        return (size + 2 * pad - eff) // stride + 1
+    out = -(-(size + 2 * pad - eff) // stride) + 1
+    return out - 1 if (out - 1) * stride >= size + pad else out
 
 
 def max_taps(size: int, kernel: int, stride: int, pad: int, dilation: int, out: int) -> int:
@@ -97,12 +102,9 @@ def conv2d(n, c_in, c_out, h, w, kh, kw=None, stride=1, pad=0, dilation=1, group
     if algorithm in ("direct", "im2col"):
         taps_h = max_taps(h, kh, sh, ph, dh, ho)
         taps_w = max_taps(w, kw, sw, pw, dw, wo)
-        if algorithm == "direct":
-            d_fwd = 1 + clog2(cig) + clog2(kh) + clog2(kw)
-            extra = 0
-        else:  # the GEMM reduces over the flattened C_in/g * K_y * K_x; the lowered matrix is written, read
-            d_fwd = 1 + clog2(cig * kh * kw)
-            extra = 2 * vb * n * ho * wo * c_in * kh * kw  # im2col blow-up of K_y*K_x (paper §5.3)
+        d_fwd = 1 + clog2(cig) + clog2(kh) + clog2(kw)  # Table 6: the same depth for direct and im2col
+        # im2col: the lowered matrix is written, then read by the GEMM, a blow-up of K_y*K_x (paper §5.3)
+        extra = 0 if algorithm == "direct" else 2 * vb * n * ho * wo * c_in * kh * kw
         fwd = Cost(flop=2 * macs + nb * y_el, depth=d_fwd + nb, bytes=io_bytes + extra, params=params,
                    act_bytes=vb * x_el, macs=macs)
         gin = Cost(flop=2 * macs, depth=1 + clog2(cog) + clog2(taps_h) + clog2(taps_w),

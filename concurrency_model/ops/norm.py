@@ -5,10 +5,10 @@ Batch normalization reduces every channel over its ``m = N*H*W`` values (App. B:
 depth is O(log N) (Table 4). Counting each elementary operation once:
 
 * forward, per reduced group of m values: mean (m-1 adds, 1 divide), x - mu (m), square (m),
-  variance (m-1 adds, 1 divide), + eps and rsqrt (2), times rstd (m), gamma and beta (2m):
-  ``W = 6m + 2``, ``D = 2 ceil(log2 m) + 9``;
+  variance (m-1 adds, 1 divide), + eps and rsqrt (2), times rstd (m), gamma and beta (2m, only when
+  affine): ``W = 7m + 2``, ``D = 2 ceil(log2 m) + 9`` (without affine: ``5m + 2``, ``2 ceil(log2 m) + 7``);
 * backward (Ioffe & Szegedy 2015, §3): ∇beta = Σ∇y (m-1), ∇gamma = Σ∇y·x̂ (2m-1);
-  ∇x = (gamma rstd / m)(m∇y - ∇beta - x̂ ∇gamma): 5m + 2, after the two sums.
+  ∇x = (gamma rstd / m)(m∇y - ∇beta - x̂ ∇gamma): 5m + 2 (5m + 1 without gamma), after the two sums.
 
 Weight normalization (Salimans & Kingma 2016) normalizes the weights, not the activations: its depth
 does not depend on the minibatch, "from O(log N) to O(1)" (paper §6.1.1, [S1]).
@@ -21,16 +21,18 @@ from . import _check
 SRC_BN = "paper Table 4 (BN: O(NCHW) work, O(log N) depth), App. B; Ioffe & Szegedy 2015"
 
 
-def _normalize(groups, m, params, vb, elements, op, source, affine_grad: Cost = ZERO) -> OpCost:
+def _normalize(groups, m, params, vb, elements, op, source, affine_grad: Cost = ZERO,
+               affine: bool = True) -> OpCost:
     """``groups`` independent normalizations over ``m`` values each.
 
     ``affine_grad`` is the extra work of ∇gamma, ∇beta when they are reduced over other groups than the
     statistics (layer and group norm); for batch norm they are the per-channel sums ∇x needs anyway.
     """
-    fwd = Cost(flop=groups * (6 * m + 2), depth=2 * clog2(m) + 9, bytes=vb * (2 * elements + params),
-               params=params, act_bytes=vb * elements)
+    a = 1 if affine else 0
+    fwd = Cost(flop=groups * ((5 + 2 * a) * m + 2), depth=2 * clog2(m) + 7 + 2 * a,
+               bytes=vb * (2 * elements + params), params=params, act_bytes=vb * elements)
     sums = Cost(flop=groups * (3 * m - 2), depth=1 + clog2(m))  # Σ∇y and Σ∇y·x̂ per group
-    gin = sums + Cost(flop=groups * (5 * m + 2), depth=3, bytes=vb * (3 * elements + params))
+    gin = sums + Cost(flop=groups * (5 * m + 1 + a), depth=3, bytes=vb * (3 * elements + params))
     return OpCost(op, fwd, gin, affine_grad, source)
 
 
@@ -39,12 +41,13 @@ def batch_norm(n, c, spatial=1, affine: bool = True, value_bytes=4) -> OpCost:
 
     >>> bn = batch_norm(2, 1, 2)           # m = 4 values per channel
     >>> bn.forward.flop, bn.forward.depth, bn.params
-    (26, 13, 2)
+    (30, 13, 2)
     """
     n = _check.size("n", n)
     c, spatial = _check.size("c", c), _check.size("spatial", spatial)
     vb = _check.value_bytes(value_bytes)
-    return _normalize(c, n * spatial, 2 * c if affine else 0, vb, n * c * spatial, "batch_norm", SRC_BN)
+    return _normalize(c, n * spatial, 2 * c if affine else 0, vb, n * c * spatial, "batch_norm", SRC_BN,
+                      affine=affine)
 
 
 def layer_norm(rows, features, affine: bool = True, value_bytes=4) -> OpCost:
@@ -52,14 +55,14 @@ def layer_norm(rows, features, affine: bool = True, value_bytes=4) -> OpCost:
 
     >>> ln = layer_norm(3, 4)
     >>> ln.forward.flop, ln.forward.depth, ln.params
-    (78, 13, 8)
+    (90, 13, 8)
     """
     rows, features = _check.size("rows", rows), _check.size("features", features)
     vb = _check.value_bytes(value_bytes)
     gw = Cost(flop=features * (3 * rows - 2), depth=1 + clog2(rows), bytes=vb * 2 * rows * features) \
         if affine else ZERO
     return _normalize(rows, features, 2 * features if affine else 0, vb, rows * features, "layer_norm",
-                      "Ba et al. 2016; counts as batch_norm over the feature dimension", gw)
+                      "Ba et al. 2016; counts as batch_norm over the feature dimension", gw, affine)
 
 
 def group_norm(n, c, spatial, groups, affine: bool = True, value_bytes=4) -> OpCost:
@@ -72,7 +75,7 @@ def group_norm(n, c, spatial, groups, affine: bool = True, value_bytes=4) -> OpC
     el = n * c * spatial
     gw = Cost(flop=c * (3 * n * spatial - 2), depth=1 + clog2(n * spatial), bytes=vb * 2 * el) if affine else ZERO
     return _normalize(n * groups, c // groups * spatial, 2 * c if affine else 0, vb, el, "group_norm",
-                      "Wu & He 2018; counts as batch_norm per group", gw)
+                      "Wu & He 2018; counts as batch_norm per group", gw, affine)
 
 
 def rms_norm(rows, features, value_bytes=4) -> OpCost:

@@ -14,8 +14,10 @@ from .conv import _pair, max_taps, out_size
 KINDS = ("max", "avg")
 
 
-def pool2d(kind: str, n, c, h, w, kh, kw=None, stride=None, pad=0, value_bytes=4) -> OpCost:
+def pool2d(kind: str, n, c, h, w, kh, kw=None, stride=None, pad=0, value_bytes=4, ceil_mode: bool = False) -> OpCost:
     """Pooling of an ``n x c x h x w`` input; ``stride`` defaults to the kernel size (PyTorch).
+
+    With ``ceil_mode`` the last, partial window is counted as a full one (a slight over-count).
 
     >>> p = pool2d("max", 1, 1, 4, 4, 2)
     >>> p.forward.flop, p.forward.depth
@@ -29,10 +31,10 @@ def pool2d(kind: str, n, c, h, w, kh, kw=None, stride=None, pad=0, value_bytes=4
     c, h, w, kh, kw = (int(_check.size(k, v)) for k, v in (("c", c), ("h", h), ("w", w), ("kh", kh), ("kw", kw)))
     sh, sw, ph, pw = int(_check.size("stride", sh)), int(_check.size("stride", sw)), \
         int(_check.size("pad", ph, 0)), int(_check.size("pad", pw, 0))
-    ho, wo = out_size(h, kh, sh, ph, 1, "h"), out_size(w, kw, sw, pw, 1, "w")
+    ho, wo = out_size(h, kh, sh, ph, 1, "h", ceil_mode), out_size(w, kw, sw, pw, 1, "w", ceil_mode)
     vb = _check.value_bytes(value_bytes)
     outs, ins, k = n * c * ho * wo, n * c * h * w, kh * kw
-    is_avg = kind == "avg"
+    is_avg = int(kind == "avg")  # an int: bool * sympy expression raises TypeError
     fwd = Cost(flop=outs * (k - 1 + is_avg), depth=clog2(kh) + clog2(kw) + is_avg, bytes=vb * (ins + outs),
                act_bytes=vb * ins)
     overlap = clog2(max_taps(h, kh, sh, ph, 1, ho)) + clog2(max_taps(w, kw, sw, pw, 1, wo))

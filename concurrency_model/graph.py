@@ -1,0 +1,203 @@
+"""DNN graphs: a DAG of layer nodes with inferred shapes (paper §2.5 and §4).
+
+Work adds over all nodes; depth is the critical path (branches such as Inception modules or residual
+blocks take the maximum). The training step is forward, then backward, then the optimizer update:
+
+* backward runs the DAG in reverse. A node's output gradient is ready when every consumer has produced
+  its ∇x; with k consumers the k contributions are summed (``(k-1)`` adds per element, depth
+  ``ceil(log2 k)``). ∇x is computed only where an input depends on parameters (no gradient is formed
+  for the data); ∇w runs alongside ∇x of the same node;
+* the update of all parameters is element-wise and independent per parameter (depth of one update).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import networkx as nx
+import pandas as pd
+import sympy as sp
+
+from .cost import ZERO, Cost, OpCost, clog2
+from .ops.optimizer import optimizer_update
+
+PASSES = ("forward", "backward", "training")
+
+
+def _has_weights(n: "Node") -> bool:
+    """Parameters of its own, or weights tied to another layer's (a ∇w to compute)."""
+    return n.cost is not None and (n.cost.params != 0 or n.cost.grad_weight.flop != 0)
+
+
+@dataclass(frozen=True)
+class Node:
+    """One layer: its operator cost and per-sample output shape (the batch dimension is left out)."""
+
+    name: str
+    kind: str
+    inputs: tuple[str, ...]
+    shape: tuple[int, ...]
+    cost: OpCost | None = None  # None for graph inputs
+    attrs: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+class Graph:
+    """A DNN as a DAG of :class:`Node`; build it with :class:`concurrency_model.models.builder.Builder`.
+
+    ``batch`` is a number or a positive integer symbol; every cost is a sympy expression in it.
+
+    Examples
+    --------
+    >>> from concurrency_model.models import get_model
+    >>> g = get_model("lenet5", batch=1)
+    >>> g.params
+    61706
+    """
+
+    def __init__(self, name: str, batch, value_bytes=4):
+        self.name = name
+        self.batch = sp.sympify(batch)
+        self.value_bytes = value_bytes
+        self.dag = nx.DiGraph()
+        self.nodes: dict[str, Node] = {}
+
+    # -- construction (used by the builder) ------------------------------------------------------
+    def add(self, node: Node) -> Node:
+        if node.name in self.nodes:
+            raise ValueError(f"name: node {node.name!r} already exists")
+        for i in node.inputs:
+            if i not in self.nodes:
+                raise ValueError(f"inputs: unknown node {i!r}")
+        self.nodes[node.name] = node
+        self.dag.add_node(node.name)
+        for i in node.inputs:
+            self.dag.add_edge(i, node.name)
+        return node
+
+    def _order(self) -> list[Node]:
+        # insertion order is topological: a node can only be added after its inputs
+        return list(self.nodes.values())
+
+    def layers(self) -> list[Node]:
+        """Nodes that compute (graph inputs left out), in topological order."""
+        return [n for n in self._order() if n.cost is not None]
+
+    # -- totals ----------------------------------------------------------------------------------
+    @property
+    def params(self):
+        total = sum((n.cost.params for n in self.layers()), sp.Integer(0))
+        return int(total) if total.is_number else total
+
+    def forward(self) -> Cost:
+        """Forward pass: W sums, D is the longest path through the DAG."""
+        done: dict[str, sp.Expr] = {}
+        total = ZERO
+        for n in self._order():
+            start = sp.Max(*(done[i] for i in n.inputs)) if n.inputs else sp.Integer(0)
+            if n.cost is None:
+                done[n.name] = start
+                continue
+            done[n.name] = start + n.cost.forward.depth
+            total = total + n.cost.forward.with_(depth=0)
+        return total.with_(depth=sp.Max(*done.values()))
+
+    def _requires_grad(self) -> dict[str, bool]:
+        req: dict[str, bool] = {}
+        for n in self._order():
+            req[n.name] = _has_weights(n) or any(req[i] for i in n.inputs)
+        return req
+
+    def backward(self) -> Cost:
+        """Backward pass, measured from the moment the loss gradient is available."""
+        req = self._requires_grad()
+        gin_done: dict[str, sp.Expr] = {}
+        ends = [sp.Integer(0)]
+        total = ZERO
+        for n in reversed(self._order()):
+            consumers = [c for c in self.dag.successors(n.name) if c in gin_done]
+            if consumers:
+                k = len(consumers)
+                t = sp.Max(*(gin_done[c] for c in consumers)) + clog2(k)
+                if k > 1:  # sum the k gradient contributions
+                    total = total + Cost(flop=(k - 1) * self.batch * n.numel,
+                                         bytes=(k + 1) * self.value_bytes * self.batch * n.numel)
+            else:
+                t = sp.Integer(0)
+            if n.cost is None or not req[n.name]:
+                continue
+            if _has_weights(n):
+                gw = n.cost.grad_weight
+                total = total + gw.with_(depth=0)
+                ends.append(t + gw.depth)
+            if any(req[i] for i in n.inputs):
+                gi = n.cost.grad_input
+                total = total + gi.with_(depth=0)
+                gin_done[n.name] = t + gi.depth
+                ends.append(gin_done[n.name])
+        return total.with_(depth=sp.Max(*ends))
+
+    def update(self, optimizer: str = "sgd") -> Cost:
+        return optimizer_update(optimizer, self.params if self.params else 0, self.value_bytes).forward
+
+    def training(self, optimizer: str = "sgd") -> Cost:
+        """One training step: forward, backward, then the update (paper Alg. 2)."""
+        return self.forward() + self.backward() + self.update(optimizer)
+
+    def cost(self, pass_: str = "forward", optimizer: str = "sgd") -> Cost:
+        if pass_ not in PASSES:
+            raise ValueError(f"pass: unknown {pass_!r}; allowed: {', '.join(PASSES)}")
+        if pass_ == "training":
+            return self.training(optimizer)
+        return self.forward() if pass_ == "forward" else self.backward()
+
+    # -- the contract's accessors ----------------------------------------------------------------
+    def forward_flop(self):
+        return self.forward().flop
+
+    def forward_macs(self):
+        return self.forward().macs
+
+    def work(self, pass_: str = "forward"):
+        return self.cost(pass_).flop
+
+    def depth(self, pass_: str = "forward"):
+        return self.cost(pass_).depth
+
+    def average_parallelism(self, pass_: str = "forward"):
+        return self.cost(pass_).average_parallelism
+
+    def subs(self, expr, **values):
+        """Substitute ``batch=...`` (or any symbol by name) into an expression of this graph."""
+        mapping = {}
+        for k, v in values.items():
+            if k == "batch":
+                if self.batch.free_symbols:
+                    mapping[next(iter(self.batch.free_symbols))] = v
+            else:
+                mapping[sp.Symbol(k)] = v
+        return sp.sympify(expr).subs(mapping)
+
+    def table(self) -> pd.DataFrame:
+        """One row per layer: shape, parameters, forward FLOP and MACs, depth, bytes, stored activations,
+        backward FLOP. Numbers when the batch is a number, expressions otherwise."""
+        def num(e):
+            e = sp.sympify(e)
+            return (int(e) if e.is_Integer else float(e)) if e.is_number else e
+
+        rows = []
+        for n in self.layers():
+            c = n.cost
+            rows.append({"name": n.name, "op": n.kind, "inputs": ",".join(n.inputs),
+                         "shape": "x".join(map(str, n.shape)), "params": num(c.params),
+                         "forward_flop": num(c.forward.flop), "forward_macs": num(c.forward.macs),
+                         "depth": num(c.forward.depth), "bytes": num(c.forward.bytes),
+                         "act_bytes": num(c.forward.act_bytes), "backward_flop": num(c.backward.flop)})
+        return pd.DataFrame(rows)
+
+    def __repr__(self) -> str:
+        return f"Graph({self.name!r}, {len(self.layers())} layers, batch={self.batch})"
+

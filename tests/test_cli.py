@@ -1,0 +1,42 @@
+import json
+import subprocess
+import sys
+
+from concurrency_model.cli import main
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "concurrency_model", *args], capture_output=True, text=True)
+
+
+def test_workdepth_json_keys_and_values(capsys):
+    assert main(["workdepth", "--model", "resnet50", "--batch", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("model", "batch", "params", "forward_macs", "forward_flop", "training_flop", "work", "depth",
+                "average_parallelism", "layers"):
+        assert key in out
+    assert out["params"] == 25_557_032 and out["batch"] == 2
+    assert abs(out["forward_macs"] / 2 / 4.09e9 - 1) < 0.03
+    assert out["work"] == out["forward_flop"]
+    assert out["average_parallelism"] == out["work"] / out["depth"]
+    assert set(out["layers"][0]) >= {"name", "op", "params", "forward_flop", "depth"}
+    assert sum(r["params"] for r in out["layers"]) == out["params"]
+
+
+def test_workdepth_training_pass_and_table(capsys):
+    assert main(["workdepth", "--model", "lenet5", "--pass", "training", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["work"] == out["training_flop"] > out["forward_flop"]
+    assert main(["workdepth", "--model", "lenet5"]) == 0
+    text = capsys.readouterr().out
+    assert "parameters" in text and "61,706" in text and "c3" in text
+
+
+def test_bad_input_exits_2_with_one_line():
+    for args in (["workdepth", "--model", "no-such-network"], ["workdepth", "--model", "resnet50", "--batch", "0"],
+                 ["workdepth", "--model", '{"kind": "gpt", "layers": 2, "hidden": 64, "heads": 5}'],
+                 ["workdepth", "--model", "{not json"]):
+        p = run(*args)
+        assert p.returncode == 2, args
+        assert "Traceback" not in p.stderr
+        assert p.stderr.strip().splitlines()[-1].startswith("usage") is False
