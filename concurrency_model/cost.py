@@ -74,9 +74,7 @@ class Cost:
 
     def alongside(self, other: "Cost") -> "Cost":
         """Parallel composition: W adds, D is the maximum of the two depths."""
-        out = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
-        out["depth"] = sp.Max(self.depth, other.depth)
-        return Cost(**out)
+        return par(self, other)
 
     __add__ = then
     __or__ = alongside
@@ -152,7 +150,8 @@ def par(*costs: Cost) -> Cost:
     if not costs:
         return ZERO
     out = {f.name: sum((getattr(c, f.name) for c in costs), sp.Integer(0)) for f in fields(Cost)}
-    out["depth"] = sp.Max(*(c.depth for c in costs))
+    depths = [c.depth for c in costs if c.depth != 0]  # depths are >= 0: a zero never decides the max
+    out["depth"] = sp.Max(*depths) if depths else sp.Integer(0)
     return Cost(**out)
 
 

@@ -17,12 +17,14 @@ def lenet5(b: Builder, image_size: int = 32, classes: int = 10) -> str:
     followed by tanh (the paper's trainable coefficient and bias are left out), and the Gaussian (RBF)
     output layer is a fully connected layer. This is the form of most modern re-implementations.
 
-    Compared with the paper's Appendix A figure (Ben-Nun & Hoefler, W = 665,832, D = 41 [S1]): see
-    ``tests/test_zoo.py``. Our forward W at batch 1 is about 0.84 M: every multiply-add counts 2 FLOP
-    (the appendix probably counts one operation per multiply-add and uses different subsampling and
-    connection-table choices, which we could not check without the PDF). Our forward D is 44
-    (5 weighted layers with ceil(log2) reduction trees per reduced dimension, as Table 6, plus the
-    element-wise steps); the paper's inputs are not known well enough to pin the remaining difference.
+    Compared with the paper's Appendix A (Ben-Nun & Hoefler: W = 665,832, D = 41 [S1]), this network at
+    batch 1 has W = 853,946 and D = 61 (``tests/test_zoo.py`` holds both). The paper's W lies between our
+    multiply-add count (416,520: one operation per multiply-add) and our FLOP count (2 per multiply-add,
+    plus bias adds, pooling and tanh): the appendix evidently counts differently, and LeCun's partial C3
+    (60 of 96 map pairs, 150,000 instead of 240,000 multiply-adds) lowers it further. Our depth is larger
+    because every weighted layer adds a multiply level and a bias add (+10 over five layers), tanh and
+    pooling each add their own levels (+12), and reductions use one ceil(log2) tree per reduced
+    dimension as Table 6 does. Without the paper's exact LeNet variant we cannot pin the rest down.
     """
     x = b.input((1, image_size, image_size))
     x = b.act(b.conv(x, 6, 5, name="c1"), "tanh")

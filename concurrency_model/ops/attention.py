@@ -8,6 +8,7 @@ Both products are activation-activation GEMMs, so their two gradients are input 
 * fused (Dao et al. 2022, FlashAttention): S and P never leave on-chip memory; traffic is Q, K, V, O and
   one log-sum-exp per row; backward recomputes S and P (one more QKᵀ, scale and softmax). With
   ``causal``, blocks above the diagonal are skipped: the s_q*s_kv terms scale by (s+1)/(2s) (s_q = s_kv).
+  Plain causal attention masks every score (one more element-wise pass) and skips nothing.
 """
 from __future__ import annotations
 
@@ -44,7 +45,10 @@ def attention(batch, heads, seq_q, head_dim, seq_kv=None, fused: bool = False, c
     sc = scale(bh * sq * skv, vb)
     sm = softmax(bh * sq, skv, vb)
     pv = _act_gemm(gemm(sq, d, skv, bh, vb))
-    plain = chain("attention", qk, sc, sm, pv, source=SRC)
+    steps = [qk, sc, sm, pv]
+    if causal and not fused:  # the mask is applied to every score (an add of -inf), nothing is skipped
+        steps.insert(2, OpCost("mask", sc.forward, source=SRC))
+    plain = chain("attention", *steps, source=SRC)
     qkvo = vb * bh * (2 * sq * d + 2 * skv * d)  # Q, K, V read, O written
     if not fused:
         f = plain.forward.with_(act_bytes=vb * bh * (sq * d + 2 * skv * d + sq * skv))

@@ -19,7 +19,7 @@ ACTIVATIONS = {
     "relu": (1, 1, 1, 1),
     "relu6": (2, 2, 2, 1),
     "sigmoid": (4, 4, 3, 2),
-    "tanh": (1, 1, 3, 2),
+    "tanh": (1, 1, 3, 3),  # y², 1 - y², times ∇y: a chain of three
     "gelu": (9, 8, 14, 9),
     "silu": (5, 5, 7, 4),
     "identity": (0, 0, 0, 0),

@@ -39,7 +39,9 @@ def recurrent(cell: str, seq_len, batch, input_size, hidden, layers: int = 1, bi
     inputs = [i0] + [h] * (int(L) - 1)
     params = sum(g * h * (i + h) + nb * g * h for i in inputs)
     macs = sum(T * n * g * h * (i + h) for i in inputs)
-    elementwise = L * T * n * h * (cell_ops + g)  # cell ops + adding the two projections
+    # cell ops + adding the two projections of every gate; GRU's cell ops already count the add of
+    # W_in x to r ⊙ (W_hn h + b_hn), so its n gate needs no separate one
+    elementwise = L * T * n * h * (cell_ops + g - (1 if cell == "gru" else 0))
     bias_adds = L * T * n * g * h * nb
     d_in = 1 + clog2(i0) + 1
     d_up = 1 + clog2(h) + 1
