@@ -1,0 +1,212 @@
+"""Devices as frozen dataclasses; presets are JSON files under ``presets/devices`` (package data).
+
+A preset file (a profile written by ``calibrate compute`` has the same shape) holds:
+
+* ``name``, ``vendor``, ``kind`` (``gpu`` or ``cpu``);
+* ``peak_flops``: dense peak FLOP/s per math dtype (``fp64, fp32, tf32, fp16, bf16, fp8, int8``), only
+  those the device supports; ``vector_flops`` optionally the non-tensor-core rates;
+* ``mem_bw_Bps`` (bytes/s), ``mem_capacity_bytes``, ``launch_overhead_s``, ``multiprocessors`` (SMs or
+  CUs or cores), ``l2_bytes`` and ``board_power_w`` where known;
+* ``efficiency``: optional fitted constants of :mod:`concurrency_model.timing` (see ``Efficiency``);
+* ``sources``: one source per field (reference key of ``shared/reference/hardware.md`` and its origin),
+  ``notes``.
+
+What-if questions replace fields: ``dataclasses.replace(device, mem_bw=4e12)``; a sweep may put sympy
+symbols into the numeric fields (see :func:`symbolic`).
+"""
+from __future__ import annotations
+
+import json
+import numbers
+from dataclasses import dataclass, field, fields, replace
+from importlib import resources
+from pathlib import Path
+
+import sympy as sp
+
+KINDS = ("gpu", "cpu", "accelerator")
+DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Constants that turn datasheet peaks into achieved rates (:mod:`concurrency_model.timing`).
+
+    ``compute``: fraction of peak reached by a large, well-shaped GEMM main loop; ``memory``: fraction of
+    the datasheet bandwidth reached by streaming kernels; ``k_startup``: reduction-dimension elements of
+    pipeline fill and epilogue per output tile; ``l2_factor``: L2 bandwidth over DRAM bandwidth (feeds
+    the GEMM tiles); ``conv`` and ``rnn``: factors on the time of
+    convolutions and recurrent layers over the GEMMs they are made of (the implicit-GEMM gather; the
+    per-step synchronisation); ``sigma``: relative spread of the residuals the constants were fitted on.
+    Defaults: fitted on DeepBench (see ``benchmarks/kernel_accuracy.py``), the same for every device.
+    """
+
+    compute: float = 0.80
+    memory: float = 0.80
+    k_startup: float = 64.0
+    l2_factor: float = 3.0
+    conv: float = 1.0
+    rnn: float = 1.0
+    sigma: float = 0.0
+    fitted_on: str = "default"
+
+    def __post_init__(self):
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name == "fitted_on":
+                continue
+            if isinstance(v, numbers.Real) and v < 0:
+                raise ValueError(f"efficiency.{f.name}: must be >= 0, got {v}")
+        for name in ("compute", "memory"):
+            v = getattr(self, name)
+            if isinstance(v, numbers.Real) and not 0 < v <= 1:
+                raise ValueError(f"efficiency.{name}: must be in (0, 1], got {v}")
+
+
+@dataclass(frozen=True)
+class Device:
+    """One accelerator or CPU. SI units: FLOP/s, bytes/s, bytes, seconds."""
+
+    name: str
+    peak_flops: dict  # math dtype -> dense FLOP/s
+    mem_bw: float
+    mem_capacity: float
+    launch_overhead: float
+    multiprocessors: int
+    vendor: str = ""
+    kind: str = "gpu"
+    vector_flops: dict = field(default_factory=dict)
+    l2_bytes: float = 0.0
+    board_power_w: float = 0.0
+    efficiency: Efficiency = field(default_factory=Efficiency)
+    sources: dict = field(default_factory=dict, compare=False)
+    notes: str = field(default="", compare=False)
+    decide: dict = field(default_factory=dict, compare=False, repr=False)  # symbol -> number, for choices
+
+    def __hash__(self):  # the dict fields are not hashable; the name and headline numbers identify a device
+        return hash((self.name, str(self.mem_bw), self.multiprocessors))
+
+    def peak(self, dtype: str):
+        """Dense peak FLOP/s for math in ``dtype``; ``ValueError`` if the device has no such unit."""
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype: unknown {dtype!r}; allowed: {', '.join(DTYPES)}")
+        if dtype not in self.peak_flops:
+            have = ", ".join(self.peak_flops)
+            raise ValueError(f"dtype: {self.name} has no {dtype} peak; it supports {have}")
+        return self.peak_flops[dtype]
+
+    def to_dict(self) -> dict:
+        """The preset-file form (units in the keys)."""
+        eff = {f.name: getattr(self.efficiency, f.name) for f in fields(Efficiency)}
+        return {"name": self.name, "vendor": self.vendor, "kind": self.kind, "peak_flops": dict(self.peak_flops),
+                "vector_flops": dict(self.vector_flops), "mem_bw_Bps": self.mem_bw,
+                "mem_capacity_bytes": self.mem_capacity, "launch_overhead_s": self.launch_overhead,
+                "multiprocessors": self.multiprocessors, "l2_bytes": self.l2_bytes,
+                "board_power_w": self.board_power_w, "efficiency": eff, "sources": dict(self.sources),
+                "notes": self.notes}
+
+
+_FILE_KEYS = {"mem_bw_Bps": "mem_bw", "mem_capacity_bytes": "mem_capacity", "launch_overhead_s": "launch_overhead"}
+_REQUIRED = ("name", "peak_flops", "mem_bw_Bps", "mem_capacity_bytes", "launch_overhead_s", "multiprocessors")
+
+
+def _positive(where: str, v, allow_zero: bool = False) -> float:
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or v < 0 or (v == 0 and not allow_zero):
+        raise ValueError(f"{where}: must be a {'non-negative' if allow_zero else 'positive'} number, got {v!r}")
+    return v
+
+
+def device_from_dict(d: dict, origin: str = "device") -> Device:
+    """Build a :class:`Device` from a preset or profile dictionary, checking every field."""
+    if not isinstance(d, dict):
+        raise ValueError(f"{origin}: expected a JSON object")
+    missing = [k for k in _REQUIRED if k not in d]
+    if missing:
+        raise ValueError(f"{origin}: missing field {missing[0]!r}")
+    known = set(_REQUIRED) | {"vendor", "kind", "vector_flops", "l2_bytes", "board_power_w", "efficiency",
+                              "sources", "notes"}
+    unknown = sorted(set(d) - known)
+    if unknown:
+        raise ValueError(f"{origin}: unknown field {unknown[0]!r}")
+    peaks = {}
+    for group in ("peak_flops", "vector_flops"):
+        g = d.get(group, {})
+        if not isinstance(g, dict) or (group == "peak_flops" and not g):
+            raise ValueError(f"{origin}.{group}: expected an object of dtype -> FLOP/s")
+        for k, v in g.items():
+            if k not in DTYPES:
+                raise ValueError(f"{origin}.{group}.{k}: unknown dtype; allowed: {', '.join(DTYPES)}")
+            _positive(f"{origin}.{group}.{k}", v)
+        peaks[group] = dict(g)
+    kw = {_FILE_KEYS.get(k, k): _positive(f"{origin}.{k}", d[k], allow_zero=k == "launch_overhead_s")
+          for k in ("mem_bw_Bps", "mem_capacity_bytes", "launch_overhead_s")}
+    if d.get("kind", "gpu") not in KINDS:
+        raise ValueError(f"{origin}.kind: unknown {d['kind']!r}; allowed: {', '.join(KINDS)}")
+    if not isinstance(d["name"], str) or not d["name"]:
+        raise ValueError(f"{origin}.name: must be a non-empty string")
+    mp = d["multiprocessors"]
+    if isinstance(mp, bool) or not isinstance(mp, int) or mp < 1:
+        raise ValueError(f"{origin}.multiprocessors: must be a positive integer, got {mp!r}")
+    eff = d.get("efficiency", {}) or {}
+    if not isinstance(eff, dict):
+        raise ValueError(f"{origin}.efficiency: expected an object")
+    bad = sorted(set(eff) - {f.name for f in fields(Efficiency)})
+    if bad:
+        raise ValueError(f"{origin}.efficiency: unknown field {bad[0]!r}")
+    for k, v in eff.items():
+        if k != "fitted_on":
+            _positive(f"{origin}.efficiency.{k}", v, allow_zero=True)
+    return Device(name=d["name"], peak_flops=peaks["peak_flops"], vector_flops=peaks["vector_flops"],
+                  multiprocessors=mp, vendor=d.get("vendor", ""), kind=d.get("kind", "gpu"),
+                  l2_bytes=_positive(f"{origin}.l2_bytes", d.get("l2_bytes", 0), True),
+                  board_power_w=_positive(f"{origin}.board_power_w", d.get("board_power_w", 0), True),
+                  efficiency=Efficiency(**eff), sources=d.get("sources", {}), notes=d.get("notes", ""), **kw)
+
+
+def _preset_dir():
+    return resources.files("concurrency_model") / "presets" / "devices"
+
+
+def device_names() -> list[str]:
+    return sorted(p.name[:-5] for p in _preset_dir().iterdir() if p.name.endswith(".json"))
+
+
+def load_device(name_or_path) -> Device:
+    """A preset by name (``a100-sxm4-80gb``) or a device / profile JSON file by path.
+
+    >>> load_device("a100-sxm4-80gb").peak("bf16")
+    312000000000000.0
+    """
+    if isinstance(name_or_path, Device):
+        return name_or_path
+    text = str(name_or_path)
+    path = Path(text)
+    if text.endswith(".json") or path.is_file():
+        if not path.is_file():
+            raise ValueError(f"hardware: no such file {text!r}")
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"hardware: {text} is not valid JSON ({e.msg}, line {e.lineno})") from None
+        return device_from_dict(data, origin=path.name)
+    preset = _preset_dir() / f"{text}.json"
+    if not preset.is_file():
+        raise ValueError(f"hardware: unknown preset {text!r}; allowed: {', '.join(device_names())}")
+    try:
+        data = json.loads(preset.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"hardware: preset {text} is not valid JSON ({e.msg}, line {e.lineno})") from None
+    return device_from_dict(data, origin=text)
+
+
+def symbolic(device: Device, dtype: str = "fp16") -> tuple[Device, dict]:
+    """The device with its peak for ``dtype``, bandwidth and launch overhead replaced by sympy symbols,
+    and the mapping symbol -> number that turns it back (for sweeps over hardware parameters). The
+    device keeps the mapping in ``decide``: discrete choices (kernel tiles, algorithms) use the numbers."""
+    F = sp.Symbol(f"F_{dtype}", positive=True)
+    Bm = sp.Symbol("B_mem", positive=True)
+    L = sp.Symbol("t_launch", nonnegative=True)
+    values = {F: device.peak(dtype), Bm: device.mem_bw, L: device.launch_overhead}
+    peaks = dict(device.peak_flops)
+    peaks[dtype] = F
+    return replace(device, peak_flops=peaks, mem_bw=Bm, launch_overhead=L, decide=values), values

@@ -1,0 +1,195 @@
+"""Time of an operator on one device: a roofline with the efficiencies that make real kernels slower.
+
+``T = max(flop / (peak * eff_c), bytes / (bw * eff_m)) + launch`` (Williams, Waterman & Patterson 2009,
+the roofline model), refined for the matrix products that dominate DNN time (:mod:`.gemm`: tile and wave
+quantization, L2 feed of small tiles, split-K, kernel choice) and for the algorithm a convolution uses
+(:mod:`.layers`). Tensor cores need dimensions divisible by 8 (fp16/bf16), 4 (tf32) or 16 (int8/fp8)
+(NVIDIA, "Deep Learning Performance Guide"); otherwise the vector rate applies.
+
+Kernel models compute :class:`Coeffs`: numpy arrays of coefficients of ``1/peak``, ``1/bw`` and ``launch``.
+``seconds`` evaluates them for many rows at once (validation, fitting, sweeps); ``assemble`` builds one
+row's time as a number, or as a sympy expression when the device's fields are symbols
+(``hardware.symbolic``); discrete choices are then made with the numbers in ``device.decide``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import sympy as sp
+
+from ..hardware import Device, load_device
+from ..units import dtype_bytes
+from . import gemm as _gemm
+
+ALIGN = {"fp16": 8, "bf16": 8, "tf32": 4, "int8": 16, "fp8": 16}
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """Seconds of one operator on one device, with the part that binds (``compute`` or ``memory``)."""
+
+    time_s: object
+    compute_s: object
+    memory_s: object
+    overhead_s: object
+    flop: object
+    bytes: object
+    bound: str
+    detail: dict = field(default_factory=dict, compare=False)
+    decide: dict = field(default_factory=dict, compare=False, repr=False)  # numbers for a symbolic device
+
+    def __add__(self, other: "OpTime") -> "OpTime":
+        """Kernels one after another; the bound is the one of the longer part."""
+        d = {**other.decide, **self.decide}
+        mine, theirs = _f(self.time_s - self.overhead_s, d), _f(other.time_s - other.overhead_s, d)
+        return OpTime(self.time_s + other.time_s, self.compute_s + other.compute_s, self.memory_s + other.memory_s,
+                      self.overhead_s + other.overhead_s, self.flop + other.flop, self.bytes + other.bytes,
+                      self.bound if mine >= theirs else other.bound, {**other.detail, **self.detail}, d)
+
+    def scale(self, k) -> "OpTime":
+        """``k`` identical kernels one after another."""
+        return OpTime(self.time_s * k, self.compute_s * k, self.memory_s * k, self.overhead_s * k,
+                      self.flop * k, self.bytes * k, self.bound, self.detail, self.decide)
+
+    def as_dict(self) -> dict:
+        return {"time_s": _out(self.time_s), "flop": _out(self.flop), "bytes": _out(self.bytes), "bound": self.bound,
+                "compute_s": _out(self.compute_s), "memory_s": _out(self.memory_s),
+                "overhead_s": _out(self.overhead_s), **self.detail}
+
+
+def _out(v):
+    v = sp.sympify(v)
+    return (int(v) if v.is_Integer else float(v)) if v.is_number else str(v)
+
+
+def _f(x, decide: dict | None = None) -> float:
+    """A float for decisions; symbols are replaced by ``decide``."""
+    if isinstance(x, (int, float, np.floating, np.integer)):
+        return float(x)
+    x = sp.sympify(x)
+    if decide:
+        x = x.subs(decide)
+    if x.free_symbols:
+        names = ", ".join(sorted(s.name for s in x.free_symbols))
+        raise ValueError(f"decide: pass numbers for {names} to choose kernels for a symbolic device")
+    return float(x)
+
+
+def _max(a, b):
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return max(a, b)
+    return sp.Max(a, b)
+
+
+def device(d) -> Device:
+    return d if isinstance(d, Device) else load_device(d)
+
+
+def positive_int(name: str, v) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer)) or v != int(v) or v < 1:
+        raise ValueError(f"{name}: must be a positive integer, got {v!r}")
+    return int(v)
+
+
+def rates(dev: Device, dtype: str, dims) -> np.ndarray:
+    """Matrix-math FLOP/s per row: the peak, or the vector rate where tensor-core alignment fails.
+    ``dims``: arrays whose every entry must be divisible by the dtype's alignment."""
+    peak = _f(dev.peak(dtype), dev.decide)
+    vec = dev.vector_flops.get(dtype)
+    align = ALIGN.get(dtype)
+    n = len(np.atleast_1d(dims[0]))
+    if vec is None or not align or _f(vec, dev.decide) >= peak:
+        return np.full(n, peak)
+    aligned = np.all([np.atleast_1d(d) % align == 0 for d in dims], axis=0)
+    return np.where(aligned, peak, _f(vec, dev.decide))
+
+
+@dataclass
+class Coeffs:
+    """Time coefficients per row: ``max(max(a_math/peak, a_feed/bw), a_mem/bw) + a_extra/bw +
+    launches*launch``; ``rate`` is the peak used per row; ``flop``/``bytes`` the work and minimum traffic."""
+
+    a_math: np.ndarray
+    a_feed: np.ndarray
+    a_mem: np.ndarray
+    a_extra: np.ndarray
+    launches: np.ndarray
+    rate: np.ndarray
+    flop: np.ndarray
+    bytes: np.ndarray
+    info: dict = field(default_factory=dict)
+    math_dtype: str = "fp32"
+
+    def seconds(self, dev: Device) -> np.ndarray:
+        bw, launch = _f(dev.mem_bw, dev.decide), _f(dev.launch_overhead, dev.decide)
+        return (np.maximum(np.maximum(self.a_math / self.rate, self.a_feed / bw), self.a_mem / bw)
+                + self.a_extra / bw + self.launches * launch)
+
+    def assemble(self, dev: Device, i: int = 0) -> OpTime:
+        """Row ``i`` as an :class:`OpTime`, in the device's (possibly symbolic) peak, bandwidth and launch."""
+        full = dev.peak(self.math_dtype)
+        rate = full if float(self.rate[i]) == _f(full, dev.decide) else dev.vector_flops[self.math_dtype]
+        bw, launch = dev.mem_bw, dev.launch_overhead
+        comp = _max(float(self.a_math[i]) / rate, float(self.a_feed[i]) / bw) if self.a_feed[i] else \
+            float(self.a_math[i]) / rate
+        mem = float(self.a_mem[i]) / bw
+        over = float(self.a_extra[i]) / bw + float(self.launches[i]) * launch
+        bound = "compute" if _f(comp, dev.decide) >= _f(mem, dev.decide) \
+            else "memory"
+        detail = {k: (v[i].item() if isinstance(v, np.ndarray) else v) for k, v in self.info.items()}
+        vec = dev.vector_flops.get(self.math_dtype)
+        tensor = vec is not None and _f(vec, dev.decide) < float(self.rate[i]) == _f(full, dev.decide)
+        detail["unit"] = "tensor" if tensor else "vector"
+        return OpTime(_max(comp, mem) + over, comp, mem, over, _num(self.flop[i]), _num(self.bytes[i]), bound, detail,
+                      dev.decide)
+
+
+def _num(x):
+    x = float(x)
+    return int(x) if x.is_integer() else x
+
+
+def roofline(flop, bytes_, dev, dtype: str = "fp32", kernels: int = 1, vector: bool = True) -> OpTime:
+    """``max(flop/(peak compute), bytes/(bw memory)) + kernels * launch`` for element-wise and
+    memory-bound work (``vector``: arithmetic on the non-tensor units)."""
+    dev = device(dev)
+    e = dev.efficiency
+    peak = dev.vector_flops.get(dtype, dev.peak(dtype)) if vector else dev.peak(dtype)
+    comp = flop / (peak * e.compute)
+    mem = bytes_ / (dev.mem_bw * e.memory)
+    over = kernels * dev.launch_overhead
+    bound = "compute" if _f(comp, dev.decide) >= _f(mem, dev.decide) else "memory"
+    return OpTime(_max(comp, mem) + over, comp, mem, over, flop, bytes_, bound, {}, dev.decide)
+
+
+def gemm_coeffs(m, n, k, dev: Device, dtype: str = "fp32", batch=1, math_dtype: str | None = None) -> Coeffs:
+    """Coefficients of the chosen GEMM kernel for rows of shapes (arrays or numbers)."""
+    m, n, k, batch = np.broadcast_arrays(*(np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in (m, n, k, batch)))
+    vb = dtype_bytes(dtype)
+    rate = rates(dev, math_dtype or dtype, (m, n, k))
+    kern = _gemm.kernel(m, n, k, batch, vb, dev.multiprocessors, rate, _f(dev.mem_bw, dev.decide),
+                        _f(dev.launch_overhead, dev.decide), dev.efficiency)
+    tiles = _gemm.TILES[kern["tile"]]
+    info = {"tile": np.array([f"{a}x{b}" for a, b in tiles]), "split_k": kern["split"], "waves": kern["waves"]}
+    return Coeffs(kern["a_math"], kern["a_feed"], kern["a_mem"], kern["a_red"], kern["launches"] + 1.0, rate,
+                  2.0 * m * n * k * batch, (m * k + k * n + m * n) * batch * vb, info, math_dtype or dtype)
+
+
+def gemm_time(m, n, k, dev, dtype: str = "fp32", batch: int = 1, math_dtype: str | None = None) -> OpTime:
+    """Time of ``batch`` products C (m x n) = A (m x k) B (k x n) stored in ``dtype``, multiplied in
+    ``math_dtype`` (default ``dtype``; e.g. fp16 storage with fp32 math on a P100).
+
+    >>> t = gemm_time(8192, 8192, 8192, "a100-sxm4-80gb", "fp16")
+    >>> t.bound, t.detail["tile"]
+    ('compute', '256x128')
+    """
+    dev = device(dev)
+    m, n, k, batch = (positive_int(a, v) for a, v in (("m", m), ("n", n), ("k", k), ("batch", batch)))
+    return gemm_coeffs(m, n, k, dev, dtype, batch, math_dtype).assemble(dev)
+
+
+from .layers import attention_time, conv_coeffs, conv_time, op_time, rnn_time  # noqa: E402
+
+__all__ = ["OpTime", "Coeffs", "roofline", "gemm_coeffs", "gemm_time", "conv_coeffs", "conv_time", "rnn_time",
+           "attention_time", "op_time", "rates"]

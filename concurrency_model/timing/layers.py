@@ -1,0 +1,169 @@
+"""Time of convolution, recurrent and attention layers, and of any operator of the library.
+
+* Convolution (Chetlur et al. 2014, cuDNN): implicit GEMM with forward ``M = N H' W'``, ``N = C_out``,
+  ``K = C_in K_y K_x`` per group; ∇x ``M = N H W``, ``N = C_in``, ``K = C_out K_y K_x``; ∇w ``M = C_out``,
+  ``N = C_in K_y K_x``, ``K = N H' W'``. The operands move once (input, weights, output), not the
+  lowered matrix; ``efficiency.conv`` scales the math for the gather. 3x3 stride-1 layers may instead use
+  Winograd F(4x4, 3x3) (Lavin & Gray 2016): 36 batched GEMMs of (tiles x C_out x C_in) plus the
+  transforms, each a memory-bound pass. The faster is used (cuDNN's heuristics pick the fastest) and
+  reported as ``algorithm``.
+* Recurrent layers (Appleyard, Kocisky & Blunsom 2016, cuDNN): one GEMM for the input projections of all
+  steps, then per step the recurrent GEMM (batch x G*H x H) and an element-wise cell kernel;
+  ``efficiency.rnn`` scales the total.
+* Attention: plain = two batched GEMMs around a memory-bound softmax; fused (FlashAttention) = one
+  compute-bound kernel with Q/K/V/O traffic only.
+* Anything else: the roofline of its work and minimum traffic (``op_time``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..units import dtype_bytes
+from . import Coeffs, OpTime, _f, device, gemm_coeffs, positive_int, roofline
+
+CONV_PASSES = ("forward", "grad_input", "grad_weight")
+WINOGRAD_M, WINOGRAD_R = 4, 3
+WINOGRAD_ALPHA = WINOGRAD_M + WINOGRAD_R - 1
+
+
+def _out(size, k, stride, pad, dil):
+    return (size + 2 * pad - dil * (k - 1) - 1) // stride + 1
+
+
+def conv_coeffs(n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups, pass_: str, dev, dtype: str,
+                math_dtype: str | None = None, algorithm: str = "auto") -> Coeffs:
+    """Coefficients of the fastest convolution algorithm per row (arrays or numbers; square stride/pad)."""
+    if pass_ not in CONV_PASSES:
+        raise ValueError(f"pass: unknown {pass_!r}; allowed: {', '.join(CONV_PASSES)}")
+    if algorithm not in ("auto", "implicit_gemm", "winograd"):
+        raise ValueError(f"algorithm: unknown {algorithm!r}; allowed: auto, implicit_gemm, winograd")
+    n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups = np.broadcast_arrays(
+        *(np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in
+          (n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups)))
+    ho, wo = _out(h, kh, stride, pad, dilation), _out(w, kw, stride, pad, dilation)
+    cig, cog = c_in // groups, c_out // groups
+    vb = dtype_bytes(dtype)
+    e = dev.efficiency
+    if pass_ == "forward":
+        shape = (n * ho * wo, cog, cig * kh * kw)
+    elif pass_ == "grad_input":
+        shape = (n * h * w, cig, cog * kh * kw)
+    else:
+        shape = (cog, cig * kh * kw, n * ho * wo)
+    g = gemm_coeffs(*shape, dev, dtype, groups, math_dtype)
+    io = (n * c_in * h * w + c_out * cig * kh * kw + n * c_out * ho * wo) * vb / e.memory
+    flop = 2.0 * n * c_out * ho * wo * cig * kh * kw
+    best = Coeffs(g.a_math * e.conv, g.a_feed * e.conv, io, g.a_extra, g.launches, g.rate, flop, io * e.memory,
+                  {**g.info, "algorithm": np.full(len(n), "implicit_gemm")}, g.math_dtype)
+    if algorithm == "implicit_gemm":
+        return best
+    ok = (kh == 3) & (kw == 3) & (stride == 1) & (dilation == 1) & (groups == 1) & (pass_ != "grad_weight")
+    if algorithm == "winograd" and not ok.all():
+        raise ValueError("algorithm: winograd needs a 3x3 kernel, stride 1, dilation 1, one group, and no ∇w")
+    if not ok.any():
+        return best
+    a2 = WINOGRAD_ALPHA ** 2
+    tiles = n * -(-ho // WINOGRAD_M) * -(-wo // WINOGRAD_M)
+    ci, co = (c_in, c_out) if pass_ == "forward" else (c_out, c_in)
+    wg = gemm_coeffs(tiles, co, ci, dev, dtype, a2, math_dtype)
+    transforms = 2 * a2 * tiles * (ci + co) * vb / e.memory  # tiles written and read in the alpha^2 domain
+    wino = Coeffs(wg.a_math * e.conv, wg.a_feed * e.conv, wg.a_mem, wg.a_extra + transforms, wg.launches + 2,
+                  wg.rate, flop, io * e.memory, {**wg.info, "algorithm": np.full(len(n), "winograd")}, wg.math_dtype)
+    use = ok & (wino.seconds(dev) < best.seconds(dev)) if algorithm == "auto" else ok
+    pick = {f: np.where(use, getattr(wino, f), getattr(best, f)) for f in
+            ("a_math", "a_feed", "a_mem", "a_extra", "launches", "rate")}
+    info = {k: np.where(use, wino.info[k], best.info[k]) for k in best.info}
+    return Coeffs(**pick, flop=flop, bytes=io * e.memory, info=info, math_dtype=g.math_dtype)
+
+
+def _pair(v, name):
+    if isinstance(v, (tuple, list)):
+        if len(v) != 2 or v[0] != v[1]:
+            raise ValueError(f"{name}: the timing model takes one value for both dimensions, got {v!r}")
+        return v[0]
+    return v
+
+
+def conv_time(n, c_in, c_out, h, w, kh, kw=None, stride=1, pad=0, dilation=1, groups=1, device_="a100-sxm4-80gb",
+              dtype: str = "fp32", pass_: str = "forward", algorithm: str = "auto", math_dtype: str | None = None, **kwargs) -> OpTime:
+    """Time of a 2-D convolution's ``forward``, ``grad_input`` or ``grad_weight`` pass on a device.
+
+    >>> t = conv_time(32, 64, 64, 56, 56, 3, pad=1, device_="v100-sxm2-32gb", dtype="fp16")
+    >>> t.detail["algorithm"] in ("implicit_gemm", "winograd"), t.bound
+    (True, 'compute')
+    """
+    from ..ops.conv import conv2d
+    dev = device(kwargs.pop("device", device_))
+    if kwargs:
+        raise ValueError(f"{next(iter(kwargs))}: unknown argument")
+    kw = kh if kw is None else kw
+    stride, pad, dilation = _pair(stride, "stride"), _pair(pad, "pad"), _pair(dilation, "dilation")
+    conv2d(n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups, False)  # checks every argument
+    c = conv_coeffs(n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups, pass_, dev, dtype, math_dtype,
+                    algorithm)
+    return c.assemble(dev)
+
+
+def rnn_time(cell: str, hidden, batch, timesteps, dev, dtype: str = "fp32", input_size=None,
+             pass_: str = "forward", math_dtype: str | None = None) -> OpTime:
+    """Time of one unidirectional RNN/LSTM/GRU layer: ``forward``, ``grad_input`` (back-propagation
+    through time) or ``grad_weight`` (two GEMMs summing over batch and time)."""
+    from ..ops.recurrent import CELLS
+    dev = device(dev)
+    if cell not in CELLS:
+        raise ValueError(f"cell: unknown {cell!r}; allowed: {', '.join(CELLS)}")
+    h, nb, T = positive_int("hidden", hidden), positive_int("batch", batch), positive_int("timesteps", timesteps)
+    i = h if input_size is None else positive_int("input_size", input_size)
+    g, cell_ops, _ = CELLS[cell]
+    vb = dtype_bytes(dtype)
+    cell_t = roofline(nb * h * cell_ops, nb * h * (g + 2) * vb * 2, dev, dtype)
+
+    def gt(m, n_, k):
+        return gemm_coeffs(m, n_, k, dev, dtype, 1, math_dtype).assemble(dev)
+
+    if pass_ == "forward":
+        out = gt(T * nb, g * h, i) + (gt(nb, g * h, h) + cell_t).scale(T)
+    elif pass_ == "grad_input":
+        out = gt(T * nb, i, g * h) + (gt(nb, h, g * h) + cell_t).scale(T)
+    elif pass_ == "grad_weight":
+        out = gt(g * h, i, T * nb) + gt(g * h, h, T * nb)
+    else:
+        raise ValueError(f"pass: unknown {pass_!r}; allowed: forward, grad_input, grad_weight")
+    r = dev.efficiency.rnn
+    return OpTime(out.time_s * r, out.compute_s * r, out.memory_s * r, out.overhead_s * r, out.flop, out.bytes,
+                  out.bound, {"timesteps": T}, dev.decide)
+
+
+def attention_time(batch, heads, seq, head_dim, dev, dtype: str = "fp16", fused: bool = False,
+                   causal: bool = False, pass_: str = "forward") -> OpTime:
+    """Attention core: plain (batched QKᵀ and PV GEMMs around a memory-bound softmax; backward twice
+    each GEMM) or fused (one compute-bound kernel, FlashAttention; backward recomputes QKᵀ)."""
+    from ..ops.attention import attention
+    dev = device(dev)
+    b, hd = positive_int("batch", batch), positive_int("heads", heads)
+    s, d = positive_int("seq", seq), positive_int("head_dim", head_dim)
+    if pass_ not in ("forward", "backward"):
+        raise ValueError(f"pass: unknown {pass_!r}; allowed: forward, backward")
+    vb = dtype_bytes(dtype)
+    op = attention(b, hd, s, d, fused=fused, causal=causal, value_bytes=vb)
+    cost = op.forward if pass_ == "forward" else op.backward
+    if fused:
+        t = roofline(cost.flop, cost.bytes, dev, dtype, kernels=1, vector=False)
+        return OpTime(t.time_s, t.compute_s, t.memory_s, t.overhead_s, t.flop, t.bytes, t.bound, {"fused": True},
+                      dev.decide)
+    k = 1 if pass_ == "forward" else 2
+    bh = b * hd
+    qk = gemm_coeffs(s, s, d, dev, dtype, bh, None).assemble(dev).scale(k)
+    pv = gemm_coeffs(s, d, s, dev, dtype, bh, None).assemble(dev).scale(k)
+    sm = roofline(bh * s * 5 * s, 2 * k * bh * s * s * vb, dev, dtype, kernels=k)
+    out = qk + sm + pv
+    return OpTime(out.time_s, out.compute_s, out.memory_s, out.overhead_s, int(cost.flop), int(cost.bytes),
+                  out.bound, {"fused": False}, dev.decide)
+
+
+def op_time(cost, dev, dtype: str = "fp32", tensor: bool = False) -> OpTime:
+    """Roofline time of any operator's :class:`~concurrency_model.cost.Cost` (one kernel)."""
+    return roofline(cost.flop, cost.bytes, device(dev), dtype, kernels=1, vector=not tensor)
+
+
+__all__ = ["conv_coeffs", "conv_time", "rnn_time", "attention_time", "op_time", "_f"]

@@ -1,0 +1,1 @@
+"""Predicted vs measured: every dataset in ``data/`` through its predictor."""
