@@ -3,8 +3,8 @@
 ``T = max(flop / (peak * eff_c), bytes / (bw * eff_m)) + launch`` (Williams, Waterman & Patterson 2009,
 the roofline model), refined for the matrix products that dominate DNN time (:mod:`.gemm`: tile and wave
 quantization, L2 feed of small tiles, split-K, kernel choice) and for the algorithm a convolution uses
-(:mod:`.layers`). Tensor cores need dimensions divisible by 8 (fp16/bf16), 4 (tf32) or 16 (int8/fp8)
-(NVIDIA, "Deep Learning Performance Guide"); otherwise the vector rate applies.
+(:mod:`.layers`). Matrix math runs at the device's peak for its dtype (tensor cores where there are
+any; libraries pad shapes that are not multiples of 8, which DeepBench's V100 fp16 rows confirm).
 
 Kernel models compute :class:`Coeffs`: numpy arrays of coefficients of ``1/peak``, ``1/bw`` and ``launch``.
 ``seconds`` evaluates them for many rows at once (validation, fitting, sweeps); ``assemble`` builds one
@@ -21,9 +21,6 @@ import sympy as sp
 from ..hardware import Device, load_device
 from ..units import dtype_bytes
 from . import gemm as _gemm
-
-ALIGN = {"fp16": 8, "bf16": 8, "tf32": 4, "int8": 16, "fp8": 16}
-
 
 @dataclass(frozen=True)
 class OpTime:
@@ -92,23 +89,10 @@ def positive_int(name: str, v) -> int:
     return int(v)
 
 
-def rates(dev: Device, dtype: str, dims) -> np.ndarray:
-    """Matrix-math FLOP/s per row: the peak, or the vector rate where tensor-core alignment fails.
-    ``dims``: arrays whose every entry must be divisible by the dtype's alignment."""
-    peak = _f(dev.peak(dtype), dev.decide)
-    vec = dev.vector_flops.get(dtype)
-    align = ALIGN.get(dtype)
-    n = len(np.atleast_1d(dims[0]))
-    if vec is None or not align or _f(vec, dev.decide) >= peak:
-        return np.full(n, peak)
-    aligned = np.all([np.atleast_1d(d) % align == 0 for d in dims], axis=0)
-    return np.where(aligned, peak, _f(vec, dev.decide))
-
-
 @dataclass
 class Coeffs:
     """Time coefficients per row: ``max(max(a_math/peak, a_feed/bw), a_mem/bw) + a_extra/bw +
-    launches*launch``; ``rate`` is the peak used per row; ``flop``/``bytes`` the work and minimum traffic."""
+    launches*launch``; ``rate`` is the peak FLOP/s used for the choice; ``flop``/``bytes`` the work and minimum traffic."""
 
     a_math: np.ndarray
     a_feed: np.ndarray
@@ -120,6 +104,7 @@ class Coeffs:
     bytes: np.ndarray
     info: dict = field(default_factory=dict)
     math_dtype: str = "fp32"
+    vector: bool = False  # element-wise work: the non-tensor rate
 
     def seconds(self, dev: Device) -> np.ndarray:
         bw, launch = _f(dev.mem_bw, dev.decide), _f(dev.launch_overhead, dev.decide)
@@ -128,8 +113,8 @@ class Coeffs:
 
     def assemble(self, dev: Device, i: int = 0) -> OpTime:
         """Row ``i`` as an :class:`OpTime`, in the device's (possibly symbolic) peak, bandwidth and launch."""
-        full = dev.peak(self.math_dtype)
-        rate = full if float(self.rate[i]) == _f(full, dev.decide) else dev.vector_flops[self.math_dtype]
+        rate = dev.vector_flops.get(self.math_dtype, dev.peak(self.math_dtype)) if self.vector \
+            else dev.peak(self.math_dtype)
         bw, launch = dev.mem_bw, dev.launch_overhead
         comp = _max(float(self.a_math[i]) / rate, float(self.a_feed[i]) / bw) if self.a_feed[i] else \
             float(self.a_math[i]) / rate
@@ -138,9 +123,6 @@ class Coeffs:
         bound = "compute" if _f(comp, dev.decide) >= _f(mem, dev.decide) \
             else "memory"
         detail = {k: (v[i].item() if isinstance(v, np.ndarray) else v) for k, v in self.info.items()}
-        vec = dev.vector_flops.get(self.math_dtype)
-        tensor = vec is not None and _f(vec, dev.decide) < float(self.rate[i]) == _f(full, dev.decide)
-        detail["unit"] = "tensor" if tensor else "vector"
         return OpTime(_max(comp, mem) + over, comp, mem, over, _num(self.flop[i]), _num(self.bytes[i]), bound, detail,
                       dev.decide)
 
@@ -150,24 +132,31 @@ def _num(x):
     return int(x) if x.is_integer() else x
 
 
-def roofline(flop, bytes_, dev, dtype: str = "fp32", kernels: int = 1, vector: bool = True) -> OpTime:
-    """``max(flop/(peak compute), bytes/(bw memory)) + kernels * launch`` for element-wise and
-    memory-bound work (``vector``: arithmetic on the non-tensor units)."""
-    dev = device(dev)
+def roofline_coeffs(flop, bytes_, dev: Device, dtype: str = "fp32", kernels=1, vector: bool = True) -> Coeffs:
+    """Coefficients of ``max(flop/(peak compute), bytes/(bw memory)) + kernels * launch`` (rows: arrays),
+    for element-wise and memory-bound work (``vector``: arithmetic on the non-tensor units)."""
+    flop, bytes_, kernels = np.broadcast_arrays(*(np.atleast_1d(np.asarray(x, dtype=np.float64))
+                                                  for x in (flop, bytes_, kernels)))
     e = dev.efficiency
-    peak = dev.vector_flops.get(dtype, dev.peak(dtype)) if vector else dev.peak(dtype)
-    comp = flop / (peak * e.compute)
-    mem = bytes_ / (dev.mem_bw * e.memory)
-    over = kernels * dev.launch_overhead
-    bound = "compute" if _f(comp, dev.decide) >= _f(mem, dev.decide) else "memory"
-    return OpTime(_max(comp, mem) + over, comp, mem, over, flop, bytes_, bound, {}, dev.decide)
+    rate = dev.vector_flops.get(dtype, dev.peak(dtype)) if vector else dev.peak(dtype)
+    zero = np.zeros_like(flop)
+    return Coeffs(flop / e.compute, zero, bytes_ / e.memory, zero, kernels, np.full(len(flop), _f(rate, dev.decide)),
+                  flop, bytes_, {}, dtype, vector)
+
+
+def roofline(flop, bytes_, dev, dtype: str = "fp32", kernels: int = 1, vector: bool = True) -> OpTime:
+    """Roofline time of one element-wise or memory-bound kernel (see :func:`roofline_coeffs`)."""
+    dev = device(dev)
+    if isinstance(flop, sp.Basic) or isinstance(bytes_, sp.Basic):
+        flop, bytes_ = _f(flop), _f(bytes_)
+    return roofline_coeffs(flop, bytes_, dev, dtype, kernels, vector).assemble(dev)
 
 
 def gemm_coeffs(m, n, k, dev: Device, dtype: str = "fp32", batch=1, math_dtype: str | None = None) -> Coeffs:
     """Coefficients of the chosen GEMM kernel for rows of shapes (arrays or numbers)."""
     m, n, k, batch = np.broadcast_arrays(*(np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in (m, n, k, batch)))
     vb = dtype_bytes(dtype)
-    rate = rates(dev, math_dtype or dtype, (m, n, k))
+    rate = np.full(len(m), _f(dev.peak(math_dtype or dtype), dev.decide))
     kern = _gemm.kernel(m, n, k, batch, vb, dev.multiprocessors, rate, _f(dev.mem_bw, dev.decide),
                         _f(dev.launch_overhead, dev.decide), dev.efficiency)
     tiles = _gemm.TILES[kern["tile"]]
@@ -189,7 +178,7 @@ def gemm_time(m, n, k, dev, dtype: str = "fp32", batch: int = 1, math_dtype: str
     return gemm_coeffs(m, n, k, dev, dtype, batch, math_dtype).assemble(dev)
 
 
-from .layers import attention_time, conv_coeffs, conv_time, op_time, rnn_time  # noqa: E402
+from .layers import attention_time, conv_coeffs, conv_time, op_time, rnn_parts, rnn_seconds, rnn_time  # noqa: E402
 
-__all__ = ["OpTime", "Coeffs", "roofline", "gemm_coeffs", "gemm_time", "conv_coeffs", "conv_time", "rnn_time",
-           "attention_time", "op_time", "rates"]
+__all__ = ["OpTime", "Coeffs", "roofline", "roofline_coeffs", "gemm_coeffs", "gemm_time", "conv_coeffs", "conv_time", "rnn_parts", "rnn_seconds", "rnn_time",
+           "attention_time", "op_time"]

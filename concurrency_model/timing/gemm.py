@@ -20,7 +20,7 @@ import numpy as np
 TILES = np.array([(256, 128), (128, 256), (128, 128), (256, 64), (64, 256), (128, 64), (64, 128), (64, 64),
                   (128, 32), (32, 128), (64, 32), (32, 64), (32, 32), (128, 16), (16, 128)])
 FULL_TILE = 128 * 128
-SPLITS = np.array([1, 2, 4, 8, 16, 32, 64])
+SPLITS = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256])
 MIN_SPLIT_K = 64  # a split keeps at least this many k steps per block
 ACCUMULATOR_BYTES = 4  # split-K partial sums are fp32
 

@@ -4,8 +4,9 @@
   ``K = C_in K_y K_x`` per group; ∇x ``M = N H W``, ``N = C_in``, ``K = C_out K_y K_x``; ∇w ``M = C_out``,
   ``N = C_in K_y K_x``, ``K = N H' W'``. The operands move once (input, weights, output), not the
   lowered matrix; ``efficiency.conv`` scales the math for the gather. 3x3 stride-1 layers may instead use
-  Winograd F(4x4, 3x3) (Lavin & Gray 2016): 36 batched GEMMs of (tiles x C_out x C_in) plus the
-  transforms, each a memory-bound pass. The faster is used (cuDNN's heuristics pick the fastest) and
+  Winograd F(4x4, 3x3) (Lavin & Gray 2016) in all three passes (cuDNN's WINOGRAD_NONFUSED): 36 batched
+  GEMMs (forward: tiles x C_out x C_in; ∇w: C_out x C_in x tiles) plus the transforms, each a
+  memory-bound pass. The faster is used (cuDNN's heuristics pick the fastest) and
   reported as ``algorithm``.
 * Recurrent layers (Appleyard, Kocisky & Blunsom 2016, cuDNN): one GEMM for the input projections of all
   steps, then per step the recurrent GEMM (batch x G*H x H) and an element-wise cell kernel;
@@ -19,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..units import dtype_bytes
-from . import Coeffs, OpTime, _f, device, gemm_coeffs, positive_int, roofline
+from . import Coeffs, OpTime, _f, device, gemm_coeffs, positive_int, roofline, roofline_coeffs
 
 CONV_PASSES = ("forward", "grad_input", "grad_weight")
 WINOGRAD_M, WINOGRAD_R = 4, 3
@@ -57,15 +58,17 @@ def conv_coeffs(n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups, pas
                   {**g.info, "algorithm": np.full(len(n), "implicit_gemm")}, g.math_dtype)
     if algorithm == "implicit_gemm":
         return best
-    ok = (kh == 3) & (kw == 3) & (stride == 1) & (dilation == 1) & (groups == 1) & (pass_ != "grad_weight")
+    ok = (kh == 3) & (kw == 3) & (stride == 1) & (dilation == 1) & (groups == 1)
     if algorithm == "winograd" and not ok.all():
-        raise ValueError("algorithm: winograd needs a 3x3 kernel, stride 1, dilation 1, one group, and no ∇w")
+        raise ValueError("algorithm: winograd needs a 3x3 kernel, stride 1, dilation 1 and one group")
     if not ok.any():
         return best
     a2 = WINOGRAD_ALPHA ** 2
     tiles = n * -(-ho // WINOGRAD_M) * -(-wo // WINOGRAD_M)
-    ci, co = (c_in, c_out) if pass_ == "forward" else (c_out, c_in)
-    wg = gemm_coeffs(tiles, co, ci, dev, dtype, a2, math_dtype)
+    ci, co = (c_in, c_out) if pass_ != "grad_input" else (c_out, c_in)
+    # forward and ∇x: per tile position, (tiles x ci) by (ci x co); ∇w: (co x tiles) by (tiles x ci)
+    wg = gemm_coeffs(tiles, co, ci, dev, dtype, a2, math_dtype) if pass_ != "grad_weight" else \
+        gemm_coeffs(co, ci, tiles, dev, dtype, a2, math_dtype)
     transforms = 2 * a2 * tiles * (ci + co) * vb / e.memory  # tiles written and read in the alpha^2 domain
     wino = Coeffs(wg.a_math * e.conv, wg.a_feed * e.conv, wg.a_mem, wg.a_extra + transforms, wg.launches + 2,
                   wg.rate, flop, io * e.memory, {**wg.info, "algorithm": np.full(len(n), "winograd")}, wg.math_dtype)
@@ -104,31 +107,58 @@ def conv_time(n, c_in, c_out, h, w, kh, kw=None, stride=1, pad=0, dilation=1, gr
     return c.assemble(dev)
 
 
-def rnn_time(cell: str, hidden, batch, timesteps, dev, dtype: str = "fp32", input_size=None,
-             pass_: str = "forward", math_dtype: str | None = None) -> OpTime:
-    """Time of one unidirectional RNN/LSTM/GRU layer: ``forward``, ``grad_input`` (back-propagation
-    through time) or ``grad_weight`` (two GEMMs summing over batch and time)."""
+RNN_PASSES = ("forward", "grad_input", "grad_weight")
+
+
+def rnn_parts(cell: str, hidden, batch, timesteps, dev, dtype: str = "fp32", input_size=None,
+              pass_: str = "forward", math_dtype: str | None = None) -> list[tuple[Coeffs, np.ndarray]]:
+    """The kernels of one RNN/LSTM/GRU layer pass as (coefficients, how many times) for rows of sizes:
+    ``forward``: the input GEMM of all steps, then per step the recurrent GEMM and the cell kernel;
+    ``grad_input``: the same shapes transposed (back-propagation through time); ``grad_weight``: two
+    GEMMs summing over batch and time."""
     from ..ops.recurrent import CELLS
-    dev = device(dev)
     if cell not in CELLS:
         raise ValueError(f"cell: unknown {cell!r}; allowed: {', '.join(CELLS)}")
-    h, nb, T = positive_int("hidden", hidden), positive_int("batch", batch), positive_int("timesteps", timesteps)
-    i = h if input_size is None else positive_int("input_size", input_size)
+    if pass_ not in RNN_PASSES:
+        raise ValueError(f"pass: unknown {pass_!r}; allowed: {', '.join(RNN_PASSES)}")
+    h, nb, T = np.broadcast_arrays(*(np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in (hidden, batch, timesteps)))
+    i = h if input_size is None else np.broadcast_to(np.asarray(input_size, dtype=np.int64), h.shape)
     g, cell_ops, _ = CELLS[cell]
     vb = dtype_bytes(dtype)
-    cell_t = roofline(nb * h * cell_ops, nb * h * (g + 2) * vb * 2, dev, dtype)
 
-    def gt(m, n_, k):
-        return gemm_coeffs(m, n_, k, dev, dtype, 1, math_dtype).assemble(dev)
+    def gm(m, n_, k):
+        return gemm_coeffs(m, n_, k, dev, dtype, 1, math_dtype)
 
+    one = np.ones(len(h))
+    if pass_ == "grad_weight":
+        return [(gm(g * h, i, T * nb), one), (gm(g * h, h, T * nb), one)]
+    cell_k = roofline_coeffs(nb * h * cell_ops, nb * h * (g + 2) * vb * 2, dev, dtype)
     if pass_ == "forward":
-        out = gt(T * nb, g * h, i) + (gt(nb, g * h, h) + cell_t).scale(T)
-    elif pass_ == "grad_input":
-        out = gt(T * nb, i, g * h) + (gt(nb, h, g * h) + cell_t).scale(T)
-    elif pass_ == "grad_weight":
-        out = gt(g * h, i, T * nb) + gt(g * h, h, T * nb)
-    else:
-        raise ValueError(f"pass: unknown {pass_!r}; allowed: forward, grad_input, grad_weight")
+        return [(gm(T * nb, g * h, i), one), (gm(nb, g * h, h), T.astype(float)), (cell_k, T.astype(float))]
+    return [(gm(T * nb, i, g * h), one), (gm(nb, h, g * h), T.astype(float)), (cell_k, T.astype(float))]
+
+
+def rnn_seconds(*args, **kwargs) -> np.ndarray:
+    """Seconds of :func:`rnn_parts` for every row (numbers only), times ``efficiency.rnn``."""
+    dev = args[4]
+    return sum(c.seconds(dev) * k for c, k in rnn_parts(*args, **kwargs)) * dev.efficiency.rnn
+
+
+def rnn_time(cell: str, hidden, batch, timesteps, dev, dtype: str = "fp32", input_size=None,
+             pass_: str = "forward", math_dtype: str | None = None) -> OpTime:
+    """Time of one unidirectional RNN/LSTM/GRU layer pass (see :func:`rnn_parts`).
+
+    >>> t = rnn_time("lstm", 512, 16, 50, "v100-sxm2-32gb")
+    >>> t.detail["timesteps"], t.time_s > 50 * 2 * 5e-6     # two kernels a step, 5 us launches
+    (50, True)
+    """
+    dev = device(dev)
+    h, nb, T = positive_int("hidden", hidden), positive_int("batch", batch), positive_int("timesteps", timesteps)
+    i = None if input_size is None else positive_int("input_size", input_size)
+    out = None
+    for c, k in rnn_parts(cell, h, nb, T, dev, dtype, i, pass_, math_dtype):
+        part = c.assemble(dev).scale(int(k[0]))
+        out = part if out is None else out + part
     r = dev.efficiency.rnn
     return OpTime(out.time_s * r, out.compute_s * r, out.memory_s * r, out.overhead_s * r, out.flop, out.bytes,
                   out.bound, {"timesteps": T}, dev.decide)
@@ -166,4 +196,4 @@ def op_time(cost, dev, dtype: str = "fp32", tensor: bool = False) -> OpTime:
     return roofline(cost.flop, cost.bytes, device(dev), dtype, kernels=1, vector=not tensor)
 
 
-__all__ = ["conv_coeffs", "conv_time", "rnn_time", "attention_time", "op_time", "_f"]
+__all__ = ["conv_coeffs", "conv_time", "rnn_parts", "rnn_seconds", "rnn_time", "attention_time", "op_time"]

@@ -1,11 +1,11 @@
 """DeepBench kernels (Baidu DeepBench @ da81ba7; ``data/deepbench_*.csv``) predicted per row.
 
-Two modes:
+Two modes (``benchmarks/kernel_accuracy.py`` reports both):
 
-* ``datasheet``: each device's preset alone, with the global efficiency constants (never fitted on the
-  device being predicted);
-* ``calibrated``: the efficiency constants fitted on half of a device's rows (every other row, in file
-  order), predictions on the other half (see :mod:`concurrency_model.validate.fit`).
+* ``datasheet``: each device's preset numbers with efficiency constants fitted on the *other* devices
+  only (leave-one-device-out), so nothing is fitted on the device being predicted;
+* ``calibrated``: the constants fitted on half of a device's rows (even positions of each op and pass),
+  predictions on the other half.
 
 Which preset a DeepBench device is (hardware.md, "Which variants the published measurements used"):
 V100 ran on a DGX-1 (SXM2); the P100 was a PCIe card; the KNL a Xeon Phi 7250(F).
@@ -19,7 +19,7 @@ import pandas as pd
 
 from .. import timing
 from ..datasets import load
-from ..hardware import Efficiency, load_device
+from ..hardware import Device, load_device
 
 DEVICES = {
     "NVIDIA V100": "v100-sxm2-32gb",
@@ -41,11 +41,15 @@ PRECISIONS = {
     "16 bit inputs, 32 bit multiplication, 32 bit addition": ("fp16", "fp32"),
 }
 OPS = ("gemm", "conv", "rnn")
+_PASS_COLUMNS = {"gemm": {"forward": "time_ms"},
+                 "conv": {"forward": "fwd_time_ms", "grad_input": "bwd_data_time_ms",
+                          "grad_weight": "bwd_filter_time_ms"},
+                 "rnn": {"forward": "fwd_time_ms", "backward": "bwd_time_ms"}}
 
 
 def rows(op: str) -> pd.DataFrame:
-    """Training rows of DeepBench for ``op`` on devices with a preset, one measured time per row
-    (conv and rnn: one row per pass), with ``preset``, ``dtype``, ``math_dtype`` and ``measured_s``."""
+    """Training rows of DeepBench for ``op`` on devices with a preset, one measured time per row and pass,
+    with ``preset``, ``dtype``, ``math_dtype``, ``pass`` and ``measured_s``."""
     if op not in OPS:
         raise ValueError(f"op: unknown {op!r}; allowed: {', '.join(OPS)}")
     df = load(f"deepbench_{op}")
@@ -53,67 +57,122 @@ def rows(op: str) -> pd.DataFrame:
     df["preset"] = df["device"].map(DEVICES)
     df["dtype"] = df["precision"].map(lambda p: PRECISIONS[p][0])
     df["math_dtype"] = df["precision"].map(lambda p: PRECISIONS[p][1])
-    passes = {"gemm": {"forward": "time_ms"},
-              "conv": {"forward": "fwd_time_ms", "grad_input": "bwd_data_time_ms", "grad_weight": "bwd_filter_time_ms"},
-              "rnn": {"forward": "fwd_time_ms", "backward": "bwd_time_ms"}}[op]
+    if op == "rnn":
+        df["cell"] = df["cell"].replace({"vanilla": "rnn"})
     parts = []
-    for pass_, col in passes.items():
+    for pass_, col in _PASS_COLUMNS[op].items():
         p = df[pd.to_numeric(df[col], errors="coerce") > 0].copy()
         p["pass"] = pass_
         p["measured_s"] = pd.to_numeric(p[col]) * 1e-3
         parts.append(p)
-    out = pd.concat(parts)
-    out["row_id"] = np.arange(len(out))
-    return out.reset_index(drop=True)
+    out = pd.concat(parts).reset_index(drop=True)
+    out["op"] = op
+    return out
 
 
-def predict_row(op: str, r, device) -> float:
-    """Predicted seconds of one DeepBench row on ``device``."""
-    dt, mdt = r["dtype"], r["math_dtype"]
-    if op == "gemm":
-        return float(timing.gemm_time(int(r["m"]), int(r["n"]), int(r["k"]), device, dt, math_dtype=mdt).time_s)
-    if op == "conv":
-        if int(r["stride_w"]) != int(r["stride_h"]) or int(r["pad_w"]) != int(r["pad_h"]):
-            stride, pad = (int(r["stride_h"]), int(r["stride_w"])), (int(r["pad_h"]), int(r["pad_w"]))
+def _i(df, col):
+    return df[col].to_numpy(dtype=np.int64)
+
+
+def seconds(op: str, df: pd.DataFrame, dev: Device) -> np.ndarray:
+    """Predicted seconds for rows of one device (vectorised per dtype, pass and cell)."""
+    out = np.empty(len(df))
+    keys = ["dtype", "math_dtype", "pass"] + (["cell"] if op == "rnn" else [])
+    for key, g in df.groupby(keys, sort=False):
+        dt, mdt, pass_ = key[:3]
+        idx = df.index.get_indexer(g.index)
+        if op == "gemm":
+            out[idx] = timing.gemm_coeffs(_i(g, "m"), _i(g, "n"), _i(g, "k"), dev, dt, 1, mdt).seconds(dev)
+        elif op == "conv":
+            hw_differ = (g["stride_w"] != g["stride_h"]) | (g["pad_w"] != g["pad_h"])
+            if hw_differ.any():  # the timing model takes square strides and pads; none in DeepBench
+                raise ValueError("conv: rows with different strides or pads per dimension")
+            out[idx] = timing.conv_coeffs(_i(g, "n"), _i(g, "c"), _i(g, "k"), _i(g, "h"), _i(g, "w"),
+                                          _i(g, "filter_h"), _i(g, "filter_w"), _i(g, "stride_h"), _i(g, "pad_h"),
+                                          1, 1, pass_, dev, dt, mdt).seconds(dev)
         else:
-            stride, pad = int(r["stride_h"]), int(r["pad_h"])
-        t = timing.conv_time(int(r["n"]), int(r["c"]), int(r["k"]), int(r["h"]), int(r["w"]), int(r["filter_h"]),
-                             int(r["filter_w"]), stride, pad, device=device, dtype=dt, pass_=r["pass"], math_dtype=mdt)
-        return float(t.time_s)
-    cell = {"vanilla": "rnn"}.get(r["cell"], r["cell"])
-    args = (cell, int(r["hidden_units"]), int(r["n"]), int(r["timesteps"]), device, dt)
-    if r["pass"] == "forward":
-        return float(timing.rnn_time(*args, pass_="forward", math_dtype=mdt).time_s)
-    return float(timing.rnn_time(*args, pass_="grad_input", math_dtype=mdt).time_s
-                 + timing.rnn_time(*args, pass_="grad_weight", math_dtype=mdt).time_s)
+            args = (key[3], _i(g, "hidden_units"), _i(g, "n"), _i(g, "timesteps"), dev, dt)
+            if pass_ == "forward":
+                out[idx] = timing.rnn_seconds(*args, pass_="forward", math_dtype=mdt)
+            else:
+                out[idx] = timing.rnn_seconds(*args, pass_="grad_input", math_dtype=mdt) \
+                    + timing.rnn_seconds(*args, pass_="grad_weight", math_dtype=mdt)
+    return out
 
 
-def predict(op: str, df: pd.DataFrame | None = None, efficiency: dict | None = None) -> pd.DataFrame:
-    """``df`` (default: :func:`rows`) with ``predicted_s`` and ``ape`` (absolute percentage error, %).
+def predict(df: pd.DataFrame, efficiency: dict | None = None) -> pd.DataFrame:
+    """``df`` (rows of one or more ops, see :func:`rows`) with ``predicted_s`` and ``ape`` (%).
 
-    ``efficiency`` maps a preset name to an :class:`Efficiency` that replaces the preset's.
+    ``efficiency`` maps a preset name to an :class:`~concurrency_model.hardware.Efficiency` to use
+    instead of the preset's.
     """
-    df = rows(op) if df is None else df
-    devices = {}
-    preds = []
-    for _, r in df.iterrows():
-        name = r["preset"]
-        if name not in devices:
-            dev = load_device(name)
-            if efficiency and name in efficiency:
-                dev = replace(dev, efficiency=efficiency[name])
-            devices[name] = dev
-        preds.append(predict_row(op, r, devices[name]))
+    df = df.reset_index(drop=True)
+    pred = np.empty(len(df))
+    for (preset, op), g in df.groupby(["preset", "op"], sort=False):
+        dev = load_device(preset)
+        if efficiency and preset in efficiency:
+            dev = replace(dev, efficiency=efficiency[preset])
+        pred[g.index.to_numpy()] = seconds(op, g.reset_index(drop=True), dev)
     out = df.copy()
-    out["predicted_s"] = preds
+    out["predicted_s"] = pred
     out["ape"] = (out["predicted_s"] - out["measured_s"]).abs() / out["measured_s"] * 100
     return out
 
 
-def summary(pred: pd.DataFrame) -> pd.DataFrame:
-    """Median and 90th-percentile APE per device and precision."""
-    g = pred.groupby(["preset", "math_dtype", "pass"])["ape"]
+def summary(pred: pd.DataFrame, by=("preset", "op", "math_dtype")) -> pd.DataFrame:
+    """Rows, median and 90th-percentile APE per group."""
+    g = pred.groupby(list(by))["ape"]
     return pd.DataFrame({"rows": g.size(), "median_ape": g.median(), "p90_ape": g.quantile(0.9)}).reset_index()
 
 
-__all__ = ["rows", "predict", "summary", "DEVICES", "PRECISIONS", "Efficiency"]
+def all_rows() -> pd.DataFrame:
+    return pd.concat([rows(op) for op in OPS], ignore_index=True)
+
+
+STAGES = (("gemm", ("compute", "memory", "k_startup", "l2_factor")), ("conv", ("conv",)), ("rnn", ("rnn",)))
+
+
+def fit(df: pd.DataFrame, start=None, label: str = "fit"):
+    """One :class:`Efficiency` for all rows of ``df`` (one device, or several for a global fit), fitted in
+    stages: the GEMM constants on GEMM rows, then the convolution factor on conv rows and the recurrent
+    factor on RNN rows with the GEMM constants held."""
+    from ..calibrate.fit import fit_efficiency
+    from ..hardware import Efficiency
+    eff = start or Efficiency()
+    sigmas = []
+    for op, params in STAGES:
+        part = df[df["op"] == op].reset_index(drop=True)
+        if len(part) < 2 * len(params):
+            continue
+        eff = fit_efficiency(lambda e, p=part: predict(p, {d: e for d in p["preset"].unique()})["predicted_s"]
+                             .to_numpy(), part["measured_s"].to_numpy(), eff, params, label)
+        sigmas.append(eff.sigma)
+    return replace(eff, sigma=float(max(sigmas)) if sigmas else 0.0, fitted_on=label)
+
+
+def halves(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every other row of each (device, op, precision, pass) in file order: (fit half, test half)."""
+    k = df.groupby(["preset", "op", "math_dtype", "pass"]).cumcount() % 2
+    return df[k == 0].reset_index(drop=True), df[k == 1].reset_index(drop=True)
+
+
+def evaluate(df: pd.DataFrame | None = None, modes=("datasheet", "calibrated")) -> pd.DataFrame:
+    """Predictions for every row in each mode (``datasheet``: constants fitted on the other devices;
+    ``calibrated``: on the other half of the device's rows), concatenated with a ``mode`` column."""
+    df = all_rows() if df is None else df
+    out = []
+    presets = list(df["preset"].unique())
+    for mode in modes:
+        for preset in presets:
+            mine = df[df["preset"] == preset].reset_index(drop=True)
+            if mode == "datasheet":
+                eff = fit(df[df["preset"] != preset], label=f"DeepBench without {preset}")
+                p = predict(mine, {preset: eff})
+            elif mode == "calibrated":
+                train, test = halves(mine)
+                p = predict(test, {preset: fit(train, label=f"half of {preset}")})
+            else:
+                raise ValueError(f"mode: unknown {mode!r}; allowed: datasheet, calibrated")
+            p["mode"] = mode
+            out.append(p)
+    return pd.concat(out, ignore_index=True)
