@@ -1,0 +1,63 @@
+"""``concurrency-model workdepth``: work, depth and average parallelism of a model (paper §2.5, App. A)."""
+from __future__ import annotations
+
+import json
+
+from ..models import NAMES, get_model
+from . import add_json, num, positive_int
+
+TOP_LAYERS = 15  # layers shown in the readable table
+
+
+def model_arg(text: str):
+    """A zoo name or a JSON object (``{"kind": "gpt", ...}``)."""
+    if text.lstrip().startswith("{"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"model: not a valid JSON object ({e.msg})") from None
+    return text
+
+
+def run(args) -> dict:
+    options = {"seq_len": args.seq_len} if args.seq_len else {}
+    g = get_model(model_arg(args.model), batch=args.batch, image_size=args.image_size, **options)
+    fwd, train = g.forward(), g.training(args.optimizer)
+    chosen = fwd if args.pass_ == "forward" else train
+    layers = [{"name": r["name"], "op": r["op"], "params": r["params"], "forward_flop": r["forward_flop"],
+               "depth": r["depth"]} for r in g.table().to_dict("records")]
+    return {"model": args.model, "batch": args.batch, "pass": args.pass_, "params": num(g.params),
+            "forward_macs": num(fwd.macs), "forward_flop": num(fwd.flop), "training_flop": num(train.flop),
+            "work": num(chosen.flop), "depth": num(chosen.depth),
+            "average_parallelism": num(chosen.flop / chosen.depth), "layers": layers}
+
+
+def show(out: dict) -> None:
+    print(f"{out['model']}  (batch {out['batch']}, {out['pass']} pass)")
+    for key, label in [("params", "parameters"), ("forward_macs", "forward MACs"), ("forward_flop", "forward FLOP"),
+                       ("training_flop", "training FLOP"), ("work", "work W"), ("depth", "depth D"),
+                       ("average_parallelism", "W/D")]:
+        v = out[key]
+        print(f"  {label:<15} {v:>22,.6g}" if isinstance(v, float) else f"  {label:<15} {v:>22,}")
+    layers = out["layers"]
+    if not layers or not isinstance(layers[0]["forward_flop"], (int, float)):
+        return
+    top = sorted(layers, key=lambda r: -r["forward_flop"])[:TOP_LAYERS]
+    keep = {id(r) for r in top}
+    print(f"\n  the {len(top)} heaviest of {len(layers)} layers, in network order (--json lists all):")
+    print(f"  {'layer':<42} {'op':<16} {'params':>12} {'forward FLOP':>16} {'depth':>6}")
+    for r in (r for r in layers if id(r) in keep):
+        print(f"  {r['name'][:42]:<42} {r['op']:<16} {r['params']:>12,} {r['forward_flop']:>16,} {r['depth']:>6}")
+
+
+def register(sub) -> None:
+    wd = sub.add_parser("workdepth", help="work, depth and average parallelism of a model (paper §2.5, App. A)")
+    wd.add_argument("--model", required=True, help=f"zoo name ({', '.join(NAMES)}) or a JSON spec object")
+    wd.add_argument("--batch", type=positive_int, default=1)
+    wd.add_argument("--image-size", type=positive_int, default=None)
+    wd.add_argument("--seq-len", type=positive_int, default=None)
+    wd.add_argument("--pass", dest="pass_", choices=("forward", "training"), default="forward",
+                    help="which pass work/depth describe (training = forward + backward + update)")
+    wd.add_argument("--optimizer", choices=("sgd", "momentum", "adam", "adamw"), default="sgd")
+    add_json(wd)
+    wd.set_defaults(run=run, show=show)
