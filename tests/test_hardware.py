@@ -323,11 +323,11 @@ def test_symbolic_peak_and_mapping():
     assert isinstance(F, sp.Symbol)
     assert values[F] == 125e12
     assert isinstance(sdev.mem_bw, sp.Symbol) and values[sdev.mem_bw] == 900e9
-    assert values[sdev.launch_overhead] == 5e-6
+    assert values[sdev.launch_overhead] == 3.8e-6
     assert sdev.peak("fp32") == 15.7e12  # other dtypes stay numbers
     # an expression in the symbols evaluates back to the number
     t = 1e15 / sdev.peak("fp16") + 1e9 / sdev.mem_bw + sdev.launch_overhead
-    expected = 1e15 / 125e12 + 1e9 / 900e9 + 5e-6
+    expected = 1e15 / 125e12 + 1e9 / 900e9 + 3.8e-6
     assert float(t.subs(values)) == pytest.approx(expected)
     assert dev.peak("fp16") == 125e12  # original untouched
 
