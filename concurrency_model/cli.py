@@ -9,9 +9,9 @@ import json
 import sys
 
 from . import __version__
-from .commands import op, workdepth
+from .commands import calibrate, op, workdepth
 
-COMMANDS = (workdepth, op)
+COMMANDS = (workdepth, op, calibrate)
 
 
 def build_parser() -> argparse.ArgumentParser:

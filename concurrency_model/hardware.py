@@ -35,8 +35,9 @@ class Efficiency:
     ``compute``: fraction of peak reached by a large, well-shaped GEMM main loop; ``memory``: fraction of
     the datasheet bandwidth reached by streaming kernels; ``k_startup``: reduction-dimension elements of
     pipeline fill and epilogue per output tile; ``l2_factor``: L2 bandwidth over DRAM bandwidth (feeds
-    the GEMM tiles); ``conv`` and ``rnn``: factors on the time of
-    convolutions and recurrent layers over the GEMMs they are made of (the implicit-GEMM gather; the
+    the GEMM tiles); ``conv``, ``conv_wgrad``, ``winograd`` and ``rnn``:
+    factors on the time of convolutions (all passes; weight gradients; Winograd GEMMs) and recurrent
+    layers over the GEMMs they are made of (the implicit-GEMM gather, the reductions of ∇w, the
     per-step synchronisation); ``sigma``: relative spread of the residuals the constants were fitted on.
     Defaults: fitted on DeepBench (see ``benchmarks/kernel_accuracy.py``), the same for every device.
     """
@@ -46,6 +47,8 @@ class Efficiency:
     k_startup: float = 64.0
     l2_factor: float = 3.0
     conv: float = 1.0
+    conv_wgrad: float = 1.0
+    winograd: float = 1.0
     rnn: float = 1.0
     sigma: float = 0.0
     fitted_on: str = "default"

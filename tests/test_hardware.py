@@ -78,7 +78,7 @@ def test_preset_values_are_sane(filename):
         assert 1e11 <= v <= 1e16, (dtype, v)  # FLOP/s, not TFLOP/s
         # a tensor peak is never below the non-tensor rate of the same dtype
         assert v >= dev.vector_flops.get(dtype, 0)
-    assert 1e11 <= dev.mem_bw <= 1e13  # bytes/s
+    assert (1e9 if dev.kind == "cpu" else 1e11) <= dev.mem_bw <= 1e13  # bytes/s (a small VM streams ~25 GB/s)
     assert 1e9 <= dev.mem_capacity <= 1e12  # bytes
     assert 0 < dev.launch_overhead <= 1e-4  # seconds
     assert 0 <= dev.l2_bytes <= 1e9

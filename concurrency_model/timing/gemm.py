@@ -7,7 +7,8 @@ quantization: NVIDIA, "Matrix Multiplication Background User's Guide"). Per wave
 runs its blocks at the smaller of its math rate (``peak / SMs x compute``) and its share of the L2
 bandwidth that feeds the tiles ((Tm + Tn) values per k step; L2 = ``l2_factor`` x DRAM bandwidth);
 each tile pays ``k_startup`` extra k steps (pipeline fill, epilogue). Split-K divides k over more blocks
-and adds a pass over the fp32 partial sums. The whole kernel cannot be faster than moving its operands
+(each block runs at least ``MIN_SPLIT_K`` steps, zero-padded, so a larger k is never faster) and adds a
+pass over the fp32 partial sums. The whole kernel cannot be faster than moving its operands
 once through DRAM at ``memory`` x the bandwidth. The library's choice is the fastest candidate.
 
 Every time is returned as coefficients of ``1/peak``, ``1/bw`` and ``launch``, so that the caller can put
@@ -21,7 +22,7 @@ TILES = np.array([(256, 128), (128, 256), (128, 128), (256, 64), (64, 256), (128
                   (128, 32), (32, 128), (64, 32), (32, 64), (32, 32), (128, 16), (16, 128)])
 FULL_TILE = 128 * 128
 SPLITS = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256])
-MIN_SPLIT_K = 64  # a split keeps at least this many k steps per block
+MIN_SPLIT_K = 64  # a block of a split runs at least this many k steps (k is zero-padded if needed)
 ACCUMULATOR_BYTES = 4  # split-K partial sums are fp32
 
 
@@ -41,7 +42,7 @@ def kernel(m, n, k, batch, value_bytes, sms, peak, bw, launch, eff) -> dict:
     s = SPLITS[None, :, None].astype(np.float64)  # (1, splits, 1)
     tiles = np.ceil(m / tm) * np.ceil(n / tn) * batch  # (tiles, 1, rows)
     ctas = np.maximum(1.0, np.floor(FULL_TILE / (tm * tn)))
-    kk = np.ceil(k / s) + eff.k_startup
+    kk = np.maximum(np.ceil(k / s), np.where(s > 1, MIN_SPLIT_K, 1)) + eff.k_startup
     waves = np.ceil(tiles * s / (sms * ctas))
     a_math = waves * ctas * 2 * tm * tn * kk * sms / eff.compute  # seconds x peak
     a_feed = waves * ctas * (tm + tn) * kk * vb * sms / eff.l2_factor  # seconds x bw
@@ -49,7 +50,6 @@ def kernel(m, n, k, batch, value_bytes, sms, peak, bw, launch, eff) -> dict:
     a_red = np.where(s > 1, 2 * s * m * n * batch * ACCUMULATOR_BYTES / eff.memory, 0.0)
     launches = np.where(s > 1, 1.0, 0.0) + 0 * a_math
     t = np.maximum(np.maximum(a_math / peak, a_feed / bw), a_mem / bw) + a_red / bw + launches * launch
-    t = np.where((s > 1) & (k / s < MIN_SPLIT_K), np.inf, t)
     rows = t.shape[-1]
     flat = t.reshape(-1, rows)
     best = np.argmin(flat, axis=0)

@@ -3,7 +3,9 @@
 * Convolution (Chetlur et al. 2014, cuDNN): implicit GEMM with forward ``M = N H' W'``, ``N = C_out``,
   ``K = C_in K_y K_x`` per group; ∇x ``M = N H W``, ``N = C_in``, ``K = C_out K_y K_x``; ∇w ``M = C_out``,
   ``N = C_in K_y K_x``, ``K = N H' W'``. The operands move once (input, weights, output), not the
-  lowered matrix; ``efficiency.conv`` scales the math for the gather. 3x3 stride-1 layers may instead use
+  lowered matrix; ``efficiency.conv`` scales the math for the gather, ``conv_wgrad`` that of ∇w kernels
+  (reductions over batch and space) and ``winograd`` that of the Winograd GEMMs. Strided ∇x is split by
+  output phase, so each input position reduces over ``C_out ceil(K_y/s) ceil(K_x/s)`` values. 3x3 stride-1 layers may instead use
   Winograd F(4x4, 3x3) (Lavin & Gray 2016) in all three passes (cuDNN's WINOGRAD_NONFUSED): 36 batched
   GEMMs (forward: tiles x C_out x C_in; ∇w: C_out x C_in x tiles) plus the transforms, each a
   memory-bound pass. The faster is used (cuDNN's heuristics pick the fastest) and
@@ -48,13 +50,16 @@ def conv_coeffs(n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups, pas
     if pass_ == "forward":
         shape = (n * ho * wo, cog, cig * kh * kw)
     elif pass_ == "grad_input":
-        shape = (n * h * w, cig, cog * kh * kw)
+        # strided ∇x is decomposed by output phase (cuDNN): each input position sums over the
+        # ceil(K/stride) taps that reach it, not over all K taps
+        shape = (n * h * w, cig, cog * -(-kh // stride) * -(-kw // stride))
     else:
         shape = (cog, cig * kh * kw, n * ho * wo)
     g = gemm_coeffs(*shape, dev, dtype, groups, math_dtype)
+    gain = e.conv * (e.conv_wgrad if pass_ == "grad_weight" else 1.0)
     io = (n * c_in * h * w + c_out * cig * kh * kw + n * c_out * ho * wo) * vb / e.memory
     flop = 2.0 * n * c_out * ho * wo * cig * kh * kw
-    best = Coeffs(g.a_math * e.conv, g.a_feed * e.conv, io, g.a_extra, g.launches, g.rate, flop, io * e.memory,
+    best = Coeffs(g.a_math * gain, g.a_feed * gain, io, g.a_extra, g.launches, g.rate, flop, io * e.memory,
                   {**g.info, "algorithm": np.full(len(n), "implicit_gemm")}, g.math_dtype)
     if algorithm == "implicit_gemm":
         return best
@@ -70,7 +75,7 @@ def conv_coeffs(n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups, pas
     wg = gemm_coeffs(tiles, co, ci, dev, dtype, a2, math_dtype) if pass_ != "grad_weight" else \
         gemm_coeffs(co, ci, tiles, dev, dtype, a2, math_dtype)
     transforms = 2 * a2 * tiles * (ci + co) * vb / e.memory  # tiles written and read in the alpha^2 domain
-    wino = Coeffs(wg.a_math * e.conv, wg.a_feed * e.conv, wg.a_mem, wg.a_extra + transforms, wg.launches + 2,
+    wino = Coeffs(wg.a_math * gain * e.winograd, wg.a_feed * gain * e.winograd, wg.a_mem, wg.a_extra + transforms, wg.launches + 2,
                   wg.rate, flop, io * e.memory, {**wg.info, "algorithm": np.full(len(n), "winograd")}, wg.math_dtype)
     use = ok & (wino.seconds(dev) < best.seconds(dev)) if algorithm == "auto" else ok
     pick = {f: np.where(use, getattr(wino, f), getattr(best, f)) for f in
@@ -185,7 +190,9 @@ def attention_time(batch, heads, seq, head_dim, dev, dtype: str = "fp16", fused:
     bh = b * hd
     qk = gemm_coeffs(s, s, d, dev, dtype, bh, None).assemble(dev).scale(k)
     pv = gemm_coeffs(s, d, s, dev, dtype, bh, None).assemble(dev).scale(k)
-    sm = roofline(bh * s * 5 * s, 2 * k * bh * s * s * vb, dev, dtype, kernels=k)
+    # scale, (mask,) softmax: element-wise kernels that each read and write the s x s scores
+    passes = 3 if causal else 2
+    sm = roofline(bh * s * (5 * s + passes - 1), 2 * passes * k * bh * s * s * vb, dev, dtype, kernels=passes * k)
     out = qk + sm + pv
     return OpTime(out.time_s, out.compute_s, out.memory_s, out.overhead_s, int(cost.flop), int(cost.bytes),
                   out.bound, {"fused": False}, dev.decide)

@@ -129,7 +129,8 @@ def all_rows() -> pd.DataFrame:
     return pd.concat([rows(op) for op in OPS], ignore_index=True)
 
 
-STAGES = (("gemm", ("compute", "memory", "k_startup", "l2_factor")), ("conv", ("conv",)), ("rnn", ("rnn",)))
+STAGES = (("gemm", ("compute", "memory", "k_startup", "l2_factor")), ("conv", ("conv", "conv_wgrad", "winograd")),
+          ("rnn", ("rnn",)))
 
 
 def fit(df: pd.DataFrame, start=None, label: str = "fit"):

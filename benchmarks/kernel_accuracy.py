@@ -1,0 +1,79 @@
+"""Kernel-time accuracy on DeepBench (data/deepbench_*.csv): datasheet and calibrated modes.
+
+datasheet  : each device's preset with efficiency constants fitted on the other devices only
+             (leave-one-device-out), so nothing is fitted on the device being predicted;
+calibrated : constants fitted on every other row of the device, predicted on the rest;
+roofline90 : a plain roofline at 90% of peak and 100% of bandwidth, plus launch (the baseline).
+
+Prints one JSON object (``--markdown`` prints the README table instead). Targets (issue 3): datasheet
+GEMM median APE <= 10% and p90 <= 30%, conv median <= 20% on every NVIDIA device; calibrated median
+<= 6% GEMM, <= 12% conv, <= 15% RNN.
+
+    python benchmarks/kernel_accuracy.py [--markdown]
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+
+from concurrency_model.hardware import load_device
+from concurrency_model.units import dtype_bytes
+from concurrency_model.validate import kernels
+
+TARGETS = {("datasheet", "gemm"): (10, 30), ("datasheet", "conv"): (20, None),
+           ("calibrated", "gemm"): (6, None), ("calibrated", "conv"): (12, None), ("calibrated", "rnn"): (15, None)}
+
+
+def roofline90(df: pd.DataFrame) -> pd.DataFrame:
+    """The baseline for GEMM and conv rows: max(flop/(0.9 peak), bytes/bw) + launch."""
+    out = []
+    for (preset, op), g in df[df["op"].isin(["gemm", "conv"])].groupby(["preset", "op"]):
+        dev = load_device(preset)
+        vb = g["dtype"].map(dtype_bytes).to_numpy()
+        peak = np.array([dev.peak(m) for m in g["math_dtype"]])
+        if op == "gemm":
+            m, n, k = (g[c].to_numpy(float) for c in ("m", "n", "k"))
+            flop, byt = 2 * m * n * k, (m * k + k * n + m * n) * vb
+        else:
+            ho = (g["h"] + 2 * g["pad_h"] - g["filter_h"]) // g["stride_h"] + 1
+            wo = (g["w"] + 2 * g["pad_w"] - g["filter_w"]) // g["stride_w"] + 1
+            flop = (2 * g["n"] * g["k"] * g["c"] * g["filter_h"] * g["filter_w"] * ho * wo).to_numpy(float)
+            byt = ((g["n"] * g["c"] * g["h"] * g["w"] + g["k"] * g["c"] * g["filter_h"] * g["filter_w"]
+                    + g["n"] * g["k"] * ho * wo) * vb).to_numpy(float)
+        p = g.copy()
+        p["predicted_s"] = np.maximum(flop / (0.9 * peak), byt / dev.mem_bw) + dev.launch_overhead
+        p["ape"] = (p["predicted_s"] - p["measured_s"]).abs() / p["measured_s"] * 100
+        p["mode"] = "roofline90"
+        out.append(p)
+    return pd.concat(out, ignore_index=True)
+
+
+def main() -> None:
+    t0 = time.perf_counter()
+    df = kernels.all_rows()
+    res = pd.concat([kernels.evaluate(df), roofline90(df)], ignore_index=True)
+    per = kernels.summary(res, ("mode", "op", "preset", "math_dtype"))
+    overall = kernels.summary(res, ("mode", "op"))
+    nvidia = per[~per["preset"].isin(["mi25", "vega-fe", "xeon-phi-7250"])]
+    checks = []
+    for (mode, op), (med, p90) in TARGETS.items():
+        rows = nvidia[(nvidia["mode"] == mode) & (nvidia["op"] == op)]
+        ok = bool((rows["median_ape"] <= med).all() and (p90 is None or (rows["p90_ape"] <= p90).all()))
+        checks.append({"mode": mode, "op": op, "median_target": med, "p90_target": p90, "met_on_every_device": ok,
+                       "worst_median": round(float(rows["median_ape"].max()), 1)})
+    if "--markdown" in sys.argv:
+        table = per.pivot_table(index=["preset", "math_dtype"], columns=["op", "mode"],
+                                values="median_ape").round(1)
+        print(table.to_markdown() if hasattr(table, "to_markdown") else table.to_string())
+        return
+    print(json.dumps({"elapsed_s": round(time.perf_counter() - t0, 1), "rows": int(len(df)),
+                      "overall": overall.round(2).to_dict("records"), "targets": checks,
+                      "per_device": per.round(2).to_dict("records")}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""``concurrency-model calibrate compute``: microbenchmarks on this machine and a fitted device profile.
+
+``calibrate compute [--quick] --out DIR [--force] [--json]`` times numpy GEMMs (with the torch extra also
+torch GEMMs, conv2d and attention, and the same on a CUDA GPU), a memory copy and a tiny operation, and
+writes ``DIR/measurements.csv`` and ``DIR/profile.json`` (a device file ``--hardware`` accepts) with the
+efficiencies of the timing model fitted to the GEMMs (:mod:`concurrency_model.calibrate.compute`).
+Existing files are kept unless ``--force``. Progress goes to stderr; ``--json`` prints
+``{out, rows, fitted, files, elapsed_s}``. (``calibrate network`` is reserved for the communication
+benchmarks.)
+"""
+from __future__ import annotations
+
+import sys
+
+from . import add_json
+
+
+def run_compute(args) -> dict:
+    from ..calibrate import compute  # scipy and pandas only when calibrating
+
+    return compute.calibrate(args.out, quick=args.quick, force=args.force, stream=sys.stderr)
+
+
+def show_compute(out: dict) -> None:
+    f = out["fitted"]
+    peaks = ", ".join(f"{dt} {v / 1e9:,.1f} GFLOP/s" for dt, v in f["peak_flops"].items())
+    print(f"calibrated in {out['elapsed_s']:.1f} s: {out['rows']} measurements -> {out['out']}")
+    print(f"  peak {peaks}; memory {f['mem_bw_Bps'] / 1e9:,.1f} GB/s; launch {f['launch_overhead_s'] * 1e6:.2f} us")
+    print(f"  efficiency: compute {f['compute']:.3f}, memory {f['memory']:.3f}, k_startup {f['k_startup']:.1f}, "
+          f"l2_factor {f['l2_factor']:.2f}, sigma {f['sigma']:.3f} (log spread of the fit)")
+    for path in out["files"]:
+        print(f"  wrote {path}")
+
+
+def register(sub) -> None:
+    cal = sub.add_parser("calibrate", help="microbenchmarks on this machine; fitted device profiles")
+    kinds = cal.add_subparsers(dest="calibrate", required=True)
+    c = kinds.add_parser("compute", help="GEMM (and with torch: conv, attention) timings and a fitted profile")
+    c.add_argument("--quick", action="store_true", help="a small shape set (under 30 s on 2 cores)")
+    c.add_argument("--out", required=True, help="directory for measurements.csv and profile.json")
+    c.add_argument("--force", action="store_true", help="overwrite existing files in --out")
+    add_json(c)
+    c.set_defaults(run=run_compute, show=show_compute)
