@@ -41,7 +41,7 @@ def fit_efficiency(predict: Callable[[Efficiency], np.ndarray], measured: np.nda
     def resid(x):
         return np.log(predict(eff_of(x)) / measured)
 
-    sol = least_squares(resid, x0, bounds=(lo, hi), diff_step=1e-3, x_scale="jac")
+    sol = least_squares(resid, x0, bounds=(lo, hi), diff_step=1e-3, x_scale="jac", loss="soft_l1", f_scale=0.2)
     r = resid(sol.x)
     return replace(eff_of(sol.x), sigma=float(np.std(r)), fitted_on=label)
 
