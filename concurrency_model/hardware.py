@@ -187,19 +187,19 @@ def load_device(name_or_path) -> Device:
     if text.endswith(".json") or path.is_file():
         if not path.is_file():
             raise ValueError(f"hardware: no such file {text!r}")
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as e:
-            raise ValueError(f"hardware: {text} is not valid JSON ({e.msg}, line {e.lineno})") from None
-        return device_from_dict(data, origin=path.name)
+        return device_from_dict(read_json(path, "hardware"), origin=path.name)
     preset = _preset_dir() / f"{text}.json"
     if not preset.is_file():
         raise ValueError(f"hardware: unknown preset {text!r}; allowed: {', '.join(device_names())}")
+    return device_from_dict(read_json(preset, "hardware"), origin=text)
+
+
+def read_json(path, field_name: str) -> dict:
+    """A JSON file's object; ``ValueError`` naming ``field_name`` and the line if it is not valid JSON."""
     try:
-        data = json.loads(preset.read_text())
+        return json.loads(Path(str(path)).read_text())
     except json.JSONDecodeError as e:
-        raise ValueError(f"hardware: preset {text} is not valid JSON ({e.msg}, line {e.lineno})") from None
-    return device_from_dict(data, origin=text)
+        raise ValueError(f"{field_name}: {Path(str(path)).name} is not valid JSON ({e.msg}, line {e.lineno})") from None
 
 
 def symbolic(device: Device, dtype: str = "fp16") -> tuple[Device, dict]:
