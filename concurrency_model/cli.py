@@ -9,13 +9,20 @@ import json
 import sys
 
 from . import __version__
-from .commands import calibrate, op, workdepth
+from .commands import calibrate, collective, op, workdepth
 
-COMMANDS = (workdepth, op, calibrate)
+COMMANDS = (workdepth, op, collective, calibrate)
+
+
+class Parser(argparse.ArgumentParser):
+    """Bad arguments: one line on stderr (``prog: error: ...``) and exit code 2, without the usage block."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="concurrency-model", description=__doc__.splitlines()[0])
+    p = Parser(prog="concurrency-model", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     for command in COMMANDS:

@@ -1,0 +1,329 @@
+"""Clusters as frozen dataclasses: nodes of identical devices, an intra-node and an inter-node tier.
+
+A preset file (``presets/clusters/*.json``; a scenario may embed the same object under ``cluster``,
+and ``calibrate network`` writes the same shape) holds:
+
+* ``name``; ``device``: a device preset name (or device file path, or device object);
+* ``gpus_per_node``, ``nodes`` (default 1), ``nics_per_node`` (compute NICs used by collectives);
+* ``intra`` and ``inter``: tiers, each ``{name, kind, bw_Bps, latency_s, efficiency, sources, notes}``;
+  ``bw_Bps`` is bytes/s **per direction per endpoint**: per GPU for an intra-node tier (all of its
+  NVLinks together), per NIC for a network tier; ``efficiency`` is the achievable fraction of it;
+* ``sources`` (one entry per field; ``shared/reference/hardware.md`` keys), ``notes``.
+
+Alpha-beta per tier: ``alpha = latency``, ``beta = 1 / (bw * efficiency)`` (``T = alpha + n * beta``).
+
+Node count. DESIGN: "a cluster of N nodes is the preset with ``nodes`` set; scenarios take the node
+count from the GPU count". Hence ``nodes == 1`` (the presets' default) means *as many nodes as the
+ranks need*; a cluster with ``nodes > 1`` is a hard limit that :func:`place` enforces.
+
+Inter-node bandwidth per rank (:func:`place`)::
+
+    nic_share = min(1, nics_per_node / (ranks_per_node * groups_sharing))      NICs per rank
+    inter_bw  = nic_bw * efficiency * nic_share                               bytes/s per rank
+
+NCCL spreads its channels (rings) over the node's NICs, each channel using a NIC near its GPU, so the
+node's NICs run in parallel: hardware.md 3C / pitfall 12 [R28] shows 2-node all-reduce plateaus (238
+GB/s A100, 339 GB/s H100) far above one NIC (25 / 50 GB/s). A node with ``ranks_per_node`` ranks of one
+group that all talk across nodes at once shares ``nics_per_node`` NICs among them; ``groups_sharing``
+concurrent groups on disjoint GPUs of the node (e.g. the 8 data-parallel groups of tensor-parallel 8)
+divide them further. The cap of one NIC per rank: a GPU reaches the network through its own PCIe x16
+link, only ~1.26 NICs' worth on all three DGX (15.75 vs 12.5, 31.5 vs 25, 64 vs 50 GB/s, hardware.md 3B),
+and each GPU is paired with its nearest NIC (3A [R22][R23]). The intra-node tier is per GPU (switch
+ports or the GPU's own links), so ``groups_sharing`` does not divide it.
+
+>>> c = load_cluster("dgx-a100")
+>>> c.total_gpus, c.with_nodes(4).total_gpus
+(8, 32)
+>>> p = place(c, 16)
+>>> p.kind, p.nodes, p.ranks_per_node, p.nic_share
+('mixed', 2, 8, 1.0)
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+
+from .hardware import Device, device_from_dict, load_device, read_json
+
+TIER_KINDS = ("nvlink", "nvswitch", "pcie", "infiniband", "roce", "ethernet", "omnipath", "loopback")
+PLACEMENT_KINDS = ("intra", "inter", "mixed")
+
+
+def _number(where: str, v, *, zero: bool = False, at_most_one: bool = False):
+    """Check a numeric field (sympy expressions pass through unchecked, for what-if sweeps)."""
+    if isinstance(v, bool) or (not isinstance(v, numbers.Real) and not hasattr(v, "free_symbols")):
+        raise ValueError(f"{where}: must be a number, got {v!r}")
+    if isinstance(v, numbers.Real):
+        if v < 0 or (v == 0 and not zero):
+            raise ValueError(f"{where}: must be {'>= 0' if zero else '> 0'}, got {v!r}")
+        if at_most_one and v > 1:
+            raise ValueError(f"{where}: must be in (0, 1], got {v!r}")
+    return v
+
+
+def _count(where: str, v) -> int:
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+        raise ValueError(f"{where}: must be a positive integer, got {v!r}")
+    return int(v)
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One level of the interconnect. SI units: ``bw`` bytes/s per direction per endpoint (per GPU
+    intra-node, per NIC inter-node), ``latency`` seconds, ``efficiency`` achievable fraction of ``bw``."""
+
+    name: str
+    kind: str
+    bw: float
+    latency: float
+    efficiency: float = 1.0
+    sources: dict = field(default_factory=dict, compare=False)
+    notes: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        where = f"tier {self.name!r}"
+        if self.kind not in TIER_KINDS:
+            raise ValueError(f"{where}.kind: unknown {self.kind!r}; allowed: {', '.join(TIER_KINDS)}")
+        _number(f"{where}.bw_Bps", self.bw)
+        _number(f"{where}.latency_s", self.latency, zero=True)
+        _number(f"{where}.efficiency", self.efficiency, at_most_one=True)
+
+    @property
+    def effective_bw(self):
+        """Achievable bytes/s per direction per endpoint: ``bw * efficiency``."""
+        return self.bw * self.efficiency
+
+    def alpha_beta(self) -> tuple:
+        """``(alpha, beta) = (latency, 1 / (bw * efficiency))`` in seconds and seconds per byte."""
+        return self.latency, 1 / self.effective_bw
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "bw_Bps": self.bw, "latency_s": self.latency,
+                "efficiency": self.efficiency, "sources": dict(self.sources), "notes": self.notes}
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """``nodes`` nodes of ``gpus_per_node`` devices; ``intra`` links GPUs of a node, ``inter`` the nodes
+    through ``nics_per_node`` NICs each. ``nodes == 1`` means "as many nodes as needed" (module doc)."""
+
+    name: str
+    device: Device
+    gpus_per_node: int
+    intra: Tier
+    inter: Tier
+    nics_per_node: int
+    nodes: int = 1
+    sources: dict = field(default_factory=dict, compare=False)
+    notes: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        _count("gpus_per_node", self.gpus_per_node)
+        _count("nics_per_node", self.nics_per_node)
+        _count("nodes", self.nodes)
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+    def with_nodes(self, n: int) -> Cluster:
+        """The same cluster with ``n`` nodes (``ValueError`` naming ``nodes`` unless a positive integer)."""
+        return replace(self, nodes=_count("nodes", n))
+
+    def tier(self, tier) -> Tier:
+        """``"intra"`` / ``"inter"`` (or a :class:`Tier`, returned as is)."""
+        if isinstance(tier, Tier):
+            return tier
+        if tier not in ("intra", "inter"):
+            raise ValueError(f"tier: unknown {tier!r}; allowed: intra, inter")
+        return self.intra if tier == "intra" else self.inter
+
+    def alpha_beta(self, tier="intra") -> tuple:
+        """``(alpha, beta) = (latency, 1 / (bw * efficiency))`` of a tier, per endpoint (per GPU or NIC).
+
+        >>> load_cluster("dgx-h100").alpha_beta("intra")[1] == 1 / (450e9 * 0.822)
+        True
+        """
+        return self.tier(tier).alpha_beta()
+
+    def to_dict(self) -> dict:
+        """The preset-file form (the device as its name; :func:`load_cluster` reads it back)."""
+        return {"name": self.name, "device": self.device.name, "gpus_per_node": self.gpus_per_node,
+                "nodes": self.nodes, "nics_per_node": self.nics_per_node, "intra": self.intra.to_dict(),
+                "inter": self.inter.to_dict(), "sources": dict(self.sources), "notes": self.notes}
+
+
+# -- loading ------------------------------------------------------------------------------------------
+
+_REQUIRED = ("name", "device", "gpus_per_node", "nics_per_node", "intra", "inter")
+_OPTIONAL = ("nodes", "sources", "notes")
+_TIER_REQUIRED = ("name", "kind", "bw_Bps", "latency_s")
+_TIER_OPTIONAL = ("efficiency", "sources", "notes")
+
+
+def _fields(where: str, d, required, optional):
+    if not isinstance(d, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {type(d).__name__}")
+    missing = [k for k in required if k not in d]
+    if missing:
+        raise ValueError(f"{where}.{missing[0]}: missing field (required: {', '.join(required)})")
+    unknown = sorted(set(d) - set(required) - set(optional))
+    if unknown:
+        raise ValueError(f"{where}.{unknown[0]}: unknown field; allowed: {', '.join(required + optional)}")
+    for k in ("sources",):
+        if k in d and not isinstance(d[k], dict):
+            raise ValueError(f"{where}.{k}: expected an object of field -> source")
+    if "notes" in d and not isinstance(d["notes"], str):
+        raise ValueError(f"{where}.notes: expected a string")
+
+
+def tier_from_dict(d: dict, where: str = "tier") -> Tier:
+    """Build a :class:`Tier` from its file form, checking every field (errors name ``where.field``)."""
+    _fields(where, d, _TIER_REQUIRED, _TIER_OPTIONAL)
+    if not isinstance(d["name"], str) or not d["name"]:
+        raise ValueError(f"{where}.name: must be a non-empty string")
+    if d["kind"] not in TIER_KINDS:
+        raise ValueError(f"{where}.kind: unknown {d['kind']!r}; allowed: {', '.join(TIER_KINDS)}")
+    for key, kw in (("bw_Bps", {}), ("latency_s", {"zero": True})):
+        if isinstance(d[key], bool) or not isinstance(d[key], numbers.Real):
+            raise ValueError(f"{where}.{key}: must be a number, got {d[key]!r}")
+        _number(f"{where}.{key}", d[key], **kw)
+    eff = d.get("efficiency", 1.0)
+    if isinstance(eff, bool) or not isinstance(eff, numbers.Real):
+        raise ValueError(f"{where}.efficiency: must be a number in (0, 1], got {eff!r}")
+    _number(f"{where}.efficiency", eff, at_most_one=True)
+    return Tier(name=d["name"], kind=d["kind"], bw=float(d["bw_Bps"]), latency=float(d["latency_s"]),
+                efficiency=float(eff), sources=dict(d.get("sources", {})), notes=d.get("notes", ""))
+
+
+def cluster_from_dict(d: dict, origin: str = "cluster") -> Cluster:
+    """Build a :class:`Cluster` from a preset / scenario object, checking every field."""
+    _fields(origin, d, _REQUIRED, _OPTIONAL)
+    if not isinstance(d["name"], str) or not d["name"]:
+        raise ValueError(f"{origin}.name: must be a non-empty string")
+    dev = d["device"]
+    if isinstance(dev, dict):
+        device = device_from_dict(dev, origin=f"{origin}.device")
+    elif isinstance(dev, Device):
+        device = dev
+    elif isinstance(dev, str) and dev:
+        try:
+            device = load_device(dev)
+        except ValueError as e:
+            raise ValueError(f"{origin}.device: {e}") from None
+    else:
+        raise ValueError(f"{origin}.device: expected a device preset name, file path or object, got {dev!r}")
+    counts = {k: _count(f"{origin}.{k}", d.get(k, 1)) for k in ("gpus_per_node", "nics_per_node", "nodes")}
+    return Cluster(name=d["name"], device=device, intra=tier_from_dict(d["intra"], f"{origin}.intra"),
+                   inter=tier_from_dict(d["inter"], f"{origin}.inter"), sources=dict(d.get("sources", {})),
+                   notes=d.get("notes", ""), **counts)
+
+
+def _preset_dir():
+    return resources.files("concurrency_model") / "presets" / "clusters"
+
+
+def cluster_names() -> list[str]:
+    """Names of the cluster presets shipped as package data."""
+    return sorted(p.name[:-5] for p in _preset_dir().iterdir() if p.name.endswith(".json"))
+
+
+def load_cluster(spec) -> Cluster:
+    """A cluster from a preset name (``dgx-a100``), a JSON file path, a dict of the preset shape (as
+    scenarios embed it), or a :class:`Cluster` (returned as is).
+
+    >>> c = load_cluster("dgx-a100")
+    >>> c.device.name, c.gpus_per_node, c.nics_per_node, c.inter.bw
+    ('a100-sxm4-80gb', 8, 8, 25000000000.0)
+    """
+    if isinstance(spec, Cluster):
+        return spec
+    if isinstance(spec, dict):
+        return cluster_from_dict(spec, origin="cluster")
+    if not isinstance(spec, (str, Path)):
+        raise ValueError(f"cluster: expected a preset name, file path or object, got {type(spec).__name__}")
+    text = str(spec)
+    path = Path(text)
+    if text.endswith(".json") or path.is_file():
+        if not path.is_file():
+            raise ValueError(f"cluster: no such file {text!r}")
+        return cluster_from_dict(read_json(path, "cluster"), origin=path.name)
+    preset = _preset_dir() / f"{text}.json"
+    if not preset.is_file():
+        raise ValueError(f"cluster: unknown preset {text!r}; allowed: {', '.join(cluster_names())}")
+    return cluster_from_dict(read_json(preset, "cluster"), origin=text)
+
+
+# -- placement ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the ``ranks`` of one communicator sit, and the alpha-beta each rank sees per tier.
+
+    ``kind``: ``"intra"`` (one node), ``"inter"`` (one rank per node), ``"mixed"`` (several nodes, several
+    ranks on each). ``intra`` / ``inter`` are ``(alpha, beta)`` per rank (computed for both tiers
+    whatever the kind); ``nic_share`` is NICs per rank, ``intra_bw`` / ``inter_bw`` effective bytes/s
+    per rank per direction (``1 / beta``).
+    """
+
+    ranks: int
+    ranks_per_node: int
+    nodes: int
+    groups_sharing: int
+    kind: str
+    intra: tuple
+    inter: tuple
+    nic_share: float
+    intra_bw: float
+    inter_bw: float
+    cluster: Cluster = field(repr=False, compare=False)
+
+    def to_dict(self) -> dict:
+        return {"cluster": self.cluster.name, "ranks": self.ranks, "ranks_per_node": self.ranks_per_node,
+                "nodes": self.nodes, "groups_sharing": self.groups_sharing, "kind": self.kind,
+                "intra_alpha_s": self.intra[0], "intra_beta_s_per_byte": self.intra[1],
+                "inter_alpha_s": self.inter[0], "inter_beta_s_per_byte": self.inter[1],
+                "nic_share": self.nic_share, "intra_bw_Bps": self.intra_bw, "inter_bw_Bps": self.inter_bw}
+
+
+def place(cluster, ranks: int, ranks_per_node: int | None = None, groups_sharing: int = 1) -> Placement:
+    """Place ``ranks`` ranks of one communicator on ``cluster`` (a :class:`Cluster` or anything
+    :func:`load_cluster` accepts).
+
+    Ranks fill nodes: ``ranks_per_node = min(ranks, gpus_per_node)`` unless given. ``ranks`` must be a
+    multiple of ``ranks_per_node`` and ``ranks_per_node * groups_sharing <= gpus_per_node`` (the
+    ``groups_sharing`` groups sit on disjoint GPUs of each node). The nodes used, ``ranks /
+    ranks_per_node``, may exceed ``cluster.nodes`` only when that is 1 ("as many as needed").
+    Per-rank bandwidths follow the module doc: intra ``bw * efficiency``; inter ``nic_bw * efficiency *
+    min(1, nics_per_node / (ranks_per_node * groups_sharing))``.
+
+    >>> p = place("dgx1-v100", 16, ranks_per_node=8)
+    >>> p.kind, p.nic_share, p.inter_bw == 12.5e9 * 0.9 * 0.5
+    ('mixed', 0.5, True)
+    """
+    c = load_cluster(cluster)
+    ranks = _count("ranks", ranks)
+    groups_sharing = _count("groups_sharing", groups_sharing)
+    k = min(ranks, c.gpus_per_node) if ranks_per_node is None else _count("ranks_per_node", ranks_per_node)
+    if k > c.gpus_per_node:
+        raise ValueError(f"ranks_per_node: {k} exceeds gpus_per_node = {c.gpus_per_node} of {c.name}")
+    if k > ranks:
+        raise ValueError(f"ranks_per_node: {k} exceeds ranks = {ranks}")
+    if ranks % k:
+        raise ValueError(f"ranks: {ranks} is not a multiple of ranks_per_node = {k}")
+    if k * groups_sharing > c.gpus_per_node:
+        raise ValueError(f"groups_sharing: {groups_sharing} groups x {k} ranks per node exceed "
+                         f"gpus_per_node = {c.gpus_per_node} of {c.name}")
+    nodes = ranks // k
+    if c.nodes > 1 and nodes > c.nodes:
+        raise ValueError(f"ranks: {ranks} ranks at {k} per node need {nodes} nodes; {c.name} has "
+                         f"{c.nodes} (nodes = 1 would mean as many as needed)")
+    kind = "intra" if nodes == 1 else "inter" if k == 1 else "mixed"
+    share = min(1.0, c.nics_per_node / (k * groups_sharing))
+    intra_bw = c.intra.effective_bw
+    inter_bw = c.inter.effective_bw * share
+    return Placement(ranks=ranks, ranks_per_node=k, nodes=nodes, groups_sharing=groups_sharing, kind=kind,
+                     intra=(c.intra.latency, 1 / intra_bw), inter=(c.inter.latency, 1 / inter_bw),
+                     nic_share=share, intra_bw=intra_bw, inter_bw=inter_bw, cluster=c)
