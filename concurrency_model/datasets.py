@@ -17,7 +17,11 @@ SCHEMAS = {  # file stem -> (numeric columns that must be present, other require
                         "bwd_filter_time_ms") + SOURCE_COLUMNS),
     "deepbench_rnn": (("hidden_units", "n", "timesteps"), ("benchmark", "device", "precision", "cell",
                                                              "fwd_time_ms", "bwd_time_ms") + SOURCE_COLUMNS),
-    "deepbench_allreduce": ((), ("device",) + SOURCE_COLUMNS),
+    "deepbench_allreduce": (("size_floats", "num_ranks", "num_nodes", "mean_time_ms"),
+                            ("device", "algorithm") + SOURCE_COLUMNS),
+    "nccltests_allreduce_sweeps": (("num_ranks", "num_nodes", "size_bytes", "oop_time_us"),
+                                   ("run_id", "collective", "gpu_model", "system", "source_repo", "source_path",
+                                    "source_commit")),
 }
 
 
