@@ -5,14 +5,19 @@ torch GEMMs, conv2d and attention, and the same on a CUDA GPU), a memory copy an
 writes ``DIR/measurements.csv`` and ``DIR/profile.json`` (a device file ``--hardware`` accepts) with the
 efficiencies of the timing model fitted to the GEMMs (:mod:`concurrency_model.calibrate.compute`).
 Existing files are kept unless ``--force``. Progress goes to stderr; ``--json`` prints
-``{out, rows, fitted, files, elapsed_s}``. (``calibrate network`` is reserved for the communication
-benchmarks.)
+``{out, rows, fitted, files, elapsed_s}``.
+
+``calibrate network [--quick] [--ranks P] [--backend gloo|nccl] --out DIR [--force] [--json]`` times
+collectives on ``torch.distributed`` (P local processes, or the ranks ``torchrun`` started) and writes
+``DIR/measurements.csv`` (nccl-tests columns) and ``DIR/profile.json`` (a cluster file ``--cluster``
+accepts) with alpha and beta fitted per collective (:mod:`concurrency_model.calibrate.network`); sizes
+that failed are listed on stderr and in ``missing``.
 """
 from __future__ import annotations
 
 import sys
 
-from . import add_json
+from . import add_json, positive_int
 
 
 def run_compute(args) -> dict:
@@ -32,6 +37,30 @@ def show_compute(out: dict) -> None:
         print(f"  wrote {path}")
 
 
+def run_network(args) -> dict:
+    from ..calibrate import network  # torch only when calibrating
+
+    return network.calibrate(args.out, quick=args.quick, ranks=args.ranks, backend=args.backend, force=args.force,
+                             stream=sys.stderr)
+
+
+def show_network(out: dict) -> None:
+    if out.get("rank"):  # torchrun: every rank measures, rank 0 reports
+        return
+    print(f"calibrated in {out['elapsed_s']:.1f} s: {out['rows']} measurements ({out['backend']}, {out['ranks']} ranks)"
+          f" -> {out['out']}")
+    for coll, f in out["fitted"].items():
+        print(f"  {coll:<15} alpha {f['alpha_s'] * 1e6:9.2f} us, bw {f['bw_Bps'] / 1e9:8.3f} GB/s "
+              f"(median APE {f['median_ape_pct']:.1f} %; {f['model']})")
+    for coll, why in out["skipped"].items():
+        print(f"  {coll:<15} skipped: {why}")
+    if out["missing"]:
+        some = ", ".join(f"{m['collective']} {m['size_bytes']} B" for m in out["missing"][:6])
+        print(f"  missing: {len(out['missing'])} sizes ({some}{', ...' if len(out['missing']) > 6 else ''})")
+    for path in out["files"]:
+        print(f"  wrote {path}")
+
+
 def register(sub) -> None:
     cal = sub.add_parser("calibrate", help="microbenchmarks on this machine; fitted device profiles")
     kinds = cal.add_subparsers(dest="calibrate", required=True)
@@ -41,3 +70,12 @@ def register(sub) -> None:
     c.add_argument("--force", action="store_true", help="overwrite existing files in --out")
     add_json(c)
     c.set_defaults(run=run_compute, show=show_compute)
+    n = kinds.add_parser("network", help="collective timings on torch.distributed and a fitted cluster file")
+    n.add_argument("--quick", action="store_true", help="fewer sizes and repetitions (under 60 s on 2 cores)")
+    n.add_argument("--ranks", type=positive_int, help="local processes (default: 2 with gloo, the GPUs with nccl;"
+                                                      " under torchrun: its WORLD_SIZE)")
+    n.add_argument("--backend", choices=("gloo", "nccl"), help="default: nccl where CUDA is, else gloo")
+    n.add_argument("--out", required=True, help="directory for measurements.csv and profile.json")
+    n.add_argument("--force", action="store_true", help="overwrite existing files in --out")
+    add_json(n)
+    n.set_defaults(run=run_network, show=show_network)
