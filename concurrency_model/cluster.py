@@ -45,7 +45,7 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
-from .hardware import Device, device_from_dict, load_device, read_json
+from .hardware import Device, device_from_dict, load_device, read_spec
 
 TIER_KINDS = ("nvlink", "nvswitch", "pcie", "infiniband", "roce", "ethernet", "omnipath", "loopback")
 PLACEMENT_KINDS = ("intra", "inter", "mixed")
@@ -244,16 +244,8 @@ def load_cluster(spec) -> Cluster:
         return cluster_from_dict(spec, origin="cluster")
     if not isinstance(spec, (str, Path)):
         raise ValueError(f"cluster: expected a preset name, file path or object, got {type(spec).__name__}")
-    text = str(spec)
-    path = Path(text)
-    if text.endswith(".json") or path.is_file():
-        if not path.is_file():
-            raise ValueError(f"cluster: no such file {text!r}")
-        return cluster_from_dict(read_json(path, "cluster"), origin=path.name)
-    preset = _preset_dir() / f"{text}.json"
-    if not preset.is_file():
-        raise ValueError(f"cluster: unknown preset {text!r}; allowed: {', '.join(cluster_names())}")
-    return cluster_from_dict(read_json(preset, "cluster"), origin=text)
+    data, origin = read_spec(spec, _preset_dir(), "cluster", cluster_names)
+    return cluster_from_dict(data, origin=origin)
 
 
 # -- placement ----------------------------------------------------------------------------------------

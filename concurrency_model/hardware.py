@@ -182,16 +182,23 @@ def load_device(name_or_path) -> Device:
     """
     if isinstance(name_or_path, Device):
         return name_or_path
-    text = str(name_or_path)
+    data, origin = read_spec(name_or_path, _preset_dir(), "hardware", device_names)
+    return device_from_dict(data, origin=origin)
+
+
+def read_spec(spec, preset_dir, field_name: str, names) -> tuple[dict, str]:
+    """The JSON object of a preset (a file stem in ``preset_dir``) or of a ``.json`` file path, and a
+    label for error messages; ``ValueError`` naming ``field_name`` if neither exists."""
+    text = str(spec)
     path = Path(text)
     if text.endswith(".json") or path.is_file():
         if not path.is_file():
-            raise ValueError(f"hardware: no such file {text!r}")
-        return device_from_dict(read_json(path, "hardware"), origin=path.name)
-    preset = _preset_dir() / f"{text}.json"
+            raise ValueError(f"{field_name}: no such file {text!r}")
+        return read_json(path, field_name), path.name
+    preset = preset_dir / f"{text}.json"
     if not preset.is_file():
-        raise ValueError(f"hardware: unknown preset {text!r}; allowed: {', '.join(device_names())}")
-    return device_from_dict(read_json(preset, "hardware"), origin=text)
+        raise ValueError(f"{field_name}: unknown preset {text!r}; allowed: {', '.join(names())}")
+    return read_json(preset, field_name), text
 
 
 def read_json(path, field_name: str) -> dict:

@@ -41,26 +41,25 @@ def _real(field: str, value) -> sp.Expr:
     return x
 
 
-def check_n(value, field: str = "n") -> sp.Expr:
-    """Message size in bytes: a number >= 0, or an expression not known to be negative."""
+def _nonnegative(field: str, value, unit: str = "") -> sp.Expr:
+    """A number >= 0, or an expression not known to be negative."""
     x = _real(field, value)
     if x.is_number:
         if x < 0:
-            raise ValueError(f"{field}: must be >= 0 bytes, got {value!r}")
+            raise ValueError(f"{field}: must be >= 0{unit}, got {value!r}")
     elif x.is_negative or x.is_real is False:
         raise ValueError(f"{field}: expression {x} must be a non-negative real")
     return x
 
 
+def check_n(value, field: str = "n") -> sp.Expr:
+    """Message size in bytes: a number >= 0, or an expression not known to be negative."""
+    return _nonnegative(field, value, " bytes")
+
+
 def check_rate(field: str, value) -> sp.Expr:
     """alpha (s), beta and gamma (s/byte): a number >= 0 or a symbol not known to be negative."""
-    x = _real(field, value)
-    if x.is_number:
-        if x < 0:
-            raise ValueError(f"{field}: must be >= 0, got {value!r}")
-    elif x.is_negative or x.is_real is False:
-        raise ValueError(f"{field}: expression {x} must be non-negative")
-    return x
+    return _nonnegative(field, value)
 
 
 def check_ranks(value, field: str = "P") -> sp.Expr:
