@@ -55,12 +55,14 @@ def _numeric_roots(f, lo: float = 0.0, hi: float = 2.0 ** 60) -> list[float]:
 
     grid = np.concatenate([[lo], np.logspace(-3, math.log10(hi), 4000)])
     vals = np.array([f(x) for x in grid], dtype=float)
-    roots = []
-    for i in range(len(grid) - 1):
+    roots, last = [], None  # index of the last point with a nonzero difference
+    for i in range(len(grid)):
         if vals[i] == 0:
-            roots.append(float(grid[i]))
-        elif vals[i] * vals[i + 1] < 0:
-            roots.append(brentq(f, grid[i], grid[i + 1], xtol=1e-12, rtol=1e-12))
+            continue  # a touch is not a crossing: only a change of sign between nonzero points counts
+        if last is not None and vals[last] * vals[i] < 0:
+            roots.append(float(grid[last + 1]) if last + 1 < i else
+                         brentq(f, grid[last], grid[i], xtol=1e-12, rtol=1e-12))
+        last = i
     return roots
 
 
@@ -71,7 +73,8 @@ def crossover(op: str, alg_a: str, alg_b: str, P, alpha, beta, gamma=0):
     every algorithm but the pipelined chain).  When ``solve`` cannot handle the expressions (the chain's
     optimal segment count contains ``floor``/``Min``) and the inputs are numbers, the smallest root is
     found numerically (sign changes on a log grid of n up to 2**60 bytes, then Brent's method).
-    Returns ``None`` if they never cross for ``n >= 0`` or if they coincide for every ``n``; with
+    A crossing is a size ``n > 0`` where the cheaper of the two changes; touching at ``n = 0`` (both pure
+    bandwidth terms) is not one. Returns ``None`` if they never cross or coincide for every ``n``; with
     several crossings, the smallest.
 
     >>> crossover("allreduce", "tree", "ring", 64, 1e-6, 1e-9)
@@ -94,7 +97,7 @@ def crossover(op: str, alg_a: str, alg_b: str, P, alpha, beta, gamma=0):
         except NotImplementedError:
             sols = None
         if sols is not None:
-            keep = [s for s in sols if s.is_real is not False and s.is_negative is not True]
+            keep = [s for s in sols if s.is_real is not False and s.is_positive is not False]
             numeric = [s for s in keep if s.is_number]
             if numeric:
                 return min(numeric, key=float)
