@@ -178,7 +178,8 @@ def gemm_time(m, n, k, dev, dtype: str = "fp32", batch: int = 1, math_dtype: str
     return gemm_coeffs(m, n, k, dev, dtype, batch, math_dtype).assemble(dev)
 
 
-from .layers import attention_time, conv_coeffs, conv_time, op_time, rnn_parts, rnn_seconds, rnn_time  # noqa: E402
+from .layers import attention_time, conv_coeffs, conv_time, op_time  # noqa: E402
+from .recurrent import rnn_parts, rnn_seconds, rnn_time  # noqa: E402
 
 __all__ = ["OpTime", "Coeffs", "roofline", "roofline_coeffs", "gemm_coeffs", "gemm_time", "conv_coeffs", "conv_time", "rnn_parts", "rnn_seconds", "rnn_time",
            "attention_time", "op_time"]
