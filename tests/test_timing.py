@@ -10,7 +10,6 @@ default efficiency: compute 0.8, memory 0.8, k_startup 64, l2_factor 3.
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 from dataclasses import replace
