@@ -74,7 +74,8 @@ class Builder:
         (sh, sw), (ph, pw), (dh, dw) = convm._pair("stride", stride), convm._pair("pad", pad), \
             convm._pair("dilation", dilation)
         shape = (c_out, convm.out_size(h, kh, sh, ph, dh), convm.out_size(w, kw, sw, pw, dw))
-        return self.node("conv2d", x, shape, cost, name, groups=groups)
+        return self.node("conv2d", x, shape, cost, name, c_in=c, c_out=c_out, h=h, w=w, kh=kh, kw=kw,
+                         stride=(sh, sw), pad=(ph, pw), dilation=(dh, dw), groups=groups)
 
     def bn(self, x, name=None):
         s = self.shape(x)
@@ -128,7 +129,8 @@ class Builder:
         cost = dense.linear(rows, s[-1], c_out, bias, self.vb)
         if tied:
             cost = OpCost(cost.op, cost.forward.with_(params=0), cost.grad_input, cost.grad_weight, cost.source)
-        return self.node("linear", x, (*s[:-1], c_out), cost, name)
+        return self.node("linear", x, (*s[:-1], c_out), cost, name, rows_per_sample=math.prod(s[:-1]), c_in=s[-1],
+                         c_out=c_out)
 
     def dropout(self, x, name=None):
         s = self.shape(x)
@@ -180,7 +182,8 @@ class Builder:
         if h % heads:
             raise ValueError(f"heads: hidden={h} must be divisible by heads={heads}")
         cost = att.attention(self.batch, heads, s, h // heads, fused=fused, causal=causal, value_bytes=self.vb)
-        return self.node("attention", qkv, (s, h), cost, name or "attention", heads=heads)
+        return self.node("attention", qkv, (s, h), cost, name, heads=heads, seq=s, head_dim=h // heads, fused=fused,
+                         causal=causal)
 
     def learned(self, x, kind: str, params: int, shape=None, concat: bool = False, name=None):
         """A learned tensor of ``params`` values added to ``x`` (position embedding) or concatenated
@@ -196,7 +199,8 @@ class Builder:
         """An RNN/LSTM/GRU over a ``(T, I)`` sequence -> ``(T, hidden)``."""
         t, i = self.shape(x)
         cost = recurrent.recurrent(cell, t, self.batch, i, hidden, layers, value_bytes=self.vb)
-        return self.node(cell, x, (t, hidden), cost, name or cell)
+        return self.node(cell, x, (t, hidden), cost, name, cell=cell, hidden=hidden, input_size=i, timesteps=t,
+                         layers=layers)
 
     def select(self, x, index_shape, name=None):
         """Take part of the tensor (e.g. the class token): free, a view."""

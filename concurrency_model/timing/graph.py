@@ -1,0 +1,101 @@
+"""Time of every layer of a DNN graph on one device, forward and backward (the compute part of a step).
+
+Each node kind goes to its kernel model: convolutions to :func:`~.layers.conv_coeffs` (forward, ∇x, ∇w),
+fully connected layers to three GEMMs (``y = x w``: rows x c_out x c_in; ``∇x = ∇y wᵀ``: rows x c_in x
+c_out; ``∇w = xᵀ ∇y``: c_in x c_out x rows), attention to :func:`~.layers.attention_time`, recurrent
+layers to :func:`~.recurrent.rnn_time` (one call per stacked layer), and everything else (element-wise,
+normalization, pooling, embedding, softmax) to the roofline of its operator cost, one kernel per pass.
+Views (flatten, reshape, select) cost nothing. The layers run one after another (one stream), so the
+pass time is the sum over layers; the optimizer update is one element-wise kernel over the parameters.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import sympy as sp
+
+from ..units import dtype_bytes
+from . import _f, device, gemm_coeffs, roofline
+from .layers import attention_time, conv_coeffs
+from .recurrent import rnn_time
+
+PASSES = ("forward", "grad_input", "grad_weight")
+VIEWS = ("flatten", "reshape", "select")
+UPDATE_BYTES_PER_PARAM = {"sgd": 3, "momentum": 5, "adam": 7, "adamw": 7}  # tensors read + written
+
+
+def _num(e) -> float:
+    e = sp.sympify(e)
+    if e.free_symbols:
+        raise ValueError("batch: layer times need a graph built for a number of samples, not a symbol")
+    return float(e)
+
+
+def _node_times(node, dev, dtype: str, batch: int, scale: float, needs_grad_input: bool) -> dict:
+    a = node.attrs
+    out = {p: 0.0 for p in PASSES}
+    algorithm = ""
+    if node.kind == "conv2d" and a["stride"][0] == a["stride"][1] and a["pad"][0] == a["pad"][1] \
+            and a["dilation"][0] == a["dilation"][1]:
+        for p in PASSES:
+            c = conv_coeffs(batch, a["c_in"], a["c_out"], a["h"], a["w"], a["kh"], a["kw"], a["stride"][0],
+                            a["pad"][0], a["dilation"][0], a["groups"], p, dev, dtype)
+            out[p] = float(c.seconds(dev)[0])
+            algorithm = algorithm or str(c.info["algorithm"][0])
+    elif node.kind == "linear":
+        rows, ci, co = batch * a["rows_per_sample"], a["c_in"], a["c_out"]
+        for p, shape in zip(PASSES, ((rows, co, ci), (rows, ci, co), (ci, co, rows))):
+            out[p] = float(gemm_coeffs(*shape, dev, dtype).seconds(dev)[0])
+    elif node.kind == "attention":
+        args = (batch, a["heads"], a["seq"], a["head_dim"], dev, dtype, a["fused"], a["causal"])
+        out["forward"] = _f(attention_time(*args, pass_="forward").time_s)
+        out["grad_input"] = _f(attention_time(*args, pass_="backward").time_s)
+    elif node.kind in ("rnn", "lstm", "gru"):
+        for layer in range(a["layers"]):
+            i = a["input_size"] if layer == 0 else a["hidden"]
+            for p in PASSES:
+                out[p] += _f(rnn_time(a["cell"], a["hidden"], batch, a["timesteps"], dev, dtype, i, p).time_s)
+    elif node.kind not in VIEWS:
+        for p in PASSES:
+            cost = getattr(node.cost, p)
+            flop, byt = _num(cost.flop), _num(cost.bytes) * scale
+            if flop or byt:
+                out[p] = _f(roofline(flop, byt, dev, dtype).time_s)
+    if not needs_grad_input:
+        out["grad_input"] = 0.0
+    return {**out, "algorithm": algorithm}
+
+
+def layer_times(graph, dev, dtype: str = "fp32") -> pd.DataFrame:
+    """One row per layer: ``name, op, forward_s, grad_input_s, grad_weight_s, algorithm``.
+
+    ∇x is left out where the layer's inputs depend on no parameters (the first layer), as in
+    :meth:`~concurrency_model.graph.Graph.backward`.
+
+    >>> from concurrency_model import get_model
+    >>> t = layer_times(get_model("resnet50", batch=32), "v100-sxm2-32gb", "fp16")
+    >>> bool(t.loc[t["op"] == "conv2d", "forward_s"].sum() > 0), float(t.loc[0, "grad_input_s"])  # no ∇x of the image
+    (True, 0.0)
+    """
+    dev = device(dev)
+    batch = int(_num(graph.batch))
+    scale = dtype_bytes(dtype) / float(graph.value_bytes)
+    req = graph._requires_grad()
+    rows = []
+    for node in graph.layers():
+        needs = any(req[i] for i in node.inputs)
+        t = _node_times(node, dev, dtype, batch, scale, needs)
+        rows.append({"name": node.name, "op": node.kind, "forward_s": t["forward"], "grad_input_s": t["grad_input"],
+                     "grad_weight_s": t["grad_weight"], "algorithm": t["algorithm"]})
+    return pd.DataFrame(rows)
+
+
+def step_time(graph, dev, dtype: str = "fp32", optimizer: str = "adam") -> dict:
+    """Seconds of forward, backward and the optimizer update of one training step on one device."""
+    dev = device(dev)
+    t = layer_times(graph, dev, dtype)
+    if optimizer not in UPDATE_BYTES_PER_PARAM:
+        raise ValueError(f"optimizer: unknown {optimizer!r}; allowed: {', '.join(UPDATE_BYTES_PER_PARAM)}")
+    params = float(graph.params)
+    update = _f(roofline(0.0, UPDATE_BYTES_PER_PARAM[optimizer] * dtype_bytes(dtype) * params, dev, dtype).time_s)
+    fwd, bwd = float(t["forward_s"].sum()), float((t["grad_input_s"] + t["grad_weight_s"]).sum())
+    return {"forward_s": fwd, "backward_s": bwd, "update_s": update, "step_s": fwd + bwd + update}
