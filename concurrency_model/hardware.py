@@ -38,7 +38,11 @@ class Efficiency:
     the GEMM tiles); ``conv``, ``conv_wgrad``, ``winograd`` and ``rnn``:
     factors on the time of convolutions (all passes; weight gradients; Winograd GEMMs) and recurrent
     layers over the GEMMs they are made of (the implicit-GEMM gather, the reductions of ∇w, the
-    per-step synchronisation); ``sigma``: relative spread of the residuals the constants were fitted on.
+    per-step synchronisation); ``rnn_sync``: launch overheads per time step of a recurrent layer beyond
+    its two kernels (the host loop's stream synchronisation and bookkeeping); ``rnn_unfused``: launch
+    overheads per dependent element-wise stage of the cell (about 0 where the library fuses the cell
+    into one kernel, as cuDNN; more where each stage is its own kernel); ``sigma``: relative spread
+    of the residuals the constants were fitted on.
     Defaults: fitted on DeepBench (see ``benchmarks/kernel_accuracy.py``), the same for every device.
     """
 
@@ -49,7 +53,9 @@ class Efficiency:
     conv: float = 1.0
     conv_wgrad: float = 1.0
     winograd: float = 1.0
-    rnn: float = 1.0
+    rnn: float = 0.83  # rnn, rnn_sync, rnn_unfused: fitted on all DeepBench RNN rows, other fields default
+    rnn_sync: float = 10.2
+    rnn_unfused: float = 0.36
     sigma: float = 0.0
     fitted_on: str = "default"
 

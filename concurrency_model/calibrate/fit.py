@@ -15,7 +15,8 @@ from scipy.optimize import least_squares
 from ..hardware import Efficiency
 
 BOUNDS = {"compute": (0.05, 1.0), "memory": (0.05, 1.0), "k_startup": (0.0, 2048.0), "l2_factor": (0.5, 20.0),
-          "conv": (0.3, 5.0), "conv_wgrad": (0.3, 5.0), "winograd": (0.3, 5.0), "rnn": (0.3, 5.0)}
+          "conv": (0.3, 5.0), "conv_wgrad": (0.3, 5.0), "winograd": (0.3, 5.0), "rnn": (0.3, 5.0),
+          "rnn_sync": (0.0, 30.0), "rnn_unfused": (0.0, 30.0)}
 
 
 def fit_efficiency(predict: Callable[[Efficiency], np.ndarray], measured: np.ndarray, start: Efficiency,

@@ -1,15 +1,6 @@
 """Time of convolution, recurrent and attention layers, and of any operator of the library.
 
-* Convolution (Chetlur et al. 2014, cuDNN): implicit GEMM with forward ``M = N H' W'``, ``N = C_out``,
-  ``K = C_in K_y K_x`` per group; ∇x ``M = N H W``, ``N = C_in``, ``K = C_out K_y K_x``; ∇w ``M = C_out``,
-  ``N = C_in K_y K_x``, ``K = N H' W'``. The operands move once (input, weights, output), not the
-  lowered matrix; ``efficiency.conv`` scales the math for the gather, ``conv_wgrad`` that of ∇w kernels
-  (reductions over batch and space) and ``winograd`` that of the Winograd GEMMs. Strided ∇x is split by
-  output phase, so each input position reduces over ``C_out ceil(K_y/s) ceil(K_x/s)`` values. 3x3 stride-1 layers may instead use
-  Winograd F(4x4, 3x3) (Lavin & Gray 2016) in all three passes (cuDNN's WINOGRAD_NONFUSED): 36 batched
-  GEMMs (forward: tiles x C_out x C_in; ∇w: C_out x C_in x tiles) plus the transforms, each a
-  memory-bound pass. The faster is used (cuDNN's heuristics pick the fastest) and
-  reported as ``algorithm``.
+* Convolution: :mod:`.conv` (implicit GEMM, im2col GEMM, col2im ∇x, Winograd; the fastest is used).
 * Recurrent layers: :mod:`.recurrent`.
 * Attention: plain = two batched GEMMs around a memory-bound softmax; fused (FlashAttention) = one
   compute-bound kernel with Q/K/V/O traffic only.
@@ -17,69 +8,9 @@
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..units import dtype_bytes
-from . import Coeffs, OpTime, device, gemm_coeffs, positive_int, roofline
-
-CONV_PASSES = ("forward", "grad_input", "grad_weight")
-WINOGRAD_M, WINOGRAD_R = 4, 3
-WINOGRAD_ALPHA = WINOGRAD_M + WINOGRAD_R - 1
-
-
-def _out(size, k, stride, pad, dil):
-    return (size + 2 * pad - dil * (k - 1) - 1) // stride + 1
-
-
-def conv_coeffs(n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups, pass_: str, dev, dtype: str,
-                math_dtype: str | None = None, algorithm: str = "auto") -> Coeffs:
-    """Coefficients of the fastest convolution algorithm per row (arrays or numbers; square stride/pad)."""
-    if pass_ not in CONV_PASSES:
-        raise ValueError(f"pass: unknown {pass_!r}; allowed: {', '.join(CONV_PASSES)}")
-    if algorithm not in ("auto", "implicit_gemm", "winograd"):
-        raise ValueError(f"algorithm: unknown {algorithm!r}; allowed: auto, implicit_gemm, winograd")
-    n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups = np.broadcast_arrays(
-        *(np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in
-          (n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups)))
-    ho, wo = _out(h, kh, stride, pad, dilation), _out(w, kw, stride, pad, dilation)
-    cig, cog = c_in // groups, c_out // groups
-    vb = dtype_bytes(dtype)
-    e = dev.efficiency
-    if pass_ == "forward":
-        shape = (n * ho * wo, cog, cig * kh * kw)
-    elif pass_ == "grad_input":
-        # strided ∇x is decomposed by output phase (cuDNN): each input position sums over the
-        # ceil(K/stride) taps that reach it, not over all K taps
-        shape = (n * h * w, cig, cog * -(-kh // stride) * -(-kw // stride))
-    else:
-        shape = (cog, cig * kh * kw, n * ho * wo)
-    g = gemm_coeffs(*shape, dev, dtype, groups, math_dtype)
-    gain = e.conv * (e.conv_wgrad if pass_ == "grad_weight" else 1.0)
-    io = (n * c_in * h * w + c_out * cig * kh * kw + n * c_out * ho * wo) * vb / e.memory
-    flop = 2.0 * n * c_out * ho * wo * cig * kh * kw
-    best = Coeffs(g.a_math * gain, g.a_feed * gain, io, g.a_extra, g.launches, g.rate, flop, io * e.memory,
-                  {**g.info, "algorithm": np.full(len(n), "implicit_gemm")}, g.math_dtype)
-    if algorithm == "implicit_gemm":
-        return best
-    ok = (kh == 3) & (kw == 3) & (stride == 1) & (dilation == 1) & (groups == 1)
-    if algorithm == "winograd" and not ok.all():
-        raise ValueError("algorithm: winograd needs a 3x3 kernel, stride 1, dilation 1 and one group")
-    if not ok.any():
-        return best
-    a2 = WINOGRAD_ALPHA ** 2
-    tiles = n * -(-ho // WINOGRAD_M) * -(-wo // WINOGRAD_M)
-    ci, co = (c_in, c_out) if pass_ != "grad_input" else (c_out, c_in)
-    # forward and ∇x: per tile position, (tiles x ci) by (ci x co); ∇w: (co x tiles) by (tiles x ci)
-    wg = gemm_coeffs(tiles, co, ci, dev, dtype, a2, math_dtype) if pass_ != "grad_weight" else \
-        gemm_coeffs(co, ci, tiles, dev, dtype, a2, math_dtype)
-    transforms = 2 * a2 * tiles * (ci + co) * vb / e.memory  # tiles written and read in the alpha^2 domain
-    wino = Coeffs(wg.a_math * gain * e.winograd, wg.a_feed * gain * e.winograd, wg.a_mem, wg.a_extra + transforms, wg.launches + 2,
-                  wg.rate, flop, io * e.memory, {**wg.info, "algorithm": np.full(len(n), "winograd")}, wg.math_dtype)
-    use = ok & (wino.seconds(dev) < best.seconds(dev)) if algorithm == "auto" else ok
-    pick = {f: np.where(use, getattr(wino, f), getattr(best, f)) for f in
-            ("a_math", "a_feed", "a_mem", "a_extra", "launches", "rate")}
-    info = {k: np.where(use, wino.info[k], best.info[k]) for k in best.info}
-    return Coeffs(**pick, flop=flop, bytes=io * e.memory, info=info, math_dtype=g.math_dtype)
+from . import OpTime, device, gemm_coeffs, positive_int, roofline
+from .conv import CONV_PASSES, conv_coeffs  # noqa: F401 (re-exported)
 
 
 def _pair(v, name):

@@ -130,7 +130,7 @@ def all_rows() -> pd.DataFrame:
 
 
 STAGES = (("gemm", ("compute", "memory", "k_startup", "l2_factor")), ("conv", ("conv", "conv_wgrad", "winograd")),
-          ("rnn", ("rnn",)))
+          ("rnn", ("rnn", "rnn_sync", "rnn_unfused")))
 
 
 def fit(df: pd.DataFrame, start=None, label: str = "fit"):
