@@ -75,4 +75,4 @@ def op_time(cost, dev, dtype: str = "fp32", tensor: bool = False) -> OpTime:
     return roofline(cost.flop, cost.bytes, device(dev), dtype, kernels=1, vector=not tensor)
 
 
-__all__ = ["conv_coeffs", "conv_time", "attention_time", "op_time"]
+__all__ = ["CONV_PASSES", "conv_coeffs", "conv_time", "attention_time", "op_time"]

@@ -1,0 +1,359 @@
+"""Memory footprint per device: model state, activations, and whether they fit.
+
+Sources (tags as in ``shared/reference/training-formulas.md``):
+
+* Model state: Rajbhandari et al. 2020, "ZeRO" §3.1 (mixed-precision Adam, 2 + 2 + K bytes per
+  parameter, K = 12) and §5.1-§5.3 / Figure 1 (stages 1-3 shard optimizer state, gradients, weights over
+  the data-parallel degree N_d) [P]; model parallelism divides the parameters first (ZeRO §1: the
+  reduction is at most N_d x N_m). PyTorch FSDP ``FULL_SHARD`` = ZeRO-3, ``SHARD_GRAD_OP`` = ZeRO-2,
+  ``NO_SHARD`` = DDP (``torch/distributed/fsdp/api.py``) [P]. Megatron's distributed optimizer is ZeRO-1;
+  its bf16 case keeps fp32 main gradients (18 bytes/param, ``6 + 12/d`` distributed;
+  ``grad_dtype="fp32"``) [P].
+* Transformer activations: Korthikanti et al. 2022, §4.1 Eq. 1 and Table 2 (bytes per layer, 16-bit
+  activations, 1-byte dropout masks) [S, confirmed against Megatron-LM ``theoretical_memory_usage.py``].
+* Pipeline in-flight microbatches: Korthikanti §4.2.3 (first stage of 1F1B holds p microbatches, so L
+  layers' worth; interleaved multiplies by ``1 + (p-1)/(p v)``), Narayanan et al. 2021 §2.2.1 (GPipe
+  stashes all m microbatches, 1F1B p or fewer), PipeDream weight stashing (one version per in-flight
+  input; Narayanan et al. ICML 2021 §2, §3).
+* Generic graphs, full recompute: Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost",
+  §4.1: checkpoint every ~sqrt(n) layers, memory ``O(n/k) + O(k)``, minimised at ``k = sqrt(n)``, for the
+  price of one extra forward pass.
+
+All byte counts are exact sympy arithmetic; results are returned as Python numbers when numeric and as
+sympy expressions when an input is a (positive integer) symbol.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import sympy as sp
+
+from ..hardware import Device
+from ..ops import _check
+from ..units import GB, dtype_bytes
+
+OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}  # fp32 state tensors per parameter
+TRAIN_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp64")
+RECOMPUTE = ("none", "selective", "full")
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "async")
+FSDP_ZERO_STAGE = {"NO_SHARD": 0, "SHARD_GRAD_OP": 2, "FULL_SHARD": 3,
+                   "HYBRID_SHARD": 3, "_HYBRID_SHARD_ZERO2": 2}  # hybrid: data = ranks per node
+
+
+def _out(e):
+    e = sp.sympify(e)
+    if e.is_number:
+        return int(e) if e.is_Integer else float(e)
+    return e
+
+
+def _choice(field: str, value, allowed) -> str:
+    if value not in allowed:
+        raise ValueError(f"{field}: unknown {value!r}; allowed: {', '.join(allowed)}")
+    return value
+
+
+def _dtype(field: str, value) -> int:
+    _choice(field, value, TRAIN_DTYPES)
+    return dtype_bytes(value)
+
+
+def _nonneg(field: str, value) -> sp.Expr:
+    if isinstance(value, sp.Basic) and not value.is_number:
+        return value
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, sp.Basic)) or not float(value) >= 0:
+        raise ValueError(f"{field}: must be a number >= 0, got {value!r}")
+    return sp.nsimplify(value)
+
+
+def _min(a, b):
+    if a is None:
+        return b
+    return sp.Min(a, b) if isinstance(a, sp.Basic) or isinstance(b, sp.Basic) else min(a, b)
+
+
+def fsdp_zero_stage(strategy: str) -> int:
+    """ZeRO stage equivalent to a PyTorch FSDP ``ShardingStrategy`` (training-formulas.md §3.5).
+
+    The hybrid strategies shard within a node only: pass the ranks per node as ``data``.
+
+    >>> fsdp_zero_stage("FULL_SHARD")
+    3
+    """
+    return FSDP_ZERO_STAGE[_choice("strategy", strategy, tuple(FSDP_ZERO_STAGE))]
+
+
+def model_state_bytes(params, optimizer: str = "adam", dtype: str = "bf16", master_fp32: bool = True,
+                      tensor=1, pipeline=1, data=1, zero_stage: int = 0,
+                      grad_dtype: str | None = None) -> dict:
+    """Weights, gradients and optimizer state per device, in bytes (ZeRO §3.1, §5; Figure 1).
+
+    Per parameter: weights and gradients in ``dtype`` (gradients in ``grad_dtype`` if given); optimizer
+    state K = fp32 master copy (4, only when ``master_fp32`` and ``dtype`` is 16-bit) plus the optimizer's
+    state tensors (adam/adamw: m and v, momentum: one buffer, sgd: none), fp32 when ``master_fp32`` else
+    in ``dtype``. Mixed-precision Adam: 2 + 2 + 12 = 16 bytes (ZeRO §3.1); fp32 Adam: 4 + 4 + 8.
+
+    The parameters are divided by ``tensor * pipeline`` (model-parallel shards, even split assumed), then
+    ZeRO stage 1 divides the optimizer state, stage 2 also the gradients, stage 3 also the weights by
+    ``data`` (ZeRO §5.1-§5.3: ``2Ψ + 2Ψ + KΨ/N_d``, ``2Ψ + (2 + K)Ψ/N_d``, ``(2 + 2 + K)Ψ/N_d``).
+    FSDP: see :func:`fsdp_zero_stage`.
+
+    Examples
+    --------
+    >>> model_state_bytes(1e9)["total"] / 1e9
+    16.0
+    >>> model_state_bytes(1e9, data=8, zero_stage=1)["total"] / 1e9
+    5.5
+    """
+    psi = _check.size("params", params, 0)
+    opt = _choice("optimizer", optimizer, tuple(OPTIMIZER_STATES))
+    wb = _dtype("dtype", dtype)
+    gb = _dtype("grad_dtype", grad_dtype) if grad_dtype is not None else wb
+    t = _check.size("tensor", tensor)
+    p = _check.size("pipeline", pipeline)
+    d = _check.size("data", data)
+    if isinstance(zero_stage, bool) or zero_stage not in (0, 1, 2, 3):
+        raise ValueError(f"zero_stage: must be one of 0, 1, 2, 3, got {zero_stage!r}")
+    if not isinstance(master_fp32, bool):
+        raise ValueError(f"master_fp32: must be True or False, got {master_fp32!r}")
+    low = wb < 4
+    state_b = 4 if (master_fp32 or not low) else wb
+    k = (4 if (master_fp32 and low) else 0) + OPTIMIZER_STATES[opt] * state_b
+    local = psi / (t * p)
+    weights = wb * local / (d if zero_stage >= 3 else 1)
+    grads = gb * local / (d if zero_stage >= 2 else 1)
+    state = k * local / (d if zero_stage >= 1 else 1)
+    return {"weights": _out(weights), "gradients": _out(grads), "optimizer": _out(state),
+            "total": _out(weights + grads + state)}
+
+
+def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = False,
+                                 recompute: str = "none", layers=1):
+    """Stored activation bytes of ``layers`` transformer layers for one microbatch on one device.
+
+    Korthikanti et al. 2022, Eq. 1 / Table 2, 16-bit activations and 1-byte dropout masks [S]:
+
+    ============================ ========================================
+    none, TP (Eq. 2; t=1: Eq. 1)  ``s b h (10 + 24/t + 5 a s / (h t))``
+    none, TP + SP (Eq. 4)         ``s b h / t (34 + 5 a s / h)``
+    selective, TP                 ``s b h (10 + 24/t)``
+    selective, TP + SP            ``34 s b h / t``
+    full                          ``2 s b h`` (the layer input only); ``/ t`` with SP [D: the input is
+                                  sequence-sharded under SP, as Megatron-LM's ``theoretical_memory_usage``
+                                  divides everything by t in its SP branch]
+    ============================ ========================================
+
+    >>> transformer_activation_bytes(2048, 1, 12288, 96) / (2048 * 12288)  # 34 + 5as/h = 34 + 80
+    114.0
+    """
+    s, b, h, a = (_check.size(n, v) for n, v in (("s", s), ("b", b), ("h", h), ("a", a)))
+    t = _check.size("t", t)
+    n_layers = _check.size("layers", layers, 0)
+    _choice("recompute", recompute, RECOMPUTE)
+    if not isinstance(sequence_parallel, bool):
+        raise ValueError(f"sequence_parallel: must be True or False, got {sequence_parallel!r}")
+    sbh = s * b * h
+    if recompute == "full":
+        per = 2 * sbh / (t if sequence_parallel else 1)
+    elif recompute == "selective":
+        per = 34 * sbh / t if sequence_parallel else sbh * (10 + sp.Integer(24) / t)
+    elif sequence_parallel:
+        per = sbh / t * (34 + 5 * a * s / h)
+    else:
+        per = sbh * (10 + sp.Integer(24) / t + 5 * a * s / (h * t))
+    return _out(per * n_layers)
+
+
+def _in_flight(schedule: str, p, m, v=1, stage: int = 0):
+    """Microbatches whose activations stage ``stage`` holds at its peak, in units of the stage's layers.
+
+    Private: ``parallel/pipeline.py`` has a similar function; unify the two later.
+
+    * ``gpipe``: all ``m`` (Narayanan et al. 2021 §2.2.1; Huang et al. 2019 §2.3).
+    * ``1f1b``: ``min(m, p - stage)`` (Narayanan §2.2.1 "p or fewer"; Megatron ``min(m, p)`` for the
+      first stage; ``p - i`` for stage i, training-formulas.md §4.5 [D]).
+    * ``interleaved`` with ``v`` chunks: first stage ``p (1 + (p-1)/(p v)) = p + (p-1)/v`` stage-worths
+      (Korthikanti §4.2.3 [S]; Megatron-LM code [P]). Other stages: Megatron's warm-up count
+      ``2 (p - r - 1) + (v - 1) p`` plus the one in flight, of chunks of 1/v of the stage, i.e.
+      ``(2 (p - r - 1) + (v - 1) p + 1) / v`` (from ``megatron/core/pipeline_parallel/schedules.py``,
+      not read here: **unconfirmed**; equals the first-stage value at r = 0). Capped at ``m``;
+      ``v = 1`` is 1F1B. ``m = None`` means no cap (m >= p).
+    * ``async`` (PipeDream, no flush): ``p - stage``, not capped by m (the pipeline never drains).
+    """
+    _choice("schedule", schedule, SCHEDULES)
+    if schedule == "gpipe":
+        return m
+    if schedule == "async":
+        return p - stage
+    if schedule == "interleaved" and v != 1:
+        return _min(m, (2 * (p - stage - 1) + (v - 1) * p + 1) / sp.sympify(v))
+    return _min(m, p - stage)
+
+
+def weight_stash_bytes(stage_weight_bytes, schedule: str, pipeline=1, stage: int = 0):
+    """Extra weight versions kept by PipeDream's weight stashing (Narayanan et al., ICML 2021, §2).
+
+    One version per in-flight input: ``p - stage`` versions on stage ``stage`` [D, §4.5], of which one is
+    the live weights already counted in the model state, so the extra is ``(p - stage - 1)`` copies of the
+    stage's weights. Flushing schedules (gpipe, 1f1b, interleaved) keep one version: 0 extra.
+
+    >>> weight_stash_bytes(10, "async", pipeline=4)
+    30
+    """
+    w = _nonneg("stage_weight_bytes", stage_weight_bytes)
+    p = _check.size("pipeline", pipeline)
+    st = _check.size("stage", stage, 0)
+    if st.is_number and p.is_number and st >= p:
+        raise ValueError(f"stage: must be < pipeline ({p}), got {st}")
+    _choice("schedule", schedule, SCHEDULES)
+    return _out(w * (p - st - 1) if schedule == "async" else 0)
+
+
+def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool = False,
+                                recompute: str = "none", pipeline=1, schedule: str = "1f1b",
+                                microbatches=None, interleave=1, stage: int = 0, vocab=None,
+                                recompute_buffer: bool = False):
+    """Peak activation bytes on one device of pipeline stage ``stage``.
+
+    ``transformer_activation_bytes`` of the stage's ``layers / pipeline`` layers (b = microbatch size)
+    times the in-flight microbatches :func:`_in_flight`; ``microbatches=None`` means m >= p (no cap;
+    required for gpipe). For the first stage of 1F1B this is Korthikanti's
+    Eq. 5 / Eq. 6 / ``2 s b h L`` (p microbatches of L/p layers).
+
+    ``vocab`` adds the embedding and output terms of Korthikanti §4.3 [S]: input-embedding dropout
+    ``s b h / t`` per in-flight microbatch on stage 0; on the last stage the final layer norm, the output
+    projection input and the fp32 logits, ``4 s b h / t + 4 s b v / t`` (the paper counts these only where
+    p = 1, i.e. on the first stage; charging them to the last stage when p > 1 is [D]).
+
+    ``recompute_buffer`` adds what a recomputing backward rebuilds for one layer and one microbatch (not
+    in the paper's totals): for ``full`` one layer's ``none`` activations, for ``selective`` the dropped
+    ``5 a s^2 b / t`` attention term.
+
+    >>> activation_bytes_per_device(2048, 1, 12288, 96, 96, t=8, sequence_parallel=True,
+    ...     recompute="selective", pipeline=8) == 34 * 2048 * 12288 * 96 / 8   # Eq. 6
+    True
+    """
+    p = _check.size("pipeline", pipeline)
+    if microbatches is None and schedule == "gpipe":
+        raise ValueError("microbatches: required for schedule 'gpipe' (it stashes all m)")
+    m = None if microbatches is None else _check.size("microbatches", microbatches)
+    v = _check.size("interleave", interleave)
+    st = _check.size("stage", stage, 0)
+    L = _check.size("layers", layers)
+    if st.is_number and p.is_number and st >= p:
+        raise ValueError(f"stage: must be < pipeline ({p}), got {st}")
+    if not isinstance(recompute_buffer, bool):
+        raise ValueError(f"recompute_buffer: must be True or False, got {recompute_buffer!r}")
+    per_mb = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, recompute, 1))
+    total = per_mb * L / p * _in_flight(schedule, p, m, v, st)
+    s_, b_, h_, a_, t_ = (sp.sympify(x) for x in (s, b, h, a, t))
+    if recompute_buffer and recompute != "none":
+        full = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, "none", 1))
+        total += full if recompute == "full" else 5 * a_ * s_ ** 2 * b_ / t_
+    if vocab is not None:
+        V = _check.size("vocab", vocab)
+        if st == 0:
+            total += s_ * b_ * h_ / t_ * _in_flight(schedule, p, m, v, st)
+        if st == p - 1:
+            total += 4 * s_ * b_ * h_ / t_ + 4 * s_ * b_ * V / t_
+    return _out(total)
+
+
+def _tensor_bytes(graph, name: str):
+    return graph.batch * graph.nodes[name].numel * graph.value_bytes
+
+
+def graph_activation_bytes(graph, recompute: str = "none"):
+    """Stored activation bytes of a generic graph (a CNN) for its batch.
+
+    ``none`` (and ``selective``, which has no defined policy outside attention: treated as ``none``):
+    the sum of the nodes' ``cost.forward.act_bytes``.
+
+    ``full``: sqrt(n) checkpointing (Chen et al. 2016, §4.1). The n layers, in topological order, are cut
+    into segments of ``k = ceil(sqrt(n))`` consecutive layers. Kept through the backward: each segment's
+    input tensors (outputs of earlier nodes that the segment consumes, residual branches included, each
+    tensor once), plus, while one segment is recomputed, that segment's stored activations (the largest
+    segment bounds the peak): ``sum(checkpoints) + max(segment)``. Where that is not smaller than ``none``
+    (tiny graphs), nothing is checkpointed and ``none`` is returned. Costs one extra forward pass.
+
+    >>> from concurrency_model.models import get_model
+    >>> g = get_model("resnet50", batch=1)
+    >>> graph_activation_bytes(g, "full") < graph_activation_bytes(g) / 2
+    True
+    """
+    _choice("recompute", recompute, RECOMPUTE)
+    layers = graph.layers()
+    stored = sum((n.cost.forward.act_bytes for n in layers), sp.Integer(0))
+    if recompute != "full" or len(layers) < 2:
+        return _out(stored)
+    k = math.ceil(math.sqrt(len(layers)))
+    checkpoints: set[str] = set()
+    segment_bytes = []
+    for i in range(0, len(layers), k):
+        seg = layers[i:i + k]
+        inside = {n.name for n in seg}
+        checkpoints |= {src for n in seg for src in n.inputs if src not in inside}
+        segment_bytes.append(sum((n.cost.forward.act_bytes for n in seg), sp.Integer(0)))
+    kept = sum((_tensor_bytes(graph, c) for c in sorted(checkpoints)), sp.Integer(0))
+    return _out(sp.Min(kept + sp.Max(*segment_bytes), stored))
+
+
+def _total(field: str, x):
+    if isinstance(x, dict):
+        if "total" not in x:
+            raise ValueError(f"{field}: a dict needs a 'total' entry, got keys {sorted(x)}")
+        x = x["total"]
+    return _nonneg(field, x)
+
+
+def _gb(x) -> str:
+    return f"{float(x) / GB:.1f} GB"
+
+
+def memory_per_device(model_state, activations, device_capacity_bytes, reserve_fraction: float = 0.0,
+                      *, device_name: str | None = None, extra: dict | None = None) -> dict:
+    """Add model state, activations and ``extra`` named bytes (e.g. a weight stash) and compare with the
+    device's capacity less ``reserve_fraction`` of it (framework workspace, fragmentation).
+
+    ``model_state`` and ``activations`` are numbers or dicts with a ``total`` (as returned by
+    :func:`model_state_bytes`); ``device_capacity_bytes`` is a number or a
+    :class:`~concurrency_model.hardware.Device` (its ``mem_capacity`` and ``name``). Never raises for a
+    configuration that does not fit: ``fits`` is False and ``reason`` says by how much and what is largest.
+
+    >>> r = memory_per_device(70e9, 22.3e9, 80e9, device_name="a100-sxm4-80gb")
+    >>> r["fits"], r["reason"].split(" (")[0]
+    (False, 'memory: 92.3 GB per device exceeds 80.0 GB of a100-sxm4-80gb')
+    """
+    if isinstance(device_capacity_bytes, Device):
+        device_name = device_name or device_capacity_bytes.name
+        device_capacity_bytes = device_capacity_bytes.mem_capacity
+    cap = _nonneg("device_capacity_bytes", device_capacity_bytes)
+    if isinstance(reserve_fraction, bool) or not isinstance(reserve_fraction, numbers.Real) \
+            or not 0 <= reserve_fraction < 1:
+        raise ValueError(f"reserve_fraction: must be a number in [0, 1), got {reserve_fraction!r}")
+    parts = {"model_state": _total("model_state", model_state),
+             "activations": _total("activations", activations)}
+    for name, value in (extra or {}).items():
+        parts[str(name)] = _nonneg(f"extra.{name}", value)
+    total = sum(parts.values(), sp.Integer(0))
+    usable = cap * (1 - sp.nsimplify(reserve_fraction))
+    out = {k + "_bytes": _out(v) for k, v in parts.items()}
+    out.update(total_bytes=_out(total), capacity_bytes=_out(cap), usable_bytes=_out(usable))
+    if not (total.is_number and usable.is_number):
+        out.update(fits=None, reason="memory: symbolic; substitute numbers to decide")
+        return out
+    fits = bool(total <= usable)
+    dev = device_name or "the device"
+    limit = _gb(cap) if reserve_fraction == 0 else \
+        f"{_gb(usable)} usable ({_gb(cap)} less {reserve_fraction:.0%} reserve)"
+    breakdown = ", ".join(f"{k.replace('_', ' ')} {_gb(v)}" for k, v in
+                          sorted(parts.items(), key=lambda kv: -float(kv[1])))
+    verb = "fits in" if fits else "exceeds"
+    out.update(fits=fits, headroom_bytes=_out(usable - total),
+               reason=f"memory: {_gb(total)} per device {verb} {limit} of {dev} ({breakdown})")
+    return out
+
+
+__all__ = ["model_state_bytes", "transformer_activation_bytes", "activation_bytes_per_device",
+           "weight_stash_bytes", "graph_activation_bytes", "memory_per_device", "fsdp_zero_stage"]

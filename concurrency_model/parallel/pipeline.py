@@ -1,0 +1,378 @@
+"""Pipeline parallelism: stage partitioning, schedule step times, bubbles, in-flight counts, timelines.
+
+Sources (tags as in ``shared/reference/training-formulas.md``; the seed paper, Ben-Nun & Hoefler §6.3,
+gives **no** bubble or latency formula, so nothing here is "the paper's"):
+
+* Partitioning: PipeDream's dynamic program (Narayanan et al. 2019, SOSP, §3.1), here without its
+  communication and replication terms: contiguous layer ranges minimising the slowest stage.
+* GPipe: Huang et al. 2019 §2.3, bubble ``O((K-1)/(M+K-1))`` [S].
+* Bubble ``t_pb = (p-1)(t_f+t_b)``, ideal ``t_id = m(t_f+t_b)``, fraction ``(p-1)/m``; PipeDream-Flush /
+  1F1B has the same bubble with at most p microbatches in flight (Narayanan et al. 2021 §2.2.1) [P].
+* Interleaved 1F1B with v chunks per device: bubble ``(p-1)(t_f+t_b)/v``, "communication also increases
+  by v", m a multiple of p (Narayanan et al. 2021 §2.2.2) [P]; operation order from Megatron-LM
+  ``forward_backward_pipelining_with_interleaving`` (warm-up ``2(p-r-1) + (v-1)p`` chunk forwards).
+* Asynchronous PipeDream (1F1B without flush, weight stashing): no bubble in steady state, one weight
+  version per in-flight input (Narayanan et al. 2019 §3.3; 2BW paper §2: "d in the worst case") [P].
+* Point-to-point terms are [D] (derived here, checked by the event simulation of :func:`timeline`): a
+  transfer takes ``t_p2p`` on the link and overlaps compute. GPipe / 1F1B: the fill crosses p-1 stage
+  boundaries forward and the drain p-1 backward, ``2(p-1) t_p2p``; interleaved: the first microbatch
+  crosses ``vp-1`` device boundaries each way, ``2(vp-1) t_p2p`` (p > 1); async: stage 0 keeps p inputs
+  in flight, and each round trip costs ``p(t_f+t_b) + 2(p-1) t_p2p``, so ``m(t_f+t_b) + 2(p-1)(m/p) t_p2p``.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import sympy as sp
+
+from .. import symbols as S
+from ..comm._common import check_name, check_ranks, check_rate, is_num
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "async")
+FLUSH = ("gpipe", "1f1b", "interleaved")  # synchronous schedules: a flush ends every step
+
+T_F = sp.Symbol("t_f", nonnegative=True)  # forward of one microbatch on the slowest stage, s
+T_B = sp.Symbol("t_b", nonnegative=True)  # backward of one microbatch on the slowest stage, s
+T_P2P = sp.Symbol("t_p2p", nonnegative=True)  # one stage-to-stage activation (or gradient) transfer, s
+
+__all__ = ["SCHEDULES", "partition", "partition_graph", "step_time_expr", "step_time", "bubble_time",
+           "bubble_fraction", "bubble_fraction_of_step", "in_flight_microbatches", "timeline",
+           "plot_timeline", "T_F", "T_B", "T_P2P"]
+
+
+# -- partitioning -------------------------------------------------------------------------------------
+def partition(stage_costs: Sequence[float], stages: int) -> list[tuple[int, int]]:
+    """Contiguous ``[start, stop)`` layer ranges that minimise the slowest stage's time.
+
+    PipeDream's dynamic program (Narayanan et al. 2019 §3.1), compute only: ``A(j, k) = min_i max(A(i,
+    k-1), sum(cost[i:j]))``, O(L^2 p). Among the optimal partitions a second pass picks the one with the
+    smallest sum of squared stage times (the most balanced), so uniform layers split evenly.
+
+    >>> partition([1, 1, 1, 1, 1, 1, 1, 1], 4)
+    [(0, 2), (2, 4), (4, 6), (6, 8)]
+    >>> partition([5, 1, 1, 1, 1, 1], 2)
+    [(0, 1), (1, 6)]
+    """
+    costs = []
+    for i, c in enumerate(stage_costs):
+        if isinstance(c, bool) or not isinstance(c, numbers.Real) or not math.isfinite(c) or c < 0:
+            raise ValueError(f"stage_costs: element {i} must be a finite number >= 0 seconds, got {c!r}")
+        costs.append(float(c))
+    L = len(costs)
+    if isinstance(stages, bool) or not isinstance(stages, numbers.Integral) or not 1 <= stages <= L:
+        raise ValueError(f"stages: must be an integer from 1 to the number of layers ({L}), got {stages!r}")
+    k_max = int(stages)
+    pre = np.concatenate([[0.0], np.cumsum(costs)])
+    inf = np.inf
+    # pass 1: best[k, j] = smallest bottleneck of the first j layers in k non-empty stages
+    best = np.full((k_max + 1, L + 1), inf)
+    best[0, 0] = 0.0
+    for k in range(1, k_max + 1):
+        for j in range(k, L + 1):
+            i = np.arange(k - 1, j)
+            best[k, j] = np.min(np.maximum(best[k - 1, i], pre[j] - pre[i]))
+    cap = best[k_max, L] * (1 + 1e-12) + 1e-300
+    # pass 2: among partitions whose every stage is <= cap, the smallest sum of squares (balance)
+    sq = np.full((k_max + 1, L + 1), inf)
+    arg = np.zeros((k_max + 1, L + 1), dtype=int)
+    sq[0, 0] = 0.0
+    for k in range(1, k_max + 1):
+        for j in range(k, L + 1):
+            i = np.arange(k - 1, j)
+            seg = pre[j] - pre[i]
+            cand = np.where(seg <= cap, sq[k - 1, i] + seg ** 2, inf)
+            n = int(np.argmin(cand))
+            sq[k, j], arg[k, j] = cand[n], i[n]
+    out, j = [], L
+    for k in range(k_max, 0, -1):
+        i = int(arg[k, j])
+        out.append((i, j))
+        j = i
+    return out[::-1]
+
+
+def partition_graph(graph, stages: int, device, dtype: str = "fp32") -> pd.DataFrame:
+    """Partition a :class:`~concurrency_model.graph.Graph` into pipeline stages by layer time.
+
+    Layer times come from :func:`concurrency_model.timing.graph.layer_times` (forward, and backward =
+    grad-input + grad-weight). One row per stage: ``stage, start, stop, first_layer, last_layer, layers,
+    forward_s, backward_s, time_s``; the slowest stage's ``forward_s`` / ``backward_s`` are the
+    ``t_f`` / ``t_b`` of :func:`step_time`.
+
+    >>> from concurrency_model import get_model
+    >>> df = partition_graph(get_model("lenet5", batch=8), 2, "v100-sxm2-32gb")
+    >>> list(df["stage"]), int(df["layers"].sum()) == len(get_model("lenet5", batch=8).layers())
+    ([0, 1], True)
+    """
+    from ..timing.graph import layer_times
+
+    lt = layer_times(graph, device, dtype)
+    fwd = lt["forward_s"].to_numpy(float)
+    bwd = (lt["grad_input_s"] + lt["grad_weight_s"]).to_numpy(float)
+    rows = []
+    for s, (a, b) in enumerate(partition(list(fwd + bwd), stages)):
+        f, bw = float(fwd[a:b].sum()), float(bwd[a:b].sum())
+        rows.append({"stage": s, "start": a, "stop": b, "first_layer": lt["name"].iloc[a],
+                     "last_layer": lt["name"].iloc[b - 1], "layers": b - a, "forward_s": f,
+                     "backward_s": bw, "time_s": f + bw})
+    return pd.DataFrame(rows)
+
+
+# -- closed forms -------------------------------------------------------------------------------------
+def step_time_expr(schedule: str) -> sp.Expr:
+    """Step time of one schedule as a sympy expression in ``p, m, v`` (:mod:`concurrency_model.symbols`)
+    and ``t_f, t_b, t_p2p`` (this module's ``T_F, T_B, T_P2P``).
+
+    * gpipe, 1f1b: ``(m + p - 1)(t_f + t_b) + 2(p - 1) t_p2p`` (Narayanan et al. 2021 §2.2.1 [P]; p2p
+      term [D]). Exact for GPipe; for 1F1B with ``t_p2p > 0`` a lower bound, because the ``p - stage``
+      inputs in flight cannot hide the round trip (the simulation in :func:`timeline` shows the excess).
+    * interleaved: ``(m + (p - 1)/v)(t_f + t_b) + 2(vp - 1) t_p2p`` for p > 1 (§2.2.2 [P]; p2p [D]).
+    * async (PipeDream, no flush): steady state ``m(t_f + t_b) + 2(p - 1)(m/p) t_p2p`` (bubble 0 [P]; p2p
+      [D]: the round trip of stage 0's window of p inputs).
+
+    >>> step_time_expr("gpipe")
+    t_p2p*(2*p - 2) + (t_b + t_f)*(m + p - 1)
+    """
+    check_name("schedule", schedule, SCHEDULES)
+    p, m, v = S.p, S.m, S.v
+    if schedule in ("gpipe", "1f1b"):
+        return (m + p - 1) * (T_F + T_B) + 2 * (p - 1) * T_P2P
+    if schedule == "interleaved":
+        return (m + (p - 1) / v) * (T_F + T_B) + 2 * (v * p - 1) * sp.Min(1, p - 1) * T_P2P
+    return m * (T_F + T_B) + 2 * (p - 1) * m / p * T_P2P
+
+
+def _check(schedule: str, p, m, v, need_numbers: bool = False) -> tuple:
+    check_name("schedule", schedule, SCHEDULES)
+    p, m, v = check_ranks(p, "p"), check_ranks(m, "m"), check_ranks(v, "v")
+    if need_numbers and not (is_num(p) and is_num(m) and is_num(v)):
+        raise ValueError("p, m, v: the simulation needs numbers, not symbols")
+    if schedule != "interleaved" and not (is_num(v) and v == 1):
+        raise ValueError(f"v: only the interleaved schedule takes v chunks per device; {schedule!r} needs v=1")
+    if schedule == "interleaved" and is_num(p) and is_num(m) and int(m) % int(p):
+        # Narayanan et al. 2021 §2.2.2; Megatron-LM asserts num_microbatches % pipeline size == 0
+        raise ValueError(f"m: the interleaved schedule needs m to be a multiple of p={p}, got m={m}")
+    return p, m, v
+
+
+def _out(x: sp.Expr):
+    if is_num(x):
+        return int(x) if x.is_integer else float(x)
+    return x
+
+
+def step_time(schedule: str, p, m, t_f, t_b, v=1, t_p2p=0):
+    """Seconds of one training step (compute and exposed stage-to-stage transfers; no optimizer, no
+    data-parallel reduction) for ``m`` microbatches on ``p`` stages; see :func:`step_time_expr`.
+
+    Numbers give a Python number; any symbol gives a sympy expression.
+
+    >>> step_time("gpipe", 4, 8, 1, 2), step_time("1f1b", 4, 8, 1, 2), step_time("interleaved", 4, 8, 1, 2, v=2)
+    (33, 33, 28.5)
+    >>> step_time("async", 4, 8, 1, 2)
+    24
+    """
+    p, m, v = _check(schedule, p, m, v)
+    vals = {T_F: check_rate("t_f", t_f), T_B: check_rate("t_b", t_b), T_P2P: check_rate("t_p2p", t_p2p),
+            S.p: p, S.m: m, S.v: v}
+    return _out(step_time_expr(schedule).xreplace(vals))
+
+
+def bubble_time(schedule: str, p, m, t_f, t_b, v=1):
+    """Idle compute time of a step: ``(p-1)(t_f+t_b)`` (gpipe, 1f1b; Narayanan 2021 §2.2.1),
+    ``(p-1)(t_f+t_b)/v`` (interleaved, §2.2.2), 0 (async, steady state).
+
+    >>> bubble_time("1f1b", 4, 8, 1, 2), bubble_time("interleaved", 4, 8, 1, 2, v=2)
+    (9, 4.5)
+    """
+    p, m, v = _check(schedule, p, m, v)
+    tf, tb = check_rate("t_f", t_f), check_rate("t_b", t_b)
+    if schedule == "async":
+        return 0
+    return _out((p - 1) * (tf + tb) / v)
+
+
+def bubble_fraction(schedule: str, p, m, v=1):
+    """Bubble as a fraction of the **ideal** time ``m(t_f+t_b)``, Narayanan et al. 2021's definition
+    (§2.2.1, §2.2.2 [P]): ``(p-1)/m``; interleaved ``(p-1)/(v m)``; async 0.
+
+    >>> bubble_fraction("gpipe", 4, 8), bubble_fraction("interleaved", 4, 8, 2)
+    (0.375, 0.1875)
+    """
+    p, m, v = _check(schedule, p, m, v)
+    return 0 if schedule == "async" else _out((p - 1) / (v * m))
+
+
+def bubble_fraction_of_step(schedule: str, p, m, v=1):
+    """Bubble as a fraction of the **whole step** ``t_pb/(t_id + t_pb)``: ``(p-1)/(m+p-1)`` (GPipe's
+    form, Huang et al. 2019 §2.3 [S]; training-formulas §4.2 [D]); interleaved ``(p-1)/(v m + p - 1)``;
+    async 0.
+
+    >>> bubble_fraction_of_step("1f1b", 4, 8), bubble_fraction_of_step("interleaved", 4, 8, 2)
+    (0.2727272727272727, 0.15789473684210525)
+    """
+    p, m, v = _check(schedule, p, m, v)
+    return 0 if schedule == "async" else _out((p - 1) / (v * m + p - 1))
+
+
+def in_flight_microbatches(schedule: str, p, m, v=1, stage=0):
+    """Peak microbatches whose activations a stage holds (forward done, backward not yet), in units of
+    one microbatch through the whole stage (all its chunks):
+
+    * gpipe: ``m`` (Narayanan et al. 2021 §2.2.1: GPipe stashes all m);
+    * 1f1b: ``min(p - stage, m)`` (warm-up of ``p - stage - 1`` forwards, then one more before the first
+      backward; §2.2.1 "p or fewer");
+    * interleaved: ``min(2(p - stage - 1) + (v - 1)p + 1, m v) / v`` chunk-microbatches of 1/v of the stage
+      (Megatron-LM's warm-up count); for stage 0 and m > p this is ``p (1 + (p-1)/(p v))``, Korthikanti
+      et al. 2022 §4.2.3's factor;
+    * async: ``p - stage``, also the number of weight versions stashed (PipeDream weight stashing).
+
+    >>> [in_flight_microbatches("1f1b", 4, 8, stage=s) for s in range(4)]
+    [4, 3, 2, 1]
+    >>> in_flight_microbatches("interleaved", 4, 8, v=2, stage=0)
+    5.5
+    """
+    p, m, v = _check(schedule, p, m, v)
+    if isinstance(stage, bool) or not isinstance(stage, (numbers.Integral, sp.Basic)):
+        raise ValueError(f"stage: must be an integer from 0 to p-1, got {stage!r}")
+    stage = sp.sympify(stage)
+    if is_num(stage) and (not stage.is_integer or stage < 0 or (is_num(p) and stage >= p)):
+        raise ValueError(f"stage: must be an integer from 0 to p-1={p - 1}, got {stage}")
+    if schedule == "gpipe":
+        x = m
+    elif schedule == "1f1b":
+        x = sp.Min(p - stage, m)
+    elif schedule == "async":
+        x = p - stage
+    else:
+        x = sp.Min(2 * (p - stage - 1) + (v - 1) * p + 1, m * v) / v
+    return _out(x)
+
+
+# -- event simulation ---------------------------------------------------------------------------------
+def _order(schedule: str, p: int, m: int, v: int, s: int) -> list[tuple[str, int, int]]:
+    """Operations ``(kind, microbatch, chunk)`` of stage ``s`` in execution order."""
+    if schedule == "gpipe":  # all forwards, then all backwards (Huang et al. 2019, Fig. 2)
+        return [("F", i, 0) for i in range(m)] + [("B", i, 0) for i in range(m)]
+    if schedule in ("1f1b", "async"):  # PipeDream-Flush: warm-up p-s-1 forwards, 1F1B, drain
+        w = min(p - s - 1, m)
+        ops = [("F", i, 0) for i in range(w)]
+        for i in range(m - w):
+            ops += [("F", w + i, 0), ("B", i, 0)]
+        return ops + [("B", i, 0) for i in range(m - w, m)]
+    # interleaved: Megatron-LM forward_backward_pipelining_with_interleaving; virtual microbatch k runs
+    # microbatch (k // pv) p + k % p, forward chunk (k % pv) // p, backward chunk v - 1 - that
+    total = m * v
+
+    def mb(k):
+        return (k // (p * v)) * p + k % p
+
+    def ch(k):
+        return (k % (p * v)) // p
+
+    w = min(2 * (p - s - 1) + (v - 1) * p, total)
+    ops = [("F", mb(k), ch(k)) for k in range(w)]
+    for i in range(total - w):
+        ops += [("F", mb(w + i), ch(w + i)), ("B", mb(i), v - 1 - ch(i))]
+    return ops + [("B", mb(k), v - 1 - ch(k)) for k in range(total - w, total)]
+
+
+def _simulate(schedule, p, m, v, tf, tb, c) -> list[tuple]:
+    """Each stage runs its operations in order, each as soon as its input is there: forward of virtual
+    stage g = chunk*p + s after forward of g-1, backward of g after backward of g+1 (or after its own
+    forward on the last virtual stage); ``c`` seconds are added when the input comes from another device."""
+    ops = [_order(schedule, p, m, v, s) for s in range(p)]
+    end: dict[tuple, float] = {}
+    free, ptr, events = [0.0] * p, [0] * p, []
+    n = sum(map(len, ops))
+    while len(events) < n:
+        progress = False
+        for s in range(p):
+            while ptr[s] < len(ops[s]):
+                kind, i, chunk = ops[s][ptr[s]]
+                g = chunk * p + s
+                if kind == "F":
+                    dep = ("F", i, g - 1) if g > 0 else None
+                else:
+                    dep = ("B", i, g + 1) if g < v * p - 1 else ("F", i, g)
+                if dep is not None and dep not in end:
+                    break
+                start = free[s] if dep is None else max(free[s], end[dep] + (c if dep[2] % p != s else 0.0))
+                stop = start + (tf if kind == "F" else tb) / v
+                end[(kind, i, g)] = free[s] = stop
+                events.append((s, i, kind, chunk, start, stop))
+                ptr[s] += 1
+                progress = True
+        if not progress:  # cannot happen for the orders above; guards future schedules
+            raise RuntimeError(f"schedule {schedule!r} deadlocks")
+    return events
+
+
+def timeline(schedule: str, p: int, m: int, t_f: float, t_b: float, v: int = 1, t_p2p: float = 0.0,
+             steps: int = 1) -> pd.DataFrame:
+    """Event simulation of a schedule: one row per operation, ``stage, step, microbatch, kind ('F'/'B'),
+    chunk, start_s, end_s``, sorted by stage and start.
+
+    Stages are uniform (each forward ``t_f/v`` per chunk, backward ``t_b/v``); a transfer between devices
+    delays the receiver by ``t_p2p`` and overlaps compute. Synchronous schedules repeat ``steps`` times
+    with a flush in between (optimizer ignored); ``async`` runs ``steps * m`` microbatches as one
+    stream without a flush, so its steady-state period (``steps >= 3``) is the step time.
+
+    >>> df = timeline("1f1b", 4, 8, 1.0, 2.0)
+    >>> float(df["end_s"].max())
+    33.0
+    """
+    p, m, v = (int(x) for x in _check(schedule, p, m, v, need_numbers=True))
+    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
+        raise ValueError(f"steps: must be an integer >= 1, got {steps!r}")
+    tf, tb, c = (float(check_rate(n, x)) for n, x in (("t_f", t_f), ("t_b", t_b), ("t_p2p", t_p2p)))
+    if 2 * p * m * v * steps > 2_000_000:
+        raise ValueError("m: p * m * v * steps is too large to simulate (over 1e6 microbatch-chunks)")
+    cols = ["stage", "step", "microbatch", "kind", "chunk", "start_s", "end_s"]
+    rows = []
+    if schedule == "async":
+        for s, i, kind, chunk, a, b in _simulate(schedule, p, m * steps, v, tf, tb, c):
+            rows.append((s, i // m, i % m, kind, chunk, a, b))
+    else:
+        ev = _simulate(schedule, p, m, v, tf, tb, c)
+        span = max(e[5] for e in ev)
+        for k in range(steps):
+            rows += [(s, k, i, kind, chunk, a + k * span, b + k * span) for s, i, kind, chunk, a, b in ev]
+    return pd.DataFrame(rows, columns=cols).sort_values(["stage", "start_s"], kind="stable").reset_index(drop=True)
+
+
+def plot_timeline(df: pd.DataFrame, ax=None):
+    """Gantt chart of a :func:`timeline` frame (stage 0 on top; forward blue, backward orange, later
+    chunks lighter). Returns the Axes.
+
+    >>> import matplotlib; matplotlib.use("Agg")
+    >>> ax = plot_timeline(timeline("gpipe", 2, 2, 1.0, 2.0))
+    >>> ax.get_xlabel()
+    'time (s)'
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 0.5 + 0.4 * max(1, df["stage"].nunique() if len(df) else 1)))
+    colors = {"F": "tab:blue", "B": "tab:orange"}
+    vmax = int(df["chunk"].max()) + 1 if len(df) else 1
+    label = len(df) <= 400
+    for r in df.itertuples(index=False):
+        w = r.end_s - r.start_s
+        ax.barh(r.stage, w, left=r.start_s, height=0.8, color=colors[r.kind],
+                alpha=1.0 - 0.5 * r.chunk / max(1, vmax - 1) if vmax > 1 else 1.0, edgecolor="white", linewidth=0.5)
+        if label:
+            ax.text(r.start_s + w / 2, r.stage, str(r.microbatch), ha="center", va="center", fontsize=7)
+    ax.set_yticks(sorted(df["stage"].unique()) if len(df) else [])
+    ax.invert_yaxis()
+    ax.set_ylabel("stage")
+    ax.set_xlabel("time (s)")
+    from matplotlib.patches import Patch
+
+    ax.legend(handles=[Patch(color=colors["F"], label="forward"), Patch(color=colors["B"], label="backward")],
+              loc="upper right", fontsize=7)
+    return ax
