@@ -9,9 +9,9 @@ import json
 import sys
 
 from . import __version__
-from .commands import calibrate, collective, op, workdepth
+from .commands import calibrate, collective, estimate, op, workdepth
 
-COMMANDS = (workdepth, op, collective, calibrate)
+COMMANDS = (workdepth, op, collective, estimate, calibrate)
 
 
 class Parser(argparse.ArgumentParser):

@@ -12,15 +12,15 @@ from .builder import Builder
 
 def _attention_block(b: Builder, x, heads, causal, fused):
     h = b.shape(x)[-1]
-    qkv = b.linear(x, 3 * h, name="qkv")
+    qkv = b.linear(x, 3 * h, split="column", name="qkv")
     a = b.attention(qkv, heads, fused=fused, causal=causal)
-    return b.dropout(b.linear(a, h, name="proj"))
+    return b.dropout(b.linear(a, h, split="row", name="proj"))
 
 
 def _mlp(b: Builder, x, ffn, act="gelu"):
     h = b.shape(x)[-1]
-    y = b.act(b.linear(x, ffn, name="fc1"), act)
-    return b.dropout(b.linear(y, h, name="fc2"))
+    y = b.act(b.linear(x, ffn, split="column", name="fc1"), act)
+    return b.dropout(b.linear(y, h, split="row", name="fc2"))
 
 
 def pre_ln_block(b: Builder, x, heads, ffn, causal=False, fused=False):
@@ -53,7 +53,7 @@ def gpt(b: Builder, layers=12, hidden=768, heads=12, seq_len=1024, vocab=50257, 
         with b.scope(f"h.{i}"):
             x = pre_ln_block(b, x, heads, ffn or 4 * hidden, causal=True, fused=fused_attention)
     x = b.layer_norm(x, name="ln_f")
-    return b.linear(x, vocab, bias=False, tied=True, name="lm_head")
+    return b.linear(x, vocab, bias=False, tied=True, split="column", name="lm_head")
 
 
 def bert(b: Builder, layers=12, hidden=768, heads=12, seq_len=512, vocab=30522, ffn=None,

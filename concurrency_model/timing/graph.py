@@ -30,7 +30,11 @@ def _num(e) -> float:
     return float(e)
 
 
-def _node_times(node, dev, dtype: str, batch: int, scale: float, needs_grad_input: bool) -> dict:
+def _node_times(node, dev, dtype: str, batch: int, scale: float, needs_grad_input: bool, tensor: int = 1,
+                shard: float = 1.0) -> dict:
+    """Times of one node; with tensor parallelism ``tensor`` the node's share of the work: column-split
+    GEMMs cut their outputs, row-split GEMMs their inputs, attention its heads; other ops are scaled by
+    ``shard`` (the fraction of the tensor this device holds)."""
     a = node.attrs
     out = {p: 0.0 for p in PASSES}
     algorithm = ""
@@ -43,10 +47,14 @@ def _node_times(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
             algorithm = algorithm or str(c.info["algorithm"][0])
     elif node.kind == "linear":
         rows, ci, co = batch * a["rows_per_sample"], a["c_in"], a["c_out"]
+        if tensor > 1 and a.get("split") == "column":
+            co = -(-co // tensor)
+        elif tensor > 1 and a.get("split") == "row":
+            ci = -(-ci // tensor)
         for p, shape in zip(PASSES, ((rows, co, ci), (rows, ci, co), (ci, co, rows))):
             out[p] = float(gemm_coeffs(*shape, dev, dtype).seconds(dev)[0])
     elif node.kind == "attention":
-        args = (batch, a["heads"], a["seq"], a["head_dim"], dev, dtype, a["fused"], a["causal"])
+        args = (batch, max(1, a["heads"] // tensor), a["seq"], a["head_dim"], dev, dtype, a["fused"], a["causal"])
         out["forward"] = _f(attention_time(*args, pass_="forward").time_s)
         out["grad_input"] = _f(attention_time(*args, pass_="backward").time_s)
     elif node.kind in ("rnn", "lstm", "gru"):
@@ -57,7 +65,7 @@ def _node_times(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
     elif node.kind not in VIEWS:
         for p in PASSES:
             cost = getattr(node.cost, p)
-            flop, byt = _num(cost.flop), _num(cost.bytes) * scale
+            flop, byt = _num(cost.flop) * shard, _num(cost.bytes) * scale * shard
             if flop or byt:
                 out[p] = _f(roofline(flop, byt, dev, dtype).time_s)
     if not needs_grad_input:
@@ -65,8 +73,31 @@ def _node_times(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
     return {**out, "algorithm": algorithm}
 
 
-def layer_times(graph, dev, dtype: str = "fp32") -> pd.DataFrame:
-    """One row per layer: ``name, op, forward_s, grad_input_s, grad_weight_s, algorithm``.
+def _shards(graph, tensor: int, sequence_parallel: bool) -> dict:
+    """Fraction of each node's tensor one of ``tensor`` devices holds (Megatron, Shoeybi et al. 2019 §3):
+    outputs of column-split GEMMs and of attention are split, and so is what element-wise ops compute
+    from them; row-split GEMM outputs are whole again after their allreduce, and the element-wise work
+    on whole tensors (layer norm, dropout, residual) is replicated, or split with sequence parallelism
+    (Korthikanti et al. 2022 §4.2.2); the vocabulary-parallel embedding is split."""
+    whole = 1.0 / tensor if sequence_parallel else 1.0
+    out = {}
+    for n in graph.layers():
+        split = n.attrs.get("split")
+        if n.kind == "attention" or split == "column" or n.kind == "embedding":
+            out[n.name] = 1.0 / tensor
+        elif split == "row":
+            out[n.name] = 1.0
+        elif n.inputs and all(out.get(i) == 1.0 / tensor for i in n.inputs if i in out) and \
+                any(i in out for i in n.inputs) and n.kind not in ("add", "layer_norm", "rms_norm"):
+            out[n.name] = 1.0 / tensor
+        else:
+            out[n.name] = whole
+    return out
+
+
+def layer_times(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_parallel: bool = False) -> pd.DataFrame:
+    """One row per layer: ``name, op, forward_s, grad_input_s, grad_weight_s, algorithm``; with
+    ``tensor`` > 1, one device's share under Megatron tensor parallelism (communication not included).
 
     ∇x is left out where the layer's inputs depend on no parameters (the first layer), as in
     :meth:`~concurrency_model.graph.Graph.backward`.
@@ -80,10 +111,11 @@ def layer_times(graph, dev, dtype: str = "fp32") -> pd.DataFrame:
     batch = int(_num(graph.batch))
     scale = dtype_bytes(dtype) / float(graph.value_bytes)
     req = graph._requires_grad()
+    shards = _shards(graph, tensor, sequence_parallel) if tensor > 1 else {}
     rows = []
     for node in graph.layers():
         needs = any(req[i] for i in node.inputs)
-        t = _node_times(node, dev, dtype, batch, scale, needs)
+        t = _node_times(node, dev, dtype, batch, scale, needs, tensor, shards.get(node.name, 1.0))
         rows.append({"name": node.name, "op": node.kind, "forward_s": t["forward"], "grad_input_s": t["grad_input"],
                      "grad_weight_s": t["grad_weight"], "algorithm": t["algorithm"]})
     return pd.DataFrame(rows)

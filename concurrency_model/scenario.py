@@ -1,0 +1,101 @@
+"""Scenario files (DESIGN.md "A scenario file"): model + cluster + parallel + training, JSON or TOML.
+
+Fields left out take these defaults; the number of devices is ``data * tensor * pipeline``.
+Every check raises ``ValueError`` naming the field (``parallel.tensor: ...``).
+"""
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from .cluster import Cluster, load_cluster
+from .units import DTYPE_BYTES
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "async")
+PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_parallel": False,
+            "microbatch_size": 1, "global_batch": None, "schedule": "1f1b"}
+TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_stage": 0, "overlap": True}
+CHOICES = {"schedule": SCHEDULES, "recompute": ("none", "selective", "full"),
+           "optimizer": ("sgd", "momentum", "adam", "adamw"), "dtype": tuple(DTYPE_BYTES)}
+TOP = ("model", "cluster", "parallel", "training", "run", "inference", "name", "notes")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    model: object  # zoo name or spec dict
+    cluster: Cluster
+    parallel: dict
+    training: dict
+
+    @property
+    def gpus(self) -> int:
+        p = self.parallel
+        return p["data"] * p["tensor"] * p["pipeline"]
+
+    @property
+    def microbatches(self) -> int:
+        p = self.parallel
+        return p["global_batch"] // (p["data"] * p["microbatch_size"])
+
+
+def _section(raw: dict, name: str, defaults: dict) -> dict:
+    given = raw.get(name, {}) or {}
+    if not isinstance(given, dict):
+        raise ValueError(f"{name}: expected an object")
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        raise ValueError(f"{name}.{unknown[0]}: unknown field; allowed: {', '.join(defaults)}")
+    out = {**defaults, **given}
+    for k, v in out.items():
+        default = defaults[k]
+        where = f"{name}.{k}"
+        if k in CHOICES and v not in CHOICES[k]:
+            raise ValueError(f"{where}: unknown {v!r}; allowed: {', '.join(CHOICES[k])}")
+        if isinstance(default, bool):
+            if not isinstance(v, bool):
+                raise ValueError(f"{where}: must be true or false, got {v!r}")
+        elif isinstance(default, int) or (k == "global_batch" and v is not None):
+            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if k == "zero_stage" else 1):
+                raise ValueError(f"{where}: must be a positive integer, got {v!r}")
+    return out
+
+
+def load_scenario(spec) -> Scenario:
+    """A scenario from a JSON/TOML file path or a dict of the same shape."""
+    if isinstance(spec, Scenario):
+        return spec
+    if isinstance(spec, (str, Path)):
+        path = Path(spec)
+        if not path.is_file():
+            raise ValueError(f"scenario: no such file {str(spec)!r}")
+        text = path.read_text()
+        try:
+            raw = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+        except (json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
+            raise ValueError(f"scenario: {path.name} is not valid {'TOML' if path.suffix == '.toml' else 'JSON'} "
+                             f"({e})") from None
+    elif isinstance(spec, dict):
+        raw = spec
+    else:
+        raise ValueError(f"scenario: expected a file path or an object, got {type(spec).__name__}")
+    unknown = sorted(set(raw) - set(TOP))
+    if unknown:
+        raise ValueError(f"scenario.{unknown[0]}: unknown field; allowed: {', '.join(TOP)}")
+    if "model" not in raw:
+        raise ValueError("model: missing (a zoo name or an object such as {\"kind\": \"gpt\", ...})")
+    par = _section(raw, "parallel", PARALLEL)
+    tr = _section(raw, "training", TRAINING)
+    if par["global_batch"] is None:
+        par["global_batch"] = par["data"] * par["microbatch_size"]
+    if par["global_batch"] % (par["data"] * par["microbatch_size"]):
+        raise ValueError(f"parallel.global_batch: {par['global_batch']} is not divisible by data x microbatch_size "
+                         f"= {par['data'] * par['microbatch_size']}")
+    if par["interleave"] > 1 and par["schedule"] != "interleaved":
+        raise ValueError(f"parallel.interleave: {par['interleave']} chunks need schedule \"interleaved\"")
+    if tr["zero_stage"] > 3:
+        raise ValueError(f"training.zero_stage: must be 0, 1, 2 or 3, got {tr['zero_stage']}")
+    cluster = load_cluster(raw.get("cluster", "dgx-a100"))
+    cluster.device.peak(tr["dtype"])  # the device must have math in this dtype
+    return Scenario(raw["model"], cluster, par, tr)

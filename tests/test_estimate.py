@@ -1,0 +1,111 @@
+"""Scenario estimates: composition rules, scaling properties and bad input."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from concurrency_model.cli import main
+from concurrency_model.models import get_model
+from concurrency_model.parallel import pipeline
+from concurrency_model.parallel.estimate import estimate
+from concurrency_model.scenario import load_scenario
+from concurrency_model.timing.graph import step_time
+
+GPT = {"kind": "gpt", "layers": 8, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 51200}
+
+
+def sc(model=GPT, **par):
+    training = par.pop("training", {})
+    return {"model": model, "cluster": "dgx-a100", "parallel": par, "training": training}
+
+
+def exposed_sum(b):
+    return (b["compute_s"] + b["tensor_parallel_comm_s"] + b["pipeline_p2p_s"] + b["bubble_s"]
+            + b["data_parallel_exposed_s"] + b["optimizer_s"])
+
+
+def test_one_device_is_the_graph_step_and_the_breakdown_adds_up():
+    e = estimate(sc(microbatch_size=4, global_batch=4))
+    one = step_time(get_model(GPT, batch=4, value_bytes=2), "a100-sxm4-80gb", "bf16")
+    assert e.breakdown["forward_s"] == pytest.approx(one["forward_s"])
+    assert e.breakdown["backward_s"] == pytest.approx(one["backward_s"])
+    assert e.breakdown["bubble_s"] == 0 and e.breakdown["data_parallel_comm_s"] == 0
+    assert e.step_time_s == pytest.approx(exposed_sum(e.breakdown))
+    assert e.throughput_samples_per_s == pytest.approx(4 / e.step_time_s)
+
+
+def test_weak_scaling_over_data_parallel_ranks():
+    one = estimate(sc(microbatch_size=4, global_batch=4))
+    eight = estimate(sc(data=8, microbatch_size=4, global_batch=32))
+    assert eight.breakdown["data_parallel_comm_s"] > 0
+    assert eight.step_time_s == pytest.approx(exposed_sum(eight.breakdown))
+    speedup = eight.throughput_samples_per_s / one.throughput_samples_per_s
+    assert 6.0 < speedup <= 8.0  # gradients overlap the backward pass inside one NVSwitch node
+    # without overlap the whole allreduce is exposed
+    serial = estimate(sc(data=8, microbatch_size=4, global_batch=32, training={"overlap": False}))
+    assert serial.breakdown["data_parallel_exposed_s"] == pytest.approx(serial.breakdown["data_parallel_comm_s"])
+    assert serial.step_time_s > eight.step_time_s
+
+
+def test_tensor_parallelism_splits_compute_and_adds_collectives():
+    one = estimate(sc(microbatch_size=2, global_batch=2))
+    two = estimate(sc(tensor=2, microbatch_size=2, global_batch=2))
+    assert two.breakdown["compute_s"] < one.breakdown["compute_s"]
+    assert two.breakdown["tensor_parallel_comm_s"] > 0
+    assert two.memory_bytes_per_device < one.memory_bytes_per_device
+
+
+def test_pipeline_bubble_follows_the_schedule():
+    e = estimate(sc(pipeline=4, microbatch_size=1, global_batch=8))
+    t_f_plus_t_b = (e.breakdown["compute_s"] + e.breakdown["tensor_parallel_comm_s"]) / 8
+    # 1F1B: (m + p - 1)(t_f + t_b): the bubble is (p - 1)(t_f + t_b) of the slowest stage
+    assert e.breakdown["bubble_s"] == pytest.approx(3 * t_f_plus_t_b, rel=1e-9)
+    inter = estimate(sc(pipeline=4, interleave=2, schedule="interleaved", microbatch_size=1, global_batch=8))
+    assert inter.breakdown["bubble_s"] < e.breakdown["bubble_s"]
+    assert len(e.stages) == 4 and e.stages[0][0] == 0
+    assert pipeline.bubble_fraction("1f1b", 4, 8) == pytest.approx(3 / 8)
+
+
+def test_recompute_costs_time_and_saves_memory():
+    none = estimate(sc(microbatch_size=4, global_batch=4))
+    full = estimate(sc(microbatch_size=4, global_batch=4, training={"recompute": "full"}))
+    assert full.breakdown["recompute_s"] == pytest.approx(full.breakdown["forward_s"], rel=1e-9)
+    assert full.memory_bytes_per_device < none.memory_bytes_per_device
+
+
+def test_cnn_data_parallel_and_bad_degrees():
+    e = estimate(sc("resnet50", data=8, microbatch_size=32, global_batch=256, training={"dtype": "fp16"}))
+    assert e.throughput_samples_per_s > 0 and e.scenario.gpus == 8
+    for bad, field in ((sc("resnet50", tensor=2, global_batch=2), "parallel.tensor"),
+                       (sc(tensor=3, global_batch=3), "parallel.tensor"),
+                       (sc(pipeline=500, global_batch=500), "parallel.pipeline"),
+                       (sc(data=3, global_batch=16), "parallel.global_batch"),
+                       (sc(schedule="zigzag"), "parallel.schedule"),
+                       (sc(training={"optimizer": "lion"}), "training.optimizer")):
+        with pytest.raises(ValueError, match=field):
+            estimate(bad)
+
+
+def test_memory_over_the_device_is_refused_with_the_reason():
+    with pytest.raises(ValueError, match="memory: .* exceeds"):
+        estimate(sc("gpt3-175b", microbatch_size=1, global_batch=1))
+
+
+def test_cli_json_toml_and_bad_input(tmp_path, capsys):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(sc(data=2, tensor=2, pipeline=2, microbatch_size=1, global_batch=16)))
+    assert main(["estimate", "--scenario", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("step_time_s", "throughput_samples_per_s", "flop_per_step", "achieved_flops_per_device",
+                "memory_bytes_per_device", "breakdown"):
+        assert key in out
+    assert {"compute_s", "communication_s", "bubble_s"} <= set(out["breakdown"])
+    toml = tmp_path / "s.toml"
+    toml.write_text('model = "gpt2"\ncluster = "dgx-a100"\n[parallel]\ndata = 2\nglobal_batch = 8\n')
+    assert load_scenario(toml).gpus == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(sc(tensor=3, global_batch=3)))
+    p = subprocess.run([sys.executable, "-m", "concurrency_model", "estimate", "--scenario", str(bad)],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "parallel.tensor" in p.stderr and "Traceback" not in p.stderr
