@@ -18,7 +18,7 @@ Composition (DESIGN.md "How the pieces meet"; Narayanan et al. 2021 for the 3D l
    allgather; ZeRO-3 adds the parameter allgather of the forward pass: 1.5x the volume, Rajbhandari
    et al. 2020 §7) over ``data`` ranks that share the node's NICs with the other tensor ranks. With
    ``overlap`` the buckets go out during the backward pass of the last microbatch (wait-free backprop,
-   Li et al. 2020): only what does not fit behind it is exposed.
+   Li et al. 2020): what does not fit behind it is exposed, and at least the last 25 MiB bucket.
 6. The optimizer step is a memory-bound pass over the device's (ZeRO-sharded) model state.
 
 A configuration over the device's memory raises ``ValueError`` with the reason, as do degrees that do
@@ -40,6 +40,7 @@ from ..units import dtype_bytes
 from . import memory, pipeline
 
 GRAD_BYTES = {"fp32": 4, "tf32": 4}  # gradients in the training dtype otherwise (2 bytes for fp16/bf16)
+BUCKET_BYTES = 25 * 2**20  # PyTorch DDP bucket_cap_mb = 25 (training-formulas §7)
 
 
 @dataclass
@@ -158,7 +159,8 @@ def estimate(scenario) -> Estimate:
         alpha, beta = place(cl, 2, 1 if crosses else 2).inter if crosses else place(cl, 2, 2).intra
         t_p2p = alpha + nbytes * beta
     step_pp = float(pipeline.step_time(par["schedule"], p, m, t_f, t_b, v, t_p2p))
-    p2p_exposed = 2 * (p - 1) * t_p2p * (v if par["schedule"] == "interleaved" else 1) if p > 1 else 0.0
+    # transfers on the critical path of the closed forms (pipeline.step_time_expr): 2(p-1), interleaved 2(vp-1)
+    p2p_exposed = 2 * ((v * p if par["schedule"] == "interleaved" else p) - 1) * t_p2p if p > 1 else 0.0
     bubble = max(0.0, step_pp - m * (t_f + t_b) - p2p_exposed)
 
     # data parallelism: gradient synchronisation over d ranks sharing the node's NICs with the tensor ranks
@@ -175,7 +177,13 @@ def estimate(scenario) -> Estimate:
             dp_total += collective_on_cluster("allgather", params_dev * vb, d, cl, rpn, groups_sharing=sharing)[1]
         if tr["zero_stage"] == 3:  # parameters gathered again for the forward pass
             dp_total += collective_on_cluster("allgather", params_dev * vb, d, cl, rpn, groups_sharing=sharing)[1]
-        dp_exposed = max(0.0, dp_total - t_b) if tr["overlap"] else dp_total
+        if tr["overlap"]:
+            # buckets go out during the last backward pass; the last bucket (DDP's 25 MiB cap, Li et al.
+            # 2020 §4.2) only starts when the first layers' gradients are ready: it is always exposed
+            last = collective_on_cluster(op, min(grad_bytes, BUCKET_BYTES), d, cl, rpn, groups_sharing=sharing)[1]
+            dp_exposed = min(dp_total, max(dp_total - t_b, last))
+        else:
+            dp_exposed = dp_total
 
     # memory and the optimizer step
     state = memory.model_state_bytes(params, tr["optimizer"], dtype if dtype in ("fp32", "tf32", "fp16", "bf16", "fp64")
