@@ -22,6 +22,23 @@ SCHEMAS = {  # file stem -> (numeric columns that must be present, other require
     "nccltests_allreduce_sweeps": (("num_ranks", "num_nodes", "size_bytes", "oop_time_us"),
                                    ("run_id", "collective", "gpu_model", "system", "source_repo", "source_path",
                                     "source_commit")),
+    # vTrain ground truth (VIA-Research/vTrain @ f8dda84, data/): no source columns in the files; see SOURCES.md
+    "vtrain_ground_truth_single": (("# GPUs", "global batch", "micro batch", "hidden size", "attention heads",
+                                    "# layers", "sequence length", "tensor parallelism", "data parallelism",
+                                    "pipeline parallelism", "iteration time (ms)"), ()),
+    "vtrain_ground_truth_multi": (("Parameters (billion)", "# GPUs", "global batch", "micro batch", "hidden size",
+                                   "attention heads", "# layers", "sequence length", "tensor parallelism",
+                                   "data parallelism", "pipeline parallelism", "iteration time (ms)"), ()),
+    "megatron_readme_scaling": (("params_billion", "num_layers", "model_parallel_size", "data_parallel",
+                                 "num_gpus"),
+                                ("table_id", "hardware", "model_label", "hidden_size", "attention_heads", "seq_len",
+                                 "vocab_size", "tensor_mp", "pipeline_mp", "global_batch_size",
+                                 "iteration_time_ms", "achieved_tflops_per_gpu", "source_repo", "source_path",
+                                 "source_commit")),
+    "narayanan2021_table2_ptd_vs_zero3": (("params_billion", "model_parallel_size", "global_batch_size", "num_gpus",
+                                           "micro_batch_size", "achieved_tflops_per_gpu", "seq_len"),
+                                          ("scheme", "tp_pp_split_per_llm_analysis_scripts", "hardware", "source",
+                                           "source_repo", "source_path", "source_commit")),
 }
 
 

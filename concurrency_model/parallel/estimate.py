@@ -14,11 +14,12 @@ Composition (DESIGN.md "How the pieces meet"; Narayanan et al. 2021 for the 3D l
 4. Layers are split into ``pipeline`` stages by PipeDream's partitioner (minimise the slowest stage);
    the slowest stage's per-microbatch forward and backward times drive the schedule's closed form
    (:mod:`.pipeline`), with a point-to-point transfer of the boundary activation per microbatch.
-5. Data parallelism: the gradients of a device's parameters are allreduced (ZeRO 1-2: reduce-scatter +
-   allgather; ZeRO-3 adds the parameter allgather of the forward pass: 1.5x the volume, Rajbhandari
-   et al. 2020 §7) over ``data`` ranks that share the node's NICs with the other tensor ranks. With
-   ``overlap`` the buckets go out during the backward pass of the last microbatch (wait-free backprop,
-   Li et al. 2020): what does not fit behind it is exposed, and at least the last 25 MiB bucket.
+5. Data parallelism over ``data`` ranks that share the node's NICs with the other tensor ranks: ZeRO 0
+   allreduces the accumulated gradients once per step, 1 reduce-scatters them and gathers the updated
+   parameters, 2 reduce-scatters each microbatch's gradients, 3 also gathers the parameters in each
+   microbatch's forward and backward pass (Rajbhandari et al. 2020 §5, §7). With ``overlap`` each
+   transfer hides behind the compute it follows (wait-free backprop, Li et al. 2020; ZeRO prefetching):
+   what does not fit is exposed, and always the last 25 MiB gradient bucket.
 6. The optimizer step is a memory-bound pass over the device's (ZeRO-sharded) model state.
 
 A configuration over the device's memory raises ``ValueError`` with the reason, as do degrees that do
@@ -171,17 +172,32 @@ def estimate(scenario) -> Estimate:
         rpn = max(1, min(d, cl.gpus_per_node // min(t, cl.gpus_per_node)))
         sharing = max(1, min(t, cl.gpus_per_node // rpn))
         grad_bytes = params_dev * GRAD_BYTES.get(dtype, 2)
-        op = "allreduce" if tr["zero_stage"] == 0 else "reduce_scatter"
-        dp_total = collective_on_cluster(op, grad_bytes, d, cl, rpn, groups_sharing=sharing)[1]
-        if tr["zero_stage"] >= 1:  # the updated parameters are gathered back (ZeRO §7)
-            dp_total += collective_on_cluster("allgather", params_dev * vb, d, cl, rpn, groups_sharing=sharing)[1]
-        if tr["zero_stage"] == 3:  # parameters gathered again for the forward pass
-            dp_total += collective_on_cluster("allgather", params_dev * vb, d, cl, rpn, groups_sharing=sharing)[1]
+        zero = tr["zero_stage"]
+
+        def coll(op, nbytes):
+            return collective_on_cluster(op, nbytes, d, cl, rpn, groups_sharing=sharing)[1]
+
+        gather = coll("allgather", params_dev * vb)
+        # (seconds, compute it can hide behind, times per step) of each synchronisation (ZeRO §5, §7):
+        # stage 0 allreduces the accumulated gradients once; 1 reduce-scatters them and gathers the
+        # updated parameters; 2 reduce-scatters every microbatch's gradients; 3 also gathers the
+        # parameters in every microbatch's forward and backward pass
+        if zero == 0:
+            parts = [(coll("allreduce", grad_bytes), t_b, 1)]
+        elif zero == 1:
+            parts = [(coll("reduce_scatter", grad_bytes), t_b, 1), (gather, 0.0, 1)]
+        elif zero == 2:
+            parts = [(coll("reduce_scatter", grad_bytes), t_b, m), (gather, 0.0, 1)]
+        else:
+            parts = [(gather, t_f, m), (gather + coll("reduce_scatter", grad_bytes), t_b, m)]
+        dp_total = sum(c * k for c, _, k in parts)
         if tr["overlap"]:
-            # buckets go out during the last backward pass; the last bucket (DDP's 25 MiB cap, Li et al.
-            # 2020 §4.2) only starts when the first layers' gradients are ready: it is always exposed
-            last = collective_on_cluster(op, min(grad_bytes, BUCKET_BYTES), d, cl, rpn, groups_sharing=sharing)[1]
-            dp_exposed = min(dp_total, max(dp_total - t_b, last))
+            # each transfer goes out during the compute it follows (wait-free backprop, ZeRO prefetching);
+            # the last gradient bucket (DDP's 25 MiB cap, Li et al. 2020 §4.2) only starts when the first
+            # layers' gradients are ready: it is always exposed
+            op = "allreduce" if zero == 0 else "reduce_scatter"
+            last = coll(op, min(grad_bytes, BUCKET_BYTES))
+            dp_exposed = min(dp_total, sum(max(0.0, c - hide) * k for c, hide, k in parts) + last)
         else:
             dp_exposed = dp_total
 

@@ -1,0 +1,65 @@
+"""Published training iterations against ``estimate``: row mapping, Eq. (3), and an error ratchet."""
+import pandas as pd
+import pytest
+
+from concurrency_model.validate import training as vt
+
+# Mean APE (%) on the subset below when this test was written; a change may not make any worse by more
+# than MARGIN percentage points. Lower these numbers when the model improves.
+CURRENT_MEAN_APE = {"vtrain_single": 43.0, "vtrain_multi": 8.1, "megatron_2020": 5.6, "narayanan_table2": 6.0}
+MARGIN = 3.0
+
+
+@pytest.fixture(scope="module")
+def subset():
+    """Deterministic: every 96th vTrain single-node row (15), the first 3 of every 27th multi-node row,
+    the 8 Megatron README 2020 DGX-A100 rows, Narayanan Table 2 PTD 175B on 384 GPUs (about 10 s)."""
+    meg = vt.megatron_rows()
+    df = pd.concat([vt.sample(vt.vtrain_rows("single"), 96), vt.sample(vt.vtrain_rows("multi"), 27).iloc[:3],
+                    meg[meg["label"].str.contains("dgxa100")], vt.narayanan_rows().iloc[[6]]], ignore_index=True)
+    return vt.evaluate(df, workers=1)
+
+
+def test_error_does_not_get_worse(subset):
+    assert (subset["status"] == "ok").all()
+    s = vt.summary(subset)
+    for name, current in CURRENT_MEAN_APE.items():
+        assert s[name]["mean_ape"] <= current + MARGIN, (name, s[name]["mean_ape"])
+
+
+def test_vtrain_single_row_mapped_by_hand():
+    # file line 2: "2,16,8,1024,16,24,1024,1,1,2,372.160408"
+    r = vt.vtrain_rows("single").iloc[0]
+    assert r["source_row"] == 2 and r["measured_time_s"] == pytest.approx(0.372160408)
+    assert vt.scenario_for(r) == {
+        "model": {"kind": "gpt", "layers": 24, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 51200},
+        "cluster": "dgx-a100",
+        "parallel": {"data": 1, "tensor": 1, "pipeline": 2, "microbatch_size": 8, "global_batch": 16,
+                     "schedule": "1f1b"},
+        "training": {"dtype": "fp16", "recompute": "none", "optimizer": "adam", "zero_stage": 0, "overlap": True}}
+
+
+def test_narayanan_ptd_row_mapped_by_hand():
+    # PTD 175B on 384 GPUs, tp=8 pp=12 -> data 4, microbatch 1, batch 1536, full recompute
+    r = vt.narayanan_rows().iloc[6]
+    sc = vt.scenario_for(r)
+    assert sc["model"] == {"kind": "gpt", "layers": 96, "hidden": 12288, "heads": 96, "seq_len": 2048,
+                           "vocab": 51200}
+    assert {k: sc["parallel"][k] for k in ("data", "tensor", "pipeline", "microbatch_size", "global_batch")} == \
+        {"data": 4, "tensor": 8, "pipeline": 12, "microbatch_size": 1, "global_batch": 1536}
+    assert sc["training"]["recompute"] == "full" and r["measured_tflops"] == 153
+
+
+def test_eq3_reproduces_published_tflops():
+    # Megatron README 2020: 1B (24 x 1920, s 1024, V 51200) at batch 16 on one A100, 1076 ms -> 149.8 TFLOP/s
+    assert vt.narayanan_flops(16, 1024, 24, 1920, 51200) / 1.076 / 1e12 == pytest.approx(149.8, abs=0.1)
+
+
+def test_refused_and_unmappable_rows_are_counted():
+    row = vt.vtrain_rows("multi").iloc[[0]].assign(recompute="none")  # 3.6B, data 64, microbatch 8: 273 GB
+    meg = vt.megatron_rows()
+    bad = meg[meg["label"].str.startswith("2020apr_readme_text")]
+    res = vt.evaluate(pd.concat([row, bad], ignore_index=True), workers=1)
+    s = vt.summary(res)
+    assert s["vtrain_multi"]["refused"] == 1 and res["reason"].iloc[0].startswith("memory")
+    assert s["megatron_2020"]["unmappable"] == 3 and s["megatron_2020"]["predicted"] == 0
