@@ -80,6 +80,8 @@ def load_scenario(spec) -> Scenario:
         raw = spec
     else:
         raise ValueError(f"scenario: expected a file path or an object, got {type(spec).__name__}")
+    if not isinstance(raw, dict):
+        raise ValueError(f"scenario: expected an object at the top, got {type(raw).__name__}")
     unknown = sorted(set(raw) - set(TOP))
     if unknown:
         raise ValueError(f"scenario.{unknown[0]}: unknown field; allowed: {', '.join(TOP)}")
@@ -97,5 +99,8 @@ def load_scenario(spec) -> Scenario:
     if tr["zero_stage"] > 3:
         raise ValueError(f"training.zero_stage: must be 0, 1, 2 or 3, got {tr['zero_stage']}")
     cluster = load_cluster(raw.get("cluster", "dgx-a100"))
-    cluster.device.peak(tr["dtype"])  # the device must have math in this dtype
+    try:
+        cluster.device.peak(tr["dtype"])  # the device must have math in this dtype
+    except ValueError as e:
+        raise ValueError(f"training.{e}") from None
     return Scenario(raw["model"], cluster, par, tr)
