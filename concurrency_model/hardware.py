@@ -43,7 +43,12 @@ class Efficiency:
     overheads per dependent element-wise stage of the cell (about 0 where the library fuses the cell
     into one kernel, as cuDNN; more where each stage is its own kernel); ``sigma``: relative spread
     of the residuals the constants were fitted on.
-    Defaults: fitted on DeepBench (see ``benchmarks/kernel_accuracy.py``), the same for every device.
+    Defaults, the same for every device: ``compute``, ``memory``, ``k_startup``, ``l2_factor`` and the
+    conv factors are round engineering values (80% of peak and of bandwidth; not fitted), the RNN
+    constants a global fit on DeepBench's RNN rows with the others at these values. A global fit of all
+    of them on DeepBench (compute 0.78, memory 0.47, l2_factor 1.5) moves the training validation both
+    ways (vTrain single node 46% -> 24% median error, Megatron 2020 4% -> 30%), so it is not the default;
+    ``calibrate compute`` and :func:`concurrency_model.validate.kernels.fit` fit them per device.
     """
 
     compute: float = 0.80
