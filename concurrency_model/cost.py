@@ -15,7 +15,6 @@ Sequential composition (``a + b`` or :meth:`Cost.then`) adds everything; paralle
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields, replace
 from typing import Mapping
 
@@ -28,20 +27,47 @@ def _sym(x) -> sp.Expr:
     return x if isinstance(x, sp.Basic) else sp.sympify(x)
 
 
+class CeilLog2(sp.Function):
+    """``ceil(log2 n)`` as a sympy function that stays exact: substituting an integer gives the integer
+    (``bit_length``), not a floating-point ``ceiling(log(n)/log(2))`` that rounds wrongly near large
+    powers of two; ``lambdify`` turns it into ``numpy.ceil(numpy.log2(n))``."""
+
+    is_integer = True
+    is_nonnegative = True
+
+    @classmethod
+    def eval(cls, n):
+        if n.is_Integer:
+            if n < 1:
+                raise ValueError(f"n: ceil(log2 n) needs n >= 1, got {n}")
+            return sp.Integer(int(n - 1).bit_length())
+        if n.is_Number:
+            if n < 1:
+                raise ValueError(f"n: ceil(log2 n) needs n >= 1, got {n}")
+            return CeilLog2(sp.ceiling(n))
+        if n.is_Pow and n.base == 2 and n.exp.is_integer and n.exp.is_nonnegative:
+            return n.exp  # ceil(log2 2^k) = k
+        return None
+
+    def _numpycode(self, printer):
+        return f"numpy.ceil(numpy.log2({printer._print(self.args[0])}))"
+
+    _lambdacode = _numpycode
+
+    def _latex(self, printer):
+        return rf"\left\lceil \log_2 {printer._print(self.args[0])} \right\rceil"
+
+
 def clog2(n) -> sp.Expr:
-    """``ceil(log2 n)``: exact for numbers, a sympy ``ceiling`` for symbols.
+    """``ceil(log2 n)``: exact for numbers, :class:`CeilLog2` for symbols.
 
     >>> clog2(8), clog2(9), clog2(1)
     (3, 4, 0)
+    >>> from concurrency_model.symbols import N
+    >>> clog2(N).subs(N, 2**39 + 1)
+    40
     """
-    n = _sym(n)
-    if n.is_Integer:
-        if n < 1:
-            raise ValueError(f"n: ceil(log2 n) needs n >= 1, got {n}")
-        return sp.Integer(int(n - 1).bit_length())
-    if n.is_number:
-        return sp.Integer(math.ceil(math.log2(float(n))))
-    return sp.ceiling(sp.log(n, 2))
+    return CeilLog2(_sym(n))
 
 
 @dataclass(frozen=True)
