@@ -32,6 +32,7 @@ import sympy as sp
 from ..hardware import Device
 from ..ops import _check
 from ..units import GB, dtype_bytes
+from .pipeline import in_flight_microbatches
 
 OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2}  # fp32 state tensors per parameter
 TRAIN_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp64")
@@ -65,12 +66,6 @@ def _nonneg(field: str, value) -> sp.Expr:
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, sp.Basic)) or not float(value) >= 0:
         raise ValueError(f"{field}: must be a number >= 0, got {value!r}")
     return sp.nsimplify(value)
-
-
-def _min(a, b):
-    if a is None:
-        return b
-    return sp.Min(a, b) if isinstance(a, sp.Basic) or isinstance(b, sp.Basic) else min(a, b)
 
 
 def fsdp_zero_stage(strategy: str) -> int:
@@ -166,29 +161,15 @@ def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = Fals
 
 
 def _in_flight(schedule: str, p, m, v=1, stage: int = 0):
-    """Microbatches whose activations stage ``stage`` holds at its peak, in units of the stage's layers.
-
-    Private: ``parallel/pipeline.py`` has a similar function; unify the two later.
-
-    * ``gpipe``: all ``m`` (Narayanan et al. 2021 §2.2.1; Huang et al. 2019 §2.3).
-    * ``1f1b``: ``min(m, p - stage)`` (Narayanan §2.2.1 "p or fewer"; Megatron ``min(m, p)`` for the
-      first stage; ``p - i`` for stage i, training-formulas.md §4.5 [D]).
-    * ``interleaved`` with ``v`` chunks: first stage ``p (1 + (p-1)/(p v)) = p + (p-1)/v`` stage-worths
-      (Korthikanti §4.2.3 [S]; Megatron-LM code [P]). Other stages: Megatron's warm-up count
-      ``2 (p - r - 1) + (v - 1) p`` plus the one in flight, of chunks of 1/v of the stage, i.e.
-      ``(2 (p - r - 1) + (v - 1) p + 1) / v`` (from ``megatron/core/pipeline_parallel/schedules.py``,
-      not read here: **unconfirmed**; equals the first-stage value at r = 0). Capped at ``m``;
-      ``v = 1`` is 1F1B. ``m = None`` means no cap (m >= p).
-    * ``async`` (PipeDream, no flush): ``p - stage``, not capped by m (the pipeline never drains).
-    """
+    """Microbatches whose activations stage ``stage`` holds at its peak, in units of the stage's layers:
+    :func:`concurrency_model.parallel.pipeline.in_flight_microbatches` (its docstring gives the sources),
+    with ``m = None`` meaning m >= p (no cap) and interleaving with ``v = 1`` being 1F1B."""
     _choice("schedule", schedule, SCHEDULES)
-    if schedule == "gpipe":
-        return m
-    if schedule == "async":
-        return p - stage
-    if schedule == "interleaved" and v != 1:
-        return _min(m, (2 * (p - stage - 1) + (v - 1) * p + 1) / sp.sympify(v))
-    return _min(m, p - stage)
+    if schedule == "interleaved" and v == 1:
+        schedule = "1f1b"
+    if m is None:  # enough microbatches that the cap never binds
+        m = 2 * sp.sympify(p)
+    return sp.sympify(in_flight_microbatches(schedule, p, m, v, stage))
 
 
 def weight_stash_bytes(stage_weight_bytes, schedule: str, pipeline=1, stage: int = 0):
