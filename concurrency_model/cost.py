@@ -27,6 +27,20 @@ def _sym(x) -> sp.Expr:
     return x if isinstance(x, sp.Basic) else sp.sympify(x)
 
 
+def to_python(e):
+    """A Python int or float when ``e`` is a number, else the sympy expression unchanged."""
+    e = _sym(e)
+    if not e.is_number:
+        return e
+    return int(e) if e.is_Integer else float(e)
+
+
+def to_json(e):
+    """A JSON-ready value: a Python number, or the expression's text when it has symbols."""
+    v = to_python(e)
+    return str(v) if isinstance(v, sp.Basic) else v
+
+
 class CeilLog2(sp.Function):
     """``ceil(log2 n)`` as a sympy function that stays exact: substituting an integer gives the integer
     (``bit_length``), not a floating-point ``ceiling(log(n)/log(2))`` that rounds wrongly near large

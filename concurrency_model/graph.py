@@ -18,7 +18,7 @@ import networkx as nx
 import pandas as pd
 import sympy as sp
 
-from .cost import ZERO, Cost, OpCost, clog2
+from .cost import ZERO, Cost, OpCost, clog2, to_python as num
 from .ops.optimizer import optimizer_update
 
 PASSES = ("forward", "backward", "training")
@@ -184,10 +184,6 @@ class Graph:
     def table(self) -> pd.DataFrame:
         """One row per layer: shape, parameters, forward FLOP and MACs, depth, bytes, stored activations,
         backward FLOP. Numbers when the batch is a number, expressions otherwise."""
-        def num(e):
-            e = sp.sympify(e)
-            return (int(e) if e.is_Integer else float(e)) if e.is_number else e
-
         rows = []
         for n in self.layers():
             c = n.cost

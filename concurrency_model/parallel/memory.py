@@ -29,6 +29,7 @@ import numbers
 
 import sympy as sp
 
+from ..cost import to_python as _out
 from ..hardware import Device
 from ..ops import _check
 from ..units import GB, dtype_bytes
@@ -40,13 +41,6 @@ RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "async")
 FSDP_ZERO_STAGE = {"NO_SHARD": 0, "SHARD_GRAD_OP": 2, "FULL_SHARD": 3,
                    "HYBRID_SHARD": 3, "_HYBRID_SHARD_ZERO2": 2}  # hybrid: data = ranks per node
-
-
-def _out(e):
-    e = sp.sympify(e)
-    if e.is_number:
-        return int(e) if e.is_Integer else float(e)
-    return e
 
 
 def _choice(field: str, value, allowed) -> str:

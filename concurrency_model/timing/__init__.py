@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy as sp
 
+from ..cost import to_json as _out
 from ..hardware import Device, load_device
 from ..units import dtype_bytes
 from . import gemm as _gemm
@@ -53,11 +54,6 @@ class OpTime:
         return {"time_s": _out(self.time_s), "flop": _out(self.flop), "bytes": _out(self.bytes), "bound": self.bound,
                 "compute_s": _out(self.compute_s), "memory_s": _out(self.memory_s),
                 "overhead_s": _out(self.overhead_s), **self.detail}
-
-
-def _out(v):
-    v = sp.sympify(v)
-    return (int(v) if v.is_Integer else float(v)) if v.is_number else str(v)
 
 
 def _f(x, decide: dict | None = None) -> float:
