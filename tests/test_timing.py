@@ -194,20 +194,20 @@ def test_conv_picks_winograd_when_faster():
     # = 7.40 GFLOP. Winograd F(4x4,3x3): 32*7*7 = 1568 tiles, 36 GEMMs of 1568x128x128 = 1.85 GFLOP,
     # 4x less math for two memory-bound transform passes, so cuDNN-style auto picks it.
     args = (32, 128, 128, 28, 28, 3)
-    auto = timing.conv_time(*args, pad=1, device_=V100, dtype="fp32")
-    wino = timing.conv_time(*args, pad=1, device_=V100, dtype="fp32", algorithm="winograd")
-    gemm = timing.conv_time(*args, pad=1, device_=V100, dtype="fp32", algorithm="implicit_gemm")
+    auto = timing.conv_time(*args, pad=1, device=V100, dtype="fp32")
+    wino = timing.conv_time(*args, pad=1, device=V100, dtype="fp32", algorithm="winograd")
+    gemm = timing.conv_time(*args, pad=1, device=V100, dtype="fp32", algorithm="implicit_gemm")
     assert auto.flop == wino.flop == gemm.flop == 2 * 32 * 28 * 28 * 128 * 128 * 9
     assert auto.detail["algorithm"] == "winograd" and gemm.detail["algorithm"] == "implicit_gemm"
     assert wino.time_s < gemm.time_s
     assert auto.time_s == pytest.approx(wino.time_s, rel=1e-12)
     # on an H100 with fp16 tensor cores the GEMM is so fast that the transforms do not pay off
     h100 = load_device("h100-sxm5-80gb")
-    auto_h = timing.conv_time(*args, pad=1, device_=h100, dtype="fp16")
+    auto_h = timing.conv_time(*args, pad=1, device=h100, dtype="fp16")
     assert auto_h.detail["algorithm"] == "implicit_gemm"
     assert auto_h.time_s == pytest.approx(
-        timing.conv_time(*args, pad=1, device_=h100, dtype="fp16", algorithm="implicit_gemm").time_s, rel=1e-12)
-    assert auto_h.time_s < timing.conv_time(*args, pad=1, device_=h100, dtype="fp16", algorithm="winograd").time_s
+        timing.conv_time(*args, pad=1, device=h100, dtype="fp16", algorithm="implicit_gemm").time_s, rel=1e-12)
+    assert auto_h.time_s < timing.conv_time(*args, pad=1, device=h100, dtype="fp16", algorithm="winograd").time_s
 
 
 @FEW
@@ -216,7 +216,7 @@ def test_conv_picks_winograd_when_faster():
        pass_=st.sampled_from(["forward", "grad_input", "grad_weight"]), dev=DEVICES)
 def test_implicit_gemm_never_faster_than_auto(n, c_in, c_out, hw, k, stride, pass_, dev):
     d, dt = dev
-    kw = dict(pad=k // 2, stride=stride, device_=d, dtype=dt, pass_=pass_)
+    kw = dict(pad=k // 2, stride=stride, device=d, dtype=dt, pass_=pass_)
     auto = timing.conv_time(n, c_in, c_out, hw, hw, k, **kw)
     gemm = timing.conv_time(n, c_in, c_out, hw, hw, k, algorithm="implicit_gemm", **kw)
     assert gemm.time_s >= auto.time_s * (1 - 1e-12)
@@ -224,13 +224,13 @@ def test_implicit_gemm_never_faster_than_auto(n, c_in, c_out, hw, k, stride, pas
 
 def test_conv_errors():
     with pytest.raises(ValueError, match="algorithm"):
-        timing.conv_time(8, 64, 64, 56, 56, 5, pad=2, device_=V100, algorithm="winograd")
+        timing.conv_time(8, 64, 64, 56, 56, 5, pad=2, device=V100, algorithm="winograd")
     with pytest.raises(ValueError, match="algorithm"):
-        timing.conv_time(8, 64, 64, 56, 56, 3, pad=1, stride=2, device_=V100, algorithm="winograd")
+        timing.conv_time(8, 64, 64, 56, 56, 3, pad=1, stride=2, device=V100, algorithm="winograd")
     with pytest.raises(ValueError, match="algorithm"):
-        timing.conv_time(8, 64, 64, 56, 56, 3, pad=1, device_=V100, algorithm="fft")
+        timing.conv_time(8, 64, 64, 56, 56, 3, pad=1, device=V100, algorithm="fft")
     with pytest.raises(ValueError, match="pass"):
-        timing.conv_time(8, 64, 64, 56, 56, 3, pad=1, device_=V100, pass_="backward")
+        timing.conv_time(8, 64, 64, 56, 56, 3, pad=1, device=V100, pass_="backward")
 
 
 # ---------------------------------------------------------------------------------------------------

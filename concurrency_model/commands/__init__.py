@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 
-from ..cost import to_json as num  # noqa: F401 (re-exported for the commands)
+from ..cost import to_json as num
 
 
 def int_at_least(minimum: int):
@@ -26,3 +26,6 @@ nonnegative_int = int_at_least(0)
 
 def add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+__all__ = ["num", "int_at_least", "positive_int", "nonnegative_int", "add_json"]

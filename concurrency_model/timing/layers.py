@@ -9,7 +9,8 @@
 from __future__ import annotations
 
 from ..units import dtype_bytes
-from . import OpTime, device, gemm_coeffs, positive_int, roofline
+from . import OpTime, gemm_coeffs, positive_int, roofline
+from . import device as as_device
 from .conv import CONV_PASSES, conv_coeffs  # noqa: F401 (re-exported)
 
 
@@ -21,18 +22,17 @@ def _pair(v, name):
     return v
 
 
-def conv_time(n, c_in, c_out, h, w, kh, kw=None, stride=1, pad=0, dilation=1, groups=1, device_="a100-sxm4-80gb",
-              dtype: str = "fp32", pass_: str = "forward", algorithm: str = "auto", math_dtype: str | None = None, **kwargs) -> OpTime:
+def conv_time(n, c_in, c_out, h, w, kh, kw=None, stride=1, pad=0, dilation=1, groups=1, device="a100-sxm4-80gb",
+              dtype: str = "fp32", pass_: str = "forward", algorithm: str = "auto",
+              math_dtype: str | None = None) -> OpTime:
     """Time of a 2-D convolution's ``forward``, ``grad_input`` or ``grad_weight`` pass on a device.
 
-    >>> t = conv_time(32, 64, 64, 56, 56, 3, pad=1, device_="v100-sxm2-32gb", dtype="fp16")
+    >>> t = conv_time(32, 64, 64, 56, 56, 3, pad=1, device="v100-sxm2-32gb", dtype="fp16")
     >>> t.detail["algorithm"] in ("implicit_gemm", "winograd"), t.bound
     (True, 'compute')
     """
     from ..ops.conv import conv2d
-    dev = device(kwargs.pop("device", device_))
-    if kwargs:
-        raise ValueError(f"{next(iter(kwargs))}: unknown argument")
+    dev = as_device(device)
     kw = kh if kw is None else kw
     stride, pad, dilation = _pair(stride, "stride"), _pair(pad, "pad"), _pair(dilation, "dilation")
     conv2d(n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups, False)  # checks every argument
@@ -46,7 +46,7 @@ def attention_time(batch, heads, seq, head_dim, dev, dtype: str = "fp16", fused:
     """Attention core: plain (batched QKᵀ and PV GEMMs around a memory-bound softmax; backward twice
     each GEMM) or fused (one compute-bound kernel, FlashAttention; backward recomputes QKᵀ)."""
     from ..ops.attention import attention
-    dev = device(dev)
+    dev = as_device(dev)
     b, hd = positive_int("batch", batch), positive_int("heads", heads)
     s, d = positive_int("seq", seq), positive_int("head_dim", head_dim)
     if pass_ not in ("forward", "backward"):
@@ -72,7 +72,7 @@ def attention_time(batch, heads, seq, head_dim, dev, dtype: str = "fp16", fused:
 
 def op_time(cost, dev, dtype: str = "fp32", tensor: bool = False) -> OpTime:
     """Roofline time of any operator's :class:`~concurrency_model.cost.Cost` (one kernel)."""
-    return roofline(cost.flop, cost.bytes, device(dev), dtype, kernels=1, vector=not tensor)
+    return roofline(cost.flop, cost.bytes, as_device(dev), dtype, kernels=1, vector=not tensor)
 
 
 __all__ = ["CONV_PASSES", "conv_coeffs", "conv_time", "attention_time", "op_time"]
