@@ -68,7 +68,7 @@ def load_scenario(spec) -> Scenario:
         return spec
     if isinstance(spec, (str, Path)):
         path = Path(spec)
-        if not path.is_file():
+        if not path.exists() or path.is_dir():  # pipes (e.g. <(...)) are not regular files but can be read
             raise ValueError(f"scenario: no such file {str(spec)!r}")
         text = path.read_text()
         try:
