@@ -14,9 +14,10 @@ import pandas as pd
 import sympy as sp
 
 from ..units import dtype_bytes
-from . import _f, device, gemm_coeffs, roofline
-from .layers import attention_time, conv_coeffs
-from .recurrent import rnn_time
+from . import _f, device, gemm_coeffs, roofline, roofline_coeffs
+from .layers import attention_kernels, conv_coeffs
+from .parts import Parts, total
+from .recurrent import rnn_parts
 
 PASSES = ("forward", "grad_input", "grad_weight")
 VIEWS = ("flatten", "reshape", "select")
@@ -30,20 +31,21 @@ def _num(e) -> float:
     return float(e)
 
 
-def _node_times(node, dev, dtype: str, batch: int, scale: float, needs_grad_input: bool, tensor: int = 1,
-                shard: float = 1.0) -> dict:
-    """Times of one node; with tensor parallelism ``tensor`` the node's share of the work: column-split
-    GEMMs cut their outputs, row-split GEMMs their inputs, attention its heads; other ops are scaled by
-    ``shard`` (the fraction of the tensor this device holds)."""
+def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input: bool, tensor: int = 1,
+                shard: float = 1.0) -> tuple[dict, str]:
+    """Kernels (:class:`~.parts.Parts`) of one node per pass, and the convolution algorithm; with tensor
+    parallelism ``tensor`` the node's share of the work: column-split GEMMs cut their outputs, row-split
+    GEMMs their inputs, attention its heads; other ops are scaled by ``shard`` (the fraction of the tensor
+    this device holds)."""
     a = node.attrs
-    out = {p: 0.0 for p in PASSES}
+    out = {p: Parts.empty() for p in PASSES}
     algorithm = ""
     if node.kind == "conv2d" and a["stride"][0] == a["stride"][1] and a["pad"][0] == a["pad"][1] \
             and a["dilation"][0] == a["dilation"][1]:
         for p in PASSES:
             c = conv_coeffs(batch, a["c_in"], a["c_out"], a["h"], a["w"], a["kh"], a["kw"], a["stride"][0],
                             a["pad"][0], a["dilation"][0], a["groups"], p, dev, dtype)
-            out[p] = float(c.seconds(dev)[0])
+            out[p] = Parts.from_coeffs(c, dev)
             algorithm = algorithm or str(c.info["algorithm"][0])
     elif node.kind == "linear":
         rows, ci, co = batch * a["rows_per_sample"], a["c_in"], a["c_out"]
@@ -52,25 +54,31 @@ def _node_times(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
         elif tensor > 1 and a.get("split") == "row":
             ci = -(-ci // tensor)
         for p, shape in zip(PASSES, ((rows, co, ci), (rows, ci, co), (ci, co, rows))):
-            out[p] = float(gemm_coeffs(*shape, dev, dtype).seconds(dev)[0])
+            out[p] = Parts.from_coeffs(gemm_coeffs(*shape, dev, dtype), dev)
     elif node.kind == "attention":
-        args = (batch, max(1, a["heads"] // tensor), a["seq"], a["head_dim"], dev, dtype, a["fused"], a["causal"])
-        out["forward"] = _f(attention_time(*args, pass_="forward").time_s)
-        out["grad_input"] = _f(attention_time(*args, pass_="backward").time_s)
+        from ..ops.attention import attention
+        heads = max(1, a["heads"] // tensor)
+        op = attention(batch, heads, a["seq"], a["head_dim"], fused=a["fused"], causal=a["causal"],
+                       value_bytes=dtype_bytes(dtype))
+        for p, cost in (("forward", op.forward), ("grad_input", op.backward)):
+            kernels = attention_kernels(cost, batch, heads, a["seq"], a["head_dim"], dev, dtype, a["fused"],
+                                        a["causal"], "forward" if p == "forward" else "backward")
+            out[p] = total(Parts.from_coeffs(c, dev, k) for c, k in kernels)
     elif node.kind in ("rnn", "lstm", "gru"):
         for layer in range(a["layers"]):
             i = a["input_size"] if layer == 0 else a["hidden"]
             for p in PASSES:
-                out[p] += _f(rnn_time(a["cell"], a["hidden"], batch, a["timesteps"], dev, dtype, i, p).time_s)
+                out[p] = out[p] + total(Parts.from_coeffs(c, dev, k, dev.efficiency.rnn) for c, k in
+                                        rnn_parts(a["cell"], a["hidden"], batch, a["timesteps"], dev, dtype, i, p))
     elif node.kind not in VIEWS:
         for p in PASSES:
             cost = getattr(node.cost, p)
             flop, byt = _num(cost.flop) * shard, _num(cost.bytes) * scale * shard
             if flop or byt:
-                out[p] = _f(roofline(flop, byt, dev, dtype).time_s)
+                out[p] = Parts.from_coeffs(roofline_coeffs(flop, byt, dev, dtype), dev)
     if not needs_grad_input:
-        out["grad_input"] = 0.0
-    return {**out, "algorithm": algorithm}
+        out["grad_input"] = Parts.empty()
+    return out, algorithm
 
 
 def _shards(graph, tensor: int, sequence_parallel: bool) -> dict:
@@ -95,6 +103,28 @@ def _shards(graph, tensor: int, sequence_parallel: bool) -> dict:
     return out
 
 
+def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_parallel: bool = False) -> list[dict]:
+    """Per layer: ``name, op, algorithm`` and the :class:`~.parts.Parts` of its ``forward``, ``grad_input``
+    and ``grad_weight`` passes (see :func:`layer_times`). Nodes with the same kind, attributes, work and
+    tensor share are timed once (the 96 blocks of GPT-3 cost one block's kernel choices)."""
+    dev = device(dev)
+    batch = int(_num(graph.batch))
+    scale = dtype_bytes(dtype) / float(graph.value_bytes)
+    req = graph._requires_grad()
+    shards = _shards(graph, tensor, sequence_parallel) if tensor > 1 else {}
+    memo, rows = {}, []
+    for node in graph.layers():
+        needs = any(req[i] for i in node.inputs)
+        shard = shards.get(node.name, 1.0)
+        key = (node.kind, repr(sorted((k, v) for k, v in node.attrs.items() if k != "name")), needs, shard,
+               *(str(getattr(getattr(node.cost, p), f)) for p in PASSES for f in ("flop", "bytes")))
+        if key not in memo:
+            memo[key] = _node_parts(node, dev, dtype, batch, scale, needs, tensor, shard)
+        parts, algorithm = memo[key]
+        rows.append({"name": node.name, "op": node.kind, "algorithm": algorithm, **parts})
+    return rows
+
+
 def layer_times(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_parallel: bool = False) -> pd.DataFrame:
     """One row per layer: ``name, op, forward_s, grad_input_s, grad_weight_s, algorithm``; with
     ``tensor`` > 1, one device's share under Megatron tensor parallelism (communication not included).
@@ -107,18 +137,8 @@ def layer_times(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
     >>> bool(t.loc[t["op"] == "conv2d", "forward_s"].sum() > 0), float(t.loc[0, "grad_input_s"])  # no ∇x of the image
     (True, 0.0)
     """
-    dev = device(dev)
-    batch = int(_num(graph.batch))
-    scale = dtype_bytes(dtype) / float(graph.value_bytes)
-    req = graph._requires_grad()
-    shards = _shards(graph, tensor, sequence_parallel) if tensor > 1 else {}
-    rows = []
-    for node in graph.layers():
-        needs = any(req[i] for i in node.inputs)
-        t = _node_times(node, dev, dtype, batch, scale, needs, tensor, shards.get(node.name, 1.0))
-        rows.append({"name": node.name, "op": node.kind, "forward_s": t["forward"], "grad_input_s": t["grad_input"],
-                     "grad_weight_s": t["grad_weight"], "algorithm": t["algorithm"]})
-    return pd.DataFrame(rows)
+    return pd.DataFrame([{"name": r["name"], "op": r["op"], **{f"{p}_s": r[p].total() for p in PASSES},
+                          "algorithm": r["algorithm"]} for r in layer_parts(graph, dev, dtype, tensor, sequence_parallel)])
 
 
 def step_time(graph, dev, dtype: str = "fp32", optimizer: str = "adam") -> dict:

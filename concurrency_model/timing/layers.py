@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from ..units import dtype_bytes
-from . import OpTime, gemm_coeffs, positive_int, roofline
+from . import OpTime, _f, gemm_coeffs, positive_int, roofline, roofline_coeffs
 from . import device as as_device
 from .conv import CONV_PASSES, conv_coeffs  # noqa: F401 (re-exported)
 
@@ -54,20 +54,28 @@ def attention_time(batch, heads, seq, head_dim, dev, dtype: str = "fp16", fused:
     vb = dtype_bytes(dtype)
     op = attention(b, hd, s, d, fused=fused, causal=causal, value_bytes=vb)
     cost = op.forward if pass_ == "forward" else op.backward
+    out = None
+    for c, k in attention_kernels(cost, b, hd, s, d, dev, dtype, fused, causal, pass_):
+        part = c.assemble(dev).scale(k)
+        out = part if out is None else out + part
+    return OpTime(out.time_s, out.compute_s, out.memory_s, out.overhead_s, int(cost.flop), int(cost.bytes),
+                  out.bound, {"fused": fused}, dev.decide)
+
+
+def attention_kernels(cost, b: int, hd: int, s: int, d: int, dev, dtype: str, fused: bool, causal: bool,
+                      pass_: str) -> list:
+    """The kernels of :func:`attention_time` as ``(Coeffs, times)``."""
     if fused:
-        t = roofline(cost.flop, cost.bytes, dev, dtype, kernels=1, vector=False)
-        return OpTime(t.time_s, t.compute_s, t.memory_s, t.overhead_s, t.flop, t.bytes, t.bound, {"fused": True},
-                      dev.decide)
+        return [(roofline_coeffs(_f(cost.flop), _f(cost.bytes), dev, dtype, kernels=1, vector=False), 1)]
     k = 1 if pass_ == "forward" else 2
     bh = b * hd
-    qk = gemm_coeffs(s, s, d, dev, dtype, bh, None).assemble(dev).scale(k)
-    pv = gemm_coeffs(s, d, s, dev, dtype, bh, None).assemble(dev).scale(k)
+    vb = dtype_bytes(dtype)
     # scale, (mask,) softmax: element-wise kernels that each read and write the s x s scores
     passes = 3 if causal else 2
-    sm = roofline(bh * s * (5 * s + passes - 1), 2 * passes * k * bh * s * s * vb, dev, dtype, kernels=passes * k)
-    out = qk + sm + pv
-    return OpTime(out.time_s, out.compute_s, out.memory_s, out.overhead_s, int(cost.flop), int(cost.bytes),
-                  out.bound, {"fused": False}, dev.decide)
+    return [(gemm_coeffs(s, s, d, dev, dtype, bh, None), k),
+            (roofline_coeffs(bh * s * (5 * s + passes - 1), 2 * passes * k * bh * s * s * vb, dev, dtype,
+                             kernels=passes * k), 1),
+            (gemm_coeffs(s, d, s, dev, dtype, bh, None), k)]
 
 
 def op_time(cost, dev, dtype: str = "fp32", tensor: bool = False) -> OpTime:
@@ -75,4 +83,4 @@ def op_time(cost, dev, dtype: str = "fp32", tensor: bool = False) -> OpTime:
     return roofline(cost.flop, cost.bytes, as_device(dev), dtype, kernels=1, vector=not tensor)
 
 
-__all__ = ["CONV_PASSES", "conv_coeffs", "conv_time", "attention_time", "op_time"]
+__all__ = ["CONV_PASSES", "conv_coeffs", "conv_time", "attention_time", "attention_kernels", "op_time"]
