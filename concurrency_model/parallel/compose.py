@@ -1,0 +1,126 @@
+"""One training step as a sympy expression of its parts, lambdified once per structural variant.
+
+The variant is what changes the expression's shape: the pipeline ``schedule``, the ZeRO stage and
+whether communication overlaps compute. The symbols (:data:`STEP_INPUTS`) are per-microbatch seconds
+of the slowest pipeline stage (``c_f, c_b, c_r``: forward, backward, recompute compute; ``c_tf, c_tb``:
+tensor-parallel collectives), the stage-to-stage transfer ``t_p2p``, the degrees ``p, m, v``, the
+data-parallel collectives (``ar, rs, ag``: gradient allreduce, reduce-scatter, parameter allgather;
+``last``: the last gradient bucket) and the optimizer step ``opt``. Composition (DESIGN.md "How the
+pieces meet"):
+
+* pipeline: :func:`~.pipeline.step_time_expr` with ``t_f = c_f + c_tf`` and ``t_b = c_b + c_r + c_tb``;
+  the transfers on its critical path are ``2(p-1) t_p2p`` (interleaved ``2(vp-1) t_p2p``); the bubble
+  is what is left of the step after ``m (t_f + t_b)`` and those transfers;
+* data parallelism, per ZeRO stage (Rajbhandari et al. 2020 §5, §7): 0 allreduces the accumulated
+  gradients once; 1 reduce-scatters them and gathers the updated parameters; 2 reduce-scatters each
+  microbatch's gradients; 3 also gathers the parameters in each microbatch's forward and backward pass.
+  With overlap each transfer hides behind the compute it follows (wait-free backprop, Li et al. 2020;
+  ZeRO prefetching): what does not fit is exposed, and always the last 25 MiB bucket;
+* the step: pipeline + exposed data-parallel time + optimizer.
+
+Memory per device (:func:`memory_fn`) is the same kind of expression in ``b, t, p, m, v, d``, from
+:mod:`.memory`.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import sympy as sp
+
+from . import memory, pipeline
+
+STEP_INPUTS = ("c_f", "c_b", "c_r", "c_tf", "c_tb", "t_p2p", "p", "m", "v", "ar", "rs", "ag", "last", "opt")
+STEP_OUTPUTS = ("step", "step_pp", "bubble", "p2p_exposed", "dp_total", "dp_exposed")
+MEMORY_INPUTS = ("b", "t", "p", "m", "v", "d", "act_graph")
+_SYM = {name: sp.Symbol(name, positive=True) for name in STEP_INPUTS + MEMORY_INPUTS}
+SYMBOLS = _SYM
+
+
+def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
+    """The step and its parts (:data:`STEP_OUTPUTS`) as sympy expressions in :data:`STEP_INPUTS`.
+
+    >>> e = step_expressions("1f1b", 0, False)
+    >>> e["step"].subs({SYMBOLS["p"]: 1})
+    ar + m*(c_b + c_f + c_r + c_tb + c_tf) + opt
+    """
+    s = {k: _SYM[k] for k in STEP_INPUTS}
+    t_f = s["c_f"] + s["c_tf"]
+    t_b = s["c_b"] + s["c_r"] + s["c_tb"]
+    p, m, v, t_p2p = s["p"], s["m"], s["v"], s["t_p2p"]
+    step_pp = pipeline.step_time_expr(schedule).xreplace(
+        {pipeline.T_F: t_f, pipeline.T_B: t_b, pipeline.T_P2P: t_p2p, pipeline.S.p: p, pipeline.S.m: m,
+         pipeline.S.v: v})
+    p2p_exposed = 2 * ((v * p if schedule == "interleaved" else p) - 1) * t_p2p
+    bubble = sp.Max(0, step_pp - m * (t_f + t_b) - p2p_exposed)
+    ar, rs, ag = s["ar"], s["rs"], s["ag"]
+    # (seconds, compute it can hide behind, times per step) of each synchronisation
+    parts = {0: [(ar, t_b, 1)], 1: [(rs, t_b, 1), (ag, 0, 1)], 2: [(rs, t_b, m), (ag, 0, 1)],
+             3: [(ag, t_f, m), (ag + rs, t_b, m)]}[zero_stage]
+    dp_total = sum(c * k for c, _, k in parts)
+    if overlap:
+        dp_exposed = sp.Min(dp_total, sum(sp.Max(0, c - hide) * k for c, hide, k in parts) + s["last"])
+    else:
+        dp_exposed = dp_total
+    return {"step": step_pp + dp_exposed + s["opt"], "step_pp": step_pp, "bubble": bubble,
+            "p2p_exposed": p2p_exposed, "dp_total": dp_total, "dp_exposed": dp_exposed}
+
+
+@lru_cache(maxsize=None)
+def step_fn(schedule: str, zero_stage: int, overlap: bool):
+    """``f(**inputs) -> dict`` of :data:`STEP_OUTPUTS`, numpy-vectorised (lambdify with ``cse=True``)."""
+    e = step_expressions(schedule, zero_stage, overlap)
+    f = sp.lambdify([_SYM[k] for k in STEP_INPUTS], [e[k] for k in STEP_OUTPUTS], "numpy", cse=True)
+
+    def run(**inputs):
+        out = f(*(inputs[k] for k in STEP_INPUTS))
+        shape = np.broadcast_shapes(*(np.shape(inputs[k]) for k in STEP_INPUTS))
+        return {k: np.broadcast_to(np.asarray(x, dtype=float), shape) for k, x in zip(STEP_OUTPUTS, out)}
+    return run
+
+
+def breakdown(inputs: dict, out: dict) -> dict:
+    """Named seconds of a step (the ``estimate`` contract's ``breakdown``) from the inputs and outputs of
+    :func:`step_fn`; arrays in, arrays out."""
+    m = inputs["m"]
+    b = {"forward_s": m * inputs["c_f"], "backward_s": m * inputs["c_b"], "recompute_s": m * inputs["c_r"],
+         "tensor_parallel_comm_s": m * (inputs["c_tf"] + inputs["c_tb"]), "pipeline_p2p_s": out["p2p_exposed"],
+         "bubble_s": out["bubble"], "data_parallel_comm_s": out["dp_total"],
+         "data_parallel_exposed_s": out["dp_exposed"],
+         "data_parallel_overlapped_s": out["dp_total"] - out["dp_exposed"], "optimizer_s": inputs["opt"]}
+    b["compute_s"] = b["forward_s"] + b["backward_s"] + b["recompute_s"]
+    b["communication_s"] = b["tensor_parallel_comm_s"] + out["p2p_exposed"] + out["dp_exposed"]
+    return b
+
+
+@lru_cache(maxsize=None)
+def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedule: str, recompute: str,
+              sequence_parallel: bool, shape: tuple | None, single_stage: bool):
+    """``f(b, t, p, m, v, d, act_graph) -> (model_state_bytes, activation_bytes)`` per device, numpy-vectorised.
+
+    ``shape`` = ``(s, h, a, layers, vocab)`` of a transformer (Korthikanti et al. 2022, via
+    :func:`.memory.activation_bytes_per_device`); None for other graphs, whose stored activations per
+    microbatch ``act_graph`` (:func:`.memory.graph_activation_bytes`) are spread over the ``p`` stages and
+    held for the schedule's in-flight microbatches. ``single_stage``: p = 1 (the first stage is also the
+    last, which holds the logits)."""
+    s = {k: _SYM[k] for k in MEMORY_INPUTS}
+    b, t, p, m, v, d = (s[k] for k in ("b", "t", "p", "m", "v", "d"))
+    p_ = 1 if single_stage else p
+    v = v if schedule == "interleaved" else 1
+    state_dtype = dtype if dtype in ("fp32", "tf32", "fp16", "bf16", "fp64") else "bf16"
+    state = memory.model_state_bytes(params, optimizer, state_dtype, tensor=t, pipeline=p_, data=d,
+                                     zero_stage=zero_stage)["total"]
+    if shape is not None:
+        sq, h, a, layers, vocab = shape
+        act = memory.activation_bytes_per_device(sq, b, h, a, layers, t, sequence_parallel, recompute, p_, schedule,
+                                                 m, v, 0, vocab)
+    else:
+        act = s["act_graph"] / p_ * memory._in_flight(schedule, p_, m, v, 0)
+    f = sp.lambdify([s[k] for k in MEMORY_INPUTS], [sp.sympify(state), sp.sympify(act)], "numpy", cse=True)
+
+    def run(b, t, p, m, v, d, act_graph=0.0):
+        st, ac = f(b, t, p, m, v, d, act_graph)
+        shape_ = np.broadcast_shapes(*(np.shape(x) for x in (b, t, p, m, v, d, act_graph)))
+        return (np.broadcast_to(np.asarray(st, dtype=float), shape_),
+                np.broadcast_to(np.asarray(ac, dtype=float), shape_))
+    return run

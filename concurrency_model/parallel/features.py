@@ -1,0 +1,240 @@
+"""The numbers a training step is composed from, per configuration, with the expensive parts cached.
+
+A :class:`Workload` is one model on one cluster in one dtype. It builds the model once per microbatch
+size, times every layer once per (microbatch, tensor degree, sequence parallelism) as kernel
+:class:`~concurrency_model.timing.parts.Parts`, partitions the layers into pipeline stages, and prices the
+collectives; :meth:`Workload.features` then gives the inputs of :mod:`.compose` for one layout at any
+hardware scales (numpy arrays broadcast). :func:`~.estimate.estimate` and :mod:`concurrency_model.sweep`
+both go through here, so one configuration gets the same seconds from both.
+
+Communication is kept as a *triple* ``(latency, intra-node busy seconds, inter-node busy seconds)``;
+its time is ``latency + max(intra / s_intra, inter / s_inter)`` for link-bandwidth scales ``s``: exact
+for a flat algorithm on one tier and for NCCL's pipelined two-level collective
+(:func:`~concurrency_model.comm.hierarchical.hierarchical_pipelined`, whose tiers work concurrently).
+The algorithm is the one ``auto`` picks on the nominal cluster.
+"""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+import numpy as np
+
+from ..cluster import place
+from ..comm.collectives import collective_time
+from ..comm.hierarchical import hierarchical_pipelined
+from ..comm.on_cluster import _flat, collective_on_cluster
+from ..models import get_model
+from ..timing.graph import layer_parts
+from ..timing.parts import Parts, total
+from ..units import dtype_bytes
+from . import pipeline
+
+GRAD_BYTES = {"fp32": 4, "tf32": 4}  # gradients in the training dtype otherwise (2 bytes for fp16/bf16)
+BUCKET_BYTES = 25 * 2**20  # PyTorch DDP bucket_cap_mb = 25 (training-formulas §7)
+ZERO_TRIPLE = (0.0, 0.0, 0.0)
+
+
+def triple_seconds(tr, s_intra=1.0, s_inter=1.0):
+    """Seconds of a communication triple at link-bandwidth scales (see the module)."""
+    return tr[0] + np.maximum(tr[1] / s_intra, tr[2] / s_inter)
+
+
+def _add(a, b):
+    return tuple(x + y for x, y in zip(a, b))
+
+
+def collective_triple(op: str, nbytes: float, ranks: int, cluster, ranks_per_node: int, groups_sharing: int = 1):
+    """``(latency, intra busy, inter busy)`` seconds of the collective ``auto`` picks on ``cluster``."""
+    if ranks == 1 or nbytes == 0:
+        return ZERO_TRIPLE
+    alg, _, pl = collective_on_cluster(op, nbytes, ranks, cluster, ranks_per_node, groups_sharing=groups_sharing)
+    if alg == "hierarchical":
+        g, n = pl.ranks_per_node, pl.nodes
+        (ai, bi), (ae, be) = pl.intra, pl.inter
+        return (float(hierarchical_pipelined(op, nbytes, g, n, ai, 0, ae, 0)),
+                float(hierarchical_pipelined(op, nbytes, g, n, 0, bi, 0, 0)),
+                float(hierarchical_pipelined(op, nbytes, g, n, 0, 0, 0, be)))
+    alpha, beta = _flat(pl)
+    lat = float(collective_time(op, alg, nbytes, ranks, alpha, 0))
+    busy = float(collective_time(op, alg, nbytes, ranks, 0, beta))
+    on_inter = pl.kind == "inter" or (pl.kind == "mixed" and pl.inter[1] >= pl.intra[1])
+    return (lat, 0.0, busy) if on_inter else (lat, busy, 0.0)
+
+
+def transformer_shape(graph):
+    """``s, h, a, layers, vocab`` of a transformer graph (from its attention and embedding nodes), else None."""
+    att = [n for n in graph.layers() if n.kind == "attention"]
+    if not att:
+        return None
+    a = att[0].attrs
+    emb = [n for n in graph.layers() if n.kind == "embedding"]
+    vocab = int(emb[0].cost.params) // (a["heads"] * a["head_dim"]) if emb else None
+    return {"s": a["seq"], "h": a["heads"] * a["head_dim"], "a": a["heads"], "layers": len(att), "vocab": vocab}
+
+
+class Workload:
+    """One model on one cluster in one training dtype; everything that does not change with the layout's
+    continuous numbers is computed once and cached."""
+
+    def __init__(self, model, cluster, dtype: str):
+        self.model, self.cluster, self.dtype = model, cluster, dtype
+        self.dev = cluster.device
+        self.vb = dtype_bytes(dtype)
+        self.grad_bytes = GRAD_BYTES.get(dtype, 2)
+
+    @lru_cache(maxsize=None)
+    def graph(self, b: int):
+        return get_model(self.model, batch=b, value_bytes=self.vb)
+
+    @lru_cache(maxsize=None)
+    def training_flop(self, b: int) -> float:
+        """Forward plus backward FLOP of one microbatch of ``b`` samples."""
+        g = self.graph(b)
+        return float(g.forward().flop + g.backward().flop)
+
+    @property
+    def params(self) -> float:
+        return float(self.graph(1).params)
+
+    @property
+    def layer_count(self) -> int:
+        return len(self.graph(1).layers())
+
+    def check_tensor(self, t: int) -> None:
+        """``ValueError`` naming ``parallel.tensor`` unless ``t`` divides every split dimension."""
+        if t == 1:
+            return
+        layers = self.graph(1).layers()
+        for n in layers:
+            if n.kind == "attention" and n.attrs["heads"] % t:
+                raise ValueError(f"parallel.tensor: {t} does not divide the {n.attrs['heads']} attention heads")
+            split = n.attrs.get("split")
+            if split == "column" and n.name.split(".")[-1] != "lm_head" and n.attrs["c_out"] % t:
+                raise ValueError(f"parallel.tensor: {t} does not divide {n.name}'s {n.attrs['c_out']} outputs")
+            if split == "row" and n.attrs["c_in"] % t:
+                raise ValueError(f"parallel.tensor: {t} does not divide {n.name}'s {n.attrs['c_in']} inputs")
+        if not any(n.attrs.get("split") for n in layers):
+            raise ValueError(f"parallel.tensor: {t} > 1 is modelled for transformer blocks only (this model has none)")
+
+    @lru_cache(maxsize=None)
+    def layers(self, b: int, t: int, sp: bool) -> tuple:
+        """Per layer: kernel parts per pass and the tensor-parallel triples (forward, backward) of one
+        microbatch (Shoeybi et al. §3: an allreduce of each row-split GEMM's output forward and of each
+        column-split GEMM's input gradient backward; with sequence parallelism a reduce-scatter plus an
+        allgather of the same volume, Korthikanti et al. 2022). The tensor group sits inside a node when
+        it fits."""
+        g = self.graph(b)
+        rows = layer_parts(g, self.dev, self.dtype, tensor=t, sequence_parallel=sp)
+        nodes = g.layers()
+        rpn = min(t, self.cluster.gpus_per_node)
+        op = "reduce_scatter" if sp else "allreduce"
+        out = []
+        for n, r in zip(nodes, rows):
+            tf = tb = ZERO_TRIPLE
+            split = n.attrs.get("split")
+            if t > 1 and split in ("row", "column") and n.name.split(".")[-1] != "lm_head":
+                nbytes = b * n.attrs["rows_per_sample"] * (n.attrs["c_out"] if split == "row" else n.attrs["c_in"]) \
+                    * self.vb
+                one = self._coll(op, nbytes, t, rpn, 1)
+                if sp:
+                    one = _add(one, self._coll("allgather", nbytes, t, rpn, 1))
+                if split == "row":
+                    tf = one
+                else:
+                    tb = one
+            out.append({"name": n.name, "kind": n.kind, "f": r["forward"],
+                        "b": r["grad_input"] + r["grad_weight"], "tp_f": tf, "tp_b": tb,
+                        "numel": n.numel})
+        return tuple(out)
+
+    @lru_cache(maxsize=None)
+    def _coll(self, op, nbytes, ranks, rpn, sharing):
+        return collective_triple(op, float(nbytes), ranks, self.cluster, rpn, sharing)
+
+    @lru_cache(maxsize=None)
+    def stage(self, b: int, t: int, sp: bool, recompute: str, p: int) -> dict:
+        """The slowest of ``p`` pipeline stages (PipeDream's partitioner on nominal seconds) as compacted
+        kernel parts per microbatch: forward ``f``, backward ``b``, recompute ``r`` (``full``: every layer's
+        forward again, with its tensor-parallel collectives; ``selective``: the attention core,
+        Korthikanti et al. §5), and the tensor-parallel triples ``tp_f``, ``tp_b``, ``tp_r``."""
+        rows = self.layers(b, t, sp)
+
+        def rec(r):
+            if recompute == "full":
+                return r["f"], r["tp_f"]
+            if recompute == "selective" and r["kind"] == "attention":
+                return r["f"], ZERO_TRIPLE
+            return Parts.empty(), ZERO_TRIPLE
+
+        recs = [rec(r) for r in rows]
+        per_layer = [r["f"].total() + r["b"].total() + x[0].total() + triple_seconds(x[1]) + triple_seconds(r["tp_f"])
+                     + triple_seconds(r["tp_b"]) for r, x in zip(rows, recs)]
+        stages = pipeline.partition(per_layer, p) if p > 1 else [(0, len(rows))]
+        lo, hi = max(stages, key=lambda r: sum(per_layer[r[0]:r[1]]))
+        sl = range(lo, hi)
+        tp = [ZERO_TRIPLE] * 3
+        for i in sl:
+            tp = [_add(tp[0], rows[i]["tp_f"]), _add(tp[1], rows[i]["tp_b"]), _add(tp[2], recs[i][1])]
+        return {"f": total(rows[i]["f"] for i in sl).compact(), "b": total(rows[i]["b"] for i in sl).compact(),
+                "r": total(recs[i][0] for i in sl).compact(), "tp_f": tp[0], "tp_b": tp[1], "tp_r": tp[2],
+                "stages": stages, "boundary_numel": rows[stages[0][1] - 1]["numel"] if p > 1 else 0}
+
+    @lru_cache(maxsize=None)
+    def p2p(self, b: int, t: int, sp: bool, recompute: str, p: int, d: int):
+        """Triple of the boundary activation sent point to point between stages per microbatch (Narayanan
+        et al. 2021 §3.2); stages that fill whole nodes talk across the network."""
+        if p == 1:
+            return ZERO_TRIPLE
+        numel = self.stage(b, t, sp, recompute, p)["boundary_numel"]
+        nbytes = b * numel * self.vb / (t if sp else 1)
+        cl = self.cluster
+        if t * d >= cl.gpus_per_node:
+            alpha, beta = place(cl, 2, 1).inter
+            return (alpha, 0.0, nbytes * beta)
+        alpha, beta = place(cl, 2, 2).intra
+        return (alpha, nbytes * beta, 0.0)
+
+    @lru_cache(maxsize=None)
+    def data_parallel(self, t: int, p: int, d: int) -> dict:
+        """Triples of the data-parallel collectives over ``d`` ranks that share the node's NICs with the
+        other tensor ranks: gradient allreduce ``ar``, reduce-scatter ``rs``, parameter allgather ``ag``
+        and the last DDP bucket ``last_ar`` / ``last_rs`` (25 MiB, Li et al. 2020 §4.2)."""
+        if d == 1:
+            return dict.fromkeys(("ar", "rs", "ag", "last_ar", "last_rs"), ZERO_TRIPLE)
+        gpn = self.cluster.gpus_per_node
+        rpn = max(1, min(d, gpn // min(t, gpn)))
+        sharing = max(1, min(t, gpn // rpn))
+        params_dev = self.params / (t * p)
+        grad = params_dev * self.grad_bytes
+        bucket = min(grad, BUCKET_BYTES)
+        return {"ar": self._coll("allreduce", grad, d, rpn, sharing),
+                "rs": self._coll("reduce_scatter", grad, d, rpn, sharing),
+                "ag": self._coll("allgather", params_dev * self.vb, d, rpn, sharing),
+                "last_ar": self._coll("allreduce", bucket, d, rpn, sharing),
+                "last_rs": self._coll("reduce_scatter", bucket, d, rpn, sharing)}
+
+    def optimizer_seconds(self, state_bytes, s_mem_bw=1.0, s_launch=1.0):
+        """The optimizer step: one memory-bound pass reading and writing the device's model state
+        (a roofline kernel with no arithmetic, :func:`~concurrency_model.timing.roofline`)."""
+        dev = self.dev
+        return 2 * np.asarray(state_bytes, dtype=float) / dev.efficiency.memory / float(dev.mem_bw) / s_mem_bw \
+            + float(dev.launch_overhead) * s_launch
+
+
+def model_key(model) -> str:
+    """A hashable key for a model spec (zoo name or dict)."""
+    return model if isinstance(model, str) else json.dumps(model, sort_keys=True, default=str)
+
+
+_CACHE: dict = {}
+
+
+def workload(model, cluster, dtype: str) -> Workload:
+    """A cached :class:`Workload` (the last few are kept, so repeated estimates reuse layer timings)."""
+    key = (model_key(model), repr(cluster), dtype)
+    if key not in _CACHE:
+        if len(_CACHE) >= 8:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = Workload(model, cluster, dtype)
+    return _CACHE[key]
