@@ -68,25 +68,50 @@ def partition(stage_costs: Sequence[float], stages: int) -> list[tuple[int, int]
     k_max = int(stages)
     pre = np.concatenate([[0.0], np.cumsum(costs)])
     inf = np.inf
-    # pass 1: best[k, j] = smallest bottleneck of the first j layers in k non-empty stages
-    best = np.full((k_max + 1, L + 1), inf)
-    best[0, 0] = 0.0
-    for k in range(1, k_max + 1):
-        for j in range(k, L + 1):
-            i = np.arange(k - 1, j)
-            best[k, j] = np.min(np.maximum(best[k - 1, i], pre[j] - pre[i]))
-    cap = best[k_max, L] * (1 + 1e-12) + 1e-300
-    # pass 2: among partitions whose every stage is <= cap, the smallest sum of squares (balance)
+    # pass 1: the smallest bottleneck. Greedy filling up to a cap B succeeds in <= k stages exactly when
+    # some partition has bottleneck <= B; bisect B, then read the bottleneck off the greedy partition
+    # (the same value as the dynamic program's A(L, p), found in O(p log L) per probe)
+    def greedy_max(cap):
+        start, worst = 0, 0.0
+        for _ in range(k_max):
+            stop = int(np.searchsorted(pre, pre[start] + cap, side="right")) - 1
+            if stop <= start:
+                return inf
+            stop = min(stop, L)
+            worst = max(worst, pre[stop] - pre[start])
+            start = stop
+            if start == L:
+                return worst
+        return inf
+    lo, hi = max(costs), pre[L]
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if not lo < mid < hi:
+            break
+        if greedy_max(mid) < inf:
+            hi = mid
+        else:
+            lo = mid
+    bottleneck = greedy_max(hi) if greedy_max(lo) == inf else greedy_max(lo)
+    cap = bottleneck * (1 + 1e-12) + 1e-300
+    # pass 2: among partitions whose every stage is <= cap, the smallest sum of squares (balance); for
+    # each stage count k, all ends j at once over the window of starts i whose stage fits the cap
     sq = np.full((k_max + 1, L + 1), inf)
     arg = np.zeros((k_max + 1, L + 1), dtype=int)
     sq[0, 0] = 0.0
+    j_all = np.arange(L + 1)
+    lo_i = np.searchsorted(pre, pre - cap, side="left")
+    width = int((j_all - lo_i).max()) + 1
     for k in range(1, k_max + 1):
-        for j in range(k, L + 1):
-            i = np.arange(k - 1, j)
-            seg = pre[j] - pre[i]
-            cand = np.where(seg <= cap, sq[k - 1, i] + seg ** 2, inf)
-            n = int(np.argmin(cand))
-            sq[k, j], arg[k, j] = cand[n], i[n]
+        j = j_all[k:]
+        i = np.maximum(lo_i[k:], k - 1)[:, None] + np.arange(width)[None, :]
+        ok = i < j[:, None]
+        i = np.where(ok, i, 0)
+        seg = pre[j][:, None] - pre[i]
+        cand = np.where(ok & (seg <= cap), sq[k - 1, i] + seg ** 2, inf)
+        n = np.argmin(cand, axis=1)
+        sq[k, k:] = cand[np.arange(len(j)), n]
+        arg[k, k:] = i[np.arange(len(j)), n]
     out, j = [], L
     for k in range(k_max, 0, -1):
         i = int(arg[k, j])
