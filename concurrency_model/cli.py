@@ -9,9 +9,9 @@ import json
 import sys
 
 from . import __version__
-from .commands import calibrate, collective, estimate, op, workdepth
+from .commands import calibrate, collective, estimate, op, sweep, workdepth
 
-COMMANDS = (workdepth, op, collective, estimate, calibrate)
+COMMANDS = (workdepth, op, collective, estimate, sweep, calibrate)
 
 
 class Parser(argparse.ArgumentParser):

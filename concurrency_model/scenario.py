@@ -62,10 +62,8 @@ def _section(raw: dict, name: str, defaults: dict) -> dict:
     return out
 
 
-def load_scenario(spec) -> Scenario:
-    """A scenario from a JSON/TOML file path or a dict of the same shape."""
-    if isinstance(spec, Scenario):
-        return spec
+def read_scenario(spec) -> dict:
+    """The raw object of a scenario (a JSON/TOML file path or a dict), before defaults are filled in."""
     if isinstance(spec, (str, Path)):
         path = Path(spec)
         if not path.exists() or path.is_dir():  # pipes (e.g. <(...)) are not regular files but can be read
@@ -82,6 +80,14 @@ def load_scenario(spec) -> Scenario:
         raise ValueError(f"scenario: expected a file path or an object, got {type(spec).__name__}")
     if not isinstance(raw, dict):
         raise ValueError(f"scenario: expected an object at the top, got {type(raw).__name__}")
+    return raw
+
+
+def load_scenario(spec) -> Scenario:
+    """A scenario from a JSON/TOML file path or a dict of the same shape."""
+    if isinstance(spec, Scenario):
+        return spec
+    raw = read_scenario(spec)
     unknown = sorted(set(raw) - set(TOP))
     if unknown:
         raise ValueError(f"scenario.{unknown[0]}: unknown field; allowed: {', '.join(TOP)}")

@@ -93,7 +93,6 @@ def breakdown(inputs: dict, out: dict) -> dict:
     return b
 
 
-@lru_cache(maxsize=None)
 def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedule: str, recompute: str,
               sequence_parallel: bool, shape: tuple | None, single_stage: bool):
     """``f(b, t, p, m, v, d, act_graph) -> (model_state_bytes, activation_bytes)`` per device, numpy-vectorised.
@@ -103,24 +102,34 @@ def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedu
     microbatch ``act_graph`` (:func:`.memory.graph_activation_bytes`) are spread over the ``p`` stages and
     held for the schedule's in-flight microbatches. ``single_stage``: p = 1 (the first stage is also the
     last, which holds the logits)."""
-    s = {k: _SYM[k] for k in MEMORY_INPUTS}
-    b, t, p, m, v, d = (s[k] for k in ("b", "t", "p", "m", "v", "d"))
-    p_ = 1 if single_stage else p
-    v = v if schedule == "interleaved" else 1
+    state = _state_fn(params, optimizer, dtype, zero_stage, single_stage)
+    act = _activation_fn(schedule, recompute, sequence_parallel, shape, single_stage)
+
+    def run(b, t, p, m, v, d, act_graph=0.0):
+        shape_ = np.broadcast_shapes(*(np.shape(x) for x in (b, t, p, m, v, d, act_graph)))
+        return (np.broadcast_to(np.asarray(state(t, p, d), dtype=float), shape_),
+                np.broadcast_to(np.asarray(act(b, t, p, m, v, act_graph), dtype=float), shape_))
+    return run
+
+
+@lru_cache(maxsize=None)
+def _state_fn(params: float, optimizer: str, dtype: str, zero_stage: int, single_stage: bool):
+    t, p, d = _SYM["t"], _SYM["p"], _SYM["d"]
     state_dtype = dtype if dtype in ("fp32", "tf32", "fp16", "bf16", "fp64") else "bf16"
-    state = memory.model_state_bytes(params, optimizer, state_dtype, tensor=t, pipeline=p_, data=d,
-                                     zero_stage=zero_stage)["total"]
+    state = memory.model_state_bytes(params, optimizer, state_dtype, tensor=t, pipeline=1 if single_stage else p,
+                                     data=d, zero_stage=zero_stage)["total"]
+    return sp.lambdify([t, p, d], sp.sympify(state), "numpy")
+
+
+@lru_cache(maxsize=None)
+def _activation_fn(schedule: str, recompute: str, sequence_parallel: bool, shape: tuple | None, single_stage: bool):
+    b, t, p, m, v, g = (_SYM[k] for k in ("b", "t", "p", "m", "v", "act_graph"))
+    p_ = 1 if single_stage else p
+    v_ = v if schedule == "interleaved" else 1
     if shape is not None:
         sq, h, a, layers, vocab = shape
         act = memory.activation_bytes_per_device(sq, b, h, a, layers, t, sequence_parallel, recompute, p_, schedule,
-                                                 m, v, 0, vocab)
+                                                 m, v_, 0, vocab)
     else:
-        act = s["act_graph"] / p_ * memory._in_flight(schedule, p_, m, v, 0)
-    f = sp.lambdify([s[k] for k in MEMORY_INPUTS], [sp.sympify(state), sp.sympify(act)], "numpy", cse=True)
-
-    def run(b, t, p, m, v, d, act_graph=0.0):
-        st, ac = f(b, t, p, m, v, d, act_graph)
-        shape_ = np.broadcast_shapes(*(np.shape(x) for x in (b, t, p, m, v, d, act_graph)))
-        return (np.broadcast_to(np.asarray(st, dtype=float), shape_),
-                np.broadcast_to(np.asarray(ac, dtype=float), shape_))
-    return run
+        act = g / p_ * memory._in_flight(schedule, p_, m, v_, 0)
+    return sp.lambdify([b, t, p, m, v, g], sp.sympify(act), "numpy")

@@ -82,7 +82,7 @@ def estimate(scenario) -> Estimate:
     w = workload(sc.model, cl, tr["dtype"])
     w.check_tensor(t)
     if p > w.layer_count:
-        raise ValueError(f"parallel.pipeline: {p} stages exceed the model's {w.layer_count} layers")
+        raise ValueError(f"parallel.pipeline: {p} stages exceed the {w.layer_count} blocks the model can be cut into")
     if schedule == "interleaved" and m % p:
         raise ValueError(f"parallel.schedule: interleaved needs the {m} microbatches to be a multiple of pipeline={p}")
     stage = w.stage(b, t, sp, rec, p)

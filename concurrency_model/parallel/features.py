@@ -99,7 +99,29 @@ class Workload:
 
     @property
     def layer_count(self) -> int:
-        return len(self.graph(1).layers())
+        """Most pipeline stages the model can be cut into (see :meth:`units`)."""
+        return len(self.units())
+
+    @lru_cache(maxsize=None)
+    def units(self) -> tuple:
+        """``[start, stop)`` layer ranges a pipeline stage is made of: a stage may end only where one
+        tensor crosses (between transformer or residual blocks, after any layer of a chain), as pipeline
+        implementations cut models (Megatron-LM assigns whole transformer layers; GPipe and PipeDream
+        send one activation per boundary)."""
+        nodes = self.graph(1).layers()
+        pos = {n.name: i for i, n in enumerate(nodes)}
+        live = np.zeros(len(nodes) + 1, dtype=int)
+        last = {}
+        for i, n in enumerate(nodes):
+            for x in n.inputs:
+                if x in pos:
+                    last[pos[x]] = max(last.get(pos[x], -1), i)
+        for k, u in last.items():  # node k's output is alive across the cuts after k, ..., u - 1
+            live[k] += 1
+            live[u] -= 1
+        crossing = np.cumsum(live)[:len(nodes)]
+        ends = [i + 1 for i in range(len(nodes) - 1) if crossing[i] <= 1] + [len(nodes)]
+        return tuple(zip([0] + ends[:-1], ends))
 
     def check_tensor(self, t: int) -> None:
         """``ValueError`` naming ``parallel.tensor`` unless ``t`` divides every split dimension."""
@@ -143,9 +165,10 @@ class Workload:
                     tf = one
                 else:
                     tb = one
-            out.append({"name": n.name, "kind": n.kind, "f": r["forward"],
-                        "b": r["grad_input"] + r["grad_weight"], "tp_f": tf, "tp_b": tb,
-                        "numel": n.numel})
+            f, bw = r["forward"], r["grad_input"] + r["grad_weight"]
+            out.append({"name": n.name, "kind": n.kind, "f": f, "b": bw, "tp_f": tf, "tp_b": tb, "numel": n.numel,
+                        "f_s": f.total(), "b_s": bw.total(), "tp_f_s": float(triple_seconds(tf)),
+                        "tp_b_s": float(triple_seconds(tb))})
         return tuple(out)
 
     @lru_cache(maxsize=None)
@@ -168,9 +191,15 @@ class Workload:
             return Parts.empty(), ZERO_TRIPLE
 
         recs = [rec(r) for r in rows]
-        per_layer = [r["f"].total() + r["b"].total() + x[0].total() + triple_seconds(x[1]) + triple_seconds(r["tp_f"])
-                     + triple_seconds(r["tp_b"]) for r, x in zip(rows, recs)]
-        stages = pipeline.partition(per_layer, p) if p > 1 else [(0, len(rows))]
+        extra = {"full": lambda r: r["f_s"] + r["tp_f_s"], "none": lambda r: 0.0,
+                 "selective": lambda r: r["f_s"] if r["kind"] == "attention" else 0.0}[recompute]
+        per_layer = [r["f_s"] + r["b_s"] + extra(r) + r["tp_f_s"] + r["tp_b_s"] for r in rows]
+        units = self.units()
+        if p > 1:
+            per_unit = [sum(per_layer[a:z]) for a, z in units]
+            stages = [(units[a][0], units[z - 1][1]) for a, z in pipeline.partition(per_unit, p)]
+        else:
+            stages = [(0, len(rows))]
         lo, hi = max(stages, key=lambda r: sum(per_layer[r[0]:r[1]]))
         sl = range(lo, hi)
         tp = [ZERO_TRIPLE] * 3

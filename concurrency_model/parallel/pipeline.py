@@ -21,6 +21,7 @@ gives **no** bubble or latency formula, so nothing here is "the paper's"):
 """
 from __future__ import annotations
 
+import bisect
 import math
 import numbers
 from typing import Sequence
@@ -71,14 +72,15 @@ def partition(stage_costs: Sequence[float], stages: int) -> list[tuple[int, int]
     # pass 1: the smallest bottleneck. Greedy filling up to a cap B succeeds in <= k stages exactly when
     # some partition has bottleneck <= B; bisect B, then read the bottleneck off the greedy partition
     # (the same value as the dynamic program's A(L, p), found in O(p log L) per probe)
+    prefix = pre.tolist()
+
     def greedy_max(cap):
         start, worst = 0, 0.0
         for _ in range(k_max):
-            stop = int(np.searchsorted(pre, pre[start] + cap, side="right")) - 1
+            stop = min(bisect.bisect_right(prefix, prefix[start] + cap) - 1, L)
             if stop <= start:
                 return inf
-            stop = min(stop, L)
-            worst = max(worst, pre[stop] - pre[start])
+            worst = max(worst, prefix[stop] - prefix[start])
             start = stop
             if start == L:
                 return worst

@@ -117,7 +117,7 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
         needs = any(req[i] for i in node.inputs)
         shard = shards.get(node.name, 1.0)
         key = (node.kind, repr(sorted((k, v) for k, v in node.attrs.items() if k != "name")), needs, shard,
-               *(str(getattr(getattr(node.cost, p), f)) for p in PASSES for f in ("flop", "bytes")))
+               *(getattr(getattr(node.cost, p), f) for p in PASSES for f in ("flop", "bytes")))
         if key not in memo:
             memo[key] = _node_parts(node, dev, dtype, batch, scale, needs, tensor, shard)
         parts, algorithm = memo[key]

@@ -75,7 +75,7 @@ _FIELDS = ("compute", "memory", "extra", "launch", "count")
 
 def total(parts) -> Parts:
     """The concatenation of several :class:`Parts`."""
-    out = Parts.empty()
-    for p in parts:
-        out = out + p
-    return out
+    parts = list(parts)
+    if not parts:
+        return Parts.empty()
+    return Parts(*(np.concatenate([getattr(p, f) for p in parts]) for f in _FIELDS))

@@ -1,0 +1,60 @@
+"""``concurrency-model sweep --scenario FILE --gpus N [N ...] [--top K] [--scale NAME=V1,V2 ...]``: every
+configuration of a scenario, fastest first."""
+from __future__ import annotations
+
+import argparse
+
+from ..sweep import SCALES, sweep
+from . import add_json, positive_int
+
+
+def _scale(text: str) -> tuple[str, list[float]]:
+    name, sep, values = text.partition("=")
+    if not sep or name not in SCALES:
+        raise argparse.ArgumentTypeError(f"expected NAME=V1,V2,... with NAME one of {', '.join(SCALES)}, got {text!r}")
+    try:
+        vals = [float(v) for v in values.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{name}: values must be numbers, got {values!r}") from None
+    if any(not v > 0 for v in vals):
+        raise argparse.ArgumentTypeError(f"{name}: values must be positive, got {values!r}")
+    return name, vals
+
+
+def run(a) -> dict:
+    r = sweep(a.scenario, a.gpus, hardware=dict(a.scale or []), progress=not a.json)
+    out = r.to_dict(top=a.top)
+    if a.csv:
+        out["csv"] = r.top(a.top).to_csv(index=False)
+    return out
+
+
+def show(out: dict) -> None:
+    if "csv" in out:
+        print(out["csv"], end="")
+        return
+    print(f"{out['feasible']:,} feasible of {out['evaluated']:,} configurations in {out['elapsed_s']:.2f} s "
+          f"({out['configs_per_s']:,.0f} per second after {out['compile_s']:.2f} s of compilation)")
+    for reason, n in sorted(out["rejected"].items(), key=lambda kv: -kv[1]):
+        print(f"  rejected {n:>10,}  {reason}")
+    print(f"{'step s':>10} {'GPUs':>6} {'d':>4} {'t':>3} {'p':>4} {'b':>3} {'schedule':>12} {'v':>2} {'sp':>3} "
+          f"{'recompute':>10} {'ZeRO':>4} {'GB/dev':>7}  hardware")
+    for b in out["best"]:
+        p, t = b["parallel"], b["training"]
+        print(f"{b['step_time_s']:>10.4g} {b['gpus']:>6} {p['data']:>4} {p['tensor']:>3} {p['pipeline']:>4} "
+              f"{p['microbatch_size']:>3} {p['schedule']:>12} {p['interleave']:>2} {'y' if p['sequence_parallel'] else 'n':>3} "
+              f"{t['recompute']:>10} {t['zero_stage']:>4} {b['memory_bytes_per_device'] / 1e9:>7.1f}  "
+              + (" ".join(f"{k}x{v:g}" for k, v in b["hardware_scales"].items() if v != 1) or "preset"))
+
+
+def register(sub) -> None:
+    s = sub.add_parser("sweep", help="every data x tensor x pipeline configuration of a scenario, fastest first")
+    s.add_argument("--scenario", required=True, help="scenario file; the parallel/training fields left out are searched")
+    s.add_argument("--gpus", required=True, nargs="+", type=positive_int, help="GPU count(s)")
+    s.add_argument("--top", type=positive_int, default=10, help="configurations to list (default 10)")
+    s.add_argument("--scale", action="append", type=_scale, metavar="NAME=V1,V2",
+                   help=f"hardware grid, factors of the preset's numbers; NAME one of {', '.join(SCALES)}")
+    fmt = s.add_mutually_exclusive_group()
+    add_json(fmt)
+    fmt.add_argument("--csv", action="store_true", help="print the top configurations as CSV")
+    s.set_defaults(run=run, show=show)

@@ -1,0 +1,269 @@
+"""Vectorised sweeps: every layout of a scenario on one or more GPU counts, over a grid of hardware scales.
+
+What is computed once (the "compilation"): the model for each microbatch size, its layers' kernels for
+each tensor degree, the pipeline partitions, the collectives, and the lambdified step and memory
+expressions of :mod:`concurrency_model.parallel.compose`, one per structural variant (schedule, ZeRO
+stage, overlap; for memory also recompute and sequence parallelism). What is evaluated on numpy arrays:
+those expressions for every (layout, hardware point), in chunks. A configuration gets the same step time
+here as from :func:`~concurrency_model.parallel.estimate.estimate` (same features, same expressions).
+
+Hardware scales multiply the preset's numbers: ``flops`` (peak FLOP/s), ``mem_bw`` (memory bandwidth),
+``launch`` (kernel launch overhead), ``intra_bw`` and ``inter_bw`` (link bandwidth inside a node and
+between nodes). Kernels, algorithms and partitions are the ones chosen on the preset (DESIGN.md: discrete
+decisions are made numerically for the numbers at hand).
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from itertools import product
+
+import numpy as np
+import pandas as pd
+
+from ..parallel import compose, memory
+from ..parallel.features import transformer_shape, workload
+from ..progress import Progress
+from ..scenario import load_scenario, read_scenario
+from .space import layouts
+
+SCALES = ("flops", "mem_bw", "launch", "intra_bw", "inter_bw")
+LAYOUT_COLUMNS = ("gpus", "data", "tensor", "pipeline", "microbatch_size", "microbatches", "schedule", "interleave",
+                  "sequence_parallel", "recompute", "zero_stage")
+CHUNK = 1 << 21  # configurations per evaluation chunk
+
+
+def _positive_list(name: str, values) -> list:
+    vals = list(values) if isinstance(values, (list, tuple, np.ndarray)) else [values]
+    if not vals:
+        raise ValueError(f"{name}: empty range")
+    for x in vals:
+        if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not x > 0:
+            raise ValueError(f"{name}: values must be positive numbers, got {x!r}")
+    return [float(x) for x in vals]
+
+
+@dataclass
+class SweepResult:
+    """Feasible layouts (``layouts``: one row each, with ``memory_bytes_per_device``), hardware points
+    (``hardware``: one row of scales each) and ``step_time_s[i, j]`` of layout i on point j."""
+
+    layouts: pd.DataFrame
+    hardware: pd.DataFrame
+    step_time_s: np.ndarray
+    evaluated: int
+    rejected: dict
+    compile_s: float
+    eval_s: float
+    base: dict = field(repr=False)
+
+    @property
+    def feasible(self) -> int:
+        return int(self.step_time_s.size)
+
+    @property
+    def elapsed_s(self) -> float:
+        return self.compile_s + self.eval_s
+
+    @property
+    def configs_per_s(self) -> float:
+        """Configurations evaluated per second after compilation."""
+        return self.evaluated / self.eval_s if self.eval_s > 0 else float("inf")
+
+    def rows(self, flat_index) -> pd.DataFrame:
+        """Configurations by flat index into ``step_time_s`` (layout columns, scales, step time)."""
+        i, j = np.unravel_index(np.asarray(flat_index), self.step_time_s.shape)
+        df = self.layouts.iloc[i].reset_index(drop=True)
+        hw = self.hardware.iloc[j].reset_index(drop=True)
+        df = pd.concat([df, hw], axis=1)
+        df.insert(len(df.columns), "step_time_s", self.step_time_s[i, j])
+        return df
+
+    def top(self, k: int = 10) -> pd.DataFrame:
+        """The ``k`` fastest configurations, fastest first."""
+        flat = self.step_time_s.ravel()
+        k = min(k, flat.size)
+        idx = np.argpartition(flat, k - 1)[:k] if k < flat.size else np.arange(flat.size)
+        return self.rows(idx[np.argsort(flat[idx], kind="stable")])
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """Every feasible configuration (can be large: ``feasible`` rows)."""
+        return self.rows(np.arange(self.feasible))
+
+    def pareto(self, cost: str = "gpus") -> pd.DataFrame:
+        """Configurations no other beats on both step time and ``cost`` (a layout column, e.g. ``gpus``):
+        the fastest for each cost, kept while it is faster than every cheaper one."""
+        flat = self.step_time_s.ravel()
+        n_hw = self.step_time_s.shape[1]
+        c = np.repeat(self.layouts[cost].to_numpy(dtype=float), n_hw)
+        order = np.lexsort((flat, c))
+        keep, best = [], np.inf
+        for i in order:
+            if flat[i] < best:
+                if keep and c[keep[-1]] == c[i]:
+                    continue
+                keep.append(i)
+                best = flat[i]
+        return self.rows(np.array(keep, dtype=int))
+
+    def scenario(self, row: pd.Series) -> dict:
+        """The scenario (scenario-file shape) of one configuration row, so that ``estimate`` reproduces it."""
+        par = {k: (bool(row[k]) if k == "sequence_parallel" else str(row[k]) if k == "schedule" else int(row[k]))
+               for k in ("data", "tensor", "pipeline", "interleave", "sequence_parallel", "microbatch_size",
+                         "schedule")}
+        par["global_batch"] = int(row["data"] * row["microbatch_size"] * row["microbatches"])
+        tr = {**self.base["training"], "recompute": str(row["recompute"]), "zero_stage": int(row["zero_stage"])}
+        return {"model": self.base["model"], "cluster": self.base["cluster"], "parallel": par, "training": tr}
+
+    def to_dict(self, top: int = 10) -> dict:
+        best = []
+        for _, r in self.top(top).iterrows():
+            s = self.scenario(r)
+            best.append({"parallel": s["parallel"], "training": s["training"], "gpus": int(r["gpus"]),
+                         "step_time_s": float(r["step_time_s"]),
+                         "memory_bytes_per_device": float(r["memory_bytes_per_device"]),
+                         "hardware_scales": {k: float(r[k]) for k in SCALES}})
+        return {"evaluated": self.evaluated, "feasible": self.feasible, "elapsed_s": self.elapsed_s,
+                "compile_s": self.compile_s, "configs_per_s": self.configs_per_s, "rejected": self.rejected,
+                "best": best}
+
+
+def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, progress: bool = False) -> SweepResult:
+    """Every valid configuration of ``scenario`` on ``gpus`` devices (a number or a list), optionally over
+    a grid of ``hardware`` scales (``{"inter_bw": [0.5, 1, 2], ...}``, see the module).
+
+    Raises ``ValueError`` naming the field for bad ranges, and with the count of every rejection reason
+    when no configuration is feasible.
+
+    >>> r = sweep({"model": "gpt2", "cluster": "dgx-a100", "parallel": {"global_batch": 64},
+    ...            "training": {"dtype": "fp16"}}, 8, hardware={"inter_bw": [1, 2]})
+    >>> r.feasible > 100, r.top(1)["gpus"].item()
+    (True, 8)
+    """
+    t0 = time.perf_counter()
+    raw = read_scenario(scenario)
+    sc = load_scenario(raw)
+    given_par = dict(raw.get("parallel") or {})
+    given_tr = dict(raw.get("training") or {})
+    global_batch = given_par.pop("global_batch", None)
+    if global_batch is None:
+        raise ValueError("parallel.global_batch: a sweep needs the global batch (the work of one step)")
+    fixed = {k: v for k, v in {**given_par, **given_tr}.items() if k in
+             ("data", "tensor", "pipeline", "microbatch_size", "schedule", "interleave", "sequence_parallel",
+              "recompute", "zero_stage")}
+    gpu_counts = [int(x) for x in _positive_list("gpus", gpus)]
+    if any(g != x for g, x in zip(gpu_counts, _positive_list("gpus", gpus))):
+        raise ValueError(f"gpus: must be whole numbers, got {gpus!r}")
+    hardware = dict(hardware or {})
+    unknown = sorted(set(hardware) - set(SCALES))
+    if unknown:
+        raise ValueError(f"hardware.{unknown[0]}: unknown scale; allowed: {', '.join(SCALES)}")
+    grid = {k: _positive_list(f"hardware.{k}", hardware.get(k, [1.0])) for k in SCALES}
+    hw = pd.DataFrame(list(product(*grid.values())), columns=list(SCALES))
+    H = len(hw)
+    tr = sc.training
+    w = workload(sc.model, sc.cluster, tr["dtype"])
+
+    rows, rejected = [], Counter()
+    for n in gpu_counts:
+        lay, rej = layouts(w, n, global_batch, fixed)
+        rows += [{"gpus": n, **x} for x in lay]
+        rejected.update(rej)
+    evaluated = (len(rows) + sum(rejected.values())) * H
+    rejected = Counter({k: v * H for k, v in rejected.items()})
+    if not rows:
+        raise ValueError("sweep: no valid configuration; rejected: " +
+                         "; ".join(f"{k} ({v})" for k, v in rejected.most_common()))
+    lay = pd.DataFrame(rows, columns=list(LAYOUT_COLUMNS))
+
+    # memory per layout (hardware-independent), one lambdified expression per structural variant
+    shape = transformer_shape(w.graph(1))
+    shape_t = None if shape is None else tuple(shape[k] for k in ("s", "h", "a", "layers", "vocab"))
+    state = np.zeros(len(lay))
+    mem = np.zeros(len(lay))
+    mem_schedule = np.where((lay["schedule"] == "interleaved") & (lay["interleave"] == 1), "1f1b", lay["schedule"])
+    keys = pd.DataFrame({"s": mem_schedule, "r": lay["recompute"], "q": lay["sequence_parallel"],
+                         "z": lay["zero_stage"], "one": lay["pipeline"] == 1})
+    act_graph = np.zeros(len(lay))
+    if shape is None:
+        per_b = {(b, r): float(memory.graph_activation_bytes(w.graph(int(b)), r))
+                 for b, r in set(zip(lay["microbatch_size"], lay["recompute"]))}
+        act_graph = np.array([per_b[(b, r)] for b, r in zip(lay["microbatch_size"], lay["recompute"])])
+    for (s_, r_, q_, z_, one), idx in keys.groupby(["s", "r", "q", "z", "one"]).indices.items():
+        f = compose.memory_fn(w.params, tr["optimizer"], tr["dtype"], int(z_), s_, r_, bool(q_), shape_t, bool(one))
+        L = lay.iloc[idx]
+        st, ac = f(*(L[c].to_numpy(dtype=float) for c in ("microbatch_size", "tensor", "pipeline", "microbatches",
+                                                         "interleave", "data")), act_graph[idx])
+        state[idx], mem[idx] = st, st + ac
+    fits = mem <= float(sc.cluster.device.mem_capacity)
+    if (~fits).any():
+        rejected["memory: over the device's capacity"] += int((~fits).sum()) * H
+    lay, state = lay[fits].reset_index(drop=True), state[fits]
+    lay["memory_bytes_per_device"] = mem[fits]
+    if lay.empty:
+        raise ValueError("sweep: no valid configuration; rejected: " +
+                         "; ".join(f"{k} ({v})" for k, v in rejected.most_common()))
+
+    # features per layout: stage kernels on the hardware grid (one table per stage), communication triples
+    sc_ = {k: hw[k].to_numpy() for k in SCALES}
+    step = np.empty((len(lay), H))
+    bar = Progress(len(lay) * H, "sweep", enabled=progress)
+    feats = _features(w, lay, state, sc_)
+    compile_s, eval_s = time.perf_counter() - t0, 0.0
+    for (schedule, zero), idx in lay.groupby(["schedule", "zero_stage"]).indices.items():
+        fn = compose.step_fn(schedule, int(zero), tr["overlap"])
+        c1 = time.perf_counter()
+        per = max(1, CHUNK // H)
+        for lo in range(0, len(idx), per):
+            i = idx[lo:lo + per]
+            step[i] = fn(**_inputs(feats, i, int(zero), sc_))["step"]
+            bar.update(len(i) * H)
+        eval_s += time.perf_counter() - c1
+    bar.close()
+    return SweepResult(lay, hw, step, evaluated, dict(rejected), compile_s, eval_s,
+                       {"model": sc.model, "cluster": raw.get("cluster", "dgx-a100"), "training": dict(tr)})
+
+
+def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict) -> dict:
+    """Per layout: indices into per-stage tables of compute seconds on the grid, communication triples."""
+    keys = list(zip(lay["microbatch_size"].astype(int), lay["tensor"].astype(int), lay["sequence_parallel"].astype(bool),
+                    lay["recompute"], lay["pipeline"].astype(int)))
+    uniq = {k: n for n, k in enumerate(dict.fromkeys(keys))}
+    hw = (scales["flops"], scales["mem_bw"], scales["launch"])
+    tables = {c: np.empty((len(uniq), len(scales["flops"]))) for c in ("f", "b", "r")}
+    tp = {c: np.empty((len(uniq), 3)) for c in ("tp_f", "tp_b", "tp_r")}
+    for k, n in uniq.items():
+        st = w.stage(*k)
+        for c in tables:
+            tables[c][n] = st[c].seconds(*hw)
+        for c in tp:
+            tp[c][n] = st[c]
+    at = np.array([uniq[k] for k in keys])
+    ds = lay["data"].astype(int).to_numpy()
+    dp = [w.data_parallel(k[1], k[4], d) for k, d in zip(keys, ds)]
+    out = {"at": at, "tables": tables, "tp": tp, "state": state,
+           "p2p": np.array([w.p2p(*k, d) for k, d in zip(keys, ds)]).reshape(-1, 3),
+           "p": lay["pipeline"].to_numpy(dtype=float), "m": lay["microbatches"].to_numpy(dtype=float),
+           "v": lay["interleave"].to_numpy(dtype=float), "opt_w": w}
+    for c in ("ar", "rs", "ag", "last_ar", "last_rs"):
+        out[c] = np.array([x[c] for x in dp]).reshape(-1, 3)
+    return out
+
+
+def _inputs(f: dict, i: np.ndarray, zero: int, scales: dict) -> dict:
+    """Inputs of the lambdified step for layouts ``i`` (rows) on every hardware point (columns)."""
+    s_in, s_out = scales["intra_bw"][None, :], scales["inter_bw"][None, :]
+
+    def comm(tr):
+        tr = tr[i]
+        return tr[:, :1] + np.maximum(tr[:, 1:2] / s_in, tr[:, 2:3] / s_out)
+    at = f["at"][i]
+    return {"c_f": f["tables"]["f"][at], "c_b": f["tables"]["b"][at],
+            "c_r": f["tables"]["r"][at] + comm(f["tp"]["tp_r"][f["at"]]),
+            "c_tf": comm(f["tp"]["tp_f"][f["at"]]), "c_tb": comm(f["tp"]["tp_b"][f["at"]]), "t_p2p": comm(f["p2p"]),
+            "p": f["p"][i, None], "m": f["m"][i, None], "v": f["v"][i, None], "ar": comm(f["ar"]),
+            "rs": comm(f["rs"]), "ag": comm(f["ag"]), "last": comm(f["last_ar"] if zero == 0 else f["last_rs"]),
+            "opt": f["opt_w"].optimizer_seconds(f["state"][i, None], scales["mem_bw"][None, :],
+                                                scales["launch"][None, :])}
