@@ -2,11 +2,18 @@
 from __future__ import annotations
 
 from ..parallel.estimate import estimate
+from ..scenario import read_scenario
 from . import add_json
 
 
 def run(a) -> dict:
-    return estimate(a.scenario).to_dict()
+    raw = read_scenario(a.scenario)  # read once: the file may be a pipe
+    out = estimate(raw).to_dict()
+    if a.sensitivities:
+        from ..parallel.sensitivity import bound_by, sensitivities
+        out["sensitivities"] = sensitivities(raw).to_dict(orient="records")
+        out["bound_by"] = bound_by(raw)
+    return out
 
 
 def show(out: dict) -> None:
@@ -17,10 +24,16 @@ def show(out: dict) -> None:
     print(f"memory per device {out['memory_bytes_per_device'] / 1e9:,.2f} GB")
     for k, v in out["breakdown"].items():
         print(f"  {k:<28} {v:>12.4g} s")
+    if "sensitivities" in out:
+        print(f"{out['bound_by']}; elasticities d ln T / d ln x:")
+        for r in out["sensitivities"]:
+            print(f"  {r['elasticity']:>+8.3f}  {r['what']}")
 
 
 def register(sub) -> None:
     e = sub.add_parser("estimate", help="step time, breakdown and memory of a scenario (data x tensor x pipeline)")
     e.add_argument("--scenario", required=True, help="scenario file (JSON or TOML), see DESIGN.md")
+    e.add_argument("--sensitivities", action="store_true",
+                   help="add the elasticity of the step time to each hardware parameter")
     add_json(e)
     e.set_defaults(run=run, show=show)

@@ -75,6 +75,21 @@ def estimate(scenario) -> Estimate:
     (0.0, 8)
     """
     sc = load_scenario(scenario)
+    par, tr = sc.parallel, sc.training
+    w, stage, state, mem, key = prepare(sc)
+    inputs = step_inputs(w, stage, *key, state)
+    out = {k: float(x) for k, x in compose.step_fn(par["schedule"], tr["zero_stage"], tr["overlap"])(**inputs).items()}
+    breakdown = {k: float(x) for k, x in compose.breakdown(inputs, out).items()}
+    step = out["step"]
+    b = par["microbatch_size"]
+    model_flop = w.training_flop(b) * (par["global_batch"] / b)
+    return Estimate(step, par["global_batch"] / step, model_flop, model_flop / step / sc.gpus,
+                    float(mem["total_bytes"]), breakdown, mem, sc, stage["stages"])
+
+
+def prepare(sc: Scenario) -> tuple:
+    """Checks, the workload, the slowest stage, memory (refused if over the device's), and the layout key
+    ``(b, t, sp, recompute, p, d, m, v, zero)`` that :func:`step_inputs` takes."""
     par, tr, cl = sc.parallel, sc.training, sc.cluster
     d, t, p, v = par["data"], par["tensor"], par["pipeline"], par["interleave"]
     b, m, sp = par["microbatch_size"], sc.microbatches, par["sequence_parallel"]
@@ -86,7 +101,6 @@ def estimate(scenario) -> Estimate:
     if schedule == "interleaved" and m % p:
         raise ValueError(f"parallel.schedule: interleaved needs the {m} microbatches to be a multiple of pipeline={p}")
     stage = w.stage(b, t, sp, rec, p)
-
     # memory first: a configuration that does not fit is refused, not estimated
     g = w.graph(b)
     shape = transformer_shape(g)
@@ -99,28 +113,20 @@ def estimate(scenario) -> Estimate:
     mem = memory.memory_per_device(state, act, cl.device)
     if not mem["fits"]:
         raise ValueError(mem["reason"])
-
-    inputs = step_inputs(w, stage, b, t, sp, rec, p, d, m, v, zero, state)
-    out = {k: float(x) for k, x in compose.step_fn(schedule, zero, tr["overlap"])(**inputs).items()}
-    breakdown = {k: float(x) for k, x in compose.breakdown(inputs, out).items()}
-    step = out["step"]
-    model_flop = w.training_flop(b) * (par["global_batch"] / b)
-    return Estimate(step, par["global_batch"] / step, model_flop, model_flop / step / sc.gpus,
-                    float(mem["total_bytes"]), breakdown, mem, sc, stage["stages"])
+    return w, stage, state, mem, (b, t, sp, rec, p, d, m, v, zero)
 
 
 def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: int, m, v, zero: int, state_bytes,
-                s_flops=1.0, s_mem_bw=1.0, s_launch=1.0, s_intra=1.0, s_inter=1.0) -> dict:
-    """Inputs of :func:`.compose.step_fn` for one layout of workload ``w`` at hardware scales (peak FLOP/s,
-    memory bandwidth, launch overhead, intra- and inter-node link bandwidth; numbers or arrays)."""
-    hw = (s_flops, s_mem_bw, s_launch)
+                seconds=None, comm=None, optimizer=None) -> dict:
+    """Inputs of :func:`.compose.step_fn` for one layout of workload ``w``: kernel parts become seconds
+    through ``seconds`` (default: on the nominal device), communication triples through ``comm`` (default
+    :func:`.features.triple_seconds`) and the optimizer's state bytes through ``optimizer`` (default
+    :meth:`.features.Workload.optimizer_seconds`); :mod:`.sensitivity` passes symbolic ones."""
+    seconds = seconds or (lambda parts: parts.seconds())
+    comm = comm or triple_seconds
+    optimizer = optimizer or w.optimizer_seconds
     dp = w.data_parallel(t, p, d)
-
-    def comm(x):
-        return triple_seconds(x, s_intra, s_inter)
-    return {"c_f": stage["f"].seconds(*hw), "c_b": stage["b"].seconds(*hw),
-            "c_r": stage["r"].seconds(*hw) + comm(stage["tp_r"]),
+    return {"c_f": seconds(stage["f"]), "c_b": seconds(stage["b"]), "c_r": seconds(stage["r"]) + comm(stage["tp_r"]),
             "c_tf": comm(stage["tp_f"]), "c_tb": comm(stage["tp_b"]), "t_p2p": comm(w.p2p(b, t, sp, rec, p, d)),
             "p": p, "m": m, "v": v, "ar": comm(dp["ar"]), "rs": comm(dp["rs"]), "ag": comm(dp["ag"]),
-            "last": comm(dp["last_ar"] if zero == 0 else dp["last_rs"]),
-            "opt": w.optimizer_seconds(state_bytes, s_mem_bw, s_launch)}
+            "last": comm(dp["last_ar"] if zero == 0 else dp["last_rs"]), "opt": optimizer(state_bytes)}
