@@ -37,6 +37,7 @@ _SYM = {name: sp.Symbol(name, positive=True) for name in STEP_INPUTS + MEMORY_IN
 SYMBOLS = _SYM
 
 
+@lru_cache(maxsize=None)
 def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
     """The step and its parts (:data:`STEP_OUTPUTS`) as sympy expressions in :data:`STEP_INPUTS`.
 
@@ -67,15 +68,16 @@ def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
 
 
 @lru_cache(maxsize=None)
-def step_fn(schedule: str, zero_stage: int, overlap: bool):
-    """``f(**inputs) -> dict`` of :data:`STEP_OUTPUTS`, numpy-vectorised (lambdify with ``cse=True``)."""
+def step_fn(schedule: str, zero_stage: int, overlap: bool, outputs: tuple = STEP_OUTPUTS):
+    """``f(**inputs) -> dict`` of ``outputs`` (default :data:`STEP_OUTPUTS`), numpy-vectorised (lambdify
+    with ``cse=True``)."""
     e = step_expressions(schedule, zero_stage, overlap)
-    f = sp.lambdify([_SYM[k] for k in STEP_INPUTS], [e[k] for k in STEP_OUTPUTS], "numpy", cse=True)
+    f = sp.lambdify([_SYM[k] for k in STEP_INPUTS], [e[k] for k in outputs], "numpy", cse=True)
 
     def run(**inputs):
         out = f(*(inputs[k] for k in STEP_INPUTS))
         shape = np.broadcast_shapes(*(np.shape(inputs[k]) for k in STEP_INPUTS))
-        return {k: np.broadcast_to(np.asarray(x, dtype=float), shape) for k, x in zip(STEP_OUTPUTS, out)}
+        return {k: np.broadcast_to(np.asarray(x, dtype=float), shape) for k, x in zip(outputs, out)}
     return run
 
 

@@ -33,6 +33,7 @@ from . import pipeline
 GRAD_BYTES = {"fp32": 4, "tf32": 4}  # gradients in the training dtype otherwise (2 bytes for fp16/bf16)
 BUCKET_BYTES = 25 * 2**20  # PyTorch DDP bucket_cap_mb = 25 (training-formulas §7)
 ZERO_TRIPLE = (0.0, 0.0, 0.0)
+NO_PARTS = Parts.empty()
 
 
 def triple_seconds(tr, s_intra=1.0, s_inter=1.0):
@@ -188,7 +189,7 @@ class Workload:
                 return r["f"], r["tp_f"]
             if recompute == "selective" and r["kind"] == "attention":
                 return r["f"], ZERO_TRIPLE
-            return Parts.empty(), ZERO_TRIPLE
+            return NO_PARTS, ZERO_TRIPLE
 
         recs = [rec(r) for r in rows]
         extra = {"full": lambda r: r["f_s"] + r["tp_f_s"], "none": lambda r: 0.0,
@@ -232,7 +233,8 @@ class Workload:
         if d == 1:
             return dict.fromkeys(("ar", "rs", "ag", "last_ar", "last_rs"), ZERO_TRIPLE)
         gpn = self.cluster.gpus_per_node
-        rpn = max(1, min(d, gpn // min(t, gpn)))
+        cap = max(1, gpn // min(t, gpn))  # ranks of one data-parallel group per node: the largest divisor of d that fits
+        rpn = max(k for k in range(1, min(d, cap) + 1) if d % k == 0)
         sharing = max(1, min(t, gpn // rpn))
         params_dev = self.params / (t * p)
         grad = params_dev * self.grad_bytes

@@ -213,7 +213,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     feats = _features(w, lay, state, sc_)
     compile_s, eval_s = time.perf_counter() - t0, 0.0
     for (schedule, zero), idx in lay.groupby(["schedule", "zero_stage"]).indices.items():
-        fn = compose.step_fn(schedule, int(zero), tr["overlap"])
+        fn = compose.step_fn(schedule, int(zero), tr["overlap"], ("step",))
         c1 = time.perf_counter()
         per = max(1, CHUNK // H)
         for lo in range(0, len(idx), per):

@@ -6,7 +6,8 @@ recompute, zero_stage``; the fields the scenario gives are fixed, the others are
 "in ``sweep``, the fields left out are the ones searched over"). Candidate values:
 
 * tensor: powers of two up to the node's GPUs (Megatron keeps tensor groups inside a node, Narayanan et
-  al. 2021 §3.2), dividing N; pipeline: divisors of N / tensor up to the model's blocks (or layers);
+  al. 2021 §3.2), dividing N; pipeline: divisors of N / tensor that divide a transformer's blocks
+  (Megatron-LM's condition) or, for other models, up to 64 and the blocks the model can be cut into;
   data: what is left;
 * microbatch size: powers of two up to 64 that divide global_batch / data;
 * schedule: 1f1b, gpipe, interleaved (with 2 or 4 chunks, layers divisible by pipeline x chunks and
@@ -54,7 +55,9 @@ def layouts(w: Workload, gpus: int, global_batch: int, fixed: dict) -> tuple[lis
         except ValueError:
             rejected["tensor: does not divide the model's heads or hidden size"] += 1
             continue
-        for p in given("pipeline", [p for p in _divisors(gpus // t) if p <= min(w.layer_count, 128)]):
+        # transformers: whole blocks per stage, as Megatron-LM requires (layers divisible by pipeline)
+        stages = [p for p in _divisors(gpus // t) if (depth % p == 0 if shape else p <= min(w.layer_count, 64))]
+        for p in given("pipeline", stages):
             if (gpus // t) % p:
                 rejected["pipeline: tensor x pipeline does not divide the GPU count"] += 1
                 continue
