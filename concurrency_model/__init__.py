@@ -11,6 +11,7 @@ from .cost import Cost, OpCost, chain, clog2, par, seq  # noqa: E402
 from .graph import Graph, Node  # noqa: E402
 from .models import NAMES as MODEL_NAMES  # noqa: E402
 from .models import Builder, get_model  # noqa: E402
+from .frontends import from_hf_config, from_onnx, from_torch  # noqa: E402  (lazy: no torch/onnx import)
 
 __all__ = ["Cost", "OpCost", "chain", "clog2", "par", "seq", "Graph", "Node", "Builder", "get_model",
-           "MODEL_NAMES", "__version__"]
+           "MODEL_NAMES", "from_torch", "from_onnx", "from_hf_config", "__version__"]

@@ -4,11 +4,16 @@ Names (DESIGN.md): lenet5, alexnet, vgg16, googlenet, resnet50, resnet101, resne
 mobilenet_v2, vit_b_16, bert-base, bert-large, gpt2, gpt3-175b, lstm-lm. A spec object builds a family
 member: ``{"kind": "gpt", "layers": 24, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 50257}``,
 ``{"kind": "bert", ...}`` or a CNN by name with its ``image_size``: ``{"name": "resnet50", "image_size": 128}``.
+Models from elsewhere (:mod:`concurrency_model.frontends`): ``{"hf_config": path_or_dict_or_preset, "seq_len": ...}``,
+``{"onnx": path, "input_shapes": {"input": [1, 3, 224, 224]}}``, or in Python a graph (from
+``from_torch``, ``from_onnx``, ``from_hf_config`` or this function), rebuilt for the batch asked for.
 """
 from __future__ import annotations
 
 from functools import partial
 from typing import Callable
+
+import sympy as sp
 
 from ..graph import Graph
 from . import cnn, rnn, transformer
@@ -46,7 +51,51 @@ def get_model(model, batch=1, image_size: int | None = None, value_bytes=4, **op
 
     >>> get_model("resnet50").params
     25557032
+    >>> get_model({"hf_config": "mistral-7b", "seq_len": 2048}).params
+    7241732096
     """
+    if isinstance(model, Graph):
+        return _reuse(model, batch, value_bytes, image_size, options)
+    g = _build(model, batch, image_size, value_bytes, options)
+    g.rebuild = partial(_build, model, image_size=image_size, options=options)
+    return g
+
+
+def _reuse(g: Graph, batch, value_bytes, image_size, options) -> Graph:
+    """A graph given as the model: itself when built for this batch and value size, else rebuilt."""
+    given = [*options, *(["image_size"] if image_size is not None else [])]
+    if given:
+        raise ValueError(f"model: a built graph cannot take {', '.join(given)}; build the graph with them")
+    if sp.sympify(batch) == g.batch and value_bytes == g.value_bytes:
+        return g
+    rebuild = getattr(g, "rebuild", None)
+    if rebuild is None:
+        raise ValueError(f"model: graph {g.name!r} was built for batch {g.batch} and {g.value_bytes}-byte values and "
+                         "cannot be rebuilt; build it for the batch asked for")
+    out = rebuild(batch=batch, value_bytes=value_bytes)
+    out.rebuild = rebuild
+    return out
+
+
+def _frontend(spec: dict, batch, value_bytes, options) -> Graph:
+    what = "hf_config" if "hf_config" in spec else "onnx"
+    source = spec.pop(what)
+    if what == "hf_config":
+        from ..frontends.hf import from_hf_config as load
+    else:
+        from ..frontends.onnx_import import from_onnx as load
+    try:
+        return load(source, batch=batch, value_bytes=value_bytes, **{**spec, **options})
+    except TypeError as e:
+        raise ValueError(f"model: bad field for {what}: {e}") from None
+
+
+def _build(model, batch=1, image_size=None, value_bytes=4, options=None) -> Graph:
+    options = options or {}
+    if isinstance(model, dict) and ("hf_config" in model or "onnx" in model):
+        if image_size is not None:
+            raise ValueError("image_size: give the input shape of an imported model in its spec")
+        return _frontend(dict(model), batch, value_bytes, options)
     if isinstance(model, dict):
         spec = dict(model)
         kind = spec.pop("kind", None) or spec.pop("name", None)
@@ -59,7 +108,7 @@ def get_model(model, batch=1, image_size: int | None = None, value_bytes=4, **op
             return b.graph
         if kind in NAMES:
             image_size = spec.pop("image_size", image_size)
-            return get_model(kind, batch, image_size, value_bytes, **spec, **options)
+            return _build(kind, batch, image_size, value_bytes, {**spec, **options})
         raise ValueError(f"model.kind: unknown {kind!r}; allowed: {', '.join((*FAMILIES, *NAMES))}")
     if not isinstance(model, str) or model not in NAMES:
         raise ValueError(f"model: unknown {model!r}; allowed: {', '.join(NAMES)}")

@@ -4,9 +4,18 @@
 Blocks follow the originals: packed QKV projection with bias, attention, output projection, MLP with a
 4x hidden GELU layer; GPT and ViT are pre-LN, BERT is post-LN. GPT's output layer is tied to the token
 embedding (its parameters are counted once).
+
+:func:`decoder` covers the later decoders (GPT-NeoX, LLaMA, Mistral, Mixtral; read from Hugging Face
+config files by :mod:`concurrency_model.frontends.hf`): RMS or layer norm, rotary positions, grouped-query
+attention, SwiGLU, parallel residual, mixture of experts.
 """
 from __future__ import annotations
 
+import math
+
+from ..cost import Cost, OpCost, clog2
+from ..ops import attention as att
+from ..ops import dense
 from .builder import Builder
 
 
@@ -92,3 +101,155 @@ def vit(b: Builder, image_size=224, patch=16, layers=12, hidden=768, heads=12, f
             x = pre_ln_block(b, x, heads, ffn, fused=fused_attention)
     x = b.layer_norm(x, name="encoder.ln")
     return b.linear(b.select(x, (hidden,), name="cls"), classes, name="heads")
+
+
+# -- later decoders (GPT-NeoX, LLaMA, Mistral, Mixtral) ------------------------------------------------
+def _mul(b: Builder, x, y, name=None):
+    """Element-wise product of two tensors of one shape (SwiGLU's gate): one multiply per element; its
+    gradient is two multiplies (one per input)."""
+    s = b.shape(x)
+    n = b.batch * math.prod(s)
+    cost = OpCost("mul", Cost(flop=n, depth=1, bytes=3 * b.vb * n, act_bytes=2 * b.vb * n),
+                  Cost(flop=2 * n, depth=1, bytes=4 * b.vb * n), source="element-wise")
+    return b.node("mul", (x, y), s, cost, name)
+
+
+def _rotary(b: Builder, qkv, heads, kv_heads, head_dim, fraction):
+    """Rotary position embedding (Su et al. 2021) on the first ``fraction`` of every query and key head:
+    ``x cos + rotate_half(x) sin``, 2 multiplies and 1 add per element (cos/sin tables read once)."""
+    s = b.shape(qkv)
+    rot = int(head_dim * fraction)
+    n = b.batch * s[0] * (heads + kv_heads) * rot
+    cost = OpCost("rotary", Cost(flop=3 * n, depth=2, bytes=b.vb * (2 * n + 2 * s[0] * rot)),
+                  Cost(flop=3 * n, depth=2, bytes=b.vb * 2 * n), source="Su et al. 2021 (RoFormer), element-wise")
+    return b.node("rotary", qkv, s, cost, "rotary")
+
+
+def _gqa_attention(b: Builder, x, heads, kv_heads, head_dim, causal, fused, bias, rotary):
+    """Grouped-query attention (Ainslie et al. 2023): ``heads`` query heads share ``kv_heads`` key/value
+    heads. One packed projection to (heads + 2 kv_heads) head_dim (column split), the attention core of
+    ``heads`` heads (each query head against its group's keys: the same work as multi-head attention),
+    the output projection (row split)."""
+    h = b.shape(x)[-1]
+    qkv = b.linear(x, (heads + 2 * kv_heads) * head_dim, bias=bias, split="column", name="qkv")
+    if rotary:
+        qkv = _rotary(b, qkv, heads, kv_heads, head_dim, rotary)
+    s = b.shape(qkv)[0]
+    cost = att.attention(b.batch, heads, s, head_dim, fused=fused, causal=causal, value_bytes=b.vb)
+    a = b.node("attention", qkv, (s, heads * head_dim), cost, "attention", heads=heads, kv_heads=kv_heads, seq=s,
+               head_dim=head_dim, fused=fused, causal=causal)
+    return b.linear(a, h, bias=bias, split="row", name="proj")
+
+
+def _expert_linear(b: Builder, x, c_out, experts, split, name):
+    """The same linear layer in each of ``experts`` experts, applied to the routed rows of ``x`` (every
+    token appears once per chosen expert): the work of one layer on all routed rows, the parameters (and
+    weight traffic) of all experts."""
+    s = b.shape(x)
+    rows = b.batch * math.prod(s[:-1])
+    one = dense.linear(rows, s[-1], c_out, False, b.vb)
+    w = s[-1] * c_out
+    fwd = one.forward.with_(params=experts * w, bytes=one.forward.bytes + (experts - 1) * w * b.vb)
+    cost = OpCost("linear", fwd, one.grad_input, one.grad_weight, one.source)
+    return b.node("linear", x, (*s[:-1], c_out), cost, name, rows_per_sample=math.prod(s[:-1]), c_in=s[-1],
+                  c_out=c_out, split=split, experts=experts)
+
+
+def _moe(b: Builder, x, ffn, experts, top_k, act):
+    """Sparse mixture-of-experts SwiGLU MLP (Shazeer et al. 2017; Mixtral, Jiang et al. 2024): a router
+    (hidden -> experts, no bias), softmax and top-k, then every token through its ``top_k`` experts and a
+    weighted sum. Parameters count all experts, work counts the top-k."""
+    s, h = b.shape(x)
+    vb = b.vb
+    gate = b.softmax(b.linear(x, experts, bias=False, name="router"), name="router_softmax")
+    routed = b.batch * s * top_k * h
+    disp = b.node("moe_dispatch", (x, gate), (s * top_k, h),
+                  OpCost("moe_dispatch", Cost(bytes=2 * vb * routed), Cost(bytes=2 * vb * routed),
+                         source="token permutation (data movement only)"), "dispatch")
+    g = b.act(_expert_linear(b, disp, ffn, experts, "column", "experts.w1"), act)
+    y = _mul(b, g, _expert_linear(b, disp, ffn, experts, "column", "experts.w3"), name="experts.swiglu")
+    d = _expert_linear(b, y, h, experts, "row", "experts.w2")
+    out = b.batch * s * h
+    comb = OpCost("moe_combine", Cost(flop=routed + out * (top_k - 1), depth=1 + clog2(top_k),
+                                      bytes=vb * (routed + out)),
+                  Cost(flop=2 * routed, depth=1, bytes=vb * (2 * routed + out)), source="weighted sum of top-k outputs")
+    return b.node("moe_combine", (d, gate), (s, h), comb, "combine")
+
+
+def _mlp_swiglu(b: Builder, x, ffn, act="silu", bias=False):
+    """SwiGLU MLP (Shazeer 2020; LLaMA): ``down(act(gate x) * (up x))``, three matrices."""
+    h = b.shape(x)[-1]
+    g = b.act(b.linear(x, ffn, bias=bias, split="column", name="gate_proj"), act)
+    y = _mul(b, g, b.linear(x, ffn, bias=bias, split="column", name="up_proj"), name="swiglu")
+    return b.linear(y, h, bias=bias, split="row", name="down_proj")
+
+
+def _mlp_plain(b: Builder, x, ffn, act="gelu", bias=True):
+    h = b.shape(x)[-1]
+    y = b.act(b.linear(x, ffn, bias=bias, split="column", name="fc1"), act)
+    return b.linear(y, h, bias=bias, split="row", name="fc2")
+
+
+def decoder(b: Builder, layers=32, hidden=4096, heads=32, seq_len=4096, vocab=32000, ffn=11008, kv_heads=None,
+            head_dim=None, norm="rms", mlp="swiglu", act="silu", bias=False, rotary=1.0, tied=False,
+            parallel_residual=False, experts=0, top_k=2, fused_attention=False, max_positions=None,
+            mlp_bias=None) -> str:
+    """A pre-norm causal decoder in the LLaMA / GPT-NeoX family (no dropout: these configs use none).
+
+    ``norm`` is ``rms`` (RMSNorm, no bias) or ``layer`` (LayerNorm with bias); ``mlp`` is ``swiglu``
+    (three matrices) or ``plain`` (two, with ``act``); ``bias`` puts biases on the attention projections
+    and, unless ``mlp_bias`` says otherwise, on the MLP's;
+    ``rotary`` is the rotated fraction of each head (0: learned positions of ``max_positions``);
+    ``kv_heads`` < ``heads`` is grouped-query attention; ``experts`` > 0 replaces the MLP by a sparse
+    mixture of experts with ``top_k`` experts per token; ``parallel_residual`` is GPT-NeoX's
+    ``x + attn(ln1(x)) + mlp(ln2(x))``; ``tied`` shares the output layer with the token embedding.
+
+    LLaMA-2-7B (32 x 4096, 32 heads, ffn 11008, vocab 32000, untied): 6,738,415,616 parameters.
+
+    >>> from concurrency_model.models import Builder
+    >>> b = Builder("llama-2-7b")
+    >>> _ = decoder(b)
+    >>> b.graph.params
+    6738415616
+    """
+    for k, v in (("layers", layers), ("hidden", hidden), ("heads", heads), ("seq_len", seq_len), ("vocab", vocab),
+                 ("ffn", ffn)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{k}: must be a positive integer, got {v!r}")
+    kv_heads = kv_heads or heads
+    if head_dim is None:
+        if hidden % heads:
+            raise ValueError(f"heads: hidden={hidden} must be divisible by heads={heads}")
+        head_dim = hidden // heads
+    if heads % kv_heads:
+        raise ValueError(f"kv_heads: heads={heads} must be divisible by kv_heads={kv_heads}")
+    if norm not in ("rms", "layer"):
+        raise ValueError(f"norm: unknown {norm!r}; allowed: rms, layer")
+    if mlp not in ("swiglu", "plain"):
+        raise ValueError(f"mlp: unknown {mlp!r}; allowed: swiglu, plain")
+    if experts and not 1 <= top_k <= experts:
+        raise ValueError(f"top_k: must be between 1 and experts={experts}, got {top_k}")
+    if not rotary and (max_positions or seq_len) < seq_len:
+        raise ValueError(f"seq_len: {seq_len} exceeds the {max_positions} learned positions")
+    normalize = b.rms_norm if norm == "rms" else b.layer_norm
+    x = b.input((seq_len,), name="tokens")
+    x = b.embedding(x, vocab, hidden, name="embed_tokens")
+    if not rotary:
+        x = b.learned(x, "position_embedding", (max_positions or seq_len) * hidden, name="embed_positions")
+    for i in range(layers):
+        with b.scope(f"layers.{i}"):
+            a = _gqa_attention(b, normalize(x, name="input_norm"), heads, kv_heads, head_dim, True,
+                               fused_attention, bias, rotary)
+            if not parallel_residual:
+                x = b.add(x, a, name="add1")
+            y = normalize(x, name="post_attention_norm")
+            with b.scope("mlp"):
+                if experts:
+                    m = _moe(b, y, ffn, experts, top_k, act)
+                elif mlp == "swiglu":
+                    m = _mlp_swiglu(b, y, ffn, act, bias if mlp_bias is None else mlp_bias)
+                else:
+                    m = _mlp_plain(b, y, ffn, act, bias if mlp_bias is None else mlp_bias)
+            x = b.add(x, a, m, name="add") if parallel_residual else b.add(x, m, name="add2")
+    x = normalize(x, name="norm")
+    return b.linear(x, vocab, bias=False, tied=tied, split="column", name="lm_head")

@@ -254,8 +254,12 @@ class Workload:
 
 
 def model_key(model) -> str:
-    """A hashable key for a model spec (zoo name or dict)."""
-    return model if isinstance(model, str) else json.dumps(model, sort_keys=True, default=str)
+    """A hashable key for a model spec (zoo name, dict, or a graph object such as ``from_torch`` returns)."""
+    if isinstance(model, str):
+        return model
+    if isinstance(model, dict):
+        return json.dumps(model, sort_keys=True, default=str)
+    return f"object:{id(model)}"
 
 
 _CACHE: dict = {}
