@@ -9,9 +9,9 @@ import json
 import sys
 
 from . import __version__
-from .commands import calibrate, collective, estimate, op, sweep, workdepth
+from .commands import calibrate, collective, estimate, op, sweep, validate, workdepth
 
-COMMANDS = (workdepth, op, collective, estimate, sweep, calibrate)
+COMMANDS = (workdepth, op, collective, estimate, sweep, calibrate, validate)
 
 
 class Parser(argparse.ArgumentParser):
@@ -37,14 +37,19 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"concurrency-model {args.command}: error: {e}", file=sys.stderr)
         return 2
+    # a command may finish with errors it reports beside its output (e.g. validate with a broken dataset)
+    code, errors = (out.pop("_exit_code", 0), out.pop("_errors", [])) if isinstance(out, dict) else (0, [])
     try:
         if args.json:
             print(json.dumps(out))
         else:
             args.show(out)
+        sys.stdout.flush()
     except BrokenPipeError:  # e.g. piped into head
         sys.stderr.close()
-    return 0
+    for line in errors:
+        print(f"concurrency-model {args.command}: error: {line}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,6 +1,8 @@
 """Loaders for the measurement files in ``data/``, with schema checks that name the file, row and column.
 
 The data directory is the repository's ``data/`` (next to the package) or ``$CONCURRENCY_MODEL_DATA``.
+Every error is one ``ValueError`` line ``FILE: row R, column C: ...``; rows count file lines (the header
+is row 1, so the first data row is row 2), as an editor shows them.
 """
 from __future__ import annotations
 
@@ -40,6 +42,18 @@ SCHEMAS = {  # file stem -> (numeric columns that must be present, other require
                                           ("scheme", "tp_pp_split_per_llm_analysis_scripts", "hardware", "source",
                                            "source_repo", "source_path", "source_commit")),
 }
+# columns that may be blank (not measured, not published) but, where given, must be non-negative numbers
+OPTIONAL_NUMERIC = {
+    "deepbench_conv": ("fwd_time_ms", "bwd_data_time_ms", "bwd_filter_time_ms"),
+    "deepbench_rnn": ("fwd_time_ms", "bwd_time_ms"),
+    "megatron_readme_scaling": ("attention_heads", "hidden_size", "seq_len", "vocab_size", "tensor_mp", "pipeline_mp",
+                                "global_batch_size", "iteration_time_ms", "achieved_tflops_per_gpu"),
+}
+# the toolkit's own measurements, data/measured/KIND-.../measurements.csv: KIND -> (numeric, other, optional)
+MEASURED_SCHEMAS = {
+    "compute": (("median_s",), ("op", "dtype"), ("m", "n", "k")),
+    "network": (("num_ranks", "size_bytes", "time_us"), ("collective",), ()),
+}
 
 
 def data_dir() -> Path:
@@ -48,26 +62,67 @@ def data_dir() -> Path:
 
 
 def load(name: str) -> pd.DataFrame:
-    """Read ``data/NAME.csv`` and check its schema.
+    """Read ``data/NAME.csv`` and check its schema (``ValueError`` naming file, row and column).
 
     >>> len(load("deepbench_gemm")) > 0
     True
     """
     if name not in SCHEMAS:
         raise ValueError(f"dataset: unknown {name!r}; allowed: {', '.join(SCHEMAS)}")
-    path = data_dir() / f"{name}.csv"
+    numeric, other = SCHEMAS[name]
+    return read_checked(data_dir() / f"{name}.csv", numeric, other, OPTIONAL_NUMERIC.get(name, ()))
+
+
+def measured_runs() -> list[Path]:
+    """Folders of the toolkit's own measurements (``data/measured/compute-*``, ``network-*``) that hold a
+    ``measurements.csv``, sorted by name."""
+    root = data_dir() / "measured"
+    return sorted(p.parent for p in root.glob("*/measurements.csv") if p.parent.name.split("-")[0] in MEASURED_SCHEMAS)
+
+
+def load_measured(folder) -> pd.DataFrame:
+    """Read ``FOLDER/measurements.csv`` of ``calibrate compute`` or ``calibrate network`` (the folder name
+    starts with ``compute-`` or ``network-``) and check its schema.
+
+    >>> [len(load_measured(p)) > 0 for p in measured_runs()][:1]
+    [True]
+    """
+    folder = Path(folder)
+    kind = folder.name.split("-")[0]
+    if kind not in MEASURED_SCHEMAS:
+        raise ValueError(f"measured: {folder.name!r} is not a compute-* or network-* folder")
+    return read_checked(folder / "measurements.csv", *MEASURED_SCHEMAS[kind])
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the data directory where it lies inside it, else as given."""
+    try:
+        return str(path.resolve().relative_to(data_dir().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def read_checked(path, numeric=(), other=(), optional=()) -> pd.DataFrame:
+    """Read a CSV and check it: every column of ``numeric``, ``other`` and ``optional`` present; ``numeric``
+    columns non-negative numbers in every row; ``optional`` ones blank or non-negative numbers. A
+    ``ValueError`` names the file, the row (file line, header = 1) and the column."""
+    path = Path(path)
+    shown = _shown(path)
     if not path.is_file():
         raise ValueError(f"dataset: {path} not found (set CONCURRENCY_MODEL_DATA to the data directory)")
-    df = pd.read_csv(path)
-    numeric, other = SCHEMAS[name]
-    for col in (*numeric, *other):
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ValueError(f"{shown}: cannot be read as CSV: {' '.join(str(e).split())}") from None
+    for col in dict.fromkeys((*numeric, *other, *optional)):
         if col not in df.columns:
-            raise ValueError(f"{path.name}: missing column {col!r}")
-    for col in numeric:
+            raise ValueError(f"{shown}: row 1 (header), column {col!r}: missing")
+    for col in dict.fromkeys((*numeric, *optional)):
         values = pd.to_numeric(df[col], errors="coerce")
-        bad = values.isna() | (values < 0)
+        given = df[col].notna() if col in optional and col not in numeric else True
+        bad = (values.isna() & given) | (values < 0)
         if bad.any():
-            row = int(bad.idxmax())
-            raise ValueError(f"{path.name}: row {row + 2}, column {col!r}: {df[col].iloc[row]!r} is not a "
+            row = int(bad.to_numpy().argmax())
+            raise ValueError(f"{shown}: row {row + 2}, column {col!r}: {df[col].iloc[row]!r} is not a "
                              "non-negative number")
     return df

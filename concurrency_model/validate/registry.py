@@ -1,0 +1,403 @@
+"""Every dataset in ``data/`` through its predictor: predicted vs measured per row, APE per dataset.
+
+Datasets (:func:`names`): ``deepbench-gemm``, ``deepbench-conv``, ``deepbench-rnn`` (kernel times,
+:mod:`.kernels`); ``deepbench-allreduce``, ``nccl-tests-allreduce`` (all-reduce times, :mod:`.collectives`,
+sizes >= 64 KiB); ``vtrain-single``, ``vtrain-multi``, ``megatron-2020``, ``megatron-2021``,
+``narayanan2021-table2`` (training iterations, :mod:`.training`); and one per run of the toolkit's own
+calibration under ``data/measured/`` (``measured-compute-HOST-DATE``, ``measured-network-HOST-BACKEND-DATE``).
+
+Modes (the ``mode`` column; DESIGN.md, "Accuracy methodology"). Each dataset has one main mode, the
+most honest figure available at the speed asked for:
+
+* ``datasheet``: kernel constants fitted on the *other* devices only (leave-one-device-out, on all three
+  DeepBench kernel files), so nothing is fitted on the device predicted. About a minute: ``quick=False``.
+* ``preset``: the device and cluster presets with the default efficiency constants, which are round
+  values, not fitted on these data; the training sets have no constant fitted on them at all.
+* ``in-sample``: constants fitted on the rows predicted (the default RNN constants were fitted on all
+  DeepBench RNN rows, so ``deepbench-rnn`` in quick mode is in-sample; a calibration profile on its own
+  measurements).
+* ``held-out``: constants fitted on every other row of the same device or system (alpha and beta per
+  system and message size order; kernels: :func:`.kernels.halves`, what ``kernel_accuracy.py`` calls
+  *calibrated*), predicted on the rest.
+
+Main mode per dataset: kernels ``datasheet`` (``quick``: ``preset``, RNN ``in-sample``),
+``deepbench-allreduce`` ``held-out`` (no preset for those machines), ``nccl-tests-allreduce`` ``preset``,
+training sets ``preset``, measured runs ``held-out``. ``all_modes=True`` adds the others where they
+exist (``held-out`` kernels, nccl-tests and ``in-sample`` compute profiles; ``datasheet`` only with
+``quick=False``), reported in ``other_modes`` by :func:`summarize`.
+
+``quick=True`` (the default, about 20-40 s on 2 cores) evaluates every ``QUICK_EVERY``-th row of the
+slow training sets (the estimate takes 0.1-3.5 s a row) and skips the leave-one-device-out kernel fits;
+``quick=False`` evaluates every row. APE is a fraction: ``|predicted - measured| / measured`` (0.12 = 12%).
+
+>>> df = validate("deepbench-rnn")
+>>> s = summarize(df)[0]
+>>> s["name"], s["mode"], s["rows"] == s["rows_total"] == 740, 0 < s["median_ape"] < 1
+('deepbench-rnn', 'in-sample', True, True)
+"""
+from __future__ import annotations
+
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from .. import datasets
+from ..progress import Progress
+
+COLUMNS = ["dataset", "mode", "row", "label", "group", "measured", "predicted", "unit", "ape", "status", "note"]
+KERNELS = {"deepbench-gemm": "gemm", "deepbench-conv": "conv", "deepbench-rnn": "rnn"}
+COLLECTIVES = {"deepbench-allreduce": "DeepBench", "nccl-tests-allreduce": "nccl-tests"}
+TRAINING = {"vtrain-single": "vtrain_single", "vtrain-multi": "vtrain_multi", "megatron-2020": "megatron_2020",
+            "megatron-2021": "megatron_2021", "narayanan2021-table2": "narayanan_table2"}
+FILES = {"deepbench-gemm": "deepbench_gemm.csv", "deepbench-conv": "deepbench_conv.csv",
+         "deepbench-rnn": "deepbench_rnn.csv", "deepbench-allreduce": "deepbench_allreduce.csv",
+         "nccl-tests-allreduce": "nccltests_allreduce_sweeps.csv", "vtrain-single": "vtrain_ground_truth_single.csv",
+         "vtrain-multi": "vtrain_ground_truth_multi.csv", "megatron-2020": "megatron_readme_scaling.csv",
+         "megatron-2021": "megatron_readme_scaling.csv",
+         "narayanan2021-table2": "narayanan2021_table2_ptd_vs_zero3.csv"}
+QUICK_EVERY = {"vtrain-single": 40, "vtrain-multi": 8, "megatron-2021": 2}  # rows in file order, quick mode
+MIN_BYTES = 64 * 1024  # all-reduce sizes compared (issue 4's range)
+_KERNEL_KEYS = ["source_file", "sheet", "source_row"]  # unique per row of a DeepBench file
+
+
+def _measured() -> dict:
+    return {f"measured-{p.name}": p for p in datasets.measured_runs()}
+
+
+def names() -> list[str]:
+    """Names of the datasets :func:`validate` knows, in report order.
+
+    >>> names()[:3]
+    ['deepbench-gemm', 'deepbench-conv', 'deepbench-rnn']
+    """
+    return [*KERNELS, *COLLECTIVES, *TRAINING, *_measured()]
+
+
+def _frame(name, mode, row, label, group, measured, predicted, unit, status="ok", note="") -> pd.DataFrame:
+    measured, predicted = np.asarray(measured, dtype=float), np.asarray(predicted, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ape = np.abs(predicted - measured) / measured
+    return pd.DataFrame({"dataset": name, "mode": mode, "row": np.asarray(row, dtype=np.int64), "label": label,
+                         "group": group, "measured": measured, "predicted": predicted, "unit": unit, "ape": ape,
+                         "status": status, "note": note}, columns=COLUMNS)
+
+
+# --- kernels ------------------------------------------------------------------------------------------------
+def _kernel_rows(op: str) -> pd.DataFrame:
+    from . import kernels
+    raw = datasets.load(f"deepbench_{op}")
+    lines = raw[_KERNEL_KEYS].assign(row=raw.index + 2)
+    return kernels.rows(op).merge(lines, on=_KERNEL_KEYS, how="left")
+
+
+def _kernel_frame(name: str, mode: str, p: pd.DataFrame) -> pd.DataFrame:
+    fmt = {"gemm": "{pass} m={m} n={n} k={k}",
+           "conv": "{pass} n={n} c={c} {h}x{w} k={k} {filter_h}x{filter_w} stride {stride_h} pad {pad_h}",
+           "rnn": "{pass} {cell} hidden={hidden_units} n={n} t={timesteps}"}[KERNELS[name]]
+    label = [fmt.format(**r) for r in p.to_dict("records")]
+    group = (p["preset"] + " " + p["math_dtype"]).to_numpy()
+    return _frame(name, mode, p["row"], label, group, p["measured_s"], p["predicted_s"], "s")
+
+
+def _kernel_datasheet(df: pd.DataFrame, preset: str) -> pd.DataFrame:
+    """Rows of ``preset`` predicted with constants fitted on the other devices' rows."""
+    from . import kernels
+    eff = kernels.fit(df[df["preset"] != preset], label=f"DeepBench without {preset}")
+    return kernels.predict(df[df["preset"] == preset].reset_index(drop=True), {preset: eff})
+
+
+def _kernel_held_out(df: pd.DataFrame) -> pd.DataFrame:
+    """One device's rows: constants fitted on every other row, predicted on the rest."""
+    from . import kernels
+    train, test = kernels.halves(df.reset_index(drop=True))
+    return kernels.predict(test, {df["preset"].iloc[0]: kernels.fit(train, label="half of the device")})
+
+
+# --- collectives --------------------------------------------------------------------------------------------
+def _collective_rows(source: str) -> pd.DataFrame:
+    """As :func:`.collectives.rows`, one source at a time and with the file line in ``row``."""
+    if source == "nccl-tests":
+        nt = datasets.load("nccltests_allreduce_sweeps")
+        nt = nt[nt["collective"] == "all_reduce"]
+        out = pd.DataFrame({"system": nt["run_id"], "source": source, "ranks": nt["num_ranks"],
+                            "nodes": nt["num_nodes"], "size_bytes": nt["size_bytes"].astype(float),
+                            "measured_s": nt["oop_time_us"] * 1e-6, "row": nt.index + 2})
+    else:
+        db = datasets.load("deepbench_allreduce")
+        tier = np.where(db["num_nodes"] > 1, "multi-node", "one node")
+        out = pd.DataFrame({"system": db["device"] + " / " + db["algorithm"] + " / " + tier, "source": source,
+                            "ranks": db["num_ranks"], "nodes": db["num_nodes"], "size_bytes": db["size_floats"] * 4.0,
+                            "measured_s": db["mean_time_ms"] * 1e-3, "row": db.index + 2})
+    out = out[out["measured_s"] > 0]
+    return out.sort_values(["system", "ranks", "size_bytes"]).reset_index(drop=True)
+
+
+def _collective(name: str, mode: str, df: pd.DataFrame) -> pd.DataFrame:
+    from . import collectives
+    p = collectives.fitted(df) if mode == "held-out" else collectives.preset(df)
+    p = p[p["size_bytes"] >= MIN_BYTES]
+    label = [f"{int(r)} ranks, {int(n):,} B" for r, n in zip(p["ranks"], p["size_bytes"])]
+    return _frame(name, mode, p["row"], label, p["system"].to_numpy(), p["measured_s"], p["predicted_s"], "s")
+
+
+# --- training -----------------------------------------------------------------------------------------------
+def _training_rows(name: str) -> pd.DataFrame:
+    from . import training
+    key = TRAINING[name]
+    if key.startswith("vtrain"):
+        return training.vtrain_rows(key.split("_")[1])
+    if key.startswith("megatron"):
+        df = training.megatron_rows()
+        return df[df["dataset"] == key].reset_index(drop=True)
+    return training.narayanan_rows()
+
+
+def _training_chunk(name: str, df: pd.DataFrame) -> pd.DataFrame:
+    from . import training
+    r = training.evaluate(df, workers=1)
+    by_time = training.METRIC[TRAINING[name]] == "iteration_time"
+    meas, pred = (r["measured_time_s"], r["predicted_time_s"]) if by_time else (r["measured_tflops"],
+                                                                                r["predicted_tflops"])
+    label = [x["label"] if isinstance(x["label"], str) and x["label"] else
+             "tensor {tensor:g} x data {data:g} x pipeline {pipeline:g}, microbatch {microbatch:g}, batch "
+             "{global_batch:g}, hidden {hidden:g}, {layers:g} layers".format(**x) for x in r.to_dict("records")]
+    group = r["gpus"].map(lambda g: f"{int(g)} GPUs") if name.startswith("vtrain") else \
+        r["label"].astype(str).str.split(" ").str[0]
+    return _frame(name, "preset", r["source_row"], label, group.to_numpy(), meas, pred,
+                  "s" if by_time else "TFLOP/s per GPU", r["status"].to_numpy(), r["reason"].fillna("").to_numpy())
+
+
+# --- the toolkit's own measurements -------------------------------------------------------------------------
+def _measured_compute(name: str, folder, mode: str) -> pd.DataFrame:
+    from ..calibrate.compute import fit_gemm
+    from ..hardware import load_device
+    from ..timing import gemm_coeffs
+    df = datasets.load_measured(folder)
+    df = df[df["op"] == "gemm"].assign(row=lambda d: d.index + 2).reset_index(drop=True)
+    profile = folder / "profile.json"
+    if not profile.is_file():
+        raise ValueError(f"{folder.name}/profile.json: not found (the fitted device of the run)")
+    dev = load_device(profile)
+
+    def seconds(d, rows):
+        out = np.empty(len(rows))
+        for dt, g in rows.groupby("dtype"):
+            m, n, k = (g[c].to_numpy(np.int64) for c in ("m", "n", "k"))
+            out[rows.index.get_indexer(g.index)] = gemm_coeffs(m, n, k, d, str(dt)).seconds(d)
+        return out
+    if mode == "held-out":  # the efficiencies refitted on every other GEMM (the peak stays the profile's)
+        train, df = df.iloc[::2], df.iloc[1::2].reset_index(drop=True)
+        dev = replace(dev, efficiency=fit_gemm(dev, *(train[c].to_numpy(np.int64) for c in ("m", "n", "k")),
+                                               train["dtype"].to_numpy(str), train["median_s"], "every other GEMM"))
+    label = [f"gemm {m}x{n}x{k}" for m, n, k in zip(df["m"].astype(int), df["n"].astype(int), df["k"].astype(int))]
+    return _frame(name, mode, df["row"], label, df["dtype"].to_numpy(), df["median_s"], seconds(dev, df), "s")
+
+
+def _measured_network(name: str, folder) -> pd.DataFrame:
+    from ..calibrate.fit_comm import fit_alpha_beta, predict
+    from ..calibrate.network import LOSS, MODELS
+    df = datasets.load_measured(folder).assign(row=lambda d: d.index + 2)
+    parts = []
+    for (coll, ranks), g in df.groupby(["collective", "num_ranks"], sort=False):
+        if coll not in MODELS:
+            raise ValueError(f"{folder.name}/measurements.csv: collective {coll!r} has no model; "
+                             f"allowed: {', '.join(MODELS)}")
+        g = g.sort_values("size_bytes")
+        train, test = g.iloc[::2], g.iloc[1::2]
+        if len(train) < 2 or not len(test):
+            continue
+        f = fit_alpha_beta(train["size_bytes"], int(ranks), train["time_us"] * 1e-6, MODELS[coll], loss=LOSS)
+        pred = predict(MODELS[coll], f, test["size_bytes"], int(ranks))
+        parts.append(_frame(name, "held-out", test["row"], [f"{int(s):,} B" for s in test["size_bytes"]],
+                            f"{coll} {int(ranks)} ranks", test["time_us"] * 1e-6, pred, "s"))
+    return pd.concat(parts, ignore_index=True) if parts else _frame(name, "held-out", [], [], [], [], [], "s")
+
+
+# --- running ------------------------------------------------------------------------------------------------
+def _plan(asked: list[str], quick: bool, all_modes: bool, info: dict) -> list:
+    """Jobs ``(names, fn, args)``: every prediction to make, heaviest first; load errors go to ``info``."""
+    jobs, measured = [], _measured()
+
+    def fail(name, e):
+        info[name]["error"] = " ".join(str(e).split())
+
+    kern = {}
+    for name in asked:
+        if name in KERNELS:
+            try:
+                kern[name] = _kernel_rows(KERNELS[name])
+            except ValueError as e:
+                fail(name, e)
+    for name, df in kern.items():
+        info[name]["rows_total"] = len(df)
+    fitted_modes = (["datasheet"] if not quick else []) + (["held-out"] if all_modes else [])
+    if kern and fitted_modes:  # the fits use every kernel file that loads (the GEMM constants come first)
+        pool = dict(kern)
+        for other in set(KERNELS) - set(kern):
+            try:
+                pool[other] = _kernel_rows(KERNELS[other])
+            except ValueError:
+                pass
+        everything = pd.concat(pool.values(), ignore_index=True)
+        for preset in everything["preset"].unique():
+            if "datasheet" in fitted_modes:
+                jobs.append((list(kern), _kernels_job, ("datasheet", everything, preset, list(kern))))
+            if "held-out" in fitted_modes:
+                mine = everything[everything["preset"] == preset]
+                jobs.append((list(kern), _kernels_job, ("held-out", mine, preset, list(kern))))
+    for name, df in kern.items():
+        if quick or all_modes:
+            jobs.append(([name], _kernels_job, ("preset", df, None, [name])))
+        info[name]["mode"] = ("in-sample" if name == "deepbench-rnn" else "preset") if quick else "datasheet"
+    for name in asked:
+        try:
+            if name in TRAINING:
+                df = _training_rows(name)
+                info[name].update(rows_total=len(df), mode="preset")
+                every = QUICK_EVERY.get(name, 1) if quick else 1
+                if every > 1:
+                    df = df.iloc[::every].reset_index(drop=True)
+                    info[name]["sampled"] = f"1 row in {every}, in file order (quick)"
+                for _, g in df.groupby(["hidden", "layers"], sort=False, dropna=False):  # a model's rows share
+                    jobs.extend(([name], _training_chunk, (name, g.iloc[i:i + 8]))   # the estimate's caches
+                                for i in range(0, len(g), 8))
+            elif name in COLLECTIVES:
+                df = _collective_rows(COLLECTIVES[name])
+                modes = ["preset", "held-out"] if name == "nccl-tests-allreduce" else ["held-out"]
+                info[name].update(rows_total=len(df), mode=modes[0], sampled=f"sizes >= {MIN_BYTES // 1024} KiB"
+                                  + ("; every other size held out" if modes[0] == "held-out" else ""))
+                jobs.extend(([name], _collective, (name, m, df)) for m in (modes if all_modes else modes[:1]))
+            elif name in measured:
+                kind = measured[name].name.split("-")[0]
+                info[name].update(mode="held-out", sampled="held-out: every other row per group")
+                if kind == "compute":
+                    jobs.extend(([name], _measured_compute, (name, measured[name], m))
+                                for m in (["held-out", "in-sample"] if all_modes else ["held-out"]))
+                else:
+                    jobs.append(([name], _measured_network, (name, measured[name])))
+                rows = datasets.load_measured(measured[name])
+                info[name]["rows_total"] = int((rows["op"] == "gemm").sum()) if kind == "compute" else len(rows)
+        except ValueError as e:
+            fail(name, e)
+    return sorted(jobs, key=_cost, reverse=True)  # heaviest first, so that the cheap ones fill the gaps
+
+
+def _cost(job) -> float:
+    """Rough relative cost of a job: a kernel fit ~ 5 s, a training row ~ layers / 30 s, the rest ~ 0."""
+    fn, args = job[1], job[2]
+    if fn is _kernels_job:
+        return 0.0 if args[0] == "preset" else 1e4
+    if fn is _training_chunk:
+        return float(args[1]["layers"].fillna(0).sum())
+    return 0.0
+
+
+def _kernels_job(mode: str, df: pd.DataFrame, preset, wanted: list) -> pd.DataFrame:
+    from . import kernels
+    if mode == "datasheet":
+        p = _kernel_datasheet(df, preset)
+    elif mode == "held-out":
+        p = _kernel_held_out(df)
+    else:
+        p = kernels.predict(df)
+    op_names = {op: n for n, op in KERNELS.items()}
+    parts = [_kernel_frame(op_names[op], mode if not (mode == "preset" and op == "rnn") else "in-sample", g)
+             for op, g in p.groupby("op", sort=False) if op_names[op] in wanted]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
+
+
+def _call(fn, args):
+    try:
+        return fn(*args), None
+    except ValueError as e:
+        return None, " ".join(str(e).split())
+
+
+def validate(name=None, quick: bool = True, progress=None, all_modes: bool = False,
+             workers: int | None = None) -> pd.DataFrame:
+    """Predicted vs measured, one row per measurement and mode (columns ``COLUMNS``; ``row`` is the line of
+    the data file, ``ape`` a fraction, ``status`` ``ok`` or why a training row was not predicted).
+
+    ``name``: one dataset (see :func:`names`), a list of them, or ``None`` for all. ``quick``: sample the
+    slow training sets and skip the leave-one-device-out kernel fits (module docstring). ``progress``:
+    ``True`` (stderr) or a stream to draw a progress bar on. ``workers``: processes (default: the CPUs,
+    at most 8). A dataset that cannot be read (missing column, non-numeric value: the message names the
+    file, row and column) is not raised: its error is kept for :func:`summarize` in ``df.attrs``, and
+    the other datasets are still validated.
+    """
+    known = names()
+    asked = known if name is None else [name] if isinstance(name, str) else list(name)
+    bad = [n for n in asked if n not in known]
+    if bad:
+        raise ValueError(f"dataset: unknown {bad[0]!r}; allowed: {', '.join(known)}")
+    info = {n: {"mode": None, "rows_total": 0, "sampled": "all rows", "error": None,
+                "file": FILES.get(n, f"measured/{n[len('measured-'):]}/measurements.csv")} for n in asked}
+    stream = sys.stderr if progress is True else progress
+    jobs, frames = _plan(asked, quick, all_modes, info), []
+    workers = workers or min(8, os.cpu_count() or 1)
+    with Progress(len(jobs), "validate", stream, enabled=bool(progress)) as bar:
+        def done(names_, out, err):
+            for n in names_:
+                if err and not info[n]["error"]:
+                    info[n]["error"] = err
+            if out is not None:
+                frames.append(out)
+            bar.update(1, note=", ".join(names_))
+
+        if workers > 1 and len(jobs) > 1:
+            with ProcessPoolExecutor(workers) as ex:
+                futures = {ex.submit(_call, fn, args): names_ for names_, fn, args in jobs}
+                for f in as_completed(futures):
+                    done(futures[f], *f.result())
+        else:
+            for names_, fn, args in jobs:
+                done(names_, *_call(fn, args))
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+    order = {n: i for i, n in enumerate(asked)}
+    df = df.sort_values(["dataset", "mode", "row"], key=lambda s: s.map(order) if s.name == "dataset" else s,
+                        kind="stable").reset_index(drop=True)
+    df.attrs["datasets"] = info
+    df.attrs["quick"] = quick
+    return df
+
+
+def _ok(g: pd.DataFrame) -> pd.Series:
+    return g["status"] == "ok" if "status" in g else pd.Series(True, index=g.index)
+
+
+def _stats(g: pd.DataFrame) -> dict:
+    ape = g["ape"].astype(float)
+    ape = ape[_ok(g) & np.isfinite(ape)]
+    if not len(ape):
+        return {"rows": 0, "median_ape": None, "mean_ape": None, "max_ape": None}
+    return {"rows": int(len(ape)), "median_ape": float(ape.median()), "mean_ape": float(ape.mean()),
+            "max_ape": float(ape.max())}
+
+
+def summarize(df: pd.DataFrame) -> list[dict]:
+    """One dict per dataset: ``name, mode, rows, median_ape, mean_ape, max_ape`` (APE as fractions, 0.12 =
+    12%, over the rows of the main ``mode`` that have a prediction), ``rows_total`` (measurements of the
+    dataset the predictor applies to; ``rows`` is fewer when sampled, held out or not predicted),
+    ``not_predicted`` (rows the estimate refused or could not map), ``unit``, ``sampled``, ``file``,
+    ``error`` (``None``, or one line naming the file, row and column), and ``other_modes`` (mode ->
+    ``rows, median_ape, mean_ape, max_ape``) where :func:`validate` ran more than one mode."""
+    info = df.attrs.get("datasets") or {n: {} for n in dict.fromkeys(df["dataset"])}
+    out = []
+    for name, meta in info.items():
+        d = df[df["dataset"] == name]
+        mode = meta.get("mode") or (d["mode"].iloc[0] if len(d) and "mode" in d else None)
+        main = d[d["mode"] == mode] if "mode" in d else d
+        entry = {"name": name, "mode": mode, **_stats(main), "rows_total": int(meta.get("rows_total") or len(main)),
+                 "not_predicted": int((~_ok(main)).sum()),
+                 "unit": str(main["unit"].iloc[0]) if len(main) and "unit" in main else None,
+                 "sampled": meta.get("sampled", "all rows"), "file": meta.get("file"), "error": meta.get("error")}
+        modes = d.groupby("mode", sort=False) if "mode" in d else []
+        others = {m: _stats(g) for m, g in modes if m != mode}
+        if others:
+            entry["other_modes"] = others
+        out.append(entry)
+    return out
