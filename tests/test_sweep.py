@@ -127,3 +127,8 @@ def test_cli_json_contract_and_bad_input(tmp_path):
     csv = _cli("sweep", "--scenario", str(f), "--gpus", "8", "--top", "2", "--csv")
     assert csv.returncode == 0 and csv.stdout.splitlines()[0].startswith("gpus,data,tensor")
     assert len(csv.stdout.strip().splitlines()) == 3
+
+
+def test_all_degrees_given_the_gpu_count_decides_data():
+    r = sweep({**GPT2, "parallel": {"global_batch": 64, "data": 2, "tensor": 2, "pipeline": 2}}, [8, 16])
+    assert set(zip(r.layouts["gpus"], r.layouts["data"])) == {(8, 2), (16, 4)}

@@ -134,6 +134,10 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     """Every valid configuration of ``scenario`` on ``gpus`` devices (a number or a list), optionally over
     a grid of ``hardware`` scales (``{"inter_bw": [0.5, 1, 2], ...}``, see the module).
 
+    The ``parallel`` and ``training`` fields the scenario gives are fixed, the others searched
+    (:mod:`.space`); ``global_batch`` is required. When data, tensor and pipeline are all given, the GPU
+    count decides data (data = GPUs / (tensor x pipeline)), so one scenario can be swept over GPU counts.
+
     Raises ``ValueError`` naming the field for bad ranges, and with the count of every rejection reason
     when no configuration is feasible.
 
@@ -153,6 +157,8 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     fixed = {k: v for k, v in {**given_par, **given_tr}.items() if k in
              ("data", "tensor", "pipeline", "microbatch_size", "schedule", "interleave", "sequence_parallel",
               "recompute", "zero_stage")}
+    if {"data", "tensor", "pipeline"} <= set(fixed):
+        fixed.pop("data")  # every degree given: the GPU count decides data (data = GPUs / (tensor x pipeline))
     gpu_counts = [int(x) for x in _positive_list("gpus", gpus)]
     if any(g != x for g, x in zip(gpu_counts, _positive_list("gpus", gpus))):
         raise ValueError(f"gpus: must be whole numbers, got {gpus!r}")
