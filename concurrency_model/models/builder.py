@@ -16,9 +16,46 @@ from contextlib import contextmanager
 
 from ..cost import Cost, OpCost, clog2
 from ..graph import Graph, Node
-from ..ops import attention as att
-from ..ops import conv as convm
-from ..ops import dense, elementwise, embedding, norm, pool, recurrent, softmax
+from ..ops import attention as _att
+from ..ops import conv as _convm
+from ..ops import dense as _dense
+from ..ops import elementwise as _elementwise
+from ..ops import embedding as _embedding
+from ..ops import norm as _norm
+from ..ops import pool as _pool
+from ..ops import recurrent as _recurrent
+from ..ops import softmax as _softmax
+
+
+class _Memo:
+    """An operator module whose functions remember their results: a model repeats the same layer
+    (GPT-3's 96 blocks), and the operator costs are immutable, so each distinct call is computed once."""
+
+    LIMIT = 20000
+
+    def __init__(self, module):
+        self._module, self._cache = module, {}
+
+    def __getattr__(self, name):
+        fn = getattr(self._module, name)
+
+        def call(*args, **kwargs):
+            key = (name, args, tuple(sorted(kwargs.items())))
+            try:
+                return self._cache[key]
+            except KeyError:
+                pass
+            except TypeError:  # unhashable arguments
+                return fn(*args, **kwargs)
+            if len(self._cache) > self.LIMIT:
+                self._cache.clear()
+            out = self._cache[key] = fn(*args, **kwargs)
+            return out
+        return call
+
+
+att, convm, dense, elementwise, embedding, norm, pool, recurrent, softmax = (
+    _Memo(m) for m in (_att, _convm, _dense, _elementwise, _embedding, _norm, _pool, _recurrent, _softmax))
 
 
 class Builder:

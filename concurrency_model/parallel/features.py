@@ -177,11 +177,9 @@ class Workload:
         return collective_triple(op, float(nbytes), ranks, self.cluster, rpn, sharing)
 
     @lru_cache(maxsize=None)
-    def stage(self, b: int, t: int, sp: bool, recompute: str, p: int) -> dict:
-        """The slowest of ``p`` pipeline stages (PipeDream's partitioner on nominal seconds) as compacted
-        kernel parts per microbatch: forward ``f``, backward ``b``, recompute ``r`` (``full``: every layer's
-        forward again, with its tensor-parallel collectives; ``selective``: the attention core,
-        Korthikanti et al. §5), and the tensor-parallel triples ``tp_f``, ``tp_b``, ``tp_r``."""
+    def _columns(self, b: int, t: int, sp: bool, recompute: str) -> dict:
+        """Every layer's kernels stacked (with row offsets per layer) and its nominal seconds, so that a
+        stage is a slice."""
         rows = self.layers(b, t, sp)
 
         def rec(r):
@@ -192,22 +190,41 @@ class Workload:
             return NO_PARTS, ZERO_TRIPLE
 
         recs = [rec(r) for r in rows]
+        out = {}
+        for name, parts in (("f", [r["f"] for r in rows]), ("b", [r["b"] for r in rows]), ("r", [x[0] for x in recs])):
+            out[name] = total(parts)
+            out[name + "_off"] = np.concatenate([[0], np.cumsum([len(x.count) for x in parts])])
+        out["tp_f"] = np.array([r["tp_f"] for r in rows])
+        out["tp_b"] = np.array([r["tp_b"] for r in rows])
+        out["tp_r"] = np.array([x[1] for x in recs])
         extra = {"full": lambda r: r["f_s"] + r["tp_f_s"], "none": lambda r: 0.0,
                  "selective": lambda r: r["f_s"] if r["kind"] == "attention" else 0.0}[recompute]
-        per_layer = [r["f_s"] + r["b_s"] + extra(r) + r["tp_f_s"] + r["tp_b_s"] for r in rows]
+        out["per_layer"] = [r["f_s"] + r["b_s"] + extra(r) + r["tp_f_s"] + r["tp_b_s"] for r in rows]
+        return out
+
+    @lru_cache(maxsize=None)
+    def stage(self, b: int, t: int, sp: bool, recompute: str, p: int) -> dict:
+        """The slowest of ``p`` pipeline stages (PipeDream's partitioner on nominal seconds) as compacted
+        kernel parts per microbatch: forward ``f``, backward ``b``, recompute ``r`` (``full``: every layer's
+        forward again, with its tensor-parallel collectives; ``selective``: the attention core,
+        Korthikanti et al. §5), and the tensor-parallel triples ``tp_f``, ``tp_b``, ``tp_r``."""
+        c = self._columns(b, t, sp, recompute)
+        per_layer = c["per_layer"]
         units = self.units()
         if p > 1:
             per_unit = [sum(per_layer[a:z]) for a, z in units]
             stages = [(units[a][0], units[z - 1][1]) for a, z in pipeline.partition(per_unit, p)]
         else:
-            stages = [(0, len(rows))]
+            stages = [(0, len(per_layer))]
         lo, hi = max(stages, key=lambda r: sum(per_layer[r[0]:r[1]]))
-        sl = range(lo, hi)
-        tp = [ZERO_TRIPLE] * 3
-        for i in sl:
-            tp = [_add(tp[0], rows[i]["tp_f"]), _add(tp[1], rows[i]["tp_b"]), _add(tp[2], recs[i][1])]
-        return {"f": total(rows[i]["f"] for i in sl).compact(), "b": total(rows[i]["b"] for i in sl).compact(),
-                "r": total(recs[i][0] for i in sl).compact(), "tp_f": tp[0], "tp_b": tp[1], "tp_r": tp[2],
+
+        def part(name):
+            a, z = c[name + "_off"][lo], c[name + "_off"][hi]
+            whole = c[name]
+            return Parts(*(getattr(whole, f)[a:z] for f in ("compute", "memory", "extra", "launch", "count"))).compact()
+        rows = self.layers(b, t, sp)
+        return {"f": part("f"), "b": part("b"), "r": part("r"),
+                **{k: tuple(float(x) for x in c[k][lo:hi].sum(axis=0)) for k in ("tp_f", "tp_b", "tp_r")},
                 "stages": stages, "boundary_numel": rows[stages[0][1] - 1]["numel"] if p > 1 else 0}
 
     @lru_cache(maxsize=None)

@@ -1,0 +1,38 @@
+"""``concurrency-model report [--out DIR] [--force] [--json]``: the HTML report, the toolkit's main job.
+
+Writes ``DIR/report.html`` (default ``reports/``; self-contained, figures embedded) and the figures as
+``DIR/figures/*.png`` from the embedded default data (:func:`concurrency_model.report.build_report`).
+A directory that is not empty and was not written by this command is refused unless ``--force``; an
+earlier report is overwritten. Progress goes to stderr; ``--json`` prints ``{out, figures, html, elapsed_s,
+timings_s, errors}``. A section that could not be computed is shown on the page with its error, named on
+stderr, and the exit code is 1.
+"""
+from __future__ import annotations
+
+import os
+
+from . import add_json
+
+
+def run(args) -> dict:
+    os.environ.setdefault("MPLBACKEND", "Agg")  # no display needed; figures are written to files
+    from ..report import build_report
+
+    out = build_report(args.out, force=args.force, progress=not args.no_progress)
+    if out["errors"]:  # the page is written, with the failed sections saying why; exit 1 (cli.main)
+        out["_exit_code"] = 1
+        out["_errors"] = [f"section {e['section']} failed: {e['error']}" for e in out["errors"]]
+    return out
+
+
+def show(out: dict) -> None:
+    print(f"wrote {out['html']} ({len(out['figures'])} figures in {out['elapsed_s']:.0f} s)")
+
+
+def register(sub) -> None:
+    r = sub.add_parser("report", help="the HTML report: every figure from the embedded data (the main job)")
+    r.add_argument("--out", default="reports", help="output directory (default: reports/)")
+    r.add_argument("--force", action="store_true", help="write into a non-empty directory this command did not write")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_json(r)
+    r.set_defaults(run=run, show=show)

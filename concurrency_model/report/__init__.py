@@ -1,0 +1,111 @@
+"""The HTML report: the toolkit's main job (``concurrency-model report [--out DIR]``).
+
+:func:`build_report` computes every figure from the embedded default data with the toolkit's own API and
+writes ``DIR/report.html`` (self-contained: the figures are embedded as PNG data URIs) and the same
+figures as ``DIR/figures/*.png``. Figure functions live in small modules by topic (:mod:`.zoo`,
+:mod:`.comm`, :mod:`.parallel`, :mod:`.sweep3d`, :mod:`.accuracy`); each takes ``ax=None`` and returns
+the Axes, so they also work in a notebook.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from pathlib import Path
+
+MARKER = ".concurrency-model-report"
+HTML_NAME = "report.html"
+FIGURE_DIR = "figures"
+
+
+def prepare_out(out: Path, force: bool = False) -> None:
+    """Check and create the output directory.
+
+    A directory that is not empty and holds no marker of an earlier report is refused (``ValueError``
+    asking for ``force``); an earlier report's figures are removed before writing the new ones.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out: {out} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file() and not force:
+        raise ValueError(f"--out: {out} is not empty and was not written by concurrency-model report; "
+                         f"use --force to write into it anyway")
+    out.mkdir(parents=True, exist_ok=True)
+    if (out / MARKER).is_file():
+        for old in (out / FIGURE_DIR).glob("*.png"):
+            old.unlink()
+
+
+def build_report(out_dir="reports", force: bool = False, progress: bool = True, quick: bool = True) -> dict:
+    """Compute every figure and write ``out_dir/report.html`` and ``out_dir/figures/*.png``.
+
+    Returns ``{"out", "html", "figures", "elapsed_s", "timings_s", "errors"}``: the directory, the page, the
+    PNG paths, the wall time in all and per step, and the sections that failed (each shown on the page
+    with its error instead of its figures; empty when all went well). ``progress`` draws a bar on stderr;
+    ``quick`` is the validation's quick mode. Heavy parts (the validation, the sweep, the scaling
+    estimates) run in two worker processes while the figures are drawn.
+    """
+    from ..progress import Progress
+
+    t0 = time.perf_counter()
+    out = Path(out_dir)
+    prepare_out(out, force)
+    with Progress(8, "report", enabled=progress) as bar:  # 7 sections and the page
+        result = _build(out, quick, bar, t0)
+    return result
+
+
+def _build(out: Path, quick: bool, bar, t0: float) -> dict:
+    from . import accuracy, parallel, sweep3d
+    from .html import render, write_atomic
+    from .sections import (comm_section, dp_section, escape, failed_section, lead, meta, pipeline_section,
+                           roofline_section, sweep_section, validation_section, zoo_sections)
+
+    figs, sections, errors, timings = [], [], [], {}
+
+    def run(name: str, title: str, build, *args) -> None:
+        """One step: its sections, or one section saying what failed."""
+        bar.update(0, name)
+        t = time.perf_counter()
+        try:
+            made = build(figs, *args)
+        except Exception as e:  # noqa: BLE001 -- a failed figure must not lose the rest of the report
+            errors.append({"section": name, "error": f"{type(e).__name__}: {e}"})
+            made = [failed_section(name, title, e)]
+        sections.extend(made)
+        timings[name] = round(time.perf_counter() - t, 2)
+        bar.update(1, name)
+
+    workers = max(1, min(2, os.cpu_count() or 1))
+    with ProcessPoolExecutor(workers) as pool, ThreadPoolExecutor(1) as threads:
+        pool.submit(int, 0).result()  # start the workers now, before any thread exists
+        # the slow parts run in the workers (the validation may start its own pool there: no threads to fork)
+        fut_val = pool.submit(accuracy.validation_rows, quick)
+        fut_sweep = pool.submit(sweep3d.sweep_result)
+        fut_dp = threads.submit(parallel.dp_scaling_frame, mapper=pool.map)
+        run("zoo", "Work, depth and average parallelism of the model zoo", zoo_sections)
+        run("roofline", "The zoo's layers on a roofline", roofline_section)
+        run("collectives", "Collective algorithms: crossovers and measurements", comm_section)
+        run("data parallel", "Data-parallel scaling against measurements", dp_section, fut_dp)
+        run("pipeline", "Pipeline schedules", pipeline_section)
+        run("3d sweep", "3D parallelism of GPT-3 175B", sweep_section, fut_sweep)
+        run("validation", "Predicted against measured", validation_section, fut_val, quick)
+
+    bar.update(0, "writing the page")
+    (out / FIGURE_DIR).mkdir(exist_ok=True)
+    paths = []
+    for f in figs:
+        path = out / FIGURE_DIR / f"{f.name}.png"
+        write_atomic(path, f.png)
+        paths.append(str(path))
+    elapsed = time.perf_counter() - t0
+    notes = [f"The {e['section']} section failed: {escape(e['error'])}" for e in errors]
+    page = render("concurrency_model report", lead(), sections, meta=meta(elapsed), notes=notes)
+    html_path = out / HTML_NAME
+    write_atomic(html_path, page.encode("utf-8"))
+    write_atomic(out / MARKER, json.dumps({"written_by": "concurrency-model report", "html": HTML_NAME,
+                                           "figures": [Path(p).name for p in paths]}).encode())
+    bar.update(1, "done")
+    return {"out": str(out), "html": str(html_path), "figures": paths, "elapsed_s": round(elapsed, 2),
+            "timings_s": timings, "errors": errors}

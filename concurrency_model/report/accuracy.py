@@ -1,0 +1,172 @@
+"""Predicted against measured, per dataset: log-log scatter plots and the error table.
+
+The rows come from :func:`concurrency_model.validate.registry.validate` (columns ``dataset, mode, row,
+label, measured, predicted, unit, ape, status``; ``ape`` a fraction), the table from its
+:func:`~concurrency_model.validate.registry.summarize`, with each dataset's source and the date of its
+measurements after ``data/SOURCES.md``.
+"""
+from __future__ import annotations
+
+import html as _html
+import re
+import textwrap
+
+import numpy as np
+import pandas as pd
+
+from ._plot import new_axes
+
+# (pattern on the dataset name, source as data/SOURCES.md names it, date of the measurements)
+SOURCES = (
+    (r"deepbench.?all.?reduce", "Baidu DeepBench all-reduce, baidu-research/DeepBench @ da81ba7",
+     "2016-2017 (CUDA 7.5-8.0, Intel MLSL 2017)"),
+    (r"deepbench", "Baidu DeepBench kernels, baidu-research/DeepBench @ da81ba7",
+     "2016-2019 (CUDA 7.5-10.1, ROCm 1.7)"),
+    (r"nccl", "nccl-tests all_reduce_perf: oracle-quickstart/oci-hpc-oke @ 1402938 (2 x 8 A100), "
+              "lessizzmore/create-a3mega-ztan-fork @ c1fd9e1 (2 x 8 H100)",
+     "A100: 2023 (NCCL 2.19.3, container 23.10); H100: not stated"),
+    (r"vtrain", "vTrain ground truth, VIA-Research/vTrain @ f8dda84 (Bang et al., MICRO 2024)",
+     "published 2023-12 (arXiv 2312.12391)"),
+    (r"megatron.?2020", "Megatron-LM README tables, NVIDIA/Megatron-LM @ 5281919", "2020-09"),
+    (r"megatron", "Megatron-LM README tables, NVIDIA/Megatron-LM @ 152aab3, 50a4b5f", "2021-01 and 2021-04"),
+    (r"narayanan", "Narayanan et al. 2021 (SC21) Table 2, via cli99/llm-analysis @ b60b392",
+     "2021-04 (arXiv 2104.04473)"),
+    (r"measured", "this toolkit's own calibrate runs, data/measured/", None),
+)
+
+
+def source_of(dataset: str) -> tuple[str, str]:
+    """``(source, date)`` of a dataset name, after ``data/SOURCES.md`` (the toolkit's own runs: the date
+    in the run's name).
+
+    >>> source_of("vtrain-multi")[1]
+    'published 2023-12 (arXiv 2312.12391)'
+    >>> source_of("measured-compute-cpu-host-20261202")[1]
+    '2026-12-02'
+    """
+    for pattern, src, date in SOURCES:
+        if re.search(pattern, dataset, re.IGNORECASE):
+            if date is None:
+                m = re.search(r"(\d{4})(\d{2})(\d{2})$", dataset)
+                date = "-".join(m.groups()) if m else "see data/measured/"
+            return src, date
+    return "see data/SOURCES.md", "see data/SOURCES.md"
+
+
+def validation_rows(quick: bool = True) -> pd.DataFrame:
+    """:func:`concurrency_model.validate.registry.validate` of every dataset (``quick``: its quick mode)."""
+    from ..validate.registry import validate
+
+    return validate(None, quick=quick, progress=None)
+
+
+def predicted_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows that have a prediction (``status`` ok, finite positive values)."""
+    ok = np.isfinite(df["measured"].astype(float)) & np.isfinite(df["predicted"].astype(float))
+    ok &= (df["measured"].astype(float) > 0) & (df["predicted"].astype(float) > 0)
+    if "status" in df:
+        ok &= df["status"] == "ok"
+    return df[ok]
+
+
+def error_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per dataset: ``dataset, mode, rows, rows_total, sampled, median_ape_pct, mean_ape_pct,
+    max_ape_pct, within_20_pct, source, date, error`` (``registry.summarize`` plus the share of rows within
+    ±20% and the source and date of the data).
+
+    >>> df = pd.DataFrame({"dataset": "vtrain-multi", "mode": "preset", "row": [2, 3], "label": "",
+    ...                    "group": "", "measured": [1.0, 1.0], "predicted": [1.1, 1.3], "unit": "s",
+    ...                    "ape": [0.1, 0.3], "status": "ok", "note": ""})
+    >>> [float(x) for x in error_table(df).loc[0, ["rows", "median_ape_pct", "within_20_pct"]]]
+    [2.0, 20.0, 50.0]
+    """
+    from ..validate.registry import summarize
+
+    ok = predicted_rows(df)
+    out = []
+    for s in summarize(df):
+        name = s["name"]
+        g = ok[(ok["dataset"] == name) & ((ok["mode"] == s.get("mode")) if "mode" in ok else True)]
+        src, date = source_of(str(name))
+        pct = (lambda v: None if v is None else 100 * float(v))
+        out.append({"dataset": name, "mode": s.get("mode"), "rows": s.get("rows"), "rows_total": s.get("rows_total"),
+                    "sampled": s.get("sampled") or "", "median_ape_pct": pct(s.get("median_ape")),
+                    "mean_ape_pct": pct(s.get("mean_ape")), "max_ape_pct": pct(s.get("max_ape")),
+                    "within_20_pct": float((g["ape"].astype(float) <= 0.2).mean() * 100) if len(g) else None,
+                    "source": src, "date": date, "error": s.get("error")})
+    return pd.DataFrame(out)
+
+
+def error_table_html(table: pd.DataFrame) -> str:
+    """The error table as an HTML ``<table>`` (percentages with one decimal)."""
+    def pct(v, digits=1):
+        return "" if v is None or pd.isna(v) else f"{v:.{digits}f}%"
+
+    head = ["dataset", "mode", "rows compared", "median APE", "mean APE", "max APE", "within ±20%", "source",
+            "date of the data"]
+    lines = ["<table class='errors'>", "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>",
+             "<tbody>"]
+    for r in table.itertuples():
+        rows = "" if r.rows is None or pd.isna(r.rows) else f"{int(r.rows):,}"
+        if r.rows_total is not None and not pd.isna(r.rows_total):
+            rows += f" of {int(r.rows_total):,}"
+        rows += f"<br><small>{_html.escape(r.sampled)}</small>" if r.sampled else ""
+        rows += f"<br><b>error:</b> {_html.escape(str(r.error))}" if r.error else ""
+        cells = [_html.escape(str(r.dataset)), _html.escape(str(r.mode or "")), rows, pct(r.median_ape_pct),
+                 pct(r.mean_ape_pct), pct(r.max_ape_pct), pct(r.within_20_pct, 0), _html.escape(r.source),
+                 _html.escape(r.date)]
+        lines.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    lines.append("</tbody></table>")
+    return "\n".join(lines)
+
+
+def log_ticks(axis, lo: float, hi: float) -> None:
+    """Unlabelled minor ticks on a log ``axis``; over less than two decades, ticks at 1, 2, 5 of each
+    decade labelled as plain numbers."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_minor_formatter(NullFormatter())
+    if hi / lo < 100:
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+
+
+def validation_scatter(df: pd.DataFrame, dataset: str | None = None, ax=None):
+    """Predicted against measured for one dataset (log-log), the line y = x and the ±20% band.
+
+    >>> df = pd.DataFrame({"dataset": "d", "measured": [1.0, 2.0], "predicted": [1.1, 1.8], "unit": "s",
+    ...                    "ape": [0.1, 0.1]})
+    >>> validation_scatter(df, "d").get_xscale()
+    'log'
+    """
+    ax = new_axes(ax, (4.5, 4.5))
+    g = predicted_rows(df if dataset is None else df[df["dataset"] == dataset])
+    name = dataset if dataset is not None else "all rows"
+    mode = f" ({g['mode'].iloc[0]})" if "mode" in g and len(g) and g["mode"].nunique() == 1 else ""
+    if not len(g):
+        ax.text(0.5, 0.5, "no predicted rows", ha="center", va="center", transform=ax.transAxes)
+        ax.set_title(f"{name}{mode}", fontsize=9)
+        return ax
+    m, p = g["measured"].to_numpy(float), g["predicted"].to_numpy(float)
+    lo, hi = min(m.min(), p.min()) / 1.5, max(m.max(), p.max()) * 1.5
+    xs = np.array([lo, hi])
+    ax.fill_between(xs, xs * 0.8, xs * 1.2, color="0.6", alpha=0.35, lw=0, label="±20%", zorder=1)
+    ax.plot(xs, xs, color="k", lw=1, label="y = x", zorder=3)
+    ax.scatter(m, p, s=10 if len(g) > 200 else 18, alpha=0.5 if len(g) > 200 else 0.8, color="tab:blue", lw=0,
+               zorder=2)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    for axis in (ax.xaxis, ax.yaxis):
+        log_ticks(axis, lo, hi)
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_aspect("equal")
+    unit = ", ".join(sorted(set(g["unit"].astype(str)))) if "unit" in g else ""
+    ax.set_xlabel(f"measured ({unit})")
+    ax.set_ylabel(f"predicted ({unit})")
+    ape = g["ape"].astype(float) * 100
+    ax.set_title(f"{textwrap.fill(name + mode, 40)}\n{len(g):,} rows, median APE {ape.median():.1f}%, "
+                 f"{(ape <= 20).mean():.0%} within ±20%", fontsize=9)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    return ax

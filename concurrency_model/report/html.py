@@ -1,0 +1,117 @@
+"""Write the report page: one self-contained HTML file (figures as base64 PNG data URIs, inline CSS).
+
+A page is a title, a lead paragraph and a list of :class:`Section` (heading, intro HTML, figures and
+tables); :func:`render` returns the HTML text and :func:`write` writes it atomically.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CSS = """
+* { box-sizing: border-box; }
+body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #1d1d1f; margin: 0;
+       background: #fafafa; line-height: 1.5; }
+main { max-width: 1140px; margin: 0 auto; padding: 24px 28px 60px; background: #fff; }
+h1 { font-size: 1.8em; margin: 0.2em 0 0.3em; }
+h2 { font-size: 1.35em; margin-top: 2.2em; border-bottom: 1px solid #ddd; padding-bottom: 0.2em; }
+p, li { max-width: 100%; overflow-wrap: anywhere; }
+code { background: #f1f1f1; padding: 0 3px; border-radius: 3px; font-size: 0.92em; }
+figure { margin: 1.2em 0; }
+figure img { display: block; max-width: 100%; height: auto; border: 1px solid #e4e4e4; }
+figcaption { font-size: 0.9em; color: #555; margin-top: 0.3em; }
+.meta { color: #666; font-size: 0.9em; }
+.note { background: #fff8e1; border-left: 4px solid #f0c040; padding: 6px 12px; font-size: 0.92em; }
+nav ol { columns: 2; font-size: 0.95em; }
+.table-wrap { max-width: 100%; overflow-x: auto; }
+table { border-collapse: collapse; width: 100%; font-size: 0.86em; margin: 0.8em 0; }
+th, td { border: 1px solid #ddd; padding: 4px 7px; text-align: left; vertical-align: top;
+         overflow-wrap: break-word; }
+th { background: #f3f3f3; }
+table.errors td:nth-child(n+4):nth-child(-n+7) { text-align: right; white-space: nowrap; }
+table.errors td:nth-child(3) { min-width: 9em; }
+table.errors td:first-child { min-width: 10em; }
+small { color: #666; }
+"""
+
+
+@dataclass
+class Figure:
+    """A PNG with its file name (beside the page), alt text and caption."""
+
+    name: str
+    png: bytes
+    alt: str
+    caption: str = ""
+
+
+@dataclass
+class Section:
+    """A heading, intro paragraphs (trusted HTML written by the report), figures and HTML tables."""
+
+    anchor: str
+    title: str
+    intro: str
+    figures: list = field(default_factory=list)
+    tables: list = field(default_factory=list)
+    after: str = ""
+
+
+def data_uri(png: bytes) -> str:
+    """``data:image/png;base64,...`` of PNG bytes.
+
+    >>> data_uri(b"x")
+    'data:image/png;base64,eA=='
+    """
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def render(title: str, lead: str, sections: list, meta: str = "", notes: list | None = None) -> str:
+    """The whole page as one HTML string.
+
+    >>> "<h2 id='a'>A</h2>" in render("T", "lead", [Section("a", "A", "<p>x</p>")])
+    True
+    """
+    out = ["<!DOCTYPE html>", "<html lang='en'>", "<head>", "<meta charset='utf-8'>",
+           "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+           f"<title>{html.escape(title)}</title>", f"<style>{CSS}</style>", "</head>", "<body>", "<main>",
+           f"<h1>{html.escape(title)}</h1>"]
+    if meta:
+        out.append(f"<p class='meta'>{meta}</p>")
+    out.append(lead)
+    for n in notes or []:
+        out.append(f"<p class='note'>{n}</p>")
+    out.append("<nav><ol>" + "".join(f"<li><a href='#{s.anchor}'>{html.escape(s.title)}</a></li>" for s in sections)
+               + "</ol></nav>")
+    for s in sections:
+        out.append(f"<section><h2 id='{s.anchor}'>{html.escape(s.title)}</h2>")
+        out.append(s.intro)
+        for f in s.figures:
+            out.append(f"<figure><img src='{data_uri(f.png)}' alt='{html.escape(f.alt, quote=True)}'>"
+                       + (f"<figcaption>{f.caption}</figcaption>" if f.caption else "") + "</figure>")
+        for t in s.tables:
+            out.append(f"<div class='table-wrap'>{t}</div>")
+        out.append(s.after)
+        out.append("</section>")
+    out += ["</main>", "</body>", "</html>", ""]
+    return "\n".join(out)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual permissions
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

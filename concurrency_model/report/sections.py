@@ -1,0 +1,200 @@
+"""The report's sections: each builder computes its figures (appending them to ``figs``) and returns its
+:class:`~concurrency_model.report.html.Section` list, with an intro saying what is plotted and where the
+data come from (``data/SOURCES.md``)."""
+from __future__ import annotations
+
+import html
+import math
+import time
+
+from . import accuracy, comm, parallel, sweep3d, zoo
+from ._plot import figure, fmt_bytes, png_bytes
+from .html import Figure, Section
+
+
+def escape(text) -> str:
+    """HTML-escaped ``str(text)``."""
+    return html.escape(str(text))
+
+
+def failed_section(anchor: str, title: str, err: Exception) -> Section:
+    """A section that says it could not be computed, and why."""
+    return Section(anchor.replace(" ", "-"), title,
+                   f"<p class='note'>This section could not be computed: {escape(type(err).__name__)}: "
+                   f"{escape(err)}</p>")
+
+
+def add_figure(figs: list, name: str, fig, alt: str, caption: str) -> Figure:
+    """Render ``fig`` to PNG, append it to ``figs`` and return it."""
+    f = Figure(name, png_bytes(fig), alt, caption)
+    figs.append(f)
+    return f
+
+
+def meta(elapsed: float) -> str:
+    from .. import __version__
+
+    return (f"concurrency_model {__version__}, written {time.strftime('%Y-%m-%d %H:%M %Z')} in {elapsed:.0f} s "
+            f"by <code>concurrency-model report</code>.")
+
+
+def lead() -> str:
+    return ("<p>Symbolic cost models of parallel and distributed deep learning after Ben-Nun &amp; Hoefler, "
+            "<i>Demystifying Parallel and Distributed Deep Learning</i> (ACM CSUR 2019): work and depth of "
+            "operators and networks, device time on a roofline, collectives in the alpha-beta model, and "
+            "data, tensor and pipeline parallelism composed into a training step. Every figure below is "
+            "computed by the toolkit from its embedded presets and the measurements in <code>data/</code> "
+            "(sources in <code>data/SOURCES.md</code>); where a figure shows measurements, it says which.</p>")
+
+
+def zoo_sections(figs):
+    zf = zoo.zoo_frame()
+    fig, ax = figure(11, 5.2, 1, 2, width_ratios=[1.25, 1])
+    zoo.work_depth(zf, ax=ax[0, 0])
+    zoo.average_parallelism(zf, ax=ax[0, 1])
+    f = add_figure(figs, "zoo_work_depth", fig, "work against depth and average parallelism of the zoo models",
+                   "Left: W against D, log-log; dashed lines of equal W/D. Right: W/D of the forward pass and of the "
+                   "training step.")
+    tp = zf.set_index("model")["training_parallelism"]
+    intro = (f"<p>Work W (FLOP; a multiply-add counts 2) and depth D (operations on the longest chain of "
+             f"dependent operations, paper §2.5) of a training step of each of the {len(zf)} zoo models at "
+             f"batch 1, from <code>get_model(name).training()</code>. Their ratio, the average parallelism, "
+             f"ranges from {tp.min():,.0f} ({tp.idxmin()}) to {tp.max():.3g} ({tp.idxmax()}): far more than the "
+             f"cores of any device, so it is the work, not the critical path, that bounds one device. CNNs "
+             f"follow the torchvision definitions, transformers the original papers; no measurements here.</p>")
+    return [Section("zoo", "Work, depth and average parallelism of the model zoo", intro, [f])]
+
+
+def roofline_section(figs):
+    rf = zoo.roofline_frame()
+    fig, ax = figure(11, 6.2)
+    zoo.roofline(rf, ax=ax[0, 0])
+    f = add_figure(figs, "roofline", fig, "the zoo's forward layers on the A100 roofline",
+                   "Layers with identical intensity and rate are drawn once; the legend counts the distinct points "
+                   "per kind.")
+    intro = (f"<p>Each forward layer of the zoo (images at batch 32, BERT/GPT-2/LSTM at batch 8, GPT-3 175B at "
+             f"batch 1: {len(rf):,} layers of {rf['kind'].nunique()} kinds) as predicted by the device-time model "
+             f"(<code>timing.graph.layer_times</code>) on the <code>a100-sxm4-80gb</code> preset in fp16: "
+             f"arithmetic intensity (FLOP per byte of minimum memory traffic) against predicted FLOP/s. The roof "
+             f"is the datasheet peak and bandwidth (reference/hardware.md) times the fitted efficiencies; points "
+             f"below it are GEMM wave/tile quantisation, launch overhead or small shapes; convolutions above it "
+             f"run as Winograd, which needs fewer FLOP than the direct count the intensity uses. Predicted kernel "
+             f"times are checked against DeepBench in the last section.</p>")
+    return [Section("roofline", "The zoo's layers on a roofline", intro, [f])]
+
+
+def comm_section(figs):
+    cfs = [comm.collective_frame(s) for s in comm.SYSTEMS]
+    fig, ax = figure(11, 11, 2, 1)
+    for a, cf in zip(ax[:, 0], cfs):
+        comm.collective_crossovers(cf, ax=a)
+    f = add_figure(figs, "collectives", fig, "all-reduce algorithms, crossovers and measured nccl-tests points",
+                   "Top: A100 cluster. Bottom: H100 cluster (its preset, dgx-h100, has 400 Gb/s NICs; A3-Mega "
+                   "has 200).")
+    cross = "; ".join(f"{comm.SYSTEMS[cf['system']]}: " + ", ".join(f"{a} to {b} at {fmt_bytes(x)}"
+                                                                     for a, b, x in cf["crossovers"]) for cf in cfs)
+    intro = ("<p>All-reduce time against the message size on 16 ranks (2 nodes x 8 GPUs) for every algorithm of "
+             "<code>comm.collective_time</code> in the alpha-beta model, with alpha and beta fitted as a ring "
+             "all-reduce to the measured sizes of 64 KiB and more; the Chan et al. lower bound; the algorithm "
+             "<code>comm.auto</code> picks (bands along the top) and where it switches (<code>comm.crossover</code>: "
+             f"{cross}); and the cluster preset with <code>auto</code> on its tiers (dash-dot). Black dots: "
+             "nccl-tests <code>all_reduce_perf</code> out-of-place times from data/SOURCES.md, "
+             "<code>oracle-quickstart/oci-hpc-oke</code> @ 1402938 (8 x A100-SXM4-40GB per node, RoCE, NCCL "
+             "2.19.3) and <code>lessizzmore/create-a3mega-ztan-fork</code> @ c1fd9e1 (8 x H100 per node, GCP "
+             "A3-Mega). Below 64 KiB NCCL's latency (40-130 µs here) is far above one alpha: NCCL switches to "
+             "low-latency protocols that one alpha-beta line does not describe.</p>")
+    return [Section("collectives", "Collective algorithms: crossovers and measurements", intro, [f])]
+
+
+def dp_section(figs, fut_dp):
+    dp = fut_dp.result()
+    fig, ax = figure(11, 5.5)
+    parallel.dp_scaling(dp, ax=ax[0, 0])
+    f = add_figure(figs, "dp_scaling", fig, "data-parallel weak scaling, predicted and measured",
+                   "Lines: predicted; stars: measured. The legend gives the weak-scaling efficiency t(1) / t(128).")
+    top = dp["d"].max()
+    eff = []
+    for model, g in dp.groupby("model"):
+        g = g.set_index("d")
+        eff.append((model, g.loc[1, "measured_s"] / g.loc[top, "measured_s"],
+                    g.loc[1, "predicted_s"] / g.loc[top, "predicted_s"]))
+    meas = ", ".join(f"{m} {a:.0%}" for m, a, _ in eff)
+    pred = ", ".join(f"{m} {b:.0%}" for m, _, b in eff)
+    intro = ("<p>Iteration time of GPT-2 models of 1.2 to 8.3 billion parameters (tensor parallel 1, 2, 4, 8 "
+             "inside one DGX-A100) as data parallelism replicates them, 16 sequences per replica (weak scaling), "
+             "predicted by <code>estimate</code> for every d from 1 to 128 (lines) and measured at d = 1 and "
+             "d = 128 (stars): the Megatron-LM README's 2020-09 tables (data/SOURCES.md, "
+             "<code>megatron_readme_scaling.csv</code>, NVIDIA/Megatron-LM @ 5281919), mapped to scenarios as in "
+             f"<code>validate.training</code>. Weak-scaling efficiency at d = {top}: measured {meas}; predicted "
+             f"{pred}. The model hides the gradient all-reduce behind the backward pass almost entirely and so "
+             "misses most of the measured loss (stragglers, contention and framework overhead are not "
+             "modelled). The other measured training sets in data/ vary the configuration at a fixed GPU count "
+             "(vTrain) or the model together with the GPU count (Megatron 2021, Narayanan et al. Table 2), so "
+             "they give no data-parallel curve; they are in the last section.</p>")
+    return [Section("dp", "Data-parallel scaling against measurements", intro, [f])]
+
+
+def pipeline_section(figs):
+    fig, ax = figure(11, 7.5, 3, 1, sharex=True)
+    for a, (sched, v, title) in zip(ax[:, 0], parallel.SCHEDULES):
+        parallel.pipeline_timeline(sched, 4, 8, 1.0, 2.0, v=v, title=title, ax=a)
+    f = add_figure(figs, "pipeline_timelines", fig, "GPipe, 1F1B and interleaved pipeline timelines",
+                   "Numbers are microbatches; the dashed line is the end of the step.")
+    intro = ("<p>Event-simulated timelines (<code>parallel.pipeline.timeline</code>) of p = 4 stages and m = 8 "
+             "microbatches, forward 1 s and backward 2 s per microbatch and stage, no transfer time: GPipe (all "
+             "forwards, then all backwards), 1F1B / PipeDream-Flush (same step, at most p microbatches in "
+             "flight) and Megatron's interleaved 1F1B with v = 2 chunks per device (lighter bars: the second "
+             "chunk), whose bubble is v times smaller (Narayanan et al. 2021). The simulated step equals the "
+             "closed form of <code>pipeline.step_time</code>. Model only: data/ holds no pipeline timing "
+             "traces.</p>")
+    return [Section("pipeline", "Pipeline schedules", intro, [f])]
+
+
+def sweep_section(figs, fut_sweep):
+    res = fut_sweep.result()
+    best = sweep3d.best_estimate(res)
+    fig, ax = figure(11, 4.6)
+    sweep3d.sweep_heatmap(res.frame, ax=ax[0, 0])
+    f1 = add_figure(figs, "sweep_heatmap", fig, "best step time of gpt3-175b over tensor and pipeline degrees",
+                    "Best step time per (tensor, pipeline) over the other fields; red outline: the fastest.")
+    fig, ax = figure(11, 4.2)
+    sweep3d.step_breakdown(best, ax=ax[0, 0])
+    f2 = add_figure(figs, "step_breakdown", fig, "step-time breakdown of the fastest configuration",
+                    "The coloured bars add up to the step; the grey bar is data-parallel traffic hidden behind the "
+                    "backward pass.")
+    par, tr = best.scenario.parallel, best.scenario.training
+    rejected = "; ".join(f"{k} ({v:,})" for k, v in sorted(res.rejected.items(), key=lambda kv: -kv[1]))
+    intro = (f"<p>GPT-3 175B on {sweep3d.GPUS} A100-80GB GPUs (<code>dgx-a100</code> preset, 128 nodes), global "
+             f"batch {sweep3d.GLOBAL_BATCH}, fp16 with Adam: <code>sweep</code> evaluated {res.evaluated:,} "
+             f"configurations of data, tensor, pipeline, microbatch, schedule, interleave, sequence parallelism, "
+             f"recompute and ZeRO stage in {res.elapsed_s:.1f} s; {res.feasible:,} are feasible (rejected: "
+             f"{escape(rejected)}). Each cell shows the fastest for its tensor and pipeline degree. The fastest "
+             f"overall: data {par['data']} x tensor {par['tensor']} x pipeline {par['pipeline']}, microbatch "
+             f"{par['microbatch_size']}, {par['schedule']}, recompute {tr['recompute']}, ZeRO {tr['zero_stage']}: "
+             f"{best.step_time_s:.2f} s per step ({best.achieved_flops_per_device / 1e12:.0f} TFLOP/s of model "
+             f"FLOPs per GPU), below broken down by <code>estimate(...).breakdown</code>. Model only: the ZeRO-3 "
+             f"rows of Narayanan et al. 2021 in the last section show how optimistic the model is there.</p>")
+    return [Section("sweep", "3D parallelism of GPT-3 175B", intro, [f1, f2])]
+
+
+def validation_section(figs, fut_val, quick):
+    vdf = fut_val.result()
+    names = list(dict.fromkeys(vdf["dataset"]))
+    ncols = min(3, max(1, len(names)))
+    nrows = max(1, math.ceil(len(names) / ncols))
+    fig, ax = figure(11, 3.6 * nrows + 0.3, nrows, ncols)
+    for a, name in zip(ax.flat, names):
+        accuracy.validation_scatter(vdf, name, ax=a)
+    for a in list(ax.flat)[len(names):]:
+        a.set_axis_off()
+    f = add_figure(figs, "validation", fig, "predicted against measured, one panel per dataset",
+                   "One panel per dataset: predicted against measured, y = x and the ±20% band.")
+    table = accuracy.error_table(vdf)
+    intro = ("<p>Every dataset in data/ through its predictor (<code>validate.registry.validate</code>"
+             f"{', quick mode: the slow training sets sampled' if quick else ''}), each in its main mode: "
+             "<i>preset</i> (the device and cluster presets with default constants, none fitted on these data), "
+             "<i>held-out</i> (constants fitted on the other half of the same system's rows) or <i>in-sample</i>. "
+             "The error is the absolute percentage error (APE) per row; the table gives its median, mean and "
+             "maximum, the share of rows within ±20%, which rows were compared, and the source and date of the "
+             "measurements (data/SOURCES.md). The same registry backs <code>concurrency-model validate</code>.</p>")
+    return [Section("validation", "Predicted against measured", intro, [f], tables=[accuracy.error_table_html(table)])]

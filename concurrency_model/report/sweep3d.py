@@ -1,0 +1,134 @@
+"""3D parallelism of gpt3-175b: the best step time over (tensor, pipeline) and where the best step goes.
+
+The grid is :func:`concurrency_model.sweep.sweep` of gpt3-175b on 1024 GPUs of the ``dgx-a100`` preset,
+global batch 1536, fp16 with Adam, every other field searched (data, tensor, pipeline, microbatch,
+schedule, interleave, sequence parallelism, recompute, ZeRO stage); the breakdown is
+:func:`~concurrency_model.parallel.estimate.estimate` of the fastest configuration.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ._plot import new_axes
+
+MODEL, CLUSTER, GPUS, GLOBAL_BATCH, DTYPE = "gpt3-175b", "dgx-a100", 1024, 1536, "fp16"
+PARTS = {"forward_s": "forward", "backward_s": "backward", "recompute_s": "recompute",
+         "tensor_parallel_comm_s": "tensor-parallel comm", "pipeline_p2p_s": "pipeline p2p",
+         "bubble_s": "pipeline bubble", "data_parallel_exposed_s": "data-parallel comm (exposed)",
+         "optimizer_s": "optimizer"}
+
+
+def base_scenario() -> dict:
+    """The sweep's scenario: gpt3-175b on dgx-a100, global batch 1536, fp16, Adam; the rest is searched."""
+    return {"model": MODEL, "cluster": CLUSTER, "parallel": {"global_batch": GLOBAL_BATCH},
+            "training": {"dtype": DTYPE, "optimizer": "adam"}}
+
+
+def sweep_result(scenario: dict | None = None, gpus: int = GPUS):
+    """:func:`concurrency_model.sweep.sweep` of :func:`base_scenario` (or ``scenario``) on ``gpus`` devices."""
+    from ..sweep import sweep
+
+    return sweep(scenario or base_scenario(), gpus)
+
+
+def best_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """The fastest configuration per (tensor, pipeline) of a sweep frame (one row per configuration).
+
+    >>> f = pd.DataFrame({"tensor": [1, 1, 2], "pipeline": [2, 2, 1], "step_time_s": [3.0, 2.0, 5.0]})
+    >>> best_cells(f)["step_time_s"].tolist()
+    [2.0, 5.0]
+    """
+    ok = frame[np.isfinite(frame["step_time_s"].astype(float))]
+    return ok.loc[ok.groupby(["tensor", "pipeline"])["step_time_s"].idxmin()].reset_index(drop=True)
+
+
+def sweep_heatmap(frame: pd.DataFrame | None = None, ax=None, title: str | None = None):
+    """Best step time (s) per tensor x pipeline degree (data = GPUs / (t p)) of a sweep frame; cells
+    without a feasible configuration grey and hatched; the fastest cell outlined in red.
+
+    >>> df = pd.DataFrame({"tensor": [1, 2, 2], "pipeline": [2, 1, 2], "step_time_s": [3.0, 2.0, 2.5]})
+    >>> sweep_heatmap(df).get_xlabel()
+    'pipeline degree p'
+    """
+    from matplotlib.patches import Rectangle
+
+    df = sweep_result().frame if frame is None else frame
+    ax = new_axes(ax, (8, 4.5))
+    best = best_cells(df).set_index(["tensor", "pipeline"])["step_time_s"]
+    ts = sorted(int(t) for t in df["tensor"].unique())
+    ps = sorted(int(p) for p in df["pipeline"].unique())
+    ts = [2**k for k in range(int(np.log2(max(ts))) + 1)] if all(t & (t - 1) == 0 for t in ts) else ts
+    ps = [2**k for k in range(int(np.log2(max(ps))) + 1)] if all(p & (p - 1) == 0 for p in ps) else ps
+    grid = np.full((len(ts), len(ps)), np.nan)
+    for (t, p), v in best.items():
+        grid[ts.index(int(t)), ps.index(int(p))] = v
+    finite = grid[np.isfinite(grid)]
+    vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    im = ax.imshow(np.ma.masked_invalid(grid), cmap="viridis_r", vmin=vmin, vmax=max(vmax, vmin * 1.001 + 1e-12),
+                   aspect="auto", origin="lower")
+    for i in range(len(ts)):
+        for j in range(len(ps)):
+            v = grid[i, j]
+            if np.isfinite(v):
+                dark = (v - vmin) / max(vmax - vmin, 1e-12) > 0.6  # viridis_r: slow cells are dark
+                ax.text(j, i, f"{v:.1f}", ha="center", va="center", fontsize=8, color="white" if dark else "k")
+            else:
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor="0.88", edgecolor="0.6", hatch="//",
+                                       lw=0.5))
+                ax.text(j, i, "none\nfeasible", ha="center", va="center", fontsize=7, color="0.25",
+                        bbox={"facecolor": "0.88", "edgecolor": "none", "pad": 1})
+    if len(best):
+        tb, pb = best.idxmin()
+        ax.add_patch(Rectangle((ps.index(int(pb)) - 0.5, ts.index(int(tb)) - 0.5), 1, 1, fill=False,
+                               edgecolor="red", lw=2.5))
+    ax.set_xticks(range(len(ps)), [str(p) for p in ps])
+    ax.set_yticks(range(len(ts)), [str(t) for t in ts])
+    ax.set_xlabel("pipeline degree p")
+    ax.set_ylabel("tensor degree t")
+    ax.set_title(title or f"{MODEL} on {GPUS} GPUs ({CLUSTER}), global batch {GLOBAL_BATCH}: best step time (s) "
+                          "per (t, p); red: fastest", fontsize=10)
+    ax.figure.colorbar(im, ax=ax, label="step time (s)")
+    return ax
+
+
+def best_estimate(result):
+    """``estimate`` of the fastest configuration of a :class:`~concurrency_model.sweep.SweepResult`."""
+    from ..parallel.estimate import estimate
+
+    return estimate(result.scenario(result.top(1).iloc[0]))
+
+
+def step_breakdown(est=None, ax=None):
+    """Where the step of one estimate goes: one horizontal bar per component of ``breakdown`` (they add up
+    to the step time), the overlapped data-parallel traffic shown apart.
+
+    >>> from concurrency_model.parallel.estimate import estimate
+    >>> e = estimate({"model": "gpt2", "cluster": "dgx-a100", "parallel": {"data": 8, "global_batch": 64,
+    ...               "microbatch_size": 8}})
+    >>> step_breakdown(e).get_xlabel()
+    'seconds per step'
+    """
+    if est is None:
+        est = best_estimate(sweep_result())
+    ax = new_axes(ax, (8, 4))
+    b = est.breakdown
+    names = [PARTS[k] for k in PARTS if k in b] + ["data-parallel comm (overlapped, hidden)"]
+    vals = [float(b[k]) for k in PARTS if k in b] + [float(b.get("data_parallel_overlapped_s", 0.0))]
+    colors = [*[f"C{i}" for i in range(len(names) - 1)], "0.8"]
+    y = np.arange(len(names))
+    ax.barh(y, vals, color=colors, edgecolor="k", lw=0.4)
+    step = est.step_time_s
+    for yi, v in zip(y, vals):
+        ax.text(v + step * 0.01, yi, f"{v:.3g} s ({v / step:.1%})", va="center", fontsize=8)
+    ax.set_yticks(y, names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(vals) * 1.3)
+    ax.set_xlabel("seconds per step")
+    par, tr = est.scenario.parallel, est.scenario.training
+    ax.set_title(f"step {step:.2f} s = sum of the coloured bars; (d, t, p) = ({par['data']}, {par['tensor']}, "
+                 f"{par['pipeline']}), microbatch {par['microbatch_size']},\n{par['schedule']}, recompute "
+                 f"{tr['recompute']}, ZeRO {tr['zero_stage']}, {est.achieved_flops_per_device / 1e12:.0f} TFLOP/s "
+                 f"per GPU, {est.memory_bytes_per_device / 1e9:.0f} GB per GPU", fontsize=8.5, loc="left")
+    ax.grid(True, axis="x", alpha=0.3)
+    return ax
