@@ -28,6 +28,7 @@ class Scenario:
     cluster: Cluster
     parallel: dict
     training: dict
+    run: dict | None = None  # a whole training run (:mod:`concurrency_model.parallel.run`)
 
     @property
     def gpus(self) -> int:
@@ -109,4 +110,8 @@ def load_scenario(spec) -> Scenario:
         cluster.device.peak(tr["dtype"])  # the device must have math in this dtype
     except ValueError as e:
         raise ValueError(f"training.{e}") from None
-    return Scenario(raw["model"], cluster, par, tr)
+    run = None
+    if raw.get("run") is not None:
+        from .parallel.run import check_run
+        run = check_run(raw["run"])
+    return Scenario(raw["model"], cluster, par, tr, run)

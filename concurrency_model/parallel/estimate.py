@@ -38,6 +38,7 @@ import pandas as pd
 from ..scenario import Scenario, load_scenario
 from . import compose, memory
 from .features import transformer_shape, triple_seconds, workload
+from .run import run_cost
 
 
 @dataclass
@@ -53,13 +54,14 @@ class Estimate:
     memory: dict
     scenario: Scenario = field(repr=False)
     stages: list = field(default_factory=list, repr=False)
+    run: dict | None = None  # steps, days, GPU-hours, cost, energy of the scenario's run, if it has one
 
     def to_dict(self) -> dict:
         return {"step_time_s": self.step_time_s, "throughput_samples_per_s": self.throughput_samples_per_s,
                 "flop_per_step": self.flop_per_step, "achieved_flops_per_device": self.achieved_flops_per_device,
                 "memory_bytes_per_device": self.memory_bytes_per_device, "breakdown": self.breakdown,
                 "memory": {k: v for k, v in self.memory.items() if k != "reason"}, "gpus": self.scenario.gpus,
-                "parallel": self.scenario.parallel, "training": self.scenario.training}
+                "parallel": self.scenario.parallel, "training": self.scenario.training, **(self.run or {})}
 
     def to_frame(self) -> pd.DataFrame:
         return pd.DataFrame([{"component": k, "seconds": v} for k, v in self.breakdown.items()])
@@ -83,8 +85,13 @@ def estimate(scenario) -> Estimate:
     step = out["step"]
     b = par["microbatch_size"]
     model_flop = w.training_flop(b) * (par["global_batch"] / b)
+    run = None
+    if sc.run:
+        shape = transformer_shape(w.graph(b))
+        run = run_cost(sc.run, step, par["global_batch"], sc.gpus, breakdown["compute_s"] / step,
+                       float(sc.cluster.device.board_power_w), shape["s"] if shape else None)
     return Estimate(step, par["global_batch"] / step, model_flop, model_flop / step / sc.gpus,
-                    float(mem["total_bytes"]), breakdown, mem, sc, stage["stages"])
+                    float(mem["total_bytes"]), breakdown, mem, sc, stage["stages"], run)
 
 
 def prepare(sc: Scenario) -> tuple:

@@ -24,6 +24,7 @@ import pandas as pd
 
 from ..parallel import compose, memory
 from ..parallel.features import transformer_shape, workload
+from ..parallel.run import run_cost
 from ..progress import Progress
 from ..scenario import load_scenario, read_scenario
 from .space import layouts
@@ -57,6 +58,7 @@ class SweepResult:
     compile_s: float
     eval_s: float
     base: dict = field(repr=False)
+    compute_s: np.ndarray | None = field(default=None, repr=False)  # per configuration, with a run only
 
     @property
     def feasible(self) -> int:
@@ -78,7 +80,19 @@ class SweepResult:
         hw = self.hardware.iloc[j].reset_index(drop=True)
         df = pd.concat([df, hw], axis=1)
         df.insert(len(df.columns), "step_time_s", self.step_time_s[i, j])
+        if self.compute_s is not None:
+            for k, v in self._run(i, j).items():
+                df[k] = v
         return df
+
+    def _run(self, i, j) -> dict:
+        """Run days, GPU-hours, cost and energy of configurations (layout i, hardware point j)."""
+        step = self.step_time_s[i, j]
+        lay = self.layouts.iloc[i]
+        out = run_cost(self.base["run"], step, (lay["data"] * lay["microbatch_size"] * lay["microbatches"]).to_numpy(),
+                       lay["gpus"].to_numpy(), self.compute_s[i, j] / step, self.base["board_power_w"],
+                       self.base["seq_len"])
+        return {k: v for k, v in out.items() if v is not None}
 
     def top(self, k: int = 10) -> pd.DataFrame:
         """The ``k`` fastest configurations, fastest first."""
@@ -93,11 +107,21 @@ class SweepResult:
         return self.rows(np.arange(self.feasible))
 
     def pareto(self, cost: str = "gpus") -> pd.DataFrame:
-        """Configurations no other beats on both step time and ``cost`` (a layout column, e.g. ``gpus``):
-        the fastest for each cost, kept while it is faster than every cheaper one."""
+        """Configurations no other beats on both step time and ``cost``: a layout column (e.g. ``gpus``) or,
+        for a scenario with a ``run``, ``gpu_hours``, ``cost`` or ``energy_kwh``; the fastest for each cost,
+        kept while it is faster than every cheaper one."""
         flat = self.step_time_s.ravel()
         n_hw = self.step_time_s.shape[1]
-        c = np.repeat(self.layouts[cost].to_numpy(dtype=float), n_hw)
+        if cost in self.layouts.columns:
+            c = np.repeat(self.layouts[cost].to_numpy(dtype=float), n_hw)
+        elif self.compute_s is not None and cost in ("gpu_hours", "cost", "energy_kwh", "run_days"):
+            i, j = np.unravel_index(np.arange(flat.size), self.step_time_s.shape)
+            c = self._run(i, j).get(cost)
+            if c is None:
+                raise ValueError("cost: the scenario's run has no price_per_gpu_hour")
+        else:
+            raise ValueError(f"cost: unknown {cost!r}; a layout column, or gpu_hours/cost/energy_kwh/run_days "
+                             "for a scenario with a run")
         order = np.lexsort((flat, c))
         keep, best = [], np.inf
         for i in order:
@@ -115,7 +139,10 @@ class SweepResult:
                          "schedule")}
         par["global_batch"] = int(row["data"] * row["microbatch_size"] * row["microbatches"])
         tr = {**self.base["training"], "recompute": str(row["recompute"]), "zero_stage": int(row["zero_stage"])}
-        return {"model": self.base["model"], "cluster": self.base["cluster"], "parallel": par, "training": tr}
+        out = {"model": self.base["model"], "cluster": self.base["cluster"], "parallel": par, "training": tr}
+        if self.base.get("run"):
+            out["run"] = dict(self.base["run"])
+        return out
 
     def to_dict(self, top: int = 10) -> dict:
         best = []
@@ -124,7 +151,9 @@ class SweepResult:
             best.append({"parallel": s["parallel"], "training": s["training"], "gpus": int(r["gpus"]),
                          "step_time_s": float(r["step_time_s"]),
                          "memory_bytes_per_device": float(r["memory_bytes_per_device"]),
-                         "hardware_scales": {k: float(r[k]) for k in SCALES}})
+                         "hardware_scales": {k: float(r[k]) for k in SCALES},
+                         **{k: float(r[k]) for k in ("run_steps", "run_days", "gpu_hours", "cost", "energy_kwh")
+                            if k in r}})
         return {"evaluated": self.evaluated, "feasible": self.feasible, "elapsed_s": self.elapsed_s,
                 "compile_s": self.compile_s, "configs_per_s": self.configs_per_s, "rejected": self.rejected,
                 "best": best}
@@ -215,6 +244,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     # features per layout: stage kernels on the hardware grid (one table per stage), communication triples
     sc_ = {k: hw[k].to_numpy() for k in SCALES}
     step = np.empty((len(lay), H))
+    busy = np.empty((len(lay), H)) if sc.run else None
     bar = Progress(len(lay) * H, "sweep", enabled=progress)
     feats = _features(w, lay, state, sc_)
     compile_s, eval_s = time.perf_counter() - t0, 0.0
@@ -224,12 +254,17 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
         per = max(1, CHUNK // H)
         for lo in range(0, len(idx), per):
             i = idx[lo:lo + per]
-            step[i] = fn(**_inputs(feats, i, int(zero), sc_))["step"]
+            inputs = _inputs(feats, i, int(zero), sc_)
+            step[i] = fn(**inputs)["step"]
+            if busy is not None:
+                busy[i] = inputs["m"] * (inputs["c_f"] + inputs["c_b"] + inputs["c_r"])
             bar.update(len(i) * H)
         eval_s += time.perf_counter() - c1
     bar.close()
     return SweepResult(lay, hw, step, evaluated, dict(rejected), compile_s, eval_s,
-                       {"model": sc.model, "cluster": raw.get("cluster", "dgx-a100"), "training": dict(tr)})
+                       {"model": sc.model, "cluster": raw.get("cluster", "dgx-a100"), "training": dict(tr),
+                        "run": sc.run, "board_power_w": float(sc.cluster.device.board_power_w),
+                        "seq_len": shape["s"] if shape else None}, busy)
 
 
 def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict) -> dict:
