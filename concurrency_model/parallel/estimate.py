@@ -38,6 +38,7 @@ import pandas as pd
 from ..scenario import Scenario, load_scenario
 from . import compose, memory
 from .features import transformer_shape, triple_seconds, workload
+from ..uncertainty import band
 from .run import run_cost
 
 
@@ -46,6 +47,8 @@ class Estimate:
     """The result: ``step_time_s``, named ``breakdown`` seconds, memory, and the scenario it came from."""
 
     step_time_s: float
+    step_time_p10_s: float  # the 80% band from the fitted constants' spread (:mod:`concurrency_model.uncertainty`)
+    step_time_p90_s: float
     throughput_samples_per_s: float
     flop_per_step: float
     achieved_flops_per_device: float
@@ -57,7 +60,8 @@ class Estimate:
     run: dict | None = None  # steps, days, GPU-hours, cost, energy of the scenario's run, if it has one
 
     def to_dict(self) -> dict:
-        return {"step_time_s": self.step_time_s, "throughput_samples_per_s": self.throughput_samples_per_s,
+        return {"step_time_s": self.step_time_s, "step_time_p10_s": self.step_time_p10_s,
+                "step_time_p90_s": self.step_time_p90_s, "throughput_samples_per_s": self.throughput_samples_per_s,
                 "flop_per_step": self.flop_per_step, "achieved_flops_per_device": self.achieved_flops_per_device,
                 "memory_bytes_per_device": self.memory_bytes_per_device, "breakdown": self.breakdown,
                 "memory": {k: v for k, v in self.memory.items() if k != "reason"}, "gpus": self.scenario.gpus,
@@ -90,8 +94,24 @@ def estimate(scenario) -> Estimate:
         shape = transformer_shape(w.graph(b))
         run = run_cost(sc.run, step, par["global_batch"], sc.gpus, breakdown["compute_s"] / step,
                        float(sc.cluster.device.board_power_w), shape["s"] if shape else None)
-    return Estimate(step, par["global_batch"] / step, model_flop, model_flop / step / sc.gpus,
+    lo, hi = step_band(sc, w, stage, state, key)
+    return Estimate(step, lo, hi, par["global_batch"] / step, model_flop, model_flop / step / sc.gpus,
                     float(mem["total_bytes"]), breakdown, mem, sc, stage["stages"], run)
+
+
+def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | None = None) -> tuple[float, float]:
+    """10th and 90th percentile of the step time over the spread of the fitted constants, around the
+    hardware ``scales`` (default: the presets as they are)."""
+    at = {k: 1.0 for k in ("flops", "mem_bw", "launch", "intra_bw", "inter_bw")} | (scales or {})
+    fn = compose.step_fn(sc.parallel["schedule"], sc.training["zero_stage"], sc.training["overlap"], ("step",))
+
+    def step(flops, mem_bw, launch, intra_bw, inter_bw):
+        f, b, la = flops * at["flops"], mem_bw * at["mem_bw"], launch * at["launch"]
+        i, e = intra_bw * at["intra_bw"], inter_bw * at["inter_bw"]
+        inputs = step_inputs(w, stage, *key, state, lambda parts: parts.seconds(f, b, la),
+                             lambda tr: triple_seconds(tr, i, e), lambda st: w.optimizer_seconds(st, b, la))
+        return fn(**inputs)["step"]
+    return band(step)
 
 
 def prepare(sc: Scenario) -> tuple:

@@ -24,6 +24,7 @@ import pandas as pd
 
 from ..parallel import compose, memory
 from ..parallel.features import transformer_shape, workload
+from ..parallel.estimate import prepare, step_band
 from ..parallel.run import run_cost
 from ..progress import Progress
 from ..scenario import load_scenario, read_scenario
@@ -144,12 +145,20 @@ class SweepResult:
             out["run"] = dict(self.base["run"])
         return out
 
+    def band(self, row: pd.Series) -> tuple[float, float]:
+        """The 80% band (10th, 90th percentile) of one configuration's step time
+        (:mod:`concurrency_model.uncertainty`)."""
+        sc = load_scenario(self.scenario(row))
+        w, stage, state, _, key = prepare(sc)
+        return step_band(sc, w, stage, state, key, {k: float(row[k]) for k in SCALES})
+
     def to_dict(self, top: int = 10) -> dict:
         best = []
         for _, r in self.top(top).iterrows():
             s = self.scenario(r)
+            lo, hi = self.band(r)
             best.append({"parallel": s["parallel"], "training": s["training"], "gpus": int(r["gpus"]),
-                         "step_time_s": float(r["step_time_s"]),
+                         "step_time_s": float(r["step_time_s"]), "step_time_p10_s": lo, "step_time_p90_s": hi,
                          "memory_bytes_per_device": float(r["memory_bytes_per_device"]),
                          "hardware_scales": {k: float(r[k]) for k in SCALES},
                          **{k: float(r[k]) for k in ("run_steps", "run_days", "gpu_hours", "cost", "energy_kwh")

@@ -3,8 +3,10 @@
 Datasets (:func:`names`): ``deepbench-gemm``, ``deepbench-conv``, ``deepbench-rnn`` (kernel times,
 :mod:`.kernels`); ``deepbench-allreduce``, ``nccl-tests-allreduce`` (all-reduce times, :mod:`.collectives`,
 sizes >= 64 KiB); ``vtrain-single``, ``vtrain-multi``, ``megatron-2020``, ``megatron-2021``,
-``narayanan2021-table2`` (training iterations, :mod:`.training`); and one per run of the toolkit's own
-calibration under ``data/measured/`` (``measured-compute-HOST-DATE``, ``measured-network-HOST-BACKEND-DATE``).
+``narayanan2021-table2`` (training iterations, :mod:`.training`); ``tf-cnn-benchmarks``, ``torchgpipe``,
+``horovod`` (data-parallel images/s, pipeline speedups, 512-GPU scaling efficiency, :mod:`.scaling`); and
+one per run of the toolkit's own calibration under ``data/measured/`` (``measured-compute-HOST-DATE``,
+``measured-network-HOST-BACKEND-DATE``).
 
 Modes (the ``mode`` column; DESIGN.md, "Accuracy methodology"). Each dataset has one main mode, the
 most honest figure available at the speed asked for:
@@ -48,17 +50,21 @@ import pandas as pd
 from .. import datasets
 from ..progress import Progress
 
-COLUMNS = ["dataset", "mode", "row", "label", "group", "measured", "predicted", "unit", "ape", "status", "note"]
+COLUMNS = ["dataset", "mode", "row", "label", "group", "measured", "predicted", "unit", "ape", "status", "note",
+           "p10", "p90"]  # p10/p90: the prediction's 80% band where the predictor gives one (training steps)
 KERNELS = {"deepbench-gemm": "gemm", "deepbench-conv": "conv", "deepbench-rnn": "rnn"}
 COLLECTIVES = {"deepbench-allreduce": "DeepBench", "nccl-tests-allreduce": "nccl-tests"}
 TRAINING = {"vtrain-single": "vtrain_single", "vtrain-multi": "vtrain_multi", "megatron-2020": "megatron_2020",
             "megatron-2021": "megatron_2021", "narayanan2021-table2": "narayanan_table2"}
+SCALING = {"tf-cnn-benchmarks": "tf_cnn_benchmarks", "torchgpipe": "torchgpipe", "horovod": "horovod"}
 FILES = {"deepbench-gemm": "deepbench_gemm.csv", "deepbench-conv": "deepbench_conv.csv",
          "deepbench-rnn": "deepbench_rnn.csv", "deepbench-allreduce": "deepbench_allreduce.csv",
          "nccl-tests-allreduce": "nccltests_allreduce_sweeps.csv", "vtrain-single": "vtrain_ground_truth_single.csv",
          "vtrain-multi": "vtrain_ground_truth_multi.csv", "megatron-2020": "megatron_readme_scaling.csv",
          "megatron-2021": "megatron_readme_scaling.csv",
-         "narayanan2021-table2": "narayanan2021_table2_ptd_vs_zero3.csv"}
+         "narayanan2021-table2": "narayanan2021_table2_ptd_vs_zero3.csv",
+         "tf-cnn-benchmarks": "tf_cnn_benchmarks_dp_scaling_2017.csv", "torchgpipe": "torchgpipe_pipeline_speed.csv",
+         "horovod": "horovod_docs_scaling_efficiency.csv"}
 QUICK_EVERY = {"vtrain-single": 40, "vtrain-multi": 8, "megatron-2021": 2}  # rows in file order, quick mode
 MIN_BYTES = 64 * 1024  # all-reduce sizes compared (issue 4's range)
 _KERNEL_KEYS = ["source_file", "sheet", "source_row"]  # unique per row of a DeepBench file
@@ -74,16 +80,18 @@ def names() -> list[str]:
     >>> names()[:3]
     ['deepbench-gemm', 'deepbench-conv', 'deepbench-rnn']
     """
-    return [*KERNELS, *COLLECTIVES, *TRAINING, *_measured()]
+    return [*KERNELS, *COLLECTIVES, *TRAINING, *SCALING, *_measured()]
 
 
-def _frame(name, mode, row, label, group, measured, predicted, unit, status="ok", note="") -> pd.DataFrame:
+def _frame(name, mode, row, label, group, measured, predicted, unit, status="ok", note="", p10=np.nan,
+           p90=np.nan) -> pd.DataFrame:
     measured, predicted = np.asarray(measured, dtype=float), np.asarray(predicted, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
         ape = np.abs(predicted - measured) / measured
     return pd.DataFrame({"dataset": name, "mode": mode, "row": np.asarray(row, dtype=np.int64), "label": label,
                          "group": group, "measured": measured, "predicted": predicted, "unit": unit, "ape": ape,
-                         "status": status, "note": note}, columns=COLUMNS)
+                         "status": status, "note": note, "p10": np.asarray(p10, dtype=float),
+                         "p90": np.asarray(p90, dtype=float)}, columns=COLUMNS)
 
 
 # --- kernels ------------------------------------------------------------------------------------------------
@@ -162,13 +170,31 @@ def _training_chunk(name: str, df: pd.DataFrame) -> pd.DataFrame:
     by_time = training.METRIC[TRAINING[name]] == "iteration_time"
     meas, pred = (r["measured_time_s"], r["predicted_time_s"]) if by_time else (r["measured_tflops"],
                                                                                 r["predicted_tflops"])
+    lo, hi = (r["predicted_time_p10_s"], r["predicted_time_p90_s"]) if by_time else (r["predicted_tflops_p10"],
+                                                                                     r["predicted_tflops_p90"])
     label = [x["label"] if isinstance(x["label"], str) and x["label"] else
              "tensor {tensor:g} x data {data:g} x pipeline {pipeline:g}, microbatch {microbatch:g}, batch "
              "{global_batch:g}, hidden {hidden:g}, {layers:g} layers".format(**x) for x in r.to_dict("records")]
     group = r["gpus"].map(lambda g: f"{int(g)} GPUs") if name.startswith("vtrain") else \
         r["label"].astype(str).str.split(" ").str[0]
     return _frame(name, "preset", r["source_row"], label, group.to_numpy(), meas, pred,
-                  "s" if by_time else "TFLOP/s per GPU", r["status"].to_numpy(), r["reason"].fillna("").to_numpy())
+                  "s" if by_time else "TFLOP/s per GPU", r["status"].to_numpy(), r["reason"].fillna("").to_numpy(),
+                  lo.to_numpy(), hi.to_numpy())
+
+
+# --- data-parallel scaling and pipeline speedups ------------------------------------------------------------
+def _scaling_rows(name: str) -> pd.DataFrame:
+    from . import scaling
+    return {"tf_cnn_benchmarks": scaling.tf_cnn_rows, "torchgpipe": scaling.torchgpipe_rows,
+            "horovod": scaling.horovod_rows}[SCALING[name]]()
+
+
+def _scaling(name: str, df: pd.DataFrame) -> pd.DataFrame:
+    from . import scaling
+    r = scaling.evaluate(df)
+    note = np.where(r["status"] == "ok", r["note"], r["reason"].fillna(""))
+    return _frame(name, "preset", r["source_row"], r["label"], r["group"].to_numpy(), r["measured"], r["predicted"],
+                  scaling.METRIC[SCALING[name]][1], r["status"].to_numpy(), note)
 
 
 # --- the toolkit's own measurements -------------------------------------------------------------------------
@@ -265,6 +291,10 @@ def _plan(asked: list[str], quick: bool, all_modes: bool, info: dict) -> list:
                 for _, g in df.groupby(["hidden", "layers"], sort=False, dropna=False):  # a model's rows share
                     jobs.extend(([name], _training_chunk, (name, g.iloc[i:i + 8]))   # the estimate's caches
                                 for i in range(0, len(g), 8))
+            elif name in SCALING:
+                df = _scaling_rows(name)
+                info[name].update(rows_total=len(df), mode="preset")
+                jobs.append(([name], _scaling, (name, df)))
             elif name in COLLECTIVES:
                 df = _collective_rows(COLLECTIVES[name])
                 modes = ["preset", "held-out"] if name == "nccl-tests-allreduce" else ["held-out"]
@@ -371,11 +401,15 @@ def _ok(g: pd.DataFrame) -> pd.Series:
 
 def _stats(g: pd.DataFrame) -> dict:
     ape = g["ape"].astype(float)
-    ape = ape[_ok(g) & np.isfinite(ape)]
+    keep = _ok(g) & np.isfinite(ape)
+    ape = ape[keep]
     if not len(ape):
-        return {"rows": 0, "median_ape": None, "mean_ape": None, "max_ape": None}
+        return {"rows": 0, "median_ape": None, "mean_ape": None, "max_ape": None, "band_coverage": None}
+    banded = g[keep & np.isfinite(g["p10"].astype(float))] if "p10" in g else g.iloc[:0]
+    coverage = float(((banded["measured"] >= banded["p10"]) & (banded["measured"] <= banded["p90"])).mean()) \
+        if len(banded) else None
     return {"rows": int(len(ape)), "median_ape": float(ape.median()), "mean_ape": float(ape.mean()),
-            "max_ape": float(ape.max())}
+            "max_ape": float(ape.max()), "band_coverage": coverage}
 
 
 def summarize(df: pd.DataFrame) -> list[dict]:
@@ -383,7 +417,9 @@ def summarize(df: pd.DataFrame) -> list[dict]:
     12%, over the rows of the main ``mode`` that have a prediction), ``rows_total`` (measurements of the
     dataset the predictor applies to; ``rows`` is fewer when sampled, held out or not predicted),
     ``not_predicted`` (rows the estimate refused or could not map), ``unit``, ``sampled``, ``file``,
-    ``error`` (``None``, or one line naming the file, row and column), and ``other_modes`` (mode ->
+    ``error`` (``None``, or one line naming the file, row and column), ``band_coverage`` (the share of
+    measured values inside the prediction's 80% band, where the predictor gives one; None otherwise) and
+    ``other_modes`` (mode ->
     ``rows, median_ape, mean_ape, max_ape``) where :func:`validate` ran more than one mode."""
     info = df.attrs.get("datasets") or {n: {} for n in dict.fromkeys(df["dataset"])}
     out = []

@@ -214,6 +214,7 @@ def _predict(r: dict) -> dict:
         return {"status": "refused", "reason": str(e)}
     bd = e.breakdown
     return {"status": "ok", "reason": "", "predicted_time_s": e.step_time_s,
+            "predicted_time_p10_s": e.step_time_p10_s, "predicted_time_p90_s": e.step_time_p90_s,
             "predicted_model_tflops": e.achieved_flops_per_device / 1e12,
             **{k: bd[k] for k in ("compute_s", "tensor_parallel_comm_s", "bubble_s", "pipeline_p2p_s",
                                   "data_parallel_exposed_s", "optimizer_s")}}
@@ -230,12 +231,15 @@ def evaluate(df: pd.DataFrame, workers: int | None = None) -> pd.DataFrame:
     else:
         out = [_predict(r) for r in recs]
     res = pd.concat([df.reset_index(drop=True), pd.DataFrame(out)], axis=1)
-    if "predicted_time_s" not in res:
-        res["predicted_time_s"] = np.nan
+    for k in ("predicted_time_s", "predicted_time_p10_s", "predicted_time_p90_s"):
+        if k not in res:
+            res[k] = np.nan
     f = narayanan_flops(res["global_batch"], res["seq"], res["layers"], res["hidden"],
                         res["vocab"].fillna(VOCAB))
     res["formula_flop"] = f
     res["predicted_tflops"] = f / (res["predicted_time_s"] * res["gpus"]) / 1e12
+    res["predicted_tflops_p10"] = f / (res["predicted_time_p90_s"] * res["gpus"]) / 1e12  # slower step, fewer FLOP/s
+    res["predicted_tflops_p90"] = f / (res["predicted_time_p10_s"] * res["gpus"]) / 1e12
     res["measured_time_from_tflops_s"] = f / (res["measured_tflops"] * 1e12 * res["gpus"])
     by_time = res["dataset"].map(METRIC) == "iteration_time"
     ape_t = (res["predicted_time_s"] - res["measured_time_s"]).abs() / res["measured_time_s"] * 100
