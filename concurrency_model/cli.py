@@ -9,9 +9,9 @@ import json
 import sys
 
 from . import __version__
-from .commands import calibrate, collective, estimate, op, report, sweep, validate, workdepth
+from .commands import calibrate, collective, estimate, infer, op, report, sweep, validate, workdepth
 
-COMMANDS = (workdepth, op, collective, estimate, sweep, calibrate, validate, report)
+COMMANDS = (workdepth, op, collective, estimate, sweep, infer, calibrate, validate, report)
 
 
 class Parser(argparse.ArgumentParser):

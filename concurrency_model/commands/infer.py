@@ -1,0 +1,31 @@
+"""``concurrency-model infer --scenario FILE``: prefill and decode latency, throughput and memory of an
+inference scenario (:mod:`concurrency_model.inference`)."""
+from __future__ import annotations
+
+from ..inference import infer
+from ..scenario import read_scenario
+from . import add_json
+
+
+def run(a) -> dict:
+    return infer(read_scenario(a.scenario)).to_dict()  # read once: the file may be a pipe
+
+
+def show(out: dict) -> None:
+    i, p = out["inference"], out["parallel"]
+    print(f"batch {i['batch']}, prompt {i['prompt_len']}, {i['decode_len']} decode steps, {i['dtype']} on "
+          f"{out['gpus']} devices (tensor {p['tensor']} x pipeline {p['pipeline']})")
+    print(f"prefill (time to first token) {out['prefill_s'] * 1e3:,.3f} ms; decode {out['decode_s_per_token'] * 1e3:,.3f} "
+          f"ms per token; total {out['total_s'] * 1e3:,.1f} ms; {out['tokens_per_s']:,.1f} tokens/s")
+    print(f"memory per device {out['memory_bytes_per_device'] / 1e9:,.2f} GB (KV cache "
+          f"{out['kv_cache_bytes'] / 1e9:,.3f} GB per device, {out['kv_cache_bytes_total'] / 1e9:,.3f} GB in all)")
+    for k, v in out["breakdown"].items():
+        print(f"  {k:<28} {v:>12.4g} s")
+
+
+def register(sub) -> None:
+    e = sub.add_parser("infer", help="prefill/decode latency, tokens/s and memory of an inference scenario")
+    e.add_argument("--scenario", required=True,
+                   help="scenario file (JSON or TOML) with an inference object: batch, prompt_len, decode_len, dtype")
+    add_json(e)
+    e.set_defaults(run=run, show=show)

@@ -1,0 +1,379 @@
+"""Transformer inference with a KV cache: prefill and decode latency, throughput and memory per device,
+under tensor and pipeline parallelism (``concurrency-model infer --scenario FILE``).
+
+One request batch of ``batch`` sequences: a *prefill* pass over the ``prompt_len`` prompt tokens, then
+``decode_len`` *decode* steps, each feeding one new token per sequence. Step ``i`` (1..decode_len)
+attends over ``prompt_len + i`` positions, so the KV cache holds ``prompt_len + decode_len`` positions at
+the end. The FasterTransformer numbers in ``data/`` follow the same count (total = prefill + 10 x the
+per-step latency for 10 generated tokens).
+
+* **Prefill**: one forward pass of the model's graph built for ``seq = prompt_len``
+  (:func:`~concurrency_model.timing.graph.layer_parts`: each layer's kernels on the device, with one
+  device's share under Megatron tensor parallelism, Shoeybi et al. 2019 §3). Dropout is the identity at
+  inference (eval mode) and costs nothing; the output layer computes the logits of the last prompt
+  position only, the only ones sampling needs (Pope et al. 2022, "Efficiently Scaling Transformer
+  Inference", §2: prefill processes the prompt in parallel, generation one token at a time).
+* **Decode step**: the graph built for ``seq = 1`` (every GEMM on ``batch`` rows: GEMV-like and bound by
+  reading the weights, which the GEMM model's memory term captures; Pope et al. §2, Chen 2022
+  "Transformer Inference Arithmetic": a step takes at least ``2 P / memory bandwidth`` in 16-bit), with
+  each attention core replaced by one query against the cache of ``L`` positions: the work of
+  :func:`~concurrency_model.ops.attention.attention` with ``seq_q = 1, seq_kv = L`` and traffic
+  ``batch * bytes * head_dim * (2 heads + 2 kv_heads (L + 1))`` (Q read, O written, K and V of ``L``
+  positions read, the new K and V written). It runs on the non-tensor units (a GEMV per head, as
+  FasterTransformer's masked multi-head attention kernel), as a roofline ``max(flop / (F e_c),
+  bytes / (B e_m)) + launch`` (Williams et al. 2009): the maximum of two affine functions of ``L``.
+  The mean over the decode steps is that sum over ``L = prompt_len + 1 .. prompt_len + decode_len``,
+  in closed form (:func:`sum_max_affine`), not sampled.
+* **Tensor parallelism** ``t`` (communication on the critical path, Shoeybi et al. §3): an allreduce of
+  each row-split GEMM's output (two per block) and of the vocabulary-parallel embedding's output per
+  forward pass, and an allgather of the last position's logits, each priced by
+  :func:`~concurrency_model.comm.on_cluster.collective_on_cluster` (``auto``) with the tensor group
+  inside a node when it fits. Decode messages are small: latency-bound.
+* **Pipeline parallelism** ``p``: one batch, no microbatches, so the stages run one after another: the
+  latency is the sum over all layers plus ``p - 1`` point-to-point sends of the boundary activation
+  (``batch x seq x hidden`` values; Narayanan et al. 2021 §3.2 for the send). Pipelining divides weights
+  and KV cache over devices; it does not shorten one batch's latency, and without microbatches (or
+  several batches in flight) it does not raise the throughput either.
+* **KV cache** (Pope et al. §2; Chen 2022: ``2 * 2 * n_layers * n_heads * d_head`` bytes per token in
+  16-bit): ``2 * layers * batch * (prompt_len + decode_len) * kv_heads * head_dim * bytes`` in all;
+  per device ``ceil(layers / p)`` layers and ``ceil(kv_heads / t)`` heads (grouped-query KV heads are
+  replicated when ``t`` exceeds them).
+* **Memory per device**: weights ``params * bytes / (t p)`` (even split assumed) + KV cache +
+  activation workspace (the largest inputs + output of one operator of the prefill pass, with the
+  ``s x s`` scores and probabilities of unfused attention). Over the device's capacity: ``ValueError``
+  with the reason (:func:`~concurrency_model.parallel.memory.memory_per_device`).
+* ``tokens_per_s = batch * decode_len / (prefill_s + decode_len * decode_s_per_token)``: generated tokens
+  per second of the whole request (time to first token = ``prefill_s``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import sympy as sp
+
+from .cluster import load_cluster, place
+from .comm.on_cluster import collective_on_cluster
+from .hardware import Device
+from .models import SEQUENCE_MODELS, get_model
+from .ops.attention import attention as attention_op
+from .parallel.memory import memory_per_device
+from .scenario import load_scenario, read_scenario
+from .timing import _f, gemm_coeffs
+from .timing.graph import layer_parts
+from .timing.parts import Parts, total
+from .units import DTYPE_BYTES, dtype_bytes
+
+INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16"}
+FREE = ("dropout",)  # the identity at inference
+_L = sp.Symbol("L", positive=True, integer=True)  # context length of a decode step
+
+
+def kv_cache_bytes(layers, batch, context, kv_heads, head_dim, value_bytes=2, tensor: int = 1, pipeline: int = 1):
+    """Bytes of the KV cache on one device: ``2 * ceil(layers / pipeline) * batch * context *
+    ceil(kv_heads / tensor) * head_dim * value_bytes`` (K and V of every position, layer and KV head;
+    Pope et al. 2022 §2; Chen 2022, "Transformer Inference Arithmetic"). ``batch`` and ``context`` may be
+    sympy symbols.
+
+    Examples
+    --------
+    LLaMA-2-7B (32 layers, 32 KV heads of 128) in fp16: 2 * 32 * 32 * 128 * 2 = 524,288 bytes per token.
+
+    >>> kv_cache_bytes(32, 1, 4096, 32, 128, 2)
+    2147483648
+    >>> from concurrency_model.symbols import N
+    >>> kv_cache_bytes(32, N, 4096, 32, 128, 2, tensor=2)
+    1073741824*N
+    """
+    for name, v in (("layers", layers), ("kv_heads", kv_heads), ("head_dim", head_dim), ("tensor", tensor),
+                    ("pipeline", pipeline)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name}: must be a positive integer, got {v!r}")
+    per_dev_layers = -(-layers // pipeline)
+    per_dev_heads = -(-kv_heads // tensor)
+    out = 2 * per_dev_layers * sp.sympify(batch) * sp.sympify(context) * per_dev_heads * head_dim * value_bytes
+    return int(out) if out.is_number else out
+
+
+def sum_max_affine(a1: float, c1: float, a2: float, c2: float, lo: int, hi: int) -> float:
+    """``sum(max(a1 L + c1, a2 L + c2) for L in range(lo, hi + 1))`` in closed form: split at the
+    crossing ``L* = (c2 - c1) / (a1 - a2)``, then two arithmetic series (derived).
+
+    >>> sum_max_affine(1.0, 0.0, 0.0, 5.0, 1, 10) == sum(max(L, 5) for L in range(1, 11))
+    True
+    """
+    def series(a, c, u, v):  # sum of a L + c over L = u..v
+        return 0.0 if v < u else (v - u + 1) * (c + a * (u + v) / 2)
+
+    if a1 == a2:
+        return series(a1, max(c1, c2), lo, hi)
+    if a1 < a2:
+        a1, c1, a2, c2 = a2, c2, a1, c1
+    k = min(max(math.ceil((c2 - c1) / (a1 - a2)), lo), hi + 1)  # first L where the steeper line is the larger
+    return series(a2, c2, lo, k - 1) + series(a1, c1, k, hi)
+
+
+@dataclass
+class Inference:
+    """The result of :func:`infer`: seconds, tokens per second and bytes (SI units)."""
+
+    prefill_s: float
+    decode_s_per_token: float
+    tokens_per_s: float
+    kv_cache_bytes: float
+    memory_bytes_per_device: float
+    total_s: float
+    kv_cache_bytes_total: float
+    breakdown: dict
+    memory: dict
+    parallel: dict
+    inference: dict
+    shape: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"prefill_s": self.prefill_s, "decode_s_per_token": self.decode_s_per_token,
+                "tokens_per_s": self.tokens_per_s, "kv_cache_bytes": self.kv_cache_bytes,
+                "memory_bytes_per_device": self.memory_bytes_per_device, "time_to_first_token_s": self.prefill_s,
+                "total_s": self.total_s, "kv_cache_bytes_total": self.kv_cache_bytes_total,
+                "breakdown": self.breakdown, "memory": {k: v for k, v in self.memory.items() if k != "reason"},
+                "gpus": self.parallel["tensor"] * self.parallel["pipeline"], "parallel": self.parallel,
+                "inference": self.inference, "model_shape": self.shape}
+
+
+def inference_section(raw: dict) -> dict:
+    """The scenario's ``inference`` object with defaults filled in (``ValueError`` naming the field)."""
+    given = raw.get("inference")
+    if given is None:
+        raise ValueError("inference: missing; give an object with batch, prompt_len, decode_len, dtype")
+    if not isinstance(given, dict):
+        raise ValueError(f"inference: expected an object, got {type(given).__name__}")
+    unknown = sorted(set(given) - set(INFERENCE))
+    if unknown:
+        raise ValueError(f"inference.{unknown[0]}: unknown field; allowed: {', '.join(INFERENCE)}")
+    out = {**INFERENCE, **given}
+    for k in ("batch", "prompt_len", "decode_len"):
+        v = out[k]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"inference.{k}: must be a positive integer, got {v!r}")
+    if out["dtype"] not in DTYPE_BYTES:
+        raise ValueError(f"inference.dtype: unknown {out['dtype']!r}; allowed: {', '.join(DTYPE_BYTES)}")
+    return out
+
+
+def infer(scenario) -> Inference:
+    """Prefill, decode, throughput and memory of a scenario with an ``inference`` object (a dict or a
+    JSON/TOML path): ``model``, ``cluster``, ``parallel.tensor`` / ``parallel.pipeline``.
+
+    >>> r = infer({"model": "gpt2", "cluster": "dgx-a100",
+    ...            "inference": {"batch": 1, "prompt_len": 128, "decode_len": 32, "dtype": "fp16"}})
+    >>> r.kv_cache_bytes == 2 * 12 * 1 * (128 + 32) * 12 * 64 * 2, 0 < r.prefill_s < 0.01
+    (True, True)
+    """
+    raw = read_scenario(scenario)
+    inf = inference_section(raw)
+    sc = load_scenario({**raw, "training": raw.get("training") or {"dtype": inf["dtype"]}})
+    par = sc.parallel
+    if par["data"] != 1:
+        raise ValueError(f"parallel.data: inference is modelled for one model replica (data = 1), got {par['data']}; "
+                         "replicas serve independent requests, multiply the throughput by them")
+    return predict(sc.model, sc.cluster, inf["batch"], inf["prompt_len"], inf["decode_len"], inf["dtype"],
+                   par["tensor"], par["pipeline"])
+
+
+def _graph(model, batch: int, seq: int | None, vb: int):
+    if seq is None:
+        return get_model(model, batch=batch, value_bytes=vb)
+    if isinstance(model, dict):
+        return get_model({**model, "seq_len": seq}, batch=batch, value_bytes=vb)
+    return get_model(model, batch=batch, value_bytes=vb, seq_len=seq)
+
+
+def model_shape(graph) -> dict:
+    """``layers, heads, kv_heads, head_dim, hidden, vocab, context, fused, params`` of a causal decoder
+    graph (``ValueError`` naming ``model`` for anything else)."""
+    nodes = graph.layers()
+    att = [n for n in nodes if n.kind == "attention"]
+    if not att or not all(n.attrs.get("causal") for n in att):
+        raise ValueError(f"model: inference with a KV cache needs a causal decoder (gpt2, gpt3-175b, a gpt spec, "
+                         f"an hf_config decoder); {graph.name!r} has {'no causal' if att else 'no'} attention")
+    a = att[0].attrs
+    emb = [n for n in nodes if n.kind == "embedding"]
+    head = nodes[-1]
+    return {"layers": len(att), "heads": a["heads"], "kv_heads": a.get("kv_heads", a["heads"]),
+            "head_dim": a["head_dim"], "hidden": emb[0].shape[-1] if emb else a["heads"] * a["head_dim"],
+            "vocab": head.attrs.get("c_out") if head.kind == "linear" else None, "context": a["seq"],
+            "fused": bool(a.get("fused")), "params": int(graph.params)}
+
+
+def _is_head(node) -> bool:
+    return node.kind == "linear" and node.name.split(".")[-1] == "lm_head"
+
+
+def _check_tensor(graph, t: int) -> None:
+    for n in graph.layers():
+        if n.kind == "attention" and n.attrs["heads"] % t:
+            raise ValueError(f"parallel.tensor: {t} does not divide the {n.attrs['heads']} attention heads")
+        split = n.attrs.get("split")
+        if split == "column" and not _is_head(n) and n.attrs["c_out"] % t:
+            raise ValueError(f"parallel.tensor: {t} does not divide {n.name}'s {n.attrs['c_out']} outputs")
+        if split == "row" and n.attrs["c_in"] % t:
+            raise ValueError(f"parallel.tensor: {t} does not divide {n.name}'s {n.attrs['c_in']} inputs")
+
+
+def _pass_parts(graph, dev: Device, dtype: str, t: int, batch: int, decode: bool) -> Parts:
+    """Kernels of one forward pass: dropout free, the output layer on the last position only; in a decode
+    step the attention cores are left out (priced by :func:`_kv_attention`)."""
+    out = []
+    for node, row in zip(graph.layers(), layer_parts(graph, dev, dtype, tensor=t)):
+        if node.kind in FREE or (decode and node.kind == "attention"):
+            continue
+        if _is_head(node) and node.attrs["rows_per_sample"] > 1:
+            c = gemm_coeffs(batch, -(-node.attrs["c_out"] // t), node.attrs["c_in"], dev, dtype)
+            out.append(Parts.from_coeffs(c, dev))
+        else:
+            out.append(row["forward"])
+    return total(out)
+
+
+def _kv_attention(batch: int, heads: int, kv_heads: int, head_dim: int, dev: Device, dtype: str, t: int) -> tuple:
+    """One layer's decode attention at context ``L`` as ``(a_c, c_c, a_m, c_m, launch)`` seconds:
+    ``max(a_c L + c_c, a_m L + c_m) + launch`` (see the module docstring)."""
+    vb = dtype_bytes(dtype)
+    hq, hk = heads // t, -(-kv_heads // t)
+    flop = sp.Poly(sp.expand(attention_op(batch, hq, 1, head_dim, seq_kv=_L, fused=True, value_bytes=vb)
+                             .forward.flop), _L)
+    a_f, c_f = (float(flop.coeff_monomial(_L)), float(flop.coeff_monomial(1)))
+    e = dev.efficiency
+    rate = _f(dev.vector_flops.get(dtype, dev.peak(dtype)), dev.decide) * e.compute
+    bw = _f(dev.mem_bw, dev.decide) * e.memory
+    a_m, c_m = batch * vb * head_dim * 2 * hk, batch * vb * head_dim * (2 * hq + 2 * hk)
+    return a_f / rate, c_f / rate, a_m / bw, c_m / bw, _f(dev.launch_overhead, dev.decide)
+
+
+class _Comm:
+    """Collective and point-to-point seconds on a cluster, cached by size."""
+
+    def __init__(self, cluster, t: int, p: int):
+        self.cluster, self.t, self.p = cluster, t, p
+        self.rpn = min(t, cluster.gpus_per_node)
+
+    @lru_cache(maxsize=None)
+    def collective(self, op: str, nbytes: float) -> float:
+        if self.t == 1 or nbytes == 0:
+            return 0.0
+        return float(collective_on_cluster(op, nbytes, self.t, self.cluster, self.rpn)[1])
+
+    def tensor(self, graph, batch: int, vb: int, last_only: bool) -> float:
+        """Tensor-parallel collectives of one forward pass (Shoeybi et al. §3)."""
+        s = 0.0
+        for n in graph.layers():
+            if _is_head(n):
+                rows = 1 if last_only else n.attrs["rows_per_sample"]
+                s += self.collective("allgather", batch * rows * n.attrs["c_out"] * vb)
+            elif n.kind == "linear" and n.attrs.get("split") == "row":
+                s += self.collective("allreduce", batch * n.attrs["rows_per_sample"] * n.attrs["c_out"] * vb)
+            elif n.kind == "embedding":
+                s += self.collective("allreduce", batch * n.numel * vb)
+        return s
+
+    def pipeline(self, nbytes: float) -> float:
+        """``p - 1`` sends of ``nbytes`` between consecutive stages of ``t`` ranks each; a send crosses
+        the network when any rank's peer is on another node (stages fill GPUs in order)."""
+        if self.p == 1:
+            return 0.0
+        cl, t = self.cluster, self.t
+        g = cl.gpus_per_node
+        intra = place(cl, 2, 2).intra if g >= 2 else None
+        inter = place(cl, 2, 1, groups_sharing=min(t, g)).inter
+        s = 0.0
+        for i in range(self.p - 1):
+            crosses = any((i * t + j) // g != ((i + 1) * t + j) // g for j in range(t))
+            alpha, beta = inter if crosses or intra is None else intra
+            s += alpha + nbytes * beta
+        return s
+
+
+def _workspace(graph, t: int, batch: int, vb: int) -> float:
+    """Bytes of the largest inputs + output of one operator of the prefill pass (one device's share)."""
+    def share(n):
+        split = n.attrs.get("split")
+        return 1 / t if n.kind == "attention" or split == "column" else 1
+
+    def size(n):
+        return (n.numel // n.attrs["rows_per_sample"] if _is_head(n) else n.numel) * share(n)
+
+    peak = 0.0
+    for n in graph.layers():
+        if n.kind in FREE:
+            continue
+        ins = sum(size(graph.nodes[i]) for i in n.inputs)
+        if _is_head(n):
+            ins /= n.attrs["rows_per_sample"]  # the last position only
+        extra = 2 * (n.attrs["heads"] // t) * n.attrs["seq"] ** 2 \
+            if n.kind == "attention" and not n.attrs.get("fused") else 0
+        peak = max(peak, ins + size(n) + extra)
+    return float(peak * batch * vb)
+
+
+def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype: str = "fp16", tensor: int = 1,
+            pipeline: int = 1) -> Inference:
+    """:func:`infer` for a model spec and a cluster (preset name, file, dict or
+    :class:`~concurrency_model.cluster.Cluster`) given directly.
+
+    >>> r = predict("gpt2", "dgx-a100", 8, 256, 64, "fp16", tensor=2)
+    >>> r.parallel, r.decode_s_per_token < r.prefill_s
+    ({'tensor': 2, 'pipeline': 1}, True)
+    """
+    cl = load_cluster(cluster)
+    dev = cl.device
+    vb = dtype_bytes(dtype)
+    if isinstance(model, str) and model not in SEQUENCE_MODELS:
+        get_model(model)  # unknown names: the zoo's error
+        raise ValueError(f"model: inference with a KV cache needs a causal decoder; {model!r} is an image model")
+    shape = model_shape(_graph(model, 1, None, vb))
+    t, p = tensor, pipeline
+    if prompt_len + decode_len > shape["context"]:
+        raise ValueError(f"inference.decode_len: prompt_len + decode_len = {prompt_len + decode_len} exceeds the "
+                         f"model's context of {shape['context']} positions (set the model's seq_len)")
+    if p > shape["layers"]:
+        raise ValueError(f"parallel.pipeline: {p} stages exceed the {shape['layers']} transformer blocks")
+    try:
+        dev.peak(dtype)
+    except ValueError as e:
+        raise ValueError(f"inference.{e}") from None
+    g_pre = _graph(model, batch, prompt_len, vb)
+    g_dec = _graph(model, batch, 1, vb)
+    _check_tensor(g_pre, t)
+    comm = _Comm(cl, t, p)
+
+    # memory first: a configuration that does not fit is refused, not estimated
+    kv = kv_cache_bytes(shape["layers"], batch, prompt_len + decode_len, shape["kv_heads"], shape["head_dim"], vb,
+                        t, p)
+    kv_all = kv_cache_bytes(shape["layers"], batch, prompt_len + decode_len, shape["kv_heads"], shape["head_dim"], vb)
+    weights = shape["params"] * vb / (t * p)
+    mem = memory_per_device(weights, _workspace(g_pre, t, batch, vb), dev, extra={"kv_cache": kv})
+    if not mem["fits"]:
+        raise ValueError(mem["reason"])
+
+    hidden = shape["hidden"]
+    pre = {"compute_s": _pass_parts(g_pre, dev, dtype, t, batch, decode=False).total(),
+           "tensor_comm_s": comm.tensor(g_pre, batch, vb, last_only=True),
+           "pipeline_p2p_s": comm.pipeline(batch * prompt_len * hidden * vb)}
+    a_c, c_c, a_m, c_m, launch = _kv_attention(batch, shape["heads"], shape["kv_heads"], shape["head_dim"], dev,
+                                               dtype, t)
+    att_sum = sum_max_affine(a_c, c_c, a_m, c_m, prompt_len + 1, prompt_len + decode_len) + decode_len * launch
+    dec = {"compute_s": _pass_parts(g_dec, dev, dtype, t, batch, decode=True).total(),
+           "kv_attention_s": shape["layers"] * att_sum / decode_len,
+           "tensor_comm_s": comm.tensor(g_dec, batch, vb, last_only=True),
+           "pipeline_p2p_s": comm.pipeline(batch * hidden * vb)}
+    prefill_s, step_s = sum(pre.values()), sum(dec.values())
+    total_s = prefill_s + decode_len * step_s
+    breakdown = {**{f"prefill_{k}": v for k, v in pre.items()}, **{f"decode_{k}": v for k, v in dec.items()}}
+    return Inference(prefill_s, step_s, batch * decode_len / total_s, kv, float(mem["total_bytes"]), total_s,
+                     kv_all, breakdown, mem, {"tensor": t, "pipeline": p},
+                     {"batch": batch, "prompt_len": prompt_len, "decode_len": decode_len, "dtype": dtype}, shape)
+
+
+__all__ = ["infer", "predict", "kv_cache_bytes", "sum_max_affine", "model_shape", "inference_section", "Inference",
+           "INFERENCE"]
