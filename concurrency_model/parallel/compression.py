@@ -1,0 +1,373 @@
+"""Gradient compression (paper §7.3): bytes on the wire, encode/decode time, synchronisation time.
+
+The paper surveys quantization (§7.3.1: fp16, fixed point, 1-bit SGD with error feedback, QSGD, TernGrad)
+and sparsification (§7.3.2: thresholds, top-k, Deep Gradient Compression, SparCML) and low-rank messages
+[S1/M]; it gives **no size or time formulas**. The sizes below are the methods' own encodings, the
+encode/decode costs memory-bound kernels on the device (:func:`concurrency_model.timing.roofline`; GEMMs
+for PowerSGD), both **derived [D]** (paper-models.md §5.3 lists the same size models, tagged [D]).
+
+An uncompressed gradient of ``m`` values of ``value_bytes`` (fp32: 4) is ``m * value_bytes`` bytes.
+Per scheme (``message_bytes`` = what one worker sends, capped at the dense size: a sender never sends more
+than the raw gradient; SparCML switches to dense the same way, Renggli et al., SC 2019):
+
+====================  ===========================================  ===========================  ==================
+scheme                bits per value (+ per bucket of ``d``)       aggregation                  source
+====================  ===========================================  ===========================  ==================
+fp32                  32                                           allreduce                    -
+fp16, bf16            16                                           allreduce (sums in 16 bit)   Micikevicius 2018
+int8                  8 (+ 32: fp32 scale)                         compressed allreduce         Dettmers 2016
+1bit                  1 (+ 64: two fp32 reconstruction values);    compressed allreduce         Seide et al. 2014
+                      error feedback
+terngrad              2 (+ 32: scale)                              compressed allreduce         Wen et al. 2017
+qsgd (``levels`` s)   min(ceil(log2(2s+1)), Elias bound) (+ 32)    compressed allreduce         Alistarh et al. 2017
+topk                  ``ratio`` (value + index bytes)              allgather                    Aji & Heafield 2017
+dgc                   as topk; momentum correction, local accum.   allgather                    Lin et al. 2018
+powersgd (rank r)     r (a + b) values per a x b matrix            two allreduces               Vogels et al. 2019
+====================  ===========================================  ===========================  ==================
+
+Quantized messages carry per-worker scales, so they cannot be summed on the way: ``compressed_allreduce``
+is the two-phase exchange of compressed chunks (an alltoall of ``message`` bytes, decode and sum one chunk,
+re-encode it, an allgather of ``message`` bytes; DeepSpeed's compressed allreduce for 1-bit Adam, Tang et
+al. 2021) [D]; ``collective="allgather"`` gathers all P messages and decodes P of them. Sparse messages have
+different supports on each worker, so top-k is gathered (P messages, P decodes; Renggli et al. 2019).
+PowerSGD allreduces ``P = M Q`` (a x r) and ``Q = M^T P`` (b x r) per matrix, vectors uncompressed in the
+first (Vogels, Karimireddy & Jaggi, NeurIPS 2019, Alg. 1).
+
+Codec work [D], for ``m`` values of ``vb`` bytes and a message of ``c`` bytes: fp16/bf16 read the gradient
+and write ``c`` (decode: the reverse); the quantizers make two passes (scale, quantize) and write ``c``,
+1-bit also reads and writes its error-feedback residual; a decode reads ``c`` and accumulates into the fp32
+sum (``c + 2 vb m``); top-k makes two passes (threshold, select) and zeroes the dense result, DGC also
+updates its momentum and accumulation buffers (``4 vb m``); PowerSGD's error feedback moves ``3 vb ab``
+before and after its GEMMs (:func:`concurrency_model.timing.gemm_coeffs`). Random numbers and Elias
+decoding count a few FLOP per value only.
+
+QSGD's Elias bound, as recalled from Alistarh et al. 2017 Thm. 3.2 (**unverified** against the text):
+``(3 + 1.5 log2(2(s^2 + d) / (s(s + sqrt d)))) s(s + sqrt d) + 32`` bits per bucket of ``d``; the coding
+used is the cheaper of that and fixed-length ``ceil(log2(2s+1))`` bits per value.
+
+>>> c = compress("1bit", 10**6)
+>>> c.message_bytes, c.collective
+(140632.0, 'compressed_allreduce')
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+from ..comm._common import active, check_n, check_name, check_ranks, check_rate, is_num
+from ..comm.collectives import ALGORITHMS, collective_time
+from ..symbols import mem_bw, peak_flops
+
+__all__ = ["SCHEMES", "COLLECTIVES", "Compressed", "compress", "qsgd_bits", "weight_matrices",
+           "codec_seconds", "compressed_sync_time", "compressed_sync_on_cluster"]
+
+SCHEMES = ("fp32", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "topk", "dgc", "powersgd")
+COLLECTIVES = ("allreduce", "allgather", "compressed_allreduce", "two_allreduces")
+_QUANT = ("int8", "1bit", "terngrad", "qsgd")
+_SOURCE = {"fp32": "uncompressed", "fp16": "Micikevicius et al. 2018 (mixed precision)", "bf16": "bfloat16",
+           "int8": "Dettmers 2016 (8-bit approximations)", "1bit": "Seide et al. 2014 (1-bit SGD, error feedback)",
+           "terngrad": "Wen et al. 2017 (TernGrad)", "qsgd": "Alistarh et al. 2017 (QSGD)",
+           "topk": "Aji & Heafield 2017 (gradient dropping)", "dgc": "Lin et al. 2018 (Deep Gradient Compression)",
+           "powersgd": "Vogels et al. 2019 (PowerSGD)"}
+
+
+def _value(x):
+    x = sp.sympify(x)
+    return float(x) if is_num(x) else x
+
+
+def _min(a, b):
+    return min(a, b) if is_num(a) and is_num(b) else sp.Min(a, b)
+
+
+def qsgd_bits(levels, d):
+    """Bits for one bucket of ``d`` values quantized to ``levels`` = s levels (Alistarh et al. 2017).
+
+    ``min(fixed, elias) + 32``: fixed-length ``d ceil(log2(2s + 1))``; Elias bound as in the module doc
+    (recalled, unverified); 32 bits for the bucket's norm.
+
+    >>> round(qsgd_bits(1, 512), 1), qsgd_bits(127, 512)     # Elias wins at s = 1, fixed 8 bits at 127
+    (295.7, 4128.0)
+    """
+    s, d = check_ranks(levels, "levels"), check_ranks(d, "bucket_size")
+    width = sp.Integer(int(2 * s).bit_length()) if is_num(s) else sp.ceiling(sp.log(2 * s + 1, 2))
+    nnz = s * (s + sp.sqrt(d))
+    elias = (3 + sp.Rational(3, 2) * sp.log(2 * (s**2 + d) / nnz, 2)) * nnz
+    if is_num(s) and is_num(d):
+        return _value(min(float(d * width), float(elias)) + 32)
+    return sp.Min(d * width, elias) + 32
+
+
+
+def weight_matrices(graph) -> tuple[list[tuple[int, int]], int]:
+    """``(matrices, vector_values)`` of a graph's parameters, as PowerSGD reshapes them.
+
+    Convolution kernels are ``c_out x (c_in/groups kh kw)``, linear layers ``c_out x c_in``, embeddings
+    ``rows x hidden``; biases, normalisation parameters and anything else are vectors (sent uncompressed).
+
+    >>> from concurrency_model import get_model
+    >>> mats, vec = weight_matrices(get_model("resnet50"))
+    >>> len(mats), mats[-1], sum(a * b for a, b in mats) + vec
+    (54, (1000, 2048), 25557032)
+    """
+    mats, vec = [], 0
+    for n in graph.layers():
+        params = n.cost.params
+        if not is_num(sp.sympify(params)):
+            raise ValueError(f"graph: layer {n.name!r} has symbolic parameters {params}")
+        params, a = int(params), n.attrs
+        rows = cols = 0
+        if n.kind.startswith("conv") and "c_out" in a:
+            rows, cols = a["c_out"], a["c_in"] // a.get("groups", 1) * a.get("kh", 1) * a.get("kw", 1)
+        elif n.kind == "linear" and "c_out" in a:
+            rows, cols = a["c_out"], a["c_in"]
+        elif "embedding" in n.kind and n.shape and params % n.shape[-1] == 0:
+            rows, cols = params // n.shape[-1], n.shape[-1]
+        if rows and cols and rows * cols <= params and min(rows, cols) > 1:
+            mats.append((int(rows), int(cols)))
+            params -= rows * cols
+        vec += params
+    return mats, vec
+
+
+@dataclass(frozen=True)
+class Compressed:
+    """One worker's compressed gradient: sizes (bytes), aggregation and codec work (FLOP, bytes moved).
+
+    ``encode_*`` cover the whole gradient once; ``decode_*`` one received message (for PowerSGD, the
+    reconstruction). ``messages`` are the payloads of the collectives (two for PowerSGD), exact sympy
+    numbers or expressions; ``message_bytes`` their sum (a float for numbers).
+    """
+
+    scheme: str
+    elements: object
+    dense_bytes: object
+    message_bytes: object
+    collective: str
+    messages: tuple
+    encode_flop: object = 0
+    encode_bytes: object = 0
+    decode_flop: object = 0
+    decode_bytes: object = 0
+    kernels: int = 0
+    gemms_encode: tuple = ()
+    gemms_decode: tuple = ()
+    source: str = field(default="", compare=False)
+
+    @property
+    def bits_per_element(self):
+        return _value(8 * self.message_bytes / self.elements)
+
+    def collectives(self, P) -> list[tuple[str, object]]:
+        """``[(op, n), ...]`` with ``n`` as :func:`~concurrency_model.comm.collective_time` counts it."""
+        msg = self.messages[0]
+        if self.collective == "allgather":
+            return [("allgather", P * msg)]
+        if self.collective == "compressed_allreduce":
+            return [("alltoall", msg), ("allgather", msg)]
+        return [("allreduce", x) for x in self.messages]
+
+    def sent_bytes(self, P):
+        """Bytes one worker sends per synchronisation with bandwidth-optimal (ring-like) algorithms."""
+        P = check_ranks(P, "P")
+        k = (P - 1) if self.collective == "allgather" else 2 * (P - 1) / P
+        return _value(k * self.message_bytes)
+
+    def codec_counts(self, P) -> tuple:
+        """(encodes, decodes) of a full gradient per synchronisation."""
+        if self.collective == "allgather":
+            return 1, P
+        if self.collective == "compressed_allreduce":
+            return 1 + 1 / sp.sympify(P), 2
+        return (1, 1) if self.kernels else (0, 0)
+
+
+def compress(scheme: str, gradient, *, value_bytes=4, bucket_size=512, levels=7, ratio=0.001, index_bytes=4,
+             rank=4, collective: str | None = None, shape=None) -> Compressed:
+    """Compress a gradient of ``gradient`` values (a number or symbol), or of a model's parameters (a graph,
+    or a zoo name / model spec for :func:`concurrency_model.get_model`).
+
+    Options: ``bucket_size`` values per scale (int8, 1bit, terngrad, qsgd), ``levels`` (qsgd's s),
+    ``ratio`` kept (topk, dgc; DGC's 99.9% sparsity is 0.001), ``index_bytes`` per kept value, ``rank``
+    (powersgd; matrix shapes from the graph, or ``shape=(rows, cols)`` for a single matrix), ``collective``
+    (quantized schemes: ``compressed_allreduce`` or ``allgather``).
+
+    >>> compress("topk", 10**6).message_bytes     # 1000 values + 1000 int32 indices
+    8000.0
+    >>> from concurrency_model.symbols import n_bytes
+    >>> compress("terngrad", n_bytes).message_bytes     # n values: 2 bits each + a 4-byte scale per 512
+    Min(4*n, n/4 + 4*ceiling(n/512))
+    """
+    check_name("scheme", scheme, SCHEMES)
+    vb = check_rate("value_bytes", value_bytes)
+    mats = None
+    if isinstance(gradient, (str, dict)):
+        from ..models import get_model
+        gradient = get_model(gradient)
+    if hasattr(gradient, "layers"):
+        mats, vec = weight_matrices(gradient)
+        m = sp.Integer(gradient.params)
+    else:
+        m = check_n(gradient, "gradient")
+    dense = vb * m
+    kw = dict(scheme=scheme, elements=_value(m), dense_bytes=_value(dense), source=_SOURCE[scheme])
+    if scheme == "fp32":
+        return Compressed(message_bytes=_value(dense), collective="allreduce", messages=(dense,), **kw)
+    if scheme in ("fp16", "bf16"):
+        c = _min(2 * m, dense)
+        return Compressed(message_bytes=_value(c), collective="allreduce", messages=(c,), encode_flop=m,
+                          encode_bytes=vb * m + c, decode_flop=m, decode_bytes=c + vb * m, kernels=1, **kw)
+    if scheme in _QUANT:
+        d = check_ranks(bucket_size, "bucket_size")
+        coll = "compressed_allreduce" if collective is None else collective
+        if coll not in ("compressed_allreduce", "allgather"):
+            raise ValueError(f"collective: {coll!r} does not apply to {scheme}; "
+                             "allowed: compressed_allreduce, allgather")
+        bits = {"int8": 8 * m + 32 * sp.ceiling(m / d), "1bit": m + 64 * sp.ceiling(m / d),
+                "terngrad": 2 * m + 32 * sp.ceiling(m / d)}.get(scheme)
+        if scheme == "qsgd":
+            bits = (qsgd_bits(levels, d) - 32) * m / d + 32 * sp.ceiling(m / d)
+        c = _min(bits / 8, dense)
+        flop = {"int8": 3, "1bit": 5, "terngrad": 6, "qsgd": 8}[scheme] * m
+        extra = 2 * vb * m if scheme == "1bit" else 0  # error feedback: read and write the residual
+        return Compressed(message_bytes=_value(c), collective=coll, messages=(c,), encode_flop=flop,
+                          encode_bytes=2 * vb * m + extra + c, decode_flop=2 * m, decode_bytes=c + 2 * vb * m,
+                          kernels=2, **kw)
+    if scheme in ("topk", "dgc"):
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float, sp.Basic)) or \
+                (is_num(sp.sympify(ratio)) and not 0 < ratio <= 1):
+            raise ValueError(f"ratio: must be in (0, 1], got {ratio!r}")
+        k = sp.ceiling(ratio * m)
+        sparse = k * (vb + check_rate("index_bytes", index_bytes))
+        if is_num(sparse) and sparse >= dense:  # denser than dense: send dense (SparCML)
+            return Compressed(message_bytes=_value(dense), collective="allreduce", messages=(dense,), **kw)
+        extra = 4 * vb * m if scheme == "dgc" else 0  # momentum correction + local accumulation buffers
+        sparse = _min(sparse, dense)
+        return Compressed(message_bytes=_value(sparse), collective="allgather", messages=(sparse,),
+                          encode_flop=2 * m + (4 * m if scheme == "dgc" else 0),
+                          encode_bytes=3 * vb * m + extra + sparse, decode_flop=k, decode_bytes=sparse + 2 * k * vb,
+                          kernels=3 if scheme == "dgc" else 2, **kw)
+    # powersgd
+    r = check_ranks(rank, "rank")
+    if mats is None:
+        if shape is None:
+            raise ValueError("shape: powersgd needs matrix shapes: pass a graph or shape=(rows, cols)")
+        a, b = (check_ranks(x, "shape") for x in shape)
+        if is_num(m) and m != a * b:
+            raise ValueError(f"shape: {a} x {b} != gradient = {m} values")
+        mats, vec = [(a, b)], 0
+    keep = [(a, b) for a, b in mats if not (is_num(r * (a + b) - a * b) and r * (a + b) >= a * b)]
+    vec = vec + sum((a * b for a, b in mats), sp.Integer(0)) - sum((a * b for a, b in keep), sp.Integer(0))
+    first = vb * (r * sum(a for a, _ in keep) + vec)
+    second = vb * r * sum(b for _, b in keep)
+    ab = sum(a * b for a, b in keep)
+    orth = sum(2 * a * r * r for a, _ in keep)
+    return Compressed(message_bytes=_value(first + second), collective="two_allreduces",
+                      messages=(first, second), encode_flop=2 * ab + orth, encode_bytes=3 * vb * ab,
+                      decode_flop=ab, decode_bytes=3 * vb * ab, kernels=3,
+                      gemms_encode=tuple((a, r, b) for a, b in keep) + tuple((b, r, a) for a, b in keep),
+                      gemms_decode=tuple((a, b, r) for a, b in keep), **kw)
+
+
+def _gemm_seconds(shapes, device) -> object:
+    if not shapes:
+        return 0
+    if device is None:
+        return sum(2 * a * b * c for a, b, c in shapes) / peak_flops
+    from ..timing import gemm_coeffs
+    import numpy as np
+
+    m, n, k = (np.array([int(s[i]) for s in shapes]) for i in range(3))
+    return float(gemm_coeffs(m, n, k, device, "fp32").seconds(device).sum())
+
+
+def codec_seconds(c: Compressed, P, device=None) -> tuple:
+    """``(encode_s, decode_s)`` per synchronisation on ``P`` workers.
+
+    Memory-bound kernels: ``timing.roofline(flop, bytes, device, "fp32", kernels)``; with ``device=None``
+    the plain roofline ``Max(flop / F, bytes / B_mem)`` in the symbols of :mod:`concurrency_model.symbols`.
+    Encodes and decodes per synchronisation come from :meth:`Compressed.codec_counts`.
+
+    >>> e, d = codec_seconds(compress("fp16", 10**6), 8)
+    >>> e
+    Max(6000000/B_mem, 1000000/F)
+    """
+    P = check_ranks(P, "P")
+    n_enc, n_dec = c.codec_counts(P)
+    if not c.kernels or (is_num(P) and P == 1):
+        return 0.0, 0.0
+    n_enc, n_dec = active(P) * n_enc, active(P) * n_dec  # one worker: nothing to synchronise
+    if device is None:
+        enc = sp.Max(c.encode_flop / peak_flops, c.encode_bytes / mem_bw)
+        dec = sp.Max(c.decode_flop / peak_flops, c.decode_bytes / mem_bw)
+    else:
+        from ..timing import device as _device
+        from ..timing import roofline
+
+        device = _device(device)
+        enc = roofline(float(c.encode_flop), float(c.encode_bytes), device, "fp32", c.kernels).time_s
+        dec = roofline(float(c.decode_flop), float(c.decode_bytes), device, "fp32", 1).time_s
+    enc = enc + _gemm_seconds(c.gemms_encode, device)
+    dec = dec + _gemm_seconds(c.gemms_decode, device)
+    return _value(n_enc * enc), _value(n_dec * dec)
+
+
+_DEFAULT_ALG = {"allreduce": "ring", "allgather": "ring", "alltoall": "pairwise"}
+
+
+def compressed_sync_time(scheme, gradient, P, alpha, beta, *, algorithm: str = "ring", device=None, gamma=0,
+                         **options):
+    """Seconds to synchronise a compressed gradient over ``P`` workers: collectives + encode + decode.
+
+    ``scheme`` is a name (with :func:`compress` ``options``) or a :class:`Compressed`. ``algorithm``
+    applies to the allreduce / allgather it names (``"auto"``: the cheapest, numbers only); where it does
+    not apply, the ring (alltoall: pairwise exchange) is used. ``device`` as in :func:`codec_seconds`.
+
+    >>> from concurrency_model.symbols import P, alpha, beta
+    >>> compressed_sync_time("fp16", 1000, P, alpha, beta)
+    alpha*(2*P - 2) + 2*Max(6000/B_mem, 1000/F)*Min(1, P - 1) + 2000*beta*(2*P - 2)/P
+    >>> compressed_sync_time("fp32", 1000, 4, 1e-6, 1e-9)   # ring: 6 alpha + 1.5 * 4000 beta
+    1.2e-05
+    """
+    c = scheme if isinstance(scheme, Compressed) else compress(scheme, gradient, **options)
+    P = check_ranks(P, "P")
+    total = sp.Integer(0)
+    for op, n in c.collectives(P):
+        alg = algorithm if algorithm == "auto" or algorithm in ALGORITHMS[op] else _DEFAULT_ALG[op]
+        if alg == "auto":
+            from ..comm.select import auto
+            total += auto(op, n, P, alpha, beta, gamma if op == "allreduce" else 0)[1]
+        else:
+            total += collective_time(op, alg, n, P, alpha, beta, gamma if op == "allreduce" else 0)
+    enc, dec = codec_seconds(c, P, device)
+    return _value(total + enc + dec)
+
+
+def compressed_sync_on_cluster(scheme, gradient, P: int, cluster, ranks_per_node: int | None = None,
+                               algorithm: str = "auto", **options) -> dict:
+    """The same on a cluster (:func:`concurrency_model.comm.on_cluster.collective_on_cluster` per
+    collective, codec on the cluster's device): a dict of ``comm_s, encode_s, decode_s, time_s, algorithm,
+    message_bytes, sent_bytes``.
+
+    >>> r = compressed_sync_on_cluster("fp16", 25557032, 16, "dgx1-v100")
+    >>> r["algorithm"], r["message_bytes"]
+    ('hierarchical', 51114064.0)
+    """
+    from ..cluster import load_cluster
+    from ..comm.on_cluster import algorithms, collective_on_cluster
+
+    cl = load_cluster(cluster)
+    c = scheme if isinstance(scheme, Compressed) else compress(scheme, gradient, **options)
+    P = int(check_ranks(P, "P"))
+    comm, names = 0.0, []
+    if P > 1:
+        for op, n in c.collectives(P):
+            alg = algorithm if algorithm in algorithms(op) else "auto"
+            name, t, _ = collective_on_cluster(op, float(n), P, cl, ranks_per_node, alg)
+            comm, names = comm + t, names + [name]
+    enc, dec = codec_seconds(c, P, cl.device)
+    return {"comm_s": comm, "encode_s": float(enc), "decode_s": float(dec), "time_s": comm + float(enc) + float(dec),
+            "algorithm": "+".join(names) if names else "none", "message_bytes": float(c.message_bytes),
+            "sent_bytes": float(c.sent_bytes(P))}
+
