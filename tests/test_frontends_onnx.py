@@ -153,3 +153,26 @@ def test_bad_files(tmp_path):
     (tmp_path / "junk.onnx").write_bytes(b"not a protobuf at all")
     with pytest.raises(ValueError, match="onnx"):
         from_onnx(tmp_path / "junk.onnx")
+
+
+def test_cli_input_shape_for_a_dynamic_onnx_input(tmp_path):
+    import json
+    import subprocess
+    import sys
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 64])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    w = helper.make_tensor("w", TensorProto.FLOAT, [64, 32], [0.0] * 2048)
+    path = tmp_path / "mm.onnx"
+    onnx.save(helper.make_model(helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g", [x], [y], [w])),
+              str(path))
+
+    def cli(*extra):
+        return subprocess.run([sys.executable, "-m", "concurrency_model", "workdepth", "--model", str(path), *extra,
+                               "--json"], capture_output=True, text=True)
+    missing = cli()
+    assert missing.returncode == 2 and "--input-shape" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
+    ok = cli("--input-shape", "x=8x64", "--batch", "8")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["forward_macs"] == 8 * 64 * 32

@@ -9,19 +9,32 @@ from . import add_json, num, positive_int
 TOP_LAYERS = 15  # layers shown in the readable table
 
 
-def model_arg(text: str):
-    """A zoo name or a JSON object (``{"kind": "gpt", ...}``)."""
+def model_arg(text: str, input_shapes=None):
+    """A zoo name, a JSON object (``{"kind": "gpt", ...}``, ``{"hf_config": PATH}``, ``{"onnx": PATH}``), or a
+    path to an ``.onnx`` file or a Hugging Face ``config.json``; ``input_shapes`` (``--input-shape``) go to
+    an ONNX model."""
     if text.lstrip().startswith("{"):
         try:
-            return json.loads(text)
+            model = json.loads(text)
         except json.JSONDecodeError as e:
             raise ValueError(f"model: not a valid JSON object ({e.msg})") from None
-    return text
+    elif text.endswith(".onnx"):
+        model = {"onnx": text}
+    elif text.endswith(".json"):
+        model = {"hf_config": text}
+    else:
+        model = text
+    if input_shapes:
+        if not (isinstance(model, dict) and "onnx" in model):
+            raise ValueError("input_shape: only an ONNX model takes input shapes")
+        from ..frontends.onnx_import import _parse_shape_arg
+        model = {**model, "input_shapes": dict(_parse_shape_arg(t) for t in input_shapes)}
+    return model
 
 
 def run(args) -> dict:
     options = {"seq_len": args.seq_len} if args.seq_len else {}
-    g = get_model(model_arg(args.model), batch=args.batch, image_size=args.image_size, **options)
+    g = get_model(model_arg(args.model, args.input_shape), batch=args.batch, image_size=args.image_size, **options)
     fwd, train = g.forward(), g.training(args.optimizer)
     chosen = fwd if args.pass_ == "forward" else train
     layers = [{"name": r["name"], "op": r["op"], "params": r["params"], "forward_flop": r["forward_flop"],
@@ -52,7 +65,10 @@ def show(out: dict) -> None:
 
 def register(sub) -> None:
     wd = sub.add_parser("workdepth", help="work, depth and average parallelism of a model (paper §2.5, App. A)")
-    wd.add_argument("--model", required=True, help=f"zoo name ({', '.join(NAMES)}) or a JSON spec object")
+    wd.add_argument("--model", required=True, help=f"zoo name ({', '.join(NAMES)}), a JSON spec object, "
+                    "an .onnx file or a Hugging Face config.json")
+    wd.add_argument("--input-shape", action="append", metavar="NAME=D1xD2x...",
+                    help="shape of an ONNX input without a static shape (repeatable)")
     wd.add_argument("--batch", type=positive_int, default=1)
     wd.add_argument("--image-size", type=positive_int, default=None)
     wd.add_argument("--seq-len", type=positive_int, default=None)
