@@ -9,16 +9,27 @@ the predicted time, like the published numbers. Rows the estimate refuses are co
 Targets (issue): Megatron/Narayanan median APE <= 10%; vTrain MAPE <= 8% single node, <= 12% multi-node
 (vTrain's own simulator: 8.37% / 14.73%). Runs in about 2 minutes on 2 cores.
 
-    python benchmarks/training_accuracy.py [--all] [--workers N]
+Data-parallel scaling and pipeline speedups (``concurrency_model.validate.scaling``, issue 5; a few
+seconds, ``--scaling`` runs only these): tf_cnn_benchmarks 2017 images/s (DGX-1 P100, GCE/EC2 K80, up to
+64 K80s), median APE <= 15%; torchgpipe ResNet-101 speedups on P40s, each within 15%; Horovod's 512-GPU
+efficiencies, each within 10 points. Also printed: the weak-scaling efficiency against each source's own
+1-GPU row (the scaling alone, without the one-GPU error) and a what-if of the K80 at its 562 MHz base
+clock (not the prediction: the preset keeps the boost-clock datasheet peak). ``met`` / ``missed`` lines go
+to stderr, the JSON to stdout.
+
+    python benchmarks/training_accuracy.py [--all] [--workers N] [--scaling]
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import sys
 import time
 
 import pandas as pd
 
+from concurrency_model.validate import scaling as vs
 from concurrency_model.validate import training as vt
 
 SINGLE_EVERY = 4
@@ -33,12 +44,86 @@ def _by(res: pd.DataFrame, key: str) -> dict:
     return {str(k): {"rows": int(len(v)), "median_signed_error_pct": round(float(v.median()), 1)} for k, v in g}
 
 
+def _round(v):
+    if isinstance(v, float):
+        return round(v, 2)
+    if isinstance(v, dict):
+        return {k: _round(x) for k, x in v.items()}
+    return v
+
+
+K80_BASE_FP32 = 5.6e12 / 2  # hardware.md Table 1 [R17]: 5.6 TFLOP/s per board at the 562 MHz base clock
+
+
+def k80_base_clock(res: pd.DataFrame) -> dict:
+    """What-if, not the prediction: the K80 rows with the peak at the 562 MHz base clock instead of the
+    875 MHz boost (the datasheet defaults otherwise), to size the clock's part of their error."""
+    k80 = res[(res["status"] == "ok") & res["system"].isin(["gce-k80x8", "ec2-p2.8xlarge"])]
+    if not len(k80):
+        return {}
+    ape = []
+    for _, r in k80.iterrows():
+        cl = vs.systems()[r["system"]]
+        dev = dataclasses.replace(cl.device, peak_flops={**cl.device.peak_flops, "fp32": K80_BASE_FP32},
+                                  vector_flops={**cl.device.vector_flops, "fp32": K80_BASE_FP32})
+        base = dataclasses.replace(cl, device=dev)
+        if r["sync"].startswith("parameter_server"):
+            thr = vs.ps_throughput(r["zoo_model"], base, r["gpus"], r["batch_per_gpu"], r["sync"].rsplit("_", 1)[1])[0]
+        else:
+            thr = vs.throughput(r["zoo_model"], base, r["gpus"], r["batch_per_gpu"])[0]
+        ape.append(abs(thr / r["measured"] - 1) * 100)
+    ape = pd.Series(ape)
+    return {"rows": len(ape), "median_ape_at_boost": round(float(k80["ape"].median()), 1),
+            "median_ape_at_base_clock": round(float(ape.median()), 1)}
+
+
+def scaling_report() -> tuple[dict, list]:
+    """The scaling datasets: summary, targets (met / missed), efficiencies, worst rows, what-if."""
+    res = vs.evaluate()
+    summ = vs.summary(res)
+    lines = []
+    for name, s in summ.items():
+        if name not in vs.TARGETS:
+            lines.append(f"{name}: median APE {s['median_ape']:.1f}% ({s['predicted']} of {s['rows_total']} rows "
+                         "predicted; no target set)")
+            continue
+        stat, limit = vs.TARGETS[name]
+        value = s.get(stat)
+        unit = " points" if stat.endswith("points") else "%"
+        shown = "n/a" if value is None else f"{value:.1f}{unit}"
+        lines.append(f"{name}: {stat} {shown} (target <= {limit:g}{unit}, {s['predicted']} of {s['rows_total']} "
+                     f"rows predicted): {'met' if s['meets_target'] else 'missed'}")
+    ok = res[res["status"] == "ok"]
+    worst = ok.loc[ok["ape"].sort_values(ascending=False).index].groupby("dataset").head(3)
+    eff = ok[(ok["gpus"] > 1) & ok["measured_efficiency"].notna()]
+    out = {
+        "datasets": _round(summ),
+        "targets": lines,
+        "tf_efficiency_by_group": {f"{g} {m} {d}": {"rows": int(len(x)),
+                                                     "measured_pct": x["measured_efficiency"].round(1).tolist(),
+                                                     "predicted_pct": x["predicted_efficiency"].round(1).tolist()}
+                                   for (g, m, d), x in eff.groupby(["group", "model", "data"])},
+        "k80_what_if_base_clock": k80_base_clock(res),
+        "worst_rows": worst[["dataset", "source_row", "label", "group", "measured", "predicted", "signed_error_pct",
+                             "note"]].round(3).to_dict("records"),
+        "assumptions": vs.ASSUMPTIONS,
+    }
+    return out, lines
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--all", action="store_true", help="every vTrain single-node row (about 4x slower)")
     ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--scaling", action="store_true", help="only the data-parallel and pipeline sets (seconds)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
+    scaling, lines = scaling_report()
+    if args.scaling:
+        print(json.dumps({"elapsed_s": round(time.perf_counter() - t0, 1), "scaling": scaling}, indent=1,
+                         default=str))
+        print("\n".join(lines), file=sys.stderr)
+        return
     single = vt.vtrain_rows("single")
     every = 1 if args.all else SINGLE_EVERY
     df = pd.concat([vt.sample(single, every), vt.vtrain_rows("multi"), vt.megatron_rows(), vt.narayanan_rows()],
@@ -62,8 +147,10 @@ def main(argv=None) -> None:
                                                                                      "microbatch", "hidden")},
         "worst_rows": worst[WORST_COLUMNS].round(3).to_dict("records"),
         "assumptions": vt.ASSUMPTIONS,
+        "scaling": scaling,
     }
     print(json.dumps(out, indent=1, default=str))
+    print("\n".join(lines), file=sys.stderr)
 
 
 if __name__ == "__main__":

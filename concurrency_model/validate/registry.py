@@ -4,9 +4,9 @@ Datasets (:func:`names`): ``deepbench-gemm``, ``deepbench-conv``, ``deepbench-rn
 :mod:`.kernels`); ``deepbench-allreduce``, ``nccl-tests-allreduce`` (all-reduce times, :mod:`.collectives`,
 sizes >= 64 KiB); ``vtrain-single``, ``vtrain-multi``, ``megatron-2020``, ``megatron-2021``,
 ``narayanan2021-table2`` (training iterations, :mod:`.training`); ``tf-cnn-benchmarks``, ``torchgpipe``,
-``horovod`` (data-parallel images/s, pipeline speedups, 512-GPU scaling efficiency, :mod:`.scaling`); and
-one per run of the toolkit's own calibration under ``data/measured/`` (``measured-compute-HOST-DATE``,
-``measured-network-HOST-BACKEND-DATE``).
+``horovod``, ``dle-resnet50`` (data-parallel images/s, pipeline speedups, 512-GPU scaling efficiency,
+:mod:`.scaling`); and one per run of the toolkit's own calibration under ``data/measured/``
+(``measured-compute-HOST-DATE``, ``measured-network-HOST-BACKEND-DATE``).
 
 Modes (the ``mode`` column; DESIGN.md, "Accuracy methodology"). Each dataset has one main mode, the
 most honest figure available at the speed asked for:
@@ -56,7 +56,8 @@ KERNELS = {"deepbench-gemm": "gemm", "deepbench-conv": "conv", "deepbench-rnn": 
 COLLECTIVES = {"deepbench-allreduce": "DeepBench", "nccl-tests-allreduce": "nccl-tests"}
 TRAINING = {"vtrain-single": "vtrain_single", "vtrain-multi": "vtrain_multi", "megatron-2020": "megatron_2020",
             "megatron-2021": "megatron_2021", "narayanan2021-table2": "narayanan_table2"}
-SCALING = {"tf-cnn-benchmarks": "tf_cnn_benchmarks", "torchgpipe": "torchgpipe", "horovod": "horovod"}
+SCALING = {"tf-cnn-benchmarks": "tf_cnn_benchmarks", "torchgpipe": "torchgpipe", "horovod": "horovod",
+           "dle-resnet50": "dle_resnet50"}
 FILES = {"deepbench-gemm": "deepbench_gemm.csv", "deepbench-conv": "deepbench_conv.csv",
          "deepbench-rnn": "deepbench_rnn.csv", "deepbench-allreduce": "deepbench_allreduce.csv",
          "nccl-tests-allreduce": "nccltests_allreduce_sweeps.csv", "vtrain-single": "vtrain_ground_truth_single.csv",
@@ -64,7 +65,7 @@ FILES = {"deepbench-gemm": "deepbench_gemm.csv", "deepbench-conv": "deepbench_co
          "megatron-2021": "megatron_readme_scaling.csv",
          "narayanan2021-table2": "narayanan2021_table2_ptd_vs_zero3.csv",
          "tf-cnn-benchmarks": "tf_cnn_benchmarks_dp_scaling_2017.csv", "torchgpipe": "torchgpipe_pipeline_speed.csv",
-         "horovod": "horovod_docs_scaling_efficiency.csv"}
+         "horovod": "horovod_docs_scaling_efficiency.csv", "dle-resnet50": "nvidia_dle_training_perf_long.csv"}
 QUICK_EVERY = {"vtrain-single": 40, "vtrain-multi": 8, "megatron-2021": 2}  # rows in file order, quick mode
 MIN_BYTES = 64 * 1024  # all-reduce sizes compared (issue 4's range)
 _KERNEL_KEYS = ["source_file", "sheet", "source_row"]  # unique per row of a DeepBench file
@@ -186,7 +187,7 @@ def _training_chunk(name: str, df: pd.DataFrame) -> pd.DataFrame:
 def _scaling_rows(name: str) -> pd.DataFrame:
     from . import scaling
     return {"tf_cnn_benchmarks": scaling.tf_cnn_rows, "torchgpipe": scaling.torchgpipe_rows,
-            "horovod": scaling.horovod_rows}[SCALING[name]]()
+            "horovod": scaling.horovod_rows, "dle_resnet50": scaling.dle_rows}[SCALING[name]]()
 
 
 def _scaling(name: str, df: pd.DataFrame) -> pd.DataFrame:
