@@ -93,7 +93,7 @@ def error_table(df: pd.DataFrame) -> pd.DataFrame:
                     "sampled": s.get("sampled") or "", "median_ape_pct": pct(s.get("median_ape")),
                     "mean_ape_pct": pct(s.get("mean_ape")), "max_ape_pct": pct(s.get("max_ape")),
                     "within_20_pct": float((g["ape"].astype(float) <= 0.2).mean() * 100) if len(g) else None,
-                    "source": src, "date": date, "error": s.get("error")})
+                    "in_band_pct": pct(s.get("band_coverage")), "source": src, "date": date, "error": s.get("error")})
     return pd.DataFrame(out)
 
 
@@ -102,8 +102,8 @@ def error_table_html(table: pd.DataFrame) -> str:
     def pct(v, digits=1):
         return "" if v is None or pd.isna(v) else f"{v:.{digits}f}%"
 
-    head = ["dataset", "mode", "rows compared", "median APE", "mean APE", "max APE", "within ±20%", "source",
-            "date of the data"]
+    head = ["dataset", "mode", "rows compared", "median APE", "mean APE", "max APE", "within ±20%",
+            "in the 80% band", "source", "date of the data"]
     lines = ["<table class='errors'>", "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>",
              "<tbody>"]
     for r in table.itertuples():
@@ -113,7 +113,8 @@ def error_table_html(table: pd.DataFrame) -> str:
         rows += f"<br><small>{_html.escape(r.sampled)}</small>" if r.sampled else ""
         rows += f"<br><b>error:</b> {_html.escape(str(r.error))}" if r.error else ""
         cells = [_html.escape(str(r.dataset)), _html.escape(str(r.mode or "")), rows, pct(r.median_ape_pct),
-                 pct(r.mean_ape_pct), pct(r.max_ape_pct), pct(r.within_20_pct, 0), _html.escape(r.source),
+                 pct(r.mean_ape_pct), pct(r.max_ape_pct), pct(r.within_20_pct, 0),
+                 pct(getattr(r, "in_band_pct", None), 0), _html.escape(r.source),
                  _html.escape(r.date)]
         lines.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     lines.append("</tbody></table>")
@@ -154,6 +155,10 @@ def validation_scatter(df: pd.DataFrame, dataset: str | None = None, ax=None):
     ax.plot(xs, xs, color="k", lw=1, label="y = x", zorder=3)
     ax.scatter(m, p, s=10 if len(g) > 200 else 18, alpha=0.5 if len(g) > 200 else 0.8, color="tab:blue", lw=0,
                zorder=2)
+    if "p10" in g and np.isfinite(g["p10"].astype(float)).any():  # the predictions' 80% bands (uncertainty.py)
+        b = g[np.isfinite(g["p10"].astype(float))]
+        ax.vlines(b["measured"].astype(float), b["p10"].astype(float), b["p90"].astype(float), color="tab:blue",
+                  alpha=0.35, lw=1, zorder=2, label="80% band")
     ax.set_xscale("log")
     ax.set_yscale("log")
     for axis in (ax.xaxis, ax.yaxis):
