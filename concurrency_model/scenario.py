@@ -1,7 +1,11 @@
 """Scenario files (DESIGN.md "A scenario file"): model + cluster + parallel + training, JSON or TOML.
 
-Fields left out take these defaults; the number of devices is ``data * tensor * pipeline``.
-Every check raises ``ValueError`` naming the field (``parallel.tensor: ...``).
+Fields left out take these defaults; the number of devices is ``data * tensor * pipeline * context``
+(``context``: context-parallel degree, the sequence of every sample split over that many devices, by
+``context_algorithm`` ``ring`` (ring attention) or ``ulysses`` (all-to-all of heads); see
+:mod:`concurrency_model.parallel.features`). Every check raises ``ValueError`` naming the field
+(``parallel.tensor: ...``); the checks that need the model (``parallel.context`` dividing its sequence
+length) are made when the scenario is estimated.
 """
 from __future__ import annotations
 
@@ -14,10 +18,12 @@ from .cluster import Cluster, load_cluster
 from .units import DTYPE_BYTES
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "async")
+CONTEXT_ALGORITHMS = ("ring", "ulysses")
 PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_parallel": False,
-            "microbatch_size": 1, "global_batch": None, "schedule": "1f1b"}
+            "microbatch_size": 1, "global_batch": None, "schedule": "1f1b", "context": 1,
+            "context_algorithm": "ring"}
 TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_stage": 0, "overlap": True}
-CHOICES = {"schedule": SCHEDULES, "recompute": ("none", "selective", "full"),
+CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "recompute": ("none", "selective", "full"),
            "optimizer": ("sgd", "momentum", "adam", "adamw"), "dtype": tuple(DTYPE_BYTES)}
 TOP = ("model", "cluster", "parallel", "training", "run", "inference", "name", "notes")
 
@@ -33,7 +39,7 @@ class Scenario:
     @property
     def gpus(self) -> int:
         p = self.parallel
-        return p["data"] * p["tensor"] * p["pipeline"]
+        return p["data"] * p["tensor"] * p["pipeline"] * p["context"]
 
     @property
     def microbatches(self) -> int:

@@ -25,6 +25,10 @@ def gpt2_sweep():
       "training": {"dtype": "fp16", "overlap": False}}, [8]),
     ({"model": "resnet50", "cluster": "dgx-a100", "parallel": {"global_batch": 64, "tensor": 1},
       "training": {"dtype": "bf16"}}, [4]),
+    # context parallelism searched (ring and Ulysses, degrees 1-8) on a 16k-token sequence
+    ({"model": {"kind": "gpt", "layers": 4, "hidden": 1024, "heads": 16, "seq_len": 16384, "vocab": 1024,
+                "fused_attention": True}, "cluster": "dgx-a100", "parallel": {"global_batch": 4},
+      "training": {"dtype": "bf16"}}, [16]),
 ])
 def test_sweep_equals_estimate_on_random_configurations(spec, gpus):
     r = sweep(spec, gpus)

@@ -3,12 +3,14 @@
 The variant is what changes the expression's shape: the pipeline ``schedule``, the ZeRO stage and
 whether communication overlaps compute. The symbols (:data:`STEP_INPUTS`) are per-microbatch seconds
 of the slowest pipeline stage (``c_f, c_b, c_r``: forward, backward, recompute compute; ``c_tf, c_tb``:
-tensor-parallel collectives), the stage-to-stage transfer ``t_p2p``, the degrees ``p, m, v``, the
-data-parallel collectives (``ar, rs, ag``: gradient allreduce, reduce-scatter, parameter allgather;
-``last``: the last gradient bucket) and the optimizer step ``opt``. Composition (DESIGN.md "How the
-pieces meet"):
+tensor-parallel collectives; ``c_cf, c_cb``: the exposed context-parallel communication, forward and
+backward with recompute, :func:`.features.context_exposed`), the stage-to-stage transfer ``t_p2p``, the
+degrees ``p, m, v``, the data-parallel collectives (``ar, rs, ag``: gradient allreduce, reduce-scatter,
+parameter allgather; ``last``: the last gradient bucket) and the optimizer step ``opt``. Composition
+(DESIGN.md "How the pieces meet"):
 
-* pipeline: :func:`~.pipeline.step_time_expr` with ``t_f = c_f + c_tf`` and ``t_b = c_b + c_r + c_tb``;
+* pipeline: :func:`~.pipeline.step_time_expr` with ``t_f = c_f + c_tf + c_cf`` and
+  ``t_b = c_b + c_r + c_tb + c_cb`` (tensor- and context-parallel communication on the critical path);
   the transfers on its critical path are ``2(p-1) t_p2p`` (interleaved ``2(vp-1) t_p2p``); the bubble
   is what is left of the step after ``m (t_f + t_b)`` and those transfers;
 * data parallelism, per ZeRO stage (Rajbhandari et al. 2020 §5, §7): 0 allreduces the accumulated
@@ -18,7 +20,7 @@ pieces meet"):
   ZeRO prefetching): what does not fit is exposed, and always the last 25 MiB bucket;
 * the step: pipeline + exposed data-parallel time + optimizer.
 
-Memory per device (:func:`memory_fn`) is the same kind of expression in ``b, t, p, m, v, d``, from
+Memory per device (:func:`memory_fn`) is the same kind of expression in ``b, t, p, m, v, d, c``, from
 :mod:`.memory`.
 """
 from __future__ import annotations
@@ -28,11 +30,13 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
+from ..units import dtype_bytes
 from . import memory, pipeline
 
-STEP_INPUTS = ("c_f", "c_b", "c_r", "c_tf", "c_tb", "t_p2p", "p", "m", "v", "ar", "rs", "ag", "last", "opt")
+STEP_INPUTS = ("c_f", "c_b", "c_r", "c_tf", "c_tb", "c_cf", "c_cb", "t_p2p", "p", "m", "v", "ar", "rs", "ag", "last",
+               "opt")
 STEP_OUTPUTS = ("step", "step_pp", "bubble", "p2p_exposed", "dp_total", "dp_exposed")
-MEMORY_INPUTS = ("b", "t", "p", "m", "v", "d", "act_graph")
+MEMORY_INPUTS = ("b", "t", "p", "m", "v", "d", "act_graph", "c")
 _SYM = {name: sp.Symbol(name, positive=True) for name in STEP_INPUTS + MEMORY_INPUTS}
 SYMBOLS = _SYM
 
@@ -43,11 +47,11 @@ def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
 
     >>> e = step_expressions("1f1b", 0, False)
     >>> e["step"].subs({SYMBOLS["p"]: 1})
-    ar + m*(c_b + c_f + c_r + c_tb + c_tf) + opt
+    ar + m*(c_b + c_cb + c_cf + c_f + c_r + c_tb + c_tf) + opt
     """
     s = {k: _SYM[k] for k in STEP_INPUTS}
-    t_f = s["c_f"] + s["c_tf"]
-    t_b = s["c_b"] + s["c_r"] + s["c_tb"]
+    t_f = s["c_f"] + s["c_tf"] + s["c_cf"]
+    t_b = s["c_b"] + s["c_r"] + s["c_tb"] + s["c_cb"]
     p, m, v, t_p2p = s["p"], s["m"], s["v"], s["t_p2p"]
     step_pp = pipeline.step_time_expr(schedule).xreplace(
         {pipeline.T_F: t_f, pipeline.T_B: t_b, pipeline.T_P2P: t_p2p, pipeline.S.p: p, pipeline.S.m: m,
@@ -86,32 +90,62 @@ def breakdown(inputs: dict, out: dict) -> dict:
     :func:`step_fn`; arrays in, arrays out."""
     m = inputs["m"]
     b = {"forward_s": m * inputs["c_f"], "backward_s": m * inputs["c_b"], "recompute_s": m * inputs["c_r"],
-         "tensor_parallel_comm_s": m * (inputs["c_tf"] + inputs["c_tb"]), "pipeline_p2p_s": out["p2p_exposed"],
+         "tensor_parallel_comm_s": m * (inputs["c_tf"] + inputs["c_tb"]),
+         "context_parallel_comm_s": m * (inputs["c_cf"] + inputs["c_cb"]), "pipeline_p2p_s": out["p2p_exposed"],
          "bubble_s": out["bubble"], "data_parallel_comm_s": out["dp_total"],
          "data_parallel_exposed_s": out["dp_exposed"],
          "data_parallel_overlapped_s": out["dp_total"] - out["dp_exposed"], "optimizer_s": inputs["opt"]}
     b["compute_s"] = b["forward_s"] + b["backward_s"] + b["recompute_s"]
-    b["communication_s"] = b["tensor_parallel_comm_s"] + out["p2p_exposed"] + out["dp_exposed"]
+    b["communication_s"] = b["tensor_parallel_comm_s"] + b["context_parallel_comm_s"] + out["p2p_exposed"] \
+        + out["dp_exposed"]
     return b
 
 
 def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedule: str, recompute: str,
-              sequence_parallel: bool, shape: tuple | None, single_stage: bool):
-    """``f(b, t, p, m, v, d, act_graph) -> (model_state_bytes, activation_bytes)`` per device, numpy-vectorised.
+              sequence_parallel: bool, shape: tuple | None, single_stage: bool, context_algorithm: str = "ring",
+              kv_hidden: int | None = None):
+    """``f(b, t, p, m, v, d, act_graph=0, c=1) -> (model_state_bytes, activation_bytes)`` per device,
+    numpy-vectorised.
 
     ``shape`` = ``(s, h, a, layers, vocab)`` of a transformer (Korthikanti et al. 2022, via
     :func:`.memory.activation_bytes_per_device`); None for other graphs, whose stored activations per
     microbatch ``act_graph`` (:func:`.memory.graph_activation_bytes`) are spread over the ``p`` stages and
     held for the schedule's in-flight microbatches. ``single_stage``: p = 1 (the first stage is also the
-    last, which holds the logits)."""
+    last, which holds the logits).
+
+    Context parallelism over ``c`` devices (:mod:`.features`): each holds ``s / c`` tokens, so every
+    Korthikanti term linear in ``s`` is divided by ``c``, and so is the attention-score term ``5 a s^2 b / t``:
+    ring attention stores the scores of its ``s / c`` queries against all ``s`` keys, Ulysses those of all
+    ``s`` queries of ``a / c`` heads, ``5 a s^2 b / (t c)`` either way [D]. The activations are the
+    formula's at ``s`` over ``c``. Ring attention adds its transient receive buffers (one layer at a time):
+    K and V of the block in use and of the block arriving, and in the backward pass dK and dV of both too,
+    ``4 x 2 b (s / c) (kv_hidden / t)`` values (``kv_hidden``: key/value heads x head size, default ``h``;
+    Liu et al. 2023 §3, [D]). The model state is sharded by ZeRO over ``data x context`` ranks (Megatron-LM
+    reduces gradients and shards its distributed optimizer over the data- and context-parallel group)."""
     state = _state_fn(params, optimizer, dtype, zero_stage, single_stage)
     act = _activation_fn(schedule, recompute, sequence_parallel, shape, single_stage)
+    ctx = _context_fn(None if shape is None else shape[0], context_algorithm == "ring",
+                      (kv_hidden or (shape[1] if shape else 0)) * dtype_bytes(dtype))
 
-    def run(b, t, p, m, v, d, act_graph=0.0):
-        shape_ = np.broadcast_shapes(*(np.shape(x) for x in (b, t, p, m, v, d, act_graph)))
-        return (np.broadcast_to(np.asarray(state(t, p, d), dtype=float), shape_),
-                np.broadcast_to(np.asarray(act(b, t, p, m, v, act_graph), dtype=float), shape_))
+    def run(b, t, p, m, v, d, act_graph=0.0, c=1):
+        shape_ = np.broadcast_shapes(*(np.shape(x) for x in (b, t, p, m, v, d, act_graph, c)))
+        c = np.asarray(c, dtype=float)
+        return (np.broadcast_to(np.asarray(state(t, p, d * c), dtype=float), shape_),
+                np.broadcast_to(np.asarray(ctx(b, t, c, act(b, t, p, m, v, act_graph)), dtype=float), shape_))
     return run
+
+
+@lru_cache(maxsize=None)
+def _context_fn(s, ring: bool, kv_bytes_per_token: float):
+    """``f(b, t, c, act)``: activations ``act`` of one device without context parallelism, divided over
+    ``c`` devices, plus ring attention's receive buffers (:func:`memory_fn`)."""
+    b, t, c = _SYM["b"], _SYM["t"], _SYM["c"]
+    a = sp.Symbol("act", nonnegative=True)
+    expr = a / c
+    if ring and s:
+        expr += sp.Piecewise((4 * 2 * b * (sp.Integer(s) / c) * sp.nsimplify(kv_bytes_per_token) / t, c > 1),
+                             (0, True))
+    return sp.lambdify([b, t, c, a], expr, "numpy")
 
 
 @lru_cache(maxsize=None)

@@ -1,4 +1,4 @@
-"""Step time, breakdown and memory of a training scenario: data x tensor x pipeline parallelism.
+"""Step time, breakdown and memory of a training scenario: data x tensor x pipeline x context parallelism.
 
 Composition (DESIGN.md "How the pieces meet"; Narayanan et al. 2021 for the 3D layout):
 
@@ -21,13 +21,19 @@ Composition (DESIGN.md "How the pieces meet"; Narayanan et al. 2021 for the 3D l
    transfer hides behind the compute it follows (wait-free backprop, Li et al. 2020; ZeRO prefetching):
    what does not fit is exposed, and always the last 25 MiB gradient bucket.
 6. The optimizer step is a memory-bound pass over the device's (ZeRO-sharded) model state.
+7. Context parallelism over ``context`` devices (:mod:`.features`): each device holds ``s / context``
+   tokens of every sequence; ring attention (Liu et al. 2023) adds ``context - 1`` attention blocks per
+   layer and pass and the part of its key/value sends that the blocks do not hide; Ulysses (Jacobs et al.
+   2023) runs attention on the whole sequence for ``heads / context`` heads between all-to-alls. The
+   exposed communication is on the critical path (``context_parallel_comm_s``); data-parallel gradients
+   are reduced, and ZeRO shards, over ``data x context`` ranks.
 
 The numbers come from :mod:`.features` (cached per model, cluster and dtype) and are composed by the
 lambdified expressions of :mod:`.compose`, the same path :mod:`concurrency_model.sweep` evaluates on
 arrays: a configuration gets the same step time from both.
 
 A configuration over the device's memory raises ``ValueError`` with the reason, as do degrees that do
-not divide heads, hidden sizes or layers.
+not divide heads, hidden sizes, layers or the sequence length.
 """
 from __future__ import annotations
 
@@ -37,7 +43,7 @@ import pandas as pd
 
 from ..scenario import Scenario, load_scenario
 from . import compose, memory
-from .features import transformer_shape, triple_seconds, workload
+from .features import context_exposed, transformer_shape, triple_seconds, workload
 from ..uncertainty import band
 from .run import run_cost
 
@@ -116,18 +122,21 @@ def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | No
 
 def prepare(sc: Scenario) -> tuple:
     """Checks, the workload, the slowest stage, memory (refused if over the device's), and the layout key
-    ``(b, t, sp, recompute, p, d, m, v, zero)`` that :func:`step_inputs` takes."""
+    ``(b, t, sp, recompute, p, d, m, v, zero)`` that :func:`step_inputs` takes (the context-parallel
+    degree and algorithm travel in the stage, ``stage["cp"]``)."""
     par, tr, cl = sc.parallel, sc.training, sc.cluster
     d, t, p, v = par["data"], par["tensor"], par["pipeline"], par["interleave"]
     b, m, sp = par["microbatch_size"], sc.microbatches, par["sequence_parallel"]
     schedule, rec, zero = par["schedule"], tr["recompute"], tr["zero_stage"]
+    c, alg = par.get("context", 1), par.get("context_algorithm", "ring")
     w = workload(sc.model, cl, tr["dtype"])
     w.check_tensor(t)
+    w.check_context(c, t, alg)
     if p > w.layer_count:
         raise ValueError(f"parallel.pipeline: {p} stages exceed the {w.layer_count} blocks the model can be cut into")
     if schedule == "interleaved" and m % p:
         raise ValueError(f"parallel.schedule: interleaved needs the {m} microbatches to be a multiple of pipeline={p}")
-    stage = w.stage(b, t, sp, rec, p)
+    stage = w.stage(b, t, sp, rec, p, c, alg)
     # memory first: a configuration that does not fit is refused, not estimated
     g = w.graph(b)
     shape = transformer_shape(g)
@@ -135,8 +144,8 @@ def prepare(sc: Scenario) -> tuple:
     mem_fn = compose.memory_fn(w.params, tr["optimizer"], tr["dtype"], zero,
                                "1f1b" if schedule == "interleaved" and v == 1 else schedule, rec, sp,
                                None if shape is None else tuple(shape[k] for k in ("s", "h", "a", "layers", "vocab")),
-                               p == 1)
-    state, act = (float(x) for x in mem_fn(b, t, p, m, v, d, act_graph))
+                               p == 1, alg, shape["kv"] if shape else None)
+    state, act = (float(x) for x in mem_fn(b, t, p, m, v, d, act_graph, c))
     mem = memory.memory_per_device(state, act, cl.device)
     if not mem["fits"]:
         raise ValueError(mem["reason"])
@@ -152,8 +161,13 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
     seconds = seconds or (lambda parts: parts.seconds())
     comm = comm or triple_seconds
     optimizer = optimizer or w.optimizer_seconds
-    dp = w.data_parallel(t, p, d)
+    cp = stage.get("cp") or {"c": 1, "algorithm": "ring"}
+    c, alg = cp["c"], cp["algorithm"]
+    c_cf, c_cb = (0.0, 0.0) if c == 1 else context_exposed(
+        c, cp["layers"], cp["rec_layers"], seconds(cp["blk_f"]), seconds(cp["blk_b"]), comm(cp["kv"]), comm(cp["a2a"]))
+    dp = w.data_parallel(t, p, d * c)
     return {"c_f": seconds(stage["f"]), "c_b": seconds(stage["b"]), "c_r": seconds(stage["r"]) + comm(stage["tp_r"]),
-            "c_tf": comm(stage["tp_f"]), "c_tb": comm(stage["tp_b"]), "t_p2p": comm(w.p2p(b, t, sp, rec, p, d)),
+            "c_tf": comm(stage["tp_f"]), "c_tb": comm(stage["tp_b"]), "c_cf": c_cf, "c_cb": c_cb,
+            "t_p2p": comm(w.p2p(b, t, sp, rec, p, d, c, alg)),
             "p": p, "m": m, "v": v, "ar": comm(dp["ar"]), "rs": comm(dp["rs"]), "ag": comm(dp["ag"]),
             "last": comm(dp["last_ar"] if zero == 0 else dp["last_rs"]), "opt": optimizer(state_bytes)}

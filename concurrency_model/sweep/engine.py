@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..parallel import compose, memory
-from ..parallel.features import transformer_shape, workload
+from ..parallel.features import context_exposed, transformer_shape, workload
 from ..parallel.estimate import prepare, step_band
 from ..parallel.run import run_cost
 from ..progress import Progress
@@ -31,8 +31,8 @@ from ..scenario import load_scenario, read_scenario
 from .space import layouts
 
 SCALES = ("flops", "mem_bw", "launch", "intra_bw", "inter_bw")
-LAYOUT_COLUMNS = ("gpus", "data", "tensor", "pipeline", "microbatch_size", "microbatches", "schedule", "interleave",
-                  "sequence_parallel", "recompute", "zero_stage")
+LAYOUT_COLUMNS = ("gpus", "data", "tensor", "pipeline", "context", "context_algorithm", "microbatch_size",
+                  "microbatches", "schedule", "interleave", "sequence_parallel", "recompute", "zero_stage")
 CHUNK = 1 << 21  # configurations per evaluation chunk
 
 
@@ -135,9 +135,10 @@ class SweepResult:
 
     def scenario(self, row: pd.Series) -> dict:
         """The scenario (scenario-file shape) of one configuration row, so that ``estimate`` reproduces it."""
-        par = {k: (bool(row[k]) if k == "sequence_parallel" else str(row[k]) if k == "schedule" else int(row[k]))
+        par = {k: (bool(row[k]) if k == "sequence_parallel" else str(row[k]) if k in ("schedule", "context_algorithm")
+                   else int(row[k]))
                for k in ("data", "tensor", "pipeline", "interleave", "sequence_parallel", "microbatch_size",
-                         "schedule")}
+                         "schedule", "context", "context_algorithm")}
         par["global_batch"] = int(row["data"] * row["microbatch_size"] * row["microbatches"])
         tr = {**self.base["training"], "recompute": str(row["recompute"]), "zero_stage": int(row["zero_stage"])}
         out = {"model": self.base["model"], "cluster": self.base["cluster"], "parallel": par, "training": tr}
@@ -174,7 +175,8 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
 
     The ``parallel`` and ``training`` fields the scenario gives are fixed, the others searched
     (:mod:`.space`); ``global_batch`` is required. When data, tensor and pipeline are all given, the GPU
-    count decides data (data = GPUs / (tensor x pipeline)), so one scenario can be swept over GPU counts.
+    count decides data (data = GPUs / (tensor x pipeline x context)), so one scenario can be swept over GPU
+    counts.
 
     Raises ``ValueError`` naming the field for bad ranges, and with the count of every rejection reason
     when no configuration is feasible.
@@ -193,8 +195,8 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     if global_batch is None:
         raise ValueError("parallel.global_batch: a sweep needs the global batch (the work of one step)")
     fixed = {k: v for k, v in {**given_par, **given_tr}.items() if k in
-             ("data", "tensor", "pipeline", "microbatch_size", "schedule", "interleave", "sequence_parallel",
-              "recompute", "zero_stage")}
+             ("data", "tensor", "pipeline", "context", "context_algorithm", "microbatch_size", "schedule",
+              "interleave", "sequence_parallel", "recompute", "zero_stage")}
     if {"data", "tensor", "pipeline"} <= set(fixed):
         fixed.pop("data")  # every degree given: the GPU count decides data (data = GPUs / (tensor x pipeline))
     gpu_counts = [int(x) for x in _positive_list("gpus", gpus)]
@@ -229,17 +231,19 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     mem = np.zeros(len(lay))
     mem_schedule = np.where((lay["schedule"] == "interleaved") & (lay["interleave"] == 1), "1f1b", lay["schedule"])
     keys = pd.DataFrame({"s": mem_schedule, "r": lay["recompute"], "q": lay["sequence_parallel"],
-                         "z": lay["zero_stage"], "one": lay["pipeline"] == 1})
+                         "z": lay["zero_stage"], "one": lay["pipeline"] == 1, "a": lay["context_algorithm"]})
     act_graph = np.zeros(len(lay))
     if shape is None:
         per_b = {(b, r): float(memory.graph_activation_bytes(w.graph(int(b)), r))
                  for b, r in set(zip(lay["microbatch_size"], lay["recompute"]))}
         act_graph = np.array([per_b[(b, r)] for b, r in zip(lay["microbatch_size"], lay["recompute"])])
-    for (s_, r_, q_, z_, one), idx in keys.groupby(["s", "r", "q", "z", "one"]).indices.items():
-        f = compose.memory_fn(w.params, tr["optimizer"], tr["dtype"], int(z_), s_, r_, bool(q_), shape_t, bool(one))
+    for (s_, r_, q_, z_, one, a_), idx in keys.groupby(["s", "r", "q", "z", "one", "a"]).indices.items():
+        f = compose.memory_fn(w.params, tr["optimizer"], tr["dtype"], int(z_), s_, r_, bool(q_), shape_t, bool(one),
+                              a_, shape["kv"] if shape else None)
         L = lay.iloc[idx]
         st, ac = f(*(L[c].to_numpy(dtype=float) for c in ("microbatch_size", "tensor", "pipeline", "microbatches",
-                                                         "interleave", "data")), act_graph[idx])
+                                                         "interleave", "data")), act_graph[idx],
+                   L["context"].to_numpy(dtype=float))
         state[idx], mem[idx] = st, st + ac
     fits = mem <= float(sc.cluster.device.mem_capacity)
     if (~fits).any():
@@ -279,22 +283,30 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
 def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict) -> dict:
     """Per layout: indices into per-stage tables of compute seconds on the grid, communication triples."""
     keys = list(zip(lay["microbatch_size"].astype(int), lay["tensor"].astype(int), lay["sequence_parallel"].astype(bool),
-                    lay["recompute"], lay["pipeline"].astype(int)))
+                    lay["recompute"], lay["pipeline"].astype(int), lay["context"].astype(int),
+                    lay["context_algorithm"]))
     uniq = {k: n for n, k in enumerate(dict.fromkeys(keys))}
     hw = (scales["flops"], scales["mem_bw"], scales["launch"])
-    tables = {c: np.empty((len(uniq), len(scales["flops"]))) for c in ("f", "b", "r")}
-    tp = {c: np.empty((len(uniq), 3)) for c in ("tp_f", "tp_b", "tp_r")}
+    tables = {c: np.empty((len(uniq), len(scales["flops"]))) for c in ("f", "b", "r", "blk_f", "blk_b")}
+    tp = {c: np.empty((len(uniq), 3)) for c in ("tp_f", "tp_b", "tp_r", "kv", "a2a")}
+    cp = {c: np.empty(len(uniq)) for c in ("c", "layers", "rec_layers")}
     for k, n in uniq.items():
         st = w.stage(*k)
-        for c in tables:
+        for c in ("f", "b", "r"):
             tables[c][n] = st[c].seconds(*hw)
-        for c in tp:
+        for c in ("blk_f", "blk_b"):
+            tables[c][n] = st["cp"][c].seconds(*hw)
+        for c in ("tp_f", "tp_b", "tp_r"):
             tp[c][n] = st[c]
+        for c in ("kv", "a2a"):
+            tp[c][n] = st["cp"][c]
+        for c in cp:
+            cp[c][n] = st["cp"][c]
     at = np.array([uniq[k] for k in keys])
     ds = lay["data"].astype(int).to_numpy()
-    dp = [w.data_parallel(k[1], k[4], d) for k, d in zip(keys, ds)]
-    out = {"at": at, "tables": tables, "tp": tp, "state": state,
-           "p2p": np.array([w.p2p(*k, d) for k, d in zip(keys, ds)]).reshape(-1, 3),
+    dp = [w.data_parallel(k[1], k[4], d * k[5]) for k, d in zip(keys, ds)]
+    out = {"at": at, "tables": tables, "tp": tp, "cp": cp, "state": state,
+           "p2p": np.array([w.p2p(*k[:5], d, *k[5:]) for k, d in zip(keys, ds)]).reshape(-1, 3),
            "p": lay["pipeline"].to_numpy(dtype=float), "m": lay["microbatches"].to_numpy(dtype=float),
            "v": lay["interleave"].to_numpy(dtype=float), "opt_w": w}
     for c in ("ar", "rs", "ag", "last_ar", "last_rs"):
@@ -303,16 +315,27 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict) -> dict:
 
 
 def _inputs(f: dict, i: np.ndarray, zero: int, scales: dict) -> dict:
-    """Inputs of the lambdified step for layouts ``i`` (rows) on every hardware point (columns)."""
+    """Inputs of the lambdified step for layouts ``i`` (rows) on every hardware point (columns); the
+    context-parallel exposure by :func:`~concurrency_model.parallel.features.context_exposed`, as
+    :func:`~concurrency_model.parallel.estimate.step_inputs` computes it."""
     s_in, s_out = scales["intra_bw"][None, :], scales["inter_bw"][None, :]
 
     def comm(tr):
         tr = tr[i]
         return tr[:, :1] + np.maximum(tr[:, 1:2] / s_in, tr[:, 2:3] / s_out)
     at = f["at"][i]
+    cp = {k: v[at][:, None] for k, v in f["cp"].items()}
+    c_cf = c_cb = 0.0  # as step_inputs: no context parallelism, exactly 0
+    if (cp["c"] > 1).any():
+        c_cf, c_cb = context_exposed(cp["c"], cp["layers"], cp["rec_layers"], f["tables"]["blk_f"][at],
+                                     f["tables"]["blk_b"][at], comm(f["tp"]["kv"][f["at"]]),
+                                     comm(f["tp"]["a2a"][f["at"]]))
+        one = cp["c"] == 1
+        c_cf, c_cb = np.where(one, 0.0, c_cf), np.where(one, 0.0, c_cb)
     return {"c_f": f["tables"]["f"][at], "c_b": f["tables"]["b"][at],
             "c_r": f["tables"]["r"][at] + comm(f["tp"]["tp_r"][f["at"]]),
-            "c_tf": comm(f["tp"]["tp_f"][f["at"]]), "c_tb": comm(f["tp"]["tp_b"][f["at"]]), "t_p2p": comm(f["p2p"]),
+            "c_tf": comm(f["tp"]["tp_f"][f["at"]]), "c_tb": comm(f["tp"]["tp_b"][f["at"]]), "c_cf": c_cf, "c_cb": c_cb,
+            "t_p2p": comm(f["p2p"]),
             "p": f["p"][i, None], "m": f["m"][i, None], "v": f["v"][i, None], "ar": comm(f["ar"]),
             "rs": comm(f["rs"]), "ag": comm(f["ag"]), "last": comm(f["last_ar"] if zero == 0 else f["last_rs"]),
             "opt": f["opt_w"].optimizer_seconds(f["state"][i, None], scales["mem_bw"][None, :],

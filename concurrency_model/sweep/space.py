@@ -1,18 +1,26 @@
 """The configuration space of a sweep: every layout of a scenario's model on N devices, with the reason
 each rejected one cannot run.
 
-A layout is ``data, tensor, pipeline, microbatch_size, schedule, interleave, sequence_parallel,
-recompute, zero_stage``; the fields the scenario gives are fixed, the others are searched (DESIGN.md:
-"in ``sweep``, the fields left out are the ones searched over"). Candidate values:
+A layout is ``data, tensor, pipeline, context, context_algorithm, microbatch_size, schedule, interleave,
+sequence_parallel, recompute, zero_stage``; the fields the scenario gives are fixed, the others are
+searched (DESIGN.md: "in ``sweep``, the fields left out are the ones searched over"). Candidate values:
 
 * tensor: powers of two up to the node's GPUs (Megatron keeps tensor groups inside a node, Narayanan et
-  al. 2021 §3.2), dividing N; pipeline: divisors of N / tensor that divide a transformer's blocks
-  (Megatron-LM's condition) or, for other models, up to 64 and the blocks the model can be cut into;
-  data: what is left;
+  al. 2021 §3.2), dividing N;
+* context: 1, 2, 4, 8 for a transformer whose sequence they divide, leaving at least
+  :data:`MIN_CONTEXT_TOKENS` tokens per device, with both algorithms (``ulysses`` where ``tensor x
+  context`` divides the heads). Shorter blocks are not searched: a ring step hides the send of its keys
+  and values only when its attention, which grows with the square of the block, is long enough:
+  ``2 b (s/c)^2 h / t`` FLOP of a causal block against ``4 b (s/c) h / t`` bytes of 16-bit K and V, so
+  ``s / c >= 2 F / B``, about 2,200 tokens on an A100 (0.8 x 312 TFLOP/s over 230 GB/s of NVSwitch) and
+  more on an H100 [D]; Megatron-LM advises context parallelism for long sequences. A scenario that gives
+  ``context`` is swept at that degree whatever its length;
+* pipeline: divisors of N / (tensor x context) that divide a transformer's blocks (Megatron-LM's
+  condition) or, for other models, up to 64 and the blocks the model can be cut into; data: what is left;
 * microbatch size: powers of two up to 64 that divide global_batch / data;
 * schedule: 1f1b, gpipe, interleaved (with 2 or 4 chunks, layers divisible by pipeline x chunks and
   microbatches a multiple of pipeline, Megatron-LM's conditions); one stage: 1f1b only (all equal);
-* sequence parallelism with tensor > 1; recompute none / selective / full; ZeRO 0-3 with data > 1.
+* sequence parallelism with tensor > 1; recompute none / selective / full; ZeRO 0-3 with data x context > 1.
 """
 from __future__ import annotations
 
@@ -21,10 +29,12 @@ from itertools import product
 
 from ..parallel.features import Workload, transformer_shape
 
-SEARCHED = ("tensor", "pipeline", "microbatch_size", "schedule", "interleave", "sequence_parallel", "recompute",
-            "zero_stage")
+SEARCHED = ("tensor", "pipeline", "context", "context_algorithm", "microbatch_size", "schedule", "interleave",
+            "sequence_parallel", "recompute", "zero_stage")
 MICROBATCHES = (1, 2, 4, 8, 16, 32, 64)
 CHUNKS = (2, 4)
+CONTEXTS = (1, 2, 4, 8)
+MIN_CONTEXT_TOKENS = 2048  # tokens per device below which context parallelism is not searched (module doc)
 
 
 def _divisors(n: int) -> list[int]:
@@ -45,6 +55,9 @@ def layouts(w: Workload, gpus: int, global_batch: int, fixed: dict) -> tuple[lis
 
     rejected: Counter = Counter()
     out: list[dict] = []
+    seq = shape["s"] if shape else None
+    contexts = given("context", [c for c in CONTEXTS if c == 1 or (seq and seq % c == 0
+                                                                    and seq // c >= MIN_CONTEXT_TOKENS)])
     tensors = given("tensor", [t for t in (1, 2, 4, 8, 16, 32) if t <= gpn])
     for t in tensors:
         if gpus % t:
@@ -55,38 +68,68 @@ def layouts(w: Workload, gpus: int, global_batch: int, fixed: dict) -> tuple[lis
         except ValueError:
             rejected["tensor: does not divide the model's heads or hidden size"] += 1
             continue
-        # transformers: whole blocks per stage, as Megatron-LM requires (layers divisible by pipeline)
-        stages = [p for p in _divisors(gpus // t) if (depth % p == 0 if shape else p <= min(w.layer_count, 64))]
-        for p in given("pipeline", stages):
-            if (gpus // t) % p:
-                rejected["pipeline: tensor x pipeline does not divide the GPU count"] += 1
+        for c in contexts:
+            if (gpus // t) % c:
+                rejected["context: tensor x context does not divide the GPU count"] += 1
                 continue
-            if p > w.layer_count:
-                rejected["pipeline: more stages than the blocks the model can be cut into"] += 1
-                continue
-            d = gpus // (t * p)
-            if "data" in fixed and fixed["data"] != d:
-                rejected["data: fixed data x tensor x pipeline differs from the GPU count"] += 1
-                continue
-            for b in given("microbatch_size", MICROBATCHES):
-                if global_batch % (d * b):
-                    rejected["global_batch: not divisible by data x microbatch_size"] += 1
+            algorithms = []
+            for alg in given("context_algorithm", ("ring", "ulysses") if c > 1 else ("ring",)):
+                try:
+                    w.check_context(c, t, alg)
+                except ValueError as e:
+                    rejected[_context_reason(str(e))] += 1
                     continue
-                m = global_batch // (d * b)
-                schedules = given("schedule", ("1f1b", "gpipe", "interleaved") if p > 1 else ("1f1b",))
-                for schedule in schedules:
-                    chunks = given("interleave", CHUNKS if schedule == "interleaved" else (1,))
-                    for v in chunks:
-                        if schedule == "interleaved" and (m % p or depth % (p * v)):
-                            rejected["interleave: microbatches or layers not divisible by the chunks"] += 1
-                            continue
-                        if schedule != "interleaved" and v != 1:
-                            rejected["interleave: needs the interleaved schedule"] += 1
-                            continue
-                        for sp, rec, zero in product(given("sequence_parallel", (False, True) if t > 1 else (False,)),
-                                                     given("recompute", ("none", "selective", "full")),
-                                                     given("zero_stage", (0, 1, 2, 3) if d > 1 else (0,))):
-                            out.append({"data": d, "tensor": t, "pipeline": p, "microbatch_size": b, "microbatches": m,
-                                        "schedule": schedule, "interleave": v, "sequence_parallel": sp,
-                                        "recompute": rec, "zero_stage": zero})
+                algorithms.append(alg)
+            if algorithms:
+                _pipelines(w, out, rejected, given, fixed, gpus, global_batch, t, c, algorithms, shape, depth)
     return out, rejected
+
+
+def _context_reason(message: str) -> str:
+    """A rejection reason (one per kind, without the numbers) from :meth:`Workload.check_context`'s message."""
+    if "Ulysses" in message:
+        return "context_algorithm: ulysses needs the heads divisible by tensor x context"
+    if "does not divide the model's sequence length" in message:
+        return "context: does not divide the sequence length"
+    return "context: " + message.split(": ", 1)[-1]
+
+
+def _pipelines(w, out, rejected, given, fixed, gpus, global_batch, t, c, algorithms, shape, depth) -> None:
+    """The layouts of tensor degree ``t`` and context degree ``c`` (appended to ``out``)."""
+    n = gpus // (t * c)
+    # transformers: whole blocks per stage, as Megatron-LM requires (layers divisible by pipeline)
+    stages = [p for p in _divisors(n) if (depth % p == 0 if shape else p <= min(w.layer_count, 64))]
+    for p in given("pipeline", stages):
+        if n % p:
+            rejected["pipeline: tensor x pipeline does not divide the GPU count"] += 1
+            continue
+        if p > w.layer_count:
+            rejected["pipeline: more stages than the blocks the model can be cut into"] += 1
+            continue
+        d = n // p
+        if "data" in fixed and fixed["data"] != d:
+            rejected["data: fixed data x tensor x pipeline differs from the GPU count"] += 1
+            continue
+        for b in given("microbatch_size", MICROBATCHES):
+            if global_batch % (d * b):
+                rejected["global_batch: not divisible by data x microbatch_size"] += 1
+                continue
+            m = global_batch // (d * b)
+            schedules = given("schedule", ("1f1b", "gpipe", "interleaved") if p > 1 else ("1f1b",))
+            for schedule in schedules:
+                chunks = given("interleave", CHUNKS if schedule == "interleaved" else (1,))
+                for v in chunks:
+                    if schedule == "interleaved" and (m % p or depth % (p * v)):
+                        rejected["interleave: microbatches or layers not divisible by the chunks"] += 1
+                        continue
+                    if schedule != "interleaved" and v != 1:
+                        rejected["interleave: needs the interleaved schedule"] += 1
+                        continue
+                    for alg, sp, rec, zero in product(
+                            algorithms, given("sequence_parallel", (False, True) if t > 1 else (False,)),
+                            given("recompute", ("none", "selective", "full")),
+                            given("zero_stage", (0, 1, 2, 3) if d > 1 or c > 1 else (0,))):
+                        out.append({"data": d, "tensor": t, "pipeline": p, "context": c,
+                                    "context_algorithm": alg, "microbatch_size": b, "microbatches": m,
+                                    "schedule": schedule, "interleave": v, "sequence_parallel": sp,
+                                    "recompute": rec, "zero_stage": zero})
