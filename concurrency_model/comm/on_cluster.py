@@ -13,10 +13,6 @@ defaults to 0 here.
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
-import sympy as sp
-
 from ..cluster import Placement, place
 from .collectives import ALGORITHMS, collective_time
 from .hierarchical import PHASES as HIERARCHICAL
@@ -36,37 +32,11 @@ def _flat(placement: Placement) -> tuple:
     return max(placement.intra[0], placement.inter[0]), max(placement.intra[1], placement.inter[1])
 
 
-_N, _A1, _B1, _A2, _B2, _G = sp.symbols("n a1 b1 a2 b2 g", nonnegative=True)
-
-
-@lru_cache(maxsize=4096)
-def _compiled(op: str, algorithm: str, ranks: int, ranks_per_node: int, nodes: int):
-    """The algorithm's expression in (n, alpha, beta[, alpha_inter, beta_inter], gamma) for these rank
-    counts, compiled to a Python function: the same formula as :func:`time_on` evaluates with sympy, for
-    the many calls a sweep makes; None where it does not compile."""
-    try:
-        if algorithm == "hierarchical":
-            e = hierarchical_pipelined(op, _N, ranks_per_node, nodes, _A1, _B1, _A2, _B2, _G)
-        else:
-            e = collective_time(op, algorithm, _N, ranks, _A1, _B1, _G)
-        return sp.lambdify((_N, _A1, _B1, _A2, _B2, _G), e, "math")
-    except Exception:  # noqa: BLE001 - fall back to substituting numbers
-        return None
-
-
 def time_on(op: str, algorithm: str, n, placement: Placement, gamma=0) -> float:
     """Seconds of one algorithm on a placement."""
     if algorithm == "hierarchical":
         if op not in HIERARCHICAL:
             raise ValueError(f"algorithm: hierarchical applies to {', '.join(HIERARCHICAL)}, not {op}")
-        args = (*placement.intra, *placement.inter)
-    else:
-        args = (*_flat(placement), 0.0, 0.0)
-    if isinstance(n, (int, float)) and isinstance(gamma, (int, float)) and n >= 0 and gamma >= 0:
-        f = _compiled(op, algorithm, placement.ranks, placement.ranks_per_node, placement.nodes)
-        if f is not None:
-            return float(f(float(n), *(float(x) for x in args), float(gamma)))
-    if algorithm == "hierarchical":
         return float(hierarchical_pipelined(op, n, placement.ranks_per_node, placement.nodes, *placement.intra,
                                             *placement.inter, gamma))
     alpha, beta = _flat(placement)

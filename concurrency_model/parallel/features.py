@@ -279,6 +279,7 @@ class Workload:
         rpn = min(t, self.cluster.gpus_per_node)
         op = "reduce_scatter" if sp else "allreduce"
         out = []
+        passes = {}  # identical nodes share their Parts (layer_parts times each kind once): add them up once
         for n, r in zip(nodes, rows):
             tf = tb = ZERO_TRIPLE
             split = n.attrs.get("split")
@@ -292,12 +293,17 @@ class Workload:
                     tf = one
                 else:
                     tb = one
-            f, bw = r["forward"], r["grad_input"] + r["grad_weight"]
+            key = (id(r["forward"]), id(r["grad_input"]), id(r["grad_weight"]))
+            if key not in passes:
+                both = r["grad_input"] + r["grad_weight"]
+                passes[key] = (r["forward"], both, r["forward"].total(), both.total())
+            f, bw, f_s, b_s = passes[key]
             cp = {}
             if c > 1 and n.kind == "attention":
                 f, bw, cp = self._context_attention(n, r, b, t, c, algorithm)
+                f_s, b_s = f.total(), bw.total()
             row = {"name": n.name, "kind": n.kind, "f": f, "b": bw, "tp_f": tf, "tp_b": tb, "numel": n.numel,
-                   "f_s": f.total(), "b_s": bw.total(), "tp_f_s": float(triple_seconds(tf)),
+                   "f_s": f_s, "b_s": b_s, "tp_f_s": float(triple_seconds(tf)),
                    "tp_b_s": float(triple_seconds(tb)), **cp}
             if cp:
                 row["cp_f_s"], row["cp_b_s"] = (float(x) for x in context_exposed(
