@@ -81,6 +81,10 @@ class Tier:
     efficiency: float = 1.0
     sources: dict = field(default_factory=dict, compare=False)
     notes: str = field(default="", compare=False)
+    # seconds of compute lost per second of this tier's communication that overlaps compute (NCCL kernels
+    # take SMs and memory bandwidth from the kernels they run beside; Rashidi et al., ISCA 2021): 0 = free
+    # overlap, 1 = none at all; fitted where the data overlap (benchmarks/overlap_interference.py)
+    overlap_slowdown: float = 0.0
 
     def __post_init__(self):
         where = f"tier {self.name!r}"
@@ -89,6 +93,7 @@ class Tier:
         _number(f"{where}.bw_Bps", self.bw)
         _number(f"{where}.latency_s", self.latency, zero=True)
         _number(f"{where}.efficiency", self.efficiency, at_most_one=True)
+        _number(f"{where}.overlap_slowdown", self.overlap_slowdown, zero=True, at_most_one=True)
 
     @property
     def effective_bw(self):
@@ -101,7 +106,8 @@ class Tier:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "kind": self.kind, "bw_Bps": self.bw, "latency_s": self.latency,
-                "efficiency": self.efficiency, "sources": dict(self.sources), "notes": self.notes}
+                "efficiency": self.efficiency, "overlap_slowdown": self.overlap_slowdown,
+                "sources": dict(self.sources), "notes": self.notes}
 
 
 @dataclass(frozen=True)
@@ -160,7 +166,7 @@ class Cluster:
 _REQUIRED = ("name", "device", "gpus_per_node", "nics_per_node", "intra", "inter")
 _OPTIONAL = ("nodes", "sources", "notes")
 _TIER_REQUIRED = ("name", "kind", "bw_Bps", "latency_s")
-_TIER_OPTIONAL = ("efficiency", "sources", "notes")
+_TIER_OPTIONAL = ("efficiency", "overlap_slowdown", "sources", "notes")
 
 
 def _fields(where: str, d, required, optional):
@@ -194,8 +200,13 @@ def tier_from_dict(d: dict, where: str = "tier") -> Tier:
     if isinstance(eff, bool) or not isinstance(eff, numbers.Real):
         raise ValueError(f"{where}.efficiency: must be a number in (0, 1], got {eff!r}")
     _number(f"{where}.efficiency", eff, at_most_one=True)
+    kappa = d.get("overlap_slowdown", 0.0)
+    if isinstance(kappa, bool) or not isinstance(kappa, numbers.Real):
+        raise ValueError(f"{where}.overlap_slowdown: must be a number in [0, 1], got {kappa!r}")
+    _number(f"{where}.overlap_slowdown", kappa, zero=True, at_most_one=True)
     return Tier(name=d["name"], kind=d["kind"], bw=float(d["bw_Bps"]), latency=float(d["latency_s"]),
-                efficiency=float(eff), sources=dict(d.get("sources", {})), notes=d.get("notes", ""))
+                efficiency=float(eff), sources=dict(d.get("sources", {})), notes=d.get("notes", ""),
+                overlap_slowdown=float(kappa))
 
 
 def cluster_from_dict(d: dict, origin: str = "cluster") -> Cluster:

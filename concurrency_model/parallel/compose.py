@@ -34,8 +34,8 @@ from ..units import dtype_bytes
 from . import memory, pipeline
 
 STEP_INPUTS = ("c_f", "c_b", "c_r", "c_tf", "c_tb", "c_cf", "c_cb", "t_p2p", "p", "m", "v", "ar", "rs", "ag", "last",
-               "opt")
-STEP_OUTPUTS = ("step", "step_pp", "bubble", "p2p_exposed", "dp_total", "dp_exposed")
+               "opt", "kappa")
+STEP_OUTPUTS = ("step", "step_pp", "bubble", "p2p_exposed", "dp_total", "dp_exposed", "dp_interference")
 MEMORY_INPUTS = ("b", "t", "p", "m", "v", "d", "act_graph", "c")
 _SYM = {name: sp.Symbol(name, positive=True) for name in STEP_INPUTS + MEMORY_INPUTS}
 SYMBOLS = _SYM
@@ -65,10 +65,14 @@ def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
     dp_total = sum(c * k for c, _, k in parts)
     if overlap:
         dp_exposed = sp.Min(dp_total, sum(sp.Max(0, c - hide) * k for c, hide, k in parts) + s["last"])
+        # overlap interference: the compute beside the overlapped transfers runs slower by kappa seconds per
+        # second of transfer (the tier's overlap_slowdown; Rashidi et al. 2021)
+        interference = s["kappa"] * (dp_total - dp_exposed)
     else:
-        dp_exposed = dp_total
-    return {"step": step_pp + dp_exposed + s["opt"], "step_pp": step_pp, "bubble": bubble,
-            "p2p_exposed": p2p_exposed, "dp_total": dp_total, "dp_exposed": dp_exposed}
+        dp_exposed, interference = dp_total, sp.Integer(0)
+    return {"step": step_pp + dp_exposed + interference + s["opt"], "step_pp": step_pp, "bubble": bubble,
+            "p2p_exposed": p2p_exposed, "dp_total": dp_total, "dp_exposed": dp_exposed,
+            "dp_interference": interference}
 
 
 @lru_cache(maxsize=None)
@@ -94,7 +98,8 @@ def breakdown(inputs: dict, out: dict) -> dict:
          "context_parallel_comm_s": m * (inputs["c_cf"] + inputs["c_cb"]), "pipeline_p2p_s": out["p2p_exposed"],
          "bubble_s": out["bubble"], "data_parallel_comm_s": out["dp_total"],
          "data_parallel_exposed_s": out["dp_exposed"],
-         "data_parallel_overlapped_s": out["dp_total"] - out["dp_exposed"], "optimizer_s": inputs["opt"]}
+         "data_parallel_overlapped_s": out["dp_total"] - out["dp_exposed"],
+         "overlap_interference_s": out["dp_interference"], "optimizer_s": inputs["opt"]}
     b["compute_s"] = b["forward_s"] + b["backward_s"] + b["recompute_s"]
     b["communication_s"] = b["tensor_parallel_comm_s"] + b["context_parallel_comm_s"] + out["p2p_exposed"] \
         + out["dp_exposed"]

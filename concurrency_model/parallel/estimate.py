@@ -170,4 +170,5 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
             "c_tf": comm(stage["tp_f"]), "c_tb": comm(stage["tp_b"]), "c_cf": c_cf, "c_cb": c_cb,
             "t_p2p": comm(w.p2p(b, t, sp, rec, p, d, c, alg)),
             "p": p, "m": m, "v": v, "ar": comm(dp["ar"]), "rs": comm(dp["rs"]), "ag": comm(dp["ag"]),
-            "last": comm(dp["last_ar"] if zero == 0 else dp["last_rs"]), "opt": optimizer(state_bytes)}
+            "last": comm(dp["last_ar"] if zero == 0 else dp["last_rs"]), "opt": optimizer(state_bytes),
+            "kappa": dp["kappa"]}

@@ -451,9 +451,10 @@ class Workload:
     def data_parallel(self, t: int, p: int, d: int) -> dict:
         """Triples of the data-parallel collectives over ``d`` ranks that share the node's NICs with the
         other tensor ranks: gradient allreduce ``ar``, reduce-scatter ``rs``, parameter allgather ``ag``
-        and the last DDP bucket ``last_ar`` / ``last_rs`` (25 MiB, Li et al. 2020 §4.2)."""
+        and the last DDP bucket ``last_ar`` / ``last_rs`` (25 MiB, Li et al. 2020 §4.2), and ``kappa``, the
+        overlap slowdown of the tier they cross (:class:`~concurrency_model.cluster.Tier`)."""
         if d == 1:
-            return dict.fromkeys(("ar", "rs", "ag", "last_ar", "last_rs"), ZERO_TRIPLE)
+            return {**dict.fromkeys(("ar", "rs", "ag", "last_ar", "last_rs"), ZERO_TRIPLE), "kappa": 0.0}
         gpn = self.cluster.gpus_per_node
         cap = max(1, gpn // min(t, gpn))  # ranks of one data-parallel group per node: the largest divisor of d that fits
         rpn = max(k for k in range(1, min(d, cap) + 1) if d % k == 0)
@@ -465,7 +466,9 @@ class Workload:
                 "rs": self._coll("reduce_scatter", grad, d, rpn, sharing),
                 "ag": self._coll("allgather", params_dev * self.vb, d, rpn, sharing),
                 "last_ar": self._coll("allreduce", bucket, d, rpn, sharing),
-                "last_rs": self._coll("reduce_scatter", bucket, d, rpn, sharing)}
+                "last_rs": self._coll("reduce_scatter", bucket, d, rpn, sharing),
+                # the overlap interference of the tier the group's traffic crosses
+                "kappa": (self.cluster.inter if d > rpn else self.cluster.intra).overlap_slowdown}
 
     def optimizer_seconds(self, state_bytes, s_mem_bw=1.0, s_launch=1.0):
         """The optimizer step: one memory-bound pass reading and writing the device's model state

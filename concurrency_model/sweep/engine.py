@@ -311,6 +311,7 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict) -> dict:
            "v": lay["interleave"].to_numpy(dtype=float), "opt_w": w}
     for c in ("ar", "rs", "ag", "last_ar", "last_rs"):
         out[c] = np.array([x[c] for x in dp]).reshape(-1, 3)
+    out["kappa"] = np.array([x["kappa"] for x in dp], dtype=float)
     return out
 
 
@@ -339,4 +340,4 @@ def _inputs(f: dict, i: np.ndarray, zero: int, scales: dict) -> dict:
             "p": f["p"][i, None], "m": f["m"][i, None], "v": f["v"][i, None], "ar": comm(f["ar"]),
             "rs": comm(f["rs"]), "ag": comm(f["ag"]), "last": comm(f["last_ar"] if zero == 0 else f["last_rs"]),
             "opt": f["opt_w"].optimizer_seconds(f["state"][i, None], scales["mem_bw"][None, :],
-                                                scales["launch"][None, :])}
+                                                scales["launch"][None, :]), "kappa": f["kappa"][i, None]}
