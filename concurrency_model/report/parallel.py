@@ -29,8 +29,8 @@ def _dp_point(job):
         e = estimate(scenario_for(r))
     except ValueError as err:
         return {"d": d, "predicted_s": np.nan, "reason": str(err)}
-    return {"d": d, "predicted_s": e.step_time_s, "dp_exposed_s": e.breakdown["data_parallel_exposed_s"],
-            "reason": ""}
+    return {"d": d, "predicted_s": e.step_time_s, "p10_s": e.step_time_p10_s, "p90_s": e.step_time_p90_s,
+            "dp_exposed_s": e.breakdown["data_parallel_exposed_s"], "reason": ""}
 
 
 def dp_scaling_frame(degrees=DP_DEGREES, models=None, mapper=map) -> pd.DataFrame:
@@ -61,9 +61,9 @@ def dp_scaling_frame(degrees=DP_DEGREES, models=None, mapper=map) -> pd.DataFram
 
 
 def dp_scaling(frame: pd.DataFrame | None = None, ax=None):
-    """Iteration time against the data-parallel degree (weak scaling, log x): predicted lines and the
-    measured points of the Megatron-LM README (2020-09, DGX-A100), with the measured and predicted
-    efficiency at the largest degree in the legend.
+    """Iteration time against the data-parallel degree (weak scaling, log x): predicted lines with their 80%
+    bands and the measured points of the Megatron-LM README (2020-09, DGX-A100), with the measured and
+    predicted efficiency at the largest degree in the legend.
 
     >>> ax = dp_scaling(dp_scaling_frame(degrees=(1, 128), models=["1B"]))
     >>> ax.get_xscale()
@@ -84,6 +84,8 @@ def dp_scaling(frame: pd.DataFrame | None = None, ax=None):
         eff_m = float(m1.iloc[0] / mn.iloc[0]) if len(m1) and len(mn) else np.nan
         ax.plot(g["d"], g["predicted_s"], color=c, lw=1.8, marker=".",
                 label=f"GPT-2 {model} (tensor {t}) predicted: {eff_p:.0%} at d = {top}")
+        if "p10_s" in g:  # the prediction's 80% band (concurrency_model.uncertainty)
+            ax.fill_between(g["d"], g["p10_s"], g["p90_s"], color=c, alpha=0.12, lw=0)
         meas = g[g["measured_s"].notna()]
         ax.plot(meas["d"], meas["measured_s"], color=c, lw=0.8, ls=":")
         ax.scatter(meas["d"], meas["measured_s"], color=c, s=70, marker="*", edgecolor="k", lw=0.5, zorder=4,
@@ -91,7 +93,8 @@ def dp_scaling(frame: pd.DataFrame | None = None, ax=None):
     ax.set_xscale("log", base=2)
     ds = sorted(df["d"].unique())
     ax.set_xticks(ds, [str(int(d)) for d in ds])
-    lo, hi = df[["predicted_s", "measured_s"]].min().min(), df[["predicted_s", "measured_s"]].max().max()
+    cols = [c for c in ("predicted_s", "measured_s", "p10_s", "p90_s") if c in df]
+    lo, hi = df[cols].min().min(), df[cols].max().max()
     ax.set_ylim(lo * 0.9, hi + (hi - lo * 0.9) * 0.45)  # room for the legend
     ax.set_xlabel("data-parallel degree d (model replicas; GPUs = d x tensor)")
     ax.set_ylabel("iteration time (s; axis not from 0)")

@@ -123,7 +123,12 @@ def step_breakdown(est=None, ax=None):
         ax.text(v + step * 0.01, yi, f"{v:.3g} s ({v / step:.1%})", va="center", fontsize=8)
     ax.set_yticks(y, names, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlim(0, max(vals) * 1.3)
+    # the step's 80% band (concurrency_model.uncertainty), against the largest bar's scale
+    ax.axvspan(est.step_time_p10_s, est.step_time_p90_s, color="0.5", alpha=0.12, lw=0,
+               label=f"step's 80% band {est.step_time_p10_s:.3g}-{est.step_time_p90_s:.3g} s")
+    ax.axvline(step, color="k", lw=0.8, ls="--", label=f"step {step:.3g} s")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_xlim(0, max(max(vals), est.step_time_p90_s) * 1.3)
     ax.set_xlabel("seconds per step")
     par, tr = est.scenario.parallel, est.scenario.training
     ax.set_title(f"step {step:.2f} s = sum of the coloured bars; (d, t, p) = ({par['data']}, {par['tensor']}, "
