@@ -1,0 +1,171 @@
+"""Context parallelism: every sequence split over ``c`` devices (ring attention, Ulysses).
+
+Context parallelism (degree ``c``, :meth:`Workload.check_context`): every sequence of ``s`` tokens is split
+over ``c`` devices, so each device builds the model for ``s / c`` tokens (GEMMs, element-wise work,
+tensor-parallel collectives and the pipeline boundary all shrink by ``c``; the parameters stay the
+model's) and only the attention core changes:
+
+* ``ring`` (Liu et al. 2023, "Ring Attention with Blockwise Transformers", §3 and Algorithm 1): the local
+  queries meet ``c`` key/value blocks of ``s / c`` tokens, one per step, while the next block travels
+  around the ring: ``c`` blocks of attention at ``s / c`` per layer and pass. With a causal mask the
+  load-balanced ("zigzag") split used by Megatron-LM / Transformer Engine and ring-flash-attention
+  gives each device two chunks of ``s / (2c)`` tokens, ``i`` and ``2c - 1 - i``; its step on its own
+  block is exactly the causal block at ``s / c`` (``(s/c)^2 / 2 + s / (2c)`` score entries per head), every
+  other step half a full block (``(s/c)^2 / 2``) [D, hand-checked: the total over the ``c`` devices is
+  ``s (s + 1) / 2``]. So ``c`` causal blocks at ``s / c`` are charged (``s^2 / (2c) + s / 2`` against the
+  exact ``s^2 / (2c) + s / (2c)``). The communication and its overlap: :func:`context_exposed`;
+* ``ulysses`` (Jacobs et al. 2023, "DeepSpeed Ulysses", §3.1): an all-to-all of Q, K and V turns ``s / c``
+  tokens of all (``a / t``) heads into all ``s`` tokens of ``a / (t c)`` heads, attention runs on the
+  whole sequence for those heads, and an all-to-all of the output turns it back: 4 all-to-alls forward
+  and 4 backward (dO in, dQ, dK, dV out) over the ``c`` devices, each of ``b (s / c) (heads / t) d_head``
+  values per device, not overlapped (the attention waits for them).
+
+The context group sits next to the tensor group (Megatron-LM's rank order tensor, context, data,
+pipeline): inside a node when ``tensor x context`` fits in one, else across nodes; data-parallel
+gradients are reduced over ``data x context`` ranks (the context ranks hold the same weights).
+"""
+from __future__ import annotations
+
+import numpy as np
+import sympy as sp
+
+from ..cluster import place
+from ..timing.graph import _node_parts
+from ..timing.parts import Parts
+
+ZERO_TRIPLE = (0.0, 0.0, 0.0)
+NO_PARTS = Parts.empty()
+
+
+def _add(a, b):
+    return tuple(x + y for x, y in zip(a, b))
+
+
+def _pos(x):
+    """``max(0, x)`` of numbers, numpy arrays or sympy expressions (:mod:`.sensitivity` passes symbolic
+    seconds)."""
+    return sp.Max(0, x) if isinstance(x, sp.Basic) else np.maximum(0.0, x)
+
+
+def context_exposed(c, layers, rec_layers, blk_f, blk_b, kv, a2a):
+    """Exposed context-parallel seconds ``(forward, backward)`` of one microbatch on one pipeline stage.
+
+    ``c``: context degree; ``layers``: attention layers of the stage; ``rec_layers``: those whose forward
+    is run again in the backward pass (recompute ``full`` or ``selective``: the attention core with its
+    communication); ``blk_f`` / ``blk_b``: seconds of one ring step's attention block, forward / backward;
+    ``kv``: seconds of sending one block's K and V to the next device; ``a2a``: seconds of one layer's four
+    Ulysses all-to-alls (0 for the ring; ``kv`` is 0 for Ulysses). Arguments may be numpy arrays (the
+    sweep) or sympy expressions (:mod:`.sensitivity`).
+
+    Ring (Liu et al. 2023 §3: each step's send/receive of the next key/value block overlaps the current
+    block's attention), per layer:
+
+    * forward, ``c - 1`` sends each behind one block: ``(c - 1) max(0, kv - blk_f)``;
+    * backward, as ring-flash-attention (``ring_flash_attn_backward``) runs it: dK and dV accumulate while
+      travelling with their K and V and must come back to the owner, so ``c - 1`` K/V sends and ``c``
+      dK/dV sends; block 0 hides a K/V send, blocks 1 to c-2 a K/V plus a dK/dV send, block c-1 a dK/dV
+      send, and the last dK/dV hop follows the last block and is exposed:
+      ``2 max(0, kv - blk_b) + (c - 2) max(0, 2 kv - blk_b) + kv`` [D from that schedule].
+
+    Ulysses (Jacobs et al. 2023 §3.1): the all-to-alls are on the critical path, ``a2a`` forward and
+    ``a2a`` backward per layer.
+
+    >>> [float(x) for x in context_exposed(4, 2, 0, 3.0, 6.0, 1.0, 0.0)]  # ring, compute-bound: the last hop
+    [0.0, 2.0]
+    >>> [float(x) for x in context_exposed(2, 1, 1, 1.0, 2.0, 3.0, 0.0)]  # ring, comm-bound, with recompute
+    [2.0, 7.0]
+    """
+    fwd = (c - 1) * _pos(kv - blk_f) + a2a
+    bwd = 2 * _pos(kv - blk_b) + (c - 2) * _pos(2 * kv - blk_b) + kv + a2a
+    return layers * fwd, layers * bwd + rec_layers * fwd
+
+
+class ContextMixin:
+    """The context-parallel parts of :class:`~.features.Workload` (which provides ``graph``, ``cluster``,
+    ``dev``, ``dtype``, ``vb`` and ``_coll``)."""
+
+    def check_context(self, c: int, t: int = 1, algorithm: str = "ring") -> None:
+        """``ValueError`` naming ``parallel.context`` (or ``parallel.context_algorithm``) unless ``c`` devices
+        can share every sequence: a transformer whose attention layers are alike, its sequence length
+        divisible by ``c`` (by ``2 c`` for ring attention with a causal mask: the load-balanced split into
+        ``2 c`` chunks, Megatron-LM ``get_batch_on_this_cp_rank``), and for Ulysses its heads divisible by
+        ``tensor x context`` (Jacobs et al. 2023 §3.1: each device attends whole heads)."""
+        if algorithm not in ("ring", "ulysses"):
+            raise ValueError(f"parallel.context_algorithm: unknown {algorithm!r}; allowed: ring, ulysses")
+        if c == 1:
+            return
+        att = [n for n in self.graph(1).layers() if n.kind == "attention"]
+        if not att:
+            raise ValueError(f"parallel.context: {c} > 1 is modelled for transformers (this model has no attention)")
+        keys = {repr(sorted((k, v) for k, v in n.attrs.items() if k != "name")) for n in att}
+        if len(keys) > 1:
+            raise ValueError(f"parallel.context: {c} > 1 is modelled for models whose attention layers are alike")
+        a = att[0].attrs
+        s = a["seq"]
+        chunks = 2 * c if algorithm == "ring" and a.get("causal") else c
+        if s % chunks:
+            why = "" if chunks == c else f" (ring attention with a causal mask splits it into 2 x {c} chunks)"
+            raise ValueError(f"parallel.context: {c} does not divide the model's sequence length {s}{why}")
+        if algorithm == "ulysses" and a["heads"] % (t * c):
+            raise ValueError(f"parallel.context: Ulysses needs the {a['heads']} attention heads divisible by "
+                             f"tensor x context = {t * c}")
+        self._context_options(c)
+
+    def _context_attention(self, node, row, b: int, t: int, c: int, algorithm: str) -> tuple:
+        """Forward and backward parts of one attention layer under context parallelism, and its ``blk_f``,
+        ``blk_b``, ``kv``, ``a2a`` (see :meth:`layers` and the module doc)."""
+        a = node.attrs
+        f, bw = row["forward"], row["grad_input"] + row["grad_weight"]
+        sq, d = a["seq"], a["head_dim"]  # s / c tokens on this device
+        heads, kv_heads = max(1, a["heads"] // t), max(1, a.get("kv_heads", a["heads"]) // t)
+        if algorithm == "ring":
+            # c blocks of (s/c) x (s/c) per layer and pass (module doc); one block's K and V per send
+            nbytes = 2 * b * sq * kv_heads * d * self.vb
+            return f.times(c), bw.times(c), {"blk_f": f, "blk_b": bw, "kv": self._ring_triple(nbytes, t, c),
+                                             "a2a": ZERO_TRIPLE}
+        # Ulysses: attention on the whole sequence for heads / c; Q, K, V and O all-to-all over c devices
+        parts = self._ulysses_parts(node, b, t, c, len(row["grad_input"].count) > 0)
+        rpn, sharing = self._context_group(t, c)
+        q = self._coll("alltoall", b * sq * heads * d * self.vb, c, rpn, sharing)
+        kv = self._coll("alltoall", b * sq * kv_heads * d * self.vb, c, rpn, sharing)
+        return parts["forward"], parts["grad_input"] + parts["grad_weight"], \
+            {"blk_f": NO_PARTS, "blk_b": NO_PARTS, "kv": ZERO_TRIPLE, "a2a": _add(_add(q, q), _add(kv, kv))}
+
+    def _ulysses_parts(self, node, b: int, t: int, c: int, needs_grad: bool) -> dict:
+        """Kernels of the attention core on the whole sequence for ``heads / c`` heads, per pass (timed once
+        per kind of attention layer)."""
+        a = node.attrs
+        key = (repr(sorted(a.items())), b, t, c, needs_grad)
+        memo = self.__dict__.setdefault("_ulysses_memo", {})
+        if key not in memo:
+            whole = _Node("attention", {**a, "heads": a["heads"] // c, "seq": a["seq"] * c})
+            memo[key] = _node_parts(whole, self.dev, self.dtype, b, 1.0, needs_grad, t)[0]
+        return memo[key]
+
+    def _context_group(self, t: int, c: int) -> tuple:
+        """Ranks of one context group per node and the groups sharing a node's NICs: the group sits next to
+        the tensor group (Megatron-LM's order), inside a node when ``t c`` fits."""
+        gpn = self.cluster.gpus_per_node
+        cap = max(1, gpn // min(t, gpn))
+        rpn = max(k for k in range(1, min(c, cap) + 1) if c % k == 0)
+        return rpn, max(1, min(t, gpn // rpn))
+
+    def _ring_triple(self, nbytes: float, t: int, c: int) -> tuple:
+        """Triple of one ring step's send to the next device (every device sends at once; Hockney
+        ``alpha + n beta``): on the node's links when the group fits in a node, else the step waits for
+        the hops that cross nodes, one per node and context group, ``t`` groups sharing the node's NICs."""
+        cl = self.cluster
+        if t * c <= cl.gpus_per_node:
+            alpha, beta = place(cl, 2, 2).intra
+            return (alpha, nbytes * beta, 0.0)
+        alpha, beta = place(cl, 2, 1, min(t, cl.gpus_per_node)).inter
+        return (alpha, 0.0, nbytes * beta)
+
+
+
+class _Node:
+    """The fields of a graph node that :func:`~concurrency_model.timing.graph._node_parts` reads for an
+    attention core (Ulysses times it on the whole sequence for a share of the heads)."""
+
+    def __init__(self, kind: str, attrs: dict):
+        self.kind, self.attrs = kind, attrs
