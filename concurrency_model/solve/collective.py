@@ -1,115 +1,19 @@
-"""Closed forms: break-even points and optima of the cost models, solved with sympy.
-
-Each function returns a :class:`Solution`: the symbolic answer (a sympy expression in the canonical
-symbols of :mod:`concurrency_model.symbols` and this module's ``T_FIXED, T_SAMPLE, T_COMPUTE,
-EFFICIENCY, BUBBLE``, when ``sympy.solve`` finds one) and the number for the given inputs. Where the
-answer must be an integer (ranks, microbatches, stages) the continuous root only seeds a search over the
-valid integers, which checks the inequality itself, so rounding can never pick an invalid or worse value.
-
-* :func:`crossover_bytes` — message size at which two collective algorithms cost the same
-  (:func:`concurrency_model.comm.select.crossover`; costs of Thakur, Rabenseifner & Gropp 2005,
-  ``reference/paper-models.md`` §2.2 [D], not the paper's).
-* :func:`optimal_microbatches` — the microbatch count minimising a pipeline step (closed forms of
-  :func:`concurrency_model.parallel.pipeline.step_time_expr`, Narayanan et al. 2021 §2.2.1-§2.2.2,
-  ``training-formulas.md`` §4.2-§4.3 [P]).
-* :func:`max_data_parallel` — the largest data-parallel P keeping a target efficiency (the data-parallel
-  step of ``paper-models.md`` §4.1 [D]: compute plus the exposed gradient allreduce).
-* :func:`bandwidth_to_hide`, :func:`bandwidth_for_time` — the link bandwidth ``1/beta`` at which a
-  transfer takes exactly the compute it should hide behind (alpha-beta model, paper-models §1.2).
-* :func:`max_pipeline_stages` — the largest p whose bubble fraction stays within a target.
-
-Every optimum and root here is derived in this module [D]; none is a formula of Ben-Nun & Hoefler.
-"""
+"""Closed forms of communication: crossovers, the largest data-parallel P, the bandwidth to hide a transfer
+(see :mod:`concurrency_model.solve`)."""
 from __future__ import annotations
 
 import math
-import numbers
-from dataclasses import dataclass, field
 from functools import lru_cache
 
 import sympy as sp
 
-from . import symbols as S
-from .comm._common import check_name, check_ranks
-from .comm.collectives import ALGORITHMS, check_op_algorithm, collective_time
-from .comm.select import crossover
-from .parallel import pipeline as pp
-
-__all__ = ["Solution", "crossover_bytes", "optimal_microbatches", "max_data_parallel", "bandwidth_to_hide",
-           "bandwidth_for_time", "max_pipeline_stages", "T_FIXED", "T_SAMPLE", "T_COMPUTE", "EFFICIENCY",
-           "BUBBLE", "LINK_BW"]
-
-T_FIXED = sp.Symbol("t_fixed", positive=True)  # fixed forward+backward time per microbatch, s
-T_SAMPLE = sp.Symbol("t_sample", positive=True)  # forward+backward time per sample, s
-T_COMPUTE = sp.Symbol("t_compute", positive=True)  # compute a transfer should hide behind / per step, s
-EFFICIENCY = sp.Symbol("E", positive=True)  # target parallel efficiency, 0 < E < 1
-BUBBLE = sp.Symbol("f_bubble", positive=True)  # target pipeline bubble fraction
-LINK_BW = sp.Symbol("bw", positive=True)  # link bandwidth 1/beta, bytes/s
-_BUDGET = sp.Symbol("K", positive=True)  # allowed allreduce seconds (internal)
-_L = sp.Symbol("L", nonnegative=True)  # log2 P, continuous (internal)
-_X = sp.Symbol("x", positive=True)  # a positive real stand-in for an integer unknown (internal)
+from .. import symbols as S
+from ..comm._common import check_name, check_ranks
+from ..comm.collectives import ALGORITHMS, check_op_algorithm, collective_time
+from ..comm.select import crossover
+from ._common import _BUDGET, _L, _X, EFFICIENCY, LINK_BW, T_COMPUTE, Solution, _fraction, _number, _real_root
 
 
-@dataclass(frozen=True)
-class Solution:
-    """A solved quantity.
-
-    ``expr`` is the closed form (``None`` where sympy finds none), ``value`` the answer for the inputs
-    (``None``: no solution; ``math.inf``: unbounded), ``variable`` the symbol solved for, ``note`` how it
-    was found, ``continuous`` the closed form evaluated at the inputs before rounding to a valid integer,
-    and ``inputs`` the numbers substituted for the symbols of ``expr``.
-    """
-
-    expr: sp.Expr | None
-    value: int | float | None
-    variable: sp.Symbol
-    note: str
-    continuous: float | None = None
-    inputs: dict = field(default_factory=dict, compare=False, hash=False)
-
-
-# -- input checks -------------------------------------------------------------------------------------
-def _number(name: str, x, lower: float = 0.0, strict: bool = True) -> float:
-    """A finite real ``> lower`` (``>= lower`` when not strict), else ``ValueError`` naming ``name``."""
-    if isinstance(x, bool) or not isinstance(x, (numbers.Real, sp.Basic)) or \
-            (isinstance(x, sp.Basic) and not x.is_number):
-        raise ValueError(f"{name}: must be a number, got {x!r}")
-    try:
-        f = float(x)
-    except TypeError:
-        raise ValueError(f"{name}: must be a real number, got {x!r}") from None
-    if not math.isfinite(f) or f < lower or (strict and f == lower):
-        raise ValueError(f"{name}: must be a finite number {'>' if strict else '>='} {lower:g}, got {x!r}")
-    return f
-
-
-def _fraction(name: str, x) -> float:
-    f = _number(name, x)
-    if f >= 1:
-        raise ValueError(f"{name}: must lie strictly between 0 and 1, got {x!r}")
-    return f
-
-
-def _real_root(sols, fns, args, check, positive: bool = True) -> tuple[sp.Expr, float] | None:
-    """The root ``sols[i]`` whose value ``fns[i](*args)`` (mpmath, 30 digits) is real (and positive) and
-    passes ``check``; the largest such."""
-    import mpmath
-
-    best = None
-    with mpmath.workdps(30):
-        for s, f in zip(sols, fns):
-            try:
-                z = complex(f(*(mpmath.mpf(x) for x in args)))
-            except (TypeError, ValueError, ZeroDivisionError, OverflowError):
-                continue
-            if abs(z.imag) > 1e-9 * max(1.0, abs(z.real)) or (positive and not z.real > 0) or not check(z.real):
-                continue
-            if best is None or z.real > best[1]:
-                best = (s, z.real)
-    return best
-
-
-# -- 1. crossover of two collective algorithms ---------------------------------------------------------
 @lru_cache(maxsize=256)
 def _crossover_expr(op: str, alg_a: str, alg_b: str, P: int):
     if "pipelined_chain" in (alg_a, alg_b):
@@ -162,83 +66,6 @@ def crossover_bytes(op: str, alg_a: str, alg_b: str, P: int, alpha_s: float, bet
 
 
 # -- 2. microbatch count minimising a pipeline step ---------------------------------------------------
-@lru_cache(maxsize=8)
-def _microbatch_expr(schedule: str):
-    """Stationary point of step(m) with t_f + t_b = t_fixed + t_sample B / m, or None."""
-    step = pp.step_time_expr(schedule).xreplace({pp.T_F: T_FIXED + T_SAMPLE * S.B / _X, pp.T_B: 0, S.m: _X})
-    sols = [s for s in sp.solve(sp.diff(step, _X), _X) if s.is_positive is not False]
-    return sols[0] if len(sols) == 1 else None
-
-
-def optimal_microbatches(schedule: str, p: int, global_batch: int, t_fixed_s: float, t_per_sample_s: float,
-                         v: int = 1, t_p2p_s: float = 0.0) -> Solution:
-    """Microbatch count ``m`` (a divisor of the batch) that minimises one pipeline step.
-
-    A batch of ``B = global_batch`` samples per pipeline replica is split into ``m`` microbatches of
-    ``B/m``; one microbatch's forward + backward on the slowest stage takes ``t_fixed + t_sample B/m``
-    (per-microbatch overhead such as kernel launches, plus work proportional to the samples) [D]. With the
-    step of :func:`~concurrency_model.parallel.pipeline.step_time_expr` this is Narayanan et al. 2021
-    §3.4 Eq. (1), ``(B/b + p - 1)(t_f(b) + t_b(b))`` (training-formulas.md §4.2 [P]), and
-    ``d step/dm = 0`` gives [D]
-
-    * gpipe, 1f1b: ``(m + p - 1)(t_fixed + t_sample B/m)``, ``m* = sqrt((p - 1) t_sample B / t_fixed)``;
-    * interleaved: ``(m + (p - 1)/v)(...)``, ``m* = sqrt((p - 1) t_sample B / (v t_fixed))``, m a multiple
-      of p (§2.2.2);
-    * async: the step grows with m (no stationary point): the smallest valid m, 1.
-
-    The step is convex in m, so the best valid m is one of the two valid divisors around ``m*``; the
-    cheaper wins (ties: the smaller m). Point-to-point terms follow ``step_time_expr``.
-
-    Parameters
-    ----------
-    schedule : ``gpipe``, ``1f1b``, ``interleaved`` or ``async``
-    p : pipeline stages, integer >= 1
-    global_batch : samples per step per pipeline replica (B), integer >= 1
-    t_fixed_s, t_per_sample_s : seconds per microbatch and per sample (forward + backward), > 0
-    v : model chunks per device (interleaved only), integer >= 1
-    t_p2p_s : one stage-to-stage transfer, s, >= 0
-
-    Returns
-    -------
-    Solution with ``variable = m``; ``value`` an int; ``continuous`` is ``m*``.
-
-    Examples
-    --------
-    >>> s = optimal_microbatches("1f1b", 4, 64, 0.01, 0.0025)
-    >>> s.expr
-    sqrt(B)*sqrt(t_sample)*sqrt(p - 1)/sqrt(t_fixed)
-    >>> s.continuous, s.value
-    (6.928203230275509, 8)
-    """
-    check_name("schedule", schedule, pp.SCHEDULES)
-    p, B, v = int(check_ranks(p, "p")), int(check_ranks(global_batch, "global_batch")), int(check_ranks(v, "v"))
-    a, c = _number("t_fixed_s", t_fixed_s), _number("t_per_sample_s", t_per_sample_s)
-    t_p2p = _number("t_p2p_s", t_p2p_s, strict=False)
-    if schedule != "interleaved" and v != 1:
-        raise ValueError(f"v: only the interleaved schedule takes v chunks per device; {schedule!r} needs v=1")
-    valid = [d for d in sp.divisors(B) if schedule != "interleaved" or d % p == 0]
-    if not valid:
-        raise ValueError(f"global_batch: the interleaved schedule needs m to be a multiple of p={p} dividing "
-                         f"B={B}; there is none")
-
-    def step(m: int) -> float:
-        return float(pp.step_time(schedule, p, m, a + c * B / m, 0.0, v, t_p2p))
-
-    expr = _microbatch_expr(schedule)
-    inputs = {S.p: p, S.B: B, S.v: v, T_FIXED: a, T_SAMPLE: c}
-    if expr is None:
-        m_star, note = None, f"{schedule}: the step grows with m; smallest valid m"
-        cands = [valid[0]]
-    else:
-        m_star = float(expr.xreplace(inputs))
-        lower, upper = [d for d in valid if d <= m_star], [d for d in valid if d >= m_star]
-        cands = sorted({*(lower[-1:]), *(upper[:1])})
-        note = f"{schedule}: m* from d step/dm = 0, then the cheaper valid divisor of B={B} around it"
-    best = min(cands, key=step)
-    return Solution(expr, int(best), S.m, note, m_star, inputs)
-
-
-# -- 3. largest data-parallel P at a target efficiency ------------------------------------------------
 _DP_ARGS = (S.n_bytes, S.alpha, S.beta, S.gamma_red, _BUDGET)
 
 
@@ -520,65 +347,3 @@ def bandwidth_for_time(comm_time: sp.Expr, compute_s: float, values: dict | None
 
 
 # -- 5. largest pipeline depth at a bubble target ------------------------------------------------------
-@lru_cache(maxsize=2)
-def _stages_expr(of: str) -> sp.Expr:
-    form = (_X - 1) / (S.v * S.m) if of == "ideal" else (_X - 1) / (S.v * S.m + _X - 1)
-    return sp.solve(sp.Eq(form, BUBBLE), _X)[0]
-
-
-def max_pipeline_stages(schedule: str, m: int, bubble_fraction: float, v: int = 1,
-                        of: str = "ideal") -> Solution:
-    """Largest number of stages p whose bubble fraction is at most ``bubble_fraction``.
-
-    ``of="ideal"``: bubble over the ideal time, ``(p - 1)/(v m)`` (Narayanan et al. 2021 §2.2.1-§2.2.2,
-    training-formulas.md §4.2-§4.3 [P]), so ``p* = 1 + f v m``; ``of="step"``: bubble over the whole step,
-    ``(p - 1)/(v m + p - 1)`` (GPipe's form; training-formulas §4.2 [D]), so ``p* = 1 + f v m/(1 - f)``
-    [D]. Interleaved needs m to be a multiple of p (p a divisor of m). ``async`` has no bubble: unbounded
-    (``math.inf``). The fraction grows with p, so the answer is the last p at or below ``p*`` (checked with
-    the fraction itself, not the rounded root).
-
-    Parameters
-    ----------
-    schedule : ``gpipe``, ``1f1b``, ``interleaved`` or ``async``
-    m : microbatches per step, integer >= 1
-    bubble_fraction : target, strictly between 0 and 1
-    v : model chunks per device (interleaved only), integer >= 1
-    of : ``"ideal"`` (Narayanan et al.'s definition) or ``"step"``
-
-    Returns
-    -------
-    Solution with ``variable = p``; ``value`` an int, or ``math.inf`` for ``async``.
-
-    Examples
-    --------
-    >>> s = max_pipeline_stages("1f1b", 32, 0.25)
-    >>> s.expr, s.value
-    (f_bubble*m*v + 1, 9)
-    >>> max_pipeline_stages("1f1b", 32, 0.25, of="step").value
-    11
-    """
-    check_name("schedule", schedule, pp.SCHEDULES)
-    check_name("of", of, ("ideal", "step"))
-    m, v = int(check_ranks(m, "m")), int(check_ranks(v, "v"))
-    f = _fraction("bubble_fraction", bubble_fraction)
-    if schedule != "interleaved" and v != 1:
-        raise ValueError(f"v: only the interleaved schedule takes v chunks per device; {schedule!r} needs v=1")
-    inputs = {S.m: m, S.v: v, BUBBLE: f}
-    if schedule == "async":
-        return Solution(None, math.inf, S.p, "async: no bubble, any p", None, inputs)
-    expr = _stages_expr(of)
-    cont = float(expr.xreplace(inputs))
-
-    def within(p: int) -> bool:  # the fraction as pipeline.bubble_fraction(_of_step) computes it
-        x = sp.Rational(p - 1, v * m) if of == "ideal" else sp.Rational(p - 1, v * m + p - 1)
-        return float(x) <= f
-
-    p0 = max(1, int(math.floor(cont)))  # the fraction grows with p: step to the last p within the target
-    while within(p0 + 1):
-        p0 += 1
-    while p0 > 1 and not within(p0):
-        p0 -= 1
-    if schedule == "interleaved":  # m a multiple of p (Narayanan et al. 2021 §2.2.2)
-        p0 = max(d for d in sp.divisors(m) if d <= p0)
-    return Solution(expr, p0, S.p, f"{schedule}: p* from the bubble fraction = target, then the last valid p",
-                    cont, inputs)
