@@ -228,7 +228,7 @@ def test_conv_errors():
     with pytest.raises(ValueError, match="algorithm"):
         timing.conv_time(8, 64, 64, 56, 56, 3, pad=1, stride=2, device=V100, algorithm="winograd")
     with pytest.raises(ValueError, match="algorithm"):
-        timing.conv_time(8, 64, 64, 56, 56, 3, pad=1, device=V100, algorithm="fft")
+        timing.conv_time(8, 64, 64, 56, 56, 3, pad=1, device=V100, algorithm="direct")
     with pytest.raises(ValueError, match="pass"):
         timing.conv_time(8, 64, 64, 56, 56, 3, pad=1, device=V100, pass_="backward")
 
@@ -346,3 +346,71 @@ def test_deepbench_v100_fp32_gemm_median_ape():
     p = predict(v, {"v100-sxm2-32gb": Efficiency(compute=0.9, memory=0.85)})
     assert np.isfinite(p["predicted_s"]).all() and (p["predicted_s"] > 0).all()
     assert p["ape"].median() < 15
+
+
+# ---------------------------------------------------------------------------------------------------
+# FFT convolution candidate (cuDNN FFT / FFT_TILING)
+def test_fft_counts_hand_derived():
+    # One 2x2 image, 1 -> 1 channel, 3x3 kernel, pad 1: transforms of the padded 4x4 input, hw = 16
+    # points, log2 16 = 4. The operator library's formula: 5 hw log2 hw per transform, three operand
+    # spectra (input, filter, output: n a + a b + n b = 3) -> 5*16*4*3 = 960 FLOP; spectra complex
+    # (2 values of 4 B), written and read: 2*2*4*16*3 = 768 B. Its products, 8*hw*n*a*b = 128 FLOP,
+    # are the complex GEMM, not part of the transforms.
+    from concurrency_model.ops.conv import conv2d
+    from concurrency_model.timing import conv as conv_model
+    assert conv_model._fft_counts(1, 1, 1, 4, 4, 3, 3, 4) == (960.0, 768.0)
+    assert conv2d(1, 1, 1, 4, 4, 3, bias=False, algorithm="fft").forward.flop == 960 + 128
+    c = timing.conv_coeffs(1, 1, 1, 2, 2, 3, 3, 1, 1, 1, 1, "forward", V100, "fp32", algorithm="fft")
+    e = V100.efficiency
+    assert c.info["algorithm"][0] == "fft"
+    assert c.flop[0] == 2 * 1 * 1 * 2 * 2 * 9  # the layer's work (direct count), as for every algorithm
+    # complex GEMM per frequency bin (16 bins of 1x1x1): operands 2 values each, 2*16*(1+1+1)*4 = 384 B
+    assert c.a_mem[0] == pytest.approx(384 / e.memory)
+    # transforms: operands once (x 1*1*2*2 = 4, w 9, y 4 values, 4 B each: 68 B) plus half the spectra
+    # (written by the forward transforms, read by the inverse): 68 + 384 = 452 B; their 960 FLOP at the
+    # fp32 CUDA-core rate (960/0.8/15.7e12 s = 69 B at 900 GB/s) do not bind
+    assert c.a_extra[0] == pytest.approx(452 / e.memory)
+    assert c.launches[0] >= conv_model.FFT_LAUNCHES + 1
+
+
+def test_fft_chosen_for_large_kernels_when_clearly_cheaper(monkeypatch):
+    # FFT is selectable but not in ``auto`` by default (it did not improve the DeepBench medians); with it
+    # enabled in ``auto`` the fastest wins.
+    # 5x5, 64 -> 192 channels on 27x27 (AlexNet's conv2), batch 128, fp32 on V100: direct 2*128*729*192*
+    # 64*25 = 57 GFLOP (3.7 ms at 15.7 TFLOP/s); FFT on the padded 31x31 input: 961 bins of complex
+    # 128x192x64 GEMMs = 4*2*961*128*192*64 = 12 GFLOP plus memory-bound transforms, about half the time
+    from concurrency_model.timing import conv as conv_model
+    args = (128, 64, 192, 27, 27, 5)
+    for p in ("forward", "grad_input", "grad_weight"):
+        assert timing.conv_time(*args, pad=2, device=V100, dtype="fp32", pass_=p).detail["algorithm"] != "fft"
+    monkeypatch.setattr(conv_model, "FFT_IN_AUTO", True)
+    for p in ("forward", "grad_input", "grad_weight"):
+        auto = timing.conv_time(*args, pad=2, device=V100, dtype="fp32", pass_=p)
+        fft = timing.conv_time(*args, pad=2, device=V100, dtype="fp32", pass_=p, algorithm="fft")
+        gemm = timing.conv_time(*args, pad=2, device=V100, dtype="fp32", pass_=p, algorithm="implicit_gemm")
+        assert auto.detail["algorithm"] == fft.detail["algorithm"] == "fft"
+        assert auto.time_s == pytest.approx(fft.time_s, rel=1e-12) and fft.time_s < 0.7 * gemm.time_s
+        assert auto.flop == fft.flop == gemm.flop
+
+
+@pytest.mark.parametrize("k,stride", [(1, 1), (1, 2), (3, 2), (5, 2), (7, 2), (11, 4)])
+@pytest.mark.parametrize("dev,dtype", [(V100, "fp32"), (V100, "fp16"), (A100, "fp16")])
+def test_fft_never_chosen_for_1x1_or_strided(k, stride, dev, dtype, monkeypatch):
+    from concurrency_model.timing import conv as conv_model
+    monkeypatch.setattr(conv_model, "FFT_IN_AUTO", True)
+    for n, c_in, c_out, hw in ((1, 3, 16, 7), (16, 64, 64, 56), (128, 3, 96, 224), (64, 512, 512, 14)):
+        if k > hw + 2 * (k // 2):
+            continue
+        for p in ("forward", "grad_input", "grad_weight"):
+            t = timing.conv_time(n, c_in, c_out, hw, hw, k, pad=k // 2, stride=stride, device=dev, dtype=dtype,
+                                 pass_=p)
+            assert t.detail["algorithm"] != "fft"
+
+
+def test_fft_rejects_strided_and_dilated():
+    with pytest.raises(ValueError, match="algorithm"):
+        timing.conv_time(8, 64, 64, 56, 56, 5, pad=2, stride=2, device=V100, algorithm="fft")
+    with pytest.raises(ValueError, match="algorithm"):
+        timing.conv_time(8, 64, 64, 56, 56, 3, pad=2, dilation=2, device=V100, algorithm="fft")
+    with pytest.raises(ValueError, match="algorithm"):
+        timing.conv_coeffs(8, 64, 64, 56, 56, 5, 5, [1, 2], 2, 1, 1, "forward", V100, "fp32", algorithm="fft")

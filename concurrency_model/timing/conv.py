@@ -22,10 +22,24 @@
   fp32 on the CUDA cores, cuDNN's FLOAT / PSEUDO_HALF configurations, not on tensor cores), or non-fused F(4x4, 3x3) (WINOGRAD_NONFUSED: 36 batched GEMMs, forward
   tiles x C_out x C_in, ∇w C_out x C_in x tiles, plus the transforms, each a memory-bound pass);
   ``winograd`` scales their math.
+* FFT (cuDNN's FFT and FFT_TILING; Mathieu, Henaff & LeCun 2014; Vasilache et al. 2015), stride 1,
+  dilation 1, one group, pad < kernel, in all three passes: forward transforms of the inputs and
+  filters, per frequency bin a complex GEMM (4 real products; forward ``N x C_out x C_in``, ∇x
+  ``N x C_in x C_out``, ∇w ``C_out x C_in x N``) at the GEMM model's efficiency, an inverse transform.
+  Transform size: the padded input ``(H + 2p) x (W + 2p)`` (FFT, at most 256 per dimension) or ``32 x 32``
+  tiles of ``33 - K`` outputs per dimension (FFT_TILING, kernels up to 32; cuDNN API reference,
+  supported configurations of cudnnConvolutionForward). Transform work and spectra traffic are
+  :func:`concurrency_model.ops.conv.conv2d`'s (``5 n log2 n`` real FLOP per ``n``-point transform,
+  Cooley & Tukey 1965 radix-2 count; complex spectra, 2 values each); the transforms are memory-bound
+  passes (operands once plus the spectra the GEMM reads and writes) at ``efficiency.memory``, with their
+  butterflies at the fp32 CUDA-core rate as a floor, plus 3 launches. Selectable as ``algorithm="fft"``;
+  not in ``auto`` (:data:`FFT_IN_AUTO`; it did not improve the DeepBench medians).
 
 cuDNN's ``cudnnFind*`` / heuristics pick the fastest, reported as ``algorithm``.
 """
 from __future__ import annotations
+
+from functools import lru_cache
 
 import numpy as np
 
@@ -37,6 +51,13 @@ CONV_PASSES = ("forward", "grad_input", "grad_weight")
 WINOGRAD_M, WINOGRAD_R = 4, 3
 WINOGRAD_ALPHA = WINOGRAD_M + WINOGRAD_R - 1
 FUSED_M = 2  # fused Winograd F(2x2, 3x3): 4x4 input tiles
+ALGORITHMS = ("auto", "implicit_gemm", "winograd", "fft")
+FFT_TILE = 32  # cuDNN FFT_TILING: 32x32 tiles; kernels up to 32x32
+FFT_MAX = 256  # cuDNN FFT: padded input up to 256 per dimension
+FFT_LAUNCHES = 3  # input, filter and inverse transforms (the complex GEMM is counted by gemm_coeffs)
+# FFT is not in ``auto``: on DeepBench (benchmarks/kernel_accuracy.py) it moved the leave-one-device-out conv
+# median APE from 25.94% to 25.95% (calibrated 22.13% both), so by the project's rule it stays selectable only
+FFT_IN_AUTO = False
 _FIELDS = ("a_math", "a_feed", "a_mem", "a_extra", "launches", "rate")
 
 
@@ -87,8 +108,8 @@ def conv_coeffs(n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups, pas
     """Coefficients of the fastest convolution algorithm per row (arrays or numbers; square stride/pad)."""
     if pass_ not in CONV_PASSES:
         raise ValueError(f"pass: unknown {pass_!r}; allowed: {', '.join(CONV_PASSES)}")
-    if algorithm not in ("auto", "implicit_gemm", "winograd"):
-        raise ValueError(f"algorithm: unknown {algorithm!r}; allowed: auto, implicit_gemm, winograd")
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm: unknown {algorithm!r}; allowed: {', '.join(ALGORITHMS)}")
     n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups = np.broadcast_arrays(
         *(np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in
           (n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups)))
@@ -127,11 +148,36 @@ def conv_coeffs(n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups, pas
     best = fix(_fastest(cands, dev))
     if algorithm == "implicit_gemm":
         return best
+    extra = []  # (coefficients, rows where the algorithm exists)
     ok = (kh == 3) & (kw == 3) & (stride == 1) & (dilation == 1) & (groups == 1)
     if algorithm == "winograd" and not ok.all():
         raise ValueError("algorithm: winograd needs a 3x3 kernel, stride 1, dilation 1 and one group")
-    if not ok.any():
-        return best
+    if algorithm in ("auto", "winograd") and ok.any():
+        extra.append((_winograd(n, c_in, c_out, ho, wo, pass_, dev, dtype, math_dtype, io, gain, fix, rows), ok))
+    if algorithm == "fft" or (algorithm == "auto" and FFT_IN_AUTO):
+        fft, ok_fft = _fft(n, c_in, c_out, h, w, kh, kw, ho, wo, stride, pad, dilation, groups, pass_, dev, dtype,
+                           math_dtype, io)
+        if algorithm == "fft" and not ok_fft.all():
+            raise ValueError("algorithm: fft needs stride 1, dilation 1, one group, pad < kernel and a padded "
+                             "input of at most 256x256 (FFT) or a kernel of at most 32x32 (FFT_TILING)")
+        if algorithm == "fft":
+            return fix(fft)
+        if ok_fft.any():
+            extra.append((fix(fft), ok_fft))
+    if algorithm == "winograd":
+        return extra[0][0]
+    out = best
+    for cand, mask in extra:
+        both = _fastest([out, cand], dev)
+        pick = {f: np.where(mask, getattr(both, f), getattr(out, f)) for f in _FIELDS}
+        info = {k: np.where(mask, both.info[k], out.info[k]) for k in out.info}
+        out = Coeffs(**pick, flop=flop, bytes=io * e.memory, info=info, math_dtype=best.math_dtype)
+    return out
+
+
+def _winograd(n, c_in, c_out, ho, wo, pass_, dev, dtype, math_dtype, io, gain, fix, rows) -> Coeffs:
+    """The faster of non-fused F(4x4, 3x3) and fused F(2x2, 3x3) Winograd per row."""
+    e, vb = dev.efficiency, dtype_bytes(dtype)
     ci, co = (c_in, c_out) if pass_ != "grad_input" else (c_out, c_in)
     wg = []
     # non-fused F(4x4, 3x3): per tile position, (tiles x ci) by (ci x co); ∇w: (co x tiles) by (tiles x ci)
@@ -153,10 +199,63 @@ def conv_coeffs(n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups, pas
     g.a_math = g.a_math * slow
     g.a_mem = np.maximum(g.a_mem * 0, io)
     wg.append(_scaled(g, gain * e.winograd, algorithm="winograd", n=rows))
-    wino = fix(_fastest(wg, dev))
-    if algorithm == "winograd":
-        return wino
-    both = _fastest([best, wino], dev)
-    pick = {f: np.where(ok, getattr(both, f), getattr(best, f)) for f in _FIELDS}
-    info = {k: np.where(ok, both.info[k], best.info[k]) for k in best.info}
-    return Coeffs(**pick, flop=flop, bytes=io * e.memory, info=info, math_dtype=best.math_dtype)
+    return fix(_fastest(wg, dev))
+
+
+@lru_cache(maxsize=4096)
+def _fft_counts(n: int, a: int, b: int, hp: int, wp: int, kh: int, kw: int, vb: int) -> tuple[float, float]:
+    """(transform FLOP, spectra bytes) of :func:`concurrency_model.ops.conv.conv2d`'s FFT convolution of
+    ``n`` images (or tiles) of ``hp x wp`` (already padded) with ``a`` -> ``b`` channels: the operator
+    library's formula (``5 hw log2 hw`` per transform, complex spectra written and read), less its
+    pointwise products (``8 hw n a b``), which :func:`_fft` times as a complex GEMM."""
+    from ..ops.conv import conv2d
+    c = conv2d(n, a, b, hp, wp, kh, kw, bias=False, algorithm="fft", value_bytes=vb).forward
+    hw = hp * wp
+    io = vb * (n * a * hw + b * a * kh * kw + n * b * (hp - kh + 1) * (wp - kw + 1))
+    return float(c.flop) - 8.0 * hw * n * a * b, float(c.bytes) - io
+
+
+def _fft(n, c_in, c_out, h, w, kh, kw, ho, wo, stride, pad, dilation, groups, pass_, dev, dtype, math_dtype,
+         io) -> tuple[Coeffs, np.ndarray]:
+    """FFT convolution per row: the faster of cuDNN's FFT (one transform of the padded input, ``(H + 2p) x
+    (W + 2p)``, at most 256 each) and FFT_TILING (``32 x 32`` tiles, each giving ``33 - K`` outputs per
+    dimension); and the rows where one of them exists (stride 1, dilation 1, one group, pad < kernel)."""
+    e, vb, rows = dev.efficiency, dtype_bytes(dtype), len(n)
+    base = (stride == 1) & (dilation == 1) & (groups == 1) & (pad < kh) & (pad < kw)
+    hp, wp = h + 2 * pad, w + 2 * pad
+    sy, sx = np.maximum(FFT_TILE - kh + 1, 1), np.maximum(FFT_TILE - kw + 1, 1)
+    layouts = [  # (images or tiles, transform height, width, rows where it exists)
+        (n, hp, wp, base & (hp <= FFT_MAX) & (wp <= FFT_MAX)),
+        (n * -(-ho // sy) * -(-wo // sx), np.full(rows, FFT_TILE), np.full(rows, FFT_TILE),
+         base & (kh <= FFT_TILE) & (kw <= FFT_TILE) )]
+    if not (layouts[0][3] | layouts[1][3]).any():
+        return None, base & False
+    cands, masks = [], []
+    bw = _f(dev.mem_bw, dev.decide)
+    vec = _f(dev.vector_flops.get("fp32", dev.peak_flops.get("fp32", dev.peak(math_dtype or dtype))), dev.decide)
+    for m, th, tw, ok in layouts:
+        tflop, spectra = np.zeros(rows), np.zeros(rows)
+        for i in np.flatnonzero(ok):
+            tflop[i], spectra[i] = _fft_counts(int(m[i]), int(c_in[i]), int(c_out[i]), int(th[i]), int(tw[i]),
+                                               int(kh[i]), int(kw[i]), vb)
+        bins = th * tw
+        # per frequency bin a complex GEMM (4 real products): forward (m x C_in) by (C_in x C_out), ∇x
+        # (m x C_out) by (C_out x C_in), ∇w (C_out x m) by (m x C_in); operands complex (2 values each)
+        g = gemm_coeffs(m, c_out, c_in, dev, dtype, bins, math_dtype) if pass_ == "forward" else \
+            gemm_coeffs(m, c_in, c_out, dev, dtype, bins, math_dtype) if pass_ == "grad_input" else \
+            gemm_coeffs(c_out, c_in, m, dev, dtype, bins, math_dtype)
+        g.a_mem = 2 * g.a_mem
+        # the transforms: memory-bound passes that read the operands, write the spectra the GEMM reads
+        # (half the written-and-read spectra) and read the one it writes; their butterflies in fp32
+        # on the CUDA cores, which bind only if the memory does not
+        transforms = np.maximum((io + spectra / 2 / e.memory), tflop / e.compute * bw / vec)
+        cands.append(_scaled(g, 4.0, extra=transforms, launches=FFT_LAUNCHES, algorithm="fft", n=rows))
+        masks.append(ok)
+    both = _fastest(cands, dev)
+    pick = {f: np.where(masks[0] & masks[1], getattr(both, f), np.where(masks[0], getattr(cands[0], f),
+                                                                         getattr(cands[1], f))) for f in _FIELDS}
+    out = Coeffs(**pick, flop=cands[0].flop, bytes=cands[0].bytes,
+                 info={k: np.where(masks[0] & masks[1], both.info[k],
+                                   np.where(masks[0], cands[0].info[k], cands[1].info[k])) for k in both.info},
+                 math_dtype=cands[0].math_dtype)
+    return out, masks[0] | masks[1]
