@@ -31,6 +31,12 @@ SOURCES = (
     (r"megatron", "Megatron-LM README tables, NVIDIA/Megatron-LM @ 152aab3, 50a4b5f", "2021-01 and 2021-04"),
     (r"narayanan", "Narayanan et al. 2021 (SC21) Table 2, via cli99/llm-analysis @ b60b392",
      "2021-04 (arXiv 2104.04473)"),
+    (r"tf.?cnn", "TensorFlow performance guide benchmarks, tensorflow/docs @ d13c500", "2017"),
+    (r"torchgpipe", "torchgpipe benchmarks, kakaobrain/torchgpipe @ a1b4ee2", "2019-2020"),
+    (r"horovod", "Horovod docs/benchmarks.rst, horovod/horovod @ 27743d0", "2018"),
+    (r"dle", "NVIDIA/DeepLearningExamples READMEs @ 729963d", "2020-2023"),
+    (r"fastertransformer", "FasterTransformer GPT 13B latencies (kipply 2022), via cli99/llm-analysis @ b60b392",
+     "2022"),
     (r"measured", "this toolkit's own calibrate runs, data/measured/", None),
 )
 

@@ -58,6 +58,7 @@ TRAINING = {"vtrain-single": "vtrain_single", "vtrain-multi": "vtrain_multi", "m
             "megatron-2021": "megatron_2021", "narayanan2021-table2": "narayanan_table2"}
 SCALING = {"tf-cnn-benchmarks": "tf_cnn_benchmarks", "torchgpipe": "torchgpipe", "horovod": "horovod",
            "dle-resnet50": "dle_resnet50"}
+INFERENCE = ("fastertransformer-13b",)  # prefill, decode per token and total latency (:mod:`.inference`)
 FILES = {"deepbench-gemm": "deepbench_gemm.csv", "deepbench-conv": "deepbench_conv.csv",
          "deepbench-rnn": "deepbench_rnn.csv", "deepbench-allreduce": "deepbench_allreduce.csv",
          "nccl-tests-allreduce": "nccltests_allreduce_sweeps.csv", "vtrain-single": "vtrain_ground_truth_single.csv",
@@ -65,7 +66,8 @@ FILES = {"deepbench-gemm": "deepbench_gemm.csv", "deepbench-conv": "deepbench_co
          "megatron-2021": "megatron_readme_scaling.csv",
          "narayanan2021-table2": "narayanan2021_table2_ptd_vs_zero3.csv",
          "tf-cnn-benchmarks": "tf_cnn_benchmarks_dp_scaling_2017.csv", "torchgpipe": "torchgpipe_pipeline_speed.csv",
-         "horovod": "horovod_docs_scaling_efficiency.csv", "dle-resnet50": "nvidia_dle_training_perf_long.csv"}
+         "horovod": "horovod_docs_scaling_efficiency.csv", "dle-resnet50": "nvidia_dle_training_perf_long.csv",
+         "fastertransformer-13b": "fastertransformer_13b_inference_latency.csv"}
 QUICK_EVERY = {"vtrain-single": 40, "vtrain-multi": 8, "megatron-2021": 2}  # rows in file order, quick mode
 MIN_BYTES = 64 * 1024  # all-reduce sizes compared (issue 4's range)
 _KERNEL_KEYS = ["source_file", "sheet", "source_row"]  # unique per row of a DeepBench file
@@ -81,7 +83,7 @@ def names() -> list[str]:
     >>> names()[:3]
     ['deepbench-gemm', 'deepbench-conv', 'deepbench-rnn']
     """
-    return [*KERNELS, *COLLECTIVES, *TRAINING, *SCALING, *_measured()]
+    return [*KERNELS, *COLLECTIVES, *TRAINING, *SCALING, *INFERENCE, *_measured()]
 
 
 def _frame(name, mode, row, label, group, measured, predicted, unit, status="ok", note="", p10=np.nan,
@@ -198,6 +200,13 @@ def _scaling(name: str, df: pd.DataFrame) -> pd.DataFrame:
                   scaling.METRIC[SCALING[name]][1], r["status"].to_numpy(), note)
 
 
+def _inference() -> pd.DataFrame:
+    from . import inference
+    f = inference.frame()
+    return _frame("fastertransformer-13b", "preset", f["row"], f["label"], f["group"], f["measured"], f["predicted"],
+                  "s")
+
+
 # --- the toolkit's own measurements -------------------------------------------------------------------------
 def _measured_compute(name: str, folder, mode: str) -> pd.DataFrame:
     from ..calibrate.compute import fit_gemm
@@ -296,6 +305,10 @@ def _plan(asked: list[str], quick: bool, all_modes: bool, info: dict) -> list:
                 df = _scaling_rows(name)
                 info[name].update(rows_total=len(df), mode="preset")
                 jobs.append(([name], _scaling, (name, df)))
+            elif name in INFERENCE:
+                from . import inference
+                info[name].update(rows_total=len(inference.rows()) * len(inference.METRICS), mode="preset")
+                jobs.append(([name], _inference, ()))
             elif name in COLLECTIVES:
                 df = _collective_rows(COLLECTIVES[name])
                 modes = ["preset", "held-out"] if name == "nccl-tests-allreduce" else ["held-out"]
