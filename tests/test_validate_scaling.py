@@ -98,7 +98,8 @@ def test_dle_rows_mapped_by_rule():
     assert (r["batch_per_gpu"], r["measured"]) == (128, 412.0)
     assert ok.loc[(ok["system"] == "dgx1-v100") & (ok["dtype"] == "fp16"), "batch_per_gpu"].eq(256).all()
     assert (df["reason"] == "not mappable: the table gives no batch per GPU").sum() == 42
-    assert vs._dle_batch("256", "tf32") == 256 and vs._dle_batch("128 (FP32) / 256 (AMP)", "fp16") == 256
+    from concurrency_model.validate.scaling_data import _dle_batch
+    assert _dle_batch("256", "tf32") == 256 and _dle_batch("128 (FP32) / 256 (AMP)", "fp16") == 256
 
 
 def test_scenario_of_a_row():
