@@ -22,9 +22,12 @@ CONTEXT_ALGORITHMS = ("ring", "ulysses")
 PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_parallel": False,
             "microbatch_size": 1, "global_batch": None, "schedule": "1f1b", "context": 1,
             "context_algorithm": "ring"}
-TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_stage": 0, "overlap": True}
+TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_stage": 0, "overlap": True,
+            "sync": "allreduce", "ps_servers": 0, "compression": "none"}
+COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "topk", "dgc", "powersgd")
 CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "recompute": ("none", "selective", "full"),
-           "optimizer": ("sgd", "momentum", "adam", "adamw"), "dtype": tuple(DTYPE_BYTES)}
+           "optimizer": ("sgd", "momentum", "adam", "adamw"), "dtype": tuple(DTYPE_BYTES),
+           "sync": ("allreduce", "parameter_server"), "compression": COMPRESSIONS}
 TOP = ("model", "cluster", "parallel", "training", "run", "inference", "name", "notes")
 
 
@@ -64,7 +67,7 @@ def _section(raw: dict, name: str, defaults: dict) -> dict:
             if not isinstance(v, bool):
                 raise ValueError(f"{where}: must be true or false, got {v!r}")
         elif isinstance(default, int) or (k == "global_batch" and v is not None):
-            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if k == "zero_stage" else 1):
+            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if k in ("zero_stage", "ps_servers") else 1):
                 raise ValueError(f"{where}: must be a positive integer, got {v!r}")
     return out
 
@@ -111,6 +114,9 @@ def load_scenario(spec) -> Scenario:
         raise ValueError(f"parallel.interleave: {par['interleave']} chunks need schedule \"interleaved\"")
     if tr["zero_stage"] > 3:
         raise ValueError(f"training.zero_stage: must be 0, 1, 2 or 3, got {tr['zero_stage']}")
+    if (tr["sync"] != "allreduce" or tr["compression"] != "none") and tr["zero_stage"]:
+        raise ValueError("training.zero_stage: parameter servers and gradient compression are modelled with "
+                         f"ZeRO 0, got {tr['zero_stage']}")
     cluster = load_cluster(raw.get("cluster", "dgx-a100"))
     try:
         cluster.device.peak(tr["dtype"])  # the device must have math in this dtype

@@ -89,7 +89,7 @@ def estimate(scenario) -> Estimate:
     sc = load_scenario(scenario)
     par, tr = sc.parallel, sc.training
     w, stage, state, mem, key = prepare(sc)
-    inputs = step_inputs(w, stage, *key, state)
+    inputs = step_inputs(w, stage, *key, state, sync=sync_of(sc))
     out = {k: float(x) for k, x in compose.step_fn(par["schedule"], tr["zero_stage"], tr["overlap"])(**inputs).items()}
     breakdown = {k: float(x) for k, x in compose.breakdown(inputs, out).items()}
     step = out["step"]
@@ -115,9 +115,16 @@ def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | No
         f, b, la = flops * at["flops"], mem_bw * at["mem_bw"], launch * at["launch"]
         i, e = intra_bw * at["intra_bw"], inter_bw * at["inter_bw"]
         inputs = step_inputs(w, stage, *key, state, lambda parts: parts.seconds(f, b, la),
-                             lambda tr: triple_seconds(tr, i, e), lambda st: w.optimizer_seconds(st, b, la))
+                             lambda tr: triple_seconds(tr, i, e), lambda st: w.optimizer_seconds(st, b, la),
+                             sync=sync_of(sc))
         return fn(**inputs)["step"]
     return band(step)
+
+
+def sync_of(sc: Scenario) -> tuple:
+    """``(sync, ps_servers, compression)`` of a scenario's training section (:meth:`.features.Workload.data_parallel`)."""
+    tr = sc.training
+    return tr.get("sync", "allreduce"), tr.get("ps_servers", 0), tr.get("compression", "none")
 
 
 def prepare(sc: Scenario) -> tuple:
@@ -153,7 +160,7 @@ def prepare(sc: Scenario) -> tuple:
 
 
 def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: int, m, v, zero: int, state_bytes,
-                seconds=None, comm=None, optimizer=None) -> dict:
+                seconds=None, comm=None, optimizer=None, sync: tuple = ("allreduce", 0, "none")) -> dict:
     """Inputs of :func:`.compose.step_fn` for one layout of workload ``w``: kernel parts become seconds
     through ``seconds`` (default: on the nominal device), communication triples through ``comm`` (default
     :func:`.features.triple_seconds`) and the optimizer's state bytes through ``optimizer`` (default
@@ -165,7 +172,7 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
     c, alg = cp["c"], cp["algorithm"]
     c_cf, c_cb = (0.0, 0.0) if c == 1 else context_exposed(
         c, cp["layers"], cp["rec_layers"], seconds(cp["blk_f"]), seconds(cp["blk_b"]), comm(cp["kv"]), comm(cp["a2a"]))
-    dp = w.data_parallel(t, p, d * c)
+    dp = w.data_parallel(t, p, d * c, *sync)
     return {"c_f": seconds(stage["f"]), "c_b": seconds(stage["b"]), "c_r": seconds(stage["r"]) + comm(stage["tp_r"]),
             "c_tf": comm(stage["tp_f"]), "c_tb": comm(stage["tp_b"]), "c_cf": c_cf, "c_cb": c_cb,
             "t_p2p": comm(w.p2p(b, t, sp, rec, p, d, c, alg)),

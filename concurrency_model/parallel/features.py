@@ -304,11 +304,18 @@ class Workload(ContextMixin):
         return (alpha, nbytes * beta, 0.0)
 
     @lru_cache(maxsize=None)
-    def data_parallel(self, t: int, p: int, d: int) -> dict:
+    def data_parallel(self, t: int, p: int, d: int, sync: str = "allreduce", servers: int = 0,
+                      compression: str = "none") -> dict:
         """Triples of the data-parallel collectives over ``d`` ranks that share the node's NICs with the
         other tensor ranks: gradient allreduce ``ar``, reduce-scatter ``rs``, parameter allgather ``ag``
         and the last DDP bucket ``last_ar`` / ``last_rs`` (25 MiB, Li et al. 2020 §4.2), and ``kappa``, the
-        overlap slowdown of the tier they cross (:class:`~concurrency_model.cluster.Tier`)."""
+        overlap slowdown of the tier they cross (:class:`~concurrency_model.cluster.Tier`).
+
+        ``sync="parameter_server"`` replaces the gradient allreduce by a push and pull through ``servers``
+        shards (0: one per worker, on the workers' GPUs; :func:`.distribution.ps_on_cluster`);
+        ``compression`` (:data:`.compression.SCHEMES`) replaces it by the scheme's collectives with its
+        encode/decode seconds (:func:`.compression.codec_seconds`, counted as fixed seconds, not scaled
+        with link bandwidth). The last bucket is the same fraction of either."""
         if d == 1:
             return {**dict.fromkeys(("ar", "rs", "ag", "last_ar", "last_rs"), ZERO_TRIPLE), "kappa": 0.0}
         gpn = self.cluster.gpus_per_node
@@ -318,13 +325,35 @@ class Workload(ContextMixin):
         params_dev = self.params / (t * p)
         grad = params_dev * self.grad_bytes
         bucket = min(grad, BUCKET_BYTES)
-        return {"ar": self._coll("allreduce", grad, d, rpn, sharing),
-                "rs": self._coll("reduce_scatter", grad, d, rpn, sharing),
-                "ag": self._coll("allgather", params_dev * self.vb, d, rpn, sharing),
-                "last_ar": self._coll("allreduce", bucket, d, rpn, sharing),
+        ar, last_ar = self._coll("allreduce", grad, d, rpn, sharing), self._coll("allreduce", bucket, d, rpn, sharing)
+        if sync == "parameter_server" or compression != "none":
+            ar = self._sync_triple(params_dev, d, rpn, sharing, sync, servers, compression)
+            last_ar = tuple(x * bucket / grad for x in ar)
+        return {"ar": ar, "rs": self._coll("reduce_scatter", grad, d, rpn, sharing),
+                "ag": self._coll("allgather", params_dev * self.vb, d, rpn, sharing), "last_ar": last_ar,
                 "last_rs": self._coll("reduce_scatter", bucket, d, rpn, sharing),
                 # the overlap interference of the tier the group's traffic crosses
                 "kappa": (self.cluster.inter if d > rpn else self.cluster.intra).overlap_slowdown}
+
+    def _sync_triple(self, elements: float, d: int, rpn: int, sharing: int, sync: str, servers: int,
+                     compression: str) -> tuple:
+        """The gradient synchronisation of :meth:`data_parallel` by parameter server or compressed."""
+        from .compression import codec_seconds, compress
+        from .distribution import ps_on_cluster
+        c = compress(compression if compression != "none" else "fp32", elements, value_bytes=self.grad_bytes)
+        tier = 2 if d > rpn else 1  # the busy seconds go to the tier the group crosses
+        if sync == "parameter_server":
+            seconds = ps_on_cluster(float(c.message_bytes), d, self.cluster, servers or d,
+                                    "dedicated" if servers else "colocated", rpn)
+            out = [0.0, 0.0, 0.0]
+            out[tier] = float(seconds)
+            busy = tuple(out)
+        else:
+            busy = ZERO_TRIPLE
+            for op, n in c.collectives(d):
+                busy = _add(busy, self._coll(op, float(n), d, rpn, sharing))
+        enc, dec = codec_seconds(c, d, self.dev)
+        return (busy[0] + float(enc) + float(dec), busy[1], busy[2])
 
     def optimizer_seconds(self, state_bytes, s_mem_bw=1.0, s_launch=1.0):
         """The optimizer step: one memory-bound pass reading and writing the device's model state

@@ -14,7 +14,7 @@ import sympy as sp
 
 from ..scenario import load_scenario
 from . import compose
-from .estimate import prepare, step_inputs
+from .estimate import prepare, step_inputs, sync_of
 
 SCALES = {"s_flops": "peak FLOP/s", "s_mem_bw": "memory bandwidth", "s_launch": "kernel launch overhead",
           "s_intra": "intra-node link bandwidth", "s_inter": "inter-node link bandwidth",
@@ -47,7 +47,8 @@ def step_expression(scenario) -> tuple[sp.Expr, dict]:
             float(w.dev.launch_overhead) * s["s_launch"]
 
     b, t, spar, rec, p, d, m, v, zero = key
-    inputs = step_inputs(w, stage, b, t, spar, rec, p, d, s["m"], v, zero, state, seconds, comm, optimizer)
+    inputs = step_inputs(w, stage, b, t, spar, rec, p, d, s["m"], v, zero, state, seconds, comm, optimizer,
+                         sync=sync_of(sc))
     expr = compose.step_expressions(sc.parallel["schedule"], zero, sc.training["overlap"])["step"]
     expr = expr.xreplace({compose.SYMBOLS[k]: sp.sympify(x) for k, x in inputs.items()})
     values = {sym: (m if k == "m" else 1) for k, sym in s.items()}

@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..parallel import compose, memory
 from ..parallel.features import context_exposed, transformer_shape, workload
-from ..parallel.estimate import prepare, step_band
+from ..parallel.estimate import prepare, step_band, sync_of
 from ..parallel.run import run_cost
 from ..progress import Progress
 from ..scenario import load_scenario, read_scenario
@@ -197,6 +197,9 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     fixed = {k: v for k, v in {**given_par, **given_tr}.items() if k in
              ("data", "tensor", "pipeline", "context", "context_algorithm", "microbatch_size", "schedule",
               "interleave", "sequence_parallel", "recompute", "zero_stage")}
+    if (given_tr.get("sync", "allreduce") != "allreduce" or given_tr.get("compression", "none") != "none") \
+            and "zero_stage" not in fixed:
+        fixed["zero_stage"] = 0  # parameter servers and compression are modelled with ZeRO 0
     if {"data", "tensor", "pipeline"} <= set(fixed):
         fixed.pop("data")  # every degree given: the GPU count decides data (data = GPUs / (tensor x pipeline))
     gpu_counts = [int(x) for x in _positive_list("gpus", gpus)]
@@ -259,7 +262,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     step = np.empty((len(lay), H))
     busy = np.empty((len(lay), H)) if sc.run else None
     bar = Progress(len(lay) * H, "sweep", enabled=progress)
-    feats = _features(w, lay, state, sc_)
+    feats = _features(w, lay, state, sc_, sync_of(sc))
     compile_s, eval_s = time.perf_counter() - t0, 0.0
     for (schedule, zero), idx in lay.groupby(["schedule", "zero_stage"]).indices.items():
         fn = compose.step_fn(schedule, int(zero), tr["overlap"], ("step",))
@@ -280,7 +283,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
                         "seq_len": shape["s"] if shape else None}, busy)
 
 
-def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict) -> dict:
+def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict, sync: tuple = ("allreduce", 0, "none")) -> dict:
     """Per layout: indices into per-stage tables of compute seconds on the grid, communication triples."""
     keys = list(zip(lay["microbatch_size"].astype(int), lay["tensor"].astype(int), lay["sequence_parallel"].astype(bool),
                     lay["recompute"], lay["pipeline"].astype(int), lay["context"].astype(int),
@@ -304,7 +307,7 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict) -> dict:
             cp[c][n] = st["cp"][c]
     at = np.array([uniq[k] for k in keys])
     ds = lay["data"].astype(int).to_numpy()
-    dp = [w.data_parallel(k[1], k[4], d * k[5]) for k, d in zip(keys, ds)]
+    dp = [w.data_parallel(k[1], k[4], d * k[5], *sync) for k, d in zip(keys, ds)]
     out = {"at": at, "tables": tables, "tp": tp, "cp": cp, "state": state,
            "p2p": np.array([w.p2p(*k[:5], d, *k[5:]) for k, d in zip(keys, ds)]).reshape(-1, 3),
            "p": lay["pipeline"].to_numpy(dtype=float), "m": lay["microbatches"].to_numpy(dtype=float),
