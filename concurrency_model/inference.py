@@ -59,11 +59,11 @@ from .hardware import Device
 from .models import SEQUENCE_MODELS, get_model
 from .ops.attention import attention as attention_op
 from .parallel.memory import memory_per_device
-from .scenario import load_scenario, read_scenario
+from .scenario import _section, load_scenario, read_scenario
 from .timing import _f, gemm_coeffs
 from .timing.graph import layer_parts
 from .timing.parts import Parts, total
-from .units import DTYPE_BYTES, dtype_bytes
+from .units import dtype_bytes
 
 INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16"}
 FREE = ("dropout",)  # the identity at inference
@@ -143,22 +143,9 @@ class Inference:
 
 def inference_section(raw: dict) -> dict:
     """The scenario's ``inference`` object with defaults filled in (``ValueError`` naming the field)."""
-    given = raw.get("inference")
-    if given is None:
+    if raw.get("inference") is None:
         raise ValueError("inference: missing; give an object with batch, prompt_len, decode_len, dtype")
-    if not isinstance(given, dict):
-        raise ValueError(f"inference: expected an object, got {type(given).__name__}")
-    unknown = sorted(set(given) - set(INFERENCE))
-    if unknown:
-        raise ValueError(f"inference.{unknown[0]}: unknown field; allowed: {', '.join(INFERENCE)}")
-    out = {**INFERENCE, **given}
-    for k in ("batch", "prompt_len", "decode_len"):
-        v = out[k]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"inference.{k}: must be a positive integer, got {v!r}")
-    if out["dtype"] not in DTYPE_BYTES:
-        raise ValueError(f"inference.dtype: unknown {out['dtype']!r}; allowed: {', '.join(DTYPE_BYTES)}")
-    return out
+    return _section(raw, "inference", INFERENCE)  # the scenario's field checks: positive integers, dtype names
 
 
 def infer(scenario) -> Inference:

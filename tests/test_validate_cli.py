@@ -38,15 +38,6 @@ def cli(*args, data_dir=None):
                           text=True, env=env, cwd=Path(__file__).resolve().parents[1])
 
 
-def broken_copy(tmp_path, name, column, row=None, value="fast", drop=False):
-    """``data/NAME`` copied to ``tmp_path`` with ``column`` of data row ``row`` (0-based) set to ``value``,
-    or the column dropped; text kept as text."""
-    df = pd.read_csv(DATA / name, dtype=str, keep_default_na=False)
-    if drop:
-        df = df.drop(columns=[column])
-    else:
-        df.loc[row, column] = value
-    df.to_csv(tmp_path / name, index=False)
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +78,8 @@ def test_unknown_dataset_exits_2_with_one_line():
         registry.validate("no-such-data")
 
 
-def test_broken_csv_is_reported_and_the_others_still_validated(tmp_path):
-    broken_copy(tmp_path, "deepbench_gemm.csv", "time_ms", row=7)  # data row 7 = line 9
+def test_broken_csv_is_reported_and_the_others_still_validated(broken_copy, tmp_path):
+    broken_copy("deepbench_gemm.csv", "time_ms", row=7)  # data row 7 = line 9
     for name in ("deepbench_allreduce.csv", "nccltests_allreduce_sweeps.csv"):
         shutil.copy(DATA / name, tmp_path / name)
     p = cli("--json", data_dir=tmp_path)
@@ -103,16 +94,16 @@ def test_broken_csv_is_reported_and_the_others_still_validated(tmp_path):
     assert any("deepbench-gemm: deepbench_gemm.csv: row 9, column 'time_ms'" in line for line in lines)
 
 
-def test_missing_column_of_the_one_dataset_asked_exits_2(tmp_path):
-    broken_copy(tmp_path, "deepbench_allreduce.csv", "mean_time_ms", drop=True)
+def test_missing_column_of_the_one_dataset_asked_exits_2(broken_copy, tmp_path):
+    broken_copy("deepbench_allreduce.csv", "mean_time_ms", drop=True)
     p = cli("--dataset", "deepbench-allreduce", data_dir=tmp_path)
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(lines) == 1
     assert "deepbench_allreduce.csv: row 1 (header), column 'mean_time_ms': missing" in lines[0]
 
 
-def test_non_numeric_time_in_a_column_that_may_be_blank(tmp_path, monkeypatch):
-    broken_copy(tmp_path, "deepbench_conv.csv", "bwd_filter_time_ms", row=3, value="1.2ms")
+def test_non_numeric_time_in_a_column_that_may_be_blank(broken_copy, tmp_path, monkeypatch):
+    broken_copy("deepbench_conv.csv", "bwd_filter_time_ms", row=3, value="1.2ms")
     monkeypatch.setenv("CONCURRENCY_MODEL_DATA", str(tmp_path))
     (s,) = registry.summarize(registry.validate("deepbench-conv"))
     assert s["rows"] == 0 and "deepbench_conv.csv: row 5, column 'bwd_filter_time_ms': '1.2ms'" in s["error"]

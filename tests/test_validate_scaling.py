@@ -3,7 +3,6 @@ row mapping, an error ratchet, and the weak-scaling efficiency property."""
 import shutil
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -31,13 +30,6 @@ def result():
     return vs.evaluate()
 
 
-def broken_copy(tmp_path, name, column, row=None, value="fast", drop=False):
-    df = pd.read_csv(DATA / name, dtype=str, keep_default_na=False)
-    if drop:
-        df = df.drop(columns=[column])
-    else:
-        df.loc[row, column] = value
-    df.to_csv(tmp_path / name, index=False)
 
 
 # -- loaders ---------------------------------------------------------------------------------------------------
@@ -47,8 +39,8 @@ def broken_copy(tmp_path, name, column, row=None, value="fast", drop=False):
                                               ("torchgpipe", "num_microbatches", 0),
                                               ("horovod", "scaling_efficiency_pct", 1),
                                               ("dle_resnet50", "row_index", 7)])
-def test_non_numeric_value_names_file_row_and_column(tmp_path, monkeypatch, key, column, row):
-    broken_copy(tmp_path, FILES[key], column, row=row, value="fast")
+def test_non_numeric_value_names_file_row_and_column(broken_copy, tmp_path, monkeypatch, key, column, row):
+    broken_copy(FILES[key], column, row=row, value="fast")
     monkeypatch.setenv("CONCURRENCY_MODEL_DATA", str(tmp_path))
     with pytest.raises(ValueError) as e:
         LOADERS[key]()
@@ -58,15 +50,15 @@ def test_non_numeric_value_names_file_row_and_column(tmp_path, monkeypatch, key,
 @pytest.mark.parametrize("key, column", [("tf_cnn_benchmarks", "variable_update_config"),
                                          ("torchgpipe", "num_partitions"), ("horovod", "num_gpus"),
                                          ("dle_resnet50", "value_as_published")])
-def test_missing_column_names_file_and_column(tmp_path, monkeypatch, key, column):
-    broken_copy(tmp_path, FILES[key], column, drop=True)
+def test_missing_column_names_file_and_column(broken_copy, tmp_path, monkeypatch, key, column):
+    broken_copy(FILES[key], column, drop=True)
     monkeypatch.setenv("CONCURRENCY_MODEL_DATA", str(tmp_path))
     with pytest.raises(ValueError, match=rf"^{FILES[key]}: row 1 \(header\), column '{column}': missing$"):
         LOADERS[key]()
 
 
-def test_broken_file_is_reported_by_validate_and_the_others_still_run(tmp_path, monkeypatch):
-    broken_copy(tmp_path, FILES["horovod"], "num_gpus", row=2, value="many")
+def test_broken_file_is_reported_by_validate_and_the_others_still_run(broken_copy, tmp_path, monkeypatch):
+    broken_copy(FILES["horovod"], "num_gpus", row=2, value="many")
     for name in (FILES["torchgpipe"], "deepbench_allreduce.csv"):
         shutil.copy(DATA / name, tmp_path / name)
     monkeypatch.setenv("CONCURRENCY_MODEL_DATA", str(tmp_path))

@@ -173,9 +173,16 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
     c_cf, c_cb = (0.0, 0.0) if c == 1 else context_exposed(
         c, cp["layers"], cp["rec_layers"], seconds(cp["blk_f"]), seconds(cp["blk_b"]), comm(cp["kv"]), comm(cp["a2a"]))
     dp = w.data_parallel(t, p, d * c, *sync)
-    return {"c_f": seconds(stage["f"]), "c_b": seconds(stage["b"]), "c_r": seconds(stage["r"]) + comm(stage["tp_r"]),
-            "c_tf": comm(stage["tp_f"]), "c_tb": comm(stage["tp_b"]), "c_cf": c_cf, "c_cb": c_cb,
-            "t_p2p": comm(w.p2p(b, t, sp, rec, p, d, c, alg)),
-            "p": p, "m": m, "v": v, "ar": comm(dp["ar"]), "rs": comm(dp["rs"]), "ag": comm(dp["ag"]),
-            "last": comm(dp["last_ar"] if zero == 0 else dp["last_rs"]), "opt": optimizer(state_bytes),
-            "kappa": dp["kappa"]}
+    triples = {**{k: stage[k] for k in ("tp_f", "tp_b", "tp_r")}, **dp, "p2p": w.p2p(b, t, sp, rec, p, d, c, alg)}
+    return assemble(seconds(stage["f"]), seconds(stage["b"]), seconds(stage["r"]), triples, comm, zero, p, m, v,
+                    optimizer(state_bytes), dp["kappa"], c_cf, c_cb)
+
+
+def assemble(c_f, c_b, c_r, triples: dict, comm, zero: int, p, m, v, opt, kappa, c_cf, c_cb) -> dict:
+    """The inputs of :func:`.compose.step_fn` from a stage's compute seconds and its communication
+    ``triples`` (``tp_f, tp_b, tp_r, p2p, ar, rs, ag, last_ar, last_rs``) priced by ``comm``: shared by
+    :func:`step_inputs` (one layout) and :mod:`concurrency_model.sweep` (arrays of layouts)."""
+    return {"c_f": c_f, "c_b": c_b, "c_r": c_r + comm(triples["tp_r"]), "c_tf": comm(triples["tp_f"]),
+            "c_tb": comm(triples["tp_b"]), "c_cf": c_cf, "c_cb": c_cb, "t_p2p": comm(triples["p2p"]),
+            "p": p, "m": m, "v": v, "ar": comm(triples["ar"]), "rs": comm(triples["rs"]), "ag": comm(triples["ag"]),
+            "last": comm(triples["last_ar"] if zero == 0 else triples["last_rs"]), "opt": opt, "kappa": kappa}

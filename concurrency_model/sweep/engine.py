@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..parallel import compose, memory
 from ..parallel.features import context_exposed, transformer_shape, workload
-from ..parallel.estimate import prepare, step_band, sync_of
+from ..parallel.estimate import assemble, prepare, step_band, sync_of
 from ..parallel.run import run_cost
 from ..progress import Progress
 from ..scenario import load_scenario, read_scenario
@@ -336,11 +336,8 @@ def _inputs(f: dict, i: np.ndarray, zero: int, scales: dict) -> dict:
                                      comm(f["tp"]["a2a"][f["at"]]))
         one = cp["c"] == 1
         c_cf, c_cb = np.where(one, 0.0, c_cf), np.where(one, 0.0, c_cb)
-    return {"c_f": f["tables"]["f"][at], "c_b": f["tables"]["b"][at],
-            "c_r": f["tables"]["r"][at] + comm(f["tp"]["tp_r"][f["at"]]),
-            "c_tf": comm(f["tp"]["tp_f"][f["at"]]), "c_tb": comm(f["tp"]["tp_b"][f["at"]]), "c_cf": c_cf, "c_cb": c_cb,
-            "t_p2p": comm(f["p2p"]),
-            "p": f["p"][i, None], "m": f["m"][i, None], "v": f["v"][i, None], "ar": comm(f["ar"]),
-            "rs": comm(f["rs"]), "ag": comm(f["ag"]), "last": comm(f["last_ar"] if zero == 0 else f["last_rs"]),
-            "opt": f["opt_w"].optimizer_seconds(f["state"][i, None], scales["mem_bw"][None, :],
-                                                scales["launch"][None, :]), "kappa": f["kappa"][i, None]}
+    triples = {**{k: f["tp"][k][f["at"]] for k in ("tp_f", "tp_b", "tp_r")}, "p2p": f["p2p"],
+               **{k: f[k] for k in ("ar", "rs", "ag", "last_ar", "last_rs")}}
+    opt = f["opt_w"].optimizer_seconds(f["state"][i, None], scales["mem_bw"][None, :], scales["launch"][None, :])
+    return assemble(f["tables"]["f"][at], f["tables"]["b"][at], f["tables"]["r"][at], triples, comm, zero,
+                    f["p"][i, None], f["m"][i, None], f["v"][i, None], opt, f["kappa"][i, None], c_cf, c_cb)

@@ -42,7 +42,6 @@ from __future__ import annotations
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -50,27 +49,11 @@ import pandas as pd
 from .. import datasets
 from ..progress import Progress
 
-COLUMNS = ["dataset", "mode", "row", "label", "group", "measured", "predicted", "unit", "ape", "status", "note",
-           "p10", "p90"]  # p10/p90: the prediction's 80% band where the predictor gives one (training steps)
-KERNELS = {"deepbench-gemm": "gemm", "deepbench-conv": "conv", "deepbench-rnn": "rnn"}
-COLLECTIVES = {"deepbench-allreduce": "DeepBench", "nccl-tests-allreduce": "nccl-tests"}
-TRAINING = {"vtrain-single": "vtrain_single", "vtrain-multi": "vtrain_multi", "megatron-2020": "megatron_2020",
-            "megatron-2021": "megatron_2021", "narayanan2021-table2": "narayanan_table2"}
-SCALING = {"tf-cnn-benchmarks": "tf_cnn_benchmarks", "torchgpipe": "torchgpipe", "horovod": "horovod",
-           "dle-resnet50": "dle_resnet50"}
-INFERENCE = ("fastertransformer-13b",)  # prefill, decode per token and total latency (:mod:`.inference`)
-FILES = {"deepbench-gemm": "deepbench_gemm.csv", "deepbench-conv": "deepbench_conv.csv",
-         "deepbench-rnn": "deepbench_rnn.csv", "deepbench-allreduce": "deepbench_allreduce.csv",
-         "nccl-tests-allreduce": "nccltests_allreduce_sweeps.csv", "vtrain-single": "vtrain_ground_truth_single.csv",
-         "vtrain-multi": "vtrain_ground_truth_multi.csv", "megatron-2020": "megatron_readme_scaling.csv",
-         "megatron-2021": "megatron_readme_scaling.csv",
-         "narayanan2021-table2": "narayanan2021_table2_ptd_vs_zero3.csv",
-         "tf-cnn-benchmarks": "tf_cnn_benchmarks_dp_scaling_2017.csv", "torchgpipe": "torchgpipe_pipeline_speed.csv",
-         "horovod": "horovod_docs_scaling_efficiency.csv", "dle-resnet50": "nvidia_dle_training_perf_long.csv",
-         "fastertransformer-13b": "fastertransformer_13b_inference_latency.csv"}
-QUICK_EVERY = {"vtrain-single": 40, "vtrain-multi": 8, "megatron-2021": 2}  # rows in file order, quick mode
-MIN_BYTES = 64 * 1024  # all-reduce sizes compared (issue 4's range)
-_KERNEL_KEYS = ["source_file", "sheet", "source_row"]  # unique per row of a DeepBench file
+from .adapters import (COLLECTIVES, COLUMNS, FILES, INFERENCE, KERNELS, MIN_BYTES, QUICK_EVERY,
+                       SCALING, TRAINING, _collective, _collective_rows, _inference, _kernel_datasheet,
+                       _kernel_frame, _kernel_held_out, _kernel_rows, _measured_compute, _measured_network,
+                       _scaling, _scaling_rows, _training_chunk, _training_rows)
+
 
 
 def _measured() -> dict:
@@ -84,173 +67,6 @@ def names() -> list[str]:
     ['deepbench-gemm', 'deepbench-conv', 'deepbench-rnn']
     """
     return [*KERNELS, *COLLECTIVES, *TRAINING, *SCALING, *INFERENCE, *_measured()]
-
-
-def _frame(name, mode, row, label, group, measured, predicted, unit, status="ok", note="", p10=np.nan,
-           p90=np.nan) -> pd.DataFrame:
-    measured, predicted = np.asarray(measured, dtype=float), np.asarray(predicted, dtype=float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ape = np.abs(predicted - measured) / measured
-    return pd.DataFrame({"dataset": name, "mode": mode, "row": np.asarray(row, dtype=np.int64), "label": label,
-                         "group": group, "measured": measured, "predicted": predicted, "unit": unit, "ape": ape,
-                         "status": status, "note": note, "p10": np.asarray(p10, dtype=float),
-                         "p90": np.asarray(p90, dtype=float)}, columns=COLUMNS)
-
-
-# --- kernels ------------------------------------------------------------------------------------------------
-def _kernel_rows(op: str) -> pd.DataFrame:
-    from . import kernels
-    raw = datasets.load(f"deepbench_{op}")
-    lines = raw[_KERNEL_KEYS].assign(row=raw.index + 2)
-    return kernels.rows(op).merge(lines, on=_KERNEL_KEYS, how="left")
-
-
-def _kernel_frame(name: str, mode: str, p: pd.DataFrame) -> pd.DataFrame:
-    fmt = {"gemm": "{pass} m={m} n={n} k={k}",
-           "conv": "{pass} n={n} c={c} {h}x{w} k={k} {filter_h}x{filter_w} stride {stride_h} pad {pad_h}",
-           "rnn": "{pass} {cell} hidden={hidden_units} n={n} t={timesteps}"}[KERNELS[name]]
-    label = [fmt.format(**r) for r in p.to_dict("records")]
-    group = (p["preset"] + " " + p["math_dtype"]).to_numpy()
-    return _frame(name, mode, p["row"], label, group, p["measured_s"], p["predicted_s"], "s")
-
-
-def _kernel_datasheet(df: pd.DataFrame, preset: str) -> pd.DataFrame:
-    """Rows of ``preset`` predicted with constants fitted on the other devices' rows."""
-    from . import kernels
-    eff = kernels.fit(df[df["preset"] != preset], label=f"DeepBench without {preset}")
-    return kernels.predict(df[df["preset"] == preset].reset_index(drop=True), {preset: eff})
-
-
-def _kernel_held_out(df: pd.DataFrame) -> pd.DataFrame:
-    """One device's rows: constants fitted on every other row, predicted on the rest."""
-    from . import kernels
-    train, test = kernels.halves(df.reset_index(drop=True))
-    return kernels.predict(test, {df["preset"].iloc[0]: kernels.fit(train, label="half of the device")})
-
-
-# --- collectives --------------------------------------------------------------------------------------------
-def _collective_rows(source: str) -> pd.DataFrame:
-    """As :func:`.collectives.rows`, one source at a time and with the file line in ``row``."""
-    if source == "nccl-tests":
-        nt = datasets.load("nccltests_allreduce_sweeps")
-        nt = nt[nt["collective"] == "all_reduce"]
-        out = pd.DataFrame({"system": nt["run_id"], "source": source, "ranks": nt["num_ranks"],
-                            "nodes": nt["num_nodes"], "size_bytes": nt["size_bytes"].astype(float),
-                            "measured_s": nt["oop_time_us"] * 1e-6, "row": nt.index + 2})
-    else:
-        db = datasets.load("deepbench_allreduce")
-        tier = np.where(db["num_nodes"] > 1, "multi-node", "one node")
-        out = pd.DataFrame({"system": db["device"] + " / " + db["algorithm"] + " / " + tier, "source": source,
-                            "ranks": db["num_ranks"], "nodes": db["num_nodes"], "size_bytes": db["size_floats"] * 4.0,
-                            "measured_s": db["mean_time_ms"] * 1e-3, "row": db.index + 2})
-    out = out[out["measured_s"] > 0]
-    return out.sort_values(["system", "ranks", "size_bytes"]).reset_index(drop=True)
-
-
-def _collective(name: str, mode: str, df: pd.DataFrame) -> pd.DataFrame:
-    from . import collectives
-    p = collectives.fitted(df) if mode == "held-out" else collectives.preset(df)
-    p = p[p["size_bytes"] >= MIN_BYTES]
-    label = [f"{int(r)} ranks, {int(n):,} B" for r, n in zip(p["ranks"], p["size_bytes"])]
-    return _frame(name, mode, p["row"], label, p["system"].to_numpy(), p["measured_s"], p["predicted_s"], "s")
-
-
-# --- training -----------------------------------------------------------------------------------------------
-def _training_rows(name: str) -> pd.DataFrame:
-    from . import training
-    key = TRAINING[name]
-    if key.startswith("vtrain"):
-        return training.vtrain_rows(key.split("_")[1])
-    if key.startswith("megatron"):
-        df = training.megatron_rows()
-        return df[df["dataset"] == key].reset_index(drop=True)
-    return training.narayanan_rows()
-
-
-def _training_chunk(name: str, df: pd.DataFrame) -> pd.DataFrame:
-    from . import training
-    r = training.evaluate(df, workers=1)
-    by_time = training.METRIC[TRAINING[name]] == "iteration_time"
-    meas, pred = (r["measured_time_s"], r["predicted_time_s"]) if by_time else (r["measured_tflops"],
-                                                                                r["predicted_tflops"])
-    lo, hi = (r["predicted_time_p10_s"], r["predicted_time_p90_s"]) if by_time else (r["predicted_tflops_p10"],
-                                                                                     r["predicted_tflops_p90"])
-    label = [x["label"] if isinstance(x["label"], str) and x["label"] else
-             "tensor {tensor:g} x data {data:g} x pipeline {pipeline:g}, microbatch {microbatch:g}, batch "
-             "{global_batch:g}, hidden {hidden:g}, {layers:g} layers".format(**x) for x in r.to_dict("records")]
-    group = r["gpus"].map(lambda g: f"{int(g)} GPUs") if name.startswith("vtrain") else \
-        r["label"].astype(str).str.split(" ").str[0]
-    return _frame(name, "preset", r["source_row"], label, group.to_numpy(), meas, pred,
-                  "s" if by_time else "TFLOP/s per GPU", r["status"].to_numpy(), r["reason"].fillna("").to_numpy(),
-                  lo.to_numpy(), hi.to_numpy())
-
-
-# --- data-parallel scaling and pipeline speedups ------------------------------------------------------------
-def _scaling_rows(name: str) -> pd.DataFrame:
-    from . import scaling
-    return {"tf_cnn_benchmarks": scaling.tf_cnn_rows, "torchgpipe": scaling.torchgpipe_rows,
-            "horovod": scaling.horovod_rows, "dle_resnet50": scaling.dle_rows}[SCALING[name]]()
-
-
-def _scaling(name: str, df: pd.DataFrame) -> pd.DataFrame:
-    from . import scaling
-    r = scaling.evaluate(df)
-    note = np.where(r["status"] == "ok", r["note"], r["reason"].fillna(""))
-    return _frame(name, "preset", r["source_row"], r["label"], r["group"].to_numpy(), r["measured"], r["predicted"],
-                  scaling.METRIC[SCALING[name]][1], r["status"].to_numpy(), note)
-
-
-def _inference() -> pd.DataFrame:
-    from . import inference
-    f = inference.frame()
-    return _frame("fastertransformer-13b", "preset", f["row"], f["label"], f["group"], f["measured"], f["predicted"],
-                  "s")
-
-
-# --- the toolkit's own measurements -------------------------------------------------------------------------
-def _measured_compute(name: str, folder, mode: str) -> pd.DataFrame:
-    from ..calibrate.compute import fit_gemm
-    from ..hardware import load_device
-    from ..timing import gemm_coeffs
-    df = datasets.load_measured(folder)
-    df = df[df["op"] == "gemm"].assign(row=lambda d: d.index + 2).reset_index(drop=True)
-    profile = folder / "profile.json"
-    if not profile.is_file():
-        raise ValueError(f"{folder.name}/profile.json: not found (the fitted device of the run)")
-    dev = load_device(profile)
-
-    def seconds(d, rows):
-        out = np.empty(len(rows))
-        for dt, g in rows.groupby("dtype"):
-            m, n, k = (g[c].to_numpy(np.int64) for c in ("m", "n", "k"))
-            out[rows.index.get_indexer(g.index)] = gemm_coeffs(m, n, k, d, str(dt)).seconds(d)
-        return out
-    if mode == "held-out":  # the efficiencies refitted on every other GEMM (the peak stays the profile's)
-        train, df = df.iloc[::2], df.iloc[1::2].reset_index(drop=True)
-        dev = replace(dev, efficiency=fit_gemm(dev, *(train[c].to_numpy(np.int64) for c in ("m", "n", "k")),
-                                               train["dtype"].to_numpy(str), train["median_s"], "every other GEMM"))
-    label = [f"gemm {m}x{n}x{k}" for m, n, k in zip(df["m"].astype(int), df["n"].astype(int), df["k"].astype(int))]
-    return _frame(name, mode, df["row"], label, df["dtype"].to_numpy(), df["median_s"], seconds(dev, df), "s")
-
-
-def _measured_network(name: str, folder) -> pd.DataFrame:
-    from ..calibrate.fit_comm import fit_alpha_beta, predict
-    from ..calibrate.network import LOSS, MODELS
-    df = datasets.load_measured(folder).assign(row=lambda d: d.index + 2)
-    parts = []
-    for (coll, ranks), g in df.groupby(["collective", "num_ranks"], sort=False):
-        if coll not in MODELS:
-            raise ValueError(f"{folder.name}/measurements.csv: collective {coll!r} has no model; "
-                             f"allowed: {', '.join(MODELS)}")
-        g = g.sort_values("size_bytes")
-        train, test = g.iloc[::2], g.iloc[1::2]
-        if len(train) < 2 or not len(test):
-            continue
-        f = fit_alpha_beta(train["size_bytes"], int(ranks), train["time_us"] * 1e-6, MODELS[coll], loss=LOSS)
-        pred = predict(MODELS[coll], f, test["size_bytes"], int(ranks))
-        parts.append(_frame(name, "held-out", test["row"], [f"{int(s):,} B" for s in test["size_bytes"]],
-                            f"{coll} {int(ranks)} ranks", test["time_us"] * 1e-6, pred, "s"))
-    return pd.concat(parts, ignore_index=True) if parts else _frame(name, "held-out", [], [], [], [], [], "s")
 
 
 # --- running ------------------------------------------------------------------------------------------------
