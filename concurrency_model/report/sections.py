@@ -126,11 +126,12 @@ def dp_section(figs, fut_dp):
              "d = 128 (stars): the Megatron-LM README's 2020-09 tables (data/SOURCES.md, "
              "<code>megatron_readme_scaling.csv</code>, NVIDIA/Megatron-LM @ 5281919), mapped to scenarios as in "
              f"<code>validate.training</code>. Weak-scaling efficiency at d = {top}: measured {meas}; predicted "
-             f"{pred}. The model hides the gradient all-reduce behind the backward pass almost entirely and so "
-             "misses most of the measured loss (stragglers, contention and framework overhead are not "
-             "modelled). The other measured training sets in data/ vary the configuration at a fixed GPU count "
-             "(vTrain) or the model together with the GPU count (Megatron 2021, Narayanan et al. Table 2), so "
-             "they give no data-parallel curve; they are in the last section.</p>")
+             f"{pred}. Megatron-LM's local DDP all-reduces the gradients after the backward pass (no overlap), "
+             "so the predicted loss is the all-reduce itself; shaded: the predictions' 80% bands. Stragglers, "
+             "contention and framework overhead are not modelled. The other scaling sets in data/ "
+             "(tf_cnn_benchmarks, Horovod, DeepLearningExamples, torchgpipe) and the training sets that vary the "
+             "configuration at a fixed GPU count (vTrain, Megatron 2021, Narayanan et al. Table 2) are in the "
+             "last section.</p>")
     return [Section("dp", "Data-parallel scaling against measurements", intro, [f])]
 
 
