@@ -2,12 +2,26 @@
 ``data/deepbench_allreduce.csv``).
 
 * ``fitted``: per system (an nccl-tests run; a DeepBench device, implementation and tier: one node or
-  several), alpha and beta of the ring all-reduce ``2(P-1) alpha + 2(P-1)/P n beta`` fitted on every other
-  message size (in size order) and predicted on the others; errors are reported for sizes >= 64 KiB
-  (the issue's target). The nccl-tests sweeps (8 B to 8 GiB) are fitted on that range only, with two
-  (alpha, beta) pairs and the faster of the two per size: NCCL picks, per size, the fastest protocol
-  (LL, LL128, Simple), each with its own latency and bandwidth (training-formulas §6.3-6.4, NCCL's
-  ``tuning.cc``), so one alpha-beta line cannot follow its 64 KiB - 8 GiB sweep.
+  several), :func:`split` sorts the rows by size (then ranks), keeps sizes >= 64 KiB for a system with at
+  least 6 of them (the nccl-tests sweeps, 8 B - 8 GiB) and trains on every other row. :func:`fit_group`
+  then chooses the model on the training rows alone, by leave-one-out cross-validation with the
+  one-standard-error rule (:func:`~concurrency_model.calibrate.fit_select.select`), among
+  :func:`candidates`, simplest first:
+
+  - one (alpha, beta) of a flat bandwidth-optimal all-reduce: ring ``2(P-1) a + 2(P-1)/P n b``,
+    Rabenseifner ``2 lg P a + 2(P-1)/P n b``, double binary tree ``2 lg P a + 2 n b`` (Thakur, Rabenseifner
+    & Gropp 2005 §4.6; training-formulas §6.5; MPICH's non-power-of-two steps), gamma = 0;
+  - the two-tier ring of training-formulas §6.6 (intra- and inter-node alpha and beta, ``g = P/N`` ranks
+    per node), only where the rows hold two different splits and so identify its four constants;
+  - the ring with 2 or 3 (alpha, beta) pairs and the faster per size: NCCL's choice of protocol (LL,
+    LL128, Simple), each with its own latency and bandwidth (training-formulas §6.3-6.4 [P], ``tuning.cc``);
+  - each flat form with its own constants below and above a fitted size (libraries switch algorithm at
+    fixed sizes, Thakur et al. 2005 §4.6).
+
+  All fits minimise soft-L1 ``log(predicted/measured)`` with non-negative constants. A system whose
+  training rows are too few to score any candidate (2 rows) gets the ring fitted through them. Errors are
+  reported for held-out sizes >= 64 KiB (the issue's target); :func:`summary` flags as not ``counted`` the
+  systems with fewer than :data:`MIN_HELD_OUT` such rows, which the target does not count.
 * ``preset``: the nccl-tests sweeps from the cluster presets alone (``dgx-a100`` for the 2 x 8 A100 run,
   ``dgx-h100`` for the 2 x 8 H100 run, whose GCP A3-Mega nodes have 200 Gb/s NICs where DGX H100 has
   400: the preset is the nearest, not the same system), through :func:`~concurrency_model.comm.on_cluster.
@@ -17,13 +31,19 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares
 
-from ..calibrate.fit_comm import fit_alpha_beta
+from ..calibrate.allreduce_forms import flat, hierarchical_ring, identifiable
+from ..calibrate.fit_select import Fitted, Protocols, Single, Switch, select
 from ..comm.on_cluster import collective_on_cluster
 from ..datasets import load
 
 MIN_TARGET_BYTES = 64 * 1024
+#: Systems with fewer held-out rows (>= 64 KiB) than this are reported but not counted for the target:
+#: with 1-2 training rows no two-constant form can be checked, only interpolated.
+MIN_HELD_OUT = 3
+#: The flat all-reduces whose bandwidth term is within 2x of the lower bound 2(P-1)/P n beta (Chan et
+#: al. 2007): ring, Rabenseifner, double binary tree.
+BANDWIDTH_OPTIMAL = ("ring", "rabenseifner", "double_binary_tree")
 PRESETS = {"oci_a100_2x8_roce": "dgx-a100", "gcp_a3mega_h100_2x8_tcpxo": "dgx-h100"}
 
 
@@ -32,23 +52,50 @@ def ring(n, P, alpha, beta):
     return 2 * (P - 1) * alpha + 2 * (P - 1) / P * n * beta
 
 
-def protocols(n, P, a1, b1, a2, b2):
-    """The faster of two ring all-reduce protocols (a low-latency and a high-bandwidth one), per size."""
-    return np.minimum(ring(n, P, a1, b1), ring(n, P, a2, b2))
+def candidates(train: pd.DataFrame) -> list:
+    """The models :func:`fit_group` chooses among for one system's training rows, simplest first (the
+    order breaks ties and the one-standard-error rule of :func:`~concurrency_model.calibrate.fit_select.
+    select`): the flat bandwidth-optimal all-reduces (``ring`` first), the two-tier ring where the rows
+    identify it, the ring with 2 NCCL protocols, each flat form with a size switch, the ring with 3
+    protocols. Recursive doubling and the binomial tree move ``lg P`` times the vector and are used by
+    MPI libraries for short messages only (Thakur et al. 2005 §4.6; every size here is >= 64 KiB), so
+    they are not candidates."""
+    n, P, N = (train[c].to_numpy(float) for c in ("size_bytes", "ranks", "nodes"))
+    out = [Single(flat(a)) for a in BANDWIDTH_OPTIMAL]
+    if identifiable(hierarchical_ring(), n, P, N):
+        out.append(Single(hierarchical_ring()))
+    out.append(Protocols(flat("ring"), 2))
+    out += [Switch(flat(a)) for a in BANDWIDTH_OPTIMAL]
+    out.append(Protocols(flat("ring"), 3))
+    return out
 
 
-def fit_protocols(n, P, t) -> tuple[float, float, float, float]:
-    """``(a1, b1, a2, b2)`` of :func:`protocols` by least squares on log(predicted/measured) (soft-L1),
-    started from a low-latency/low-bandwidth and a high-latency/high-bandwidth guess."""
-    n, P, t = (np.asarray(x, dtype=float) for x in (n, P, t))
-    one = fit_alpha_beta(n, P, t, ring, loss="soft_l1")
-    best = None
-    for lat, bw in ((0.1, 5.0), (0.3, 2.0)):
-        x0 = np.log([max(one.alpha * lat, 1e-9), one.beta * bw, max(one.alpha, 1e-9), one.beta / bw])
-        r = least_squares(lambda x: np.log(protocols(n, P, *np.exp(x)) / t), x0, loss="soft_l1", f_scale=0.2)
-        if best is None or r.cost < best.cost:
-            best = r
-    return tuple(float(v) for v in np.exp(best.x))
+def split(g: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One system's ``(train, test)`` rows: sorted by size (then ranks), restricted to sizes >= 64 KiB
+    when it has at least 6 of them (the nccl-tests sweeps), every other row for training."""
+    g = g.sort_values(["size_bytes", "ranks"]).reset_index(drop=True)
+    if (g["size_bytes"] >= MIN_TARGET_BYTES).sum() >= 6:  # long sweeps: fit the target range only
+        g = g[g["size_bytes"] >= MIN_TARGET_BYTES].reset_index(drop=True)
+    return g.iloc[::2], g.iloc[1::2].copy()
+
+
+def fit_group(train: pd.DataFrame) -> tuple[Fitted, pd.DataFrame]:
+    """The model of :func:`candidates` with the best leave-one-out error on ``train`` (fitted on all of
+    it) and the table of every candidate's score (:func:`~concurrency_model.calibrate.fit_select.select`)."""
+    n, P, N, t = (train[c].to_numpy(float) for c in ("size_bytes", "ranks", "nodes", "measured_s"))
+    return select(candidates(train), n, P, N, t)
+
+
+def large_message_constants(f: Fitted, n_max: float, P: float, N: float) -> tuple[float, float]:
+    """``(alpha_s, beta_s_per_byte)`` of the part of ``f`` that serves the largest size ``n_max``: the
+    fastest protocol there or the regime above the switch; the inter-node pair of the two-tier form."""
+    if f.kind == "switch":
+        x = f.params[-1]
+    else:
+        x = f.params[int(np.argmin([f.form.design(np.array([n_max]), np.array([P]), np.array([N]))[0] @ p
+                                    for p in f.params]))]
+    k = dict(zip(f.form.names, x))
+    return (k["alpha_inter"], k["beta_inter"]) if "alpha_inter" in k else (k["alpha"], k["beta"])
 
 
 def rows() -> pd.DataFrame:
@@ -68,27 +115,22 @@ def rows() -> pd.DataFrame:
 
 
 def fitted(df: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Held-out predictions per system (alpha, beta fitted on the other half of its sizes)."""
+    """Held-out predictions per system: the model :func:`fit_group` selects and fits on the training
+    half of :func:`split`, predicted on the other half; ``model`` names it, ``alpha_s`` and
+    ``beta_s_per_byte`` are its large-message constants (:func:`large_message_constants`)."""
     df = rows() if df is None else df
     out = []
     for system, g in df.groupby("system", sort=False):
-        g = g.sort_values(["size_bytes", "ranks"]).reset_index(drop=True)
-        if (g["size_bytes"] >= MIN_TARGET_BYTES).sum() >= 6:  # long sweeps: one line for the target range
-            g = g[g["size_bytes"] >= MIN_TARGET_BYTES].reset_index(drop=True)
-        train, test = g.iloc[::2], g.iloc[1::2].copy()
+        train, test = split(g)
         if len(train) < 2 or len(test) < 1:
             continue
-        n, P = test["size_bytes"].to_numpy(), test["ranks"].to_numpy()
-        if len(train) >= 8 and g["ranks"].nunique() == 1:  # a long sweep at one rank count: two protocols
-            a1, b1, a2, b2 = fit_protocols(train["size_bytes"], train["ranks"], train["measured_s"])
-            test["predicted_s"] = protocols(n, P, a1, b1, a2, b2)
-            test["alpha_s"], test["beta_s_per_byte"] = a2, b2  # the large-message protocol
-            test["model"] = "two protocols"
-        else:
-            f = fit_alpha_beta(train["size_bytes"], train["ranks"], train["measured_s"], ring, loss="soft_l1")
-            test["predicted_s"] = ring(n, P, f.alpha, f.beta)
-            test["alpha_s"], test["beta_s_per_byte"] = f.alpha, f.beta
-            test["model"] = "ring"
+        f, _ = fit_group(train)
+        n, P, N = (test[c].to_numpy(float) for c in ("size_bytes", "ranks", "nodes"))
+        test["predicted_s"] = f.predict(n, P, N)
+        last = train.iloc[-1]
+        test["alpha_s"], test["beta_s_per_byte"] = large_message_constants(
+            f, float(train["size_bytes"].max()), float(last["ranks"]), float(last["nodes"]))
+        test["model"] = f.name
         out.append(test)
     res = pd.concat(out, ignore_index=True)
     res["ape"] = (res["predicted_s"] - res["measured_s"]).abs() / res["measured_s"] * 100
@@ -112,7 +154,10 @@ def preset(df: pd.DataFrame | None = None) -> pd.DataFrame:
 
 
 def summary(res: pd.DataFrame, min_bytes: float = MIN_TARGET_BYTES) -> pd.DataFrame:
-    """Median and max APE per mode and system, over sizes >= ``min_bytes``."""
+    """Median and max APE per mode and system, over sizes >= ``min_bytes``; ``counted`` is whether the
+    system has at least :data:`MIN_HELD_OUT` such rows (the fitted target counts only those)."""
     r = res[res["size_bytes"] >= min_bytes]
     g = r.groupby(["mode", "system"])["ape"]
-    return pd.DataFrame({"rows": g.size(), "median_ape": g.median(), "max_ape": g.max()}).reset_index()
+    out = pd.DataFrame({"rows": g.size(), "median_ape": g.median(), "max_ape": g.max()}).reset_index()
+    out["counted"] = out["rows"] >= MIN_HELD_OUT
+    return out
