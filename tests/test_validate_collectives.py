@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from concurrency_model.calibrate.allreduce_forms import flat, hierarchical_ring, identifiable
-from concurrency_model.calibrate.fit_select import Protocols, Single, Switch, select
+from concurrency_model.calibrate.allreduce_forms import flat, hierarchical_ring, identifiable, two_level
+from concurrency_model.calibrate.fit_select import GroupSearch, Protocols, Single, Switch, fit_linear, select
 from concurrency_model.comm.hierarchical import hierarchical_allreduce
 from concurrency_model.validate import collectives as vc
 
@@ -85,6 +85,60 @@ def test_hierarchical_form_is_the_hand_derived_two_tier_ring():
     assert not identifiable(hierarchical_ring(), [1e6, 4e6], [16, 16], [2, 2])
 
 
+def test_two_level_form_is_the_hand_derived_sum_of_two_levels():
+    n = np.array([800.0])
+    # ring, 16 ranks on 16 nodes in groups of G = 4: g = 4 ranks per group, K = 4 groups;
+    # intra 2*3 a_i + 2*(3/4)*800 b_i, inter 2*3 a_e + 2*(3/4)*(800/4) b_e
+    X = two_level("ring", 4).design(n, np.array([16.0]), np.array([16.0]))
+    assert X.tolist() == [[6.0, 1200.0, 6.0, 300.0]]
+    assert (X @ [1, 2, 3, 4])[0] == pytest.approx(6 + 2400 + 18 + 1200)
+    # within one group (N <= G) it is the flat ring with the intra constants
+    assert two_level("ring", 8).design(n, np.array([4.0]), np.array([4.0])).tolist() == [[6.0, 1200.0, 0.0, 0.0]]
+    # G = 1: the group is the node, i.e. the two-tier ring of training-formulas 6.6
+    assert two_level("ring", 1).design(n, np.array([16.0]), np.array([2.0])) == pytest.approx(
+        hierarchical_ring().design(n, np.array([16.0]), np.array([2.0])))
+
+
+def test_two_level_rabenseifner_with_equal_levels_is_the_flat_rabenseifner():
+    # 32 ranks, G = 8: g = 8, K = 4: [2*3, 2*(7/8)*800, 2*2, 2*(3/4)*(800/8)] = [6, 1400, 4, 150];
+    # a = 1, b = 2 on both levels: 6 + 2800 + 4 + 300 = 3110 = flat 2*lg(32)*1 + 2*(31/32)*800*2
+    n, P = np.array([800.0]), np.array([32.0])
+    X = two_level("rabenseifner", 8).design(n, P, P)
+    assert X.tolist() == [[6.0, 1400.0, 4.0, 150.0]]
+    assert (X @ [1, 2, 1, 2])[0] == pytest.approx(3110) == (flat("rabenseifner").design(n, P, P) @ [1, 2])[0]
+
+
+@pytest.mark.parametrize("args, field", [(("double_binary_tree", 2), "algorithm"), (("ring", 0), "group_nodes"),
+                                         (("ring", 2.5), "group_nodes"), (("ring", True), "group_nodes")])
+def test_two_level_rejects_bad_arguments(args, field):
+    with pytest.raises(ValueError, match=field):
+        two_level(*args)
+
+
+def test_two_level_rejects_nodes_not_in_whole_groups():
+    with pytest.raises(ValueError, match="nodes"):
+        two_level("ring", 8).design(np.array([1e6]), np.array([12.0]), np.array([12.0]))
+    with pytest.raises(ValueError, match="kind"):
+        GroupSearch("ring", Protocols)
+
+
+def test_fit_linear_recovers_constants_of_a_mostly_zero_column():
+    # one rank per node, 2-16 nodes, G = 8: the inter-group columns are zero on 3 rows in 4
+    X = two_level("rabenseifner", 8).design(SIZES, RANKS, RANKS)
+    x = np.array([20e-6, 1 / 12e9, 10e-6, 1 / 1.5e9])
+    assert fit_linear(X, X @ x) == pytest.approx(x, rel=1e-6)
+
+
+def test_group_search_recovers_the_group_size_and_both_levels():
+    x = np.array([20e-6, 1 / 12e9, 10e-6, 1 / 1.5e9])
+    t = two_level("rabenseifner", 4).design(SIZES, RANKS, RANKS) @ x
+    f = GroupSearch("rabenseifner").fit(SIZES, RANKS, RANKS, t)
+    assert f.name == "rabenseifner, two-level (G=4)" and f.params[0] == pytest.approx(x, rel=1e-6)
+    assert GroupSearch("rabenseifner").n_params == 5 and GroupSearch("ring", Switch).n_params == 10
+    with pytest.raises(ValueError, match="group size"):  # one node count: no G is identified
+        GroupSearch("ring").fit(SIZES[:8], 16, 2, t[:8])
+
+
 def test_too_few_rows_fall_back_to_the_first_candidate_without_scores():
     t = flat("ring").design(SIZES[:2], RANKS[:2], RANKS[:2]) @ [1e-5, 1e-10]
     best, scores = select(FLAT_CANDIDATES, SIZES[:2], RANKS[:2], RANKS[:2], t)
@@ -94,11 +148,11 @@ def test_too_few_rows_fall_back_to_the_first_candidate_without_scores():
 
 
 def test_fitted_held_out_medians_stay_at_their_figures(fitted_summary):
-    # held-out median APE (sizes >= 64 KiB) after model selection, +2 points slack: KNL/MLSL 13.0%
-    # (Rabenseifner with a size switch), A100 6.8% (3 protocols), H100 1.1% (2 protocols); every other
+    # held-out median APE (sizes >= 64 KiB) after model selection, +2 points slack: KNL/MLSL 9.7%
+    # (two-level Rabenseifner, G = 8), A100 6.8% (3 protocols), H100 1.1% (2 protocols); every other
     # counted system (>= 3 held-out rows) <= 10%. Systems with 1-2 held-out rows are not counted.
     s = fitted_summary.set_index("system")
-    assert s.loc["Intel Xeon Phi 7250 (KNL) / Intel MLSL / multi-node", "median_ape"] <= 15.1
+    assert s.loc["Intel Xeon Phi 7250 (KNL) / Intel MLSL / multi-node", "median_ape"] <= 11.7
     assert s.loc["oci_a100_2x8_roce", "median_ape"] <= 8.8
     assert s.loc["gcp_a3mega_h100_2x8_tcpxo", "median_ape"] <= 3.1
     counted = s[s["counted"]]

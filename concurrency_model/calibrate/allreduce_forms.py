@@ -13,6 +13,11 @@ constant (the coefficient of alpha, of beta, ...) for ``n`` bytes per rank, ``P`
 * ``hierarchical_ring()``: the two-tier (intra-node / inter-node) ring of training-formulas §6.6 (NCCL 2.4
   blog) with ``g = P / N`` ranks per node, constants ``(alpha_intra, beta_intra, alpha_inter, beta_inter)``:
   ``2 (g-1) a_i + 2 (g-1)/g n b_i + 2 (N-1) a_e + 2 (N-1)/N (n/g) b_e``.
+* ``two_level(algorithm, G)``: the same composition one level up, for a switched network whose nodes sit
+  in groups of ``G`` under one switch (a fat tree's leaf: links inside the group, shared up-links
+  between groups): the ``algorithm`` all-reduce (``ring`` or ``rabenseifner``) of ``n`` bytes among the
+  ``g = P G / N`` ranks of a group, then of ``n / g`` bytes among the ``K = N / G`` groups, each level
+  with its own (alpha, beta); ``K = 1`` (one group, ``N <= G``) is the flat all-reduce.
 
 >>> import numpy as np
 >>> flat("ring").design(np.array([1000.0]), np.array([4.0]), np.array([1.0])).tolist()
@@ -21,6 +26,8 @@ constant (the coefficient of alpha, of beta, ...) for ``n`` bytes per rank, ``P`
 [[14.0, 1400.0, 2.0, 100.0]]
 >>> identifiable(hierarchical_ring(), [1e6, 2e6, 4e6], [16, 16, 16], [2, 2, 2])  # one split: no
 False
+>>> two_level("ring", 2).design(np.array([800.0]), np.array([4.0]), np.array([4.0])).tolist()
+[[2.0, 800.0, 2.0, 400.0]]
 """
 from __future__ import annotations
 
@@ -110,3 +117,42 @@ def hierarchical_ring() -> Form:
 
     return Form("hierarchical_ring", ("alpha_intra", "beta_intra", "alpha_inter", "beta_inter"), design,
                 "training-formulas.md §6.6 (NCCL 2.4 blog)")
+
+
+#: The algorithms whose all-reduce is a reduce-scatter plus an all-gather (ring; Rabenseifner's recursive
+#: halving and doubling), so that a two-level version splits into an all-reduce inside the group and one
+#: of ``n/g`` bytes across groups (Thakur, Rabenseifner & Gropp 2005 §4.6; training-formulas §6.6).
+TWO_LEVEL = ("ring", "rabenseifner")
+
+
+def two_level(algorithm: str, group_nodes: int) -> Form:
+    """``algorithm`` all-reduce on a two-level network, nodes in switch groups of ``group_nodes`` (G):
+    reduce-scatter among the ``g = P G / N`` ranks of a group, all-reduce of ``n/g`` bytes across the
+    ``K = N/G`` groups (the ``g`` of them in parallel on the up-links), all-gather in the group:
+    ``T_alg(n, g; a_intra, b_intra) + T_alg(n/g, K; a_inter, b_inter)`` [D] (training-formulas §6.6, the
+    NCCL 2.4 blog's 2D ring with the switch group in place of the node; Thakur et al. 2005 §4.6 for each
+    level). Rabenseifner with equal constants is the flat Rabenseifner (``lg g + lg K = lg P``); for
+    both, the bandwidth term sums to the flat ``2 (P-1)/P n``. ``two_level("ring", 1)`` is
+    :func:`hierarchical_ring`. ``N`` must be at most G or a multiple of it."""
+    if algorithm not in TWO_LEVEL:
+        raise ValueError(f"algorithm: {algorithm!r} is not a reduce-scatter + all-gather; allowed: "
+                         f"{', '.join(TWO_LEVEL)}")
+    if isinstance(group_nodes, bool) or not isinstance(group_nodes, (int, np.integer)) or group_nodes < 1:
+        raise ValueError(f"group_nodes: {group_nodes!r} must be an integer >= 1")
+    G = int(group_nodes)
+
+    def design(n, P, N):
+        n, P, N = _broadcast(n, P, N)
+        p, nodes = _ranks(P), _ranks(N)
+        if np.any((nodes > G) & (nodes % G != 0)):
+            raise ValueError(f"nodes: a node count above the group size {G} must be a multiple of it")
+        K = np.where(nodes > G, nodes / G, 1.0)
+        g = p / K
+        if np.any(g != np.round(g)):
+            raise ValueError(f"ranks: every rank count must divide evenly among its {G}-node groups")
+        intra = np.array([_coefficients(algorithm, int(x)) for x in g]).reshape(-1, 2)
+        inter = np.array([_coefficients(algorithm, int(x)) for x in K]).reshape(-1, 2)
+        return np.column_stack([intra[:, 0], intra[:, 1] * n, inter[:, 0], inter[:, 1] * n / g])
+
+    return Form(f"{algorithm}, two-level (G={G})", ("alpha_intra", "beta_intra", "alpha_inter", "beta_inter"),
+                design, "training-formulas.md §6.6 (NCCL 2.4 blog); Thakur, Rabenseifner & Gropp 2005 §4.6")

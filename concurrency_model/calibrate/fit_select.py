@@ -8,7 +8,11 @@ Three kinds of candidate, each over a linear :class:`~.allreduce_forms.Form` ``t
   (training-formulas §6.3-6.4 [P], NCCL ``src/graph/tuning.cc``);
 * :class:`Switch` — one set below a message size and another above it: MPI libraries change algorithm at
   fixed size thresholds whether or not the next one is faster (MPICH: Thakur, Rabenseifner & Gropp 2005
-  §4.6; the threshold is fitted among the midpoints of the training sizes, by in-sample residual).
+  §4.6; the threshold is fitted among the midpoints of the training sizes, by in-sample residual);
+* :class:`GroupSearch` — a :class:`Single` or :class:`Switch` of :func:`~.allreduce_forms.two_level`, the
+  switch-group size ``G`` (nodes, a power of two) fitted by in-sample residual among those the rows
+  identify: how many nodes share a leaf switch is seldom published, and its effect (slower per-byte
+  cost once a job spans groups) shows in the rows only as a change with the node count.
 
 Every fit is least squares on ``log(predicted / measured)`` with a soft-L1 loss (``f_scale`` 0.2), as
 :func:`~.fit_comm.fit_alpha_beta`, so each size weighs by its relative error. ``select`` scores every
@@ -33,7 +37,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares, nnls
 
-from .allreduce_forms import Form
+from .allreduce_forms import Form, identifiable, two_level
 
 LOSS, F_SCALE = "soft_l1", 0.2
 
@@ -45,7 +49,7 @@ def fit_linear(X: np.ndarray, t: np.ndarray, loss: str = LOSS) -> np.ndarray:
     if len(t) < X.shape[1]:
         raise ValueError(f"rows: {len(t)} measurements cannot fit {X.shape[1]} constants")
     x0, _ = nnls(X / t[:, None], np.ones_like(t))
-    scale = np.array([np.median(t / np.maximum(c, 1e-300)) if np.any(c > 0) else 1.0 for c in X.T])
+    scale = np.array([np.median(t[c > 0] / c[c > 0]) if np.any(c > 0) else 1.0 for c in X.T])  # rows it acts on
     scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
     tiny = 1e-12 * float(np.min(t))
 
@@ -213,6 +217,49 @@ class Switch:
         below, threshold = best
         parts = tuple(fit_linear(X[m], t[m]) for m in (below, ~below))
         return Fitted(self.name, self.form, "switch", parts, threshold)
+
+
+@dataclass(frozen=True)
+class GroupSearch:
+    """``kind`` (:class:`Single` or :class:`Switch`) of ``two_level(algorithm, G)``, with the group size
+    ``G`` in nodes (1, 2, 4, ... below the largest node count of the rows; 1 is the node itself) chosen by
+    the least squared log residual of the fit on the rows, among the ``G`` whose design the rows identify
+    (:func:`~.allreduce_forms.identifiable`: some rows inside one group and some across groups, or two
+    different splits). Counts ``G`` as one more constant."""
+
+    algorithm: str
+    kind: type = Single
+
+    def __post_init__(self):
+        if self.kind not in (Single, Switch):
+            raise ValueError(f"kind: {self.kind!r}; allowed: Single, Switch")
+        two_level(self.algorithm, 1)  # checks the algorithm
+
+    @property
+    def name(self) -> str:
+        return f"{self.algorithm}, two-level" + (", size switch" if self.kind is Switch else "")
+
+    @property
+    def n_params(self) -> int:
+        return self.kind(two_level(self.algorithm, 1)).n_params + 1
+
+    def fit(self, n, P, N, t) -> Fitted:
+        n, P, N, t = _rows(n, P, N, t)
+        best, best_cost, G = None, np.inf, 1
+        while G < N.max():
+            form = two_level(self.algorithm, G)
+            try:
+                f = self.kind(form).fit(n, P, N, t) if identifiable(form, n, P, N) else None
+            except ValueError:  # node counts not in whole groups of G, or too few rows for a switch
+                f = None
+            if f is not None:
+                cost = float(np.sum(np.log(f.predict(n, P, N) / t) ** 2))
+                if cost < best_cost:
+                    best, best_cost = f, cost
+            G *= 2
+        if best is None:
+            raise ValueError("rows: no group size G below the largest node count is identified by the rows")
+        return best
 
 
 def loo_errors(candidate, n, P, N, t) -> np.ndarray:

@@ -16,12 +16,27 @@
   - the ring with 2 or 3 (alpha, beta) pairs and the faster per size: NCCL's choice of protocol (LL,
     LL128, Simple), each with its own latency and bandwidth (training-formulas §6.3-6.4 [P], ``tuning.cc``);
   - each flat form with its own constants below and above a fitted size (libraries switch algorithm at
-    fixed sizes, Thakur et al. 2005 §4.6).
+    fixed sizes, Thakur et al. 2005 §4.6);
+  - the ring and Rabenseifner on a two-level network, nodes in switch groups of ``G`` (a fitted power of
+    two) with their own (alpha, beta) inside a group and across groups (:func:`~concurrency_model.
+    calibrate.allreduce_forms.two_level`, the 2D composition of training-formulas §6.6 one level up), with
+    one set of constants or a size switch (:class:`~concurrency_model.calibrate.fit_select.GroupSearch`).
+    It needs rows at several node counts, some inside one group and some across: of these data only the
+    KNL / MLSL rows (2-32 nodes, one rank each) have them. Their bus bandwidth at 12-67 MB is 9-13.6 GB/s
+    up to 8 nodes and 6.2-8.5 GB/s at 16 and 32, the step a leaf switch's shared up-links make; the fit
+    chooses ``G = 8`` and about 1.5 GB/s per rank across groups (8 ranks: about one 12.5 GB/s Omni-Path
+    100 link, hardware.md). Left unmodelled: above 100 MB the KNL runs on up to 8 nodes take 17-21 ms more
+    at about the same slope (an MLSL / MPI large-message regime; the two-level form with a size switch fits it
+    but is not within one standard error of the simpler form on 18 training rows).
 
   All fits minimise soft-L1 ``log(predicted/measured)`` with non-negative constants. A system whose
   training rows are too few to score any candidate (2 rows) gets the ring fitted through them. Errors are
   reported for held-out sizes >= 64 KiB (the issue's target); :func:`summary` flags as not ``counted`` the
-  systems with fewer than :data:`MIN_HELD_OUT` such rows, which the target does not count.
+  systems with fewer than :data:`MIN_HELD_OUT` such rows, which the target does not count. A system of
+  ``m`` rows holds out ``floor(m/2)``, so 3 held-out rows need 6 measured ones; the uncounted systems have
+  1-5 (every size >= 64 KiB already): P100 / NCCL 2.0 MPI / multi-node has 4 (16 ranks on 2 nodes,
+  400 KB - 26 MB: 2 held out), GTX 1080 Ti / Baidu ring / multi-node 3 (2 for training, 1 held out). Holding
+  out more would leave 1 training row, which cannot fix the two constants of any form.
 * ``preset``: the nccl-tests sweeps from the cluster presets alone (``dgx-a100`` for the 2 x 8 A100 run,
   ``dgx-h100`` for the 2 x 8 H100 run, whose GCP A3-Mega nodes have 200 Gb/s NICs where DGX H100 has
   400: the preset is the nearest, not the same system), through :func:`~concurrency_model.comm.on_cluster.
@@ -32,8 +47,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..calibrate.allreduce_forms import flat, hierarchical_ring, identifiable
-from ..calibrate.fit_select import Fitted, Protocols, Single, Switch, select
+from ..calibrate.allreduce_forms import TWO_LEVEL, flat, hierarchical_ring, identifiable
+from ..calibrate.fit_select import Fitted, GroupSearch, Protocols, Single, Switch, select
 from ..comm.on_cluster import collective_on_cluster
 from ..datasets import load
 
@@ -56,8 +71,10 @@ def candidates(train: pd.DataFrame) -> list:
     """The models :func:`fit_group` chooses among for one system's training rows, simplest first (the
     order breaks ties and the one-standard-error rule of :func:`~concurrency_model.calibrate.fit_select.
     select`): the flat bandwidth-optimal all-reduces (``ring`` first), the two-tier ring where the rows
-    identify it, the ring with 2 NCCL protocols, each flat form with a size switch, the ring with 3
-    protocols. Recursive doubling and the binomial tree move ``lg P`` times the vector and are used by
+    identify it, the ring with 2 NCCL protocols, the two-level ring and Rabenseifner (switch groups of
+    ``G`` nodes), each flat form with a size switch, the ring with 3 protocols, the two-level forms with a
+    size switch (``GroupSearch`` raises for rows that identify no ``G``; the selection leaves it
+    unscored). Recursive doubling and the binomial tree move ``lg P`` times the vector and are used by
     MPI libraries for short messages only (Thakur et al. 2005 §4.6; every size here is >= 64 KiB), so
     they are not candidates."""
     n, P, N = (train[c].to_numpy(float) for c in ("size_bytes", "ranks", "nodes"))
@@ -65,8 +82,10 @@ def candidates(train: pd.DataFrame) -> list:
     if identifiable(hierarchical_ring(), n, P, N):
         out.append(Single(hierarchical_ring()))
     out.append(Protocols(flat("ring"), 2))
+    out += [GroupSearch(a) for a in TWO_LEVEL]
     out += [Switch(flat(a)) for a in BANDWIDTH_OPTIMAL]
     out.append(Protocols(flat("ring"), 3))
+    out += [GroupSearch(a, Switch) for a in TWO_LEVEL]
     return out
 
 
