@@ -4,7 +4,8 @@ fitted : per system, the rows sorted by size (then ranks; the nccl-tests sweeps 
          every other row for training; on those, concurrency_model.validate.collectives.fit_group picks by
          leave-one-out cross-validation (one-standard-error rule) among the ring, Rabenseifner and double
          binary tree all-reduce, the two-tier ring (where the rows identify it), the ring with 2 or 3 NCCL
-         protocols (the fastest per size) and each flat form with a size switch, and predicts the other
+         protocols (the fastest per size), each flat form with a size switch and the ring / Rabenseifner
+         on a two-level network (switch groups of G nodes, G fitted), and predicts the other
          rows; median APE over held-out sizes >= 64 KiB. Systems with fewer than MIN_HELD_OUT (3) such rows
          are listed ("counted": false) but not counted for the target: 1-2 training rows cannot check a
          two-constant model;
@@ -13,7 +14,7 @@ preset : the nccl-tests sweeps from the dgx-a100 / dgx-h100 cluster presets alon
 Targets (issue 4): fitted median APE <= 10% for sizes >= 64 KiB on every system; preset large-message
 busbw within 15% of measured for the A100 and H100 sweeps.
 
-    python benchmarks/collective_accuracy.py     (about 3 s)
+    python benchmarks/collective_accuracy.py     (about 7 s)
 """
 from __future__ import annotations
 
