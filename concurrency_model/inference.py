@@ -57,6 +57,7 @@ from .cluster import load_cluster, place
 from .comm.on_cluster import collective_on_cluster
 from .hardware import Device
 from .models import SEQUENCE_MODELS, get_model
+from .models.transformer import is_lm_head
 from .ops.attention import attention as attention_op
 from .parallel.memory import memory_per_device
 from .scenario import _section, load_scenario, read_scenario
@@ -193,16 +194,12 @@ def model_shape(graph) -> dict:
             "fused": bool(a.get("fused")), "params": int(graph.params)}
 
 
-def _is_head(node) -> bool:
-    return node.kind == "linear" and node.name.split(".")[-1] == "lm_head"
-
-
 def _check_tensor(graph, t: int) -> None:
     for n in graph.layers():
         if n.kind == "attention" and n.attrs["heads"] % t:
             raise ValueError(f"parallel.tensor: {t} does not divide the {n.attrs['heads']} attention heads")
         split = n.attrs.get("split")
-        if split == "column" and not _is_head(n) and n.attrs["c_out"] % t:
+        if split == "column" and not is_lm_head(n) and n.attrs["c_out"] % t:
             raise ValueError(f"parallel.tensor: {t} does not divide {n.name}'s {n.attrs['c_out']} outputs")
         if split == "row" and n.attrs["c_in"] % t:
             raise ValueError(f"parallel.tensor: {t} does not divide {n.name}'s {n.attrs['c_in']} inputs")
@@ -215,7 +212,7 @@ def _pass_parts(graph, dev: Device, dtype: str, t: int, batch: int, decode: bool
     for node, row in zip(graph.layers(), layer_parts(graph, dev, dtype, tensor=t)):
         if node.kind in FREE or (decode and node.kind == "attention"):
             continue
-        if _is_head(node) and node.attrs["rows_per_sample"] > 1:
+        if is_lm_head(node) and node.attrs["rows_per_sample"] > 1:
             c = gemm_coeffs(batch, -(-node.attrs["c_out"] // t), node.attrs["c_in"], dev, dtype)
             out.append(Parts.from_coeffs(c, dev))
         else:
@@ -255,7 +252,7 @@ class _Comm:
         """Tensor-parallel collectives of one forward pass (Shoeybi et al. §3)."""
         s = 0.0
         for n in graph.layers():
-            if _is_head(n):
+            if is_lm_head(n):
                 rows = 1 if last_only else n.attrs["rows_per_sample"]
                 s += self.collective("allgather", batch * rows * n.attrs["c_out"] * vb)
             elif n.kind == "linear" and n.attrs.get("split") == "row":
@@ -288,14 +285,14 @@ def _workspace(graph, t: int, batch: int, vb: int) -> float:
         return 1 / t if n.kind == "attention" or split == "column" else 1
 
     def size(n):
-        return (n.numel // n.attrs["rows_per_sample"] if _is_head(n) else n.numel) * share(n)
+        return (n.numel // n.attrs["rows_per_sample"] if is_lm_head(n) else n.numel) * share(n)
 
     peak = 0.0
     for n in graph.layers():
         if n.kind in FREE:
             continue
         ins = sum(size(graph.nodes[i]) for i in n.inputs)
-        if _is_head(n):
+        if is_lm_head(n):
             ins /= n.attrs["rows_per_sample"]  # the last position only
         extra = 2 * (n.attrs["heads"] // t) * n.attrs["seq"] ** 2 \
             if n.kind == "attention" and not n.attrs.get("fused") else 0

@@ -23,7 +23,7 @@ PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_pa
             "microbatch_size": 1, "global_batch": None, "schedule": "1f1b", "context": 1,
             "context_algorithm": "ring"}
 TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_stage": 0, "overlap": True,
-            "sync": "allreduce", "ps_servers": 0, "compression": "none"}
+            "sync": "allreduce", "ps_servers": 0, "compression": "none", "host_overhead_s": None}
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "topk", "dgc", "powersgd")
 CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "recompute": ("none", "selective", "full"),
            "optimizer": ("sgd", "momentum", "adam", "adamw"), "dtype": tuple(DTYPE_BYTES),
@@ -117,6 +117,9 @@ def load_scenario(spec) -> Scenario:
     if (tr["sync"] != "allreduce" or tr["compression"] != "none") and tr["zero_stage"]:
         raise ValueError("training.zero_stage: parameter servers and gradient compression are modelled with "
                          f"ZeRO 0, got {tr['zero_stage']}")
+    h = tr["host_overhead_s"]
+    if h is not None and (isinstance(h, bool) or not isinstance(h, (int, float)) or h < 0):
+        raise ValueError(f"training.host_overhead_s: must be a number >= 0 (host seconds per kernel) or null, got {h!r}")
     cluster = load_cluster(raw.get("cluster", "dgx-a100"))
     try:
         cluster.device.peak(tr["dtype"])  # the device must have math in this dtype

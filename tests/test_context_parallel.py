@@ -62,7 +62,7 @@ def test_the_preset_numbers_used_by_hand():
     (8, 2, True, False, False),   # 2 heads per device across nodes: comm-bound both ways
     (4, 4, True, False, False),   # 4096-token blocks across nodes: comm-bound both ways, (c - 2) term too
 ])
-def test_ring_attention_time_against_hand_values(t, c, across, hidden_f, hidden_b):
+def test_ring_attention_time_against_hand_values(t, c, across, hidden_f, hidden_b, loss_seconds):
     e = estimate(sc(tensor=t, context=c))
     assert e.scenario.gpus == t * c
     blk_f, blk_b = block_seconds(S // c, A // t)
@@ -74,15 +74,17 @@ def test_ring_attention_time_against_hand_values(t, c, across, hidden_f, hidden_
     bwd = 2 * max(0.0, kv - blk_b) + (c - 2) * max(0.0, 2 * kv - blk_b) + kv
     assert e.breakdown["context_parallel_comm_s"] == pytest.approx(L * (fwd + bwd), rel=1e-9)
     assert [float(x) for x in context_exposed(c, L, 0, blk_f, blk_b, kv, 0.0)] == pytest.approx([L * fwd, L * bwd])
-    # compute: the device's share (s / c tokens) plus c - 1 more attention blocks per layer and pass
+    # compute: the device's share (s / c tokens) plus c - 1 more attention blocks per layer and pass, and the
+    # loss on its s / c tokens' logits (its vocabulary share 1024 / t)
     share = layer_times(get_model({**GPT, "seq_len": S // c, "max_positions": S}, batch=1, value_bytes=VB), DEV,
                         "bf16", tensor=t)
-    assert e.breakdown["forward_s"] == pytest.approx(share["forward_s"].sum() + (c - 1) * L * blk_f, rel=1e-9)
+    loss_f, loss_b = loss_seconds(S // c, 1024 // t)
+    assert e.breakdown["forward_s"] == pytest.approx(share["forward_s"].sum() + (c - 1) * L * blk_f + loss_f, rel=1e-9)
     assert e.breakdown["backward_s"] == pytest.approx(
-        (share["grad_input_s"] + share["grad_weight_s"]).sum() + (c - 1) * L * blk_b, rel=1e-9)
+        (share["grad_input_s"] + share["grad_weight_s"]).sum() + (c - 1) * L * blk_b + loss_b, rel=1e-9)
     assert e.step_time_s == pytest.approx(sum(e.breakdown[k] for k in (
         "compute_s", "tensor_parallel_comm_s", "context_parallel_comm_s", "pipeline_p2p_s", "bubble_s",
-        "data_parallel_exposed_s", "optimizer_s")), rel=1e-12)
+        "data_parallel_exposed_s", "optimizer_s", "host_wait_s")), rel=1e-12)
 
 
 def test_ring_recompute_runs_the_forward_ring_again():

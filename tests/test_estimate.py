@@ -22,14 +22,16 @@ def sc(model=GPT, **par):
 
 def exposed_sum(b):
     return (b["compute_s"] + b["tensor_parallel_comm_s"] + b["pipeline_p2p_s"] + b["bubble_s"]
-            + b["data_parallel_exposed_s"] + b["optimizer_s"])
+            + b["data_parallel_exposed_s"] + b["optimizer_s"] + b["host_wait_s"])
 
 
-def test_one_device_is_the_graph_step_and_the_breakdown_adds_up():
+def test_one_device_is_the_graph_step_and_the_breakdown_adds_up(loss_seconds):
     e = estimate(sc(microbatch_size=4, global_batch=4))
     one = step_time(get_model(GPT, batch=4, value_bytes=2), "a100-sxm4-80gb", "bf16")
-    assert e.breakdown["forward_s"] == pytest.approx(one["forward_s"])
-    assert e.breakdown["backward_s"] == pytest.approx(one["backward_s"])
+    # the graph's layers plus the fp32 cross-entropy on its 4 x 1024 x 51,200 logits
+    loss_f, loss_b = loss_seconds(4 * 1024, 51200)
+    assert e.breakdown["forward_s"] == pytest.approx(one["forward_s"] + loss_f)
+    assert e.breakdown["backward_s"] == pytest.approx(one["backward_s"] + loss_b)
     assert e.breakdown["bubble_s"] == 0 and e.breakdown["data_parallel_comm_s"] == 0
     assert e.step_time_s == pytest.approx(exposed_sum(e.breakdown))
     assert e.throughput_samples_per_s == pytest.approx(4 / e.step_time_s)
@@ -58,7 +60,7 @@ def test_tensor_parallelism_splits_compute_and_adds_collectives():
 
 def test_pipeline_bubble_follows_the_schedule():
     e = estimate(sc(pipeline=4, microbatch_size=1, global_batch=8))
-    t_f_plus_t_b = (e.breakdown["compute_s"] + e.breakdown["tensor_parallel_comm_s"]) / 8
+    t_f_plus_t_b = (e.breakdown["compute_s"] + e.breakdown["tensor_parallel_comm_s"] + e.breakdown["host_wait_s"]) / 8
     # 1F1B: (m + p - 1)(t_f + t_b): the bubble is (p - 1)(t_f + t_b) of the slowest stage
     assert e.breakdown["bubble_s"] == pytest.approx(3 * t_f_plus_t_b, rel=1e-9)
     inter = estimate(sc(pipeline=4, interleave=2, schedule="interleaved", microbatch_size=1, global_batch=8))

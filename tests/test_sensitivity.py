@@ -49,9 +49,10 @@ def test_elasticities_match_finite_differences(sc):
 @pytest.mark.parametrize("sc", CASES)
 def test_euler_identity_time_is_homogeneous_of_degree_one(sc):
     # scaling every rate up by k and every latency down by k divides the step by k:
-    # -e_flops - e_mem_bw - e_intra - e_inter + e_launch + e_latency = 1
+    # -e_flops - e_mem_bw - e_intra - e_inter + e_launch + e_latency + e_host = 1
     el = sensitivities(sc).set_index("symbol")["elasticity"]
-    total = -el["s_flops"] - el["s_mem_bw"] - el["s_intra"] - el["s_inter"] + el["s_launch"] + el["s_latency"]
+    total = -el["s_flops"] - el["s_mem_bw"] - el["s_intra"] - el["s_inter"] + el["s_launch"] + el["s_latency"] \
+        + el["s_host"]
     assert total == pytest.approx(1.0, abs=1e-9)
 
 

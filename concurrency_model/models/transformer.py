@@ -19,6 +19,15 @@ from ..ops import dense
 from .builder import Builder
 
 
+LM_HEAD = "lm_head"  # the name of the output projection onto the vocabulary in every zoo language model
+
+
+def is_lm_head(node) -> bool:
+    """Whether graph ``node`` is a language model's output projection onto the vocabulary (the layer the
+    training loss reads and tensor parallelism splits by vocabulary, without a collective)."""
+    return node.kind == "linear" and node.name.split(".")[-1] == LM_HEAD
+
+
 def _attention_block(b: Builder, x, heads, causal, fused):
     h = b.shape(x)[-1]
     qkv = b.linear(x, 3 * h, split="column", name="qkv")
@@ -62,7 +71,7 @@ def gpt(b: Builder, layers=12, hidden=768, heads=12, seq_len=1024, vocab=50257, 
         with b.scope(f"h.{i}"):
             x = pre_ln_block(b, x, heads, ffn or 4 * hidden, causal=True, fused=fused_attention)
     x = b.layer_norm(x, name="ln_f")
-    return b.linear(x, vocab, bias=False, tied=True, split="column", name="lm_head")
+    return b.linear(x, vocab, bias=False, tied=True, split="column", name=LM_HEAD)
 
 
 def bert(b: Builder, layers=12, hidden=768, heads=12, seq_len=512, vocab=30522, ffn=None,
@@ -252,4 +261,4 @@ def decoder(b: Builder, layers=32, hidden=4096, heads=32, seq_len=4096, vocab=32
                     m = _mlp_plain(b, y, ffn, act, bias if mlp_bias is None else mlp_bias)
             x = b.add(x, a, m, name="add") if parallel_residual else b.add(x, m, name="add2")
     x = normalize(x, name="norm")
-    return b.linear(x, vocab, bias=False, tied=tied, split="column", name="lm_head")
+    return b.linear(x, vocab, bias=False, tied=tied, split="column", name=LM_HEAD)

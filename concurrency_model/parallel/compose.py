@@ -11,6 +11,9 @@ parameter allgather; ``last``: the last gradient bucket) and the optimizer step 
 
 * pipeline: :func:`~.pipeline.step_time_expr` with ``t_f = c_f + c_tf + c_cf`` and
   ``t_b = c_b + c_r + c_tb + c_cb`` (tensor- and context-parallel communication on the critical path);
+  each at least the host's time to issue its kernels (``h_f``, ``h_b``: ``max(t_f, h_f)``; an eager
+  framework issues every kernel from the CPU and runs ahead of the GPU within a pass,
+  :data:`.features.HOST_S_PER_KERNEL`);
   the transfers on its critical path are ``2(p-1) t_p2p`` (interleaved ``2(vp-1) t_p2p``); the bubble
   is what is left of the step after ``m (t_f + t_b)`` and those transfers;
 * data parallelism, per ZeRO stage (Rajbhandari et al. 2020 §5, §7): 0 allreduces the accumulated
@@ -34,8 +37,8 @@ from ..units import dtype_bytes
 from . import memory, pipeline
 
 STEP_INPUTS = ("c_f", "c_b", "c_r", "c_tf", "c_tb", "c_cf", "c_cb", "t_p2p", "p", "m", "v", "ar", "rs", "ag", "last",
-               "opt", "kappa")
-STEP_OUTPUTS = ("step", "step_pp", "bubble", "p2p_exposed", "dp_total", "dp_exposed", "dp_interference")
+               "opt", "kappa", "h_f", "h_b")
+STEP_OUTPUTS = ("step", "step_pp", "bubble", "p2p_exposed", "dp_total", "dp_exposed", "dp_interference", "host_wait")
 MEMORY_INPUTS = ("b", "t", "p", "m", "v", "d", "act_graph", "c")
 _SYM = {name: sp.Symbol(name, positive=True) for name in STEP_INPUTS + MEMORY_INPUTS}
 SYMBOLS = _SYM
@@ -46,12 +49,14 @@ def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
     """The step and its parts (:data:`STEP_OUTPUTS`) as sympy expressions in :data:`STEP_INPUTS`.
 
     >>> e = step_expressions("1f1b", 0, False)
-    >>> e["step"].subs({SYMBOLS["p"]: 1})
+    >>> e["step"].subs({SYMBOLS["p"]: 1, SYMBOLS["h_f"]: 0, SYMBOLS["h_b"]: 0})
     ar + m*(c_b + c_cb + c_cf + c_f + c_r + c_tb + c_tf) + opt
     """
     s = {k: _SYM[k] for k in STEP_INPUTS}
-    t_f = s["c_f"] + s["c_tf"] + s["c_cf"]
-    t_b = s["c_b"] + s["c_r"] + s["c_tb"] + s["c_cb"]
+    gpu_f = s["c_f"] + s["c_tf"] + s["c_cf"]
+    gpu_b = s["c_b"] + s["c_r"] + s["c_tb"] + s["c_cb"]
+    # a pass lasts at least as long as the host takes to issue its kernels (h_f, h_b)
+    t_f, t_b = sp.Max(gpu_f, s["h_f"]), sp.Max(gpu_b, s["h_b"])
     p, m, v, t_p2p = s["p"], s["m"], s["v"], s["t_p2p"]
     step_pp = pipeline.step_time_expr(schedule).xreplace(
         {pipeline.T_F: t_f, pipeline.T_B: t_b, pipeline.T_P2P: t_p2p, pipeline.S.p: p, pipeline.S.m: m,
@@ -72,7 +77,7 @@ def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
         dp_exposed, interference = dp_total, sp.Integer(0)
     return {"step": step_pp + dp_exposed + interference + s["opt"], "step_pp": step_pp, "bubble": bubble,
             "p2p_exposed": p2p_exposed, "dp_total": dp_total, "dp_exposed": dp_exposed,
-            "dp_interference": interference}
+            "dp_interference": interference, "host_wait": m * (t_f - gpu_f + t_b - gpu_b)}
 
 
 @lru_cache(maxsize=None)
@@ -99,7 +104,8 @@ def breakdown(inputs: dict, out: dict) -> dict:
          "bubble_s": out["bubble"], "data_parallel_comm_s": out["dp_total"],
          "data_parallel_exposed_s": out["dp_exposed"],
          "data_parallel_overlapped_s": out["dp_total"] - out["dp_exposed"],
-         "overlap_interference_s": out["dp_interference"], "optimizer_s": inputs["opt"]}
+         "overlap_interference_s": out["dp_interference"], "optimizer_s": inputs["opt"],
+         "host_wait_s": out["host_wait"]}
     b["compute_s"] = b["forward_s"] + b["backward_s"] + b["recompute_s"]
     b["communication_s"] = b["tensor_parallel_comm_s"] + b["context_parallel_comm_s"] + out["p2p_exposed"] \
         + out["dp_exposed"]

@@ -43,7 +43,7 @@ import pandas as pd
 
 from ..scenario import Scenario, load_scenario
 from . import compose, memory
-from .features import context_exposed, transformer_shape, triple_seconds, workload
+from .features import HOST_S_PER_KERNEL, context_exposed, transformer_shape, triple_seconds, workload
 from ..uncertainty import band
 from .run import run_cost
 
@@ -89,7 +89,7 @@ def estimate(scenario) -> Estimate:
     sc = load_scenario(scenario)
     par, tr = sc.parallel, sc.training
     w, stage, state, mem, key = prepare(sc)
-    inputs = step_inputs(w, stage, *key, state, sync=sync_of(sc))
+    inputs = step_inputs(w, stage, *key, state, sync=sync_of(sc), host=tr["host_overhead_s"])
     out = {k: float(x) for k, x in compose.step_fn(par["schedule"], tr["zero_stage"], tr["overlap"])(**inputs).items()}
     breakdown = {k: float(x) for k, x in compose.breakdown(inputs, out).items()}
     step = out["step"]
@@ -116,7 +116,7 @@ def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | No
         i, e = intra_bw * at["intra_bw"], inter_bw * at["inter_bw"]
         inputs = step_inputs(w, stage, *key, state, lambda parts: parts.seconds(f, b, la),
                              lambda tr: triple_seconds(tr, i, e), lambda st: w.optimizer_seconds(st, b, la),
-                             sync=sync_of(sc))
+                             sync=sync_of(sc), host=sc.training["host_overhead_s"])
         return fn(**inputs)["step"]
     return band(step)
 
@@ -160,11 +160,14 @@ def prepare(sc: Scenario) -> tuple:
 
 
 def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: int, m, v, zero: int, state_bytes,
-                seconds=None, comm=None, optimizer=None, sync: tuple = ("allreduce", 0, "none")) -> dict:
+                seconds=None, comm=None, optimizer=None, sync: tuple = ("allreduce", 0, "none"),
+                host: float | None = None, host_wait=None) -> dict:
     """Inputs of :func:`.compose.step_fn` for one layout of workload ``w``: kernel parts become seconds
     through ``seconds`` (default: on the nominal device), communication triples through ``comm`` (default
     :func:`.features.triple_seconds`) and the optimizer's state bytes through ``optimizer`` (default
-    :meth:`.features.Workload.optimizer_seconds`); :mod:`.sensitivity` passes symbolic ones."""
+    :meth:`.features.Workload.optimizer_seconds`); :mod:`.sensitivity` passes symbolic ones. ``host``: host
+    seconds per kernel (:func:`host_per_kernel`); ``host_wait``: the stage's host issue seconds (default
+    :func:`host_seconds`; :mod:`.sensitivity` passes symbolic ones)."""
     seconds = seconds or (lambda parts: parts.seconds())
     comm = comm or triple_seconds
     optimizer = optimizer or w.optimizer_seconds
@@ -174,15 +177,33 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
         c, cp["layers"], cp["rec_layers"], seconds(cp["blk_f"]), seconds(cp["blk_b"]), comm(cp["kv"]), comm(cp["a2a"]))
     dp = w.data_parallel(t, p, d * c, *sync)
     triples = {**{k: stage[k] for k in ("tp_f", "tp_b", "tp_r")}, **dp, "p2p": w.p2p(b, t, sp, rec, p, d, c, alg)}
+    h_f, h_b = (host_wait or (lambda st: host_seconds(st, w.dev, host)))(stage)
     return assemble(seconds(stage["f"]), seconds(stage["b"]), seconds(stage["r"]), triples, comm, zero, p, m, v,
-                    optimizer(state_bytes), dp["kappa"], c_cf, c_cb)
+                    optimizer(state_bytes), dp["kappa"], c_cf, c_cb, h_f, h_b)
 
 
-def assemble(c_f, c_b, c_r, triples: dict, comm, zero: int, p, m, v, opt, kappa, c_cf, c_cb) -> dict:
+def host_per_kernel(dev, host: float | None = None) -> float:
+    """The host's seconds to issue one kernel: ``host``, or (``None``) :data:`.features.HOST_S_PER_KERNEL`
+    on a GPU and 0 on a CPU device (whose per-operator dispatch is its launch overhead, on the same cores)."""
+    if host is not None:
+        return float(host)
+    return HOST_S_PER_KERNEL if dev.kind == "gpu" else 0.0
+
+
+def host_seconds(stage: dict, dev, host: float | None = None) -> tuple[float, float]:
+    """The host's seconds to issue a stage's forward and its backward (with recompute) pass per
+    microbatch: its kernels (:meth:`~concurrency_model.timing.parts.Parts.kernels`) times
+    :func:`host_per_kernel`."""
+    h, la = host_per_kernel(dev, host), float(dev.launch_overhead)
+    return h * stage["f"].kernels(la), h * (stage["b"].kernels(la) + stage["r"].kernels(la))
+
+
+def assemble(c_f, c_b, c_r, triples: dict, comm, zero: int, p, m, v, opt, kappa, c_cf, c_cb, h_f=0.0, h_b=0.0) -> dict:
     """The inputs of :func:`.compose.step_fn` from a stage's compute seconds and its communication
-    ``triples`` (``tp_f, tp_b, tp_r, p2p, ar, rs, ag, last_ar, last_rs``) priced by ``comm``: shared by
-    :func:`step_inputs` (one layout) and :mod:`concurrency_model.sweep` (arrays of layouts)."""
-    return {"c_f": c_f, "c_b": c_b, "c_r": c_r + comm(triples["tp_r"]), "c_tf": comm(triples["tp_f"]),
+    ``triples`` (``tp_f, tp_b, tp_r, p2p, ar, rs, ag, last_ar, last_rs``) priced by ``comm``, and the host
+    issue seconds ``h_f``, ``h_b`` (:func:`host_seconds`): shared by :func:`step_inputs` (one layout) and
+    :mod:`concurrency_model.sweep` (arrays of layouts)."""
+    return {"h_f": h_f, "h_b": h_b, "c_f": c_f, "c_b": c_b, "c_r": c_r + comm(triples["tp_r"]), "c_tf": comm(triples["tp_f"]),
             "c_tb": comm(triples["tp_b"]), "c_cf": c_cf, "c_cb": c_cb, "t_p2p": comm(triples["p2p"]),
             "p": p, "m": m, "v": v, "ar": comm(triples["ar"]), "rs": comm(triples["rs"]), "ag": comm(triples["ag"]),
             "last": comm(triples["last_ar"] if zero == 0 else triples["last_rs"]), "opt": opt, "kappa": kappa}

@@ -27,6 +27,8 @@ from ..comm.collectives import collective_time
 from ..comm.hierarchical import hierarchical_pipelined
 from ..comm.on_cluster import _flat, collective_on_cluster
 from ..models import get_model
+from ..models.transformer import is_lm_head
+from ..timing import roofline_coeffs
 from ..timing.graph import layer_parts
 from ..timing.parts import Parts, total
 from ..units import dtype_bytes
@@ -35,6 +37,21 @@ from .context import NO_PARTS, ZERO_TRIPLE, ContextMixin, _add, context_exposed 
 
 GRAD_BYTES = {"fp32": 4, "tf32": 4}  # gradients in the training dtype otherwise (2 bytes for fp16/bf16)
 BUCKET_BYTES = 25 * 2**20  # PyTorch DDP bucket_cap_mb = 25 (training-formulas §7)
+# Host (CPU) seconds to issue one modelled kernel in an eager framework step: Python, the dispatcher, autograd
+# and cudaLaunchKernel (5-20 us for the launch call alone, hardware.md 3D [R31]), for the modelled kernel and
+# the host-only and small ops around it (views, RNG-state forks, copies) that the graph does not list. A pass
+# of a stage lasts at least its kernels times this (parallel.compose: pass = max(GPU, host); the host runs
+# ahead of the GPU within a pass, so the two overlap: no wait when the GPU is the slower). Fitted once on a
+# 5 us grid (0-160 us): least mean APE over every 4th even row of vtrain_single (Megatron-DeepSpeed on 2-8
+# A100, hosts of 2 x AMD EPYC 7742; benchmarks/fit_host_overhead.py: 13.6% at 85 us), held out on the odd
+# rows and every other set (benchmarks/training_accuracy.py).
+HOST_S_PER_KERNEL = 85e-6
+# Megatron's vocab-parallel cross-entropy on fp32 logits (training-formulas §4.3: the logits are held in fp32;
+# megatron/core/tensor_parallel/cross_entropy.py): bytes read + written per logit element and pass, in the
+# kernels it runs [D]. Forward: cast to fp32 (vb + 4), max (4), subtract (8), exp (8), sum (4), divide (8);
+# backward: scale by the loss gradient (8), cast back (4 + vb). The cast is absent when vb = 4.
+CE_FORWARD = (4, 8, 8, 4, 8)
+CE_BACKWARD = (8,)
 
 
 def triple_seconds(tr, s_intra=1.0, s_inter=1.0):
@@ -58,6 +75,24 @@ def collective_triple(op: str, nbytes: float, ranks: int, cluster, ranks_per_nod
     busy = float(collective_time(op, alg, nbytes, ranks, 0, beta))
     on_inter = pl.kind == "inter" or (pl.kind == "mixed" and pl.inter[1] >= pl.intra[1])
     return (lat, 0.0, busy) if on_inter else (lat, busy, 0.0)
+
+
+def cross_entropy_parts(rows: float, vocab: float, value_bytes: int, dev, dtype: str) -> tuple:
+    """Forward and backward kernels (:class:`~concurrency_model.timing.parts.Parts`) of the fp32
+    cross-entropy over ``rows`` tokens and ``vocab`` logits each (one tensor rank's share of the
+    vocabulary), one memory-bound kernel per step of :data:`CE_FORWARD` / :data:`CE_BACKWARD`.
+
+    >>> from concurrency_model.hardware import load_device
+    >>> f, b = cross_entropy_parts(1024, 51200, 2, load_device("a100-sxm4-80gb"), "fp16")
+    >>> int(f.count.sum()), int(b.count.sum())   # cast + 5 forward kernels, 1 + cast back backward
+    (6, 2)
+    """
+    n = float(rows) * float(vocab)
+    cast = (value_bytes + 4,) if value_bytes < 4 else ()
+    out = []
+    for steps in (cast + CE_FORWARD, CE_BACKWARD + cast):
+        out.append(total(Parts.from_coeffs(roofline_coeffs(n, n * k, dev, "fp32"), dev) for k in steps))
+    return tuple(out)
 
 
 def transformer_shape(graph):
@@ -160,7 +195,7 @@ class Workload(ContextMixin):
             if n.kind == "attention" and n.attrs["heads"] % t:
                 raise ValueError(f"parallel.tensor: {t} does not divide the {n.attrs['heads']} attention heads")
             split = n.attrs.get("split")
-            if split == "column" and n.name.split(".")[-1] != "lm_head" and n.attrs["c_out"] % t:
+            if split == "column" and not is_lm_head(n) and n.attrs["c_out"] % t:
                 raise ValueError(f"parallel.tensor: {t} does not divide {n.name}'s {n.attrs['c_out']} outputs")
             if split == "row" and n.attrs["c_in"] % t:
                 raise ValueError(f"parallel.tensor: {t} does not divide {n.name}'s {n.attrs['c_in']} inputs")
@@ -189,7 +224,7 @@ class Workload(ContextMixin):
         for n, r in zip(nodes, rows):
             tf = tb = ZERO_TRIPLE
             split = n.attrs.get("split")
-            if t > 1 and split in ("row", "column") and n.name.split(".")[-1] != "lm_head":
+            if t > 1 and split in ("row", "column") and not is_lm_head(n):
                 nbytes = b * n.attrs["rows_per_sample"] * (n.attrs["c_out"] if split == "row" else n.attrs["c_in"]) \
                     * self.vb
                 one = self._coll(op, nbytes, t, rpn, 1)
@@ -204,6 +239,11 @@ class Workload(ContextMixin):
                 both = r["grad_input"] + r["grad_weight"]
                 passes[key] = (r["forward"], both, r["forward"].total(), both.total())
             f, bw, f_s, b_s = passes[key]
+            if is_lm_head(n):  # the loss on its logits (training only)
+                vocab = -(-n.attrs["c_out"] // t)
+                ce_f, ce_b = cross_entropy_parts(b * n.attrs["rows_per_sample"], vocab, self.vb, self.dev, self.dtype)
+                f, bw = f + ce_f, bw + ce_b
+                f_s, b_s = f.total(), bw.total()
             cp = {}
             if c > 1 and n.kind == "attention":
                 f, bw, cp = self._context_attention(n, r, b, t, c, algorithm)
@@ -283,7 +323,7 @@ class Workload(ContextMixin):
         context = {"c": cp, "algorithm": algorithm, "layers": len(att),
                    "rec_layers": len(att) if recompute != "none" else 0,
                    "blk_f": one["blk_f"].compact(), "blk_b": one["blk_b"].compact(), "kv": one["kv"], "a2a": one["a2a"]}
-        return {"f": part("f"), "b": part("b"), "r": part("r"),
+        return {**{k: part(k) for k in ("f", "b", "r")},
                 **{k: tuple(float(x) for x in c[k][lo:hi].sum(axis=0)) for k in ("tp_f", "tp_b", "tp_r")},
                 "stages": stages, "boundary_numel": rows[stages[0][1] - 1]["numel"] if p > 1 else 0, "cp": context}
 

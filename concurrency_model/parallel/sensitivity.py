@@ -2,7 +2,8 @@
 
 The step of one configuration is rebuilt as a sympy expression (:mod:`.compose` with its inputs written
 out: every kernel of the slowest stage as ``max(compute/s_F, memory/s_B) + extra/s_B + launch*s_L``,
-every collective as ``s_lat*latency + max(intra/s_intra, inter/s_inter)``) in scale symbols that are 1
+every collective as ``s_lat*latency + max(intra/s_intra, inter/s_inter)``, the host's issue time of a
+pass as ``s_host`` times its kernels' host seconds) in scale symbols that are 1
 for the scenario as given, and in ``m``, the microbatches per step. The elasticity of x is
 ``(x/T) dT/dx`` there: -0.8 for inter-node bandwidth means 10% more bandwidth saves about 8% of the step.
 """
@@ -14,11 +15,11 @@ import sympy as sp
 
 from ..scenario import load_scenario
 from . import compose
-from .estimate import prepare, step_inputs, sync_of
+from .estimate import host_seconds, prepare, step_inputs, sync_of
 
 SCALES = {"s_flops": "peak FLOP/s", "s_mem_bw": "memory bandwidth", "s_launch": "kernel launch overhead",
           "s_intra": "intra-node link bandwidth", "s_inter": "inter-node link bandwidth",
-          "s_latency": "network latency", "m": "microbatches per step (global batch at fixed data x microbatch)"}
+          "s_latency": "network latency", "s_host": "host (framework) seconds per kernel", "m": "microbatches per step (global batch at fixed data x microbatch)"}
 
 
 def step_expression(scenario) -> tuple[sp.Expr, dict]:
@@ -39,6 +40,9 @@ def step_expression(scenario) -> tuple[sp.Expr, dict]:
                                + float(la) * s["s_launch"])
                    for c, mm, e, la, n in zip(parts.compute, parts.memory, parts.extra, parts.launch, parts.count))
 
+    def host_wait(stage):  # the host's issue seconds, scaled by s_host
+        return tuple(x * s["s_host"] for x in host_seconds(stage, w.dev, sc.training["host_overhead_s"]))
+
     def comm(tr):
         return float(tr[0]) * s["s_latency"] + sp.Max(float(tr[1]) / s["s_intra"], float(tr[2]) / s["s_inter"], evaluate=False)
 
@@ -48,7 +52,7 @@ def step_expression(scenario) -> tuple[sp.Expr, dict]:
 
     b, t, spar, rec, p, d, m, v, zero = key
     inputs = step_inputs(w, stage, b, t, spar, rec, p, d, s["m"], v, zero, state, seconds, comm, optimizer,
-                         sync=sync_of(sc))
+                         sync=sync_of(sc), host_wait=host_wait)
     expr = compose.step_expressions(sc.parallel["schedule"], zero, sc.training["overlap"])["step"]
     expr = expr.xreplace({compose.SYMBOLS[k]: sp.sympify(x) for k, x in inputs.items()})
     values = {sym: (m if k == "m" else 1) for k, sym in s.items()}

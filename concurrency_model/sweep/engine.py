@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..parallel import compose, memory
 from ..parallel.features import context_exposed, transformer_shape, workload
-from ..parallel.estimate import assemble, prepare, step_band, sync_of
+from ..parallel.estimate import assemble, host_seconds, prepare, step_band, sync_of
 from ..parallel.run import run_cost
 from ..progress import Progress
 from ..scenario import load_scenario, read_scenario
@@ -262,7 +262,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     step = np.empty((len(lay), H))
     busy = np.empty((len(lay), H)) if sc.run else None
     bar = Progress(len(lay) * H, "sweep", enabled=progress)
-    feats = _features(w, lay, state, sc_, sync_of(sc))
+    feats = _features(w, lay, state, sc_, sync_of(sc), tr["host_overhead_s"])
     compile_s, eval_s = time.perf_counter() - t0, 0.0
     for (schedule, zero), idx in lay.groupby(["schedule", "zero_stage"]).indices.items():
         fn = compose.step_fn(schedule, int(zero), tr["overlap"], ("step",))
@@ -283,18 +283,21 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
                         "seq_len": shape["s"] if shape else None}, busy)
 
 
-def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict, sync: tuple = ("allreduce", 0, "none")) -> dict:
-    """Per layout: indices into per-stage tables of compute seconds on the grid, communication triples."""
+def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict, sync: tuple = ("allreduce", 0, "none"),
+              host_s: float | None = None) -> dict:
+    """Per layout: indices into per-stage tables of compute seconds on the grid and host issue seconds
+    (``host_s`` per kernel, :func:`~concurrency_model.parallel.estimate.host_seconds`), communication triples."""
     keys = list(zip(lay["microbatch_size"].astype(int), lay["tensor"].astype(int), lay["sequence_parallel"].astype(bool),
                     lay["recompute"], lay["pipeline"].astype(int), lay["context"].astype(int),
                     lay["context_algorithm"]))
     uniq = {k: n for n, k in enumerate(dict.fromkeys(keys))}
     hw = (scales["flops"], scales["mem_bw"], scales["launch"])
-    tables = {c: np.empty((len(uniq), len(scales["flops"]))) for c in ("f", "b", "r", "blk_f", "blk_b")}
+    tables = {c: np.empty((len(uniq), len(scales["flops"]))) for c in ("f", "b", "r", "blk_f", "blk_b", "h_f", "h_b")}
     tp = {c: np.empty((len(uniq), 3)) for c in ("tp_f", "tp_b", "tp_r", "kv", "a2a")}
     cp = {c: np.empty(len(uniq)) for c in ("c", "layers", "rec_layers")}
     for k, n in uniq.items():
         st = w.stage(*k)
+        tables["h_f"][n], tables["h_b"][n] = host_seconds(st, w.dev, host_s)  # not scaled by the hardware
         for c in ("f", "b", "r"):
             tables[c][n] = st[c].seconds(*hw)
         for c in ("blk_f", "blk_b"):
@@ -340,4 +343,5 @@ def _inputs(f: dict, i: np.ndarray, zero: int, scales: dict) -> dict:
                **{k: f[k] for k in ("ar", "rs", "ag", "last_ar", "last_rs")}}
     opt = f["opt_w"].optimizer_seconds(f["state"][i, None], scales["mem_bw"][None, :], scales["launch"][None, :])
     return assemble(f["tables"]["f"][at], f["tables"]["b"][at], f["tables"]["r"][at], triples, comm, zero,
-                    f["p"][i, None], f["m"][i, None], f["v"][i, None], opt, f["kappa"][i, None], c_cf, c_cb)
+                    f["p"][i, None], f["m"][i, None], f["v"][i, None], opt, f["kappa"][i, None], c_cf, c_cb,
+                    f["tables"]["h_f"][at], f["tables"]["h_b"][at])

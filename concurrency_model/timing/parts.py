@@ -56,6 +56,18 @@ class Parts:
         t = np.maximum(self.compute / sf, self.memory / sb) + self.extra / sb + self.launch * sl
         return (t * self.count).sum(axis=-1)
 
+    def kernels(self, launch_s: float) -> float:
+        """Kernels these parts launch: each row's launch seconds over ``launch_s`` (the device's launch
+        overhead; a row without a launch term counts once), times its count.
+
+        >>> Parts(*(np.array([x, x]) for x in (1e-6, 1e-6, 0.0, 8e-6, 3.0))).kernels(4e-6)   # 2 rows x 2 x 3
+        12.0
+        """
+        if len(self.count) == 0:
+            return 0.0
+        k = np.where(self.launch > 0, self.launch / launch_s, 1.0) if launch_s > 0 else np.ones_like(self.count)
+        return float((k * self.count).sum())
+
     def total(self) -> float:
         """Seconds on the nominal device."""
         return float(((np.maximum(self.compute, self.memory) + self.extra + self.launch) * self.count).sum())

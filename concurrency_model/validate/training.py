@@ -112,6 +112,17 @@ def vtrain_rows(which: str = "single") -> pd.DataFrame:
     return _vtrain(f"vtrain_ground_truth_{which}")
 
 
+def vtrain_fit_rows() -> pd.DataFrame:
+    """The even rows (file order) of vTrain single node: the rows :data:`~concurrency_model.parallel.
+    features.HOST_S_PER_KERNEL` is fitted on (``benchmarks/fit_host_overhead.py``)."""
+    return vtrain_rows("single").iloc[0::2].reset_index(drop=True)
+
+
+def vtrain_held_out_rows() -> pd.DataFrame:
+    """The odd rows of vTrain single node, which no constant is fitted on: the ones validated."""
+    return vtrain_rows("single").iloc[1::2].reset_index(drop=True)
+
+
 def megatron_rows() -> pd.DataFrame:
     """Megatron-LM README rows: ``megatron_2020`` (iteration times) and ``megatron_2021`` (TFLOP/s)."""
     df = load("megatron_readme_scaling")
