@@ -26,7 +26,8 @@ from concurrency_model.validate import registry
 NOT_NVIDIA = ("mi25", "vega-fe", "xeon-phi-7250")
 # dataset (or prefix ending in "*") -> [(mode, statistic, scope, limit as a fraction)]; scope: "all" = the
 # dataset's rows together, "each" = every group (device and dtype / system) alone, "nvidia" = every
-# NVIDIA device and dtype alone; statistic "plateau_busbw" = |measured / predicted - 1| of the largest size
+# NVIDIA device and dtype alone; statistic "plateau_busbw" = |measured / predicted - 1| time of the largest
+# size = |busbw_pred - busbw_meas| / busbw_meas
 TARGETS = {
     # issue 3 (device time), benchmarks/kernel_accuracy.py: datasheet GEMM median <= 10%, p90 <= 30%, conv
     # median <= 20% on every NVIDIA device; calibrated (held-out) GEMM <= 6%, conv <= 12%, RNN <= 15%
@@ -40,7 +41,7 @@ TARGETS = {
     "nccl-tests-allreduce": [("held-out", "median", "each", 0.10), ("preset", "plateau_busbw", "each", 0.15)],
     # training validation (first part of the parallelism issue), benchmarks/training_accuracy.py:
     # Megatron / Narayanan median <= 10%; vTrain MAPE <= 8% single node, <= 12% multi-node
-    "vtrain-single": [("preset", "mean", "all", 0.08)],
+    "vtrain-single": [("held-out", "mean", "all", 0.08)],  # its odd rows (the even ones fit the host overhead)
     "vtrain-multi": [("preset", "mean", "all", 0.12)],
     "megatron-2021": [("preset", "median", "all", 0.10)],
     "narayanan2021-table2": [("preset", "median", "all", 0.10)],

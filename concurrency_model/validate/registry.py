@@ -52,7 +52,7 @@ from ..progress import Progress
 from .adapters import (COLLECTIVES, COLUMNS, FILES, INFERENCE, KERNELS, MIN_BYTES, QUICK_EVERY,
                        SCALING, TRAINING, _collective, _collective_rows, _inference, _kernel_datasheet,
                        _kernel_frame, _kernel_held_out, _kernel_rows, _measured_compute, _measured_network,
-                       _scaling, _scaling_rows, _training_chunk, _training_rows)
+                       _scaling, _scaling_rows, _training_chunk, _training_rows, training_mode)
 
 
 
@@ -109,8 +109,7 @@ def _plan(asked: list[str], quick: bool, all_modes: bool, info: dict) -> list:
         try:
             if name in TRAINING:
                 df = _training_rows(name)
-                # vtrain-single: its odd rows, held out from the fit of the host seconds per kernel
-                info[name].update(rows_total=len(df), mode="held-out" if name == "vtrain-single" else "preset")
+                info[name].update(rows_total=len(df), mode=training_mode(name))
                 every = QUICK_EVERY.get(name, 1) if quick else 1
                 if every > 1:
                     df = df.iloc[::every].reset_index(drop=True)
