@@ -43,9 +43,9 @@ BUCKET_BYTES = 25 * 2**20  # PyTorch DDP bucket_cap_mb = 25 (training-formulas ย
 # of a stage lasts at least its kernels times this (parallel.compose: pass = max(GPU, host); the host runs
 # ahead of the GPU within a pass, so the two overlap: no wait when the GPU is the slower). Fitted once on a
 # 5 us grid (0-160 us): least mean APE over every 4th even row of vtrain_single (Megatron-DeepSpeed on 2-8
-# A100, hosts of 2 x AMD EPYC 7742; benchmarks/fit_host_overhead.py: 13.6% at 85 us), held out on the odd
-# rows and every other set (benchmarks/training_accuracy.py).
-HOST_S_PER_KERNEL = 85e-6
+# A100, hosts of 2 x AMD EPYC 7742, full recompute; benchmarks/fit_host_overhead.py: 9.4% at 60 us), held
+# out on the odd rows and every other set (benchmarks/training_accuracy.py).
+HOST_S_PER_KERNEL = 60e-6
 # Megatron's vocab-parallel cross-entropy on fp32 logits (training-formulas ยง4.3: the logits are held in fp32;
 # megatron/core/tensor_parallel/cross_entropy.py): bytes read + written per logit element and pass, in the
 # kernels it runs [D]. Forward: cast to fp32 (vb + 4), max (4), subtract (8), exp (8), sum (4), divide (8);
