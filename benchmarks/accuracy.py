@@ -5,8 +5,12 @@ Runs every row (``--quick``: the sampled, faster run of ``concurrency-model vali
 predictors support (main mode first: the honest one; then held-out and in-sample figures), prints the
 per-dataset table (absolute percentage error, %) and each target with ``met`` or ``missed``.
 The column ``in 80% band %`` is the share of measured values inside the prediction's 80% band
-(``concurrency_model.uncertainty``; training steps, whose data the spreads were not derived from): an
-honest band puts about 80 there. ``--markdown`` prints the tables as Markdown for the README. Missed targets do not change the exit status
+(``concurrency_model.uncertainty``), each dataset's spreads derived without it: training and scaling
+steps from the hardware and model spreads (DeepBench devices, nccl-tests presets, vTrain's even rows:
+vtrain-single is validated on its odd rows); kernels leave-one-device-out (or, held out, the device's
+training half); collectives from the other systems' preset residuals or the system's leave-one-out
+training errors; measured runs from their training rows' residuals. An honest band puts about 80 there;
+where a dataset has none, the note says why. ``--markdown`` prints the tables as Markdown for the README. Missed targets do not change the exit status
 (0): this is a report, the tests guard against regressions. About 3 minutes on 2 cores (the
 leave-one-device-out kernel fits and 1,440 vTrain rows dominate).
 
@@ -106,7 +110,9 @@ def table(summary: list[dict]) -> pd.DataFrame:
                          "mean %": _pct(st["mean_ape"]), "max %": _pct(st["max_ape"]),
                          # the share of measured values inside the 80% band (uncertainty.py): should be ~80
                          "in 80% band %": _pct(st.get("band_coverage")),
-                         "note": s["sampled"] if i == 0 and s["sampled"] != "all rows" else ""})
+                         "note": "; ".join(x for x in (s["sampled"] if i == 0 and s["sampled"] != "all rows" else "",
+                                                       s.get("band_note", "") if st.get("band_coverage") is None
+                                                       else "") if x)})
     return pd.DataFrame(rows).fillna("")
 
 
