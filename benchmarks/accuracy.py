@@ -98,6 +98,14 @@ def _pct(v) -> str:
     return "" if v is None or (isinstance(v, float) and np.isnan(v)) else f"{100 * v:.1f}"
 
 
+def _band_note(s: dict, st: dict) -> str:
+    """Why a mode has no band, or on how many rows it has one when not on all."""
+    if st.get("band_coverage") is None:
+        return s.get("band_note") or "no band in this mode (its fit's own rows: no held-out residuals)"
+    n = st.get("band_rows", st["rows"])
+    return f"band on {n} of {st['rows']} rows" if n < st["rows"] else ""
+
+
 def table(summary: list[dict]) -> pd.DataFrame:
     rows = []
     for s in summary:
@@ -111,8 +119,7 @@ def table(summary: list[dict]) -> pd.DataFrame:
                          # the share of measured values inside the 80% band (uncertainty.py): should be ~80
                          "in 80% band %": _pct(st.get("band_coverage")),
                          "note": "; ".join(x for x in (s["sampled"] if i == 0 and s["sampled"] != "all rows" else "",
-                                                       s.get("band_note", "") if st.get("band_coverage") is None
-                                                       else "") if x)})
+                                                       _band_note(s, st)) if x)})
     return pd.DataFrame(rows).fillna("")
 
 

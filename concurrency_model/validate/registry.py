@@ -236,11 +236,13 @@ def _stats(g: pd.DataFrame) -> dict:
     keep = _ok(g) & np.isfinite(ape)
     ape = ape[keep]
     if not len(ape):
-        return {"rows": 0, "median_ape": None, "mean_ape": None, "max_ape": None, "band_coverage": None}
+        return {"rows": 0, "median_ape": None, "mean_ape": None, "max_ape": None, "band_coverage": None,
+                "band_rows": 0}
     kept = g[keep]
     coverage = uncertainty.coverage(kept["measured"], kept["p10"], kept["p90"]) if "p10" in g else None
+    banded = int(np.isfinite(kept["p10"].astype(float)).sum()) if "p10" in g else 0
     return {"rows": int(len(ape)), "median_ape": float(ape.median()), "mean_ape": float(ape.mean()),
-            "max_ape": float(ape.max()), "band_coverage": coverage}
+            "max_ape": float(ape.max()), "band_coverage": coverage, "band_rows": banded}
 
 
 def summarize(df: pd.DataFrame) -> list[dict]:
@@ -250,7 +252,7 @@ def summarize(df: pd.DataFrame) -> list[dict]:
     ``not_predicted`` (rows the estimate refused or could not map), ``unit``, ``sampled``, ``file``,
     ``error`` (``None``, or one line naming the file, row and column), ``band_coverage`` (the share of
     measured values inside the prediction's 80% band, where the predictor gives one; None otherwise),
-    ``band_note`` (why the dataset has no band, or ``""``) and
+    ``band_rows`` (how many of ``rows`` have a band), ``band_note`` (why the dataset has no band, or ``""``) and
     ``other_modes`` (mode ->
     ``rows, median_ape, mean_ape, max_ape``) where :func:`validate` ran more than one mode."""
     info = df.attrs.get("datasets") or {n: {} for n in dict.fromkeys(df["dataset"])}
