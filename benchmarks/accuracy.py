@@ -10,9 +10,10 @@ steps from the hardware and model spreads (DeepBench devices, nccl-tests presets
 vtrain-single is validated on its odd rows); kernels leave-one-device-out (or, held out, the device's
 training half); collectives from the other systems' preset residuals or the system's leave-one-out
 training errors; measured runs from their training rows' residuals. An honest band puts about 80 there;
-where a dataset has none, the note says why. ``--markdown`` prints the tables as Markdown for the README. Missed targets do not change the exit status
-(0): this is a report, the tests guard against regressions. About 3 minutes on 2 cores (the
-leave-one-device-out kernel fits and 1,440 vTrain rows dominate).
+where a dataset has none, the note says why. ``--markdown`` prints the tables as Markdown for the README.
+Missed targets do not change the exit status (0): this is a report, the tests guard against regressions.
+About 3 minutes on 2 cores (``--quick``: about 90 s; the leave-one-device-out kernel fits and 1,440 vTrain
+rows dominate).
 
     python benchmarks/accuracy.py [--quick] [--markdown] [--workers N]
 """

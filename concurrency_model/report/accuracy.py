@@ -77,8 +77,8 @@ def predicted_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 def error_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per dataset: ``dataset, mode, rows, rows_total, sampled, median_ape_pct, mean_ape_pct,
-    max_ape_pct, within_20_pct, in_band_pct, band_note, source, date, error`` (``registry.summarize`` plus the share of rows within
-    ±20% and the source and date of the data).
+    max_ape_pct, within_20_pct, in_band_pct, band_note, source, date, error`` (``registry.summarize`` plus
+    the share of rows within ±20% and the source and date of the data).
 
     >>> df = pd.DataFrame({"dataset": "vtrain-multi", "mode": "preset", "row": [2, 3], "label": "",
     ...                    "group": "", "measured": [1.0, 1.0], "predicted": [1.1, 1.3], "unit": "s",
