@@ -5,10 +5,15 @@ Runs every row (``--quick``: the sampled, faster run of ``concurrency-model vali
 predictors support (main mode first: the honest one; then held-out and in-sample figures), prints the
 per-dataset table (absolute percentage error, %) and each target with ``met`` or ``missed``.
 The column ``in 80% band %`` is the share of measured values inside the prediction's 80% band
-(``concurrency_model.uncertainty``; training steps, whose data the spreads were not derived from): an
-honest band puts about 80 there. ``--markdown`` prints the tables as Markdown for the README. Missed targets do not change the exit status
-(0): this is a report, the tests guard against regressions. About 3 minutes on 2 cores (the
-leave-one-device-out kernel fits and 1,440 vTrain rows dominate).
+(``concurrency_model.uncertainty``), each dataset's spreads derived without it: training and scaling
+steps from the hardware and model spreads (DeepBench devices, nccl-tests presets, vTrain's even rows:
+vtrain-single is validated on its odd rows); kernels leave-one-device-out (or, held out, the device's
+training half); collectives from the other systems' preset residuals or the system's leave-one-out
+training errors; measured runs from their training rows' residuals. An honest band puts about 80 there;
+where a dataset has none, the note says why. ``--markdown`` prints the tables as Markdown for the README.
+Missed targets do not change the exit status (0): this is a report, the tests guard against regressions.
+About 3 minutes on 2 cores (``--quick``: about 90 s; the leave-one-device-out kernel fits and 1,440 vTrain
+rows dominate).
 
     python benchmarks/accuracy.py [--quick] [--markdown] [--workers N]
 """
@@ -94,6 +99,14 @@ def _pct(v) -> str:
     return "" if v is None or (isinstance(v, float) and np.isnan(v)) else f"{100 * v:.1f}"
 
 
+def _band_note(s: dict, st: dict) -> str:
+    """Why a mode has no band, or on how many rows it has one when not on all."""
+    if st.get("band_coverage") is None:
+        return s.get("band_note") or "no band in this mode (its fit's own rows: no held-out residuals)"
+    n = st.get("band_rows", st["rows"])
+    return f"band on {n} of {st['rows']} rows" if n < st["rows"] else ""
+
+
 def table(summary: list[dict]) -> pd.DataFrame:
     rows = []
     for s in summary:
@@ -106,7 +119,8 @@ def table(summary: list[dict]) -> pd.DataFrame:
                          "mean %": _pct(st["mean_ape"]), "max %": _pct(st["max_ape"]),
                          # the share of measured values inside the 80% band (uncertainty.py): should be ~80
                          "in 80% band %": _pct(st.get("band_coverage")),
-                         "note": s["sampled"] if i == 0 and s["sampled"] != "all rows" else ""})
+                         "note": "; ".join(x for x in (s["sampled"] if i == 0 and s["sampled"] != "all rows" else "",
+                                                       _band_note(s, st)) if x)})
     return pd.DataFrame(rows).fillna("")
 
 

@@ -9,12 +9,16 @@ log of that factor is taken as normal with the spread of the calibration residua
   log(predicted/measured) kernel time (GEMM and convolution, default constants): the systematic part, which
   does not average out over the thousands of kernels of a step;
 * ``intra_bw``, ``inter_bw``: the standard deviation of log(predicted/measured) of the cluster presets'
-  all-reduce times at >= 64 KiB against nccl-tests.
+  all-reduce times at >= 64 KiB against nccl-tests;
+* ``model``: the model-form spread of the whole step, the standard deviation of log(predicted/measured)
+  of the one constant fitted on training steps (``HOST_S_PER_KERNEL``, on the even rows of vTrain single
+  node): what the hardware scales leave unexplained.
 
-:func:`band` samples the five scales together (independent log-normals, one draw per sample for the whole
-step), evaluates the step on the whole sample at once and returns the 10th and 90th percentiles. Whether
-the bands are honest is checked in ``benchmarks/accuracy.py``: the share of measured training steps inside
-the 80% band, on datasets the spreads were not derived from.
+:func:`band` samples the five hardware scales together (independent log-normals, one draw per sample for
+the whole step), evaluates the step on the whole sample at once, multiplies it by the model factor
+``exp(N(0, sigma_model))`` and returns the 10th and 90th percentiles. Whether the bands are honest is
+checked in ``benchmarks/accuracy.py``: the share of measured values inside the 80% band on every dataset,
+each with spreads derived without it (:func:`lognormal_band`, :func:`coverage`).
 """
 from __future__ import annotations
 
@@ -24,18 +28,22 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
-SCALES = ("flops", "mem_bw", "launch", "intra_bw", "inter_bw")
+SCALES = ("flops", "mem_bw", "launch", "intra_bw", "inter_bw")  # the hardware scales a step function takes
+MODEL = "model"  # the model-form factor on the whole step
 FILE = Path(__file__).parent / "presets" / "uncertainty.json"
 SAMPLES = 400
 QUANTILES = (0.1, 0.9)
+Z90 = 1.2815515655446004  # standard normal 90th percentile: an 80% band is exp(-+Z90 sigma) of a log-normal
+MODEL_EVERY = 8  # derive_spreads: every 8th calibration row (90 of the 720 even rows; ~15 s on 1 core)
 
 
 @lru_cache(maxsize=None)
 def spreads() -> dict:
-    """``{scale: sigma of log}`` from ``presets/uncertainty.json``."""
+    """``{scale: sigma of log}`` from ``presets/uncertainty.json``: the five hardware scales and ``model``."""
     d = json.loads(FILE.read_text())
-    return {k: float(d["sigma"][k]) for k in SCALES}
+    return {k: float(d["sigma"][k]) for k in (*SCALES, MODEL)}
 
 
 def sample_scales(n: int = SAMPLES, seed: int = 0, sigma: dict | None = None) -> dict:
@@ -47,15 +55,83 @@ def sample_scales(n: int = SAMPLES, seed: int = 0, sigma: dict | None = None) ->
 
 
 def band(step_fn, n: int = SAMPLES, seed: int = 0) -> tuple[float, float]:
-    """10th and 90th percentile of ``step_fn(**scales)`` (a function of arrays of the five scales).
+    """10th and 90th percentile of ``step_fn(**scales) * exp(N(0, sigma_model))`` (``step_fn``: a function
+    of arrays of the five hardware scales; the model factor is drawn after them from the same generator).
 
     >>> lo, hi = band(lambda flops, mem_bw, launch, intra_bw, inter_bw: 2.0 / flops)
-    >>> round(lo, 2), round(hi, 2)   # about 2 s x exp(-+1.28 sigma_flops)
-    (1.64, 2.43)
+    >>> round(lo, 2), round(hi, 2)   # about 2 s x exp(-+1.28 sqrt(sigma_flops^2 + sigma_model^2))
+    (1.5, 2.71)
     """
-    t = np.asarray(step_fn(**sample_scales(n, seed)), dtype=float)
+    sigma = spreads()
+    rng = np.random.default_rng(seed)
+    scales = {k: np.exp(rng.normal(0.0, sigma[k], n)) for k in SCALES}  # as sample_scales(n, seed)
+    t = np.asarray(step_fn(**scales), dtype=float) * np.exp(rng.normal(0.0, sigma[MODEL], n))
     lo, hi = np.quantile(t, QUANTILES)
     return float(lo), float(hi)
+
+
+def log_spread(predicted, measured) -> float:
+    """Standard deviation (population) of ``log(predicted / measured)``: the spread of a fit's residuals.
+
+    >>> round(log_spread([1.0, 2.0], [1.0, 1.0]), 4)   # logs 0 and ln 2: std = ln(2) / 2
+    0.3466
+    """
+    return float(np.std(np.log(np.asarray(predicted, dtype=float) / np.asarray(measured, dtype=float))))
+
+
+def lognormal_band(predicted, sigma) -> tuple[np.ndarray, np.ndarray]:
+    """The 80% band ``predicted * exp(-+Z90 sigma)`` of a log-normal error of spread ``sigma``."""
+    p, s = np.asarray(predicted, dtype=float), np.asarray(sigma, dtype=float)
+    return p * np.exp(-Z90 * s), p * np.exp(Z90 * s)
+
+
+def coverage(measured, lo, hi) -> float | None:
+    """Share of ``measured`` values inside ``[lo, hi]``, over the rows that have a band (finite ``lo``);
+    None when none has.
+
+    >>> coverage([1.0, 2.0, 5.0, 1.0], [0.5, 2.5, 4.0, np.nan], [1.5, 3.0, 6.0, np.nan])
+    0.6666666666666666
+    """
+    m, lo, hi = (np.asarray(x, dtype=float) for x in (measured, lo, hi))
+    has = np.isfinite(lo) & np.isfinite(hi)
+    return float(((m[has] >= lo[has]) & (m[has] <= hi[has])).mean()) if has.any() else None
+
+
+def group_sigma(log_ratio, groups) -> float:
+    """Spread of a new group's ``log(predicted/measured)`` judged from other groups' rows (``log_ratio``,
+    ``groups`` one label per row): ``sqrt(systematic^2 + scatter^2)``, the systematic part the root mean
+    square of the groups' median log ratios (about 0, not about their mean: the band is centred on the
+    prediction, whose average bias is not corrected) and the scatter the root mean square of every row
+    about its group's median. nan without rows.
+
+    >>> round(group_sigma([0.1, 0.3, -0.2, -0.2], ["a", "a", "b", "b"]), 4)   # medians 0.2, -0.2; scatter 0.1/sqrt(2)
+    0.2121
+    """
+    r = pd.Series(np.asarray(log_ratio, dtype=float))
+    if not len(r):
+        return float("nan")
+    g = pd.Series(np.asarray(groups)).reset_index(drop=True)
+    med = r.groupby(g).median()
+    systematic2 = float(np.mean(med.to_numpy() ** 2))
+    scatter2 = float(np.mean((r - g.map(med)).to_numpy() ** 2))
+    return float(np.sqrt(systematic2 + scatter2))
+
+
+def leave_one_out_sigma(log_ratio, groups, held) -> float:
+    """:func:`group_sigma` of the rows of every group but ``held`` (the group the band is for)."""
+    r, g = np.asarray(log_ratio, dtype=float), np.asarray(groups)
+    keep = g != held
+    return group_sigma(r[keep], g[keep])
+
+
+def model_spread(every: int = MODEL_EVERY) -> tuple[float, int]:
+    """``(sigma_model, rows)``: :func:`log_spread` of the step times predicted for every ``every``-th
+    calibration row of ``HOST_S_PER_KERNEL`` (:func:`~concurrency_model.validate.training.vtrain_fit_rows`,
+    the even rows of vTrain single node; the odd ones stay held out)."""
+    from .validate import training
+    r = training.evaluate(training.vtrain_fit_rows().iloc[::every].reset_index(drop=True), workers=1)
+    r = r[(r["status"] == "ok") & np.isfinite(r["predicted_time_s"])]
+    return log_spread(r["predicted_time_s"], r["measured_time_s"]), len(r)
 
 
 def derive_spreads() -> dict:
@@ -68,11 +144,15 @@ def derive_spreads() -> dict:
     c = c[c["size_bytes"] >= collectives.MIN_TARGET_BYTES]
     net = float(np.std(np.log(c["predicted_s"] / c["measured_s"])))
     device = float(np.std(per_device))
-    return {"sigma": {"flops": device, "mem_bw": device, "launch": device, "intra_bw": net, "inter_bw": net},
+    model, model_rows = model_spread()
+    return {"sigma": {"flops": device, "mem_bw": device, "launch": device, "intra_bw": net, "inter_bw": net,
+                      MODEL: model},
             "fitted_on": {"flops, mem_bw, launch": f"DeepBench GEMM and conv, {len(per_device)} devices, default "
                           "constants: std of per-device median log(predicted/measured)",
                           "intra_bw, inter_bw": f"nccl-tests all_reduce >= 64 KiB, {len(c)} rows, cluster presets: "
-                          "std of log(predicted/measured)"},
+                          "std of log(predicted/measured)",
+                          MODEL: f"vTrain single node, every {MODEL_EVERY}th of the even rows HOST_S_PER_KERNEL is "
+                          f"fitted on ({model_rows} steps): std of log(predicted/measured) step time"},
             "date": date.today().isoformat()}
 
 

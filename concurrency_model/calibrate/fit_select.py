@@ -281,7 +281,8 @@ def select(candidates, n, P, N, t) -> tuple[Fitted, pd.DataFrame]:
     """The first candidate whose leave-one-out error is within one standard error of the lowest (the
     "one-standard-error rule": Breiman et al. 1984, *Classification and Regression Trees* §3.4.3; Hastie,
     Tibshirani & Friedman, *Elements of Statistical Learning* §7.10), refitted on all rows, and a table of
-    every candidate's ``name, n_params, loo_mean_abs_log, loo_se`` (``nan`` where it was not scored).
+    every candidate's ``name, n_params, loo_mean_abs_log, loo_se, loo_rms_log`` (``nan`` where it was not
+    scored; ``loo_rms_log``: root mean square of the leave-one-out log errors, the spread of a new row's).
 
     List the candidates simplest first: a more complex one is kept only when the rows clearly favour it.
     With no candidate scorable (too few rows), the first one is fitted without selection."""
@@ -293,7 +294,8 @@ def select(candidates, n, P, N, t) -> tuple[Fitted, pd.DataFrame]:
         e = loo_errors(c, n, P, N, t) if len(n) - 1 >= c.n_params else np.full(len(n), np.nan)
         scored = bool(np.all(np.isfinite(e))) and len(e) > 1
         rows.append({"name": c.name, "n_params": c.n_params, "loo_mean_abs_log": float(np.mean(e)),
-                     "loo_se": float(np.std(e, ddof=1) / np.sqrt(len(e))) if scored else float("nan")})
+                     "loo_se": float(np.std(e, ddof=1) / np.sqrt(len(e))) if scored else float("nan"),
+                     "loo_rms_log": float(np.sqrt(np.mean(e ** 2)))})
     table = pd.DataFrame(rows)
     ok = np.isfinite(table["loo_mean_abs_log"].to_numpy())
     if not ok.any():

@@ -77,8 +77,8 @@ def predicted_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 def error_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per dataset: ``dataset, mode, rows, rows_total, sampled, median_ape_pct, mean_ape_pct,
-    max_ape_pct, within_20_pct, source, date, error`` (``registry.summarize`` plus the share of rows within
-    ±20% and the source and date of the data).
+    max_ape_pct, within_20_pct, in_band_pct, band_note, source, date, error`` (``registry.summarize`` plus
+    the share of rows within ±20% and the source and date of the data).
 
     >>> df = pd.DataFrame({"dataset": "vtrain-multi", "mode": "preset", "row": [2, 3], "label": "",
     ...                    "group": "", "measured": [1.0, 1.0], "predicted": [1.1, 1.3], "unit": "s",
@@ -99,7 +99,8 @@ def error_table(df: pd.DataFrame) -> pd.DataFrame:
                     "sampled": s.get("sampled") or "", "median_ape_pct": pct(s.get("median_ape")),
                     "mean_ape_pct": pct(s.get("mean_ape")), "max_ape_pct": pct(s.get("max_ape")),
                     "within_20_pct": float((g["ape"].astype(float) <= 0.2).mean() * 100) if len(g) else None,
-                    "in_band_pct": pct(s.get("band_coverage")), "source": src, "date": date, "error": s.get("error")})
+                    "in_band_pct": pct(s.get("band_coverage")), "band_note": s.get("band_note") or "",
+                    "source": src, "date": date, "error": s.get("error")})
     return pd.DataFrame(out)
 
 
@@ -120,7 +121,8 @@ def error_table_html(table: pd.DataFrame) -> str:
         rows += f"<br><b>error:</b> {_html.escape(str(r.error))}" if r.error else ""
         cells = [_html.escape(str(r.dataset)), _html.escape(str(r.mode or "")), rows, pct(r.median_ape_pct),
                  pct(r.mean_ape_pct), pct(r.max_ape_pct), pct(r.within_20_pct, 0),
-                 pct(getattr(r, "in_band_pct", None), 0), _html.escape(r.source),
+                 pct(getattr(r, "in_band_pct", None), 0) or f"<small>{_html.escape(getattr(r, 'band_note', '') or '')}"
+                 "</small>", _html.escape(r.source),
                  _html.escape(r.date)]
         lines.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     lines.append("</tbody></table>")

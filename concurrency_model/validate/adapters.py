@@ -29,6 +29,18 @@ FILES = {"deepbench-gemm": "deepbench_gemm.csv", "deepbench-conv": "deepbench_co
          "fastertransformer-13b": "fastertransformer_13b_inference_latency.csv"}
 QUICK_EVERY = {"vtrain-single": 20, "vtrain-multi": 8, "megatron-2021": 2}  # rows in file order, quick mode
 MIN_BYTES = 64 * 1024  # all-reduce sizes compared (issue 4's range)
+# why a dataset's predictions carry no 80% band (benchmarks/accuracy.py prints it in the note column)
+NO_BAND = {
+    "torchgpipe": "no band: speedup = ratio of two estimates on the same hardware, whose sampled scales "
+                  "mostly cancel; not propagated",
+    "horovod": "no band: scaling efficiency = ratio of two estimates (the scales mostly cancel); not propagated",
+    "fastertransformer-13b": "no band: infer() samples no constants (the band is the training step's)",
+}
+
+
+def no_band_reason(name: str) -> str:
+    """Why ``name`` has no band (:data:`NO_BAND`, a key ending in ``-`` a prefix), or ``""``."""
+    return next((v for k, v in NO_BAND.items() if name == k or (k.endswith("-") and name.startswith(k))), "")
 _KERNEL_KEYS = ["source_file", "sheet", "source_row"]  # unique per row of a DeepBench file
 
 
@@ -57,21 +69,46 @@ def _kernel_frame(name: str, mode: str, p: pd.DataFrame) -> pd.DataFrame:
            "rnn": "{pass} {cell} hidden={hidden_units} n={n} t={timesteps}"}[KERNELS[name]]
     label = [fmt.format(**r) for r in p.to_dict("records")]
     group = (p["preset"] + " " + p["math_dtype"]).to_numpy()
-    return _frame(name, mode, p["row"], label, group, p["measured_s"], p["predicted_s"], "s")
+    lo, hi = (p[c] if c in p else np.nan for c in ("p10_s", "p90_s"))
+    return _frame(name, mode, p["row"], label, group, p["measured_s"], p["predicted_s"], "s", p10=lo, p90=hi)
+
+
+def _log_ratio(p: pd.DataFrame) -> np.ndarray:
+    return np.log(p["predicted_s"].to_numpy(float) / p["measured_s"].to_numpy(float))
+
+
+def kernel_band(p: pd.DataFrame, reference: pd.DataFrame, other_devices: bool = True) -> pd.DataFrame:
+    """``p`` with ``p10_s``, ``p90_s``: per op and device, the log-normal 80% band whose spread is
+    :func:`~concurrency_model.uncertainty.group_sigma` of the ``reference`` rows of that op (predicted the
+    same way), of the *other* devices when ``other_devices`` (leave-one-device-out: the systematic part is
+    the other devices' median log ratios, the scatter their per-kernel spread), else of all of them (a
+    held-out half: the training half of the same device)."""
+    from ..uncertainty import group_sigma, lognormal_band
+    sigma = np.full(len(p), np.nan)
+    for (op, preset), idx in p.reset_index(drop=True).groupby(["op", "preset"], sort=False).indices.items():
+        ref = reference[(reference["op"] == op) & ((reference["preset"] != preset) if other_devices else True)]
+        sigma[idx] = group_sigma(_log_ratio(ref), ref["preset"].to_numpy())
+    lo, hi = lognormal_band(p["predicted_s"], sigma)
+    return p.reset_index(drop=True).assign(p10_s=lo, p90_s=hi)
 
 
 def _kernel_datasheet(df: pd.DataFrame, preset: str) -> pd.DataFrame:
-    """Rows of ``preset`` predicted with constants fitted on the other devices' rows."""
+    """Rows of ``preset`` predicted with constants fitted on the other devices' rows; the band from the
+    other devices' rows under the same constants (:func:`kernel_band`)."""
     from . import kernels
     eff = kernels.fit(df[df["preset"] != preset], label=f"DeepBench without {preset}")
-    return kernels.predict(df[df["preset"] == preset].reset_index(drop=True), {preset: eff})
+    everyone = kernels.predict(df.reset_index(drop=True), {d: eff for d in df["preset"].unique()})
+    mine = everyone[everyone["preset"] == preset]
+    return kernel_band(mine, everyone)
 
 
 def _kernel_held_out(df: pd.DataFrame) -> pd.DataFrame:
-    """One device's rows: constants fitted on every other row, predicted on the rest."""
+    """One device's rows: constants fitted on every other row, predicted on the rest; the band from the
+    training half's residuals (:func:`kernel_band`)."""
     from . import kernels
     train, test = kernels.halves(df.reset_index(drop=True))
-    return kernels.predict(test, {df["preset"].iloc[0]: kernels.fit(train, label="half of the device")})
+    eff = {df["preset"].iloc[0]: kernels.fit(train, label="half of the device")}
+    return kernel_band(kernels.predict(test, eff), kernels.predict(train, eff), other_devices=False)
 
 
 # --- collectives --------------------------------------------------------------------------------------------
@@ -96,9 +133,24 @@ def _collective_rows(source: str) -> pd.DataFrame:
 def _collective(name: str, mode: str, df: pd.DataFrame) -> pd.DataFrame:
     from . import collectives
     p = collectives.fitted(df) if mode == "held-out" else collectives.preset(df)
-    p = p[p["size_bytes"] >= MIN_BYTES]
+    p = p[p["size_bytes"] >= MIN_BYTES].reset_index(drop=True)
     label = [f"{int(r)} ranks, {int(n):,} B" for r, n in zip(p["ranks"], p["size_bytes"])]
-    return _frame(name, mode, p["row"], label, p["system"].to_numpy(), p["measured_s"], p["predicted_s"], "s")
+    lo, hi = collective_band(p, mode)
+    return _frame(name, mode, p["row"], label, p["system"].to_numpy(), p["measured_s"], p["predicted_s"], "s",
+                  p10=lo, p90=hi)
+
+
+def collective_band(p: pd.DataFrame, mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """The 80% band of each all-reduce: ``held-out``, the system's leave-one-out spread on its training
+    rows (``loo_sigma``); ``preset``, the other systems' preset residuals (:func:`~concurrency_model.
+    uncertainty.leave_one_out_sigma`, by system)."""
+    from ..uncertainty import leave_one_out_sigma, lognormal_band
+    if mode == "held-out":
+        sigma = p["loo_sigma"].to_numpy(float)
+    else:
+        r, g = np.log(p["predicted_s"] / p["measured_s"]).to_numpy(), p["system"].to_numpy()
+        sigma = np.array([leave_one_out_sigma(r, g, s) for s in g])
+    return lognormal_band(p["predicted_s"], sigma)
 
 
 # --- training -----------------------------------------------------------------------------------------------
@@ -150,7 +202,8 @@ def _scaling(name: str, df: pd.DataFrame) -> pd.DataFrame:
     r = scaling.evaluate(df)
     note = np.where(r["status"] == "ok", r["note"], r["reason"].fillna(""))
     return _frame(name, "preset", r["source_row"], r["label"], r["group"].to_numpy(), r["measured"], r["predicted"],
-                  scaling.METRIC[SCALING[name]][1], r["status"].to_numpy(), note)
+                  scaling.METRIC[SCALING[name]][1], r["status"].to_numpy(), note, r["predicted_p10"].to_numpy(),
+                  r["predicted_p90"].to_numpy())
 
 
 def _inference() -> pd.DataFrame:
@@ -178,12 +231,25 @@ def _measured_compute(name: str, folder, mode: str) -> pd.DataFrame:
             m, n, k = (g[c].to_numpy(np.int64) for c in ("m", "n", "k"))
             out[rows.index.get_indexer(g.index)] = gemm_coeffs(m, n, k, d, str(dt)).seconds(d)
         return out
+    lo = hi = np.nan
     if mode == "held-out":  # the efficiencies refitted on every other GEMM (the peak stays the profile's)
-        train, df = df.iloc[::2], df.iloc[1::2].reset_index(drop=True)
+        train, df = df.iloc[::2].reset_index(drop=True), df.iloc[1::2].reset_index(drop=True)
         dev = replace(dev, efficiency=fit_gemm(dev, *(train[c].to_numpy(np.int64) for c in ("m", "n", "k")),
                                                train["dtype"].to_numpy(str), train["median_s"], "every other GEMM"))
+        lo, hi = _residual_band(seconds(dev, df), df["dtype"], np.log(seconds(dev, train) / train["median_s"]),
+                                train["dtype"])
     label = [f"gemm {m}x{n}x{k}" for m, n, k in zip(df["m"].astype(int), df["n"].astype(int), df["k"].astype(int))]
-    return _frame(name, mode, df["row"], label, df["dtype"].to_numpy(), df["median_s"], seconds(dev, df), "s")
+    return _frame(name, mode, df["row"], label, df["dtype"].to_numpy(), df["median_s"], seconds(dev, df), "s",
+                  p10=lo, p90=hi)
+
+
+def _residual_band(predicted, groups, train_log_ratio, train_groups) -> tuple[np.ndarray, np.ndarray]:
+    """80% band of each prediction from its group's training residuals (:func:`~concurrency_model.
+    uncertainty.group_sigma` of that group's training rows alone)."""
+    from ..uncertainty import group_sigma, lognormal_band
+    r, tg, g = np.asarray(train_log_ratio, dtype=float), np.asarray(train_groups), np.asarray(groups)
+    sigma = np.array([group_sigma(r[tg == x], tg[tg == x]) for x in g])
+    return lognormal_band(predicted, sigma)
 
 
 def _measured_network(name: str, folder) -> pd.DataFrame:
@@ -201,6 +267,9 @@ def _measured_network(name: str, folder) -> pd.DataFrame:
             continue
         f = fit_alpha_beta(train["size_bytes"], int(ranks), train["time_us"] * 1e-6, MODELS[coll], loss=LOSS)
         pred = predict(MODELS[coll], f, test["size_bytes"], int(ranks))
+        fit_r = np.log(np.asarray(predict(MODELS[coll], f, train["size_bytes"], int(ranks)), dtype=float)
+                       / (train["time_us"].to_numpy(float) * 1e-6))  # the calibration residuals
+        lo, hi = _residual_band(pred, np.zeros(len(test)), fit_r, np.zeros(len(train)))
         parts.append(_frame(name, "held-out", test["row"], [f"{int(s):,} B" for s in test["size_bytes"]],
-                            f"{coll} {int(ranks)} ranks", test["time_us"] * 1e-6, pred, "s"))
+                            f"{coll} {int(ranks)} ranks", test["time_us"] * 1e-6, pred, "s", p10=lo, p90=hi))
     return pd.concat(parts, ignore_index=True) if parts else _frame(name, "held-out", [], [], [], [], [], "s")

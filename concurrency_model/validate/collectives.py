@@ -105,6 +105,14 @@ def fit_group(train: pd.DataFrame) -> tuple[Fitted, pd.DataFrame]:
     return select(candidates(train), n, P, N, t)
 
 
+def loo_sigma(table: pd.DataFrame) -> float:
+    """The chosen model's root-mean-square leave-one-out log error on the training rows (``select``'s
+    table): the spread of a held-out row's; nan when no candidate could be scored (too few rows)."""
+    if "chosen" not in table or not table["chosen"].any():
+        return float("nan")
+    return float(table.loc[table["chosen"], "loo_rms_log"].iloc[0])
+
+
 def large_message_constants(f: Fitted, n_max: float, P: float, N: float) -> tuple[float, float]:
     """``(alpha_s, beta_s_per_byte)`` of the part of ``f`` that serves the largest size ``n_max``: the
     fastest protocol there or the regime above the switch; the inter-node pair of the two-tier form."""
@@ -135,7 +143,8 @@ def rows() -> pd.DataFrame:
 
 def fitted(df: pd.DataFrame | None = None) -> pd.DataFrame:
     """Held-out predictions per system: the model :func:`fit_group` selects and fits on the training
-    half of :func:`split`, predicted on the other half; ``model`` names it, ``alpha_s`` and
+    half of :func:`split`, predicted on the other half; ``loo_sigma`` is its spread (:func:`loo_sigma`),
+    ``model`` names it, ``alpha_s`` and
     ``beta_s_per_byte`` are its large-message constants (:func:`large_message_constants`)."""
     df = rows() if df is None else df
     out = []
@@ -143,9 +152,10 @@ def fitted(df: pd.DataFrame | None = None) -> pd.DataFrame:
         train, test = split(g)
         if len(train) < 2 or len(test) < 1:
             continue
-        f, _ = fit_group(train)
+        f, table = fit_group(train)
         n, P, N = (test[c].to_numpy(float) for c in ("size_bytes", "ranks", "nodes"))
         test["predicted_s"] = f.predict(n, P, N)
+        test["loo_sigma"] = loo_sigma(table)
         last = train.iloc[-1]
         test["alpha_s"], test["beta_s_per_byte"] = large_message_constants(
             f, float(train["size_bytes"].max()), float(last["ranks"]), float(last["nodes"]))

@@ -46,13 +46,14 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 import numpy as np
 import pandas as pd
 
-from .. import datasets
+from .. import datasets, uncertainty
 from ..progress import Progress
 
 from .adapters import (COLLECTIVES, COLUMNS, FILES, INFERENCE, KERNELS, MIN_BYTES, QUICK_EVERY,
                        SCALING, TRAINING, _collective, _collective_rows, _inference, _kernel_datasheet,
                        _kernel_frame, _kernel_held_out, _kernel_rows, _measured_compute, _measured_network,
-                       _scaling, _scaling_rows, _training_chunk, _training_rows, training_mode)
+                       _scaling, _scaling_rows, _training_chunk, _training_rows, kernel_band, no_band_reason,
+                       training_mode)
 
 
 
@@ -164,6 +165,7 @@ def _kernels_job(mode: str, df: pd.DataFrame, preset, wanted: list) -> pd.DataFr
         p = _kernel_held_out(df)
     else:
         p = kernels.predict(df)
+        p = kernel_band(p, p)  # leave-one-device-out spreads of the same predictions
     op_names = {op: n for n, op in KERNELS.items()}
     parts = [_kernel_frame(op_names[op], mode if not (mode == "preset" and op == "rnn") else "in-sample", g)
              for op, g in p.groupby("op", sort=False) if op_names[op] in wanted]
@@ -234,12 +236,13 @@ def _stats(g: pd.DataFrame) -> dict:
     keep = _ok(g) & np.isfinite(ape)
     ape = ape[keep]
     if not len(ape):
-        return {"rows": 0, "median_ape": None, "mean_ape": None, "max_ape": None, "band_coverage": None}
-    banded = g[keep & np.isfinite(g["p10"].astype(float))] if "p10" in g else g.iloc[:0]
-    coverage = float(((banded["measured"] >= banded["p10"]) & (banded["measured"] <= banded["p90"])).mean()) \
-        if len(banded) else None
+        return {"rows": 0, "median_ape": None, "mean_ape": None, "max_ape": None, "band_coverage": None,
+                "band_rows": 0}
+    kept = g[keep]
+    coverage = uncertainty.coverage(kept["measured"], kept["p10"], kept["p90"]) if "p10" in g else None
+    banded = int(np.isfinite(kept["p10"].astype(float)).sum()) if "p10" in g else 0
     return {"rows": int(len(ape)), "median_ape": float(ape.median()), "mean_ape": float(ape.mean()),
-            "max_ape": float(ape.max()), "band_coverage": coverage}
+            "max_ape": float(ape.max()), "band_coverage": coverage, "band_rows": banded}
 
 
 def summarize(df: pd.DataFrame) -> list[dict]:
@@ -248,7 +251,8 @@ def summarize(df: pd.DataFrame) -> list[dict]:
     dataset the predictor applies to; ``rows`` is fewer when sampled, held out or not predicted),
     ``not_predicted`` (rows the estimate refused or could not map), ``unit``, ``sampled``, ``file``,
     ``error`` (``None``, or one line naming the file, row and column), ``band_coverage`` (the share of
-    measured values inside the prediction's 80% band, where the predictor gives one; None otherwise) and
+    measured values inside the prediction's 80% band, where the predictor gives one; None otherwise),
+    ``band_rows`` (how many of ``rows`` have a band), ``band_note`` (why the dataset has no band, or ``""``) and
     ``other_modes`` (mode ->
     ``rows, median_ape, mean_ape, max_ape``) where :func:`validate` ran more than one mode."""
     info = df.attrs.get("datasets") or {n: {} for n in dict.fromkeys(df["dataset"])}
@@ -260,7 +264,8 @@ def summarize(df: pd.DataFrame) -> list[dict]:
         entry = {"name": name, "mode": mode, **_stats(main), "rows_total": int(meta.get("rows_total") or len(main)),
                  "not_predicted": int((~_ok(main)).sum()),
                  "unit": str(main["unit"].iloc[0]) if len(main) and "unit" in main else None,
-                 "sampled": meta.get("sampled", "all rows"), "file": meta.get("file"), "error": meta.get("error")}
+                 "sampled": meta.get("sampled", "all rows"), "file": meta.get("file"), "error": meta.get("error"),
+                 "band_note": no_band_reason(name)}
         modes = d.groupby("mode", sort=False) if "mode" in d else []
         others = {m: _stats(g) for m, g in modes if m != mode}
         if others:

@@ -74,21 +74,32 @@ def scenario(model: str, cluster, data: int = 1, batch_per_gpu: int = 64, pipeli
 def step(spec: dict) -> tuple[float, dict, str]:
     """``(step seconds, breakdown, note)`` of a scenario: :func:`estimate`, or, when it refuses for memory
     only, :func:`estimate` on the same cluster with the device's memory capacity lifted (the capacity
-    enters no time), and a note that says so."""
+    enters no time), and a note that says so. The breakdown carries the step's 80% band too
+    (``step_time_p10_s``, ``step_time_p90_s``; :mod:`concurrency_model.uncertainty`)."""
     from dataclasses import replace
 
     from ..parallel.estimate import estimate
     from ..scenario import load_scenario
     try:
         e = estimate(spec)
-        return e.step_time_s, e.breakdown, ""
+        return e.step_time_s, _with_band(e), ""
     except ValueError as err:
         if not str(err).startswith("memory:"):
             raise
         note = f"predicted beyond the memory model ({err}); the published run fit"
     cl = load_scenario(spec).cluster
     e = estimate({**spec, "cluster": replace(cl, device=replace(cl.device, mem_capacity=1e18))})
-    return e.step_time_s, e.breakdown, note
+    return e.step_time_s, _with_band(e), note
+
+
+def _with_band(e) -> dict:
+    return {**e.breakdown, "step_time_p10_s": e.step_time_p10_s, "step_time_p90_s": e.step_time_p90_s}
+
+
+def _throughput_band(thr: float, bd: dict, t: float) -> dict:
+    """``predicted_p10``, ``predicted_p90`` of a throughput ``thr`` = work / ``t``: the slower step gives
+    the lower one."""
+    return {"predicted_p10": thr * t / bd["step_time_p90_s"], "predicted_p90": thr * t / bd["step_time_p10_s"]}
 
 
 def throughput(model: str, cluster, gpus: int, batch_per_gpu: int, dtype: str = "fp32") -> tuple:
@@ -176,6 +187,7 @@ def _predict_tf(r: dict) -> dict:
                 "data_parallel_exposed_s": bd["data_parallel_exposed_s"]}
     thr, bd, note = throughput(r["zoo_model"], cl, r["gpus"], r["batch_per_gpu"])
     return {"status": "ok", "reason": "", "predicted": thr, "note": note,
+            **_throughput_band(thr, bd, r["gpus"] * r["batch_per_gpu"] / thr),
             "compute_s": bd["compute_s"], "data_parallel_exposed_s": bd["data_parallel_exposed_s"]}
 
 
@@ -222,7 +234,8 @@ def _predict_horovod(r: dict) -> dict:
 
 def _predict_dle(r: dict) -> dict:
     thr, bd, note = throughput(r["zoo_model"], _dle_cluster(r["system"]), r["gpus"], r["batch_per_gpu"], r["dtype"])
-    return {"status": "ok", "reason": "", "predicted": thr, "note": note, "compute_s": bd["compute_s"],
+    return {"status": "ok", "reason": "", "predicted": thr, "note": note,
+            **_throughput_band(thr, bd, r["gpus"] * r["batch_per_gpu"] / thr), "compute_s": bd["compute_s"],
             "data_parallel_exposed_s": bd["data_parallel_exposed_s"]}
 
 
@@ -249,14 +262,15 @@ def _predict(r: dict) -> dict:
 
 def evaluate(df: pd.DataFrame | None = None) -> pd.DataFrame:
     """Predict every row of ``df`` (default :func:`all_rows`): adds ``status`` (``ok``, ``pending``,
-    ``unmappable``, ``reference``, ``refused``), ``reason``, ``predicted``, ``note``, ``ape`` (in %),
+    ``unmappable``, ``reference``, ``refused``), ``reason``, ``predicted`` (with its 80% band
+    ``predicted_p10``, ``predicted_p90`` where the metric is one estimate's throughput), ``note``, ``ape`` (in %),
     ``signed_error_pct`` and, for efficiencies, ``points`` (predicted - measured, percentage points)."""
     df = all_rows() if df is None else df
     order = df.sort_values(["dataset", "zoo_model", "system"], kind="stable", na_position="last").index
     out = {i: _predict(df.loc[i].to_dict()) for i in order}  # a model's rows share the estimate's caches
     pred = pd.DataFrame([out[i] for i in df.index], index=df.index)
     res = pd.concat([df.drop(columns=["reason"]), pred], axis=1)
-    for col in ("predicted", "note", "compute_s", "data_parallel_exposed_s"):
+    for col in ("predicted", "predicted_p10", "predicted_p90", "note", "compute_s", "data_parallel_exposed_s"):
         if col not in res:
             res[col] = np.nan if col != "note" else ""
     res["note"] = res["note"].fillna("")
