@@ -51,6 +51,7 @@ import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+import numpy as np
 import sympy as sp
 
 from .cluster import load_cluster, place
@@ -64,6 +65,7 @@ from .scenario import _section, load_scenario, read_scenario
 from .timing import _f, gemm_coeffs
 from .timing.graph import layer_parts
 from .timing.parts import Parts, total
+from .uncertainty import band
 from .units import dtype_bytes
 
 INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16"}
@@ -131,6 +133,7 @@ class Inference:
     parallel: dict
     inference: dict
     shape: dict = field(default_factory=dict)
+    bands: dict = field(default_factory=dict)  # prefill_p10_s, ..., total_p90_s: 80% bands (uncertainty.band)
 
     def to_dict(self) -> dict:
         return {"prefill_s": self.prefill_s, "decode_s_per_token": self.decode_s_per_token,
@@ -139,7 +142,8 @@ class Inference:
                 "total_s": self.total_s, "kv_cache_bytes_total": self.kv_cache_bytes_total,
                 "breakdown": self.breakdown, "memory": {k: v for k, v in self.memory.items() if k != "reason"},
                 "gpus": self.parallel["tensor"] * self.parallel["pipeline"], "parallel": self.parallel,
-                "inference": self.inference, "model_shape": self.shape}
+                "inference": self.inference, "model_shape": self.shape,
+                **self.bands}
 
 
 def inference_section(raw: dict) -> dict:
@@ -341,22 +345,44 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
         raise ValueError(mem["reason"])
 
     hidden = shape["hidden"]
-    pre = {"compute_s": _pass_parts(g_pre, dev, dtype, t, batch, decode=False).total(),
+    parts_pre, parts_dec = _pass_parts(g_pre, dev, dtype, t, batch, decode=False), \
+        _pass_parts(g_dec, dev, dtype, t, batch, decode=True)
+    pre = {"compute_s": parts_pre.total(),
            "tensor_comm_s": comm.tensor(g_pre, batch, vb, last_only=True),
            "pipeline_p2p_s": comm.pipeline(batch * prompt_len * hidden * vb)}
     a_c, c_c, a_m, c_m, launch = _kv_attention(batch, shape["heads"], shape["kv_heads"], shape["head_dim"], dev,
                                                dtype, t)
     att_sum = sum_max_affine(a_c, c_c, a_m, c_m, prompt_len + 1, prompt_len + decode_len) + decode_len * launch
-    dec = {"compute_s": _pass_parts(g_dec, dev, dtype, t, batch, decode=True).total(),
+    dec = {"compute_s": parts_dec.total(),
            "kv_attention_s": shape["layers"] * att_sum / decode_len,
            "tensor_comm_s": comm.tensor(g_dec, batch, vb, last_only=True),
            "pipeline_p2p_s": comm.pipeline(batch * hidden * vb)}
     prefill_s, step_s = sum(pre.values()), sum(dec.values())
     total_s = prefill_s + decode_len * step_s
     breakdown = {**{f"prefill_{k}": v for k, v in pre.items()}, **{f"decode_{k}": v for k, v in dec.items()}}
+
+    att_launch_s = launch
+
+    def passes(flops, mem_bw, launch, intra_bw, inter_bw):
+        """(prefill, decode step) seconds on arrays of hardware scales (:mod:`concurrency_model.uncertainty`);
+        communication is scaled as a whole by the bandwidth of its tier (its latency too: slightly wide)."""
+        net = intra_bw if t * p <= cl.gpus_per_node else inter_bw
+        att = np.array([sum_max_affine(a_c / f, c_c / f, a_m / m, c_m / m, prompt_len + 1, prompt_len + decode_len)
+                        for f, m in zip(flops, mem_bw)]) + decode_len * att_launch_s * launch
+        pre_s = parts_pre.seconds(flops, mem_bw, launch) + (pre["tensor_comm_s"] + pre["pipeline_p2p_s"]) / net
+        dec_s = parts_dec.seconds(flops, mem_bw, launch) + shape["layers"] * att / decode_len + \
+            (dec["tensor_comm_s"] + dec["pipeline_p2p_s"]) / net
+        return pre_s, dec_s
+
+    bands = {}
+    for name, pick in (("prefill_{}_s", lambda a, b: a), ("decode_s_per_token_{}", lambda a, b: b),
+                       ("total_{}_s", lambda a, b: a + decode_len * b)):
+        lo, hi = band(lambda **k: pick(*passes(**k)))  # the same seeded draws for every metric
+        bands.update({name.format("p10"): lo, name.format("p90"): hi})
     return Inference(prefill_s, step_s, batch * decode_len / total_s, kv, float(mem["total_bytes"]), total_s,
                      kv_all, breakdown, mem, {"tensor": t, "pipeline": p},
-                     {"batch": batch, "prompt_len": prompt_len, "decode_len": decode_len, "dtype": dtype}, shape)
+                     {"batch": batch, "prompt_len": prompt_len, "decode_len": decode_len, "dtype": dtype}, shape,
+                     bands)
 
 
 __all__ = ["infer", "predict", "kv_cache_bytes", "sum_max_affine", "model_shape", "inference_section", "Inference",

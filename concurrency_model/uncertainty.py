@@ -60,7 +60,7 @@ def band(step_fn, n: int = SAMPLES, seed: int = 0) -> tuple[float, float]:
 
     >>> lo, hi = band(lambda flops, mem_bw, launch, intra_bw, inter_bw: 2.0 / flops)
     >>> round(lo, 2), round(hi, 2)   # about 2 s x exp(-+1.28 sqrt(sigma_flops^2 + sigma_model^2))
-    (1.5, 2.71)
+    (1.56, 2.6)
     """
     sigma = spreads()
     rng = np.random.default_rng(seed)

@@ -167,3 +167,29 @@ def test_fastertransformer_rows_and_regression_guard():
     assert s["total_s"]["median_ape"] <= 0.091
     f = vi.frame(res)
     assert len(f) == 6 and set(f["status"]) == {"ok"}
+
+
+# --- 80% bands (issue 9): the sampled passes reduce to the point prediction at unit scales -----------------
+BAND_SC = {"model": "gpt2", "cluster": "dgx-a100", "parallel": {"tensor": 2},
+           "inference": {"batch": 4, "prompt_len": 128, "decode_len": 32, "dtype": "fp16"}}
+
+
+def test_bands_collapse_to_the_prediction_without_spread(monkeypatch):
+    from concurrency_model import uncertainty
+    zero = {k: 0.0 for k in (*uncertainty.SCALES, uncertainty.MODEL)}
+    monkeypatch.setattr(uncertainty, "spreads", lambda: zero)
+    d = infer(BAND_SC).to_dict()
+    for point, lo, hi in (("prefill_s", "prefill_p10_s", "prefill_p90_s"),
+                          ("decode_s_per_token", "decode_s_per_token_p10", "decode_s_per_token_p90"),
+                          ("total_s", "total_p10_s", "total_p90_s")):
+        assert d[lo] == pytest.approx(d[point], rel=1e-9) and d[hi] == pytest.approx(d[point], rel=1e-9)
+
+
+def test_bands_bracket_the_prediction():
+    d = infer(BAND_SC).to_dict()
+    assert d["prefill_p10_s"] < d["prefill_s"] < d["prefill_p90_s"]
+    assert d["total_p10_s"] < d["total_s"] < d["total_p90_s"]
+    # total = prefill + 32 x step on every draw; both rise with the same draws (comonotonic), so the total's
+    # quantiles are about the sums of the parts' quantiles
+    assert d["prefill_p10_s"] + 32 * d["decode_s_per_token_p10"] == pytest.approx(d["total_p10_s"], rel=0.02)
+    assert d["prefill_p90_s"] + 32 * d["decode_s_per_token_p90"] == pytest.approx(d["total_p90_s"], rel=0.02)

@@ -34,7 +34,6 @@ NO_BAND = {
     "torchgpipe": "no band: speedup = ratio of two estimates on the same hardware, whose sampled scales "
                   "mostly cancel; not propagated",
     "horovod": "no band: scaling efficiency = ratio of two estimates (the scales mostly cancel); not propagated",
-    "fastertransformer-13b": "no band: infer() samples no constants (the band is the training step's)",
 }
 
 
@@ -210,7 +209,7 @@ def _inference() -> pd.DataFrame:
     from . import inference
     f = inference.frame()
     return _frame("fastertransformer-13b", "preset", f["row"], f["label"], f["group"], f["measured"], f["predicted"],
-                  "s")
+                  "s", p10=f["p10"], p90=f["p90"])
 
 
 # --- the toolkit's own measurements -------------------------------------------------------------------------

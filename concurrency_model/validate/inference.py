@@ -84,6 +84,8 @@ def evaluate(df: pd.DataFrame | None = None) -> pd.DataFrame:
             rec[f"measured_{key}"] = measured
             rec[f"predicted_{key}"] = pred[key]
             rec[f"ape_{key}"] = abs(pred[key] - measured) / measured
+            for q in ("p10", "p90"):  # the prediction's 80% band (inference.predict)
+                rec[f"{q}_{key}"] = pred[f"{key[:-2]}_{q}_s" if key.endswith("_s") else f"{key}_{q}"]
         out.append(rec)
     return pd.DataFrame(out)
 
@@ -109,7 +111,8 @@ def frame(res: pd.DataFrame | None = None) -> pd.DataFrame:
         parts.append(pd.DataFrame({"dataset": "fastertransformer-13b", "mode": "preset", "row": res["source_row"],
                                    "label": res["label"] + f": {key}", "group": key,
                                    "measured": res[f"measured_{key}"], "predicted": res[f"predicted_{key}"],
-                                   "unit": "s", "ape": res[f"ape_{key}"], "status": "ok", "note": ""}))
+                                   "unit": "s", "ape": res[f"ape_{key}"], "status": "ok", "note": "",
+                                   "p10": res[f"p10_{key}"], "p90": res[f"p90_{key}"]}))
     return pd.concat(parts, ignore_index=True)
 
 
