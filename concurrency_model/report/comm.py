@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ._plot import bytes_axis, fmt_bytes, new_axes
+from ..uncertainty import lognormal_band, spreads
 
 SYSTEMS = {"oci_a100_2x8_roce": "OCI A100 2 x 8 (RoCE)", "gcp_a3mega_h100_2x8_tcpxo": "GCP A3-Mega H100 2 x 8"}
 COLORS = {"recursive_doubling": "tab:blue", "tree": "tab:orange", "ring": "tab:green", "rabenseifner": "tab:red",
@@ -85,6 +86,9 @@ def collective_crossovers(frame: dict | None = None, ax=None):
             ax.plot(x, c[alg], color=COLORS[alg], lw=1.6, label=SHORT[alg])
     ax.plot(x, c["lower_bound"], color="k", ls="--", lw=1.0, label="lower bound (Chan et al. 2007)")
     ax.plot(x, c["preset"], color="0.4", ls="-.", lw=1.6, label=f"preset {f['preset']}, auto (hierarchical)")
+    lo_b, hi_b = lognormal_band(c["preset"].to_numpy(float), spreads()["inter_bw"])  # uncertainty.py: the
+    ax.fill_between(x, lo_b, hi_b, color="0.4", alpha=0.12, lw=0,  # presets' spread on nccl-tests
+                    label="preset's 80% band")
     ax.scatter(m["size_bytes"], m["measured_s"], s=18, color="k", zorder=5, label="measured (nccl-tests)")
     runs = [(k, [i for i, _ in g]) for k, g in itertools.groupby(enumerate(c["auto"]), key=lambda t: t[1])]
     for k, idx in runs:
