@@ -1,4 +1,4 @@
-"""Fit of the host seconds per kernel (``parallel.features.HOST_S_PER_KERNEL``) on vTrain's single-node runs.
+"""Fit of the host seconds per kernel (``parallel.host.HOST_S_PER_KERNEL``) on vTrain's single-node runs.
 
 An eager framework issues every kernel from the CPU; a pass lasts at least its kernels times the host's
 seconds per kernel (``parallel.compose``). The constant is one number for every GPU scenario, fitted here

@@ -132,7 +132,8 @@ def main(argv=None) -> None:
     res = vt.evaluate(df, workers=args.workers)
     summ = vt.summary(res)
     summ["vtrain_single"]["sampled"] = (f"every {every}th of the {len(single)} odd rows in file order" if every > 1
-                                        else f"the {len(single)} odd rows") + " (held out: the even rows fit the host seconds per kernel)"
+                                        else f"the {len(single)} odd rows") \
+        + " (held out: the even rows fit the host seconds per kernel)"
     nar = res[res["dataset"] == "narayanan_table2"].copy()
     nar["scheme"] = nar["label"].str.split(" ").str[0]
     ok = res[res["status"] == "ok"]

@@ -65,7 +65,7 @@ from .scenario import _section, load_scenario, read_scenario
 from .timing import _f, gemm_coeffs
 from .timing.graph import layer_parts
 from .timing.parts import Parts, total
-from .uncertainty import band
+from .uncertainty import bands
 from .units import dtype_bytes
 
 INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16"}
@@ -350,9 +350,9 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     pre = {"compute_s": parts_pre.total(),
            "tensor_comm_s": comm.tensor(g_pre, batch, vb, last_only=True),
            "pipeline_p2p_s": comm.pipeline(batch * prompt_len * hidden * vb)}
-    a_c, c_c, a_m, c_m, launch = _kv_attention(batch, shape["heads"], shape["kv_heads"], shape["head_dim"], dev,
-                                               dtype, t)
-    att_sum = sum_max_affine(a_c, c_c, a_m, c_m, prompt_len + 1, prompt_len + decode_len) + decode_len * launch
+    a_c, c_c, a_m, c_m, att_launch_s = _kv_attention(batch, shape["heads"], shape["kv_heads"], shape["head_dim"],
+                                                     dev, dtype, t)
+    att_sum = sum_max_affine(a_c, c_c, a_m, c_m, prompt_len + 1, prompt_len + decode_len) + decode_len * att_launch_s
     dec = {"compute_s": parts_dec.total(),
            "kv_attention_s": shape["layers"] * att_sum / decode_len,
            "tensor_comm_s": comm.tensor(g_dec, batch, vb, last_only=True),
@@ -361,28 +361,24 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     total_s = prefill_s + decode_len * step_s
     breakdown = {**{f"prefill_{k}": v for k, v in pre.items()}, **{f"decode_{k}": v for k, v in dec.items()}}
 
-    att_launch_s = launch
-
-    def passes(flops, mem_bw, launch, intra_bw, inter_bw):
-        """(prefill, decode step) seconds on arrays of hardware scales (:mod:`concurrency_model.uncertainty`);
-        communication is scaled as a whole by the bandwidth of its tier (its latency too: slightly wide)."""
+    def latencies(flops, mem_bw, launch, intra_bw, inter_bw):
+        """Prefill, decode step and total seconds on arrays of hardware scales (:mod:`concurrency_model.
+        uncertainty`); communication scaled as a whole by its tier's bandwidth (its latency too: slightly wide)."""
         net = intra_bw if t * p <= cl.gpus_per_node else inter_bw
         att = np.array([sum_max_affine(a_c / f, c_c / f, a_m / m, c_m / m, prompt_len + 1, prompt_len + decode_len)
                         for f, m in zip(flops, mem_bw)]) + decode_len * att_launch_s * launch
         pre_s = parts_pre.seconds(flops, mem_bw, launch) + (pre["tensor_comm_s"] + pre["pipeline_p2p_s"]) / net
         dec_s = parts_dec.seconds(flops, mem_bw, launch) + shape["layers"] * att / decode_len + \
             (dec["tensor_comm_s"] + dec["pipeline_p2p_s"]) / net
-        return pre_s, dec_s
+        return pre_s, dec_s, pre_s + decode_len * dec_s
 
-    bands = {}
-    for name, pick in (("prefill_{}_s", lambda a, b: a), ("decode_s_per_token_{}", lambda a, b: b),
-                       ("total_{}_s", lambda a, b: a + decode_len * b)):
-        lo, hi = band(lambda **k: pick(*passes(**k)))  # the same seeded draws for every metric
-        bands.update({name.format("p10"): lo, name.format("p90"): hi})
+    keys = (("prefill_p10_s", "prefill_p90_s"), ("decode_s_per_token_p10", "decode_s_per_token_p90"),
+            ("total_p10_s", "total_p90_s"))
+    band_values = {k: v for ks, lohi in zip(keys, bands(latencies)) for k, v in zip(ks, lohi)}
     return Inference(prefill_s, step_s, batch * decode_len / total_s, kv, float(mem["total_bytes"]), total_s,
                      kv_all, breakdown, mem, {"tensor": t, "pipeline": p},
                      {"batch": batch, "prompt_len": prompt_len, "decode_len": decode_len, "dtype": dtype}, shape,
-                     bands)
+                     band_values)
 
 
 __all__ = ["infer", "predict", "kv_cache_bytes", "sum_max_affine", "model_shape", "inference_section", "Inference",

@@ -119,7 +119,8 @@ def load_scenario(spec) -> Scenario:
                          f"ZeRO 0, got {tr['zero_stage']}")
     h = tr["host_overhead_s"]
     if h is not None and (isinstance(h, bool) or not isinstance(h, (int, float)) or h < 0):
-        raise ValueError(f"training.host_overhead_s: must be a number >= 0 (host seconds per kernel) or null, got {h!r}")
+        raise ValueError(f"training.host_overhead_s: must be a number >= 0 (host seconds per kernel) or null, "
+                         f"got {h!r}")
     cluster = load_cluster(raw.get("cluster", "dgx-a100"))
     try:
         cluster.device.peak(tr["dtype"])  # the device must have math in this dtype

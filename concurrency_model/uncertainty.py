@@ -46,28 +46,38 @@ def spreads() -> dict:
     return {k: float(d["sigma"][k]) for k in (*SCALES, MODEL)}
 
 
-def sample_scales(n: int = SAMPLES, seed: int = 0, sigma: dict | None = None) -> dict:
-    """``n`` draws of each scale: rates (FLOP/s, bandwidths) multiplied by ``exp(N(0, sigma))``, the launch
-    overhead too (a time: the same law)."""
+def sample_scales(n: int = SAMPLES, seed: int = 0, sigma: dict | None = None, rng=None) -> dict:
+    """``n`` draws of each hardware scale: rates (FLOP/s, bandwidths) multiplied by ``exp(N(0, sigma))``, the
+    launch overhead too (a time: the same law); from ``rng`` when given, else a generator seeded ``seed``."""
     sigma = spreads() if sigma is None else sigma
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed) if rng is None else rng
     return {k: np.exp(rng.normal(0.0, sigma[k], n)) for k in SCALES}
+
+
+def bands(fn, n: int = SAMPLES, seed: int = 0) -> list[tuple[float, float]]:
+    """The 80% band of each output of ``fn`` (a function of arrays of the five hardware scales returning a
+    sequence of arrays, one per quantity), all on the same draws: each output times the model factor
+    ``exp(N(0, sigma_model))``, drawn after the scales from the same generator; its 10th and 90th percentile."""
+    sigma = spreads()
+    rng = np.random.default_rng(seed)
+    scales = sample_scales(n, sigma=sigma, rng=rng)
+    factor = np.exp(rng.normal(0.0, sigma[MODEL], n))
+    out = []
+    for t in fn(**scales):
+        lo, hi = np.quantile(np.asarray(t, dtype=float) * factor, QUANTILES)
+        out.append((float(lo), float(hi)))
+    return out
 
 
 def band(step_fn, n: int = SAMPLES, seed: int = 0) -> tuple[float, float]:
     """10th and 90th percentile of ``step_fn(**scales) * exp(N(0, sigma_model))`` (``step_fn``: a function
-    of arrays of the five hardware scales; the model factor is drawn after them from the same generator).
+    of arrays of the five hardware scales; :func:`bands` of one output).
 
     >>> lo, hi = band(lambda flops, mem_bw, launch, intra_bw, inter_bw: 2.0 / flops)
     >>> round(lo, 2), round(hi, 2)   # about 2 s x exp(-+1.28 sqrt(sigma_flops^2 + sigma_model^2))
     (1.56, 2.6)
     """
-    sigma = spreads()
-    rng = np.random.default_rng(seed)
-    scales = {k: np.exp(rng.normal(0.0, sigma[k], n)) for k in SCALES}  # as sample_scales(n, seed)
-    t = np.asarray(step_fn(**scales), dtype=float) * np.exp(rng.normal(0.0, sigma[MODEL], n))
-    lo, hi = np.quantile(t, QUANTILES)
-    return float(lo), float(hi)
+    return bands(lambda **k: (step_fn(**k),), n, seed)[0]
 
 
 def log_spread(predicted, measured) -> float:

@@ -28,7 +28,7 @@ def loss_seconds():
     """``seconds(tokens, vocab, value_bytes=2)``: the fp32 cross-entropy on the logits by hand, forward and
     backward, on the A100 preset: one memory-bound kernel per step, ``bytes / (2,039 GB/s x 0.8) + 3.8 us``,
     reading and writing ``vb + 4`` (cast), 4 (max), 8 (subtract), 8 (exp), 4 (sum), 8 (divide) bytes per
-    logit forward and 8 (scale), ``vb + 4`` (cast back) backward (``parallel.features.CE_FORWARD``)."""
+    logit forward and 8 (scale), ``vb + 4`` (cast back) backward (``timing.loss.CE_FORWARD``)."""
     def seconds(tokens, vocab, value_bytes=2):
         n = tokens * vocab
         cast = [value_bytes + 4] if value_bytes < 4 else []

@@ -26,8 +26,9 @@ def run(a) -> dict:
     out = r.to_dict(top=a.top)
     if a.csv:  # the rows of "best", in its order, with their 80% bands
         df = r.top(a.top)
-        for k in ("step_time_p10_s", "step_time_p90_s"):
-            df.insert(df.columns.get_loc("step_time_s") + 1 + (k.endswith("p90_s")), k, [x[k] for x in out["best"]])
+        at = df.columns.get_loc("step_time_s") + 1
+        for i, k in enumerate(("step_time_p10_s", "step_time_p90_s")):
+            df.insert(at + i, k, [x[k] for x in out["best"]])
         out["csv"] = df.to_csv(index=False)
     return out
 

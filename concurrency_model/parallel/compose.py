@@ -13,7 +13,7 @@ parameter allgather; ``last``: the last gradient bucket) and the optimizer step 
   ``t_b = c_b + c_r + c_tb + c_cb`` (tensor- and context-parallel communication on the critical path);
   each at least the host's time to issue its kernels (``h_f``, ``h_b``: ``max(t_f, h_f)``; an eager
   framework issues every kernel from the CPU and runs ahead of the GPU within a pass,
-  :data:`.features.HOST_S_PER_KERNEL`);
+  :data:`.host.HOST_S_PER_KERNEL`);
   the transfers on its critical path are ``2(p-1) t_p2p`` (interleaved ``2(vp-1) t_p2p``); the bubble
   is what is left of the step after ``m (t_f + t_b)`` and those transfers;
 * data parallelism, per ZeRO stage (Rajbhandari et al. 2020 §5, §7): 0 allreduces the accumulated

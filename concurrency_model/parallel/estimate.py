@@ -43,7 +43,8 @@ import pandas as pd
 
 from ..scenario import Scenario, load_scenario
 from . import compose, memory
-from .features import HOST_S_PER_KERNEL, context_exposed, transformer_shape, triple_seconds, workload
+from .host import host_per_kernel, host_seconds  # noqa: F401 (re-exported for sweep, sensitivity)
+from .features import context_exposed, transformer_shape, triple_seconds, workload
 from ..uncertainty import band
 from .run import run_cost
 
@@ -182,28 +183,12 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
                     optimizer(state_bytes), dp["kappa"], c_cf, c_cb, h_f, h_b)
 
 
-def host_per_kernel(dev, host: float | None = None) -> float:
-    """The host's seconds to issue one kernel: ``host``, or (``None``) :data:`.features.HOST_S_PER_KERNEL`
-    on a GPU and 0 on a CPU device (whose per-operator dispatch is its launch overhead, on the same cores)."""
-    if host is not None:
-        return float(host)
-    return HOST_S_PER_KERNEL if dev.kind == "gpu" else 0.0
-
-
-def host_seconds(stage: dict, dev, host: float | None = None) -> tuple[float, float]:
-    """The host's seconds to issue a stage's forward and its backward (with recompute) pass per
-    microbatch: its kernels (:meth:`~concurrency_model.timing.parts.Parts.kernels`) times
-    :func:`host_per_kernel`."""
-    h, la = host_per_kernel(dev, host), float(dev.launch_overhead)
-    return h * stage["f"].kernels(la), h * (stage["b"].kernels(la) + stage["r"].kernels(la))
-
-
 def assemble(c_f, c_b, c_r, triples: dict, comm, zero: int, p, m, v, opt, kappa, c_cf, c_cb, h_f=0.0, h_b=0.0) -> dict:
     """The inputs of :func:`.compose.step_fn` from a stage's compute seconds and its communication
     ``triples`` (``tp_f, tp_b, tp_r, p2p, ar, rs, ag, last_ar, last_rs``) priced by ``comm``, and the host
     issue seconds ``h_f``, ``h_b`` (:func:`host_seconds`): shared by :func:`step_inputs` (one layout) and
     :mod:`concurrency_model.sweep` (arrays of layouts)."""
-    return {"h_f": h_f, "h_b": h_b, "c_f": c_f, "c_b": c_b, "c_r": c_r + comm(triples["tp_r"]), "c_tf": comm(triples["tp_f"]),
-            "c_tb": comm(triples["tp_b"]), "c_cf": c_cf, "c_cb": c_cb, "t_p2p": comm(triples["p2p"]),
+    return {"h_f": h_f, "h_b": h_b, "c_f": c_f, "c_b": c_b, "c_r": c_r + comm(triples["tp_r"]),
+            "c_tf": comm(triples["tp_f"]), "c_tb": comm(triples["tp_b"]), "c_cf": c_cf, "c_cb": c_cb, "t_p2p": comm(triples["p2p"]),
             "p": p, "m": m, "v": v, "ar": comm(triples["ar"]), "rs": comm(triples["rs"]), "ag": comm(triples["ag"]),
             "last": comm(triples["last_ar"] if zero == 0 else triples["last_rs"]), "opt": opt, "kappa": kappa}

@@ -28,8 +28,8 @@ from ..comm.hierarchical import hierarchical_pipelined
 from ..comm.on_cluster import _flat, collective_on_cluster
 from ..models import get_model
 from ..models.transformer import is_lm_head
-from ..timing import roofline_coeffs
 from ..timing.graph import layer_parts
+from ..timing.loss import cross_entropy_parts
 from ..timing.parts import Parts, total
 from ..units import dtype_bytes
 from . import pipeline
@@ -37,23 +37,6 @@ from .context import NO_PARTS, ZERO_TRIPLE, ContextMixin, _add, context_exposed 
 
 GRAD_BYTES = {"fp32": 4, "tf32": 4}  # gradients in the training dtype otherwise (2 bytes for fp16/bf16)
 BUCKET_BYTES = 25 * 2**20  # PyTorch DDP bucket_cap_mb = 25 (training-formulas §7)
-# Host (CPU) seconds to issue one modelled kernel in an eager framework step: Python, the dispatcher, autograd
-# and cudaLaunchKernel (5-20 us for the launch call alone, hardware.md 3D [R31]), for the modelled kernel and
-# the host-only and small ops around it (views, RNG-state forks, copies) that the graph does not list. A pass
-# of a stage lasts at least its kernels times this (parallel.compose: pass = max(GPU, host); the host runs
-# ahead of the GPU within a pass, so the two overlap: no wait when the GPU is the slower). Fitted once on a
-# 5 us grid (0-160 us): least mean APE over every 4th even row of vtrain_single (Megatron-DeepSpeed on 2-8
-# A100, hosts of 2 x AMD EPYC 7742, full recompute; benchmarks/fit_host_overhead.py: 9.4% at 60 us), held
-# out on the odd rows and every other set (benchmarks/training_accuracy.py).
-HOST_S_PER_KERNEL = 60e-6
-# Megatron's vocab-parallel cross-entropy on fp32 logits (training-formulas §4.3: the logits are held in fp32;
-# megatron/core/tensor_parallel/cross_entropy.py): bytes read + written per logit element and pass, in the
-# kernels it runs [D]. Forward: cast to fp32 (vb + 4), max (4), subtract (8), exp (8), sum (4), divide (8);
-# backward: scale by the loss gradient (8), cast back (4 + vb). The cast is absent when vb = 4.
-CE_FORWARD = (4, 8, 8, 4, 8)
-CE_BACKWARD = (8,)
-
-
 def triple_seconds(tr, s_intra=1.0, s_inter=1.0):
     """Seconds of a communication triple at link-bandwidth scales (see the module)."""
     return tr[0] + np.maximum(tr[1] / s_intra, tr[2] / s_inter)
@@ -75,24 +58,6 @@ def collective_triple(op: str, nbytes: float, ranks: int, cluster, ranks_per_nod
     busy = float(collective_time(op, alg, nbytes, ranks, 0, beta))
     on_inter = pl.kind == "inter" or (pl.kind == "mixed" and pl.inter[1] >= pl.intra[1])
     return (lat, 0.0, busy) if on_inter else (lat, busy, 0.0)
-
-
-def cross_entropy_parts(rows: float, vocab: float, value_bytes: int, dev, dtype: str) -> tuple:
-    """Forward and backward kernels (:class:`~concurrency_model.timing.parts.Parts`) of the fp32
-    cross-entropy over ``rows`` tokens and ``vocab`` logits each (one tensor rank's share of the
-    vocabulary), one memory-bound kernel per step of :data:`CE_FORWARD` / :data:`CE_BACKWARD`.
-
-    >>> from concurrency_model.hardware import load_device
-    >>> f, b = cross_entropy_parts(1024, 51200, 2, load_device("a100-sxm4-80gb"), "fp16")
-    >>> int(f.count.sum()), int(b.count.sum())   # cast + 5 forward kernels, 1 + cast back backward
-    (6, 2)
-    """
-    n = float(rows) * float(vocab)
-    cast = (value_bytes + 4,) if value_bytes < 4 else ()
-    out = []
-    for steps in (cast + CE_FORWARD, CE_BACKWARD + cast):
-        out.append(total(Parts.from_coeffs(roofline_coeffs(n, n * k, dev, "fp32"), dev) for k in steps))
-    return tuple(out)
 
 
 def transformer_shape(graph):
@@ -241,7 +206,7 @@ class Workload(ContextMixin):
             f, bw, f_s, b_s = passes[key]
             if is_lm_head(n):  # the loss on its logits (training only)
                 vocab = -(-n.attrs["c_out"] // t)
-                ce_f, ce_b = cross_entropy_parts(b * n.attrs["rows_per_sample"], vocab, self.vb, self.dev, self.dtype)
+                ce_f, ce_b = cross_entropy_parts(b * n.attrs["rows_per_sample"], vocab, self.vb, self.dev)
                 f, bw = f + ce_f, bw + ce_b
                 f_s, b_s = f.total(), bw.total()
             cp = {}

@@ -19,7 +19,8 @@ from .estimate import host_seconds, prepare, step_inputs, sync_of
 
 SCALES = {"s_flops": "peak FLOP/s", "s_mem_bw": "memory bandwidth", "s_launch": "kernel launch overhead",
           "s_intra": "intra-node link bandwidth", "s_inter": "inter-node link bandwidth",
-          "s_latency": "network latency", "s_host": "host (framework) seconds per kernel", "m": "microbatches per step (global batch at fixed data x microbatch)"}
+          "s_latency": "network latency", "s_host": "host (framework) seconds per kernel",
+          "m": "microbatches per step (global batch at fixed data x microbatch)"}
 
 
 def step_expression(scenario) -> tuple[sp.Expr, dict]:

@@ -38,8 +38,10 @@ NO_BAND = {
 
 
 def no_band_reason(name: str) -> str:
-    """Why ``name`` has no band (:data:`NO_BAND`, a key ending in ``-`` a prefix), or ``""``."""
-    return next((v for k, v in NO_BAND.items() if name == k or (k.endswith("-") and name.startswith(k))), "")
+    """Why ``name`` has no band (:data:`NO_BAND`), or ``""``."""
+    return NO_BAND.get(name, "")
+
+
 _KERNEL_KEYS = ["source_file", "sheet", "source_row"]  # unique per row of a DeepBench file
 
 

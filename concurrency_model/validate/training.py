@@ -117,7 +117,7 @@ def vtrain_rows(which: str = "single") -> pd.DataFrame:
 
 def vtrain_fit_rows() -> pd.DataFrame:
     """The even rows (file order) of vTrain single node: the rows :data:`~concurrency_model.parallel.
-    features.HOST_S_PER_KERNEL` is fitted on (``benchmarks/fit_host_overhead.py``)."""
+    host.HOST_S_PER_KERNEL` is fitted on (``benchmarks/fit_host_overhead.py``)."""
     return vtrain_rows("single").iloc[0::2].reset_index(drop=True)
 
 
