@@ -17,6 +17,10 @@ def show(out: dict) -> None:
           f"{out['gpus']} devices (tensor {p['tensor']} x pipeline {p['pipeline']})")
     print(f"prefill (time to first token) {out['prefill_s'] * 1e3:,.3f} ms; decode {out['decode_s_per_token'] * 1e3:,.3f} "
           f"ms per token; total {out['total_s'] * 1e3:,.1f} ms; {out['tokens_per_s']:,.1f} tokens/s")
+    if "total_p10_s" in out:  # 80% bands (concurrency_model.uncertainty)
+        print(f"80% bands: prefill {out['prefill_p10_s'] * 1e3:,.3f}-{out['prefill_p90_s'] * 1e3:,.3f} ms; decode "
+              f"{out['decode_s_per_token_p10'] * 1e3:,.3f}-{out['decode_s_per_token_p90'] * 1e3:,.3f} ms per token; "
+              f"total {out['total_p10_s'] * 1e3:,.1f}-{out['total_p90_s'] * 1e3:,.1f} ms")
     print(f"memory per device {out['memory_bytes_per_device'] / 1e9:,.2f} GB (KV cache "
           f"{out['kv_cache_bytes'] / 1e9:,.3f} GB per device, {out['kv_cache_bytes_total'] / 1e9:,.3f} GB in all)")
     for k, v in out["breakdown"].items():
