@@ -9,7 +9,7 @@ fitted : per system, the rows sorted by size (then ranks; the nccl-tests sweeps 
          rows; median APE over held-out sizes >= 64 KiB. Systems with fewer than MIN_HELD_OUT (3) such rows
          are listed ("counted": false) but not counted for the target: 1-2 training rows cannot check a
          two-constant model;
-preset : the nccl-tests sweeps from the dgx-a100 / dgx-h100 cluster presets alone; large messages
+preset : the nccl-tests sweeps from the dgx-a100 / gcp-a3-mega cluster presets alone; large messages
          (>= 256 MiB) reported as busbw and its APE (median over those sizes, and at the largest size).
 Targets (issue 4): fitted median APE <= 10% for sizes >= 64 KiB on every system; preset large-message
 busbw within 15% of measured for the A100 and H100 sweeps.

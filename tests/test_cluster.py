@@ -24,7 +24,7 @@ def _raw(name: str) -> dict:
 # -- presets ------------------------------------------------------------------------------------------
 
 def test_expected_presets_exist():
-    assert {"dgx1-v100", "dgx-a100", "dgx-h100", "cpu-host"} <= set(cluster_names())
+    assert {"dgx1-v100", "dgx-a100", "dgx-h100", "gcp-a3-mega", "cpu-host"} <= set(cluster_names())
 
 
 @pytest.mark.parametrize("filename", PRESET_FILES)
@@ -54,6 +54,7 @@ def test_preset_sources_cover_every_field(filename):
     ("dgx1-v100", "v100-sxm2-32gb", 4, ("nvlink", 150e9, 0.8), ("infiniband", 12.5e9, 0.9)),
     ("dgx-a100", "a100-sxm4-80gb", 8, ("nvswitch", 300e9, 0.767), ("infiniband", 25e9, 0.9)),
     ("dgx-h100", "h100-sxm5-80gb", 8, ("nvswitch", 450e9, 0.822), ("infiniband", 50e9, 0.9)),
+    ("gcp-a3-mega", "h100-sxm5-80gb", 8, ("nvswitch", 450e9, 0.822), ("ethernet", 25e9, 0.9)),
 ])
 def test_dgx_values(name, device, nics, intra, inter):
     c = load_cluster(name)

@@ -38,9 +38,9 @@
   400 KB - 26 MB: 2 held out), GTX 1080 Ti / Baidu ring / multi-node 3 (2 for training, 1 held out). Holding
   out more would leave 1 training row, which cannot fix the two constants of any form.
 * ``preset``: the nccl-tests sweeps from the cluster presets alone (``dgx-a100`` for the 2 x 8 A100 run,
-  ``dgx-h100`` for the 2 x 8 H100 run, whose GCP A3-Mega nodes have 200 Gb/s NICs where DGX H100 has
-  400: the preset is the nearest, not the same system), through :func:`~concurrency_model.comm.on_cluster.
-  collective_on_cluster` with ``auto``.
+  the nearest preset: OCI's nodes have A100-40GB on RoCE; ``gcp-a3-mega`` for the 2 x 8 H100 run, its own
+  system: 200 Gb/s GPUDirect-TCPXO NICs where DGX H100 has 400 Gb/s InfiniBand), through
+  :func:`~concurrency_model.comm.on_cluster.collective_on_cluster` with ``auto``.
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ MIN_HELD_OUT = 3
 #: The flat all-reduces whose bandwidth term is within 2x of the lower bound 2(P-1)/P n beta (Chan et
 #: al. 2007): ring, Rabenseifner, double binary tree.
 BANDWIDTH_OPTIMAL = ("ring", "rabenseifner", "double_binary_tree")
-PRESETS = {"oci_a100_2x8_roce": "dgx-a100", "gcp_a3mega_h100_2x8_tcpxo": "dgx-h100"}
+PRESETS = {"oci_a100_2x8_roce": "dgx-a100", "gcp_a3mega_h100_2x8_tcpxo": "gcp-a3-mega"}
 
 
 def ring(n, P, alpha, beta):
