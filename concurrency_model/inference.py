@@ -58,7 +58,7 @@ from .cluster import load_cluster, place
 from .comm.on_cluster import collective_on_cluster
 from .hardware import Device
 from .models import SEQUENCE_MODELS, get_model
-from .models.transformer import is_lm_head
+from .models.transformer import check_tensor_split, is_lm_head
 from .ops.attention import attention as attention_op
 from .parallel.memory import memory_per_device
 from .scenario import _section, load_scenario, read_scenario
@@ -198,17 +198,6 @@ def model_shape(graph) -> dict:
             "fused": bool(a.get("fused")), "params": int(graph.params)}
 
 
-def _check_tensor(graph, t: int) -> None:
-    for n in graph.layers():
-        if n.kind == "attention" and n.attrs["heads"] % t:
-            raise ValueError(f"parallel.tensor: {t} does not divide the {n.attrs['heads']} attention heads")
-        split = n.attrs.get("split")
-        if split == "column" and not is_lm_head(n) and n.attrs["c_out"] % t:
-            raise ValueError(f"parallel.tensor: {t} does not divide {n.name}'s {n.attrs['c_out']} outputs")
-        if split == "row" and n.attrs["c_in"] % t:
-            raise ValueError(f"parallel.tensor: {t} does not divide {n.name}'s {n.attrs['c_in']} inputs")
-
-
 def _pass_parts(graph, dev: Device, dtype: str, t: int, batch: int, decode: bool) -> Parts:
     """Kernels of one forward pass: dropout free, the output layer on the last position only; in a decode
     step the attention cores are left out (priced by :func:`_kv_attention`)."""
@@ -332,7 +321,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
         raise ValueError(f"inference.{e}") from None
     g_pre = _graph(model, batch, prompt_len, vb)
     g_dec = _graph(model, batch, 1, vb)
-    _check_tensor(g_pre, t)
+    check_tensor_split(g_pre.layers(), t)
     comm = _Comm(cl, t, p)
 
     # memory first: a configuration that does not fit is refused, not estimated

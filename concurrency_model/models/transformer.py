@@ -28,6 +28,20 @@ def is_lm_head(node) -> bool:
     return node.kind == "linear" and node.name.split(".")[-1] == LM_HEAD
 
 
+def check_tensor_split(layers, t: int) -> None:
+    """``ValueError`` naming ``parallel.tensor`` unless ``t`` divides the attention heads and every
+    column- or row-split GEMM dimension of ``layers`` (Megatron tensor parallelism, Shoeybi et al. §3; the
+    vocabulary-parallel LM head is padded instead)."""
+    for n in layers:
+        if n.kind == "attention" and n.attrs["heads"] % t:
+            raise ValueError(f"parallel.tensor: {t} does not divide the {n.attrs['heads']} attention heads")
+        split = n.attrs.get("split")
+        if split == "column" and not is_lm_head(n) and n.attrs["c_out"] % t:
+            raise ValueError(f"parallel.tensor: {t} does not divide {n.name}'s {n.attrs['c_out']} outputs")
+        if split == "row" and n.attrs["c_in"] % t:
+            raise ValueError(f"parallel.tensor: {t} does not divide {n.name}'s {n.attrs['c_in']} inputs")
+
+
 def _attention_block(b: Builder, x, heads, causal, fused):
     h = b.shape(x)[-1]
     qkv = b.linear(x, 3 * h, split="column", name="qkv")

@@ -27,7 +27,7 @@ from ..comm.collectives import collective_time
 from ..comm.hierarchical import hierarchical_pipelined
 from ..comm.on_cluster import _flat, collective_on_cluster
 from ..models import get_model
-from ..models.transformer import is_lm_head
+from ..models.transformer import check_tensor_split, is_lm_head
 from ..timing.graph import layer_parts
 from ..timing.loss import cross_entropy_parts
 from ..timing.parts import Parts, total
@@ -156,14 +156,7 @@ class Workload(ContextMixin):
         if t == 1:
             return
         layers = self.graph(1).layers()
-        for n in layers:
-            if n.kind == "attention" and n.attrs["heads"] % t:
-                raise ValueError(f"parallel.tensor: {t} does not divide the {n.attrs['heads']} attention heads")
-            split = n.attrs.get("split")
-            if split == "column" and not is_lm_head(n) and n.attrs["c_out"] % t:
-                raise ValueError(f"parallel.tensor: {t} does not divide {n.name}'s {n.attrs['c_out']} outputs")
-            if split == "row" and n.attrs["c_in"] % t:
-                raise ValueError(f"parallel.tensor: {t} does not divide {n.name}'s {n.attrs['c_in']} inputs")
+        check_tensor_split(layers, t)
         if not any(n.attrs.get("split") for n in layers):
             raise ValueError(f"parallel.tensor: {t} > 1 is modelled for transformer blocks only (this model has none)")
 
