@@ -113,4 +113,7 @@ def hierarchical_pipelined(op: str, n, ranks_per_node, nodes, alpha_intra, beta_
         latency += collective_time(phase_op, alg, size, ranks, a, 0, 0)
         busy[tier] += collective_time(phase_op, alg, size, ranks, 0, b, 0)
         compute += collective_time(phase_op, alg, size, ranks, 0, 0, red) if red else 0
-    return latency + sp.Max(busy["intra"], busy["inter"], compute)
+    parts = (busy["intra"], busy["inter"], compute)
+    if all(x.is_number for x in parts):  # numbers: the larger directly (sympy's Max compares them slowly)
+        return latency + max(parts, key=float)
+    return latency + sp.Max(*parts)
