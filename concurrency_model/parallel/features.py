@@ -78,6 +78,7 @@ class Workload(ContextMixin):
 
     def __init__(self, model, cluster, dtype: str):
         self.model, self.cluster, self.dtype = model, cluster, dtype
+        self._params = None
         self.dev = cluster.device
         self.vb = dtype_bytes(dtype)
         self.grad_bytes = GRAD_BYTES.get(dtype, 2)
@@ -123,7 +124,9 @@ class Workload(ContextMixin):
 
     @property
     def params(self) -> float:
-        return float(self.graph(1).params)
+        if self._params is None:  # the graph's sum over ~1,000 nodes: once per workload
+            self._params = float(self.graph(1).params)
+        return self._params
 
     @property
     def layer_count(self) -> int:

@@ -86,7 +86,10 @@ def partition(stage_costs: Sequence[float], stages: int) -> list[tuple[int, int]
             if start == L:
                 return worst
         return inf
-    lo, hi = max(costs), pre[L]
+    # bounds: no stage can be cheaper than the dearest layer or the mean; greedy filling to mean + dearest
+    # always fits in k stages (each full stage exceeds the mean)
+    lo = max(max(costs), pre[L] / k_max)
+    hi = min(pre[L], pre[L] / k_max + max(costs))
     for _ in range(200):
         mid = (lo + hi) / 2
         if not lo < mid < hi or hi - lo <= 1e-9 * hi:
