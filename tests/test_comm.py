@@ -345,3 +345,17 @@ def test_inapplicable_algorithm_lists_allowed():
         collective_time("alltoall", "ring", 1, 4, 1, 1)
     assert "bruck" in str(e.value) and "pairwise" in str(e.value)
     assert set(OPS) == {"broadcast", "reduce", "allreduce", "allgather", "reduce_scatter", "alltoall", "p2p"}
+
+
+def test_cached_results_keep_argument_types_and_checks():
+    # collective_time caches by (type, value): a cached P=1 must not let P=True (== 1) through, and the exact
+    # result for integer inputs must not be returned for float ones (or the other way round)
+    assert collective_time("allreduce", "ring", 800, 1, 1, 2) == 0
+    assert collective_time("allreduce", "ring", 800, 2, 1, 2) == 2 + 1600
+    with pytest.raises(ValueError, match="P"):
+        collective_time("allreduce", "ring", 800, True, 1, 2)
+    exact = collective_time("allreduce", "ring", 800, 4, 1, 3)
+    approx = collective_time("allreduce", "ring", 800.0, 4, 1, 3)
+    assert exact == 6 + 3600 and isinstance(exact, sp.Integer)  # 2(P-1) a + 2(P-1)/P n b
+    assert isinstance(approx, sp.Float) and float(approx) == 3606.0
+    assert collective_time("allreduce", "ring", 800, 4, 1, 3) is exact  # served from the cache
