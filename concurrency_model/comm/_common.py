@@ -17,12 +17,18 @@ import sympy as sp
 from ..cost import clog2
 
 __all__ = ["clog2", "flog2", "nonpow2", "active", "check_n", "check_ranks", "check_rate", "check_name",
-           "is_num"]
+           "is_num", "as_value"]
 
 
 def is_num(x: sp.Expr) -> bool:
     """True when ``x`` is a plain number (no free symbols)."""
     return bool(getattr(x, "is_number", False))
+
+
+def as_value(x):
+    """A float when ``x`` is a number, else the sympy expression (numbers in -> float out)."""
+    x = sp.sympify(x)
+    return float(x) if is_num(x) else x
 
 
 def check_name(field: str, value, allowed) -> str:

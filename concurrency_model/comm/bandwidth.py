@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from ._common import check_n, check_name, check_rate, check_ranks, is_num
+from ._common import as_value, check_n, check_name, check_ranks, check_rate
 from .collectives import OPS
 
 __all__ = ["algbw", "busbw", "busbw_factor"]
@@ -32,10 +32,6 @@ def busbw_factor(op: str, P) -> sp.Expr:
     return sp.Integer(1)
 
 
-def _out(x: sp.Expr):
-    return float(x) if is_num(x) else x
-
-
 def _time(t) -> sp.Expr:
     t = check_rate("t", t)
     if t.is_zero:
@@ -49,7 +45,7 @@ def algbw(n, t):
     >>> algbw(1e9, 0.5)
     2000000000.0
     """
-    return _out(check_n(n) / _time(t))
+    return as_value(check_n(n) / _time(t))
 
 
 def busbw(op: str, n, t, P):
@@ -59,4 +55,4 @@ def busbw(op: str, n, t, P):
     1500000000.0
     """
     factor = busbw_factor(op, P)
-    return _out(check_n(n) / _time(t) * factor)
+    return as_value(check_n(n) / _time(t) * factor)

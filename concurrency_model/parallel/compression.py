@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from ..comm._common import active, check_n, check_name, check_ranks, check_rate, is_num
+from ..comm._common import active, as_value, check_n, check_name, check_ranks, check_rate, is_num
 from ..comm.collectives import ALGORITHMS, collective_time
 from ..symbols import mem_bw, peak_flops
 
@@ -70,11 +70,6 @@ _SOURCE = {"fp32": "uncompressed", "fp16": "Micikevicius et al. 2018 (mixed prec
            "terngrad": "Wen et al. 2017 (TernGrad)", "qsgd": "Alistarh et al. 2017 (QSGD)",
            "topk": "Aji & Heafield 2017 (gradient dropping)", "dgc": "Lin et al. 2018 (Deep Gradient Compression)",
            "powersgd": "Vogels et al. 2019 (PowerSGD)"}
-
-
-def _value(x):
-    x = sp.sympify(x)
-    return float(x) if is_num(x) else x
 
 
 def _min(a, b):
@@ -95,7 +90,7 @@ def qsgd_bits(levels, d):
     nnz = s * (s + sp.sqrt(d))
     elias = (3 + sp.Rational(3, 2) * sp.log(2 * (s**2 + d) / nnz, 2)) * nnz
     if is_num(s) and is_num(d):
-        return _value(min(float(d * width), float(elias)) + 32)
+        return as_value(min(float(d * width), float(elias)) + 32)
     return sp.Min(d * width, elias) + 32
 
 
@@ -157,7 +152,7 @@ class Compressed:
 
     @property
     def bits_per_element(self):
-        return _value(8 * self.message_bytes / self.elements)
+        return as_value(8 * self.message_bytes / self.elements)
 
     def collectives(self, P) -> list[tuple[str, object]]:
         """``[(op, n), ...]`` with ``n`` as :func:`~concurrency_model.comm.collective_time` counts it."""
@@ -172,7 +167,7 @@ class Compressed:
         """Bytes one worker sends per synchronisation with bandwidth-optimal (ring-like) algorithms."""
         P = check_ranks(P, "P")
         k = (P - 1) if self.collective == "allgather" else 2 * (P - 1) / P
-        return _value(k * self.message_bytes)
+        return as_value(k * self.message_bytes)
 
     def codec_counts(self, P) -> tuple:
         """(encodes, decodes) of a full gradient per synchronisation."""
@@ -211,12 +206,12 @@ def compress(scheme: str, gradient, *, value_bytes=4, bucket_size=512, levels=7,
     else:
         m = check_n(gradient, "gradient")
     dense = vb * m
-    kw = dict(scheme=scheme, elements=_value(m), dense_bytes=_value(dense), source=_SOURCE[scheme])
+    kw = dict(scheme=scheme, elements=as_value(m), dense_bytes=as_value(dense), source=_SOURCE[scheme])
     if scheme == "fp32":
-        return Compressed(message_bytes=_value(dense), collective="allreduce", messages=(dense,), **kw)
+        return Compressed(message_bytes=as_value(dense), collective="allreduce", messages=(dense,), **kw)
     if scheme in ("fp16", "bf16"):
         c = _min(2 * m, dense)
-        return Compressed(message_bytes=_value(c), collective="allreduce", messages=(c,), encode_flop=m,
+        return Compressed(message_bytes=as_value(c), collective="allreduce", messages=(c,), encode_flop=m,
                           encode_bytes=vb * m + c, decode_flop=m, decode_bytes=c + vb * m, kernels=1, **kw)
     if scheme in _QUANT:
         d = check_ranks(bucket_size, "bucket_size")
@@ -231,7 +226,7 @@ def compress(scheme: str, gradient, *, value_bytes=4, bucket_size=512, levels=7,
         c = _min(bits / 8, dense)
         flop = {"int8": 3, "1bit": 5, "terngrad": 6, "qsgd": 8}[scheme] * m
         extra = 2 * vb * m if scheme == "1bit" else 0  # error feedback: read and write the residual
-        return Compressed(message_bytes=_value(c), collective=coll, messages=(c,), encode_flop=flop,
+        return Compressed(message_bytes=as_value(c), collective=coll, messages=(c,), encode_flop=flop,
                           encode_bytes=2 * vb * m + extra + c, decode_flop=2 * m, decode_bytes=c + 2 * vb * m,
                           kernels=2, **kw)
     if scheme in ("topk", "dgc"):
@@ -241,10 +236,10 @@ def compress(scheme: str, gradient, *, value_bytes=4, bucket_size=512, levels=7,
         k = sp.ceiling(ratio * m)
         sparse = k * (vb + check_rate("index_bytes", index_bytes))
         if is_num(sparse) and sparse >= dense:  # denser than dense: send dense (SparCML)
-            return Compressed(message_bytes=_value(dense), collective="allreduce", messages=(dense,), **kw)
+            return Compressed(message_bytes=as_value(dense), collective="allreduce", messages=(dense,), **kw)
         extra = 4 * vb * m if scheme == "dgc" else 0  # momentum correction + local accumulation buffers
         sparse = _min(sparse, dense)
-        return Compressed(message_bytes=_value(sparse), collective="allgather", messages=(sparse,),
+        return Compressed(message_bytes=as_value(sparse), collective="allgather", messages=(sparse,),
                           encode_flop=2 * m + (4 * m if scheme == "dgc" else 0),
                           encode_bytes=3 * vb * m + extra + sparse, decode_flop=k, decode_bytes=sparse + 2 * k * vb,
                           kernels=3 if scheme == "dgc" else 2, **kw)
@@ -263,7 +258,7 @@ def compress(scheme: str, gradient, *, value_bytes=4, bucket_size=512, levels=7,
     second = vb * r * sum(b for _, b in keep)
     ab = sum(a * b for a, b in keep)
     orth = sum(2 * a * r * r for a, _ in keep)
-    return Compressed(message_bytes=_value(first + second), collective="two_allreduces",
+    return Compressed(message_bytes=as_value(first + second), collective="two_allreduces",
                       messages=(first, second), encode_flop=2 * ab + orth, encode_bytes=3 * vb * ab,
                       decode_flop=ab, decode_bytes=3 * vb * ab, kernels=3,
                       gemms_encode=tuple((a, r, b) for a, b in keep) + tuple((b, r, a) for a, b in keep),
@@ -310,7 +305,7 @@ def codec_seconds(c: Compressed, P, device=None) -> tuple:
         dec = roofline(float(c.decode_flop), float(c.decode_bytes), device, "fp32", 1).time_s
     enc = enc + _gemm_seconds(c.gemms_encode, device)
     dec = dec + _gemm_seconds(c.gemms_decode, device)
-    return _value(n_enc * enc), _value(n_dec * dec)
+    return as_value(n_enc * enc), as_value(n_dec * dec)
 
 
 _DEFAULT_ALG = {"allreduce": "ring", "allgather": "ring", "alltoall": "pairwise"}
@@ -341,7 +336,7 @@ def compressed_sync_time(scheme, gradient, P, alpha, beta, *, algorithm: str = "
         else:
             total += collective_time(op, alg, n, P, alpha, beta, gamma if op == "allreduce" else 0)
     enc, dec = codec_seconds(c, P, device)
-    return _value(total + enc + dec)
+    return as_value(total + enc + dec)
 
 
 def compressed_sync_on_cluster(scheme, gradient, P: int, cluster, ranks_per_node: int | None = None,

@@ -24,7 +24,7 @@ import numbers
 import numpy as np
 import sympy as sp
 
-from ..comm._common import check_name, check_ranks, is_num
+from ..comm._common import as_value, check_name, check_ranks, is_num
 
 __all__ = ["DISTRIBUTIONS", "expected_order_statistic", "expected_max", "expected_max_monte_carlo",
            "sync_step_time", "ssp_step_time", "ssp_simulate", "async_throughput", "staleness_pmf",
@@ -33,12 +33,6 @@ __all__ = ["DISTRIBUTIONS", "expected_order_statistic", "expected_max", "expecte
 DISTRIBUTIONS = ("deterministic", "exponential", "shifted_exponential", "gaussian")
 GAUSSIAN_METHODS = ("blom", "gumbel", "exact")
 BLOM_ALPHA = sp.Rational(3, 8)  # Blom 1958
-
-
-def _value(x):
-    """A float when ``x`` is a number, else the sympy expression (numbers in -> float out)."""
-    x = sp.sympify(x)
-    return float(x) if is_num(x) else x
 
 
 def _real(field: str, v, *, positive: bool = False):
@@ -123,22 +117,22 @@ def expected_order_statistic(r, P, dist: str = "gaussian", mean=1.0, std=None, s
         raise ValueError(f"r: must be <= P = {P}, got {r}")
     check_name("method", method, GAUSSIAN_METHODS)
     if dist == "deterministic":
-        return _value(mean)
+        return as_value(mean)
     if dist in ("exponential", "shifted_exponential"):
-        return _value(shift + scale * (_harmonic(P) - _harmonic(P - r)))
+        return as_value(shift + scale * (_harmonic(P) - _harmonic(P - r)))
     if method == "blom":
-        return _value(mean + scale * _norm_ppf((r - BLOM_ALPHA) / (P + sp.Rational(1, 4))))
+        return as_value(mean + scale * _norm_ppf((r - BLOM_ALPHA) / (P + sp.Rational(1, 4))))
     if method == "gumbel":
         if not (is_num(r - P) and r == P):
             raise ValueError("r: method='gumbel' gives the maximum only (r = P)")
         if is_num(P) and P == 1:
-            return _value(mean)
+            return as_value(mean)
         L = sp.sqrt(2 * sp.log(P))
         a = L - (sp.log(sp.log(P)) + sp.log(4 * sp.pi)) / (2 * L)
-        return _value(mean + scale * (a + sp.EulerGamma / L))
+        return as_value(mean + scale * (a + sp.EulerGamma / L))
     if not (is_num(P) and is_num(r)):
         raise ValueError("method: 'exact' needs numbers for P and r")
-    return _value(mean + scale * _gaussian_exact(int(r), int(P)))
+    return as_value(mean + scale * _gaussian_exact(int(r), int(P)))
 
 
 def expected_max(P, dist: str = "gaussian", mean=1.0, std=None, shift=0, method: str = "blom"):
@@ -197,7 +191,7 @@ def sync_step_time(P, dist: str = "gaussian", mean=1.0, std=None, shift=0, comm_
     if is_num(P) and backup >= P:
         raise ValueError(f"backup: must be < P = {P}, got {backup}")
     t = expected_order_statistic(P - backup, P, dist, mean, std, shift, method)
-    return _value(t + _real("comm_s", comm_s))
+    return as_value(t + _real("comm_s", comm_s))
 
 
 def _staleness(s):
@@ -236,12 +230,12 @@ def ssp_step_time(P, staleness, dist: str = "gaussian", mean=1.0, std=None, shif
     P = check_ranks(P, "P")
     comm = _real("comm_s", comm_s)
     if s == math.inf:
-        return _value(mean + comm)
+        return as_value(mean + comm)
     if s == 0 or dist == "deterministic" or (is_num(scale) and not scale > 0):
         return sync_step_time(P, dist, mean, scale if dist == "gaussian" else None, shift, comm, method=method)
     if dist == "gaussian":
         z = expected_max(P, "gaussian", 0, 1, method=method)
-        return _value(mean + comm + scale * z / sp.sqrt(s + 1))
+        return as_value(mean + comm + scale * z / sp.sqrt(s + 1))
     if not (is_num(P) and is_num(scale)):
         raise ValueError("P: the exponential window model with staleness >= 1 needs numbers for P and mean")
     from scipy import integrate, stats
@@ -250,7 +244,7 @@ def ssp_step_time(P, staleness, dist: str = "gaussian", mean=1.0, std=None, shif
     g = stats.gamma(k, scale=th)
     hi = g.ppf(1 - 1e-14 / Pn)
     emax = integrate.quad(lambda x: -math.expm1(Pn * g.logcdf(x)), 0, hi, limit=200)[0]
-    return _value(shift + comm + sp.Float(emax) / k)
+    return as_value(shift + comm + sp.Float(emax) / k)
 
 
 def ssp_simulate(P: int, staleness, dist: str = "gaussian", mean=1.0, std=None, shift=0, comm_s=0.0,
@@ -303,8 +297,8 @@ def async_throughput(mean_times, P=None, server_s=0):
         rate = sum(1 / t for t in ts)
     server_s = _real("server_s", server_s)
     if is_num(server_s) and not server_s > 0:
-        return _value(rate)
-    return _value(sp.Min(rate, 1 / server_s))
+        return as_value(rate)
+    return as_value(sp.Min(rate, 1 / server_s))
 
 
 def mean_staleness(P):
@@ -317,7 +311,7 @@ def mean_staleness(P):
     >>> mean_staleness(8)
     7.0
     """
-    return _value(check_ranks(P, "P") - 1)
+    return as_value(check_ranks(P, "P") - 1)
 
 
 def staleness_pmf(P, k):
@@ -333,7 +327,7 @@ def staleness_pmf(P, k):
     P = check_ranks(P, "P")
     if isinstance(k, bool) or not isinstance(k, (numbers.Integral, sp.Basic)) or (is_num(k) and k < 0):
         raise ValueError(f"k: must be an integer >= 0, got {k!r}")
-    return _value((1 - 1 / P) ** k / P)
+    return as_value((1 - 1 / P) ** k / P)
 
 
 def local_sgd_step_time(P, tau, dist: str = "gaussian", mean=1.0, std=None, shift=0, comm_s=0,
@@ -353,4 +347,4 @@ def local_sgd_step_time(P, tau, dist: str = "gaussian", mean=1.0, std=None, shif
     if isinstance(tau, bool) or not isinstance(tau, numbers.Integral) or tau < 1:
         raise ValueError(f"tau: must be an integer >= 1, got {tau!r}")
     t = ssp_step_time(P, tau - 1, dist, mean, std, shift, 0, method)
-    return _value(t + _real("comm_s", comm_s) / tau)
+    return as_value(t + _real("comm_s", comm_s) / tau)

@@ -18,7 +18,7 @@ Context parallelism: :mod:`.context` (its methods are mixed into :class:`Workloa
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -78,7 +78,6 @@ class Workload(ContextMixin):
 
     def __init__(self, model, cluster, dtype: str):
         self.model, self.cluster, self.dtype = model, cluster, dtype
-        self._params = None
         self.dev = cluster.device
         self.vb = dtype_bytes(dtype)
         self.grad_bytes = GRAD_BYTES.get(dtype, 2)
@@ -122,11 +121,10 @@ class Workload(ContextMixin):
         g = self.graph(b)
         return float(g.forward().flop + g.backward().flop)
 
-    @property
+    @cached_property
     def params(self) -> float:
-        if self._params is None:  # the graph's sum over ~1,000 nodes: once per workload
-            self._params = float(self.graph(1).params)
-        return self._params
+        """Parameters of the model (the graph's sum over its nodes, once per workload)."""
+        return float(self.graph(1).params)
 
     @property
     def layer_count(self) -> int:

@@ -1,0 +1,123 @@
+"""Pipeline stage partitioning: contiguous layer ranges that minimise the slowest stage.
+
+Source: PipeDream's dynamic program (Narayanan et al. 2019, SOSP, §3.1), here without its communication
+and replication terms. :mod:`.pipeline` re-exports both functions.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+import numbers
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["partition", "partition_graph"]
+
+
+def partition(stage_costs: Sequence[float], stages: int) -> list[tuple[int, int]]:
+    """Contiguous ``[start, stop)`` layer ranges that minimise the slowest stage's time.
+
+    PipeDream's dynamic program (Narayanan et al. 2019 §3.1), compute only: ``A(j, k) = min_i max(A(i,
+    k-1), sum(cost[i:j]))``, O(L^2 p). Among the optimal partitions a second pass picks the one with the
+    smallest sum of squared stage times (the most balanced), so uniform layers split evenly.
+
+    >>> partition([1, 1, 1, 1, 1, 1, 1, 1], 4)
+    [(0, 2), (2, 4), (4, 6), (6, 8)]
+    >>> partition([5, 1, 1, 1, 1, 1], 2)
+    [(0, 1), (1, 6)]
+    """
+    costs = []
+    for i, c in enumerate(stage_costs):
+        if isinstance(c, bool) or not isinstance(c, numbers.Real) or not math.isfinite(c) or c < 0:
+            raise ValueError(f"stage_costs: element {i} must be a finite number >= 0 seconds, got {c!r}")
+        costs.append(float(c))
+    L = len(costs)
+    if isinstance(stages, bool) or not isinstance(stages, numbers.Integral) or not 1 <= stages <= L:
+        raise ValueError(f"stages: must be an integer from 1 to the number of layers ({L}), got {stages!r}")
+    k_max = int(stages)
+    pre = np.concatenate([[0.0], np.cumsum(costs)])
+    inf = np.inf
+    # pass 1: the smallest bottleneck. Greedy filling up to a cap B succeeds in <= k stages exactly when
+    # some partition has bottleneck <= B; bisect B, then read the bottleneck off the greedy partition
+    # (the same value as the dynamic program's A(L, p), found in O(p log L) per probe); the bisection stops
+    # at a relative width of 1e-9, where the greedy partition at the upper end is within 1e-9 of the optimum
+    prefix = pre.tolist()
+
+    def greedy_max(cap):
+        start, worst = 0, 0.0
+        for _ in range(k_max):
+            stop = min(bisect.bisect_right(prefix, prefix[start] + cap) - 1, L)
+            if stop <= start:
+                return inf
+            worst = max(worst, prefix[stop] - prefix[start])
+            start = stop
+            if start == L:
+                return worst
+        return inf
+    # bounds: no stage can be cheaper than the dearest layer or the mean; greedy filling to mean + dearest
+    # always fits in k stages (each full stage exceeds the mean)
+    lo = max(max(costs), pre[L] / k_max)
+    hi = min(pre[L], pre[L] / k_max + max(costs))
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if not lo < mid < hi or hi - lo <= 1e-9 * hi:
+            break
+        if greedy_max(mid) < inf:
+            hi = mid
+        else:
+            lo = mid
+    bottleneck = greedy_max(hi) if greedy_max(lo) == inf else greedy_max(lo)
+    cap = bottleneck * (1 + 1e-12) + 1e-300
+    # pass 2: among partitions whose every stage is <= cap, the smallest sum of squares (balance); for
+    # each stage count k, all ends j at once over the window of starts i whose stage fits the cap
+    sq = np.full((k_max + 1, L + 1), inf)
+    arg = np.zeros((k_max + 1, L + 1), dtype=int)
+    sq[0, 0] = 0.0
+    j_all = np.arange(L + 1)
+    lo_i = np.searchsorted(pre, pre - cap, side="left")
+    width = int((j_all - lo_i).max()) + 1
+    for k in range(1, k_max + 1):
+        j = j_all[k:]
+        i = np.maximum(lo_i[k:], k - 1)[:, None] + np.arange(width)[None, :]
+        ok = i < j[:, None]
+        i = np.where(ok, i, 0)
+        seg = pre[j][:, None] - pre[i]
+        cand = np.where(ok & (seg <= cap), sq[k - 1, i] + seg ** 2, inf)
+        n = np.argmin(cand, axis=1)
+        sq[k, k:] = cand[np.arange(len(j)), n]
+        arg[k, k:] = i[np.arange(len(j)), n]
+    out, j = [], L
+    for k in range(k_max, 0, -1):
+        i = int(arg[k, j])
+        out.append((i, j))
+        j = i
+    return out[::-1]
+
+
+def partition_graph(graph, stages: int, device, dtype: str = "fp32") -> pd.DataFrame:
+    """Partition a :class:`~concurrency_model.graph.Graph` into pipeline stages by layer time.
+
+    Layer times come from :func:`concurrency_model.timing.graph.layer_times` (forward, and backward =
+    grad-input + grad-weight). One row per stage: ``stage, start, stop, first_layer, last_layer, layers,
+    forward_s, backward_s, time_s``; the slowest stage's ``forward_s`` / ``backward_s`` are the
+    ``t_f`` / ``t_b`` of :func:`~.pipeline.step_time`.
+
+    >>> from concurrency_model import get_model
+    >>> df = partition_graph(get_model("lenet5", batch=8), 2, "v100-sxm2-32gb")
+    >>> list(df["stage"]), int(df["layers"].sum()) == len(get_model("lenet5", batch=8).layers())
+    ([0, 1], True)
+    """
+    from ..timing.graph import layer_times
+
+    lt = layer_times(graph, device, dtype)
+    fwd = lt["forward_s"].to_numpy(float)
+    bwd = (lt["grad_input_s"] + lt["grad_weight_s"]).to_numpy(float)
+    rows = []
+    for s, (a, b) in enumerate(partition(list(fwd + bwd), stages)):
+        f, bw = float(fwd[a:b].sum()), float(bwd[a:b].sum())
+        rows.append({"stage": s, "start": a, "stop": b, "first_layer": lt["name"].iloc[a],
+                     "last_layer": lt["name"].iloc[b - 1], "layers": b - a, "forward_s": f,
+                     "backward_s": bw, "time_s": f + bw})
+    return pd.DataFrame(rows)
