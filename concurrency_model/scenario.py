@@ -23,11 +23,13 @@ PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_pa
             "microbatch_size": 1, "global_batch": None, "schedule": "1f1b", "context": 1,
             "context_algorithm": "ring"}
 TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_stage": 0, "overlap": True,
-            "sync": "allreduce", "ps_servers": 0, "compression": "none", "host_overhead_s": None}
+            "sync": "allreduce", "ps_servers": 0, "compression": "none", "host_overhead_s": None,
+            "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0}
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "topk", "dgc", "powersgd")
 CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "recompute": ("none", "selective", "full"),
            "optimizer": ("sgd", "momentum", "adam", "adamw"), "dtype": tuple(DTYPE_BYTES),
-           "sync": ("allreduce", "parameter_server"), "compression": COMPRESSIONS}
+           "sync": ("allreduce", "parameter_server"), "compression": COMPRESSIONS,
+           "consistency": ("synchronous", "ssp", "asynchronous", "local_sgd")}
 TOP = ("model", "cluster", "parallel", "training", "run", "inference", "name", "notes")
 
 
@@ -67,9 +69,25 @@ def _section(raw: dict, name: str, defaults: dict) -> dict:
             if not isinstance(v, bool):
                 raise ValueError(f"{where}: must be true or false, got {v!r}")
         elif isinstance(default, int) or (k == "global_batch" and v is not None):
-            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if k in ("zero_stage", "ps_servers") else 1):
+            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if k in ("zero_stage", "ps_servers", "staleness") else 1):
                 raise ValueError(f"{where}: must be a positive integer, got {v!r}")
     return out
+
+
+def _check_consistency(tr: dict) -> None:
+    """``training.consistency`` and its parameters (:func:`concurrency_model.parallel.consistency.step_factors`):
+    a parameter of another mode is refused rather than ignored."""
+    mode, cv = tr["consistency"], tr["straggler_cv"]
+    if isinstance(cv, bool) or not isinstance(cv, (int, float)) or not 0 <= cv < float("inf"):
+        raise ValueError(f"training.straggler_cv: must be a number >= 0 (standard deviation / mean of a replica's "
+                         f"compute time per step), got {cv!r}")
+    if tr["staleness"] and mode != "ssp":
+        raise ValueError(f"training.staleness: only used with consistency \"ssp\", got consistency {mode!r}")
+    if tr["local_steps"] != 1 and mode != "local_sgd":
+        raise ValueError(f"training.local_steps: only used with consistency \"local_sgd\", got consistency {mode!r}")
+    if mode == "asynchronous" and tr["sync"] != "parameter_server":
+        raise ValueError("training.consistency: \"asynchronous\" updates go through parameter servers; set "
+                         "training.sync to \"parameter_server\"")
 
 
 def read_scenario(spec) -> dict:
@@ -114,9 +132,11 @@ def load_scenario(spec) -> Scenario:
         raise ValueError(f"parallel.interleave: {par['interleave']} chunks need schedule \"interleaved\"")
     if tr["zero_stage"] > 3:
         raise ValueError(f"training.zero_stage: must be 0, 1, 2 or 3, got {tr['zero_stage']}")
-    if (tr["sync"] != "allreduce" or tr["compression"] != "none") and tr["zero_stage"]:
-        raise ValueError("training.zero_stage: parameter servers and gradient compression are modelled with "
-                         f"ZeRO 0, got {tr['zero_stage']}")
+    if (tr["sync"] != "allreduce" or tr["compression"] != "none" or tr["consistency"] != "synchronous") \
+            and tr["zero_stage"]:
+        raise ValueError("training.zero_stage: parameter servers, gradient compression and consistency models other "
+                         f"than synchronous are modelled with ZeRO 0, got {tr['zero_stage']}")
+    _check_consistency(tr)
     h = tr["host_overhead_s"]
     if h is not None and (isinstance(h, bool) or not isinstance(h, (int, float)) or h < 0):
         raise ValueError(f"training.host_overhead_s: must be a number >= 0 (host seconds per kernel) or null, "

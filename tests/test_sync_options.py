@@ -47,7 +47,7 @@ def test_sweep_agrees_with_estimate(training):
 
 
 def test_bad_input_names_the_field():
-    with pytest.raises(ValueError, match=r"^training.zero_stage: parameter servers and gradient compression"):
+    with pytest.raises(ValueError, match=r"^training.zero_stage: parameter servers, gradient compression"):
         run(compression="fp16", zero_stage=1)
     with pytest.raises(ValueError, match=r"^training.compression: unknown 'zip'"):
         run(compression="zip")

@@ -21,7 +21,10 @@ parameter allgather; ``last``: the last gradient bucket) and the optimizer step 
   microbatch's gradients; 3 also gathers the parameters in each microbatch's forward and backward pass.
   With overlap each transfer hides behind the compute it follows (wait-free backprop, Li et al. 2020;
   ZeRO prefetching): what does not fit is exposed, and always the last 25 MiB bucket;
-* the step: pipeline + exposed data-parallel time + optimizer.
+* the step: pipeline + exposed data-parallel time + optimizer;
+* consistency (:func:`.consistency.step_factors`, [D]): the replicas' compute (pipeline + optimizer) waits
+  ``straggle`` times itself for the slowest replica, and the data-parallel terms count ``sync_frac`` times
+  (local SGD synchronises every ``1 / sync_frac`` steps); 0 and 1 for synchronous SGD without stragglers.
 
 Memory per device (:func:`memory_fn`) is the same kind of expression in ``b, t, p, m, v, d, c``, from
 :mod:`.memory`.
@@ -37,8 +40,9 @@ from ..units import dtype_bytes
 from . import memory, pipeline
 
 STEP_INPUTS = ("c_f", "c_b", "c_r", "c_tf", "c_tb", "c_cf", "c_cb", "t_p2p", "p", "m", "v", "ar", "rs", "ag", "last",
-               "opt", "kappa", "h_f", "h_b")
-STEP_OUTPUTS = ("step", "step_pp", "bubble", "p2p_exposed", "dp_total", "dp_exposed", "dp_interference", "host_wait")
+               "opt", "kappa", "h_f", "h_b", "straggle", "sync_frac")
+STEP_OUTPUTS = ("step", "step_pp", "bubble", "p2p_exposed", "dp_total", "dp_exposed", "dp_interference", "host_wait",
+                "straggler_wait")
 MEMORY_INPUTS = ("b", "t", "p", "m", "v", "d", "act_graph", "c")
 _SYM = {name: sp.Symbol(name, positive=True) for name in STEP_INPUTS + MEMORY_INPUTS}
 SYMBOLS = _SYM
@@ -49,7 +53,8 @@ def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
     """The step and its parts (:data:`STEP_OUTPUTS`) as sympy expressions in :data:`STEP_INPUTS`.
 
     >>> e = step_expressions("1f1b", 0, False)
-    >>> e["step"].subs({SYMBOLS["p"]: 1, SYMBOLS["h_f"]: 0, SYMBOLS["h_b"]: 0})
+    >>> e["step"].subs({SYMBOLS["p"]: 1, SYMBOLS["h_f"]: 0, SYMBOLS["h_b"]: 0, SYMBOLS["straggle"]: 0,
+    ...                 SYMBOLS["sync_frac"]: 1})
     ar + m*(c_b + c_cb + c_cf + c_f + c_r + c_tb + c_tf) + opt
     """
     s = {k: _SYM[k] for k in STEP_INPUTS}
@@ -75,9 +80,12 @@ def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
         interference = s["kappa"] * (dp_total - dp_exposed)
     else:
         dp_exposed, interference = dp_total, sp.Integer(0)
-    return {"step": step_pp + dp_exposed + interference + s["opt"], "step_pp": step_pp, "bubble": bubble,
-            "p2p_exposed": p2p_exposed, "dp_total": dp_total, "dp_exposed": dp_exposed,
-            "dp_interference": interference, "host_wait": m * (t_f - gpu_f + t_b - gpu_b)}
+    f = s["sync_frac"]
+    straggler_wait = s["straggle"] * (step_pp + s["opt"])
+    return {"step": step_pp + s["opt"] + straggler_wait + f * (dp_exposed + interference), "step_pp": step_pp,
+            "bubble": bubble, "p2p_exposed": p2p_exposed, "dp_total": f * dp_total, "dp_exposed": f * dp_exposed,
+            "dp_interference": f * interference, "host_wait": m * (t_f - gpu_f + t_b - gpu_b),
+            "straggler_wait": straggler_wait}
 
 
 @lru_cache(maxsize=None)
@@ -105,7 +113,7 @@ def breakdown(inputs: dict, out: dict) -> dict:
          "data_parallel_exposed_s": out["dp_exposed"],
          "data_parallel_overlapped_s": out["dp_total"] - out["dp_exposed"],
          "overlap_interference_s": out["dp_interference"], "optimizer_s": inputs["opt"],
-         "host_wait_s": out["host_wait"]}
+         "host_wait_s": out["host_wait"], "straggler_wait_s": out["straggler_wait"]}
     b["compute_s"] = b["forward_s"] + b["backward_s"] + b["recompute_s"]
     b["communication_s"] = b["tensor_parallel_comm_s"] + b["context_parallel_comm_s"] + out["p2p_exposed"] \
         + out["dp_exposed"]

@@ -28,9 +28,10 @@ from ..comm._common import as_value, check_name, check_ranks, is_num
 
 __all__ = ["DISTRIBUTIONS", "expected_order_statistic", "expected_max", "expected_max_monte_carlo",
            "sync_step_time", "ssp_step_time", "ssp_simulate", "async_throughput", "staleness_pmf",
-           "mean_staleness", "local_sgd_step_time", "sample_times"]
+           "mean_staleness", "local_sgd_step_time", "sample_times", "CONSISTENCY", "step_factors"]
 
 DISTRIBUTIONS = ("deterministic", "exponential", "shifted_exponential", "gaussian")
+CONSISTENCY = ("synchronous", "ssp", "asynchronous", "local_sgd")  # a scenario's training.consistency
 GAUSSIAN_METHODS = ("blom", "gumbel", "exact")
 BLOM_ALPHA = sp.Rational(3, 8)  # Blom 1958
 
@@ -348,3 +349,39 @@ def local_sgd_step_time(P, tau, dist: str = "gaussian", mean=1.0, std=None, shif
         raise ValueError(f"tau: must be an integer >= 1, got {tau!r}")
     t = ssp_step_time(P, tau - 1, dist, mean, std, shift, 0, method)
     return as_value(t + _real("comm_s", comm_s) / tau)
+
+
+def step_factors(replicas, consistency: str = "synchronous", straggler_cv=0.0, staleness: int = 0,
+                 local_steps: int = 1) -> tuple:
+    """``(straggle, sync_frac)`` of a training step under ``consistency``, numpy-vectorised over ``replicas``
+    (the data-parallel replicas that meet at the synchronisation); what :mod:`.compose` multiplies in [D].
+
+    A replica's compute per step (everything but its data-parallel synchronisation) is gaussian with mean
+    ``C`` and standard deviation ``straggler_cv x C``; the step becomes ``C (1 + straggle) + sync_frac x
+    (exposed synchronisation)``, the gaussian forms of this module with ``z_P`` by Blom's approximation
+    (:func:`expected_order_statistic`):
+
+    * ``synchronous``: ``straggle = cv z_P`` (:func:`sync_step_time`), ``sync_frac = 1``;
+    * ``ssp`` with bound ``s``: ``cv z_P / sqrt(s + 1)`` (:func:`ssp_step_time`, its window model);
+    * ``local_sgd`` every ``tau`` steps: ``cv z_P / sqrt(tau)`` and ``sync_frac = 1 / tau``
+      (:func:`local_sgd_step_time`; the averaging is not overlapped);
+    * ``asynchronous``: nobody waits (:func:`async_throughput`): ``straggle = 0``, ``sync_frac = 1``.
+
+    >>> s, f = step_factors(8, "synchronous", 0.1)
+    >>> round(s, 4), f
+    (0.1434, 1.0)
+    >>> s, f = step_factors([1, 8], "local_sgd", 0.1, local_steps=4)
+    >>> s.round(4).tolist(), f.tolist()
+    ([0.0, 0.0717], [0.25, 0.25])
+    """
+    from scipy.special import ndtri
+
+    check_name("consistency", consistency, CONSISTENCY)
+    P = np.asarray(replicas, dtype=float)
+    z = ndtri((P - 0.375) / (P + 0.25))  # Blom 1958: z_1 = 0
+    window = {"synchronous": 1, "ssp": staleness + 1, "local_sgd": local_steps, "asynchronous": math.inf}[consistency]
+    straggle = 0.0 * z if window == math.inf else float(straggler_cv) * z / math.sqrt(window)
+    sync_frac = 1.0 / local_steps if consistency == "local_sgd" else 1.0
+    if np.ndim(P) == 0:  # one number in, floats out
+        return float(straggle), sync_frac
+    return straggle, np.full_like(z, sync_frac)

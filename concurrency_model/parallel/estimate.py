@@ -20,6 +20,11 @@ Composition (DESIGN.md "How the pieces meet"; Narayanan et al. 2021 for the 3D l
    microbatch's forward and backward pass (Rajbhandari et al. 2020 §5, §7). With ``overlap`` each
    transfer hides behind the compute it follows (wait-free backprop, Li et al. 2020; ZeRO prefetching):
    what does not fit is exposed, and always the last 25 MiB gradient bucket.
+   Consistency (``training.consistency``, paper §7.1; :func:`.consistency.step_factors`, [D]): with
+   ``straggler_cv`` > 0 the replicas' compute time per step varies and a synchronous step waits for the
+   slowest of the ``data x context`` replicas (the expected gaussian maximum); ``ssp`` with bound
+   ``staleness`` pays that wait as a window of ``staleness + 1`` steps, ``asynchronous`` (parameter
+   servers) not at all, and ``local_sgd`` averages the models every ``local_steps`` steps (not overlapped).
 6. The optimizer step is a memory-bound pass over the device's (ZeRO-sharded) model state.
 7. Context parallelism over ``context`` devices (:mod:`.features`): each device holds ``s / context``
    tokens of every sequence; ring attention (Liu et al. 2023) adds ``context - 1`` attention blocks per
@@ -43,6 +48,7 @@ import pandas as pd
 
 from ..scenario import Scenario, load_scenario
 from . import compose, memory
+from .consistency import step_factors
 from .host import host_per_kernel, host_seconds  # noqa: F401 (re-exported for sweep, sensitivity)
 from .features import context_exposed, transformer_shape, triple_seconds, workload
 from ..uncertainty import band
@@ -90,7 +96,8 @@ def estimate(scenario) -> Estimate:
     sc = load_scenario(scenario)
     par, tr = sc.parallel, sc.training
     w, stage, state, mem, key = prepare(sc)
-    inputs = step_inputs(w, stage, *key, state, sync=sync_of(sc), host=tr["host_overhead_s"])
+    inputs = step_inputs(w, stage, *key, state, sync=sync_of(sc), host=tr["host_overhead_s"],
+                         consistency=consistency_of(tr, par["data"] * par["context"]))
     out = {k: float(x) for k, x in compose.step_fn(par["schedule"], tr["zero_stage"], tr["overlap"])(**inputs).items()}
     breakdown = {k: float(x) for k, x in compose.breakdown(inputs, out).items()}
     step = out["step"]
@@ -117,7 +124,8 @@ def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | No
         i, e = intra_bw * at["intra_bw"], inter_bw * at["inter_bw"]
         inputs = step_inputs(w, stage, *key, state, lambda parts: parts.seconds(f, b, la),
                              lambda tr: triple_seconds(tr, i, e), lambda st: w.optimizer_seconds(st, b, la),
-                             sync=sync_of(sc), host=sc.training["host_overhead_s"])
+                             sync=sync_of(sc), host=sc.training["host_overhead_s"],
+                             consistency=consistency_of(sc.training, sc.parallel["data"] * sc.parallel["context"]))
         return fn(**inputs)["step"]
     return band(step)
 
@@ -126,6 +134,15 @@ def sync_of(sc: Scenario) -> tuple:
     """``(sync, ps_servers, compression)`` of a scenario's training section (:meth:`.features.Workload.data_parallel`)."""
     tr = sc.training
     return tr.get("sync", "allreduce"), tr.get("ps_servers", 0), tr.get("compression", "none")
+
+
+def consistency_of(training: dict, replicas) -> dict:
+    """``straggle``, ``sync_frac`` (:func:`.consistency.step_factors`, per number of data-parallel
+    ``replicas``: a number or an array) and ``exposed`` (local SGD's averaging is not overlapped) of a
+    scenario's training section."""
+    straggle, frac = step_factors(replicas, training["consistency"], training["straggler_cv"], training["staleness"],
+                                  training["local_steps"])
+    return {"straggle": straggle, "sync_frac": frac, "exposed": training["consistency"] == "local_sgd"}
 
 
 def prepare(sc: Scenario) -> tuple:
@@ -162,13 +179,14 @@ def prepare(sc: Scenario) -> tuple:
 
 def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: int, m, v, zero: int, state_bytes,
                 seconds=None, comm=None, optimizer=None, sync: tuple = ("allreduce", 0, "none"),
-                host: float | None = None, host_wait=None) -> dict:
+                host: float | None = None, host_wait=None, consistency: dict | None = None) -> dict:
     """Inputs of :func:`.compose.step_fn` for one layout of workload ``w``: kernel parts become seconds
     through ``seconds`` (default: on the nominal device), communication triples through ``comm`` (default
     :func:`.features.triple_seconds`) and the optimizer's state bytes through ``optimizer`` (default
     :meth:`.features.Workload.optimizer_seconds`); :mod:`.sensitivity` passes symbolic ones. ``host``: host
     seconds per kernel (:func:`host_per_kernel`); ``host_wait``: the stage's host issue seconds (default
-    :func:`host_seconds`; :mod:`.sensitivity` passes symbolic ones)."""
+    :func:`host_seconds`; :mod:`.sensitivity` passes symbolic ones); ``consistency``: :func:`consistency_of`
+    (default: synchronous, no stragglers)."""
     seconds = seconds or (lambda parts: parts.seconds())
     comm = comm or triple_seconds
     optimizer = optimizer or w.optimizer_seconds
@@ -180,15 +198,18 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
     triples = {**{k: stage[k] for k in ("tp_f", "tp_b", "tp_r")}, **dp, "p2p": w.p2p(b, t, sp, rec, p, d, c, alg)}
     h_f, h_b = (host_wait or (lambda st: host_seconds(st, w.dev, host)))(stage)
     return assemble(seconds(stage["f"]), seconds(stage["b"]), seconds(stage["r"]), triples, comm, zero, p, m, v,
-                    optimizer(state_bytes), dp["kappa"], c_cf, c_cb, h_f, h_b)
+                    optimizer(state_bytes), dp["kappa"], c_cf, c_cb, h_f, h_b, **(consistency or {}))
 
 
-def assemble(c_f, c_b, c_r, triples: dict, comm, zero: int, p, m, v, opt, kappa, c_cf, c_cb, h_f=0.0, h_b=0.0) -> dict:
+def assemble(c_f, c_b, c_r, triples: dict, comm, zero: int, p, m, v, opt, kappa, c_cf, c_cb, h_f=0.0, h_b=0.0,
+             straggle=0.0, sync_frac=1.0, exposed: bool = False) -> dict:
     """The inputs of :func:`.compose.step_fn` from a stage's compute seconds and its communication
-    ``triples`` (``tp_f, tp_b, tp_r, p2p, ar, rs, ag, last_ar, last_rs``) priced by ``comm``, and the host
-    issue seconds ``h_f``, ``h_b`` (:func:`host_seconds`): shared by :func:`step_inputs` (one layout) and
-    :mod:`concurrency_model.sweep` (arrays of layouts)."""
+    ``triples`` (``tp_f, tp_b, tp_r, p2p, ar, rs, ag, last_ar, last_rs``) priced by ``comm``, the host
+    issue seconds ``h_f``, ``h_b`` (:func:`host_seconds`) and the consistency factors (:func:`consistency_of`;
+    ``exposed``: the whole allreduce is exposed, as its last bucket): shared by :func:`step_inputs` (one
+    layout) and :mod:`concurrency_model.sweep` (arrays of layouts)."""
     return {"h_f": h_f, "h_b": h_b, "c_f": c_f, "c_b": c_b, "c_r": c_r + comm(triples["tp_r"]),
             "c_tf": comm(triples["tp_f"]), "c_tb": comm(triples["tp_b"]), "c_cf": c_cf, "c_cb": c_cb, "t_p2p": comm(triples["p2p"]),
             "p": p, "m": m, "v": v, "ar": comm(triples["ar"]), "rs": comm(triples["rs"]), "ag": comm(triples["ag"]),
-            "last": comm(triples["last_ar"] if zero == 0 else triples["last_rs"]), "opt": opt, "kappa": kappa}
+            "last": comm(triples["ar"] if exposed else triples["last_ar"] if zero == 0 else triples["last_rs"]),
+            "opt": opt, "kappa": kappa, "straggle": straggle, "sync_frac": sync_frac}

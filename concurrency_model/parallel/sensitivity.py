@@ -15,7 +15,7 @@ import sympy as sp
 
 from ..scenario import load_scenario
 from . import compose
-from .estimate import host_seconds, prepare, step_inputs, sync_of
+from .estimate import consistency_of, host_seconds, prepare, step_inputs, sync_of
 
 SCALES = {"s_flops": "peak FLOP/s", "s_mem_bw": "memory bandwidth", "s_launch": "kernel launch overhead",
           "s_intra": "intra-node link bandwidth", "s_inter": "inter-node link bandwidth",
@@ -53,7 +53,8 @@ def step_expression(scenario) -> tuple[sp.Expr, dict]:
 
     b, t, spar, rec, p, d, m, v, zero = key
     inputs = step_inputs(w, stage, b, t, spar, rec, p, d, s["m"], v, zero, state, seconds, comm, optimizer,
-                         sync=sync_of(sc), host_wait=host_wait)
+                         sync=sync_of(sc), host_wait=host_wait,
+                         consistency=consistency_of(sc.training, d * sc.parallel["context"]))
     expr = compose.step_expressions(sc.parallel["schedule"], zero, sc.training["overlap"])["step"]
     expr = expr.xreplace({compose.SYMBOLS[k]: sp.sympify(x) for k, x in inputs.items()})
     values = {sym: (m if k == "m" else 1) for k, sym in s.items()}

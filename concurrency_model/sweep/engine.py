@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..parallel import compose, memory
 from ..parallel.features import context_exposed, transformer_shape, workload
-from ..parallel.estimate import assemble, host_seconds, prepare, step_band, sync_of
+from ..parallel.estimate import assemble, consistency_of, host_seconds, prepare, step_band, sync_of
 from ..parallel.run import run_cost
 from ..progress import Progress
 from ..scenario import load_scenario, read_scenario
@@ -197,9 +197,9 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     fixed = {k: v for k, v in {**given_par, **given_tr}.items() if k in
              ("data", "tensor", "pipeline", "context", "context_algorithm", "microbatch_size", "schedule",
               "interleave", "sequence_parallel", "recompute", "zero_stage")}
-    if (given_tr.get("sync", "allreduce") != "allreduce" or given_tr.get("compression", "none") != "none") \
-            and "zero_stage" not in fixed:
-        fixed["zero_stage"] = 0  # parameter servers and compression are modelled with ZeRO 0
+    if (given_tr.get("sync", "allreduce") != "allreduce" or given_tr.get("compression", "none") != "none"
+            or given_tr.get("consistency", "synchronous") != "synchronous") and "zero_stage" not in fixed:
+        fixed["zero_stage"] = 0  # parameter servers, compression and consistency models are modelled with ZeRO 0
     if {"data", "tensor", "pipeline"} <= set(fixed):
         fixed.pop("data")  # every degree given: the GPU count decides data (data = GPUs / (tensor x pipeline))
     gpu_counts = [int(x) for x in _positive_list("gpus", gpus)]
@@ -263,6 +263,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     busy = np.empty((len(lay), H)) if sc.run else None
     bar = Progress(len(lay) * H, "sweep", enabled=progress)
     feats = _features(w, lay, state, sc_, sync_of(sc), tr["host_overhead_s"])
+    feats["consistency"] = consistency_of(tr, (lay["data"] * lay["context"]).to_numpy(dtype=float))
     compile_s, eval_s = time.perf_counter() - t0, 0.0
     for (schedule, zero), idx in lay.groupby(["schedule", "zero_stage"]).indices.items():
         fn = compose.step_fn(schedule, int(zero), tr["overlap"], ("step",))
@@ -342,6 +343,8 @@ def _inputs(f: dict, i: np.ndarray, zero: int, scales: dict) -> dict:
     triples = {**{k: f["tp"][k][f["at"]] for k in ("tp_f", "tp_b", "tp_r")}, "p2p": f["p2p"],
                **{k: f[k] for k in ("ar", "rs", "ag", "last_ar", "last_rs")}}
     opt = f["opt_w"].optimizer_seconds(f["state"][i, None], scales["mem_bw"][None, :], scales["launch"][None, :])
+    cons = f["consistency"]
     return assemble(f["tables"]["f"][at], f["tables"]["b"][at], f["tables"]["r"][at], triples, comm, zero,
                     f["p"][i, None], f["m"][i, None], f["v"][i, None], opt, f["kappa"][i, None], c_cf, c_cb,
-                    f["tables"]["h_f"][at], f["tables"]["h_b"][at])
+                    f["tables"]["h_f"][at], f["tables"]["h_b"][at], cons["straggle"][i, None],
+                    cons["sync_frac"][i, None], cons["exposed"])
