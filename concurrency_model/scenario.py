@@ -24,11 +24,13 @@ PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_pa
             "context_algorithm": "ring"}
 TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_stage": 0, "overlap": True,
             "sync": "allreduce", "ps_servers": 0, "compression": "none", "host_overhead_s": None,
-            "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0}
+            "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
+            "gossip_topology": "ring"}
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "topk", "dgc", "powersgd")
 CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "recompute": ("none", "selective", "full"),
            "optimizer": ("sgd", "momentum", "adam", "adamw"), "dtype": tuple(DTYPE_BYTES),
-           "sync": ("allreduce", "parameter_server"), "compression": COMPRESSIONS,
+           "sync": ("allreduce", "parameter_server", "gossip"), "compression": COMPRESSIONS,
+           "gossip_topology": ("ring", "exponential"),
            "consistency": ("synchronous", "ssp", "asynchronous", "local_sgd")}
 TOP = ("model", "cluster", "parallel", "training", "run", "inference", "name", "notes")
 
@@ -134,8 +136,10 @@ def load_scenario(spec) -> Scenario:
         raise ValueError(f"training.zero_stage: must be 0, 1, 2 or 3, got {tr['zero_stage']}")
     if (tr["sync"] != "allreduce" or tr["compression"] != "none" or tr["consistency"] != "synchronous") \
             and tr["zero_stage"]:
-        raise ValueError("training.zero_stage: parameter servers, gradient compression and consistency models other "
-                         f"than synchronous are modelled with ZeRO 0, got {tr['zero_stage']}")
+        raise ValueError("training.zero_stage: parameter servers, gossip, gradient compression and consistency models "
+                         f"other than synchronous are modelled with ZeRO 0, got {tr['zero_stage']}")
+    if tr["gossip_topology"] != "ring" and tr["sync"] != "gossip":
+        raise ValueError(f"training.gossip_topology: only used with sync 'gossip', got sync {tr['sync']!r}")
     _check_consistency(tr)
     h = tr["host_overhead_s"]
     if h is not None and (isinstance(h, bool) or not isinstance(h, (int, float)) or h < 0):

@@ -112,3 +112,39 @@ def test_cli_refuses_a_bad_consistency(tmp_path, capsys):
     assert main(["estimate", "--scenario", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "error: training.local_steps: only used with" in err[0]
+
+
+GOSSIP = {"model": "resnet50", "cluster": "dgx1-v100", "parallel": {"data": 32, "microbatch_size": 64,
+          "global_batch": 2048}, "training": {"dtype": "fp32", "optimizer": "sgd", "overlap": False}}
+
+
+def gossip_run(**training):
+    return estimate({**GOSSIP, "training": {**GOSSIP["training"], **training}})
+
+
+def test_gossip_is_one_round_per_step_and_waits_for_neighbours_only():
+    from concurrency_model.parallel.distribution import gossip_on_cluster
+    ring = gossip_run(sync="gossip")
+    grad = 25_557_032 * 4  # resnet50's fp32 parameters, sent to each neighbour (D-PSGD)
+    assert ring.breakdown["data_parallel_comm_s"] == pytest.approx(gossip_on_cluster(grad, 32, "dgx1-v100"), rel=1e-9)
+    expo = gossip_run(sync="gossip", gossip_topology="exponential")  # 5 neighbours instead of 2
+    assert expo.breakdown["data_parallel_comm_s"] > ring.breakdown["data_parallel_comm_s"]
+    # a ring worker waits for its 2 neighbours: the maximum of 3 replicas, not of 32
+    z3, z32 = 0.8694, 2.0669  # Blom: Phi^-1(2.625 / 3.25), Phi^-1(31.625 / 32.25)
+    ring_wait = gossip_run(sync="gossip", straggler_cv=0.1).breakdown["straggler_wait_s"]
+    allreduce_wait = gossip_run(straggler_cv=0.1).breakdown["straggler_wait_s"]
+    assert ring_wait == pytest.approx(0.1 * z3 * core(ring), rel=1e-3)
+    assert allreduce_wait == pytest.approx(0.1 * z32 * core(gossip_run()), rel=1e-3)
+
+
+def test_gossip_in_a_sweep_and_its_bad_input():
+    sc = {**GOSSIP, "parallel": {"global_batch": 2048, "tensor": 1, "pipeline": 1},
+          "training": {**GOSSIP["training"], "sync": "gossip", "gossip_topology": "exponential", "straggler_cv": 0.1}}
+    r = sweep(sc, [16, 32])
+    for i in range(min(4, r.feasible)):
+        row = r.top(4).iloc[i]
+        assert estimate(r.scenario(row)).step_time_s == pytest.approx(row["step_time_s"], rel=1e-9)
+    with pytest.raises(ValueError, match=r"^training.gossip_topology: only used with sync 'gossip'"):
+        gossip_run(gossip_topology="exponential")
+    with pytest.raises(ValueError, match=r"^training.gossip_topology: unknown 'torus'"):
+        gossip_run(sync="gossip", gossip_topology="torus")

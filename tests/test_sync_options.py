@@ -47,12 +47,12 @@ def test_sweep_agrees_with_estimate(training):
 
 
 def test_bad_input_names_the_field():
-    with pytest.raises(ValueError, match=r"^training.zero_stage: parameter servers, gradient compression"):
+    with pytest.raises(ValueError, match=r"^training.zero_stage: parameter servers, gossip, gradient compression"):
         run(compression="fp16", zero_stage=1)
     with pytest.raises(ValueError, match=r"^training.compression: unknown 'zip'"):
         run(compression="zip")
     with pytest.raises(ValueError, match=r"^training.sync: unknown"):
-        run(sync="gossip")
+        run(sync="gather")
     with pytest.raises(ValueError, match=r"^training.ps_servers: must be"):
         run(sync="parameter_server", ps_servers=-1)
     assert set(COMPRESSIONS) == {"none", *compression.SCHEMES} - {"fp32"}

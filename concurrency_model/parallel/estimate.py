@@ -44,11 +44,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from ..scenario import Scenario, load_scenario
 from . import compose, memory
 from .consistency import step_factors
+from .gossip import gossip_degree
 from .host import host_per_kernel, host_seconds  # noqa: F401 (re-exported for sweep, sensitivity)
 from .features import context_exposed, transformer_shape, triple_seconds, workload
 from ..uncertainty import band
@@ -131,15 +133,22 @@ def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | No
 
 
 def sync_of(sc: Scenario) -> tuple:
-    """``(sync, ps_servers, compression)`` of a scenario's training section (:meth:`.features.Workload.data_parallel`)."""
+    """``(sync, ps_servers, compression, gossip_topology)`` of a scenario's training section
+    (:meth:`.features.Workload.data_parallel`)."""
     tr = sc.training
-    return tr.get("sync", "allreduce"), tr.get("ps_servers", 0), tr.get("compression", "none")
+    return tr["sync"], tr["ps_servers"], tr["compression"], tr["gossip_topology"]
 
 
 def consistency_of(training: dict, replicas) -> dict:
     """``straggle``, ``sync_frac`` (:func:`.consistency.step_factors`, per number of data-parallel
     ``replicas``: a number or an array) and ``exposed`` (local SGD's averaging is not overlapped) of a
-    scenario's training section."""
+    scenario's training section. With gossip a worker waits for its neighbours only (D-PSGD, Lian et al.
+    2017): the expected maximum is over ``degree + 1`` replicas [D], a lower bound (delays also travel
+    along the graph)."""
+    if training["sync"] == "gossip":
+        hood = np.vectorize(lambda d: gossip_degree(training["gossip_topology"], int(d)) + 1, otypes=[float])
+        replicas = np.minimum(replicas, hood(replicas))
+        replicas = float(replicas) if np.ndim(replicas) == 0 else replicas
     straggle, frac = step_factors(replicas, training["consistency"], training["straggler_cv"], training["staleness"],
                                   training["local_steps"])
     return {"straggle": straggle, "sync_frac": frac, "exposed": training["consistency"] == "local_sgd"}

@@ -304,7 +304,7 @@ class Workload(ContextMixin):
 
     @lru_cache(maxsize=None)
     def data_parallel(self, t: int, p: int, d: int, sync: str = "allreduce", servers: int = 0,
-                      compression: str = "none") -> dict:
+                      compression: str = "none", topology: str = "ring") -> dict:
         """Triples of the data-parallel collectives over ``d`` ranks that share the node's NICs with the
         other tensor ranks: gradient allreduce ``ar``, reduce-scatter ``rs``, parameter allgather ``ag``
         and the last DDP bucket ``last_ar`` / ``last_rs`` (25 MiB, Li et al. 2020 §4.2), and ``kappa``, the
@@ -314,7 +314,9 @@ class Workload(ContextMixin):
         shards (0: one per worker, on the workers' GPUs; :func:`.distribution.ps_on_cluster`);
         ``compression`` (:data:`.compression.SCHEMES`) replaces it by the scheme's collectives with its
         encode/decode seconds (:func:`.compression.codec_seconds`, counted as fixed seconds, not scaled
-        with link bandwidth). The last bucket is the same fraction of either."""
+        with link bandwidth); ``sync="gossip"`` by one gossip round on ``topology`` per step, each worker
+        sending its (compressed, as CHOCO-SGD: Koloskova et al. 2019) model to its neighbours (D-PSGD: Lian
+        et al. 2017; :func:`.distribution.gossip_on_cluster`). The last bucket is the same fraction of each."""
         if d == 1:
             return {**dict.fromkeys(("ar", "rs", "ag", "last_ar", "last_rs"), ZERO_TRIPLE), "kappa": 0.0}
         gpn = self.cluster.gpus_per_node
@@ -325,8 +327,8 @@ class Workload(ContextMixin):
         grad = params_dev * self.grad_bytes
         bucket = min(grad, BUCKET_BYTES)
         ar, last_ar = self._coll("allreduce", grad, d, rpn, sharing), self._coll("allreduce", bucket, d, rpn, sharing)
-        if sync == "parameter_server" or compression != "none":
-            ar = self._sync_triple(params_dev, d, rpn, sharing, sync, servers, compression)
+        if sync != "allreduce" or compression != "none":
+            ar = self._sync_triple(params_dev, d, rpn, sharing, sync, servers, compression, topology)
             last_ar = tuple(x * bucket / grad for x in ar)
         return {"ar": ar, "rs": self._coll("reduce_scatter", grad, d, rpn, sharing),
                 "ag": self._coll("allgather", params_dev * self.vb, d, rpn, sharing), "last_ar": last_ar,
@@ -335,15 +337,18 @@ class Workload(ContextMixin):
                 "kappa": (self.cluster.inter if d > rpn else self.cluster.intra).overlap_slowdown}
 
     def _sync_triple(self, elements: float, d: int, rpn: int, sharing: int, sync: str, servers: int,
-                     compression: str) -> tuple:
-        """The gradient synchronisation of :meth:`data_parallel` by parameter server or compressed."""
+                     compression: str, topology: str = "ring") -> tuple:
+        """The gradient synchronisation of :meth:`data_parallel` by parameter server, gossip or compressed."""
         from .compression import codec_seconds, compress
-        from .distribution import ps_on_cluster
+        from .distribution import gossip_on_cluster, ps_on_cluster
         c = compress(compression if compression != "none" else "fp32", elements, value_bytes=self.grad_bytes)
         tier = 2 if d > rpn else 1  # the busy seconds go to the tier the group crosses
-        if sync == "parameter_server":
-            seconds = ps_on_cluster(float(c.message_bytes), d, self.cluster, servers or d,
-                                    "dedicated" if servers else "colocated", rpn)
+        if sync in ("parameter_server", "gossip"):
+            if sync == "parameter_server":
+                seconds = ps_on_cluster(float(c.message_bytes), d, self.cluster, servers or d,
+                                        "dedicated" if servers else "colocated", rpn)
+            else:
+                seconds = gossip_on_cluster(float(c.message_bytes), d, self.cluster, topology, rpn)
             out = [0.0, 0.0, 0.0]
             out[tier] = float(seconds)
             busy = tuple(out)
