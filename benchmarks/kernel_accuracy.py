@@ -5,7 +5,9 @@ datasheet  : each device's preset with efficiency constants fitted on the other 
 calibrated : constants fitted on every other row of the device, predicted on the rest;
 roofline90 : a plain roofline at 90% of peak and 100% of bandwidth, plus launch (the baseline).
 
-Prints one JSON object (``--markdown`` prints the README table instead). Targets (issue 3): datasheet
+Prints one JSON object (``--markdown`` prints the README table instead), with ``gemm_layout_scatter``: the
+median APE of an oracle that predicts each GEMM row by the geometric mean of its shape's measured layouts
+(:func:`layout_scatter`), the floor of a model of the shape alone. Targets (issue 3): datasheet
 GEMM median APE <= 10% and p90 <= 30%, conv median <= 20% on every NVIDIA device; calibrated median
 <= 6% GEMM, <= 12% conv, <= 15% RNN.
 
@@ -52,6 +54,21 @@ def roofline90(df: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True)
 
 
+def layout_scatter(df: pd.DataFrame) -> pd.DataFrame:
+    """How far apart DeepBench's layouts of one GEMM shape are: each row of a shape measured in more than one
+    layout (NN / NT / TN) predicted by the geometric mean of that shape's measured times, an oracle that knows
+    the answer up to the layout. Its median APE is what a model of the shape alone cannot beat on average:
+    the GEMM model sees (m, n, k), not the layout."""
+    g = df[df["op"] == "gemm"].copy()
+    g["log_t"] = np.log(g["measured_s"])
+    by = g.groupby(["preset", "math_dtype", "m", "n", "k"])["log_t"]
+    g = g[by.transform("size") > 1]
+    oracle = np.exp(by.transform("mean")[g.index])
+    g["ape"] = (oracle - g["measured_s"]).abs() / g["measured_s"] * 100
+    s = g.groupby(["preset", "math_dtype"])["ape"]
+    return pd.DataFrame({"rows": s.size(), "median_ape": s.median()}).reset_index()
+
+
 COLUMNS = [("gemm", "roofline90", "median_ape"), ("gemm", "datasheet", "median_ape"), ("gemm", "datasheet", "p90_ape"),
            ("gemm", "calibrated", "median_ape"), ("conv", "roofline90", "median_ape"),
            ("conv", "datasheet", "median_ape"), ("conv", "calibrated", "median_ape"),
@@ -90,6 +107,7 @@ def main() -> None:
         return
     print(json.dumps({"elapsed_s": round(time.perf_counter() - t0, 1), "rows": int(len(df)),
                       "overall": overall.round(2).to_dict("records"), "targets": checks,
+                      "gemm_layout_scatter": layout_scatter(df).round(2).to_dict("records"),
                       "per_device": per.round(2).to_dict("records")}, indent=1))
 
 
