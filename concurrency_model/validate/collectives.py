@@ -182,6 +182,17 @@ def preset(df: pd.DataFrame | None = None) -> pd.DataFrame:
     return res
 
 
+def machine_summary(res: pd.DataFrame, min_bytes: float = MIN_TARGET_BYTES) -> pd.DataFrame:
+    """Median and max APE per mode and *machine* over sizes >= ``min_bytes``: the DeepBench device (one
+    spreadsheet, one cluster: every implementation and tier measured on it) or the nccl-tests run. The
+    fits stay per system (device / implementation / tier, :func:`fitted`); this pools their held-out rows,
+    so a group of 1-2 held-out rows counts as those rows, neither dropped nor a whole system."""
+    r = res[res["size_bytes"] >= min_bytes].assign(machine=lambda x: x["system"].str.split(" / ").str[0])
+    g = r.groupby(["mode", "machine"])["ape"]
+    return pd.DataFrame({"rows": g.size(), "groups": r.groupby(["mode", "machine"])["system"].nunique(),
+                         "median_ape": g.median(), "max_ape": g.max()}).reset_index()
+
+
 def summary(res: pd.DataFrame, min_bytes: float = MIN_TARGET_BYTES) -> pd.DataFrame:
     """Median and max APE per mode and system, over sizes >= ``min_bytes``; ``counted`` is whether the
     system has at least :data:`MIN_HELD_OUT` such rows (the fitted target counts only those)."""
