@@ -7,7 +7,7 @@ import html
 import math
 import time
 
-from . import accuracy, comm, parallel, sweep3d, zoo
+from . import accuracy, comm, distribution, parallel, sweep3d, zoo
 from ._plot import figure, fmt_bytes, png_bytes
 from .html import Figure, Section
 
@@ -133,6 +133,36 @@ def dp_section(figs, fut_dp):
              "configuration at a fixed GPU count (vTrain, Megatron 2021, Narayanan et al. Table 2) are in the "
              "last section.</p>")
     return [Section("dp", "Data-parallel scaling against measurements", intro, [f])]
+
+
+def distribution_section(figs):
+    sync, cons = distribution.sync_frame(), distribution.consistency_frame()
+    fig, ax = figure(13, 5.2, 1, 2)
+    distribution.sync_schemes(sync, ax=ax[0, 0])
+    distribution.consistency_models(cons, ax=ax[0, 1])
+    f = add_figure(figs, "distribution", fig, "step time under each synchronisation scheme and consistency model",
+                   "Left: data-parallel VGG-16 on 8 to 256 V100 (no overlap). Right: 64 workers, the all-reduce "
+                   "overlapped, against the spread of a replica's compute time.")
+    top = sync[sync["workers"] == sync["workers"].max()].set_index("scheme")["step_s"]
+    c = cons.set_index(["mode", "straggler_cv"])["step_s"]
+    sync_t, ssp_t = c[("synchronous", 0.1)], c[("SSP, staleness 3", 0.1)]
+    intro = ("<p>The paper's training distribution (§7), through <code>estimate</code>: VGG-16 (a 277 MB fp16 "
+             "gradient) data parallel on DGX-1 V100 nodes, 64 images per GPU. Left, the synchronisation of "
+             f"each step at {sync['workers'].max()} workers: the all-reduce (hierarchical: NVLink inside a node) "
+             f"{1e3 * top['allreduce']:.0f} ms a step, parameter servers sharded one per worker "
+             f"{1e3 * top['parameter servers (one shard per worker)']:.0f} ms (each node's 4 NICs carry its 8 "
+             f"workers' pushes and pulls), gossip on a ring {1e3 * top['gossip, ring']:.0f} ms (two neighbours, "
+             "flat in the worker count; it mixes the models only slowly) and on the exponential graph "
+             f"{1e3 * top['gossip, exponential graph']:.0f} ms (log2 P neighbours). Right, 64 workers whose compute "
+             "time per step varies (gaussian, <code>training.straggler_cv</code> = std / mean): a synchronous step "
+             f"waits for the slowest ({1e3 * sync_t:.0f} ms at 10%, against {1e3 * c[('synchronous', 0.0)]:.0f} ms "
+             f"without stragglers); stale-synchronous with bound 3 pays that wait over 4 steps ({1e3 * ssp_t:.0f} ms), "
+             "local SGD over its 4 local steps, and asynchronous workers not at all, but here they pay the "
+             "parameter servers' traffic. The paper names these schemes without cost formulas: every time is "
+             "derived in the alpha-beta model (<code>parallel.distribution</code>, <code>.consistency</code>, "
+             "<code>.compression</code>), model only, and what staleness or gossip costs in convergence is not "
+             "modelled.</p>")
+    return [Section("distribution", "Training distribution: synchronisation and consistency", intro, [f])]
 
 
 def pipeline_section(figs):

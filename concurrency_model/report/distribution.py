@@ -1,0 +1,81 @@
+"""Training distribution (the paper's §7): synchronisation schemes and consistency models in ``estimate``.
+
+One workload, VGG-16 (138 M parameters: a gradient of 277 MB in fp16; momentum SGD, 64 images per GPU) on
+``dgx1-v100`` nodes (8 V100 on NVLink 2, 4 x 100 Gb/s EDR InfiniBand), data parallel: the step time of each ``training.sync`` / ``compression``
+scheme as the workers grow (:func:`sync_frame`), and of each ``training.consistency`` as the replicas'
+compute time spreads (:func:`consistency_frame`). The paper names these schemes but gives no cost
+formulas: every time is derived in the alpha-beta model (:mod:`concurrency_model.parallel.distribution`,
+:mod:`~concurrency_model.parallel.consistency`, :mod:`~concurrency_model.parallel.compression`), not measured.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from ._plot import new_axes
+
+BASE = {"model": "vgg16", "cluster": "dgx1-v100", "parallel": {"microbatch_size": 64},
+        "training": {"dtype": "fp16", "optimizer": "momentum", "overlap": False}}
+SCHEMES = {"allreduce": {}, "allreduce, 1-bit SGD": {"compression": "1bit"},
+           "parameter servers (one shard per worker)": {"sync": "parameter_server"},
+           "gossip, ring": {"sync": "gossip"}, "gossip, exponential graph": {"sync": "gossip",
+                                                                            "gossip_topology": "exponential"}}
+CONSISTENCY = {"synchronous": {}, "SSP, staleness 3": {"consistency": "ssp", "staleness": 3},
+               "local SGD, 4 steps": {"consistency": "local_sgd", "local_steps": 4},
+               "asynchronous (parameter servers)": {"consistency": "asynchronous", "sync": "parameter_server"}}
+WORKERS = (8, 16, 32, 64, 128, 256)
+SPREADS = (0.0, 0.05, 0.1, 0.2, 0.3)
+
+
+def _step(data: int, **training) -> dict:
+    from ..parallel.estimate import estimate
+
+    e = estimate({**BASE, "parallel": {**BASE["parallel"], "data": data, "global_batch": 64 * data},
+                  "training": {**BASE["training"], **training}})
+    b = e.breakdown
+    return {"step_s": e.step_time_s, "sync_s": b["data_parallel_exposed_s"], "straggler_s": b["straggler_wait_s"]}
+
+
+def sync_frame(workers=WORKERS) -> pd.DataFrame:
+    """``scheme, workers, step_s, sync_s`` (the exposed synchronisation; no overlap, as the paper's
+    synchronous SGD) for each scheme of :data:`SCHEMES`.
+
+    >>> f = sync_frame((8, 64))
+    >>> bool((f.groupby("scheme")["step_s"].count() == 2).all())
+    True
+    """
+    return pd.DataFrame([{"scheme": name, "workers": P, **_step(P, **tr)}
+                         for name, tr in SCHEMES.items() for P in workers])
+
+
+def consistency_frame(workers: int = 64, spreads=SPREADS) -> pd.DataFrame:
+    """``mode, straggler_cv, step_s, straggler_s, sync_s`` on ``workers`` replicas for each mode of
+    :data:`CONSISTENCY` (the gradient all-reduce overlapped with the backward pass, as PyTorch DDP does)."""
+    return pd.DataFrame([{"mode": name, "straggler_cv": cv, **_step(workers, overlap=True, straggler_cv=cv, **tr)}
+                         for name, tr in CONSISTENCY.items() for cv in spreads])
+
+
+def sync_schemes(frame: pd.DataFrame | None = None, ax=None):
+    """Step time against the number of workers (log x), one line per synchronisation scheme."""
+    frame = sync_frame() if frame is None else frame
+    ax = new_axes(ax)
+    for name, g in frame.groupby("scheme", sort=False):
+        ax.plot(g["workers"], 1e3 * g["step_s"], marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set(xlabel="workers (V100, 8 per node)", ylabel="step time (ms)",
+           title="VGG-16, 64 images per GPU: synchronisation schemes")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def consistency_models(frame: pd.DataFrame | None = None, ax=None):
+    """Step time against the straggler spread, one line per consistency model."""
+    frame = consistency_frame() if frame is None else frame
+    ax = new_axes(ax)
+    for name, g in frame.groupby("mode", sort=False):
+        ax.plot(g["straggler_cv"], 1e3 * g["step_s"], marker="o", label=name)
+    ax.set(xlabel="straggler_cv (std / mean of a replica's compute time)", ylabel="step time (ms)",
+           title="64 workers: consistency models under stragglers")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
