@@ -71,8 +71,10 @@ def _section(raw: dict, name: str, defaults: dict) -> dict:
             if not isinstance(v, bool):
                 raise ValueError(f"{where}: must be true or false, got {v!r}")
         elif isinstance(default, int) or (k == "global_batch" and v is not None):
-            if isinstance(v, bool) or not isinstance(v, int) or v < (0 if k in ("zero_stage", "ps_servers", "staleness") else 1):
-                raise ValueError(f"{where}: must be a positive integer, got {v!r}")
+            lowest = 0 if k in ("zero_stage", "ps_servers", "staleness") else 1
+            if isinstance(v, bool) or not isinstance(v, int) or v < lowest:
+                what = "an integer >= 0" if lowest == 0 else "a positive integer"
+                raise ValueError(f"{where}: must be {what}, got {v!r}")
     return out
 
 

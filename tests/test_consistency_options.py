@@ -92,7 +92,7 @@ def test_sweep_agrees_with_estimate():
 @pytest.mark.parametrize("training, message", [
     ({"consistency": "eventual"}, r"^training.consistency: unknown 'eventual'"),
     ({"staleness": 2}, r"^training.staleness: only used with consistency \"ssp\""),
-    ({"consistency": "ssp", "staleness": -1}, r"^training.staleness: must be"),
+    ({"consistency": "ssp", "staleness": -1}, r"^training.staleness: must be an integer >= 0, got -1"),
     ({"local_steps": 4}, r"^training.local_steps: only used with consistency \"local_sgd\""),
     ({"consistency": "local_sgd", "local_steps": 0}, r"^training.local_steps: must be a positive integer"),
     ({"straggler_cv": -0.1}, r"^training.straggler_cv: must be a number >= 0"),
