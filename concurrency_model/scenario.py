@@ -21,7 +21,7 @@ SCHEDULES = ("gpipe", "1f1b", "interleaved", "async")
 CONTEXT_ALGORITHMS = ("ring", "ulysses")
 PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_parallel": False,
             "microbatch_size": 1, "global_batch": None, "schedule": "1f1b", "context": 1,
-            "context_algorithm": "ring"}
+            "context_algorithm": "ring", "expert": 1}
 TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_stage": 0, "overlap": True,
             "sync": "allreduce", "ps_servers": 0, "compression": "none", "host_overhead_s": None,
             "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
@@ -143,6 +143,9 @@ def load_scenario(spec) -> Scenario:
     if tr["gossip_topology"] != "ring" and tr["sync"] != "gossip":
         raise ValueError(f"training.gossip_topology: only used with sync 'gossip', got sync {tr['sync']!r}")
     _check_consistency(tr)
+    if par["expert"] > 1 and (tr["zero_stage"] or tr["sync"] != "allreduce" or tr["compression"] != "none"):
+        raise ValueError("parallel.expert: expert parallelism is modelled with ZeRO 0 and an uncompressed all-reduce "
+                         "of the gradients")
     h = tr["host_overhead_s"]
     if h is not None and (isinstance(h, bool) or not isinstance(h, (int, float)) or h < 0):
         raise ValueError(f"training.host_overhead_s: must be a number >= 0 (host seconds per kernel) or null, "

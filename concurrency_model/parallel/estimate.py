@@ -33,6 +33,11 @@ Composition (DESIGN.md "How the pieces meet"; Narayanan et al. 2021 for the 3D l
    exposed communication is on the critical path (``context_parallel_comm_s``); data-parallel gradients
    are reduced, and ZeRO shards, over ``data x context`` ranks.
 
+8. Expert parallelism over ``expert`` of the data-parallel replicas (:mod:`.expert`): each holds
+   ``1 / expert`` of every mixture-of-experts layer's experts; two all-to-alls per MoE layer and pass (dispatch,
+   combine) on the critical path (``expert_parallel_comm_s``), the experts' state divided, their gradients
+   reduced over ``data / expert`` replicas.
+
 The numbers come from :mod:`.features` (cached per model, cluster and dtype) and are composed by the
 lambdified expressions of :mod:`.compose`, the same path :mod:`concurrency_model.sweep` evaluates on
 arrays: a configuration gets the same step time from both.
@@ -162,20 +167,21 @@ def prepare(sc: Scenario) -> tuple:
     d, t, p, v = par["data"], par["tensor"], par["pipeline"], par["interleave"]
     b, m, sp = par["microbatch_size"], sc.microbatches, par["sequence_parallel"]
     schedule, rec, zero = par["schedule"], tr["recompute"], tr["zero_stage"]
-    c, alg = par.get("context", 1), par.get("context_algorithm", "ring")
+    c, alg, e = par.get("context", 1), par.get("context_algorithm", "ring"), par.get("expert", 1)
     w = workload(sc.model, cl, tr["dtype"])
     w.check_tensor(t)
     w.check_context(c, t, alg)
+    w.check_expert(e, d)
     if p > w.layer_count:
         raise ValueError(f"parallel.pipeline: {p} stages exceed the {w.layer_count} blocks the model can be cut into")
     if schedule == "interleaved" and m % p:
         raise ValueError(f"parallel.schedule: interleaved needs the {m} microbatches to be a multiple of pipeline={p}")
-    stage = w.stage(b, t, sp, rec, p, c, alg)
+    stage = w.stage(b, t, sp, rec, p, c, alg, e)
     # memory first: a configuration that does not fit is refused, not estimated
     g = w.graph(b)
     shape = transformer_shape(g)
     act_graph = float(memory.graph_activation_bytes(g, rec)) if shape is None else 0.0
-    mem_fn = compose.memory_fn(w.params, tr["optimizer"], tr["dtype"], zero,
+    mem_fn = compose.memory_fn(w.state_params(e), tr["optimizer"], tr["dtype"], zero,
                                "1f1b" if schedule == "interleaved" and v == 1 else schedule, rec, sp,
                                None if shape is None else tuple(shape[k] for k in ("s", "h", "a", "layers", "vocab")),
                                p == 1, alg, shape["kv"] if shape else None)
@@ -203,8 +209,9 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
     c, alg = cp["c"], cp["algorithm"]
     c_cf, c_cb = (0.0, 0.0) if c == 1 else context_exposed(
         c, cp["layers"], cp["rec_layers"], seconds(cp["blk_f"]), seconds(cp["blk_b"]), comm(cp["kv"]), comm(cp["a2a"]))
-    dp = w.data_parallel(t, p, d * c, *sync)
-    triples = {**{k: stage[k] for k in ("tp_f", "tp_b", "tp_r")}, **dp, "p2p": w.p2p(b, t, sp, rec, p, d, c, alg)}
+    dp = w.data_parallel(t, p, d * c, *sync, e=stage.get("e", 1))
+    triples = {**{k: stage[k] for k in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r")}, **dp,
+               "p2p": w.p2p(b, t, sp, rec, p, d, c, alg)}
     h_f, h_b = (host_wait or (lambda st: host_seconds(st, w.dev, host)))(stage)
     return assemble(seconds(stage["f"]), seconds(stage["b"]), seconds(stage["r"]), triples, comm, zero, p, m, v,
                     optimizer(state_bytes), dp["kappa"], c_cf, c_cb, h_f, h_b, **(consistency or {}))
@@ -213,12 +220,14 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
 def assemble(c_f, c_b, c_r, triples: dict, comm, zero: int, p, m, v, opt, kappa, c_cf, c_cb, h_f=0.0, h_b=0.0,
              straggle=0.0, sync_frac=1.0, exposed: bool = False) -> dict:
     """The inputs of :func:`.compose.step_fn` from a stage's compute seconds and its communication
-    ``triples`` (``tp_f, tp_b, tp_r, p2p, ar, rs, ag, last_ar, last_rs``) priced by ``comm``, the host
+    ``triples`` (``tp_f, tp_b, tp_r, p2p, ar, rs, ag, last_ar, last_rs``, and ``ep_f, ep_b, ep_r`` with
+    expert parallelism) priced by ``comm``, the host
     issue seconds ``h_f``, ``h_b`` (:func:`host_seconds`) and the consistency factors (:func:`consistency_of`;
     ``exposed``: the whole allreduce is exposed, as its last bucket): shared by :func:`step_inputs` (one
     layout) and :mod:`concurrency_model.sweep` (arrays of layouts)."""
-    return {"h_f": h_f, "h_b": h_b, "c_f": c_f, "c_b": c_b, "c_r": c_r + comm(triples["tp_r"]),
-            "c_tf": comm(triples["tp_f"]), "c_tb": comm(triples["tp_b"]), "c_cf": c_cf, "c_cb": c_cb, "t_p2p": comm(triples["p2p"]),
+    ep = {k: comm(triples[k]) if k in triples else 0.0 for k in ("ep_f", "ep_b", "ep_r")}  # sweep: none
+    return {"h_f": h_f, "h_b": h_b, "c_f": c_f, "c_b": c_b, "c_r": c_r + comm(triples["tp_r"]) + ep["ep_r"],
+            "c_tf": comm(triples["tp_f"]), "c_tb": comm(triples["tp_b"]), "c_ef": ep["ep_f"], "c_eb": ep["ep_b"], "c_cf": c_cf, "c_cb": c_cb, "t_p2p": comm(triples["p2p"]),
             "p": p, "m": m, "v": v, "ar": comm(triples["ar"]), "rs": comm(triples["rs"]), "ag": comm(triples["ag"]),
             "last": comm(triples["ar"] if exposed else triples["last_ar"] if zero == 0 else triples["last_rs"]),
             "opt": opt, "kappa": kappa, "straggle": straggle, "sync_frac": sync_frac}

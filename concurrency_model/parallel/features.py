@@ -34,6 +34,7 @@ from ..timing.parts import Parts, total
 from ..units import dtype_bytes
 from . import pipeline
 from .context import NO_PARTS, ZERO_TRIPLE, ContextMixin, _add, context_exposed  # noqa: F401 (re-exported)
+from .expert import ExpertMixin, group_placement
 
 GRAD_BYTES = {"fp32": 4, "tf32": 4}  # gradients in the training dtype otherwise (2 bytes for fp16/bf16)
 BUCKET_BYTES = 25 * 2**20  # PyTorch DDP bucket_cap_mb = 25 (training-formulas §7)
@@ -72,7 +73,7 @@ def transformer_shape(graph):
             "kv": a.get("kv_heads", a["heads"]) * a["head_dim"]}
 
 
-class Workload(ContextMixin):
+class Workload(ContextMixin, ExpertMixin):
     """One model on one cluster in one training dtype; everything that does not change with the layout's
     continuous numbers is computed once and cached."""
 
@@ -161,18 +162,19 @@ class Workload(ContextMixin):
         if not any(n.attrs.get("split") for n in layers):
             raise ValueError(f"parallel.tensor: {t} > 1 is modelled for transformer blocks only (this model has none)")
 
-    def layers(self, b: int, t: int, sp: bool, c: int = 1, algorithm: str = "ring") -> tuple:
+    def layers(self, b: int, t: int, sp: bool, c: int = 1, algorithm: str = "ring", e: int = 1) -> tuple:
         """Per layer: kernel parts per pass and the tensor-parallel triples (forward, backward) of one
         microbatch (Shoeybi et al. §3: an allreduce of each row-split GEMM's output forward and of each
         column-split GEMM's input gradient backward; with sequence parallelism a reduce-scatter plus an
         allgather of the same volume, Korthikanti et al. 2022). The tensor group sits inside a node when
         it fits. With context parallelism ``c`` > 1 (module doc) the layers are one device's share and an
         attention row also carries ``blk_f``, ``blk_b`` (one ring step's block), ``kv`` (the triple of one
-        K/V send) and ``a2a`` (the triple of one layer's four Ulysses all-to-alls)."""
-        return self._layers(b, t, sp, c, algorithm if c > 1 else "ring")
+        K/V send) and ``a2a`` (the triple of one layer's four Ulysses all-to-alls). With expert parallelism
+        ``e`` > 1 a MoE layer's dispatch row carries its all-to-alls, ``ep_f`` and ``ep_b`` (:mod:`.expert`)."""
+        return self._layers(b, t, sp, c, algorithm if c > 1 else "ring", e)
 
     @lru_cache(maxsize=None)
-    def _layers(self, b: int, t: int, sp: bool, c: int, algorithm: str) -> tuple:
+    def _layers(self, b: int, t: int, sp: bool, c: int, algorithm: str, e: int = 1) -> tuple:
         g = self.graph(b, c)
         rows = layer_parts(g, self.dev, self.dtype, tensor=t, sequence_parallel=sp)
         nodes = g.layers()
@@ -207,9 +209,11 @@ class Workload(ContextMixin):
             if c > 1 and n.kind == "attention":
                 f, bw, cp = self._context_attention(n, r, b, t, c, algorithm)
                 f_s, b_s = f.total(), bw.total()
+            ef, eb = self.expert_triples(n, b, t, e)
             row = {"name": n.name, "kind": n.kind, "f": f, "b": bw, "tp_f": tf, "tp_b": tb, "numel": n.numel,
                    "f_s": f_s, "b_s": b_s, "tp_f_s": float(triple_seconds(tf)),
-                   "tp_b_s": float(triple_seconds(tb)), **cp}
+                   "tp_b_s": float(triple_seconds(tb)), "ep_f": ef, "ep_b": eb,
+                   "ep_f_s": float(triple_seconds(ef)), "ep_b_s": float(triple_seconds(eb)), **cp}
             if cp:
                 row["cp_f_s"], row["cp_b_s"] = (float(x) for x in context_exposed(
                     c, 1, 0, cp["blk_f"].total(), cp["blk_b"].total(), float(triple_seconds(cp["kv"])),
@@ -222,17 +226,18 @@ class Workload(ContextMixin):
         return collective_triple(op, float(nbytes), ranks, self.cluster, rpn, sharing)
 
     @lru_cache(maxsize=None)
-    def _columns(self, b: int, t: int, sp: bool, recompute: str, c: int = 1, algorithm: str = "ring") -> dict:
+    def _columns(self, b: int, t: int, sp: bool, recompute: str, c: int = 1, algorithm: str = "ring",
+                 e: int = 1) -> dict:
         """Every layer's kernels stacked (with row offsets per layer) and its nominal seconds, so that a
         stage is a slice."""
-        rows = self.layers(b, t, sp, c, algorithm)
+        rows = self.layers(b, t, sp, c, algorithm, e)
 
-        def rec(r):
+        def rec(r):  # (parts, tensor-parallel triple, expert-parallel triple) run again in the backward pass
             if recompute == "full":
-                return r["f"], r["tp_f"]
+                return r["f"], r["tp_f"], r["ep_f"]
             if recompute == "selective" and r["kind"] == "attention":
-                return r["f"], ZERO_TRIPLE
-            return NO_PARTS, ZERO_TRIPLE
+                return r["f"], ZERO_TRIPLE, ZERO_TRIPLE
+            return NO_PARTS, ZERO_TRIPLE, ZERO_TRIPLE
 
         recs = [rec(r) for r in rows]
         out = {}
@@ -242,27 +247,33 @@ class Workload(ContextMixin):
         out["tp_f"] = np.array([r["tp_f"] for r in rows])
         out["tp_b"] = np.array([r["tp_b"] for r in rows])
         out["tp_r"] = np.array([x[1] for x in recs])
-        extra = {"full": lambda r: r["f_s"] + r["tp_f_s"], "none": lambda r: 0.0,
+        out["ep_f"] = np.array([r["ep_f"] for r in rows])
+        out["ep_b"] = np.array([r["ep_b"] for r in rows])
+        out["ep_r"] = np.array([x[2] for x in recs])
+        extra = {"full": lambda r: r["f_s"] + r["tp_f_s"] + r["ep_f_s"], "none": lambda r: 0.0,
                  "selective": lambda r: r["f_s"] if r["kind"] == "attention" else 0.0}[recompute]
-        out["per_layer"] = [r["f_s"] + r["b_s"] + extra(r) + r["tp_f_s"] + r["tp_b_s"] for r in rows]
+        out["per_layer"] = [r["f_s"] + r["b_s"] + extra(r) + r["tp_f_s"] + r["tp_b_s"] + r["ep_f_s"] + r["ep_b_s"]
+                            for r in rows]
         if c > 1:  # the exposed context-parallel communication weighs in the partition too
             again = recompute != "none"
             out["per_layer"] = [x + r.get("cp_f_s", 0.0) * (1 + again) + r.get("cp_b_s", 0.0)
                                 for x, r in zip(out["per_layer"], rows)]
         return out
 
-    def stage(self, b: int, t: int, sp: bool, recompute: str, p: int, c: int = 1, algorithm: str = "ring") -> dict:
+    def stage(self, b: int, t: int, sp: bool, recompute: str, p: int, c: int = 1, algorithm: str = "ring",
+              e: int = 1) -> dict:
         """The slowest of ``p`` pipeline stages (PipeDream's partitioner on nominal seconds) as compacted
         kernel parts per microbatch: forward ``f``, backward ``b``, recompute ``r`` (``full``: every layer's
         forward again, with its tensor-parallel collectives; ``selective``: the attention core,
         Korthikanti et al. §5), and the tensor-parallel triples ``tp_f``, ``tp_b``, ``tp_r``; ``cp``: the
         context-parallel layout and what :func:`context_exposed` needs (``c``, ``algorithm``, the stage's
-        attention ``layers`` and recomputed ``rec_layers``, one layer's ``blk_f``, ``blk_b``, ``kv``, ``a2a``)."""
-        return self._stage(b, t, sp, recompute, p, c, algorithm if c > 1 else "ring")
+        attention ``layers`` and recomputed ``rec_layers``, one layer's ``blk_f``, ``blk_b``, ``kv``, ``a2a``);
+        ``ep_f``, ``ep_b``, ``ep_r``: the expert-parallel all-to-alls over ``e`` devices (:mod:`.expert`)."""
+        return self._stage(b, t, sp, recompute, p, c, algorithm if c > 1 else "ring", e)
 
     @lru_cache(maxsize=None)
-    def _stage(self, b: int, t: int, sp: bool, recompute: str, p: int, cp: int, algorithm: str) -> dict:
-        c = self._columns(b, t, sp, recompute, cp, algorithm)
+    def _stage(self, b: int, t: int, sp: bool, recompute: str, p: int, cp: int, algorithm: str, e: int = 1) -> dict:
+        c = self._columns(b, t, sp, recompute, cp, algorithm, e)
         per_layer = c["per_layer"]
         units = self.units()
         if p > 1:
@@ -276,15 +287,16 @@ class Workload(ContextMixin):
             a, z = c[name + "_off"][lo], c[name + "_off"][hi]
             whole = c[name]
             return Parts(*(getattr(whole, f)[a:z] for f in ("compute", "memory", "extra", "launch", "count"))).compact()
-        rows = self.layers(b, t, sp, cp, algorithm)
+        rows = self.layers(b, t, sp, cp, algorithm, e)
         att = [r for r in rows[lo:hi] if "blk_f" in r]
         one = att[0] if att else {"blk_f": NO_PARTS, "blk_b": NO_PARTS, "kv": ZERO_TRIPLE, "a2a": ZERO_TRIPLE}
         context = {"c": cp, "algorithm": algorithm, "layers": len(att),
                    "rec_layers": len(att) if recompute != "none" else 0,
                    "blk_f": one["blk_f"].compact(), "blk_b": one["blk_b"].compact(), "kv": one["kv"], "a2a": one["a2a"]}
         return {**{k: part(k) for k in ("f", "b", "r")},
-                **{k: tuple(float(x) for x in c[k][lo:hi].sum(axis=0)) for k in ("tp_f", "tp_b", "tp_r")},
-                "stages": stages, "boundary_numel": rows[stages[0][1] - 1]["numel"] if p > 1 else 0, "cp": context}
+                **{k: tuple(float(x) for x in c[k][lo:hi].sum(axis=0))
+                   for k in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r")},
+                "e": e, "stages": stages, "boundary_numel": rows[stages[0][1] - 1]["numel"] if p > 1 else 0, "cp": context}
 
     @lru_cache(maxsize=None)
     def p2p(self, b: int, t: int, sp: bool, recompute: str, p: int, d: int, c: int = 1, algorithm: str = "ring"):
@@ -304,7 +316,7 @@ class Workload(ContextMixin):
 
     @lru_cache(maxsize=None)
     def data_parallel(self, t: int, p: int, d: int, sync: str = "allreduce", servers: int = 0,
-                      compression: str = "none", topology: str = "ring") -> dict:
+                      compression: str = "none", topology: str = "ring", e: int = 1) -> dict:
         """Triples of the data-parallel collectives over ``d`` ranks that share the node's NICs with the
         other tensor ranks: gradient allreduce ``ar``, reduce-scatter ``rs``, parameter allgather ``ag``
         and the last DDP bucket ``last_ar`` / ``last_rs`` (25 MiB, Li et al. 2020 §4.2), and ``kappa``, the
@@ -316,13 +328,13 @@ class Workload(ContextMixin):
         encode/decode seconds (:func:`.compression.codec_seconds`, counted as fixed seconds, not scaled
         with link bandwidth); ``sync="gossip"`` by one gossip round on ``topology`` per step, each worker
         sending its (compressed, as CHOCO-SGD: Koloskova et al. 2019) model to its neighbours (D-PSGD: Lian
-        et al. 2017; :func:`.distribution.gossip_on_cluster`). The last bucket is the same fraction of each."""
+        et al. 2017; :func:`.distribution.gossip_on_cluster`). The last bucket is the same fraction of each.
+        With expert parallelism ``e`` > 1 the expert gradients are all-reduced over ``d / e`` replicas
+        (:meth:`~.expert.ExpertMixin.expert_gradient_sync`; ZeRO 0, all-reduce only)."""
         if d == 1:
             return {**dict.fromkeys(("ar", "rs", "ag", "last_ar", "last_rs"), ZERO_TRIPLE), "kappa": 0.0}
-        gpn = self.cluster.gpus_per_node
-        cap = max(1, gpn // min(t, gpn))  # ranks of one data-parallel group per node: the largest divisor of d that fits
-        rpn = max(k for k in range(1, min(d, cap) + 1) if d % k == 0)
-        sharing = max(1, min(t, gpn // rpn))
+        # ranks of one data-parallel group per node: the largest divisor of d that fits beside the tensor ranks
+        rpn, sharing = group_placement(self.cluster.gpus_per_node, t, d)
         params_dev = self.params / (t * p)
         grad = params_dev * self.grad_bytes
         bucket = min(grad, BUCKET_BYTES)
@@ -330,6 +342,8 @@ class Workload(ContextMixin):
         if sync != "allreduce" or compression != "none":
             ar = self._sync_triple(params_dev, d, rpn, sharing, sync, servers, compression, topology)
             last_ar = tuple(x * bucket / grad for x in ar)
+        elif e > 1:
+            ar = self.expert_gradient_sync(t, p, d, e, rpn, sharing)
         return {"ar": ar, "rs": self._coll("reduce_scatter", grad, d, rpn, sharing),
                 "ag": self._coll("allgather", params_dev * self.vb, d, rpn, sharing), "last_ar": last_ar,
                 "last_rs": self._coll("reduce_scatter", bucket, d, rpn, sharing),

@@ -192,6 +192,8 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     given_par = dict(raw.get("parallel") or {})
     given_tr = dict(raw.get("training") or {})
     global_batch = given_par.pop("global_batch", None)
+    if given_par.get("expert", 1) != 1:
+        raise ValueError("parallel.expert: sweep does not search or take expert parallelism yet; estimate does")
     if global_batch is None:
         raise ValueError("parallel.global_batch: a sweep needs the global batch (the work of one step)")
     fixed = {k: v for k, v in {**given_par, **given_tr}.items() if k in

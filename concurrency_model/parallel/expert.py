@@ -1,0 +1,86 @@
+"""Expert parallelism in ``estimate``: the experts of every mixture-of-experts layer split over ``e`` devices.
+
+Degree ``e`` (``parallel.expert``; GShard, Lepikhin et al. 2021 §2.2-2.3; Switch Transformer, Fedus et al.
+2022 §2.2 and §5.4; DeepSpeed-MoE, Rajbhandari et al. 2022 §4): an expert group is ``e`` of the ``d``
+data-parallel replicas (it sits inside the data-parallel group, consecutive ranks, so inside a node when it
+fits), each device holding ``E / e`` of the ``E`` experts of every MoE layer. Per MoE layer and microbatch,
+derived [D] with balanced routing (no capacity padding and no dropped tokens; those are in
+:func:`.model_parallel.expert_parallel`):
+
+* an all-to-all dispatches every routed token (``top_k`` copies of each of the device's ``b s`` tokens, ``h``
+  values each) to the device that holds its expert, and one returns the experts' outputs (combine): two
+  all-to-alls of ``b s top_k h`` values per device forward, their gradients backward, two more in a
+  recomputed forward; with tensor parallelism ``t`` each tensor rank sends ``1/t`` of them (the ``t``
+  groups share the node's links). They are on the critical path (the experts wait for their tokens);
+* the experts' work per device is unchanged: each device still runs ``b s top_k`` routed rows;
+* the experts' weights, gradients and optimizer state are divided by ``e`` (:meth:`ExpertMixin.state_params`);
+* the non-expert gradients are all-reduced over the ``d`` replicas, the expert gradients over the ``d / e``
+  replicas that hold the same experts (every ``e``-th one).
+"""
+from __future__ import annotations
+
+from functools import cached_property
+
+from .context import ZERO_TRIPLE, _add
+
+
+def group_placement(gpus_per_node: int, t: int, ranks: int) -> tuple[int, int]:
+    """``(ranks per node, groups sharing a node's links)`` of a group of ``ranks`` consecutive
+    data-parallel replicas of ``t`` tensor ranks each: the largest divisor of ``ranks`` that fits in a node
+    beside the tensor ranks, and the other tensor ranks' groups beside it."""
+    cap = max(1, gpus_per_node // min(t, gpus_per_node))
+    rpn = max(k for k in range(1, min(ranks, cap) + 1) if ranks % k == 0)
+    return rpn, max(1, min(t, gpus_per_node // rpn))
+
+
+class ExpertMixin:
+    """The expert-parallel parts of :class:`~.features.Workload` (which provides ``graph``, ``cluster``,
+    ``vb``, ``params`` and ``_coll``)."""
+
+    @cached_property
+    def expert_count(self) -> int:
+        """Experts per mixture-of-experts layer (0: the model has none)."""
+        counts = {int(n.attrs["experts"]) for n in self.graph(1).layers() if "experts" in n.attrs}
+        return max(counts, default=0)
+
+    @cached_property
+    def expert_params(self) -> float:
+        """Parameters of all experts of all MoE layers (those expert parallelism divides)."""
+        return float(sum(float(n.cost.params) for n in self.graph(1).layers() if "experts" in n.attrs))
+
+    def state_params(self, e: int = 1) -> float:
+        """Parameters whose weights, gradients and optimizer state one replica's devices hold: the
+        non-expert ones and ``1/e`` of the experts'."""
+        return self.params - self.expert_params * (1 - 1 / e)
+
+    def check_expert(self, e: int, d: int) -> None:
+        """``ValueError`` naming ``parallel.expert`` unless ``e`` divides the experts and the data-parallel
+        degree ``d`` (the expert group is part of the data-parallel group)."""
+        if e == 1:
+            return
+        if not self.expert_count:
+            raise ValueError(f"parallel.expert: {e} needs a model with mixture-of-experts layers; this one has none")
+        if self.expert_count % e:
+            raise ValueError(f"parallel.expert: {e} does not divide the {self.expert_count} experts of a layer")
+        if d % e:
+            raise ValueError(f"parallel.expert: {e} does not divide parallel.data = {d} (the expert group is part "
+                             "of the data-parallel group)")
+
+    def expert_triples(self, node, b: int, t: int, e: int) -> tuple:
+        """``(forward, backward)`` triples of the dispatch and combine all-to-alls of one MoE layer (on its
+        ``moe_dispatch`` node; zero elsewhere and for ``e = 1``)."""
+        if e == 1 or node.kind != "moe_dispatch":
+            return ZERO_TRIPLE, ZERO_TRIPLE
+        rpn, sharing = group_placement(self.cluster.gpus_per_node, t, e)
+        one = self._coll("alltoall", b * node.numel * self.vb / t, e, rpn, sharing)
+        both = _add(one, one)  # dispatch and combine (forward); their gradients (backward)
+        return both, both
+
+    def expert_gradient_sync(self, t: int, p: int, d: int, e: int, rpn: int, sharing: int) -> tuple:
+        """The gradient all-reduces of one step with expert parallelism: the non-expert gradients over the
+        ``d`` replicas (``rpn`` per node) and this device's ``1/e`` of the expert gradients over ``d / e``."""
+        grad_bytes = self.grad_bytes / (t * p)
+        dense = self._coll("allreduce", (self.params - self.expert_params) * grad_bytes, d, rpn, sharing)
+        rpn_x = rpn // e if rpn % e == 0 else 1
+        experts = self._coll("allreduce", self.expert_params / e * grad_bytes, d // e, rpn_x, sharing)
+        return _add(dense, experts)

@@ -1,0 +1,83 @@
+"""Expert parallelism as a degree of estimate (parallel.expert): all-to-all dispatch and combine per MoE layer,
+the experts' state divided, their gradients reduced over data / expert replicas."""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from concurrency_model import estimate
+from concurrency_model.cluster import load_cluster
+from concurrency_model.parallel.sensitivity import step_expression
+from concurrency_model.sweep import sweep
+
+CFG = json.loads((Path(__file__).parents[1] / "concurrency_model/presets/hf/mixtral-8x7b.json").read_text())
+CFG.update(hidden_size=1024, intermediate_size=2816, num_hidden_layers=4, num_attention_heads=16,
+           num_key_value_heads=4)  # a small Mixtral: 8 experts, top 2, 4 layers
+EXPERT_PARAMS = 4 * 8 * 3 * 1024 * 2816  # layers x experts x (w1, w2, w3) x hidden x ffn
+BASE = {"model": {"hf_config": CFG, "seq_len": 1024}, "cluster": "dgx-a100",
+        "parallel": {"data": 2, "microbatch_size": 4, "global_batch": 8}, "training": {}}
+
+
+def run(**parallel):
+    sc = copy.deepcopy(BASE)
+    sc["parallel"].update(parallel)
+    return estimate(sc)
+
+
+def test_two_experts_groups_inside_a_node():
+    one, two = run(), run(expert=2)
+    assert one.breakdown["expert_parallel_comm_s"] == 0.0
+    # per MoE layer: dispatch and combine forward, their gradients backward, each a pairwise all-to-all of
+    # n = b s top_k h bf16 bytes per GPU between 2 GPUs on NVLink: alpha + (n / 2) beta
+    intra = load_cluster("dgx-a100").intra
+    n = 4 * 1024 * 2 * 1024 * 2
+    a2a = intra.latency + n / 2 / (intra.bw * intra.efficiency)
+    assert two.breakdown["expert_parallel_comm_s"] == pytest.approx(4 * 4 * a2a, rel=1e-9)  # 1 microbatch
+    # the experts' work per device does not change; their state halves: 16 bytes per parameter (bf16 Adam)
+    assert two.breakdown["forward_s"] == one.breakdown["forward_s"]
+    assert one.memory["model_state_bytes"] - two.memory["model_state_bytes"] == pytest.approx(
+        16 * EXPERT_PARAMS / 2, rel=1e-12)
+    # data 2 = expert 2: each expert lives on one replica, only the dense gradients are all-reduced
+    assert two.breakdown["data_parallel_comm_s"] < 0.3 * one.breakdown["data_parallel_comm_s"]
+    assert two.step_time_s > one.step_time_s - one.breakdown["data_parallel_comm_s"]
+
+
+def test_expert_groups_across_nodes_pay_the_network():
+    sc = {"data": 16, "tensor": 4, "global_batch": 64}
+    inside, across = run(**sc, expert=2), run(**sc, expert=4)  # 2 replicas of 4 GPUs per 8-GPU node
+    per_a2a = [e.breakdown["expert_parallel_comm_s"] for e in (inside, across)]
+    assert per_a2a[1] > 3 * per_a2a[0]
+
+
+def test_the_step_expression_agrees():
+    sc = copy.deepcopy(BASE)
+    sc["parallel"]["expert"] = 2
+    T, at = step_expression(sc)
+    assert float(T.subs(at)) == pytest.approx(estimate(sc).step_time_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("parallel, training, message", [
+    ({"expert": 3}, {}, r"^parallel.expert: 3 does not divide the 8 experts"),
+    ({"expert": 4}, {}, r"^parallel.expert: 4 does not divide parallel.data = 2"),
+    ({"expert": 2}, {"zero_stage": 1}, r"^parallel.expert: expert parallelism is modelled with ZeRO 0"),
+    ({"expert": 0}, {}, r"^parallel.expert: must be a positive integer"),
+])
+def test_bad_input_names_the_field(parallel, training, message):
+    sc = copy.deepcopy(BASE)
+    sc["parallel"].update(parallel)
+    sc["training"].update(training)
+    with pytest.raises(ValueError, match=message):
+        estimate(sc)
+
+
+def test_a_dense_model_has_no_experts_to_split():
+    with pytest.raises(ValueError, match=r"^parallel.expert: 2 needs a model with mixture-of-experts layers"):
+        estimate({"model": "gpt2", "parallel": {"data": 2, "expert": 2, "global_batch": 2}})
+
+
+def test_sweep_refuses_rather_than_ignores_it():
+    with pytest.raises(ValueError, match=r"^parallel.expert: sweep does not"):
+        sweep({**BASE, "parallel": {"expert": 2, "global_batch": 8}}, 2)
