@@ -78,6 +78,15 @@ def test_a_dense_model_has_no_experts_to_split():
         estimate({"model": "gpt2", "parallel": {"data": 2, "expert": 2, "global_batch": 2}})
 
 
-def test_sweep_refuses_rather_than_ignores_it():
-    with pytest.raises(ValueError, match=r"^parallel.expert: sweep does not"):
-        sweep({**BASE, "parallel": {"expert": 2, "global_batch": 8}}, 2)
+def test_sweep_searches_it_and_agrees_with_estimate():
+    r = sweep({**BASE, "parallel": {"global_batch": 64}}, [8, 16])
+    lay = r.layouts
+    assert set(lay["expert"]) == {1, 2, 4, 8} and (lay["data"] % lay["expert"] == 0).all()
+    assert (lay.loc[lay["expert"] > 1, "zero_stage"] == 0).all()
+    assert r.rejected["expert: modelled with ZeRO 0 only"] > 0
+    flat = r.frame
+    for e in (2, 8):
+        row = flat[flat["expert"] == e].sort_values("step_time_s").iloc[0]
+        assert estimate(r.scenario(row)).step_time_s == pytest.approx(row["step_time_s"], rel=1e-9)
+    dense = sweep({"model": "gpt2", "parallel": {"global_batch": 16}}, 4)
+    assert set(dense.layouts["expert"]) == {1}  # no experts to split

@@ -41,14 +41,14 @@ def show(out: dict) -> None:
           f"({out['configs_per_s']:,.0f} per second after {out['compile_s']:.2f} s of compilation)")
     for reason, n in sorted(out["rejected"].items(), key=lambda kv: -kv[1]):
         print(f"  rejected {n:>10,}  {reason}")
-    print(f"{'step s':>10} {'80% band s':>19} {'GPUs':>6} {'d':>4} {'t':>3} {'p':>4} {'c':>3} {'b':>3} {'schedule':>12} {'v':>2} {'sp':>3} "
+    print(f"{'step s':>10} {'80% band s':>19} {'GPUs':>6} {'d':>4} {'t':>3} {'p':>4} {'c':>3} {'e':>3} {'b':>3} {'schedule':>12} {'v':>2} {'sp':>3} "
           f"{'recompute':>10} {'ZeRO':>4} {'GB/dev':>7}  hardware")
     for b in out["best"]:
         p, t = b["parallel"], b["training"]
         ctx = f"{p.get('context', 1)}{'u' if p.get('context_algorithm') == 'ulysses' else ''}"
         band = f"{b['step_time_p10_s']:.4g}-{b['step_time_p90_s']:.4g}"
         print(f"{b['step_time_s']:>10.4g} {band:>19} {b['gpus']:>6} {p['data']:>4} {p['tensor']:>3} {p['pipeline']:>4} {ctx:>3} "
-              f"{p['microbatch_size']:>3} {p['schedule']:>12} {p['interleave']:>2} {'y' if p['sequence_parallel'] else 'n':>3} "
+              f"{p.get('expert', 1):>3} {p['microbatch_size']:>3} {p['schedule']:>12} {p['interleave']:>2} {'y' if p['sequence_parallel'] else 'n':>3} "
               f"{t['recompute']:>10} {t['zero_stage']:>4} {b['memory_bytes_per_device'] / 1e9:>7.1f}  "
               + (" ".join(f"{k}x{v:g}" for k, v in b["hardware_scales"].items() if v != 1) or "preset"))
 

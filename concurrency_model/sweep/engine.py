@@ -31,7 +31,7 @@ from ..scenario import load_scenario, read_scenario
 from .space import layouts
 
 SCALES = ("flops", "mem_bw", "launch", "intra_bw", "inter_bw")
-LAYOUT_COLUMNS = ("gpus", "data", "tensor", "pipeline", "context", "context_algorithm", "microbatch_size",
+LAYOUT_COLUMNS = ("gpus", "data", "tensor", "pipeline", "context", "context_algorithm", "expert", "microbatch_size",
                   "microbatches", "schedule", "interleave", "sequence_parallel", "recompute", "zero_stage")
 CHUNK = 1 << 21  # configurations per evaluation chunk
 
@@ -138,7 +138,7 @@ class SweepResult:
         par = {k: (bool(row[k]) if k == "sequence_parallel" else str(row[k]) if k in ("schedule", "context_algorithm")
                    else int(row[k]))
                for k in ("data", "tensor", "pipeline", "interleave", "sequence_parallel", "microbatch_size",
-                         "schedule", "context", "context_algorithm")}
+                         "schedule", "context", "context_algorithm", "expert")}
         par["global_batch"] = int(row["data"] * row["microbatch_size"] * row["microbatches"])
         tr = {**self.base["training"], "recompute": str(row["recompute"]), "zero_stage": int(row["zero_stage"])}
         out = {"model": self.base["model"], "cluster": self.base["cluster"], "parallel": par, "training": tr}
@@ -192,16 +192,17 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     given_par = dict(raw.get("parallel") or {})
     given_tr = dict(raw.get("training") or {})
     global_batch = given_par.pop("global_batch", None)
-    if given_par.get("expert", 1) != 1:
-        raise ValueError("parallel.expert: sweep does not search or take expert parallelism yet; estimate does")
     if global_batch is None:
         raise ValueError("parallel.global_batch: a sweep needs the global batch (the work of one step)")
     fixed = {k: v for k, v in {**given_par, **given_tr}.items() if k in
-             ("data", "tensor", "pipeline", "context", "context_algorithm", "microbatch_size", "schedule",
+             ("data", "tensor", "pipeline", "context", "context_algorithm", "expert", "microbatch_size", "schedule",
               "interleave", "sequence_parallel", "recompute", "zero_stage")}
     if (given_tr.get("sync", "allreduce") != "allreduce" or given_tr.get("compression", "none") != "none"
             or given_tr.get("consistency", "synchronous") != "synchronous") and "zero_stage" not in fixed:
         fixed["zero_stage"] = 0  # parameter servers, compression and consistency models are modelled with ZeRO 0
+    if (given_tr.get("sync", "allreduce") != "allreduce" or given_tr.get("compression", "none") != "none") \
+            and "expert" not in fixed:
+        fixed["expert"] = 1  # expert parallelism is modelled with an uncompressed all-reduce
     if {"data", "tensor", "pipeline"} <= set(fixed):
         fixed.pop("data")  # every degree given: the GPU count decides data (data = GPUs / (tensor x pipeline))
     gpu_counts = [int(x) for x in _positive_list("gpus", gpus)]
@@ -236,14 +237,15 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     mem = np.zeros(len(lay))
     mem_schedule = np.where((lay["schedule"] == "interleaved") & (lay["interleave"] == 1), "1f1b", lay["schedule"])
     keys = pd.DataFrame({"s": mem_schedule, "r": lay["recompute"], "q": lay["sequence_parallel"],
-                         "z": lay["zero_stage"], "one": lay["pipeline"] == 1, "a": lay["context_algorithm"]})
+                         "z": lay["zero_stage"], "one": lay["pipeline"] == 1, "a": lay["context_algorithm"],
+                         "e": lay["expert"]})
     act_graph = np.zeros(len(lay))
     if shape is None:
         per_b = {(b, r): float(memory.graph_activation_bytes(w.graph(int(b)), r))
                  for b, r in set(zip(lay["microbatch_size"], lay["recompute"]))}
         act_graph = np.array([per_b[(b, r)] for b, r in zip(lay["microbatch_size"], lay["recompute"])])
-    for (s_, r_, q_, z_, one, a_), idx in keys.groupby(["s", "r", "q", "z", "one", "a"]).indices.items():
-        f = compose.memory_fn(w.params, tr["optimizer"], tr["dtype"], int(z_), s_, r_, bool(q_), shape_t, bool(one),
+    for (s_, r_, q_, z_, one, a_, e_), idx in keys.groupby(["s", "r", "q", "z", "one", "a", "e"]).indices.items():
+        f = compose.memory_fn(w.state_params(int(e_)), tr["optimizer"], tr["dtype"], int(z_), s_, r_, bool(q_), shape_t, bool(one),
                               a_, shape["kv"] if shape else None)
         L = lay.iloc[idx]
         st, ac = f(*(L[c].to_numpy(dtype=float) for c in ("microbatch_size", "tensor", "pipeline", "microbatches",
@@ -292,11 +294,11 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict, sync: tuple
     (``host_s`` per kernel, :func:`~concurrency_model.parallel.estimate.host_seconds`), communication triples."""
     keys = list(zip(lay["microbatch_size"].astype(int), lay["tensor"].astype(int), lay["sequence_parallel"].astype(bool),
                     lay["recompute"], lay["pipeline"].astype(int), lay["context"].astype(int),
-                    lay["context_algorithm"]))
+                    lay["context_algorithm"], lay["expert"].astype(int)))
     uniq = {k: n for n, k in enumerate(dict.fromkeys(keys))}
     hw = (scales["flops"], scales["mem_bw"], scales["launch"])
     tables = {c: np.empty((len(uniq), len(scales["flops"]))) for c in ("f", "b", "r", "blk_f", "blk_b", "h_f", "h_b")}
-    tp = {c: np.empty((len(uniq), 3)) for c in ("tp_f", "tp_b", "tp_r", "kv", "a2a")}
+    tp = {c: np.empty((len(uniq), 3)) for c in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r", "kv", "a2a")}
     cp = {c: np.empty(len(uniq)) for c in ("c", "layers", "rec_layers")}
     for k, n in uniq.items():
         st = w.stage(*k)
@@ -305,7 +307,7 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict, sync: tuple
             tables[c][n] = st[c].seconds(*hw)
         for c in ("blk_f", "blk_b"):
             tables[c][n] = st["cp"][c].seconds(*hw)
-        for c in ("tp_f", "tp_b", "tp_r"):
+        for c in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r"):
             tp[c][n] = st[c]
         for c in ("kv", "a2a"):
             tp[c][n] = st["cp"][c]
@@ -313,9 +315,9 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict, sync: tuple
             cp[c][n] = st["cp"][c]
     at = np.array([uniq[k] for k in keys])
     ds = lay["data"].astype(int).to_numpy()
-    dp = [w.data_parallel(k[1], k[4], d * k[5], *sync) for k, d in zip(keys, ds)]
+    dp = [w.data_parallel(k[1], k[4], d * k[5], *sync, e=k[7]) for k, d in zip(keys, ds)]
     out = {"at": at, "tables": tables, "tp": tp, "cp": cp, "state": state,
-           "p2p": np.array([w.p2p(*k[:5], d, *k[5:]) for k, d in zip(keys, ds)]).reshape(-1, 3),
+           "p2p": np.array([w.p2p(*k[:5], d, *k[5:7]) for k, d in zip(keys, ds)]).reshape(-1, 3),
            "p": lay["pipeline"].to_numpy(dtype=float), "m": lay["microbatches"].to_numpy(dtype=float),
            "v": lay["interleave"].to_numpy(dtype=float), "opt_w": w}
     for c in ("ar", "rs", "ag", "last_ar", "last_rs"):
@@ -342,7 +344,7 @@ def _inputs(f: dict, i: np.ndarray, zero: int, scales: dict) -> dict:
                                      comm(f["tp"]["a2a"][f["at"]]))
         one = cp["c"] == 1
         c_cf, c_cb = np.where(one, 0.0, c_cf), np.where(one, 0.0, c_cb)
-    triples = {**{k: f["tp"][k][f["at"]] for k in ("tp_f", "tp_b", "tp_r")}, "p2p": f["p2p"],
+    triples = {**{k: f["tp"][k][f["at"]] for k in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r")}, "p2p": f["p2p"],
                **{k: f[k] for k in ("ar", "rs", "ag", "last_ar", "last_rs")}}
     opt = f["opt_w"].optimizer_seconds(f["state"][i, None], scales["mem_bw"][None, :], scales["launch"][None, :])
     cons = f["consistency"]

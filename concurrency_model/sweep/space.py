@@ -1,7 +1,7 @@
 """The configuration space of a sweep: every layout of a scenario's model on N devices, with the reason
 each rejected one cannot run.
 
-A layout is ``data, tensor, pipeline, context, context_algorithm, microbatch_size, schedule, interleave,
+A layout is ``data, tensor, pipeline, context, context_algorithm, expert, microbatch_size, schedule, interleave,
 sequence_parallel, recompute, zero_stage``; the fields the scenario gives are fixed, the others are
 searched (DESIGN.md: "in ``sweep``, the fields left out are the ones searched over"). Candidate values:
 
@@ -20,7 +20,9 @@ searched (DESIGN.md: "in ``sweep``, the fields left out are the ones searched ov
 * microbatch size: powers of two up to 64 that divide global_batch / data;
 * schedule: 1f1b, gpipe, interleaved (with 2 or 4 chunks, layers divisible by pipeline x chunks and
   microbatches a multiple of pipeline, Megatron-LM's conditions); one stage: 1f1b only (all equal);
-* sequence parallelism with tensor > 1; recompute none / selective / full; ZeRO 0-3 with data x context > 1.
+* sequence parallelism with tensor > 1; recompute none / selective / full; ZeRO 0-3 with data x context > 1;
+* expert (a mixture-of-experts model only): divisors of data that divide the experts of a layer, with ZeRO 0
+  (the only stage :mod:`~concurrency_model.parallel.expert` models) when > 1.
 """
 from __future__ import annotations
 
@@ -29,8 +31,8 @@ from itertools import product
 
 from ..parallel.features import Workload, transformer_shape
 
-SEARCHED = ("tensor", "pipeline", "context", "context_algorithm", "microbatch_size", "schedule", "interleave",
-            "sequence_parallel", "recompute", "zero_stage")
+SEARCHED = ("tensor", "pipeline", "context", "context_algorithm", "expert", "microbatch_size", "schedule",
+            "interleave", "sequence_parallel", "recompute", "zero_stage")
 MICROBATCHES = (1, 2, 4, 8, 16, 32, 64)
 CHUNKS = (2, 4)
 CONTEXTS = (1, 2, 4, 8)
@@ -110,6 +112,14 @@ def _pipelines(w, out, rejected, given, fixed, gpus, global_batch, t, c, algorit
         if "data" in fixed and fixed["data"] != d:
             rejected["data: fixed data x tensor x pipeline differs from the GPU count"] += 1
             continue
+        experts = []
+        for e in given("expert", [e for e in _divisors(d) if w.expert_count % e == 0] if w.expert_count else [1]):
+            try:
+                w.check_expert(e, d)
+            except ValueError:
+                rejected["expert: does not divide data or the experts"] += 1
+                continue
+            experts.append(e)
         for b in given("microbatch_size", MICROBATCHES):
             if global_batch % (d * b):
                 rejected["global_batch: not divisible by data x microbatch_size"] += 1
@@ -125,11 +135,14 @@ def _pipelines(w, out, rejected, given, fixed, gpus, global_batch, t, c, algorit
                     if schedule != "interleaved" and v != 1:
                         rejected["interleave: needs the interleaved schedule"] += 1
                         continue
-                    for alg, sp, rec, zero in product(
-                            algorithms, given("sequence_parallel", (False, True) if t > 1 else (False,)),
+                    for alg, e, sp, rec, zero in product(
+                            algorithms, experts, given("sequence_parallel", (False, True) if t > 1 else (False,)),
                             given("recompute", ("none", "selective", "full")),
                             given("zero_stage", (0, 1, 2, 3) if d > 1 or c > 1 else (0,))):
+                        if e > 1 and zero:
+                            rejected["expert: modelled with ZeRO 0 only"] += 1
+                            continue
                         out.append({"data": d, "tensor": t, "pipeline": p, "context": c,
-                                    "context_algorithm": alg, "microbatch_size": b, "microbatches": m,
+                                    "context_algorithm": alg, "expert": e, "microbatch_size": b, "microbatches": m,
                                     "schedule": schedule, "interleave": v, "sequence_parallel": sp,
                                     "recompute": rec, "zero_stage": zero})
