@@ -32,7 +32,6 @@ Composition (DESIGN.md "How the pieces meet"; Narayanan et al. 2021 for the 3D l
    2023) runs attention on the whole sequence for ``heads / context`` heads between all-to-alls. The
    exposed communication is on the critical path (``context_parallel_comm_s``); data-parallel gradients
    are reduced, and ZeRO shards, over ``data x context`` ranks.
-
 8. Expert parallelism over ``expert`` of the data-parallel replicas (:mod:`.expert`): each holds
    ``1 / expert`` of every mixture-of-experts layer's experts; two all-to-alls per MoE layer and pass (dispatch,
    combine) on the critical path (``expert_parallel_comm_s``), the experts' state divided, their gradients
@@ -220,14 +219,14 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
 def assemble(c_f, c_b, c_r, triples: dict, comm, zero: int, p, m, v, opt, kappa, c_cf, c_cb, h_f=0.0, h_b=0.0,
              straggle=0.0, sync_frac=1.0, exposed: bool = False) -> dict:
     """The inputs of :func:`.compose.step_fn` from a stage's compute seconds and its communication
-    ``triples`` (``tp_f, tp_b, tp_r, p2p, ar, rs, ag, last_ar, last_rs``, and ``ep_f, ep_b, ep_r`` with
-    expert parallelism) priced by ``comm``, the host
-    issue seconds ``h_f``, ``h_b`` (:func:`host_seconds`) and the consistency factors (:func:`consistency_of`;
-    ``exposed``: the whole allreduce is exposed, as its last bucket): shared by :func:`step_inputs` (one
-    layout) and :mod:`concurrency_model.sweep` (arrays of layouts)."""
-    ep = {k: comm(triples[k]) if k in triples else 0.0 for k in ("ep_f", "ep_b", "ep_r")}  # sweep: none
-    return {"h_f": h_f, "h_b": h_b, "c_f": c_f, "c_b": c_b, "c_r": c_r + comm(triples["tp_r"]) + ep["ep_r"],
-            "c_tf": comm(triples["tp_f"]), "c_tb": comm(triples["tp_b"]), "c_ef": ep["ep_f"], "c_eb": ep["ep_b"], "c_cf": c_cf, "c_cb": c_cb, "t_p2p": comm(triples["p2p"]),
+    ``triples`` (``tp_f, tp_b, tp_r, ep_f, ep_b, ep_r, p2p, ar, rs, ag, last_ar, last_rs``) priced by
+    ``comm``, the host issue seconds ``h_f``, ``h_b`` (:func:`host_seconds`) and the consistency factors
+    (:func:`consistency_of`; ``exposed``: the whole allreduce is exposed, as its last bucket): shared by
+    :func:`step_inputs` (one layout) and :mod:`concurrency_model.sweep` (arrays of layouts)."""
+    return {"h_f": h_f, "h_b": h_b, "c_f": c_f, "c_b": c_b,
+            "c_r": c_r + comm(triples["tp_r"]) + comm(triples["ep_r"]), "c_tf": comm(triples["tp_f"]),
+            "c_tb": comm(triples["tp_b"]), "c_ef": comm(triples["ep_f"]), "c_eb": comm(triples["ep_b"]),
+            "c_cf": c_cf, "c_cb": c_cb, "t_p2p": comm(triples["p2p"]),
             "p": p, "m": m, "v": v, "ar": comm(triples["ar"]), "rs": comm(triples["rs"]), "ag": comm(triples["ag"]),
             "last": comm(triples["ar"] if exposed else triples["last_ar"] if zero == 0 else triples["last_rs"]),
             "opt": opt, "kappa": kappa, "straggle": straggle, "sync_frac": sync_frac}

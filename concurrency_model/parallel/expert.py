@@ -79,8 +79,8 @@ class ExpertMixin:
     def expert_gradient_sync(self, t: int, p: int, d: int, e: int, rpn: int, sharing: int) -> tuple:
         """The gradient all-reduces of one step with expert parallelism: the non-expert gradients over the
         ``d`` replicas (``rpn`` per node) and this device's ``1/e`` of the expert gradients over ``d / e``."""
-        grad_bytes = self.grad_bytes / (t * p)
-        dense = self._coll("allreduce", (self.params - self.expert_params) * grad_bytes, d, rpn, sharing)
-        rpn_x = rpn // e if rpn % e == 0 else 1
-        experts = self._coll("allreduce", self.expert_params / e * grad_bytes, d // e, rpn_x, sharing)
+        per_param = self.grad_bytes / (t * p)  # gradient bytes per parameter on one device of the replica
+        dense = self._coll("allreduce", (self.params - self.expert_params) * per_param, d, rpn, sharing)
+        rpn_x = rpn // e if rpn % e == 0 else 1  # every e-th replica: rpn / e of them per node
+        experts = self._coll("allreduce", self.expert_params / e * per_param, d // e, rpn_x, sharing)
         return _add(dense, experts)
