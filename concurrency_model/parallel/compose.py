@@ -3,8 +3,8 @@
 The variant is what changes the expression's shape: the pipeline ``schedule``, the ZeRO stage and
 whether communication overlaps compute. The symbols (:data:`STEP_INPUTS`) are per-microbatch seconds
 of the slowest pipeline stage (``c_f, c_b, c_r``: forward, backward, recompute compute; ``c_tf, c_tb``:
-tensor-parallel collectives; ``c_ef, c_eb``: the expert-parallel all-to-alls; ``c_cf, c_cb``: the exposed context-parallel communication, forward and
-backward with recompute, :func:`.features.context_exposed`), the stage-to-stage transfer ``t_p2p``, the
+tensor-parallel collectives; ``c_ef, c_eb``: the expert-parallel all-to-alls; ``c_cf, c_cb``: the exposed
+context-parallel communication, forward and backward with recompute, :func:`.features.context_exposed`), the stage-to-stage transfer ``t_p2p``, the
 degrees ``p, m, v``, the data-parallel collectives (``ar, rs, ag``: gradient allreduce, reduce-scatter,
 parameter allgather; ``last``: the last gradient bucket) and the optimizer step ``opt``. Composition
 (DESIGN.md "How the pieces meet"):
@@ -40,8 +40,8 @@ import sympy as sp
 from ..units import dtype_bytes
 from . import memory, pipeline
 
-STEP_INPUTS = ("c_f", "c_b", "c_r", "c_tf", "c_tb", "c_ef", "c_eb", "c_cf", "c_cb", "t_p2p", "p", "m", "v", "ar", "rs", "ag", "last",
-               "opt", "kappa", "h_f", "h_b", "straggle", "sync_frac")
+STEP_INPUTS = ("c_f", "c_b", "c_r", "c_tf", "c_tb", "c_ef", "c_eb", "c_cf", "c_cb", "t_p2p", "p", "m", "v", "ar", "rs",
+               "ag", "last", "opt", "kappa", "h_f", "h_b", "straggle", "sync_frac")
 STEP_OUTPUTS = ("step", "step_pp", "bubble", "p2p_exposed", "dp_total", "dp_exposed", "dp_interference", "host_wait",
                 "straggler_wait")
 MEMORY_INPUTS = ("b", "t", "p", "m", "v", "d", "act_graph", "c")

@@ -1,8 +1,8 @@
 """Training distribution (the paper's §7): synchronisation schemes and consistency models in ``estimate``.
 
 One workload, VGG-16 (138 M parameters: a gradient of 277 MB in fp16; momentum SGD, 64 images per GPU) on
-``dgx1-v100`` nodes (8 V100 on NVLink 2, 4 x 100 Gb/s EDR InfiniBand), data parallel: the step time of each ``training.sync`` / ``compression``
-scheme as the workers grow (:func:`sync_frame`), and of each ``training.consistency`` as the replicas'
+``dgx1-v100`` nodes (8 V100 on NVLink 2, 4 x 100 Gb/s EDR InfiniBand), data parallel: the step time of each
+``training.sync`` / ``compression`` scheme as the workers grow (:func:`sync_frame`), and of each ``training.consistency`` as the replicas'
 compute time spreads (:func:`consistency_frame`). The paper names these schemes but gives no cost
 formulas: every time is derived in the alpha-beta model (:mod:`concurrency_model.parallel.distribution`,
 :mod:`~concurrency_model.parallel.consistency`, :mod:`~concurrency_model.parallel.compression`), not measured.

@@ -245,8 +245,8 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
                  for b, r in set(zip(lay["microbatch_size"], lay["recompute"]))}
         act_graph = np.array([per_b[(b, r)] for b, r in zip(lay["microbatch_size"], lay["recompute"])])
     for (s_, r_, q_, z_, one, a_, e_), idx in keys.groupby(["s", "r", "q", "z", "one", "a", "e"]).indices.items():
-        f = compose.memory_fn(w.state_params(int(e_)), tr["optimizer"], tr["dtype"], int(z_), s_, r_, bool(q_), shape_t, bool(one),
-                              a_, shape["kv"] if shape else None)
+        f = compose.memory_fn(w.state_params(int(e_)), tr["optimizer"], tr["dtype"], int(z_), s_, r_, bool(q_),
+                              shape_t, bool(one), a_, shape["kv"] if shape else None)
         L = lay.iloc[idx]
         st, ac = f(*(L[c].to_numpy(dtype=float) for c in ("microbatch_size", "tensor", "pipeline", "microbatches",
                                                          "interleave", "data")), act_graph[idx],
