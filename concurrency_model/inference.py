@@ -169,6 +169,9 @@ def infer(scenario) -> Inference:
     if par["data"] != 1:
         raise ValueError(f"parallel.data: inference is modelled for one model replica (data = 1), got {par['data']}; "
                          "replicas serve independent requests, multiply the throughput by them")
+    for k in ("context", "expert"):
+        if par[k] != 1:
+            raise ValueError(f"parallel.{k}: inference is modelled with tensor and pipeline parallelism only, got {par[k]}")
     return predict(sc.model, sc.cluster, inf["batch"], inf["prompt_len"], inf["decode_len"], inf["dtype"],
                    par["tensor"], par["pipeline"])
 

@@ -130,6 +130,9 @@ def test_over_capacity_and_bad_input_name_the_field():
         infer(sc(parallel={"pipeline": 5}))
     with pytest.raises(ValueError, match="^parallel.data: "):
         infer(sc(parallel={"data": 2}))
+    for k in ("context", "expert"):  # not modelled for inference: refused, not ignored
+        with pytest.raises(ValueError, match=f"^parallel.{k}: inference is modelled with tensor and pipeline"):
+            infer(sc(parallel={k: 2}))
     with pytest.raises(ValueError, match="^model: .*causal decoder"):
         infer(sc("bert-base"))
     with pytest.raises(ValueError, match="^inference: missing"):
