@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .cluster import Cluster, load_cluster
+from .parallel.consistency import CONSISTENCY
+from .parallel.gossip import TOPOLOGIES
 from .units import DTYPE_BYTES
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "async")
@@ -30,8 +32,7 @@ COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "top
 CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "recompute": ("none", "selective", "full"),
            "optimizer": ("sgd", "momentum", "adam", "adamw"), "dtype": tuple(DTYPE_BYTES),
            "sync": ("allreduce", "parameter_server", "gossip"), "compression": COMPRESSIONS,
-           "gossip_topology": ("ring", "exponential"),
-           "consistency": ("synchronous", "ssp", "asynchronous", "local_sgd")}
+           "gossip_topology": TOPOLOGIES, "consistency": CONSISTENCY}
 TOP = ("model", "cluster", "parallel", "training", "run", "inference", "name", "notes")
 
 

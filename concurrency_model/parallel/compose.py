@@ -4,8 +4,8 @@ The variant is what changes the expression's shape: the pipeline ``schedule``, t
 whether communication overlaps compute. The symbols (:data:`STEP_INPUTS`) are per-microbatch seconds
 of the slowest pipeline stage (``c_f, c_b, c_r``: forward, backward, recompute compute; ``c_tf, c_tb``:
 tensor-parallel collectives; ``c_ef, c_eb``: the expert-parallel all-to-alls; ``c_cf, c_cb``: the exposed
-context-parallel communication, forward and backward with recompute, :func:`.features.context_exposed`), the stage-to-stage transfer ``t_p2p``, the
-degrees ``p, m, v``, the data-parallel collectives (``ar, rs, ag``: gradient allreduce, reduce-scatter,
+context-parallel communication, forward and backward with recompute, :func:`.features.context_exposed`), the
+stage-to-stage transfer ``t_p2p``, the degrees ``p, m, v``, the data-parallel collectives (``ar, rs, ag``: gradient allreduce, reduce-scatter,
 parameter allgather; ``last``: the last gradient bucket) and the optimizer step ``opt``. Composition
 (DESIGN.md "How the pieces meet"):
 
@@ -117,9 +117,8 @@ def breakdown(inputs: dict, out: dict) -> dict:
          "overlap_interference_s": out["dp_interference"], "optimizer_s": inputs["opt"],
          "host_wait_s": out["host_wait"], "straggler_wait_s": out["straggler_wait"]}
     b["compute_s"] = b["forward_s"] + b["backward_s"] + b["recompute_s"]
-    b["communication_s"] = b["tensor_parallel_comm_s"] + b["expert_parallel_comm_s"] + b["context_parallel_comm_s"] \
-        + out["p2p_exposed"] \
-        + out["dp_exposed"]
+    b["communication_s"] = (b["tensor_parallel_comm_s"] + b["expert_parallel_comm_s"] + b["context_parallel_comm_s"]
+                            + out["p2p_exposed"] + out["dp_exposed"])
     return b
 
 

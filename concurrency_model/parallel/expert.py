@@ -22,15 +22,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from .context import ZERO_TRIPLE, _add
-
-
-def group_placement(gpus_per_node: int, t: int, ranks: int) -> tuple[int, int]:
-    """``(ranks per node, groups sharing a node's links)`` of a group of ``ranks`` consecutive
-    data-parallel replicas of ``t`` tensor ranks each: the largest divisor of ``ranks`` that fits in a node
-    beside the tensor ranks, and the other tensor ranks' groups beside it."""
-    cap = max(1, gpus_per_node // min(t, gpus_per_node))
-    rpn = max(k for k in range(1, min(ranks, cap) + 1) if ranks % k == 0)
-    return rpn, max(1, min(t, gpus_per_node // rpn))
+from .data_parallel import group_placement
 
 
 class ExpertMixin:

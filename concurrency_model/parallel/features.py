@@ -34,10 +34,8 @@ from ..timing.parts import Parts, total
 from ..units import dtype_bytes
 from . import pipeline
 from .context import NO_PARTS, ZERO_TRIPLE, ContextMixin, _add, context_exposed  # noqa: F401 (re-exported)
-from .expert import ExpertMixin, group_placement
-
-GRAD_BYTES = {"fp32": 4, "tf32": 4}  # gradients in the training dtype otherwise (2 bytes for fp16/bf16)
-BUCKET_BYTES = 25 * 2**20  # PyTorch DDP bucket_cap_mb = 25 (training-formulas §7)
+from .data_parallel import BUCKET_BYTES, GRAD_BYTES, DataParallelMixin  # noqa: F401 (BUCKET_BYTES re-exported)
+from .expert import ExpertMixin
 def triple_seconds(tr, s_intra=1.0, s_inter=1.0):
     """Seconds of a communication triple at link-bandwidth scales (see the module)."""
     return tr[0] + np.maximum(tr[1] / s_intra, tr[2] / s_inter)
@@ -73,7 +71,7 @@ def transformer_shape(graph):
             "kv": a.get("kv_heads", a["heads"]) * a["head_dim"]}
 
 
-class Workload(ContextMixin, ExpertMixin):
+class Workload(ContextMixin, ExpertMixin, DataParallelMixin):
     """One model on one cluster in one training dtype; everything that does not change with the layout's
     continuous numbers is computed once and cached."""
 
@@ -313,65 +311,6 @@ class Workload(ContextMixin, ExpertMixin):
             return (alpha, 0.0, nbytes * beta)
         alpha, beta = place(cl, 2, 2).intra
         return (alpha, nbytes * beta, 0.0)
-
-    @lru_cache(maxsize=None)
-    def data_parallel(self, t: int, p: int, d: int, sync: str = "allreduce", servers: int = 0,
-                      compression: str = "none", topology: str = "ring", e: int = 1) -> dict:
-        """Triples of the data-parallel collectives over ``d`` ranks that share the node's NICs with the
-        other tensor ranks: gradient allreduce ``ar``, reduce-scatter ``rs``, parameter allgather ``ag``
-        and the last DDP bucket ``last_ar`` / ``last_rs`` (25 MiB, Li et al. 2020 §4.2), and ``kappa``, the
-        overlap slowdown of the tier they cross (:class:`~concurrency_model.cluster.Tier`).
-
-        ``sync="parameter_server"`` replaces the gradient allreduce by a push and pull through ``servers``
-        shards (0: one per worker, on the workers' GPUs; :func:`.distribution.ps_on_cluster`);
-        ``compression`` (:data:`.compression.SCHEMES`) replaces it by the scheme's collectives with its
-        encode/decode seconds (:func:`.compression.codec_seconds`, counted as fixed seconds, not scaled
-        with link bandwidth); ``sync="gossip"`` by one gossip round on ``topology`` per step, each worker
-        sending its (compressed, as CHOCO-SGD: Koloskova et al. 2019) model to its neighbours (D-PSGD: Lian
-        et al. 2017; :func:`.distribution.gossip_on_cluster`). The last bucket is the same fraction of each.
-        With expert parallelism ``e`` > 1 the expert gradients are all-reduced over ``d / e`` replicas
-        (:meth:`~.expert.ExpertMixin.expert_gradient_sync`; ZeRO 0, all-reduce only)."""
-        if d == 1:
-            return {**dict.fromkeys(("ar", "rs", "ag", "last_ar", "last_rs"), ZERO_TRIPLE), "kappa": 0.0}
-        # ranks of one data-parallel group per node: the largest divisor of d that fits beside the tensor ranks
-        rpn, sharing = group_placement(self.cluster.gpus_per_node, t, d)
-        params_dev = self.params / (t * p)
-        grad = params_dev * self.grad_bytes
-        bucket = min(grad, BUCKET_BYTES)
-        ar, last_ar = self._coll("allreduce", grad, d, rpn, sharing), self._coll("allreduce", bucket, d, rpn, sharing)
-        if sync != "allreduce" or compression != "none":
-            ar = self._sync_triple(params_dev, d, rpn, sharing, sync, servers, compression, topology)
-            last_ar = tuple(x * bucket / grad for x in ar)
-        elif e > 1:
-            ar = self.expert_gradient_sync(t, p, d, e, rpn, sharing)
-        return {"ar": ar, "rs": self._coll("reduce_scatter", grad, d, rpn, sharing),
-                "ag": self._coll("allgather", params_dev * self.vb, d, rpn, sharing), "last_ar": last_ar,
-                "last_rs": self._coll("reduce_scatter", bucket, d, rpn, sharing),
-                # the overlap interference of the tier the group's traffic crosses
-                "kappa": (self.cluster.inter if d > rpn else self.cluster.intra).overlap_slowdown}
-
-    def _sync_triple(self, elements: float, d: int, rpn: int, sharing: int, sync: str, servers: int,
-                     compression: str, topology: str = "ring") -> tuple:
-        """The gradient synchronisation of :meth:`data_parallel` by parameter server, gossip or compressed."""
-        from .compression import codec_seconds, compress
-        from .distribution import gossip_on_cluster, ps_on_cluster
-        c = compress(compression if compression != "none" else "fp32", elements, value_bytes=self.grad_bytes)
-        tier = 2 if d > rpn else 1  # the busy seconds go to the tier the group crosses
-        if sync in ("parameter_server", "gossip"):
-            if sync == "parameter_server":
-                seconds = ps_on_cluster(float(c.message_bytes), d, self.cluster, servers or d,
-                                        "dedicated" if servers else "colocated", rpn)
-            else:
-                seconds = gossip_on_cluster(float(c.message_bytes), d, self.cluster, topology, rpn)
-            out = [0.0, 0.0, 0.0]
-            out[tier] = float(seconds)
-            busy = tuple(out)
-        else:
-            busy = ZERO_TRIPLE
-            for op, n in c.collectives(d):
-                busy = _add(busy, self._coll(op, float(n), d, rpn, sharing))
-        enc, dec = codec_seconds(c, d, self.dev)
-        return (busy[0] + float(enc) + float(dec), busy[1], busy[2])
 
     def optimizer_seconds(self, state_bytes, s_mem_bw=1.0, s_launch=1.0):
         """The optimizer step: one memory-bound pass reading and writing the device's model state

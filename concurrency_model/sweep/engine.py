@@ -197,12 +197,13 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     fixed = {k: v for k, v in {**given_par, **given_tr}.items() if k in
              ("data", "tensor", "pipeline", "context", "context_algorithm", "expert", "microbatch_size", "schedule",
               "interleave", "sequence_parallel", "recompute", "zero_stage")}
-    if (given_tr.get("sync", "allreduce") != "allreduce" or given_tr.get("compression", "none") != "none"
-            or given_tr.get("consistency", "synchronous") != "synchronous") and "zero_stage" not in fixed:
-        fixed["zero_stage"] = 0  # parameter servers, compression and consistency models are modelled with ZeRO 0
-    if (given_tr.get("sync", "allreduce") != "allreduce" or given_tr.get("compression", "none") != "none") \
-            and "expert" not in fixed:
-        fixed["expert"] = 1  # expert parallelism is modelled with an uncompressed all-reduce
+    # as load_scenario requires: parameter servers, gossip, compression and consistency models other than
+    # synchronous with ZeRO 0; expert parallelism with an uncompressed all-reduce
+    plain = sc.training["sync"] == "allreduce" and sc.training["compression"] == "none"
+    if not (plain and sc.training["consistency"] == "synchronous"):
+        fixed.setdefault("zero_stage", 0)
+    if not plain:
+        fixed.setdefault("expert", 1)
     if {"data", "tensor", "pipeline"} <= set(fixed):
         fixed.pop("data")  # every degree given: the GPU count decides data (data = GPUs / (tensor x pipeline))
     gpu_counts = [int(x) for x in _positive_list("gpus", gpus)]

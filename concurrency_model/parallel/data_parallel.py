@@ -1,0 +1,85 @@
+"""Data parallelism in a step: the gradient synchronisation of ``d`` replicas and where its group sits.
+
+The collectives of one step (:meth:`DataParallelMixin.data_parallel`) as communication triples (latency,
+intra-node busy, inter-node busy seconds; :mod:`.features`): the gradient all-reduce (or, with ZeRO, its
+reduce-scatter and the parameter all-gather), the last DDP bucket that never hides (Li et al. 2020 §4.2),
+or the paper's §7 alternatives (parameter servers, gossip, gradient compression; :mod:`.distribution`,
+:mod:`.compression`), and with expert parallelism the experts' own all-reduce (:mod:`.expert`).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from .context import ZERO_TRIPLE, _add
+
+GRAD_BYTES = {"fp32": 4, "tf32": 4}  # gradients in the training dtype otherwise (2 bytes for fp16/bf16)
+BUCKET_BYTES = 25 * 2**20  # PyTorch DDP bucket_cap_mb = 25 (training-formulas §7)
+
+
+def group_placement(gpus_per_node: int, t: int, ranks: int) -> tuple[int, int]:
+    """``(ranks per node, groups sharing a node's links)`` of a group of ``ranks`` consecutive
+    data-parallel replicas of ``t`` tensor ranks each: the largest divisor of ``ranks`` that fits in a node
+    beside the tensor ranks, and the other tensor ranks' groups beside it."""
+    cap = max(1, gpus_per_node // min(t, gpus_per_node))
+    rpn = max(k for k in range(1, min(ranks, cap) + 1) if ranks % k == 0)
+    return rpn, max(1, min(t, gpus_per_node // rpn))
+
+
+class DataParallelMixin:
+    """The data-parallel parts of :class:`~.features.Workload` (which provides ``cluster``, ``dev``, ``vb``,
+    ``grad_bytes``, ``params``, ``_coll`` and, from :class:`~.expert.ExpertMixin`, ``expert_gradient_sync``)."""
+
+    @lru_cache(maxsize=None)
+    def data_parallel(self, t: int, p: int, d: int, sync: str = "allreduce", servers: int = 0,
+                      compression: str = "none", topology: str = "ring", e: int = 1) -> dict:
+        """Triples of the data-parallel collectives over ``d`` ranks that share the node's NICs with the
+        other tensor ranks: gradient allreduce ``ar``, reduce-scatter ``rs``, parameter allgather ``ag``
+        and the last DDP bucket ``last_ar`` / ``last_rs`` (25 MiB, Li et al. 2020 §4.2), and ``kappa``, the
+        overlap slowdown of the tier they cross (:class:`~concurrency_model.cluster.Tier`).
+
+        ``sync="parameter_server"`` replaces the gradient allreduce by a push and pull through ``servers``
+        shards (0: one per worker, on the workers' GPUs; :func:`.distribution.ps_on_cluster`);
+        ``compression`` (:data:`.compression.SCHEMES`) replaces it by the scheme's collectives with its
+        encode/decode seconds (:func:`.compression.codec_seconds`, counted as fixed seconds, not scaled
+        with link bandwidth); ``sync="gossip"`` by one gossip round on ``topology`` per step, each worker
+        sending its (compressed, as CHOCO-SGD: Koloskova et al. 2019) model to its neighbours (D-PSGD: Lian
+        et al. 2017; :func:`.distribution.gossip_on_cluster`). The last bucket is the same fraction of each.
+        With expert parallelism ``e`` > 1 the expert gradients are all-reduced over ``d / e`` replicas
+        (:meth:`~.expert.ExpertMixin.expert_gradient_sync`; ZeRO 0, all-reduce only)."""
+        if d == 1:
+            return {**dict.fromkeys(("ar", "rs", "ag", "last_ar", "last_rs"), ZERO_TRIPLE), "kappa": 0.0}
+        # ranks of one data-parallel group per node: the largest divisor of d that fits beside the tensor ranks
+        rpn, sharing = group_placement(self.cluster.gpus_per_node, t, d)
+        params_dev = self.params / (t * p)
+        grad = params_dev * self.grad_bytes
+        bucket = min(grad, BUCKET_BYTES)
+        ar, last_ar = self._coll("allreduce", grad, d, rpn, sharing), self._coll("allreduce", bucket, d, rpn, sharing)
+        if sync != "allreduce" or compression != "none":
+            ar = self._sync_triple(params_dev, d, rpn, sharing, sync, servers, compression, topology)
+            last_ar = tuple(x * bucket / grad for x in ar)
+        elif e > 1:
+            ar = self.expert_gradient_sync(t, p, d, e, rpn, sharing)
+        return {"ar": ar, "rs": self._coll("reduce_scatter", grad, d, rpn, sharing),
+                "ag": self._coll("allgather", params_dev * self.vb, d, rpn, sharing), "last_ar": last_ar,
+                "last_rs": self._coll("reduce_scatter", bucket, d, rpn, sharing),
+                # the overlap interference of the tier the group's traffic crosses
+                "kappa": (self.cluster.inter if d > rpn else self.cluster.intra).overlap_slowdown}
+
+    def _sync_triple(self, elements: float, d: int, rpn: int, sharing: int, sync: str, servers: int,
+                     compression: str, topology: str = "ring") -> tuple:
+        """The gradient synchronisation of :meth:`data_parallel` by parameter server, gossip or compressed."""
+        from .compression import codec_seconds, compress
+        from .distribution import gossip_on_cluster, ps_on_cluster
+        c = compress(compression if compression != "none" else "fp32", elements, value_bytes=self.grad_bytes)
+        tier = 2 if d > rpn else 1  # the busy seconds go to the tier the group crosses
+        if sync in ("parameter_server", "gossip"):  # the busiest link's seconds
+            n = float(c.message_bytes)
+            seconds = ps_on_cluster(n, d, self.cluster, servers or d, "dedicated" if servers else "colocated", rpn) \
+                if sync == "parameter_server" else gossip_on_cluster(n, d, self.cluster, topology, rpn)
+            busy = tuple(float(seconds) if i == tier else 0.0 for i in range(3))
+        else:
+            busy = ZERO_TRIPLE
+            for op, n in c.collectives(d):
+                busy = _add(busy, self._coll(op, float(n), d, rpn, sharing))
+        enc, dec = codec_seconds(c, d, self.dev)
+        return (busy[0] + float(enc) + float(dec), busy[1], busy[2])
