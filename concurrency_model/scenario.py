@@ -88,6 +88,8 @@ def _check_consistency(tr: dict) -> None:
                          f"compute time per step), got {cv!r}")
     if tr["staleness"] and mode != "ssp":
         raise ValueError(f"training.staleness: only used with consistency \"ssp\", got consistency {mode!r}")
+    if mode == "ssp" and not tr["staleness"]:
+        raise ValueError("training.staleness: consistency \"ssp\" needs a staleness bound >= 1 (0 is synchronous)")
     if tr["local_steps"] != 1 and mode != "local_sgd":
         raise ValueError(f"training.local_steps: only used with consistency \"local_sgd\", got consistency {mode!r}")
     if mode == "asynchronous" and tr["sync"] != "parameter_server":

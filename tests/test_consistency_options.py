@@ -45,7 +45,9 @@ def test_one_replica_has_no_straggler():  # P = 1: the maximum of one time is it
 
 def test_stale_synchronous_window_and_the_asynchronous_limit():
     e0 = run()
-    waits = [run(straggler_cv=0.2, consistency="ssp", staleness=s).breakdown["straggler_wait_s"] for s in (0, 1, 3, 15)]
+    # staleness 0 is synchronous SGD (a scenario says so with consistency "synchronous")
+    waits = [run(straggler_cv=0.2, **({"consistency": "ssp", "staleness": s} if s else {})).breakdown["straggler_wait_s"]
+             for s in (0, 1, 3, 15)]
     assert waits == sorted(waits, reverse=True)
     for s, wait in zip((0, 1, 3, 15), waits):
         assert wait == pytest.approx(0.2 * Z8 / math.sqrt(s + 1) * core(e0), rel=1e-4)
@@ -93,6 +95,7 @@ def test_sweep_agrees_with_estimate():
     ({"consistency": "eventual"}, r"^training.consistency: unknown 'eventual'"),
     ({"staleness": 2}, r"^training.staleness: only used with consistency \"ssp\""),
     ({"consistency": "ssp", "staleness": -1}, r"^training.staleness: must be an integer >= 0, got -1"),
+    ({"consistency": "ssp"}, r"^training.staleness: consistency \"ssp\" needs a staleness bound >= 1"),
     ({"local_steps": 4}, r"^training.local_steps: only used with consistency \"local_sgd\""),
     ({"consistency": "local_sgd", "local_steps": 0}, r"^training.local_steps: must be a positive integer"),
     ({"straggler_cv": -0.1}, r"^training.straggler_cv: must be a number >= 0"),
@@ -108,7 +111,7 @@ def test_bad_input_names_the_field(training, message):
 def test_cli_refuses_a_bad_consistency(tmp_path, capsys):
     import json
     path = tmp_path / "s.json"
-    path.write_text(json.dumps({**BASE, "training": {"consistency": "ssp", "local_steps": 2}}))
+    path.write_text(json.dumps({**BASE, "training": {"consistency": "ssp", "staleness": 3, "local_steps": 2}}))
     assert main(["estimate", "--scenario", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "error: training.local_steps: only used with" in err[0]
