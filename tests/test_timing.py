@@ -222,6 +222,26 @@ def test_implicit_gemm_never_faster_than_auto(n, c_in, c_out, hw, k, stride, pas
     assert gemm.time_s >= auto.time_s * (1 - 1e-12)
 
 
+@pytest.mark.parametrize("pass_", ["forward", "grad_input", "grad_weight"])
+def test_conv_per_dimension_pad_and_stride(pass_):
+    # Inception v3's factorized 7x1 and 1x7 layers (pad 3x0 and 0x3) on a 17x17 map: the same GEMM
+    # shapes transposed in space, so the same time; each equals its pre-padded input without padding in
+    # work (2 N C_out H' W' C_in 7) and, for the implicit GEMM of the forward pass, in time
+    a = timing.conv_time(32, 160, 160, 17, 17, 7, 1, pad=(3, 0), device=V100, pass_=pass_)
+    b = timing.conv_time(32, 160, 160, 17, 17, 1, 7, pad=(0, 3), device=V100, pass_=pass_)
+    assert a.flop == b.flop == 2 * 32 * 160 * 17 * 17 * 160 * 7
+    assert a.time_s == pytest.approx(b.time_s, rel=1e-12)
+    c = timing.conv_time(32, 160, 160, 23, 17, 7, 1, device=V100, pass_=pass_)
+    assert c.flop == a.flop
+    if pass_ == "forward":
+        assert a.time_s == pytest.approx(c.time_s, rel=0.05)  # only the input bytes differ (23 vs 17 rows)
+    # per-dimension strides: a 3x3 stride (2, 1) layer has the output of both and no Winograd
+    s = timing.conv_time(8, 64, 64, 32, 32, 3, pad=1, stride=(2, 1), device=V100, pass_=pass_)
+    assert s.flop == 2 * 8 * 64 * 16 * 32 * 64 * 9 and s.detail["algorithm"] == "implicit_gemm"
+    with pytest.raises(ValueError, match="dilation"):
+        timing.conv_time(8, 64, 64, 32, 32, 3, pad=2, dilation=(2, 1), device=V100, pass_=pass_)
+
+
 def test_conv_errors():
     with pytest.raises(ValueError, match="algorithm"):
         timing.conv_time(8, 64, 64, 56, 56, 5, pad=2, device=V100, algorithm="winograd")

@@ -12,11 +12,11 @@ from concurrency_model.validate import scaling as vs
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
-# Median APE (%) of the predicted rows, measured 2026-12-02, plus a margin of 3 percentage points: a change
+# Median APE (%) of the predicted rows, measured 2026-12-03 (InceptionV3 rows added), plus a margin of 3 percentage points: a change
 # that makes a set's median worse fails. Lower a number when the model improves. tf_cnn_benchmarks is split:
 # the all-reduce rows (replicated, distributed_replicated) and the parameter-server rows (predicted only when
 # concurrency_model.parallel.distribution is there).
-CURRENT_MEDIAN_APE = {"tf_cnn_allreduce": 114.3, "tf_cnn_parameter_server": 64.9, "torchgpipe": 9.1,
+CURRENT_MEDIAN_APE = {"tf_cnn_allreduce": 116.9, "tf_cnn_parameter_server": 84.7, "torchgpipe": 9.1,
                       "horovod": 7.9, "dle_resnet50": 13.2}
 MARGIN = 3.0
 FILES = {"tf_cnn_benchmarks": "tf_cnn_benchmarks_dp_scaling_2017.csv", "torchgpipe": "torchgpipe_pipeline_speed.csv",
@@ -75,7 +75,7 @@ def test_tf_cnn_rows_mapped_by_rule():
     r = df.loc[6]
     assert (r["zoo_model"], r["system"], r["gpus"], r["batch_per_gpu"], r["sync"], r["measured"]) == \
         ("vgg16", "dgx1-p100", 1, 64, "allreduce", 154.0)
-    assert "Inception v3 is not in the zoo" in df.loc[2, "reason"]  # line 2: InceptionV3
+    assert (df.loc[2, "zoo_model"], df.loc[2, "reason"]) == ("inception_v3", "")  # line 2: InceptionV3
     assert df.loc[40, "reason"] == "not mappable: no images/s published (N/A in source)"  # AlexNet 8 GPUs, real
     assert df.loc[131, "sync"] == "allreduce_copy" and df.loc[133, "sync"] == "parameter_server_gpu"
     assert df.loc[199, "sync"] == "allreduce_ps_sharded" and df.loc[199, "gpus"] == 64
@@ -111,7 +111,7 @@ def test_pcie_efficiency_is_fitted_on_deepbench():
 
 def test_parameter_server_rows_are_pending_or_predicted(result):
     ps = result[result["sync"].fillna("").str.startswith("parameter_server") & (result["status"] != "unmappable")]
-    assert len(ps) == 87  # 136 parameter-server rows: 48 InceptionV3, one N/A in the source
+    assert len(ps) == 135  # 136 parameter-server rows, one N/A in the source
     if vs._ps_model() is None:
         assert (ps["status"] == "pending").all() and ps["reason"].str.contains("pending").all()
     else:
@@ -160,7 +160,7 @@ def test_error_does_not_get_worse(result):
 def test_summary_targets(result):
     s = vs.summary(result)
     assert s["horovod"]["target"] == "max_points <= 10.0" and s["torchgpipe"]["target"] == "max_ape <= 15.0"
-    assert set(s["horovod"]["points"]) == {"ResNet-101", "VGG-16"}
+    assert set(s["horovod"]["points"]) == {"Inception V3", "ResNet-101", "VGG-16"}
     assert all(isinstance(s[k]["meets_target"], bool) for k in vs.TARGETS)
     assert "target" not in s["dle_resnet50"]  # no target set for it
 

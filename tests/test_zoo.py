@@ -42,6 +42,20 @@ def test_other_zoo_params(name, params):
     assert get_model(name).params == params
 
 
+def test_inception_v3_is_torchvision_without_the_auxiliary_classifier():
+    # torchvision inception_v3: 27,161,264 parameters with its auxiliary classifier, 5.71 GFLOPS
+    # (multiply-adds at 299x299; the auxiliary head runs in training only). The head: a 1x1 conv
+    # 768 -> 128 with batch norm (98,304 + 256), a 5x5 conv 128 -> 768 with batch norm
+    # (2,457,600 + 1,536) and a 768 -> 1000 linear layer (769,000): 3,326,696
+    g = get_model("inception_v3", batch=1)
+    assert g.params == 27_161_264 - 3_326_696
+    assert abs(float(g.forward_macs()) / 1e9 / 5.71 - 1) <= 0.03
+    shapes = {name: node.shape for name, node in g.nodes.items()}
+    assert shapes["fc"] == (1000,)
+    assert shapes["Mixed_5d.concat"] == (288, 35, 35) and shapes["Mixed_6e.concat"] == (768, 17, 17)
+    assert shapes["Mixed_7c.concat"] == (2048, 8, 8)
+
+
 def test_gpt3_175b():
     g = get_model("gpt3-175b")
     assert abs(g.params / 174.6e9 - 1) < 0.001

@@ -1,6 +1,6 @@
 """The model zoo: ``get_model(name_or_spec, batch=1)`` returns a :class:`~concurrency_model.graph.Graph`.
 
-Names (DESIGN.md): lenet5, alexnet, vgg16, googlenet, resnet50, resnet101, resnet152, densenet121,
+Names (DESIGN.md): lenet5, alexnet, vgg16, googlenet, inception_v3, resnet50, resnet101, resnet152, densenet121,
 mobilenet_v2, vit_b_16, bert-base, bert-large, gpt2, gpt3-175b, lstm-lm. A spec object builds a family
 member: ``{"kind": "gpt", "layers": 24, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 50257}``,
 ``{"kind": "bert", ...}`` or a CNN by name with its ``image_size``: ``{"name": "resnet50", "image_size": 128}``.
@@ -24,6 +24,7 @@ IMAGE_MODELS: dict[str, Callable] = {
     "alexnet": cnn.alexnet,
     "vgg16": cnn.vgg16,
     "googlenet": cnn.googlenet,
+    "inception_v3": cnn.inception_v3,
     "resnet50": partial(cnn.resnet, blocks=(3, 4, 6, 3)),
     "resnet101": partial(cnn.resnet, blocks=(3, 4, 23, 3)),
     "resnet152": partial(cnn.resnet, blocks=(3, 8, 36, 3)),
@@ -40,7 +41,7 @@ SEQUENCE_MODELS: dict[str, Callable] = {
 }
 FAMILIES = {"gpt": transformer.gpt, "bert": transformer.bert}
 NAMES = (*IMAGE_MODELS, *SEQUENCE_MODELS)
-DEFAULT_IMAGE_SIZE = {"lenet5": 32}
+DEFAULT_IMAGE_SIZE = {"lenet5": 32, "inception_v3": 299}
 
 
 def get_model(model, batch=1, image_size: int | None = None, value_bytes=4, **options) -> Graph:

@@ -104,17 +104,20 @@ def _fastest(cands, dev) -> Coeffs:
 
 
 def conv_coeffs(n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups, pass_: str, dev, dtype: str,
-                math_dtype: str | None = None, algorithm: str = "auto") -> Coeffs:
-    """Coefficients of the fastest convolution algorithm per row (arrays or numbers; square stride/pad)."""
+                math_dtype: str | None = None, algorithm: str = "auto", stride_w=None, pad_w=None) -> Coeffs:
+    """Coefficients of the fastest convolution algorithm per row (arrays or numbers). ``stride`` and
+    ``pad`` are the height's, ``stride_w`` and ``pad_w`` the width's (the same when omitted: Inception v3's
+    1x7 layers pad 0 x 3)."""
     if pass_ not in CONV_PASSES:
         raise ValueError(f"pass: unknown {pass_!r}; allowed: {', '.join(CONV_PASSES)}")
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm: unknown {algorithm!r}; allowed: {', '.join(ALGORITHMS)}")
-    n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups = np.broadcast_arrays(
+    stride_w, pad_w = stride if stride_w is None else stride_w, pad if pad_w is None else pad_w
+    n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups, stride_w, pad_w = np.broadcast_arrays(
         *(np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in
-          (n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups)))
+          (n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups, stride_w, pad_w)))
     rows = len(n)
-    ho, wo = _out(h, kh, stride, pad, dilation), _out(w, kw, stride, pad, dilation)
+    ho, wo = _out(h, kh, stride, pad, dilation), _out(w, kw, stride_w, pad_w, dilation)
     cig, cog = c_in // groups, c_out // groups
     vb = dtype_bytes(dtype)
     e = dev.efficiency
@@ -134,7 +137,7 @@ def conv_coeffs(n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups, pas
         g = gemm_coeffs(n * ho * wo, cog, cig * kh * kw, dev, dtype, groups, math_dtype)
         cands.append(_scaled(g, gain, extra=cols, launches=1, algorithm="implicit_gemm", n=rows))
     elif pass_ == "grad_input":
-        ty, tx = -(-kh // stride), -(-kw // stride)
+        ty, tx = -(-kh // stride), -(-kw // stride_w)
         cands = [_scaled(implicit_gemm(n * h * w, cig, cog * ty * tx, groups, dev, dtype, math_dtype), gain,
                          algorithm="implicit_gemm", n=rows, mem=io)]
         # BWD_DATA_ALGO_0: columns (N H' W') x (C_in K_y K_x) written by a GEMM, then scatter-added (col2im)
@@ -149,14 +152,14 @@ def conv_coeffs(n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups, pas
     if algorithm == "implicit_gemm":
         return best
     extra = []  # (coefficients, rows where the algorithm exists)
-    ok = (kh == 3) & (kw == 3) & (stride == 1) & (dilation == 1) & (groups == 1)
+    ok = (kh == 3) & (kw == 3) & (stride == 1) & (stride_w == 1) & (dilation == 1) & (groups == 1)
     if algorithm == "winograd" and not ok.all():
         raise ValueError("algorithm: winograd needs a 3x3 kernel, stride 1, dilation 1 and one group")
     if algorithm in ("auto", "winograd") and ok.any():
         extra.append((_winograd(n, c_in, c_out, ho, wo, pass_, dev, dtype, math_dtype, io, gain, fix, rows), ok))
     if algorithm == "fft" or (algorithm == "auto" and FFT_IN_AUTO):
         fft, ok_fft = _fft(n, c_in, c_out, h, w, kh, kw, ho, wo, stride, pad, dilation, groups, pass_, dev, dtype,
-                           math_dtype, io)
+                           math_dtype, io, stride_w, pad_w)
         if algorithm == "fft" and not ok_fft.all():
             raise ValueError("algorithm: fft needs stride 1, dilation 1, one group, pad < kernel and a padded "
                              "input of at most 256x256 (FFT) or a kernel of at most 32x32 (FFT_TILING)")
@@ -216,13 +219,13 @@ def _fft_counts(n: int, a: int, b: int, hp: int, wp: int, kh: int, kw: int, vb: 
 
 
 def _fft(n, c_in, c_out, h, w, kh, kw, ho, wo, stride, pad, dilation, groups, pass_, dev, dtype, math_dtype,
-         io) -> tuple[Coeffs, np.ndarray]:
+         io, stride_w, pad_w) -> tuple[Coeffs, np.ndarray]:
     """FFT convolution per row: the faster of cuDNN's FFT (one transform of the padded input, ``(H + 2p) x
     (W + 2p)``, at most 256 each) and FFT_TILING (``32 x 32`` tiles, each giving ``33 - K`` outputs per
     dimension); and the rows where one of them exists (stride 1, dilation 1, one group, pad < kernel)."""
     e, vb, rows = dev.efficiency, dtype_bytes(dtype), len(n)
-    base = (stride == 1) & (dilation == 1) & (groups == 1) & (pad < kh) & (pad < kw)
-    hp, wp = h + 2 * pad, w + 2 * pad
+    base = (stride == 1) & (stride_w == 1) & (dilation == 1) & (groups == 1) & (pad < kh) & (pad_w < kw)
+    hp, wp = h + 2 * pad, w + 2 * pad_w
     sy, sx = np.maximum(FFT_TILE - kh + 1, 1), np.maximum(FFT_TILE - kw + 1, 1)
     layouts = [  # (images or tiles, transform height, width, rows where it exists)
         (n, hp, wp, base & (hp <= FFT_MAX) & (wp <= FFT_MAX)),

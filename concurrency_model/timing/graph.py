@@ -40,11 +40,11 @@ def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
     a = node.attrs
     out = {p: Parts.empty() for p in PASSES}
     algorithm = ""
-    if node.kind == "conv2d" and a["stride"][0] == a["stride"][1] and a["pad"][0] == a["pad"][1] \
-            and a["dilation"][0] == a["dilation"][1]:
+    if node.kind == "conv2d" and a["dilation"][0] == a["dilation"][1]:
         for p in PASSES:
             c = conv_coeffs(batch, a["c_in"], a["c_out"], a["h"], a["w"], a["kh"], a["kw"], a["stride"][0],
-                            a["pad"][0], a["dilation"][0], a["groups"], p, dev, dtype)
+                            a["pad"][0], a["dilation"][0], a["groups"], p, dev, dtype,
+                            stride_w=a["stride"][1], pad_w=a["pad"][1])
             out[p] = Parts.from_coeffs(c, dev)
             algorithm = algorithm or str(c.info["algorithm"][0])
     elif node.kind == "linear":

@@ -14,30 +14,25 @@ from . import device as as_device
 from .conv import CONV_PASSES, conv_coeffs  # noqa: F401 (re-exported)
 
 
-def _pair(v, name):
-    if isinstance(v, (tuple, list)):
-        if len(v) != 2 or v[0] != v[1]:
-            raise ValueError(f"{name}: the timing model takes one value for both dimensions, got {v!r}")
-        return v[0]
-    return v
-
-
 def conv_time(n, c_in, c_out, h, w, kh, kw=None, stride=1, pad=0, dilation=1, groups=1, device="a100-sxm4-80gb",
               dtype: str = "fp32", pass_: str = "forward", algorithm: str = "auto",
               math_dtype: str | None = None) -> OpTime:
-    """Time of a 2-D convolution's ``forward``, ``grad_input`` or ``grad_weight`` pass on a device.
+    """Time of a 2-D convolution's ``forward``, ``grad_input`` or ``grad_weight`` pass on a device;
+    ``stride`` and ``pad`` are numbers or (height, width) pairs.
 
     >>> t = conv_time(32, 64, 64, 56, 56, 3, pad=1, device="v100-sxm2-32gb", dtype="fp16")
     >>> t.detail["algorithm"] in ("implicit_gemm", "winograd"), t.bound
     (True, 'compute')
     """
-    from ..ops.conv import conv2d
+    from ..ops.conv import _pair, conv2d
     dev = as_device(device)
     kw = kh if kw is None else kw
-    stride, pad, dilation = _pair(stride, "stride"), _pair(pad, "pad"), _pair(dilation, "dilation")
-    conv2d(n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups, False)  # checks every argument
-    c = conv_coeffs(n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups, pass_, dev, dtype, math_dtype,
-                    algorithm)
+    (sh, sw), (ph, pw), (dilation, dw) = _pair("stride", stride), _pair("pad", pad), _pair("dilation", dilation)
+    if dilation != dw:
+        raise ValueError(f"dilation: the timing model takes one value for both dimensions, got ({dilation}, {dw})")
+    conv2d(n, c_in, c_out, h, w, kh, kw, (sh, sw), (ph, pw), dilation, groups, False)  # checks every argument
+    c = conv_coeffs(n, c_in, c_out, h, w, kh, kw, sh, ph, dilation, groups, pass_, dev, dtype, math_dtype,
+                    algorithm, stride_w=sw, pad_w=pw)
     return c.assemble(dev)
 
 

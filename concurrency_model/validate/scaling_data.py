@@ -35,9 +35,8 @@ METRIC = {"tf_cnn_benchmarks": ("images/s", "images per second"), "torchgpipe": 
 TARGETS = {"tf_cnn_benchmarks": ("median_ape", 15.0), "torchgpipe": ("max_ape", 15.0),
            "horovod": ("max_points", 10.0)}
 ZOO = {"ResNet-50": "resnet50", "ResNet-152": "resnet152", "ResNet-101": "resnet101", "AlexNet": "alexnet",
-       "VGG16": "vgg16", "VGG-16": "vgg16"}
-_INCEPTION = "Inception v3 is not in the zoo (googlenet is Inception v1, another network)"
-NOT_IN_ZOO = {"InceptionV3": _INCEPTION, "Inception V3": _INCEPTION, "AmoebaNet-D": "AmoebaNet-D is not in the zoo",
+       "VGG16": "vgg16", "VGG-16": "vgg16", "InceptionV3": "inception_v3", "Inception V3": "inception_v3"}
+NOT_IN_ZOO = {"AmoebaNet-D": "AmoebaNet-D is not in the zoo",
               "simplified U-Net": "torchgpipe's U-Net is not in the zoo"}
 PS_PENDING = "not predicted: parameter-server model pending (concurrency_model.parallel.distribution)"
 ASSUMPTIONS = {
@@ -169,8 +168,8 @@ def _sync(config: str) -> str:
 
 
 def tf_cnn_rows() -> pd.DataFrame:
-    """tf_cnn_benchmarks 2017, one row per published images/s (209; InceptionV3 and the two N/A cells are
-    kept with ``reason``).
+    """tf_cnn_benchmarks 2017, one row per published images/s (209; the two N/A cells are kept with
+    ``reason``).
 
     >>> r = tf_cnn_rows().iloc[4].to_dict()   # file line 6
     >>> [r[k] for k in ("zoo_model", "system", "gpus", "batch_per_gpu", "sync", "measured")]
