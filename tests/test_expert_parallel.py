@@ -90,3 +90,39 @@ def test_sweep_searches_it_and_agrees_with_estimate():
         assert estimate(r.scenario(row)).step_time_s == pytest.approx(row["step_time_s"], rel=1e-9)
     dense = sweep({"model": "gpt2", "parallel": {"global_batch": 16}}, 4)
     assert set(dense.layouts["expert"]) == {1}  # no experts to split
+
+
+def test_capacity_factor_pads_the_expert_buffers():
+    # fixed-capacity buffers (GShard §2.2, Switch Eq. 3): each expert runs capacity_factor x its balanced
+    # share of rows, so the experts' GEMM work and the all-to-all volume scale by it; None is dropless
+    from concurrency_model import get_model
+    spec = {"hf_config": CFG, "seq_len": 1024}
+    g1, g125, g05 = (get_model({**spec, "capacity_factor": c}) for c in (1.0, 1.25, 0.5))
+    dropless = get_model(spec)
+    expert_flop = [sum(float(n.cost.forward.flop) for n in g.layers() if "experts" in n.attrs)
+                   for g in (g1, g125, g05)]
+    # per layer: 3 expert GEMMs of (s top_k c) x hidden x ffn, 2 FLOP each multiply-add, bias-free
+    assert expert_flop[0] == 4 * 3 * 2 * (1024 * 2) * 1024 * 2816
+    assert expert_flop[1] == pytest.approx(1.25 * expert_flop[0], rel=1e-12)
+    assert expert_flop[2] == pytest.approx(0.5 * expert_flop[0], rel=1e-12)
+    assert float(dropless.forward().flop) == float(g1.forward().flop) and g125.params == g1.params
+    sc = copy.deepcopy(BASE)
+    sc["parallel"]["expert"] = 2
+    sc["model"]["capacity_factor"] = 1.25
+    padded = estimate(sc)
+    intra = load_cluster("dgx-a100").intra
+    n = 4 * 1024 * 2 * 1.25 * 1024 * 2  # b s top_k c h bf16 bytes
+    assert padded.breakdown["expert_parallel_comm_s"] == pytest.approx(
+        4 * 4 * (intra.latency + n / 2 / (intra.bw * intra.efficiency)), rel=1e-9)
+    assert padded.step_time_s > run(expert=2).step_time_s
+
+
+@pytest.mark.parametrize("model, message", [
+    ({"hf_config": CFG, "capacity_factor": 0}, "capacity_factor: must be a number > 0"),
+    ({"hf_config": CFG, "capacity_factor": "1.25"}, "capacity_factor: must be a number > 0"),
+    ({"hf_config": "llama-2-7b", "capacity_factor": 1.25}, "capacity_factor: a llama model has no mixture"),
+])
+def test_bad_capacity_factor(model, message):
+    from concurrency_model import get_model
+    with pytest.raises(ValueError, match=message):
+        get_model({**model, "seq_len": 64})

@@ -111,9 +111,11 @@ def _seq(cfg: dict, seq_len, context: int) -> int:
 
 
 def from_hf_config(path_or_dict, batch=1, seq_len: int | None = None, value_bytes=4, fused_attention: bool = False,
-                   name: str | None = None) -> Graph:
+                   name: str | None = None, capacity_factor: float | None = None) -> Graph:
     """Build the graph of a Hugging Face model from its ``config.json`` (a path, a directory, a dict or a
-    preset name) for ``batch`` sequences of ``seq_len`` tokens.
+    preset name) for ``batch`` sequences of ``seq_len`` tokens; ``capacity_factor`` gives a mixture of
+    experts fixed-capacity expert buffers (:func:`~concurrency_model.models.transformer.decoder`; the
+    default is dropless routing).
 
     Examples
     --------
@@ -129,6 +131,8 @@ def from_hf_config(path_or_dict, batch=1, seq_len: int | None = None, value_byte
     mt = cfg.get("model_type")
     if mt not in ARCHITECTURES:
         raise ValueError(f"hf_config.model_type: unsupported {mt!r}; allowed: {', '.join(ARCHITECTURES)}")
+    if capacity_factor is not None and mt != "mixtral":
+        raise ValueError(f"capacity_factor: a {mt} model has no mixture-of-experts layers")
     b = Builder(name or default_name, batch, value_bytes)
     if mt == "gpt2":
         hidden = _get(cfg, "n_embd", "hidden_size")
@@ -169,7 +173,9 @@ def from_hf_config(path_or_dict, batch=1, seq_len: int | None = None, value_byte
                                 bias=_get(cfg, "attention_bias", default=False, kind=bool),
                                 mlp_bias=_get(cfg, "mlp_bias", default=False, kind=bool), rotary=1.0,
                                 tied=_get(cfg, "tie_word_embeddings", default=False, kind=bool),
-                                experts=experts, top_k=_get(cfg, "num_experts_per_tok", default=2))
+                                experts=experts, top_k=_get(cfg, "num_experts_per_tok", default=2),
+                                capacity_factor=capacity_factor)
     b.graph.source = {"frontend": "hf", "model_type": mt}
-    b.graph.rebuild = partial(from_hf_config, cfg, seq_len=seq_len, fused_attention=fused_attention, name=b.graph.name)
+    b.graph.rebuild = partial(from_hf_config, cfg, seq_len=seq_len, fused_attention=fused_attention, name=b.graph.name,
+                              capacity_factor=capacity_factor)
     return b.graph

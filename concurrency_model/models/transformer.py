@@ -178,16 +178,26 @@ def _expert_linear(b: Builder, x, c_out, experts, split, name):
                   c_out=c_out, split=split, experts=experts)
 
 
-def _moe(b: Builder, x, ffn, experts, top_k, act):
+def _moe(b: Builder, x, ffn, experts, top_k, act, capacity_factor=None):
     """Sparse mixture-of-experts SwiGLU MLP (Shazeer et al. 2017; Mixtral, Jiang et al. 2024): a router
     (hidden -> experts, no bias), softmax and top-k, then every token through its ``top_k`` experts and a
-    weighted sum. Parameters count all experts, work counts the top-k."""
+    weighted sum. Parameters count all experts, work counts the top-k.
+
+    ``capacity_factor`` None: dropless (each expert runs exactly the tokens routed to it, balanced). A
+    number ``c``: fixed-capacity expert buffers (GShard, Lepikhin et al. 2021 §2.2; Switch Transformer,
+    Fedus et al. 2022 §2.2 Eq. 3): each expert takes ``c`` times its balanced share, so the dispatch
+    buffer (and with it the experts' GEMMs and the expert-parallel all-to-alls) has ``ceil(s top_k c)``
+    rows a sequence, the padding computed as the dense buffers are; ``c < 1`` drops the routed tokens
+    beyond the capacity, which skip the layer. Balanced routing is assumed (derived [D]; the per-sequence
+    ceiling stands for the per-device one, equal when the experts divide ``b s top_k c``)."""
     s, h = b.shape(x)
     vb = b.vb
     gate = b.softmax(b.linear(x, experts, bias=False, name="router"), name="router_softmax")
-    routed = b.batch * s * top_k * h
-    disp = b.node("moe_dispatch", (x, gate), (s * top_k, h),
-                  OpCost("moe_dispatch", Cost(bytes=2 * vb * routed), Cost(bytes=2 * vb * routed),
+    slots = s * top_k if capacity_factor is None else math.ceil(s * top_k * capacity_factor - 1e-9)
+    kept = min(slots, s * top_k)
+    routed, padded = b.batch * kept * h, b.batch * slots * h
+    disp = b.node("moe_dispatch", (x, gate), (slots, h),
+                  OpCost("moe_dispatch", Cost(bytes=vb * (routed + padded)), Cost(bytes=vb * (routed + padded)),
                          source="token permutation (data movement only)"), "dispatch")
     g = b.act(_expert_linear(b, disp, ffn, experts, "column", "experts.w1"), act)
     y = _mul(b, g, _expert_linear(b, disp, ffn, experts, "column", "experts.w3"), name="experts.swiglu")
@@ -216,7 +226,7 @@ def _mlp_plain(b: Builder, x, ffn, act="gelu", bias=True):
 def decoder(b: Builder, layers=32, hidden=4096, heads=32, seq_len=4096, vocab=32000, ffn=11008, kv_heads=None,
             head_dim=None, norm="rms", mlp="swiglu", act="silu", bias=False, rotary=1.0, tied=False,
             parallel_residual=False, experts=0, top_k=2, fused_attention=False, max_positions=None,
-            mlp_bias=None) -> str:
+            mlp_bias=None, capacity_factor=None) -> str:
     """A pre-norm causal decoder in the LLaMA / GPT-NeoX family (no dropout: these configs use none).
 
     ``norm`` is ``rms`` (RMSNorm, no bias) or ``layer`` (LayerNorm with bias); ``mlp`` is ``swiglu``
@@ -224,7 +234,8 @@ def decoder(b: Builder, layers=32, hidden=4096, heads=32, seq_len=4096, vocab=32
     and, unless ``mlp_bias`` says otherwise, on the MLP's;
     ``rotary`` is the rotated fraction of each head (0: learned positions of ``max_positions``);
     ``kv_heads`` < ``heads`` is grouped-query attention; ``experts`` > 0 replaces the MLP by a sparse
-    mixture of experts with ``top_k`` experts per token; ``parallel_residual`` is GPT-NeoX's
+    mixture of experts with ``top_k`` experts per token and an optional ``capacity_factor`` (see
+    :func:`_moe`); ``parallel_residual`` is GPT-NeoX's
     ``x + attn(ln1(x)) + mlp(ln2(x))``; ``tied`` shares the output layer with the token embedding.
 
     LLaMA-2-7B (32 x 4096, 32 heads, ffn 11008, vocab 32000, untied): 6,738,415,616 parameters.
@@ -252,6 +263,12 @@ def decoder(b: Builder, layers=32, hidden=4096, heads=32, seq_len=4096, vocab=32
         raise ValueError(f"mlp: unknown {mlp!r}; allowed: swiglu, plain")
     if experts and not 1 <= top_k <= experts:
         raise ValueError(f"top_k: must be between 1 and experts={experts}, got {top_k}")
+    if capacity_factor is not None:
+        if not experts:
+            raise ValueError("capacity_factor: the model has no mixture-of-experts layers")
+        if isinstance(capacity_factor, bool) or not isinstance(capacity_factor, (int, float)) \
+                or not 0 < capacity_factor < math.inf:
+            raise ValueError(f"capacity_factor: must be a number > 0, got {capacity_factor!r}")
     if not rotary and (max_positions or seq_len) < seq_len:
         raise ValueError(f"seq_len: {seq_len} exceeds the {max_positions} learned positions")
     normalize = b.rms_norm if norm == "rms" else b.layer_norm
@@ -268,7 +285,7 @@ def decoder(b: Builder, layers=32, hidden=4096, heads=32, seq_len=4096, vocab=32
             y = normalize(x, name="post_attention_norm")
             with b.scope("mlp"):
                 if experts:
-                    m = _moe(b, y, ffn, experts, top_k, act)
+                    m = _moe(b, y, ffn, experts, top_k, act, capacity_factor)
                 elif mlp == "swiglu":
                     m = _mlp_swiglu(b, y, ffn, act, bias if mlp_bias is None else mlp_bias)
                 else:

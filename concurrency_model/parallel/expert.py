@@ -4,7 +4,8 @@ Degree ``e`` (``parallel.expert``; GShard, Lepikhin et al. 2021 §2.2-2.3; Switc
 2022 §2.2 and §5.4; DeepSpeed-MoE, Rajbhandari et al. 2022 §4): an expert group is ``e`` of the ``d``
 data-parallel replicas (it sits inside the data-parallel group, consecutive ranks, so inside a node when it
 fits), each device holding ``E / e`` of the ``E`` experts of every MoE layer. Per MoE layer and microbatch,
-derived [D] with balanced routing (no capacity padding and no dropped tokens; those are in
+derived [D] with balanced routing (dropless, or with the fixed-capacity buffers of a model built with a
+``capacity_factor``, whose padded rows the dispatch node carries; routing imbalance is in
 :func:`.model_parallel.expert_parallel`):
 
 * an all-to-all dispatches every routed token (``top_k`` copies of each of the device's ``b s`` tokens, ``h``

@@ -3,7 +3,8 @@
 Four published sets (``data/``; origins in ``data/SOURCES.md``), each compared on what it publishes:
 
 * ``tf_cnn_benchmarks``: images/s of InceptionV3, ResNet-50, ResNet-152, AlexNet and VGG16 on 1 to 8 GPUs
-  of a DGX-1 (P100), of GCE and EC2 8 x K80 instances, and on 1 to 64 K80s over 10 GbE (TensorFlow ``tf_cnn_benchmarks``, May 2017). Compared on images/s.
+  of a DGX-1 (P100), of GCE and EC2 8 x K80 instances, and on 1 to 64 K80s over 10 GbE (TensorFlow
+  ``tf_cnn_benchmarks``, May 2017). Compared on images/s.
 * ``torchgpipe``: GPipe speedups of ResNet-101 on 1 to 8 P40s over the plain model on one GPU
   (``kakaobrain/torchgpipe``; AmoebaNet-D and the U-Net are not in the zoo). Compared on the speedup.
 * ``horovod``: 512-GPU scaling efficiency (128 servers x 4 Pascal GPUs, 25 Gb/s RoCE) of ResNet-101,
