@@ -329,9 +329,21 @@ def test_cli_op_gemm_json(capsys):
     assert out["time_s"] == pytest.approx(timing.gemm_time(512, 256, 1024, A100, "fp32").time_s, rel=1e-12)
 
 
+def test_cli_op_conv_per_dimension_pad(capsys):
+    base = ["op", "conv", "--n", "32", "--c-in", "160", "--c-out", "160", "--h", "17", "--w", "17",
+            "--hardware", "v100-sxm2-32gb", "--json"]
+    assert main([*base, "--kh", "1", "--kw", "7", "--pad", "0", "--pad-w", "3"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["flop"] == 2 * 32 * 160 * 17 * 17 * 160 * 7  # 17x17 out: the width padded by 3 on each side
+    assert out["time_s"] == pytest.approx(
+        timing.conv_time(32, 160, 160, 17, 17, 7, 1, pad=(3, 0), device=V100).time_s, rel=1e-12)
+
+
 @pytest.mark.parametrize("args", [
     ["op", "gemm", "--m", "512", "--n", "256", "--k", "1024", "--hardware", "no-such-gpu"],
     ["op", "gemm", "--m", "512", "--n", "256", "--k", "1024", "--dtype", "fp8", "--hardware", "v100-sxm2-32gb"],
+    ["op", "conv", "--n", "8", "--c-in", "64", "--c-out", "64", "--h", "32", "--w", "32", "--kh", "3", "--pad", "1",
+     "--stride-w", "2", "--algorithm", "winograd", "--hardware", "v100-sxm2-32gb"],
 ])
 def test_cli_op_errors_exit_2_with_one_line(args):
     p = subprocess.run([sys.executable, "-m", "concurrency_model", *args], capture_output=True, text=True)

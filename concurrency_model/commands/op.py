@@ -17,7 +17,9 @@ def run_gemm(a):
 
 
 def run_conv(a):
-    return timing.conv_time(a.n, a.c_in, a.c_out, a.h, a.w, a.kh, a.kw or a.kh, a.stride, a.pad, a.dilation, a.groups,
+    stride = (a.stride, a.stride if a.stride_w is None else a.stride_w)
+    pad = (a.pad, a.pad if a.pad_w is None else a.pad_w)
+    return timing.conv_time(a.n, a.c_in, a.c_out, a.h, a.w, a.kh, a.kw or a.kh, stride, pad, a.dilation, a.groups,
                             device=load_device(a.hardware), dtype=a.dtype, pass_=a.pass_, algorithm=a.algorithm)
 
 
@@ -64,11 +66,13 @@ def register(sub) -> None:
                  ("w", "width"), ("kh", "kernel height")):
         c.add_argument(f"--{k}", type=positive_int, required=True, help=h)
     c.add_argument("--kw", type=positive_int, default=None, help="kernel width (default: kh)")
-    c.add_argument("--stride", type=positive_int, default=1)
-    c.add_argument("--pad", type=nonnegative_int, default=0)
+    c.add_argument("--stride", type=positive_int, default=1, help="stride (of the height when --stride-w is given)")
+    c.add_argument("--stride-w", type=positive_int, default=None, help="stride of the width (default: --stride)")
+    c.add_argument("--pad", type=nonnegative_int, default=0, help="padding (of the height when --pad-w is given)")
+    c.add_argument("--pad-w", type=nonnegative_int, default=None, help="padding of the width (default: --pad)")
     c.add_argument("--dilation", type=positive_int, default=1)
     c.add_argument("--groups", type=positive_int, default=1)
-    c.add_argument("--algorithm", choices=("auto", "implicit_gemm", "winograd"), default="auto")
+    c.add_argument("--algorithm", choices=("auto", "implicit_gemm", "winograd", "fft"), default="auto")
     c.add_argument("--pass", dest="pass_", choices=("forward", "grad_input", "grad_weight"), default="forward")
     _common(c)
     c.set_defaults(op_run=run_conv)
