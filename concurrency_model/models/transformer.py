@@ -185,9 +185,9 @@ def _moe(b: Builder, x, ffn, experts, top_k, act, capacity_factor=None):
 
     ``capacity_factor`` None: dropless (each expert runs exactly the tokens routed to it, balanced). A
     number ``c``: fixed-capacity expert buffers (GShard, Lepikhin et al. 2021 §2.2; Switch Transformer,
-    Fedus et al. 2022 §2.2 Eq. 3): each expert takes ``c`` times its balanced share, so the dispatch
-    buffer (and with it the experts' GEMMs and the expert-parallel all-to-alls) has ``ceil(s top_k c)``
-    rows a sequence, the padding computed as the dense buffers are; ``c < 1`` drops the routed tokens
+    Fedus et al. 2022 §2.2 Eq. 3 and §5.4; DeepSpeed's ``ceil(k c tokens / E)``; training-formulas §5.3):
+    each expert takes ``c`` times its balanced share, so the dispatch buffer (and with it the experts'
+    GEMMs and the expert-parallel all-to-alls) has ``ceil(s top_k c)`` rows a sequence, the padding computed as the dense buffers are; ``c < 1`` drops the routed tokens
     beyond the capacity, which skip the layer. Balanced routing is assumed (derived [D]; the per-sequence
     ceiling stands for the per-device one, equal when the experts divide ``b s top_k c``)."""
     s, h = b.shape(x)
