@@ -19,6 +19,8 @@ clock (not the prediction: the preset keeps the boost-clock datasheet peak). ``m
 to stderr, the JSON to stdout.
 
     python benchmarks/training_accuracy.py [--all] [--workers N] [--scaling]
+
+The same training rows through a peer tool (llm-analysis), side by side: ``benchmarks/peer_tools.py``.
 """
 from __future__ import annotations
 
