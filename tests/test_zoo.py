@@ -54,6 +54,9 @@ def test_inception_v3_is_torchvision_without_the_auxiliary_classifier():
     assert shapes["fc"] == (1000,)
     assert shapes["Mixed_5d.concat"] == (288, 35, 35) and shapes["Mixed_6e.concat"] == (768, 17, 17)
     assert shapes["Mixed_7c.concat"] == (2048, 8, 8)
+    assert get_model({"name": "inception_v3", "image_size": 75}).params == g.params  # the smallest input
+    with pytest.raises(ValueError, match="image_size: inception_v3 needs at least 75x75"):
+        get_model({"name": "inception_v3", "image_size": 74})
 
 
 def test_gpt3_175b():

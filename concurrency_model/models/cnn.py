@@ -238,6 +238,8 @@ def inception_v3(b: Builder, image_size: int = 299, classes: int = 1000) -> str:
     inputs, stem to 35x35x192, three Inception-A, a grid reduction, four Inception-C with factorized
     1x7 / 7x1 convolutions, a reduction and two Inception-E blocks to 8x8x2048. Every convolution is
     torchvision's BasicConv2d (no bias, batch norm, ReLU), so the parameters equal torchvision's."""
+    if image_size < 75:  # the stem and the two grid reductions leave 1x1 at 75 (torchvision's minimum)
+        raise ValueError(f"image_size: inception_v3 needs at least 75x75 inputs, got {image_size}")
     x = b.input((3, image_size, image_size))
     x = _basic(b, x, 32, 3, 2, name="Conv2d_1a_3x3")
     x = _basic(b, x, 32, 3, name="Conv2d_2a_3x3")
