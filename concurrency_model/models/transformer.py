@@ -187,9 +187,10 @@ def _moe(b: Builder, x, ffn, experts, top_k, act, capacity_factor=None):
     number ``c``: fixed-capacity expert buffers (GShard, Lepikhin et al. 2021 §2.2; Switch Transformer,
     Fedus et al. 2022 §2.2 Eq. 3 and §5.4; DeepSpeed's ``ceil(k c tokens / E)``; training-formulas §5.3):
     each expert takes ``c`` times its balanced share, so the dispatch buffer (and with it the experts'
-    GEMMs and the expert-parallel all-to-alls) has ``ceil(s top_k c)`` rows a sequence, the padding computed as the dense buffers are; ``c < 1`` drops the routed tokens
-    beyond the capacity, which skip the layer. Balanced routing is assumed (derived [D]; the per-sequence
-    ceiling stands for the per-device one, equal when the experts divide ``b s top_k c``)."""
+    GEMMs and the expert-parallel all-to-alls) has ``ceil(s top_k c)`` rows a sequence, the padding
+    computed as the dense buffers are; ``c < 1`` drops the routed tokens beyond the capacity, which skip
+    the layer. Balanced routing is assumed (derived [D]; the per-sequence ceiling stands for the
+    per-device one, equal when the experts divide ``b s top_k c``)."""
     s, h = b.shape(x)
     vb = b.vb
     gate = b.softmax(b.linear(x, experts, bias=False, name="router"), name="router_softmax")
