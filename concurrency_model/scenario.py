@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .cluster import Cluster, load_cluster
 from .parallel.consistency import CONSISTENCY
+from .parallel.data_parallel import BATCH_NORM
 from .parallel.gossip import TOPOLOGIES
 from .units import DTYPE_BYTES
 
@@ -27,12 +28,12 @@ PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_pa
 TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_stage": 0, "overlap": True,
             "sync": "allreduce", "ps_servers": 0, "compression": "none", "host_overhead_s": None,
             "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
-            "gossip_topology": "ring"}
+            "gossip_topology": "ring", "batch_norm": "local"}
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "topk", "dgc", "powersgd")
 CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "recompute": ("none", "selective", "full"),
            "optimizer": ("sgd", "momentum", "adam", "adamw"), "dtype": tuple(DTYPE_BYTES),
            "sync": ("allreduce", "parameter_server", "gossip"), "compression": COMPRESSIONS,
-           "gossip_topology": TOPOLOGIES, "consistency": CONSISTENCY}
+           "gossip_topology": TOPOLOGIES, "consistency": CONSISTENCY, "batch_norm": BATCH_NORM}
 TOP = ("model", "cluster", "parallel", "training", "run", "inference", "name", "notes")
 
 

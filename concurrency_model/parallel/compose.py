@@ -4,14 +4,15 @@ The variant is what changes the expression's shape: the pipeline ``schedule``, t
 whether communication overlaps compute. The symbols (:data:`STEP_INPUTS`) are per-microbatch seconds
 of the slowest pipeline stage (``c_f, c_b, c_r``: forward, backward, recompute compute; ``c_tf, c_tb``:
 tensor-parallel collectives; ``c_ef, c_eb``: the expert-parallel all-to-alls; ``c_cf, c_cb``: the exposed
-context-parallel communication, forward and backward with recompute, :func:`.features.context_exposed`), the
+context-parallel communication, forward and backward with recompute, :func:`.features.context_exposed`;
+``c_nf, c_nb``: synchronous batch norm's all-reduces, :meth:`.data_parallel.DataParallelMixin.batch_norm_sync`), the
 stage-to-stage transfer ``t_p2p``, the degrees ``p, m, v``, the data-parallel collectives (``ar, rs, ag``: gradient allreduce, reduce-scatter,
 parameter allgather; ``last``: the last gradient bucket) and the optimizer step ``opt``. Composition
 (DESIGN.md "How the pieces meet"):
 
-* pipeline: :func:`~.pipeline.step_time_expr` with ``t_f = c_f + c_tf + c_ef + c_cf`` and
-  ``t_b = c_b + c_r + c_tb + c_eb + c_cb`` (tensor-, expert- and context-parallel communication on the
-  critical path);
+* pipeline: :func:`~.pipeline.step_time_expr` with ``t_f = c_f + c_tf + c_ef + c_cf + c_nf`` and
+  ``t_b = c_b + c_r + c_tb + c_eb + c_cb + c_nb`` (tensor-, expert- and context-parallel communication and
+  the batch-norm all-reduces on the critical path);
   each at least the host's time to issue its kernels (``h_f``, ``h_b``: ``max(t_f, h_f)``; an eager
   framework issues every kernel from the CPU and runs ahead of the GPU within a pass,
   :data:`.host.HOST_S_PER_KERNEL`);
@@ -40,8 +41,8 @@ import sympy as sp
 from ..units import dtype_bytes
 from . import memory, pipeline
 
-STEP_INPUTS = ("c_f", "c_b", "c_r", "c_tf", "c_tb", "c_ef", "c_eb", "c_cf", "c_cb", "t_p2p", "p", "m", "v", "ar", "rs",
-               "ag", "last", "opt", "kappa", "h_f", "h_b", "straggle", "sync_frac")
+STEP_INPUTS = ("c_f", "c_b", "c_r", "c_tf", "c_tb", "c_ef", "c_eb", "c_cf", "c_cb", "c_nf", "c_nb", "t_p2p", "p", "m",
+               "v", "ar", "rs", "ag", "last", "opt", "kappa", "h_f", "h_b", "straggle", "sync_frac")
 STEP_OUTPUTS = ("step", "step_pp", "bubble", "p2p_exposed", "dp_total", "dp_exposed", "dp_interference", "host_wait",
                 "straggler_wait")
 MEMORY_INPUTS = ("b", "t", "p", "m", "v", "d", "act_graph", "c")
@@ -56,11 +57,11 @@ def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
     >>> e = step_expressions("1f1b", 0, False)
     >>> e["step"].subs({SYMBOLS["p"]: 1, SYMBOLS["h_f"]: 0, SYMBOLS["h_b"]: 0, SYMBOLS["straggle"]: 0,
     ...                 SYMBOLS["sync_frac"]: 1})
-    ar + m*(c_b + c_cb + c_cf + c_eb + c_ef + c_f + c_r + c_tb + c_tf) + opt
+    ar + m*(c_b + c_cb + c_cf + c_eb + c_ef + c_f + c_nb + c_nf + c_r + c_tb + c_tf) + opt
     """
     s = {k: _SYM[k] for k in STEP_INPUTS}
-    gpu_f = s["c_f"] + s["c_tf"] + s["c_ef"] + s["c_cf"]
-    gpu_b = s["c_b"] + s["c_r"] + s["c_tb"] + s["c_eb"] + s["c_cb"]
+    gpu_f = s["c_f"] + s["c_tf"] + s["c_ef"] + s["c_cf"] + s["c_nf"]
+    gpu_b = s["c_b"] + s["c_r"] + s["c_tb"] + s["c_eb"] + s["c_cb"] + s["c_nb"]
     # a pass lasts at least as long as the host takes to issue its kernels (h_f, h_b)
     t_f, t_b = sp.Max(gpu_f, s["h_f"]), sp.Max(gpu_b, s["h_b"])
     p, m, v, t_p2p = s["p"], s["m"], s["v"], s["t_p2p"]
@@ -110,7 +111,8 @@ def breakdown(inputs: dict, out: dict) -> dict:
     b = {"forward_s": m * inputs["c_f"], "backward_s": m * inputs["c_b"], "recompute_s": m * inputs["c_r"],
          "tensor_parallel_comm_s": m * (inputs["c_tf"] + inputs["c_tb"]),
          "expert_parallel_comm_s": m * (inputs["c_ef"] + inputs["c_eb"]),
-         "context_parallel_comm_s": m * (inputs["c_cf"] + inputs["c_cb"]), "pipeline_p2p_s": out["p2p_exposed"],
+         "context_parallel_comm_s": m * (inputs["c_cf"] + inputs["c_cb"]),
+         "batch_norm_sync_s": m * (inputs["c_nf"] + inputs["c_nb"]), "pipeline_p2p_s": out["p2p_exposed"],
          "bubble_s": out["bubble"], "data_parallel_comm_s": out["dp_total"],
          "data_parallel_exposed_s": out["dp_exposed"],
          "data_parallel_overlapped_s": out["dp_total"] - out["dp_exposed"],
@@ -118,7 +120,7 @@ def breakdown(inputs: dict, out: dict) -> dict:
          "host_wait_s": out["host_wait"], "straggler_wait_s": out["straggler_wait"]}
     b["compute_s"] = b["forward_s"] + b["backward_s"] + b["recompute_s"]
     b["communication_s"] = (b["tensor_parallel_comm_s"] + b["expert_parallel_comm_s"] + b["context_parallel_comm_s"]
-                            + out["p2p_exposed"] + out["dp_exposed"])
+                            + b["batch_norm_sync_s"] + out["p2p_exposed"] + out["dp_exposed"])
     return b
 
 

@@ -4,7 +4,8 @@ The collectives of one step (:meth:`DataParallelMixin.data_parallel`) as communi
 intra-node busy, inter-node busy seconds; :mod:`.features`): the gradient all-reduce (or, with ZeRO, its
 reduce-scatter and the parameter all-gather), the last DDP bucket that never hides (Li et al. 2020 §4.2),
 or the paper's §7 alternatives (parameter servers, gossip, gradient compression; :mod:`.distribution`,
-:mod:`.compression`), and with expert parallelism the experts' own all-reduce (:mod:`.expert`).
+:mod:`.compression`), and with expert parallelism the experts' own all-reduce (:mod:`.expert`); and the
+all-reduces of synchronous batch normalization inside the passes (:meth:`DataParallelMixin.batch_norm_sync`).
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from .context import ZERO_TRIPLE, _add
 
 GRAD_BYTES = {"fp32": 4, "tf32": 4}  # gradients in the training dtype otherwise (2 bytes for fp16/bf16)
 BUCKET_BYTES = 25 * 2**20  # PyTorch DDP bucket_cap_mb = 25 (training-formulas §7)
+STAT_BYTES = 4  # batch-norm statistics are reduced in fp32 [D]
+BATCH_NORM = ("local", "sync")
 
 
 def group_placement(gpus_per_node: int, t: int, ranks: int) -> tuple[int, int]:
@@ -83,3 +86,26 @@ class DataParallelMixin:
                 busy = _add(busy, self._coll(op, float(n), d, rpn, sharing))
         enc, dec = codec_seconds(c, d, self.dev)
         return (busy[0] + float(enc) + float(dec), busy[1], busy[2])
+
+    def check_batch_norm(self, mode: str) -> None:
+        """``ValueError`` naming ``training.batch_norm`` when ``sync`` is asked of a model without batch norm."""
+        if mode == "sync" and not any(n.kind == "batch_norm" for n in self.graph(1).layers()):
+            raise ValueError("training.batch_norm: \"sync\" needs a model with batch-norm layers; this one has none")
+
+    @lru_cache(maxsize=None)
+    def batch_norm_sync(self, channels: tuple, t: int, d: int) -> tuple:
+        """Triple of one pass's synchronous batch-norm all-reduces over the ``d`` data-parallel replicas.
+
+        Local batch norm normalizes over a device's own samples (no communication); synchronous batch norm
+        over the whole minibatch (the paper's §6.1 note: BN reduces over the minibatch and is the data
+        parallelism's bottleneck). Per batch-norm layer of ``C`` channels an all-reduce of ``2 C`` fp32
+        values forward (sum and sum of squares) and one of ``2 C`` backward (Σ∇y and Σ∇y·x̂, Ioffe & Szegedy
+        2015 §3), as :func:`.hybrid.batch_norm_sync` [D]; the next layer waits for them, so they sit on the
+        pass's critical path. ``channels``: the stage's batch-norm layers; the same triple serves both passes."""
+        if d == 1 or not channels:
+            return ZERO_TRIPLE
+        rpn, sharing = group_placement(self.cluster.gpus_per_node, t, d)
+        out = ZERO_TRIPLE
+        for c in channels:
+            out = _add(out, self._coll("allreduce", float(2 * c * STAT_BYTES), d, rpn, sharing))
+        return out

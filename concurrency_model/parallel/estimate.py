@@ -36,6 +36,10 @@ Composition (DESIGN.md "How the pieces meet"; Narayanan et al. 2021 for the 3D l
    ``1 / expert`` of every mixture-of-experts layer's experts; two all-to-alls per MoE layer and pass (dispatch,
    combine) on the critical path (``expert_parallel_comm_s``), the experts' state divided, their gradients
    reduced over ``data / expert`` replicas.
+9. Batch normalization (``training.batch_norm``): ``local`` normalizes over a device's own samples;
+   ``sync`` all-reduces each batch-norm layer's ``2 C`` statistics forward and backward over the ``data``
+   replicas, on the passes' critical path (``batch_norm_sync_s``;
+   :meth:`.data_parallel.DataParallelMixin.batch_norm_sync`).
 
 The numbers come from :mod:`.features` (cached per model, cluster and dtype) and are composed by the
 lambdified expressions of :mod:`.compose`, the same path :mod:`concurrency_model.sweep` evaluates on
@@ -56,7 +60,7 @@ from . import compose, memory
 from .consistency import step_factors
 from .gossip import gossip_degree
 from .host import host_per_kernel, host_seconds  # noqa: F401 (re-exported for sweep, sensitivity)
-from .features import context_exposed, transformer_shape, triple_seconds, workload
+from .features import ZERO_TRIPLE, context_exposed, transformer_shape, triple_seconds, workload
 from ..uncertainty import band
 from .run import run_cost
 
@@ -103,7 +107,7 @@ def estimate(scenario) -> Estimate:
     par, tr = sc.parallel, sc.training
     w, stage, state, mem, key = prepare(sc)
     inputs = step_inputs(w, stage, *key, state, sync=sync_of(sc), host=tr["host_overhead_s"],
-                         consistency=consistency_of(tr, par["data"] * par["context"]))
+                         consistency=consistency_of(tr, par["data"] * par["context"]), batch_norm=tr["batch_norm"])
     out = {k: float(x) for k, x in compose.step_fn(par["schedule"], tr["zero_stage"], tr["overlap"])(**inputs).items()}
     breakdown = {k: float(x) for k, x in compose.breakdown(inputs, out).items()}
     step = out["step"]
@@ -131,7 +135,8 @@ def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | No
         inputs = step_inputs(w, stage, *key, state, lambda parts: parts.seconds(f, b, la),
                              lambda tr: triple_seconds(tr, i, e), lambda st: w.optimizer_seconds(st, b, la),
                              sync=sync_of(sc), host=sc.training["host_overhead_s"],
-                             consistency=consistency_of(sc.training, sc.parallel["data"] * sc.parallel["context"]))
+                             consistency=consistency_of(sc.training, sc.parallel["data"] * sc.parallel["context"]),
+                             batch_norm=sc.training["batch_norm"])
         return fn(**inputs)["step"]
     return band(step)
 
@@ -171,6 +176,7 @@ def prepare(sc: Scenario) -> tuple:
     w.check_tensor(t)
     w.check_context(c, t, alg)
     w.check_expert(e, d)
+    w.check_batch_norm(tr["batch_norm"])
     if p > w.layer_count:
         raise ValueError(f"parallel.pipeline: {p} stages exceed the {w.layer_count} blocks the model can be cut into")
     if schedule == "interleaved" and m % p:
@@ -193,14 +199,16 @@ def prepare(sc: Scenario) -> tuple:
 
 def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: int, m, v, zero: int, state_bytes,
                 seconds=None, comm=None, optimizer=None, sync: tuple = ("allreduce", 0, "none"),
-                host: float | None = None, host_wait=None, consistency: dict | None = None) -> dict:
+                host: float | None = None, host_wait=None, consistency: dict | None = None,
+                batch_norm: str = "local") -> dict:
     """Inputs of :func:`.compose.step_fn` for one layout of workload ``w``: kernel parts become seconds
     through ``seconds`` (default: on the nominal device), communication triples through ``comm`` (default
     :func:`.features.triple_seconds`) and the optimizer's state bytes through ``optimizer`` (default
     :meth:`.features.Workload.optimizer_seconds`); :mod:`.sensitivity` passes symbolic ones. ``host``: host
     seconds per kernel (:func:`host_per_kernel`); ``host_wait``: the stage's host issue seconds (default
     :func:`host_seconds`; :mod:`.sensitivity` passes symbolic ones); ``consistency``: :func:`consistency_of`
-    (default: synchronous, no stragglers)."""
+    (default: synchronous, no stragglers); ``batch_norm``: ``local`` or ``sync`` (the stage's batch-norm
+    all-reduces in both passes, and again in a fully recomputed forward)."""
     seconds = seconds or (lambda parts: parts.seconds())
     comm = comm or triple_seconds
     optimizer = optimizer or w.optimizer_seconds
@@ -209,8 +217,10 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
     c_cf, c_cb = (0.0, 0.0) if c == 1 else context_exposed(
         c, cp["layers"], cp["rec_layers"], seconds(cp["blk_f"]), seconds(cp["blk_b"]), comm(cp["kv"]), comm(cp["a2a"]))
     dp = w.data_parallel(t, p, d * c, *sync, e=stage.get("e", 1))
+    bn = w.batch_norm_sync(stage.get("bn_channels", ()), t, d) if batch_norm == "sync" else ZERO_TRIPLE
     triples = {**{k: stage[k] for k in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r")}, **dp,
-               "p2p": w.p2p(b, t, sp, rec, p, d, c, alg)}
+               "p2p": w.p2p(b, t, sp, rec, p, d, c, alg), "bn_f": bn, "bn_b": bn,
+               "bn_r": bn if rec == "full" else ZERO_TRIPLE}
     h_f, h_b = (host_wait or (lambda st: host_seconds(st, w.dev, host)))(stage)
     return assemble(seconds(stage["f"]), seconds(stage["b"]), seconds(stage["r"]), triples, comm, zero, p, m, v,
                     optimizer(state_bytes), dp["kappa"], c_cf, c_cb, h_f, h_b, **(consistency or {}))
@@ -219,13 +229,14 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
 def assemble(c_f, c_b, c_r, triples: dict, comm, zero: int, p, m, v, opt, kappa, c_cf, c_cb, h_f=0.0, h_b=0.0,
              straggle=0.0, sync_frac=1.0, exposed: bool = False) -> dict:
     """The inputs of :func:`.compose.step_fn` from a stage's compute seconds and its communication
-    ``triples`` (``tp_f, tp_b, tp_r, ep_f, ep_b, ep_r, p2p, ar, rs, ag, last_ar, last_rs``) priced by
+    ``triples`` (``tp_f, tp_b, tp_r, ep_f, ep_b, ep_r, bn_f, bn_b, bn_r, p2p, ar, rs, ag, last_ar, last_rs``) priced by
     ``comm``, the host issue seconds ``h_f``, ``h_b`` (:func:`host_seconds`) and the consistency factors
     (:func:`consistency_of`; ``exposed``: the whole allreduce is exposed, as its last bucket): shared by
     :func:`step_inputs` (one layout) and :mod:`concurrency_model.sweep` (arrays of layouts)."""
     return {"h_f": h_f, "h_b": h_b, "c_f": c_f, "c_b": c_b,
-            "c_r": c_r + comm(triples["tp_r"]) + comm(triples["ep_r"]), "c_tf": comm(triples["tp_f"]),
-            "c_tb": comm(triples["tp_b"]), "c_ef": comm(triples["ep_f"]), "c_eb": comm(triples["ep_b"]),
+            "c_r": c_r + comm(triples["tp_r"]) + comm(triples["ep_r"]) + comm(triples["bn_r"]),
+            "c_tf": comm(triples["tp_f"]), "c_tb": comm(triples["tp_b"]), "c_ef": comm(triples["ep_f"]),
+            "c_eb": comm(triples["ep_b"]), "c_nf": comm(triples["bn_f"]), "c_nb": comm(triples["bn_b"]),
             "c_cf": c_cf, "c_cb": c_cb, "t_p2p": comm(triples["p2p"]),
             "p": p, "m": m, "v": v, "ar": comm(triples["ar"]), "rs": comm(triples["rs"]), "ag": comm(triples["ag"]),
             "last": comm(triples["ar"] if exposed else triples["last_ar"] if zero == 0 else triples["last_rs"]),

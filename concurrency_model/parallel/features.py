@@ -211,7 +211,8 @@ class Workload(ContextMixin, ExpertMixin, DataParallelMixin):
             row = {"name": n.name, "kind": n.kind, "f": f, "b": bw, "tp_f": tf, "tp_b": tb, "numel": n.numel,
                    "f_s": f_s, "b_s": b_s, "tp_f_s": float(triple_seconds(tf)),
                    "tp_b_s": float(triple_seconds(tb)), "ep_f": ef, "ep_b": eb,
-                   "ep_f_s": float(triple_seconds(ef)), "ep_b_s": float(triple_seconds(eb)), **cp}
+                   "ep_f_s": float(triple_seconds(ef)), "ep_b_s": float(triple_seconds(eb)),
+                   "bn_c": int(n.shape[0]) if n.kind == "batch_norm" else 0, **cp}
             if cp:
                 row["cp_f_s"], row["cp_b_s"] = (float(x) for x in context_exposed(
                     c, 1, 0, cp["blk_f"].total(), cp["blk_b"].total(), float(triple_seconds(cp["kv"])),
@@ -266,7 +267,8 @@ class Workload(ContextMixin, ExpertMixin, DataParallelMixin):
         Korthikanti et al. §5), and the tensor-parallel triples ``tp_f``, ``tp_b``, ``tp_r``; ``cp``: the
         context-parallel layout and what :func:`context_exposed` needs (``c``, ``algorithm``, the stage's
         attention ``layers`` and recomputed ``rec_layers``, one layer's ``blk_f``, ``blk_b``, ``kv``, ``a2a``);
-        ``ep_f``, ``ep_b``, ``ep_r``: the expert-parallel all-to-alls over ``e`` devices (:mod:`.expert`)."""
+        ``ep_f``, ``ep_b``, ``ep_r``: the expert-parallel all-to-alls over ``e`` devices (:mod:`.expert`);
+        ``bn_channels``: the channels of its batch-norm layers (:meth:`.DataParallelMixin.batch_norm_sync`)."""
         return self._stage(b, t, sp, recompute, p, c, algorithm if c > 1 else "ring", e)
 
     @lru_cache(maxsize=None)
@@ -294,7 +296,8 @@ class Workload(ContextMixin, ExpertMixin, DataParallelMixin):
         return {**{k: part(k) for k in ("f", "b", "r")},
                 **{k: tuple(float(x) for x in c[k][lo:hi].sum(axis=0))
                    for k in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r")},
-                "e": e, "stages": stages, "boundary_numel": rows[stages[0][1] - 1]["numel"] if p > 1 else 0, "cp": context}
+                "e": e, "stages": stages, "boundary_numel": rows[stages[0][1] - 1]["numel"] if p > 1 else 0, "cp": context,
+                "bn_channels": tuple(r["bn_c"] for r in rows[lo:hi] if r["bn_c"])}
 
     @lru_cache(maxsize=None)
     def p2p(self, b: int, t: int, sp: bool, recompute: str, p: int, d: int, c: int = 1, algorithm: str = "ring"):

@@ -54,7 +54,8 @@ def step_expression(scenario) -> tuple[sp.Expr, dict]:
     b, t, spar, rec, p, d, m, v, zero = key
     inputs = step_inputs(w, stage, b, t, spar, rec, p, d, s["m"], v, zero, state, seconds, comm, optimizer,
                          sync=sync_of(sc), host_wait=host_wait,
-                         consistency=consistency_of(sc.training, d * sc.parallel["context"]))
+                         consistency=consistency_of(sc.training, d * sc.parallel["context"]),
+                         batch_norm=sc.training["batch_norm"])
     expr = compose.step_expressions(sc.parallel["schedule"], zero, sc.training["overlap"])["step"]
     expr = expr.xreplace({compose.SYMBOLS[k]: sp.sympify(x) for k, x in inputs.items()})
     values = {sym: (m if k == "m" else 1) for k, sym in s.items()}

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..parallel import compose, memory
-from ..parallel.features import context_exposed, transformer_shape, workload
+from ..parallel.features import ZERO_TRIPLE, context_exposed, transformer_shape, workload
 from ..parallel.estimate import assemble, consistency_of, host_seconds, prepare, step_band, sync_of
 from ..parallel.run import run_cost
 from ..progress import Progress
@@ -218,6 +218,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     H = len(hw)
     tr = sc.training
     w = workload(sc.model, sc.cluster, tr["dtype"])
+    w.check_batch_norm(tr["batch_norm"])
 
     rows, rejected = [], Counter()
     for n in gpu_counts:
@@ -267,7 +268,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     step = np.empty((len(lay), H))
     busy = np.empty((len(lay), H)) if sc.run else None
     bar = Progress(len(lay) * H, "sweep", enabled=progress)
-    feats = _features(w, lay, state, sc_, sync_of(sc), tr["host_overhead_s"])
+    feats = _features(w, lay, state, sc_, sync_of(sc), tr["host_overhead_s"], tr["batch_norm"])
     feats["consistency"] = consistency_of(tr, (lay["data"] * lay["context"]).to_numpy(dtype=float))
     compile_s, eval_s = time.perf_counter() - t0, 0.0
     for (schedule, zero), idx in lay.groupby(["schedule", "zero_stage"]).indices.items():
@@ -290,9 +291,10 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
 
 
 def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict, sync: tuple = ("allreduce", 0, "none"),
-              host_s: float | None = None) -> dict:
+              host_s: float | None = None, batch_norm: str = "local") -> dict:
     """Per layout: indices into per-stage tables of compute seconds on the grid and host issue seconds
-    (``host_s`` per kernel, :func:`~concurrency_model.parallel.estimate.host_seconds`), communication triples."""
+    (``host_s`` per kernel, :func:`~concurrency_model.parallel.estimate.host_seconds`), communication triples
+    (with ``batch_norm`` ``sync``, the stage's batch-norm all-reduces over the layout's data replicas)."""
     keys = list(zip(lay["microbatch_size"].astype(int), lay["tensor"].astype(int), lay["sequence_parallel"].astype(bool),
                     lay["recompute"], lay["pipeline"].astype(int), lay["context"].astype(int),
                     lay["context_algorithm"], lay["expert"].astype(int)))
@@ -323,6 +325,12 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict, sync: tuple
            "v": lay["interleave"].to_numpy(dtype=float), "opt_w": w}
     for c in ("ar", "rs", "ag", "last_ar", "last_rs"):
         out[c] = np.array([x[c] for x in dp]).reshape(-1, 3)
+    stages = {k: w.stage(*k) for k in uniq}
+    bn = np.array([w.batch_norm_sync(stages[k].get("bn_channels", ()), k[1], d) if batch_norm == "sync" else ZERO_TRIPLE
+                   for k, d in zip(keys, ds)], dtype=float).reshape(-1, 3)
+    full = (lay["recompute"] == "full").to_numpy()[:, None]
+    out["bn_f"] = out["bn_b"] = bn
+    out["bn_r"] = np.where(full, bn, 0.0)
     out["kappa"] = np.array([x["kappa"] for x in dp], dtype=float)
     return out
 
@@ -346,7 +354,7 @@ def _inputs(f: dict, i: np.ndarray, zero: int, scales: dict) -> dict:
         one = cp["c"] == 1
         c_cf, c_cb = np.where(one, 0.0, c_cf), np.where(one, 0.0, c_cb)
     triples = {**{k: f["tp"][k][f["at"]] for k in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r")}, "p2p": f["p2p"],
-               **{k: f[k] for k in ("ar", "rs", "ag", "last_ar", "last_rs")}}
+               **{k: f[k] for k in ("ar", "rs", "ag", "last_ar", "last_rs", "bn_f", "bn_b", "bn_r")}}
     opt = f["opt_w"].optimizer_seconds(f["state"][i, None], scales["mem_bw"][None, :], scales["launch"][None, :])
     cons = f["consistency"]
     return assemble(f["tables"]["f"][at], f["tables"]["b"][at], f["tables"]["r"][at], triples, comm, zero,
