@@ -12,8 +12,8 @@ from concurrency_model.validate import scaling as vs
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
-# Median APE (%) of the predicted rows, measured 2026-12-03 (InceptionV3 rows added), plus a margin of 3 percentage points: a change
-# that makes a set's median worse fails. Lower a number when the model improves. tf_cnn_benchmarks is split:
+# Median APE (%) of the predicted rows, measured 2026-12-03 (InceptionV3 rows added), plus a margin of 3
+# percentage points: a change that makes a set's median worse fails. Lower a number when the model improves. tf_cnn_benchmarks is split:
 # the all-reduce rows (replicated, distributed_replicated) and the parameter-server rows (predicted only when
 # concurrency_model.parallel.distribution is there).
 CURRENT_MEDIAN_APE = {"tf_cnn_allreduce": 116.9, "tf_cnn_parameter_server": 84.7, "torchgpipe": 9.1,

@@ -101,7 +101,8 @@ class DataParallelMixin:
         parallelism's bottleneck). Per batch-norm layer of ``C`` channels an all-reduce of ``2 C`` fp32
         values forward (sum and sum of squares) and one of ``2 C`` backward (Σ∇y and Σ∇y·x̂, Ioffe & Szegedy
         2015 §3), as :func:`.hybrid.batch_norm_sync` [D]; the next layer waits for them, so they sit on the
-        pass's critical path. ``channels``: the stage's batch-norm layers; the same triple serves both passes."""
+        pass's critical path. ``channels``: the stage's batch-norm layers; the same triple serves both passes
+        (the pipeline's stage partition is made without them)."""
         if d == 1 or not channels:
             return ZERO_TRIPLE
         rpn, sharing = group_placement(self.cluster.gpus_per_node, t, d)

@@ -296,8 +296,8 @@ class Workload(ContextMixin, ExpertMixin, DataParallelMixin):
         return {**{k: part(k) for k in ("f", "b", "r")},
                 **{k: tuple(float(x) for x in c[k][lo:hi].sum(axis=0))
                    for k in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r")},
-                "e": e, "stages": stages, "boundary_numel": rows[stages[0][1] - 1]["numel"] if p > 1 else 0, "cp": context,
-                "bn_channels": tuple(r["bn_c"] for r in rows[lo:hi] if r["bn_c"])}
+                "e": e, "stages": stages, "boundary_numel": rows[stages[0][1] - 1]["numel"] if p > 1 else 0,
+                "cp": context, "bn_channels": tuple(r["bn_c"] for r in rows[lo:hi] if r["bn_c"])}
 
     @lru_cache(maxsize=None)
     def p2p(self, b: int, t: int, sp: bool, recompute: str, p: int, d: int, c: int = 1, algorithm: str = "ring"):
