@@ -147,6 +147,10 @@ def load_scenario(spec) -> Scenario:
     if tr["gossip_topology"] != "ring" and tr["sync"] != "gossip":
         raise ValueError(f"training.gossip_topology: only used with sync 'gossip', got sync {tr['sync']!r}")
     _check_consistency(tr)
+    if tr["batch_norm"] == "sync" and (tr["consistency"] != "synchronous" or tr["sync"] == "gossip"):
+        raise ValueError("training.batch_norm: \"sync\" all-reduces every layer's statistics over all replicas in "
+                         "every step, which needs synchronous consistency and no gossip, got consistency "
+                         f"{tr['consistency']!r} and sync {tr['sync']!r}")
     if par["expert"] > 1 and (tr["zero_stage"] or tr["sync"] != "allreduce" or tr["compression"] != "none"):
         raise ValueError("parallel.expert: expert parallelism is modelled with ZeRO 0 and an uncompressed all-reduce "
                          "of the gradients")

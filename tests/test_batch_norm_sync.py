@@ -67,13 +67,16 @@ def test_the_step_expression_and_the_sweep_agree():
     assert flat["step_time_s"].min() >= local["step_time_s"].min()
 
 
-@pytest.mark.parametrize("model, batch_norm, message", [
-    ("resnet50", "global", r"^training.batch_norm: unknown 'global'"),
-    ("gpt2", "sync", r"^training.batch_norm: \"sync\" needs a model with batch-norm layers"),
+@pytest.mark.parametrize("model, training, message", [
+    ("resnet50", {"batch_norm": "global"}, r"^training.batch_norm: unknown 'global'"),
+    ("gpt2", {"batch_norm": "sync"}, r"^training.batch_norm: \"sync\" needs a model with batch-norm layers"),
+    ("resnet50", {"batch_norm": "sync", "consistency": "local_sgd", "local_steps": 4},
+     r"^training.batch_norm: \"sync\" .* needs synchronous consistency and no gossip"),
+    ("resnet50", {"batch_norm": "sync", "sync": "gossip"}, r"^training.batch_norm: \"sync\" .* and no gossip"),
 ])
-def test_bad_input_names_the_field(model, batch_norm, message):
+def test_bad_input_names_the_field(model, training, message):
     sc = copy.deepcopy(BASE)
     sc["model"] = model
-    sc["training"]["batch_norm"] = batch_norm
+    sc["training"].update(training)
     with pytest.raises(ValueError, match=message):
         estimate(sc)
