@@ -194,6 +194,7 @@ def _moe(b: Builder, x, ffn, experts, top_k, act, capacity_factor=None):
     s, h = b.shape(x)
     vb = b.vb
     gate = b.softmax(b.linear(x, experts, bias=False, name="router"), name="router_softmax")
+    # the ceiling forgives float noise: 100 x 1 x 1.1 is 110.00000000000001, not 111 slots
     slots = s * top_k if capacity_factor is None else math.ceil(s * top_k * capacity_factor - 1e-9)
     kept = min(slots, s * top_k)
     routed, padded = b.batch * kept * h, b.batch * slots * h

@@ -5,9 +5,10 @@ whether communication overlaps compute. The symbols (:data:`STEP_INPUTS`) are pe
 of the slowest pipeline stage (``c_f, c_b, c_r``: forward, backward, recompute compute; ``c_tf, c_tb``:
 tensor-parallel collectives; ``c_ef, c_eb``: the expert-parallel all-to-alls; ``c_cf, c_cb``: the exposed
 context-parallel communication, forward and backward with recompute, :func:`.features.context_exposed`;
-``c_nf, c_nb``: synchronous batch norm's all-reduces, :meth:`.data_parallel.DataParallelMixin.batch_norm_sync`), the
-stage-to-stage transfer ``t_p2p``, the degrees ``p, m, v``, the data-parallel collectives (``ar, rs, ag``: gradient allreduce, reduce-scatter,
-parameter allgather; ``last``: the last gradient bucket) and the optimizer step ``opt``. Composition
+``c_nf, c_nb``: synchronous batch norm's all-reduces, :meth:`.data_parallel.DataParallelMixin.batch_norm_sync`),
+the stage-to-stage transfer ``t_p2p``, the degrees ``p, m, v``, the data-parallel collectives (``ar, rs, ag``:
+gradient allreduce, reduce-scatter, parameter allgather; ``last``: the last gradient bucket) and the optimizer
+step ``opt``. Composition
 (DESIGN.md "How the pieces meet"):
 
 * pipeline: :func:`~.pipeline.step_time_expr` with ``t_f = c_f + c_tf + c_ef + c_cf + c_nf`` and

@@ -217,7 +217,7 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
     c_cf, c_cb = (0.0, 0.0) if c == 1 else context_exposed(
         c, cp["layers"], cp["rec_layers"], seconds(cp["blk_f"]), seconds(cp["blk_b"]), comm(cp["kv"]), comm(cp["a2a"]))
     dp = w.data_parallel(t, p, d * c, *sync, e=stage.get("e", 1))
-    bn = w.batch_norm_sync(stage.get("bn_channels", ()), t, d) if batch_norm == "sync" else ZERO_TRIPLE
+    bn = w.batch_norm_sync(stage["bn_channels"], t, d) if batch_norm == "sync" else ZERO_TRIPLE
     triples = {**{k: stage[k] for k in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r")}, **dp,
                "p2p": w.p2p(b, t, sp, rec, p, d, c, alg), "bn_f": bn, "bn_b": bn,
                "bn_r": bn if rec == "full" else ZERO_TRIPLE}
@@ -229,8 +229,8 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
 def assemble(c_f, c_b, c_r, triples: dict, comm, zero: int, p, m, v, opt, kappa, c_cf, c_cb, h_f=0.0, h_b=0.0,
              straggle=0.0, sync_frac=1.0, exposed: bool = False) -> dict:
     """The inputs of :func:`.compose.step_fn` from a stage's compute seconds and its communication
-    ``triples`` (``tp_f, tp_b, tp_r, ep_f, ep_b, ep_r, bn_f, bn_b, bn_r, p2p, ar, rs, ag, last_ar, last_rs``) priced by
-    ``comm``, the host issue seconds ``h_f``, ``h_b`` (:func:`host_seconds`) and the consistency factors
+    ``triples`` (``tp_f, tp_b, tp_r, ep_f, ep_b, ep_r, bn_f, bn_b, bn_r, p2p, ar, rs, ag, last_ar, last_rs``)
+    priced by ``comm``, the host issue seconds ``h_f``, ``h_b`` (:func:`host_seconds`) and the consistency factors
     (:func:`consistency_of`; ``exposed``: the whole allreduce is exposed, as its last bucket): shared by
     :func:`step_inputs` (one layout) and :mod:`concurrency_model.sweep` (arrays of layouts)."""
     return {"h_f": h_f, "h_b": h_b, "c_f": c_f, "c_b": c_b,

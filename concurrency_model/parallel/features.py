@@ -36,6 +36,8 @@ from . import pipeline
 from .context import NO_PARTS, ZERO_TRIPLE, ContextMixin, _add, context_exposed  # noqa: F401 (re-exported)
 from .data_parallel import BUCKET_BYTES, GRAD_BYTES, DataParallelMixin  # noqa: F401 (BUCKET_BYTES re-exported)
 from .expert import ExpertMixin
+
+
 def triple_seconds(tr, s_intra=1.0, s_inter=1.0):
     """Seconds of a communication triple at link-bandwidth scales (see the module)."""
     return tr[0] + np.maximum(tr[1] / s_intra, tr[2] / s_inter)

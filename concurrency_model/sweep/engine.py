@@ -303,8 +303,10 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict, sync: tuple
     tables = {c: np.empty((len(uniq), len(scales["flops"]))) for c in ("f", "b", "r", "blk_f", "blk_b", "h_f", "h_b")}
     tp = {c: np.empty((len(uniq), 3)) for c in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r", "kv", "a2a")}
     cp = {c: np.empty(len(uniq)) for c in ("c", "layers", "rec_layers")}
+    bn_channels = [()] * len(uniq)
     for k, n in uniq.items():
         st = w.stage(*k)
+        bn_channels[n] = st["bn_channels"]
         tables["h_f"][n], tables["h_b"][n] = host_seconds(st, w.dev, host_s)  # not scaled by the hardware
         for c in ("f", "b", "r"):
             tables[c][n] = st[c].seconds(*hw)
@@ -325,9 +327,8 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict, sync: tuple
            "v": lay["interleave"].to_numpy(dtype=float), "opt_w": w}
     for c in ("ar", "rs", "ag", "last_ar", "last_rs"):
         out[c] = np.array([x[c] for x in dp]).reshape(-1, 3)
-    stages = {k: w.stage(*k) for k in uniq}
-    bn = np.array([w.batch_norm_sync(stages[k].get("bn_channels", ()), k[1], d) if batch_norm == "sync" else ZERO_TRIPLE
-                   for k, d in zip(keys, ds)], dtype=float).reshape(-1, 3)
+    bn = np.array([w.batch_norm_sync(bn_channels[n], k[1], d) if batch_norm == "sync" else ZERO_TRIPLE
+                   for k, n, d in zip(keys, at, ds)], dtype=float).reshape(-1, 3)
     full = (lay["recompute"] == "full").to_numpy()[:, None]
     out["bn_f"] = out["bn_b"] = bn
     out["bn_r"] = np.where(full, bn, 0.0)
