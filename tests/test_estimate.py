@@ -79,7 +79,7 @@ def test_recompute_costs_time_and_saves_memory():
 def test_cnn_data_parallel_and_bad_degrees():
     e = estimate(sc("resnet50", data=8, microbatch_size=32, global_batch=256, training={"dtype": "fp16"}))
     assert e.throughput_samples_per_s > 0 and e.scenario.gpus == 8
-    for bad, field in ((sc("resnet50", tensor=2, global_batch=2), "parallel.tensor"),
+    for bad, field in ((sc("resnet50", tensor=3, global_batch=3), "parallel.tensor: 3 does not divide"),
                        (sc(tensor=3, global_batch=3), "parallel.tensor"),
                        (sc(pipeline=500, global_batch=500), "parallel.pipeline"),
                        (sc(data=3, global_batch=16), "parallel.global_batch"),

@@ -40,6 +40,12 @@ Composition (DESIGN.md "How the pieces meet"; Narayanan et al. 2021 for the 3D l
    ``sync`` all-reduces each batch-norm layer's ``2 C`` statistics forward and backward over the ``data``
    replicas, on the passes' critical path (``batch_norm_sync_s``;
    :meth:`.data_parallel.DataParallelMixin.batch_norm_sync`).
+10. A network without transformer blocks (a CNN, an MLP) takes ``tensor`` as the paper's model
+    parallelism (§6.2; :mod:`~concurrency_model.models.channel_split`): every convolution and fully
+    connected layer computes ``1 / tensor`` of its output channels from its whole input, gathered forward
+    (its ∇x reduce-scattered backward, both in ``tensor_parallel_comm_s``); channel-local layers (batch
+    norm, activations, pooling, residual adds) and grouped convolutions work on the device's channels;
+    weights, gradients and the activations other than the gathered inputs are divided by ``tensor``.
 
 The numbers come from :mod:`.features` (cached per model, cluster and dtype) and are composed by the
 lambdified expressions of :mod:`.compose`, the same path :mod:`concurrency_model.sweep` evaluates on
@@ -185,7 +191,7 @@ def prepare(sc: Scenario) -> tuple:
     # memory first: a configuration that does not fit is refused, not estimated
     g = w.graph(b)
     shape = transformer_shape(g)
-    act_graph = float(memory.graph_activation_bytes(g, rec)) if shape is None else 0.0
+    act_graph = float(memory.graph_activation_bytes(g, rec, t)) if shape is None else 0.0
     mem_fn = compose.memory_fn(w.state_params(e), tr["optimizer"], tr["dtype"], zero,
                                "1f1b" if schedule == "interleaved" and v == 1 else schedule, rec, sp,
                                None if shape is None else tuple(shape[k] for k in ("s", "h", "a", "layers", "vocab")),

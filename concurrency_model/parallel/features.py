@@ -27,6 +27,7 @@ from ..comm.collectives import collective_time
 from ..comm.hierarchical import hierarchical_pipelined
 from ..comm.on_cluster import _flat, collective_on_cluster
 from ..models import get_model
+from ..models.channel_split import check_channel_split, gathers_input, is_channel_split, replicated
 from ..models.transformer import check_tensor_split, is_lm_head
 from ..timing.graph import layer_parts
 from ..timing.loss import cross_entropy_parts
@@ -153,21 +154,27 @@ class Workload(ContextMixin, ExpertMixin, DataParallelMixin):
         ends = [i + 1 for i in range(len(nodes) - 1) if crossing[i] <= 1] + [len(nodes)]
         return tuple(zip([0] + ends[:-1], ends))
 
+    @cached_property
+    def channel_split(self) -> bool:
+        """Whether ``parallel.tensor`` splits this model by channels (a network without transformer
+        blocks, :mod:`~concurrency_model.models.channel_split`) rather than Megatron's way."""
+        return is_channel_split(self.graph(1).layers())
+
     def check_tensor(self, t: int) -> None:
         """``ValueError`` naming ``parallel.tensor`` unless ``t`` divides every split dimension."""
         if t == 1:
             return
         layers = self.graph(1).layers()
-        check_tensor_split(layers, t)
-        if not any(n.attrs.get("split") for n in layers):
-            raise ValueError(f"parallel.tensor: {t} > 1 is modelled for transformer blocks only (this model has none)")
+        (check_channel_split if self.channel_split else check_tensor_split)(layers, t)
 
     def layers(self, b: int, t: int, sp: bool, c: int = 1, algorithm: str = "ring", e: int = 1) -> tuple:
         """Per layer: kernel parts per pass and the tensor-parallel triples (forward, backward) of one
         microbatch (Shoeybi et al. §3: an allreduce of each row-split GEMM's output forward and of each
         column-split GEMM's input gradient backward; with sequence parallelism a reduce-scatter plus an
-        allgather of the same volume, Korthikanti et al. 2022). The tensor group sits inside a node when
-        it fits. With context parallelism ``c`` > 1 (module doc) the layers are one device's share and an
+        allgather of the same volume, Korthikanti et al. 2022; a network without transformer blocks is
+        split by channels, :mod:`~concurrency_model.models.channel_split`: an allgather of each dense
+        convolution's or fully connected layer's input forward and a reduce-scatter of its ∇x backward).
+        The tensor group sits inside a node when it fits. With context parallelism ``c`` > 1 (module doc) the layers are one device's share and an
         attention row also carries ``blk_f``, ``blk_b`` (one ring step's block), ``kv`` (the triple of one
         K/V send) and ``a2a`` (the triple of one layer's four Ulysses all-to-alls). With expert parallelism
         ``e`` > 1 a MoE layer's dispatch row carries its all-to-alls, ``ep_f`` and ``ep_b`` (:mod:`.expert`)."""
@@ -180,6 +187,8 @@ class Workload(ContextMixin, ExpertMixin, DataParallelMixin):
         nodes = g.layers()
         rpn = min(t, self.cluster.gpus_per_node)
         op = "reduce_scatter" if sp else "allreduce"
+        channels = t > 1 and self.channel_split
+        whole = replicated(g) if channels else set()
         out = []
         passes = {}  # identical nodes share their Parts (layer_parts times each kind once): add them up once
         for n, r in zip(nodes, rows):
@@ -195,6 +204,10 @@ class Workload(ContextMixin, ExpertMixin, DataParallelMixin):
                     tf = one
                 else:
                     tb = one
+            elif channels and gathers_input(n) and n.inputs[0] not in whole:
+                # the paper's model parallelism (§6.2): gather the input forward, reduce-scatter ∇x backward
+                nbytes = b * g.nodes[n.inputs[0]].numel * self.vb
+                tf, tb = self._coll("allgather", nbytes, t, rpn, 1), self._coll("reduce_scatter", nbytes, t, rpn, 1)
             key = (id(r["forward"]), id(r["grad_input"]), id(r["grad_weight"]))
             if key not in passes:
                 both = r["grad_input"] + r["grad_weight"]
@@ -214,7 +227,7 @@ class Workload(ContextMixin, ExpertMixin, DataParallelMixin):
                    "f_s": f_s, "b_s": b_s, "tp_f_s": float(triple_seconds(tf)),
                    "tp_b_s": float(triple_seconds(tb)), "ep_f": ef, "ep_b": eb,
                    "ep_f_s": float(triple_seconds(ef)), "ep_b_s": float(triple_seconds(eb)),
-                   "bn_c": int(n.shape[0]) if n.kind == "batch_norm" else 0, **cp}
+                   "bn_c": int(n.shape[0]) // (t if channels else 1) if n.kind == "batch_norm" else 0, **cp}
             if cp:
                 row["cp_f_s"], row["cp_b_s"] = (float(x) for x in context_exposed(
                     c, 1, 0, cp["blk_f"].total(), cp["blk_b"].total(), float(triple_seconds(cp["kv"])),
@@ -304,12 +317,13 @@ class Workload(ContextMixin, ExpertMixin, DataParallelMixin):
     @lru_cache(maxsize=None)
     def p2p(self, b: int, t: int, sp: bool, recompute: str, p: int, d: int, c: int = 1, algorithm: str = "ring"):
         """Triple of the boundary activation sent point to point between stages per microbatch (Narayanan
-        et al. 2021 §3.2; with context parallelism each device sends its ``s / c`` tokens); stages that
-        fill whole nodes talk across the network."""
+        et al. 2021 §3.2; with context parallelism each device sends its ``s / c`` tokens, with sequence
+        parallelism or a channel split its ``1 / t`` share); stages that fill whole nodes talk across the
+        network."""
         if p == 1:
             return ZERO_TRIPLE
         numel = self.stage(b, t, sp, recompute, p, c, algorithm)["boundary_numel"]
-        nbytes = b * numel * self.vb / (t if sp else 1)
+        nbytes = b * numel * self.vb / (t if sp or self.channel_split else 1)
         cl = self.cluster
         if t * d * c >= cl.gpus_per_node:
             alpha, beta = place(cl, 2, 1).inter

@@ -31,6 +31,7 @@ import sympy as sp
 
 from ..cost import to_python as _out
 from ..hardware import Device
+from ..models.channel_split import gathers_input, replicated
 from ..ops import _check
 from ..units import GB, dtype_bytes
 from .pipeline import in_flight_microbatches
@@ -239,8 +240,10 @@ def _tensor_bytes(graph, name: str):
     return graph.batch * graph.nodes[name].numel * graph.value_bytes
 
 
-def graph_activation_bytes(graph, recompute: str = "none"):
-    """Stored activation bytes of a generic graph (a CNN) for its batch.
+def graph_activation_bytes(graph, recompute: str = "none", tensor: int = 1):
+    """Stored activation bytes of a generic graph (a CNN) for its batch, on one of ``tensor`` devices
+    that split it by channels (:mod:`~concurrency_model.models.channel_split`: a layer that gathers its
+    input stores it whole, every other split tensor is ``1 / tensor``).
 
     ``none`` (and ``selective``, which has no defined policy outside attention: treated as ``none``):
     the sum of the nodes' ``cost.forward.act_bytes``.
@@ -259,7 +262,14 @@ def graph_activation_bytes(graph, recompute: str = "none"):
     """
     _choice("recompute", recompute, RECOMPUTE)
     layers = graph.layers()
-    stored = sum((n.cost.forward.act_bytes for n in layers), sp.Integer(0))
+    whole = replicated(graph) if tensor > 1 else set(graph.nodes)
+
+    def share(n):  # the fraction of a node's stored input one device keeps
+        return 1 if n.inputs[0] in whole or gathers_input(n) else sp.Rational(1, tensor)
+
+    def act(n):
+        return n.cost.forward.act_bytes * share(n)
+    stored = sum((act(n) for n in layers), sp.Integer(0))
     if recompute != "full" or len(layers) < 2:
         return _out(stored)
     k = math.ceil(math.sqrt(len(layers)))
@@ -269,8 +279,9 @@ def graph_activation_bytes(graph, recompute: str = "none"):
         seg = layers[i:i + k]
         inside = {n.name for n in seg}
         checkpoints |= {src for n in seg for src in n.inputs if src not in inside}
-        segment_bytes.append(sum((n.cost.forward.act_bytes for n in seg), sp.Integer(0)))
-    kept = sum((_tensor_bytes(graph, c) for c in sorted(checkpoints)), sp.Integer(0))
+        segment_bytes.append(sum((act(n) for n in seg), sp.Integer(0)))
+    kept = sum((_tensor_bytes(graph, c) * (1 if c in whole else sp.Rational(1, tensor)) for c in sorted(checkpoints)),
+               sp.Integer(0))
     return _out(sp.Min(kept + sp.Max(*segment_bytes), stored))
 
 

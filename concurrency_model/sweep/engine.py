@@ -243,9 +243,9 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
                          "e": lay["expert"]})
     act_graph = np.zeros(len(lay))
     if shape is None:
-        per_b = {(b, r): float(memory.graph_activation_bytes(w.graph(int(b)), r))
-                 for b, r in set(zip(lay["microbatch_size"], lay["recompute"]))}
-        act_graph = np.array([per_b[(b, r)] for b, r in zip(lay["microbatch_size"], lay["recompute"])])
+        keyed = list(zip(lay["microbatch_size"], lay["recompute"], lay["tensor"]))
+        per_b = {(b, r, t): float(memory.graph_activation_bytes(w.graph(int(b)), r, int(t))) for b, r, t in set(keyed)}
+        act_graph = np.array([per_b[k] for k in keyed])
     for (s_, r_, q_, z_, one, a_, e_), idx in keys.groupby(["s", "r", "q", "z", "one", "a", "e"]).indices.items():
         f = compose.memory_fn(w.state_params(int(e_)), tr["optimizer"], tr["dtype"], int(z_), s_, r_, bool(q_),
                               shape_t, bool(one), a_, shape["kv"] if shape else None)

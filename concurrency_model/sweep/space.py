@@ -68,7 +68,8 @@ def layouts(w: Workload, gpus: int, global_batch: int, fixed: dict) -> tuple[lis
         try:
             w.check_tensor(t)
         except ValueError:
-            rejected["tensor: does not divide the model's heads or hidden size"] += 1
+            rejected["tensor: does not divide the model's channels, or a layer has no channel split" if w.channel_split
+                     else "tensor: does not divide the model's heads or hidden size"] += 1
             continue
         for c in contexts:
             if (gpus // t) % c:

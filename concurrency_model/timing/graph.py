@@ -13,6 +13,7 @@ from __future__ import annotations
 import pandas as pd
 import sympy as sp
 
+from ..models.channel_split import is_channel_split, replicated
 from ..units import dtype_bytes
 from . import _f, device, gemm_coeffs, roofline, roofline_coeffs
 from .layers import attention_kernels, conv_coeffs
@@ -32,24 +33,30 @@ def _num(e) -> float:
 
 
 def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input: bool, tensor: int = 1,
-                shard: float = 1.0) -> tuple[dict, str]:
+                shard: float = 1.0, channels: bool = False) -> tuple[dict, str]:
     """Kernels (:class:`~.parts.Parts`) of one node per pass, and the convolution algorithm; with tensor
     parallelism ``tensor`` the node's share of the work: column-split GEMMs cut their outputs, row-split
-    GEMMs their inputs, attention its heads; other ops are scaled by ``shard`` (the fraction of the tensor
-    this device holds)."""
+    GEMMs their inputs, attention its heads; with ``channels`` (the paper's split of a CNN,
+    :mod:`~concurrency_model.models.channel_split`) convolutions and fully connected layers cut their
+    outputs, grouped convolutions their groups; other ops are scaled by ``shard`` (the fraction of the
+    tensor this device holds)."""
     a = node.attrs
     out = {p: Parts.empty() for p in PASSES}
     algorithm = ""
     if node.kind == "conv2d" and a["dilation"][0] == a["dilation"][1]:
+        ci, co, groups = a["c_in"], a["c_out"], a["groups"]
+        if channels and tensor > 1:
+            ci, groups = (ci // tensor, groups // tensor) if groups > 1 else (ci, groups)
+            co //= tensor
         for p in PASSES:
-            c = conv_coeffs(batch, a["c_in"], a["c_out"], a["h"], a["w"], a["kh"], a["kw"], a["stride"][0],
-                            a["pad"][0], a["dilation"][0], a["groups"], p, dev, dtype,
+            c = conv_coeffs(batch, ci, co, a["h"], a["w"], a["kh"], a["kw"], a["stride"][0],
+                            a["pad"][0], a["dilation"][0], groups, p, dev, dtype,
                             stride_w=a["stride"][1], pad_w=a["pad"][1])
             out[p] = Parts.from_coeffs(c, dev)
             algorithm = algorithm or str(c.info["algorithm"][0])
     elif node.kind == "linear":
         rows, ci, co = batch * a["rows_per_sample"], a["c_in"], a["c_out"]
-        if tensor > 1 and a.get("split") == "column":
+        if tensor > 1 and (a.get("split") == "column" or channels):
             co = -(-co // tensor)
         elif tensor > 1 and a.get("split") == "row":
             ci = -(-ci // tensor)
@@ -86,7 +93,11 @@ def _shards(graph, tensor: int, sequence_parallel: bool) -> dict:
     outputs of column-split GEMMs and of attention are split, and so is what element-wise ops compute
     from them; row-split GEMM outputs are whole again after their allreduce, and the element-wise work
     on whole tensors (layer norm, dropout, residual) is replicated, or split with sequence parallelism
-    (Korthikanti et al. 2022 §4.2.2); the vocabulary-parallel embedding is split."""
+    (Korthikanti et al. 2022 §4.2.2); the vocabulary-parallel embedding is split. Split by channels
+    (:mod:`~concurrency_model.models.channel_split`), every output from the first weighted layer on."""
+    if is_channel_split(graph.layers()):
+        whole = replicated(graph)
+        return {n.name: 1.0 if n.name in whole else 1.0 / tensor for n in graph.layers()}
     whole = 1.0 / tensor if sequence_parallel else 1.0
     out = {}
     for n in graph.layers():
@@ -112,6 +123,7 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
     scale = dtype_bytes(dtype) / float(graph.value_bytes)
     req = graph._requires_grad()
     shards = _shards(graph, tensor, sequence_parallel) if tensor > 1 else {}
+    channels = tensor > 1 and is_channel_split(graph.layers())
     memo, rows = {}, []
     for node in graph.layers():
         needs = any(req[i] for i in node.inputs)
@@ -119,7 +131,7 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
         key = (node.kind, repr(sorted((k, v) for k, v in node.attrs.items() if k != "name")), needs, shard,
                *(getattr(getattr(node.cost, p), f) for p in PASSES for f in ("flop", "bytes")))
         if key not in memo:
-            memo[key] = _node_parts(node, dev, dtype, batch, scale, needs, tensor, shard)
+            memo[key] = _node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels)
         parts, algorithm = memo[key]
         rows.append({"name": node.name, "op": node.kind, "algorithm": algorithm, **parts})
     return rows
@@ -127,7 +139,8 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
 
 def layer_times(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_parallel: bool = False) -> pd.DataFrame:
     """One row per layer: ``name, op, forward_s, grad_input_s, grad_weight_s, algorithm``; with
-    ``tensor`` > 1, one device's share under Megatron tensor parallelism (communication not included).
+    ``tensor`` > 1, one device's share under Megatron tensor parallelism, or of a network without
+    transformer blocks split by channels (communication not included).
 
     ∇x is left out where the layer's inputs depend on no parameters (the first layer), as in
     :meth:`~concurrency_model.graph.Graph.backward`.
