@@ -154,7 +154,8 @@ def test_gpu_count_is_data_tensor_pipeline_context():
     ({**GPT, "seq_len": 1002}, {"context": 2}, "parallel.context"),  # causal ring: 2 x 2 chunks
     (GPT, {"context": 0}, "parallel.context"),
     (GPT, {"context": 2, "context_algorithm": "zigzag"}, "parallel.context_algorithm"),
-    ("resnet50", {"context": 2}, "parallel.context"),
+    ("lstm-lm", {"context": 2}, "parallel.context"),  # neither sequences in attention nor feature maps
+    ("resnet50", {"context": 8}, "parallel.context"),  # its last maps have 7 rows
 ])
 def test_bad_input_names_the_field(model, par, field):
     with pytest.raises(ValueError, match=rf"^{field}: "):

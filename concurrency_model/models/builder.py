@@ -133,7 +133,7 @@ class Builder:
         ph, pw = convm._pair("pad", pad)
         cost = pool.pool2d(kind, self.batch, c, h, w, kh, kw, (sh, sw), (ph, pw), self.vb, ceil_mode)
         shape = (c, convm.out_size(h, kh, sh, ph, ceil_mode=ceil_mode), convm.out_size(w, kw, sw, pw, ceil_mode=ceil_mode))
-        return self.node(f"{kind}pool", x, shape, cost, name)
+        return self.node(f"{kind}pool", x, shape, cost, name, kh=kh, kw=kw, stride=(sh, sw), pad=(ph, pw))
 
     def maxpool(self, x, k, stride=None, pad=0, name=None, ceil_mode=False):
         return self.pool(x, "max", k, stride, pad, name, ceil_mode)

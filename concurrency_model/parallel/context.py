@@ -95,8 +95,9 @@ class ContextMixin:
         if c == 1:
             return
         att = [n for n in self.graph(1).layers() if n.kind == "attention"]
-        if not att:
-            raise ValueError(f"parallel.context: {c} > 1 is modelled for transformers (this model has no attention)")
+        if not att:  # a CNN: its feature maps split by rows (:mod:`.spatial`)
+            self.check_spatial(c, t, algorithm)
+            return
         keys = {repr(sorted((k, v) for k, v in n.attrs.items() if k != "name")) for n in att}
         if len(keys) > 1:
             raise ValueError(f"parallel.context: {c} > 1 is modelled for models whose attention layers are alike")

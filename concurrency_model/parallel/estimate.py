@@ -31,7 +31,9 @@ Composition (DESIGN.md "How the pieces meet"; Narayanan et al. 2021 for the 3D l
    layer and pass and the part of its key/value sends that the blocks do not hide; Ulysses (Jacobs et al.
    2023) runs attention on the whole sequence for ``heads / context`` heads between all-to-alls. The
    exposed communication is on the critical path (``context_parallel_comm_s``); data-parallel gradients
-   are reduced, and ZeRO shards, over ``data x context`` ranks.
+   are reduced, and ZeRO shards, over ``data x context`` ranks. On a CNN ``context`` is the spatial
+   split (:mod:`.spatial`): every feature map by rows, with halo exchanges, batch-norm statistics
+   all-reduced over the group, and a gather or reduction where the rows end (``context_parallel_comm_s``).
 8. Expert parallelism over ``expert`` of the data-parallel replicas (:mod:`.expert`): each holds
    ``1 / expert`` of every mixture-of-experts layer's experts; two all-to-alls per MoE layer and pass (dispatch,
    combine) on the critical path (``expert_parallel_comm_s``), the experts' state divided, their gradients
@@ -222,6 +224,8 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
     c, alg = cp["c"], cp["algorithm"]
     c_cf, c_cb = (0.0, 0.0) if c == 1 else context_exposed(
         c, cp["layers"], cp["rec_layers"], seconds(cp["blk_f"]), seconds(cp["blk_b"]), comm(cp["kv"]), comm(cp["a2a"]))
+    if c > 1:  # a CNN's spatial split: halo exchanges, batch-norm statistics, where the rows end
+        c_cf, c_cb = c_cf + comm(cp["halo_f"]), c_cb + comm(cp["halo_b"])
     dp = w.data_parallel(t, p, d * c, *sync, e=stage.get("e", 1))
     bn = w.batch_norm_sync(stage["bn_channels"], t, d) if batch_norm == "sync" else ZERO_TRIPLE
     triples = {**{k: stage[k] for k in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r")}, **dp,

@@ -37,6 +37,7 @@ from . import pipeline
 from .context import NO_PARTS, ZERO_TRIPLE, ContextMixin, _add, context_exposed  # noqa: F401 (re-exported)
 from .data_parallel import BUCKET_BYTES, GRAD_BYTES, DataParallelMixin  # noqa: F401 (BUCKET_BYTES re-exported)
 from .expert import ExpertMixin
+from .spatial import SpatialMixin, spatial_rows
 
 
 def triple_seconds(tr, s_intra=1.0, s_inter=1.0):
@@ -74,7 +75,7 @@ def transformer_shape(graph):
             "kv": a.get("kv_heads", a["heads"]) * a["head_dim"]}
 
 
-class Workload(ContextMixin, ExpertMixin, DataParallelMixin):
+class Workload(ContextMixin, SpatialMixin, ExpertMixin, DataParallelMixin):
     """One model on one cluster in one training dtype; everything that does not change with the layout's
     continuous numbers is computed once and cached."""
 
@@ -86,8 +87,9 @@ class Workload(ContextMixin, ExpertMixin, DataParallelMixin):
 
     def graph(self, b: int, c: int = 1):
         """The model for a microbatch of ``b`` samples; with ``c`` > 1 one context-parallel device's share:
-        every sequence cut to ``s / c`` tokens, the parameters unchanged (see :meth:`check_context`)."""
-        return self._graph(b, c)
+        every sequence cut to ``s / c`` tokens, the parameters unchanged (see :meth:`check_context`); a
+        CNN's spatial split keeps the whole model (:mod:`.spatial`)."""
+        return self._graph(b, 1 if c > 1 and self.spatial else c)
 
     @lru_cache(maxsize=None)
     def _graph(self, b: int, c: int):
@@ -177,13 +179,16 @@ class Workload(ContextMixin, ExpertMixin, DataParallelMixin):
         The tensor group sits inside a node when it fits. With context parallelism ``c`` > 1 (module doc) the layers are one device's share and an
         attention row also carries ``blk_f``, ``blk_b`` (one ring step's block), ``kv`` (the triple of one
         K/V send) and ``a2a`` (the triple of one layer's four Ulysses all-to-alls). With expert parallelism
-        ``e`` > 1 a MoE layer's dispatch row carries its all-to-alls, ``ep_f`` and ``ep_b`` (:mod:`.expert`)."""
+        ``e`` > 1 a MoE layer's dispatch row carries its all-to-alls, ``ep_f`` and ``ep_b`` (:mod:`.expert`). On a
+        CNN ``c`` > 1 is the spatial split: every row is one device's rows of the layer and carries the
+        triples ``halo_f``, ``halo_b`` of its exchanges (:mod:`.spatial`)."""
         return self._layers(b, t, sp, c, algorithm if c > 1 else "ring", e)
 
     @lru_cache(maxsize=None)
     def _layers(self, b: int, t: int, sp: bool, c: int, algorithm: str, e: int = 1) -> tuple:
         g = self.graph(b, c)
-        rows = layer_parts(g, self.dev, self.dtype, tensor=t, sequence_parallel=sp)
+        slabs, ends = spatial_rows(g, c) if c > 1 and self.spatial else ({}, {})
+        rows = layer_parts(g, self.dev, self.dtype, tensor=t, sequence_parallel=sp, spatial=slabs)
         nodes = g.layers()
         rpn = min(t, self.cluster.gpus_per_node)
         op = "reduce_scatter" if sp else "allreduce"
@@ -222,13 +227,19 @@ class Workload(ContextMixin, ExpertMixin, DataParallelMixin):
             if c > 1 and n.kind == "attention":
                 f, bw, cp = self._context_attention(n, r, b, t, c, algorithm)
                 f_s, b_s = f.total(), bw.total()
+            elif slabs:
+                halo_f, halo_b = self.spatial_comm(n, b, c, slabs, ends, len(r["grad_input"].count) > 0)
+                cp = {"halo_f": halo_f, "halo_b": halo_b}
             ef, eb = self.expert_triples(n, b, t, e)
-            row = {"name": n.name, "kind": n.kind, "f": f, "b": bw, "tp_f": tf, "tp_b": tb, "numel": n.numel,
+            numel = n.numel * slabs[n.name] // n.shape[1] if n.name in slabs else n.numel
+            row = {"name": n.name, "kind": n.kind, "f": f, "b": bw, "tp_f": tf, "tp_b": tb, "numel": numel,
                    "f_s": f_s, "b_s": b_s, "tp_f_s": float(triple_seconds(tf)),
                    "tp_b_s": float(triple_seconds(tb)), "ep_f": ef, "ep_b": eb,
                    "ep_f_s": float(triple_seconds(ef)), "ep_b_s": float(triple_seconds(eb)),
                    "bn_c": int(n.shape[0]) // (t if channels else 1) if n.kind == "batch_norm" else 0, **cp}
-            if cp:
+            if "halo_f" in cp:
+                row["cp_f_s"], row["cp_b_s"] = float(triple_seconds(cp["halo_f"])), float(triple_seconds(cp["halo_b"]))
+            elif cp:
                 row["cp_f_s"], row["cp_b_s"] = (float(x) for x in context_exposed(
                     c, 1, 0, cp["blk_f"].total(), cp["blk_b"].total(), float(triple_seconds(cp["kv"])),
                     float(triple_seconds(cp["a2a"]))))
@@ -281,7 +292,8 @@ class Workload(ContextMixin, ExpertMixin, DataParallelMixin):
         forward again, with its tensor-parallel collectives; ``selective``: the attention core,
         Korthikanti et al. §5), and the tensor-parallel triples ``tp_f``, ``tp_b``, ``tp_r``; ``cp``: the
         context-parallel layout and what :func:`context_exposed` needs (``c``, ``algorithm``, the stage's
-        attention ``layers`` and recomputed ``rec_layers``, one layer's ``blk_f``, ``blk_b``, ``kv``, ``a2a``);
+        attention ``layers`` and recomputed ``rec_layers``, one layer's ``blk_f``, ``blk_b``, ``kv``, ``a2a``;
+        a CNN's spatial split: the stage's ``halo_f``, ``halo_b``, a full recompute's forward ones in the latter);
         ``ep_f``, ``ep_b``, ``ep_r``: the expert-parallel all-to-alls over ``e`` devices (:mod:`.expert`);
         ``bn_channels``: the channels of its batch-norm layers (:meth:`.DataParallelMixin.batch_norm_sync`)."""
         return self._stage(b, t, sp, recompute, p, c, algorithm if c > 1 else "ring", e)
@@ -305,9 +317,15 @@ class Workload(ContextMixin, ExpertMixin, DataParallelMixin):
         rows = self.layers(b, t, sp, cp, algorithm, e)
         att = [r for r in rows[lo:hi] if "blk_f" in r]
         one = att[0] if att else {"blk_f": NO_PARTS, "blk_b": NO_PARTS, "kv": ZERO_TRIPLE, "a2a": ZERO_TRIPLE}
+        halo_f = halo_b = ZERO_TRIPLE  # a spatial split's exchanges (:mod:`.spatial`), a full recompute's again
+        for r in rows[lo:hi]:
+            halo_f, halo_b = _add(halo_f, r.get("halo_f", ZERO_TRIPLE)), _add(halo_b, r.get("halo_b", ZERO_TRIPLE))
+        if recompute == "full":
+            halo_b = _add(halo_b, halo_f)
         context = {"c": cp, "algorithm": algorithm, "layers": len(att),
                    "rec_layers": len(att) if recompute != "none" else 0,
-                   "blk_f": one["blk_f"].compact(), "blk_b": one["blk_b"].compact(), "kv": one["kv"], "a2a": one["a2a"]}
+                   "blk_f": one["blk_f"].compact(), "blk_b": one["blk_b"].compact(), "kv": one["kv"], "a2a": one["a2a"],
+                   "halo_f": halo_f, "halo_b": halo_b}
         return {**{k: part(k) for k in ("f", "b", "r")},
                 **{k: tuple(float(x) for x in c[k][lo:hi].sum(axis=0))
                    for k in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r")},

@@ -301,7 +301,8 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict, sync: tuple
     uniq = {k: n for n, k in enumerate(dict.fromkeys(keys))}
     hw = (scales["flops"], scales["mem_bw"], scales["launch"])
     tables = {c: np.empty((len(uniq), len(scales["flops"]))) for c in ("f", "b", "r", "blk_f", "blk_b", "h_f", "h_b")}
-    tp = {c: np.empty((len(uniq), 3)) for c in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r", "kv", "a2a")}
+    tp = {c: np.empty((len(uniq), 3)) for c in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r", "kv", "a2a",
+                                                 "halo_f", "halo_b")}
     cp = {c: np.empty(len(uniq)) for c in ("c", "layers", "rec_layers")}
     bn_channels = [()] * len(uniq)
     for k, n in uniq.items():
@@ -314,7 +315,7 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict, sync: tuple
             tables[c][n] = st["cp"][c].seconds(*hw)
         for c in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r"):
             tp[c][n] = st[c]
-        for c in ("kv", "a2a"):
+        for c in ("kv", "a2a", "halo_f", "halo_b"):
             tp[c][n] = st["cp"][c]
         for c in cp:
             cp[c][n] = st["cp"][c]
@@ -352,6 +353,7 @@ def _inputs(f: dict, i: np.ndarray, zero: int, scales: dict) -> dict:
         c_cf, c_cb = context_exposed(cp["c"], cp["layers"], cp["rec_layers"], f["tables"]["blk_f"][at],
                                      f["tables"]["blk_b"][at], comm(f["tp"]["kv"][f["at"]]),
                                      comm(f["tp"]["a2a"][f["at"]]))
+        c_cf, c_cb = c_cf + comm(f["tp"]["halo_f"][f["at"]]), c_cb + comm(f["tp"]["halo_b"][f["at"]])
         one = cp["c"] == 1
         c_cf, c_cb = np.where(one, 0.0, c_cf), np.where(one, 0.0, c_cb)
     triples = {**{k: f["tp"][k][f["at"]] for k in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r")}, "p2p": f["p2p"],

@@ -7,7 +7,8 @@ searched (DESIGN.md: "in ``sweep``, the fields left out are the ones searched ov
 
 * tensor: powers of two up to the node's GPUs (Megatron keeps tensor groups inside a node, Narayanan et
   al. 2021 §3.2), dividing N;
-* context: 1, 2, 4, 8 for a transformer whose sequence they divide, leaving at least
+* context: 1, 2, 4, 8 for a CNN (its spatial split, :mod:`~concurrency_model.parallel.spatial`, where every
+  feature map has that many rows) and for a transformer whose sequence they divide, leaving at least
   :data:`MIN_CONTEXT_TOKENS` tokens per device, with both algorithms (``ulysses`` where ``tensor x
   context`` divides the heads). Shorter blocks are not searched: a ring step hides the send of its keys
   and values only when its attention, which grows with the square of the block, is long enough:
@@ -58,8 +59,8 @@ def layouts(w: Workload, gpus: int, global_batch: int, fixed: dict) -> tuple[lis
     rejected: Counter = Counter()
     out: list[dict] = []
     seq = shape["s"] if shape else None
-    contexts = given("context", [c for c in CONTEXTS if c == 1 or (seq and seq % c == 0
-                                                                    and seq // c >= MIN_CONTEXT_TOKENS)])
+    contexts = given("context", [c for c in CONTEXTS if c == 1 or w.spatial
+                                 or (seq and seq % c == 0 and seq // c >= MIN_CONTEXT_TOKENS)])
     tensors = given("tensor", [t for t in (1, 2, 4, 8, 16, 32) if t <= gpn])
     for t in tensors:
         if gpus % t:
@@ -76,7 +77,7 @@ def layouts(w: Workload, gpus: int, global_batch: int, fixed: dict) -> tuple[lis
                 rejected["context: tensor x context does not divide the GPU count"] += 1
                 continue
             algorithms = []
-            for alg in given("context_algorithm", ("ring", "ulysses") if c > 1 else ("ring",)):
+            for alg in given("context_algorithm", ("ring", "ulysses") if c > 1 and shape else ("ring",)):
                 try:
                     w.check_context(c, t, alg)
                 except ValueError as e:
@@ -94,6 +95,10 @@ def _context_reason(message: str) -> str:
         return "context_algorithm: ulysses needs the heads divisible by tensor x context"
     if "does not divide the model's sequence length" in message:
         return "context: does not divide the sequence length"
+    if "rows of" in message:
+        return "context: more devices than a feature map has rows"
+    if "with tensor" in message:
+        return "context: a spatial split with tensor > 1 is not modelled"
     return "context: " + message.split(": ", 1)[-1]
 
 

@@ -33,23 +33,26 @@ def _num(e) -> float:
 
 
 def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input: bool, tensor: int = 1,
-                shard: float = 1.0, channels: bool = False) -> tuple[dict, str]:
+                shard: float = 1.0, channels: bool = False, rows: int | None = None) -> tuple[dict, str]:
     """Kernels (:class:`~.parts.Parts`) of one node per pass, and the convolution algorithm; with tensor
     parallelism ``tensor`` the node's share of the work: column-split GEMMs cut their outputs, row-split
     GEMMs their inputs, attention its heads; with ``channels`` (the paper's split of a CNN,
     :mod:`~concurrency_model.models.channel_split`) convolutions and fully connected layers cut their
     outputs, grouped convolutions their groups; other ops are scaled by ``shard`` (the fraction of the
-    tensor this device holds)."""
+    tensor this device holds). ``rows``: a convolution's output rows on this device in a spatial split
+    (:mod:`~concurrency_model.parallel.spatial`), computed from the input rows that give them."""
     a = node.attrs
     out = {p: Parts.empty() for p in PASSES}
     algorithm = ""
     if node.kind == "conv2d" and a["dilation"][0] == a["dilation"][1]:
-        ci, co, groups = a["c_in"], a["c_out"], a["groups"]
+        ci, co, groups, h = a["c_in"], a["c_out"], a["groups"], a["h"]
+        if rows is not None:  # the input rows (halo included) that give ``rows`` output rows
+            h = max(1, (rows - 1) * a["stride"][0] + a["dilation"][0] * (a["kh"] - 1) + 1 - 2 * a["pad"][0])
         if channels and tensor > 1:
             ci, groups = (ci // tensor, groups // tensor) if groups > 1 else (ci, groups)
             co //= tensor
         for p in PASSES:
-            c = conv_coeffs(batch, ci, co, a["h"], a["w"], a["kh"], a["kw"], a["stride"][0],
+            c = conv_coeffs(batch, ci, co, h, a["w"], a["kh"], a["kw"], a["stride"][0],
                             a["pad"][0], a["dilation"][0], groups, p, dev, dtype,
                             stride_w=a["stride"][1], pad_w=a["pad"][1])
             out[p] = Parts.from_coeffs(c, dev)
@@ -114,10 +117,12 @@ def _shards(graph, tensor: int, sequence_parallel: bool) -> dict:
     return out
 
 
-def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_parallel: bool = False) -> list[dict]:
+def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_parallel: bool = False,
+                spatial: dict | None = None) -> list[dict]:
     """Per layer: ``name, op, algorithm`` and the :class:`~.parts.Parts` of its ``forward``, ``grad_input``
     and ``grad_weight`` passes (see :func:`layer_times`). Nodes with the same kind, attributes, work and
-    tensor share are timed once (the 96 blocks of GPT-3 cost one block's kernel choices)."""
+    tensor share are timed once (the 96 blocks of GPT-3 cost one block's kernel choices). ``spatial``:
+    ``{node: output rows on this device}`` of a spatial split (:mod:`~concurrency_model.parallel.spatial`)."""
     dev = device(dev)
     batch = int(_num(graph.batch))
     scale = dtype_bytes(dtype) / float(graph.value_bytes)
@@ -128,10 +133,13 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
     for node in graph.layers():
         needs = any(req[i] for i in node.inputs)
         shard = shards.get(node.name, 1.0)
-        key = (node.kind, repr(sorted((k, v) for k, v in node.attrs.items() if k != "name")), needs, shard,
+        mine = (spatial or {}).get(node.name)
+        if mine is not None:
+            shard *= mine / node.shape[1]
+        key = (node.kind, repr(sorted((k, v) for k, v in node.attrs.items() if k != "name")), needs, shard, mine,
                *(getattr(getattr(node.cost, p), f) for p in PASSES for f in ("flop", "bytes")))
         if key not in memo:
-            memo[key] = _node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels)
+            memo[key] = _node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine)
         parts, algorithm = memo[key]
         rows.append({"name": node.name, "op": node.kind, "algorithm": algorithm, **parts})
     return rows
