@@ -2,8 +2,9 @@
 
 Fields left out take these defaults; the number of devices is ``data * tensor * pipeline * context``
 (``context``: context-parallel degree, the sequence of every sample split over that many devices, by
-``context_algorithm`` ``ring`` (ring attention) or ``ulysses`` (all-to-all of heads); see
-:mod:`concurrency_model.parallel.features`). Every check raises ``ValueError`` naming the field
+``context_algorithm`` ``ring`` (ring attention) or ``ulysses`` (all-to-all of heads), or a CNN's feature
+maps split by rows; see :mod:`concurrency_model.parallel.features`; ``tensor_layers``: ``all`` or ``fc``,
+Krizhevsky's hybrid, :mod:`concurrency_model.parallel.layerwise`). Every check raises ``ValueError`` naming the field
 (``parallel.tensor: ...``); the checks that need the model (``parallel.context`` dividing its sequence
 length) are made when the scenario is estimated.
 """
@@ -18,19 +19,21 @@ from .cluster import Cluster, load_cluster
 from .parallel.consistency import CONSISTENCY
 from .parallel.data_parallel import BATCH_NORM
 from .parallel.gossip import TOPOLOGIES
+from .parallel.layerwise import TENSOR_LAYERS
 from .units import DTYPE_BYTES
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "async")
 CONTEXT_ALGORITHMS = ("ring", "ulysses")
 PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_parallel": False,
             "microbatch_size": 1, "global_batch": None, "schedule": "1f1b", "context": 1,
-            "context_algorithm": "ring", "expert": 1}
+            "context_algorithm": "ring", "expert": 1, "tensor_layers": "all"}
 TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_stage": 0, "overlap": True,
             "sync": "allreduce", "ps_servers": 0, "compression": "none", "host_overhead_s": None,
             "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
             "gossip_topology": "ring", "batch_norm": "local"}
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "topk", "dgc", "powersgd")
-CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "recompute": ("none", "selective", "full"),
+CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tensor_layers": TENSOR_LAYERS,
+           "recompute": ("none", "selective", "full"),
            "optimizer": ("sgd", "momentum", "adam", "adamw"), "dtype": tuple(DTYPE_BYTES),
            "sync": ("allreduce", "parameter_server", "gossip"), "compression": COMPRESSIONS,
            "gossip_topology": TOPOLOGIES, "consistency": CONSISTENCY, "batch_norm": BATCH_NORM}
@@ -154,6 +157,7 @@ def load_scenario(spec) -> Scenario:
     if par["expert"] > 1 and (tr["zero_stage"] or tr["sync"] != "allreduce" or tr["compression"] != "none"):
         raise ValueError("parallel.expert: expert parallelism is modelled with ZeRO 0 and an uncompressed all-reduce "
                          "of the gradients")
+    _check_tensor_layers(par, tr)
     h = tr["host_overhead_s"]
     if h is not None and (isinstance(h, bool) or not isinstance(h, (int, float)) or h < 0):
         raise ValueError(f"training.host_overhead_s: must be a number >= 0 (host seconds per kernel) or null, "
@@ -168,3 +172,21 @@ def load_scenario(spec) -> Scenario:
         from .parallel.run import check_run
         run = check_run(raw["run"])
     return Scenario(raw["model"], cluster, par, tr, run)
+
+
+def _check_tensor_layers(par: dict, tr: dict) -> None:
+    """Krizhevsky's hybrid (``tensor_layers = "fc"``, :mod:`.parallel.layerwise`): each tensor rank runs the
+    convolutions on its share of the group's microbatch; one stage, no context or expert split, ZeRO 0 and
+    an uncompressed all-reduce."""
+    if par["tensor_layers"] != "fc" or par["tensor"] == 1:
+        return
+    if par["microbatch_size"] % par["tensor"]:
+        raise ValueError(f"parallel.microbatch_size: {par['microbatch_size']} is not divisible by tensor = "
+                         f"{par['tensor']} (tensor_layers \"fc\" shares each microbatch's convolutions out)")
+    others = {"pipeline": par["pipeline"] != 1, "context": par["context"] != 1, "expert": par["expert"] != 1,
+              "training.zero_stage": tr["zero_stage"] != 0, "training.sync": tr["sync"] != "allreduce",
+              "training.compression": tr["compression"] != "none"}
+    bad = [k for k, v in others.items() if v]
+    if bad:
+        raise ValueError(f"parallel.tensor_layers: \"fc\" is modelled with pipeline, context and expert 1, ZeRO 0 and "
+                         f"an uncompressed all-reduce; {bad[0]} differs")

@@ -19,8 +19,9 @@ def run(a) -> dict:
 def show(out: dict) -> None:
     p = out["parallel"]
     ctx = f" x context {p['context']} ({p['context_algorithm']})" if p.get("context", 1) > 1 else ""
+    fc = " (fully connected layers only)" if p.get("tensor_layers") == "fc" and p["tensor"] > 1 else ""
     print(f"step {out['step_time_s']:.4g} s (80% band {out['step_time_p10_s']:.4g}-{out['step_time_p90_s']:.4g}) on "
-          f"{out['gpus']} devices (data {p['data']} x tensor {p['tensor']} x pipeline {p['pipeline']}{ctx}, "
+          f"{out['gpus']} devices (data {p['data']} x tensor {p['tensor']}{fc} x pipeline {p['pipeline']}{ctx}, "
           f"{p['schedule']}): {out['throughput_samples_per_s']:,.1f} samples/s, "
           f"{out['achieved_flops_per_device'] / 1e12:,.1f} TFLOP/s per device")
     print(f"memory per device {out['memory_bytes_per_device'] / 1e9:,.2f} GB")

@@ -127,7 +127,7 @@ def breakdown(inputs: dict, out: dict) -> dict:
 
 def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedule: str, recompute: str,
               sequence_parallel: bool, shape: tuple | None, single_stage: bool, context_algorithm: str = "ring",
-              kv_hidden: int | None = None):
+              kv_hidden: int | None = None, replicated: float = 0.0):
     """``f(b, t, p, m, v, d, act_graph=0, c=1) -> (model_state_bytes, activation_bytes)`` per device,
     numpy-vectorised.
 
@@ -145,8 +145,10 @@ def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedu
     K and V of the block in use and of the block arriving, and in the backward pass dK and dV of both too,
     ``4 x 2 b (s / c) (kv_hidden / t)`` values (``kv_hidden``: key/value heads x head size, default ``h``;
     Liu et al. 2023 §3, [D]). The model state is sharded by ZeRO over ``data x context`` ranks (Megatron-LM
-    reduces gradients and shards its distributed optimizer over the data- and context-parallel group)."""
-    state = _state_fn(params, optimizer, dtype, zero_stage, single_stage)
+    reduces gradients and shards its distributed optimizer over the data- and context-parallel group);
+    ``replicated`` of the ``params`` are not split by the tensor degree (the convolutions of Krizhevsky's
+    hybrid, :mod:`.layerwise`)."""
+    state = _state_fn(params, optimizer, dtype, zero_stage, single_stage, replicated)
     act = _activation_fn(schedule, recompute, sequence_parallel, shape, single_stage)
     ctx = _context_fn(None if shape is None else shape[0], context_algorithm == "ring",
                       (kv_hidden or (shape[1] if shape else 0)) * dtype_bytes(dtype))
@@ -173,11 +175,12 @@ def _context_fn(s, ring: bool, kv_bytes_per_token: float):
 
 
 @lru_cache(maxsize=None)
-def _state_fn(params: float, optimizer: str, dtype: str, zero_stage: int, single_stage: bool):
+def _state_fn(params: float, optimizer: str, dtype: str, zero_stage: int, single_stage: bool, replicated: float = 0.0):
     t, p, d = _SYM["t"], _SYM["p"], _SYM["d"]
     state_dtype = dtype if dtype in ("fp32", "tf32", "fp16", "bf16", "fp64") else "bf16"
-    state = memory.model_state_bytes(params, optimizer, state_dtype, tensor=t, pipeline=1 if single_stage else p,
-                                     data=d, zero_stage=zero_stage)["total"]
+    state = sum(memory.model_state_bytes(n, optimizer, state_dtype, tensor=tensor, pipeline=1 if single_stage else p,
+                                         data=d, zero_stage=zero_stage)["total"]
+                for n, tensor in ((params - replicated, t), (replicated, 1)) if n)
     return sp.lambdify([t, p, d], sp.sympify(state), "numpy")
 
 

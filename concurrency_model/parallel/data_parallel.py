@@ -49,7 +49,7 @@ class DataParallelMixin:
         et al. 2017; :func:`.distribution.gossip_on_cluster`). The last bucket is the same fraction of each.
         With expert parallelism ``e`` > 1 the expert gradients are all-reduced over ``d / e`` replicas
         (:meth:`~.expert.ExpertMixin.expert_gradient_sync`; ZeRO 0, all-reduce only)."""
-        if d == 1:
+        if d == 1 and not (self.fc_only and t > 1):
             return {**dict.fromkeys(("ar", "rs", "ag", "last_ar", "last_rs"), ZERO_TRIPLE), "kappa": 0.0}
         # ranks of one data-parallel group per node: the largest divisor of d that fits beside the tensor ranks
         rpn, sharing = group_placement(self.cluster.gpus_per_node, t, d)
@@ -62,6 +62,8 @@ class DataParallelMixin:
             last_ar = tuple(x * bucket / grad for x in ar)
         elif e > 1:
             ar = self.expert_gradient_sync(t, p, d, e, rpn, sharing)
+        elif self.fc_only and t > 1:  # Krizhevsky's hybrid: the convolutions' gradients over d t devices
+            ar, last_ar = self.layerwise_gradients(t, d)
         return {"ar": ar, "rs": self._coll("reduce_scatter", grad, d, rpn, sharing),
                 "ag": self._coll("allgather", params_dev * self.vb, d, rpn, sharing), "last_ar": last_ar,
                 "last_rs": self._coll("reduce_scatter", bucket, d, rpn, sharing),
@@ -103,6 +105,8 @@ class DataParallelMixin:
         2015 §3), as :func:`.hybrid.batch_norm_sync` [D]; the next layer waits for them, so they sit on the
         pass's critical path. ``channels``: the stage's batch-norm layers; the same triple serves both passes
         (the pipeline's stage partition is made without them)."""
+        if self.fc_only and t > 1:  # the hybrid's convolutions are data-parallel over d t devices
+            t, d = 1, d * t
         if d == 1 or not channels:
             return ZERO_TRIPLE
         rpn, sharing = group_placement(self.cluster.gpus_per_node, t, d)

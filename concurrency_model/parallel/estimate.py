@@ -48,6 +48,9 @@ Composition (DESIGN.md "How the pieces meet"; Narayanan et al. 2021 for the 3D l
     (its ∇x reduce-scattered backward, both in ``tensor_parallel_comm_s``); channel-local layers (batch
     norm, activations, pooling, residual adds) and grouped convolutions work on the device's channels;
     weights, gradients and the activations other than the gathered inputs are divided by ``tensor``.
+11. ``tensor_layers = "fc"`` (:mod:`.layerwise`): Krizhevsky's hybrid, the convolutions data-parallel over
+    ``data x tensor`` devices (each on ``1 / tensor`` of its group's microbatch) and only the fully connected
+    layers split by neurons over the tensor group, which gathers the last convolutional activations.
 
 The numbers come from :mod:`.features` (cached per model, cluster and dtype) and are composed by the
 lambdified expressions of :mod:`.compose`, the same path :mod:`concurrency_model.sweep` evaluates on
@@ -180,7 +183,7 @@ def prepare(sc: Scenario) -> tuple:
     b, m, sp = par["microbatch_size"], sc.microbatches, par["sequence_parallel"]
     schedule, rec, zero = par["schedule"], tr["recompute"], tr["zero_stage"]
     c, alg, e = par.get("context", 1), par.get("context_algorithm", "ring"), par.get("expert", 1)
-    w = workload(sc.model, cl, tr["dtype"])
+    w = workload(sc.model, cl, tr["dtype"], par["tensor_layers"])
     w.check_tensor(t)
     w.check_context(c, t, alg)
     w.check_expert(e, d)
@@ -193,11 +196,11 @@ def prepare(sc: Scenario) -> tuple:
     # memory first: a configuration that does not fit is refused, not estimated
     g = w.graph(b)
     shape = transformer_shape(g)
-    act_graph = float(memory.graph_activation_bytes(g, rec, t)) if shape is None else 0.0
+    act_graph = w.activation_bytes(b, rec, t) if shape is None else 0.0
     mem_fn = compose.memory_fn(w.state_params(e), tr["optimizer"], tr["dtype"], zero,
                                "1f1b" if schedule == "interleaved" and v == 1 else schedule, rec, sp,
                                None if shape is None else tuple(shape[k] for k in ("s", "h", "a", "layers", "vocab")),
-                               p == 1, alg, shape["kv"] if shape else None)
+                               p == 1, alg, shape["kv"] if shape else None, w.replicated_params)
     state, act = (float(x) for x in mem_fn(b, t, p, m, v, d, act_graph, c))
     mem = memory.memory_per_device(state, act, cl.device)
     if not mem["fits"]:

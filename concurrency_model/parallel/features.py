@@ -37,6 +37,7 @@ from . import pipeline
 from .context import NO_PARTS, ZERO_TRIPLE, ContextMixin, _add, context_exposed  # noqa: F401 (re-exported)
 from .data_parallel import BUCKET_BYTES, GRAD_BYTES, DataParallelMixin  # noqa: F401 (BUCKET_BYTES re-exported)
 from .expert import ExpertMixin
+from .layerwise import LayerwiseMixin
 from .spatial import SpatialMixin, spatial_rows
 
 
@@ -75,12 +76,12 @@ def transformer_shape(graph):
             "kv": a.get("kv_heads", a["heads"]) * a["head_dim"]}
 
 
-class Workload(ContextMixin, SpatialMixin, ExpertMixin, DataParallelMixin):
-    """One model on one cluster in one training dtype; everything that does not change with the layout's
-    continuous numbers is computed once and cached."""
+class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataParallelMixin):
+    """One model on one cluster in one training dtype (and ``tensor_layers``, :mod:`.layerwise`);
+    everything that does not change with the layout's continuous numbers is computed once and cached."""
 
-    def __init__(self, model, cluster, dtype: str):
-        self.model, self.cluster, self.dtype = model, cluster, dtype
+    def __init__(self, model, cluster, dtype: str, tensor_layers: str = "all"):
+        self.model, self.cluster, self.dtype, self.tensor_layers = model, cluster, dtype, tensor_layers
         self.dev = cluster.device
         self.vb = dtype_bytes(dtype)
         self.grad_bytes = GRAD_BYTES.get(dtype, 2)
@@ -166,6 +167,9 @@ class Workload(ContextMixin, SpatialMixin, ExpertMixin, DataParallelMixin):
         """``ValueError`` naming ``parallel.tensor`` unless ``t`` divides every split dimension."""
         if t == 1:
             return
+        if self.fc_only:
+            self.check_layerwise(t)
+            return
         layers = self.graph(1).layers()
         (check_channel_split if self.channel_split else check_tensor_split)(layers, t)
 
@@ -190,14 +194,19 @@ class Workload(ContextMixin, SpatialMixin, ExpertMixin, DataParallelMixin):
         slabs, ends = spatial_rows(g, c) if c > 1 and self.spatial else ({}, {})
         rows = layer_parts(g, self.dev, self.dtype, tensor=t, sequence_parallel=sp, spatial=slabs)
         nodes = g.layers()
+        k = 0  # layers before index k: the hybrid's data-parallel convolutions, on b / t samples (:mod:`.layerwise`)
+        if self.fc_only and t > 1:
+            k = self.fc_boundary
+            rows = layer_parts(self.graph(b // t), self.dev, self.dtype)[:k] + rows[k:]
         rpn = min(t, self.cluster.gpus_per_node)
         op = "reduce_scatter" if sp else "allreduce"
         channels = t > 1 and self.channel_split
         whole = replicated(g) if channels else set()
         out = []
         passes = {}  # identical nodes share their Parts (layer_parts times each kind once): add them up once
-        for n, r in zip(nodes, rows):
+        for i, (n, r) in enumerate(zip(nodes, rows)):
             tf = tb = ZERO_TRIPLE
+            by_channels = channels and i >= k
             split = n.attrs.get("split")
             if t > 1 and split in ("row", "column") and not is_lm_head(n):
                 nbytes = b * n.attrs["rows_per_sample"] * (n.attrs["c_out"] if split == "row" else n.attrs["c_in"]) \
@@ -209,7 +218,7 @@ class Workload(ContextMixin, SpatialMixin, ExpertMixin, DataParallelMixin):
                     tf = one
                 else:
                     tb = one
-            elif channels and gathers_input(n) and n.inputs[0] not in whole:
+            elif by_channels and gathers_input(n) and n.inputs[0] not in whole:
                 # the paper's model parallelism (§6.2): gather the input forward, reduce-scatter ∇x backward
                 nbytes = b * g.nodes[n.inputs[0]].numel * self.vb
                 tf, tb = self._coll("allgather", nbytes, t, rpn, 1), self._coll("reduce_scatter", nbytes, t, rpn, 1)
@@ -236,7 +245,7 @@ class Workload(ContextMixin, SpatialMixin, ExpertMixin, DataParallelMixin):
                    "f_s": f_s, "b_s": b_s, "tp_f_s": float(triple_seconds(tf)),
                    "tp_b_s": float(triple_seconds(tb)), "ep_f": ef, "ep_b": eb,
                    "ep_f_s": float(triple_seconds(ef)), "ep_b_s": float(triple_seconds(eb)),
-                   "bn_c": int(n.shape[0]) // (t if channels else 1) if n.kind == "batch_norm" else 0, **cp}
+                   "bn_c": int(n.shape[0]) // (t if by_channels else 1) if n.kind == "batch_norm" else 0, **cp}
             if "halo_f" in cp:
                 row["cp_f_s"], row["cp_b_s"] = float(triple_seconds(cp["halo_f"])), float(triple_seconds(cp["halo_b"]))
             elif cp:
@@ -369,11 +378,11 @@ def model_key(model) -> str:
 _CACHE: dict = {}
 
 
-def workload(model, cluster, dtype: str) -> Workload:
+def workload(model, cluster, dtype: str, tensor_layers: str = "all") -> Workload:
     """A cached :class:`Workload` (the last few are kept, so repeated estimates reuse layer timings)."""
-    key = (model_key(model), repr(cluster), dtype)
+    key = (model_key(model), repr(cluster), dtype, tensor_layers)
     if key not in _CACHE:
         if len(_CACHE) >= 8:
             _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = Workload(model, cluster, dtype)
+        _CACHE[key] = Workload(model, cluster, dtype, tensor_layers)
     return _CACHE[key]

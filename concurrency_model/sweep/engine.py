@@ -22,7 +22,7 @@ from itertools import product
 import numpy as np
 import pandas as pd
 
-from ..parallel import compose, memory
+from ..parallel import compose
 from ..parallel.features import ZERO_TRIPLE, context_exposed, transformer_shape, workload
 from ..parallel.estimate import assemble, consistency_of, host_seconds, prepare, step_band, sync_of
 from ..parallel.run import run_cost
@@ -140,6 +140,8 @@ class SweepResult:
                for k in ("data", "tensor", "pipeline", "interleave", "sequence_parallel", "microbatch_size",
                          "schedule", "context", "context_algorithm", "expert")}
         par["global_batch"] = int(row["data"] * row["microbatch_size"] * row["microbatches"])
+        if self.base.get("tensor_layers", "all") != "all":
+            par["tensor_layers"] = self.base["tensor_layers"]
         tr = {**self.base["training"], "recompute": str(row["recompute"]), "zero_stage": int(row["zero_stage"])}
         out = {"model": self.base["model"], "cluster": self.base["cluster"], "parallel": par, "training": tr}
         if self.base.get("run"):
@@ -206,6 +208,9 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
         fixed.setdefault("expert", 1)
     if {"data", "tensor", "pipeline"} <= set(fixed):
         fixed.pop("data")  # every degree given: the GPU count decides data (data = GPUs / (tensor x pipeline))
+    if sc.parallel["tensor_layers"] == "fc":  # as load_scenario requires of Krizhevsky's hybrid
+        for k in ("pipeline", "context", "expert", "zero_stage"):
+            fixed.setdefault(k, 1 if k != "zero_stage" else 0)
     gpu_counts = [int(x) for x in _positive_list("gpus", gpus)]
     if any(g != x for g, x in zip(gpu_counts, _positive_list("gpus", gpus))):
         raise ValueError(f"gpus: must be whole numbers, got {gpus!r}")
@@ -217,7 +222,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     hw = pd.DataFrame(list(product(*grid.values())), columns=list(SCALES))
     H = len(hw)
     tr = sc.training
-    w = workload(sc.model, sc.cluster, tr["dtype"])
+    w = workload(sc.model, sc.cluster, tr["dtype"], sc.parallel["tensor_layers"])
     w.check_batch_norm(tr["batch_norm"])
 
     rows, rejected = [], Counter()
@@ -244,11 +249,11 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     act_graph = np.zeros(len(lay))
     if shape is None:
         keyed = list(zip(lay["microbatch_size"], lay["recompute"], lay["tensor"]))
-        per_b = {(b, r, t): float(memory.graph_activation_bytes(w.graph(int(b)), r, int(t))) for b, r, t in set(keyed)}
+        per_b = {(b, r, t): w.activation_bytes(int(b), r, int(t)) for b, r, t in set(keyed)}
         act_graph = np.array([per_b[k] for k in keyed])
     for (s_, r_, q_, z_, one, a_, e_), idx in keys.groupby(["s", "r", "q", "z", "one", "a", "e"]).indices.items():
         f = compose.memory_fn(w.state_params(int(e_)), tr["optimizer"], tr["dtype"], int(z_), s_, r_, bool(q_),
-                              shape_t, bool(one), a_, shape["kv"] if shape else None)
+                              shape_t, bool(one), a_, shape["kv"] if shape else None, w.replicated_params)
         L = lay.iloc[idx]
         st, ac = f(*(L[c].to_numpy(dtype=float) for c in ("microbatch_size", "tensor", "pipeline", "microbatches",
                                                          "interleave", "data")), act_graph[idx],
@@ -286,6 +291,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     bar.close()
     return SweepResult(lay, hw, step, evaluated, dict(rejected), compile_s, eval_s,
                        {"model": sc.model, "cluster": raw.get("cluster", "dgx-a100"), "training": dict(tr),
+                        "tensor_layers": sc.parallel["tensor_layers"],
                         "run": sc.run, "board_power_w": float(sc.cluster.device.board_power_w),
                         "seq_len": shape["s"] if shape else None}, busy)
 

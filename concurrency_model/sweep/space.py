@@ -130,6 +130,9 @@ def _pipelines(w, out, rejected, given, fixed, gpus, global_batch, t, c, algorit
             if global_batch % (d * b):
                 rejected["global_batch: not divisible by data x microbatch_size"] += 1
                 continue
+            if w.fc_only and b % t:
+                rejected["microbatch_size: not divisible by tensor (tensor_layers \"fc\")"] += 1
+                continue
             m = global_batch // (d * b)
             schedules = given("schedule", ("1f1b", "gpipe", "interleaved") if p > 1 else ("1f1b",))
             for schedule in schedules:
@@ -142,7 +145,7 @@ def _pipelines(w, out, rejected, given, fixed, gpus, global_batch, t, c, algorit
                         rejected["interleave: needs the interleaved schedule"] += 1
                         continue
                     for alg, e, sp, rec, zero in product(
-                            algorithms, experts, given("sequence_parallel", (False, True) if t > 1 else (False,)),
+                            algorithms, experts, given("sequence_parallel", (False, True) if t > 1 and shape else (False,)),
                             given("recompute", ("none", "selective", "full")),
                             given("zero_stage", (0, 1, 2, 3) if d > 1 or c > 1 else (0,))):
                         if e > 1 and zero:
