@@ -4,23 +4,17 @@ tensor group, the last convolutional activations gathered in the group (parallel
 from __future__ import annotations
 
 import copy
-import json
-from pathlib import Path
 
 import pytest
 
-import concurrency_model
 from concurrency_model import estimate
 from concurrency_model.parallel import memory
 from concurrency_model.parallel.sensitivity import step_expression
+from concurrency_model.report.cnn_parallel import pcie_box, trick_frame
 from concurrency_model.sweep import sweep
 
-# Krizhevsky's machine as parallel.hybrid models it: a PCIe box (8 GB/s at 75%, 10 us a message, hybrid's
-# PCIE_ALPHA_S / PCIE_BETA_S_PER_BYTE) of M40s, the closest preset to his K20s
-PRESET = Path(concurrency_model.__file__).parent / "presets" / "clusters" / "dgx1-v100.json"
-PCIE = json.loads(PRESET.read_text())
-PCIE["device"] = "m40-24gb"
-PCIE["intra"].update(bw_Bps=8e9, latency_s=10e-6, efficiency=0.75, kind="pcie")
+# Krizhevsky's machine as parallel.hybrid models it: a PCIe box (8 GB/s at 75%, 10 us a message) of M40s
+PCIE = pcie_box()
 ALPHA, BETA = 10e-6, 1 / (8e9 * 0.75)
 ALEXNET_CONV_PARAMS = (64 * 3 * 11 * 11 + 64) + (192 * 64 * 5 * 5 + 192) + (384 * 192 * 9 + 384) \
     + (256 * 384 * 9 + 256) + (256 * 256 * 9 + 256)  # torchvision's five convolutions: 2,469,696
@@ -36,13 +30,11 @@ def run(d, t, layers="all", mb=128, gb=None, model="alexnet", **training):
 def test_krizhevsky_trend():
     # speedup over one GPU at 128 images: the hybrid (128 images per GPU through the convolutions) beats pure
     # data parallelism, which beats pure model parallelism; on 8 GPUs the hybrid is near Krizhevsky's 6.25x
-    one = run(1, 1).throughput_samples_per_s
+    f = trick_frame().set_index("gpus")
     for P in (2, 4, 8):
-        hybrid = run(1, P, "fc", mb=128 * P).throughput_samples_per_s / one
-        data = run(P, 1).throughput_samples_per_s / one
-        model = run(1, P).throughput_samples_per_s / one
-        assert hybrid > data > model
-    assert hybrid == pytest.approx(6.25, rel=0.15)
+        assert f.loc[P, "one weird trick"] > f.loc[P, "data parallel"] > f.loc[P, "model parallel"]
+    assert f.loc[8, "one weird trick"] == pytest.approx(6.25, rel=0.15)
+    assert f.loc[1].tolist() == [1.0, 1.0, 1.0]
 
 
 def test_gradients_and_redistribution_hand_values():

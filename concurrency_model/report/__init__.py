@@ -51,7 +51,7 @@ def build_report(out_dir="reports", force: bool = False, progress: bool = True, 
     t0 = time.perf_counter()
     out = Path(out_dir)
     prepare_out(out, force)
-    with Progress(9, "report", enabled=progress) as bar:  # 8 sections and the page
+    with Progress(10, "report", enabled=progress) as bar:  # 9 sections and the page
         result = _build(out, quick, bar, t0)
     return result
 
@@ -59,8 +59,9 @@ def build_report(out_dir="reports", force: bool = False, progress: bool = True, 
 def _build(out: Path, quick: bool, bar, t0: float) -> dict:
     from . import accuracy, parallel, sweep3d
     from .html import render, write_atomic
-    from .sections import (comm_section, distribution_section, dp_section, escape, failed_section, lead, meta,
-                           pipeline_section, roofline_section, sweep_section, validation_section, zoo_sections)
+    from .sections import (cnn_parallel_section, comm_section, distribution_section, dp_section, escape,
+                           failed_section, lead, meta, pipeline_section, roofline_section, sweep_section,
+                           validation_section, zoo_sections)
 
     figs, sections, errors, timings = [], [], [], {}
 
@@ -88,6 +89,7 @@ def _build(out: Path, quick: bool, bar, t0: float) -> dict:
         run("roofline", "The zoo's layers on a roofline", roofline_section)
         run("collectives", "Collective algorithms: crossovers and measurements", comm_section)
         run("data parallel", "Data-parallel scaling against measurements", dp_section, fut_dp)
+        run("cnn parallel", "Model parallelism of CNNs: channels, rows and the one weird trick", cnn_parallel_section)
         run("pipeline", "Pipeline schedules", pipeline_section)
         run("distribution", "Training distribution: synchronisation and consistency", distribution_section)
         run("3d sweep", "3D parallelism of GPT-3 175B", sweep_section, fut_sweep)

@@ -7,7 +7,7 @@ import html
 import math
 import time
 
-from . import accuracy, comm, distribution, parallel, sweep3d, zoo
+from . import accuracy, cnn_parallel, comm, distribution, parallel, sweep3d, zoo
 from ._plot import figure, fmt_bytes, png_bytes
 from .html import Figure, Section
 
@@ -163,6 +163,39 @@ def distribution_section(figs):
              "<code>.compression</code>), model only, and what staleness or gossip costs in convergence is not "
              "modelled.</p>")
     return [Section("distribution", "Training distribution: synchronisation and consistency", intro, [f])]
+
+
+def cnn_parallel_section(figs):
+    splits, trick = cnn_parallel.splits_frame(), cnn_parallel.trick_frame()
+    fig, ax = figure(13, 5.0, 1, 2, width_ratios=[1.4, 1])
+    cnn_parallel.splits_plot(splits, ax=ax[0, 0])
+    cnn_parallel.trick_plot(trick, ax=ax[0, 1])
+    f = add_figure(figs, "cnn_parallel", fig, "data, channel, spatial and hybrid splits of three CNNs; the one weird "
+                   "trick's speedups", "Left: step time of each split of 8 GPUs over the data-parallel one (labels: "
+                   "GB per GPU). Right: AlexNet's speedup over one GPU on 8 PCIe GPUs.")
+    by = splits.set_index(["model", "split"])
+    rel = splits.pivot(index="model", columns="split", values="step_s")
+    rel = rel.div(rel["data 8"], axis=0)
+    ch, rows, hy = "channels: data 4 x tensor 2", "rows: data 4 x context 2", "hybrid: tensor 8 on FC layers"
+    at8 = trick.set_index("gpus").loc[8]
+    intro = ("<p>The paper's model parallelism of CNNs (§6.2) and its per-layer hybrid (§6.4), through "
+             "<code>estimate</code> (no measurements: <code>data/</code> has none for these splits). Left, 8 A100 "
+             "of one node, 32 images per GPU, no host gaps. Splitting every layer's channels (<code>tensor</code>) "
+             f"gathers each layer's input: {rel.loc['vgg16', ch]:.2f}x the data-parallel step for VGG16 and "
+             f"{rel.loc['resnet50', ch]:.2f}x for ResNet-50, whose gathered inputs are stored whole "
+             f"({by.loc[('resnet50', ch), 'memory_gb']:.1f} against {by.loc[('resnet50', 'data 8'), 'memory_gb']:.1f} "
+             "GB per GPU). Splitting every feature map's rows (<code>context</code>) exchanges only halos and "
+             f"batch-norm statistics ({rel[rows].min():.2f}-{rel[rows].max():.2f}x). The hybrid "
+             "(<code>tensor_layers: \"fc\"</code>) is the fastest where the fully connected layers hold most of "
+             f"the weights (AlexNet {rel.loc['alexnet', hy]:.2f}x, VGG16 {rel.loc['vgg16', hy]:.2f}x): each GPU reads "
+             "and updates an eighth of them (AlexNet's optimizer pass "
+             f"{1e3 * by.loc[('alexnet', 'data 8'), 'optimizer_s']:.2f} -> {1e3 * by.loc[('alexnet', hy), 'optimizer_s']:.2f} "
+             "ms) and all-reduces only the convolutions' gradients; ResNet-50's one small fully connected layer "
+             f"leaves it level ({rel.loc['resnet50', hy]:.2f}x). Right, Krizhevsky's setting, 8 GPUs on PCIe: "
+             f"the hybrid reaches {at8['one weird trick']:.1f}x one GPU (his paper: 6.25x), data parallelism "
+             f"{at8['data parallel']:.1f}x and model parallelism {at8['model parallel']:.1f}x, the order he "
+             "reported. Per-layer formulas: paper-models §4.2 and §4.4 [D].</p>")
+    return [Section("cnn-parallel", "Model parallelism of CNNs: channels, rows and the one weird trick", intro, [f])]
 
 
 def pipeline_section(figs):
