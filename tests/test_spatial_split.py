@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from concurrency_model import estimate
 from concurrency_model.cluster import load_cluster
@@ -114,3 +116,37 @@ def test_estimate_the_expression_and_the_sweep_agree():
 def test_bad_input_names_the_field(model, parallel, message):
     with pytest.raises(ValueError, match=message):
         run(model, **parallel)
+
+
+def _cnn(batch, c1, c2, size, k, stride):
+    from concurrency_model.models.builder import Builder
+    b = Builder("random", batch, 2)
+    x = b.input((3, size, size))
+    x = b.relu(b.bn(b.conv(x, c1, k, stride, k // 2)))
+    x = b.maxpool(x, 2)
+    x = b.relu(b.conv(x, c2, 3, 1, 1))
+    b.linear(b.flatten(x), 8 * c1)
+    return b.graph
+
+
+@settings(max_examples=25, deadline=None)
+@given(batch=st.sampled_from([1, 4, 16]), c1=st.sampled_from([8, 16, 48, 64]), c2=st.sampled_from([16, 32, 96]),
+       size=st.sampled_from([16, 32, 56]), k=st.sampled_from([1, 3, 5]), stride=st.sampled_from([1, 2]),
+       degree=st.sampled_from([1, 2, 4]))
+def test_no_device_does_less_than_its_share(batch, c1, c2, size, k, stride, degree):
+    # split by channels or by rows over `degree` devices, a device's kernels take at least 1/degree of the
+    # serial time of each pass (quantisation only rounds up), and degree 1 is the serial timing itself
+    from concurrency_model.parallel.spatial import spatial_rows
+    from concurrency_model.timing.graph import layer_parts
+    g = _cnn(batch, c1, c2, size, k, stride)
+    dev = "a100-sxm4-80gb"
+    serial = layer_parts(g, dev, "fp16")
+    by_channels = layer_parts(g, dev, "fp16", tensor=degree)
+    by_rows = layer_parts(g, dev, "fp16", spatial=spatial_rows(g, degree)[0] if degree > 1 else None)
+    for p in ("forward", "grad_input", "grad_weight"):
+        whole = sum(r[p].total() for r in serial)
+        for split in (by_channels, by_rows):
+            mine = sum(r[p].total() for r in split)
+            assert mine >= whole / degree * (1 - 1e-9)
+            if degree == 1:
+                assert mine == pytest.approx(whole, rel=1e-12)
