@@ -2,11 +2,11 @@
 
 Fields left out take these defaults; the number of devices is ``data * tensor * pipeline * context``
 (``context``: context-parallel degree, the sequence of every sample split over that many devices, by
-``context_algorithm`` ``ring`` (ring attention) or ``ulysses`` (all-to-all of heads), or a CNN's feature
-maps split by rows; see :mod:`concurrency_model.parallel.features`; ``tensor_layers``: ``all`` or ``fc``,
-Krizhevsky's hybrid, :mod:`concurrency_model.parallel.layerwise`). Every check raises ``ValueError`` naming the field
-(``parallel.tensor: ...``); the checks that need the model (``parallel.context`` dividing its sequence
-length) are made when the scenario is estimated.
+``context_algorithm`` ``ring`` (ring attention) or ``ulysses`` (all-to-all of heads), or a CNN's feature maps
+split by rows; see :mod:`concurrency_model.parallel.features`; ``tensor_layers``: ``all`` or ``fc``,
+Krizhevsky's hybrid, :mod:`concurrency_model.parallel.layerwise`). Every check raises ``ValueError`` naming
+the field (``parallel.tensor: ...``); the checks that need the model (``parallel.context`` dividing its
+sequence length) are made when the scenario is estimated.
 """
 from __future__ import annotations
 

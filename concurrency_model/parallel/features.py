@@ -177,15 +177,15 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         """Per layer: kernel parts per pass and the tensor-parallel triples (forward, backward) of one
         microbatch (Shoeybi et al. §3: an allreduce of each row-split GEMM's output forward and of each
         column-split GEMM's input gradient backward; with sequence parallelism a reduce-scatter plus an
-        allgather of the same volume, Korthikanti et al. 2022; a network without transformer blocks is
-        split by channels, :mod:`~concurrency_model.models.channel_split`: an allgather of each dense
-        convolution's or fully connected layer's input forward and a reduce-scatter of its ∇x backward).
-        The tensor group sits inside a node when it fits. With context parallelism ``c`` > 1 (module doc) the layers are one device's share and an
-        attention row also carries ``blk_f``, ``blk_b`` (one ring step's block), ``kv`` (the triple of one
-        K/V send) and ``a2a`` (the triple of one layer's four Ulysses all-to-alls). With expert parallelism
-        ``e`` > 1 a MoE layer's dispatch row carries its all-to-alls, ``ep_f`` and ``ep_b`` (:mod:`.expert`). On a
-        CNN ``c`` > 1 is the spatial split: every row is one device's rows of the layer and carries the
-        triples ``halo_f``, ``halo_b`` of its exchanges (:mod:`.spatial`)."""
+        allgather of the same volume, Korthikanti et al. 2022; a network without transformer blocks is split by
+        channels, :mod:`~concurrency_model.models.channel_split`: an allgather of each dense convolution's or
+        fully connected layer's input forward and a reduce-scatter of its ∇x backward). The tensor group sits
+        inside a node when it fits. With context parallelism ``c`` > 1 (module doc) the layers are one device's
+        share and an attention row also carries ``blk_f``, ``blk_b`` (one ring step's block), ``kv`` (the triple
+        of one K/V send) and ``a2a`` (the triple of one layer's four Ulysses all-to-alls). With expert
+        parallelism ``e`` > 1 a MoE layer's dispatch row carries its all-to-alls, ``ep_f`` and ``ep_b``
+        (:mod:`.expert`). On a CNN ``c`` > 1 is the spatial split: every row is one device's rows of the layer
+        and carries the triples ``halo_f``, ``halo_b`` of its exchanges (:mod:`.spatial`)."""
         return self._layers(b, t, sp, c, algorithm if c > 1 else "ring", e)
 
     @lru_cache(maxsize=None)

@@ -35,7 +35,7 @@ from .model_parallel import halo_rows
 WINDOWED = ("conv2d", "maxpool", "avgpool")
 
 
-def spatial_rows(graph, c: int) -> dict:
+def spatial_rows(graph, c: int) -> tuple[dict, dict]:
     """``{node: rows per device}`` of the nodes split by rows over ``c`` devices, and ``{node: "reduce" |
     "gather"}`` where the rows end; ``ValueError`` naming ``parallel.context`` where a layer cannot be split
     this way or has fewer output rows than devices."""

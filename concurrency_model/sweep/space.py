@@ -144,8 +144,9 @@ def _pipelines(w, out, rejected, given, fixed, gpus, global_batch, t, c, algorit
                     if schedule != "interleaved" and v != 1:
                         rejected["interleave: needs the interleaved schedule"] += 1
                         continue
+                    sps = (False, True) if t > 1 and shape else (False,)  # Megatron's, for transformer blocks
                     for alg, e, sp, rec, zero in product(
-                            algorithms, experts, given("sequence_parallel", (False, True) if t > 1 and shape else (False,)),
+                            algorithms, experts, given("sequence_parallel", sps),
                             given("recompute", ("none", "selective", "full")),
                             given("zero_stage", (0, 1, 2, 3) if d > 1 or c > 1 else (0,))):
                         if e > 1 and zero:
