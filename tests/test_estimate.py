@@ -3,6 +3,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from concurrency_model.cli import main
@@ -111,3 +112,26 @@ def test_cli_json_toml_and_bad_input(tmp_path, capsys):
     p = subprocess.run([sys.executable, "-m", "concurrency_model", "estimate", "--scenario", str(bad)],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "parallel.tensor" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_pipeline_stages_weigh_the_host():
+    # a pass lasts max(GPU, host): the stages balance each layer's larger of its GPU and host seconds (as
+    # torchgpipe's balance_by_time measures wall time) and the slowest is the stage with the largest max
+    from concurrency_model.cluster import load_cluster
+    from concurrency_model.parallel.features import workload
+    w = workload("resnet50", load_cluster("dgx-a100"), "fp16")
+    h, la = 60e-6, float(w.dev.launch_overhead)
+    cols = w._columns(4, 1, False, "none")
+    gpu, host = np.array(cols["per_layer"]), h * cols["kernels"]
+    st = w.stage(4, 1, False, "none", 2, host=h)
+    units = w.units()
+    expect = [(units[a][0], units[z - 1][1])
+              for a, z in pipeline.partition([float(np.maximum(gpu, host)[a:z].sum()) for a, z in units], 2)]
+    assert st["stages"] == expect
+    slowest = max(expect, key=lambda r: max(gpu[r[0]:r[1]].sum(), host[r[0]:r[1]].sum()))
+    kernels = st["f"].kernels(la) + st["b"].kernels(la) + st["r"].kernels(la)
+    assert kernels == pytest.approx(cols["kernels"][slowest[0]:slowest[1]].sum(), rel=1e-12)
+    # without host time the stages are PipeDream's on GPU seconds, as before: here a different cut
+    plain = w.stage(4, 1, False, "none", 2)
+    assert plain["stages"] == [(units[a][0], units[z - 1][1]) for a, z in pipeline.partition(
+        [float(gpu[a:z].sum()) for a, z in units], 2)] != expect

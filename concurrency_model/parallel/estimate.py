@@ -192,7 +192,7 @@ def prepare(sc: Scenario) -> tuple:
         raise ValueError(f"parallel.pipeline: {p} stages exceed the {w.layer_count} blocks the model can be cut into")
     if schedule == "interleaved" and m % p:
         raise ValueError(f"parallel.schedule: interleaved needs the {m} microbatches to be a multiple of pipeline={p}")
-    stage = w.stage(b, t, sp, rec, p, c, alg, e)
+    stage = w.stage(b, t, sp, rec, p, c, alg, e, host_per_kernel(w.dev, tr["host_overhead_s"]))
     # memory first: a configuration that does not fit is refused, not estimated
     g = w.graph(b)
     shape = transformer_shape(g)
@@ -232,7 +232,7 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
     dp = w.data_parallel(t, p, d * c, *sync, e=stage.get("e", 1))
     bn = w.batch_norm_sync(stage["bn_channels"], t, d) if batch_norm == "sync" else ZERO_TRIPLE
     triples = {**{k: stage[k] for k in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r")}, **dp,
-               "p2p": w.p2p(b, t, sp, rec, p, d, c, alg), "bn_f": bn, "bn_b": bn,
+               "p2p": w.p2p(b, t, sp, rec, p, d, c, alg, host_per_kernel(w.dev, host)), "bn_f": bn, "bn_b": bn,
                "bn_r": bn if rec == "full" else ZERO_TRIPLE}
     h_f, h_b = (host_wait or (lambda st: host_seconds(st, w.dev, host)))(stage)
     return assemble(seconds(stage["f"]), seconds(stage["b"]), seconds(stage["r"]), triples, comm, zero, p, m, v,

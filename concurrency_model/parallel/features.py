@@ -286,6 +286,9 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         out["ep_r"] = np.array([x[2] for x in recs])
         extra = {"full": lambda r: r["f_s"] + r["tp_f_s"] + r["ep_f_s"], "none": lambda r: 0.0,
                  "selective": lambda r: r["f_s"] if r["kind"] == "attention" else 0.0}[recompute]
+        la = float(self.dev.launch_overhead)
+        counts = {name: np.concatenate([[0.0], np.cumsum(out[name].kernel_counts(la))]) for name in ("f", "b", "r")}
+        out["kernels"] = sum(k[out[name + "_off"][1:]] - k[out[name + "_off"][:-1]] for name, k in counts.items())
         out["per_layer"] = [r["f_s"] + r["b_s"] + extra(r) + r["tp_f_s"] + r["tp_b_s"] + r["ep_f_s"] + r["ep_b_s"]
                             for r in rows]
         if c > 1:  # the exposed context-parallel communication weighs in the partition too
@@ -295,8 +298,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         return out
 
     def stage(self, b: int, t: int, sp: bool, recompute: str, p: int, c: int = 1, algorithm: str = "ring",
-              e: int = 1) -> dict:
-        """The slowest of ``p`` pipeline stages (PipeDream's partitioner on nominal seconds) as compacted
+              e: int = 1, host: float = 0.0) -> dict:
+        """The slowest of ``p`` pipeline stages as compacted
         kernel parts per microbatch: forward ``f``, backward ``b``, recompute ``r`` (``full``: every layer's
         forward again, with its tensor-parallel collectives; ``selective``: the attention core,
         Korthikanti et al. §5), and the tensor-parallel triples ``tp_f``, ``tp_b``, ``tp_r``; ``cp``: the
@@ -304,20 +307,27 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         attention ``layers`` and recomputed ``rec_layers``, one layer's ``blk_f``, ``blk_b``, ``kv``, ``a2a``;
         a CNN's spatial split: the stage's ``halo_f``, ``halo_b``, a full recompute's forward ones in the latter);
         ``ep_f``, ``ep_b``, ``ep_r``: the expert-parallel all-to-alls over ``e`` devices (:mod:`.expert`);
-        ``bn_channels``: the channels of its batch-norm layers (:meth:`.DataParallelMixin.batch_norm_sync`)."""
-        return self._stage(b, t, sp, recompute, p, c, algorithm if c > 1 else "ring", e)
+        ``bn_channels``: the channels of its batch-norm layers (:meth:`.DataParallelMixin.batch_norm_sync`).
+
+        The stages are PipeDream's partition (:func:`.pipeline.partition`) of each layer's nominal seconds,
+        or, with ``host`` seconds per kernel (:func:`.host.host_per_kernel`), of the larger of a layer's GPU
+        and host seconds, as torchgpipe's ``balance_by_time`` measures each layer's wall time; the slowest
+        is the one whose GPU or host seconds are the largest (a pass lasts the longer of the two,
+        :mod:`.compose`)."""
+        return self._stage(b, t, sp, recompute, p, c, algorithm if c > 1 else "ring", e, host if p > 1 else 0.0)
 
     @lru_cache(maxsize=None)
-    def _stage(self, b: int, t: int, sp: bool, recompute: str, p: int, cp: int, algorithm: str, e: int = 1) -> dict:
+    def _stage(self, b: int, t: int, sp: bool, recompute: str, p: int, cp: int, algorithm: str, e: int = 1,
+               host: float = 0.0) -> dict:
         c = self._columns(b, t, sp, recompute, cp, algorithm, e)
-        per_layer = c["per_layer"]
+        per_layer, host_s = c["per_layer"], host * c["kernels"]
         units = self.units()
         if p > 1:
-            per_unit = [sum(per_layer[a:z]) for a, z in units]
+            per_unit = [sum(np.maximum(per_layer[a:z], host_s[a:z])) for a, z in units]
             stages = [(units[a][0], units[z - 1][1]) for a, z in pipeline.partition(per_unit, p)]
         else:
             stages = [(0, len(per_layer))]
-        lo, hi = max(stages, key=lambda r: sum(per_layer[r[0]:r[1]]))
+        lo, hi = max(stages, key=lambda r: max(sum(per_layer[r[0]:r[1]]), host_s[r[0]:r[1]].sum()))
 
         def part(name):
             a, z = c[name + "_off"][lo], c[name + "_off"][hi]
@@ -342,14 +352,15 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                 "cp": context, "bn_channels": tuple(r["bn_c"] for r in rows[lo:hi] if r["bn_c"])}
 
     @lru_cache(maxsize=None)
-    def p2p(self, b: int, t: int, sp: bool, recompute: str, p: int, d: int, c: int = 1, algorithm: str = "ring"):
+    def p2p(self, b: int, t: int, sp: bool, recompute: str, p: int, d: int, c: int = 1, algorithm: str = "ring",
+            host: float = 0.0):
         """Triple of the boundary activation sent point to point between stages per microbatch (Narayanan
         et al. 2021 §3.2; with context parallelism each device sends its ``s / c`` tokens, with sequence
         parallelism or a channel split its ``1 / t`` share); stages that fill whole nodes talk across the
-        network."""
+        network. ``host``: as :meth:`stage` (the same partition)."""
         if p == 1:
             return ZERO_TRIPLE
-        numel = self.stage(b, t, sp, recompute, p, c, algorithm)["boundary_numel"]
+        numel = self.stage(b, t, sp, recompute, p, c, algorithm, host=host)["boundary_numel"]
         nbytes = b * numel * self.vb / (t if sp or self.channel_split else 1)
         cl = self.cluster
         if t * d * c >= cl.gpus_per_node:

@@ -11,7 +11,7 @@ from __future__ import annotations
 # of a stage lasts at least its kernels times this (parallel.compose: pass = max(GPU, host); the host runs
 # ahead of the GPU within a pass, so the two overlap: no wait when the GPU is the slower). Fitted once on a
 # 5 us grid (0-160 us): least mean APE over every 4th even row of vtrain_single (Megatron-DeepSpeed on 2-8
-# A100, hosts of 2 x AMD EPYC 7742, full recompute; benchmarks/fit_host_overhead.py: 9.4% at 60 us), held
+# A100, hosts of 2 x AMD EPYC 7742, full recompute; benchmarks/fit_host_overhead.py: 7.9% at 60 us), held
 # out on the odd rows and every other set (benchmarks/training_accuracy.py).
 HOST_S_PER_KERNEL = 60e-6
 

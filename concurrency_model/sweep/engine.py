@@ -24,7 +24,8 @@ import pandas as pd
 
 from ..parallel import compose
 from ..parallel.features import ZERO_TRIPLE, context_exposed, transformer_shape, workload
-from ..parallel.estimate import assemble, consistency_of, host_seconds, prepare, step_band, sync_of
+from ..parallel.estimate import (assemble, consistency_of, host_per_kernel, host_seconds, prepare, step_band,
+                                 sync_of)
 from ..parallel.run import run_cost
 from ..progress import Progress
 from ..scenario import load_scenario, read_scenario
@@ -311,8 +312,9 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict, sync: tuple
                                                  "halo_f", "halo_b")}
     cp = {c: np.empty(len(uniq)) for c in ("c", "layers", "rec_layers")}
     bn_channels = [()] * len(uniq)
+    host = host_per_kernel(w.dev, host_s)  # the stage partition weighs each layer's host seconds too
     for k, n in uniq.items():
-        st = w.stage(*k)
+        st = w.stage(*k, host)
         bn_channels[n] = st["bn_channels"]
         tables["h_f"][n], tables["h_b"][n] = host_seconds(st, w.dev, host_s)  # not scaled by the hardware
         for c in ("f", "b", "r"):
@@ -329,7 +331,7 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict, sync: tuple
     ds = lay["data"].astype(int).to_numpy()
     dp = [w.data_parallel(k[1], k[4], d * k[5], *sync, e=k[7]) for k, d in zip(keys, ds)]
     out = {"at": at, "tables": tables, "tp": tp, "cp": cp, "state": state,
-           "p2p": np.array([w.p2p(*k[:5], d, *k[5:7]) for k, d in zip(keys, ds)]).reshape(-1, 3),
+           "p2p": np.array([w.p2p(*k[:5], d, *k[5:7], host) for k, d in zip(keys, ds)]).reshape(-1, 3),
            "p": lay["pipeline"].to_numpy(dtype=float), "m": lay["microbatches"].to_numpy(dtype=float),
            "v": lay["interleave"].to_numpy(dtype=float), "opt_w": w}
     for c in ("ar", "rs", "ag", "last_ar", "last_rs"):

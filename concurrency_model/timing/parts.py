@@ -63,10 +63,14 @@ class Parts:
         >>> Parts(*(np.array([x, x]) for x in (1e-6, 1e-6, 0.0, 8e-6, 3.0))).kernels(4e-6)   # 2 rows x 2 x 3
         12.0
         """
+        return float(self.kernel_counts(launch_s).sum())
+
+    def kernel_counts(self, launch_s: float) -> np.ndarray:
+        """The kernels of each row (see :meth:`kernels`)."""
         if len(self.count) == 0:
-            return 0.0
+            return np.zeros(0)
         k = np.where(self.launch > 0, self.launch / launch_s, 1.0) if launch_s > 0 else np.ones_like(self.count)
-        return float((k * self.count).sum())
+        return k * self.count
 
     def total(self) -> float:
         """Seconds on the nominal device."""

@@ -42,7 +42,7 @@ ASSUMPTIONS = {
               "backward pass (Megatron's local DDP); full recompute in both sets: without it 83 of the 109 "
               "multi-node runs would need 92-1,000+ GB per GPU (the estimate refuses them), so that harness "
               "recomputed, and the single-node runs come from the same scripts (without recompute they "
-              "fit 13.6% at best, with it 9.4%: benchmarks/fit_host_overhead.py)",
+              "fit 13.6% at best, with it 9.4%, 7.9% with host-aware stages: benchmarks/fit_host_overhead.py)",
     "megatron_2020": "fp16, Adam, full recompute (the published TFLOP/s equal Eq. (3) over the time, which "
                      "counts it), microbatch = global batch / data parallel (no accumulation), vocab 51200, "
                      "pipeline 1; DGX-A100 of 2020-09 = A100-SXM4-40GB; DGX-2 = a cluster dict of 16 "
