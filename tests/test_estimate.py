@@ -135,3 +135,19 @@ def test_pipeline_stages_weigh_the_host():
     plain = w.stage(4, 1, False, "none", 2)
     assert plain["stages"] == [(units[a][0], units[z - 1][1]) for a, z in pipeline.partition(
         [float(gpu[a:z].sum()) for a, z in units], 2)] != expect
+
+
+@pytest.mark.parametrize("host", [None, 0.0, 1e-4])
+def test_host_aware_stages_agree_in_estimate_expression_and_sweep(host):
+    from concurrency_model.parallel.sensitivity import step_expression
+    from concurrency_model.sweep import sweep
+    sc = {"model": "resnet50", "cluster": "dgx-a100",
+          "parallel": {"data": 2, "tensor": 1, "context": 1, "pipeline": 2, "global_batch": 32, "microbatch_size": 4,
+                       "schedule": "1f1b"},
+          "training": {"dtype": "fp16", "recompute": "none", "zero_stage": 0,
+                       **({} if host is None else {"host_overhead_s": host})}}
+    e = estimate(sc)
+    T, at = step_expression(sc)
+    assert float(T.subs(at)) == pytest.approx(e.step_time_s, rel=1e-12)
+    r = sweep(sc, [4])
+    assert len(r.frame) == 1 and r.frame["step_time_s"].iloc[0] == pytest.approx(e.step_time_s, rel=1e-9)

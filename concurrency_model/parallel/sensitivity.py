@@ -53,7 +53,7 @@ def step_expression(scenario) -> tuple[sp.Expr, dict]:
 
     b, t, spar, rec, p, d, m, v, zero = key
     inputs = step_inputs(w, stage, b, t, spar, rec, p, d, s["m"], v, zero, state, seconds, comm, optimizer,
-                         sync=sync_of(sc), host_wait=host_wait,
+                         sync=sync_of(sc), host=sc.training["host_overhead_s"], host_wait=host_wait,
                          consistency=consistency_of(sc.training, d * sc.parallel["context"]),
                          batch_norm=sc.training["batch_norm"])
     expr = compose.step_expressions(sc.parallel["schedule"], zero, sc.training["overlap"])["step"]
