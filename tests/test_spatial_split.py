@@ -81,6 +81,23 @@ def test_batch_norm_statistics_and_global_pool():
     assert sum(pool["halo_f"]) == pytest.approx(alpha + 8 * 2048 * 2 * beta, rel=1e-9) and pool["halo_b"] == (0, 0, 0)
 
 
+def test_rows_and_channels_together():
+    # tensor 2 x context 2 on one node: each convolution gathers its input's channels for the device's
+    # rows only (half the map), the halos and the flatten gather carry half the channels
+    intra = load_cluster("dgx-a100").intra
+    alpha, beta = intra.latency, 1 / (intra.bw * intra.efficiency)
+    e = run(tensor=2)
+    maps = [c * w * w // 2 for c, w in VGG16_HALO_INPUTS]  # each 2nd-13th convolution's input, half its rows
+    gathered = maps + [512 * 7 * 7, 4096, 4096]  # the fully connected layers' inputs are whole rows
+    assert e.breakdown["tensor_parallel_comm_s"] == pytest.approx(
+        2 * sum(alpha + 8 * x * 2 / 2 * beta for x in gathered), rel=1e-9)
+    halos = sum(alpha + 8 * c * w * 2 / 2 * beta for c, w in VGG16_HALO_INPUTS)
+    gather = alpha + 8 * 512 * 7 * 7 * 2 / 2 / 2 * beta
+    assert e.breakdown["context_parallel_comm_s"] == pytest.approx(2 * halos + gather, rel=1e-9)
+    # and the device holds a quarter of the activations other than the gathered inputs
+    assert e.memory["activations_bytes"] < run().memory["activations_bytes"]
+
+
 def test_memory_and_gradients():
     one, two = run(context=1, data=2, global_batch=16), run()
     # the same samples per device, half the rows: activations shrink, the model state does not
@@ -109,7 +126,8 @@ def test_estimate_the_expression_and_the_sweep_agree():
 @pytest.mark.parametrize("model, parallel, message", [
     ("resnet50", {"context": 8, "global_batch": 8}, r"^parallel.context: 8 devices exceed the 7 rows of "),
     ("resnet50", {"context": 2, "context_algorithm": "ulysses"}, r"^parallel.context_algorithm: 'ulysses' is for"),
-    ("resnet50", {"context": 2, "tensor": 2}, r"^parallel.context: a spatial split \(2 > 1 on a CNN\) with tensor"),
+    ("alexnet", {"context": 2, "tensor": 2, "tensor_layers": "fc"},
+     r"^parallel.tensor_layers: \"fc\" is modelled with pipeline, context and expert 1, .*; context differs$"),
     ("lstm-lm", {"context": 2}, r"^parallel.context: 2 > 1 splits a transformer's sequences or a CNN's feature "
                                 r"maps; this model has neither$"),
 ])

@@ -220,7 +220,9 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                     tb = one
             elif by_channels and gathers_input(n) and n.inputs[0] not in whole:
                 # the paper's model parallelism (§6.2): gather the input forward, reduce-scatter ∇x backward
-                nbytes = b * g.nodes[n.inputs[0]].numel * self.vb
+                # (of the device's rows in a spatial split as well)
+                x = g.nodes[n.inputs[0]]
+                nbytes = b * x.numel * self.vb * (slabs[x.name] / x.shape[1] if x.name in slabs else 1)
                 tf, tb = self._coll("allgather", nbytes, t, rpn, 1), self._coll("reduce_scatter", nbytes, t, rpn, 1)
             key = (id(r["forward"]), id(r["grad_input"]), id(r["grad_weight"]))
             if key not in passes:
@@ -237,7 +239,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                 f, bw, cp = self._context_attention(n, r, b, t, c, algorithm)
                 f_s, b_s = f.total(), bw.total()
             elif slabs:
-                halo_f, halo_b = self.spatial_comm(n, b, c, slabs, ends, len(r["grad_input"].count) > 0)
+                halo_f, halo_b = self.spatial_comm(n, b, t, c, slabs, ends, len(r["grad_input"].count) > 0)
                 cp = {"halo_f": halo_f, "halo_b": halo_b}
             ef, eb = self.expert_triples(n, b, t, e)
             numel = n.numel * slabs[n.name] // n.shape[1] if n.name in slabs else n.numel

@@ -16,6 +16,11 @@ its samples, the weights whole. Per microbatch [D]:
   on every device of the group (its ∇x needs no communication: each device keeps its rows);
 * element-wise layers, residual adds and channel concatenation work on the device's rows.
 
+With ``tensor`` > 1 as well (the channel split of :mod:`~concurrency_model.models.channel_split`; Dryden
+et al. 2019, SC19, "Channel and Filter Parallelism for Large-Scale CNN Training", combine the two), every
+exchange above carries the device's ``1 / t`` of the channels, and each convolution gathers its input's
+channels for the device's rows only.
+
 The image is read by rows (with its halo) from the input pipeline: no communication. The weights'
 gradients are partial sums over rows and are all-reduced with the data-parallel ones over ``data x
 context`` ranks (:mod:`.data_parallel`), as context parallelism does. All of it is on the critical path
@@ -89,27 +94,27 @@ class SpatialMixin:
             not any(n.kind == "attention" for n in g.layers())
 
     def check_spatial(self, c: int, t: int, algorithm: str) -> None:
-        """``ValueError`` naming the field unless ``c`` devices can split every feature map by rows."""
+        """``ValueError`` naming the field unless ``c`` devices can split every feature map by rows (a channel
+        split over ``t`` may come on top; the scenario refuses Krizhevsky's hybrid with it)."""
         if algorithm != "ring":
             raise ValueError(f"parallel.context_algorithm: {algorithm!r} is for attention; a CNN's spatial split "
                              "exchanges halos (leave it at ring)")
-        if t > 1:
-            raise ValueError(f"parallel.context: a spatial split ({c} > 1 on a CNN) with tensor = {t} > 1 is not "
-                             "modelled")
         spatial_rows(self.graph(1), c)
 
-    def spatial_comm(self, node, b: int, c: int, split: dict, ends: dict, needs_grad_input: bool) -> tuple:
-        """Triples ``(forward, backward)`` of one layer's communication in a spatial split (module doc)."""
+    def spatial_comm(self, node, b: int, t: int, c: int, split: dict, ends: dict, needs_grad_input: bool) -> tuple:
+        """Triples ``(forward, backward)`` of one layer's communication in a spatial split (module doc); with
+        a channel split over ``t`` as well each device exchanges its ``1 / t`` of the channels."""
+        rpn, sharing = self._context_group(t, c)
         if node.name in ends:
             src = node.inputs[0]
             nbytes = b * math.prod(self.graph(1).nodes[src].shape if ends[node.name] == "gather" else node.shape) \
-                * self.vb
+                * self.vb / t
             op = "allgather" if ends[node.name] == "gather" else "allreduce"
-            return self._coll(op, nbytes, c, self._context_group(1, c)[0], 1), ZERO_TRIPLE
+            return self._coll(op, nbytes, c, rpn, sharing), ZERO_TRIPLE
         if node.name not in split:
             return ZERO_TRIPLE, ZERO_TRIPLE
         if node.kind == "batch_norm":
-            one = self._coll("allreduce", float(2 * node.shape[0] * STAT_BYTES), c, self._context_group(1, c)[0], 1)
+            one = self._coll("allreduce", float(2 * node.shape[0] * STAT_BYTES / t), c, rpn, sharing)
             return one, one
         if node.kind not in WINDOWED:
             return ZERO_TRIPLE, ZERO_TRIPLE
@@ -118,10 +123,10 @@ class SpatialMixin:
             return ZERO_TRIPLE, ZERO_TRIPLE
         top, bottom = halo_rows(*_geometry(node))
         x = src.shape
-        row = b * x[0] * x[2] * self.vb
+        row = b * x[0] * x[2] * self.vb / t
         sends = [max(top, bottom)] if c == 2 else [top, bottom]
         fwd = ZERO_TRIPLE
         for rows in sends:
             if rows:
-                fwd = _add(fwd, self._ring_triple(rows * row, 1, c))
+                fwd = _add(fwd, self._ring_triple(rows * row, t, c))
         return fwd, fwd if needs_grad_input else ZERO_TRIPLE

@@ -97,8 +97,6 @@ def _context_reason(message: str) -> str:
         return "context: does not divide the sequence length"
     if "rows of" in message:
         return "context: more devices than a feature map has rows"
-    if "with tensor" in message:
-        return "context: a spatial split with tensor > 1 is not modelled"
     return "context: " + message.split(": ", 1)[-1]
 
 
