@@ -32,13 +32,9 @@ import sympy as sp
 from ..cluster import place
 from ..timing.graph import _node_parts
 from ..timing.parts import Parts
+from .triples import ZERO_TRIPLE, _add
 
-ZERO_TRIPLE = (0.0, 0.0, 0.0)
 NO_PARTS = Parts.empty()
-
-
-def _add(a, b):
-    return tuple(x + y for x, y in zip(a, b))
 
 
 def _pos(x):

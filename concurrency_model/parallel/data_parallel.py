@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from .context import ZERO_TRIPLE, _add
+from .triples import ZERO_TRIPLE, _add
 
 GRAD_BYTES = {"fp32": 4, "tf32": 4}  # gradients in the training dtype otherwise (2 bytes for fp16/bf16)
 BUCKET_BYTES = 25 * 2**20  # PyTorch DDP bucket_cap_mb = 25 (training-formulas §7)

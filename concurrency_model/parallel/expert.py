@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from .context import ZERO_TRIPLE, _add
+from .triples import ZERO_TRIPLE, _add
 from .data_parallel import group_placement
 
 

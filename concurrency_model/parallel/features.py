@@ -7,11 +7,7 @@ collectives; :meth:`Workload.features` then gives the inputs of :mod:`.compose` 
 hardware scales (numpy arrays broadcast). :func:`~.estimate.estimate` and :mod:`concurrency_model.sweep`
 both go through here, so one configuration gets the same seconds from both.
 
-Communication is kept as a *triple* ``(latency, intra-node busy seconds, inter-node busy seconds)``;
-its time is ``latency + max(intra / s_intra, inter / s_inter)`` for link-bandwidth scales ``s``: exact
-for a flat algorithm on one tier and for NCCL's pipelined two-level collective
-(:func:`~concurrency_model.comm.hierarchical.hierarchical_pipelined`, whose tiers work concurrently).
-The algorithm is the one ``auto`` picks on the nominal cluster.
+Communication is kept as *triples* (:mod:`.triples`), whose links a sweep can rescale.
 
 Context parallelism: :mod:`.context` (its methods are mixed into :class:`Workload`).
 """
@@ -23,9 +19,6 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from ..cluster import place
-from ..comm.collectives import collective_time
-from ..comm.hierarchical import hierarchical_pipelined
-from ..comm.on_cluster import _flat, collective_on_cluster
 from ..models import get_model
 from ..models.channel_split import check_channel_split, gathers_input, is_channel_split, replicated
 from ..models.transformer import check_tensor_split, is_lm_head
@@ -34,34 +27,12 @@ from ..timing.loss import cross_entropy_parts
 from ..timing.parts import Parts, total
 from ..units import dtype_bytes
 from . import pipeline
-from .context import NO_PARTS, ZERO_TRIPLE, ContextMixin, _add, context_exposed  # noqa: F401 (re-exported)
+from .context import NO_PARTS, ContextMixin, context_exposed  # noqa: F401 (re-exported)
 from .data_parallel import BUCKET_BYTES, GRAD_BYTES, DataParallelMixin  # noqa: F401 (BUCKET_BYTES re-exported)
 from .expert import ExpertMixin
 from .layerwise import LayerwiseMixin
 from .spatial import SpatialMixin, spatial_rows
-
-
-def triple_seconds(tr, s_intra=1.0, s_inter=1.0):
-    """Seconds of a communication triple at link-bandwidth scales (see the module)."""
-    return tr[0] + np.maximum(tr[1] / s_intra, tr[2] / s_inter)
-
-
-def collective_triple(op: str, nbytes: float, ranks: int, cluster, ranks_per_node: int, groups_sharing: int = 1):
-    """``(latency, intra busy, inter busy)`` seconds of the collective ``auto`` picks on ``cluster``."""
-    if ranks == 1 or nbytes == 0:
-        return ZERO_TRIPLE
-    alg, _, pl = collective_on_cluster(op, nbytes, ranks, cluster, ranks_per_node, groups_sharing=groups_sharing)
-    if alg == "hierarchical":
-        g, n = pl.ranks_per_node, pl.nodes
-        (ai, bi), (ae, be) = pl.intra, pl.inter
-        return (float(hierarchical_pipelined(op, nbytes, g, n, ai, 0, ae, 0)),
-                float(hierarchical_pipelined(op, nbytes, g, n, 0, bi, 0, 0)),
-                float(hierarchical_pipelined(op, nbytes, g, n, 0, 0, 0, be)))
-    alpha, beta = _flat(pl)
-    lat = float(collective_time(op, alg, nbytes, ranks, alpha, 0))
-    busy = float(collective_time(op, alg, nbytes, ranks, 0, beta))
-    on_inter = pl.kind == "inter" or (pl.kind == "mixed" and pl.inter[1] >= pl.intra[1])
-    return (lat, 0.0, busy) if on_inter else (lat, busy, 0.0)
+from .triples import ZERO_TRIPLE, _add, collective_triple, triple_seconds  # noqa: F401 (re-exported)
 
 
 def transformer_shape(graph):

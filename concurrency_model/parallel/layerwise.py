@@ -15,7 +15,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from ..models.channel_split import check_channel_split, gathers_input
-from .context import _add
+from .triples import _add
 from .data_parallel import BUCKET_BYTES, group_placement
 from .hybrid import _first_fc
 

@@ -33,7 +33,7 @@ import math
 from functools import cached_property
 
 from ..models.channel_split import CHANNEL_LOCAL
-from .context import ZERO_TRIPLE, _add
+from .triples import ZERO_TRIPLE, _add
 from .data_parallel import STAT_BYTES
 from .model_parallel import halo_rows
 

@@ -5,8 +5,7 @@ samples (data), channels (``tensor``), rows (``context``) and Krizhevsky's per-l
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from dataclasses import replace
 
 import pandas as pd
 
@@ -20,15 +19,18 @@ SPLITS = {"data 8": {"data": 8, "microbatch_size": 32},
           "hybrid: tensor 8 on FC layers": {"data": 1, "tensor": 8, "tensor_layers": "fc", "microbatch_size": 256}}
 
 
-def pcie_box() -> dict:
-    """Krizhevsky's machine as :mod:`concurrency_model.parallel.hybrid` models it: 8 GPUs on PCIe (8 GB/s at
-    75%, 10 us a message; ``hybrid.PCIE_*``), M40s for his K20s (``hybrid.DEFAULT_DEVICE``)."""
+def pcie_box():
+    """Krizhevsky's machine as :mod:`concurrency_model.parallel.hybrid` models it: the ``dgx1-v100`` preset
+    with M40s for his K20s (``hybrid.DEFAULT_DEVICE``) on PCIe inside the node (``hybrid.PCIE_ALPHA_S``,
+    ``hybrid.PCIE_BETA_S_PER_BYTE``: 8 GB/s at 75%, 10 us a message)."""
+    from ..cluster import load_cluster
+    from ..hardware import load_device
     from ..parallel import hybrid
 
-    spec = json.loads((Path(__file__).parents[1] / "presets" / "clusters" / "dgx1-v100.json").read_text())
-    spec["name"], spec["device"] = "pcie-box", hybrid.DEFAULT_DEVICE
-    spec["intra"].update(bw_Bps=8e9, latency_s=hybrid.PCIE_ALPHA_S, efficiency=0.75, kind="pcie")
-    return spec
+    box = load_cluster("dgx1-v100")
+    pcie = replace(box.intra, name="pcie-gen2", kind="pcie", bw=1 / hybrid.PCIE_BETA_S_PER_BYTE,
+                   latency=hybrid.PCIE_ALPHA_S, efficiency=1.0)
+    return replace(box, name="pcie-box", device=load_device(hybrid.DEFAULT_DEVICE), intra=pcie)
 
 
 def _estimate(model, cluster, parallel: dict, dtype: str, optimizer: str):

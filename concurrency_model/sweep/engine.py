@@ -210,8 +210,8 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     if {"data", "tensor", "pipeline"} <= set(fixed):
         fixed.pop("data")  # every degree given: the GPU count decides data (data = GPUs / (tensor x pipeline))
     if sc.parallel["tensor_layers"] == "fc":  # as load_scenario requires of Krizhevsky's hybrid
-        for k in ("pipeline", "context", "expert", "zero_stage"):
-            fixed.setdefault(k, 1 if k != "zero_stage" else 0)
+        for k, v in {"pipeline": 1, "context": 1, "expert": 1, "zero_stage": 0}.items():
+            fixed.setdefault(k, v)
     gpu_counts = [int(x) for x in _positive_list("gpus", gpus)]
     if any(g != x for g, x in zip(gpu_counts, _positive_list("gpus", gpus))):
         raise ValueError(f"gpus: must be whole numbers, got {gpus!r}")

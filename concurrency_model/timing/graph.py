@@ -91,14 +91,14 @@ def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
     return out, algorithm
 
 
-def _shards(graph, tensor: int, sequence_parallel: bool) -> dict:
+def _shards(graph, tensor: int, sequence_parallel: bool, channels: bool) -> dict:
     """Fraction of each node's tensor one of ``tensor`` devices holds (Megatron, Shoeybi et al. 2019 §3):
     outputs of column-split GEMMs and of attention are split, and so is what element-wise ops compute
     from them; row-split GEMM outputs are whole again after their allreduce, and the element-wise work
     on whole tensors (layer norm, dropout, residual) is replicated, or split with sequence parallelism
-    (Korthikanti et al. 2022 §4.2.2); the vocabulary-parallel embedding is split. Split by channels
+    (Korthikanti et al. 2022 §4.2.2); the vocabulary-parallel embedding is split. Split by ``channels``
     (:mod:`~concurrency_model.models.channel_split`), every output from the first weighted layer on."""
-    if is_channel_split(graph.layers()):
+    if channels:
         whole = replicated(graph)
         return {n.name: 1.0 if n.name in whole else 1.0 / tensor for n in graph.layers()}
     whole = 1.0 / tensor if sequence_parallel else 1.0
@@ -127,8 +127,8 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
     batch = int(_num(graph.batch))
     scale = dtype_bytes(dtype) / float(graph.value_bytes)
     req = graph._requires_grad()
-    shards = _shards(graph, tensor, sequence_parallel) if tensor > 1 else {}
     channels = tensor > 1 and is_channel_split(graph.layers())
+    shards = _shards(graph, tensor, sequence_parallel, channels) if tensor > 1 else {}
     memo, rows = {}, []
     for node in graph.layers():
         needs = any(req[i] for i in node.inputs)

@@ -1,0 +1,44 @@
+"""Communication *triples* ``(latency, intra-node busy seconds, inter-node busy seconds)``.
+
+A collective's time at link-bandwidth scales ``s`` is ``latency + max(intra / s_intra, inter / s_inter)``:
+exact for a flat algorithm on one tier and for NCCL's pipelined two-level collective
+(:func:`~concurrency_model.comm.hierarchical.hierarchical_pipelined`, whose tiers work concurrently). The
+algorithm is the one ``auto`` picks on the nominal cluster. :mod:`.features` and its mixins keep every
+collective of a step in this form so that :mod:`concurrency_model.sweep` can rescale the links.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..comm.collectives import collective_time
+from ..comm.hierarchical import hierarchical_pipelined
+from ..comm.on_cluster import _flat, collective_on_cluster
+
+ZERO_TRIPLE = (0.0, 0.0, 0.0)
+
+
+def _add(a, b):
+    return tuple(x + y for x, y in zip(a, b))
+
+
+def triple_seconds(tr, s_intra=1.0, s_inter=1.0):
+    """Seconds of a communication triple at link-bandwidth scales (see the module)."""
+    return tr[0] + np.maximum(tr[1] / s_intra, tr[2] / s_inter)
+
+
+def collective_triple(op: str, nbytes: float, ranks: int, cluster, ranks_per_node: int, groups_sharing: int = 1):
+    """``(latency, intra busy, inter busy)`` seconds of the collective ``auto`` picks on ``cluster``."""
+    if ranks == 1 or nbytes == 0:
+        return ZERO_TRIPLE
+    alg, _, pl = collective_on_cluster(op, nbytes, ranks, cluster, ranks_per_node, groups_sharing=groups_sharing)
+    if alg == "hierarchical":
+        g, n = pl.ranks_per_node, pl.nodes
+        (ai, bi), (ae, be) = pl.intra, pl.inter
+        return (float(hierarchical_pipelined(op, nbytes, g, n, ai, 0, ae, 0)),
+                float(hierarchical_pipelined(op, nbytes, g, n, 0, bi, 0, 0)),
+                float(hierarchical_pipelined(op, nbytes, g, n, 0, 0, 0, be)))
+    alpha, beta = _flat(pl)
+    lat = float(collective_time(op, alg, nbytes, ranks, alpha, 0))
+    busy = float(collective_time(op, alg, nbytes, ranks, 0, beta))
+    on_inter = pl.kind == "inter" or (pl.kind == "mixed" and pl.inter[1] >= pl.intra[1])
+    return (lat, 0.0, busy) if on_inter else (lat, busy, 0.0)
