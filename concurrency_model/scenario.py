@@ -19,6 +19,7 @@ from .cluster import Cluster, load_cluster
 from .parallel.consistency import CONSISTENCY
 from .parallel.data_parallel import BATCH_NORM
 from .parallel.gossip import TOPOLOGIES
+from .ops.optimizer import RULES
 from .parallel.layerwise import TENSOR_LAYERS
 from .units import DTYPE_BYTES
 
@@ -34,7 +35,7 @@ TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_sta
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "topk", "dgc", "powersgd")
 CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tensor_layers": TENSOR_LAYERS,
            "recompute": ("none", "selective", "full"),
-           "optimizer": ("sgd", "momentum", "adam", "adamw"), "dtype": tuple(DTYPE_BYTES),
+           "optimizer": tuple(RULES), "dtype": tuple(DTYPE_BYTES),
            "sync": ("allreduce", "parameter_server", "gossip"), "compression": COMPRESSIONS,
            "gossip_topology": TOPOLOGIES, "consistency": CONSISTENCY, "batch_norm": BATCH_NORM}
 TOP = ("model", "cluster", "parallel", "training", "run", "inference", "name", "notes")

@@ -743,6 +743,7 @@ def test_reduction_chain():
     ("momentum", 4, 4, 5),  # mu v, + g, lr v, w - (reads w, g, v; writes w, v)
     ("adam", 14, 9, 7),  # m: 3, v: 4, corrections 2, sqrt, +eps, /, *lr, - : 5
     ("adamw", 16, 9, 7),  # + lr wd w, subtract; off the critical path
+    ("lamb", 20, 14 + 4, 10),  # adam to r: 12, + wd w: 2, two norms: 4, scale + subtract: 2; reduce over 10: 4
 ])
 def test_optimizer_update(kind, ops, depth, tensors):
     u = optimizer_update(kind, 10)
@@ -880,7 +881,7 @@ def test_channels_not_divisible_by_groups():
     (lambda: pool2d("min", 1, 1, 4, 4, 2), "pool"),
     (lambda: activation("swish", 10), "activation"),
     (lambda: activation("RELU", 10), "activation"),
-    (lambda: optimizer_update("lamb", 10), "optimizer"),
+    (lambda: optimizer_update("lars", 10), "optimizer"),
     (lambda: recurrent("transformer", 2, 1, 4, 4), "cell"),
 ])
 def test_unknown_names(call, field):

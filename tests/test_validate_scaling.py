@@ -17,12 +17,13 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 # the all-reduce rows (replicated, distributed_replicated) and the parameter-server rows (predicted only when
 # concurrency_model.parallel.distribution is there).
 CURRENT_MEDIAN_APE = {"tf_cnn_allreduce": 116.9, "tf_cnn_parameter_server": 84.7, "torchgpipe": 9.1,
-                      "horovod": 7.9, "dle_resnet50": 13.2}
+                      "horovod": 7.9, "dle_resnet50": 13.2, "dle_bert": 28.6}
 MARGIN = 3.0
 FILES = {"tf_cnn_benchmarks": "tf_cnn_benchmarks_dp_scaling_2017.csv", "torchgpipe": "torchgpipe_pipeline_speed.csv",
-         "horovod": "horovod_docs_scaling_efficiency.csv", "dle_resnet50": "nvidia_dle_training_perf_long.csv"}
+         "horovod": "horovod_docs_scaling_efficiency.csv", "dle_resnet50": "nvidia_dle_training_perf_long.csv",
+         "dle_bert": "nvidia_dle_training_perf_long.csv"}
 LOADERS = {"tf_cnn_benchmarks": vs.tf_cnn_rows, "torchgpipe": vs.torchgpipe_rows, "horovod": vs.horovod_rows,
-           "dle_resnet50": vs.dle_rows}
+           "dle_resnet50": vs.dle_rows, "dle_bert": vs.dle_bert_rows}
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +95,41 @@ def test_dle_rows_mapped_by_rule():
     assert _dle_batch("256", "tf32") == 256 and _dle_batch("128 (FP32) / 256 (AMP)", "fp16") == 256
 
 
+def test_dle_bert_rows_mapped_by_rule():
+    df = vs.dle_bert_rows()
+    ok = df[df["reason"] == ""]
+    assert (len(df), len(ok)) == (212, 179)
+    assert set(ok["system"]) == {"dgx-a100", "dgx-a100-40gb", "dgx1-v100", "dgx-2"}
+    assert df["reason"].str.contains("DGX-2H").sum() == 32  # no preset for V100 at 450 W
+
+    def row(label):
+        return df[df["label"] == label].iloc[0]
+    # PyTorch, DGX A100: "128 and 256" per GPU (TF32 and FP16), "64 and 32" steps, 580 sequences/s
+    r = row("PyTorch fp16 seq 128, 1 GPUs")
+    assert (r["batch_per_gpu"], r["microbatches"], r["measured"]) == (256, 32, 580.0)
+    # PyTorch, DGX-1: only "4096 and 4096" and "128 and 64": the accumulated batch, micro = 4096 / 128
+    r = df[(df["system"] == "dgx1-v100") & (df["label"] == "PyTorch fp32 seq 128, 1 GPUs")].iloc[0]
+    assert (r["batch_per_gpu"], r["microbatches"]) == (32, 128)
+    # the multi-node table prints "126 and 256" beside 8192 accumulated in 64 steps: 128; 32 nodes x 8
+    r = row("PyTorch tf32 seq 128, 256 GPUs")
+    assert (r["gpus"], r["batch_per_gpu"], r["microbatches"]) == (256, 128, 2)
+    # TensorFlow 2 lists mixed precision first: "312 , 176"
+    r = df[df["label"] == "TensorFlow2 tf32 seq 128, 1 GPUs"].iloc[0]
+    assert (r["batch_per_gpu"], r["microbatches"], r["measured"]) == (176, 512, 282.98)
+    # 2048 accumulated in "18" steps (as published) is not a whole micro-batch
+    assert df["reason"].str.startswith("not mappable: accumulated batch").sum() == 1
+
+
+def test_bert_scenario_counts_lamb_and_accumulation():
+    from concurrency_model.parallel.estimate import estimate
+    spec = vs.bert_scenario("dgx-a100", 8, 128, 64, 4, "fp16")
+    assert spec["parallel"]["global_batch"] == 8 * 64 * 4 and spec["training"]["optimizer"] == "lamb"
+    one, four = estimate(vs.bert_scenario("dgx-a100", 8, 128, 64, 1, "fp16")), estimate(spec)
+    # four micro-batches per step: compute x4, one optimizer step of 10 tensors per parameter
+    assert four.breakdown["compute_s"] == pytest.approx(4 * one.breakdown["compute_s"], rel=1e-9)
+    assert four.breakdown["optimizer_s"] == pytest.approx(one.breakdown["optimizer_s"], rel=1e-12)
+
+
 def test_scenario_of_a_row():
     sc = vs.scenario("resnet50", "dgx-a100", data=8, batch_per_gpu=32)
     assert sc["parallel"] == {"data": 8, "pipeline": 1, "microbatch_size": 32, "global_batch": 256,
@@ -149,7 +185,7 @@ def test_error_does_not_get_worse(result):
     tf = ok[ok["dataset"] == "tf_cnn_benchmarks"]
     ps = tf["sync"].str.startswith("parameter_server")
     median = {"tf_cnn_allreduce": tf.loc[~ps, "ape"].median(), "tf_cnn_parameter_server": tf.loc[ps, "ape"].median(),
-              **{k: s[k]["median_ape"] for k in ("torchgpipe", "horovod", "dle_resnet50")}}
+              **{k: s[k]["median_ape"] for k in ("torchgpipe", "horovod", "dle_resnet50", "dle_bert")}}
     for name, current in CURRENT_MEDIAN_APE.items():
         if name == "tf_cnn_parameter_server" and not ps.any():
             continue  # pending

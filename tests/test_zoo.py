@@ -42,6 +42,20 @@ def test_other_zoo_params(name, params):
     assert get_model(name).params == params
 
 
+def test_bert_pretraining_heads():
+    # Hugging Face BertForPreTraining (bert-large-uncased): BertModel + MLM transform (1024 x 1024 + 1024),
+    # its layer norm (2 x 1024), the decoder's bias (30522; its weight is the tied token embedding) and
+    # the next-sentence classifier (1024 x 2 + 2)
+    g = get_model({"name": "bert-large", "seq_len": 128, "head": "pretraining"}, batch=2)
+    assert g.params == 335_141_888 + 1_049_600 + 2_048 + 30_522 + 2_050 == 336_226_108
+    head = g.nodes["lm_head"]
+    assert head.shape == (128, 30522)
+    # the decoder on every position: 2 x tokens x 1024 x 30522 FLOP plus its bias add
+    assert head.cost.forward.flop == 2 * 256 * 1024 * 30522 + 256 * 30522
+    with pytest.raises(ValueError, match="model.head: unknown 'mlm'"):
+        get_model({"name": "bert-large", "head": "mlm"})
+
+
 def test_inception_v3_is_torchvision_without_the_auxiliary_classifier():
     # torchvision inception_v3: 27,161,264 parameters with its auxiliary classifier, 5.71 GFLOPS
     # (multiply-adds at 299x299; the auxiliary head runs in training only). The head: a 1x1 conv

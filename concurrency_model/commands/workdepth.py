@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from ..models import NAMES, get_model
+from ..ops.optimizer import RULES
 from . import add_json, num, positive_int
 
 TOP_LAYERS = 15  # layers shown in the readable table
@@ -74,6 +75,6 @@ def register(sub) -> None:
     wd.add_argument("--seq-len", type=positive_int, default=None)
     wd.add_argument("--pass", dest="pass_", choices=("forward", "training"), default="forward",
                     help="which pass work/depth describe (training = forward + backward + update)")
-    wd.add_argument("--optimizer", choices=("sgd", "momentum", "adam", "adamw"), default="sgd")
+    wd.add_argument("--optimizer", choices=tuple(RULES), default="sgd")
     add_json(wd)
     wd.set_defaults(run=run, show=show)

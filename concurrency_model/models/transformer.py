@@ -88,10 +88,22 @@ def gpt(b: Builder, layers=12, hidden=768, heads=12, seq_len=1024, vocab=50257, 
     return b.linear(x, vocab, bias=False, tied=True, split="column", name=LM_HEAD)
 
 
+BERT_HEADS = ("pooler", "pretraining")
+
+
 def bert(b: Builder, layers=12, hidden=768, heads=12, seq_len=512, vocab=30522, ffn=None,
-         fused_attention=False, max_positions=512, type_vocab=2) -> str:
+         fused_attention=False, max_positions=512, type_vocab=2, head: str = "pooler") -> str:
     """BERT encoder with pooler (Devlin et al. 2019; Hugging Face ``BertModel``): bert-base 109,482,240
-    parameters, bert-large 335,141,888 (vocab 30522, 512 positions, 2 token types)."""
+    parameters, bert-large 335,141,888 (vocab 30522, 512 positions, 2 token types).
+
+    ``head="pretraining"`` adds the pre-training heads of Devlin et al. §3.1 (Hugging Face
+    ``BertForPreTraining``): the masked-LM transform (dense, GELU, layer norm), the decoder onto the
+    vocabulary on every position (its weight tied to the token embedding, a bias of its own; named
+    ``lm_head``, so the training loss is timed on its logits) and the next-sentence classifier on the
+    pooled output (2 classes): bert-large 336,226,108 parameters. Implementations that decode only the
+    masked positions do ~15% of that decoder's work."""
+    if head not in BERT_HEADS:
+        raise ValueError(f"model.head: unknown {head!r}; allowed: {', '.join(BERT_HEADS)}")
     if hidden % heads:
         raise ValueError(f"heads: hidden={hidden} must be divisible by heads={heads}")
     if seq_len > max_positions:
@@ -105,7 +117,12 @@ def bert(b: Builder, layers=12, hidden=768, heads=12, seq_len=512, vocab=30522, 
         with b.scope(f"layer.{i}"):
             x = post_ln_block(b, x, heads, ffn or 4 * hidden, fused=fused_attention)
     cls = b.select(x, (1, hidden), name="cls")
-    return b.act(b.linear(cls, hidden, name="pooler"), "tanh")
+    pooled = b.act(b.linear(cls, hidden, name="pooler"), "tanh")
+    if head == "pooler":
+        return pooled
+    b.linear(pooled, 2, name="seq_relationship")
+    y = b.layer_norm(b.act(b.linear(x, hidden, name="mlm.transform"), "gelu"), name="mlm.ln")
+    return b.linear(y, vocab, tied=True, name=LM_HEAD)
 
 
 def vit(b: Builder, image_size=224, patch=16, layers=12, hidden=768, heads=12, ffn=3072, classes=1000,

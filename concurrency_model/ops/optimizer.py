@@ -9,14 +9,22 @@ Operations per parameter, each elementary operation once:
   g² -> (1-b2)g² -> + -> /(1-b2^t) -> sqrt -> + eps -> divide -> * lr -> subtract has depth 9;
   reads w, g, m, v, writes w, m, v.
 * ``adamw`` (Loshchilov & Hutter 2019): adam plus decoupled weight decay ``w -= lr wd w`` (2 ops).
+* ``lamb`` (You et al. 2020, Algorithm 2, BERT's large-batch optimizer): adam's moments and bias
+  corrections up to ``r = m / (sqrt(v) + eps)`` (12), ``u = r + wd w`` (2), the squares and sums of the
+  layer norms ``||w||`` and ``||u||`` (4), ``w -= (lr phi(||w||) / ||u||) u`` with the ratio once per
+  layer (2) -> 20 ops; depth 14 along the element's chain (divide at 7, + wd w, square, then after the
+  norm reduction sqrt, divide, times lr, times u, subtract) plus the reduction tree, ``ceil(log2 params)``
+  with the parameters taken as one layer (an upper bound for per-layer norms). The norm of
+  ``u`` is needed before any weight changes, so the update takes two passes over the tensors [D]: read
+  w, g, m, v and write m, v, u; read w, u and write w -> 10 tensors.
 """
 from __future__ import annotations
 
-from ..cost import Cost, OpCost
+from ..cost import Cost, OpCost, clog2
 from . import _check
 
 # ops per parameter, depth, tensors read + written per parameter
-RULES = {"sgd": (2, 2, 3), "momentum": (4, 4, 5), "adam": (14, 9, 7), "adamw": (16, 9, 7)}
+RULES = {"sgd": (2, 2, 3), "momentum": (4, 4, 5), "adam": (14, 9, 7), "adamw": (16, 9, 7), "lamb": (20, 14, 10)}
 
 
 def optimizer_update(kind: str, params, value_bytes=4) -> OpCost:
@@ -30,5 +38,7 @@ def optimizer_update(kind: str, params, value_bytes=4) -> OpCost:
     n = _check.size("params", params, 0)
     vb = _check.value_bytes(value_bytes)
     ops, depth, tensors = RULES[kind]
+    if kind == "lamb" and n:
+        depth += clog2(n)
     return OpCost(f"{kind}_update", Cost(flop=ops * n, depth=depth if n else 0, bytes=tensors * vb * n),
-                  source="paper §2.2 Table 3; Kingma & Ba 2015; Loshchilov & Hutter 2019")
+                  source="paper §2.2 Table 3; Kingma & Ba 2015; Loshchilov & Hutter 2019; You et al. 2020")

@@ -14,6 +14,7 @@ import pandas as pd
 import sympy as sp
 
 from ..models.channel_split import is_channel_split, replicated
+from ..ops.optimizer import RULES
 from ..units import dtype_bytes
 from . import _f, device, gemm_coeffs, roofline, roofline_coeffs
 from .layers import attention_kernels, conv_coeffs
@@ -22,7 +23,7 @@ from .recurrent import rnn_parts
 
 PASSES = ("forward", "grad_input", "grad_weight")
 VIEWS = ("flatten", "reshape", "select")
-UPDATE_BYTES_PER_PARAM = {"sgd": 3, "momentum": 5, "adam": 7, "adamw": 7}  # tensors read + written
+UPDATE_BYTES_PER_PARAM = {k: rule[2] for k, rule in RULES.items()}  # tensors read + written per parameter
 
 
 def _num(e) -> float:

@@ -1,6 +1,6 @@
 """Data-parallel scaling and pipeline speedups against :func:`~concurrency_model.parallel.estimate.estimate`.
 
-Four published sets (``data/``; origins in ``data/SOURCES.md``), each compared on what it publishes:
+Five published sets (``data/``; origins in ``data/SOURCES.md``), each compared on what it publishes:
 
 * ``tf_cnn_benchmarks``: images/s of InceptionV3, ResNet-50, ResNet-152, AlexNet and VGG16 on 1 to 8 GPUs
   of a DGX-1 (P100), of GCE and EC2 8 x K80 instances, and on 1 to 64 K80s over 10 GbE (TensorFlow
@@ -12,6 +12,9 @@ Four published sets (``data/``; origins in ``data/SOURCES.md``), each compared o
 * ``dle_resnet50``: ResNet-50 v1.5 (torchvision's ``resnet50``) images/s on 1 to 16 GPUs of DGX-1 (V100),
   DGX-2 and DGX A100, FP32 / TF32 and mixed precision, from NVIDIA DeepLearningExamples' README tables;
   only the tables that state the batch per GPU (the TensorFlow ones, run with XLA) can be predicted.
+* ``dle_bert``: BERT-large pre-training sequences/s (sequence 128 and 512) from the same READMEs' PyTorch,
+  TensorFlow, TensorFlow 2 and PaddlePaddle tables: 1 to 16 GPUs of DGX-1, DGX-2 and DGX A100 and 1 to 32
+  DGX A100 nodes, with the tables' micro-batches and gradient-accumulation steps (:func:`bert_scenario`).
 
 Every row is mapped by one rule per set (:data:`ASSUMPTIONS`), never per row; the systems are cluster
 objects built from the device presets and the sources' descriptions (:func:`systems`). Nothing is fitted
@@ -52,10 +55,11 @@ import pandas as pd
 
 from ..cluster import load_cluster, tier_from_dict
 from .scaling_data import (ASSUMPTIONS, DATASETS, FILES, METRIC, PS_PENDING, SCHEMAS,  # noqa: F401 (re-exported)
-                           TARGETS, _pcie, all_rows, dle_rows, horovod_rows, pcie_efficiency, systems, tf_cnn_rows,
-                           torchgpipe_rows)
+                           TARGETS, _pcie, all_rows, dle_bert_rows, dle_rows, horovod_rows, pcie_efficiency, systems,
+                           tf_cnn_rows, torchgpipe_rows)
 
-__all__ = ["ASSUMPTIONS", "DATASETS", "FILES", "METRIC", "SCHEMAS", "TARGETS", "all_rows", "dle_rows", "horovod_rows",
+__all__ = ["ASSUMPTIONS", "DATASETS", "FILES", "METRIC", "SCHEMAS", "TARGETS", "all_rows", "bert_scenario",
+           "dle_bert_rows", "dle_rows", "horovod_rows",
            "pcie_efficiency", "systems", "tf_cnn_rows", "torchgpipe_rows", "scenario", "step", "throughput",
            "efficiency", "ps_sync_seconds", "ps_throughput", "evaluate", "summary"]
 
@@ -239,6 +243,24 @@ def _predict_dle(r: dict) -> dict:
             "data_parallel_exposed_s": bd["data_parallel_exposed_s"]}
 
 
+def bert_scenario(cluster, gpus: int, seq_len: int, microbatch: int, microbatches: int, dtype: str) -> dict:
+    """BERT-large pre-training (both heads, LAMB) data parallel over ``gpus`` with ``microbatches``
+    gradient-accumulation steps of ``microbatch`` sequences per GPU."""
+    return {"model": {"name": "bert-large", "seq_len": int(seq_len), "head": "pretraining"}, "cluster": cluster,
+            "parallel": {"data": int(gpus), "microbatch_size": int(microbatch),
+                         "global_batch": int(microbatch * microbatches * gpus)},
+            "training": {"dtype": dtype, "optimizer": "lamb", "recompute": "none", "overlap": True}}
+
+
+def _predict_dle_bert(r: dict) -> dict:
+    spec = bert_scenario(_dle_cluster(r["system"]), r["gpus"], r["seq_len"], r["batch_per_gpu"], r["microbatches"],
+                         r["dtype"])
+    t, bd, note = step(spec)
+    thr = spec["parallel"]["global_batch"] / t
+    return {"status": "ok", "reason": "", "predicted": thr, "note": note, **_throughput_band(thr, bd, t),
+            "compute_s": bd["compute_s"], "data_parallel_exposed_s": bd["data_parallel_exposed_s"]}
+
+
 @lru_cache(maxsize=None)
 def _dle_cluster(name: str):
     from .training import DGX2, _dgx_a100_40gb
@@ -247,7 +269,7 @@ def _dle_cluster(name: str):
 
 
 PREDICT = {"tf_cnn_benchmarks": _predict_tf, "torchgpipe": _predict_gpipe, "horovod": _predict_horovod,
-           "dle_resnet50": _predict_dle}
+           "dle_resnet50": _predict_dle, "dle_bert": _predict_dle_bert}
 
 
 def _predict(r: dict) -> dict:
@@ -285,7 +307,7 @@ def _efficiencies(res: pd.DataFrame) -> pd.DataFrame:
     system, update, model, batch, data and precision, which separates the scaling from the one-GPU error."""
     res = res.assign(measured_efficiency=np.nan, predicted_efficiency=np.nan)
     keys = [k for k in ("dataset", "group", "model", "batch_per_gpu", "data", "dtype") if k in res]
-    imgs = res[res["dataset"].isin(["tf_cnn_benchmarks", "dle_resnet50"]) & (res["status"] == "ok")]
+    imgs = res[res["dataset"].isin(["tf_cnn_benchmarks", "dle_resnet50", "dle_bert"]) & (res["status"] == "ok")]
     for _, g in imgs.groupby(keys, dropna=False):
         one = g[g["gpus"] == 1]
         if len(one):

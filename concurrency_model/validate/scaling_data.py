@@ -11,9 +11,10 @@ import pandas as pd
 from .. import datasets
 from ..cluster import load_cluster
 
-DATASETS = ("tf_cnn_benchmarks", "torchgpipe", "horovod", "dle_resnet50")
+DATASETS = ("tf_cnn_benchmarks", "torchgpipe", "horovod", "dle_resnet50", "dle_bert")
 FILES = {"tf_cnn_benchmarks": "tf_cnn_benchmarks_dp_scaling_2017", "torchgpipe": "torchgpipe_pipeline_speed",
-         "horovod": "horovod_docs_scaling_efficiency", "dle_resnet50": "nvidia_dle_training_perf_long"}
+         "horovod": "horovod_docs_scaling_efficiency", "dle_resnet50": "nvidia_dle_training_perf_long",
+         "dle_bert": "nvidia_dle_training_perf_long"}
 SOURCE = ("source_repo", "source_path", "source_commit")
 SCHEMAS = {  # file stem -> (numeric columns, other required columns, optional numeric columns)
     FILES["tf_cnn_benchmarks"]: (("num_gpus", "batch_size_per_gpu"),
@@ -29,7 +30,8 @@ SCHEMAS = {  # file stem -> (numeric columns, other required columns, optional n
                              "source_repo", "source_commit"), ()),
 }
 METRIC = {"tf_cnn_benchmarks": ("images/s", "images per second"), "torchgpipe": ("speedup", "x over one GPU"),
-          "horovod": ("efficiency", "% scaling efficiency"), "dle_resnet50": ("images/s", "images per second")}
+          "horovod": ("efficiency", "% scaling efficiency"), "dle_resnet50": ("images/s", "images per second"),
+          "dle_bert": ("sequences/s", "sequences per second")}
 # issue 5: images/s median APE <= 15%; every torchgpipe speedup within 15%; every Horovod efficiency within
 # 10 percentage points
 TARGETS = {"tf_cnn_benchmarks": ("median_ape", 15.0), "torchgpipe": ("max_ape", 15.0),
@@ -59,6 +61,15 @@ ASSUMPTIONS = {
                     "dgx1-v100 preset (V100-SXM2-32GB; the 16 GB boards differ in memory only), DGX-2 = the "
                     "cluster of validate.training, DGX A100 80GB = dgx-a100, 40GB = dgx-a100 with "
                     "a100-sxm4-40gb; XLA fusion and the input pipeline are not modelled",
+    "dle_bert": "bert-large with the pre-training heads (masked-LM decoder on every position, next-sentence "
+                "classifier; Devlin et al. 2019), padded to the table's sequence length; FP32 -> fp32, TF32 -> "
+                "tf32, FP16 / mixed precision -> fp16; LAMB; micro-batch and gradient-accumulation steps of "
+                "the table (micro-batch = accumulated batch per GPU / steps where the table gives it; where "
+                "it gives neither that nor a global batch, its 'Batch size / GPU' is the accumulated one); "
+                "data parallel over "
+                "nodes x GPUs per node, all-reduce overlapped with the last micro-batch's backward; systems "
+                "as dle_resnet50, multi-node DGX A100 = dgx-a100 nodes on their 8 HDR NICs; DGX-2H (V100 at "
+                "450 W) has no preset; framework, fused kernels, XLA and unpadding are not modelled",
 }
 
 # --- systems ------------------------------------------------------------------------------------------------
@@ -238,6 +249,8 @@ DLE_DTYPE = {"FP32": "fp32", "TF32": "tf32", "mixed precision": "fp16"}
 
 def _dle_system(heading) -> str | None:
     h = str(heading)
+    if "DGX-2H" in h:
+        return None  # V100 at 450 W: no preset
     if "DGX A100" in h:
         return "dgx-a100-40gb" if "40GB" in h else "dgx-a100"
     return "dgx1-v100" if "DGX-1" in h else "dgx-2" if "DGX-2" in h else None
@@ -288,5 +301,81 @@ def dle_rows() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+BERT_DIR = "LanguageModeling/BERT"
+BERT_GPUS_PER_NODE = {"dgx-a100": 8, "dgx-a100-40gb": 8, "dgx1-v100": 8, "dgx-2": 16}
+_PRECISION = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "mixed precision": "fp16"}
+
+
+def _precisions(column: str) -> list[str]:
+    """The precisions a paired column lists, in order: ``Batch size / GPU (TF32 and FP16)`` ->
+    ``["tf32", "fp16"]``, ``Batch size / GPU: mixed precision, FP32`` -> ``["fp16", "fp32"]``."""
+    tail = re.split(r"[(:]", column, maxsplit=1)[-1].lower()
+    return [_PRECISION[m] for m in re.findall(r"mixed precision|fp32|tf32|fp16", tail)]
+
+
+def _pair(cells: dict, prefix: str, dtype: str) -> float | None:
+    """The value for ``dtype`` of the paired cell whose column starts with ``prefix`` (``"128 and 256"``,
+    ``"60 , 32"``)."""
+    col = next((c for c in cells if c.startswith(prefix)), None)
+    if col is None:
+        return None
+    values = re.findall(r"\d+", str(cells[col]))
+    order = _precisions(col)
+    return float(values[order.index(dtype)]) if dtype in order and len(values) == len(order) else None
+
+
+def dle_bert_rows() -> pd.DataFrame:
+    """NVIDIA DeepLearningExamples BERT-large pre-training tables (PyTorch, TensorFlow, TensorFlow 2,
+    PaddlePaddle; DGX-1, DGX-2, DGX A100; 1 GPU to 32 nodes): one row per sequences/s cell.
+
+    >>> df = dle_bert_rows()
+    >>> len(df), int((df["reason"] == "").sum())
+    (212, 179)
+    """
+    df = _read("dle_bert")
+    df = df[(df["model_dir"] == BERT_DIR) & df["section_heading"].str.contains("Pre-training", case=False)]
+    rows = []
+    for (readme, table, _), g in df.groupby(["readme", "table_index", "row_index"], sort=False):
+        cells = dict(zip(g["column"], g["value_as_published"]))
+        heading = g["section_heading"].iloc[0]
+        framework = readme.split("/")[0]
+        system = _dle_system(heading)
+        nodes = pd.to_numeric(cells.get("Nodes", cells.get("Num Nodes", 1)), errors="coerce")
+        per_node = pd.to_numeric(cells.get("GPUs / node", np.nan), errors="coerce")
+        if pd.isna(per_node) and ("Nodes" in cells or "Num Nodes" in cells):
+            per_node = BERT_GPUS_PER_NODE.get(system, np.nan)
+        gpus = nodes * per_node if not pd.isna(per_node) else pd.to_numeric(cells.get("GPUs"), errors="coerce")
+        seq = int(next(v for c, v in cells.items() if c.lower() == "sequence length"))
+        global_batch = any(c.startswith("Global Batch") for c in cells)
+        for i, r in g[g["column"].str.contains("Throughput") & ~g["column"].str.contains("speedup")].iterrows():
+            found = re.findall(r"mixed precision|fp32|tf32|fp16", r["column"].lower())
+            dtype = _PRECISION[found[0]] if found else None
+            value = re.match(r"\s*([\d.]+)", str(r["value_as_published"]))
+            batch = _pair(cells, "Batch size / GPU", dtype) if dtype else None
+            steps = _pair(cells, "Accumulation steps", dtype) or _pair(cells, "Gradient Accumulation", dtype)
+            accumulated = _pair(cells, "Accumulated Batch size / GPU", dtype) if dtype else None
+            # the accumulated batch and the steps are the run's settings (the PyTorch and Paddle tables
+            # print 126 for 8192 / 64 = 128); with a global batch the per-GPU one is the micro-batch; with
+            # neither, 'Batch size / GPU' is the accumulated batch (4096 sequences at once would not fit)
+            micro = (accumulated / steps if accumulated and steps else batch if global_batch or not (batch and steps)
+                     else batch / steps)
+            why = (f"not mappable: no precision in {r['column']!r}" if dtype is None else
+                   "not mappable: no sequences/s published" if value is None else
+                   f"not mappable: no preset for {heading!r}" if system is None else
+                   "not mappable: no GPU count" if pd.isna(gpus) else
+                   "not mappable: no batch per GPU or accumulation steps" if not (batch and steps) else
+                   "not mappable: accumulated batch / accumulation steps not a whole number (as published)"
+                   if micro != int(micro) else "")
+            rows.append({"dataset": "dle_bert", "source_row": i + 2, "model": "BERT-large", "zoo_model": "bert-large",
+                         "system": system, "gpus": 0 if pd.isna(gpus) else int(gpus),
+                         "batch_per_gpu": int(micro) if not why else None, "microbatches": int(steps or 0),
+                         "seq_len": seq, "dtype": dtype, "sync": "allreduce",
+                         "measured": float(value.group(1)) if value else np.nan,
+                         "label": f"{framework} {dtype} seq {seq}, {'' if pd.isna(gpus) else int(gpus)} GPUs",
+                         "group": f"{framework} {system} table {table} seq {seq}", "reason": why})
+    return pd.DataFrame(rows)
+
+
 def all_rows() -> pd.DataFrame:
-    return pd.concat([tf_cnn_rows(), torchgpipe_rows(), horovod_rows(), dle_rows()], ignore_index=True)
+    return pd.concat([tf_cnn_rows(), torchgpipe_rows(), horovod_rows(), dle_rows(), dle_bert_rows()],
+                     ignore_index=True)
