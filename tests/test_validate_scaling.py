@@ -17,13 +17,14 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 # the all-reduce rows (replicated, distributed_replicated) and the parameter-server rows (predicted only when
 # concurrency_model.parallel.distribution is there).
 CURRENT_MEDIAN_APE = {"tf_cnn_allreduce": 116.9, "tf_cnn_parameter_server": 84.7, "torchgpipe": 9.1,
-                      "horovod": 7.9, "dle_resnet50": 13.2, "dle_bert": 28.6}
+                      "horovod": 7.9, "dle_resnet50": 13.2, "dle_resnext101": 14.1, "dle_bert": 28.6}
 MARGIN = 3.0
 FILES = {"tf_cnn_benchmarks": "tf_cnn_benchmarks_dp_scaling_2017.csv", "torchgpipe": "torchgpipe_pipeline_speed.csv",
          "horovod": "horovod_docs_scaling_efficiency.csv", "dle_resnet50": "nvidia_dle_training_perf_long.csv",
-         "dle_bert": "nvidia_dle_training_perf_long.csv"}
+         "dle_resnext101": "nvidia_dle_training_perf_long.csv", "dle_bert": "nvidia_dle_training_perf_long.csv"}
 LOADERS = {"tf_cnn_benchmarks": vs.tf_cnn_rows, "torchgpipe": vs.torchgpipe_rows, "horovod": vs.horovod_rows,
-           "dle_resnet50": vs.dle_rows, "dle_bert": vs.dle_bert_rows}
+           "dle_resnet50": vs.dle_rows, "dle_resnext101": lambda: vs.dle_rows("dle_resnext101"),
+           "dle_bert": vs.dle_bert_rows}
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +94,17 @@ def test_dle_rows_mapped_by_rule():
     assert (df["reason"] == "not mappable: the table gives no batch per GPU").sum() == 42
     from concurrency_model.validate.scaling_data import _dle_batch
     assert _dle_batch("256", "tf32") == 256 and _dle_batch("128 (FP32) / 256 (AMP)", "fp16") == 256
+
+
+def test_dle_resnext_rows_mapped_by_rule():
+    df = vs.dle_rows("dle_resnext101")
+    ok = df[df["reason"] == ""]
+    assert len(ok) == 12 and set(ok["zoo_model"]) == {"resnext101_32x4d"}
+    # TensorFlow, DGX A100 40GB: "128 (TF) / 256 (AMP)", TF32 + XLA on one GPU 371 img/s
+    r = ok[(ok["system"] == "dgx-a100-40gb") & (ok["gpus"] == 1) & (ok["dtype"] == "tf32")].iloc[0]
+    assert (r["batch_per_gpu"], r["measured"]) == (128, 371.0)
+    from concurrency_model.validate.scaling_data import _dle_batch
+    assert _dle_batch("128 (TF) / 256 (AMP)", "tf32") == 128 and _dle_batch("128 (TF) / 256 (AMP)", "fp32") is None
 
 
 def test_dle_bert_rows_mapped_by_rule():
@@ -185,7 +197,7 @@ def test_error_does_not_get_worse(result):
     tf = ok[ok["dataset"] == "tf_cnn_benchmarks"]
     ps = tf["sync"].str.startswith("parameter_server")
     median = {"tf_cnn_allreduce": tf.loc[~ps, "ape"].median(), "tf_cnn_parameter_server": tf.loc[ps, "ape"].median(),
-              **{k: s[k]["median_ape"] for k in ("torchgpipe", "horovod", "dle_resnet50", "dle_bert")}}
+              **{k: s[k]["median_ape"] for k in ("torchgpipe", "horovod", "dle_resnet50", "dle_resnext101", "dle_bert")}}
     for name, current in CURRENT_MEDIAN_APE.items():
         if name == "tf_cnn_parameter_server" and not ps.any():
             continue  # pending

@@ -19,6 +19,7 @@ TORCHVISION = {  # name: (parameters, GFLOPS = multiply-adds / 1e9)
     "densenet121": (7_978_856, 2.83),
     "mobilenet_v2": (3_504_872, 0.30),
     "resnet152": (60_192_808, 11.51),
+    "resnext50_32x4d": (25_028_904, 4.23),
     "vit_b_16": (86_567_656, 17.56),
 }
 
@@ -33,6 +34,7 @@ def test_torchvision_params_exact_and_macs_within_3pct(name):
 
 @pytest.mark.parametrize("name, params", [
     ("resnet101", 44_549_160),  # torchvision docs
+    ("resnext101_32x4d", 44_177_704),  # timm resnext101_32x4d (44.18M); DeepLearningExamples' ResNeXt-101
     ("gpt2", 124_439_808),  # Hugging Face gpt2 (tied lm_head)
     ("bert-base", 109_482_240),  # bert-base-uncased with pooler
     ("bert-large", 335_141_888),  # bert-large-uncased with pooler

@@ -28,6 +28,8 @@ IMAGE_MODELS: dict[str, Callable] = {
     "resnet50": partial(cnn.resnet, blocks=(3, 4, 6, 3)),
     "resnet101": partial(cnn.resnet, blocks=(3, 4, 23, 3)),
     "resnet152": partial(cnn.resnet, blocks=(3, 8, 36, 3)),
+    "resnext50_32x4d": partial(cnn.resnet, blocks=(3, 4, 6, 3), groups=32, width_per_group=4),
+    "resnext101_32x4d": partial(cnn.resnet, blocks=(3, 4, 23, 3), groups=32, width_per_group=4),
     "densenet121": cnn.densenet121,
     "mobilenet_v2": cnn.mobilenet_v2,
     "vit_b_16": transformer.vit,

@@ -102,17 +102,22 @@ def googlenet(b: Builder, image_size: int = 224, classes: int = 1000) -> str:
     return b.linear(b.dropout(x), classes, name="fc")
 
 
-def _bottleneck(b: Builder, x, width, stride, downsample, name):
+def _bottleneck(b: Builder, x, planes, stride, downsample, name, groups=1, width_per_group=64):
+    width = planes * width_per_group // 64 * groups  # torchvision Bottleneck
     with b.scope(name):
         out = _conv_bn_relu(b, x, width, 1, name="conv1")
-        out = _conv_bn_relu(b, out, width, 3, stride, 1, name="conv2")
-        out = _conv_bn_relu(b, out, width * 4, 1, act=None, name="conv3")
-        sc = _conv_bn_relu(b, x, width * 4, 1, stride, act=None, name="downsample") if downsample else x
+        out = _conv_bn_relu(b, out, width, 3, stride, 1, groups=groups, name="conv2")
+        out = _conv_bn_relu(b, out, planes * 4, 1, act=None, name="conv3")
+        sc = _conv_bn_relu(b, x, planes * 4, 1, stride, act=None, name="downsample") if downsample else x
         return b.relu(b.add(out, sc))
 
 
-def resnet(b: Builder, blocks=(3, 4, 6, 3), image_size: int = 224, classes: int = 1000) -> str:
-    """torchvision ResNet with bottleneck blocks (He et al. 2016; v1.5: stride in the 3x3 conv)."""
+def resnet(b: Builder, blocks=(3, 4, 6, 3), image_size: int = 224, classes: int = 1000, groups: int = 1,
+           width_per_group: int = 64) -> str:
+    """torchvision ResNet with bottleneck blocks (He et al. 2016; v1.5: stride in the 3x3 conv); with
+    ``groups`` and ``width_per_group`` ResNeXt (Xie et al. 2017: the 3x3 convolution of a block in
+    ``groups`` groups of ``width_per_group`` x planes / 64 channels; 32x4d: 32 groups of 4 at the first
+    stage)."""
     x = b.input((3, image_size, image_size))
     x = _conv_bn_relu(b, x, 64, 7, 2, 3, name="conv1")
     x = b.maxpool(x, 3, 2, 1)
@@ -120,7 +125,8 @@ def resnet(b: Builder, blocks=(3, 4, 6, 3), image_size: int = 224, classes: int 
     for stage, (n, width) in enumerate(zip(blocks, (64, 128, 256, 512)), start=1):
         for i in range(n):
             stride = 2 if stage > 1 and i == 0 else 1
-            x = _bottleneck(b, x, width, stride, i == 0 and (stride != 1 or c_in != width * 4), f"layer{stage}.{i}")
+            x = _bottleneck(b, x, width, stride, i == 0 and (stride != 1 or c_in != width * 4), f"layer{stage}.{i}",
+                            groups, width_per_group)
             c_in = width * 4
     x = b.flatten(b.adaptive_avgpool(x, 1))
     return b.linear(x, classes, name="fc")

@@ -4,7 +4,7 @@ Datasets (:func:`names`): ``deepbench-gemm``, ``deepbench-conv``, ``deepbench-rn
 :mod:`.kernels`); ``deepbench-allreduce``, ``nccl-tests-allreduce`` (all-reduce times, :mod:`.collectives`,
 sizes >= 64 KiB); ``vtrain-single``, ``vtrain-multi``, ``megatron-2020``, ``megatron-2021``,
 ``narayanan2021-table2`` (training iterations, :mod:`.training`); ``tf-cnn-benchmarks``, ``torchgpipe``,
-``horovod``, ``dle-resnet50``, ``dle-bert`` (data-parallel images/s and sequences/s, pipeline speedups,
+``horovod``, ``dle-resnet50``, ``dle-resnext101``, ``dle-bert`` (data-parallel images/s and sequences/s, pipeline speedups,
 512-GPU scaling efficiency, :mod:`.scaling`); and one per run of the toolkit's own calibration under ``data/measured/``
 (``measured-compute-HOST-DATE``, ``measured-network-HOST-BACKEND-DATE``).
 

@@ -1,6 +1,6 @@
 """Data-parallel scaling and pipeline speedups against :func:`~concurrency_model.parallel.estimate.estimate`.
 
-Five published sets (``data/``; origins in ``data/SOURCES.md``), each compared on what it publishes:
+Six published sets (``data/``; origins in ``data/SOURCES.md``), each compared on what it publishes:
 
 * ``tf_cnn_benchmarks``: images/s of InceptionV3, ResNet-50, ResNet-152, AlexNet and VGG16 on 1 to 8 GPUs
   of a DGX-1 (P100), of GCE and EC2 8 x K80 instances, and on 1 to 64 K80s over 10 GbE (TensorFlow
@@ -12,6 +12,7 @@ Five published sets (``data/``; origins in ``data/SOURCES.md``), each compared o
 * ``dle_resnet50``: ResNet-50 v1.5 (torchvision's ``resnet50``) images/s on 1 to 16 GPUs of DGX-1 (V100),
   DGX-2 and DGX A100, FP32 / TF32 and mixed precision, from NVIDIA DeepLearningExamples' README tables;
   only the tables that state the batch per GPU (the TensorFlow ones, run with XLA) can be predicted.
+* ``dle_resnext101``: ResNeXt-101 32x4d images/s from the same READMEs (grouped convolutions), same rule.
 * ``dle_bert``: BERT-large pre-training sequences/s (sequence 128 and 512) from the same READMEs' PyTorch,
   TensorFlow, TensorFlow 2 and PaddlePaddle tables: 1 to 16 GPUs of DGX-1, DGX-2 and DGX A100 and 1 to 32
   DGX A100 nodes, with the tables' micro-batches and gradient-accumulation steps (:func:`bert_scenario`).
@@ -269,7 +270,7 @@ def _dle_cluster(name: str):
 
 
 PREDICT = {"tf_cnn_benchmarks": _predict_tf, "torchgpipe": _predict_gpipe, "horovod": _predict_horovod,
-           "dle_resnet50": _predict_dle, "dle_bert": _predict_dle_bert}
+           "dle_resnet50": _predict_dle, "dle_resnext101": _predict_dle, "dle_bert": _predict_dle_bert}
 
 
 def _predict(r: dict) -> dict:
@@ -307,7 +308,8 @@ def _efficiencies(res: pd.DataFrame) -> pd.DataFrame:
     system, update, model, batch, data and precision, which separates the scaling from the one-GPU error."""
     res = res.assign(measured_efficiency=np.nan, predicted_efficiency=np.nan)
     keys = [k for k in ("dataset", "group", "model", "batch_per_gpu", "data", "dtype") if k in res]
-    imgs = res[res["dataset"].isin(["tf_cnn_benchmarks", "dle_resnet50", "dle_bert"]) & (res["status"] == "ok")]
+    imgs = res[res["dataset"].isin(["tf_cnn_benchmarks", "dle_resnet50", "dle_resnext101", "dle_bert"])
+               & (res["status"] == "ok")]
     for _, g in imgs.groupby(keys, dropna=False):
         one = g[g["gpus"] == 1]
         if len(one):

@@ -11,10 +11,10 @@ import pandas as pd
 from .. import datasets
 from ..cluster import load_cluster
 
-DATASETS = ("tf_cnn_benchmarks", "torchgpipe", "horovod", "dle_resnet50", "dle_bert")
+DATASETS = ("tf_cnn_benchmarks", "torchgpipe", "horovod", "dle_resnet50", "dle_resnext101", "dle_bert")
 FILES = {"tf_cnn_benchmarks": "tf_cnn_benchmarks_dp_scaling_2017", "torchgpipe": "torchgpipe_pipeline_speed",
          "horovod": "horovod_docs_scaling_efficiency", "dle_resnet50": "nvidia_dle_training_perf_long",
-         "dle_bert": "nvidia_dle_training_perf_long"}
+         "dle_resnext101": "nvidia_dle_training_perf_long", "dle_bert": "nvidia_dle_training_perf_long"}
 SOURCE = ("source_repo", "source_path", "source_commit")
 SCHEMAS = {  # file stem -> (numeric columns, other required columns, optional numeric columns)
     FILES["tf_cnn_benchmarks"]: (("num_gpus", "batch_size_per_gpu"),
@@ -31,7 +31,7 @@ SCHEMAS = {  # file stem -> (numeric columns, other required columns, optional n
 }
 METRIC = {"tf_cnn_benchmarks": ("images/s", "images per second"), "torchgpipe": ("speedup", "x over one GPU"),
           "horovod": ("efficiency", "% scaling efficiency"), "dle_resnet50": ("images/s", "images per second"),
-          "dle_bert": ("sequences/s", "sequences per second")}
+          "dle_resnext101": ("images/s", "images per second"), "dle_bert": ("sequences/s", "sequences per second")}
 # issue 5: images/s median APE <= 15%; every torchgpipe speedup within 15%; every Horovod efficiency within
 # 10 percentage points
 TARGETS = {"tf_cnn_benchmarks": ("median_ape", 15.0), "torchgpipe": ("max_ape", 15.0),
@@ -61,6 +61,8 @@ ASSUMPTIONS = {
                     "dgx1-v100 preset (V100-SXM2-32GB; the 16 GB boards differ in memory only), DGX-2 = the "
                     "cluster of validate.training, DGX A100 80GB = dgx-a100, 40GB = dgx-a100 with "
                     "a100-sxm4-40gb; XLA fusion and the input pipeline are not modelled",
+    "dle_resnext101": "resnext101_32x4d (torchvision's ResNeXt bottleneck with 32 groups of 4 channels at the "
+                      "first stage, Xie et al. 2017; 44,177,704 parameters); otherwise as dle_resnet50",
     "dle_bert": "bert-large with the pre-training heads (masked-LM decoder on every position, next-sentence "
                 "classifier; Devlin et al. 2019), padded to the table's sequence length; FP32 -> fp32, TF32 -> "
                 "tf32, FP16 / mixed precision -> fp16; LAMB; micro-batch and gradient-accumulation steps of "
@@ -257,25 +259,35 @@ def _dle_system(heading) -> str | None:
 
 
 def _dle_batch(cell, dtype: str) -> int | None:
-    """``256`` or ``128 (FP32) / 256 (AMP)`` -> the batch per GPU of ``dtype``."""
+    """``256`` or ``128 (FP32) / 256 (AMP)`` -> the batch per GPU of ``dtype`` (``(TF)``: TF32, in the
+    tables whose throughput columns say TF32)."""
     if not isinstance(cell, str):
         return None
-    per = dict((k, int(v)) for v, k in re.findall(r"(\d+)\s*\((FP32|TF32|AMP)\)", cell))
+    per = dict((k.replace("TF32", "TF"), int(v)) for v, k in re.findall(r"(\d+)\s*\((FP32|TF32|TF|AMP)\)", cell))
     if per:
-        return per.get({"fp16": "AMP", "fp32": "FP32", "tf32": "TF32"}[dtype])
+        return per.get({"fp16": "AMP", "fp32": "FP32", "tf32": "TF"}[dtype])
     return int(cell) if cell.strip().isdigit() else None
 
 
-def dle_rows() -> pd.DataFrame:
-    """NVIDIA DeepLearningExamples ResNet-50 v1.5 training tables: one row per images/s cell (``source_row``
-    is the cell's line in the long file); cells without a batch per GPU in their table kept with ``reason``.
+DLE_CNNS = {"dle_resnet50": (DLE_MODEL_DIRS, "ResNet-50 v1.5", "resnet50"),
+            "dle_resnext101": (("resnext101-32x4d",), "ResNeXt-101 32x4d", "resnext101_32x4d")}
+
+
+def dle_rows(dataset: str = "dle_resnet50") -> pd.DataFrame:
+    """NVIDIA DeepLearningExamples training tables of a CNN (:data:`DLE_CNNS`: ResNet-50 v1.5, ResNeXt-101
+    32x4d): one row per images/s cell (``source_row`` is the cell's line in the long file); cells without
+    a batch per GPU in their table kept with ``reason``.
 
     >>> df = dle_rows()
     >>> len(df), int((df["reason"] == "").sum())
     (56, 12)
+    >>> df = dle_rows("dle_resnext101")
+    >>> len(df), int((df["reason"] == "").sum())
+    (24, 12)
     """
-    df = _read("dle_resnet50")
-    df = df[df["model_dir"].str.split("/").str[-1].isin(DLE_MODEL_DIRS)]
+    dirs, model, zoo = DLE_CNNS[dataset]
+    df = _read(dataset)
+    df = df[df["model_dir"].str.split("/").str[-1].isin(dirs)]
     rows = []
     for (readme, _, _), g in df.groupby(["readme", "table_index", "row_index"], sort=False):
         cells = dict(zip(g["column"], g["value_as_published"]))
@@ -292,8 +304,8 @@ def dle_rows() -> pd.DataFrame:
                    f"not mappable: no system for {g['section_heading'].iloc[0]!r}" if system is None else
                    "not mappable: no GPU count" if pd.isna(gpus) else
                    "not mappable: the table gives no batch per GPU" if batch is None else "")
-            rows.append({"dataset": "dle_resnet50", "source_row": i + 2, "model": "ResNet-50 v1.5",
-                         "zoo_model": "resnet50", "system": system, "gpus": 0 if pd.isna(gpus) else int(gpus),
+            rows.append({"dataset": dataset, "source_row": i + 2, "model": model,
+                         "zoo_model": zoo, "system": system, "gpus": 0 if pd.isna(gpus) else int(gpus),
                          "batch_per_gpu": batch, "dtype": dtype, "sync": "allreduce",
                          "measured": float(value.group(1)) if value else np.nan,
                          "label": f"{readme.split('/')[0]} {r['column']}, {cells.get('GPUs')} GPUs",
@@ -377,5 +389,5 @@ def dle_bert_rows() -> pd.DataFrame:
 
 
 def all_rows() -> pd.DataFrame:
-    return pd.concat([tf_cnn_rows(), torchgpipe_rows(), horovod_rows(), dle_rows(), dle_bert_rows()],
-                     ignore_index=True)
+    return pd.concat([tf_cnn_rows(), torchgpipe_rows(), horovod_rows(), dle_rows(), dle_rows("dle_resnext101"),
+                      dle_bert_rows()], ignore_index=True)
