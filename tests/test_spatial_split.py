@@ -107,6 +107,14 @@ def test_memory_and_gradients():
     assert two.breakdown["data_parallel_comm_s"] == pytest.approx(one.breakdown["data_parallel_comm_s"], rel=1e-9)
 
 
+def test_the_output_names_the_split():
+    assert run().to_dict()["parallel"]["context_split"] == "rows"
+    assert "context_split" not in run(context=1, data=2, global_batch=16).to_dict()["parallel"]
+    gpt = estimate({"model": "gpt2", "cluster": "dgx-a100", "parallel": {"context": 2, "microbatch_size": 1,
+                                                                          "global_batch": 1}})
+    assert gpt.to_dict()["parallel"]["context_split"] == "sequence"
+
+
 def test_estimate_the_expression_and_the_sweep_agree():
     sc = copy.deepcopy(BASE)
     sc["model"] = "resnet50"

@@ -18,7 +18,8 @@ def run(a) -> dict:
 
 def show(out: dict) -> None:
     p = out["parallel"]
-    ctx = f" x context {p['context']} ({p['context_algorithm']})" if p.get("context", 1) > 1 else ""
+    how = "rows, halo exchange" if p.get("context_split") == "rows" else p.get("context_algorithm")
+    ctx = f" x context {p['context']} ({how})" if p.get("context", 1) > 1 else ""
     fc = " (fully connected layers only)" if p.get("tensor_layers") == "fc" and p["tensor"] > 1 else ""
     print(f"step {out['step_time_s']:.4g} s (80% band {out['step_time_p10_s']:.4g}-{out['step_time_p90_s']:.4g}) on "
           f"{out['gpus']} devices (data {p['data']} x tensor {p['tensor']}{fc} x pipeline {p['pipeline']}{ctx}, "

@@ -92,6 +92,7 @@ class Estimate:
     scenario: Scenario = field(repr=False)
     stages: list = field(default_factory=list, repr=False)
     run: dict | None = None  # steps, days, GPU-hours, cost, energy of the scenario's run, if it has one
+    context_split: str = ""  # with context > 1: "rows" of a CNN's feature maps or the "sequence" of a transformer
 
     def to_dict(self) -> dict:
         return {"step_time_s": self.step_time_s, "step_time_p10_s": self.step_time_p10_s,
@@ -99,7 +100,9 @@ class Estimate:
                 "flop_per_step": self.flop_per_step, "achieved_flops_per_device": self.achieved_flops_per_device,
                 "memory_bytes_per_device": self.memory_bytes_per_device, "breakdown": self.breakdown,
                 "memory": {k: v for k, v in self.memory.items() if k != "reason"}, "gpus": self.scenario.gpus,
-                "parallel": self.scenario.parallel, "training": self.scenario.training, **(self.run or {})}
+                "parallel": {**self.scenario.parallel, **({"context_split": self.context_split} if self.context_split
+                                                          else {})},
+                "training": self.scenario.training, **(self.run or {})}
 
     def to_frame(self) -> pd.DataFrame:
         return pd.DataFrame([{"component": k, "seconds": v} for k, v in self.breakdown.items()])
@@ -131,7 +134,8 @@ def estimate(scenario) -> Estimate:
                        float(sc.cluster.device.board_power_w), shape["s"] if shape else None)
     lo, hi = step_band(sc, w, stage, state, key)
     return Estimate(step, lo, hi, par["global_batch"] / step, model_flop, model_flop / step / sc.gpus,
-                    float(mem["total_bytes"]), breakdown, mem, sc, stage["stages"], run)
+                    float(mem["total_bytes"]), breakdown, mem, sc, stage["stages"], run,
+                    ("rows" if w.spatial else "sequence") if par["context"] > 1 else "")
 
 
 def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | None = None) -> tuple[float, float]:
