@@ -246,7 +246,7 @@ def horovod_rows() -> pd.DataFrame:
 
 
 DLE_MODEL_DIRS = ("RN50v1.5", "resnet50v1.5")  # ResNet-50 v1.5: stride 2 on the 3x3 conv, as torchvision
-DLE_DTYPE = {"FP32": "fp32", "TF32": "tf32", "mixed precision": "fp16"}
+PRECISION = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "mixed precision": "fp16"}  # the tables' names
 
 
 def _dle_system(heading) -> str | None:
@@ -295,7 +295,7 @@ def dle_rows(dataset: str = "dle_resnet50") -> pd.DataFrame:
         gpus = pd.to_numeric(cells.get("GPUs"), errors="coerce")
         for i, r in g[g["column"].str.startswith("Throughput - ")].iterrows():
             prec = r["column"][len("Throughput - "):]
-            dtype = next((v for k, v in DLE_DTYPE.items() if prec.startswith(k)), None)
+            dtype = next(iter(_precisions(prec)), None)
             value = re.match(r"\s*([\d.]+)", str(r["value_as_published"]))
             batch = _dle_batch(cells.get("Batch Size / GPU"), dtype) if dtype else None
             why = ("not mappable: sparsity (ASP) is not modelled" if "ASP" in prec else
@@ -315,14 +315,13 @@ def dle_rows(dataset: str = "dle_resnet50") -> pd.DataFrame:
 
 BERT_DIR = "LanguageModeling/BERT"
 BERT_GPUS_PER_NODE = {"dgx-a100": 8, "dgx-a100-40gb": 8, "dgx1-v100": 8, "dgx-2": 16}
-_PRECISION = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "mixed precision": "fp16"}
 
 
-def _precisions(column: str) -> list[str]:
-    """The precisions a paired column lists, in order: ``Batch size / GPU (TF32 and FP16)`` ->
-    ``["tf32", "fp16"]``, ``Batch size / GPU: mixed precision, FP32`` -> ``["fp16", "fp32"]``."""
-    tail = re.split(r"[(:]", column, maxsplit=1)[-1].lower()
-    return [_PRECISION[m] for m in re.findall(r"mixed precision|fp32|tf32|fp16", tail)]
+def _precisions(text: str) -> list[str]:
+    """The precisions ``text`` names, in order (FP32 -> fp32, TF32 -> tf32, FP16 / mixed precision -> fp16):
+    ``Batch size / GPU (TF32 and FP16)`` -> ``["tf32", "fp16"]``, ``Throughput - mixed precision + XLA`` ->
+    ``["fp16"]``."""
+    return [PRECISION[m] for m in re.findall(r"mixed precision|fp32|tf32|fp16", text.lower())]
 
 
 def _pair(cells: dict, prefix: str, dtype: str) -> float | None:
@@ -360,8 +359,7 @@ def dle_bert_rows() -> pd.DataFrame:
         seq = int(next(v for c, v in cells.items() if c.lower() == "sequence length"))
         global_batch = any(c.startswith("Global Batch") for c in cells)
         for i, r in g[g["column"].str.contains("Throughput") & ~g["column"].str.contains("speedup")].iterrows():
-            found = re.findall(r"mixed precision|fp32|tf32|fp16", r["column"].lower())
-            dtype = _PRECISION[found[0]] if found else None
+            dtype = next(iter(_precisions(r["column"])), None)
             value = re.match(r"\s*([\d.]+)", str(r["value_as_published"]))
             batch = _pair(cells, "Batch size / GPU", dtype) if dtype else None
             steps = _pair(cells, "Accumulation steps", dtype) or _pair(cells, "Gradient Accumulation", dtype)
