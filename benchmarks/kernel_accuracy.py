@@ -7,7 +7,9 @@ roofline90 : a plain roofline at 90% of peak and 100% of bandwidth, plus launch 
 
 Prints one JSON object (``--markdown`` prints the README table instead), with ``gemm_layout_scatter``: the
 median APE of an oracle that predicts each GEMM row by the geometric mean of its shape's measured layouts
-(:func:`layout_scatter`), the floor of a model of the shape alone. Targets (issue 3): datasheet
+(:func:`layout_scatter`), the floor of a model of the shape alone, and ``inference_kernels``: DeepBench's
+inference sheets (int8 GEMMs and convolutions, fp32 RNNs) per device in datasheet mode and with the default
+constants (:func:`inference`; no target). Targets (issue 3): datasheet
 GEMM median APE <= 10% and p90 <= 30%, conv median <= 20% on every NVIDIA device; calibrated median
 <= 6% GEMM, <= 12% conv, <= 15% RNN.
 
@@ -89,6 +91,17 @@ def markdown(per: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def inference(train: pd.DataFrame) -> pd.DataFrame:
+    """DeepBench's inference kernels (int8 GEMMs and convolutions, fp32 RNNs, forward) in datasheet mode: each
+    device's rows with the constants fitted on the *other* devices' training rows, and with the defaults."""
+    rows = pd.concat([kernels.rows(op, "inference") for op in kernels.OPS], ignore_index=True)
+    out = [kernels.predict(rows).assign(mode="default constants")]
+    for preset, mine in rows.groupby("preset"):
+        eff = kernels.fit(train[train["preset"] != preset], label=f"DeepBench training rows without {preset}")
+        out.append(kernels.predict(mine, {preset: eff}).assign(mode="datasheet"))
+    return kernels.summary(pd.concat(out, ignore_index=True), ("mode", "op", "preset", "math_dtype"))
+
+
 def main() -> None:
     t0 = time.perf_counter()
     df = kernels.all_rows()
@@ -108,6 +121,7 @@ def main() -> None:
     print(json.dumps({"elapsed_s": round(time.perf_counter() - t0, 1), "rows": int(len(df)),
                       "overall": overall.round(2).to_dict("records"), "targets": checks,
                       "gemm_layout_scatter": layout_scatter(df).round(2).to_dict("records"),
+                      "inference_kernels": inference(df).round(2).to_dict("records"),
                       "per_device": per.round(2).to_dict("records")}, indent=1))
 
 

@@ -368,6 +368,19 @@ def test_deepbench_gemm_rows():
         rows("pooling")
 
 
+def test_deepbench_inference_rows():
+    from concurrency_model.validate.kernels import rows
+    counts = {op: rows(op, "inference") for op in ("gemm", "conv", "rnn")}
+    # DeepBench's inference sheets on the four NVIDIA devices with a preset (Pascal boards and T4): int8
+    # GEMMs (75 each) and convolutions (107 each), fp32 RNNs (69 each; no T4 RNN rows), forward only
+    assert {op: len(d) for op, d in counts.items()} == {"gemm": 300, "conv": 428, "rnn": 207}
+    assert set(counts["gemm"]["dtype"]) == set(counts["conv"]["math_dtype"]) == {"int8"}
+    assert set(counts["rnn"]["dtype"]) == {"fp32"}
+    assert all(set(d["pass"]) == {"forward"} and set(d["benchmark"]) == {"inference"} for d in counts.values())
+    with pytest.raises(ValueError, match="benchmark"):
+        rows("gemm", "serving")
+
+
 def test_deepbench_v100_fp32_gemm_median_ape():
     # Current value: median APE 6.3% over the 160 V100 fp32 training GEMM rows (p90 42%) with these
     # constants; the bound of 15% keeps the error from getting worse.

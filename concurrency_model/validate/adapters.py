@@ -12,6 +12,7 @@ from .. import datasets
 COLUMNS = ["dataset", "mode", "row", "label", "group", "measured", "predicted", "unit", "ape", "status", "note",
            "p10", "p90"]  # p10/p90: the prediction's 80% band where the predictor gives one (training steps)
 KERNELS = {"deepbench-gemm": "gemm", "deepbench-conv": "conv", "deepbench-rnn": "rnn"}
+KERNEL_INFERENCE = ("deepbench-inference",)  # int8 GEMM / conv and fp32 RNN forward kernels, all three files
 COLLECTIVES = {"deepbench-allreduce": "DeepBench", "nccl-tests-allreduce": "nccl-tests"}
 TRAINING = {"vtrain-single": "vtrain_single", "vtrain-multi": "vtrain_multi", "megatron-2020": "megatron_2020",
             "megatron-2021": "megatron_2021", "narayanan2021-table2": "narayanan_table2"}
@@ -27,7 +28,8 @@ FILES = {"deepbench-gemm": "deepbench_gemm.csv", "deepbench-conv": "deepbench_co
          "tf-cnn-benchmarks": "tf_cnn_benchmarks_dp_scaling_2017.csv", "torchgpipe": "torchgpipe_pipeline_speed.csv",
          "horovod": "horovod_docs_scaling_efficiency.csv", "dle-resnet50": "nvidia_dle_training_perf_long.csv",
          "dle-resnext101": "nvidia_dle_training_perf_long.csv", "dle-bert": "nvidia_dle_training_perf_long.csv",
-         "fastertransformer-13b": "fastertransformer_13b_inference_latency.csv"}
+         "fastertransformer-13b": "fastertransformer_13b_inference_latency.csv",
+         "deepbench-inference": "deepbench_gemm.csv, deepbench_conv.csv, deepbench_rnn.csv"}
 QUICK_EVERY = {"vtrain-single": 20, "vtrain-multi": 8, "megatron-2021": 2}  # rows in file order, quick mode
 MIN_BYTES = 64 * 1024  # all-reduce sizes compared (issue 4's range)
 # why a dataset's predictions carry no 80% band (benchmarks/accuracy.py prints it in the note column)
@@ -65,11 +67,13 @@ def _kernel_rows(op: str) -> pd.DataFrame:
     return kernels.rows(op).merge(lines, on=_KERNEL_KEYS, how="left")
 
 
+_KERNEL_LABEL = {"gemm": "{pass} m={m} n={n} k={k}",
+                 "conv": "{pass} n={n} c={c} {h}x{w} k={k} {filter_h}x{filter_w} stride {stride_h} pad {pad_h}",
+                 "rnn": "{pass} {cell} hidden={hidden_units} n={n} t={timesteps}"}
+
+
 def _kernel_frame(name: str, mode: str, p: pd.DataFrame) -> pd.DataFrame:
-    fmt = {"gemm": "{pass} m={m} n={n} k={k}",
-           "conv": "{pass} n={n} c={c} {h}x{w} k={k} {filter_h}x{filter_w} stride {stride_h} pad {pad_h}",
-           "rnn": "{pass} {cell} hidden={hidden_units} n={n} t={timesteps}"}[KERNELS[name]]
-    label = [fmt.format(**r) for r in p.to_dict("records")]
+    label = [_KERNEL_LABEL[r["op"]].format(**r) for r in p.to_dict("records")]
     group = (p["preset"] + " " + p["math_dtype"]).to_numpy()
     lo, hi = (p[c] if c in p else np.nan for c in ("p10_s", "p90_s"))
     return _frame(name, mode, p["row"], label, group, p["measured_s"], p["predicted_s"], "s", p10=lo, p90=hi)
@@ -111,6 +115,19 @@ def _kernel_held_out(df: pd.DataFrame) -> pd.DataFrame:
     train, test = kernels.halves(df.reset_index(drop=True))
     eff = {df["preset"].iloc[0]: kernels.fit(train, label="half of the device")}
     return kernel_band(kernels.predict(test, eff), kernels.predict(train, eff), other_devices=False)
+
+
+def _kernel_inference() -> pd.DataFrame:
+    """DeepBench's inference kernels (int8 GEMMs and convolutions, fp32 RNNs, forward) with the presets and
+    the default constants; bands as the training kernels' preset mode (:func:`kernel_band`)."""
+    from . import kernels
+    parts = []
+    for op in kernels.OPS:  # one op at a time: each has its own columns (and file lines in ``row``)
+        raw = datasets.load(f"deepbench_{op}")
+        p = kernels.predict(kernels.rows(op, "inference").merge(raw[_KERNEL_KEYS].assign(row=raw.index + 2),
+                                                                on=_KERNEL_KEYS, how="left"))
+        parts.append(_kernel_frame("deepbench-inference", "preset", kernel_band(p, p)))
+    return pd.concat(parts, ignore_index=True)
 
 
 # --- collectives --------------------------------------------------------------------------------------------

@@ -40,6 +40,9 @@ PRECISIONS = {
     "16 bit inputs, 16 bit multiplication, 32 bit addition": ("fp16", "fp16"),
     "16 bit inputs, 32 bit multiplication, 32 bit addition": ("fp16", "fp32"),
 }
+# DeepBench's inference sheets: int8 GEMMs and convolutions (int32 accumulation), fp32 RNNs
+INFERENCE_PRECISION = "GEMM, Conv: Int8 multiplication, 32 bit accumulation | Sparse Ops, RNN: single precision"
+INFERENCE_DTYPES = {"gemm": ("int8", "int8"), "conv": ("int8", "int8"), "rnn": ("fp32", "fp32")}
 OPS = ("gemm", "conv", "rnn")
 _PASS_COLUMNS = {"gemm": {"forward": "time_ms"},
                  "conv": {"forward": "fwd_time_ms", "grad_input": "bwd_data_time_ms",
@@ -47,16 +50,20 @@ _PASS_COLUMNS = {"gemm": {"forward": "time_ms"},
                  "rnn": {"forward": "fwd_time_ms", "backward": "bwd_time_ms"}}
 
 
-def rows(op: str) -> pd.DataFrame:
-    """Training rows of DeepBench for ``op`` on devices with a preset, one measured time per row and pass,
-    with ``preset``, ``dtype``, ``math_dtype``, ``pass`` and ``measured_s``."""
+def rows(op: str, benchmark: str = "train") -> pd.DataFrame:
+    """Rows of DeepBench's ``benchmark`` sheets (``train``, or ``inference``: forward only, int8 GEMMs and
+    convolutions, fp32 RNNs) for ``op`` on devices with a preset, one measured time per row and pass, with
+    ``preset``, ``dtype``, ``math_dtype``, ``pass`` and ``measured_s``."""
     if op not in OPS:
         raise ValueError(f"op: unknown {op!r}; allowed: {', '.join(OPS)}")
+    if benchmark not in ("train", "inference"):
+        raise ValueError(f"benchmark: unknown {benchmark!r}; allowed: train, inference")
+    precisions = PRECISIONS if benchmark == "train" else {INFERENCE_PRECISION: INFERENCE_DTYPES[op]}
     df = load(f"deepbench_{op}")
-    df = df[(df["benchmark"] == "train") & df["device"].isin(DEVICES) & df["precision"].isin(PRECISIONS)].copy()
+    df = df[(df["benchmark"] == benchmark) & df["device"].isin(DEVICES) & df["precision"].isin(precisions)].copy()
     df["preset"] = df["device"].map(DEVICES)
-    df["dtype"] = df["precision"].map(lambda p: PRECISIONS[p][0])
-    df["math_dtype"] = df["precision"].map(lambda p: PRECISIONS[p][1])
+    df["dtype"] = df["precision"].map(lambda p: precisions[p][0])
+    df["math_dtype"] = df["precision"].map(lambda p: precisions[p][1])
     if op == "rnn":
         df["cell"] = df["cell"].replace({"vanilla": "rnn"})
     parts = []

@@ -1,7 +1,8 @@
 """Every dataset in ``data/`` through its predictor: predicted vs measured per row, APE per dataset.
 
 Datasets (:func:`names`): ``deepbench-gemm``, ``deepbench-conv``, ``deepbench-rnn`` (kernel times,
-:mod:`.kernels`); ``deepbench-allreduce``, ``nccl-tests-allreduce`` (all-reduce times, :mod:`.collectives`,
+:mod:`.kernels`), ``deepbench-inference`` (DeepBench's int8 GEMM / convolution and fp32 RNN inference
+kernels, forward); ``deepbench-allreduce``, ``nccl-tests-allreduce`` (all-reduce times, :mod:`.collectives`,
 sizes >= 64 KiB); ``vtrain-single``, ``vtrain-multi``, ``megatron-2020``, ``megatron-2021``,
 ``narayanan2021-table2`` (training iterations, :mod:`.training`); ``tf-cnn-benchmarks``, ``torchgpipe``,
 ``horovod``, ``dle-resnet50``, ``dle-resnext101``, ``dle-bert`` (data-parallel images/s and sequences/s, pipeline speedups,
@@ -49,9 +50,9 @@ import pandas as pd
 from .. import datasets, uncertainty
 from ..progress import Progress
 
-from .adapters import (COLLECTIVES, COLUMNS, FILES, INFERENCE, KERNELS, MIN_BYTES, QUICK_EVERY,
+from .adapters import (COLLECTIVES, COLUMNS, FILES, INFERENCE, KERNEL_INFERENCE, KERNELS, MIN_BYTES, QUICK_EVERY,
                        SCALING, TRAINING, _collective, _collective_rows, _inference, _kernel_datasheet,
-                       _kernel_frame, _kernel_held_out, _kernel_rows, _measured_compute, _measured_network,
+                       _kernel_frame, _kernel_held_out, _kernel_inference, _kernel_rows, _measured_compute, _measured_network,
                        _scaling, _scaling_rows, _training_chunk, _training_rows, kernel_band, no_band_reason,
                        training_mode)
 
@@ -67,7 +68,7 @@ def names() -> list[str]:
     >>> names()[:3]
     ['deepbench-gemm', 'deepbench-conv', 'deepbench-rnn']
     """
-    return [*KERNELS, *COLLECTIVES, *TRAINING, *SCALING, *INFERENCE, *_measured()]
+    return [*KERNELS, *KERNEL_INFERENCE, *COLLECTIVES, *TRAINING, *SCALING, *INFERENCE, *_measured()]
 
 
 # --- running ------------------------------------------------------------------------------------------------
@@ -122,6 +123,11 @@ def _plan(asked: list[str], quick: bool, all_modes: bool, info: dict) -> list:
                 df = _scaling_rows(name)
                 info[name].update(rows_total=len(df), mode="preset")
                 jobs.append(([name], _scaling, (name, df)))
+            elif name in KERNEL_INFERENCE:
+                from . import kernels
+                info[name].update(mode="preset", rows_total=sum(len(kernels.rows(op, "inference"))
+                                                                for op in kernels.OPS))
+                jobs.append(([name], _kernel_inference, ()))
             elif name in INFERENCE:
                 from . import inference
                 info[name].update(rows_total=len(inference.rows()) * len(inference.METRICS), mode="preset")
