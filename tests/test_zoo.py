@@ -56,6 +56,8 @@ def test_bert_pretraining_heads():
     assert head.cost.forward.flop == 2 * 256 * 1024 * 30522 + 256 * 30522
     with pytest.raises(ValueError, match="model.head: unknown 'mlm'"):
         get_model({"name": "bert-large", "head": "mlm"})
+    with pytest.raises(ValueError, match="model: bad field for 'gpt2'.*'head'"):  # not a TypeError
+        get_model({"name": "gpt2", "head": "pretraining"})
 
 
 def test_inception_v3_is_torchvision_without_the_auxiliary_classifier():

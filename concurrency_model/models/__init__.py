@@ -116,13 +116,16 @@ def _build(model, batch=1, image_size=None, value_bytes=4, options=None) -> Grap
     if not isinstance(model, str) or model not in NAMES:
         raise ValueError(f"model: unknown {model!r}; allowed: {', '.join(NAMES)}")
     b = Builder(model, batch, value_bytes)
-    if model in IMAGE_MODELS:
-        size = image_size or DEFAULT_IMAGE_SIZE.get(model, 224)
-        IMAGE_MODELS[model](b, image_size=size, **options)
-    else:
-        if image_size is not None:
-            raise ValueError(f"image_size: {model} takes token sequences, not images")
-        SEQUENCE_MODELS[model](b, **options)
+    try:
+        if model in IMAGE_MODELS:
+            size = image_size or DEFAULT_IMAGE_SIZE.get(model, 224)
+            IMAGE_MODELS[model](b, image_size=size, **options)
+        else:
+            if image_size is not None:
+                raise ValueError(f"image_size: {model} takes token sequences, not images")
+            SEQUENCE_MODELS[model](b, **options)
+    except TypeError as e:  # an option the model does not take
+        raise ValueError(f"model: bad field for {model!r}: {e}") from None
     return b.graph
 
 
