@@ -738,9 +738,18 @@ def test_reduction_chain():
     assert reduction(N).forward.flop == N - 1
 
 
+def test_every_optimizer_has_its_state_in_the_memory_model():
+    from concurrency_model.ops.optimizer import RULES
+    from concurrency_model.parallel.memory import OPTIMIZER_STATES
+    assert set(RULES) == set(OPTIMIZER_STATES)
+
+
 @pytest.mark.parametrize("kind, ops, depth, tensors", [
     ("sgd", 2, 2, 3),  # lr*g, w - (reads w, g; writes w)
     ("momentum", 4, 4, 5),  # mu v, + g, lr v, w - (reads w, g, v; writes w, v)
+    ("nesterov", 6, 6, 5),  # mu v, + g, mu v, + g, * lr, w -
+    ("adagrad", 7, 7, 5),  # g², A +; + eps, sqrt, /, * lr, w - (reads w, g, A; writes w, A)
+    ("rmsprop", 9, 8, 5),  # g², (1-b) g², b A, +; + eps, sqrt, /, * lr, w -; b A is off the chain
     ("adam", 14, 9, 7),  # m: 3, v: 4, corrections 2, sqrt, +eps, /, *lr, - : 5
     ("adamw", 16, 9, 7),  # + lr wd w, subtract; off the critical path
     ("lamb", 20, 14 + 4, 10),  # adam to r: 12, + wd w: 2, two norms: 4, scale + subtract: 2; reduce over 10: 4

@@ -4,6 +4,13 @@ Operations per parameter, each elementary operation once:
 
 * ``sgd``: ``w -= lr * g`` -> 2 ops, depth 2; reads w, g, writes w.
 * ``momentum``: ``v = mu v + g``; ``w -= lr v`` -> 4 ops, depth 4; reads w, g, v, writes w, v.
+* ``nesterov`` (Table 3's look-ahead rule in the form libraries run it, Sutskever et al. 2013: the gradient
+  at ``w - mu v`` folded into the update): ``v = mu v + g``; ``w -= lr (g + mu v)`` -> 6 ops, depth 6;
+  reads w, g, v, writes w, v.
+* ``adagrad`` (Table 3; Duchi et al. 2011): ``A += g²`` (2), ``w -= lr g / sqrt(A + eps)`` (+ eps, sqrt,
+  divide, times lr, subtract: 5) -> 7 ops, depth 7; reads w, g, A, writes w, A.
+* ``rmsprop`` (Table 3; Tieleman & Hinton 2012): ``A = b A + (1-b) g²`` (4), then as adagrad (5) -> 9 ops,
+  depth 8 (g² -> (1-b)g² -> + -> + eps -> sqrt -> divide -> * lr -> subtract); reads w, g, A, writes w, A.
 * ``adam`` (Kingma & Ba 2015): ``m = b1 m + (1-b1) g`` (3), ``v = b2 v + (1-b2) g²`` (4), bias corrections
   (2), sqrt, + eps, divide, times lr, subtract (5) -> 14 ops; the longest chain
   g² -> (1-b2)g² -> + -> /(1-b2^t) -> sqrt -> + eps -> divide -> * lr -> subtract has depth 9;
@@ -24,7 +31,8 @@ from ..cost import Cost, OpCost, clog2
 from . import _check
 
 # ops per parameter, depth, tensors read + written per parameter
-RULES = {"sgd": (2, 2, 3), "momentum": (4, 4, 5), "adam": (14, 9, 7), "adamw": (16, 9, 7), "lamb": (20, 14, 10)}
+RULES = {"sgd": (2, 2, 3), "momentum": (4, 4, 5), "nesterov": (6, 6, 5), "adagrad": (7, 7, 5), "rmsprop": (9, 8, 5),
+         "adam": (14, 9, 7), "adamw": (16, 9, 7), "lamb": (20, 14, 10)}
 
 
 def optimizer_update(kind: str, params, value_bytes=4) -> OpCost:
@@ -41,4 +49,4 @@ def optimizer_update(kind: str, params, value_bytes=4) -> OpCost:
     if kind == "lamb" and n:
         depth += clog2(n)
     return OpCost(f"{kind}_update", Cost(flop=ops * n, depth=depth if n else 0, bytes=tensors * vb * n),
-                  source="paper §2.2 Table 3; Kingma & Ba 2015; Loshchilov & Hutter 2019; You et al. 2020")
+                  source="paper §2.2 Table 3 [M]; Kingma & Ba 2015; Loshchilov & Hutter 2019; You et al. 2020")

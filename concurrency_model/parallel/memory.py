@@ -36,7 +36,9 @@ from ..ops import _check
 from ..units import GB, dtype_bytes
 from .pipeline import in_flight_microbatches
 
-OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adam": 2, "adamw": 2, "lamb": 2}  # fp32 state tensors per parameter
+# fp32 state tensors per parameter (the velocity, the squared-gradient sum or average, Adam's m and v)
+OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "nesterov": 1, "adagrad": 1, "rmsprop": 1, "adam": 2, "adamw": 2,
+                    "lamb": 2}
 TRAIN_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp64")
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "async")
@@ -81,7 +83,7 @@ def model_state_bytes(params, optimizer: str = "adam", dtype: str = "bf16", mast
 
     Per parameter: weights and gradients in ``dtype`` (gradients in ``grad_dtype`` if given); optimizer
     state K = fp32 master copy (4, only when ``master_fp32`` and ``dtype`` is 16-bit) plus the optimizer's
-    state tensors (adam/adamw/lamb: m and v, momentum: one buffer, sgd: none), fp32 when ``master_fp32`` else
+    state tensors (adam/adamw/lamb: m and v, momentum/nesterov/adagrad/rmsprop: one buffer, sgd: none), fp32 when ``master_fp32`` else
     in ``dtype``. Mixed-precision Adam: 2 + 2 + 12 = 16 bytes (ZeRO §3.1); fp32 Adam: 4 + 4 + 8.
 
     The parameters are divided by ``tensor * pipeline`` (model-parallel shards, even split assumed), then
