@@ -26,6 +26,8 @@ def show(out: dict) -> None:
           f"{p['schedule']}): {out['throughput_samples_per_s']:,.1f} samples/s, "
           f"{out['achieved_flops_per_device'] / 1e12:,.1f} TFLOP/s per device")
     print(f"memory per device {out['memory_bytes_per_device'] / 1e9:,.2f} GB")
+    for note in out.get("notes", []):
+        print(f"note: {note}")
     for k, v in out["breakdown"].items():
         print(f"  {k:<28} {v:>12.4g} s")
     if "sensitivities" in out:

@@ -68,6 +68,7 @@ import pandas as pd
 
 from ..scenario import Scenario, load_scenario
 from . import compose, memory
+from .batch_size import batch_notes
 from .consistency import step_factors
 from .gossip import gossip_degree
 from .host import host_per_kernel, host_seconds  # noqa: F401 (re-exported for sweep, sensitivity)
@@ -93,6 +94,7 @@ class Estimate:
     stages: list = field(default_factory=list, repr=False)
     run: dict | None = None  # steps, days, GPU-hours, cost, energy of the scenario's run, if it has one
     context_split: str = ""  # with context > 1: "rows" of a CNN's feature maps or the "sequence" of a transformer
+    notes: tuple = ()  # what the step time does not say (a global batch in the paper's region C: batch_size)
 
     def to_dict(self) -> dict:
         return {"step_time_s": self.step_time_s, "step_time_p10_s": self.step_time_p10_s,
@@ -102,7 +104,8 @@ class Estimate:
                 "memory": {k: v for k, v in self.memory.items() if k != "reason"}, "gpus": self.scenario.gpus,
                 "parallel": {**self.scenario.parallel, **({"context_split": self.context_split} if self.context_split
                                                           else {})},
-                "training": self.scenario.training, **(self.run or {})}
+                "training": self.scenario.training, **(self.run or {}), **({"notes": list(self.notes)} if self.notes
+                                                                              else {})}
 
     def to_frame(self) -> pd.DataFrame:
         return pd.DataFrame([{"component": k, "seconds": v} for k, v in self.breakdown.items()])
@@ -135,7 +138,8 @@ def estimate(scenario) -> Estimate:
     lo, hi = step_band(sc, w, stage, state, key)
     return Estimate(step, lo, hi, par["global_batch"] / step, model_flop, model_flop / step / sc.gpus,
                     float(mem["total_bytes"]), breakdown, mem, sc, stage["stages"], run,
-                    ("rows" if w.spatial else "sequence") if par["context"] > 1 else "")
+                    ("rows" if w.spatial else "sequence") if par["context"] > 1 else "",
+                    tuple(batch_notes(par["global_batch"])))
 
 
 def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | None = None) -> tuple[float, float]:
