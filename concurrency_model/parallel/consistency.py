@@ -342,6 +342,11 @@ def local_sgd_step_time(P, tau, dist: str = "gaussian", mean=1.0, std=None, shif
     ``tau`` steps, so stragglers are paid as in the SSP window with ``s = tau - 1``:
     ``T = E[max_i sum_tau X_it] / tau + comm_s / tau``; ``tau = 1`` is synchronous SGD.
 
+    Synchronous EASGD (Zhang, Choromanska & LeCun 2015; paper §7.4, paper-models §5.4 [M]) has the same
+    time: every ``tau`` steps each worker meets the centre variable with its whole model (the centre's
+    update needs the workers' mean: one all-reduce, or a push and pull of the model through parameter
+    servers, ``training.sync``); its elastic force changes convergence, not the step. Use ``local_sgd``.
+
     >>> local_sgd_step_time(4, 4, "deterministic", 1.0, comm_s=0.4)
     1.1
     """
