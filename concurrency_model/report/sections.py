@@ -136,13 +136,22 @@ def dp_section(figs, fut_dp):
 
 
 def distribution_section(figs):
-    sync, cons = distribution.sync_frame(), distribution.consistency_frame()
-    fig, ax = figure(13, 5.2, 1, 2)
+    sync, cons, search = distribution.sync_frame(), distribution.consistency_frame(), distribution.search_frame()
+    fig, ax = figure(17, 5.2, 1, 3)
     distribution.sync_schemes(sync, ax=ax[0, 0])
     distribution.consistency_models(cons, ax=ax[0, 1])
-    f = add_figure(figs, "distribution", fig, "step time under each synchronisation scheme and consistency model",
-                   "Left: data-parallel VGG-16 on 8 to 256 V100 (no overlap). Right: 64 workers, the all-reduce "
-                   "overlapped, against the spread of a replica's compute time.")
+    distribution.search_strategies(search, ax=ax[0, 2])
+    f = add_figure(figs, "distribution", fig, "step time under each synchronisation scheme and consistency model; "
+                   "days of a hyperparameter search under three strategies",
+                   "Left: data-parallel VGG-16 on 8 to 256 V100 (no overlap). Middle: 64 workers, the all-reduce "
+                   "overlapped, against the spread of a replica's compute time. Right: a search whose trials "
+                   "are such trainings on one node each.")
+    days = search.set_index(["search", "gpus"])["days"]
+    most = search["gpus"].max()
+
+    def took(name):
+        d = days[(name, most)]
+        return f"{d:.1f} days" if d >= 1 else f"{24 * d:.1f} hours"
     top = sync[sync["workers"] == sync["workers"].max()].set_index("scheme")["step_s"]
     c = cons.set_index(["mode", "straggler_cv"])["step_s"]
     sync_t, ssp_t = c[("synchronous", 0.1)], c[("SSP, staleness 3", 0.1)]
@@ -161,8 +170,13 @@ def distribution_section(figs):
              "parameter servers' traffic. The paper names these schemes without cost formulas: every time is "
              "derived in the alpha-beta model (<code>parallel.distribution</code>, <code>.consistency</code>, "
              "<code>.compression</code>), model only, and what staleness or gossip costs in convergence is not "
-             "modelled.</p>")
-    return [Section("distribution", "Training distribution: synchronisation and consistency", intro, [f])]
+             "modelled. Right, hyperparameter search (§7.5): "
+             f"{distribution.TRIALS} trials, each {distribution.TRIAL_STEPS:,} steps on one node. Random search "
+             f"runs every trial at once ({took('random search')} on {most:,} GPUs); SMBO waits for each round of 8 "
+             f"proposals ({took('SMBO, 8 proposals a round')} on any count from 64 GPUs up) and evolution for each "
+             f"generation of 64 ({took('evolution, population 64')} from 512 GPUs up): the strategy, not the "
+             "machine, sets the depth (<code>parallel.search</code>, paper-models §5.5 [D]).</p>")
+    return [Section("distribution", "Training distribution: synchronisation, consistency and search", intro, [f])]
 
 
 def cnn_parallel_section(figs):
