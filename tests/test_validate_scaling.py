@@ -235,3 +235,14 @@ def test_checkpointing_costs_speed():
     thr = {ck: vs._gpipe_throughput("resnet101", cl, {**r, "checkpoint": ck})[0]
            for ck in ("never", "except_last", "always")}
     assert thr["never"] > thr["except_last"] > thr["always"]
+
+
+def test_synchronous_allreduce_scales_nearly_linearly_to_50_nodes():
+    # paper §7.1 [S1]: synchronous training with an all-reduce "still scales nearly linearly" up to 32-50
+    # nodes. ResNet-50, fp16, 64 images per GPU, on DGX-1 V100 nodes (8 GPUs, 4 EDR NICs each)
+    from concurrency_model.cluster import load_cluster
+    cl = load_cluster("dgx1-v100")
+    one = vs.throughput("resnet50", cl, 1, 64, "fp16")[0]
+    eff = [vs.throughput("resnet50", cl, 8 * nodes, 64, "fp16")[0] / (8 * nodes * one) for nodes in (1, 8, 32, 50)]
+    assert all(b <= a for a, b in zip(eff, eff[1:]))  # never better with more nodes
+    assert eff[-1] >= 0.9
