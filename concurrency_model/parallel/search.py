@@ -19,6 +19,8 @@ split across workers here: split it with the other parallelism of this package a
 """
 from __future__ import annotations
 
+import math
+
 import sympy as sp
 
 from ..cost import Cost
@@ -83,10 +85,10 @@ def search_seconds(strategy: str, trial_s: float, trials: int, workers: int, q: 
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy: unknown {strategy!r}; allowed: {', '.join(STRATEGIES)}")
-    if not (isinstance(trial_s, (int, float)) and trial_s > 0):
-        raise ValueError(f"trial_s: must be a number > 0, got {trial_s!r}")
-    if not (isinstance(proposal_s, (int, float)) and proposal_s >= 0):
-        raise ValueError(f"proposal_s: must be a number >= 0, got {proposal_s!r}")
+    for field, v, low in (("trial_s", trial_s, 0.0), ("proposal_s", proposal_s, None)):
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        if not ok or (v <= low if low is not None else v < 0):
+            raise ValueError(f"{field}: must be a finite number {'> 0' if low is not None else '>= 0'}, got {v!r}")
     _check.size("trials", trials), _check.size("workers", workers)
     if strategy in ("grid", "random"):
         return float(rounds(trials, workers) * trial_s)
