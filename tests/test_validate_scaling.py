@@ -92,7 +92,7 @@ def test_dle_rows_mapped_by_rule():
     assert (r["batch_per_gpu"], r["measured"]) == (128, 412.0)
     assert ok.loc[(ok["system"] == "dgx1-v100") & (ok["dtype"] == "fp16"), "batch_per_gpu"].eq(256).all()
     assert (df["reason"] == "not mappable: the table gives no batch per GPU").sum() == 42
-    from concurrency_model.validate.scaling_data import _dle_batch
+    from concurrency_model.validate.dle import _dle_batch
     assert _dle_batch("256", "tf32") == 256 and _dle_batch("128 (FP32) / 256 (AMP)", "fp16") == 256
 
 
@@ -103,7 +103,7 @@ def test_dle_resnext_rows_mapped_by_rule():
     # TensorFlow, DGX A100 40GB: "128 (TF) / 256 (AMP)", TF32 + XLA on one GPU 371 img/s
     r = ok[(ok["system"] == "dgx-a100-40gb") & (ok["gpus"] == 1) & (ok["dtype"] == "tf32")].iloc[0]
     assert (r["batch_per_gpu"], r["measured"]) == (128, 371.0)
-    from concurrency_model.validate.scaling_data import _dle_batch
+    from concurrency_model.validate.dle import _dle_batch
     assert _dle_batch("128 (TF) / 256 (AMP)", "tf32") == 128 and _dle_batch("128 (TF) / 256 (AMP)", "fp32") is None
 
 

@@ -55,9 +55,10 @@ import numpy as np
 import pandas as pd
 
 from ..cluster import load_cluster, tier_from_dict
+from .dle import dle_bert_rows, dle_rows  # noqa: F401 (re-exported)
 from .scaling_data import (ASSUMPTIONS, DATASETS, FILES, METRIC, PS_PENDING, SCHEMAS,  # noqa: F401 (re-exported)
-                           TARGETS, _pcie, all_rows, dle_bert_rows, dle_rows, horovod_rows, pcie_efficiency, systems,
-                           tf_cnn_rows, torchgpipe_rows)
+                           TARGETS, _pcie, all_rows, horovod_rows, pcie_efficiency, systems, tf_cnn_rows,
+                           torchgpipe_rows)
 
 __all__ = ["ASSUMPTIONS", "DATASETS", "FILES", "METRIC", "SCHEMAS", "TARGETS", "all_rows", "bert_scenario",
            "dle_bert_rows", "dle_rows", "horovod_rows",
