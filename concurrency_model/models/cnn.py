@@ -183,58 +183,54 @@ def mobilenet_v2(b: Builder, image_size: int = 224, classes: int = 1000) -> str:
     return b.linear(b.dropout(x), classes, name="classifier")
 
 
-def _basic(b: Builder, x, c_out, k, stride=1, pad=0, name="conv"):
-    """torchvision Inception's BasicConv2d: convolution (no bias), batch norm, ReLU."""
-    return _conv_bn_relu(b, x, c_out, k, stride, pad, name=name)
-
-
 def _inception_a(b: Builder, x, pool_features: int) -> str:
-    br1 = _basic(b, x, 64, 1, name="branch1x1")
-    br5 = _basic(b, _basic(b, x, 48, 1, name="branch5x5_1"), 64, 5, pad=2, name="branch5x5_2")
-    br3 = _basic(b, x, 64, 1, name="branch3x3dbl_1")
-    br3 = _basic(b, _basic(b, br3, 96, 3, pad=1, name="branch3x3dbl_2"), 96, 3, pad=1, name="branch3x3dbl_3")
-    brp = _basic(b, b.avgpool(x, 3, 1, 1, name="branch_pool.avg"), pool_features, 1, name="branch_pool")
+    br1 = _conv_bn_relu(b, x, 64, 1, name="branch1x1")
+    br5 = _conv_bn_relu(b, _conv_bn_relu(b, x, 48, 1, name="branch5x5_1"), 64, 5, pad=2, name="branch5x5_2")
+    br3 = _conv_bn_relu(b, x, 64, 1, name="branch3x3dbl_1")
+    br3 = _conv_bn_relu(b, br3, 96, 3, pad=1, name="branch3x3dbl_2")
+    br3 = _conv_bn_relu(b, br3, 96, 3, pad=1, name="branch3x3dbl_3")
+    brp = _conv_bn_relu(b, b.avgpool(x, 3, 1, 1, name="branch_pool.avg"), pool_features, 1, name="branch_pool")
     return b.concat([br1, br5, br3, brp])
 
 
 def _inception_b(b: Builder, x) -> str:
-    br3 = _basic(b, x, 384, 3, 2, name="branch3x3")
-    brd = _basic(b, _basic(b, x, 64, 1, name="branch3x3dbl_1"), 96, 3, pad=1, name="branch3x3dbl_2")
-    brd = _basic(b, brd, 96, 3, 2, name="branch3x3dbl_3")
+    br3 = _conv_bn_relu(b, x, 384, 3, 2, name="branch3x3")
+    brd = _conv_bn_relu(b, _conv_bn_relu(b, x, 64, 1, name="branch3x3dbl_1"), 96, 3, pad=1, name="branch3x3dbl_2")
+    brd = _conv_bn_relu(b, brd, 96, 3, 2, name="branch3x3dbl_3")
     return b.concat([br3, brd, b.maxpool(x, 3, 2, name="branch_pool")])
 
 
 def _inception_c(b: Builder, x, c7: int) -> str:
-    br1 = _basic(b, x, 192, 1, name="branch1x1")
-    br7 = _basic(b, x, c7, 1, name="branch7x7_1")
-    br7 = _basic(b, br7, c7, (1, 7), pad=(0, 3), name="branch7x7_2")
-    br7 = _basic(b, br7, 192, (7, 1), pad=(3, 0), name="branch7x7_3")
-    brd = _basic(b, x, c7, 1, name="branch7x7dbl_1")
+    br1 = _conv_bn_relu(b, x, 192, 1, name="branch1x1")
+    br7 = _conv_bn_relu(b, x, c7, 1, name="branch7x7_1")
+    br7 = _conv_bn_relu(b, br7, c7, (1, 7), pad=(0, 3), name="branch7x7_2")
+    br7 = _conv_bn_relu(b, br7, 192, (7, 1), pad=(3, 0), name="branch7x7_3")
+    brd = _conv_bn_relu(b, x, c7, 1, name="branch7x7dbl_1")
     for i, (k, p, c) in enumerate((((7, 1), (3, 0), c7), ((1, 7), (0, 3), c7), ((7, 1), (3, 0), c7),
                                    ((1, 7), (0, 3), 192)), start=2):
-        brd = _basic(b, brd, c, k, pad=p, name=f"branch7x7dbl_{i}")
-    brp = _basic(b, b.avgpool(x, 3, 1, 1, name="branch_pool.avg"), 192, 1, name="branch_pool")
+        brd = _conv_bn_relu(b, brd, c, k, pad=p, name=f"branch7x7dbl_{i}")
+    brp = _conv_bn_relu(b, b.avgpool(x, 3, 1, 1, name="branch_pool.avg"), 192, 1, name="branch_pool")
     return b.concat([br1, br7, brd, brp])
 
 
 def _inception_d(b: Builder, x) -> str:
-    br3 = _basic(b, _basic(b, x, 192, 1, name="branch3x3_1"), 320, 3, 2, name="branch3x3_2")
-    br7 = _basic(b, x, 192, 1, name="branch7x7x3_1")
-    br7 = _basic(b, br7, 192, (1, 7), pad=(0, 3), name="branch7x7x3_2")
-    br7 = _basic(b, br7, 192, (7, 1), pad=(3, 0), name="branch7x7x3_3")
-    br7 = _basic(b, br7, 192, 3, 2, name="branch7x7x3_4")
+    br3 = _conv_bn_relu(b, _conv_bn_relu(b, x, 192, 1, name="branch3x3_1"), 320, 3, 2, name="branch3x3_2")
+    br7 = _conv_bn_relu(b, x, 192, 1, name="branch7x7x3_1")
+    br7 = _conv_bn_relu(b, br7, 192, (1, 7), pad=(0, 3), name="branch7x7x3_2")
+    br7 = _conv_bn_relu(b, br7, 192, (7, 1), pad=(3, 0), name="branch7x7x3_3")
+    br7 = _conv_bn_relu(b, br7, 192, 3, 2, name="branch7x7x3_4")
     return b.concat([br3, br7, b.maxpool(x, 3, 2, name="branch_pool")])
 
 
 def _inception_e(b: Builder, x) -> str:
-    br1 = _basic(b, x, 320, 1, name="branch1x1")
-    br3 = _basic(b, x, 384, 1, name="branch3x3_1")
-    br3 = [_basic(b, br3, 384, (1, 3), pad=(0, 1), name="branch3x3_2a"),
-           _basic(b, br3, 384, (3, 1), pad=(1, 0), name="branch3x3_2b")]
-    brd = _basic(b, _basic(b, x, 448, 1, name="branch3x3dbl_1"), 384, 3, pad=1, name="branch3x3dbl_2")
-    brd = [_basic(b, brd, 384, (1, 3), pad=(0, 1), name="branch3x3dbl_3a"),
-           _basic(b, brd, 384, (3, 1), pad=(1, 0), name="branch3x3dbl_3b")]
-    brp = _basic(b, b.avgpool(x, 3, 1, 1, name="branch_pool.avg"), 192, 1, name="branch_pool")
+    br1 = _conv_bn_relu(b, x, 320, 1, name="branch1x1")
+    br3 = _conv_bn_relu(b, x, 384, 1, name="branch3x3_1")
+    br3 = [_conv_bn_relu(b, br3, 384, (1, 3), pad=(0, 1), name="branch3x3_2a"),
+           _conv_bn_relu(b, br3, 384, (3, 1), pad=(1, 0), name="branch3x3_2b")]
+    brd = _conv_bn_relu(b, _conv_bn_relu(b, x, 448, 1, name="branch3x3dbl_1"), 384, 3, pad=1, name="branch3x3dbl_2")
+    brd = [_conv_bn_relu(b, brd, 384, (1, 3), pad=(0, 1), name="branch3x3dbl_3a"),
+           _conv_bn_relu(b, brd, 384, (3, 1), pad=(1, 0), name="branch3x3dbl_3b")]
+    brp = _conv_bn_relu(b, b.avgpool(x, 3, 1, 1, name="branch_pool.avg"), 192, 1, name="branch_pool")
     return b.concat([br1, *br3, *brd, brp])
 
 
@@ -243,16 +239,17 @@ def inception_v3(b: Builder, image_size: int = 299, classes: int = 1000) -> str:
     and Table 1) without the auxiliary classifier (``aux_logits=False``; it runs in training only): 299x299
     inputs, stem to 35x35x192, three Inception-A, a grid reduction, four Inception-C with factorized
     1x7 / 7x1 convolutions, a reduction and two Inception-E blocks to 8x8x2048. Every convolution is
-    torchvision's BasicConv2d (no bias, batch norm, ReLU), so the parameters equal torchvision's."""
+    torchvision's BasicConv2d (no bias, batch norm, ReLU: :func:`_conv_bn_relu`), so the parameters equal
+    torchvision's."""
     if image_size < 75:  # the stem and the two grid reductions leave 1x1 at 75 (torchvision's minimum)
         raise ValueError(f"image_size: inception_v3 needs at least 75x75 inputs, got {image_size}")
     x = b.input((3, image_size, image_size))
-    x = _basic(b, x, 32, 3, 2, name="Conv2d_1a_3x3")
-    x = _basic(b, x, 32, 3, name="Conv2d_2a_3x3")
-    x = _basic(b, x, 64, 3, pad=1, name="Conv2d_2b_3x3")
+    x = _conv_bn_relu(b, x, 32, 3, 2, name="Conv2d_1a_3x3")
+    x = _conv_bn_relu(b, x, 32, 3, name="Conv2d_2a_3x3")
+    x = _conv_bn_relu(b, x, 64, 3, pad=1, name="Conv2d_2b_3x3")
     x = b.maxpool(x, 3, 2, name="maxpool1")
-    x = _basic(b, x, 80, 1, name="Conv2d_3b_1x1")
-    x = _basic(b, x, 192, 3, name="Conv2d_4a_3x3")
+    x = _conv_bn_relu(b, x, 80, 1, name="Conv2d_3b_1x1")
+    x = _conv_bn_relu(b, x, 192, 3, name="Conv2d_4a_3x3")
     x = b.maxpool(x, 3, 2, name="maxpool2")
     for name, pool_features in (("Mixed_5b", 32), ("Mixed_5c", 64), ("Mixed_5d", 64)):
         with b.scope(name):

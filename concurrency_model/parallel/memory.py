@@ -83,8 +83,8 @@ def model_state_bytes(params, optimizer: str = "adam", dtype: str = "bf16", mast
 
     Per parameter: weights and gradients in ``dtype`` (gradients in ``grad_dtype`` if given); optimizer
     state K = fp32 master copy (4, only when ``master_fp32`` and ``dtype`` is 16-bit) plus the optimizer's
-    state tensors (adam/adamw/lamb: m and v, momentum/nesterov/adagrad/rmsprop: one buffer, sgd: none), fp32 when ``master_fp32`` else
-    in ``dtype``. Mixed-precision Adam: 2 + 2 + 12 = 16 bytes (ZeRO §3.1); fp32 Adam: 4 + 4 + 8.
+    state tensors (:data:`OPTIMIZER_STATES`: adam/adamw/lamb m and v, momentum/nesterov/adagrad/rmsprop one
+    buffer, sgd none), fp32 when ``master_fp32`` else in ``dtype``. Mixed-precision Adam: 2 + 2 + 12 = 16 bytes (ZeRO §3.1); fp32 Adam: 4 + 4 + 8.
 
     The parameters are divided by ``tensor * pipeline`` (model-parallel shards, even split assumed), then
     ZeRO stage 1 divides the optimizer state, stage 2 also the gradients, stage 3 also the weights by

@@ -60,11 +60,12 @@ def _frame(name, mode, row, label, group, measured, predicted, unit, status="ok"
 
 
 # --- kernels ------------------------------------------------------------------------------------------------
-def _kernel_rows(op: str) -> pd.DataFrame:
+def _kernel_rows(op: str, benchmark: str = "train") -> pd.DataFrame:
+    """:func:`.kernels.rows` with each row's file line in ``row``."""
     from . import kernels
     raw = datasets.load(f"deepbench_{op}")
     lines = raw[_KERNEL_KEYS].assign(row=raw.index + 2)
-    return kernels.rows(op).merge(lines, on=_KERNEL_KEYS, how="left")
+    return kernels.rows(op, benchmark).merge(lines, on=_KERNEL_KEYS, how="left")
 
 
 _KERNEL_LABEL = {"gemm": "{pass} m={m} n={n} k={k}",
@@ -117,15 +118,14 @@ def _kernel_held_out(df: pd.DataFrame) -> pd.DataFrame:
     return kernel_band(kernels.predict(test, eff), kernels.predict(train, eff), other_devices=False)
 
 
-def _kernel_inference() -> pd.DataFrame:
-    """DeepBench's inference kernels (int8 GEMMs and convolutions, fp32 RNNs, forward) with the presets and
-    the default constants; bands as the training kernels' preset mode (:func:`kernel_band`)."""
+def _kernel_inference(per_op: list) -> pd.DataFrame:
+    """DeepBench's inference kernels (int8 GEMMs and convolutions, fp32 RNNs, forward; ``per_op``: each op's
+    :func:`_kernel_rows` of ``"inference"``, one op at a time as each has its own columns) with the presets
+    and the default constants; bands as the training kernels' preset mode (:func:`kernel_band`)."""
     from . import kernels
     parts = []
-    for op in kernels.OPS:  # one op at a time: each has its own columns (and file lines in ``row``)
-        raw = datasets.load(f"deepbench_{op}")
-        p = kernels.predict(kernels.rows(op, "inference").merge(raw[_KERNEL_KEYS].assign(row=raw.index + 2),
-                                                                on=_KERNEL_KEYS, how="left"))
+    for rows in per_op:
+        p = kernels.predict(rows)
         parts.append(_kernel_frame("deepbench-inference", "preset", kernel_band(p, p)))
     return pd.concat(parts, ignore_index=True)
 
@@ -212,9 +212,7 @@ def _training_chunk(name: str, df: pd.DataFrame) -> pd.DataFrame:
 # --- data-parallel scaling and pipeline speedups ------------------------------------------------------------
 def _scaling_rows(name: str) -> pd.DataFrame:
     from . import scaling
-    return {"tf_cnn_benchmarks": scaling.tf_cnn_rows, "torchgpipe": scaling.torchgpipe_rows,
-            "horovod": scaling.horovod_rows, "dle_resnet50": scaling.dle_rows,
-            "dle_resnext101": lambda: scaling.dle_rows("dle_resnext101"), "dle_bert": scaling.dle_bert_rows}[SCALING[name]]()
+    return scaling.ROWS[SCALING[name]]()
 
 
 def _scaling(name: str, df: pd.DataFrame) -> pd.DataFrame:

@@ -5,8 +5,9 @@ Datasets (:func:`names`): ``deepbench-gemm``, ``deepbench-conv``, ``deepbench-rn
 kernels, forward); ``deepbench-allreduce``, ``nccl-tests-allreduce`` (all-reduce times, :mod:`.collectives`,
 sizes >= 64 KiB); ``vtrain-single``, ``vtrain-multi``, ``megatron-2020``, ``megatron-2021``,
 ``narayanan2021-table2`` (training iterations, :mod:`.training`); ``tf-cnn-benchmarks``, ``torchgpipe``,
-``horovod``, ``dle-resnet50``, ``dle-resnext101``, ``dle-bert`` (data-parallel images/s and sequences/s, pipeline speedups,
-512-GPU scaling efficiency, :mod:`.scaling`); and one per run of the toolkit's own calibration under ``data/measured/``
+``horovod``, ``dle-resnet50``, ``dle-resnext101``, ``dle-bert`` (data-parallel images/s and sequences/s,
+pipeline speedups, 512-GPU scaling efficiency, :mod:`.scaling`); and one per run of the toolkit's own
+calibration under ``data/measured/``
 (``measured-compute-HOST-DATE``, ``measured-network-HOST-BACKEND-DATE``).
 
 Modes (the ``mode`` column; DESIGN.md, "Accuracy methodology"). Each dataset has one main mode, the
@@ -50,9 +51,10 @@ import pandas as pd
 from .. import datasets, uncertainty
 from ..progress import Progress
 
-from .adapters import (COLLECTIVES, COLUMNS, FILES, INFERENCE, KERNEL_INFERENCE, KERNELS, MIN_BYTES, QUICK_EVERY,
-                       SCALING, TRAINING, _collective, _collective_rows, _inference, _kernel_datasheet,
-                       _kernel_frame, _kernel_held_out, _kernel_inference, _kernel_rows, _measured_compute, _measured_network,
+from .adapters import (COLLECTIVES, COLUMNS, FILES, INFERENCE, KERNEL_INFERENCE, KERNELS, MIN_BYTES,
+                       QUICK_EVERY, SCALING, TRAINING, _collective, _collective_rows, _inference, _kernel_datasheet,
+                       _kernel_frame, _kernel_held_out, _kernel_inference, _kernel_rows, _measured_compute,
+                       _measured_network,
                        _scaling, _scaling_rows, _training_chunk, _training_rows, kernel_band, no_band_reason,
                        training_mode)
 
@@ -124,10 +126,10 @@ def _plan(asked: list[str], quick: bool, all_modes: bool, info: dict) -> list:
                 info[name].update(rows_total=len(df), mode="preset")
                 jobs.append(([name], _scaling, (name, df)))
             elif name in KERNEL_INFERENCE:
-                from . import kernels
-                info[name].update(mode="preset", rows_total=sum(len(kernels.rows(op, "inference"))
-                                                                for op in kernels.OPS))
-                jobs.append(([name], _kernel_inference, ()))
+                from .kernels import OPS
+                per_op = [_kernel_rows(op, "inference") for op in OPS]
+                info[name].update(mode="preset", rows_total=sum(len(x) for x in per_op))
+                jobs.append(([name], _kernel_inference, (per_op,)))
             elif name in INFERENCE:
                 from . import inference
                 info[name].update(rows_total=len(inference.rows()) * len(inference.METRICS), mode="preset")

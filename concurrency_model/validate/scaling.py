@@ -49,18 +49,27 @@ check) and noted, because the published run did fit: the memory model stores eve
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import numpy as np
 import pandas as pd
 
 from ..cluster import load_cluster, tier_from_dict
-from .dle import dle_bert_rows, dle_rows  # noqa: F401 (re-exported)
+from .dle import dle_bert_rows, dle_rows
 from .scaling_data import (ASSUMPTIONS, DATASETS, FILES, METRIC, PS_PENDING, SCHEMAS,  # noqa: F401 (re-exported)
-                           TARGETS, _pcie, all_rows, horovod_rows, pcie_efficiency, systems, tf_cnn_rows,
-                           torchgpipe_rows)
+                           TARGETS, _pcie, horovod_rows, pcie_efficiency, systems, tf_cnn_rows, torchgpipe_rows)
 
-__all__ = ["ASSUMPTIONS", "DATASETS", "FILES", "METRIC", "SCHEMAS", "TARGETS", "all_rows", "bert_scenario",
+#: each dataset's row loader (:data:`DATASETS`)
+ROWS = {"tf_cnn_benchmarks": tf_cnn_rows, "torchgpipe": torchgpipe_rows, "horovod": horovod_rows,
+        "dle_resnet50": dle_rows, "dle_resnext101": partial(dle_rows, "dle_resnext101"), "dle_bert": dle_bert_rows}
+
+
+def all_rows() -> pd.DataFrame:
+    """The rows of every dataset."""
+    return pd.concat([rows() for rows in ROWS.values()], ignore_index=True)
+
+
+__all__ = ["ASSUMPTIONS", "DATASETS", "FILES", "METRIC", "ROWS", "SCHEMAS", "TARGETS", "all_rows", "bert_scenario",
            "dle_bert_rows", "dle_rows", "horovod_rows",
            "pcie_efficiency", "systems", "tf_cnn_rows", "torchgpipe_rows", "scenario", "step", "throughput",
            "efficiency", "ps_sync_seconds", "ps_throughput", "evaluate", "summary"]

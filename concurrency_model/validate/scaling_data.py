@@ -241,9 +241,3 @@ def horovod_rows() -> pd.DataFrame:
                      "label": f"{r['model']} on {int(r['num_gpus'])} GPUs", "group": "horovod 512 GPUs",
                      "reason": why})
     return pd.DataFrame(rows)
-
-
-def all_rows() -> pd.DataFrame:
-    from .dle import dle_bert_rows, dle_rows
-    return pd.concat([tf_cnn_rows(), torchgpipe_rows(), horovod_rows(), dle_rows(), dle_rows("dle_resnext101"),
-                      dle_bert_rows()], ignore_index=True)
