@@ -32,7 +32,7 @@ TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_sta
             "sync": "allreduce", "ps_servers": 0, "compression": "none", "host_overhead_s": None,
             "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
             "gossip_topology": "ring", "batch_norm": "local"}
-COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "topk", "dgc", "powersgd")
+COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "threshold", "topk", "dgc", "powersgd")
 CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tensor_layers": TENSOR_LAYERS,
            "recompute": ("none", "selective", "full"),
            "optimizer": tuple(RULES), "dtype": tuple(DTYPE_BYTES),

@@ -3,7 +3,8 @@
 Names (DESIGN.md): lenet5, alexnet, vgg16, googlenet, inception_v3, resnet50, resnet101, resnet152, densenet121,
 mobilenet_v2, vit_b_16, bert-base, bert-large, gpt2, gpt3-175b, lstm-lm. A spec object builds a family
 member: ``{"kind": "gpt", "layers": 24, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 50257}``,
-``{"kind": "bert", ...}`` or a CNN by name with its ``image_size``: ``{"name": "resnet50", "image_size": 128}``.
+``{"kind": "bert", ...}``, a fully connected network ``{"kind": "mlp", "inputs": 429, "hidden": 2048,
+"layers": 7, "outputs": 9304}`` or a CNN by name with its ``image_size``: ``{"name": "resnet50", "image_size": 128}``.
 Models from elsewhere (:mod:`concurrency_model.frontends`): ``{"hf_config": path_or_dict_or_preset, "seq_len": ...}``,
 ``{"onnx": path, "input_shapes": {"input": [1, 3, 224, 224]}}``, or in Python a graph (from
 ``from_torch``, ``from_onnx``, ``from_hf_config`` or this function), rebuilt for the batch asked for.
@@ -16,7 +17,7 @@ from typing import Callable
 import sympy as sp
 
 from ..graph import Graph
-from . import cnn, rnn, transformer
+from . import cnn, mlp, rnn, transformer
 from .builder import Builder
 
 IMAGE_MODELS: dict[str, Callable] = {
@@ -41,7 +42,7 @@ SEQUENCE_MODELS: dict[str, Callable] = {
     "gpt3-175b": partial(transformer.gpt, layers=96, hidden=12288, heads=96, seq_len=2048, vocab=50257),
     "lstm-lm": rnn.lstm_lm,
 }
-FAMILIES = {"gpt": transformer.gpt, "bert": transformer.bert}
+FAMILIES = {"gpt": transformer.gpt, "bert": transformer.bert, "mlp": mlp.mlp}
 NAMES = (*IMAGE_MODELS, *SEQUENCE_MODELS)
 DEFAULT_IMAGE_SIZE = {"lenet5": 32, "inception_v3": 299}
 

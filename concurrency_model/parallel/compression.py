@@ -20,16 +20,29 @@ int8                  8 (+ 32: fp32 scale)                         compressed al
                       error feedback
 terngrad              2 (+ 32: scale)                              compressed allreduce         Wen et al. 2017
 qsgd (``levels`` s)   min(ceil(log2(2s+1)), Elias bound) (+ 32)    compressed allreduce         Alistarh et al. 2017
-topk                  ``ratio`` (value + index bytes)              allgather                    Aji & Heafield 2017
-dgc                   as topk; momentum correction, local accum.   allgather                    Lin et al. 2018
+threshold             ``ratio`` (one index word each, sign in it);  allgather                    Strom 2015
+                      error feedback
+topk                  ``ratio`` (value + index bytes)              allgather or sparse          Aji & Heafield 2017
+                                                                   allreduce
+dgc                   as topk; momentum correction, local accum.   as topk                      Lin et al. 2018
 powersgd (rank r)     r (a + b) values per a x b matrix            two allreduces               Vogels et al. 2019
+sfb                   r (c_in + c_out) per chosen FC layer of r    allgather of factors +       Xie et al. 2016,
+                      rows; the rest dense                         allreduce of the rest        Zhang et al. 2017
 ====================  ===========================================  ===========================  ==================
 
 Quantized messages carry per-worker scales, so they cannot be summed on the way: ``compressed_allreduce``
 is the two-phase exchange of compressed chunks (an alltoall of ``message`` bytes, decode and sum one chunk,
 re-encode it, an allgather of ``message`` bytes; DeepSpeed's compressed allreduce for 1-bit Adam, Tang et
 al. 2021) [D]; ``collective="allgather"`` gathers all P messages and decodes P of them. Sparse messages have
-different supports on each worker, so top-k is gathered (P messages, P decodes; Renggli et al. 2019).
+different supports on each worker, so top-k is gathered (P messages, P decodes; Renggli et al. 2019), or
+summed by SparCML's sparse allreduce (``collective="sparse_allreduce"``: recursive doubling whose partial
+sums fill in until they go dense; :mod:`.sparse_comm`). Strom's static threshold (the paper's first
+sparsification method, §7.3.2 [S1]: "up to 54x speedup for 80 nodes") sends the values above a threshold
+``tau`` as ``+-tau``, so one word per value carries its index and sign (``index_bytes``; the encoding as
+recalled from Strom 2015, unverified), and keeps the rest as a residual (error feedback); ``ratio`` is the
+fraction above the threshold (the paper's 846-2871x compression of non-convolutional DNNs [S1] is a ratio of
+1/846 to 1/2871 at one 4-byte word a value of an fp32 gradient). Sufficient-factor broadcasting (``sfb``, :mod:`.sparse_comm`)
+gathers the factors of the fully connected layers it pays off for and all-reduces the rest.
 PowerSGD allreduces ``P = M Q`` (a x r) and ``Q = M^T P`` (b x r) per matrix, vectors uncompressed in the
 first (Vogels, Karimireddy & Jaggi, NeurIPS 2019, Alg. 1).
 
@@ -58,18 +71,21 @@ import sympy as sp
 from ..comm._common import active, as_value, check_n, check_name, check_ranks, check_rate, is_num
 from ..comm.collectives import ALGORITHMS, collective_time
 from ..symbols import mem_bw, peak_flops
+from .sparse_comm import sparse_allreduce_rounds, sparse_allreduce_time, sufficient_factors
 
 __all__ = ["SCHEMES", "COLLECTIVES", "Compressed", "compress", "qsgd_bits", "weight_matrices",
            "codec_seconds", "compressed_sync_time", "compressed_sync_on_cluster"]
 
-SCHEMES = ("fp32", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "topk", "dgc", "powersgd")
-COLLECTIVES = ("allreduce", "allgather", "compressed_allreduce", "two_allreduces")
+SCHEMES = ("fp32", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "threshold", "topk", "dgc", "powersgd", "sfb")
+COLLECTIVES = ("allreduce", "allgather", "compressed_allreduce", "sparse_allreduce", "two_allreduces", "sfb")
 _QUANT = ("int8", "1bit", "terngrad", "qsgd")
 _SOURCE = {"fp32": "uncompressed", "fp16": "Micikevicius et al. 2018 (mixed precision)", "bf16": "bfloat16",
            "int8": "Dettmers 2016 (8-bit approximations)", "1bit": "Seide et al. 2014 (1-bit SGD, error feedback)",
            "terngrad": "Wen et al. 2017 (TernGrad)", "qsgd": "Alistarh et al. 2017 (QSGD)",
+           "threshold": "Strom 2015 (static threshold, error feedback)",
            "topk": "Aji & Heafield 2017 (gradient dropping)", "dgc": "Lin et al. 2018 (Deep Gradient Compression)",
-           "powersgd": "Vogels et al. 2019 (PowerSGD)"}
+           "powersgd": "Vogels et al. 2019 (PowerSGD)",
+           "sfb": "Xie et al. 2016, Zhang et al. 2017 (sufficient-factor broadcasting, Poseidon)"}
 
 
 def _min(a, b):
@@ -161,32 +177,48 @@ class Compressed:
             return [("allgather", P * msg)]
         if self.collective == "compressed_allreduce":
             return [("alltoall", msg), ("allgather", msg)]
+        if self.collective == "sparse_allreduce":  # one point-to-point exchange a round
+            return [("p2p", n) for n in sparse_allreduce_rounds(msg, self.dense_bytes, P)]
+        if self.collective == "sfb":  # the factors gathered, the rest all-reduced
+            return [(op, n) for op, n in (("allgather", P * msg), ("allreduce", self.messages[1])) if n != 0]
         return [("allreduce", x) for x in self.messages]
 
     def sent_bytes(self, P):
         """Bytes one worker sends per synchronisation with bandwidth-optimal (ring-like) algorithms."""
         P = check_ranks(P, "P")
+        if self.collective == "sparse_allreduce":
+            return sparse_allreduce_time(self.messages[0], self.dense_bytes, P, 0, 1)
+        if self.collective == "sfb":
+            return as_value((P - 1) * self.messages[0] + 2 * (P - 1) / P * self.messages[1])
         k = (P - 1) if self.collective == "allgather" else 2 * (P - 1) / P
         return as_value(k * self.message_bytes)
 
     def codec_counts(self, P) -> tuple:
-        """(encodes, decodes) of a full gradient per synchronisation."""
+        """(encodes, decodes) of a full gradient per synchronisation; a sparse allreduce merges what it
+        receives, counted in received messages' worth of bytes; sfb rebuilds the P - 1 remote gradients."""
         if self.collective == "allgather":
             return 1, P
         if self.collective == "compressed_allreduce":
             return 1 + 1 / sp.sympify(P), 2
+        if self.collective == "sparse_allreduce":
+            return 1, sparse_allreduce_time(self.messages[0], self.dense_bytes, P, 0, 1) / self.messages[0]
+        if self.collective == "sfb":
+            return 0, P - 1
         return (1, 1) if self.kernels else (0, 0)
 
 
 def compress(scheme: str, gradient, *, value_bytes=4, bucket_size=512, levels=7, ratio=0.001, index_bytes=4,
-             rank=4, collective: str | None = None, shape=None) -> Compressed:
+             rank=4, collective: str | None = None, shape=None, batch=None, workers=None) -> Compressed:
     """Compress a gradient of ``gradient`` values (a number or symbol), or of a model's parameters (a graph,
-    or a zoo name / model spec for :func:`concurrency_model.get_model`).
+    or a zoo name / model spec for :func:`concurrency_model.get_model`, built for ``batch`` samples).
 
     Options: ``bucket_size`` values per scale (int8, 1bit, terngrad, qsgd), ``levels`` (qsgd's s),
-    ``ratio`` kept (topk, dgc; DGC's 99.9% sparsity is 0.001), ``index_bytes`` per kept value, ``rank``
-    (powersgd; matrix shapes from the graph, or ``shape=(rows, cols)`` for a single matrix), ``collective``
-    (quantized schemes: ``compressed_allreduce`` or ``allgather``).
+    ``ratio`` kept (threshold: the fraction above it; topk, dgc: DGC's 99.9% sparsity is 0.001),
+    ``index_bytes`` per kept value, ``rank`` (powersgd; matrix shapes from the graph, or
+    ``shape=(rows, cols)`` for a single matrix), ``collective`` (quantized schemes: ``compressed_allreduce``
+    or ``allgather``; topk, dgc: ``allgather`` or ``sparse_allreduce``); sfb: ``batch`` the samples one
+    worker contributes to a step (the rows of its factors) and ``workers`` for Poseidon's per-layer choice
+    (:mod:`.sparse_comm`).
 
     >>> compress("topk", 10**6).message_bytes     # 1000 values + 1000 int32 indices
     8000.0
@@ -196,11 +228,14 @@ def compress(scheme: str, gradient, *, value_bytes=4, bucket_size=512, levels=7,
     """
     check_name("scheme", scheme, SCHEMES)
     vb = check_rate("value_bytes", value_bytes)
-    mats = None
-    if isinstance(gradient, (str, dict)):
+    mats = graph = None
+    if batch is not None and scheme != "sfb":
+        raise ValueError(f"batch: only sfb sends per-sample factors, not {scheme}")
+    if isinstance(gradient, (str, dict)) or (batch is not None and hasattr(gradient, "layers")):
         from ..models import get_model
-        gradient = get_model(gradient)
+        gradient = get_model(gradient, check_ranks(batch, "batch") if batch is not None else 1)
     if hasattr(gradient, "layers"):
+        graph = gradient
         mats, vec = weight_matrices(gradient)
         m = sp.Integer(gradient.params)
     else:
@@ -229,20 +264,33 @@ def compress(scheme: str, gradient, *, value_bytes=4, bucket_size=512, levels=7,
         return Compressed(message_bytes=as_value(c), collective=coll, messages=(c,), encode_flop=flop,
                           encode_bytes=2 * vb * m + extra + c, decode_flop=2 * m, decode_bytes=c + 2 * vb * m,
                           kernels=2, **kw)
-    if scheme in ("topk", "dgc"):
+    if scheme in ("threshold", "topk", "dgc"):
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float, sp.Basic)) or \
                 (is_num(sp.sympify(ratio)) and not 0 < ratio <= 1):
             raise ValueError(f"ratio: must be in (0, 1], got {ratio!r}")
+        allowed = ("allgather",) if scheme == "threshold" else ("allgather", "sparse_allreduce")
+        coll = collective or "allgather"
+        if coll not in allowed:
+            raise ValueError(f"collective: {coll!r} does not apply to {scheme}; allowed: {', '.join(allowed)}")
         k = sp.ceiling(ratio * m)
-        sparse = k * (vb + check_rate("index_bytes", index_bytes))
+        ib = check_rate("index_bytes", index_bytes)
+        sparse = k * (ib if scheme == "threshold" else vb + ib)
         if is_num(sparse) and sparse >= dense:  # denser than dense: send dense (SparCML)
             return Compressed(message_bytes=as_value(dense), collective="allreduce", messages=(dense,), **kw)
-        extra = 4 * vb * m if scheme == "dgc" else 0  # momentum correction + local accumulation buffers
+        # buffers beyond the gradient: DGC's momentum correction and local accumulation, the threshold's residual
+        extra = {"dgc": 4 * vb * m, "threshold": 2 * vb * m}.get(scheme, 0)
         sparse = _min(sparse, dense)
-        return Compressed(message_bytes=as_value(sparse), collective="allgather", messages=(sparse,),
+        return Compressed(message_bytes=as_value(sparse), collective=coll, messages=(sparse,),
                           encode_flop=2 * m + (4 * m if scheme == "dgc" else 0),
                           encode_bytes=3 * vb * m + extra + sparse, decode_flop=k, decode_bytes=sparse + 2 * k * vb,
                           kernels=3 if scheme == "dgc" else 2, **kw)
+    if scheme == "sfb":
+        if mats is None:
+            raise ValueError("gradient: sfb needs the model (a graph, zoo name or spec) to find its fully connected layers")
+        layers, factors, rest = sufficient_factors(graph, workers)
+        sent, rest = vb * factors, vb * rest
+        return Compressed(message_bytes=as_value(sent + rest), collective="sfb", messages=(sent, rest),
+                          decode_bytes=sent, kernels=1 if layers else 0, gemms_decode=layers, **kw)
     # powersgd
     r = check_ranks(rank, "rank")
     if mats is None:
@@ -328,7 +376,9 @@ def compressed_sync_time(scheme, gradient, P, alpha, beta, *, algorithm: str = "
     c = scheme if isinstance(scheme, Compressed) else compress(scheme, gradient, **options)
     P = check_ranks(P, "P")
     total = sp.Integer(0)
-    for op, n in c.collectives(P):
+    if c.collective == "sparse_allreduce":  # its own rounds, in closed form (symbolic P too)
+        total = sparse_allreduce_time(c.messages[0], c.dense_bytes, P, alpha, beta)
+    for op, n in ([] if c.collective == "sparse_allreduce" else c.collectives(P)):
         alg = algorithm if algorithm == "auto" or algorithm in ALGORITHMS[op] else _DEFAULT_ALG[op]
         if alg == "auto":
             from ..comm.select import auto
@@ -349,14 +399,23 @@ def compressed_sync_on_cluster(scheme, gradient, P: int, cluster, ranks_per_node
     >>> r["algorithm"], r["message_bytes"]
     ('hierarchical', 51114064.0)
     """
-    from ..cluster import load_cluster
+    from ..cluster import load_cluster, place
     from ..comm.on_cluster import algorithms, collective_on_cluster
 
     cl = load_cluster(cluster)
     c = scheme if isinstance(scheme, Compressed) else compress(scheme, gradient, **options)
     P = int(check_ranks(P, "P"))
     comm, names = 0.0, []
-    if P > 1:
+    if P > 1 and c.collective == "sparse_allreduce":
+        # round i pairs ranks 2^i apart: inside a node while 2^i < rpn, else every rank of a node at once
+        # through the node's NICs
+        rpn = place(cl, P, ranks_per_node).ranks_per_node
+        for i, (_, n) in enumerate(c.collectives(P)):
+            inside = 2 ** i < rpn
+            comm += collective_on_cluster("p2p", float(n), 2, cl, 2 if inside else 1,
+                                          groups_sharing=1 if inside else rpn)[1]
+        names = ["sparse_recursive_doubling"]
+    elif P > 1:
         for op, n in c.collectives(P):
             alg = algorithm if algorithm in algorithms(op) else "auto"
             name, t, _ = collective_on_cluster(op, float(n), P, cl, ranks_per_node, alg)

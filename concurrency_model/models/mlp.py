@@ -1,0 +1,24 @@
+"""Fully connected networks (multilayer perceptrons): the paper's fully connected layers (§4.1) as a whole
+network, the form of the speech acoustic models that the first distributed-training systems scaled (the
+context-dependent DNN of Seide, Li & Yu 2011: 429 inputs, 7 sigmoid hidden layers of 2048 units, 9304
+outputs, as recalled) and that sufficient-factor broadcasting targets.
+
+``{"kind": "mlp", "inputs": 429, "hidden": 2048, "layers": 7, "outputs": 9304}``; ``hidden`` may be a list
+of widths (then ``layers`` is its length).
+"""
+from __future__ import annotations
+
+from .builder import Builder
+
+
+def mlp(b: Builder, inputs: int, outputs: int, hidden=2048, layers: int = 7, activation: str = "sigmoid") -> str:
+    for name, v in (("inputs", inputs), ("outputs", outputs), ("layers", layers)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "layers" else 1):
+            raise ValueError(f"model.{name}: must be a positive integer, got {v!r}")
+    widths = list(hidden) if isinstance(hidden, (list, tuple)) else [hidden] * layers
+    if any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths):
+        raise ValueError(f"model.hidden: widths must be positive integers, got {hidden!r}")
+    x = b.input((inputs,))
+    for i, w in enumerate(widths):
+        x = b.act(b.linear(x, w, name=f"fc{i + 1}"), activation)
+    return b.softmax(b.linear(x, outputs, name="output"))
