@@ -17,7 +17,8 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 # the all-reduce rows (replicated, distributed_replicated) and the parameter-server rows (predicted only when
 # concurrency_model.parallel.distribution is there).
 CURRENT_MEDIAN_APE = {"tf_cnn_allreduce": 116.9, "tf_cnn_parameter_server": 84.7, "torchgpipe": 9.1,
-                      "horovod": 7.9, "dle_resnet50": 13.2, "dle_resnext101": 14.1, "dle_bert": 28.6}
+                      "horovod": 7.9, "dle_resnet50": 13.2, "dle_resnext101": 14.1, "dle_se_resnext101": 18.7,
+                      "dle_bert": 28.6}
 MARGIN = 3.0
 FILES = {"tf_cnn_benchmarks": "tf_cnn_benchmarks_dp_scaling_2017.csv", "torchgpipe": "torchgpipe_pipeline_speed.csv",
          "horovod": "horovod_docs_scaling_efficiency.csv", "dle_resnet50": "nvidia_dle_training_perf_long.csv",
@@ -105,6 +106,22 @@ def test_dle_resnext_rows_mapped_by_rule():
     assert (r["batch_per_gpu"], r["measured"]) == (128, 371.0)
     from concurrency_model.validate.dle import _dle_batch
     assert _dle_batch("128 (TF) / 256 (AMP)", "tf32") == 128 and _dle_batch("128 (TF) / 256 (AMP)", "fp32") is None
+
+
+def test_dle_se_resnext_rows_and_the_cost_of_squeeze_excitation(result):
+    df = vs.dle_rows("dle_se_resnext101")
+    ok = df[df["reason"] == ""]
+    assert len(ok) == 12 and set(ok["zoo_model"]) == {"se_resnext101_32x4d"}
+    # what the SE modules cost: SE-ResNeXt over ResNeXt throughput on the same system, GPUs, precision and
+    # batch (8 pairs), measured 0.85-0.93; the model's ratio within 6% of it on every pair
+    keys = ["system", "gpus", "dtype", "batch_per_gpu"]
+    r = result[result["status"] == "ok"]
+    pairs = r[r["dataset"] == "dle_se_resnext101"].merge(r[r["dataset"] == "dle_resnext101"], on=keys,
+                                                          suffixes=("_se", ""))
+    assert len(pairs) == 8
+    measured, predicted = pairs["measured_se"] / pairs["measured"], pairs["predicted_se"] / pairs["predicted"]
+    assert measured.between(0.85, 0.93).all()
+    assert ((predicted / measured - 1).abs() <= 0.06).all(), (predicted / measured).round(3).tolist()
 
 
 def test_dle_bert_rows_mapped_by_rule():
@@ -197,7 +214,8 @@ def test_error_does_not_get_worse(result):
     tf = ok[ok["dataset"] == "tf_cnn_benchmarks"]
     ps = tf["sync"].str.startswith("parameter_server")
     median = {"tf_cnn_allreduce": tf.loc[~ps, "ape"].median(), "tf_cnn_parameter_server": tf.loc[ps, "ape"].median(),
-              **{k: s[k]["median_ape"] for k in ("torchgpipe", "horovod", "dle_resnet50", "dle_resnext101", "dle_bert")}}
+              **{k: s[k]["median_ape"] for k in ("torchgpipe", "horovod", "dle_resnet50", "dle_resnext101",
+                                                 "dle_se_resnext101", "dle_bert")}}
     for name, current in CURRENT_MEDIAN_APE.items():
         if name == "tf_cnn_parameter_server" and not ps.any():
             continue  # pending

@@ -35,6 +35,9 @@ def test_torchvision_params_exact_and_macs_within_3pct(name):
 @pytest.mark.parametrize("name, params", [
     ("resnet101", 44_549_160),  # torchvision docs
     ("resnext101_32x4d", 44_177_704),  # timm resnext101_32x4d (44.18M); DeepLearningExamples' ResNeXt-101
+    # the same plus one SE module (reduction 16) a block: 2 C^2/16 + C/16 + C per block of C output channels
+    ("se_resnext101_32x4d", 44_177_704 + sum(n * (2 * c * c // 16 + c // 16 + c)
+                                             for n, c in ((3, 256), (4, 512), (23, 1024), (3, 2048)))),
     ("gpt2", 124_439_808),  # Hugging Face gpt2 (tied lm_head)
     ("bert-base", 109_482_240),  # bert-base-uncased with pooler
     ("bert-large", 335_141_888),  # bert-large-uncased with pooler

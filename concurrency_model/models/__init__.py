@@ -31,6 +31,7 @@ IMAGE_MODELS: dict[str, Callable] = {
     "resnet152": partial(cnn.resnet, blocks=(3, 8, 36, 3)),
     "resnext50_32x4d": partial(cnn.resnet, blocks=(3, 4, 6, 3), groups=32, width_per_group=4),
     "resnext101_32x4d": partial(cnn.resnet, blocks=(3, 4, 23, 3), groups=32, width_per_group=4),
+    "se_resnext101_32x4d": partial(cnn.resnet, blocks=(3, 4, 23, 3), groups=32, width_per_group=4, se_reduction=16),
     "densenet121": cnn.densenet121,
     "mobilenet_v2": cnn.mobilenet_v2,
     "vit_b_16": transformer.vit,

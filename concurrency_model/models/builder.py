@@ -183,6 +183,14 @@ class Builder:
             raise ValueError(f"add: shapes differ: {[self.shape(x) for x in xs]}")
         return self.node("add", xs, s, elementwise.add(self.batch * math.prod(s), len(xs), self.vb), name)
 
+    def channel_scale(self, x, s, name=None):
+        """``x`` (C, H, W) times ``s`` (C, 1, 1), one factor per feature map (squeeze-and-excitation)."""
+        c, h, w = self._image(x, "channel_scale")
+        if self.shape(s) != (c, 1, 1):
+            raise ValueError(f"channel_scale: factors {self.shape(s)} do not match {c} feature maps")
+        return self.node("channel_scale", (x, s), (c, h, w),
+                         elementwise.channel_scale(self.batch * c, h * w, self.vb), name)
+
     def concat(self, xs, axis: int = 0, name=None):
         shapes = [self.shape(x) for x in xs]
         rest = [s[:axis] + s[axis + 1:] for s in shapes]

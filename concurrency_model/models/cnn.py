@@ -102,22 +102,36 @@ def googlenet(b: Builder, image_size: int = 224, classes: int = 1000) -> str:
     return b.linear(b.dropout(x), classes, name="fc")
 
 
-def _bottleneck(b: Builder, x, planes, stride, downsample, name, groups=1, width_per_group=64):
+def _squeeze_excite(b: Builder, x, reduction: int):
+    """Squeeze-and-excitation (Hu et al. 2018, Fig. 3): global average pool, a bottleneck of two fully
+    connected layers with biases (as 1x1 convolutions) C -> C/r -> C, ReLU then sigmoid, and the input's
+    feature maps scaled by the result."""
+    c = b.shape(x)[0]
+    with b.scope("se"):
+        s = b.relu(b.conv(b.adaptive_avgpool(x, 1), c // reduction, 1, name="fc1"))
+        s = b.act(b.conv(s, c, 1, name="fc2"), "sigmoid")
+        return b.channel_scale(x, s)
+
+
+def _bottleneck(b: Builder, x, planes, stride, downsample, name, groups=1, width_per_group=64, se_reduction=0):
     width = planes * width_per_group // 64 * groups  # torchvision Bottleneck
     with b.scope(name):
         out = _conv_bn_relu(b, x, width, 1, name="conv1")
         out = _conv_bn_relu(b, out, width, 3, stride, 1, groups=groups, name="conv2")
         out = _conv_bn_relu(b, out, planes * 4, 1, act=None, name="conv3")
+        if se_reduction:
+            out = _squeeze_excite(b, out, se_reduction)
         sc = _conv_bn_relu(b, x, planes * 4, 1, stride, act=None, name="downsample") if downsample else x
         return b.relu(b.add(out, sc))
 
 
 def resnet(b: Builder, blocks=(3, 4, 6, 3), image_size: int = 224, classes: int = 1000, groups: int = 1,
-           width_per_group: int = 64) -> str:
+           width_per_group: int = 64, se_reduction: int = 0) -> str:
     """torchvision ResNet with bottleneck blocks (He et al. 2016; v1.5: stride in the 3x3 conv); with
     ``groups`` and ``width_per_group`` ResNeXt (Xie et al. 2017: the 3x3 convolution of a block in
     ``groups`` groups of ``width_per_group`` x planes / 64 channels; 32x4d: 32 groups of 4 at the first
-    stage)."""
+    stage); with ``se_reduction`` r a squeeze-and-excitation module (reduction r) on each block's residual
+    branch before the addition (SE-ResNet / SE-ResNeXt, Hu et al. 2018, Fig. 3)."""
     x = b.input((3, image_size, image_size))
     x = _conv_bn_relu(b, x, 64, 7, 2, 3, name="conv1")
     x = b.maxpool(x, 3, 2, 1)
@@ -126,7 +140,7 @@ def resnet(b: Builder, blocks=(3, 4, 6, 3), image_size: int = 224, classes: int 
         for i in range(n):
             stride = 2 if stage > 1 and i == 0 else 1
             x = _bottleneck(b, x, width, stride, i == 0 and (stride != 1 or c_in != width * 4), f"layer{stage}.{i}",
-                            groups, width_per_group)
+                            groups, width_per_group, se_reduction)
             c_in = width * 4
     x = b.flatten(b.adaptive_avgpool(x, 1))
     return b.linear(x, classes, name="fc")

@@ -70,6 +70,25 @@ def scale(elements, value_bytes=4) -> OpCost:
                   source="element-wise")
 
 
+def channel_scale(maps, spatial, value_bytes=4) -> OpCost:
+    """``y = x * s`` with one factor per feature map (``maps`` = batch x channels maps of ``spatial`` values
+    each), the gating of squeeze-and-excitation (Hu et al. 2018, Eq. 4). Its gradient has two inputs:
+    ``∇x = ∇y * s`` (one multiply a value) and ``∇s = sum over the map of ∇y * x`` (a multiply a value and a
+    tree of ``spatial - 1`` adds per map: depth 1 + ceil(log2 spatial)), both from one read of ∇y, x, s.
+
+    >>> c = channel_scale(2 * 64, 49)
+    >>> c.forward.flop, c.grad_input.flop, c.grad_input.depth
+    (6272, 18688, 7)
+    """
+    m = _check.size("maps", maps)
+    hw = _check.size("spatial", spatial)
+    vb = _check.value_bytes(value_bytes)
+    n = m * hw
+    fwd = Cost(flop=n, depth=1, bytes=vb * (2 * n + m))
+    back = Cost(flop=2 * n + m * (hw - 1), depth=1 + clog2(hw), bytes=vb * (3 * n + 2 * m))
+    return OpCost("channel_scale", fwd, back, source="squeeze-and-excitation gating (Hu et al. 2018)")
+
+
 def concat(elements, value_bytes=4) -> OpCost:
     """Concatenation: a copy (no arithmetic, depth 0); its gradient is a split (views, no copy)."""
     n = _check.size("elements", elements)

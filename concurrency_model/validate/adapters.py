@@ -17,7 +17,8 @@ COLLECTIVES = {"deepbench-allreduce": "DeepBench", "nccl-tests-allreduce": "nccl
 TRAINING = {"vtrain-single": "vtrain_single", "vtrain-multi": "vtrain_multi", "megatron-2020": "megatron_2020",
             "megatron-2021": "megatron_2021", "narayanan2021-table2": "narayanan_table2"}
 SCALING = {"tf-cnn-benchmarks": "tf_cnn_benchmarks", "torchgpipe": "torchgpipe", "horovod": "horovod",
-           "dle-resnet50": "dle_resnet50", "dle-resnext101": "dle_resnext101", "dle-bert": "dle_bert"}
+           "dle-resnet50": "dle_resnet50", "dle-resnext101": "dle_resnext101", "dle-se-resnext101": "dle_se_resnext101",
+           "dle-bert": "dle_bert"}
 INFERENCE = ("fastertransformer-13b",)  # prefill, decode per token and total latency (:mod:`.inference`)
 FILES = {"deepbench-gemm": "deepbench_gemm.csv", "deepbench-conv": "deepbench_conv.csv",
          "deepbench-rnn": "deepbench_rnn.csv", "deepbench-allreduce": "deepbench_allreduce.csv",
@@ -27,7 +28,8 @@ FILES = {"deepbench-gemm": "deepbench_gemm.csv", "deepbench-conv": "deepbench_co
          "narayanan2021-table2": "narayanan2021_table2_ptd_vs_zero3.csv",
          "tf-cnn-benchmarks": "tf_cnn_benchmarks_dp_scaling_2017.csv", "torchgpipe": "torchgpipe_pipeline_speed.csv",
          "horovod": "horovod_docs_scaling_efficiency.csv", "dle-resnet50": "nvidia_dle_training_perf_long.csv",
-         "dle-resnext101": "nvidia_dle_training_perf_long.csv", "dle-bert": "nvidia_dle_training_perf_long.csv",
+         "dle-resnext101": "nvidia_dle_training_perf_long.csv", "dle-se-resnext101": "nvidia_dle_training_perf_long.csv",
+         "dle-bert": "nvidia_dle_training_perf_long.csv",
          "fastertransformer-13b": "fastertransformer_13b_inference_latency.csv",
          "deepbench-inference": "deepbench_gemm.csv, deepbench_conv.csv, deepbench_rnn.csv"}
 QUICK_EVERY = {"vtrain-single": 20, "vtrain-multi": 8, "megatron-2021": 2}  # rows in file order, quick mode

@@ -1,5 +1,6 @@
 """NVIDIA DeepLearningExamples training tables (``data/nvidia_dle_training_perf_long.csv``) as validation
-rows for :mod:`.scaling`: the CNN tables that give a batch per GPU (ResNet-50 v1.5, ResNeXt-101 32x4d) and
+rows for :mod:`.scaling`: the CNN tables that give a batch per GPU (ResNet-50 v1.5, ResNeXt-101 32x4d,
+SE-ResNeXt-101 32x4d) and
 the BERT-large pre-training tables of four frameworks, each mapped by one rule per table
 (:data:`.scaling_data.ASSUMPTIONS`)."""
 from __future__ import annotations
@@ -9,9 +10,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from .scaling_data import _read
+from .scaling_data import DLE_CNNS, _read
 
-DLE_MODEL_DIRS = ("RN50v1.5", "resnet50v1.5")  # ResNet-50 v1.5: stride 2 on the 3x3 conv, as torchvision
 PRECISION = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "mixed precision": "fp16"}  # the tables' names
 
 
@@ -35,19 +35,19 @@ def _dle_batch(cell, dtype: str) -> int | None:
     return int(cell) if cell.strip().isdigit() else None
 
 
-DLE_CNNS = {"dle_resnet50": (DLE_MODEL_DIRS, "ResNet-50 v1.5", "resnet50"),
-            "dle_resnext101": (("resnext101-32x4d",), "ResNeXt-101 32x4d", "resnext101_32x4d")}
-
 
 def dle_rows(dataset: str = "dle_resnet50") -> pd.DataFrame:
-    """NVIDIA DeepLearningExamples training tables of a CNN (:data:`DLE_CNNS`: ResNet-50 v1.5, ResNeXt-101
-    32x4d): one row per images/s cell (``source_row`` is the cell's line in the long file); cells without
+    """NVIDIA DeepLearningExamples training tables of a CNN (:data:`.scaling_data.DLE_CNNS`: ResNet-50 v1.5,
+    ResNeXt-101 32x4d, SE-ResNeXt-101 32x4d): one row per images/s cell (``source_row`` is the cell's line in the long file); cells without
     a batch per GPU in their table kept with ``reason``.
 
     >>> df = dle_rows()
     >>> len(df), int((df["reason"] == "").sum())
     (56, 12)
     >>> df = dle_rows("dle_resnext101")
+    >>> len(df), int((df["reason"] == "").sum())
+    (24, 12)
+    >>> df = dle_rows("dle_se_resnext101")
     >>> len(df), int((df["reason"] == "").sum())
     (24, 12)
     """

@@ -56,12 +56,12 @@ import pandas as pd
 
 from ..cluster import load_cluster, tier_from_dict
 from .dle import dle_bert_rows, dle_rows
-from .scaling_data import (ASSUMPTIONS, DATASETS, FILES, METRIC, PS_PENDING, SCHEMAS,  # noqa: F401 (re-exported)
+from .scaling_data import (ASSUMPTIONS, DATASETS, DLE_CNNS, FILES, METRIC, PS_PENDING, SCHEMAS,  # noqa: F401
                            TARGETS, _pcie, horovod_rows, pcie_efficiency, systems, tf_cnn_rows, torchgpipe_rows)
 
 #: each dataset's row loader (:data:`DATASETS`)
 ROWS = {"tf_cnn_benchmarks": tf_cnn_rows, "torchgpipe": torchgpipe_rows, "horovod": horovod_rows,
-        "dle_resnet50": dle_rows, "dle_resnext101": partial(dle_rows, "dle_resnext101"), "dle_bert": dle_bert_rows}
+        **{k: partial(dle_rows, k) for k in DLE_CNNS}, "dle_bert": dle_bert_rows}
 
 
 def all_rows() -> pd.DataFrame:
@@ -280,7 +280,7 @@ def _dle_cluster(name: str):
 
 
 PREDICT = {"tf_cnn_benchmarks": _predict_tf, "torchgpipe": _predict_gpipe, "horovod": _predict_horovod,
-           "dle_resnet50": _predict_dle, "dle_resnext101": _predict_dle, "dle_bert": _predict_dle_bert}
+           **dict.fromkeys(DLE_CNNS, _predict_dle), "dle_bert": _predict_dle_bert}
 
 
 def _predict(r: dict) -> dict:
@@ -318,7 +318,7 @@ def _efficiencies(res: pd.DataFrame) -> pd.DataFrame:
     system, update, model, batch, data and precision, which separates the scaling from the one-GPU error."""
     res = res.assign(measured_efficiency=np.nan, predicted_efficiency=np.nan)
     keys = [k for k in ("dataset", "group", "model", "batch_per_gpu", "data", "dtype") if k in res]
-    imgs = res[res["dataset"].isin(["tf_cnn_benchmarks", "dle_resnet50", "dle_resnext101", "dle_bert"])
+    imgs = res[res["dataset"].isin(["tf_cnn_benchmarks", *DLE_CNNS, "dle_bert"])
                & (res["status"] == "ok")]
     for _, g in imgs.groupby(keys, dropna=False):
         one = g[g["gpus"] == 1]

@@ -9,10 +9,14 @@ import pandas as pd
 from .. import datasets
 from ..cluster import load_cluster
 
-DATASETS = ("tf_cnn_benchmarks", "torchgpipe", "horovod", "dle_resnet50", "dle_resnext101", "dle_bert")
+# NVIDIA DeepLearningExamples CNN tables: dataset -> (model directories, model name, zoo model)
+DLE_CNNS = {"dle_resnet50": (("RN50v1.5", "resnet50v1.5"), "ResNet-50 v1.5", "resnet50"),  # v1.5 = torchvision's
+            "dle_resnext101": (("resnext101-32x4d",), "ResNeXt-101 32x4d", "resnext101_32x4d"),
+            "dle_se_resnext101": (("se-resnext101-32x4d",), "SE-ResNeXt-101 32x4d", "se_resnext101_32x4d")}
+DATASETS = ("tf_cnn_benchmarks", "torchgpipe", "horovod", *DLE_CNNS, "dle_bert")
 FILES = {"tf_cnn_benchmarks": "tf_cnn_benchmarks_dp_scaling_2017", "torchgpipe": "torchgpipe_pipeline_speed",
-         "horovod": "horovod_docs_scaling_efficiency", "dle_resnet50": "nvidia_dle_training_perf_long",
-         "dle_resnext101": "nvidia_dle_training_perf_long", "dle_bert": "nvidia_dle_training_perf_long"}
+         "horovod": "horovod_docs_scaling_efficiency", **dict.fromkeys(DLE_CNNS, "nvidia_dle_training_perf_long"),
+         "dle_bert": "nvidia_dle_training_perf_long"}
 SOURCE = ("source_repo", "source_path", "source_commit")
 SCHEMAS = {  # file stem -> (numeric columns, other required columns, optional numeric columns)
     FILES["tf_cnn_benchmarks"]: (("num_gpus", "batch_size_per_gpu"),
@@ -28,8 +32,8 @@ SCHEMAS = {  # file stem -> (numeric columns, other required columns, optional n
                              "source_repo", "source_commit"), ()),
 }
 METRIC = {"tf_cnn_benchmarks": ("images/s", "images per second"), "torchgpipe": ("speedup", "x over one GPU"),
-          "horovod": ("efficiency", "% scaling efficiency"), "dle_resnet50": ("images/s", "images per second"),
-          "dle_resnext101": ("images/s", "images per second"), "dle_bert": ("sequences/s", "sequences per second")}
+          "horovod": ("efficiency", "% scaling efficiency"), **dict.fromkeys(DLE_CNNS, ("images/s", "images per second")),
+          "dle_bert": ("sequences/s", "sequences per second")}
 # issue 5: images/s median APE <= 15%; every torchgpipe speedup within 15%; every Horovod efficiency within
 # 10 percentage points
 TARGETS = {"tf_cnn_benchmarks": ("median_ape", 15.0), "torchgpipe": ("max_ape", 15.0),
@@ -61,6 +65,8 @@ ASSUMPTIONS = {
                     "a100-sxm4-40gb; XLA fusion and the input pipeline are not modelled",
     "dle_resnext101": "resnext101_32x4d (torchvision's ResNeXt bottleneck with 32 groups of 4 channels at the "
                       "first stage, Xie et al. 2017; 44,177,704 parameters); otherwise as dle_resnet50",
+    "dle_se_resnext101": "se_resnext101_32x4d (resnext101_32x4d with a squeeze-and-excitation module of reduction 16 "
+                         "on every block, Hu et al. 2018; 48,955,416 parameters); otherwise as dle_resnet50",
     "dle_bert": "bert-large with the pre-training heads (masked-LM decoder on every position, next-sentence "
                 "classifier; Devlin et al. 2019), padded to the table's sequence length; FP32 -> fp32, TF32 -> "
                 "tf32, FP16 / mixed precision -> fp16; LAMB; micro-batch and gradient-accumulation steps of "
