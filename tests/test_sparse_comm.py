@@ -147,6 +147,12 @@ def test_mlp_family():
     assert get_model({"kind": "mlp", "inputs": 10, "hidden": [20, 30], "outputs": 5}).params \
         == 10 * 20 + 20 + 20 * 30 + 30 + 30 * 5 + 5
     assert sufficient_factors(g)[0][0] == (2048, 429, 256)  # size rule: 256 (429 + 2048) < 429 * 2048
+    # the paper's fully connected model parallelism: every layer split by its outputs over 2 GPUs, whose
+    # activations are exchanged; the same work as on one GPU
+    run = {"model": SPEECH_DNN, "cluster": "dgx1-v100", "training": {"dtype": "fp32"}}
+    one = estimate({**run, "parallel": {"microbatch_size": 256, "global_batch": 256}})
+    two = estimate({**run, "parallel": {"tensor": 2, "microbatch_size": 256, "global_batch": 256}})
+    assert two.breakdown["tensor_parallel_comm_s"] > 0 and two.flop_per_step == one.flop_per_step
 
 
 def _speedup(P, compression, mb=256):
