@@ -32,7 +32,8 @@ TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_sta
             "sync": "allreduce", "ps_servers": 0, "compression": "none", "host_overhead_s": None,
             "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
             "gossip_topology": "ring", "batch_norm": "local"}
-COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "threshold", "topk", "dgc", "powersgd")
+COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "threshold", "topk", "dgc", "powersgd",
+                "sfb")
 CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tensor_layers": TENSOR_LAYERS,
            "recompute": ("none", "selective", "full"),
            "optimizer": tuple(RULES), "dtype": tuple(DTYPE_BYTES),
@@ -159,6 +160,9 @@ def load_scenario(spec) -> Scenario:
         raise ValueError("parallel.expert: expert parallelism is modelled with ZeRO 0 and an uncompressed all-reduce "
                          "of the gradients")
     _check_tensor_layers(par, tr)
+    if tr["compression"] == "sfb" and (bad := [k for k in ("tensor", "pipeline", "context", "expert") if par[k] != 1]):
+        raise ValueError(f"training.compression: sfb sends the factors of whole fully connected layers, modelled with "
+                         f"tensor, pipeline, context and expert 1; parallel.{bad[0]} = {par[bad[0]]}")
     h = tr["host_overhead_s"]
     if h is not None and (isinstance(h, bool) or not isinstance(h, (int, float)) or h < 0):
         raise ValueError(f"training.host_overhead_s: must be a number >= 0 (host seconds per kernel) or null, "

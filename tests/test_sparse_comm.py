@@ -181,3 +181,42 @@ def test_strom_threshold_trend():
     assert s[80] >= 54 and s[20] < s[40] < s[80] <= 80
     dense = _speedup(80, "none")
     assert dense < 54 / 3 and dense < s[80] / 4
+
+
+def _alexnet(compression, batch_per_gpu, **parallel):
+    base = load_cluster("dgx1-v100")
+    slow = replace(base, inter=replace(base.inter, bw=1.25e9), gpus_per_node=1, nics_per_node=1)  # 10 GbE
+    return estimate({"model": "alexnet", "cluster": slow,
+                     "parallel": {"data": 8, "microbatch_size": batch_per_gpu, "global_batch": 8 * batch_per_gpu,
+                                  **parallel},
+                     "training": {"dtype": "fp32", "optimizer": "momentum", "compression": compression,
+                                  "overlap": False, "host_overhead_s": 0}})
+
+
+def test_sfb_in_estimate():
+    # 32 images per GPU: the three fully connected layers go as factors; the step's synchronisation is the
+    # API's (allgather of the factors, allreduce of the rest, 7 rebuilds of the remote gradients)
+    sfb, dense = _alexnet("sfb", 32), _alexnet("none", 32)
+    assert sfb.breakdown["data_parallel_comm_s"] < dense.breakdown["data_parallel_comm_s"] / 3
+    assert sfb.flop_per_step == dense.flop_per_step
+    # 1024 images per GPU: no layer qualifies (fc6: 8 x 1024 x (9216 + 4096) > 2 x 9216 x 4096), the plain
+    # all-reduce
+    assert _alexnet("sfb", 1024).step_time_s == pytest.approx(_alexnet("none", 1024).step_time_s, rel=1e-12)
+    with pytest.raises(ValueError, match=r"^training.compression: sfb .* parallel.tensor = 2"):
+        _alexnet("sfb", 32, tensor=2, data=4)
+
+
+def test_sfb_in_sweep():
+    from concurrency_model.sweep import sweep
+    r = sweep({"model": "alexnet", "cluster": "dgx1-v100", "parallel": {"global_batch": 256},
+               "training": {"dtype": "fp32", "optimizer": "momentum", "compression": "sfb"}}, [8, 16])
+    top = r.top(100)
+    assert set(top["tensor"]) == {1} and set(top["pipeline"]) == {1} and set(top["data"]) == {8, 16}
+    # on 8 GPUs (one node) the fastest is the estimate of the same layout
+    best = top[top["gpus"] == 8].iloc[0]
+    e = estimate({"model": "alexnet", "cluster": "dgx1-v100",
+                  "parallel": {"data": 8, "microbatch_size": int(best["microbatch_size"]), "global_batch": 256,
+                               "schedule": best["schedule"]},
+                  "training": {"dtype": "fp32", "optimizer": "momentum", "compression": "sfb",
+                               "recompute": best["recompute"]}})
+    assert best["step_time_s"] == pytest.approx(e.step_time_s, rel=1e-9)

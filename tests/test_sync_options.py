@@ -55,7 +55,4 @@ def test_bad_input_names_the_field():
         run(sync="gather")
     with pytest.raises(ValueError, match=r"^training.ps_servers: must be"):
         run(sync="parameter_server", ps_servers=-1)
-    # every scheme but sfb, whose per-sample factors need the samples of a replica (compression.compress's batch)
-    assert set(COMPRESSIONS) == {"none", *compression.SCHEMES} - {"fp32", "sfb"}
-    with pytest.raises(ValueError, match=r"^training.compression: unknown 'sfb'"):
-        run(compression="sfb")
+    assert set(COMPRESSIONS) == {"none", *compression.SCHEMES} - {"fp32"}

@@ -44,7 +44,8 @@ class DataParallelMixin:
         shards (0: one per worker, on the workers' GPUs; :func:`.distribution.ps_on_cluster`);
         ``compression`` (:data:`.compression.SCHEMES`) replaces it by the scheme's collectives with its
         encode/decode seconds (:func:`.compression.codec_seconds`, counted as fixed seconds, not scaled
-        with link bandwidth); ``sync="gossip"`` by one gossip round on ``topology`` per step, each worker
+        with link bandwidth; ``("sfb", global_batch)``: sufficient-factor broadcasting of the fully connected
+        layers for the ``global_batch / d`` samples of a replica, :mod:`.sparse_comm`); ``sync="gossip"`` by one gossip round on ``topology`` per step, each worker
         sending its (compressed, as CHOCO-SGD: Koloskova et al. 2019) model to its neighbours (D-PSGD: Lian
         et al. 2017; :func:`.distribution.gossip_on_cluster`). The last bucket is the same fraction of each.
         With expert parallelism ``e`` > 1 the expert gradients are all-reduced over ``d / e`` replicas
@@ -75,7 +76,10 @@ class DataParallelMixin:
         """The gradient synchronisation of :meth:`data_parallel` by parameter server, gossip or compressed."""
         from .compression import codec_seconds, compress
         from .distribution import gossip_on_cluster, ps_on_cluster
-        c = compress(compression if compression != "none" else "fp32", elements, value_bytes=self.grad_bytes)
+        if isinstance(compression, tuple):  # ("sfb", global batch): the factors of a replica's samples
+            c = compress("sfb", self.graph(compression[1] // d), value_bytes=self.grad_bytes, workers=d)
+        else:
+            c = compress(compression if compression != "none" else "fp32", elements, value_bytes=self.grad_bytes)
         tier = 2 if d > rpn else 1  # the busy seconds go to the tier the group crosses
         if sync in ("parameter_server", "gossip"):  # the busiest link's seconds
             n = float(c.message_bytes)

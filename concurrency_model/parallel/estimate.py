@@ -162,9 +162,11 @@ def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | No
 
 def sync_of(sc: Scenario) -> tuple:
     """``(sync, ps_servers, compression, gossip_topology)`` of a scenario's training section
-    (:meth:`.features.Workload.data_parallel`)."""
+    (:meth:`.features.Workload.data_parallel`); sufficient factors are per sample, so ``sfb`` comes with the
+    global batch: ``("sfb", global_batch)``."""
     tr = sc.training
-    return tr["sync"], tr["ps_servers"], tr["compression"], tr["gossip_topology"]
+    comp = ("sfb", sc.parallel["global_batch"]) if tr["compression"] == "sfb" else tr["compression"]
+    return tr["sync"], tr["ps_servers"], comp, tr["gossip_topology"]
 
 
 def consistency_of(training: dict, replicas) -> dict:

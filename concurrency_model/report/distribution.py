@@ -17,6 +17,8 @@ from ._plot import new_axes
 BASE = {"model": "vgg16", "cluster": "dgx1-v100", "parallel": {"microbatch_size": 64},
         "training": {"dtype": "fp16", "optimizer": "momentum", "overlap": False}}
 SCHEMES = {"allreduce": {}, "allreduce, 1-bit SGD": {"compression": "1bit"},
+           "threshold sparsification (Strom), allgathered": {"compression": "threshold"},
+           "sufficient factors (fully connected) + allreduce": {"compression": "sfb"},
            "parameter servers (one shard per worker)": {"sync": "parameter_server"},
            "gossip, ring": {"sync": "gossip"}, "gossip, exponential graph": {"sync": "gossip",
                                                                             "gossip_topology": "exponential"}}

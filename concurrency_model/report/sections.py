@@ -153,6 +153,8 @@ def distribution_section(figs):
         d = days[(name, most)]
         return f"{d:.1f} days" if d >= 1 else f"{24 * d:.1f} hours"
     top = sync[sync["workers"] == sync["workers"].max()].set_index("scheme")["step_s"]
+    at8 = sync[sync["workers"] == sync["workers"].min()].set_index("scheme")["step_s"]
+    sfb8, all8 = at8["sufficient factors (fully connected) + allreduce"], at8["allreduce"]
     c = cons.set_index(["mode", "straggler_cv"])["step_s"]
     sync_t, ssp_t = c[("synchronous", 0.1)], c[("SSP, staleness 3", 0.1)]
     intro = ("<p>The paper's training distribution (§7), through <code>estimate</code>: VGG-16 (a 277 MB fp16 "
@@ -162,7 +164,13 @@ def distribution_section(figs):
              f"{1e3 * top['parameter servers (one shard per worker)']:.0f} ms (each node's 4 NICs carry its 8 "
              f"workers' pushes and pulls), gossip on a ring {1e3 * top['gossip, ring']:.0f} ms (two neighbours, "
              "flat in the worker count; it mixes the models only slowly) and on the exponential graph "
-             f"{1e3 * top['gossip, exponential graph']:.0f} ms (log2 P neighbours). Right, 64 workers whose compute "
+             f"{1e3 * top['gossip, exponential graph']:.0f} ms (log2 P neighbours). Strom's threshold "
+             "sparsification (the paper's first sparsification method, 1/1000 of the values kept and allgathered) "
+             f"takes {1e3 * top['threshold sparsification (Strom), allgathered']:.0f} ms; sufficient-factor "
+             f"broadcasting of the fully connected layers (Poseidon) {1e3 * sfb8:.0f} ms at 8 workers against "
+             f"{1e3 * all8:.0f} ms for the all-reduce: rebuilding every worker's gradients from its factors costs "
+             "more GPU time than the fewer bytes save on NVLink and InfiniBand, and past 64 workers no layer "
+             "qualifies (the factors of all workers outweigh the matrix). Middle, 64 workers whose compute "
              "time per step varies (gaussian, <code>training.straggler_cv</code> = std / mean): a synchronous step "
              f"waits for the slowest ({1e3 * sync_t:.0f} ms at 10%, against {1e3 * c[('synchronous', 0.0)]:.0f} ms "
              f"without stragglers); stale-synchronous with bound 3 pays that wait over 4 steps ({1e3 * ssp_t:.0f} ms), "

@@ -212,6 +212,9 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     if sc.parallel["tensor_layers"] == "fc":  # as load_scenario requires of Krizhevsky's hybrid
         for k, v in {"pipeline": 1, "context": 1, "expert": 1, "zero_stage": 0}.items():
             fixed.setdefault(k, v)
+    if sc.training["compression"] == "sfb":  # as load_scenario requires: whole layers' factors
+        for k in ("tensor", "pipeline", "context", "expert"):
+            fixed.setdefault(k, 1)
     gpu_counts = [int(x) for x in _positive_list("gpus", gpus)]
     if any(g != x for g, x in zip(gpu_counts, _positive_list("gpus", gpus))):
         raise ValueError(f"gpus: must be whole numbers, got {gpus!r}")
