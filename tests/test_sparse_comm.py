@@ -42,7 +42,8 @@ def test_sparse_allreduce_closed_form_is_the_sum_of_rounds(s, ratio, Pn):
     assert all(x <= D for x in rounds) and rounds == sorted(rounds)
     closed = sparse_allreduce_time(s, D, Pn, 0, 1)
     assert float(closed) == pytest.approx(sum(rounds))
-    assert float(sparse_allreduce_time(s, D, P, alpha, beta).subs({P: Pn, alpha: 0, beta: 1})) == pytest.approx(sum(rounds))
+    symbolic = sparse_allreduce_time(s, D, P, alpha, beta).subs({P: Pn, alpha: 0, beta: 1})
+    assert float(symbolic) == pytest.approx(sum(rounds))
     # never more than recursive doubling of the dense vector sends
     assert sum(rounds) <= float(collective_time("allreduce", "recursive_doubling", D, 2 ** len(rounds), 0, 1)) + 1e-9
 
@@ -85,8 +86,8 @@ def test_threshold_sizes_and_codec():
     c = C.compress("threshold", m, ratio=0.001)  # Strom: one 4-byte word (index and sign) per value above tau
     assert c.message_bytes == 4000 and c.collective == "allgather"
     assert c.dense_bytes / c.message_bytes == 1000
-    assert C.compress("threshold", m, ratio=1 / 846).dense_bytes / C.compress("threshold", m, ratio=1 / 846).message_bytes \
-        == pytest.approx(846, rel=1e-3)
+    strom = C.compress("threshold", m, ratio=1 / 846)  # the low end of the paper's 846-2871x
+    assert strom.dense_bytes / strom.message_bytes == pytest.approx(846, rel=1e-3)
     # encode: read the gradient, read and write the residual, two passes, write the message
     assert c.encode_bytes == 3 * 4 * m + 2 * 4 * m + 4000
     assert c.decode_bytes == 4000 + 2 * 1000 * 4

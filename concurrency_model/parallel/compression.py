@@ -41,8 +41,9 @@ sparsification method, §7.3.2 [S1]: "up to 54x speedup for 80 nodes") sends the
 ``tau`` as ``+-tau``, so one word per value carries its index and sign (``index_bytes``; the encoding as
 recalled from Strom 2015, unverified), and keeps the rest as a residual (error feedback); ``ratio`` is the
 fraction above the threshold (the paper's 846-2871x compression of non-convolutional DNNs [S1] is a ratio of
-1/846 to 1/2871 at one 4-byte word a value of an fp32 gradient). Sufficient-factor broadcasting (``sfb``, :mod:`.sparse_comm`)
-gathers the factors of the fully connected layers it pays off for and all-reduces the rest.
+1/846 to 1/2871 at one 4-byte word a value of an fp32 gradient). Sufficient-factor broadcasting (``sfb``,
+:mod:`.sparse_comm`) gathers the factors of the fully connected layers it pays off for and all-reduces the
+rest.
 PowerSGD allreduces ``P = M Q`` (a x r) and ``Q = M^T P`` (b x r) per matrix, vectors uncompressed in the
 first (Vogels, Karimireddy & Jaggi, NeurIPS 2019, Alg. 1).
 
@@ -286,7 +287,8 @@ def compress(scheme: str, gradient, *, value_bytes=4, bucket_size=512, levels=7,
                           kernels=3 if scheme == "dgc" else 2, **kw)
     if scheme == "sfb":
         if mats is None:
-            raise ValueError("gradient: sfb needs the model (a graph, zoo name or spec) to find its fully connected layers")
+            raise ValueError("gradient: sfb needs the model (a graph, zoo name or spec) to find its fully connected "
+                             "layers")
         layers, factors, rest = sufficient_factors(graph, workers)
         sent, rest = vb * factors, vb * rest
         return Compressed(message_bytes=as_value(sent + rest), collective="sfb", messages=(sent, rest),
@@ -378,13 +380,14 @@ def compressed_sync_time(scheme, gradient, P, alpha, beta, *, algorithm: str = "
     total = sp.Integer(0)
     if c.collective == "sparse_allreduce":  # its own rounds, in closed form (symbolic P too)
         total = sparse_allreduce_time(c.messages[0], c.dense_bytes, P, alpha, beta)
-    for op, n in ([] if c.collective == "sparse_allreduce" else c.collectives(P)):
-        alg = algorithm if algorithm == "auto" or algorithm in ALGORITHMS[op] else _DEFAULT_ALG[op]
-        if alg == "auto":
-            from ..comm.select import auto
-            total += auto(op, n, P, alpha, beta, gamma if op == "allreduce" else 0)[1]
-        else:
-            total += collective_time(op, alg, n, P, alpha, beta, gamma if op == "allreduce" else 0)
+    else:
+        for op, n in c.collectives(P):
+            alg = algorithm if algorithm == "auto" or algorithm in ALGORITHMS[op] else _DEFAULT_ALG[op]
+            if alg == "auto":
+                from ..comm.select import auto
+                total += auto(op, n, P, alpha, beta, gamma if op == "allreduce" else 0)[1]
+            else:
+                total += collective_time(op, alg, n, P, alpha, beta, gamma if op == "allreduce" else 0)
     enc, dec = codec_seconds(c, P, device)
     return as_value(total + enc + dec)
 

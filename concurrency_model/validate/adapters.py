@@ -28,7 +28,8 @@ FILES = {"deepbench-gemm": "deepbench_gemm.csv", "deepbench-conv": "deepbench_co
          "narayanan2021-table2": "narayanan2021_table2_ptd_vs_zero3.csv",
          "tf-cnn-benchmarks": "tf_cnn_benchmarks_dp_scaling_2017.csv", "torchgpipe": "torchgpipe_pipeline_speed.csv",
          "horovod": "horovod_docs_scaling_efficiency.csv", "dle-resnet50": "nvidia_dle_training_perf_long.csv",
-         "dle-resnext101": "nvidia_dle_training_perf_long.csv", "dle-se-resnext101": "nvidia_dle_training_perf_long.csv",
+         "dle-resnext101": "nvidia_dle_training_perf_long.csv",
+         "dle-se-resnext101": "nvidia_dle_training_perf_long.csv",
          "dle-bert": "nvidia_dle_training_perf_long.csv",
          "fastertransformer-13b": "fastertransformer_13b_inference_latency.csv",
          "deepbench-inference": "deepbench_gemm.csv, deepbench_conv.csv, deepbench_rnn.csv"}

@@ -38,8 +38,8 @@ def _dle_batch(cell, dtype: str) -> int | None:
 
 def dle_rows(dataset: str = "dle_resnet50") -> pd.DataFrame:
     """NVIDIA DeepLearningExamples training tables of a CNN (:data:`.scaling_data.DLE_CNNS`: ResNet-50 v1.5,
-    ResNeXt-101 32x4d, SE-ResNeXt-101 32x4d): one row per images/s cell (``source_row`` is the cell's line in the long file); cells without
-    a batch per GPU in their table kept with ``reason``.
+    ResNeXt-101 32x4d, SE-ResNeXt-101 32x4d): one row per images/s cell (``source_row`` is the cell's line
+    in the long file); cells without a batch per GPU in their table kept with ``reason``.
 
     >>> df = dle_rows()
     >>> len(df), int((df["reason"] == "").sum())

@@ -32,7 +32,8 @@ SCHEMAS = {  # file stem -> (numeric columns, other required columns, optional n
                              "source_repo", "source_commit"), ()),
 }
 METRIC = {"tf_cnn_benchmarks": ("images/s", "images per second"), "torchgpipe": ("speedup", "x over one GPU"),
-          "horovod": ("efficiency", "% scaling efficiency"), **dict.fromkeys(DLE_CNNS, ("images/s", "images per second")),
+          "horovod": ("efficiency", "% scaling efficiency"),
+          **dict.fromkeys(DLE_CNNS, ("images/s", "images per second")),
           "dle_bert": ("sequences/s", "sequences per second")}
 # issue 5: images/s median APE <= 15%; every torchgpipe speedup within 15%; every Horovod efficiency within
 # 10 percentage points
