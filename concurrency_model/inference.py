@@ -44,6 +44,15 @@ per-step latency for 10 generated tokens).
   with the reason (:func:`~concurrency_model.parallel.memory.memory_per_device`).
 * ``tokens_per_s = batch * decode_len / (prefill_s + decode_len * decode_s_per_token)``: generated tokens
   per second of the whole request (time to first token = ``prefill_s``).
+* **Weight-only quantization** (``weight_dtype`` = ``int8``, ``fp8`` or ``int4``; default: ``dtype``): the
+  weights of the transformer blocks' fully connected layers are stored at 1 or 0.5 bytes and dequantized
+  inside the GEMM's main loop, the math and the activations, embeddings, output layer and KV cache staying in
+  ``dtype`` (W8A16 / W4A16: FasterTransformer's weight-only int8 kernels; GPTQ, Frantar et al. 2023, and
+  AWQ, Lin et al. 2024, quantize the linear layers of the blocks and keep the embeddings and the output layer
+  in 16 bits, as recalled). Those GEMMs read ``k n`` weights at the narrower size (:mod:`.timing.gemm`), so a
+  memory-bound decode step shrinks with the weight bytes while a compute-bound prefill hardly moves; the
+  weights' memory is counted at the same sizes. Per-channel or per-group scales (a 16-bit value per output
+  channel, or per group of 128 weights: 1.6% of int4's bytes) and the dequantization arithmetic are left out [D].
 """
 from __future__ import annotations
 
@@ -68,7 +77,8 @@ from .timing.parts import Parts, total
 from .uncertainty import bands
 from .units import dtype_bytes
 
-INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16"}
+INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None}
+WEIGHT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}  # weight_dtype -> bytes a weight
 FREE = ("dropout",)  # the identity at inference
 _L = sp.Symbol("L", positive=True, integer=True)  # context length of a decode step
 
@@ -173,7 +183,7 @@ def infer(scenario) -> Inference:
         if par[k] != 1:
             raise ValueError(f"parallel.{k}: inference is modelled with tensor and pipeline parallelism only, got {par[k]}")
     return predict(sc.model, sc.cluster, inf["batch"], inf["prompt_len"], inf["decode_len"], inf["dtype"],
-                   par["tensor"], par["pipeline"])
+                   par["tensor"], par["pipeline"], inf["weight_dtype"])
 
 
 def _graph(model, batch: int, seq: int | None, vb: int):
@@ -201,11 +211,11 @@ def model_shape(graph) -> dict:
             "fused": bool(a.get("fused")), "params": int(graph.params)}
 
 
-def _pass_parts(graph, dev: Device, dtype: str, t: int, batch: int, decode: bool) -> Parts:
+def _pass_parts(graph, dev: Device, dtype: str, t: int, batch: int, decode: bool, weight_bytes=None) -> Parts:
     """Kernels of one forward pass: dropout free, the output layer on the last position only; in a decode
     step the attention cores are left out (priced by :func:`_kv_attention`)."""
     out = []
-    for node, row in zip(graph.layers(), layer_parts(graph, dev, dtype, tensor=t)):
+    for node, row in zip(graph.layers(), layer_parts(graph, dev, dtype, tensor=t, weight_bytes=weight_bytes)):
         if node.kind in FREE or (decode and node.kind == "attention"):
             continue
         if is_lm_head(node) and node.attrs["rows_per_sample"] > 1:
@@ -297,7 +307,7 @@ def _workspace(graph, t: int, batch: int, vb: int) -> float:
 
 
 def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype: str = "fp16", tensor: int = 1,
-            pipeline: int = 1) -> Inference:
+            pipeline: int = 1, weight_dtype: str | None = None) -> Inference:
     """:func:`infer` for a model spec and a cluster (preset name, file, dict or
     :class:`~concurrency_model.cluster.Cluster`) given directly.
 
@@ -308,6 +318,10 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     cl = load_cluster(cluster)
     dev = cl.device
     vb = dtype_bytes(dtype)
+    if weight_dtype is not None and weight_dtype not in WEIGHT_BYTES:
+        raise ValueError(f"inference.weight_dtype: unknown {weight_dtype!r}; allowed: {', '.join(WEIGHT_BYTES)}")
+    wb = vb if weight_dtype is None else WEIGHT_BYTES[weight_dtype]
+    quantized = None if wb == vb else wb
     if isinstance(model, str) and model not in SEQUENCE_MODELS:
         get_model(model)  # unknown names: the zoo's error
         raise ValueError(f"model: inference with a KV cache needs a causal decoder; {model!r} is an image model")
@@ -331,14 +345,16 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     kv = kv_cache_bytes(shape["layers"], batch, prompt_len + decode_len, shape["kv_heads"], shape["head_dim"], vb,
                         t, p)
     kv_all = kv_cache_bytes(shape["layers"], batch, prompt_len + decode_len, shape["kv_heads"], shape["head_dim"], vb)
-    weights = shape["params"] * vb / (t * p)
+    block_weights = sum(n.attrs["c_in"] * n.attrs["c_out"] for n in g_pre.layers()
+                        if n.kind == "linear" and not is_lm_head(n))  # the weights weight_dtype applies to
+    weights = (shape["params"] * vb + block_weights * (wb - vb)) / (t * p)
     mem = memory_per_device(weights, _workspace(g_pre, t, batch, vb), dev, extra={"kv_cache": kv})
     if not mem["fits"]:
         raise ValueError(mem["reason"])
 
     hidden = shape["hidden"]
-    parts_pre, parts_dec = _pass_parts(g_pre, dev, dtype, t, batch, decode=False), \
-        _pass_parts(g_dec, dev, dtype, t, batch, decode=True)
+    parts_pre, parts_dec = _pass_parts(g_pre, dev, dtype, t, batch, False, quantized), \
+        _pass_parts(g_dec, dev, dtype, t, batch, True, quantized)
     pre = {"compute_s": parts_pre.total(),
            "tensor_comm_s": comm.tensor(g_pre, batch, vb, last_only=True),
            "pipeline_p2p_s": comm.pipeline(batch * prompt_len * hidden * vb)}
@@ -369,7 +385,8 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     band_values = {k: v for ks, lohi in zip(keys, bands(latencies)) for k, v in zip(ks, lohi)}
     return Inference(prefill_s, step_s, batch * decode_len / total_s, kv, float(mem["total_bytes"]), total_s,
                      kv_all, breakdown, mem, {"tensor": t, "pipeline": p},
-                     {"batch": batch, "prompt_len": prompt_len, "decode_len": decode_len, "dtype": dtype}, shape,
+                     {"batch": batch, "prompt_len": prompt_len, "decode_len": decode_len, "dtype": dtype,
+                      "weight_dtype": weight_dtype or dtype}, shape,
                      band_values)
 
 

@@ -196,3 +196,46 @@ def test_bands_bracket_the_prediction():
     # quantiles are about the sums of the parts' quantiles
     assert d["prefill_p10_s"] + 32 * d["decode_s_per_token_p10"] == pytest.approx(d["total_p10_s"], rel=0.02)
     assert d["prefill_p90_s"] + 32 * d["decode_s_per_token_p90"] == pytest.approx(d["total_p90_s"], rel=0.02)
+
+
+def test_gemm_with_narrower_weights_hand_counts():
+    from concurrency_model.timing import gemm_coeffs
+    from concurrency_model.hardware import load_device
+    dev = load_device("a100-sxm4-80gb")
+    # y (1 x 8192) = x (1 x 8192) w (8192 x 8192): activations in fp16, weights at 1 byte
+    c = gemm_coeffs(1, 8192, 8192, dev, "fp16", weight_bytes=1)
+    assert c.bytes[0] == (8192 + 8192) * 2 + 8192 * 8192 * 1
+    assert c.flop[0] == 2 * 8192 * 8192  # the same math
+    # a GEMV is memory-bound: its DRAM term is the bytes over 80% of 2,039 GB/s (int8 half of fp16's, int4 a
+    # quarter), plus the two launches (7.6 us) and the split-K pass
+    for w in (2, 1, 0.5):
+        c = gemm_coeffs(1, 8192, 8192, dev, "fp16", weight_bytes=w)
+        dram = ((8192 + 8192) * 2 + 8192 * 8192 * w) / (0.8 * 2.039e12)
+        assert float(c.seconds(dev)[0]) == pytest.approx(dram + 7.6e-6 + float(c.a_extra[0]) / 2.039e12, rel=1e-9)
+    # a large GEMM is compute-bound: narrower weights change nothing
+    big16, big8 = (float(gemm_coeffs(8192, 8192, 8192, dev, "fp16", weight_bytes=w).seconds(dev)[0]) for w in (2, 1))
+    assert big8 == pytest.approx(big16, rel=0.02)
+
+
+def test_weight_only_quantization():
+    llama = {"hf_config": "llama-2-7b"}
+    base = infer(sc(llama, prompt_len=2048, decode_len=64))
+    q8 = infer(sc(llama, prompt_len=2048, decode_len=64, weight_dtype="int8"))
+    q4 = infer(sc(llama, prompt_len=2048, decode_len=64, weight_dtype="int4"))
+    # the weights of the blocks' linear layers: 32 x (4 x 4096^2 + 3 x 4096 x 11008); embeddings and the output
+    # layer stay in fp16
+    block = 32 * (4 * 4096 * 4096 + 3 * 4096 * 11008)
+    assert base.memory["model_state_bytes"] - q8.memory["model_state_bytes"] == block
+    assert base.memory["model_state_bytes"] - q4.memory["model_state_bytes"] == 1.5 * block
+    # batch 1: a decode step reads the weights, so it shrinks with them (the KV cache and the fp16 output layer
+    # do not); the 2048-token prefill is compute-bound and hardly moves
+    assert 0.5 < q8.decode_s_per_token / base.decode_s_per_token < 0.75
+    assert q4.decode_s_per_token < q8.decode_s_per_token
+    assert q8.prefill_s == pytest.approx(base.prefill_s, rel=0.02)
+    assert q8.inference["weight_dtype"] == "int8" and base.inference["weight_dtype"] == "fp16"
+    # weight_dtype equal to dtype is the unquantized model
+    same = infer(sc(llama, prompt_len=2048, decode_len=64, weight_dtype="fp16"))
+    assert (same.prefill_s, same.decode_s_per_token, same.memory_bytes_per_device) == \
+        (base.prefill_s, base.decode_s_per_token, base.memory_bytes_per_device)
+    with pytest.raises(ValueError, match=r"^inference.weight_dtype: unknown 'int3'"):
+        infer(sc(llama, weight_dtype="int3"))

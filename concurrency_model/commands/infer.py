@@ -13,7 +13,8 @@ def run(a) -> dict:
 
 def show(out: dict) -> None:
     i, p = out["inference"], out["parallel"]
-    print(f"batch {i['batch']}, prompt {i['prompt_len']}, {i['decode_len']} decode steps, {i['dtype']} on "
+    weights = f" (weights {i['weight_dtype']})" if i["weight_dtype"] != i["dtype"] else ""
+    print(f"batch {i['batch']}, prompt {i['prompt_len']}, {i['decode_len']} decode steps, {i['dtype']}{weights} on "
           f"{out['gpus']} devices (tensor {p['tensor']} x pipeline {p['pipeline']})")
     print(f"prefill (time to first token) {out['prefill_s'] * 1e3:,.3f} ms; decode {out['decode_s_per_token'] * 1e3:,.3f} "
           f"ms per token; total {out['total_s'] * 1e3:,.1f} ms; {out['tokens_per_s']:,.1f} tokens/s")
@@ -30,6 +31,7 @@ def show(out: dict) -> None:
 def register(sub) -> None:
     e = sub.add_parser("infer", help="prefill/decode latency, tokens/s and memory of an inference scenario")
     e.add_argument("--scenario", required=True,
-                   help="scenario file (JSON or TOML) with an inference object: batch, prompt_len, decode_len, dtype")
+                   help="scenario file (JSON or TOML) with an inference object: batch, prompt_len, decode_len, dtype "
+                        "[, weight_dtype]")
     add_json(e)
     e.set_defaults(run=run, show=show)

@@ -148,17 +148,20 @@ def roofline(flop, bytes_, dev, dtype: str = "fp32", kernels: int = 1, vector: b
     return roofline_coeffs(flop, bytes_, dev, dtype, kernels, vector).assemble(dev)
 
 
-def gemm_coeffs(m, n, k, dev: Device, dtype: str = "fp32", batch=1, math_dtype: str | None = None) -> Coeffs:
-    """Coefficients of the chosen GEMM kernel for rows of shapes (arrays or numbers)."""
+def gemm_coeffs(m, n, k, dev: Device, dtype: str = "fp32", batch=1, math_dtype: str | None = None,
+                weight_bytes: float | None = None) -> Coeffs:
+    """Coefficients of the chosen GEMM kernel for rows of shapes (arrays or numbers); ``weight_bytes``: bytes
+    per value of B (k x n) when it is stored narrower than ``dtype`` (weight-only quantization, :mod:`.gemm`)."""
     m, n, k, batch = np.broadcast_arrays(*(np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in (m, n, k, batch)))
     vb = dtype_bytes(dtype)
     rate = np.full(len(m), _f(dev.peak(math_dtype or dtype), dev.decide))
     kern = _gemm.kernel(m, n, k, batch, vb, dev.multiprocessors, rate, _f(dev.mem_bw, dev.decide),
-                        _f(dev.launch_overhead, dev.decide), dev.efficiency)
+                        _f(dev.launch_overhead, dev.decide), dev.efficiency, weight_bytes)
     tiles = _gemm.TILES[kern["tile"]]
     info = {"tile": np.array([f"{a}x{b}" for a, b in tiles]), "split_k": kern["split"], "waves": kern["waves"]}
+    wb = vb if weight_bytes is None else weight_bytes
     return Coeffs(kern["a_math"], kern["a_feed"], kern["a_mem"], kern["a_red"], kern["launches"] + 1.0, rate,
-                  2.0 * m * n * k * batch, (m * k + k * n + m * n) * batch * vb, info, math_dtype or dtype)
+                  2.0 * m * n * k * batch, ((m * k + m * n) * vb + k * n * wb) * batch, info, math_dtype or dtype)
 
 
 def gemm_time(m, n, k, dev, dtype: str = "fp32", batch: int = 1, math_dtype: str | None = None) -> OpTime:

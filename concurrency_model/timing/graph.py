@@ -14,6 +14,7 @@ import pandas as pd
 import sympy as sp
 
 from ..models.channel_split import is_channel_split, replicated
+from ..models.transformer import is_lm_head
 from ..ops.optimizer import RULES
 from ..units import dtype_bytes
 from . import _f, device, gemm_coeffs, roofline, roofline_coeffs
@@ -34,14 +35,16 @@ def _num(e) -> float:
 
 
 def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input: bool, tensor: int = 1,
-                shard: float = 1.0, channels: bool = False, rows: int | None = None) -> tuple[dict, str]:
+                shard: float = 1.0, channels: bool = False, rows: int | None = None,
+                weight_bytes: float | None = None) -> tuple[dict, str]:
     """Kernels (:class:`~.parts.Parts`) of one node per pass, and the convolution algorithm; with tensor
     parallelism ``tensor`` the node's share of the work: column-split GEMMs cut their outputs, row-split
     GEMMs their inputs, attention its heads; with ``channels`` (the paper's split of a CNN,
     :mod:`~concurrency_model.models.channel_split`) convolutions and fully connected layers cut their
     outputs, grouped convolutions their groups; other ops are scaled by ``shard`` (the fraction of the
     tensor this device holds). ``rows``: a convolution's output rows on this device in a spatial split
-    (:mod:`~concurrency_model.parallel.spatial`), computed from the input rows that give them."""
+    (:mod:`~concurrency_model.parallel.spatial`), computed from the input rows that give them.
+    ``weight_bytes``: a fully connected layer's weights stored narrower (its forward GEMM reads them so)."""
     a = node.attrs
     out = {p: Parts.empty() for p in PASSES}
     algorithm = ""
@@ -65,7 +68,8 @@ def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
         elif tensor > 1 and a.get("split") == "row":
             ci = -(-ci // tensor)
         for p, shape in zip(PASSES, ((rows, co, ci), (rows, ci, co), (ci, co, rows))):
-            out[p] = Parts.from_coeffs(gemm_coeffs(*shape, dev, dtype), dev)
+            wb = weight_bytes if p == "forward" else None
+            out[p] = Parts.from_coeffs(gemm_coeffs(*shape, dev, dtype, weight_bytes=wb), dev)
     elif node.kind == "attention":
         from ..ops.attention import attention
         heads = max(1, a["heads"] // tensor)
@@ -119,11 +123,13 @@ def _shards(graph, tensor: int, sequence_parallel: bool, channels: bool) -> dict
 
 
 def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_parallel: bool = False,
-                spatial: dict | None = None) -> list[dict]:
+                spatial: dict | None = None, weight_bytes: float | None = None) -> list[dict]:
     """Per layer: ``name, op, algorithm`` and the :class:`~.parts.Parts` of its ``forward``, ``grad_input``
     and ``grad_weight`` passes (see :func:`layer_times`). Nodes with the same kind, attributes, work and
     tensor share are timed once (the 96 blocks of GPT-3 cost one block's kernel choices). ``spatial``:
-    ``{node: output rows on this device}`` of a spatial split (:mod:`~concurrency_model.parallel.spatial`)."""
+    ``{node: output rows on this device}`` of a spatial split (:mod:`~concurrency_model.parallel.spatial`).
+    ``weight_bytes``: bytes per weight of the fully connected layers other than a language model's output
+    layer (weight-only quantization at inference, :mod:`concurrency_model.inference`)."""
     dev = device(dev)
     batch = int(_num(graph.batch))
     scale = dtype_bytes(dtype) / float(graph.value_bytes)
@@ -138,9 +144,11 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
         if mine is not None:
             shard *= mine / node.shape[1]
         key = (node.kind, repr(sorted((k, v) for k, v in node.attrs.items() if k != "name")), needs, shard, mine,
+               is_lm_head(node),
                *(getattr(getattr(node.cost, p), f) for p in PASSES for f in ("flop", "bytes")))
         if key not in memo:
-            memo[key] = _node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine)
+            wb = weight_bytes if node.kind == "linear" and not is_lm_head(node) else None
+            memo[key] = _node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine, wb)
         parts, algorithm = memo[key]
         rows.append({"name": node.name, "op": node.kind, "algorithm": algorithm, **parts})
     return rows
