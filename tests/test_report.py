@@ -81,7 +81,7 @@ def test_sections_and_error_table(report):
     out, _ = report
     with open(out["html"], encoding="utf-8") as f:
         page = f.read()
-    for anchor in ("zoo", "roofline", "collectives", "dp", "pipeline", "sweep", "validation"):
+    for anchor in ("zoo", "roofline", "collectives", "dp", "pipeline", "sweep", "inference", "validation"):
         assert f"id='{anchor}'" in page
     table = page[page.index("<table class='errors'>"):]
     assert "date of the data" in table and table.count("<tr>") >= 4

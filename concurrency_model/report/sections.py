@@ -7,7 +7,7 @@ import html
 import math
 import time
 
-from . import accuracy, cnn_parallel, comm, distribution, parallel, sweep3d, zoo
+from . import accuracy, cnn_parallel, comm, distribution, inference, parallel, sweep3d, zoo
 from ._plot import figure, fmt_bytes, png_bytes
 from .html import Figure, Section
 
@@ -218,6 +218,37 @@ def cnn_parallel_section(figs):
              f"{at8['data parallel']:.1f}x and model parallelism {at8['model parallel']:.1f}x, the order he "
              "reported. Per-layer formulas: paper-models §4.2 and §4.4 [D].</p>")
     return [Section("cnn-parallel", "Model parallelism of CNNs: channels, rows and the one weird trick", intro, [f])]
+
+
+def inference_section(figs):
+    ft, q = inference.ft_frame(), inference.quant_frame()
+    fig, ax = figure(14, 5.0, 1, 2, width_ratios=[1.3, 1])
+    inference.ft_plot(ft, ax=ax[0, 0])
+    inference.quant_plot(q, ax=ax[0, 1])
+    f = add_figure(figs, "inference", fig, "FasterTransformer GPT 13B latencies against the model; decode time of "
+                   "Llama-2-7B with 16-bit, int8 and int4 weights",
+                   "Left: prefill, decode per token and total latency of 10 generated tokens after 512 prompt "
+                   "tokens, batch 1, on one and two A100 40GB (tensor parallelism). Right: model only.")
+    ape = (ft["predicted_s"] - ft["measured_s"]).abs() / ft["measured_s"]
+    inside = ((ft["measured_s"] >= ft["p10_s"]) & (ft["measured_s"] <= ft["p90_s"])).mean()
+    d = q.pivot(index="batch", columns="weights", values="decode_s_per_token")
+    mem = q[q["batch"] == 1].set_index("weights")["memory_bytes"]
+    lo, hi = d.index.min(), d.index.max()
+    intro = ("<p>Serving a causal decoder (<code>concurrency-model infer</code>): a prefill pass over the prompt, then "
+             "one decode step per generated token that reads the weights and the KV cache. Left, NVIDIA's "
+             "FasterTransformer GPT 13B measurements (the only inference timings in data/): the model is within "
+             f"a median {100 * ape.median():.1f}% (worst {100 * ape.max():.1f}%) of the {len(ft)} latencies, "
+             f"{100 * inside:.0f}% of them inside the 80% bands. Right, weight-only quantization "
+             "(<code>inference.weight_dtype</code>: the blocks' linear weights stored at 1 or 0.5 bytes, math "
+             f"in fp16), model only: at batch {lo} a decode step takes {1e3 * d.loc[lo, 'fp16']:.2f} ms with fp16 "
+             f"weights, {1e3 * d.loc[lo, 'int8']:.2f} with int8 and {1e3 * d.loc[lo, 'int4']:.2f} with int4 "
+             f"({d.loc[lo, 'fp16'] / d.loc[lo, 'int8']:.2f}x and {d.loc[lo, 'fp16'] / d.loc[lo, 'int4']:.2f}x, not "
+             "2x and 4x: the fp16 output layer, the KV cache and the launches stay); at batch "
+             f"{hi} the gain is {d.loc[hi, 'fp16'] / d.loc[hi, 'int8']:.2f}x and "
+             f"{d.loc[hi, 'fp16'] / d.loc[hi, 'int4']:.2f}x, the step being the KV cache's and the GEMMs' "
+             f"compute. Memory at batch {lo}: {mem['fp16'] / 1e9:.1f}, {mem['int8'] / 1e9:.1f} and "
+             f"{mem['int4'] / 1e9:.1f} GB. Scales and dequantization arithmetic are left out [D].</p>")
+    return [Section("inference", "Inference: latency, batching and quantized weights", intro, [f])]
 
 
 def pipeline_section(figs):

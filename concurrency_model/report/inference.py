@@ -1,0 +1,86 @@
+"""Inference in the report: the FasterTransformer GPT 13B latencies against the model, and what batch size
+and weight-only quantization do to a decode step (:mod:`concurrency_model.inference`).
+
+The FasterTransformer rows are the ones of ``concurrency-model validate --dataset fastertransformer-13b``
+(:mod:`concurrency_model.validate.inference`); the quantization panel is model only (``data/`` has no
+quantized-serving measurements): Llama-2-7B from its Hugging Face config on one H100 (``dgx-h100``), 1,024-token
+prompts and 128 generated tokens, at 16-bit, int8 and int4 weights.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ._plot import new_axes
+
+QUANT_MODEL = {"hf_config": "llama-2-7b"}
+QUANT_CLUSTER = "dgx-h100"
+WEIGHTS = ("fp16", "int8", "int4")
+BATCHES = (1, 2, 4, 8, 16, 32, 64)
+PROMPT, DECODE = 1024, 128
+
+
+def ft_frame() -> pd.DataFrame:
+    """``label, what, measured_s, predicted_s, p10_s, p90_s`` per FasterTransformer row and latency
+    (prefill, decode per token, total)."""
+    from ..validate import inference as vi
+
+    res = vi.evaluate()
+    rows = []
+    for _, r in res.iterrows():
+        for what in ("prefill_s", "decode_s_per_token", "total_s"):
+            rows.append({"label": r["label"], "what": what, "measured_s": r[f"measured_{what}"],
+                         "predicted_s": r[f"predicted_{what}"], "p10_s": r[f"p10_{what}"],
+                         "p90_s": r[f"p90_{what}"]})
+    return pd.DataFrame(rows)
+
+
+def quant_frame(batches=BATCHES, weights=WEIGHTS) -> pd.DataFrame:
+    """``weights, batch, prefill_s, decode_s_per_token, tokens_per_s, memory_bytes`` of :data:`QUANT_MODEL`.
+
+    >>> f = quant_frame((1,), ("fp16", "int8")).set_index("weights")
+    >>> bool(f.loc["int8", "decode_s_per_token"] < f.loc["fp16", "decode_s_per_token"])
+    True
+    """
+    from ..inference import predict
+
+    rows = []
+    for w in weights:
+        for b in batches:
+            r = predict(QUANT_MODEL, QUANT_CLUSTER, b, PROMPT, DECODE, "fp16", weight_dtype=w)
+            rows.append({"weights": w, "batch": b, "prefill_s": r.prefill_s, "decode_s_per_token": r.decode_s_per_token,
+                         "tokens_per_s": r.tokens_per_s, "memory_bytes": r.memory_bytes_per_device})
+    return pd.DataFrame(rows)
+
+
+def ft_plot(frame: pd.DataFrame | None = None, ax=None):
+    """Predicted (with its 80% band) against measured latency of each FasterTransformer row."""
+    frame = ft_frame() if frame is None else frame
+    ax = new_axes(ax)
+    names = {"prefill_s": "prefill", "decode_s_per_token": "decode / token", "total_s": "total"}
+    x = np.arange(len(frame))
+    ax.bar(x - 0.2, 1e3 * frame["measured_s"], 0.4, color="0.6", label="measured (FasterTransformer)")
+    pred = 1e3 * frame["predicted_s"]
+    err = [pred - 1e3 * frame["p10_s"], 1e3 * frame["p90_s"] - pred]
+    ax.bar(x + 0.2, pred, 0.4, yerr=err, capsize=3, color="tab:blue", label="predicted (80% band)")
+    ax.set_xticks(x, [f"{names[w]}\n{lab.split(' on ')[0].replace('13B ', '')}" for lab, w in
+                      zip(frame["label"], frame["what"])], fontsize=7)
+    ax.set_yscale("log")
+    ax.set(ylabel="ms", title="GPT 13B on A100 40GB: FasterTransformer against the model")
+    ax.grid(alpha=0.3, axis="y", which="both")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def quant_plot(frame: pd.DataFrame | None = None, ax=None):
+    """Decode seconds per token against the batch, one line per weight format."""
+    frame = quant_frame() if frame is None else frame
+    ax = new_axes(ax)
+    for w, g in frame.groupby("weights", sort=False):
+        ax.plot(g["batch"], 1e3 * g["decode_s_per_token"], marker="o", label=f"{w} weights")
+    ax.set_xscale("log", base=2)
+    ax.set(xlabel="sequences in the batch", ylabel="decode ms per token",
+           title="Llama-2-7B on one H100: weight-only quantization")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    return ax
