@@ -221,3 +221,14 @@ def test_sfb_in_sweep():
                   "training": {"dtype": "fp32", "optimizer": "momentum", "compression": "sfb",
                                "recompute": best["recompute"]}})
     assert best["step_time_s"] == pytest.approx(e.step_time_s, rel=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(widths=st.lists(st.integers(1, 4096), min_size=1, max_size=4), inputs=st.integers(1, 4096),
+       outputs=st.integers(1, 4096), batch=st.integers(1, 512), workers=st.integers(2, 512))
+def test_sfb_never_sends_more_than_the_allreduce(widths, inputs, outputs, batch, workers):
+    # Poseidon's rule takes a layer only when its gathered factors are fewer bytes than its ring all-reduce
+    g = get_model({"kind": "mlp", "inputs": inputs, "hidden": widths, "outputs": outputs}, batch=batch)
+    sfb, dense = C.compress("sfb", g, workers=workers), C.compress("fp32", g.params)
+    assert sfb.sent_bytes(workers) <= dense.sent_bytes(workers) * (1 + 1e-12)
+    assert float(sfb.messages[1]) + sum(4 * a * b for a, b, _ in sfb.gemms_decode) == dense.message_bytes
