@@ -176,6 +176,8 @@ def infer(scenario) -> Inference:
     inf = inference_section(raw)
     sc = load_scenario({**raw, "training": raw.get("training") or {"dtype": inf["dtype"]}})
     par = sc.parallel
+    if not is_causal_decoder(sc.model):
+        return _forward(sc, raw["inference"], inf)
     if par["data"] != 1:
         raise ValueError(f"parallel.data: inference is modelled for one model replica (data = 1), got {par['data']}; "
                          "replicas serve independent requests, multiply the throughput by them")
@@ -184,6 +186,31 @@ def infer(scenario) -> Inference:
             raise ValueError(f"parallel.{k}: inference is modelled with tensor and pipeline parallelism only, got {par[k]}")
     return predict(sc.model, sc.cluster, inf["batch"], inf["prompt_len"], inf["decode_len"], inf["dtype"],
                    par["tensor"], par["pipeline"], inf["weight_dtype"])
+
+
+def is_causal_decoder(model) -> bool:
+    """Whether ``model`` (a zoo name or spec) has causal attention: served with a KV cache."""
+    att = [n for n in get_model(model).layers() if n.kind == "attention"]
+    return bool(att) and all(n.attrs.get("causal") for n in att)
+
+
+def _forward(sc, given: dict, inf: dict):
+    """:func:`infer` of a model without a KV cache (:mod:`concurrency_model.forward_inference`)."""
+    from .forward_inference import is_sequence_model, predict_forward
+
+    par = sc.parallel
+    if "decode_len" in given:
+        raise ValueError("inference.decode_len: the model has no causal attention, so no decode steps; "
+                         "its inference is one forward pass of the batch")
+    if "prompt_len" in given and not is_sequence_model(sc.model):
+        raise ValueError("inference.prompt_len: an image model takes its image size from the model spec "
+                         "({\"name\": ..., \"image_size\": ...})")
+    for k in ("data", "pipeline", "context", "expert"):
+        if par[k] != 1:
+            raise ValueError(f"parallel.{k}: inference of a model without a KV cache is modelled on one replica "
+                             f"and one stage, with tensor parallelism only; got {par[k]}")
+    return predict_forward(sc.model, sc.cluster, inf["batch"], inf["dtype"], par["tensor"],
+                           inf["prompt_len"] if "prompt_len" in given else None, inf["weight_dtype"])
 
 
 def _graph(model, batch: int, seq: int | None, vb: int):

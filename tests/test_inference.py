@@ -133,8 +133,10 @@ def test_over_capacity_and_bad_input_name_the_field():
     for k in ("context", "expert"):  # not modelled for inference: refused, not ignored
         with pytest.raises(ValueError, match=f"^parallel.{k}: inference is modelled with tensor and pipeline"):
             infer(sc(parallel={k: 2}))
+    with pytest.raises(ValueError, match="^inference.decode_len: the model has no causal attention"):
+        infer(sc("bert-base"))  # an encoder: one forward pass (forward_inference), no decode steps
     with pytest.raises(ValueError, match="^model: .*causal decoder"):
-        infer(sc("bert-base"))
+        predict("bert-base", "dgx-a100", 1, 128, 16)
     with pytest.raises(ValueError, match="^inference: missing"):
         infer({"model": "gpt2"})
 

@@ -1,5 +1,6 @@
 """``concurrency-model infer --scenario FILE``: prefill and decode latency, throughput and memory of an
-inference scenario (:mod:`concurrency_model.inference`)."""
+inference scenario (:mod:`concurrency_model.inference`); for a model without causal attention (a CNN, an
+encoder) one forward pass's latency and samples/s (:mod:`concurrency_model.forward_inference`)."""
 from __future__ import annotations
 
 from ..inference import infer
@@ -14,6 +15,15 @@ def run(a) -> dict:
 def show(out: dict) -> None:
     i, p = out["inference"], out["parallel"]
     weights = f" (weights {i['weight_dtype']})" if i["weight_dtype"] != i["dtype"] else ""
+    if out.get("kind") == "forward":  # a model without a KV cache: one forward pass of the batch
+        seq = f", {i['prompt_len']} tokens a sample" if "prompt_len" in i else ""
+        print(f"batch {i['batch']}{seq}, {i['dtype']}{weights} on {out['gpus']} devices (tensor {p['tensor']})")
+        print(f"forward pass {out['latency_s'] * 1e3:,.3f} ms (80% band {out['latency_p10_s'] * 1e3:,.3f}-"
+              f"{out['latency_p90_s'] * 1e3:,.3f} ms); {out['samples_per_s']:,.1f} samples/s")
+        print(f"memory per device {out['memory_bytes_per_device'] / 1e9:,.2f} GB")
+        for k, v in out["breakdown"].items():
+            print(f"  {k:<28} {v:>12.4g} s")
+        return
     print(f"batch {i['batch']}, prompt {i['prompt_len']}, {i['decode_len']} decode steps, {i['dtype']}{weights} on "
           f"{out['gpus']} devices (tensor {p['tensor']} x pipeline {p['pipeline']})")
     print(f"prefill (time to first token) {out['prefill_s'] * 1e3:,.3f} ms; decode {out['decode_s_per_token'] * 1e3:,.3f} "
@@ -29,7 +39,8 @@ def show(out: dict) -> None:
 
 
 def register(sub) -> None:
-    e = sub.add_parser("infer", help="prefill/decode latency, tokens/s and memory of an inference scenario")
+    e = sub.add_parser("infer", help="prefill/decode latency, tokens/s and memory of an inference scenario (a forward "
+                       "pass's latency and samples/s for a model without a KV cache)")
     e.add_argument("--scenario", required=True,
                    help="scenario file (JSON or TOML) with an inference object: batch, prompt_len, decode_len, dtype "
                         "[, weight_dtype]")

@@ -1,0 +1,112 @@
+"""Inference of a model without a KV cache: one forward pass over a batch (CNNs, ViT, BERT-style encoders,
+fully connected networks), ``concurrency-model infer`` on a scenario whose model is not a causal decoder.
+
+* **Latency** of a batch: the forward kernels of every layer on the device
+  (:func:`~concurrency_model.timing.graph.layer_parts`; dropout is the identity in eval mode and costs
+  nothing), one after another on one stream, plus under tensor parallelism (transformer encoders only:
+  Megatron's splits, Shoeybi et al. 2019 §3) the allreduces of the row-split GEMMs' outputs and of the
+  embedding. One stage: a batch without microbatches would run pipeline stages one after another.
+* ``samples_per_s = batch / latency_s``: one batch at a time (no overlap of batches). The kernels run back
+  to back, as a compiled or graph-captured runtime issues them (TensorRT, CUDA graphs); an eager framework
+  adds its host time per kernel (``training.host_overhead_s`` of a training step), not counted here.
+* **Memory per device**: the weights (at ``weight_dtype`` for the fully connected layers, the output layer of
+  a language model aside, as in :mod:`concurrency_model.inference`; under tensor parallelism split evenly),
+  and the workspace of the largest operator (its inputs and output); no activations are kept for a backward
+  pass.
+* ``prompt_len`` is the sequence length of a sequence model (BERT's tokens per sample); an image model
+  takes the image size of its spec (``{"name": "resnet50", "image_size": 128}``). There are no decode steps.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .cluster import load_cluster
+from .models import IMAGE_MODELS
+from .models.channel_split import is_channel_split
+from .models.transformer import check_tensor_split, is_lm_head
+from .parallel.memory import memory_per_device
+from .timing.graph import layer_parts
+from .timing.parts import total
+from .uncertainty import bands
+from .units import dtype_bytes
+
+FREE = ("dropout",)  # the identity at inference
+
+
+@dataclass
+class ForwardInference:
+    """The result of :func:`predict_forward` (SI units)."""
+
+    latency_s: float
+    samples_per_s: float
+    memory_bytes_per_device: float
+    breakdown: dict
+    memory: dict
+    parallel: dict
+    inference: dict
+    bands: dict = field(default_factory=dict)  # latency_p10_s, latency_p90_s
+
+    def to_dict(self) -> dict:
+        return {"kind": "forward", "latency_s": self.latency_s, "samples_per_s": self.samples_per_s,
+                "memory_bytes_per_device": self.memory_bytes_per_device, "breakdown": self.breakdown,
+                "memory": {k: v for k, v in self.memory.items() if k != "reason"},
+                "gpus": self.parallel["tensor"], "parallel": self.parallel,
+                "inference": self.inference, **self.bands}
+
+
+def is_sequence_model(model) -> bool:
+    """Whether ``model`` takes token sequences (a ``seq_len``), not images."""
+    name = model.get("kind") or model.get("name") if isinstance(model, dict) else model
+    return name not in IMAGE_MODELS and name != "mlp" and not (isinstance(model, dict) and "onnx" in model)
+
+
+def predict_forward(model, cluster, batch: int, dtype: str = "fp16", tensor: int = 1, seq_len: int | None = None,
+                    weight_dtype: str | None = None) -> ForwardInference:
+    """Latency, throughput and memory of one forward pass of ``batch`` samples.
+
+    >>> r = predict_forward("resnet50", "dgx-a100", 64, "fp16")
+    >>> r.samples_per_s > 1000, r.parallel
+    (True, {'tensor': 1})
+    """
+    from .inference import WEIGHT_BYTES, _Comm, _graph, _workspace
+
+    cl = load_cluster(cluster)
+    dev = cl.device
+    vb = dtype_bytes(dtype)
+    try:
+        dev.peak(dtype)
+    except ValueError as e:
+        raise ValueError(f"inference.{e}") from None
+    if weight_dtype is not None and weight_dtype not in WEIGHT_BYTES:
+        raise ValueError(f"inference.weight_dtype: unknown {weight_dtype!r}; allowed: {', '.join(WEIGHT_BYTES)}")
+    wb = vb if weight_dtype is None else WEIGHT_BYTES[weight_dtype]
+    t = tensor
+    g = _graph(model, batch, seq_len, vb)
+    nodes = g.layers()
+    if t > 1:
+        if is_channel_split(nodes) or not any(n.kind == "attention" for n in nodes):
+            raise ValueError(f"parallel.tensor: {t} > 1 is modelled for transformer encoders at inference; "
+                             f"{g.name!r} has no attention")
+        check_tensor_split(nodes, t)
+    body = sum(n.attrs["c_in"] * n.attrs["c_out"] for n in nodes if n.kind == "linear" and not is_lm_head(n))
+    weights = (float(g.params) * vb + body * (wb - vb)) / t
+    mem = memory_per_device(weights, _workspace(g, t, batch, vb), dev)
+    if not mem["fits"]:
+        raise ValueError(mem["reason"])
+    rows = layer_parts(g, dev, dtype, tensor=t, weight_bytes=None if wb == vb else wb)
+    parts = total([r["forward"] for n, r in zip(nodes, rows) if n.kind not in FREE])
+    brk = {"compute_s": parts.total(), "tensor_comm_s": _Comm(cl, t, 1).tensor(g, batch, vb, last_only=False)}
+    latency = sum(brk.values())
+
+    def latencies(flops, mem_bw, launch, intra_bw, inter_bw):
+        net = intra_bw if t <= cl.gpus_per_node else inter_bw
+        return (parts.seconds(flops, mem_bw, launch) + brk["tensor_comm_s"] / net,)
+
+    (lo, hi), = bands(latencies)
+    return ForwardInference(latency, batch / latency, float(mem["total_bytes"]), brk, mem, {"tensor": t},
+                            {"batch": batch, "dtype": dtype, "weight_dtype": weight_dtype or dtype,
+                             **({"prompt_len": seq_len} if seq_len else {})},
+                            {"latency_p10_s": lo, "latency_p90_s": hi})
+
+
+__all__ = ["predict_forward", "ForwardInference", "is_sequence_model"]
