@@ -80,3 +80,16 @@ def test_cli(tmp_path, capsys):
     assert out["latency_p10_s"] < out["latency_s"] < out["latency_p90_s"]
     assert main(["infer", "--scenario", str(f)]) == 0
     assert "samples/s" in capsys.readouterr().out
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=15, deadline=None)
+@given(b=st.integers(1, 96), extra=st.integers(1, 32))
+def test_a_larger_batch_never_takes_less_time(b, extra):
+    # every kernel's time is the cheapest candidate's, and no candidate gets faster with more rows
+    small = predict_forward({"name": "resnet50", "image_size": 64}, "dgx-a100", b, "fp16")
+    large = predict_forward({"name": "resnet50", "image_size": 64}, "dgx-a100", b + extra, "fp16")
+    assert large.latency_s >= small.latency_s * (1 - 1e-12)
