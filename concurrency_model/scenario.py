@@ -163,6 +163,9 @@ def load_scenario(spec) -> Scenario:
     if tr["compression"] == "sfb" and (bad := [k for k in ("tensor", "pipeline", "context", "expert") if par[k] != 1]):
         raise ValueError(f"training.compression: sfb sends the factors of whole fully connected layers, modelled with "
                          f"tensor, pipeline, context and expert 1; parallel.{bad[0]} = {par[bad[0]]}")
+    if tr["compression"] == "sfb" and tr["sync"] != "allreduce":
+        raise ValueError(f"training.compression: sfb broadcasts the factors from worker to worker and all-reduces the "
+                         f"rest, which needs sync \"allreduce\", got {tr['sync']!r}")
     h = tr["host_overhead_s"]
     if h is not None and (isinstance(h, bool) or not isinstance(h, (int, float)) or h < 0):
         raise ValueError(f"training.host_overhead_s: must be a number >= 0 (host seconds per kernel) or null, "

@@ -205,6 +205,11 @@ def test_sfb_in_estimate():
     assert _alexnet("sfb", 1024).step_time_s == pytest.approx(_alexnet("none", 1024).step_time_s, rel=1e-12)
     with pytest.raises(ValueError, match=r"^training.compression: sfb .* parallel.tensor = 2"):
         _alexnet("sfb", 32, tensor=2, data=4)
+    for sync in ("parameter_server", "gossip"):
+        with pytest.raises(ValueError, match=rf"^training.compression: sfb .* got '{sync}'"):
+            estimate({"model": "alexnet", "cluster": "dgx1-v100",
+                      "parallel": {"data": 8, "microbatch_size": 32, "global_batch": 256},
+                      "training": {"compression": "sfb", "sync": sync}})
 
 
 def test_sfb_in_sweep():
