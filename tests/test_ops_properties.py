@@ -13,7 +13,7 @@ from concurrency_model.cost import Cost, OpCost, chain, clog2
 from concurrency_model.ops.attention import attention, multi_head_attention
 from concurrency_model.ops.conv import conv2d
 from concurrency_model.ops.dense import gemm, linear
-from concurrency_model.ops.elementwise import ACTIVATIONS, activation, add, concat, dropout, scale
+from concurrency_model.ops.elementwise import ACTIVATIONS, activation, add, channel_scale, concat, dropout, scale
 from concurrency_model.ops.embedding import embedding
 from concurrency_model.ops.norm import batch_norm, group_norm, layer_norm, rms_norm, weight_norm
 from concurrency_model.ops.optimizer import RULES, optimizer_update
@@ -113,6 +113,7 @@ BUILDERS = {
     "dropout": (dropout, st.fixed_dictionaries(dict(elements=small))),
     "add": (add, st.fixed_dictionaries(dict(elements=small, inputs=st.integers(2, 5)))),
     "scale": (scale, st.fixed_dictionaries(dict(elements=small))),
+    "channel_scale": (channel_scale, st.fixed_dictionaries(dict(maps=small, spatial=small))),
     "concat": (concat, st.fixed_dictionaries(dict(elements=small))),
     "softmax": (softmax, st.fixed_dictionaries(dict(rows=small, k=small))),
     # tokens >= 2: with one token the scatter-add does `dim` adds at depth ceil(log2 1) = 0 (module convention)
@@ -204,6 +205,7 @@ GROWTH = {
     "dropout": ({"elements"}, {"elements"}),
     "add": ({"elements", "inputs"}, {"elements", "inputs"}),
     "scale": ({"elements"}, {"elements"}),
+    "channel_scale": ({"maps", "spatial"}, {"maps", "spatial"}),
     "concat": ({"elements"}, set()),
     "softmax": ({"rows", "k"}, {"rows", "k"}),
     "embedding": ({"tokens", "vocab", "dim"}, {"tokens", "dim"}),
