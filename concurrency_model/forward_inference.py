@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from .cluster import load_cluster
 from .models import IMAGE_MODELS
 from .models.channel_split import is_channel_split
-from .models.transformer import check_tensor_split, is_lm_head
+from .models.transformer import check_tensor_split
 from .parallel.memory import memory_per_device
 from .timing.graph import layer_parts
 from .timing.parts import total
@@ -68,7 +68,7 @@ def predict_forward(model, cluster, batch: int, dtype: str = "fp16", tensor: int
     >>> r.samples_per_s > 1000, r.parallel
     (True, {'tensor': 1})
     """
-    from .inference import WEIGHT_BYTES, _Comm, _graph, _workspace
+    from .inference import _Comm, _graph, _workspace, weights_bytes
 
     cl = load_cluster(cluster)
     dev = cl.device
@@ -77,9 +77,6 @@ def predict_forward(model, cluster, batch: int, dtype: str = "fp16", tensor: int
         dev.peak(dtype)
     except ValueError as e:
         raise ValueError(f"inference.{e}") from None
-    if weight_dtype is not None and weight_dtype not in WEIGHT_BYTES:
-        raise ValueError(f"inference.weight_dtype: unknown {weight_dtype!r}; allowed: {', '.join(WEIGHT_BYTES)}")
-    wb = vb if weight_dtype is None else WEIGHT_BYTES[weight_dtype]
     t = tensor
     g = _graph(model, batch, seq_len, vb)
     nodes = g.layers()
@@ -88,12 +85,11 @@ def predict_forward(model, cluster, batch: int, dtype: str = "fp16", tensor: int
             raise ValueError(f"parallel.tensor: {t} > 1 is modelled for transformer encoders at inference; "
                              f"{g.name!r} has no attention")
         check_tensor_split(nodes, t)
-    body = sum(n.attrs["c_in"] * n.attrs["c_out"] for n in nodes if n.kind == "linear" and not is_lm_head(n))
-    weights = (float(g.params) * vb + body * (wb - vb)) / t
-    mem = memory_per_device(weights, _workspace(g, t, batch, vb), dev)
+    weights, quantized = weights_bytes(g, vb, weight_dtype)
+    mem = memory_per_device(weights / t, _workspace(g, t, batch, vb), dev)
     if not mem["fits"]:
         raise ValueError(mem["reason"])
-    rows = layer_parts(g, dev, dtype, tensor=t, weight_bytes=None if wb == vb else wb)
+    rows = layer_parts(g, dev, dtype, tensor=t, weight_bytes=quantized)
     parts = total([r["forward"] for n, r in zip(nodes, rows) if n.kind not in FREE])
     brk = {"compute_s": parts.total(), "tensor_comm_s": _Comm(cl, t, 1).tensor(g, batch, vb, last_only=False)}
     latency = sum(brk.values())

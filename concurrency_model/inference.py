@@ -72,7 +72,7 @@ from .ops.attention import attention as attention_op
 from .parallel.memory import memory_per_device
 from .scenario import _section, load_scenario, read_scenario
 from .timing import _f, gemm_coeffs
-from .timing.graph import layer_parts
+from .timing.graph import layer_parts, quantizable
 from .timing.parts import Parts, total
 from .uncertainty import bands
 from .units import dtype_bytes
@@ -186,6 +186,16 @@ def infer(scenario) -> Inference:
             raise ValueError(f"parallel.{k}: inference is modelled with tensor and pipeline parallelism only, got {par[k]}")
     return predict(sc.model, sc.cluster, inf["batch"], inf["prompt_len"], inf["decode_len"], inf["dtype"],
                    par["tensor"], par["pipeline"], inf["weight_dtype"])
+
+
+def weights_bytes(graph, vb: int, weight_dtype: str | None) -> tuple[float, float | None]:
+    """``(bytes of the weights, bytes a quantized weight or None)``: every parameter at ``vb`` bytes, the
+    :func:`~concurrency_model.timing.graph.quantizable` layers' matrices at ``weight_dtype``'s."""
+    if weight_dtype is not None and weight_dtype not in WEIGHT_BYTES:
+        raise ValueError(f"inference.weight_dtype: unknown {weight_dtype!r}; allowed: {', '.join(WEIGHT_BYTES)}")
+    wb = vb if weight_dtype is None else WEIGHT_BYTES[weight_dtype]
+    narrow = sum(n.attrs["c_in"] * n.attrs["c_out"] for n in graph.layers() if quantizable(n))
+    return float(graph.params) * vb + narrow * (wb - vb), None if wb == vb else wb
 
 
 def is_causal_decoder(model) -> bool:
@@ -345,10 +355,6 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     cl = load_cluster(cluster)
     dev = cl.device
     vb = dtype_bytes(dtype)
-    if weight_dtype is not None and weight_dtype not in WEIGHT_BYTES:
-        raise ValueError(f"inference.weight_dtype: unknown {weight_dtype!r}; allowed: {', '.join(WEIGHT_BYTES)}")
-    wb = vb if weight_dtype is None else WEIGHT_BYTES[weight_dtype]
-    quantized = None if wb == vb else wb
     if isinstance(model, str) and model not in SEQUENCE_MODELS:
         get_model(model)  # unknown names: the zoo's error
         raise ValueError(f"model: inference with a KV cache needs a causal decoder; {model!r} is an image model")
@@ -372,9 +378,8 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     kv = kv_cache_bytes(shape["layers"], batch, prompt_len + decode_len, shape["kv_heads"], shape["head_dim"], vb,
                         t, p)
     kv_all = kv_cache_bytes(shape["layers"], batch, prompt_len + decode_len, shape["kv_heads"], shape["head_dim"], vb)
-    block_weights = sum(n.attrs["c_in"] * n.attrs["c_out"] for n in g_pre.layers()
-                        if n.kind == "linear" and not is_lm_head(n))  # the weights weight_dtype applies to
-    weights = (shape["params"] * vb + block_weights * (wb - vb)) / (t * p)
+    weights, quantized = weights_bytes(g_pre, vb, weight_dtype)
+    weights /= t * p
     mem = memory_per_device(weights, _workspace(g_pre, t, batch, vb), dev, extra={"kv_cache": kv})
     if not mem["fits"]:
         raise ValueError(mem["reason"])

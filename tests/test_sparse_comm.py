@@ -110,6 +110,12 @@ def test_sfb_hand_values():
         [(4096, 9216), (4096, 4096)]
     # a transformer's linear layers see every token: their factors are larger than the matrices
     assert C.compress("sfb", "gpt2", batch=1).messages[0] == 0
+    # with 4 tokens they are not, but the output layer's weight is the token embedding's (tied): it goes with
+    # the embedding's gradient in the all-reduce, not as factors
+    tiny = get_model({"kind": "gpt", "layers": 2, "hidden": 64, "heads": 2, "seq_len": 4, "vocab": 1000})
+    ct = C.compress("sfb", tiny, workers=2)
+    assert len(ct.gemms_decode) == 8 and (1000, 64, 4) not in ct.gemms_decode  # 4 GEMMs a block, no LM head
+    assert float(ct.messages[1]) / 4 + sum(a * b for a, b, _ in ct.gemms_decode) == tiny.params
     # the decode rebuilds the remote gradients: P - 1 times the GEMMs
     enc, dec = C.codec_seconds(c, 8)  # device None: read the factors, then the GEMMs, 7 times
     F, B = (next(x for x in dec.free_symbols if x.name == k) for k in ("F", "B_mem"))

@@ -92,11 +92,13 @@ def sufficient_factors(graph, workers=None) -> tuple[tuple, object, object]:
     >>> layers, factors, rest     # the three fully connected layers; the convolutions and biases dense
     (((4096, 9216, 32), (4096, 4096, 32), (1000, 4096, 32)), 851200, 2478888)
     """
+    from ..timing.graph import owns_matrix
+
     P = None if workers is None else check_ranks(workers, "workers")
     layers, factors, matrices = [], sp.Integer(0), sp.Integer(0)
     for n in graph.layers():
         a = n.attrs
-        if n.kind != "linear" or "c_out" not in a:
+        if not owns_matrix(n):  # a weight tied to an embedding is all-reduced with it
             continue
         c_out, c_in = int(a["c_out"]), int(a["c_in"])
         rows = sp.sympify(graph.batch) * a.get("rows_per_sample", 1)

@@ -27,6 +27,19 @@ VIEWS = ("flatten", "reshape", "select")
 UPDATE_BYTES_PER_PARAM = {k: rule[2] for k, rule in RULES.items()}  # tensors read + written per parameter
 
 
+def owns_matrix(node) -> bool:
+    """Whether ``node`` is a fully connected layer holding its own ``c_in x c_out`` weights (not a weight
+    tied to an embedding)."""
+    a = node.attrs
+    return node.kind == "linear" and "c_out" in a and _num(node.cost.params) >= a["c_in"] * a["c_out"]
+
+
+def quantizable(node) -> bool:
+    """The layers weight-only quantization stores narrower: fully connected layers that own their weights,
+    a language model's output layer aside (GPTQ and AWQ keep it in 16 bits)."""
+    return owns_matrix(node) and not is_lm_head(node)
+
+
 def _num(e) -> float:
     e = sp.sympify(e)
     if e.free_symbols:
@@ -128,8 +141,8 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
     and ``grad_weight`` passes (see :func:`layer_times`). Nodes with the same kind, attributes, work and
     tensor share are timed once (the 96 blocks of GPT-3 cost one block's kernel choices). ``spatial``:
     ``{node: output rows on this device}`` of a spatial split (:mod:`~concurrency_model.parallel.spatial`).
-    ``weight_bytes``: bytes per weight of the fully connected layers other than a language model's output
-    layer (weight-only quantization at inference, :mod:`concurrency_model.inference`)."""
+    ``weight_bytes``: bytes per weight of the :func:`quantizable` layers (weight-only quantization at
+    inference, :mod:`concurrency_model.inference`)."""
     dev = device(dev)
     batch = int(_num(graph.batch))
     scale = dtype_bytes(dtype) / float(graph.value_bytes)
@@ -147,7 +160,7 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
                is_lm_head(node),
                *(getattr(getattr(node.cost, p), f) for p in PASSES for f in ("flop", "bytes")))
         if key not in memo:
-            wb = weight_bytes if node.kind == "linear" and not is_lm_head(node) else None
+            wb = weight_bytes if quantizable(node) else None
             memo[key] = _node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine, wb)
         parts, algorithm = memo[key]
         rows.append({"name": node.name, "op": node.kind, "algorithm": algorithm, **parts})
