@@ -7,8 +7,9 @@ fully connected networks), ``concurrency-model infer`` on a scenario whose model
   Megatron's splits, Shoeybi et al. 2019 §3) the allreduces of the row-split GEMMs' outputs and of the
   embedding. One stage: a batch without microbatches would run pipeline stages one after another.
 * ``samples_per_s = batch / latency_s``: one batch at a time (no overlap of batches). The kernels run back
-  to back, as a compiled or graph-captured runtime issues them (TensorRT, CUDA graphs); an eager framework
-  adds its host time per kernel (``training.host_overhead_s`` of a training step), not counted here.
+  to back, as a compiled or graph-captured runtime issues them (TensorRT, CUDA graphs); with
+  ``host_overhead_s`` (an eager framework's seconds per kernel) the pass lasts at least its kernels times
+  that (``host_wait_s``: the excess), as in :mod:`concurrency_model.inference`.
 * **Memory per device**: the weights (at ``weight_dtype`` for the fully connected layers, the output layer of
   a language model aside, as in :mod:`concurrency_model.inference`; under tensor parallelism split evenly),
   and the workspace of the largest operator (its inputs and output); no activations are kept for a backward
@@ -19,6 +20,8 @@ fully connected networks), ``concurrency-model infer`` on a scenario whose model
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from .cluster import load_cluster
 from .models import IMAGE_MODELS
@@ -61,7 +64,7 @@ def is_sequence_model(model) -> bool:
 
 
 def predict_forward(model, cluster, batch: int, dtype: str = "fp16", tensor: int = 1, seq_len: int | None = None,
-                    weight_dtype: str | None = None) -> ForwardInference:
+                    weight_dtype: str | None = None, host_overhead_s: float = 0.0) -> ForwardInference:
     """Latency, throughput and memory of one forward pass of ``batch`` samples.
 
     >>> r = predict_forward("resnet50", "dgx-a100", 64, "fp16")
@@ -91,16 +94,19 @@ def predict_forward(model, cluster, batch: int, dtype: str = "fp16", tensor: int
         raise ValueError(mem["reason"])
     rows = layer_parts(g, dev, dtype, tensor=t, weight_bytes=quantized)
     parts = total([r["forward"] for n, r in zip(nodes, rows) if n.kind not in FREE])
-    brk = {"compute_s": parts.total(), "tensor_comm_s": _Comm(cl, t, 1).tensor(g, batch, vb, last_only=False)}
+    host = host_overhead_s * parts.kernels(float(dev.launch_overhead))  # the host's seconds to issue the pass
+    brk = {"compute_s": parts.total(), "host_wait_s": max(0.0, host - parts.total()),
+           "tensor_comm_s": _Comm(cl, t, 1).tensor(g, batch, vb, last_only=False)}
     latency = sum(brk.values())
 
     def latencies(flops, mem_bw, launch, intra_bw, inter_bw):
         net = intra_bw if t <= cl.gpus_per_node else inter_bw
-        return (parts.seconds(flops, mem_bw, launch) + brk["tensor_comm_s"] / net,)
+        return (np.maximum(parts.seconds(flops, mem_bw, launch), host) + brk["tensor_comm_s"] / net,)
 
     (lo, hi), = bands(latencies)
     return ForwardInference(latency, batch / latency, float(mem["total_bytes"]), brk, mem, {"tensor": t},
                             {"batch": batch, "dtype": dtype, "weight_dtype": weight_dtype or dtype,
+                             "host_overhead_s": host_overhead_s,
                              **({"prompt_len": seq_len} if seq_len else {})},
                             {"latency_p10_s": lo, "latency_p90_s": hi})
 

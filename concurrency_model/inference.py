@@ -53,6 +53,11 @@ per-step latency for 10 generated tokens).
   memory-bound decode step shrinks with the weight bytes while a compute-bound prefill hardly moves; the
   weights' memory is counted at the same sizes. Per-channel or per-group scales (a 16-bit value per output
   channel, or per group of 128 weights: 1.6% of int4's bytes) and the dequantization arithmetic are left out [D].
+* **Host** (``host_overhead_s``, seconds the host takes to issue one kernel; default 0, a compiled runtime
+  such as FasterTransformer, TensorRT or CUDA graphs): a pass lasts at least its kernels times that, as a
+  training pass does (:mod:`concurrency_model.parallel.host`; an eager framework's is about 60 us, the
+  value fitted there on Megatron-DeepSpeed); ``host_wait_s`` in the breakdown is the excess over the GPU.
+  A small model's decode step at a small batch is then bound by the host, not by reading the weights.
 """
 from __future__ import annotations
 
@@ -77,7 +82,8 @@ from .timing.parts import Parts, total
 from .uncertainty import bands
 from .units import dtype_bytes
 
-INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None}
+INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,
+             "host_overhead_s": 0.0}
 WEIGHT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}  # weight_dtype -> bytes a weight
 FREE = ("dropout",)  # the identity at inference
 _L = sp.Symbol("L", positive=True, integer=True)  # context length of a decode step
@@ -160,7 +166,11 @@ def inference_section(raw: dict) -> dict:
     """The scenario's ``inference`` object with defaults filled in (``ValueError`` naming the field)."""
     if raw.get("inference") is None:
         raise ValueError("inference: missing; give an object with batch, prompt_len, decode_len, dtype")
-    return _section(raw, "inference", INFERENCE)  # the scenario's field checks: positive integers, dtype names
+    out = _section(raw, "inference", INFERENCE)  # the scenario's field checks: positive integers, dtype names
+    h = out["host_overhead_s"]
+    if isinstance(h, bool) or not isinstance(h, (int, float)) or not 0 <= h < float("inf"):
+        raise ValueError(f"inference.host_overhead_s: must be a number >= 0 (host seconds per kernel), got {h!r}")
+    return out
 
 
 def infer(scenario) -> Inference:
@@ -185,7 +195,7 @@ def infer(scenario) -> Inference:
         if par[k] != 1:
             raise ValueError(f"parallel.{k}: inference is modelled with tensor and pipeline parallelism only, got {par[k]}")
     return predict(sc.model, sc.cluster, inf["batch"], inf["prompt_len"], inf["decode_len"], inf["dtype"],
-                   par["tensor"], par["pipeline"], inf["weight_dtype"])
+                   par["tensor"], par["pipeline"], inf["weight_dtype"], inf["host_overhead_s"])
 
 
 def weights_bytes(graph, vb: int, weight_dtype: str | None) -> tuple[float, float | None]:
@@ -220,7 +230,8 @@ def _forward(sc, given: dict, inf: dict):
             raise ValueError(f"parallel.{k}: inference of a model without a KV cache is modelled on one replica "
                              f"and one stage, with tensor parallelism only; got {par[k]}")
     return predict_forward(sc.model, sc.cluster, inf["batch"], inf["dtype"], par["tensor"],
-                           inf["prompt_len"] if "prompt_len" in given else None, inf["weight_dtype"])
+                           inf["prompt_len"] if "prompt_len" in given else None, inf["weight_dtype"],
+                           inf["host_overhead_s"])
 
 
 def _graph(model, batch: int, seq: int | None, vb: int):
@@ -344,7 +355,7 @@ def _workspace(graph, t: int, batch: int, vb: int) -> float:
 
 
 def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype: str = "fp16", tensor: int = 1,
-            pipeline: int = 1, weight_dtype: str | None = None) -> Inference:
+            pipeline: int = 1, weight_dtype: str | None = None, host_overhead_s: float = 0.0) -> Inference:
     """:func:`infer` for a model spec and a cluster (preset name, file, dict or
     :class:`~concurrency_model.cluster.Cluster`) given directly.
 
@@ -387,7 +398,11 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     hidden = shape["hidden"]
     parts_pre, parts_dec = _pass_parts(g_pre, dev, dtype, t, batch, False, quantized), \
         _pass_parts(g_dec, dev, dtype, t, batch, True, quantized)
-    pre = {"compute_s": parts_pre.total(),
+    # the host's seconds to issue a pass: its kernels (a decode step: one KV attention kernel a layer too)
+    la = float(dev.launch_overhead)
+    host_pre = host_overhead_s * parts_pre.kernels(la)
+    host_dec = host_overhead_s * (parts_dec.kernels(la) + shape["layers"])
+    pre = {"compute_s": parts_pre.total(), "host_wait_s": max(0.0, host_pre - parts_pre.total()),
            "tensor_comm_s": comm.tensor(g_pre, batch, vb, last_only=True),
            "pipeline_p2p_s": comm.pipeline(batch * prompt_len * hidden * vb)}
     a_c, c_c, a_m, c_m, att_launch_s = _kv_attention(batch, shape["heads"], shape["kv_heads"], shape["head_dim"],
@@ -397,6 +412,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
            "kv_attention_s": shape["layers"] * att_sum / decode_len,
            "tensor_comm_s": comm.tensor(g_dec, batch, vb, last_only=True),
            "pipeline_p2p_s": comm.pipeline(batch * hidden * vb)}
+    dec["host_wait_s"] = max(0.0, host_dec - dec["compute_s"] - dec["kv_attention_s"])
     prefill_s, step_s = sum(pre.values()), sum(dec.values())
     total_s = prefill_s + decode_len * step_s
     breakdown = {**{f"prefill_{k}": v for k, v in pre.items()}, **{f"decode_{k}": v for k, v in dec.items()}}
@@ -407,8 +423,9 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
         net = intra_bw if t * p <= cl.gpus_per_node else inter_bw
         att = np.array([sum_max_affine(a_c / f, c_c / f, a_m / m, c_m / m, prompt_len + 1, prompt_len + decode_len)
                         for f, m in zip(flops, mem_bw)]) + decode_len * att_launch_s * launch
-        pre_s = parts_pre.seconds(flops, mem_bw, launch) + (pre["tensor_comm_s"] + pre["pipeline_p2p_s"]) / net
-        dec_s = parts_dec.seconds(flops, mem_bw, launch) + shape["layers"] * att / decode_len + \
+        pre_s = np.maximum(parts_pre.seconds(flops, mem_bw, launch), host_pre) + \
+            (pre["tensor_comm_s"] + pre["pipeline_p2p_s"]) / net
+        dec_s = np.maximum(parts_dec.seconds(flops, mem_bw, launch) + shape["layers"] * att / decode_len, host_dec) + \
             (dec["tensor_comm_s"] + dec["pipeline_p2p_s"]) / net
         return pre_s, dec_s, pre_s + decode_len * dec_s
 
@@ -418,7 +435,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     return Inference(prefill_s, step_s, batch * decode_len / total_s, kv, float(mem["total_bytes"]), total_s,
                      kv_all, breakdown, mem, {"tensor": t, "pipeline": p},
                      {"batch": batch, "prompt_len": prompt_len, "decode_len": decode_len, "dtype": dtype,
-                      "weight_dtype": weight_dtype or dtype}, shape,
+                      "weight_dtype": weight_dtype or dtype, "host_overhead_s": host_overhead_s}, shape,
                      band_values)
 
 

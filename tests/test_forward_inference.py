@@ -93,3 +93,15 @@ def test_a_larger_batch_never_takes_less_time(b, extra):
     small = predict_forward({"name": "resnet50", "image_size": 64}, "dgx-a100", b, "fp16")
     large = predict_forward({"name": "resnet50", "image_size": 64}, "dgx-a100", b + extra, "fp16")
     assert large.latency_s >= small.latency_s * (1 - 1e-12)
+
+
+def test_host_overhead_of_an_eager_framework():
+    base = run("resnet50", batch=1)
+    slow = run("resnet50", batch=1, host_overhead_s=1e-3)
+    kernels = round(slow.latency_s / 1e-3)
+    assert slow.latency_s == pytest.approx(1e-3 * kernels)
+    eager = run("resnet50", batch=1, host_overhead_s=60e-6)
+    assert eager.latency_s == pytest.approx(max(base.latency_s, 60e-6 * kernels))
+    assert eager.breakdown["host_wait_s"] == pytest.approx(eager.latency_s - base.latency_s)
+    # a large batch keeps the GPU busier than the host
+    assert run("resnet50", batch=256, host_overhead_s=60e-6).breakdown["host_wait_s"] == 0

@@ -241,3 +241,21 @@ def test_weight_only_quantization():
         (base.prefill_s, base.decode_s_per_token, base.memory_bytes_per_device)
     with pytest.raises(ValueError, match=r"^inference.weight_dtype: unknown 'int3'"):
         infer(sc(llama, weight_dtype="int3"))
+
+
+def test_host_overhead_bounds_a_pass_from_below():
+    # with a host that issues one kernel per h seconds, a pass lasts max(GPU seconds, h x its kernels)
+    base = infer(sc("gpt2", prompt_len=128, decode_len=32))
+    slow = infer(sc("gpt2", prompt_len=128, decode_len=32, host_overhead_s=1e-3))  # host-bound everywhere
+    k_pre, k_dec = slow.prefill_s / 1e-3, slow.decode_s_per_token / 1e-3
+    assert k_pre == pytest.approx(round(k_pre)) and k_dec == pytest.approx(round(k_dec))
+    # gpt2: 12 blocks; a decode step issues every forward kernel but the attention cores, plus one KV attention
+    # kernel per block
+    assert round(k_dec) > 12 * 8
+    for h in (1e-6, 20e-6, 60e-6):
+        r = infer(sc("gpt2", prompt_len=128, decode_len=32, host_overhead_s=h))
+        assert r.prefill_s == pytest.approx(max(base.prefill_s, h * round(k_pre)))
+        assert r.decode_s_per_token == pytest.approx(max(base.decode_s_per_token, h * round(k_dec)))
+        assert r.breakdown["decode_host_wait_s"] == pytest.approx(max(0.0, h * round(k_dec) - base.decode_s_per_token))
+    with pytest.raises(ValueError, match=r"^inference.host_overhead_s: must be a number >= 0"):
+        infer(sc("gpt2", host_overhead_s=-1e-6))
