@@ -15,11 +15,12 @@ def run(a) -> dict:
 def show(out: dict) -> None:
     i, p = out["inference"], out["parallel"]
     weights = f" (weights {i['weight_dtype']})" if i["weight_dtype"] != i["dtype"] else ""
+    devices = f"{out['gpus']} device{'s' * (out['gpus'] != 1)}"
     if i.get("host_overhead_s"):
         weights += f", host {i['host_overhead_s'] * 1e6:g} us per kernel"
     if out.get("kind") == "forward":  # a model without a KV cache: one forward pass of the batch
         seq = f", {i['prompt_len']} tokens a sample" if "prompt_len" in i else ""
-        print(f"batch {i['batch']}{seq}, {i['dtype']}{weights} on {out['gpus']} device{'s' * (out['gpus'] != 1)} (tensor {p['tensor']})")
+        print(f"batch {i['batch']}{seq}, {i['dtype']}{weights} on {devices} (tensor {p['tensor']})")
         print(f"forward pass {out['latency_s'] * 1e3:,.3f} ms (80% band {out['latency_p10_s'] * 1e3:,.3f}-"
               f"{out['latency_p90_s'] * 1e3:,.3f} ms); {out['samples_per_s']:,.1f} samples/s")
         print(f"memory per device {out['memory_bytes_per_device'] / 1e9:,.2f} GB")
@@ -27,7 +28,7 @@ def show(out: dict) -> None:
             print(f"  {k:<28} {v:>12.4g} s")
         return
     print(f"batch {i['batch']}, prompt {i['prompt_len']}, {i['decode_len']} decode steps, {i['dtype']}{weights} on "
-          f"{out['gpus']} device{'s' * (out['gpus'] != 1)} (tensor {p['tensor']} x pipeline {p['pipeline']})")
+          f"{devices} (tensor {p['tensor']} x pipeline {p['pipeline']})")
     print(f"prefill (time to first token) {out['prefill_s'] * 1e3:,.3f} ms; decode {out['decode_s_per_token'] * 1e3:,.3f} "
           f"ms per token; total {out['total_s'] * 1e3:,.1f} ms; {out['tokens_per_s']:,.1f} tokens/s")
     if "total_p10_s" in out:  # 80% bands (concurrency_model.uncertainty)
