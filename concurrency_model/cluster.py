@@ -5,7 +5,8 @@ and ``calibrate network`` writes the same shape) holds:
 
 * ``name``; ``device``: a device preset name (or device file path, or device object);
 * ``gpus_per_node``, ``nodes`` (default 1), ``nics_per_node`` (compute NICs used by collectives);
-* ``intra`` and ``inter``: tiers, each ``{name, kind, bw_Bps, latency_s, efficiency, sources, notes}``;
+* ``intra`` and ``inter``: tiers, each ``{name, kind, bw_Bps, latency_s, efficiency, sources, notes}`` and
+  optionally ``overlap_slowdown`` and (inter) ``oversubscription`` (:class:`Tier`);
   ``bw_Bps`` is bytes/s **per direction per endpoint**: per GPU for an intra-node tier (all of its
   NVLinks together), per NIC for a network tier; ``efficiency`` is the achievable fraction of it;
 * ``sources`` (one entry per field; ``shared/reference/hardware.md`` keys), ``notes``.
@@ -85,6 +86,10 @@ class Tier:
     # take SMs and memory bandwidth from the kernels they run beside; Rashidi et al., ISCA 2021): 0 = free
     # overlap, 1 = none at all; fitted where the data overlap (benchmarks/overlap_interference.py)
     overlap_slowdown: float = 0.0
+    # injection bandwidth of the nodes over the bisection bandwidth of the fabric (a 2:1 oversubscribed fat
+    # tree: 2.0); 1 = full bisection, as the presets' rail-optimised InfiniBand fabrics are
+    # (:mod:`concurrency_model.comm.on_cluster` applies it to the algorithms that load the bisection)
+    oversubscription: float = 1.0
 
     def __post_init__(self):
         where = f"tier {self.name!r}"
@@ -94,6 +99,9 @@ class Tier:
         _number(f"{where}.latency_s", self.latency, zero=True)
         _number(f"{where}.efficiency", self.efficiency, at_most_one=True)
         _number(f"{where}.overlap_slowdown", self.overlap_slowdown, zero=True, at_most_one=True)
+        if isinstance(self.oversubscription, numbers.Real) and (isinstance(self.oversubscription, bool)
+                                                                or not self.oversubscription >= 1):
+            raise ValueError(f"{where}.oversubscription: must be a number >= 1, got {self.oversubscription!r}")
 
     @property
     def effective_bw(self):
@@ -107,7 +115,7 @@ class Tier:
     def to_dict(self) -> dict:
         return {"name": self.name, "kind": self.kind, "bw_Bps": self.bw, "latency_s": self.latency,
                 "efficiency": self.efficiency, "overlap_slowdown": self.overlap_slowdown,
-                "sources": dict(self.sources), "notes": self.notes}
+                "oversubscription": self.oversubscription, "sources": dict(self.sources), "notes": self.notes}
 
 
 @dataclass(frozen=True)
@@ -166,7 +174,7 @@ class Cluster:
 _REQUIRED = ("name", "device", "gpus_per_node", "nics_per_node", "intra", "inter")
 _OPTIONAL = ("nodes", "sources", "notes")
 _TIER_REQUIRED = ("name", "kind", "bw_Bps", "latency_s")
-_TIER_OPTIONAL = ("efficiency", "overlap_slowdown", "sources", "notes")
+_TIER_OPTIONAL = ("efficiency", "overlap_slowdown", "oversubscription", "sources", "notes")
 
 
 def _fields(where: str, d, required, optional):
@@ -204,9 +212,12 @@ def tier_from_dict(d: dict, where: str = "tier") -> Tier:
     if isinstance(kappa, bool) or not isinstance(kappa, numbers.Real):
         raise ValueError(f"{where}.overlap_slowdown: must be a number in [0, 1], got {kappa!r}")
     _number(f"{where}.overlap_slowdown", kappa, zero=True, at_most_one=True)
+    over = d.get("oversubscription", 1.0)
+    if isinstance(over, bool) or not isinstance(over, numbers.Real) or not over >= 1:
+        raise ValueError(f"{where}.oversubscription: must be a number >= 1, got {over!r}")
     return Tier(name=d["name"], kind=d["kind"], bw=float(d["bw_Bps"]), latency=float(d["latency_s"]),
                 efficiency=float(eff), sources=dict(d.get("sources", {})), notes=d.get("notes", ""),
-                overlap_slowdown=float(kappa))
+                overlap_slowdown=float(kappa), oversubscription=float(over))
 
 
 def cluster_from_dict(d: dict, origin: str = "cluster") -> Cluster:

@@ -10,6 +10,14 @@
 
 ``auto`` takes the cheapest of them. Reductions inside NCCL overlap with the transfers, so ``gamma``
 defaults to 0 here.
+
+An oversubscribed fabric (the inter tier's ``oversubscription`` r: the nodes inject r times what its
+bisection carries, e.g. a 2:1 fat tree) slows the algorithms whose inter-node steps have every node
+exchange with far nodes at once: all-to-all (pairwise, Bruck), recursive doubling and halving (allreduce,
+allgather, reduce-scatter, Rabenseifner's reduce and allreduce), Bruck's allgather and the pairwise
+reduce-scatter: their inter-node seconds per byte are r times longer whenever they span nodes (a bound:
+their nearest rounds may stay under one leaf switch). Rings, the two-level ring, trees and pipeline sends
+pass traffic between neighbours, placed so that little of it crosses the core, and keep the NIC rate [D].
 """
 from __future__ import annotations
 
@@ -24,12 +32,26 @@ def algorithms(op: str) -> tuple[str, ...]:
     return ("auto", *ALGORITHMS[op], *(("hierarchical",) if op in HIERARCHICAL else ()))
 
 
-def _flat(placement: Placement) -> tuple:
+# (op, algorithm) pairs whose inter-node steps load the fabric's bisection (module doc)
+CORE_BOUND = {("alltoall", "pairwise"), ("alltoall", "bruck"), ("allreduce", "recursive_doubling"),
+              ("allreduce", "rabenseifner"), ("allgather", "recursive_doubling"), ("allgather", "bruck"),
+              ("reduce_scatter", "recursive_doubling"), ("reduce_scatter", "pairwise"), ("reduce", "rabenseifner")}
+
+
+def inter_beta(placement: Placement, op: str | None = None, algorithm: str | None = None) -> float:
+    """Seconds per byte of the inter tier for ``op`` run with ``algorithm`` (the tier's oversubscription
+    applied to :data:`CORE_BOUND` algorithms across nodes)."""
+    r = placement.cluster.inter.oversubscription if (op, algorithm) in CORE_BOUND and placement.nodes > 1 else 1.0
+    return placement.inter[1] * r
+
+
+def _flat(placement: Placement, op: str | None = None, algorithm: str | None = None) -> tuple:
     if placement.kind == "intra":
         return placement.intra
+    beta = inter_beta(placement, op, algorithm)
     if placement.kind == "inter":
-        return placement.inter
-    return max(placement.intra[0], placement.inter[0]), max(placement.intra[1], placement.inter[1])
+        return placement.inter[0], beta
+    return max(placement.intra[0], placement.inter[0]), max(placement.intra[1], beta)
 
 
 def time_on(op: str, algorithm: str, n, placement: Placement, gamma=0) -> float:
@@ -39,7 +61,7 @@ def time_on(op: str, algorithm: str, n, placement: Placement, gamma=0) -> float:
             raise ValueError(f"algorithm: hierarchical applies to {', '.join(HIERARCHICAL)}, not {op}")
         return float(hierarchical_pipelined(op, n, placement.ranks_per_node, placement.nodes, *placement.intra,
                                             *placement.inter, gamma))
-    alpha, beta = _flat(placement)
+    alpha, beta = _flat(placement, op, algorithm)
     return float(collective_time(op, algorithm, n, placement.ranks, alpha, beta, gamma))
 
 

@@ -403,7 +403,7 @@ def compressed_sync_on_cluster(scheme, gradient, P: int, cluster, ranks_per_node
     ('hierarchical', 51114064.0)
     """
     from ..cluster import load_cluster, place
-    from ..comm.on_cluster import algorithms, collective_on_cluster
+    from ..comm.on_cluster import algorithms, collective_on_cluster, inter_beta
 
     cl = load_cluster(cluster)
     c = scheme if isinstance(scheme, Compressed) else compress(scheme, gradient, **options)
@@ -412,11 +412,14 @@ def compressed_sync_on_cluster(scheme, gradient, P: int, cluster, ranks_per_node
     if P > 1 and c.collective == "sparse_allreduce":
         # round i pairs ranks 2^i apart: inside a node while 2^i < rpn, else every rank of a node at once
         # through the node's NICs
+        # (across nodes these are recursive doubling's exchanges: an oversubscribed core slows them)
         rpn = place(cl, P, ranks_per_node).ranks_per_node
+        inside, across = place(cl, 2, 2) if rpn > 1 else None, place(cl, 2, 1, groups_sharing=rpn)
         for i, (_, n) in enumerate(c.collectives(P)):
-            inside = 2 ** i < rpn
-            comm += collective_on_cluster("p2p", float(n), 2, cl, 2 if inside else 1,
-                                          groups_sharing=1 if inside else rpn)[1]
+            if 2 ** i < rpn:
+                comm += inside.intra[0] + float(n) * inside.intra[1]
+            else:
+                comm += across.inter[0] + float(n) * inter_beta(across, "allreduce", "recursive_doubling")
         names = ["sparse_recursive_doubling"]
     elif P > 1:
         for op, n in c.collectives(P):

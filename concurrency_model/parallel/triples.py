@@ -12,7 +12,7 @@ import numpy as np
 
 from ..comm.collectives import collective_time
 from ..comm.hierarchical import hierarchical_pipelined
-from ..comm.on_cluster import _flat, collective_on_cluster
+from ..comm.on_cluster import _flat, collective_on_cluster, inter_beta
 
 ZERO_TRIPLE = (0.0, 0.0, 0.0)
 
@@ -37,8 +37,8 @@ def collective_triple(op: str, nbytes: float, ranks: int, cluster, ranks_per_nod
         return (float(hierarchical_pipelined(op, nbytes, g, n, ai, 0, ae, 0)),
                 float(hierarchical_pipelined(op, nbytes, g, n, 0, bi, 0, 0)),
                 float(hierarchical_pipelined(op, nbytes, g, n, 0, 0, 0, be)))
-    alpha, beta = _flat(pl)
+    alpha, beta = _flat(pl, op, alg)
     lat = float(collective_time(op, alg, nbytes, ranks, alpha, 0))
     busy = float(collective_time(op, alg, nbytes, ranks, 0, beta))
-    on_inter = pl.kind == "inter" or (pl.kind == "mixed" and pl.inter[1] >= pl.intra[1])
+    on_inter = pl.kind == "inter" or (pl.kind == "mixed" and inter_beta(pl, op, alg) >= pl.intra[1])
     return (lat, 0.0, busy) if on_inter else (lat, busy, 0.0)

@@ -1,0 +1,74 @@
+"""An oversubscribed network core (the inter tier's ``oversubscription``): bisection-bound algorithms slow
+down across nodes, neighbour patterns do not (comm.on_cluster)."""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from importlib import resources
+
+import pytest
+
+from concurrency_model import estimate
+from concurrency_model.cluster import load_cluster, place, tier_from_dict
+from concurrency_model.comm import collective_time
+from concurrency_model.comm.on_cluster import CORE_BOUND, collective_on_cluster
+
+A100 = load_cluster("dgx-a100")
+
+
+def oversubscribed(r: float):
+    return replace(A100, inter=replace(A100.inter, oversubscription=r))
+
+
+def test_bisection_bound_algorithms_pay_the_ratio_across_nodes():
+    n = 2**28
+    p = place(A100, 16)  # 2 nodes x 8
+    for op, alg in sorted(CORE_BOUND):
+        t1 = collective_on_cluster(op, n, 16, A100, algorithm=alg)[1]
+        t2 = collective_on_cluster(op, n, 16, oversubscribed(2.0), algorithm=alg)[1]
+        # by hand: the flat algorithm on the slower tier, the inter tier's seconds per byte doubled
+        alpha = max(p.intra[0], p.inter[0])
+        expected = float(collective_time(op, alg, n, 16, alpha, max(p.intra[1], 2 * p.inter[1])))
+        assert t2 == pytest.approx(expected, rel=1e-12) and t2 > 1.5 * t1, (op, alg)
+    # one node: nothing crosses the core
+    assert collective_on_cluster("alltoall", n, 8, oversubscribed(4.0), algorithm="pairwise")[1] == \
+        collective_on_cluster("alltoall", n, 8, A100, algorithm="pairwise")[1]
+
+
+def test_neighbour_patterns_keep_the_nic_rate():
+    for op, alg in (("allreduce", "ring"), ("allreduce", "hierarchical"), ("allgather", "ring"),
+                    ("allreduce", "tree"), ("p2p", "direct")):
+        assert collective_on_cluster(op, 2**28, 16, oversubscribed(3.0), algorithm=alg)[1] == \
+            collective_on_cluster(op, 2**28, 16, A100, algorithm=alg)[1], (op, alg)
+    # so auto leaves the bisection-bound ones
+    assert collective_on_cluster("allreduce", 2**20, 64, oversubscribed(8.0))[0] not in \
+        {alg for op, alg in CORE_BOUND if op == "allreduce"}
+
+
+def test_expert_all_to_all_across_nodes_slows_dense_allreduce_does_not():
+    cfg = json.loads((resources.files("concurrency_model") / "presets/hf/mixtral-8x7b.json").read_text())
+    cfg.update(hidden_size=1024, intermediate_size=2816, num_hidden_layers=4, num_attention_heads=16,
+               num_key_value_heads=4)  # a small Mixtral: 8 experts, top 2, 4 layers
+    moe = {"model": {"hf_config": cfg, "seq_len": 1024},
+           "parallel": {"data": 16, "tensor": 4, "expert": 4, "microbatch_size": 4, "global_batch": 64}}
+    flat, over = (estimate({**moe, "cluster": c}) for c in (A100, oversubscribed(4.0)))
+    assert over.breakdown["expert_parallel_comm_s"] > 2 * flat.breakdown["expert_parallel_comm_s"]
+    dense = {"model": "gpt2", "parallel": {"data": 16, "global_batch": 16}}
+    assert estimate({**dense, "cluster": oversubscribed(4.0)}).step_time_s == \
+        estimate({**dense, "cluster": A100}).step_time_s  # the hierarchical ring all-reduce
+
+
+def test_file_field_checks():
+    base = A100.inter.to_dict()
+    assert tier_from_dict({**base, "oversubscription": 2}).oversubscription == 2.0
+    assert tier_from_dict({k: v for k, v in base.items() if k != "oversubscription"}).oversubscription == 1.0
+    for bad in (0.5, True, "2"):
+        with pytest.raises(ValueError, match=r"^tier.oversubscription: must be a number >= 1"):
+            tier_from_dict({**base, "oversubscription": bad})
+    e = estimate({"model": "gpt2", "cluster": {**_cluster_dict(), "inter": {**base, "oversubscription": 2.0}},
+                  "parallel": {"data": 16, "global_batch": 16}, "training": {}})
+    assert e.step_time_s > 0
+
+
+def _cluster_dict():
+    return json.loads((resources.files("concurrency_model") / "presets/clusters/dgx-a100.json").read_text())
