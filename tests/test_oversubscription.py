@@ -72,3 +72,20 @@ def test_file_field_checks():
 
 def _cluster_dict():
     return json.loads((resources.files("concurrency_model") / "presets/clusters/dgx-a100.json").read_text())
+
+
+def test_parameter_servers_and_gossip_through_the_bisection():
+    from concurrency_model.parallel.distribution import gossip_on_cluster, ps_on_cluster
+    v100 = load_cluster("dgx1-v100")
+
+    def over(r):
+        return replace(v100, inter=replace(v100.inter, oversubscription=r))
+    # 8 server machines for 64 workers (8 nodes): every push and pull crosses the cut between workers and servers
+    lat = v100.inter.latency
+    one, two = (ps_on_cluster(1e8, 64, over(r), 8) for r in (1, 2))
+    assert two - 2 * lat == pytest.approx(2 * (one - 2 * lat), rel=1e-9)
+    # one server: its own NICs are the bottleneck (incast), not the core
+    assert ps_on_cluster(1e8, 64, over(4), 1) == ps_on_cluster(1e8, 64, v100, 1)
+    # a ring of neighbours crosses the cut twice; the exponential graph's long edges load it
+    assert gossip_on_cluster(1e8, 64, over(4), "ring") == gossip_on_cluster(1e8, 64, v100, "ring")
+    assert gossip_on_cluster(1e8, 64, over(4), "exponential") > 1.9 * gossip_on_cluster(1e8, 64, v100, "exponential")

@@ -99,12 +99,16 @@ def allreduce_time(n, P, alpha, beta, algorithm: str = "ring", gamma=0):
 
 # -- on a cluster: link loads of explicit transfers ------------------------------------------------------
 
-def _transfer_time(src, dst, nbytes, node, nic_cap, node_bw, intra_bw, a_intra, a_inter) -> float:
+def _transfer_time(src, dst, nbytes, node, nic_cap, node_bw, intra_bw, a_intra, a_inter,
+                   oversubscription: float = 1.0) -> float:
     """One phase of concurrent transfers: ``alpha`` of the slowest tier used + the busiest link.
 
     Links [D, as :func:`concurrency_model.cluster.place`]: a GPU's intra-node port (``intra_bw`` each way),
     a GPU's own NIC share (``nic_cap``, at most one NIC), a node's NICs together (``node_bw``); all full
-    duplex and busy at the same time.
+    duplex and busy at the same time. With an ``oversubscription`` r > 1 (the inter tier's), also the
+    fabric's bisection: the bytes from the first half of the nodes to the second (and back) through
+    ``1 / r`` of the smaller half's NICs, which a ring of neighbours hardly loads and a sharded server or
+    an exponential graph does.
     """
     src, dst, nbytes = np.asarray(src), np.asarray(dst), np.broadcast_to(np.asarray(nbytes, float), np.shape(src))
     cross = node[src] != node[dst]
@@ -119,6 +123,11 @@ def _transfer_time(src, dst, nbytes, node, nic_cap, node_bw, intra_bw, a_intra, 
             t = max(t, (np.bincount(ep, nbytes[cross], len(node)) / nic_cap).max(),
                     (np.bincount(node[ep], nbytes[cross], len(node_bw)) / node_bw).max())
         lat = max(lat, a_inter)
+        half = len(node_bw) // 2
+        if oversubscription > 1 and half:
+            left_src, left_dst = node[src] < half, node[dst] < half
+            across = max(nbytes[left_src & ~left_dst].sum(), nbytes[~left_src & left_dst].sum())
+            t = max(t, across * oversubscription / min(node_bw[:half].sum(), node_bw[half:].sum()))
     return float(lat + t)
 
 
@@ -144,7 +153,7 @@ def _ps_phase(c, n, workers, per_node, servers, server_placement, server_nics) -
     src = np.repeat(np.arange(workers), servers)
     dst = np.tile(srv, workers)
     return _transfer_time(src, dst, n / servers, node, cap, node_bw, c.intra.effective_bw, c.intra.latency,
-                          c.inter.latency)
+                          c.inter.latency, c.inter.oversubscription)
 
 
 def ps_on_cluster(n, P: int, cluster, servers: int = 1, server_placement: str = "dedicated",
@@ -216,7 +225,8 @@ def gossip_on_cluster(n, P: int, cluster, topology: str = "ring", ranks_per_node
     node, cap, node_bw, _ = _layout(c, p.ranks, p.ranks_per_node, 0, "colocated", None)
     src = np.repeat(np.arange(p.ranks), len(offs))
     dst = (src + np.tile(offs, p.ranks)) % p.ranks
-    return _transfer_time(src, dst, n, node, cap, node_bw, c.intra.effective_bw, c.intra.latency, c.inter.latency)
+    return _transfer_time(src, dst, n, node, cap, node_bw, c.intra.effective_bw, c.intra.latency, c.inter.latency,
+                          c.inter.oversubscription)
 
 
 # -- the comparison --------------------------------------------------------------------------------------
