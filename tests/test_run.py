@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from concurrency_model.parallel.estimate import estimate
 from concurrency_model.parallel.run import run_cost
@@ -68,3 +72,55 @@ def test_bad_run_names_the_field(run, field):
     out = subprocess.run([sys.executable, "-m", "concurrency_model", "estimate", "--scenario", "/dev/stdin", "--json"],
                          input=json.dumps({**GPT2, "run": run}), capture_output=True, text=True)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and field in out.stderr
+
+
+# -- failures and checkpoints (Young 1974) -------------------------------------------------------------------
+
+def test_failures_hand_values_and_outputs():
+    # 1,024 GPUs of 50,000 h: M = 50,000 x 3600 / 1024 = 175,781 s; checkpoints of 120 s every sqrt(2 x 120 x M)
+    run = {"tokens": 300e9, "gpu_mtbf_hours": 50000, "checkpoint_s": 120, "restart_s": 600}
+    r = run_cost(run, 20.0, 1536, 1024, 0.9, 400, seq_len=2048)
+    M = 50000 * 3600 / 1024
+    tau = math.sqrt(2 * 120 * M)
+    work = 95368 * 20.0
+    wall = work * (1 + 120 / tau) / (1 - (600 + (tau + 120) / 2) / M)
+    assert r["checkpoint_interval_s"] == pytest.approx(tau)
+    assert r["run_days"] == pytest.approx(wall / 86400) and r["failure_free_days"] == pytest.approx(work / 86400)
+    assert r["expected_failures"] == pytest.approx(wall / M)
+    assert r["gpu_hours"] == pytest.approx(1024 * wall / 3600)  # restarts are paid for
+    plain = run_cost({"tokens": 300e9}, 20.0, 1536, 1024, 0.9, 400, seq_len=2048)
+    assert "expected_failures" not in plain and plain["run_days"] == pytest.approx(work / 86400)
+
+
+@settings(max_examples=60, deadline=None)
+@given(mtbf=st.floats(1e3, 1e6), ckpt=st.floats(1.0, 600.0), gpus=st.integers(8, 65536), k=st.floats(1.2, 3.0))
+def test_young_interval_is_the_first_order_optimum(mtbf, ckpt, gpus, k):
+    from concurrency_model.parallel.run import with_failures
+    base = {"gpu_mtbf_hours": mtbf, "checkpoint_s": ckpt}
+    M = mtbf * 3600 / gpus
+    if ckpt > M / 20:  # Young's approximation needs checkpoints much shorter than the MTBF
+        return
+    best = float(with_failures(base, 1e6, gpus)["wall_s"])
+    # Young's interval minimises the first-order waste delta/tau + tau/(2M); the exact form moves the optimum
+    # by a term of order delta/M, so a 1.2-3x longer or shorter interval is never better than that
+    for tau in (with_failures(base, 1e6, gpus)["checkpoint_interval_s"] * f for f in (k, 1 / k)):
+        other = float(with_failures({**base, "checkpoint_interval_s": float(tau)}, 1e6, gpus)["wall_s"])
+        assert other >= best * (1 - (ckpt / M) ** 1.5)
+    # more GPUs fail more often and take longer
+    assert float(with_failures(base, 1e6, 2 * gpus)["wall_s"]) > best
+
+
+def test_failure_fields_and_no_progress():
+    for run, field in (({"tokens": 1e9, "restart_s": 10}, "run.restart_s"),
+                       ({"tokens": 1e9, "gpu_mtbf_hours": 1e4}, "run.gpu_mtbf_hours"),
+                       ({"tokens": 1e9, "gpu_mtbf_hours": 1e4, "checkpoint_s": -1}, "run.checkpoint_s"),
+                       ({"tokens": 1e9, "gpu_mtbf_hours": 1e4, "checkpoint_s": 60, "restart_s": -1}, "run.restart_s")):
+        with pytest.raises(ValueError, match=f"^{field}: "):
+            run_cost(run, 1.0, 64, 8, 1.0, 400, seq_len=1024)
+    # 10,000 GPUs of 1 h each: the job fails every 0.36 s
+    with pytest.raises(ValueError, match=r"^run.gpu_mtbf_hours: the job fails every .* no progress"):
+        run_cost({"tokens": 1e9, "gpu_mtbf_hours": 1, "checkpoint_s": 60}, 1.0, 64, 10000, 1.0, 400, seq_len=1024)
+    # in a sweep such rows take forever instead of stopping it
+    r = run_cost({"tokens": 1e9, "gpu_mtbf_hours": 1, "checkpoint_s": 60}, np.array([1.0, 1.0]), np.array([64, 64]),
+                 np.array([10000, 8]), np.array([1.0, 1.0]), 400, seq_len=1024)
+    assert np.isinf(r["run_days"][0]) and np.isfinite(r["run_days"][1])

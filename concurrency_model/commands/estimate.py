@@ -26,6 +26,14 @@ def show(out: dict) -> None:
           f"{p['schedule']}): {out['throughput_samples_per_s']:,.1f} samples/s, "
           f"{out['achieved_flops_per_device'] / 1e12:,.1f} TFLOP/s per device")
     print(f"memory per device {out['memory_bytes_per_device'] / 1e9:,.2f} GB")
+    if "run_days" in out:  # a run object: its keys sit beside the step's (DESIGN.md contract)
+        r = out
+        cost = f", cost {r['cost']:,.0f}" if r.get("cost") is not None else ""
+        print(f"run: {r['run_steps']:,} steps, {r['run_days']:,.2f} days, {r['gpu_hours']:,.0f} GPU-hours{cost}, "
+              f"{r['energy_kwh']:,.0f} kWh")
+        if "expected_failures" in r:
+            print(f"  with failures: {r['expected_failures']:,.1f} expected, a checkpoint every "
+                  f"{r['checkpoint_interval_s'] / 60:,.1f} min ({r['failure_free_days']:,.2f} days without failures)")
     for note in out.get("notes", []):
         print(f"note: {note}")
     for k, v in out["breakdown"].items():

@@ -14,6 +14,22 @@ the device preset's board power, whose source is in the preset file).
   drawing nothing extra while it waits, a first-order model (Patterson et al. 2021, "Carbon emissions and
   large neural network training", use measured or TDP power times time in the same way).
 
+Failures and checkpoints (optional: ``gpu_mtbf_hours``, the mean time between failures of one GPU and its
+share of the node; ``checkpoint_s``, the seconds training stalls to write a checkpoint; ``restart_s``, the
+seconds to restart and reload after a failure, default 0; ``checkpoint_interval_s``, default Young's
+optimum). The job fails when any of its GPUs does: its MTBF is ``M = gpu_mtbf / gpus`` (independent
+failures). Young's first-order model (J. W. Young, "A first order approximation to the optimum
+checkpoint interval", CACM 17(9), 1974; Daly, FGCS 22(3), 2006, for the higher orders): checkpoints every
+``tau = sqrt(2 delta M)`` seconds of work, each costing ``delta``; a failure loses on average half an
+interval (``(tau + delta) / 2``) plus the restart ``R``. The wall time of ``T`` seconds of work is
+
+    ``W = T (1 + delta / tau) / (1 - (R + (tau + delta) / 2) / M)``
+
+(``ValueError`` naming ``run.gpu_mtbf_hours`` when failures come faster than the run can make progress;
+infinite days for such rows of a sweep),
+``expected_failures = W / M``; GPU-hours, cost and energy count the wall time. Without ``gpu_mtbf_hours``
+and ``checkpoint_s`` a run neither fails nor checkpoints.
+
 All functions take numbers or numpy arrays (a sweep's rows).
 """
 from __future__ import annotations
@@ -22,7 +38,9 @@ import numbers
 
 import numpy as np
 
-FIELDS = ("tokens", "samples", "epochs", "price_per_gpu_hour", "board_power_w")
+FIELDS = ("tokens", "samples", "epochs", "price_per_gpu_hour", "board_power_w", "gpu_mtbf_hours", "checkpoint_s",
+          "restart_s", "checkpoint_interval_s")
+ZERO_OK = ("restart_s",)
 
 
 def check_run(run: dict) -> dict:
@@ -35,16 +53,50 @@ def check_run(run: dict) -> dict:
     if ("tokens" in run) == ("samples" in run):
         raise ValueError("run: give exactly one of tokens or samples")
     for k, v in run.items():
-        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not v > 0:
-            raise ValueError(f"run.{k}: must be a positive number, got {v!r}")
+        ok = v >= 0 if k in ZERO_OK else v > 0
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not ok or v == float("inf"):
+            raise ValueError(f"run.{k}: must be a {'non-negative' if k in ZERO_OK else 'positive'} number, got {v!r}")
     if "epochs" in run and "samples" not in run:
         raise ValueError("run.epochs: goes with samples, not tokens")
+    failing = [k for k in ("restart_s", "checkpoint_interval_s", "checkpoint_s") if k in run]
+    if failing and "gpu_mtbf_hours" not in run:
+        raise ValueError(f"run.{failing[0]}: checkpoints and restarts go with failures; give run.gpu_mtbf_hours")
+    if "gpu_mtbf_hours" in run and "checkpoint_s" not in run:
+        raise ValueError("run.gpu_mtbf_hours: give run.checkpoint_s too, the seconds a checkpoint stalls training")
     return dict(run)
+
+
+def with_failures(run: dict, work_s, gpus) -> dict:
+    """``wall_s, expected_failures, checkpoint_interval_s`` of ``work_s`` seconds of training on ``gpus``
+    GPUs under the run's failures and checkpoints (module doc; Young 1974).
+
+    16,384 GPUs of 50,000 h each: the job fails every 10,986 s (3.05 h); a 60 s checkpoint every
+    sqrt(2 x 60 x 10,986) = 1,148 s; 30 days of work take 30 x (1 + 60/1,148) / (1 - (1,148 + 60)/2/10,986)
+    = 33.4 days, with 263 failures:
+
+    >>> r = with_failures({"gpu_mtbf_hours": 50000, "checkpoint_s": 60}, 30 * 86400, 16384)
+    >>> round(r["checkpoint_interval_s"]), round(float(r["expected_failures"])), round(float(r["wall_s"]) / 86400, 2)
+    (1148, 263, 33.4)
+    """
+    work = np.asarray(work_s, dtype=float)
+    if "gpu_mtbf_hours" not in run:
+        return {"wall_s": work, "expected_failures": np.zeros_like(work), "checkpoint_interval_s": None}
+    M = run["gpu_mtbf_hours"] * 3600 / np.asarray(gpus, dtype=float)
+    delta, R = run["checkpoint_s"], run.get("restart_s", 0.0)
+    tau = run.get("checkpoint_interval_s", np.sqrt(2 * delta * M))
+    lost = 1 - (R + (tau + delta) / 2) / M
+    if np.ndim(lost) == 0 and lost <= 0:
+        raise ValueError(f"run.gpu_mtbf_hours: the job fails every {float(M) / 3600:.3g} h, sooner than it "
+                         "can checkpoint and restart; no progress")
+    # a sweep's rows that cannot progress take forever (and rank last) instead of stopping the sweep
+    wall = np.where(lost > 0, work * (1 + delta / tau) / np.where(lost > 0, lost, 1.0), np.inf)
+    return {"wall_s": wall, "expected_failures": wall / M, "checkpoint_interval_s": tau}
 
 
 def run_cost(run: dict, step_time_s, global_batch, gpus, utilisation, board_power_w: float,
              seq_len: int | None = None) -> dict:
-    """``run_steps, run_days, gpu_hours, cost`` (None without a price) and ``energy_kwh`` of a run.
+    """``run_steps, run_days, gpu_hours, cost`` (None without a price) and ``energy_kwh`` of a run; with
+    failures also ``failure_free_days, expected_failures, checkpoint_interval_s``.
 
     >>> r = run_cost({"tokens": 300e9, "price_per_gpu_hour": 2.0}, 28.4, 1536, 1024, 0.9, 400, seq_len=2048)
     >>> r["run_steps"], round(r["run_days"], 2), round(r["gpu_hours"]), round(r["cost"])   # 300e9 / (1536 x 2048) steps
@@ -59,7 +111,9 @@ def run_cost(run: dict, step_time_s, global_batch, gpus, utilisation, board_powe
         steps = np.ceil(run["tokens"] / (np.asarray(global_batch, dtype=float) * seq_len))
     else:
         steps = np.ceil(run["samples"] * run.get("epochs", 1) / np.asarray(global_batch, dtype=float))
-    seconds = steps * np.asarray(step_time_s, dtype=float)
+    work = steps * np.asarray(step_time_s, dtype=float)
+    fail = with_failures(run, work, gpus)
+    seconds = fail["wall_s"]
     gpu_hours = np.asarray(gpus, dtype=float) * seconds / 3600
     power = run.get("board_power_w", board_power_w)
     if not power:
@@ -68,4 +122,7 @@ def run_cost(run: dict, step_time_s, global_batch, gpus, utilisation, board_powe
     out = {"run_steps": steps, "run_days": seconds / 86400, "gpu_hours": gpu_hours,
            "cost": gpu_hours * run["price_per_gpu_hour"] if "price_per_gpu_hour" in run else None,
            "energy_kwh": gpu_hours * power * u / 1000}
+    if "gpu_mtbf_hours" in run:
+        out.update(failure_free_days=work / 86400, expected_failures=fail["expected_failures"],
+                   checkpoint_interval_s=fail["checkpoint_interval_s"])
     return {k: (v if v is None or np.ndim(v) else (int(v) if k == "run_steps" else float(v))) for k, v in out.items()}
