@@ -89,3 +89,24 @@ def test_parameter_servers_and_gossip_through_the_bisection():
     # a ring of neighbours crosses the cut twice; the exponential graph's long edges load it
     assert gossip_on_cluster(1e8, 64, over(4), "ring") == gossip_on_cluster(1e8, 64, v100, "ring")
     assert gossip_on_cluster(1e8, 64, over(4), "exponential") > 1.9 * gossip_on_cluster(1e8, 64, v100, "exponential")
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from concurrency_model.comm.on_cluster import algorithms  # noqa: E402
+
+PAIRS = [(op, alg) for op in ("allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast", "reduce")
+         for alg in algorithms(op)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(pair=st.sampled_from(PAIRS), n=st.floats(1.0, 2**32), nodes=st.integers(1, 32),
+       r1=st.floats(1.0, 8.0), extra=st.floats(0.0, 8.0))
+def test_a_worse_core_never_speeds_a_collective_up(pair, n, nodes, r1, extra):
+    op, alg = pair
+    t1 = collective_on_cluster(op, n, 8 * nodes, oversubscribed(r1), algorithm=alg)[1]
+    t2 = collective_on_cluster(op, n, 8 * nodes, oversubscribed(r1 + extra), algorithm=alg)[1]
+    assert t2 >= t1 * (1 - 1e-12)
+    if nodes == 1 or (pair not in CORE_BOUND and alg != "auto"):  # inside a node, or a neighbour pattern
+        assert t2 == t1
