@@ -160,12 +160,8 @@ def load_scenario(spec) -> Scenario:
         raise ValueError("parallel.expert: expert parallelism is modelled with ZeRO 0 and an uncompressed all-reduce "
                          "of the gradients")
     _check_tensor_layers(par, tr)
-    if tr["compression"] == "sfb" and (bad := [k for k in ("tensor", "pipeline", "context", "expert") if par[k] != 1]):
-        raise ValueError(f"training.compression: sfb sends the factors of whole fully connected layers, modelled with "
-                         f"tensor, pipeline, context and expert 1; parallel.{bad[0]} = {par[bad[0]]}")
-    if tr["compression"] == "sfb" and tr["sync"] != "allreduce":
-        raise ValueError(f"training.compression: sfb broadcasts the factors from worker to worker and all-reduces the "
-                         f"rest, which needs sync \"allreduce\", got {tr['sync']!r}")
+    if tr["compression"] == "sfb":
+        _check_sfb(par, tr)
     h = tr["host_overhead_s"]
     if h is not None and (isinstance(h, bool) or not isinstance(h, (int, float)) or h < 0):
         raise ValueError(f"training.host_overhead_s: must be a number >= 0 (host seconds per kernel) or null, "
@@ -180,6 +176,18 @@ def load_scenario(spec) -> Scenario:
         from .parallel.run import check_run
         run = check_run(raw["run"])
     return Scenario(raw["model"], cluster, par, tr, run)
+
+
+def _check_sfb(par: dict, tr: dict) -> None:
+    """Sufficient-factor broadcasting (:mod:`.parallel.sparse_comm`): whole fully connected layers' factors,
+    from worker to worker."""
+    bad = [k for k in ("tensor", "pipeline", "context", "expert") if par[k] != 1]
+    if bad:
+        raise ValueError(f"training.compression: sfb sends the factors of whole fully connected layers, modelled with "
+                         f"tensor, pipeline, context and expert 1; parallel.{bad[0]} = {par[bad[0]]}")
+    if tr["sync"] != "allreduce":
+        raise ValueError(f"training.compression: sfb broadcasts the factors from worker to worker and all-reduces the "
+                         f"rest, which needs sync \"allreduce\", got {tr['sync']!r}")
 
 
 def _check_tensor_layers(par: dict, tr: dict) -> None:

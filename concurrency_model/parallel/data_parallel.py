@@ -46,8 +46,9 @@ class DataParallelMixin:
         encode/decode seconds (:func:`.compression.codec_seconds`, counted as fixed seconds, not scaled
         with link bandwidth; ``("sfb", global_batch)``: sufficient-factor broadcasting of the fully connected
         layers for the ``global_batch / d`` samples of a replica, :mod:`.sparse_comm`); ``sync="gossip"`` by
-        one gossip round on ``topology`` per step, each worker sending its (compressed, as CHOCO-SGD: Koloskova et al. 2019) model to its neighbours (D-PSGD: Lian
-        et al. 2017; :func:`.distribution.gossip_on_cluster`). The last bucket is the same fraction of each.
+        one gossip round on ``topology`` per step, each worker sending its (compressed, as CHOCO-SGD:
+        Koloskova et al. 2019) model to its neighbours (D-PSGD: Lian et al. 2017;
+        :func:`.distribution.gossip_on_cluster`). The last bucket is the same fraction of each.
         With expert parallelism ``e`` > 1 the expert gradients are all-reduced over ``d / e`` replicas
         (:meth:`~.expert.ExpertMixin.expert_gradient_sync`; ZeRO 0, all-reduce only)."""
         if d == 1 and not (self.fc_only and t > 1):
