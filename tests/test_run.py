@@ -114,6 +114,7 @@ def test_failure_fields_and_no_progress():
     for run, field in (({"tokens": 1e9, "restart_s": 10}, "run.restart_s"),
                        ({"tokens": 1e9, "gpu_mtbf_hours": 1e4}, "run.gpu_mtbf_hours"),
                        ({"tokens": 1e9, "gpu_mtbf_hours": 1e4, "checkpoint_s": -1}, "run.checkpoint_s"),
+                       ({"tokens": 1e9, "gpu_mtbf_hours": "a", "checkpoint_s": 1}, "run.gpu_mtbf_hours"),
                        ({"tokens": 1e9, "gpu_mtbf_hours": 1e4, "checkpoint_s": 60, "restart_s": -1}, "run.restart_s")):
         with pytest.raises(ValueError, match=f"^{field}: "):
             run_cost(run, 1.0, 64, 8, 1.0, 400, seq_len=1024)

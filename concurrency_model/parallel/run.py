@@ -53,8 +53,8 @@ def check_run(run: dict) -> dict:
     if ("tokens" in run) == ("samples" in run):
         raise ValueError("run: give exactly one of tokens or samples")
     for k, v in run.items():
-        ok = v >= 0 if k in ZERO_OK else v > 0
-        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not ok or v == float("inf"):
+        number = not isinstance(v, bool) and isinstance(v, numbers.Real)
+        if not number or not (v >= 0 if k in ZERO_OK else v > 0) or v == float("inf"):
             raise ValueError(f"run.{k}: must be a {'non-negative' if k in ZERO_OK else 'positive'} number, got {v!r}")
     if "epochs" in run and "samples" not in run:
         raise ValueError("run.epochs: goes with samples, not tokens")
