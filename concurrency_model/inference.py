@@ -229,9 +229,13 @@ def _forward(sc, given: dict, inf: dict):
         if par[k] != 1:
             raise ValueError(f"parallel.{k}: inference of a model without a KV cache is modelled on one replica "
                              f"and one stage, with tensor parallelism only; got {par[k]}")
-    return predict_forward(sc.model, sc.cluster, inf["batch"], inf["dtype"], par["tensor"],
-                           inf["prompt_len"] if "prompt_len" in given else None, inf["weight_dtype"],
-                           inf["host_overhead_s"])
+    try:
+        return predict_forward(sc.model, sc.cluster, inf["batch"], inf["dtype"], par["tensor"],
+                               inf["prompt_len"] if "prompt_len" in given else None, inf["weight_dtype"],
+                               inf["host_overhead_s"])
+    except ValueError as e:  # the model's sequence length is the scenario's prompt_len
+        raise ValueError(str(e).replace("seq_len:", "inference.prompt_len:", 1) if str(e).startswith("seq_len:")
+                         else str(e)) from None
 
 
 def _graph(model, batch: int, seq: int | None, vb: int):

@@ -64,6 +64,7 @@ def test_quantized_weights_of_a_memory_bound_network():
     ("bert-large", {"tensor": 3}, {}, "parallel.tensor: 3 does not divide"),
     ("resnet50", {}, {"weight_dtype": "int2"}, "inference.weight_dtype: unknown 'int2'"),
     ("resnet50", {}, {"batch": 0}, "inference.batch: must be a positive integer"),
+    ("bert-large", {}, {"prompt_len": 4096}, "inference.prompt_len: 4096 exceeds the 512 learned positions"),
 ])
 def test_bad_input_names_the_field(model, parallel, inference, message):
     with pytest.raises(ValueError, match="^" + message):

@@ -135,6 +135,7 @@ def test_sfb_beats_the_allreduce_where_fc_layers_dominate():
     (lambda: C.compress("sfb", 1000), "gradient"),
     (lambda: C.compress("topk", 1000, batch=4), "batch"),
     (lambda: C.compress("threshold", 1000, collective="sparse_allreduce"), "collective"),
+    (lambda: C.compress("threshold", 1000, index_bytes=0), "index_bytes"),
     (lambda: C.compress("topk", 1000, collective="compressed_allreduce"), "collective"),
     (lambda: C.compress("sfb", "alexnet", batch=0), "batch"),
     (lambda: C.compress("sfb", "alexnet", batch=4, workers=0), "workers"),

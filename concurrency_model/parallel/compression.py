@@ -275,6 +275,8 @@ def compress(scheme: str, gradient, *, value_bytes=4, bucket_size=512, levels=7,
             raise ValueError(f"collective: {coll!r} does not apply to {scheme}; allowed: {', '.join(allowed)}")
         k = sp.ceiling(ratio * m)
         ib = check_rate("index_bytes", index_bytes)
+        if scheme == "threshold" and is_num(ib) and ib <= 0:
+            raise ValueError(f"index_bytes: the threshold's word carries the index and the sign, must be > 0, got {ib}")
         sparse = k * (ib if scheme == "threshold" else vb + ib)
         if is_num(sparse) and sparse >= dense:  # denser than dense: send dense (SparCML)
             return Compressed(message_bytes=as_value(dense), collective="allreduce", messages=(dense,), **kw)
