@@ -281,6 +281,11 @@ def sweep_section(figs, fut_sweep):
                     "backward pass.")
     par, tr = best.scenario.parallel, best.scenario.training
     rejected = "; ".join(f"{k} ({v:,})" for k, v in sorted(res.rejected.items(), key=lambda kv: -kv[1]))
+    from ..parallel.run import run_cost
+    busy = best.breakdown["compute_s"] / best.step_time_s
+    args = (best.step_time_s, par["global_batch"], sweep3d.GPUS, busy, best.scenario.cluster.device.board_power_w)
+    plain = run_cost({"tokens": 300e9}, *args, seq_len=2048)
+    failing = run_cost({"tokens": 300e9, **sweep3d.FAILURES}, *args, seq_len=2048)
     intro = (f"<p>GPT-3 175B on {sweep3d.GPUS} A100-80GB GPUs (<code>dgx-a100</code> preset, 128 nodes), global "
              f"batch {sweep3d.GLOBAL_BATCH}, fp16 with Adam: <code>sweep</code> evaluated {res.evaluated:,} "
              f"configurations of data, tensor, pipeline, microbatch, schedule, interleave, sequence parallelism, "
@@ -289,8 +294,13 @@ def sweep_section(figs, fut_sweep):
              f"overall: data {par['data']} x tensor {par['tensor']} x pipeline {par['pipeline']}, microbatch "
              f"{par['microbatch_size']}, {par['schedule']}, recompute {tr['recompute']}, ZeRO {tr['zero_stage']}: "
              f"{best.step_time_s:.2f} s per step ({best.achieved_flops_per_device / 1e12:.0f} TFLOP/s of model "
-             f"FLOPs per GPU), below broken down by <code>estimate(...).breakdown</code>. Model only: the ZeRO-3 "
-             f"rows of Narayanan et al. 2021 in the last section show how optimistic the model is there.</p>")
+             f"FLOPs per GPU), below broken down by <code>estimate(...).breakdown</code>. 300 billion tokens "
+             f"(Brown et al. 2020) take {plain['run_days']:.1f} days at that step; with failures "
+             f"(<code>run.gpu_mtbf_hours</code>, an illustrative {sweep3d.FAILURES['gpu_mtbf_hours']:,} h per GPU, "
+             f"{sweep3d.FAILURES['checkpoint_s'] / 60:.0f}-minute checkpoints, {sweep3d.FAILURES['restart_s'] / 60:.0f}-minute "
+             f"restarts) {failing['run_days']:.1f} days, {failing['expected_failures']:.0f} failures expected and a "
+             f"checkpoint every {failing['checkpoint_interval_s'] / 60:.0f} minutes (Young 1974). Model only: the "
+             f"ZeRO-3 rows of Narayanan et al. 2021 in the last section show how optimistic the model is there.</p>")
     return [Section("sweep", "3D parallelism of GPT-3 175B", intro, [f1, f2])]
 
 

@@ -13,6 +13,9 @@ import pandas as pd
 from ._plot import new_axes
 
 MODEL, CLUSTER, GPUS, GLOBAL_BATCH, DTYPE = "gpt3-175b", "dgx-a100", 1024, 1536, "fp16"
+# an illustrative failure model for the run's days (parallel.run; not a measured rate): a GPU (with its share of
+# the node) fails every 50,000 h, a checkpoint stalls training 2 minutes, a restart takes 10
+FAILURES = {"gpu_mtbf_hours": 50_000, "checkpoint_s": 120, "restart_s": 600}
 PARTS = {"forward_s": "forward", "backward_s": "backward", "recompute_s": "recompute",
          "tensor_parallel_comm_s": "tensor-parallel comm", "pipeline_p2p_s": "pipeline p2p",
          "bubble_s": "pipeline bubble", "data_parallel_exposed_s": "data-parallel comm (exposed)",
