@@ -297,8 +297,8 @@ def sweep_section(figs, fut_sweep):
              f"FLOPs per GPU), below broken down by <code>estimate(...).breakdown</code>. 300 billion tokens "
              f"(Brown et al. 2020) take {plain['run_days']:.1f} days at that step; with failures "
              f"(<code>run.gpu_mtbf_hours</code>, an illustrative {sweep3d.FAILURES['gpu_mtbf_hours']:,} h per GPU, "
-             f"{sweep3d.FAILURES['checkpoint_s'] / 60:.0f}-minute checkpoints, {sweep3d.FAILURES['restart_s'] / 60:.0f}-minute "
-             f"restarts) {failing['run_days']:.1f} days, {failing['expected_failures']:.0f} failures expected and a "
+             f"{sweep3d.FAILURES['checkpoint_s'] / 60:.0f}-minute checkpoints, "
+             f"{sweep3d.FAILURES['restart_s'] / 60:.0f}-minute restarts) {failing['run_days']:.1f} days, {failing['expected_failures']:.0f} failures expected and a "
              f"checkpoint every {failing['checkpoint_interval_s'] / 60:.0f} minutes (Young 1974). Model only: the "
              f"ZeRO-3 rows of Narayanan et al. 2021 in the last section show how optimistic the model is there.</p>")
     return [Section("sweep", "3D parallelism of GPT-3 175B", intro, [f1, f2])]
