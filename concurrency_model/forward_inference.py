@@ -28,13 +28,11 @@ from .models import IMAGE_MODELS
 from .models.channel_split import is_channel_split
 from .models.transformer import check_tensor_split
 from .parallel.memory import memory_per_device
+from .serving import FREE, Comm, model_graph, weights_bytes, workspace_bytes
 from .timing.graph import layer_parts
 from .timing.parts import total
 from .uncertainty import bands
 from .units import dtype_bytes
-
-FREE = ("dropout",)  # the identity at inference
-
 
 @dataclass
 class ForwardInference:
@@ -71,7 +69,6 @@ def predict_forward(model, cluster, batch: int, dtype: str = "fp16", tensor: int
     >>> r.samples_per_s > 1000, r.parallel
     (True, {'tensor': 1})
     """
-    from .inference import _Comm, _graph, _workspace, weights_bytes
 
     cl = load_cluster(cluster)
     dev = cl.device
@@ -81,7 +78,7 @@ def predict_forward(model, cluster, batch: int, dtype: str = "fp16", tensor: int
     except ValueError as e:
         raise ValueError(f"inference.{e}") from None
     t = tensor
-    g = _graph(model, batch, seq_len, vb)
+    g = model_graph(model, batch, seq_len, vb)
     nodes = g.layers()
     if t > 1:
         if is_channel_split(nodes) or not any(n.kind == "attention" for n in nodes):
@@ -89,14 +86,14 @@ def predict_forward(model, cluster, batch: int, dtype: str = "fp16", tensor: int
                              f"{g.name!r} has no attention")
         check_tensor_split(nodes, t)
     weights, quantized = weights_bytes(g, vb, weight_dtype)
-    mem = memory_per_device(weights / t, _workspace(g, t, batch, vb), dev)
+    mem = memory_per_device(weights / t, workspace_bytes(g, t, batch, vb), dev)
     if not mem["fits"]:
         raise ValueError(mem["reason"])
     rows = layer_parts(g, dev, dtype, tensor=t, weight_bytes=quantized)
     parts = total([r["forward"] for n, r in zip(nodes, rows) if n.kind not in FREE])
     host = host_overhead_s * parts.kernels(float(dev.launch_overhead))  # the host's seconds to issue the pass
     brk = {"compute_s": parts.total(), "host_wait_s": max(0.0, host - parts.total()),
-           "tensor_comm_s": _Comm(cl, t, 1).tensor(g, batch, vb, last_only=False)}
+           "tensor_comm_s": Comm(cl, t, 1).tensor(g, batch, vb, last_only=False)}
     latency = sum(brk.values())
 
     def latencies(flops, mem_bw, launch, intra_bw, inter_bw):
@@ -111,4 +108,27 @@ def predict_forward(model, cluster, batch: int, dtype: str = "fp16", tensor: int
                             {"latency_p10_s": lo, "latency_p90_s": hi})
 
 
-__all__ = ["predict_forward", "ForwardInference", "is_sequence_model"]
+def infer_forward(sc, given: dict, inf: dict) -> ForwardInference:
+    """:func:`concurrency_model.inference.infer` of a model without a KV cache: the scenario's checks, then
+    :func:`predict_forward` (``given``: the inference fields the scenario states, ``inf``: with defaults)."""
+    par = sc.parallel
+    if "decode_len" in given:
+        raise ValueError("inference.decode_len: the model has no causal attention, so no decode steps; "
+                         "its inference is one forward pass of the batch")
+    if "prompt_len" in given and not is_sequence_model(sc.model):
+        raise ValueError("inference.prompt_len: an image model takes its image size from the model spec "
+                         "({\"name\": ..., \"image_size\": ...})")
+    for k in ("data", "pipeline", "context", "expert"):
+        if par[k] != 1:
+            raise ValueError(f"parallel.{k}: inference of a model without a KV cache is modelled on one replica "
+                             f"and one stage, with tensor parallelism only; got {par[k]}")
+    try:
+        return predict_forward(sc.model, sc.cluster, inf["batch"], inf["dtype"], par["tensor"],
+                               inf["prompt_len"] if "prompt_len" in given else None, inf["weight_dtype"],
+                               inf["host_overhead_s"])
+    except ValueError as e:  # the model's sequence length is the scenario's prompt_len
+        raise ValueError(str(e).replace("seq_len:", "inference.prompt_len:", 1) if str(e).startswith("seq_len:")
+                         else str(e)) from None
+
+
+__all__ = ["predict_forward", "infer_forward", "ForwardInference", "is_sequence_model"]

@@ -63,13 +63,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 import sympy as sp
 
-from .cluster import load_cluster, place
-from .comm.on_cluster import collective_on_cluster
+from .cluster import load_cluster
 from .hardware import Device
 from .models import SEQUENCE_MODELS, get_model
 from .models.transformer import check_tensor_split, is_lm_head
@@ -77,15 +75,14 @@ from .ops.attention import attention as attention_op
 from .parallel.memory import memory_per_device
 from .scenario import _section, load_scenario, read_scenario
 from .timing import _f, gemm_coeffs
-from .timing.graph import layer_parts, quantizable
+from .serving import FREE, Comm, model_graph, weights_bytes, workspace_bytes
+from .timing.graph import layer_parts
 from .timing.parts import Parts, total
 from .uncertainty import bands
 from .units import dtype_bytes
 
 INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,
              "host_overhead_s": 0.0}
-WEIGHT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}  # weight_dtype -> bytes a weight
-FREE = ("dropout",)  # the identity at inference
 _L = sp.Symbol("L", positive=True, integer=True)  # context length of a decode step
 
 
@@ -187,7 +184,8 @@ def infer(scenario) -> Inference:
     sc = load_scenario({**raw, "training": raw.get("training") or {"dtype": inf["dtype"]}})
     par = sc.parallel
     if not is_causal_decoder(sc.model):
-        return _forward(sc, raw["inference"], inf)
+        from .forward_inference import infer_forward
+        return infer_forward(sc, raw["inference"], inf)
     if par["data"] != 1:
         raise ValueError(f"parallel.data: inference is modelled for one model replica (data = 1), got {par['data']}; "
                          "replicas serve independent requests, multiply the throughput by them")
@@ -198,52 +196,10 @@ def infer(scenario) -> Inference:
                    par["tensor"], par["pipeline"], inf["weight_dtype"], inf["host_overhead_s"])
 
 
-def weights_bytes(graph, vb: int, weight_dtype: str | None) -> tuple[float, float | None]:
-    """``(bytes of the weights, bytes a quantized weight or None)``: every parameter at ``vb`` bytes, the
-    :func:`~concurrency_model.timing.graph.quantizable` layers' matrices at ``weight_dtype``'s."""
-    if weight_dtype is not None and weight_dtype not in WEIGHT_BYTES:
-        raise ValueError(f"inference.weight_dtype: unknown {weight_dtype!r}; allowed: {', '.join(WEIGHT_BYTES)}")
-    wb = vb if weight_dtype is None else WEIGHT_BYTES[weight_dtype]
-    narrow = sum(n.attrs["c_in"] * n.attrs["c_out"] for n in graph.layers() if quantizable(n))
-    return float(graph.params) * vb + narrow * (wb - vb), None if wb == vb else wb
-
-
 def is_causal_decoder(model) -> bool:
     """Whether ``model`` (a zoo name or spec) has causal attention: served with a KV cache."""
     att = [n for n in get_model(model).layers() if n.kind == "attention"]
     return bool(att) and all(n.attrs.get("causal") for n in att)
-
-
-def _forward(sc, given: dict, inf: dict):
-    """:func:`infer` of a model without a KV cache (:mod:`concurrency_model.forward_inference`)."""
-    from .forward_inference import is_sequence_model, predict_forward
-
-    par = sc.parallel
-    if "decode_len" in given:
-        raise ValueError("inference.decode_len: the model has no causal attention, so no decode steps; "
-                         "its inference is one forward pass of the batch")
-    if "prompt_len" in given and not is_sequence_model(sc.model):
-        raise ValueError("inference.prompt_len: an image model takes its image size from the model spec "
-                         "({\"name\": ..., \"image_size\": ...})")
-    for k in ("data", "pipeline", "context", "expert"):
-        if par[k] != 1:
-            raise ValueError(f"parallel.{k}: inference of a model without a KV cache is modelled on one replica "
-                             f"and one stage, with tensor parallelism only; got {par[k]}")
-    try:
-        return predict_forward(sc.model, sc.cluster, inf["batch"], inf["dtype"], par["tensor"],
-                               inf["prompt_len"] if "prompt_len" in given else None, inf["weight_dtype"],
-                               inf["host_overhead_s"])
-    except ValueError as e:  # the model's sequence length is the scenario's prompt_len
-        raise ValueError(str(e).replace("seq_len:", "inference.prompt_len:", 1) if str(e).startswith("seq_len:")
-                         else str(e)) from None
-
-
-def _graph(model, batch: int, seq: int | None, vb: int):
-    if seq is None:
-        return get_model(model, batch=batch, value_bytes=vb)
-    if isinstance(model, dict):
-        return get_model({**model, "seq_len": seq}, batch=batch, value_bytes=vb)
-    return get_model(model, batch=batch, value_bytes=vb, seq_len=seq)
 
 
 def model_shape(graph) -> dict:
@@ -293,71 +249,6 @@ def _kv_attention(batch: int, heads: int, kv_heads: int, head_dim: int, dev: Dev
     return a_f / rate, c_f / rate, a_m / bw, c_m / bw, _f(dev.launch_overhead, dev.decide)
 
 
-class _Comm:
-    """Collective and point-to-point seconds on a cluster, cached by size."""
-
-    def __init__(self, cluster, t: int, p: int):
-        self.cluster, self.t, self.p = cluster, t, p
-        self.rpn = min(t, cluster.gpus_per_node)
-
-    @lru_cache(maxsize=None)
-    def collective(self, op: str, nbytes: float) -> float:
-        if self.t == 1 or nbytes == 0:
-            return 0.0
-        return float(collective_on_cluster(op, nbytes, self.t, self.cluster, self.rpn)[1])
-
-    def tensor(self, graph, batch: int, vb: int, last_only: bool) -> float:
-        """Tensor-parallel collectives of one forward pass (Shoeybi et al. §3)."""
-        s = 0.0
-        for n in graph.layers():
-            if is_lm_head(n):
-                rows = 1 if last_only else n.attrs["rows_per_sample"]
-                s += self.collective("allgather", batch * rows * n.attrs["c_out"] * vb)
-            elif n.kind == "linear" and n.attrs.get("split") == "row":
-                s += self.collective("allreduce", batch * n.attrs["rows_per_sample"] * n.attrs["c_out"] * vb)
-            elif n.kind == "embedding":
-                s += self.collective("allreduce", batch * n.numel * vb)
-        return s
-
-    def pipeline(self, nbytes: float) -> float:
-        """``p - 1`` sends of ``nbytes`` between consecutive stages of ``t`` ranks each; a send crosses
-        the network when any rank's peer is on another node (stages fill GPUs in order)."""
-        if self.p == 1:
-            return 0.0
-        cl, t = self.cluster, self.t
-        g = cl.gpus_per_node
-        intra = place(cl, 2, 2).intra if g >= 2 else None
-        inter = place(cl, 2, 1, groups_sharing=min(t, g)).inter
-        s = 0.0
-        for i in range(self.p - 1):
-            crosses = any((i * t + j) // g != ((i + 1) * t + j) // g for j in range(t))
-            alpha, beta = inter if crosses or intra is None else intra
-            s += alpha + nbytes * beta
-        return s
-
-
-def _workspace(graph, t: int, batch: int, vb: int) -> float:
-    """Bytes of the largest inputs + output of one operator of the prefill pass (one device's share)."""
-    def share(n):
-        split = n.attrs.get("split")
-        return 1 / t if n.kind == "attention" or split == "column" else 1
-
-    def size(n):
-        return (n.numel // n.attrs["rows_per_sample"] if is_lm_head(n) else n.numel) * share(n)
-
-    peak = 0.0
-    for n in graph.layers():
-        if n.kind in FREE:
-            continue
-        ins = sum(size(graph.nodes[i]) for i in n.inputs)
-        if is_lm_head(n):
-            ins /= n.attrs["rows_per_sample"]  # the last position only
-        extra = 2 * (n.attrs["heads"] // t) * n.attrs["seq"] ** 2 \
-            if n.kind == "attention" and not n.attrs.get("fused") else 0
-        peak = max(peak, ins + size(n) + extra)
-    return float(peak * batch * vb)
-
-
 def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype: str = "fp16", tensor: int = 1,
             pipeline: int = 1, weight_dtype: str | None = None, host_overhead_s: float = 0.0) -> Inference:
     """:func:`infer` for a model spec and a cluster (preset name, file, dict or
@@ -373,7 +264,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     if isinstance(model, str) and model not in SEQUENCE_MODELS:
         get_model(model)  # unknown names: the zoo's error
         raise ValueError(f"model: inference with a KV cache needs a causal decoder; {model!r} is an image model")
-    shape = model_shape(_graph(model, 1, None, vb))
+    shape = model_shape(model_graph(model, 1, None, vb))
     t, p = tensor, pipeline
     if prompt_len + decode_len > shape["context"]:
         raise ValueError(f"inference.decode_len: prompt_len + decode_len = {prompt_len + decode_len} exceeds the "
@@ -384,10 +275,10 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
         dev.peak(dtype)
     except ValueError as e:
         raise ValueError(f"inference.{e}") from None
-    g_pre = _graph(model, batch, prompt_len, vb)
-    g_dec = _graph(model, batch, 1, vb)
+    g_pre = model_graph(model, batch, prompt_len, vb)
+    g_dec = model_graph(model, batch, 1, vb)
     check_tensor_split(g_pre.layers(), t)
-    comm = _Comm(cl, t, p)
+    comm = Comm(cl, t, p)
 
     # memory first: a configuration that does not fit is refused, not estimated
     kv = kv_cache_bytes(shape["layers"], batch, prompt_len + decode_len, shape["kv_heads"], shape["head_dim"], vb,
@@ -395,7 +286,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     kv_all = kv_cache_bytes(shape["layers"], batch, prompt_len + decode_len, shape["kv_heads"], shape["head_dim"], vb)
     weights, quantized = weights_bytes(g_pre, vb, weight_dtype)
     weights /= t * p
-    mem = memory_per_device(weights, _workspace(g_pre, t, batch, vb), dev, extra={"kv_cache": kv})
+    mem = memory_per_device(weights, workspace_bytes(g_pre, t, batch, vb), dev, extra={"kv_cache": kv})
     if not mem["fits"]:
         raise ValueError(mem["reason"])
 

@@ -1,0 +1,103 @@
+"""What serving a model costs besides its kernels, shared by :mod:`concurrency_model.inference` (decoders with
+a KV cache) and :mod:`concurrency_model.forward_inference` (one forward pass): the graph for a batch and a
+sequence length, the weights at their stored size (weight-only quantization), the largest operator's
+workspace, and the tensor- and pipeline-parallel communication of a pass on a cluster."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from .cluster import place
+from .comm.on_cluster import collective_on_cluster
+from .models import get_model
+from .models.transformer import is_lm_head
+from .timing.graph import quantizable
+
+WEIGHT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}  # weight_dtype -> bytes a weight
+FREE = ("dropout",)  # the identity at inference
+
+
+def model_graph(model, batch: int, seq: int | None, vb: int):
+    """``model`` built for ``batch`` samples of ``vb``-byte values (and ``seq`` tokens, when given)."""
+    if seq is None:
+        return get_model(model, batch=batch, value_bytes=vb)
+    if isinstance(model, dict):
+        return get_model({**model, "seq_len": seq}, batch=batch, value_bytes=vb)
+    return get_model(model, batch=batch, value_bytes=vb, seq_len=seq)
+
+
+def weights_bytes(graph, vb: int, weight_dtype: str | None) -> tuple[float, float | None]:
+    """``(bytes of the weights, bytes a quantized weight or None)``: every parameter at ``vb`` bytes, the
+    :func:`~concurrency_model.timing.graph.quantizable` layers' matrices at ``weight_dtype``'s."""
+    if weight_dtype is not None and weight_dtype not in WEIGHT_BYTES:
+        raise ValueError(f"inference.weight_dtype: unknown {weight_dtype!r}; allowed: {', '.join(WEIGHT_BYTES)}")
+    wb = vb if weight_dtype is None else WEIGHT_BYTES[weight_dtype]
+    narrow = sum(n.attrs["c_in"] * n.attrs["c_out"] for n in graph.layers() if quantizable(n))
+    return float(graph.params) * vb + narrow * (wb - vb), None if wb == vb else wb
+
+
+class Comm:
+    """Collective and point-to-point seconds on a cluster, cached by size."""
+
+    def __init__(self, cluster, t: int, p: int):
+        self.cluster, self.t, self.p = cluster, t, p
+        self.rpn = min(t, cluster.gpus_per_node)
+
+    @lru_cache(maxsize=None)
+    def collective(self, op: str, nbytes: float) -> float:
+        if self.t == 1 or nbytes == 0:
+            return 0.0
+        return float(collective_on_cluster(op, nbytes, self.t, self.cluster, self.rpn)[1])
+
+    def tensor(self, graph, batch: int, vb: int, last_only: bool) -> float:
+        """Tensor-parallel collectives of one forward pass (Shoeybi et al. §3)."""
+        s = 0.0
+        for n in graph.layers():
+            if is_lm_head(n):
+                rows = 1 if last_only else n.attrs["rows_per_sample"]
+                s += self.collective("allgather", batch * rows * n.attrs["c_out"] * vb)
+            elif n.kind == "linear" and n.attrs.get("split") == "row":
+                s += self.collective("allreduce", batch * n.attrs["rows_per_sample"] * n.attrs["c_out"] * vb)
+            elif n.kind == "embedding":
+                s += self.collective("allreduce", batch * n.numel * vb)
+        return s
+
+    def pipeline(self, nbytes: float) -> float:
+        """``p - 1`` sends of ``nbytes`` between consecutive stages of ``t`` ranks each; a send crosses
+        the network when any rank's peer is on another node (stages fill GPUs in order)."""
+        if self.p == 1:
+            return 0.0
+        cl, t = self.cluster, self.t
+        g = cl.gpus_per_node
+        intra = place(cl, 2, 2).intra if g >= 2 else None
+        inter = place(cl, 2, 1, groups_sharing=min(t, g)).inter
+        s = 0.0
+        for i in range(self.p - 1):
+            crosses = any((i * t + j) // g != ((i + 1) * t + j) // g for j in range(t))
+            alpha, beta = inter if crosses or intra is None else intra
+            s += alpha + nbytes * beta
+        return s
+
+
+def workspace_bytes(graph, t: int, batch: int, vb: int) -> float:
+    """Bytes of the largest inputs + output of one operator of the prefill pass (one device's share)."""
+    def share(n):
+        split = n.attrs.get("split")
+        return 1 / t if n.kind == "attention" or split == "column" else 1
+
+    def size(n):
+        return (n.numel // n.attrs["rows_per_sample"] if is_lm_head(n) else n.numel) * share(n)
+
+    peak = 0.0
+    for n in graph.layers():
+        if n.kind in FREE:
+            continue
+        ins = sum(size(graph.nodes[i]) for i in n.inputs)
+        if is_lm_head(n):
+            ins /= n.attrs["rows_per_sample"]  # the last position only
+        extra = 2 * (n.attrs["heads"] // t) * n.attrs["seq"] ** 2 \
+            if n.kind == "attention" and not n.attrs.get("fused") else 0
+        peak = max(peak, ins + size(n) + extra)
+    return float(peak * batch * vb)
+
+
+__all__ = ["WEIGHT_BYTES", "FREE", "model_graph", "weights_bytes", "Comm", "workspace_bytes"]
