@@ -43,7 +43,7 @@ class DataParallelMixin:
         ``sync="parameter_server"`` replaces the gradient allreduce by a push and pull through ``servers``
         shards (0: one per worker, on the workers' GPUs; :func:`.distribution.ps_on_cluster`);
         ``compression`` (:data:`.compression.SCHEMES`) replaces it by the scheme's collectives with its
-        encode/decode seconds (:func:`.compression.codec_seconds`, counted as fixed seconds, not scaled
+        encode/decode seconds (:func:`.compressed_sync.codec_seconds`, counted as fixed seconds, not scaled
         with link bandwidth; ``("sfb", global_batch)``: sufficient-factor broadcasting of the fully connected
         layers for the ``global_batch / d`` samples of a replica, :mod:`.sparse_comm`); ``sync="gossip"`` by
         one gossip round on ``topology`` per step, each worker sending its (compressed, as CHOCO-SGD:
@@ -75,7 +75,8 @@ class DataParallelMixin:
     def _sync_triple(self, elements: float, d: int, rpn: int, sharing: int, sync: str, servers: int,
                      compression: str, topology: str = "ring") -> tuple:
         """The gradient synchronisation of :meth:`data_parallel` by parameter server, gossip or compressed."""
-        from .compression import codec_seconds, compress
+        from .compressed_sync import codec_seconds
+        from .compression import compress
         from .distribution import gossip_on_cluster, ps_on_cluster
         if isinstance(compression, tuple):  # ("sfb", global batch): the factors of a replica's samples
             c = compress("sfb", self.graph(compression[1] // d), value_bytes=self.grad_bytes, workers=d)
