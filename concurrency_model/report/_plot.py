@@ -25,6 +25,13 @@ def new_axes(ax=None, figsize=(8.0, 5.0)):
     return plt.subplots(figsize=figsize, layout="constrained")[1]
 
 
+def group_lines(ax, frame, by: str, x: str, y: str, scale: float = 1.0, label: str = "{}") -> None:
+    """One marked line per value of ``frame[by]`` (in order of appearance): ``y`` times ``scale`` against
+    ``x``, labelled ``label.format(value)``."""
+    for name, g in frame.groupby(by, sort=False):
+        ax.plot(g[x], scale * g[y], marker="o", label=label.format(name))
+
+
 def figure(width: float, height: float, nrows: int = 1, ncols: int = 1, **kw):
     """A pyplot-free ``Figure`` of ``width x height`` inches and its ``nrows x ncols`` array of Axes."""
     from matplotlib.figure import Figure

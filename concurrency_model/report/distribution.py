@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ._plot import new_axes
+from ._plot import group_lines, new_axes
 
 BASE = {"model": "vgg16", "cluster": "dgx1-v100", "parallel": {"microbatch_size": 64},
         "training": {"dtype": "fp16", "optimizer": "momentum", "overlap": False}}
@@ -97,8 +97,7 @@ def sync_schemes(frame: pd.DataFrame | None = None, ax=None):
     """Step time against the number of workers (log x), one line per synchronisation scheme."""
     frame = sync_frame() if frame is None else frame
     ax = new_axes(ax)
-    for name, g in frame.groupby("scheme", sort=False):
-        ax.plot(g["workers"], 1e3 * g["step_s"], marker="o", label=name)
+    group_lines(ax, frame, "scheme", "workers", "step_s", 1e3)
     ax.set_xscale("log", base=2)
     ax.set(xlabel="workers (V100, 8 per node)", ylabel="step time (ms)",
            title="VGG-16, 64 images per GPU: synchronisation schemes")
@@ -111,8 +110,7 @@ def consistency_models(frame: pd.DataFrame | None = None, ax=None):
     """Step time against the straggler spread, one line per consistency model."""
     frame = consistency_frame() if frame is None else frame
     ax = new_axes(ax)
-    for name, g in frame.groupby("mode", sort=False):
-        ax.plot(g["straggler_cv"], 1e3 * g["step_s"], marker="o", label=name)
+    group_lines(ax, frame, "mode", "straggler_cv", "step_s", 1e3)
     ax.set(xlabel="straggler_cv (std / mean of a replica's compute time)", ylabel="step time (ms)",
            title="64 workers: consistency models under stragglers")
     ax.grid(alpha=0.3)

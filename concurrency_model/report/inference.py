@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ._plot import new_axes
+from ._plot import group_lines, new_axes
 
 QUANT_MODEL = {"hf_config": "llama-2-7b"}
 QUANT_CLUSTER = "dgx-h100"
@@ -76,8 +76,7 @@ def quant_plot(frame: pd.DataFrame | None = None, ax=None):
     """Decode seconds per token against the batch, one line per weight format."""
     frame = quant_frame() if frame is None else frame
     ax = new_axes(ax)
-    for w, g in frame.groupby("weights", sort=False):
-        ax.plot(g["batch"], 1e3 * g["decode_s_per_token"], marker="o", label=f"{w} weights")
+    group_lines(ax, frame, "weights", "batch", "decode_s_per_token", 1e3, "{} weights")
     ax.set_xscale("log", base=2)
     ax.set(xlabel="sequences in the batch", ylabel="decode ms per token",
            title="Llama-2-7B on one H100: weight-only quantization")
