@@ -244,3 +244,14 @@ def test_sfb_never_sends_more_than_the_allreduce(widths, inputs, outputs, batch,
     sfb, dense = C.compress("sfb", g, workers=workers), C.compress("fp32", g.params)
     assert sfb.sent_bytes(workers) <= dense.sent_bytes(workers) * (1 + 1e-12)
     assert float(sfb.messages[1]) + sum(4 * a * b for a, b, _ in sfb.gemms_decode) == dense.message_bytes
+
+
+@pytest.mark.parametrize("module", ["concurrency_model.parallel.compressed_sync",
+                                    "concurrency_model.parallel.compression", "concurrency_model.forward_inference",
+                                    "concurrency_model.serving"])
+def test_module_imports_first_in_a_fresh_interpreter(module):
+    # modules that import each other (compression <-> compressed_sync) must load whichever comes first
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-500:]

@@ -309,5 +309,13 @@ def compress(scheme: str, gradient, *, value_bytes=4, bucket_size=512, levels=7,
                       gemms_decode=tuple((a, b, r) for a, b in keep), **kw)
 
 
-# the time of a compressed synchronisation (codec and collectives), re-exported as part of this API
-from .compressed_sync import codec_seconds, compressed_sync_on_cluster, compressed_sync_time  # noqa: E402
+_SYNC = ("codec_seconds", "compressed_sync_time", "compressed_sync_on_cluster")
+
+
+def __getattr__(name):
+    """The time of a compressed synchronisation (:mod:`.compressed_sync`, which imports this module) as part
+    of this module's API, loaded when first asked for."""
+    if name in _SYNC:
+        from . import compressed_sync
+        return getattr(compressed_sync, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
