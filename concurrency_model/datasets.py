@@ -19,6 +19,8 @@ SCHEMAS = {  # file stem -> (numeric columns that must be present, other require
                         "bwd_filter_time_ms") + SOURCE_COLUMNS),
     "deepbench_rnn": (("hidden_units", "n", "timesteps"), ("benchmark", "device", "precision", "cell",
                                                              "fwd_time_ms", "bwd_time_ms") + SOURCE_COLUMNS),
+    "deepbench_sparse": (("m", "n", "k", "sparsity", "sparse_time_ms", "dense_time_ms"),
+                         ("benchmark", "device", "precision") + SOURCE_COLUMNS),
     "deepbench_allreduce": (("size_floats", "num_ranks", "num_nodes", "mean_time_ms"),
                             ("device", "algorithm") + SOURCE_COLUMNS),
     "nccltests_allreduce_sweeps": (("num_ranks", "num_nodes", "size_bytes", "oop_time_us"),

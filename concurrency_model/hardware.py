@@ -4,7 +4,9 @@ A preset file (a profile written by ``calibrate compute`` has the same shape) ho
 
 * ``name``, ``vendor``, ``kind`` (``gpu`` or ``cpu``);
 * ``peak_flops``: dense peak FLOP/s per math dtype (``fp64, fp32, tf32, fp16, bf16, fp8, int8``), only
-  those the device supports; ``vector_flops`` optionally the non-tensor-core rates;
+  those the device supports; ``vector_flops`` optionally the non-tensor-core rates; ``sparse_flops``
+  optionally the rates with 2:4 structured sparsity (sparse tensor cores, Ampere and later: twice the
+  dense rate, hardware.md pitfall 1), counted as the dense product's FLOP as the datasheets count them;
 * ``mem_bw_Bps`` (bytes/s), ``mem_capacity_bytes``, ``launch_overhead_s``, ``multiprocessors`` (SMs or
   CUs or cores), ``l2_bytes`` and ``board_power_w`` where known;
 * ``efficiency``: optional fitted constants of :mod:`concurrency_model.timing` (see ``Efficiency``);
@@ -90,6 +92,7 @@ class Device:
     vendor: str = ""
     kind: str = "gpu"
     vector_flops: dict = field(default_factory=dict)
+    sparse_flops: dict = field(default_factory=dict)  # math dtype -> FLOP/s with 2:4 structured sparsity
     l2_bytes: float = 0.0
     board_power_w: float = 0.0
     efficiency: Efficiency = field(default_factory=Efficiency)
@@ -113,7 +116,8 @@ class Device:
         """The preset-file form (units in the keys)."""
         eff = {f.name: getattr(self.efficiency, f.name) for f in fields(Efficiency)}
         return {"name": self.name, "vendor": self.vendor, "kind": self.kind, "peak_flops": dict(self.peak_flops),
-                "vector_flops": dict(self.vector_flops), "mem_bw_Bps": self.mem_bw,
+                "vector_flops": dict(self.vector_flops), "sparse_flops": dict(self.sparse_flops),
+                "mem_bw_Bps": self.mem_bw,
                 "mem_capacity_bytes": self.mem_capacity, "launch_overhead_s": self.launch_overhead,
                 "multiprocessors": self.multiprocessors, "l2_bytes": self.l2_bytes,
                 "board_power_w": self.board_power_w, "efficiency": eff, "sources": dict(self.sources),
@@ -137,13 +141,14 @@ def device_from_dict(d: dict, origin: str = "device") -> Device:
     missing = [k for k in _REQUIRED if k not in d]
     if missing:
         raise ValueError(f"{origin}: missing field {missing[0]!r}")
-    known = set(_REQUIRED) | {"vendor", "kind", "vector_flops", "l2_bytes", "board_power_w", "efficiency",
+    known = set(_REQUIRED) | {"vendor", "kind", "vector_flops", "sparse_flops", "l2_bytes", "board_power_w",
+                              "efficiency",
                               "sources", "notes"}
     unknown = sorted(set(d) - known)
     if unknown:
         raise ValueError(f"{origin}: unknown field {unknown[0]!r}")
     peaks = {}
-    for group in ("peak_flops", "vector_flops"):
+    for group in ("peak_flops", "vector_flops", "sparse_flops"):
         g = d.get(group, {})
         if not isinstance(g, dict) or (group == "peak_flops" and not g):
             raise ValueError(f"{origin}.{group}: expected an object of dtype -> FLOP/s")
@@ -171,6 +176,7 @@ def device_from_dict(d: dict, origin: str = "device") -> Device:
         if k != "fitted_on":
             _positive(f"{origin}.efficiency.{k}", v, allow_zero=True)
     return Device(name=d["name"], peak_flops=peaks["peak_flops"], vector_flops=peaks["vector_flops"],
+                  sparse_flops=peaks["sparse_flops"],
                   multiprocessors=mp, vendor=d.get("vendor", ""), kind=d.get("kind", "gpu"),
                   l2_bytes=_positive(f"{origin}.l2_bytes", d.get("l2_bytes", 0), True),
                   board_power_w=_positive(f"{origin}.board_power_w", d.get("board_power_w", 0), True),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .. import timing
 from ..hardware import DTYPES, device_names, load_device
+from ..timing.sparse import sparse_gemm_time
 from . import add_json, nonnegative_int, positive_int
 
 
@@ -13,6 +14,8 @@ def _common(p, default_dtype="fp32"):
 
 
 def run_gemm(a):
+    if a.sparsity is not None:
+        return sparse_gemm_time(a.m, a.n, a.k, load_device(a.hardware), a.dtype, a.sparsity, a.batch)
     return timing.gemm_time(a.m, a.n, a.k, load_device(a.hardware), a.dtype, a.batch)
 
 
@@ -58,6 +61,9 @@ def register(sub) -> None:
     for k in ("m", "n", "k"):
         g.add_argument(f"--{k}", type=positive_int, required=True)
     g.add_argument("--batch", type=positive_int, default=1, help="independent products (batched GEMM)")
+    g.add_argument("--sparsity", default=None, metavar="S",
+                   help="A pruned: a fraction of zeros in [0, 1) (CSR kernel) or 2:4 (sparse tensor cores); "
+                        "adds dense_time_s and speedup_vs_dense")
     _common(g)
     g.set_defaults(op_run=run_gemm)
 

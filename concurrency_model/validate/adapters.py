@@ -13,6 +13,7 @@ COLUMNS = ["dataset", "mode", "row", "label", "group", "measured", "predicted", 
            "p10", "p90"]  # p10/p90: the prediction's 80% band where the predictor gives one (training steps)
 KERNELS = {"deepbench-gemm": "gemm", "deepbench-conv": "conv", "deepbench-rnn": "rnn"}
 KERNEL_INFERENCE = ("deepbench-inference",)  # int8 GEMM / conv and fp32 RNN forward kernels, all three files
+KERNEL_SPARSE = ("deepbench-sparse",)  # pruned fp32 GEMMs (CSR) and the same products dense (:mod:`.sparse`)
 COLLECTIVES = {"deepbench-allreduce": "DeepBench", "nccl-tests-allreduce": "nccl-tests"}
 TRAINING = {"vtrain-single": "vtrain_single", "vtrain-multi": "vtrain_multi", "megatron-2020": "megatron_2020",
             "megatron-2021": "megatron_2021", "narayanan2021-table2": "narayanan_table2"}
@@ -32,7 +33,8 @@ FILES = {"deepbench-gemm": "deepbench_gemm.csv", "deepbench-conv": "deepbench_co
          "dle-se-resnext101": "nvidia_dle_training_perf_long.csv",
          "dle-bert": "nvidia_dle_training_perf_long.csv",
          "fastertransformer-13b": "fastertransformer_13b_inference_latency.csv",
-         "deepbench-inference": "deepbench_gemm.csv, deepbench_conv.csv, deepbench_rnn.csv"}
+         "deepbench-inference": "deepbench_gemm.csv, deepbench_conv.csv, deepbench_rnn.csv",
+         "deepbench-sparse": "deepbench_sparse.csv"}
 QUICK_EVERY = {"vtrain-single": 20, "vtrain-multi": 8, "megatron-2021": 2}  # rows in file order, quick mode
 MIN_BYTES = 64 * 1024  # all-reduce sizes compared (issue 4's range)
 # why a dataset's predictions carry no 80% band (benchmarks/accuracy.py prints it in the note column)
@@ -131,6 +133,15 @@ def _kernel_inference(per_op: list) -> pd.DataFrame:
         p = kernels.predict(rows)
         parts.append(_kernel_frame("deepbench-inference", "preset", kernel_band(p, p)))
     return pd.concat(parts, ignore_index=True)
+
+
+def _kernel_sparse() -> pd.DataFrame:
+    from . import sparse
+    r = sparse.evaluate()
+    note = np.where(r["status"] == "ok", "measured speed-up " + r["measured_speedup"].map("{:.2f}".format)
+                    + ", predicted " + r["predicted_speedup"].map("{:.2f}".format), "")
+    return _frame("deepbench-sparse", "preset", r["row"], r["label"], r["preset"].fillna(r["device"]) + " "
+                  + r["kind"], r["measured"], r["predicted"], "s", r["status"], note)
 
 
 # --- collectives --------------------------------------------------------------------------------------------

@@ -2,13 +2,14 @@
 
 Datasets (:func:`names`): ``deepbench-gemm``, ``deepbench-conv``, ``deepbench-rnn`` (kernel times,
 :mod:`.kernels`), ``deepbench-inference`` (DeepBench's int8 GEMM / convolution and fp32 RNN inference
-kernels, forward); ``deepbench-allreduce``, ``nccl-tests-allreduce`` (all-reduce times, :mod:`.collectives`,
-sizes >= 64 KiB); ``vtrain-single``, ``vtrain-multi``, ``megatron-2020``, ``megatron-2021``,
-``narayanan2021-table2`` (training iterations, :mod:`.training`); ``tf-cnn-benchmarks``, ``torchgpipe``,
-``horovod``, ``dle-resnet50``, ``dle-resnext101``, ``dle-bert`` (data-parallel images/s and sequences/s,
-pipeline speedups, 512-GPU scaling efficiency, :mod:`.scaling`); and one per run of the toolkit's own
-calibration under ``data/measured/``
-(``measured-compute-HOST-DATE``, ``measured-network-HOST-BACKEND-DATE``).
+kernels, forward), ``deepbench-sparse`` (pruned GEMMs and the same products dense, :mod:`.sparse`);
+``deepbench-allreduce``, ``nccl-tests-allreduce`` (all-reduce times, :mod:`.collectives`, sizes >= 64 KiB);
+``vtrain-single``, ``vtrain-multi``, ``megatron-2020``, ``megatron-2021``, ``narayanan2021-table2``
+(training iterations, :mod:`.training`); ``tf-cnn-benchmarks``, ``torchgpipe``, ``horovod``,
+``dle-resnet50``, ``dle-resnext101``, ``dle-se-resnext101``, ``dle-bert`` (data-parallel images/s and
+sequences/s, pipeline speedups, 512-GPU scaling efficiency, :mod:`.scaling`); ``fastertransformer-13b``
+(inference latencies, :mod:`.inference`); and one per run of the toolkit's own calibration under
+``data/measured/`` (``measured-compute-HOST-DATE``, ``measured-network-HOST-BACKEND-DATE``).
 
 Modes (the ``mode`` column; DESIGN.md, "Accuracy methodology"). Each dataset has one main mode, the
 most honest figure available at the speed asked for:
@@ -51,10 +52,10 @@ import pandas as pd
 from .. import datasets, uncertainty
 from ..progress import Progress
 
-from .adapters import (COLLECTIVES, COLUMNS, FILES, INFERENCE, KERNEL_INFERENCE, KERNELS, MIN_BYTES,
-                       QUICK_EVERY, SCALING, TRAINING, _collective, _collective_rows, _inference, _kernel_datasheet,
-                       _kernel_frame, _kernel_held_out, _kernel_inference, _kernel_rows, _measured_compute,
-                       _measured_network,
+from .adapters import (COLLECTIVES, COLUMNS, FILES, INFERENCE, KERNEL_INFERENCE, KERNEL_SPARSE, KERNELS,
+                       MIN_BYTES, QUICK_EVERY, SCALING, TRAINING, _collective, _collective_rows, _inference,
+                       _kernel_datasheet, _kernel_frame, _kernel_held_out, _kernel_inference, _kernel_rows,
+                       _kernel_sparse, _measured_compute, _measured_network,
                        _scaling, _scaling_rows, _training_chunk, _training_rows, kernel_band, no_band_reason,
                        training_mode)
 
@@ -70,7 +71,7 @@ def names() -> list[str]:
     >>> names()[:3]
     ['deepbench-gemm', 'deepbench-conv', 'deepbench-rnn']
     """
-    return [*KERNELS, *KERNEL_INFERENCE, *COLLECTIVES, *TRAINING, *SCALING, *INFERENCE, *_measured()]
+    return [*KERNELS, *KERNEL_INFERENCE, *KERNEL_SPARSE, *COLLECTIVES, *TRAINING, *SCALING, *INFERENCE, *_measured()]
 
 
 # --- running ------------------------------------------------------------------------------------------------
@@ -130,6 +131,10 @@ def _plan(asked: list[str], quick: bool, all_modes: bool, info: dict) -> list:
                 per_op = [_kernel_rows(op, "inference") for op in OPS]
                 info[name].update(mode="preset", rows_total=sum(len(x) for x in per_op))
                 jobs.append(([name], _kernel_inference, (per_op,)))
+            elif name in KERNEL_SPARSE:
+                from . import sparse
+                info[name].update(mode="preset", rows_total=2 * len(sparse.rows()))
+                jobs.append(([name], _kernel_sparse, ()))
             elif name in INFERENCE:
                 from . import inference
                 info[name].update(rows_total=len(inference.rows()) * len(inference.METRICS), mode="preset")
