@@ -9,7 +9,9 @@ Prints one JSON object (``--markdown`` prints the README table instead), with ``
 median APE of an oracle that predicts each GEMM row by the geometric mean of its shape's measured layouts
 (:func:`layout_scatter`), the floor of a model of the shape alone, and ``inference_kernels``: DeepBench's
 inference sheets (int8 GEMMs and convolutions, fp32 RNNs) per device in datasheet mode and with the default
-constants (:func:`inference`; no target). Targets (issue 3): datasheet
+constants (:func:`inference`; no target), and ``sparse``: DeepBench's pruned GEMMs (CSR) and the same
+products dense with the presets and default constants, per device and regime of n, with how often the
+model says rightly whether the sparse product is the faster (:func:`sparse`; no target). Targets (issue 3): datasheet
 GEMM median APE <= 10% and p90 <= 30%, conv median <= 20% on every NVIDIA device; calibrated median
 <= 6% GEMM, <= 12% conv, <= 15% RNN.
 
@@ -27,6 +29,7 @@ import pandas as pd
 from concurrency_model.hardware import load_device
 from concurrency_model.units import dtype_bytes
 from concurrency_model.validate import kernels
+from concurrency_model.validate import sparse as sparse_validation
 
 TARGETS = {("datasheet", "gemm"): (10, 30), ("datasheet", "conv"): (20, None),
            ("calibrated", "gemm"): (6, None), ("calibrated", "conv"): (12, None), ("calibrated", "rnn"): (15, None)}
@@ -102,6 +105,21 @@ def inference(train: pd.DataFrame) -> pd.DataFrame:
     return kernels.summary(pd.concat(out, ignore_index=True), ("mode", "op", "preset", "math_dtype"))
 
 
+def sparse() -> dict:
+    """DeepBench's sparse sheet (:mod:`concurrency_model.validate.sparse`): median APE and median
+    predicted / measured per device, kind and n (n <= 4: matrix-vector-like; n >= 1,500: many columns)."""
+    res = sparse_validation.evaluate()
+    ok = res[res["status"] == "ok"].assign(regime=lambda d: np.where(d["label"].str.contains(r"n=[1-4] "),
+                                                                     "n <= 4", "n >= 1500"),
+                                           ratio=lambda d: d["predicted"] / d["measured"])
+    per = ok.groupby(["preset", "kind", "regime"]).agg(rows=("ape", "size"), median_ape=("ape", "median"),
+                                                       median_ratio=("ratio", "median")).reset_index()
+    per["median_ape"] *= 100
+    return {**{k: (round(v * 100, 2) if isinstance(v, float) else v)
+               for k, v in sparse_validation.summary(res).items()},
+            "per_device": per.round(2).to_dict("records")}
+
+
 def main() -> None:
     t0 = time.perf_counter()
     df = kernels.all_rows()
@@ -121,7 +139,7 @@ def main() -> None:
     print(json.dumps({"elapsed_s": round(time.perf_counter() - t0, 1), "rows": int(len(df)),
                       "overall": overall.round(2).to_dict("records"), "targets": checks,
                       "gemm_layout_scatter": layout_scatter(df).round(2).to_dict("records"),
-                      "inference_kernels": inference(df).round(2).to_dict("records"),
+                      "inference_kernels": inference(df).round(2).to_dict("records"), "sparse": sparse(),
                       "per_device": per.round(2).to_dict("records")}, indent=1))
 
 

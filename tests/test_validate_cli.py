@@ -23,6 +23,7 @@ GUARD = {
     "deepbench-conv": ("preset", 0.2597 + 0.02),
     "deepbench-rnn": ("in-sample", 0.3372 + 0.02),
     "deepbench-inference": ("preset", 0.2273 + 0.02),  # 2026-12-03
+    "deepbench-sparse": ("preset", 0.1511 + 0.02),  # 2026-12-04: CSR and dense times of the pruned GEMMs
     "deepbench-allreduce": ("held-out", 0.0497 + 0.02),
     "nccl-tests-allreduce": ("preset", 0.4151 + 0.02),
     "vtrain-single": ("held-out", 0.0874 + 0.02),  # quick: 36 of the 720 odd rows
