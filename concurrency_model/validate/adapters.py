@@ -41,6 +41,8 @@ MIN_BYTES = 64 * 1024  # all-reduce sizes compared (issue 4's range)
 NO_BAND = {
     "torchgpipe": "no band: speedup = ratio of two estimates on the same hardware, whose sampled scales "
                   "mostly cancel; not propagated",
+    "deepbench-sparse": "no band: its three boards share one chip (GP102), so no other device's residuals to "
+                        "take a spread from",
     "horovod": "no band: scaling efficiency = ratio of two estimates (the scales mostly cancel); not propagated",
 }
 
