@@ -10,8 +10,9 @@ fully connected networks), ``concurrency-model infer`` on a scenario whose model
   to back, as a compiled or graph-captured runtime issues them (TensorRT, CUDA graphs); with
   ``host_overhead_s`` (an eager framework's seconds per kernel) the pass lasts at least its kernels times
   that (``host_wait_s``: the excess), as in :mod:`concurrency_model.inference`.
-* **Memory per device**: the weights (at ``weight_dtype`` for the fully connected layers, the output layer of
-  a language model aside, as in :mod:`concurrency_model.inference`; under tensor parallelism split evenly),
+* **Memory per device**: the weights (at ``weight_dtype``, or pruned 2:4 with ``weight_sparsity``, for the fully
+  connected layers, the output layer of a language model aside, as in :mod:`concurrency_model.inference`;
+  under tensor parallelism split evenly),
   and the workspace of the largest operator (its inputs and output); no activations are kept for a backward
   pass.
 * ``prompt_len`` is the sequence length of a sequence model (BERT's tokens per sample); an image model
@@ -28,7 +29,7 @@ from .models import IMAGE_MODELS
 from .models.channel_split import is_channel_split
 from .models.transformer import check_tensor_split
 from .parallel.memory import memory_per_device
-from .serving import FREE, Comm, model_graph, weights_bytes, workspace_bytes
+from .serving import FREE, Comm, check_weight_sparsity, model_graph, weights_bytes, workspace_bytes
 from .timing.graph import layer_parts
 from .timing.parts import total
 from .uncertainty import bands
@@ -62,7 +63,8 @@ def is_sequence_model(model) -> bool:
 
 
 def predict_forward(model, cluster, batch: int, dtype: str = "fp16", tensor: int = 1, seq_len: int | None = None,
-                    weight_dtype: str | None = None, host_overhead_s: float = 0.0) -> ForwardInference:
+                    weight_dtype: str | None = None, host_overhead_s: float = 0.0,
+                    weight_sparsity: str | None = None) -> ForwardInference:
     """Latency, throughput and memory of one forward pass of ``batch`` samples.
 
     >>> r = predict_forward("resnet50", "dgx-a100", 64, "fp16")
@@ -85,11 +87,12 @@ def predict_forward(model, cluster, batch: int, dtype: str = "fp16", tensor: int
             raise ValueError(f"parallel.tensor: {t} > 1 is modelled for transformer encoders at inference; "
                              f"{g.name!r} has no attention")
         check_tensor_split(nodes, t)
-    weights, quantized = weights_bytes(g, vb, weight_dtype)
+    check_weight_sparsity(dev, dtype, weight_sparsity, weight_dtype)
+    weights, quantized = weights_bytes(g, vb, weight_dtype, weight_sparsity)
     mem = memory_per_device(weights / t, workspace_bytes(g, t, batch, vb), dev)
     if not mem["fits"]:
         raise ValueError(mem["reason"])
-    rows = layer_parts(g, dev, dtype, tensor=t, weight_bytes=quantized)
+    rows = layer_parts(g, dev, dtype, tensor=t, weight_bytes=quantized, weight_sparsity=weight_sparsity)
     parts = total([r["forward"] for n, r in zip(nodes, rows) if n.kind not in FREE])
     host = host_overhead_s * parts.kernels(float(dev.launch_overhead))  # the host's seconds to issue the pass
     brk = {"compute_s": parts.total(), "host_wait_s": max(0.0, host - parts.total()),
@@ -103,6 +106,7 @@ def predict_forward(model, cluster, batch: int, dtype: str = "fp16", tensor: int
     (lo, hi), = bands(latencies)
     return ForwardInference(latency, batch / latency, float(mem["total_bytes"]), brk, mem, {"tensor": t},
                             {"batch": batch, "dtype": dtype, "weight_dtype": weight_dtype or dtype,
+                             "weight_sparsity": weight_sparsity,
                              "host_overhead_s": host_overhead_s,
                              **({"prompt_len": seq_len} if seq_len else {})},
                             {"latency_p10_s": lo, "latency_p90_s": hi})
@@ -125,7 +129,7 @@ def infer_forward(sc, given: dict, inf: dict) -> ForwardInference:
     try:
         return predict_forward(sc.model, sc.cluster, inf["batch"], inf["dtype"], par["tensor"],
                                inf["prompt_len"] if "prompt_len" in given else None, inf["weight_dtype"],
-                               inf["host_overhead_s"])
+                               inf["host_overhead_s"], inf["weight_sparsity"])
     except ValueError as e:  # the model's sequence length is the scenario's prompt_len
         raise ValueError(str(e).replace("seq_len:", "inference.prompt_len:", 1) if str(e).startswith("seq_len:")
                          else str(e)) from None

@@ -53,6 +53,9 @@ per-step latency for 10 generated tokens).
   memory-bound decode step shrinks with the weight bytes while a compute-bound prefill hardly moves; the
   weights' memory is counted at the same sizes. Per-channel or per-group scales (a 16-bit value per output
   channel, or per group of 128 weights: 1.6% of int4's bytes) and the dequantization arithmetic are left out [D].
+* **2:4 pruned weights** (``weight_sparsity`` = ``"2:4"``, on devices with a 2:4 rate, ``sparse_flops``): the
+  same layers' forward GEMMs on the sparse tensor cores (:mod:`.timing.sparse`: twice the dense math rate,
+  the weights read at ``(bytes + 2 bits) / 2`` a weight) and counted so in memory; not with ``weight_dtype``.
 * **Host** (``host_overhead_s``, seconds the host takes to issue one kernel; default 0, a compiled runtime
   such as FasterTransformer, TensorRT or CUDA graphs): a pass lasts at least its kernels times that, as a
   training pass does (:mod:`concurrency_model.parallel.host`; an eager framework's is about 60 us, the
@@ -75,14 +78,14 @@ from .ops.attention import attention as attention_op
 from .parallel.memory import memory_per_device
 from .scenario import _section, load_scenario, read_scenario
 from .timing import _f, gemm_coeffs
-from .serving import FREE, Comm, model_graph, weights_bytes, workspace_bytes
+from .serving import FREE, Comm, check_weight_sparsity, model_graph, weights_bytes, workspace_bytes
 from .timing.graph import layer_parts
 from .timing.parts import Parts, total
 from .uncertainty import bands
 from .units import dtype_bytes
 
 INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,
-             "host_overhead_s": 0.0}
+             "weight_sparsity": None, "host_overhead_s": 0.0}
 _L = sp.Symbol("L", positive=True, integer=True)  # context length of a decode step
 
 
@@ -193,7 +196,7 @@ def infer(scenario) -> Inference:
         if par[k] != 1:
             raise ValueError(f"parallel.{k}: inference is modelled with tensor and pipeline parallelism only, got {par[k]}")
     return predict(sc.model, sc.cluster, inf["batch"], inf["prompt_len"], inf["decode_len"], inf["dtype"],
-                   par["tensor"], par["pipeline"], inf["weight_dtype"], inf["host_overhead_s"])
+                   par["tensor"], par["pipeline"], inf["weight_dtype"], inf["host_overhead_s"], inf["weight_sparsity"])
 
 
 def is_causal_decoder(model) -> bool:
@@ -219,11 +222,13 @@ def model_shape(graph) -> dict:
             "fused": bool(a.get("fused")), "params": int(graph.params)}
 
 
-def _pass_parts(graph, dev: Device, dtype: str, t: int, batch: int, decode: bool, weight_bytes=None) -> Parts:
+def _pass_parts(graph, dev: Device, dtype: str, t: int, batch: int, decode: bool, weight_bytes=None,
+                weight_sparsity=None) -> Parts:
     """Kernels of one forward pass: dropout free, the output layer on the last position only; in a decode
     step the attention cores are left out (priced by :func:`_kv_attention`)."""
     out = []
-    for node, row in zip(graph.layers(), layer_parts(graph, dev, dtype, tensor=t, weight_bytes=weight_bytes)):
+    for node, row in zip(graph.layers(), layer_parts(graph, dev, dtype, tensor=t, weight_bytes=weight_bytes,
+                                                     weight_sparsity=weight_sparsity)):
         if node.kind in FREE or (decode and node.kind == "attention"):
             continue
         if is_lm_head(node) and node.attrs["rows_per_sample"] > 1:
@@ -250,7 +255,8 @@ def _kv_attention(batch: int, heads: int, kv_heads: int, head_dim: int, dev: Dev
 
 
 def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype: str = "fp16", tensor: int = 1,
-            pipeline: int = 1, weight_dtype: str | None = None, host_overhead_s: float = 0.0) -> Inference:
+            pipeline: int = 1, weight_dtype: str | None = None, host_overhead_s: float = 0.0,
+            weight_sparsity: str | None = None) -> Inference:
     """:func:`infer` for a model spec and a cluster (preset name, file, dict or
     :class:`~concurrency_model.cluster.Cluster`) given directly.
 
@@ -275,6 +281,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
         dev.peak(dtype)
     except ValueError as e:
         raise ValueError(f"inference.{e}") from None
+    check_weight_sparsity(dev, dtype, weight_sparsity, weight_dtype)
     g_pre = model_graph(model, batch, prompt_len, vb)
     g_dec = model_graph(model, batch, 1, vb)
     check_tensor_split(g_pre.layers(), t)
@@ -284,15 +291,15 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     kv = kv_cache_bytes(shape["layers"], batch, prompt_len + decode_len, shape["kv_heads"], shape["head_dim"], vb,
                         t, p)
     kv_all = kv_cache_bytes(shape["layers"], batch, prompt_len + decode_len, shape["kv_heads"], shape["head_dim"], vb)
-    weights, quantized = weights_bytes(g_pre, vb, weight_dtype)
+    weights, quantized = weights_bytes(g_pre, vb, weight_dtype, weight_sparsity)
     weights /= t * p
     mem = memory_per_device(weights, workspace_bytes(g_pre, t, batch, vb), dev, extra={"kv_cache": kv})
     if not mem["fits"]:
         raise ValueError(mem["reason"])
 
     hidden = shape["hidden"]
-    parts_pre, parts_dec = _pass_parts(g_pre, dev, dtype, t, batch, False, quantized), \
-        _pass_parts(g_dec, dev, dtype, t, batch, True, quantized)
+    parts_pre, parts_dec = _pass_parts(g_pre, dev, dtype, t, batch, False, quantized, weight_sparsity), \
+        _pass_parts(g_dec, dev, dtype, t, batch, True, quantized, weight_sparsity)
     # the host's seconds to issue a pass: its kernels (a decode step: one KV attention kernel a layer too)
     la = float(dev.launch_overhead)
     host_pre = host_overhead_s * parts_pre.kernels(la)
@@ -330,7 +337,8 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     return Inference(prefill_s, step_s, batch * decode_len / total_s, kv, float(mem["total_bytes"]), total_s,
                      kv_all, breakdown, mem, {"tensor": t, "pipeline": p},
                      {"batch": batch, "prompt_len": prompt_len, "decode_len": decode_len, "dtype": dtype,
-                      "weight_dtype": weight_dtype or dtype, "host_overhead_s": host_overhead_s}, shape,
+                      "weight_dtype": weight_dtype or dtype, "weight_sparsity": weight_sparsity,
+                      "host_overhead_s": host_overhead_s}, shape,
                      band_values)
 
 

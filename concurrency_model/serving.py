@@ -1,6 +1,6 @@
 """What serving a model costs besides its kernels, shared by :mod:`concurrency_model.inference` (decoders with
 a KV cache) and :mod:`concurrency_model.forward_inference` (one forward pass): the graph for a batch and a
-sequence length, the weights at their stored size (weight-only quantization), the largest operator's
+sequence length, the weights at their stored size (weight-only quantization, 2:4 pruning), the largest operator's
 workspace, and the tensor- and pipeline-parallel communication of a pass on a cluster."""
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from .cluster import place
 from .comm.on_cluster import collective_on_cluster
 from .models import get_model
 from .models.transformer import is_lm_head
+from .ops.sparse import METADATA_BITS
 from .timing.graph import quantizable
+from .timing.sparse import STRUCTURED, sparse_core
 
 WEIGHT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}  # weight_dtype -> bytes a weight
 FREE = ("dropout",)  # the identity at inference
@@ -25,14 +27,34 @@ def model_graph(model, batch: int, seq: int | None, vb: int):
     return get_model(model, batch=batch, value_bytes=vb, seq_len=seq)
 
 
-def weights_bytes(graph, vb: int, weight_dtype: str | None) -> tuple[float, float | None]:
+def weights_bytes(graph, vb: int, weight_dtype: str | None,
+                  weight_sparsity: str | None = None) -> tuple[float, float | None]:
     """``(bytes of the weights, bytes a quantized weight or None)``: every parameter at ``vb`` bytes, the
-    :func:`~concurrency_model.timing.graph.quantizable` layers' matrices at ``weight_dtype``'s."""
+    :func:`~concurrency_model.timing.graph.quantizable` layers' matrices at ``weight_dtype``'s, and with
+    ``weight_sparsity`` ``"2:4"`` half of them kept with a 2-bit index each (:mod:`.ops.sparse`)."""
     if weight_dtype is not None and weight_dtype not in WEIGHT_BYTES:
         raise ValueError(f"inference.weight_dtype: unknown {weight_dtype!r}; allowed: {', '.join(WEIGHT_BYTES)}")
     wb = vb if weight_dtype is None else WEIGHT_BYTES[weight_dtype]
+    stored = (wb + METADATA_BITS / 8) / 2 if weight_sparsity else wb
     narrow = sum(n.attrs["c_in"] * n.attrs["c_out"] for n in graph.layers() if quantizable(n))
-    return float(graph.params) * vb + narrow * (wb - vb), None if wb == vb else wb
+    return float(graph.params) * vb + narrow * (stored - vb), None if wb == vb else wb
+
+
+def check_weight_sparsity(dev, dtype: str, weight_sparsity, weight_dtype) -> None:
+    """``inference.weight_sparsity``: ``None`` or ``"2:4"`` (the blocks' linear weights pruned 2:4, their
+    forward GEMMs on the sparse tensor cores), on a device with a 2:4 rate for ``dtype``, without weight-only
+    quantization (the two are not modelled together); ``ValueError`` naming the field."""
+    if weight_sparsity is None:
+        return
+    if weight_sparsity != STRUCTURED:
+        raise ValueError(f"inference.weight_sparsity: {STRUCTURED!r} or null, got {weight_sparsity!r}")
+    if weight_dtype is not None and weight_dtype != dtype:
+        raise ValueError(f"inference.weight_sparsity: {STRUCTURED} with weight_dtype {weight_dtype!r} is not modelled; "
+                         "give one of the two")
+    try:
+        sparse_core(dev, dtype)
+    except ValueError as e:
+        raise ValueError(f"inference.weight_{e}") from None
 
 
 class Comm:

@@ -158,3 +158,39 @@ def test_op_gemm_sparsity_json(capsys):
 
 def test_timing_package_exports_are_unchanged():
     assert timing.gemm_time(64, 64, 64, GP102).flop == 2 * 64 ** 3
+
+
+# --- serving with 2:4-pruned weights ------------------------------------------------------------------------
+LLAMA = {"hf_config": "llama-2-7b"}
+
+
+def test_pruned_weights_in_memory_and_decode():
+    from concurrency_model.inference import predict
+    dense = predict(LLAMA, "dgx-h100", 1, 1024, 128, "fp16")
+    pruned = predict(LLAMA, "dgx-h100", 1, 1024, 128, "fp16", weight_sparsity="2:4")
+    # the blocks' linear weights, 32 x (4 x 4096^2 + 3 x 4096 x 11008) = 6,476,005,376, kept at half with
+    # 2 bits each: (2 + 1/4) / 2 = 1.125 bytes a weight instead of 2; embeddings, norms and the output layer stay
+    blocks = 32 * (4 * 4096 ** 2 + 3 * 4096 * 11008)
+    saved = dense.memory["model_state_bytes"] - pruned.memory["model_state_bytes"]
+    assert saved == pytest.approx(blocks * (2 - 1.125), rel=1e-12)
+    # a batch-1 decode step reads the weights: faster, by less than the bytes ratio of the whole step
+    speedup = dense.decode_s_per_token / pruned.decode_s_per_token
+    total = dense.memory["model_state_bytes"] / pruned.memory["model_state_bytes"]
+    assert 1.2 < speedup <= total + 1e-9
+    assert pruned.prefill_s < dense.prefill_s and pruned.inference["weight_sparsity"] == "2:4"
+
+
+def test_pruned_encoder_forward_and_bad_input():
+    from concurrency_model.forward_inference import predict_forward
+    from concurrency_model.inference import infer
+    dense = predict_forward("bert-large", "dgx-a100", 64, "fp16", seq_len=128)
+    pruned = predict_forward("bert-large", "dgx-a100", 64, "fp16", seq_len=128, weight_sparsity="2:4")
+    assert 1.0 < dense.latency_s / pruned.latency_s < 2.0
+    base = {"model": LLAMA, "cluster": "dgx-h100", "inference": {"batch": 1, "prompt_len": 64, "decode_len": 8}}
+    for extra, msg in (({"weight_sparsity": "1:4"}, "'2:4' or null"),
+                       ({"weight_sparsity": "2:4", "weight_dtype": "int8"}, "not modelled"),
+                       ({"weight_sparsity": "2:4", "dtype": "fp32"}, "fp32 rate")):
+        with pytest.raises(ValueError, match=f"^inference.weight_sparsity: .*{msg}"):
+            infer({**base, "inference": {**base["inference"], **extra}})
+    with pytest.raises(ValueError, match="^inference.weight_sparsity: 2:4 needs sparse tensor cores"):
+        infer({**base, "cluster": "dgx1-v100", "inference": {**base["inference"], "weight_sparsity": "2:4"}})

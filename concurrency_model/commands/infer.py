@@ -15,6 +15,8 @@ def run(a) -> dict:
 def show(out: dict) -> None:
     i, p = out["inference"], out["parallel"]
     weights = f" (weights {i['weight_dtype']})" if i["weight_dtype"] != i["dtype"] else ""
+    if i.get("weight_sparsity"):
+        weights += f" (weights pruned {i['weight_sparsity']})"
     devices = f"{out['gpus']} device{'s' * (out['gpus'] != 1)}"
     if i.get("host_overhead_s"):
         weights += f", host {i['host_overhead_s'] * 1e6:g} us per kernel"
@@ -46,6 +48,6 @@ def register(sub) -> None:
                        "pass's latency and samples/s for a model without a KV cache)")
     e.add_argument("--scenario", required=True,
                    help="scenario file (JSON or TOML) with an inference object: batch, prompt_len, decode_len, dtype "
-                        "[, weight_dtype, host_overhead_s]")
+                        "[, weight_dtype, weight_sparsity, host_overhead_s]")
     add_json(e)
     e.set_defaults(run=run, show=show)

@@ -4,7 +4,8 @@ and weight-only quantization do to a decode step (:mod:`concurrency_model.infere
 The FasterTransformer rows are the ones of ``concurrency-model validate --dataset fastertransformer-13b``
 (:mod:`concurrency_model.validate.inference`); the quantization panel is model only (``data/`` has no
 quantized-serving measurements): Llama-2-7B from its Hugging Face config on one H100 (``dgx-h100``), 1,024-token
-prompts and 128 generated tokens, at 16-bit, int8 and int4 weights.
+prompts and 128 generated tokens, at 16-bit, int8 and int4 weights, and 16-bit weights pruned 2:4 (sparse tensor
+cores, :mod:`concurrency_model.timing.sparse`).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from ._plot import group_lines, new_axes
 
 QUANT_MODEL = {"hf_config": "llama-2-7b"}
 QUANT_CLUSTER = "dgx-h100"
-WEIGHTS = ("fp16", "int8", "int4")
+WEIGHTS = ("fp16", "int8", "int4", "2:4")  # weight_dtype, or "2:4": fp16 weights pruned 2:4
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
 PROMPT, DECODE = 1024, 128
 
@@ -47,7 +48,8 @@ def quant_frame(batches=BATCHES, weights=WEIGHTS) -> pd.DataFrame:
     rows = []
     for w in weights:
         for b in batches:
-            r = predict(QUANT_MODEL, QUANT_CLUSTER, b, PROMPT, DECODE, "fp16", weight_dtype=w)
+            fmt = {"weight_sparsity": w} if w == "2:4" else {"weight_dtype": w}
+            r = predict(QUANT_MODEL, QUANT_CLUSTER, b, PROMPT, DECODE, "fp16", **fmt)
             rows.append({"weights": w, "batch": b, "prefill_s": r.prefill_s, "decode_s_per_token": r.decode_s_per_token,
                          "tokens_per_s": r.tokens_per_s, "memory_bytes": r.memory_bytes_per_device})
     return pd.DataFrame(rows)
@@ -79,7 +81,7 @@ def quant_plot(frame: pd.DataFrame | None = None, ax=None):
     group_lines(ax, frame, "weights", "batch", "decode_s_per_token", 1e3, "{} weights")
     ax.set_xscale("log", base=2)
     ax.set(xlabel="sequences in the batch", ylabel="decode ms per token",
-           title="Llama-2-7B on one H100: weight-only quantization")
+           title="Llama-2-7B on one H100: quantized and 2:4-pruned weights")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     return ax

@@ -226,7 +226,7 @@ def inference_section(figs):
     inference.ft_plot(ft, ax=ax[0, 0])
     inference.quant_plot(q, ax=ax[0, 1])
     f = add_figure(figs, "inference", fig, "FasterTransformer GPT 13B latencies against the model; decode time of "
-                   "Llama-2-7B with 16-bit, int8 and int4 weights",
+                   "Llama-2-7B with 16-bit, int8, int4 and 2:4-pruned weights",
                    "Left: prefill, decode per token and total latency of 10 generated tokens after 512 prompt "
                    "tokens, batch 1, on one and two A100 40GB (tensor parallelism). Right: model only.")
     ape = (ft["predicted_s"] - ft["measured_s"]).abs() / ft["measured_s"]
@@ -247,7 +247,13 @@ def inference_section(figs):
              f"{hi} the gain is {d.loc[hi, 'fp16'] / d.loc[hi, 'int8']:.2f}x and "
              f"{d.loc[hi, 'fp16'] / d.loc[hi, 'int4']:.2f}x, the step being the KV cache's and the GEMMs' "
              f"compute. Memory at batch {lo}: {mem['fp16'] / 1e9:.1f}, {mem['int8'] / 1e9:.1f} and "
-             f"{mem['int4'] / 1e9:.1f} GB. Scales and dequantization arithmetic are left out [D].</p>")
+             f"{mem['int4'] / 1e9:.1f} GB. Scales and dequantization arithmetic are left out [D]. Pruned 2:4 "
+             "(<code>inference.weight_sparsity</code>: the same layers' GEMMs on the sparse tensor cores, twice the "
+             "dense rate, half the weights kept with 2-bit indices, 1.125 bytes a weight): "
+             f"{1e3 * d.loc[lo, '2:4']:.2f} ms at batch {lo} ({d.loc[lo, 'fp16'] / d.loc[lo, '2:4']:.2f}x, less "
+             f"than int8's {d.loc[lo, 'fp16'] / d.loc[lo, 'int8']:.2f}x: more bytes a weight), "
+             f"{1e3 * d.loc[hi, '2:4']:.2f} ms at batch {hi}, {mem['2:4'] / 1e9:.1f} GB; no measurement of "
+             "either is in data/.</p>")
     return [Section("inference", "Inference: latency, batching and quantized weights", intro, [f])]
 
 

@@ -21,6 +21,7 @@ from . import _f, device, gemm_coeffs, roofline, roofline_coeffs
 from .layers import attention_kernels, conv_coeffs
 from .parts import Parts, total
 from .recurrent import rnn_parts
+from .sparse import structured_coeffs
 
 PASSES = ("forward", "grad_input", "grad_weight")
 VIEWS = ("flatten", "reshape", "select")
@@ -49,7 +50,7 @@ def _num(e) -> float:
 
 def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input: bool, tensor: int = 1,
                 shard: float = 1.0, channels: bool = False, rows: int | None = None,
-                weight_bytes: float | None = None) -> tuple[dict, str]:
+                weight_bytes: float | None = None, weight_sparsity: str | None = None) -> tuple[dict, str]:
     """Kernels (:class:`~.parts.Parts`) of one node per pass, and the convolution algorithm; with tensor
     parallelism ``tensor`` the node's share of the work: column-split GEMMs cut their outputs, row-split
     GEMMs their inputs, attention its heads; with ``channels`` (the paper's split of a CNN,
@@ -57,7 +58,8 @@ def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
     outputs, grouped convolutions their groups; other ops are scaled by ``shard`` (the fraction of the
     tensor this device holds). ``rows``: a convolution's output rows on this device in a spatial split
     (:mod:`~concurrency_model.parallel.spatial`), computed from the input rows that give them.
-    ``weight_bytes``: a fully connected layer's weights stored narrower (its forward GEMM reads them so)."""
+    ``weight_bytes``: a fully connected layer's weights stored narrower (its forward GEMM reads them so);
+    ``weight_sparsity`` ``"2:4"``: its forward GEMM on the sparse tensor cores (:mod:`.sparse`)."""
     a = node.attrs
     out = {p: Parts.empty() for p in PASSES}
     algorithm = ""
@@ -81,8 +83,11 @@ def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
         elif tensor > 1 and a.get("split") == "row":
             ci = -(-ci // tensor)
         for p, shape in zip(PASSES, ((rows, co, ci), (rows, ci, co), (ci, co, rows))):
-            wb = weight_bytes if p == "forward" else None
-            out[p] = Parts.from_coeffs(gemm_coeffs(*shape, dev, dtype, weight_bytes=wb), dev)
+            if p == "forward" and weight_sparsity:  # A = the weights' transpose (co x ci), B = the inputs'
+                c = structured_coeffs(shape[1], shape[0], shape[2], dev, dtype, value_bytes=weight_bytes)
+            else:
+                c = gemm_coeffs(*shape, dev, dtype, weight_bytes=weight_bytes if p == "forward" else None)
+            out[p] = Parts.from_coeffs(c, dev)
     elif node.kind == "attention":
         from ..ops.attention import attention
         heads = max(1, a["heads"] // tensor)
@@ -136,13 +141,15 @@ def _shards(graph, tensor: int, sequence_parallel: bool, channels: bool) -> dict
 
 
 def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_parallel: bool = False,
-                spatial: dict | None = None, weight_bytes: float | None = None) -> list[dict]:
+                spatial: dict | None = None, weight_bytes: float | None = None,
+                weight_sparsity: str | None = None) -> list[dict]:
     """Per layer: ``name, op, algorithm`` and the :class:`~.parts.Parts` of its ``forward``, ``grad_input``
     and ``grad_weight`` passes (see :func:`layer_times`). Nodes with the same kind, attributes, work and
     tensor share are timed once (the 96 blocks of GPT-3 cost one block's kernel choices). ``spatial``:
     ``{node: output rows on this device}`` of a spatial split (:mod:`~concurrency_model.parallel.spatial`).
     ``weight_bytes``: bytes per weight of the :func:`quantizable` layers (weight-only quantization at
-    inference, :mod:`concurrency_model.inference`)."""
+    inference, :mod:`concurrency_model.inference`); ``weight_sparsity`` ``"2:4"``: their forward GEMMs on
+    the sparse tensor cores."""
     dev = device(dev)
     batch = int(_num(graph.batch))
     scale = dtype_bytes(dtype) / float(graph.value_bytes)
@@ -160,8 +167,8 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
                is_lm_head(node),
                *(getattr(getattr(node.cost, p), f) for p in PASSES for f in ("flop", "bytes")))
         if key not in memo:
-            wb = weight_bytes if quantizable(node) else None
-            memo[key] = _node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine, wb)
+            wb, ws = (weight_bytes, weight_sparsity) if quantizable(node) else (None, None)
+            memo[key] = _node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine, wb, ws)
         parts, algorithm = memo[key]
         rows.append({"name": node.name, "op": node.kind, "algorithm": algorithm, **parts})
     return rows

@@ -78,12 +78,12 @@ def sparse_core(dev, dtype: str):
     return replace(dev, peak_flops={**dev.peak_flops, dtype: rate})
 
 
-def structured_coeffs(m, n, k, dev, dtype: str = "fp16", batch=1) -> Coeffs:
+def structured_coeffs(m, n, k, dev, dtype: str = "fp16", batch=1, value_bytes: float | None = None) -> Coeffs:
     """Coefficients of the 2:4 product on the sparse tensor cores (assemble them with :func:`sparse_core`
     of the device): :func:`gemm_coeffs` of ``Cᵀ = Bᵀ Aᵀ``, whose weight operand is Aᵀ, stored at
-    ``(value + 2 bits) / 2`` bytes a value."""
-    c = gemm_coeffs(n, m, k, sparse_core(dev, dtype), dtype, batch,
-                    weight_bytes=(dtype_bytes(dtype) + METADATA_BITS / 8) / 2)
+    ``(value + 2 bits) / 2`` bytes a value (``value_bytes`` a kept value, default ``dtype``'s)."""
+    vb = dtype_bytes(dtype) if value_bytes is None else value_bytes
+    c = gemm_coeffs(n, m, k, sparse_core(dev, dtype), dtype, batch, weight_bytes=(vb + METADATA_BITS / 8) / 2)
     c.flop = c.flop / 2  # the products actually computed (ops.sparse.structured_gemm's W)
     c.info["format"] = STRUCTURED
     return c
