@@ -87,7 +87,7 @@ def predict_forward(model, cluster, batch: int, dtype: str = "fp16", tensor: int
             raise ValueError(f"parallel.tensor: {t} > 1 is modelled for transformer encoders at inference; "
                              f"{g.name!r} has no attention")
         check_tensor_split(nodes, t)
-    check_weight_sparsity(dev, dtype, weight_sparsity, weight_dtype)
+    weight_sparsity = check_weight_sparsity(dev, dtype, weight_sparsity, weight_dtype)
     weights, quantized = weights_bytes(g, vb, weight_dtype, weight_sparsity)
     mem = memory_per_device(weights / t, workspace_bytes(g, t, batch, vb), dev)
     if not mem["fits"]:

@@ -53,9 +53,13 @@ per-step latency for 10 generated tokens).
   memory-bound decode step shrinks with the weight bytes while a compute-bound prefill hardly moves; the
   weights' memory is counted at the same sizes. Per-channel or per-group scales (a 16-bit value per output
   channel, or per group of 128 weights: 1.6% of int4's bytes) and the dequantization arithmetic are left out [D].
-* **2:4 pruned weights** (``weight_sparsity`` = ``"2:4"``, on devices with a 2:4 rate, ``sparse_flops``): the
-  same layers' forward GEMMs on the sparse tensor cores (:mod:`.timing.sparse`: twice the dense math rate,
-  the weights read at ``(bytes + 2 bits) / 2`` a weight) and counted so in memory; not with ``weight_dtype``.
+* **Pruned weights** (``weight_sparsity``; not with ``weight_dtype``), the same layers, counted in memory as
+  stored: ``"2:4"`` (on devices with a 2:4 rate, ``sparse_flops``) runs their forward GEMMs on the sparse tensor
+  cores (:mod:`.timing.sparse`: twice the dense math rate, the weights read at ``(bytes + 2 bits) / 2`` a
+  weight); a fraction of zeros stores them in CSR (4-byte indices) and runs CSR products that stream the
+  weights once per token of the pass (DeepBench's cuSPARSE, :mod:`.timing.sparse`): a batch-1 decode step
+  gains at high sparsity, a prefill loses (kernels that tile B's columns and reuse A, e.g. Sputnik, are not
+  modelled).
 * **Host** (``host_overhead_s``, seconds the host takes to issue one kernel; default 0, a compiled runtime
   such as FasterTransformer, TensorRT or CUDA graphs): a pass lasts at least its kernels times that, as a
   training pass does (:mod:`concurrency_model.parallel.host`; an eager framework's is about 60 us, the
@@ -281,7 +285,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
         dev.peak(dtype)
     except ValueError as e:
         raise ValueError(f"inference.{e}") from None
-    check_weight_sparsity(dev, dtype, weight_sparsity, weight_dtype)
+    weight_sparsity = check_weight_sparsity(dev, dtype, weight_sparsity, weight_dtype)
     g_pre = model_graph(model, batch, prompt_len, vb)
     g_dec = model_graph(model, batch, 1, vb)
     check_tensor_split(g_pre.layers(), t)

@@ -10,9 +10,9 @@ from .cluster import place
 from .comm.on_cluster import collective_on_cluster
 from .models import get_model
 from .models.transformer import is_lm_head
-from .ops.sparse import METADATA_BITS
+from .ops.sparse import INDEX_BYTES, METADATA_BITS, nnz_of
 from .timing.graph import quantizable
-from .timing.sparse import STRUCTURED, sparse_core
+from .timing.sparse import STRUCTURED, parse_sparsity, sparse_core
 
 WEIGHT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}  # weight_dtype -> bytes a weight
 FREE = ("dropout",)  # the identity at inference
@@ -27,34 +27,48 @@ def model_graph(model, batch: int, seq: int | None, vb: int):
     return get_model(model, batch=batch, value_bytes=vb, seq_len=seq)
 
 
-def weights_bytes(graph, vb: int, weight_dtype: str | None,
-                  weight_sparsity: str | None = None) -> tuple[float, float | None]:
+def weights_bytes(graph, vb: int, weight_dtype: str | None, weight_sparsity=None) -> tuple[float, float | None]:
     """``(bytes of the weights, bytes a quantized weight or None)``: every parameter at ``vb`` bytes, the
-    :func:`~concurrency_model.timing.graph.quantizable` layers' matrices at ``weight_dtype``'s, and with
-    ``weight_sparsity`` ``"2:4"`` half of them kept with a 2-bit index each (:mod:`.ops.sparse`)."""
+    :func:`~concurrency_model.timing.graph.quantizable` layers' matrices at ``weight_dtype``'s, or pruned
+    (``weight_sparsity``, :mod:`.ops.sparse`): ``"2:4"`` keeps half of them with a 2-bit index each; a fraction
+    of zeros stores the rest in CSR (a 4-byte column index a value, a row offset per output)."""
     if weight_dtype is not None and weight_dtype not in WEIGHT_BYTES:
         raise ValueError(f"inference.weight_dtype: unknown {weight_dtype!r}; allowed: {', '.join(WEIGHT_BYTES)}")
     wb = vb if weight_dtype is None else WEIGHT_BYTES[weight_dtype]
-    stored = (wb + METADATA_BITS / 8) / 2 if weight_sparsity else wb
-    narrow = sum(n.attrs["c_in"] * n.attrs["c_out"] for n in graph.layers() if quantizable(n))
-    return float(graph.params) * vb + narrow * (stored - vb), None if wb == vb else wb
+    total = float(graph.params) * vb
+    for n in graph.layers():
+        if quantizable(n):
+            ci, co = n.attrs["c_in"], n.attrs["c_out"]
+            if weight_sparsity == STRUCTURED:
+                stored = ci * co * (wb + METADATA_BITS / 8) / 2
+            elif weight_sparsity is not None:
+                stored = nnz_of(co, ci, weight_sparsity) * (wb + INDEX_BYTES) + (co + 1) * INDEX_BYTES
+            else:
+                stored = ci * co * wb
+            total += stored - ci * co * vb
+    return total, None if wb == vb else wb
 
 
-def check_weight_sparsity(dev, dtype: str, weight_sparsity, weight_dtype) -> None:
-    """``inference.weight_sparsity``: ``None`` or ``"2:4"`` (the blocks' linear weights pruned 2:4, their
-    forward GEMMs on the sparse tensor cores), on a device with a 2:4 rate for ``dtype``, without weight-only
-    quantization (the two are not modelled together); ``ValueError`` naming the field."""
+def check_weight_sparsity(dev, dtype: str, weight_sparsity, weight_dtype):
+    """``inference.weight_sparsity`` checked and parsed: ``None``, ``"2:4"`` (the blocks' linear weights pruned
+    2:4, their forward GEMMs on the sparse tensor cores: a device with a 2:4 rate for ``dtype``) or a fraction
+    of zeros in [0, 1) (CSR products); not with weight-only quantization (the two are not modelled together).
+    ``ValueError`` naming the field."""
     if weight_sparsity is None:
-        return
-    if weight_sparsity != STRUCTURED:
-        raise ValueError(f"inference.weight_sparsity: {STRUCTURED!r} or null, got {weight_sparsity!r}")
-    if weight_dtype is not None and weight_dtype != dtype:
-        raise ValueError(f"inference.weight_sparsity: {STRUCTURED} with weight_dtype {weight_dtype!r} is not modelled; "
-                         "give one of the two")
+        return None
     try:
-        sparse_core(dev, dtype)
+        s = parse_sparsity(weight_sparsity)
     except ValueError as e:
         raise ValueError(f"inference.weight_{e}") from None
+    if weight_dtype is not None and weight_dtype != dtype:
+        raise ValueError(f"inference.weight_sparsity: pruning with weight_dtype {weight_dtype!r} is not modelled; "
+                         "give one of the two")
+    if s == STRUCTURED:
+        try:
+            sparse_core(dev, dtype)
+        except ValueError as e:
+            raise ValueError(f"inference.weight_{e}") from None
+    return s
 
 
 class Comm:

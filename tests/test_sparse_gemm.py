@@ -187,10 +187,28 @@ def test_pruned_encoder_forward_and_bad_input():
     pruned = predict_forward("bert-large", "dgx-a100", 64, "fp16", seq_len=128, weight_sparsity="2:4")
     assert 1.0 < dense.latency_s / pruned.latency_s < 2.0
     base = {"model": LLAMA, "cluster": "dgx-h100", "inference": {"batch": 1, "prompt_len": 64, "decode_len": 8}}
-    for extra, msg in (({"weight_sparsity": "1:4"}, "'2:4' or null"),
+    for extra, msg in (({"weight_sparsity": "1:4"}, "'2:4' or a fraction of zeros"), ({"weight_sparsity": 1}, "got 1"),
                        ({"weight_sparsity": "2:4", "weight_dtype": "int8"}, "not modelled"),
                        ({"weight_sparsity": "2:4", "dtype": "fp32"}, "fp32 rate")):
         with pytest.raises(ValueError, match=f"^inference.weight_sparsity: .*{msg}"):
             infer({**base, "inference": {**base["inference"], **extra}})
     with pytest.raises(ValueError, match="^inference.weight_sparsity: 2:4 needs sparse tensor cores"):
         infer({**base, "cluster": "dgx1-v100", "inference": {**base["inference"], "weight_sparsity": "2:4"}})
+
+
+def test_unstructured_pruning_in_serving():
+    from concurrency_model.inference import predict
+    dense = predict(LLAMA, "dgx-a100", 1, 512, 64, "fp16")
+    kept = {s: predict(LLAMA, "dgx-a100", 1, 512, 64, "fp16", weight_sparsity=s) for s in (0.5, 0.9)}
+    # CSR of each block matrix (c_out x c_in): nnz (2 + 4) bytes + (c_out + 1) 4 bytes of row offsets
+    shapes = [(12288, 4096), (4096, 4096)] + [(11008, 4096)] * 2 + [(4096, 11008)]  # qkv (one layer), o, gate, up, down
+    csr = 32 * sum(nnz_of(co, ci, 0.9) * 6 + (co + 1) * 4 for co, ci in shapes)
+    dense_blocks = 32 * sum(co * ci * 2 for co, ci in shapes)
+    assert kept[0.9].memory["model_state_bytes"] == pytest.approx(
+        dense.memory["model_state_bytes"] - dense_blocks + csr, rel=1e-12)
+    # half the weights with 4-byte indices take more bytes than the dense fp16 matrix: slower, larger
+    assert kept[0.5].memory["model_state_bytes"] > dense.memory["model_state_bytes"]
+    assert kept[0.5].decode_s_per_token > dense.decode_s_per_token
+    # 90%: a batch-1 decode step reads 0.6 bytes a weight instead of 2; the prefill streams A once per token
+    assert kept[0.9].decode_s_per_token < dense.decode_s_per_token / 2
+    assert kept[0.9].prefill_s > 5 * dense.prefill_s

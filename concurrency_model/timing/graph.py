@@ -21,7 +21,7 @@ from . import _f, device, gemm_coeffs, roofline, roofline_coeffs
 from .layers import attention_kernels, conv_coeffs
 from .parts import Parts, total
 from .recurrent import rnn_parts
-from .sparse import structured_coeffs
+from .sparse import STRUCTURED, csr_coeffs, structured_coeffs
 
 PASSES = ("forward", "grad_input", "grad_weight")
 VIEWS = ("flatten", "reshape", "select")
@@ -50,7 +50,7 @@ def _num(e) -> float:
 
 def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input: bool, tensor: int = 1,
                 shard: float = 1.0, channels: bool = False, rows: int | None = None,
-                weight_bytes: float | None = None, weight_sparsity: str | None = None) -> tuple[dict, str]:
+                weight_bytes: float | None = None, weight_sparsity=None) -> tuple[dict, str]:
     """Kernels (:class:`~.parts.Parts`) of one node per pass, and the convolution algorithm; with tensor
     parallelism ``tensor`` the node's share of the work: column-split GEMMs cut their outputs, row-split
     GEMMs their inputs, attention its heads; with ``channels`` (the paper's split of a CNN,
@@ -59,7 +59,8 @@ def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
     tensor this device holds). ``rows``: a convolution's output rows on this device in a spatial split
     (:mod:`~concurrency_model.parallel.spatial`), computed from the input rows that give them.
     ``weight_bytes``: a fully connected layer's weights stored narrower (its forward GEMM reads them so);
-    ``weight_sparsity`` ``"2:4"``: its forward GEMM on the sparse tensor cores (:mod:`.sparse`)."""
+    ``weight_sparsity``: its weights pruned, ``"2:4"`` (forward GEMM on the sparse tensor cores) or a fraction of
+    zeros (forward as a CSR product, :mod:`.sparse`)."""
     a = node.attrs
     out = {p: Parts.empty() for p in PASSES}
     algorithm = ""
@@ -83,8 +84,10 @@ def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
         elif tensor > 1 and a.get("split") == "row":
             ci = -(-ci // tensor)
         for p, shape in zip(PASSES, ((rows, co, ci), (rows, ci, co), (ci, co, rows))):
-            if p == "forward" and weight_sparsity:  # A = the weights' transpose (co x ci), B = the inputs'
+            if p == "forward" and weight_sparsity == STRUCTURED:  # A = the weights' transpose (co x ci)
                 c = structured_coeffs(shape[1], shape[0], shape[2], dev, dtype, value_bytes=weight_bytes)
+            elif p == "forward" and weight_sparsity is not None:
+                c = csr_coeffs(shape[1], shape[0], shape[2], weight_sparsity, dev, dtype)
             else:
                 c = gemm_coeffs(*shape, dev, dtype, weight_bytes=weight_bytes if p == "forward" else None)
             out[p] = Parts.from_coeffs(c, dev)
@@ -142,14 +145,14 @@ def _shards(graph, tensor: int, sequence_parallel: bool, channels: bool) -> dict
 
 def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_parallel: bool = False,
                 spatial: dict | None = None, weight_bytes: float | None = None,
-                weight_sparsity: str | None = None) -> list[dict]:
+                weight_sparsity=None) -> list[dict]:
     """Per layer: ``name, op, algorithm`` and the :class:`~.parts.Parts` of its ``forward``, ``grad_input``
     and ``grad_weight`` passes (see :func:`layer_times`). Nodes with the same kind, attributes, work and
     tensor share are timed once (the 96 blocks of GPT-3 cost one block's kernel choices). ``spatial``:
     ``{node: output rows on this device}`` of a spatial split (:mod:`~concurrency_model.parallel.spatial`).
     ``weight_bytes``: bytes per weight of the :func:`quantizable` layers (weight-only quantization at
-    inference, :mod:`concurrency_model.inference`); ``weight_sparsity`` ``"2:4"``: their forward GEMMs on
-    the sparse tensor cores."""
+    inference, :mod:`concurrency_model.inference`); ``weight_sparsity``: the same layers pruned (``"2:4"`` or
+    a fraction of zeros, see :func:`_node_parts`)."""
     dev = device(dev)
     batch = int(_num(graph.batch))
     scale = dtype_bytes(dtype) / float(graph.value_bytes)
