@@ -15,8 +15,9 @@ def run(a) -> dict:
 def show(out: dict) -> None:
     i, p = out["inference"], out["parallel"]
     weights = f" (weights {i['weight_dtype']})" if i["weight_dtype"] != i["dtype"] else ""
-    if i.get("weight_sparsity"):
-        weights += f" (weights pruned {i['weight_sparsity']})"
+    ws = i.get("weight_sparsity")
+    if ws is not None:
+        weights += f" (weights pruned {ws if isinstance(ws, str) else f'to {ws:.0%} zeros, CSR'})"
     devices = f"{out['gpus']} device{'s' * (out['gpus'] != 1)}"
     if i.get("host_overhead_s"):
         weights += f", host {i['host_overhead_s'] * 1e6:g} us per kernel"
