@@ -68,29 +68,25 @@ per-step latency for 10 generated tokens).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import sympy as sp
 
 from .cluster import load_cluster
-from .hardware import Device
+from .decode import decode_step, pass_parts, sum_max_affine
 from .models import SEQUENCE_MODELS, get_model
-from .models.transformer import check_tensor_split, is_lm_head
-from .ops.attention import attention as attention_op
+from .models.transformer import check_tensor_split
 from .parallel.memory import memory_per_device
 from .scenario import _section, load_scenario, read_scenario
-from .timing import _f, gemm_coeffs
-from .serving import FREE, Comm, check_weight_sparsity, model_graph, weights_bytes, workspace_bytes
-from .timing.graph import layer_parts
-from .timing.parts import Parts, total
+from .serving import Comm, check_weight_sparsity, model_graph, weights_bytes, workspace_bytes
+from .speculative import Speculation
+from .speculative import check as check_speculative
 from .uncertainty import bands
 from .units import dtype_bytes
 
 INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,
-             "weight_sparsity": None, "host_overhead_s": 0.0}
-_L = sp.Symbol("L", positive=True, integer=True)  # context length of a decode step
+             "weight_sparsity": None, "host_overhead_s": 0.0, "speculative": None}
 
 
 def kv_cache_bytes(layers, batch, context, kv_heads, head_dim, value_bytes=2, tensor: int = 1, pipeline: int = 1):
@@ -117,24 +113,6 @@ def kv_cache_bytes(layers, batch, context, kv_heads, head_dim, value_bytes=2, te
     per_dev_heads = -(-kv_heads // tensor)
     out = 2 * per_dev_layers * sp.sympify(batch) * sp.sympify(context) * per_dev_heads * head_dim * value_bytes
     return int(out) if out.is_number else out
-
-
-def sum_max_affine(a1: float, c1: float, a2: float, c2: float, lo: int, hi: int) -> float:
-    """``sum(max(a1 L + c1, a2 L + c2) for L in range(lo, hi + 1))`` in closed form: split at the
-    crossing ``L* = (c2 - c1) / (a1 - a2)``, then two arithmetic series (derived).
-
-    >>> sum_max_affine(1.0, 0.0, 0.0, 5.0, 1, 10) == sum(max(L, 5) for L in range(1, 11))
-    True
-    """
-    def series(a, c, u, v):  # sum of a L + c over L = u..v
-        return 0.0 if v < u else (v - u + 1) * (c + a * (u + v) / 2)
-
-    if a1 == a2:
-        return series(a1, max(c1, c2), lo, hi)
-    if a1 < a2:
-        a1, c1, a2, c2 = a2, c2, a1, c1
-    k = min(max(math.ceil((c2 - c1) / (a1 - a2)), lo), hi + 1)  # first L where the steeper line is the larger
-    return series(a2, c2, lo, k - 1) + series(a1, c1, k, hi)
 
 
 @dataclass
@@ -200,7 +178,8 @@ def infer(scenario) -> Inference:
         if par[k] != 1:
             raise ValueError(f"parallel.{k}: inference is modelled with tensor and pipeline parallelism only, got {par[k]}")
     return predict(sc.model, sc.cluster, inf["batch"], inf["prompt_len"], inf["decode_len"], inf["dtype"],
-                   par["tensor"], par["pipeline"], inf["weight_dtype"], inf["host_overhead_s"], inf["weight_sparsity"])
+                   par["tensor"], par["pipeline"], inf["weight_dtype"], inf["host_overhead_s"], inf["weight_sparsity"],
+                   inf["speculative"])
 
 
 def is_causal_decoder(model) -> bool:
@@ -226,41 +205,9 @@ def model_shape(graph) -> dict:
             "fused": bool(a.get("fused")), "params": int(graph.params)}
 
 
-def _pass_parts(graph, dev: Device, dtype: str, t: int, batch: int, decode: bool, weight_bytes=None,
-                weight_sparsity=None) -> Parts:
-    """Kernels of one forward pass: dropout free, the output layer on the last position only; in a decode
-    step the attention cores are left out (priced by :func:`_kv_attention`)."""
-    out = []
-    for node, row in zip(graph.layers(), layer_parts(graph, dev, dtype, tensor=t, weight_bytes=weight_bytes,
-                                                     weight_sparsity=weight_sparsity)):
-        if node.kind in FREE or (decode and node.kind == "attention"):
-            continue
-        if is_lm_head(node) and node.attrs["rows_per_sample"] > 1:
-            c = gemm_coeffs(batch, -(-node.attrs["c_out"] // t), node.attrs["c_in"], dev, dtype)
-            out.append(Parts.from_coeffs(c, dev))
-        else:
-            out.append(row["forward"])
-    return total(out)
-
-
-def _kv_attention(batch: int, heads: int, kv_heads: int, head_dim: int, dev: Device, dtype: str, t: int) -> tuple:
-    """One layer's decode attention at context ``L`` as ``(a_c, c_c, a_m, c_m, launch)`` seconds:
-    ``max(a_c L + c_c, a_m L + c_m) + launch`` (see the module docstring)."""
-    vb = dtype_bytes(dtype)
-    hq, hk = heads // t, -(-kv_heads // t)
-    flop = sp.Poly(sp.expand(attention_op(batch, hq, 1, head_dim, seq_kv=_L, fused=True, value_bytes=vb)
-                             .forward.flop), _L)
-    a_f, c_f = (float(flop.coeff_monomial(_L)), float(flop.coeff_monomial(1)))
-    e = dev.efficiency
-    rate = _f(dev.vector_flops.get(dtype, dev.peak(dtype)), dev.decide) * e.compute
-    bw = _f(dev.mem_bw, dev.decide) * e.memory
-    a_m, c_m = batch * vb * head_dim * 2 * hk, batch * vb * head_dim * (2 * hq + 2 * hk)
-    return a_f / rate, c_f / rate, a_m / bw, c_m / bw, _f(dev.launch_overhead, dev.decide)
-
-
 def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype: str = "fp16", tensor: int = 1,
             pipeline: int = 1, weight_dtype: str | None = None, host_overhead_s: float = 0.0,
-            weight_sparsity: str | None = None) -> Inference:
+            weight_sparsity: str | None = None, speculative: dict | None = None) -> Inference:
     """:func:`infer` for a model spec and a cluster (preset name, file, dict or
     :class:`~concurrency_model.cluster.Cluster`) given directly.
 
@@ -292,33 +239,40 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     comm = Comm(cl, t, p)
 
     # memory first: a configuration that does not fit is refused, not estimated
-    kv = kv_cache_bytes(shape["layers"], batch, prompt_len + decode_len, shape["kv_heads"], shape["head_dim"], vb,
-                        t, p)
-    kv_all = kv_cache_bytes(shape["layers"], batch, prompt_len + decode_len, shape["kv_heads"], shape["head_dim"], vb)
+    spec = Speculation(check_speculative(speculative), model_shape, vb, batch, prompt_len, decode_len) \
+        if speculative is not None else None
+    context = spec.context if spec else prompt_len + decode_len
+    if spec and context > shape["context"]:
+        raise ValueError(f"inference.speculative.tokens: prompt_len + decode_len + tokens = {context} exceeds the "
+                         f"model's context of {shape['context']} positions")
+    kv = kv_cache_bytes(shape["layers"], batch, context, shape["kv_heads"], shape["head_dim"], vb, t, p)
+    kv_all = kv_cache_bytes(shape["layers"], batch, context, shape["kv_heads"], shape["head_dim"], vb)
     weights, quantized = weights_bytes(g_pre, vb, weight_dtype, weight_sparsity)
+    extra = {"kv_cache": kv}
+    if spec:  # the draft's weights and KV cache, split as the target's
+        d = spec.shape
+        weights += spec.weights_bytes
+        extra["draft_kv_cache"] = kv_cache_bytes(d["layers"], batch, context, d["kv_heads"], d["head_dim"], vb, t, p)
     weights /= t * p
-    mem = memory_per_device(weights, workspace_bytes(g_pre, t, batch, vb), dev, extra={"kv_cache": kv})
+    mem = memory_per_device(weights, workspace_bytes(g_pre, t, batch, vb), dev, extra=extra)
     if not mem["fits"]:
         raise ValueError(mem["reason"])
 
     hidden = shape["hidden"]
-    parts_pre, parts_dec = _pass_parts(g_pre, dev, dtype, t, batch, False, quantized, weight_sparsity), \
-        _pass_parts(g_dec, dev, dtype, t, batch, True, quantized, weight_sparsity)
-    # the host's seconds to issue a pass: its kernels (a decode step: one KV attention kernel a layer too)
-    la = float(dev.launch_overhead)
-    host_pre = host_overhead_s * parts_pre.kernels(la)
-    host_dec = host_overhead_s * (parts_dec.kernels(la) + shape["layers"])
+    parts_pre = pass_parts(g_pre, dev, dtype, t, batch, False, quantized, weight_sparsity)
+    host_pre = host_overhead_s * parts_pre.kernels(float(dev.launch_overhead))  # the host issues each kernel
     pre = {"compute_s": parts_pre.total(), "host_wait_s": max(0.0, host_pre - parts_pre.total()),
            "tensor_comm_s": comm.tensor(g_pre, batch, vb, last_only=True),
            "pipeline_p2p_s": comm.pipeline(batch * prompt_len * hidden * vb)}
-    a_c, c_c, a_m, c_m, att_launch_s = _kv_attention(batch, shape["heads"], shape["kv_heads"], shape["head_dim"],
-                                                     dev, dtype, t)
-    att_sum = sum_max_affine(a_c, c_c, a_m, c_m, prompt_len + 1, prompt_len + decode_len) + decode_len * att_launch_s
-    dec = {"compute_s": parts_dec.total(),
-           "kv_attention_s": shape["layers"] * att_sum / decode_len,
-           "tensor_comm_s": comm.tensor(g_dec, batch, vb, last_only=True),
-           "pipeline_p2p_s": comm.pipeline(batch * hidden * vb)}
-    dec["host_wait_s"] = max(0.0, host_dec - dec["compute_s"] - dec["kv_attention_s"])
+    step = decode_step(g_dec, shape, dev, dtype, t, batch, comm, prompt_len + 1, prompt_len + decode_len,
+                       host_overhead_s, quantized, weight_sparsity)
+    dec = step.breakdown
+    if spec:
+        draft_pre, pre_draft = spec.prefill(dev, dtype, t, comm)
+        pre["draft_s"] = sum(pre_draft.values())
+        draft, verify = spec.steps(model, shape, dev, dtype, t, comm, prompt_len + 1, prompt_len + decode_len,
+                                   host_overhead_s, quantized, weight_sparsity)
+        dec = {k: spec.per_token(draft.breakdown[k], verify.breakdown[k]) for k in dec}
     prefill_s, step_s = sum(pre.values()), sum(dec.values())
     total_s = prefill_s + decode_len * step_s
     breakdown = {**{f"prefill_{k}": v for k, v in pre.items()}, **{f"decode_{k}": v for k, v in dec.items()}}
@@ -327,12 +281,13 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
         """Prefill, decode step and total seconds on arrays of hardware scales (:mod:`concurrency_model.
         uncertainty`); communication scaled as a whole by its tier's bandwidth (its latency too: slightly wide)."""
         net = intra_bw if t * p <= cl.gpus_per_node else inter_bw
-        att = np.array([sum_max_affine(a_c / f, c_c / f, a_m / m, c_m / m, prompt_len + 1, prompt_len + decode_len)
-                        for f, m in zip(flops, mem_bw)]) + decode_len * att_launch_s * launch
         pre_s = np.maximum(parts_pre.seconds(flops, mem_bw, launch), host_pre) + \
             (pre["tensor_comm_s"] + pre["pipeline_p2p_s"]) / net
-        dec_s = np.maximum(parts_dec.seconds(flops, mem_bw, launch) + shape["layers"] * att / decode_len, host_dec) + \
-            (dec["tensor_comm_s"] + dec["pipeline_p2p_s"]) / net
+        dec_s = step.scaled(flops, mem_bw, launch, net)
+        if spec:
+            pre_s = pre_s + draft_pre.seconds(flops, mem_bw, launch) + \
+                (pre_draft["tensor_comm_s"] + pre_draft["pipeline_p2p_s"]) / net
+            dec_s = spec.per_token(draft.scaled(flops, mem_bw, launch, net), verify.scaled(flops, mem_bw, launch, net))
         return pre_s, dec_s, pre_s + decode_len * dec_s
 
     keys = (("prefill_p10_s", "prefill_p90_s"), ("decode_s_per_token_p10", "decode_s_per_token_p90"),
@@ -342,7 +297,9 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                      kv_all, breakdown, mem, {"tensor": t, "pipeline": p},
                      {"batch": batch, "prompt_len": prompt_len, "decode_len": decode_len, "dtype": dtype,
                       "weight_dtype": weight_dtype or dtype, "weight_sparsity": weight_sparsity,
-                      "host_overhead_s": host_overhead_s}, shape,
+                      "host_overhead_s": host_overhead_s,
+                      "speculative": spec.summary(draft.seconds, verify.seconds, step.seconds) if spec else None},
+                     shape,
                      band_values)
 
 

@@ -38,6 +38,12 @@ def show(out: dict) -> None:
         print(f"80% bands: prefill {out['prefill_p10_s'] * 1e3:,.3f}-{out['prefill_p90_s'] * 1e3:,.3f} ms; decode "
               f"{out['decode_s_per_token_p10'] * 1e3:,.3f}-{out['decode_s_per_token_p90'] * 1e3:,.3f} ms per token; "
               f"total {out['total_p10_s'] * 1e3:,.1f}-{out['total_p90_s'] * 1e3:,.1f} ms")
+    sp = i.get("speculative")
+    if sp:
+        print(f"speculative decoding: {sp['tokens']} draft tokens at acceptance {sp['acceptance']:g} yield "
+              f"{sp['tokens_per_iteration']:.2f} tokens an iteration (draft step {sp['draft_step_s'] * 1e3:,.3f} ms, "
+              f"verification {sp['verify_step_s'] * 1e3:,.3f} ms): {sp['speedup']:.2f}x the plain decode's "
+              f"{sp['plain_decode_s_per_token'] * 1e3:,.3f} ms per token")
     print(f"memory per device {out['memory_bytes_per_device'] / 1e9:,.2f} GB (KV cache "
           f"{out['kv_cache_bytes'] / 1e9:,.3f} GB per device, {out['kv_cache_bytes_total'] / 1e9:,.3f} GB in all)")
     for k, v in out["breakdown"].items():
@@ -49,6 +55,6 @@ def register(sub) -> None:
                        "pass's latency and samples/s for a model without a KV cache)")
     e.add_argument("--scenario", required=True,
                    help="scenario file (JSON or TOML) with an inference object: batch, prompt_len, decode_len, dtype "
-                        "[, weight_dtype, weight_sparsity, host_overhead_s]")
+                        "[, weight_dtype, weight_sparsity, host_overhead_s, speculative]")
     add_json(e)
     e.set_defaults(run=run, show=show)

@@ -1,0 +1,128 @@
+"""The kernels of a serving pass over a causal decoder (:mod:`concurrency_model.inference`): a forward pass over
+the prompt (prefill), and a step that feeds ``queries`` new tokens per sequence and attends over the KV cache
+(a decode step: 1; a speculative verification: the draft's tokens + 1, :mod:`concurrency_model.speculative`).
+
+A step is the model's graph built for ``seq = queries`` without its attention cores, plus per layer one
+attention of ``queries`` queries against the cache of ``L`` positions: the work of
+:func:`~concurrency_model.ops.attention.attention` with ``seq_q = queries, seq_kv = L`` and traffic ``batch x
+bytes x head_dim x (2 kv_heads L + (2 heads + 2 kv_heads) queries)`` (K and V of ``L`` positions read once, Q
+read, O and the new K, V written; the causal mask among the new tokens is left out [D]), a roofline on the
+non-tensor units: the maximum of two affine functions of ``L``, averaged over a range of contexts in closed
+form (:func:`sum_max_affine`). See :mod:`concurrency_model.inference` for the sources.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import sympy as sp
+
+from .models.transformer import is_lm_head
+from .ops.attention import attention as attention_op
+from .serving import FREE
+from .timing import _f, gemm_coeffs
+from .timing.graph import layer_parts
+from .timing.parts import Parts, total
+from .units import dtype_bytes
+
+_L = sp.Symbol("L", positive=True, integer=True)  # context length of a step
+
+
+def sum_max_affine(a1: float, c1: float, a2: float, c2: float, lo: int, hi: int) -> float:
+    """``sum(max(a1 L + c1, a2 L + c2) for L in range(lo, hi + 1))`` in closed form: split at the
+    crossing ``L* = (c2 - c1) / (a1 - a2)``, then two arithmetic series (derived).
+
+    >>> sum_max_affine(1.0, 0.0, 0.0, 5.0, 1, 10) == sum(max(L, 5) for L in range(1, 11))
+    True
+    """
+    def series(a, c, u, v):  # sum of a L + c over L = u..v
+        return 0.0 if v < u else (v - u + 1) * (c + a * (u + v) / 2)
+
+    if a1 == a2:
+        return series(a1, max(c1, c2), lo, hi)
+    if a1 < a2:
+        a1, c1, a2, c2 = a2, c2, a1, c1
+    k = min(max(math.ceil((c2 - c1) / (a1 - a2)), lo), hi + 1)  # first L where the steeper line is the larger
+    return series(a2, c2, lo, k - 1) + series(a1, c1, k, hi)
+
+
+def pass_parts(graph, dev, dtype: str, t: int, batch: int, step: bool, weight_bytes=None, weight_sparsity=None,
+               all_logits: bool = False) -> Parts:
+    """Kernels of one forward pass: dropout free, the output layer on the last position only (on every
+    position with ``all_logits``: a verification needs each token's distribution); in a ``step`` the attention
+    cores are left out (priced by :func:`kv_attention`)."""
+    out = []
+    for node, row in zip(graph.layers(), layer_parts(graph, dev, dtype, tensor=t, weight_bytes=weight_bytes,
+                                                     weight_sparsity=weight_sparsity)):
+        if node.kind in FREE or (step and node.kind == "attention"):
+            continue
+        if is_lm_head(node) and node.attrs["rows_per_sample"] > 1 and not all_logits:
+            c = gemm_coeffs(batch, -(-node.attrs["c_out"] // t), node.attrs["c_in"], dev, dtype)
+            out.append(Parts.from_coeffs(c, dev))
+        else:
+            out.append(row["forward"])
+    return total(out)
+
+
+def kv_attention(batch: int, heads: int, kv_heads: int, head_dim: int, dev, dtype: str, t: int,
+                 queries: int = 1) -> tuple:
+    """One layer's attention of ``queries`` new tokens at context ``L`` as ``(a_c, c_c, a_m, c_m, launch)``
+    seconds: ``max(a_c L + c_c, a_m L + c_m) + launch`` (the module docstring)."""
+    vb = dtype_bytes(dtype)
+    hq, hk = heads // t, -(-kv_heads // t)
+    flop = sp.Poly(sp.expand(attention_op(batch, hq, queries, head_dim, seq_kv=_L, fused=True, value_bytes=vb)
+                             .forward.flop), _L)
+    a_f, c_f = (float(flop.coeff_monomial(_L)), float(flop.coeff_monomial(1)))
+    e = dev.efficiency
+    rate = _f(dev.vector_flops.get(dtype, dev.peak(dtype)), dev.decide) * e.compute
+    bw = _f(dev.mem_bw, dev.decide) * e.memory
+    a_m, c_m = batch * vb * head_dim * 2 * hk, batch * vb * head_dim * (2 * hq + 2 * hk) * queries
+    return a_f / rate, c_f / rate, a_m / bw, c_m / bw, _f(dev.launch_overhead, dev.decide)
+
+
+@dataclass
+class Step:
+    """One step (its kernels, attention and communication), its mean seconds over the contexts ``lo..hi``
+    (``breakdown``: ``compute_s, kv_attention_s, tensor_comm_s, pipeline_p2p_s, host_wait_s``)."""
+
+    parts: Parts
+    attention: tuple
+    layers: int
+    lo: int
+    hi: int
+    host_s: float
+    breakdown: dict
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.breakdown.values())
+
+    def scaled(self, flops, mem_bw, launch, net) -> np.ndarray:
+        """Mean seconds of the step on arrays of hardware scales (:mod:`concurrency_model.uncertainty`);
+        communication scaled as a whole by its tier's bandwidth ``net``."""
+        a_c, c_c, a_m, c_m, att_launch = self.attention
+        n = self.hi - self.lo + 1
+        att = np.array([sum_max_affine(a_c / f, c_c / f, a_m / m, c_m / m, self.lo, self.hi)
+                        for f, m in zip(flops, mem_bw)]) / n + att_launch * launch
+        b = self.breakdown
+        return np.maximum(self.parts.seconds(flops, mem_bw, launch) + self.layers * att, self.host_s) + \
+            (b["tensor_comm_s"] + b["pipeline_p2p_s"]) / net
+
+
+def decode_step(graph, shape: dict, dev, dtype: str, t: int, batch: int, comm, lo: int, hi: int,
+                host_overhead_s: float = 0.0, weight_bytes=None, weight_sparsity=None, queries: int = 1) -> Step:
+    """The step of ``graph`` (built for ``seq = queries``; ``shape``: :func:`~concurrency_model.inference.
+    model_shape` of the model) averaged over contexts ``lo..hi``; ``comm``: :class:`~concurrency_model.serving.
+    Comm`. The host issues the step's kernels and one attention kernel a layer (``host_overhead_s`` each)."""
+    vb = dtype_bytes(dtype)
+    parts = pass_parts(graph, dev, dtype, t, batch, True, weight_bytes, weight_sparsity, all_logits=queries > 1)
+    att = kv_attention(batch, shape["heads"], shape["kv_heads"], shape["head_dim"], dev, dtype, t, queries)
+    n = hi - lo + 1
+    host = host_overhead_s * (parts.kernels(float(dev.launch_overhead)) + shape["layers"])
+    b = {"compute_s": parts.total(),
+         "kv_attention_s": shape["layers"] * (sum_max_affine(*att[:4], lo, hi) / n + att[4]),
+         "tensor_comm_s": comm.tensor(graph, batch, vb, last_only=queries == 1),
+         "pipeline_p2p_s": comm.pipeline(batch * queries * shape["hidden"] * vb)}
+    b["host_wait_s"] = max(0.0, host - b["compute_s"] - b["kv_attention_s"])
+    return Step(parts, att, shape["layers"], lo, hi, host, b)
