@@ -60,6 +60,9 @@ per-step latency for 10 generated tokens).
   weights once per token of the pass (DeepBench's cuSPARSE, :mod:`.timing.sparse`): a batch-1 decode step
   gains at high sparsity, a prefill loses (kernels that tile B's columns and reuse A, e.g. Sputnik, are not
   modelled).
+* **Speculative decoding** (``speculative`` = ``{"draft", "tokens", "acceptance"}``): a draft model's steps and one
+  verification step of the target per iteration, over the tokens an iteration yields
+  (:mod:`concurrency_model.speculative`, Leviathan et al. 2023); the decode breakdown is then per generated token.
 * **Host** (``host_overhead_s``, seconds the host takes to issue one kernel; default 0, a compiled runtime
   such as FasterTransformer, TensorRT or CUDA graphs): a pass lasts at least its kernels times that, as a
   training pass does (:mod:`concurrency_model.parallel.host`; an eager framework's is about 60 us, the
