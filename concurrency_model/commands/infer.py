@@ -3,17 +3,26 @@ inference scenario (:mod:`concurrency_model.inference`); for a model without cau
 encoder) one forward pass's latency and samples/s (:mod:`concurrency_model.forward_inference`)."""
 from __future__ import annotations
 
+from ..capacity import max_batch
 from ..inference import infer
 from ..scenario import read_scenario
 from . import add_json
 
 
 def run(a) -> dict:
-    return infer(read_scenario(a.scenario)).to_dict()  # read once: the file may be a pipe
+    raw = read_scenario(a.scenario)  # read once: the file may be a pipe
+    if a.max_batch:
+        batch, result = max_batch(raw)
+        return {**result.to_dict(), "max_batch": batch}
+    return infer(raw).to_dict()
 
 
 def show(out: dict) -> None:
     i, p = out["inference"], out["parallel"]
+    if "max_batch" in out:
+        m = out["memory"]
+        print(f"largest batch that fits: {out['max_batch']:,} (memory {m['total_bytes'] / 1e9:,.2f} of "
+              f"{m['usable_bytes'] / 1e9:,.2f} GB per device)")
     weights = f" (weights {i['weight_dtype']})" if i["weight_dtype"] != i["dtype"] else ""
     ws = i.get("weight_sparsity")
     if ws is not None:
@@ -56,5 +65,8 @@ def register(sub) -> None:
     e.add_argument("--scenario", required=True,
                    help="scenario file (JSON or TOML) with an inference object: batch, prompt_len, decode_len, dtype "
                         "[, weight_dtype, weight_sparsity, host_overhead_s, speculative]")
+    e.add_argument("--max-batch", action="store_true",
+                   help="the largest batch that fits in device memory (replaces inference.batch), and the "
+                        "latency and throughput there")
     add_json(e)
     e.set_defaults(run=run, show=show)

@@ -1,0 +1,45 @@
+"""The largest batch a serving scenario holds (concurrency_model.capacity, infer --max-batch)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from concurrency_model.capacity import max_batch
+from concurrency_model.cli import main
+from concurrency_model.inference import infer
+
+LLAMA = {"model": {"hf_config": "llama-2-7b"}, "cluster": "dgx-h100",
+         "inference": {"prompt_len": 1024, "decode_len": 128}}
+
+
+def test_max_batch_by_hand():
+    # memory per H100 = 13,476,831,232 B of weights + 771,751,936 B a sequence (KV cache of 1,152 positions,
+    # 603,979,776 B, and the prefill's largest workspace, 167,772,160 B): (80e9 - 13,476,831,232) / 771,751,936
+    # = 86.2 -> 86 sequences
+    b, r = max_batch(LLAMA)
+    assert b == 86 and r.inference["batch"] == 86
+    assert r.memory["total_bytes"] == 13_476_831_232 + 86 * 771_751_936 <= 80e9
+    with pytest.raises(ValueError, match="^memory: .* exceeds"):
+        infer({**LLAMA, "inference": {**LLAMA["inference"], "batch": 87}})
+
+
+def test_max_batch_grows_with_devices_and_shrinks_with_context():
+    b1, _ = max_batch(LLAMA)
+    b2, r2 = max_batch({**LLAMA, "parallel": {"tensor": 2}})
+    assert b2 > 2 * b1  # half the weights and half the KV heads per device
+    longer, _ = max_batch({**LLAMA, "inference": {"prompt_len": 2048, "decode_len": 128}})
+    assert longer < b1
+    assert r2.memory["total_bytes"] <= r2.memory["usable_bytes"]
+
+
+def test_max_batch_refuses_what_never_fits_and_cli(tmp_path, capsys):
+    with pytest.raises(ValueError, match="^memory: .* exceeds 80.0 GB of a100"):  # 175B x 2 bytes on one GPU
+        max_batch({"model": "gpt3-175b", "cluster": "dgx-a100", "inference": {"prompt_len": 128, "decode_len": 8}})
+    f = tmp_path / "cap.json"
+    f.write_text(json.dumps(LLAMA))
+    assert main(["infer", "--scenario", str(f), "--max-batch", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["max_batch"] == out["inference"]["batch"] == 86 and out["tokens_per_s"] > 0
+    assert main(["infer", "--scenario", str(f), "--max-batch"]) == 0
+    assert capsys.readouterr().out.startswith("largest batch that fits: 86")
