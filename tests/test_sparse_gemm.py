@@ -151,6 +151,7 @@ def test_op_gemm_sparsity_json(capsys):
     assert {"time_s", "flop", "bytes", "bound", "dense_time_s", "speedup_vs_dense"} <= set(out)
     assert out["flop"] == 2 * nnz_of(7680, 2560, 0.9) * 1500 and out["format"] == "csr"
     assert out["speedup_vs_dense"] < 0.2  # DeepBench measured 0.106 on this board
+    assert 4 < out["dense_faster_from_n"] < 1500  # measured: sparse 2.0x faster at n = 4, 9x slower at 1,500
     assert main(["op", "gemm", "--m", "64", "--n", "64", "--k", "64", "--sparsity", "2:4", "--dtype", "fp16",
                  "--hardware", "t4"]) == 2
     assert "sparsity: 2:4 needs sparse tensor cores" in capsys.readouterr().err
@@ -212,3 +213,15 @@ def test_unstructured_pruning_in_serving():
     # 90%: a batch-1 decode step reads 0.6 bytes a weight instead of 2; the prefill streams A once per token
     assert kept[0.9].decode_s_per_token < dense.decode_s_per_token / 2
     assert kept[0.9].prefill_s > 5 * dense.prefill_s
+
+
+def test_break_even_n():
+    from concurrency_model.timing.sparse import break_even_n
+    # the first n at which the dense product wins is where the speed-up crosses 1
+    n = break_even_n(10752, 3584, GP102, "fp32", 0.9)
+    assert sparse_gemm_time(10752, n, 3584, GP102, "fp32", 0.9).detail["speedup_vs_dense"] < 1
+    assert all(sparse_gemm_time(10752, j, 3584, GP102, "fp32", 0.9).detail["speedup_vs_dense"] >= 1
+               for j in range(1, n))
+    assert break_even_n(4096, 4096, A100, "fp16", "2:4") is None  # 2:4 is never slower
+    assert break_even_n(7680, 2560, GP102, "fp32", 0.95) > break_even_n(7680, 2560, GP102, "fp32", 0.9)
+    assert break_even_n(7680, 2560, GP102, "fp32", 0.99) is None  # its CSR (1.6 MB) is re-read from the L2

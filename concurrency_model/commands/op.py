@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .. import timing
 from ..hardware import DTYPES, device_names, load_device
-from ..timing.sparse import sparse_gemm_time
+from ..timing.sparse import break_even_n, sparse_gemm_time
 from . import add_json, nonnegative_int, positive_int
 
 
@@ -39,6 +39,9 @@ def run_attention(a):
 def run(args) -> dict:
     t = args.op_run(args)
     out = t.as_dict()
+    if args.op == "gemm" and args.sparsity is not None:
+        out["dense_faster_from_n"] = break_even_n(args.m, args.k, load_device(args.hardware), args.dtype,
+                                                  args.sparsity, args.batch)
     out["op"] = args.op
     out["hardware"] = args.hardware
     out["dtype"] = args.dtype
@@ -63,7 +66,8 @@ def register(sub) -> None:
     g.add_argument("--batch", type=positive_int, default=1, help="independent products (batched GEMM)")
     g.add_argument("--sparsity", default=None, metavar="S",
                    help="A pruned: a fraction of zeros in [0, 1) (CSR kernel) or 2:4 (sparse tensor cores); "
-                        "adds dense_time_s and speedup_vs_dense")
+                        "adds dense_time_s, speedup_vs_dense and dense_faster_from_n (the n from which the dense "
+                        "product is faster)")
     _common(g)
     g.set_defaults(op_run=run_gemm)
 

@@ -109,3 +109,21 @@ def sparse_gemm_time(m, n, k, dev, dtype: str = "fp32", sparsity=0.9, batch: int
     keep = {key: t.detail[key] for key in ("format", "nnz", "csr_in_l2", "tile", "split_k") if key in t.detail}
     detail = {**keep, "sparsity": s, "dense_time_s": td, "speedup_vs_dense": td / ts}
     return replace(t, detail=detail)
+
+
+def break_even_n(m, k, dev, dtype: str = "fp32", sparsity=0.9, batch: int = 1, limit: int = 8192):
+    """The smallest n (columns of B: the batch of a layer) from which the dense product is faster than the sparse
+    one, or ``None`` if the sparse one is at least as fast up to ``limit`` (every n evaluated at once).
+
+    >>> break_even_n(7680, 2560, "gtx-1080-ti", "fp32", 0.95)   # DeepBench: 4.3x faster at n = 4, 5.7x slower at 1,500
+    11
+    """
+    dev = device(dev)
+    s = parse_sparsity(sparsity)
+    n = np.arange(1, positive_int("limit", limit) + 1)
+    if s == STRUCTURED:
+        sparse = structured_coeffs(m, n, k, dev, dtype, batch).seconds(sparse_core(dev, dtype))
+    else:
+        sparse = csr_coeffs(m, n, k, s, dev, dtype, batch).seconds(dev)
+    slower = gemm_coeffs(m, n, k, dev, dtype, batch).seconds(dev) < sparse
+    return int(n[np.argmax(slower)]) if slower.any() else None
