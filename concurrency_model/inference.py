@@ -242,7 +242,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     comm = Comm(cl, t, p)
 
     # memory first: a configuration that does not fit is refused, not estimated
-    spec = Speculation(check_speculative(speculative), model_shape, vb, batch, prompt_len, decode_len) \
+    spec = Speculation(check_speculative(speculative), shape, model_shape, vb, batch, prompt_len, decode_len, t, p) \
         if speculative is not None else None
     context = spec.context if spec else prompt_len + decode_len
     if spec and context > shape["context"]:
@@ -271,7 +271,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                        host_overhead_s, quantized, weight_sparsity)
     dec = step.breakdown
     if spec:
-        draft_pre, pre_draft = spec.prefill(dev, dtype, t, comm)
+        draft_pre, draft_host, pre_draft = spec.prefill(dev, dtype, t, comm, host_overhead_s)
         pre["draft_s"] = sum(pre_draft.values())
         draft, verify = spec.steps(model, shape, dev, dtype, t, comm, prompt_len + 1, prompt_len + decode_len,
                                    host_overhead_s, quantized, weight_sparsity)
@@ -288,7 +288,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
             (pre["tensor_comm_s"] + pre["pipeline_p2p_s"]) / net
         dec_s = step.scaled(flops, mem_bw, launch, net)
         if spec:
-            pre_s = pre_s + draft_pre.seconds(flops, mem_bw, launch) + \
+            pre_s = pre_s + np.maximum(draft_pre.seconds(flops, mem_bw, launch), draft_host) + \
                 (pre_draft["tensor_comm_s"] + pre_draft["pipeline_p2p_s"]) / net
             dec_s = spec.per_token(draft.scaled(flops, mem_bw, launch, net), verify.scaled(flops, mem_bw, launch, net))
         return pre_s, dec_s, pre_s + decode_len * dec_s

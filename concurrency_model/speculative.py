@@ -22,6 +22,7 @@ from __future__ import annotations
 import numbers
 
 from .decode import decode_step, pass_parts
+from .models.transformer import check_tensor_split
 from .serving import model_graph, weights_bytes
 
 KEYS = ("draft", "tokens", "acceptance")
@@ -58,29 +59,42 @@ def check(spec) -> dict:
 
 
 class Speculation:
-    """The draft's graphs, weights and KV cache for a request, and the steps of an iteration."""
+    """The draft's graphs, weights and KV cache for a request, and the steps of an iteration; the draft is
+    checked against the target (``target``: its :func:`~concurrency_model.inference.model_shape`): the same
+    vocabulary (one tokenizer), a context for the whole request, and the target's tensor and pipeline split."""
 
-    def __init__(self, spec: dict, model_shape, vb: int, batch: int, prompt_len: int, decode_len: int):
+    def __init__(self, spec: dict, target: dict, model_shape, vb: int, batch: int, prompt_len: int,
+                 decode_len: int, t: int = 1, p: int = 1):
         self.gamma, self.alpha, self.draft = spec["tokens"], float(spec["acceptance"]), spec["draft"]
+        where = "inference.speculative.draft"
         try:
             self.shape = model_shape(model_graph(self.draft, 1, None, vb))
+            self.g_pre = model_graph(self.draft, batch, prompt_len, vb)
+            check_tensor_split(self.g_pre.layers(), t)
         except ValueError as e:
-            raise ValueError(f"inference.speculative.draft: {e}") from None
+            raise ValueError(f"{where}: {e}") from None
+        if self.shape["vocab"] != target["vocab"]:
+            raise ValueError(f"{where}: a vocabulary of {self.shape['vocab']} tokens, the target's has "
+                             f"{target['vocab']} (a draft shares the target's tokenizer)")
+        if p > self.shape["layers"]:
+            raise ValueError(f"{where}: parallel.pipeline {p} exceeds its {self.shape['layers']} blocks")
         self.context = prompt_len + decode_len + self.gamma  # the last iteration may run past decode_len
         if self.context > self.shape["context"]:
-            raise ValueError(f"inference.speculative.draft: its context of {self.shape['context']} positions is "
+            raise ValueError(f"{where}: its context of {self.shape['context']} positions is "
                              f"shorter than prompt_len + decode_len + tokens = {self.context}")
         self.vb, self.batch, self.prompt_len = vb, batch, prompt_len
-        self.g_pre = model_graph(self.draft, batch, prompt_len, vb)
         self.g_dec = model_graph(self.draft, batch, 1, vb)
         self.weights_bytes = weights_bytes(self.g_pre, vb, None)[0]
         self.tokens = tokens_per_iteration(self.gamma, self.alpha)
 
-    def prefill(self, dev, dtype: str, t: int, comm) -> tuple:
-        """The draft's prompt pass: ``(parts, breakdown seconds)``."""
+    def prefill(self, dev, dtype: str, t: int, comm, host_overhead_s: float = 0.0) -> tuple:
+        """The draft's prompt pass: ``(parts, host seconds, breakdown seconds)`` (as the target's)."""
         parts = pass_parts(self.g_pre, dev, dtype, t, self.batch, False)
-        return parts, {"compute_s": parts.total(), "tensor_comm_s": comm.tensor(self.g_pre, self.batch, self.vb, True),
-                       "pipeline_p2p_s": comm.pipeline(self.batch * self.prompt_len * self.shape["hidden"] * self.vb)}
+        host = host_overhead_s * parts.kernels(float(dev.launch_overhead))
+        return parts, host, {"compute_s": parts.total(), "host_wait_s": max(0.0, host - parts.total()),
+                             "tensor_comm_s": comm.tensor(self.g_pre, self.batch, self.vb, True),
+                             "pipeline_p2p_s": comm.pipeline(self.batch * self.prompt_len * self.shape["hidden"]
+                                                             * self.vb)}
 
     def steps(self, target_model, target_shape, dev, dtype, t, comm, lo, hi, host_overhead_s, weight_bytes,
               weight_sparsity) -> tuple:

@@ -67,11 +67,20 @@ def test_large_batches_and_no_acceptance_gain_less():
     (spec(draft="resnet50"), r"^inference\.speculative\.draft: model: "),
     (spec(draft={**DRAFT, "seq_len": 600}), r"^inference\.speculative\.draft: its context of 600"),
     ("fast", r"^inference\.speculative: expected an object"),
+    (spec(draft={**DRAFT, "vocab": 50257}), r"^inference\.speculative\.draft: a vocabulary of 50257 tokens"),
 ])
 def test_bad_speculation_names_the_field(bad, msg):
     with pytest.raises(ValueError, match=msg):
         infer({"model": LLAMA, "cluster": "dgx-a100",
                "inference": {"batch": 1, "prompt_len": 512, "decode_len": 128, "speculative": bad}})
+
+
+def test_the_draft_takes_the_target_split():
+    base = {"model": LLAMA, "cluster": "dgx-a100", "parallel": {"tensor": 8},
+            "inference": {"batch": 1, "prompt_len": 64, "decode_len": 8,
+                          "speculative": spec(draft={**DRAFT, "heads": 12, "hidden": 768})}}
+    with pytest.raises(ValueError, match=r"^inference\.speculative\.draft: parallel\.tensor: 8 does not divide the 12"):
+        infer(base)
 
 
 def test_cli_infer_reports_the_speculation(tmp_path, capsys):
