@@ -1,5 +1,6 @@
-"""The largest batch an inference scenario holds in device memory, and its latency and throughput there
-(``concurrency-model infer --scenario FILE --max-batch``): the capacity question of serving.
+"""The capacity questions of serving: the largest batch an inference scenario holds in device memory, with its
+latency and throughput there (``concurrency-model infer --scenario FILE --max-batch``), and the tensor-parallel
+degrees and batches a decoder can be served with, against a latency target (``--sweep``).
 
 A serving configuration's memory per device is its weights plus, per sequence, the KV cache of
 ``prompt_len + decode_len`` positions and the largest operator's workspace
@@ -12,8 +13,11 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import pandas as pd
+
 from .cluster import load_cluster
-from .inference import infer
+from .inference import infer, is_causal_decoder
+from .progress import Progress
 from .scenario import read_scenario
 
 UNBOUNDED = 1e30  # bytes: a device whose memory never refuses, to price the memory of any batch
@@ -54,3 +58,53 @@ def max_batch(scenario) -> tuple[int, object]:
     while need(b + 1) <= usable:
         b += 1
     return b, _at(raw, b)
+
+
+def _with_tensor(raw: dict, t: int) -> dict:
+    return {**raw, "parallel": {**(raw.get("parallel") or {}), "tensor": t}}
+
+
+def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = False) -> pd.DataFrame:
+    """Every tensor-parallel degree inside a node (powers of two that split the model) and every batch from 1
+    to the largest that fits (powers of two and the largest) of a causal decoder's scenario, one row each:
+    ``tensor, batch, prefill_s, decode_s_per_token, tokens_per_s, tokens_per_s_per_gpu, memory_bytes_per_device``,
+    ``pareto`` (no other row has both a shorter decode step and more tokens/s per GPU) and, with
+    ``max_decode_s``, ``meets_target``. Sorted by tokens/s per GPU, the most first.
+    """
+    raw = read_scenario(scenario)
+    if not isinstance(raw.get("inference"), dict):
+        raise ValueError("inference: missing; give an object with prompt_len, decode_len, dtype")
+    if not is_causal_decoder(raw.get("model")):
+        raise ValueError("model: the serving sweep is for causal decoders (batches of generated tokens); "
+                         "use infer for one forward pass")
+    if max_decode_s is not None and not max_decode_s > 0:
+        raise ValueError(f"max_decode_s: must be a positive number of seconds, got {max_decode_s!r}")
+    cl = load_cluster(raw.get("cluster"))
+    tensors = [2 ** i for i in range(cl.gpus_per_node.bit_length()) if 2 ** i <= cl.gpus_per_node]
+    plans = {}
+    for t in tensors:
+        try:
+            top, _ = max_batch(_with_tensor(raw, t))
+        except ValueError:  # the degree does not split the model, or nothing fits on that many devices
+            continue
+        plans[t] = sorted({2 ** i for i in range(top.bit_length()) if 2 ** i <= top} | {top})
+    if not plans:
+        _at(_with_tensor(raw, tensors[-1]), 1)  # raises why not even one sequence fits
+    rows = []
+    with Progress(sum(len(b) for b in plans.values()), "serving sweep", enabled=progress) as bar:
+        for t, batches in plans.items():
+            for b in batches:
+                r = _at(_with_tensor(raw, t), b)
+                gpus = t * r.parallel["pipeline"]
+                rows.append({"tensor": t, "batch": b, "prefill_s": r.prefill_s,
+                             "decode_s_per_token": r.decode_s_per_token, "tokens_per_s": r.tokens_per_s,
+                             "tokens_per_s_per_gpu": r.tokens_per_s / gpus,
+                             "memory_bytes_per_device": r.memory_bytes_per_device})
+                bar.update()
+    df = pd.DataFrame(rows)
+    lat, thr = df["decode_s_per_token"].to_numpy(), df["tokens_per_s_per_gpu"].to_numpy()
+    df["pareto"] = [not ((lat <= lat[i]) & (thr >= thr[i]) & ((lat < lat[i]) | (thr > thr[i]))).any()
+                    for i in range(len(df))]
+    if max_decode_s is not None:
+        df["meets_target"] = df["decode_s_per_token"] <= max_decode_s
+    return df.sort_values("tokens_per_s_per_gpu", ascending=False, kind="stable").reset_index(drop=True)

@@ -43,3 +43,28 @@ def test_max_batch_refuses_what_never_fits_and_cli(tmp_path, capsys):
     assert out["max_batch"] == out["inference"]["batch"] == 86 and out["tokens_per_s"] > 0
     assert main(["infer", "--scenario", str(f), "--max-batch"]) == 0
     assert capsys.readouterr().out.startswith("largest batch that fits: 86")
+
+
+def test_serving_sweep_front_and_target():
+    from concurrency_model.capacity import serving_sweep
+    df = serving_sweep(LLAMA, max_decode_s=0.02)
+    assert sorted(df["tensor"].unique()) == [1, 2, 4, 8]  # powers of two inside an 8-GPU node
+    assert df.groupby("tensor")["batch"].max().to_dict()[1] == 86  # the largest batch of each degree is swept
+    assert (df["memory_bytes_per_device"] <= 80e9).all()
+    lat, thr = df["decode_s_per_token"], df["tokens_per_s_per_gpu"]
+    for i, r in df.iterrows():  # the front: rows that no other row beats on both latency and tokens/s per GPU
+        dominated = ((lat <= r["decode_s_per_token"]) & (thr >= r["tokens_per_s_per_gpu"])
+                     & ((lat < r["decode_s_per_token"]) | (thr > r["tokens_per_s_per_gpu"]))).any()
+        assert r["pareto"] == (not dominated)
+    ok = df[df["meets_target"]]
+    assert (ok["decode_s_per_token"] <= 0.02).all() and not df.loc[~df["meets_target"], "pareto"].all()
+    assert thr.is_monotonic_decreasing  # sorted, the best first
+
+
+def test_serving_sweep_bad_input(tmp_path):
+    from concurrency_model.capacity import serving_sweep
+    with pytest.raises(ValueError, match="^model: the serving sweep is for causal decoders"):
+        serving_sweep({"model": "resnet50", "cluster": "dgx-a100", "inference": {"batch": 8}})
+    f = tmp_path / "cap.json"
+    f.write_text(json.dumps(LLAMA))
+    assert main(["infer", "--scenario", str(f), "--max-decode-ms", "20"]) == 2  # only with --sweep

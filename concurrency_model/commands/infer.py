@@ -3,7 +3,7 @@ inference scenario (:mod:`concurrency_model.inference`); for a model without cau
 encoder) one forward pass's latency and samples/s (:mod:`concurrency_model.forward_inference`)."""
 from __future__ import annotations
 
-from ..capacity import max_batch
+from ..capacity import max_batch, serving_sweep
 from ..inference import infer
 from ..scenario import read_scenario
 from . import add_json
@@ -11,13 +11,47 @@ from . import add_json
 
 def run(a) -> dict:
     raw = read_scenario(a.scenario)  # read once: the file may be a pipe
+    if a.max_decode_ms is not None and not a.sweep:
+        raise ValueError("--max-decode-ms: only with --sweep")
+    if a.max_decode_ms is not None and not a.max_decode_ms > 0:
+        raise ValueError(f"--max-decode-ms: must be a positive number of milliseconds, got {a.max_decode_ms:g}")
+    if a.sweep:
+        target = None if a.max_decode_ms is None else a.max_decode_ms / 1e3
+        df = serving_sweep(raw, target, progress=not a.json)
+        ok = df[df["meets_target"]] if target is not None else df
+        return {"sweep": df.to_dict("records"), "max_decode_s": target,
+                "best": ok.iloc[0].to_dict() if len(ok) else None}
     if a.max_batch:
         batch, result = max_batch(raw)
         return {**result.to_dict(), "max_batch": batch}
     return infer(raw).to_dict()
 
 
+def show_sweep(out: dict) -> None:
+    rows = [r for r in out["sweep"] if r["pareto"]]
+    target = out["max_decode_s"]
+    print(f"{len(out['sweep'])} configurations; the {len(rows)} on the Pareto front of decode latency and tokens/s "
+          f"per GPU, shortest step first{f' (target {target * 1e3:g} ms per token)' if target else ''}:")
+    print(f"{'tensor':>6} {'batch':>6} {'prefill ms':>11} {'decode ms':>10} {'tokens/s':>10} {'per GPU':>9} "
+          f"{'GB/device':>10}")
+    for r in sorted(rows, key=lambda r: r["decode_s_per_token"]):
+        mark = "" if target is None or r["meets_target"] else "  over target"
+        print(f"{r['tensor']:>6} {r['batch']:>6} {r['prefill_s'] * 1e3:>11,.1f} {r['decode_s_per_token'] * 1e3:>10.2f} "
+              f"{r['tokens_per_s']:>10,.0f} {r['tokens_per_s_per_gpu']:>9,.0f} "
+              f"{r['memory_bytes_per_device'] / 1e9:>10.1f}{mark}")
+    b = out["best"]
+    if b is None:
+        print("no configuration meets the target")
+    else:
+        print(f"most tokens/s per GPU{' within the target' if target else ''}: tensor {b['tensor']}, batch "
+              f"{b['batch']}: {b['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU at {b['decode_s_per_token'] * 1e3:.2f} "
+              f"ms per token")
+
+
 def show(out: dict) -> None:
+    if "sweep" in out:
+        show_sweep(out)
+        return
     i, p = out["inference"], out["parallel"]
     if "max_batch" in out:
         m = out["memory"]
@@ -65,6 +99,11 @@ def register(sub) -> None:
     e.add_argument("--scenario", required=True,
                    help="scenario file (JSON or TOML) with an inference object: batch, prompt_len, decode_len, dtype "
                         "[, weight_dtype, weight_sparsity, host_overhead_s, speculative]")
+    e.add_argument("--sweep", action="store_true",
+                   help="a causal decoder on every tensor degree inside a node and batch up to the largest that "
+                        "fits: the Pareto front of decode latency and tokens/s per GPU")
+    e.add_argument("--max-decode-ms", type=float, default=None, metavar="MS",
+                   help="with --sweep: the decode latency target per token, in milliseconds")
     e.add_argument("--max-batch", action="store_true",
                    help="the largest batch that fits in device memory (replaces inference.batch), and the "
                         "latency and throughput there")
