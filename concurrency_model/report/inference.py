@@ -5,7 +5,8 @@ The FasterTransformer rows are the ones of ``concurrency-model validate --datase
 (:mod:`concurrency_model.validate.inference`); the quantization panel is model only (``data/`` has no
 quantized-serving measurements): Llama-2-7B from its Hugging Face config on one H100 (``dgx-h100``), 1,024-token
 prompts and 128 generated tokens, at 16-bit, int8 and int4 weights, and 16-bit weights pruned 2:4 (sparse tensor
-cores, :mod:`concurrency_model.timing.sparse`).
+cores, :mod:`concurrency_model.timing.sparse`); the serving front is the same model on H100s under
+:func:`concurrency_model.capacity.serving_sweep` (every tensor degree in a node and batch that fits).
 """
 from __future__ import annotations
 
@@ -53,6 +54,33 @@ def quant_frame(batches=BATCHES, weights=WEIGHTS) -> pd.DataFrame:
             rows.append({"weights": w, "batch": b, "prefill_s": r.prefill_s, "decode_s_per_token": r.decode_s_per_token,
                          "tokens_per_s": r.tokens_per_s, "memory_bytes": r.memory_bytes_per_device})
     return pd.DataFrame(rows)
+
+
+FRONT_TARGET_S = 0.020  # an illustrative decode target per token for the serving front
+
+
+def front_frame() -> pd.DataFrame:
+    """:func:`~concurrency_model.capacity.serving_sweep` of :data:`QUANT_MODEL` on :data:`QUANT_CLUSTER`."""
+    from ..capacity import serving_sweep
+
+    return serving_sweep({"model": QUANT_MODEL, "cluster": QUANT_CLUSTER,
+                          "inference": {"prompt_len": PROMPT, "decode_len": DECODE}}, FRONT_TARGET_S)
+
+
+def front_plot(frame: pd.DataFrame | None = None, ax=None):
+    """Tokens/s per GPU against decode ms per token, one colour per tensor degree, the Pareto front drawn."""
+    frame = front_frame() if frame is None else frame
+    ax = new_axes(ax)
+    for t, g in frame.groupby("tensor"):
+        ax.scatter(1e3 * g["decode_s_per_token"], g["tokens_per_s_per_gpu"], s=14, label=f"tensor {t}")
+    p = frame[frame["pareto"]].sort_values("decode_s_per_token")
+    ax.plot(1e3 * p["decode_s_per_token"], p["tokens_per_s_per_gpu"], "k-", lw=0.8, label="Pareto front")
+    ax.axvline(1e3 * FRONT_TARGET_S, color="gray", ls="--", lw=0.8)
+    ax.set_xscale("log")
+    ax.set(xlabel="decode ms per token", ylabel="tokens/s per GPU", title="Llama-2-7B on H100s: serving front")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    return ax
 
 
 def ft_plot(frame: pd.DataFrame | None = None, ax=None):

@@ -221,19 +221,22 @@ def cnn_parallel_section(figs):
 
 
 def inference_section(figs):
-    ft, q = inference.ft_frame(), inference.quant_frame()
-    fig, ax = figure(14, 5.0, 1, 2, width_ratios=[1.3, 1])
+    ft, q, front = inference.ft_frame(), inference.quant_frame(), inference.front_frame()
+    fig, ax = figure(17, 5.0, 1, 3, width_ratios=[1.3, 1, 1])
     inference.ft_plot(ft, ax=ax[0, 0])
     inference.quant_plot(q, ax=ax[0, 1])
+    inference.front_plot(front, ax=ax[0, 2])
     f = add_figure(figs, "inference", fig, "FasterTransformer GPT 13B latencies against the model; decode time of "
-                   "Llama-2-7B with 16-bit, int8, int4 and 2:4-pruned weights",
+                   "Llama-2-7B with 16-bit, int8, int4 and 2:4-pruned weights; its serving front on H100s",
                    "Left: prefill, decode per token and total latency of 10 generated tokens after 512 prompt "
-                   "tokens, batch 1, on one and two A100 40GB (tensor parallelism). Right: model only.")
+                   "tokens, batch 1, on one and two A100 40GB (tensor parallelism). Middle and right: model only.")
     ape = (ft["predicted_s"] - ft["measured_s"]).abs() / ft["measured_s"]
     inside = ((ft["measured_s"] >= ft["p10_s"]) & (ft["measured_s"] <= ft["p90_s"])).mean()
     d = q.pivot(index="batch", columns="weights", values="decode_s_per_token")
     mem = q[q["batch"] == 1].set_index("weights")["memory_bytes"]
     lo, hi = d.index.min(), d.index.max()
+    one = front.iloc[0]
+    best = front[front["meets_target"]].iloc[0]
     intro = ("<p>Serving a causal decoder (<code>concurrency-model infer</code>): a prefill pass over the prompt, then "
              "one decode step per generated token that reads the weights and the KV cache. Left, NVIDIA's "
              "FasterTransformer GPT 13B measurements (the only inference timings in data/): the model is within "
@@ -253,8 +256,16 @@ def inference_section(figs):
              f"{1e3 * d.loc[lo, '2:4']:.2f} ms at batch {lo} ({d.loc[lo, 'fp16'] / d.loc[lo, '2:4']:.2f}x, less "
              f"than int8's {d.loc[lo, 'fp16'] / d.loc[lo, 'int8']:.2f}x: more bytes a weight), "
              f"{1e3 * d.loc[hi, '2:4']:.2f} ms at batch {hi}, {mem['2:4'] / 1e9:.1f} GB; no measurement of "
-             "either is in data/.</p>")
-    return [Section("inference", "Inference: latency, batching and quantized weights", intro, [f])]
+             "either is in data/. Right, the capacity question (<code>infer --sweep</code>): every tensor degree "
+             "in an H100 node and every batch up to the largest that fits in memory, 1,024-token prompts and 128 "
+             f"generated tokens; {int(front['pareto'].sum())} of the {len(front)} configurations are on the front "
+             f"of decode latency and tokens/s per GPU. The most tokens per GPU: tensor {one['tensor']} at batch "
+             f"{one['batch']}, {one['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU at "
+             f"{1e3 * one['decode_s_per_token']:.1f} ms a token; "
+             f"within {1e3 * inference.FRONT_TARGET_S:g} ms the best is tensor {best['tensor']} at batch "
+             f"{best['batch']} ({best['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, "
+             f"{1e3 * best['decode_s_per_token']:.1f} ms).</p>")
+    return [Section("inference", "Inference: latency, batching, compressed weights and capacity", intro, [f])]
 
 
 def pipeline_section(figs):
