@@ -9,7 +9,6 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from concurrency_model import timing
 from concurrency_model.cli import main
 from concurrency_model.hardware import device_from_dict, load_device, symbolic
 from concurrency_model.ops.dense import gemm
@@ -155,10 +154,6 @@ def test_op_gemm_sparsity_json(capsys):
     assert main(["op", "gemm", "--m", "64", "--n", "64", "--k", "64", "--sparsity", "2:4", "--dtype", "fp16",
                  "--hardware", "t4"]) == 2
     assert "sparsity: 2:4 needs sparse tensor cores" in capsys.readouterr().err
-
-
-def test_timing_package_exports_are_unchanged():
-    assert timing.gemm_time(64, 64, 64, GP102).flop == 2 * 64 ** 3
 
 
 # --- serving with 2:4-pruned weights ------------------------------------------------------------------------
