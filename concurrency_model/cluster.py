@@ -90,6 +90,9 @@ class Tier:
     # tree: 2.0); 1 = full bisection, as the presets' rail-optimised InfiniBand fabrics are
     # (:mod:`concurrency_model.comm.on_cluster` applies it to the algorithms that load the bisection)
     oversubscription: float = 1.0
+    # nodes under one pod (leaf switches at full bisection among them), the oversubscription applying only
+    # between pods; 0: one flat oversubscribed core (:func:`core_factor`)
+    pod_nodes: int = 0
 
     def __post_init__(self):
         where = f"tier {self.name!r}"
@@ -102,6 +105,25 @@ class Tier:
         if isinstance(self.oversubscription, numbers.Real) and (isinstance(self.oversubscription, bool)
                                                                 or not self.oversubscription >= 1):
             raise ValueError(f"{where}.oversubscription: must be a number >= 1, got {self.oversubscription!r}")
+        if isinstance(self.pod_nodes, bool) or not isinstance(self.pod_nodes, int) or self.pod_nodes < 0:
+            raise ValueError(f"{where}.pod_nodes: must be an integer >= 0 (0: no pods), got {self.pod_nodes!r}")
+
+    def core_factor(self, nodes: int) -> float:
+        """How much slower uniform traffic among ``nodes`` nodes runs through the core than at the NICs [D]:
+        the ``oversubscription`` r across one flat core; with pods of ``pod_nodes`` nodes at full bisection,
+        1 inside a pod and ``r (nodes - pod_nodes) / (nodes - 1)`` (at least 1) across pods, the share of a
+        node's peers outside its pod times r (each pod's uplinks carry 1 / r of what its nodes inject).
+
+        >>> t = Tier("ib", "infiniband", 25e9, 5e-6, oversubscription=2.0, pod_nodes=32)
+        >>> t.core_factor(16), t.core_factor(64), t.core_factor(128), replace(t, pod_nodes=0).core_factor(64)
+        (1.0, 1.0158730158730158, 1.5118110236220472, 2.0)
+        """
+        r = self.oversubscription
+        if r <= 1 or nodes <= 1:
+            return 1.0
+        if not self.pod_nodes:
+            return r
+        return max(1.0, r * (nodes - min(self.pod_nodes, nodes)) / (nodes - 1))
 
     @property
     def effective_bw(self):
@@ -115,7 +137,8 @@ class Tier:
     def to_dict(self) -> dict:
         return {"name": self.name, "kind": self.kind, "bw_Bps": self.bw, "latency_s": self.latency,
                 "efficiency": self.efficiency, "overlap_slowdown": self.overlap_slowdown,
-                "oversubscription": self.oversubscription, "sources": dict(self.sources), "notes": self.notes}
+                "oversubscription": self.oversubscription, "pod_nodes": self.pod_nodes, "sources": dict(self.sources),
+                "notes": self.notes}
 
 
 @dataclass(frozen=True)
@@ -174,7 +197,7 @@ class Cluster:
 _REQUIRED = ("name", "device", "gpus_per_node", "nics_per_node", "intra", "inter")
 _OPTIONAL = ("nodes", "sources", "notes")
 _TIER_REQUIRED = ("name", "kind", "bw_Bps", "latency_s")
-_TIER_OPTIONAL = ("efficiency", "overlap_slowdown", "oversubscription", "sources", "notes")
+_TIER_OPTIONAL = ("efficiency", "overlap_slowdown", "oversubscription", "pod_nodes", "sources", "notes")
 
 
 def _fields(where: str, d, required, optional):
@@ -217,7 +240,7 @@ def tier_from_dict(d: dict, where: str = "tier") -> Tier:
         raise ValueError(f"{where}.oversubscription: must be a number >= 1, got {over!r}")
     return Tier(name=d["name"], kind=d["kind"], bw=float(d["bw_Bps"]), latency=float(d["latency_s"]),
                 efficiency=float(eff), sources=dict(d.get("sources", {})), notes=d.get("notes", ""),
-                overlap_slowdown=float(kappa), oversubscription=float(over))
+                overlap_slowdown=float(kappa), oversubscription=float(over), pod_nodes=d.get("pod_nodes", 0))
 
 
 def cluster_from_dict(d: dict, origin: str = "cluster") -> Cluster:

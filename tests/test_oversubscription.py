@@ -110,3 +110,47 @@ def test_a_worse_core_never_speeds_a_collective_up(pair, n, nodes, r1, extra):
     assert t2 >= t1 * (1 - 1e-12)
     if nodes == 1 or (pair not in CORE_BOUND and alg != "auto"):  # inside a node, or a neighbour pattern
         assert t2 == t1
+
+
+def pods(r: float, pod_nodes: int):
+    return replace(A100, inter=replace(A100.inter, oversubscription=r, pod_nodes=pod_nodes))
+
+
+def test_pods_spare_groups_inside_them():
+    n = 2**28
+    flat = collective_on_cluster("alltoall", n, 64, oversubscribed(2.0), algorithm="pairwise")[1]
+    full = collective_on_cluster("alltoall", n, 64, A100, algorithm="pairwise")[1]
+    inside = collective_on_cluster("alltoall", n, 64, pods(2.0, 8), algorithm="pairwise")[1]  # 8 nodes, one pod
+    assert inside == full < flat
+    # 32 nodes in pods of 8: a node's peers are 31/32 ... 24 of 31 outside its pod, r x 24/31 = 1.548
+    p = place(A100, 256)
+    t = collective_on_cluster("alltoall", n, 256, pods(2.0, 8), algorithm="pairwise")[1]
+    beta = max(p.intra[1], 2.0 * 24 / 31 * p.inter[1])
+    assert t == pytest.approx(float(collective_time("alltoall", "pairwise", n, 256, max(p.intra[0], p.inter[0]),
+                                                    beta)), rel=1e-12)
+    # two pods: about half of a node's peers (16 of 31) are outside, at half the bandwidth: nearly full speed
+    assert pods(2.0, 16).inter.core_factor(32) == pytest.approx(2 * 16 / 31)
+    assert pods(4.0, 16).inter.core_factor(32) == pytest.approx(4 * 16 / 31)
+    assert pods(1.5, 16).inter.core_factor(32) == 1.0  # never faster than the NICs
+
+
+def test_pods_in_parameter_server_and_gossip_loads():
+    from concurrency_model.parallel.distribution import gossip_on_cluster
+    v100 = load_cluster("dgx1-v100")
+
+    def over(r, pod_nodes=0):
+        return replace(v100, inter=replace(v100.inter, oversubscription=r, pod_nodes=pod_nodes))
+
+    flat = gossip_on_cluster(1e8, 64, over(4), "exponential")
+    one_pod = gossip_on_cluster(1e8, 64, over(4, 8), "exponential")  # 8 nodes of 8 GPUs: one pod
+    assert one_pod == gossip_on_cluster(1e8, 64, v100, "exponential") < flat
+    assert gossip_on_cluster(1e8, 64, over(4, 2), "exponential") > one_pod  # four pods: uplinks busy
+
+
+def test_pod_nodes_field_checks():
+    base = {"name": "ib", "kind": "infiniband", "bw_Bps": 25e9, "latency_s": 5e-6}
+    assert tier_from_dict({**base, "pod_nodes": 16}).pod_nodes == 16
+    assert tier_from_dict(base).pod_nodes == 0
+    for bad in (-1, 2.5, True, "8"):
+        with pytest.raises(ValueError, match=r"pod_nodes: must be an integer >= 0"):
+            tier_from_dict({**base, "pod_nodes": bad})

@@ -16,7 +16,9 @@ bisection carries, e.g. a 2:1 fat tree) slows the algorithms whose inter-node st
 exchange with far nodes at once: all-to-all (pairwise, Bruck), recursive doubling and halving (allreduce,
 allgather, reduce-scatter, Rabenseifner's reduce and allreduce), Bruck's allgather and the pairwise
 reduce-scatter: their inter-node seconds per byte are r times longer whenever they span nodes (a bound:
-their nearest rounds may stay under one leaf switch). Rings, the two-level ring, trees and pipeline sends
+their nearest rounds may stay under one leaf switch). With pods (the tier's ``pod_nodes``: full bisection
+inside a pod), a group inside one pod is not slowed, and one across pods by r times the share of a node's
+peers outside its pod (:meth:`~concurrency_model.cluster.Tier.core_factor`). Rings, the two-level ring, trees and pipeline sends
 pass traffic between neighbours, placed so that little of it crosses the core, and keep the NIC rate [D].
 """
 from __future__ import annotations
@@ -41,7 +43,7 @@ CORE_BOUND = {("alltoall", "pairwise"), ("alltoall", "bruck"), ("allreduce", "re
 def inter_beta(placement: Placement, op: str | None = None, algorithm: str | None = None) -> float:
     """Seconds per byte of the inter tier for ``op`` run with ``algorithm`` (the tier's oversubscription
     applied to :data:`CORE_BOUND` algorithms across nodes)."""
-    r = placement.cluster.inter.oversubscription if (op, algorithm) in CORE_BOUND and placement.nodes > 1 else 1.0
+    r = placement.cluster.inter.core_factor(placement.nodes) if (op, algorithm) in CORE_BOUND else 1.0
     return placement.inter[1] * r
 
 

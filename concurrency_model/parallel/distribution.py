@@ -100,7 +100,7 @@ def allreduce_time(n, P, alpha, beta, algorithm: str = "ring", gamma=0):
 # -- on a cluster: link loads of explicit transfers ------------------------------------------------------
 
 def _transfer_time(src, dst, nbytes, node, nic_cap, node_bw, intra_bw, a_intra, a_inter,
-                   oversubscription: float = 1.0) -> float:
+                   oversubscription: float = 1.0, pod_nodes: int = 0) -> float:
     """One phase of concurrent transfers: ``alpha`` of the slowest tier used + the busiest link.
 
     Links [D, as :func:`concurrency_model.cluster.place`]: a GPU's intra-node port (``intra_bw`` each way),
@@ -108,7 +108,8 @@ def _transfer_time(src, dst, nbytes, node, nic_cap, node_bw, intra_bw, a_intra, 
     duplex and busy at the same time. With an ``oversubscription`` r > 1 (the inter tier's), also the
     fabric's bisection: the bytes from the first half of the nodes to the second (and back) through
     ``1 / r`` of the smaller half's NICs, which a ring of neighbours hardly loads and a sharded server or
-    an exponential graph does.
+    an exponential graph does; with pods of ``pod_nodes`` nodes (full bisection inside), instead each pod's
+    uplinks: the bytes leaving (and entering) a pod through ``1 / r`` of its nodes' NICs.
     """
     src, dst, nbytes = np.asarray(src), np.asarray(dst), np.broadcast_to(np.asarray(nbytes, float), np.shape(src))
     cross = node[src] != node[dst]
@@ -124,7 +125,14 @@ def _transfer_time(src, dst, nbytes, node, nic_cap, node_bw, intra_bw, a_intra, 
                     (np.bincount(node[ep], nbytes[cross], len(node_bw)) / node_bw).max())
         lat = max(lat, a_inter)
         half = len(node_bw) // 2
-        if oversubscription > 1 and half:
+        if oversubscription > 1 and pod_nodes:
+            pod = np.arange(len(node_bw)) // pod_nodes
+            from_pod, to_pod = pod[node[src]], pod[node[dst]]
+            out = from_pod != to_pod
+            for k in range(pod.max() + 1 if pod.max() > 0 else 0):
+                up = node_bw[pod == k].sum() / oversubscription
+                t = max(t, nbytes[out & (from_pod == k)].sum() / up, nbytes[out & (to_pod == k)].sum() / up)
+        elif oversubscription > 1 and half:
             left_src, left_dst = node[src] < half, node[dst] < half
             across = max(nbytes[left_src & ~left_dst].sum(), nbytes[~left_src & left_dst].sum())
             t = max(t, across * oversubscription / min(node_bw[:half].sum(), node_bw[half:].sum()))
@@ -153,7 +161,7 @@ def _ps_phase(c, n, workers, per_node, servers, server_placement, server_nics) -
     src = np.repeat(np.arange(workers), servers)
     dst = np.tile(srv, workers)
     return _transfer_time(src, dst, n / servers, node, cap, node_bw, c.intra.effective_bw, c.intra.latency,
-                          c.inter.latency, c.inter.oversubscription)
+                          c.inter.latency, c.inter.oversubscription, c.inter.pod_nodes)
 
 
 def ps_on_cluster(n, P: int, cluster, servers: int = 1, server_placement: str = "dedicated",
@@ -226,7 +234,7 @@ def gossip_on_cluster(n, P: int, cluster, topology: str = "ring", ranks_per_node
     src = np.repeat(np.arange(p.ranks), len(offs))
     dst = (src + np.tile(offs, p.ranks)) % p.ranks
     return _transfer_time(src, dst, n, node, cap, node_bw, c.intra.effective_bw, c.intra.latency, c.inter.latency,
-                          c.inter.oversubscription)
+                          c.inter.oversubscription, c.inter.pod_nodes)
 
 
 # -- the comparison --------------------------------------------------------------------------------------
