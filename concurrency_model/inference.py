@@ -15,7 +15,8 @@ per-step latency for 10 generated tokens).
   Inference", §2: prefill processes the prompt in parallel, generation one token at a time).
 * **Decode step**: the graph built for ``seq = 1`` (every GEMM on ``batch`` rows: GEMV-like and bound by
   reading the weights, which the GEMM model's memory term captures; Pope et al. §2, Chen 2022
-  "Transformer Inference Arithmetic": a step takes at least ``2 P / memory bandwidth`` in 16-bit), with
+  "Transformer Inference Arithmetic": a step takes at least ``2 P / memory bandwidth`` in 16-bit; a mixture
+  of experts reads the experts the batch reaches, :func:`~concurrency_model.timing.graph.expert_gemms`), with
   each attention core replaced by one query against the cache of ``L`` positions: the work of
   :func:`~concurrency_model.ops.attention.attention` with ``seq_q = 1, seq_kv = L`` and traffic
   ``batch * bytes * head_dim * (2 heads + 2 kv_heads (L + 1))`` (Q read, O written, K and V of ``L``

@@ -38,14 +38,14 @@ def weights_bytes(graph, vb: int, weight_dtype: str | None, weight_sparsity=None
     total = float(graph.params) * vb
     for n in graph.layers():
         if quantizable(n):
-            ci, co = n.attrs["c_in"], n.attrs["c_out"]
+            ci, co, copies = n.attrs["c_in"], n.attrs["c_out"], max(1, n.attrs.get("experts", 1))
             if weight_sparsity == STRUCTURED:
                 stored = ci * co * (wb + METADATA_BITS / 8) / 2
             elif weight_sparsity is not None:
                 stored = nnz_of(co, ci, weight_sparsity) * (wb + INDEX_BYTES) + (co + 1) * INDEX_BYTES
             else:
                 stored = ci * co * wb
-            total += stored - ci * co * vb
+            total += copies * (stored - ci * co * vb)
     return total, None if wb == vb else wb
 
 

@@ -126,3 +126,30 @@ def test_bad_capacity_factor(model, message):
     from concurrency_model import get_model
     with pytest.raises(ValueError, match=message):
         get_model({**model, "seq_len": 64})
+
+
+def test_expert_layers_read_the_experts_a_batch_reaches():
+    """A decode step of a top-2 mixture reads two experts' weights at batch 1 and all of them at batch 16
+    (timing.graph.expert_gemms); weight-only quantization and memory count every expert."""
+    import json
+    from importlib import resources
+
+    from concurrency_model.inference import predict
+    from concurrency_model.timing.graph import expert_gemms
+
+    assert expert_gemms({"experts": 8, "top_k": 2}, 2) == (2, 1)          # one token, two experts
+    assert expert_gemms({"experts": 8, "top_k": 2}, 32) == (8, 4)         # 16 tokens: 8 (1 - 0.75^16) = 7.92
+    assert expert_gemms({"experts": 8, "top_k": 2, "fixed_capacity": True}, 2) == (8, 1)
+    assert expert_gemms({"experts": 8, "top_k": 2}, 4096, expert=4) == (2, 2048)  # a device holds 2 experts
+    assert expert_gemms({}, 100) == (1, 100)
+    cfg = json.loads((resources.files("concurrency_model") / "presets/hf/mixtral-8x7b.json").read_text())
+    one, sixteen = (predict({"hf_config": cfg}, "dgx-h100", b, 512, 64, "bf16", tensor=2) for b in (1, 16))
+    # 32 layers x 8 experts x 3 x 4096 x 14336 bf16 weights = 90.2 GB, 45.1 GB per GPU at tensor 2: a step reading
+    # all of them takes at least 45.1 GB / (3.35 TB/s x 0.8) = 16.8 ms; at batch 1 a quarter of that
+    experts_per_gpu = 32 * 8 * 3 * 4096 * 14336 * 2 / 2
+    assert sixteen.decode_s_per_token > experts_per_gpu / (3.35e12 * 0.8)
+    assert one.decode_s_per_token < 0.5 * sixteen.decode_s_per_token
+    q = predict({"hf_config": cfg}, "dgx-h100", 1, 512, 64, "bf16", tensor=2, weight_dtype="int8")
+    saved = one.memory["model_state_bytes"] - q.memory["model_state_bytes"]
+    # every expert's (and attention's) matrices at 1 byte instead of 2: at least the experts' half
+    assert saved >= experts_per_gpu / 2

@@ -181,10 +181,11 @@ def _gqa_attention(b: Builder, x, heads, kv_heads, head_dim, causal, fused, bias
     return b.linear(a, h, bias=bias, split="row", name="proj")
 
 
-def _expert_linear(b: Builder, x, c_out, experts, split, name):
+def _expert_linear(b: Builder, x, c_out, experts, split, name, top_k=1, fixed_capacity=False):
     """The same linear layer in each of ``experts`` experts, applied to the routed rows of ``x`` (every
     token appears once per chosen expert): the work of one layer on all routed rows, the parameters (and
-    weight traffic) of all experts."""
+    weight traffic) of all experts. ``top_k`` and ``fixed_capacity`` (capacity buffers: every expert gets its
+    share of rows) tell the device-time model how many experts a batch reaches (:mod:`..timing.graph`)."""
     s = b.shape(x)
     rows = b.batch * math.prod(s[:-1])
     one = dense.linear(rows, s[-1], c_out, False, b.vb)
@@ -192,7 +193,7 @@ def _expert_linear(b: Builder, x, c_out, experts, split, name):
     fwd = one.forward.with_(params=experts * w, bytes=one.forward.bytes + (experts - 1) * w * b.vb)
     cost = OpCost("linear", fwd, one.grad_input, one.grad_weight, one.source)
     return b.node("linear", x, (*s[:-1], c_out), cost, name, rows_per_sample=math.prod(s[:-1]), c_in=s[-1],
-                  c_out=c_out, split=split, experts=experts)
+                  c_out=c_out, split=split, experts=experts, top_k=top_k, fixed_capacity=fixed_capacity)
 
 
 def _moe(b: Builder, x, ffn, experts, top_k, act, capacity_factor=None):
@@ -218,9 +219,10 @@ def _moe(b: Builder, x, ffn, experts, top_k, act, capacity_factor=None):
     disp = b.node("moe_dispatch", (x, gate), (slots, h),
                   OpCost("moe_dispatch", Cost(bytes=vb * (routed + padded)), Cost(bytes=vb * (routed + padded)),
                          source="token permutation (data movement only)"), "dispatch")
-    g = b.act(_expert_linear(b, disp, ffn, experts, "column", "experts.w1"), act)
-    y = _mul(b, g, _expert_linear(b, disp, ffn, experts, "column", "experts.w3"), name="experts.swiglu")
-    d = _expert_linear(b, y, h, experts, "row", "experts.w2")
+    fixed = capacity_factor is not None
+    g = b.act(_expert_linear(b, disp, ffn, experts, "column", "experts.w1", top_k, fixed), act)
+    y = _mul(b, g, _expert_linear(b, disp, ffn, experts, "column", "experts.w3", top_k, fixed), name="experts.swiglu")
+    d = _expert_linear(b, y, h, experts, "row", "experts.w2", top_k, fixed)
     out = b.batch * s * h
     comb = OpCost("moe_combine", Cost(flop=routed + out * (top_k - 1), depth=1 + clog2(top_k),
                                       bytes=vb * (routed + out)),

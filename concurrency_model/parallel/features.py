@@ -163,7 +163,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
     def _layers(self, b: int, t: int, sp: bool, c: int, algorithm: str, e: int = 1) -> tuple:
         g = self.graph(b, c)
         slabs, ends = spatial_rows(g, c) if c > 1 and self.spatial else ({}, {})
-        rows = layer_parts(g, self.dev, self.dtype, tensor=t, sequence_parallel=sp, spatial=slabs)
+        rows = layer_parts(g, self.dev, self.dtype, tensor=t, sequence_parallel=sp, spatial=slabs, expert=e)
         nodes = g.layers()
         k = 0  # layers before index k: the hybrid's data-parallel convolutions, on b / t samples (:mod:`.layerwise`)
         if self.fc_only and t > 1:

@@ -41,6 +41,27 @@ def quantizable(node) -> bool:
     return owns_matrix(node) and not is_lm_head(node)
 
 
+def expert_gemms(attrs: dict, rows: int, expert: int = 1) -> tuple[int, int]:
+    """``(GEMMs, rows each)`` of a layer's ``rows`` rows: ``(1, rows)`` for a dense layer; for the experts of a
+    mixture-of-experts layer (``attrs["experts"]`` E, ``top_k`` k) on a device holding ``E / expert`` of them,
+    one GEMM per expert the batch reaches, each on an even share of the rows [D]: all of the device's experts
+    with capacity buffers, else their expected number under uniform independent routing, ``E_d (1 - (1 -
+    k / E)^T)`` for the ``T = rows * expert / k`` tokens of the expert group (a batch-1 decode step of a top-2
+    model reads 2 experts' weights, a training microbatch all of them).
+
+    >>> expert_gemms({"experts": 8, "top_k": 2}, 2), expert_gemms({"experts": 8, "top_k": 2}, 8)
+    ((2, 1), (5, 2))
+    """
+    E = attrs.get("experts", 0)
+    if E <= 1:
+        return 1, rows
+    here = max(1, E // expert)
+    k = attrs.get("top_k", 1)
+    touched = here if attrs.get("fixed_capacity") else here * (1 - (1 - k / E) ** (rows * expert / k))
+    g = max(1, min(here, round(touched)))
+    return g, -(-rows // g)
+
+
 def _num(e) -> float:
     e = sp.sympify(e)
     if e.free_symbols:
@@ -50,7 +71,7 @@ def _num(e) -> float:
 
 def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input: bool, tensor: int = 1,
                 shard: float = 1.0, channels: bool = False, rows: int | None = None,
-                weight_bytes: float | None = None, weight_sparsity=None) -> tuple[dict, str]:
+                weight_bytes: float | None = None, weight_sparsity=None, expert: int = 1) -> tuple[dict, str]:
     """Kernels (:class:`~.parts.Parts`) of one node per pass, and the convolution algorithm; with tensor
     parallelism ``tensor`` the node's share of the work: column-split GEMMs cut their outputs, row-split
     GEMMs their inputs, attention its heads; with ``channels`` (the paper's split of a CNN,
@@ -60,7 +81,8 @@ def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
     (:mod:`~concurrency_model.parallel.spatial`), computed from the input rows that give them.
     ``weight_bytes``: a fully connected layer's weights stored narrower (its forward GEMM reads them so);
     ``weight_sparsity``: its weights pruned, ``"2:4"`` (forward GEMM on the sparse tensor cores) or a fraction of
-    zeros (forward as a CSR product, :mod:`.sparse`)."""
+    zeros (forward as a CSR product, :mod:`.sparse`). The experts of a mixture-of-experts layer run as one GEMM
+    per expert reached (:func:`expert_gemms`; ``expert``: the expert-parallel degree)."""
     a = node.attrs
     out = {p: Parts.empty() for p in PASSES}
     algorithm = ""
@@ -83,13 +105,14 @@ def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
             co = -(-co // tensor)
         elif tensor > 1 and a.get("split") == "row":
             ci = -(-ci // tensor)
+        g, rows = expert_gemms(a, rows, expert)
         for p, shape in zip(PASSES, ((rows, co, ci), (rows, ci, co), (ci, co, rows))):
             if p == "forward" and weight_sparsity == STRUCTURED:  # A = the weights' transpose (co x ci)
-                c = structured_coeffs(shape[1], shape[0], shape[2], dev, dtype, value_bytes=weight_bytes)
+                c = structured_coeffs(shape[1], shape[0], shape[2], dev, dtype, g, value_bytes=weight_bytes)
             elif p == "forward" and weight_sparsity is not None:
-                c = csr_coeffs(shape[1], shape[0], shape[2], weight_sparsity, dev, dtype)
+                c = csr_coeffs(shape[1], shape[0], shape[2], weight_sparsity, dev, dtype, g)
             else:
-                c = gemm_coeffs(*shape, dev, dtype, weight_bytes=weight_bytes if p == "forward" else None)
+                c = gemm_coeffs(*shape, dev, dtype, g, weight_bytes=weight_bytes if p == "forward" else None)
             out[p] = Parts.from_coeffs(c, dev)
     elif node.kind == "attention":
         from ..ops.attention import attention
@@ -145,7 +168,7 @@ def _shards(graph, tensor: int, sequence_parallel: bool, channels: bool) -> dict
 
 def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_parallel: bool = False,
                 spatial: dict | None = None, weight_bytes: float | None = None,
-                weight_sparsity=None) -> list[dict]:
+                weight_sparsity=None, expert: int = 1) -> list[dict]:
     """Per layer: ``name, op, algorithm`` and the :class:`~.parts.Parts` of its ``forward``, ``grad_input``
     and ``grad_weight`` passes (see :func:`layer_times`). Nodes with the same kind, attributes, work and
     tensor share are timed once (the 96 blocks of GPT-3 cost one block's kernel choices). ``spatial``:
@@ -171,7 +194,8 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
                *(getattr(getattr(node.cost, p), f) for p in PASSES for f in ("flop", "bytes")))
         if key not in memo:
             wb, ws = (weight_bytes, weight_sparsity) if quantizable(node) else (None, None)
-            memo[key] = _node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine, wb, ws)
+            memo[key] = _node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine, wb, ws,
+                                    expert)
         parts, algorithm = memo[key]
         rows.append({"name": node.name, "op": node.kind, "algorithm": algorithm, **parts})
     return rows
