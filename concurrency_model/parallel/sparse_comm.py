@@ -105,7 +105,8 @@ def sufficient_factors(graph, workers=None) -> tuple[tuple, object, object]:
         if not is_num(rows):
             raise ValueError(f"graph: layer {n.name!r} has a symbolic batch; build the graph for a number of samples")
         rows = int(rows)
-        sent, dense = rows * (c_in + c_out), c_in * c_out
+        # an expert layer holds one matrix per expert; each routed row's factors go to its expert
+        sent, dense = rows * (c_in + c_out), max(1, a.get("experts", 1)) * c_in * c_out
         if (P * sent < 2 * dense) if P is not None else (sent < dense):
             layers.append((c_out, c_in, rows))
             factors += sent
