@@ -81,15 +81,16 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
         raise ValueError(f"max_decode_s: must be a positive number of seconds, got {max_decode_s!r}")
     cl = load_cluster(raw.get("cluster"))
     tensors = [2 ** i for i in range(cl.gpus_per_node.bit_length()) if 2 ** i <= cl.gpus_per_node]
-    plans = {}
+    plans, errors = {}, []
     for t in tensors:
         try:
             top, _ = max_batch(_with_tensor(raw, t))
-        except ValueError:  # the degree does not split the model, or nothing fits on that many devices
+        except ValueError as e:  # the degree does not split the model, or nothing fits on that many devices
+            errors.append(e)
             continue
         plans[t] = sorted({2 ** i for i in range(top.bit_length()) if 2 ** i <= top} | {top})
     if not plans:
-        _at(_with_tensor(raw, tensors[-1]), 1)  # raises why not even one sequence fits
+        raise errors[-1] if "memory" in str(errors[-1]) else errors[0]  # why nothing fits, else the first error
     rows = []
     with Progress(sum(len(b) for b in plans.values()), "serving sweep", enabled=progress) as bar:
         for t, batches in plans.items():

@@ -63,6 +63,11 @@ def test_serving_sweep_front_and_target():
 
 def test_serving_sweep_bad_input(tmp_path):
     from concurrency_model.capacity import serving_sweep
+    with pytest.raises(ValueError, match="^inference.decode_len: prompt_len"):  # the scenario's error, not a split's
+        serving_sweep({"model": "gpt2", "cluster": "dgx-a100", "inference": {"prompt_len": 1000, "decode_len": 100}})
+    with pytest.raises(ValueError, match="^memory: .* exceeds 32.0 GB"):  # not even on a whole node
+        serving_sweep({"model": "gpt3-175b", "cluster": "dgx1-v100", "inference": {"prompt_len": 128,
+                                                                                   "decode_len": 8}})
     with pytest.raises(ValueError, match="^model: the serving sweep is for causal decoders"):
         serving_sweep({"model": "resnet50", "cluster": "dgx-a100", "inference": {"batch": 8}})
     f = tmp_path / "cap.json"
