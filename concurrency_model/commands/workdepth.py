@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+from ..generation import generation_cost
 from ..models import NAMES, get_model
 from ..ops.optimizer import RULES
 from . import add_json, num, positive_int
@@ -40,14 +41,27 @@ def run(args) -> dict:
     chosen = fwd if args.pass_ == "forward" else train
     layers = [{"name": r["name"], "op": r["op"], "params": r["params"], "forward_flop": r["forward_flop"],
                "depth": r["depth"]} for r in g.table().to_dict("records")]
-    return {"model": args.model, "batch": args.batch, "pass": args.pass_, "params": num(g.params),
-            "forward_macs": num(fwd.macs), "forward_flop": num(fwd.flop), "training_flop": num(train.flop),
-            "work": num(chosen.flop), "depth": num(chosen.depth),
-            "average_parallelism": num(chosen.flop / chosen.depth), "layers": layers}
+    out = {"model": args.model, "batch": args.batch, "pass": args.pass_, "params": num(g.params),
+           "forward_macs": num(fwd.macs), "forward_flop": num(fwd.flop), "training_flop": num(train.flop),
+           "work": num(chosen.flop), "depth": num(chosen.depth),
+           "average_parallelism": num(chosen.flop / chosen.depth), "layers": layers}
+    if args.generate:
+        if args.pass_ != "forward":
+            raise ValueError("--generate: work and depth of generation are of forward passes; drop --pass")
+        gen = generation_cost(model_arg(args.model), args.batch, *args.generate)
+        out.update(work=gen["work"], depth=gen["depth"], average_parallelism=gen["average_parallelism"],
+                   generation=gen, **{"pass": "generate"})
+    return out
 
 
 def show(out: dict) -> None:
     print(f"{out['model']}  (batch {out['batch']}, {out['pass']} pass)")
+    gen = out.get("generation")
+    if gen:
+        steps = gen["decode"]["steps"]
+        print(f"  prefill         W {gen['prefill']['work']:>14,.6g}  D {gen['prefill']['depth']:>12,.0f}")
+        print(f"  {steps} decode steps W {gen['decode']['work']:>14,.6g}  D {gen['decode']['depth']:>12,.0f}  "
+              f"(one after another: each step waits for the token before it)")
     for key, label in [("params", "parameters"), ("forward_macs", "forward MACs"), ("forward_flop", "forward FLOP"),
                        ("training_flop", "training FLOP"), ("work", "work W"), ("depth", "depth D"),
                        ("average_parallelism", "W/D")]:
@@ -76,5 +90,7 @@ def register(sub) -> None:
     wd.add_argument("--pass", dest="pass_", choices=("forward", "training"), default="forward",
                     help="which pass work/depth describe (training = forward + backward + update)")
     wd.add_argument("--optimizer", choices=tuple(RULES), default="sgd")
+    wd.add_argument("--generate", type=positive_int, nargs=2, metavar=("PROMPT", "TOKENS"), default=None,
+                    help="work and depth of generating TOKENS tokens after a PROMPT-token prompt (causal decoders)")
     add_json(wd)
     wd.set_defaults(run=run, show=show)
