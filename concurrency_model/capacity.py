@@ -19,6 +19,8 @@ from .cluster import load_cluster
 from .inference import infer, is_causal_decoder
 from .progress import Progress
 from .scenario import read_scenario
+from .serving import WEIGHT_BYTES
+from .timing.sparse import parse_sparsity
 
 UNBOUNDED = 1e30  # bytes: a device whose memory never refuses, to price the memory of any batch
 
@@ -64,12 +66,29 @@ def _with_tensor(raw: dict, t: int) -> dict:
     return {**raw, "parallel": {**(raw.get("parallel") or {}), "tensor": t}}
 
 
-def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = False) -> pd.DataFrame:
+def _with_weights(raw: dict, fmt: str) -> dict:
+    """The scenario with its blocks' weights stored as ``fmt``: a ``weight_dtype`` (``int8``, ``fp8``, ``int4``, or
+    the scenario's dtype) or a ``weight_sparsity`` (``2:4`` or a fraction of zeros); ``ValueError`` naming
+    ``weights`` otherwise."""
+    inf = {k: v for k, v in raw["inference"].items() if k not in ("weight_dtype", "weight_sparsity")}
+    if fmt in WEIGHT_BYTES:
+        return {**raw, "inference": {**inf, "weight_dtype": fmt}}
+    try:
+        return {**raw, "inference": {**inf, "weight_sparsity": parse_sparsity(fmt)}}
+    except ValueError:
+        raise ValueError(f"weights: unknown format {fmt!r}; give {', '.join(WEIGHT_BYTES)}, 2:4 or a fraction of "
+                         "zeros") from None
+
+
+def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = False,
+                  weights: tuple | None = None) -> pd.DataFrame:
     """Every tensor-parallel degree inside a node (powers of two that split the model) and every batch from 1
     to the largest that fits (powers of two and the largest) of a causal decoder's scenario, one row each:
     ``tensor, batch, prefill_s, decode_s_per_token, tokens_per_s, tokens_per_s_per_gpu, memory_bytes_per_device``,
     ``pareto`` (no other row has both a shorter decode step and more tokens/s per GPU) and, with
-    ``max_decode_s``, ``meets_target``. Sorted by tokens/s per GPU, the most first.
+    ``max_decode_s``, ``meets_target``. Sorted by tokens/s per GPU, the most first. ``weights``: formats of the
+    blocks' weights to compare (``fp16``, ``int8``, ``int4``, ``2:4``, ...; :func:`_with_weights`), a
+    ``weights`` column then telling them apart; default: the scenario's own.
     """
     raw = read_scenario(scenario)
     if not isinstance(raw.get("inference"), dict):
@@ -79,27 +98,29 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
                          "use infer for one forward pass")
     if max_decode_s is not None and not max_decode_s > 0:
         raise ValueError(f"max_decode_s: must be a positive number of seconds, got {max_decode_s!r}")
+    formats = {None: raw} if not weights else {f: _with_weights(raw, f) for f in weights}
     cl = load_cluster(raw.get("cluster"))
     tensors = [2 ** i for i in range(cl.gpus_per_node.bit_length()) if 2 ** i <= cl.gpus_per_node]
     plans, errors = {}, []
-    for t in tensors:
-        try:
-            top, _ = max_batch(_with_tensor(raw, t))
-        except ValueError as e:  # the degree does not split the model, or nothing fits on that many devices
-            errors.append(e)
-            continue
-        plans[t] = sorted({2 ** i for i in range(top.bit_length()) if 2 ** i <= top} | {top})
+    for fmt, sc in formats.items():
+        for t in tensors:
+            try:
+                top, _ = max_batch(_with_tensor(sc, t))
+            except ValueError as e:  # the degree does not split the model, or nothing fits on that many devices
+                errors.append(e)
+                continue
+            plans[fmt, t] = sorted({2 ** i for i in range(top.bit_length()) if 2 ** i <= top} | {top})
     if not plans:
         raise errors[-1] if "memory" in str(errors[-1]) else errors[0]  # why nothing fits, else the first error
     rows = []
     with Progress(sum(len(b) for b in plans.values()), "serving sweep", enabled=progress) as bar:
-        for t, batches in plans.items():
+        for (fmt, t), batches in plans.items():
             for b in batches:
-                r = _at(_with_tensor(raw, t), b)
+                r = _at(_with_tensor(formats[fmt], t), b)
                 gpus = t * r.parallel["pipeline"]
-                rows.append({"tensor": t, "batch": b, "prefill_s": r.prefill_s,
-                             "decode_s_per_token": r.decode_s_per_token, "tokens_per_s": r.tokens_per_s,
-                             "tokens_per_s_per_gpu": r.tokens_per_s / gpus,
+                rows.append({**({"weights": fmt} if weights else {}), "tensor": t, "batch": b,
+                             "prefill_s": r.prefill_s, "decode_s_per_token": r.decode_s_per_token,
+                             "tokens_per_s": r.tokens_per_s, "tokens_per_s_per_gpu": r.tokens_per_s / gpus,
                              "memory_bytes_per_device": r.memory_bytes_per_device})
                 bar.update()
     df = pd.DataFrame(rows)

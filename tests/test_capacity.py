@@ -73,3 +73,15 @@ def test_serving_sweep_bad_input(tmp_path):
     f = tmp_path / "cap.json"
     f.write_text(json.dumps(LLAMA))
     assert main(["infer", "--scenario", str(f), "--max-decode-ms", "20"]) == 2  # only with --sweep
+
+
+def test_serving_sweep_compares_weight_formats():
+    from concurrency_model.capacity import serving_sweep
+    df = serving_sweep(LLAMA, weights=("fp16", "int8", "2:4"))
+    assert set(df["weights"]) == {"fp16", "int8", "2:4"}
+    largest = df.groupby(["weights", "tensor"])["batch"].max()
+    assert largest["int8", 1] > largest["fp16", 1] == 86  # smaller weights leave room for more sequences
+    one = df[(df["tensor"] == 1) & (df["batch"] == 1)].set_index("weights")["decode_s_per_token"]
+    assert one["int8"] < one["2:4"] < one["fp16"]  # batch 1 reads the weights: 1 < 1.125 < 2 bytes a weight
+    with pytest.raises(ValueError, match="^weights: unknown format 'int3'"):
+        serving_sweep(LLAMA, weights=("int3",))

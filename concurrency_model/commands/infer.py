@@ -11,13 +11,15 @@ from . import add_json
 
 def run(a) -> dict:
     raw = read_scenario(a.scenario)  # read once: the file may be a pipe
-    if a.max_decode_ms is not None and not a.sweep:
-        raise ValueError("--max-decode-ms: only with --sweep")
+    for flag, value in (("--max-decode-ms", a.max_decode_ms), ("--weights", a.weights)):
+        if value is not None and not a.sweep:
+            raise ValueError(f"{flag}: only with --sweep")
     if a.max_decode_ms is not None and not a.max_decode_ms > 0:
         raise ValueError(f"--max-decode-ms: must be a positive number of milliseconds, got {a.max_decode_ms:g}")
     if a.sweep:
         target = None if a.max_decode_ms is None else a.max_decode_ms / 1e3
-        df = serving_sweep(raw, target, progress=not a.json)
+        df = serving_sweep(raw, target, progress=not a.json,
+                           weights=tuple(a.weights.split(",")) if a.weights else None)
         ok = df[df["meets_target"]] if target is not None else df
         return {"sweep": df.to_dict("records"), "max_decode_s": target,
                 "best": ok.iloc[0].to_dict() if len(ok) else None}
@@ -32,18 +34,21 @@ def show_sweep(out: dict) -> None:
     target = out["max_decode_s"]
     print(f"{len(out['sweep'])} configurations; the {len(rows)} on the Pareto front of decode latency and tokens/s "
           f"per GPU, shortest step first{f' (target {target * 1e3:g} ms per token)' if target else ''}:")
-    print(f"{'tensor':>6} {'batch':>6} {'prefill ms':>11} {'decode ms':>10} {'tokens/s':>10} {'per GPU':>9} "
-          f"{'GB/device':>10}")
+    w = "weights" in out["sweep"][0]
+    print(f"{'weights ' if w else ''}{'tensor':>6} {'batch':>6} {'prefill ms':>11} {'decode ms':>10} {'tokens/s':>10} "
+          f"{'per GPU':>9} {'GB/device':>10}")
     for r in sorted(rows, key=lambda r: r["decode_s_per_token"]):
         mark = "" if target is None or r["meets_target"] else "  over target"
-        print(f"{r['tensor']:>6} {r['batch']:>6} {r['prefill_s'] * 1e3:>11,.1f} {r['decode_s_per_token'] * 1e3:>10.2f} "
+        print(f"{str(r['weights']):<8}" * w + f"{r['tensor']:>6} {r['batch']:>6} {r['prefill_s'] * 1e3:>11,.1f} "
+              f"{r['decode_s_per_token'] * 1e3:>10.2f} "
               f"{r['tokens_per_s']:>10,.0f} {r['tokens_per_s_per_gpu']:>9,.0f} "
               f"{r['memory_bytes_per_device'] / 1e9:>10.1f}{mark}")
     b = out["best"]
     if b is None:
         print("no configuration meets the target")
     else:
-        print(f"most tokens/s per GPU{' within the target' if target else ''}: tensor {b['tensor']}, batch "
+        fmt = f"{b['weights']} weights, " if w else ""
+        print(f"most tokens/s per GPU{' within the target' if target else ''}: {fmt}tensor {b['tensor']}, batch "
               f"{b['batch']}: {b['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU at {b['decode_s_per_token'] * 1e3:.2f} "
               f"ms per token")
 
@@ -102,6 +107,8 @@ def register(sub) -> None:
     e.add_argument("--sweep", action="store_true",
                    help="a causal decoder on every tensor degree inside a node and batch up to the largest that "
                         "fits: the Pareto front of decode latency and tokens/s per GPU")
+    e.add_argument("--weights", default=None, metavar="F1,F2,...",
+                   help="with --sweep: weight formats to compare (fp16, bf16, int8, fp8, int4, 2:4, a fraction of zeros)")
     e.add_argument("--max-decode-ms", type=float, default=None, metavar="MS",
                    help="with --sweep: the decode latency target per token, in milliseconds")
     e.add_argument("--max-batch", action="store_true",
