@@ -143,6 +143,15 @@ def _conv_timer(n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, passes, dty
     return timer
 
 
+def _rows_timer(n, c_in, c_out, h, ho, r, w, kh, kw, stride, pad, dilation, passes, dtype):
+    """The timer of ``r`` of a convolution's ``ho`` output rows: the layer on an input height that gives ``r``
+    rows, or (too few rows for that) the whole layer's time scaled by ``r / ho``."""
+    h_in = (r - 1) * stride + dilation * (kh - 1) + 1 - 2 * pad  # an input height giving r output rows
+    if h_in >= 1:
+        return _conv_timer(n, c_in, c_out, h_in, w, kh, kw, stride, pad, dilation, passes, dtype)
+    return _conv_timer(n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, passes, dtype, r / ho)
+
+
 def _gemm_timer(shapes, dtype, batch=1):
     def timer(dev):
         return sum(float(gemm_coeffs(int(m), int(n), int(k), dev, dtype, int(batch)).seconds(dev)[0])
@@ -299,9 +308,7 @@ def spatial_split(n, c_in, c_out, h, w, kh, P, kw=None, stride=1, pad=0, dilatio
     rows.append(("backward", "allreduce", "∇w of the replicated weights", full.params * vb))
     numeric, passes = _numeric(n, P), PASSES if needs_grad_input else PASSES[::2]
     r = int(slab) if numeric else 0
-    h_in = (r - 1) * stride + dilation * (kh - 1) + 1 - 2 * pad  # an input height giving r output rows
-    timer = _conv_timer(n, c_in, c_out, h_in, w, kh, kw, stride, pad, dilation, passes, dtype) if h_in >= 1 \
-        else _conv_timer(n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, passes, dtype, r / ho)
+    timer = _rows_timer(n, c_in, c_out, h, ho, r, w, kh, kw, stride, pad, dilation, passes, dtype)
     return Split("spatial", P, flop, dict(layer), layer, _compute_s(flop, timer, device, dtype, numeric),
                  _comms(rows, P, network(cluster, alpha, beta, ranks_per_node)),
                  {"rows_per_device": to_python(slab), "halo_rows": (top, bottom)})

@@ -25,7 +25,7 @@ import sympy as sp
 
 from ..ops.conv import conv2d, out_size
 from ..units import dtype_bytes
-from .model_parallel import PASSES, Split, _comms, _compute_s, _conv_timer, _flops, halo_rows, network
+from .model_parallel import PASSES, Split, _comms, _compute_s, _flops, _rows_timer, halo_rows, network
 
 SRC_REDUNDANT = ("paper §6.2: redundant computation (each processor holds overlapping neurons, computing more "
                  "but communicating less) [S2]; the deep-halo byte and FLOP counts [D]")
@@ -110,18 +110,15 @@ def redundant_spatial(n, h, w, layers, P: int, depth: int = 1, needs_grad_input:
             rows_busiest.append(r)
             needs = needs_grad_input or g > 0 or j > 0
             per_layer = _flops(c["cost"], needs)
+            mine = {p: f * sp.Rational(r, c["h_out"]) for p, f in per_layer.items()}  # the busiest device's share
             for p in PASSES:
                 layer_flop[p] += per_layer[p]
-                flop[p] += per_layer[p] * sp.Rational(r, c["h_out"])
+                flop[p] += mine[p]
                 flop_sum[p] += per_layer[p] * sp.Rational(sum(rows), c["h_out"])
             passes = PASSES if needs else PASSES[::2]
-            h_in = r - 1 + c["dilation"] * (c["kh"] - 1) + 1 - 2 * c["pad"]  # an input height giving r rows
-            timer = _conv_timer(n, c["c_in"], c["c_out"], h_in, w, c["kh"], c["kw"], 1, c["pad"], c["dilation"],
-                                passes, dtype) if h_in >= 1 else \
-                _conv_timer(n, c["c_in"], c["c_out"], c["h_in"], w, c["kh"], c["kw"], 1, c["pad"], c["dilation"],
-                            passes, dtype, r / c["h_out"])
-            compute += _compute_s({p: per_layer[p] * sp.Rational(r, c["h_out"]) for p in PASSES}, timer, device,
-                                  dtype, True)
+            timer = _rows_timer(n, c["c_in"], c["c_out"], c["h_in"], c["h_out"], r, w, c["kh"], c["kw"], 1, c["pad"],
+                                c["dilation"], passes, dtype)
+            compute += _compute_s(mine, timer, device, dtype, True)
             comm_rows.append(("backward", "allreduce", f"∇w of layer {c['c_in']}->{c['c_out']}",
                               c["cost"].params * vb))
         top, bottom = sum(c["halo"][0] for c in group), sum(c["halo"][1] for c in group)
