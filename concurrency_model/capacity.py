@@ -19,8 +19,8 @@ from .cluster import load_cluster
 from .inference import infer, is_causal_decoder
 from .progress import Progress
 from .scenario import read_scenario
+from .ops.sparse import parse_sparsity
 from .serving import WEIGHT_BYTES
-from .timing.sparse import parse_sparsity
 
 UNBOUNDED = 1e30  # bytes: a device whose memory never refuses, to price the memory of any batch
 

@@ -10,9 +10,9 @@ from .cluster import place
 from .comm.on_cluster import collective_on_cluster
 from .models import get_model
 from .models.transformer import is_lm_head
-from .ops.sparse import INDEX_BYTES, METADATA_BITS, nnz_of
+from .ops.sparse import INDEX_BYTES, METADATA_BITS, STRUCTURED, nnz_of, parse_sparsity
 from .timing.graph import quantizable
-from .timing.sparse import STRUCTURED, parse_sparsity, sparse_core
+from .timing.sparse import sparse_core
 
 WEIGHT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}  # weight_dtype -> bytes a weight
 FREE = ("dropout",)  # the identity at inference

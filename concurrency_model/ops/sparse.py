@@ -16,6 +16,7 @@ zero), a dot product of length n each.
 """
 from __future__ import annotations
 
+import numpy as np
 import sympy as sp
 
 from ..cost import Cost, OpCost, clog2
@@ -23,24 +24,40 @@ from . import _check
 
 SRC_SPARSE = ("CSR: Saad 2003 §3.4; 2:4: NVIDIA Ampere architecture [R1]; W = 2 nnz n (one multiply-add per "
               "nonzero and column), paper §2.5 depth of a reduction")
+STRUCTURED = "2:4"  # two nonzeros in every group of four
 INDEX_BYTES = 4  # a CSR column index or row offset (int32, as cuSPARSE's default)
 METADATA_BITS = 2  # 2:4: the position of each kept value within its group of four
 
 
-def nnz_of(m, k, sparsity: float) -> int:
-    """Nonzeros of an ``m x k`` matrix with a fraction ``sparsity`` of zeros (rounded to an integer).
+def parse_sparsity(value):
+    """``"2:4"`` or a fraction of zeros in [0, 1) (a number or its text); ``ValueError`` naming ``sparsity``.
 
-    >>> nnz_of(7680, 2560, 0.95)
-    983040
+    >>> parse_sparsity("0.9"), parse_sparsity("2:4")
+    (0.9, '2:4')
     """
-    s = _check_sparsity(sparsity)
-    return int(round((1.0 - s) * int(m) * int(k)))
+    if value == STRUCTURED:
+        return STRUCTURED
+    try:
+        s = float(value)
+    except (TypeError, ValueError):
+        s = None
+    if isinstance(value, bool) or s is None or not 0 <= s < 1:
+        raise ValueError(f"sparsity: {STRUCTURED!r} or a fraction of zeros in [0, 1), got {value!r}")
+    return s
 
 
-def _check_sparsity(s) -> float:
-    if isinstance(s, bool) or not isinstance(s, (int, float)) or not 0 <= s < 1:
-        raise ValueError(f"sparsity: the fraction of zeros must be a number in [0, 1), got {s!r}")
-    return float(s)
+def nnz_of(m, k, sparsity: float):
+    """Nonzeros of an ``m x k`` matrix with a fraction ``sparsity`` of zeros, rounded (an int, or an array
+    for arrays of ``m`` and ``k``).
+
+    >>> nnz_of(7680, 2560, 0.95), nnz_of(np.array([10, 20]), 10, 0.5).tolist()
+    (983040, [50.0, 100.0])
+    """
+    s = parse_sparsity(sparsity)
+    if s == STRUCTURED:
+        raise ValueError("sparsity: a fraction of zeros is needed here; 2:4 keeps m k / 2 values")
+    n = np.round((1.0 - s) * np.asarray(m, dtype=float) * np.asarray(k, dtype=float))
+    return int(n) if n.ndim == 0 else n
 
 
 def sparse_gemm(m, n, k, nnz, value_bytes=4, index_bytes=INDEX_BYTES) -> OpCost:

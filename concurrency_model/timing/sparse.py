@@ -24,36 +24,19 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..ops.sparse import INDEX_BYTES, METADATA_BITS, nnz_of
+from ..ops.sparse import INDEX_BYTES, METADATA_BITS, STRUCTURED, nnz_of, parse_sparsity
 from ..units import dtype_bytes
 from . import Coeffs, OpTime, _f, device, gemm_coeffs, positive_int
 
-STRUCTURED = "2:4"
-
-
-def parse_sparsity(value):
-    """``"2:4"`` or a fraction of zeros in [0, 1) (a number or its text); ``ValueError`` naming ``sparsity``.
-
-    >>> parse_sparsity("0.9"), parse_sparsity("2:4")
-    (0.9, '2:4')
-    """
-    if value == STRUCTURED:
-        return STRUCTURED
-    try:
-        s = float(value)
-    except (TypeError, ValueError):
-        s = None
-    if isinstance(value, bool) or s is None or not 0 <= s < 1:
-        raise ValueError(f"sparsity: {STRUCTURED!r} or a fraction of zeros in [0, 1), got {value!r}")
-    return s
+__all__ = ["STRUCTURED", "parse_sparsity", "csr_coeffs", "structured_coeffs", "sparse_core", "sparse_gemm_time",
+           "break_even_n"]
 
 
 def csr_coeffs(m, n, k, sparsity: float, dev, dtype: str = "fp32", batch=1) -> Coeffs:
     """Coefficients of the CSR product (see the module docstring) for rows of shapes (arrays or numbers)."""
     m, n, k, batch = np.broadcast_arrays(*(np.atleast_1d(np.asarray(x, dtype=np.float64)) for x in (m, n, k, batch)))
-    s = np.broadcast_to(np.asarray(sparsity, dtype=np.float64), m.shape)
     e, vb = dev.efficiency, dtype_bytes(dtype)
-    nnz = np.array([nnz_of(a, b, c) for a, b, c in zip(m, k, s)], dtype=np.float64)
+    nnz = nnz_of(m, k, sparsity)
     csr = nnz * (vb + INDEX_BYTES) + (m + 1) * INDEX_BYTES
     cached = csr <= dev.l2_bytes
     again = np.where(cached, 1.0 / e.l2_factor, 1.0 / e.memory)  # A once more per further column of B
