@@ -17,9 +17,9 @@ import pandas as pd
 
 from .cluster import load_cluster
 from .inference import infer, is_causal_decoder
+from .ops.sparse import parse_sparsity
 from .progress import Progress
 from .scenario import read_scenario
-from .ops.sparse import parse_sparsity
 from .serving import WEIGHT_BYTES
 
 UNBOUNDED = 1e30  # bytes: a device whose memory never refuses, to price the memory of any batch

@@ -11,7 +11,7 @@ from .comm.on_cluster import collective_on_cluster
 from .models import get_model
 from .models.transformer import is_lm_head
 from .ops.sparse import INDEX_BYTES, METADATA_BITS, STRUCTURED, nnz_of, parse_sparsity
-from .timing.graph import quantizable
+from .timing.graph import matrix_copies, quantizable
 from .timing.sparse import sparse_core
 
 WEIGHT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}  # weight_dtype -> bytes a weight
@@ -38,7 +38,7 @@ def weights_bytes(graph, vb: int, weight_dtype: str | None, weight_sparsity=None
     total = float(graph.params) * vb
     for n in graph.layers():
         if quantizable(n):
-            ci, co, copies = n.attrs["c_in"], n.attrs["c_out"], max(1, n.attrs.get("experts", 1))
+            ci, co, copies = n.attrs["c_in"], n.attrs["c_out"], matrix_copies(n)
             if weight_sparsity == STRUCTURED:
                 stored = ci * co * (wb + METADATA_BITS / 8) / 2
             elif weight_sparsity is not None:

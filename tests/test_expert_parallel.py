@@ -153,3 +153,25 @@ def test_expert_layers_read_the_experts_a_batch_reaches():
     saved = one.memory["model_state_bytes"] - q.memory["model_state_bytes"]
     # every expert's (and attention's) matrices at 1 byte instead of 2: at least the experts' half
     assert saved >= experts_per_gpu / 2
+
+
+def test_every_expert_matrix_is_a_matrix_for_compression():
+    """PowerSGD reshapes and sufficient factors count one c_out x c_in matrix per expert, not one per layer."""
+    import json
+    from importlib import resources
+
+    from concurrency_model import get_model
+    from concurrency_model.parallel.compression import weight_matrices
+    from concurrency_model.parallel.sparse_comm import sufficient_factors
+
+    cfg = json.loads((resources.files("concurrency_model") / "presets/hf/mixtral-8x7b.json").read_text())
+    cfg.update(num_hidden_layers=1, hidden_size=256, intermediate_size=512, num_attention_heads=4,
+               num_key_value_heads=4, vocab_size=1000)
+    g = get_model({"hf_config": cfg, "seq_len": 16}, batch=1)
+    mats, vec = weight_matrices(g)
+    assert mats.count((512, 256)) == 16 and mats.count((256, 512)) == 8  # w1 and w3, w2 of 8 experts
+    assert sum(a * b for a, b in mats) + vec == g.params and vec == 2 * 256 + 256  # two norms and the final one
+    _, _, rest = sufficient_factors(g, workers=2)
+    # every fully connected matrix goes as factors, the experts' included; left dense: the embedding (256,000), the
+    # router (8 x 256: its factors would be larger) and the norms
+    assert rest == 1000 * 256 + 8 * 256 + 768

@@ -107,7 +107,8 @@ def qsgd_bits(levels, d):
 def weight_matrices(graph) -> tuple[list[tuple[int, int]], int]:
     """``(matrices, vector_values)`` of a graph's parameters, as PowerSGD reshapes them.
 
-    Convolution kernels are ``c_out x (c_in/groups kh kw)``, linear layers ``c_out x c_in``, embeddings
+    Convolution kernels are ``c_out x (c_in/groups kh kw)``, linear layers ``c_out x c_in`` (one per expert of a
+    mixture-of-experts layer), embeddings
     ``rows x hidden``; biases, normalisation parameters and anything else are vectors (sent uncompressed).
 
     >>> from concurrency_model import get_model
@@ -115,6 +116,8 @@ def weight_matrices(graph) -> tuple[list[tuple[int, int]], int]:
     >>> len(mats), mats[-1], sum(a * b for a, b in mats) + vec
     (54, (1000, 2048), 25557032)
     """
+    from ..timing.graph import matrix_copies
+
     mats, vec = [], 0
     for n in graph.layers():
         params = n.cost.params
@@ -128,9 +131,10 @@ def weight_matrices(graph) -> tuple[list[tuple[int, int]], int]:
             rows, cols = a["c_out"], a["c_in"]
         elif "embedding" in n.kind and n.shape and params % n.shape[-1] == 0:
             rows, cols = params // n.shape[-1], n.shape[-1]
-        if rows and cols and rows * cols <= params and min(rows, cols) > 1:
-            mats.append((int(rows), int(cols)))
-            params -= rows * cols
+        copies = matrix_copies(n) if n.kind == "linear" else 1  # one matrix per expert of an MoE layer
+        if rows and cols and copies * rows * cols <= params and min(rows, cols) > 1:
+            mats += [(int(rows), int(cols))] * copies
+            params -= copies * rows * cols
         vec += params
     return mats, vec
 

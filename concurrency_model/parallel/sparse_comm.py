@@ -92,7 +92,7 @@ def sufficient_factors(graph, workers=None) -> tuple[tuple, object, object]:
     >>> layers, factors, rest     # the three fully connected layers; the convolutions and biases dense
     (((4096, 9216, 32), (4096, 4096, 32), (1000, 4096, 32)), 851200, 2478888)
     """
-    from ..timing.graph import owns_matrix
+    from ..timing.graph import matrix_copies, owns_matrix
 
     P = None if workers is None else check_ranks(workers, "workers")
     layers, factors, matrices = [], sp.Integer(0), sp.Integer(0)
@@ -106,7 +106,7 @@ def sufficient_factors(graph, workers=None) -> tuple[tuple, object, object]:
             raise ValueError(f"graph: layer {n.name!r} has a symbolic batch; build the graph for a number of samples")
         rows = int(rows)
         # an expert layer holds one matrix per expert; each routed row's factors go to its expert
-        sent, dense = rows * (c_in + c_out), max(1, a.get("experts", 1)) * c_in * c_out
+        sent, dense = rows * (c_in + c_out), matrix_copies(n) * c_in * c_out
         if (P * sent < 2 * dense) if P is not None else (sent < dense):
             layers.append((c_out, c_in, rows))
             factors += sent

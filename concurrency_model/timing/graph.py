@@ -35,6 +35,12 @@ def owns_matrix(node) -> bool:
     return node.kind == "linear" and "c_out" in a and _num(node.cost.params) >= a["c_in"] * a["c_out"]
 
 
+def matrix_copies(node) -> int:
+    """The ``c_in x c_out`` weight matrices a fully connected node holds: one per expert of a mixture-of-experts
+    layer, else one."""
+    return max(1, node.attrs.get("experts", 1))
+
+
 def quantizable(node) -> bool:
     """The layers weight-only quantization stores narrower: fully connected layers that own their weights,
     a language model's output layer aside (GPTQ and AWQ keep it in 16 bits)."""
