@@ -82,6 +82,35 @@ def kv_attention(batch: int, heads: int, kv_heads: int, head_dim: int, dev, dtyp
 
 
 @dataclass
+class Pass:
+    """A prompt pass: its kernels, the host's seconds to issue them and ``breakdown`` (``compute_s,
+    host_wait_s, tensor_comm_s, pipeline_p2p_s``)."""
+
+    parts: Parts
+    host_s: float
+    breakdown: dict
+
+    def scaled(self, flops, mem_bw, launch, net) -> np.ndarray:
+        """Seconds on arrays of hardware scales (as :meth:`Step.scaled`)."""
+        b = self.breakdown
+        return np.maximum(self.parts.seconds(flops, mem_bw, launch), self.host_s) + \
+            (b["tensor_comm_s"] + b["pipeline_p2p_s"]) / net
+
+
+def prefill_pass(graph, hidden: int, dev, dtype: str, t: int, batch: int, comm, prompt_len: int,
+                 host_overhead_s: float = 0.0, weight_bytes=None, weight_sparsity=None) -> Pass:
+    """The forward pass of ``graph`` (built for ``prompt_len`` tokens) that fills the KV cache: the logits of the
+    last position only, the tensor-parallel collectives, the pipeline sends of ``batch x prompt_len x hidden``
+    values; the host issues each kernel (``host_overhead_s``)."""
+    vb = dtype_bytes(dtype)
+    parts = pass_parts(graph, dev, dtype, t, batch, False, weight_bytes, weight_sparsity)
+    host = host_overhead_s * parts.kernels(float(dev.launch_overhead))
+    return Pass(parts, host, {"compute_s": parts.total(), "host_wait_s": max(0.0, host - parts.total()),
+                              "tensor_comm_s": comm.tensor(graph, batch, vb, last_only=True),
+                              "pipeline_p2p_s": comm.pipeline(batch * prompt_len * hidden * vb)})
+
+
+@dataclass
 class Step:
     """One step (its kernels, attention and communication), its mean seconds over the contexts ``lo..hi``
     (``breakdown``: ``compute_s, kv_attention_s, tensor_comm_s, pipeline_p2p_s, host_wait_s``)."""

@@ -74,11 +74,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import sympy as sp
 
 from .cluster import load_cluster
-from .decode import decode_step, pass_parts, sum_max_affine
+from .decode import decode_step, prefill_pass, sum_max_affine
 from .models import SEQUENCE_MODELS, get_model
 from .models.transformer import check_tensor_split
 from .parallel.memory import memory_per_device
@@ -262,18 +261,15 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     if not mem["fits"]:
         raise ValueError(mem["reason"])
 
-    hidden = shape["hidden"]
-    parts_pre = pass_parts(g_pre, dev, dtype, t, batch, False, quantized, weight_sparsity)
-    host_pre = host_overhead_s * parts_pre.kernels(float(dev.launch_overhead))  # the host issues each kernel
-    pre = {"compute_s": parts_pre.total(), "host_wait_s": max(0.0, host_pre - parts_pre.total()),
-           "tensor_comm_s": comm.tensor(g_pre, batch, vb, last_only=True),
-           "pipeline_p2p_s": comm.pipeline(batch * prompt_len * hidden * vb)}
+    prompt = prefill_pass(g_pre, shape["hidden"], dev, dtype, t, batch, comm, prompt_len, host_overhead_s, quantized,
+                          weight_sparsity)
+    pre = dict(prompt.breakdown)
     step = decode_step(g_dec, shape, dev, dtype, t, batch, comm, prompt_len + 1, prompt_len + decode_len,
                        host_overhead_s, quantized, weight_sparsity)
     dec = step.breakdown
     if spec:
-        draft_pre, draft_host, pre_draft = spec.prefill(dev, dtype, t, comm, host_overhead_s)
-        pre["draft_s"] = sum(pre_draft.values())
+        draft_prompt = spec.prefill(dev, dtype, t, comm, host_overhead_s)
+        pre["draft_s"] = sum(draft_prompt.breakdown.values())
         draft, verify = spec.steps(model, shape, dev, dtype, t, comm, prompt_len + 1, prompt_len + decode_len,
                                    host_overhead_s, quantized, weight_sparsity)
         dec = {k: spec.per_token(draft.breakdown[k], verify.breakdown[k]) for k in dec}
@@ -285,12 +281,10 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
         """Prefill, decode step and total seconds on arrays of hardware scales (:mod:`concurrency_model.
         uncertainty`); communication scaled as a whole by its tier's bandwidth (its latency too: slightly wide)."""
         net = intra_bw if t * p <= cl.gpus_per_node else inter_bw
-        pre_s = np.maximum(parts_pre.seconds(flops, mem_bw, launch), host_pre) + \
-            (pre["tensor_comm_s"] + pre["pipeline_p2p_s"]) / net
+        pre_s = prompt.scaled(flops, mem_bw, launch, net)
         dec_s = step.scaled(flops, mem_bw, launch, net)
         if spec:
-            pre_s = pre_s + np.maximum(draft_pre.seconds(flops, mem_bw, launch), draft_host) + \
-                (pre_draft["tensor_comm_s"] + pre_draft["pipeline_p2p_s"]) / net
+            pre_s = pre_s + draft_prompt.scaled(flops, mem_bw, launch, net)
             dec_s = spec.per_token(draft.scaled(flops, mem_bw, launch, net), verify.scaled(flops, mem_bw, launch, net))
         return pre_s, dec_s, pre_s + decode_len * dec_s
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numbers
 
-from .decode import decode_step, pass_parts
+from .decode import decode_step, prefill_pass
 from .models.transformer import check_tensor_split
 from .serving import model_graph, weights_bytes
 
@@ -87,14 +87,10 @@ class Speculation:
         self.weights_bytes = weights_bytes(self.g_pre, vb, None)[0]
         self.tokens = tokens_per_iteration(self.gamma, self.alpha)
 
-    def prefill(self, dev, dtype: str, t: int, comm, host_overhead_s: float = 0.0) -> tuple:
-        """The draft's prompt pass: ``(parts, host seconds, breakdown seconds)`` (as the target's)."""
-        parts = pass_parts(self.g_pre, dev, dtype, t, self.batch, False)
-        host = host_overhead_s * parts.kernels(float(dev.launch_overhead))
-        return parts, host, {"compute_s": parts.total(), "host_wait_s": max(0.0, host - parts.total()),
-                             "tensor_comm_s": comm.tensor(self.g_pre, self.batch, self.vb, True),
-                             "pipeline_p2p_s": comm.pipeline(self.batch * self.prompt_len * self.shape["hidden"]
-                                                             * self.vb)}
+    def prefill(self, dev, dtype: str, t: int, comm, host_overhead_s: float = 0.0):
+        """The draft's prompt pass (:func:`~concurrency_model.decode.prefill_pass`)."""
+        return prefill_pass(self.g_pre, self.shape["hidden"], dev, dtype, t, self.batch, comm, self.prompt_len,
+                            host_overhead_s)
 
     def steps(self, target_model, target_shape, dev, dtype, t, comm, lo, hi, host_overhead_s, weight_bytes,
               weight_sparsity) -> tuple:
