@@ -15,6 +15,8 @@ autoregressive inference [D] (``concurrency-model workdepth --generate PROMPT TO
 """
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import sympy as sp
 
@@ -32,12 +34,12 @@ def _step(model, batch: int, queries: int, lo: int, hi: int) -> tuple[float, flo
     fwd = g.forward()
     att = [n for n in g.layers() if n.kind == "attention"]
     work, depth = fwd.flop, fwd.depth
-    for n in att:
-        a = n.attrs
-        here = attention(batch, a["heads"], queries, a["head_dim"], fused=a["fused"], causal=True).forward
-        cached = attention(batch, a["heads"], queries, a["head_dim"], seq_kv=_L, fused=a["fused"]).forward
-        work += cached.flop - here.flop
-        depth += cached.depth - here.depth
+    for (heads, head_dim, fused), count in Counter((n.attrs["heads"], n.attrs["head_dim"], n.attrs["fused"])
+                                                   for n in att).items():  # the blocks' cores, priced once
+        here = attention(batch, heads, queries, head_dim, fused=fused, causal=True).forward
+        cached = attention(batch, heads, queries, head_dim, seq_kv=_L, fused=fused).forward
+        work += count * (cached.flop - here.flop)
+        depth += count * (cached.depth - here.depth)
     L = np.arange(lo, hi + 1, dtype=float)
     mean = [float(np.mean(np.broadcast_to(sp.lambdify(_L, sp.sympify(e), "numpy")(L), L.shape))) for e in (work, depth)]
     return mean[0], mean[1]
