@@ -39,7 +39,7 @@ def show_sweep(out: dict) -> None:
           f"{'per GPU':>9} {'GB/device':>10}")
     for r in sorted(rows, key=lambda r: r["decode_s_per_token"]):
         mark = "" if target is None or r["meets_target"] else "  over target"
-        print(f"{str(r['weights']):<8}" * w + f"{r['tensor']:>6} {r['batch']:>6} {r['prefill_s'] * 1e3:>11,.1f} "
+        print((f"{r['weights']!s:<8}" if w else "") + f"{r['tensor']:>6} {r['batch']:>6} {r['prefill_s'] * 1e3:>11,.1f} "
               f"{r['decode_s_per_token'] * 1e3:>10.2f} "
               f"{r['tokens_per_s']:>10,.0f} {r['tokens_per_s_per_gpu']:>9,.0f} "
               f"{r['memory_bytes_per_device'] / 1e9:>10.1f}{mark}")
