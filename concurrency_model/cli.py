@@ -37,6 +37,10 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"concurrency-model {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except (OverflowError, MemoryError) as e:  # an input number far beyond any real model or machine
+        print(f"concurrency-model {args.command}: error: an input number is too large to compute with "
+              f"({type(e).__name__}: {e})", file=sys.stderr)
+        return 2
     # a command may finish with errors it reports beside its output (e.g. validate with a broken dataset)
     code, errors = (out.pop("_exit_code", 0), out.pop("_errors", [])) if isinstance(out, dict) else (0, [])
     try:

@@ -73,6 +73,7 @@ def test_serving_sweep_bad_input(tmp_path):
     f = tmp_path / "cap.json"
     f.write_text(json.dumps(LLAMA))
     assert main(["infer", "--scenario", str(f), "--max-decode-ms", "20"]) == 2  # only with --sweep
+    assert main(["infer", "--scenario", str(f), "--sweep", "--max-decode-ms", "inf"]) == 2  # not a target
 
 
 def test_serving_sweep_compares_weight_formats():

@@ -35,7 +35,8 @@ def test_workdepth_training_pass_and_table(capsys):
 def test_bad_input_exits_2_with_one_line():
     for args in (["workdepth", "--model", "no-such-network"], ["workdepth", "--model", "resnet50", "--batch", "0"],
                  ["workdepth", "--model", '{"kind": "gpt", "layers": 2, "hidden": 64, "heads": 5}'],
-                 ["workdepth", "--model", "{not json"]):
+                 ["workdepth", "--model", "{not json"],
+                 ["workdepth", "--model", "resnet50", "--image-size", "99999999999999999999"]):  # OverflowError
         p = run(*args)
         assert p.returncode == 2, args
         assert "Traceback" not in p.stderr

@@ -167,3 +167,10 @@ def test_bad_configs_name_the_field(cfg, field):
 def test_bad_spec_field_is_a_value_error():
     with pytest.raises(ValueError, match="hf_config"):
         get_model({"hf_config": "gpt2", "layers": 3})
+
+
+def test_a_preset_name_given_as_a_zoo_name_says_how_to_ask_for_it():
+    with pytest.raises(ValueError, match=r"""'llama-2-7b' is a Hugging Face config preset: \{"hf_config": "llama-2-7b"\}"""):
+        get_model("llama-2-7b")
+    with pytest.raises(ValueError, match=r"model: unknown 'llama'; .* with NAME one of bert-base-uncased, .*mixtral-8x7b$"):
+        get_model("llama")

@@ -97,6 +97,8 @@ def test_empty_space_says_why():
     ({"hardware": {"inter_bw": [-2.0]}}, "hardware.inter_bw"),
     ({"hardware": {"nic": [1]}}, "hardware.nic"),
     ({"gpus": [0]}, "gpus"),
+    ({"gpus": [10 ** 20]}, "gpus"),  # refused at once, not an hours-long enumeration of its divisors
+    ({"hardware": {"flops": [float("inf")]}}, "hardware.flops"),
 ])
 def test_bad_ranges_name_the_field(kwargs, field):
     args = {"gpus": 8, **kwargs}

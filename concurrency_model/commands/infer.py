@@ -14,8 +14,8 @@ def run(a) -> dict:
     for flag, value in (("--max-decode-ms", a.max_decode_ms), ("--weights", a.weights)):
         if value is not None and not a.sweep:
             raise ValueError(f"{flag}: only with --sweep")
-    if a.max_decode_ms is not None and not a.max_decode_ms > 0:
-        raise ValueError(f"--max-decode-ms: must be a positive number of milliseconds, got {a.max_decode_ms:g}")
+    if a.max_decode_ms is not None and not 0 < a.max_decode_ms < float("inf"):
+        raise ValueError(f"--max-decode-ms: must be a positive finite number of milliseconds, got {a.max_decode_ms:g}")
     if a.sweep:
         target = None if a.max_decode_ms is None else a.max_decode_ms / 1e3
         df = serving_sweep(raw, target, progress=not a.json,

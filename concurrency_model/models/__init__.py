@@ -116,7 +116,10 @@ def _build(model, batch=1, image_size=None, value_bytes=4, options=None) -> Grap
             return _build(kind, batch, image_size, value_bytes, {**spec, **options})
         raise ValueError(f"model.kind: unknown {kind!r}; allowed: {', '.join((*FAMILIES, *NAMES))}")
     if not isinstance(model, str) or model not in NAMES:
-        raise ValueError(f"model: unknown {model!r}; allowed: {', '.join(NAMES)}")
+        from ..frontends.hf import preset_names
+        hint = (f'; {model!r} is a Hugging Face config preset: {{"hf_config": "{model}"}}'
+                if model in preset_names() else f"; or {{\"hf_config\": NAME}} with NAME one of {', '.join(preset_names())}")
+        raise ValueError(f"model: unknown {model!r}; allowed: {', '.join(NAMES)}{hint}")
     b = Builder(model, batch, value_bytes)
     try:
         if model in IMAGE_MODELS:

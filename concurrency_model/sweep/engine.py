@@ -35,6 +35,7 @@ SCALES = ("flops", "mem_bw", "launch", "intra_bw", "inter_bw")
 LAYOUT_COLUMNS = ("gpus", "data", "tensor", "pipeline", "context", "context_algorithm", "expert", "microbatch_size",
                   "microbatches", "schedule", "interleave", "sequence_parallel", "recompute", "zero_stage")
 CHUNK = 1 << 21  # configurations per evaluation chunk
+MAX_GPUS = 1 << 24  # a GPU count above it is refused (a typo, not a machine)
 
 
 def _positive_list(name: str, values) -> list:
@@ -42,8 +43,8 @@ def _positive_list(name: str, values) -> list:
     if not vals:
         raise ValueError(f"{name}: empty range")
     for x in vals:
-        if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not x > 0:
-            raise ValueError(f"{name}: values must be positive numbers, got {x!r}")
+        if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not 0 < x < np.inf:
+            raise ValueError(f"{name}: values must be positive finite numbers, got {x!r}")
     return [float(x) for x in vals]
 
 
@@ -218,6 +219,8 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     gpu_counts = [int(x) for x in _positive_list("gpus", gpus)]
     if any(g != x for g, x in zip(gpu_counts, _positive_list("gpus", gpus))):
         raise ValueError(f"gpus: must be whole numbers, got {gpus!r}")
+    if max(gpu_counts) > MAX_GPUS:
+        raise ValueError(f"gpus: at most {MAX_GPUS:,} (2^24, more than any machine built), got {max(gpu_counts):,}")
     hardware = dict(hardware or {})
     unknown = sorted(set(hardware) - set(SCALES))
     if unknown:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections import Counter
 from itertools import product
+from math import isqrt
 
 from ..parallel.features import Workload, transformer_shape
 
@@ -41,7 +42,8 @@ MIN_CONTEXT_TOKENS = 2048  # tokens per device below which context parallelism i
 
 
 def _divisors(n: int) -> list[int]:
-    return [k for k in range(1, n + 1) if n % k == 0]
+    small = [k for k in range(1, isqrt(n) + 1) if n % k == 0]
+    return sorted({*small, *(n // k for k in small)})
 
 
 def layouts(w: Workload, gpus: int, global_batch: int, fixed: dict) -> tuple[list[dict], Counter]:
