@@ -19,6 +19,7 @@ symbols into the numeric fields (see :func:`symbolic`).
 from __future__ import annotations
 
 import json
+import math
 import numbers
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
@@ -129,8 +130,8 @@ _REQUIRED = ("name", "peak_flops", "mem_bw_Bps", "mem_capacity_bytes", "launch_o
 
 
 def _positive(where: str, v, allow_zero: bool = False) -> float:
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or v < 0 or (v == 0 and not allow_zero):
-        raise ValueError(f"{where}: must be a {'non-negative' if allow_zero else 'positive'} number, got {v!r}")
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 <= v < math.inf or (v == 0 and not allow_zero):
+        raise ValueError(f"{where}: must be a {'non-negative' if allow_zero else 'positive'} finite number, got {v!r}")
     return v
 
 
@@ -163,6 +164,8 @@ def device_from_dict(d: dict, origin: str = "device") -> Device:
         raise ValueError(f"{origin}.kind: unknown {d['kind']!r}; allowed: {', '.join(KINDS)}")
     if not isinstance(d["name"], str) or not d["name"]:
         raise ValueError(f"{origin}.name: must be a non-empty string")
+    if not isinstance(d.get("vendor", ""), str):
+        raise ValueError(f"{origin}.vendor: must be a string, got {d['vendor']!r}")
     mp = d["multiprocessors"]
     if isinstance(mp, bool) or not isinstance(mp, int) or mp < 1:
         raise ValueError(f"{origin}.multiprocessors: must be a positive integer, got {mp!r}")

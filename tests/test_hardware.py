@@ -271,7 +271,9 @@ def test_load_device_missing_field(tmp_path, field):
 
 @pytest.mark.parametrize("field, value", [("mem_bw_Bps", -1.0), ("mem_capacity_bytes", -16e9),
                                           ("launch_overhead_s", -5e-6), ("multiprocessors", -4),
-                                          ("l2_bytes", -1), ("board_power_w", -300)])
+                                          ("l2_bytes", -1), ("board_power_w", -300),
+                                          # JSON files may hold NaN / Infinity (Python writes them): no NaN step time
+                                          ("mem_bw_Bps", float("nan")), ("launch_overhead_s", float("inf"))])
 def test_load_device_negative_field(tmp_path, field, value):
     d = _valid_profile()
     d[field] = value
@@ -284,11 +286,12 @@ def test_load_device_negative_field(tmp_path, field, value):
 
 def test_load_device_negative_peak(tmp_path):
     d = _valid_profile()
-    d["peak_flops"] = {"fp32": -1e13}
-    p = tmp_path / "negpeak.json"
-    p.write_text(json.dumps(d))
-    with pytest.raises(ValueError, match=r"peak_flops\.fp32"):
-        load_device(p)
+    for bad in (-1e13, float("nan")):
+        d["peak_flops"] = {"fp32": bad}
+        p = tmp_path / "negpeak.json"
+        p.write_text(json.dumps(d))
+        with pytest.raises(ValueError, match=r"peak_flops\.fp32"):
+            load_device(p)
 
 
 def test_load_device_unknown_dtype_in_file(tmp_path):
