@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .cluster import Cluster, load_cluster
+from .parallel.batch_size import DEFAULT_CEILING
 from .parallel.consistency import CONSISTENCY
 from .parallel.data_parallel import BATCH_NORM
 from .parallel.gossip import TOPOLOGIES
@@ -31,7 +32,7 @@ PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_pa
 TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_stage": 0, "overlap": True,
             "sync": "allreduce", "ps_servers": 0, "compression": "none", "host_overhead_s": None,
             "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
-            "gossip_topology": "ring", "batch_norm": "local"}
+            "gossip_topology": "ring", "batch_norm": "local", "max_global_batch": DEFAULT_CEILING}
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "threshold", "topk", "dgc", "powersgd",
                 "sfb")
 CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tensor_layers": TENSOR_LAYERS,

@@ -153,15 +153,16 @@ def test_host_aware_stages_agree_in_estimate_expression_and_sweep(host):
     assert len(r.frame) == 1 and r.frame["step_time_s"].iloc[0] == pytest.approx(e.step_time_s, rel=1e-9)
 
 
-@pytest.mark.parametrize("global_batch, note", [(8192, None), (16384, "above 8k samples"),
-                                                (65536, "above 8k samples"), (131072, "above 64k samples")])
+@pytest.mark.parametrize("global_batch, note", [(8192, None), (16384, "32k (You et al., LARS) was reached"),
+                                                (65536, "64k was reached"), (131072, "64k is the largest")])
 def test_a_batch_in_the_papers_region_c_gets_a_note(global_batch, note):
     # paper §3 (Fig. 6): 8k (Goyal et al.), 32k (LARS) and 64k are the largest sizes reported feasible
     e = estimate({"model": "lenet5", "cluster": "dgx-a100",
-                  "parallel": {"data": 8, "microbatch_size": 1024, "global_batch": global_batch},
+                  "parallel": {"data": 2, "microbatch_size": 1024, "global_batch": global_batch},
                   "training": {"dtype": "fp32", "optimizer": "sgd"}}).to_dict()
     if note is None:
         assert "notes" not in e
     else:
         (text,) = e["notes"]
-        assert note in text and f"{global_batch:,}" in text
+        assert note in text and f"{global_batch:,} is above 8,192 samples" in text
+        assert e["batch_region"]["region"] == "C"

@@ -68,10 +68,10 @@ import pandas as pd
 
 from ..scenario import Scenario, load_scenario
 from . import compose, memory
-from .batch_size import batch_notes
+from .batch_size import BatchRegion, region
 from .consistency import step_factors
 from .gossip import gossip_degree
-from .host import host_per_kernel, host_seconds  # noqa: F401 (re-exported for sweep, sensitivity)
+from .host import host_per_kernel, host_seconds
 from .features import ZERO_TRIPLE, context_exposed, transformer_shape, triple_seconds, workload
 from ..uncertainty import band
 from .run import run_cost
@@ -94,7 +94,12 @@ class Estimate:
     stages: list = field(default_factory=list, repr=False)
     run: dict | None = None  # steps, days, GPU-hours, cost, energy of the scenario's run, if it has one
     context_split: str = ""  # with context > 1: "rows" of a CNN's feature maps or the "sequence" of a transformer
-    notes: tuple = ()  # what the step time does not say (a global batch in the paper's region C: batch_size)
+    batch_region: BatchRegion | None = None  # the global batch in the paper's Fig. 6a (:mod:`.batch_size`)
+
+    @property
+    def notes(self) -> tuple:
+        """What the step time does not say: a global batch outside the paper's region B."""
+        return tuple(self.batch_region.notes()) if self.batch_region else ()
 
     def to_dict(self) -> dict:
         return {"step_time_s": self.step_time_s, "step_time_p10_s": self.step_time_p10_s,
@@ -104,8 +109,9 @@ class Estimate:
                 "memory": {k: v for k, v in self.memory.items() if k != "reason"}, "gpus": self.scenario.gpus,
                 "parallel": {**self.scenario.parallel, **({"context_split": self.context_split} if self.context_split
                                                           else {})},
-                "training": self.scenario.training, **(self.run or {}), **({"notes": list(self.notes)} if self.notes
-                                                                              else {})}
+                "training": self.scenario.training, **(self.run or {}),
+                **({"batch_region": self.batch_region.to_dict()} if self.batch_region else {}),
+                **({"notes": list(self.notes)} if self.notes else {})}
 
     def to_frame(self) -> pd.DataFrame:
         return pd.DataFrame([{"component": k, "seconds": v} for k, v in self.breakdown.items()])
@@ -138,8 +144,7 @@ def estimate(scenario) -> Estimate:
     lo, hi = step_band(sc, w, stage, state, key)
     return Estimate(step, lo, hi, par["global_batch"] / step, model_flop, model_flop / step / sc.gpus,
                     float(mem["total_bytes"]), breakdown, mem, sc, stage["stages"], run,
-                    ("rows" if w.spatial else "sequence") if par["context"] > 1 else "",
-                    tuple(batch_notes(par["global_batch"])))
+                    ("rows" if w.spatial else "sequence") if par["context"] > 1 else "", batch_region(sc, w, key))
 
 
 def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | None = None) -> tuple[float, float]:
@@ -204,18 +209,46 @@ def prepare(sc: Scenario) -> tuple:
         raise ValueError(f"parallel.schedule: interleaved needs the {m} microbatches to be a multiple of pipeline={p}")
     stage = w.stage(b, t, sp, rec, p, c, alg, e, host_per_kernel(w.dev, tr["host_overhead_s"]))
     # memory first: a configuration that does not fit is refused, not estimated
-    g = w.graph(b)
-    shape = transformer_shape(g)
-    act_graph = w.activation_bytes(b, rec, t) if shape is None else 0.0
-    mem_fn = compose.memory_fn(w.state_params(e), tr["optimizer"], tr["dtype"], zero,
-                               "1f1b" if schedule == "interleaved" and v == 1 else schedule, rec, sp,
-                               None if shape is None else tuple(shape[k] for k in ("s", "h", "a", "layers", "vocab")),
-                               p == 1, alg, shape["kv"] if shape else None, w.replicated_params)
-    state, act = (float(x) for x in mem_fn(b, t, p, m, v, d, act_graph, c))
-    mem = memory.memory_per_device(state, act, cl.device)
+    state, mem = memory_at(sc, w, b, m)
     if not mem["fits"]:
         raise ValueError(mem["reason"])
     return w, stage, state, mem, (b, t, sp, rec, p, d, m, v, zero)
+
+
+def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
+    """Model-state bytes and :func:`.memory.memory_per_device` of the scenario's layout at microbatch ``b``
+    with ``m`` microbatches a step."""
+    par, tr = sc.parallel, sc.training
+    t, p, v, c, e = par["tensor"], par["pipeline"], par["interleave"], par["context"], par["expert"]
+    rec, schedule = tr["recompute"], par["schedule"]
+    shape = transformer_shape(w.graph(b))
+    act_graph = w.activation_bytes(b, rec, t) if shape is None else 0.0
+    mem_fn = compose.memory_fn(w.state_params(e), tr["optimizer"], tr["dtype"], tr["zero_stage"],
+                               "1f1b" if schedule == "interleaved" and v == 1 else schedule, rec,
+                               par["sequence_parallel"],
+                               None if shape is None else tuple(shape[k] for k in ("s", "h", "a", "layers", "vocab")),
+                               p == 1, par["context_algorithm"], shape["kv"] if shape else None, w.replicated_params)
+    state, act = (float(x) for x in mem_fn(b, t, p, m, v, par["data"], act_graph, c))
+    return state, memory.memory_per_device(state, act, sc.cluster.device)
+
+
+def batch_region(sc: Scenario, w, key: tuple) -> BatchRegion:
+    """Where the scenario's global batch sits in the paper's Fig. 6a (:mod:`.batch_size`): a device's
+    samples/s at microbatch ``x`` is ``x`` over its stage's forward and backward (with recompute) seconds,
+    each pass at least the host's issue time, as :mod:`.compose` has it."""
+    par, tr = sc.parallel, sc.training
+    b, t, sp, rec, p, d, m = key[:7]
+    host = host_per_kernel(w.dev, tr["host_overhead_s"])
+
+    def rate(x):
+        st = w.stage(int(x), t, sp, rec, p, par["context"], par["context_algorithm"], par["expert"], host)
+        h_f, h_b = host_seconds(st, w.dev, tr["host_overhead_s"])
+        return x / (max(st["f"].seconds(), h_f) + max(st["b"].seconds() + st["r"].seconds(), h_b))
+
+    def fits(x):
+        return x == b or memory_at(sc, w, int(x), max(1, par["global_batch"] // (d * int(x))))[1]["fits"]
+    unit = t if par["tensor_layers"] == "fc" else 1  # the hybrid splits each microbatch over the tensor group
+    return region(par["global_batch"], tr["max_global_batch"], par["global_batch"] // d, rate, fits, unit)
 
 
 def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: int, m, v, zero: int, state_bytes,
