@@ -7,7 +7,7 @@ import html
 import math
 import time
 
-from . import accuracy, cnn_parallel, comm, distribution, inference, parallel, sweep3d, zoo
+from . import accuracy, cnn_parallel, comm, distribution, inference, minibatch, parallel, sweep3d, zoo
 from ._plot import figure, fmt_bytes, png_bytes
 from .html import Figure, Section
 
@@ -132,7 +132,34 @@ def dp_section(figs, fut_dp):
              "(tf_cnn_benchmarks, Horovod, DeepLearningExamples, torchgpipe) and the training sets that vary the "
              "configuration at a fixed GPU count (vTrain, Megatron 2021, Narayanan et al. Table 2) are in the "
              "last section.</p>")
-    return [Section("dp", "Data-parallel scaling against measurements", intro, [f])]
+    return [Section("dp", "Data-parallel scaling against measurements", intro, [f]), minibatch_section(figs)]
+
+
+def minibatch_section(figs) -> Section:
+    """The minibatch against the paper's three regions (§3, Fig. 6a)."""
+    df = minibatch.regions_frame()
+    fig, ax = figure(11, 4.8)
+    minibatch.batch_regions(df, ax=ax[0, 0])
+    f = add_figure(figs, "batch_regions", fig, "images/s per GPU against the global minibatch, with the paper's "
+                   "regions A and C", "Lines: predicted images/s per GPU; hollow markers: region A; shaded: region C.")
+    big = df[df["gpus"] == df["gpus"].max()].set_index("global_batch")
+    edge = int(big[big["region"] == "A"].index.max())
+    p, small = int(big["gpus"].iloc[0]), int(df["gpus"].min())
+    none = ("; no batch is in region B there: the minibatch, not the machine, bounds data parallelism"
+            if not (big["region"] == "B").any() else "")
+    intro = ("<p>The paper's tradeoff between generalization and utilization (§3, Fig. 6a): a minibatch too "
+             "small leaves the hardware unused (region A), one too large generalizes worse (region C), and data "
+             "parallelism divides the minibatch among the devices, so the minibatch bounds it (§6.1). "
+             f"<code>estimate</code> places every scenario's global batch (key <code>batch_region</code>): here "
+             f"ResNet-50 in fp16 with momentum SGD on {small} and {p} V100s of DGX-1 nodes, at most "
+             f"{minibatch.MICROBATCH} images a GPU a microbatch. Region A (the edge is a toolkit convention [D]) is "
+             "where a GPU, given its share of the batch, runs below 80% of the images/s it reaches at the best "
+             "microbatch that fits (the kernels' small-size efficiency and the host's 60 us a kernel): on "
+             f"{p} GPUs up to {edge:,} images a step ({edge // p} a GPU){none}. Region C is above "
+             "<code>training.max_global_batch</code>, by default 8,192 (Fig. 6b: ResNet-50's ImageNet error "
+             "rising beyond about 8k); 32k (LARS) and 64k were reached with large-batch rules (§3). The images/s "
+             "are predicted; the generalization side of Fig. 6a is the paper's reported ceilings, not a model.</p>")
+    return Section("minibatch", "The minibatch: utilization against generalization (§3)", intro, [f])
 
 
 def distribution_section(figs):
