@@ -48,17 +48,19 @@ def sum_max_affine(a1: float, c1: float, a2: float, c2: float, lo: int, hi: int)
 
 
 def pass_parts(graph, dev, dtype: str, t: int, batch: int, step: bool, weight_bytes=None, weight_sparsity=None,
-               all_logits: bool = False) -> Parts:
+               all_logits: bool = False, head_rows: int | None = None) -> Parts:
     """Kernels of one forward pass: dropout free, the output layer on the last position only (on every
-    position with ``all_logits``: a verification needs each token's distribution); in a ``step`` the attention
-    cores are left out (priced by :func:`kv_attention`)."""
+    position with ``all_logits``: a verification needs each token's distribution; on ``head_rows`` rows when
+    given: the sampling rows of a mixed iteration, :mod:`concurrency_model.continuous`); in a ``step`` the
+    attention cores are left out (priced by :func:`kv_attention`)."""
     out = []
     for node, row in zip(graph.layers(), layer_parts(graph, dev, dtype, tensor=t, weight_bytes=weight_bytes,
                                                      weight_sparsity=weight_sparsity)):
         if node.kind in FREE or (step and node.kind == "attention"):
             continue
-        if is_lm_head(node) and node.attrs["rows_per_sample"] > 1 and not all_logits:
-            c = gemm_coeffs(batch, -(-node.attrs["c_out"] // t), node.attrs["c_in"], dev, dtype)
+        if is_lm_head(node) and (head_rows is not None or (node.attrs["rows_per_sample"] > 1 and not all_logits)):
+            rows = batch if head_rows is None else head_rows
+            c = gemm_coeffs(rows, -(-node.attrs["c_out"] // t), node.attrs["c_in"], dev, dtype)
             out.append(Parts.from_coeffs(c, dev))
         else:
             out.append(row["forward"])

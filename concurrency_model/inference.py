@@ -77,6 +77,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from .cluster import load_cluster
+from .continuous import iteration, prompt_tokens, workspace
 from .decode import decode_step, prefill_pass, sum_max_affine
 from .models import SEQUENCE_MODELS, get_model
 from .models.transformer import check_tensor_split
@@ -89,7 +90,8 @@ from .uncertainty import bands
 from .units import dtype_bytes
 
 INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,
-             "weight_sparsity": None, "host_overhead_s": 0.0, "speculative": None}
+             "weight_sparsity": None, "host_overhead_s": 0.0, "speculative": None, "batching": "static"}
+BATCHING = ("static", "continuous")
 
 
 def kv_cache_bytes(layers, batch, context, kv_heads, head_dim, value_bytes=2, tensor: int = 1, pipeline: int = 1):
@@ -155,6 +157,8 @@ def inference_section(raw: dict) -> dict:
     h = out["host_overhead_s"]
     if isinstance(h, bool) or not isinstance(h, (int, float)) or not 0 <= h < float("inf"):
         raise ValueError(f"inference.host_overhead_s: must be a number >= 0 (host seconds per kernel), got {h!r}")
+    if out["batching"] not in BATCHING:
+        raise ValueError(f"inference.batching: unknown {out['batching']!r}; allowed: {', '.join(BATCHING)}")
     return out
 
 
@@ -182,7 +186,7 @@ def infer(scenario) -> Inference:
             raise ValueError(f"parallel.{k}: inference is modelled with tensor and pipeline parallelism only, got {par[k]}")
     return predict(sc.model, sc.cluster, inf["batch"], inf["prompt_len"], inf["decode_len"], inf["dtype"],
                    par["tensor"], par["pipeline"], inf["weight_dtype"], inf["host_overhead_s"], inf["weight_sparsity"],
-                   inf["speculative"])
+                   inf["speculative"], inf["batching"])
 
 
 def is_causal_decoder(model) -> bool:
@@ -210,7 +214,7 @@ def model_shape(graph) -> dict:
 
 def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype: str = "fp16", tensor: int = 1,
             pipeline: int = 1, weight_dtype: str | None = None, host_overhead_s: float = 0.0,
-            weight_sparsity: str | None = None, speculative: dict | None = None) -> Inference:
+            weight_sparsity: str | None = None, speculative: dict | None = None, batching: str = "static") -> Inference:
     """:func:`infer` for a model spec and a cluster (preset name, file, dict or
     :class:`~concurrency_model.cluster.Cluster`) given directly.
 
@@ -236,6 +240,8 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     except ValueError as e:
         raise ValueError(f"inference.{e}") from None
     weight_sparsity = check_weight_sparsity(dev, dtype, weight_sparsity, weight_dtype)
+    if batching == "continuous":
+        check_continuous(pipeline, speculative)
     g_pre = model_graph(model, batch, prompt_len, vb)
     g_dec = model_graph(model, batch, 1, vb)
     check_tensor_split(g_pre.layers(), t)
@@ -257,9 +263,30 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
         weights += spec.weights_bytes
         extra["draft_kv_cache"] = kv_cache_bytes(d["layers"], batch, context, d["kv_heads"], d["head_dim"], vb, t, p)
     weights /= t * p
-    mem = memory_per_device(weights, workspace_bytes(g_pre, t, batch, vb), dev, extra=extra)
+    work = workspace(lambda b, s: model_graph(model, b, s, vb), t, batch, prompt_len, decode_len, vb) \
+        if batching == "continuous" else workspace_bytes(g_pre, t, batch, vb)
+    mem = memory_per_device(weights, work, dev, extra=extra)
     if not mem["fits"]:
         raise ValueError(mem["reason"])
+
+    if batching == "continuous":
+        it = iteration(lambda b, s: model_graph(model, b, s, vb), shape, dev, dtype, t, batch, prompt_len, decode_len,
+                       comm, host_overhead_s, quantized, weight_sparsity)
+        step_s, first = it.seconds, it.first_token_s
+        total_s = first + (decode_len - 1) * step_s  # one request: its first token, then one an iteration
+
+        def per_iteration(flops, mem_bw, launch, intra_bw, inter_bw):
+            net = intra_bw if t <= cl.gpus_per_node else inter_bw
+            s, f = it.scaled(flops, mem_bw, launch, net), it.first_token_scaled(flops, mem_bw, launch, net)
+            return f, s, f + (decode_len - 1) * s
+        return Inference(first, step_s, batch / step_s, kv, float(mem["total_bytes"]), total_s, kv_all,
+                         {f"iteration_{k}": v for k, v in it.breakdown.items()}, mem, {"tensor": t, "pipeline": p},
+                         {"batch": batch, "prompt_len": prompt_len, "decode_len": decode_len, "dtype": dtype,
+                          "weight_dtype": weight_dtype or dtype, "weight_sparsity": weight_sparsity,
+                          "host_overhead_s": host_overhead_s, "speculative": None, "batching": batching,
+                          "requests_per_s": batch / (decode_len * step_s),
+                          "prompt_tokens_per_iteration": prompt_tokens(batch, prompt_len, decode_len)},
+                         shape, _bands(per_iteration))
 
     prompt = prefill_pass(g_pre, shape["hidden"], dev, dtype, t, batch, comm, prompt_len, host_overhead_s, quantized,
                           weight_sparsity)
@@ -288,17 +315,31 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
             dec_s = spec.per_token(draft.scaled(flops, mem_bw, launch, net), verify.scaled(flops, mem_bw, launch, net))
         return pre_s, dec_s, pre_s + decode_len * dec_s
 
-    keys = (("prefill_p10_s", "prefill_p90_s"), ("decode_s_per_token_p10", "decode_s_per_token_p90"),
-            ("total_p10_s", "total_p90_s"))
-    band_values = {k: v for ks, lohi in zip(keys, bands(latencies)) for k, v in zip(ks, lohi)}
     return Inference(prefill_s, step_s, batch * decode_len / total_s, kv, float(mem["total_bytes"]), total_s,
                      kv_all, breakdown, mem, {"tensor": t, "pipeline": p},
                      {"batch": batch, "prompt_len": prompt_len, "decode_len": decode_len, "dtype": dtype,
                       "weight_dtype": weight_dtype or dtype, "weight_sparsity": weight_sparsity,
                       "host_overhead_s": host_overhead_s,
-                      "speculative": spec.summary(draft.seconds, verify.seconds, step.seconds) if spec else None},
-                     shape,
-                     band_values)
+                      "speculative": spec.summary(draft.seconds, verify.seconds, step.seconds) if spec else None,
+                      "batching": batching},
+                     shape, _bands(latencies))
+
+
+def _bands(latencies) -> dict:
+    """The 80% bands (:func:`concurrency_model.uncertainty.bands`) of ``latencies(flops, mem_bw, launch, intra_bw,
+    inter_bw) -> (first token, per token, total)`` seconds, by their keys."""
+    keys = (("prefill_p10_s", "prefill_p90_s"), ("decode_s_per_token_p10", "decode_s_per_token_p90"),
+            ("total_p10_s", "total_p90_s"))
+    return {k: v for ks, lohi in zip(keys, bands(latencies)) for k, v in zip(ks, lohi)}
+
+
+def check_continuous(pipeline: int, speculative) -> None:
+    """Continuous batching (:mod:`concurrency_model.continuous`) is modelled with tensor parallelism only."""
+    if pipeline != 1:
+        raise ValueError(f"parallel.pipeline: continuous batching is modelled with tensor parallelism only, got "
+                         f"pipeline {pipeline}")
+    if speculative is not None:
+        raise ValueError("inference.speculative: speculative decoding with continuous batching is not modelled")
 
 
 __all__ = ["infer", "predict", "kv_cache_bytes", "sum_max_affine", "model_shape", "inference_section", "Inference",

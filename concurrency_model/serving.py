@@ -84,13 +84,15 @@ class Comm:
             return 0.0
         return float(collective_on_cluster(op, nbytes, self.t, self.cluster, self.rpn)[1])
 
-    def tensor(self, graph, batch: int, vb: int, last_only: bool) -> float:
-        """Tensor-parallel collectives of one forward pass (Shoeybi et al. §3)."""
+    def tensor(self, graph, batch: int, vb: int, last_only: bool, head_batch: int | None = None) -> float:
+        """Tensor-parallel collectives of one forward pass (Shoeybi et al. §3); the logits gathered for
+        ``head_batch`` samples when given (a mixed iteration's sampling rows), else for ``batch``."""
         s = 0.0
         for n in graph.layers():
             if is_lm_head(n):
                 rows = 1 if last_only else n.attrs["rows_per_sample"]
-                s += self.collective("allgather", batch * rows * n.attrs["c_out"] * vb)
+                s += self.collective("allgather", (batch if head_batch is None else head_batch) * rows *
+                                     n.attrs["c_out"] * vb)
             elif n.kind == "linear" and n.attrs.get("split") == "row":
                 s += self.collective("allreduce", batch * n.attrs["rows_per_sample"] * n.attrs["c_out"] * vb)
             elif n.kind == "embedding":

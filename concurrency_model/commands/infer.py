@@ -35,7 +35,7 @@ def show_sweep(out: dict) -> None:
     print(f"{len(out['sweep'])} configurations; the {len(rows)} on the Pareto front of decode latency and tokens/s "
           f"per GPU, shortest step first{f' (target {target * 1e3:g} ms per token)' if target else ''}:")
     w = "weights" in out["sweep"][0]
-    print(f"{'weights ' if w else ''}{'tensor':>6} {'batch':>6} {'prefill ms':>11} {'decode ms':>10} {'tokens/s':>10} "
+    print(f"{'weights ' if w else ''}{'tensor':>6} {'batch':>6} {'TTFT ms':>11} {'decode ms':>10} {'tokens/s':>10} "
           f"{'per GPU':>9} {'GB/device':>10}")
     for r in sorted(rows, key=lambda r: r["decode_s_per_token"]):
         mark = "" if target is None or r["meets_target"] else "  over target"
@@ -78,14 +78,25 @@ def show(out: dict) -> None:
         for k, v in out["breakdown"].items():
             print(f"  {k:<28} {v:>12.4g} s")
         return
-    print(f"batch {i['batch']}, prompt {i['prompt_len']}, {i['decode_len']} decode steps, {i['dtype']}{weights} on "
-          f"{devices} (tensor {p['tensor']} x pipeline {p['pipeline']})")
-    print(f"prefill (time to first token) {out['prefill_s'] * 1e3:,.3f} ms; decode {out['decode_s_per_token'] * 1e3:,.3f} "
-          f"ms per token; total {out['total_s'] * 1e3:,.1f} ms; {out['tokens_per_s']:,.1f} tokens/s")
+    if i.get("batching") == "continuous":
+        print(f"continuous batching: {i['batch']} sequences decoding, prompts of {i['prompt_len']} tokens "
+              f"({i['prompt_tokens_per_iteration']:,} prompt tokens an iteration), {i['decode_len']} generated, "
+              f"{i['dtype']}{weights} on {devices} (tensor {p['tensor']})")
+        print(f"iteration (time per output token) {out['decode_s_per_token'] * 1e3:,.3f} ms; time to first token "
+              f"{out['prefill_s'] * 1e3:,.3f} ms; a request {out['total_s'] * 1e3:,.1f} ms; "
+              f"{out['tokens_per_s']:,.1f} tokens/s, {i['requests_per_s']:,.2f} requests/s at full slots")
+    else:
+        print(f"batch {i['batch']}, prompt {i['prompt_len']}, {i['decode_len']} decode steps, {i['dtype']}{weights} on "
+              f"{devices} (tensor {p['tensor']} x pipeline {p['pipeline']})")
+        print(f"prefill (time to first token) {out['prefill_s'] * 1e3:,.3f} ms; decode "
+              f"{out['decode_s_per_token'] * 1e3:,.3f} ms per token; total {out['total_s'] * 1e3:,.1f} ms; "
+              f"{out['tokens_per_s']:,.1f} tokens/s")
     if "total_p10_s" in out:  # 80% bands (concurrency_model.uncertainty)
-        print(f"80% bands: prefill {out['prefill_p10_s'] * 1e3:,.3f}-{out['prefill_p90_s'] * 1e3:,.3f} ms; decode "
+        first, step, whole = ("first token", "iteration", "a request") if i.get("batching") == "continuous" else \
+            ("prefill", "decode", "total")
+        print(f"80% bands: {first} {out['prefill_p10_s'] * 1e3:,.3f}-{out['prefill_p90_s'] * 1e3:,.3f} ms; {step} "
               f"{out['decode_s_per_token_p10'] * 1e3:,.3f}-{out['decode_s_per_token_p90'] * 1e3:,.3f} ms per token; "
-              f"total {out['total_p10_s'] * 1e3:,.1f}-{out['total_p90_s'] * 1e3:,.1f} ms")
+              f"{whole} {out['total_p10_s'] * 1e3:,.1f}-{out['total_p90_s'] * 1e3:,.1f} ms")
     sp = i.get("speculative")
     if sp:
         print(f"speculative decoding: {sp['tokens']} draft tokens at acceptance {sp['acceptance']:g} yield "
@@ -103,7 +114,7 @@ def register(sub) -> None:
                        "pass's latency and samples/s for a model without a KV cache)")
     e.add_argument("--scenario", required=True,
                    help="scenario file (JSON or TOML) with an inference object: batch, prompt_len, decode_len, dtype "
-                        "[, weight_dtype, weight_sparsity, host_overhead_s, speculative]")
+                        "[, weight_dtype, weight_sparsity, host_overhead_s, speculative, batching]")
     e.add_argument("--sweep", action="store_true",
                    help="a causal decoder on every tensor degree inside a node and batch up to the largest that "
                         "fits: the Pareto front of decode latency and tokens/s per GPU")

@@ -1,0 +1,129 @@
+"""Continuous batching of a causal decoder in steady state (``inference.batching = "continuous"``).
+
+Static batching (:mod:`concurrency_model.inference`) serves a batch of requests from prefill to their last
+token, then the next batch. Continuous batching schedules per iteration (Orca, Yu et al., OSDI 2022:
+"iteration-level scheduling"): a request that finishes leaves its slot and a waiting one takes it at the next
+iteration, whose prompt is processed in the same pass as the other slots' decode tokens (Orca's selective
+batching; Sarathi-Serve, Agrawal et al., OSDI 2024, splits prompts into chunks so that each iteration carries
+a steady share). The steady state this module prices [D], for ``slots`` sequences decoding, prompts of
+``prompt_len`` = P tokens and ``decode_len`` = O generated tokens a request:
+
+* **An iteration** adds one token to each of the ``slots`` sequences. A sequence lives O iterations, so
+  ``slots / O`` requests finish and as many start per iteration, and their prompts add
+  ``C = slots P / O`` prompt tokens (chunked: the same share every iteration). The linear layers run once on
+  ``slots + C`` token rows (their weights read once for both kinds of token: the fusion that makes a mixed
+  iteration cheaper than a decode step plus a prefill); the output layer on the ``slots`` rows that sample
+  a token. Attention: each decoding slot's query against its cache, at contexts spread evenly over
+  ``P + 1 .. P + O`` (:func:`~concurrency_model.decode.kv_attention`, the mean in closed form), plus
+  ``slots / O`` prompts' causal attention (the prompt pass's attention cores, at batch 1). Tensor-parallel
+  collectives on ``slots + C`` rows; the host issues every kernel (``host_overhead_s``).
+* **Time per output token** (TPOT) = the iteration; **tokens/s** = ``slots / iteration``;
+  **requests/s** = ``slots / (O iteration)``: the capacity at which the slots stay full.
+* **Time to first token**: a new request waits half an iteration on average for the next one to start; that
+  iteration carries its whole prompt (vLLM's default, Kwon et al. 2023: a waiting prompt is scheduled whole)
+  and so lasts the mean iteration plus the part of the prompt beyond an iteration's share: ``1.5``
+  iterations ``+ max(0, 1 - C / P)`` of a batch-1 prompt pass [D]. Queueing for a free slot under a load
+  above the capacity is not modelled.
+* **KV cache**: every slot at ``P + O`` positions (what a planner must hold at the peak; paged allocation,
+  Kwon et al. 2023, holds ``P + O / 2`` on average). **Workspace**: the larger of an iteration's operator on
+  ``slots + C`` rows and one prompt's pass (its attention scores when unfused), not a whole batch's prompts.
+
+Equal prompt and output lengths for all requests; tensor parallelism only (no pipeline stages, no
+speculative decoding).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .decode import Pass, kv_attention, pass_parts, prefill_pass, sum_max_affine
+from .serving import workspace_bytes
+from .timing.graph import layer_parts
+from .timing.parts import Parts, total
+from .units import dtype_bytes
+
+
+@dataclass
+class Iteration:
+    """One steady-state iteration: its kernels, the decode attention ``(a_c, c_c, a_m, c_m, launch)`` at
+    contexts ``lo..hi``, the prompts' attention ``prompt_att`` (whole, per iteration), ``breakdown`` seconds."""
+
+    parts: Parts
+    attention: tuple
+    prompt_att: Parts
+    layers: int
+    lo: int
+    hi: int
+    host_s: float
+    breakdown: dict
+    prompt: Pass  # one prompt's pass at batch 1
+    beyond_share: float  # the part of a prompt beyond an iteration's share, max(0, 1 - C / P)
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.breakdown.values())
+
+    @property
+    def first_token_s(self) -> float:
+        """Seconds from a request's arrival to its first token (module docstring)."""
+        return 1.5 * self.seconds + self.beyond_share * sum(self.prompt.breakdown.values())
+
+    def scaled(self, flops, mem_bw, launch, net) -> np.ndarray:
+        """Seconds on arrays of hardware scales (:mod:`concurrency_model.uncertainty`), as
+        :meth:`~concurrency_model.decode.Step.scaled`."""
+        a_c, c_c, a_m, c_m, att_launch = self.attention
+        n = self.hi - self.lo + 1
+        att = np.array([sum_max_affine(a_c / f, c_c / f, a_m / m, c_m / m, self.lo, self.hi)
+                        for f, m in zip(flops, mem_bw)]) / n + att_launch * launch
+        gpu = self.parts.seconds(flops, mem_bw, launch) + self.layers * att + \
+            self.prompt_att.seconds(flops, mem_bw, launch)
+        return np.maximum(gpu, self.host_s) + self.breakdown["tensor_comm_s"] / net
+
+    def first_token_scaled(self, flops, mem_bw, launch, net) -> np.ndarray:
+        return 1.5 * self.scaled(flops, mem_bw, launch, net) + \
+            self.beyond_share * self.prompt.scaled(flops, mem_bw, launch, net)
+
+
+def prompt_tokens(slots: int, prompt_len: int, decode_len: int) -> int:
+    """Prompt tokens an iteration carries in steady state: ``slots P / O``, rounded.
+
+    >>> prompt_tokens(64, 1024, 128)
+    512
+    """
+    return round(slots * prompt_len / decode_len)
+
+
+def iteration(graph_of, shape: dict, dev, dtype: str, t: int, slots: int, prompt_len: int, decode_len: int, comm,
+              host_overhead_s: float = 0.0, weight_bytes=None, weight_sparsity=None) -> Iteration:
+    """The steady-state iteration (module docstring); ``graph_of(batch, seq)`` builds the model."""
+    vb = dtype_bytes(dtype)
+    chunk = prompt_tokens(slots, prompt_len, decode_len)
+    rows = slots + chunk
+    g_mix = graph_of(rows, 1)
+    parts = pass_parts(g_mix, dev, dtype, t, rows, True, weight_bytes, weight_sparsity, head_rows=slots)
+    att = kv_attention(slots, shape["heads"], shape["kv_heads"], shape["head_dim"], dev, dtype, t)
+    g_prompt = graph_of(1, prompt_len)
+    per_prompt = total([row["forward"] for node, row in zip(g_prompt.layers(), layer_parts(g_prompt, dev, dtype,
+                                                                                           tensor=t))
+                        if node.kind == "attention"])
+    prompt_att = per_prompt.times(slots / decode_len)
+    lo, hi = prompt_len + 1, prompt_len + decode_len
+    la = float(dev.launch_overhead)
+    host = host_overhead_s * (parts.kernels(la) + shape["layers"] + prompt_att.kernels(la))
+    b = {"compute_s": parts.total(),
+         "kv_attention_s": shape["layers"] * (sum_max_affine(*att[:4], lo, hi) / (hi - lo + 1) + att[4]),
+         "prompt_attention_s": prompt_att.total(),
+         "tensor_comm_s": comm.tensor(g_mix, rows, vb, last_only=True, head_batch=slots)}
+    b["host_wait_s"] = max(0.0, host - b["compute_s"] - b["kv_attention_s"] - b["prompt_attention_s"])
+    prompt = prefill_pass(g_prompt, shape["hidden"], dev, dtype, t, 1, comm, prompt_len, host_overhead_s,
+                          weight_bytes, weight_sparsity)
+    return Iteration(parts, att, prompt_att, shape["layers"], lo, hi, host, b, prompt,
+                     max(0.0, 1 - chunk / prompt_len))
+
+
+def workspace(graph_of, t: int, slots: int, prompt_len: int, decode_len: int, vb: int) -> float:
+    """Bytes of the largest operator's inputs and output: of an iteration's ``slots + C`` rows, or of the
+    pass that carries one whole prompt (:func:`~concurrency_model.serving.workspace_bytes`)."""
+    rows = slots + prompt_tokens(slots, prompt_len, decode_len)
+    return max(workspace_bytes(graph_of(rows, 1), t, rows, vb), workspace_bytes(graph_of(1, prompt_len), t, 1, vb))

@@ -1,0 +1,104 @@
+"""Continuous batching in steady state (concurrency_model.continuous; Orca, Sarathi-Serve, vLLM)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from concurrency_model.capacity import max_batch
+from concurrency_model.cli import main
+from concurrency_model.cluster import load_cluster
+from concurrency_model.continuous import iteration, prompt_tokens
+from concurrency_model.decode import decode_step, pass_parts
+from concurrency_model.inference import infer, model_shape
+from concurrency_model.serving import Comm, model_graph
+from concurrency_model.timing.graph import layer_parts
+
+LLAMA = {"hf_config": "llama-2-7b"}
+P, O = 1024, 128
+
+
+def sc(batch, batching="continuous", **par):
+    return {"model": LLAMA, "cluster": "dgx-h100", "parallel": par,
+            "inference": {"batch": batch, "prompt_len": P, "decode_len": O, "batching": batching}}
+
+
+def parts_of(slots):
+    cl = load_cluster("dgx-h100")
+    shape = model_shape(model_graph(LLAMA, 1, None, 2))
+    return cl, shape, iteration(lambda b, s: model_graph(LLAMA, b, s, 2), shape, cl.device, "fp16", 1, slots, P, O,
+                                Comm(cl, 1, 1))
+
+
+def test_an_iteration_by_its_parts():
+    cl, shape, it = parts_of(64)
+    dev = cl.device
+    assert prompt_tokens(64, P, O) == 512  # 64 slots finish every 128 iterations: half a 1,024-token prompt each
+    # the decode attention is a decode step's: the same slots at the same contexts P + 1 .. P + O
+    step = decode_step(model_graph(LLAMA, 64, 1, 2), shape, dev, "fp16", 1, 64, Comm(cl, 1, 1), P + 1, P + O)
+    assert it.breakdown["kv_attention_s"] == pytest.approx(step.breakdown["kv_attention_s"], rel=1e-12)
+    # the prompts' attention: 64 / 128 of one prompt's attention cores at batch 1
+    g1 = model_graph(LLAMA, 1, P, 2)
+    one = sum(float(r["forward"].total()) for n, r in zip(g1.layers(), layer_parts(g1, dev, "fp16")) if n.kind == "attention")
+    assert it.breakdown["prompt_attention_s"] == pytest.approx(one / 2, rel=1e-9)
+    # the linear layers run once on 576 rows: cheaper than a decode step of 64 rows plus a pass of 512 rows, which
+    # read the weights twice; dearer than either alone
+    alone = [pass_parts(model_graph(LLAMA, n, 1, 2), dev, "fp16", 1, n, True).total() for n in (64, 512)]
+    assert max(alone) < it.breakdown["compute_s"] < sum(alone)
+    # the logits of the 64 sampling rows only: 512 more rows of the 32,000 x 4,096 output layer would cost more
+    full = pass_parts(model_graph(LLAMA, 576, 1, 2), dev, "fp16", 1, 576, True).total()
+    assert it.breakdown["compute_s"] < full
+
+
+def test_throughput_latency_and_first_token():
+    r = infer(sc(64))
+    it = parts_of(64)[2]
+    assert r.decode_s_per_token == pytest.approx(it.seconds, rel=1e-12)
+    assert r.tokens_per_s == pytest.approx(64 / it.seconds, rel=1e-12)
+    assert r.inference["requests_per_s"] == pytest.approx(r.tokens_per_s / O, rel=1e-12)
+    # first token: half an iteration waiting, the iteration carrying the whole prompt (half of it beyond the
+    # 512-token share: half a batch-1 prompt pass more)
+    prefill_1 = infer(sc(1, "static")).prefill_s
+    assert r.prefill_s == pytest.approx(1.5 * it.seconds + 0.5 * prefill_1, rel=1e-12)
+    assert r.total_s == pytest.approx(r.prefill_s + (O - 1) * it.seconds, rel=1e-12)
+    assert r.bands["prefill_p10_s"] < r.prefill_s < r.bands["prefill_p90_s"]
+    # against static batching of the same 64: the first token in 67 ms instead of the whole batch's prefill
+    # (1.7 s), each token slower (the prompts ride along), the throughput within 2%
+    s = infer(sc(64, "static"))
+    assert r.prefill_s < s.prefill_s / 20 and r.decode_s_per_token > 1.5 * s.decode_s_per_token
+    assert r.tokens_per_s == pytest.approx(s.tokens_per_s, rel=0.02)
+
+
+def test_more_slots_fit_than_a_static_batch():
+    # a static batch holds the workspace of all its prompts' prefill; continuous batching one prompt's
+    static, _ = max_batch(sc(1, "static"))
+    cont, r = max_batch(sc(1))
+    assert static == 86 and cont > static
+    assert r.kv_cache_bytes == 2 * 32 * cont * (P + O) * 32 * 128 * 2  # every slot at P + O positions
+    assert r.memory["activations_bytes"] < infer(sc(static, "static")).memory["activations_bytes"] / 10
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"inference": {"batching": "dynamic"}}, "^inference.batching: unknown 'dynamic'; allowed: static, continuous"),
+    ({"parallel": {"pipeline": 2}}, "^parallel.pipeline: continuous batching is modelled with tensor parallelism"),
+    ({"inference": {"speculative": {"draft": {"kind": "gpt", "layers": 2, "hidden": 512, "heads": 8, "seq_len": 4096,
+                                              "vocab": 32000}, "tokens": 4, "acceptance": 0.8}}},
+     "^inference.speculative: speculative decoding with continuous batching"),
+])
+def test_bad_input(change, message):
+    s = sc(8)
+    s["parallel"].update(change.get("parallel", {}))
+    s["inference"].update(change.get("inference", {}))
+    with pytest.raises(ValueError, match=message):
+        infer(s)
+
+
+def test_cli(tmp_path, capsys):
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps(sc(16, tensor=2)))
+    assert main(["infer", "--scenario", str(f), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["inference"]["batching"] == "continuous" and out["gpus"] == 2
+    assert out["time_to_first_token_s"] == out["prefill_s"] and out["inference"]["prompt_tokens_per_iteration"] == 128
+    assert main(["infer", "--scenario", str(f)]) == 0
+    assert "continuous batching: 16 sequences decoding" in capsys.readouterr().out
