@@ -61,6 +61,8 @@ per-step latency for 10 generated tokens).
   weights once per token of the pass (DeepBench's cuSPARSE, :mod:`.timing.sparse`): a batch-1 decode step
   gains at high sparsity, a prefill loses (kernels that tile B's columns and reuse A, e.g. Sputnik, are not
   modelled).
+* **Continuous batching** (``batching`` = ``"continuous"``): ``batch`` slots in steady state, each iteration one
+  token per slot and the new prompts' share in the same pass (:mod:`concurrency_model.continuous`).
 * **Speculative decoding** (``speculative`` = ``{"draft", "tokens", "acceptance"}``): a draft model's steps and one
   verification step of the target per iteration, over the tokens an iteration yields
   (:mod:`concurrency_model.speculative`, Leviathan et al. 2023); the decode breakdown is then per generated token.
