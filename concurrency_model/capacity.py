@@ -86,7 +86,9 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
     to the largest that fits (powers of two and the largest) of a causal decoder's scenario, one row each:
     ``tensor, batch, prefill_s, decode_s_per_token, tokens_per_s, tokens_per_s_per_gpu, memory_bytes_per_device``,
     ``pareto`` (no other row has both a shorter decode step and more tokens/s per GPU) and, with
-    ``max_decode_s``, ``meets_target``. Sorted by tokens/s per GPU, the most first. ``weights``: formats of the
+    ``max_decode_s``, ``meets_target``; per million generated tokens ``gpu_hours_per_million_tokens``,
+    ``energy_per_token_j`` and, with ``inference.price_per_gpu_hour``, ``cost_per_million_tokens``
+    (:mod:`concurrency_model.economics`). Sorted by tokens/s per GPU, the most first. ``weights``: formats of the
     blocks' weights to compare (``fp16``, ``int8``, ``int4``, ``2:4``, ...; :func:`_with_weights`), a
     ``weights`` column then telling them apart; default: the scenario's own.
     """
@@ -121,7 +123,7 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
                 rows.append({**({"weights": fmt} if weights else {}), "tensor": t, "batch": b,
                              "prefill_s": r.prefill_s, "decode_s_per_token": r.decode_s_per_token,
                              "tokens_per_s": r.tokens_per_s, "tokens_per_s_per_gpu": r.tokens_per_s / gpus,
-                             "memory_bytes_per_device": r.memory_bytes_per_device})
+                             "memory_bytes_per_device": r.memory_bytes_per_device, **r.economics})
                 bar.update()
     df = pd.DataFrame(rows)
     lat, thr = df["decode_s_per_token"].to_numpy(), df["tokens_per_s_per_gpu"].to_numpy()

@@ -81,6 +81,7 @@ import sympy as sp
 from .cluster import load_cluster
 from .continuous import iteration, prompt_tokens, workspace
 from .decode import decode_step, prefill_pass, sum_max_affine
+from .economics import busy_seconds, check_price, per_million_tokens
 from .models import SEQUENCE_MODELS, get_model
 from .models.transformer import check_tensor_split
 from .parallel.memory import memory_per_device
@@ -92,7 +93,8 @@ from .uncertainty import bands
 from .units import dtype_bytes
 
 INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,
-             "weight_sparsity": None, "host_overhead_s": 0.0, "speculative": None, "batching": "static"}
+             "weight_sparsity": None, "host_overhead_s": 0.0, "speculative": None, "batching": "static",
+             "price_per_gpu_hour": None}
 BATCHING = ("static", "continuous")
 
 
@@ -139,6 +141,7 @@ class Inference:
     inference: dict
     shape: dict = field(default_factory=dict)
     bands: dict = field(default_factory=dict)  # prefill_p10_s, ..., total_p90_s: 80% bands (uncertainty.band)
+    economics: dict = field(default_factory=dict)  # GPU-hours, energy, cost per million tokens (economics)
 
     def to_dict(self) -> dict:
         return {"prefill_s": self.prefill_s, "decode_s_per_token": self.decode_s_per_token,
@@ -148,7 +151,7 @@ class Inference:
                 "breakdown": self.breakdown, "memory": {k: v for k, v in self.memory.items() if k != "reason"},
                 "gpus": self.parallel["tensor"] * self.parallel["pipeline"], "parallel": self.parallel,
                 "inference": self.inference, "model_shape": self.shape,
-                **self.bands}
+                **self.bands, **self.economics}
 
 
 def inference_section(raw: dict) -> dict:
@@ -159,6 +162,7 @@ def inference_section(raw: dict) -> dict:
     h = out["host_overhead_s"]
     if isinstance(h, bool) or not isinstance(h, (int, float)) or not 0 <= h < float("inf"):
         raise ValueError(f"inference.host_overhead_s: must be a number >= 0 (host seconds per kernel), got {h!r}")
+    check_price(out["price_per_gpu_hour"])
     if out["batching"] not in BATCHING:
         raise ValueError(f"inference.batching: unknown {out['batching']!r}; allowed: {', '.join(BATCHING)}")
     return out
@@ -188,7 +192,7 @@ def infer(scenario) -> Inference:
             raise ValueError(f"parallel.{k}: inference is modelled with tensor and pipeline parallelism only, got {par[k]}")
     return predict(sc.model, sc.cluster, inf["batch"], inf["prompt_len"], inf["decode_len"], inf["dtype"],
                    par["tensor"], par["pipeline"], inf["weight_dtype"], inf["host_overhead_s"], inf["weight_sparsity"],
-                   inf["speculative"], inf["batching"])
+                   inf["speculative"], inf["batching"], inf["price_per_gpu_hour"])
 
 
 def is_causal_decoder(model) -> bool:
@@ -216,7 +220,8 @@ def model_shape(graph) -> dict:
 
 def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype: str = "fp16", tensor: int = 1,
             pipeline: int = 1, weight_dtype: str | None = None, host_overhead_s: float = 0.0,
-            weight_sparsity: str | None = None, speculative: dict | None = None, batching: str = "static") -> Inference:
+            weight_sparsity: str | None = None, speculative: dict | None = None, batching: str = "static",
+            price_per_gpu_hour: float | None = None) -> Inference:
     """:func:`infer` for a model spec and a cluster (preset name, file, dict or
     :class:`~concurrency_model.cluster.Cluster`) given directly.
 
@@ -288,7 +293,9 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                           "host_overhead_s": host_overhead_s, "speculative": None, "batching": batching,
                           "requests_per_s": batch / (decode_len * step_s),
                           "prompt_tokens_per_iteration": prompt_tokens(batch, prompt_len, decode_len)},
-                         shape, _bands(per_iteration))
+                         shape, _bands(per_iteration),
+                         per_million_tokens(batch / step_s, t * p, busy_seconds(it.breakdown) / step_s,
+                                            float(dev.board_power_w), price_per_gpu_hour))
 
     prompt = prefill_pass(g_pre, shape["hidden"], dev, dtype, t, batch, comm, prompt_len, host_overhead_s, quantized,
                           weight_sparsity)
@@ -324,7 +331,10 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                       "host_overhead_s": host_overhead_s,
                       "speculative": spec.summary(draft.seconds, verify.seconds, step.seconds) if spec else None,
                       "batching": batching},
-                     shape, _bands(latencies))
+                     shape, _bands(latencies),
+                     per_million_tokens(batch * decode_len / total_s, t * p,
+                                        (busy_seconds(pre) + decode_len * busy_seconds(dec)) / total_s,
+                                        float(dev.board_power_w), price_per_gpu_hour))
 
 
 def _bands(latencies) -> dict:

@@ -35,14 +35,16 @@ def show_sweep(out: dict) -> None:
     print(f"{len(out['sweep'])} configurations; the {len(rows)} on the Pareto front of decode latency and tokens/s "
           f"per GPU, shortest step first{f' (target {target * 1e3:g} ms per token)' if target else ''}:")
     w = "weights" in out["sweep"][0]
+    priced = "cost_per_million_tokens" in out["sweep"][0]
     print(f"{'weights ' if w else ''}{'tensor':>6} {'batch':>6} {'TTFT ms':>11} {'decode ms':>10} {'tokens/s':>10} "
-          f"{'per GPU':>9} {'GB/device':>10}")
+          f"{'per GPU':>9} {'GB/device':>10}{' cost/Mtok' if priced else ''}")
     for r in sorted(rows, key=lambda r: r["decode_s_per_token"]):
         mark = "" if target is None or r["meets_target"] else "  over target"
+        cost = f" {r['cost_per_million_tokens']:>9.3f}" if priced else ""
         print((f"{r['weights']!s:<8}" if w else "") + f"{r['tensor']:>6} {r['batch']:>6} {r['prefill_s'] * 1e3:>11,.1f} "
               f"{r['decode_s_per_token'] * 1e3:>10.2f} "
               f"{r['tokens_per_s']:>10,.0f} {r['tokens_per_s_per_gpu']:>9,.0f} "
-              f"{r['memory_bytes_per_device'] / 1e9:>10.1f}{mark}")
+              f"{r['memory_bytes_per_device'] / 1e9:>10.1f}{cost}{mark}")
     b = out["best"]
     if b is None:
         print("no configuration meets the target")
@@ -50,7 +52,7 @@ def show_sweep(out: dict) -> None:
         fmt = f"{b['weights']} weights, " if w else ""
         print(f"most tokens/s per GPU{' within the target' if target else ''}: {fmt}tensor {b['tensor']}, batch "
               f"{b['batch']}: {b['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU at {b['decode_s_per_token'] * 1e3:.2f} "
-              f"ms per token")
+              f"ms per token" + (f", {b['cost_per_million_tokens']:,.3f} per million tokens" if priced else ""))
 
 
 def show(out: dict) -> None:
@@ -103,6 +105,10 @@ def show(out: dict) -> None:
               f"{sp['tokens_per_iteration']:.2f} tokens an iteration (draft step {sp['draft_step_s'] * 1e3:,.3f} ms, "
               f"verification {sp['verify_step_s'] * 1e3:,.3f} ms): {sp['speedup']:.2f}x the plain decode's "
               f"{sp['plain_decode_s_per_token'] * 1e3:,.3f} ms per token")
+    if "gpu_hours_per_million_tokens" in out:
+        cost = f", cost {out['cost_per_million_tokens']:,.3f}" if "cost_per_million_tokens" in out else ""
+        energy = f", {out['energy_per_token_j']:,.3f} J a token" if "energy_per_token_j" in out else ""
+        print(f"per million generated tokens: {out['gpu_hours_per_million_tokens']:,.3f} GPU-hours{cost}{energy}")
     print(f"memory per device {out['memory_bytes_per_device'] / 1e9:,.2f} GB (KV cache "
           f"{out['kv_cache_bytes'] / 1e9:,.3f} GB per device, {out['kv_cache_bytes_total'] / 1e9:,.3f} GB in all)")
     for k, v in out["breakdown"].items():
@@ -114,7 +120,7 @@ def register(sub) -> None:
                        "pass's latency and samples/s for a model without a KV cache)")
     e.add_argument("--scenario", required=True,
                    help="scenario file (JSON or TOML) with an inference object: batch, prompt_len, decode_len, dtype "
-                        "[, weight_dtype, weight_sparsity, host_overhead_s, speculative, batching]")
+                        "[, weight_dtype, weight_sparsity, host_overhead_s, speculative, batching, price_per_gpu_hour]")
     e.add_argument("--sweep", action="store_true",
                    help="a causal decoder on every tensor degree inside a node and batch up to the largest that "
                         "fits: the Pareto front of decode latency and tokens/s per GPU")
