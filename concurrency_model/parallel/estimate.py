@@ -62,6 +62,7 @@ not divide heads, hidden sizes, layers or the sequence length.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -94,7 +95,13 @@ class Estimate:
     stages: list = field(default_factory=list, repr=False)
     run: dict | None = None  # steps, days, GPU-hours, cost, energy of the scenario's run, if it has one
     context_split: str = ""  # with context > 1: "rows" of a CNN's feature maps or the "sequence" of a transformer
-    batch_region: BatchRegion | None = None  # the global batch in the paper's Fig. 6a (:mod:`.batch_size`)
+    region_of: object = field(default=None, repr=False)  # () -> BatchRegion, computed when first asked for
+
+    @cached_property
+    def batch_region(self) -> BatchRegion | None:
+        """The global batch in the paper's Fig. 6a (:mod:`.batch_size`); computed on first use (a few more
+        stage timings), not for every estimate of a validation or a report."""
+        return self.region_of() if self.region_of else None
 
     @property
     def notes(self) -> tuple:
@@ -144,7 +151,8 @@ def estimate(scenario) -> Estimate:
     lo, hi = step_band(sc, w, stage, state, key)
     return Estimate(step, lo, hi, par["global_batch"] / step, model_flop, model_flop / step / sc.gpus,
                     float(mem["total_bytes"]), breakdown, mem, sc, stage["stages"], run,
-                    ("rows" if w.spatial else "sequence") if par["context"] > 1 else "", batch_region(sc, w, key))
+                    ("rows" if w.spatial else "sequence") if par["context"] > 1 else "",
+                    lambda: batch_region(sc, w, key))
 
 
 def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | None = None) -> tuple[float, float]:
