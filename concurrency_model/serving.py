@@ -32,7 +32,7 @@ def weights_bytes(graph, vb: int, weight_dtype: str | None, weight_sparsity=None
     :func:`~concurrency_model.timing.graph.quantizable` layers' matrices at ``weight_dtype``'s, or pruned
     (``weight_sparsity``, :mod:`.ops.sparse`): ``"2:4"`` keeps half of them with a 2-bit index each; a fraction
     of zeros stores the rest in CSR (a 4-byte column index a value, a row offset per output)."""
-    if weight_dtype is not None and weight_dtype not in WEIGHT_BYTES:
+    if weight_dtype is not None and (not isinstance(weight_dtype, str) or weight_dtype not in WEIGHT_BYTES):
         raise ValueError(f"inference.weight_dtype: unknown {weight_dtype!r}; allowed: {', '.join(WEIGHT_BYTES)}")
     wb = vb if weight_dtype is None else WEIGHT_BYTES[weight_dtype]
     total = float(graph.params) * vb

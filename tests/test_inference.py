@@ -241,6 +241,8 @@ def test_weight_only_quantization():
         (base.prefill_s, base.decode_s_per_token, base.memory_bytes_per_device)
     with pytest.raises(ValueError, match=r"^inference.weight_dtype: unknown 'int3'"):
         infer(sc(llama, weight_dtype="int3"))
+    with pytest.raises(ValueError, match=r"^inference.weight_dtype: unknown \[\]"):  # not a TypeError
+        infer(sc(llama, weight_dtype=[]))
 
 
 def test_host_overhead_bounds_a_pass_from_below():
