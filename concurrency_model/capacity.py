@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 
 from .cluster import load_cluster
@@ -81,14 +82,17 @@ def _with_weights(raw: dict, fmt: str) -> dict:
 
 
 def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = False,
-                  weights: tuple | None = None) -> pd.DataFrame:
+                  weights: tuple | None = None, load_rps: float | None = None) -> pd.DataFrame:
     """Every tensor-parallel degree inside a node (powers of two that split the model) and every batch from 1
     to the largest that fits (powers of two and the largest) of a causal decoder's scenario, one row each:
     ``tensor, batch, prefill_s, decode_s_per_token, tokens_per_s, tokens_per_s_per_gpu, memory_bytes_per_device``,
     ``pareto`` (no other row has both a shorter decode step and more tokens/s per GPU) and, with
     ``max_decode_s``, ``meets_target``; per million generated tokens ``gpu_hours_per_million_tokens``,
     ``energy_per_token_j`` and, with ``inference.price_per_gpu_hour``, ``cost_per_million_tokens``
-    (:mod:`concurrency_model.economics`). Sorted by tokens/s per GPU, the most first. ``weights``: formats of the
+    (:mod:`concurrency_model.economics`); ``requests_per_s`` of one replica (its tokens/s over ``decode_len``)
+    and, with ``load_rps`` requests a second to serve, ``replicas`` and ``gpus_for_load`` (replicas of the
+    configuration, each serving its own requests, enough for the load). Sorted by tokens/s per GPU, the most
+    first. ``weights``: formats of the
     blocks' weights to compare (``fp16``, ``int8``, ``int4``, ``2:4``, ...; :func:`_with_weights`), a
     ``weights`` column then telling them apart; default: the scenario's own.
     """
@@ -100,6 +104,9 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
                          "use infer for one forward pass")
     if max_decode_s is not None and not max_decode_s > 0:
         raise ValueError(f"max_decode_s: must be a positive number of seconds, got {max_decode_s!r}")
+    if load_rps is not None and (isinstance(load_rps, bool) or not isinstance(load_rps, (int, float))
+                                 or not 0 < load_rps < float("inf")):
+        raise ValueError(f"load_rps: must be a positive number of requests a second, got {load_rps!r}")
     formats = {None: raw} if not weights else {f: _with_weights(raw, f) for f in weights}
     cl = load_cluster(raw.get("cluster"))
     tensors = [2 ** i for i in range(cl.gpus_per_node.bit_length()) if 2 ** i <= cl.gpus_per_node]
@@ -123,7 +130,8 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
                 rows.append({**({"weights": fmt} if weights else {}), "tensor": t, "batch": b,
                              "prefill_s": r.prefill_s, "decode_s_per_token": r.decode_s_per_token,
                              "tokens_per_s": r.tokens_per_s, "tokens_per_s_per_gpu": r.tokens_per_s / gpus,
-                             "memory_bytes_per_device": r.memory_bytes_per_device, **r.economics})
+                             "memory_bytes_per_device": r.memory_bytes_per_device,
+                             "requests_per_s": r.tokens_per_s / r.inference["decode_len"], **r.economics})
                 bar.update()
     df = pd.DataFrame(rows)
     lat, thr = df["decode_s_per_token"].to_numpy(), df["tokens_per_s_per_gpu"].to_numpy()
@@ -131,4 +139,7 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
                     for i in range(len(df))]
     if max_decode_s is not None:
         df["meets_target"] = df["decode_s_per_token"] <= max_decode_s
+    if load_rps is not None:
+        df["replicas"] = np.ceil(load_rps / df["requests_per_s"]).astype(int)
+        df["gpus_for_load"] = df["replicas"] * (df["tokens_per_s"] / df["tokens_per_s_per_gpu"]).round().astype(int)
     return df.sort_values("tokens_per_s_per_gpu", ascending=False, kind="stable").reset_index(drop=True)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from concurrency_model.capacity import max_batch
@@ -86,3 +87,21 @@ def test_serving_sweep_compares_weight_formats():
     assert one["int8"] < one["2:4"] < one["fp16"]  # batch 1 reads the weights: 1 < 1.125 < 2 bytes a weight
     with pytest.raises(ValueError, match="^weights: unknown format 'int3'"):
         serving_sweep(LLAMA, weights=("int3",))
+
+
+def test_serving_sweep_sizes_a_fleet_for_a_load(capsys, tmp_path):
+    from concurrency_model.capacity import serving_sweep
+    df = serving_sweep(LLAMA, max_decode_s=0.020, load_rps=100.0)
+    rps = df["tokens_per_s"] / 128  # one replica's requests a second: its tokens over the 128 each request gets
+    assert df["requests_per_s"].to_numpy() == pytest.approx(rps.to_numpy(), rel=1e-12)
+    assert (df["replicas"] == np.ceil(100.0 / rps)).all() and (df["gpus_for_load"] == df["replicas"] * df["tensor"]).all()
+    assert ((df["replicas"] - 1) * df["requests_per_s"] < 100.0).all()  # no replica more than needed
+    f = tmp_path / "load.json"
+    f.write_text(json.dumps(LLAMA))
+    assert main(["infer", "--scenario", str(f), "--sweep", "--max-decode-ms", "20", "--load", "100", "--json"]) == 0
+    best = json.loads(capsys.readouterr().out)["best"]
+    ok = df[df["meets_target"]]
+    assert best["gpus_for_load"] == ok["gpus_for_load"].min() and best["decode_s_per_token"] <= 0.020
+    with pytest.raises(ValueError, match="^load_rps: must be a positive number"):
+        serving_sweep(LLAMA, load_rps=-1)
+    assert main(["infer", "--scenario", str(f), "--load", "100"]) == 2  # only with --sweep

@@ -11,17 +11,21 @@ from . import add_json
 
 def run(a) -> dict:
     raw = read_scenario(a.scenario)  # read once: the file may be a pipe
-    for flag, value in (("--max-decode-ms", a.max_decode_ms), ("--weights", a.weights)):
+    for flag, value in (("--max-decode-ms", a.max_decode_ms), ("--weights", a.weights), ("--load", a.load)):
         if value is not None and not a.sweep:
             raise ValueError(f"{flag}: only with --sweep")
     if a.max_decode_ms is not None and not 0 < a.max_decode_ms < float("inf"):
         raise ValueError(f"--max-decode-ms: must be a positive finite number of milliseconds, got {a.max_decode_ms:g}")
+    if a.load is not None and not 0 < a.load < float("inf"):
+        raise ValueError(f"--load: must be a positive finite number of requests a second, got {a.load:g}")
     if a.sweep:
         target = None if a.max_decode_ms is None else a.max_decode_ms / 1e3
         df = serving_sweep(raw, target, progress=not a.json,
-                           weights=tuple(a.weights.split(",")) if a.weights else None)
+                           weights=tuple(a.weights.split(",")) if a.weights else None, load_rps=a.load)
         ok = df[df["meets_target"]] if target is not None else df
-        return {"sweep": df.to_dict("records"), "max_decode_s": target,
+        if a.load is not None:  # the fewest GPUs for the load, then the shortest step
+            ok = ok.sort_values(["gpus_for_load", "decode_s_per_token"], kind="stable")
+        return {"sweep": df.to_dict("records"), "max_decode_s": target, "load_rps": a.load,
                 "best": ok.iloc[0].to_dict() if len(ok) else None}
     if a.max_batch:
         batch, result = max_batch(raw)
@@ -48,6 +52,11 @@ def show_sweep(out: dict) -> None:
     b = out["best"]
     if b is None:
         print("no configuration meets the target")
+    elif out.get("load_rps") is not None:
+        fmt = f"{b['weights']} weights, " if w else ""
+        print(f"fewest GPUs for {out['load_rps']:,g} requests/s{' within the target' if target else ''}: "
+              f"{b['gpus_for_load']:,} = {b['replicas']:,} replicas of {fmt}tensor {b['tensor']}, batch {b['batch']} "
+              f"({b['requests_per_s']:,.2f} requests/s each, {b['decode_s_per_token'] * 1e3:.2f} ms per token)")
     else:
         fmt = f"{b['weights']} weights, " if w else ""
         print(f"most tokens/s per GPU{' within the target' if target else ''}: {fmt}tensor {b['tensor']}, batch "
@@ -128,6 +137,9 @@ def register(sub) -> None:
                    help="with --sweep: weight formats to compare (fp16, bf16, int8, fp8, int4, 2:4, a fraction of zeros)")
     e.add_argument("--max-decode-ms", type=float, default=None, metavar="MS",
                    help="with --sweep: the decode latency target per token, in milliseconds")
+    e.add_argument("--load", type=float, default=None, metavar="RPS",
+                   help="with --sweep: requests a second to serve; adds the replicas and GPUs each configuration "
+                        "needs for it, and the best is the one with the fewest GPUs")
     e.add_argument("--max-batch", action="store_true",
                    help="the largest batch that fits in device memory (replaces inference.batch), and the "
                         "latency and throughput there")
