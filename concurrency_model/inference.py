@@ -63,6 +63,10 @@ per-step latency for 10 generated tokens).
   modelled).
 * **Continuous batching** (``batching`` = ``"continuous"``): ``batch`` slots in steady state, each iteration one
   token per slot and the new prompts' share in the same pass (:mod:`concurrency_model.continuous`).
+* **Unequal output lengths** (``output_lengths`` = ``uniform`` or ``geometric``, mean ``decode_len``;
+  :mod:`concurrency_model.lengths`): a static batch decodes until its longest request ends (the expected maximum
+  of ``batch`` lengths) and holds the cache of the longest possible one, while its tokens are ``batch`` x the
+  mean; continuous batching refills the slots and follows the mean.
 * **Speculative decoding** (``speculative`` = ``{"draft", "tokens", "acceptance"}``): a draft model's steps and one
   verification step of the target per iteration, over the tokens an iteration yields
   (:mod:`concurrency_model.speculative`, Leviathan et al. 2023); the decode breakdown is then per generated token.
@@ -82,6 +86,7 @@ from .cluster import load_cluster
 from .continuous import iteration, prompt_tokens, workspace
 from .decode import decode_step, prefill_pass, sum_max_affine
 from .economics import busy_seconds, check_price, per_million_tokens
+from .lengths import lengths
 from .models import SEQUENCE_MODELS, get_model
 from .models.transformer import check_tensor_split
 from .parallel.memory import memory_per_device
@@ -94,7 +99,7 @@ from .units import dtype_bytes
 
 INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,
              "weight_sparsity": None, "host_overhead_s": 0.0, "speculative": None, "batching": "static",
-             "price_per_gpu_hour": None}
+             "price_per_gpu_hour": None, "output_lengths": "fixed"}
 BATCHING = ("static", "continuous")
 
 
@@ -192,7 +197,7 @@ def infer(scenario) -> Inference:
             raise ValueError(f"parallel.{k}: inference is modelled with tensor and pipeline parallelism only, got {par[k]}")
     return predict(sc.model, sc.cluster, inf["batch"], inf["prompt_len"], inf["decode_len"], inf["dtype"],
                    par["tensor"], par["pipeline"], inf["weight_dtype"], inf["host_overhead_s"], inf["weight_sparsity"],
-                   inf["speculative"], inf["batching"], inf["price_per_gpu_hour"])
+                   inf["speculative"], inf["batching"], inf["price_per_gpu_hour"], inf["output_lengths"])
 
 
 def is_causal_decoder(model) -> bool:
@@ -221,7 +226,7 @@ def model_shape(graph) -> dict:
 def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype: str = "fp16", tensor: int = 1,
             pipeline: int = 1, weight_dtype: str | None = None, host_overhead_s: float = 0.0,
             weight_sparsity: str | None = None, speculative: dict | None = None, batching: str = "static",
-            price_per_gpu_hour: float | None = None) -> Inference:
+            price_per_gpu_hour: float | None = None, output_lengths: str = "fixed") -> Inference:
     """:func:`infer` for a model spec and a cluster (preset name, file, dict or
     :class:`~concurrency_model.cluster.Cluster`) given directly.
 
@@ -242,6 +247,12 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                          f"model's context of {shape['context']} positions (set the model's seq_len)")
     if p > shape["layers"]:
         raise ValueError(f"parallel.pipeline: {p} stages exceed the {shape['layers']} transformer blocks")
+    dist = lengths(output_lengths, decode_len, shape["context"] - prompt_len)
+    if output_lengths != "fixed" and speculative is not None:
+        raise ValueError("inference.output_lengths: unequal lengths with speculative decoding are not modelled")
+    # a static batch decodes until its longest request ends and holds the cache of the longest possible one
+    steps, mean = (dist.expected_max(batch), dist.mean) if batching == "static" else (dist.mean, dist.mean)
+    o = max(1, round(mean))  # a continuous slot's contexts and prompt share follow the mean length
     try:
         dev.peak(dtype)
     except ValueError as e:
@@ -257,7 +268,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     # memory first: a configuration that does not fit is refused, not estimated
     spec = Speculation(check_speculative(speculative), shape, model_shape, vb, batch, prompt_len, decode_len, t, p) \
         if speculative is not None else None
-    context = spec.context if spec else prompt_len + decode_len
+    context = spec.context if spec else prompt_len + (dist.longest if batching == "static" else decode_len)
     if spec and context > shape["context"]:
         raise ValueError(f"inference.speculative.tokens: prompt_len + decode_len + tokens = {context} exceeds the "
                          f"model's context of {shape['context']} positions")
@@ -270,29 +281,29 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
         weights += spec.weights_bytes
         extra["draft_kv_cache"] = kv_cache_bytes(d["layers"], batch, context, d["kv_heads"], d["head_dim"], vb, t, p)
     weights /= t * p
-    work = workspace(lambda b, s: model_graph(model, b, s, vb), t, batch, prompt_len, decode_len, vb) \
+    work = workspace(lambda b, s: model_graph(model, b, s, vb), t, batch, prompt_len, o, vb) \
         if batching == "continuous" else workspace_bytes(g_pre, t, batch, vb)
     mem = memory_per_device(weights, work, dev, extra=extra)
     if not mem["fits"]:
         raise ValueError(mem["reason"])
 
     if batching == "continuous":
-        it = iteration(lambda b, s: model_graph(model, b, s, vb), shape, dev, dtype, t, batch, prompt_len, decode_len,
+        it = iteration(lambda b, s: model_graph(model, b, s, vb), shape, dev, dtype, t, batch, prompt_len, o,
                        comm, host_overhead_s, quantized, weight_sparsity)
         step_s, first = it.seconds, it.first_token_s
-        total_s = first + (decode_len - 1) * step_s  # one request: its first token, then one an iteration
+        total_s = first + (mean - 1) * step_s  # one request: its first token, then one an iteration
 
         def per_iteration(flops, mem_bw, launch, intra_bw, inter_bw):
             net = intra_bw if t <= cl.gpus_per_node else inter_bw
             s, f = it.scaled(flops, mem_bw, launch, net), it.first_token_scaled(flops, mem_bw, launch, net)
-            return f, s, f + (decode_len - 1) * s
+            return f, s, f + (mean - 1) * s
         return Inference(first, step_s, batch / step_s, kv, float(mem["total_bytes"]), total_s, kv_all,
                          {f"iteration_{k}": v for k, v in it.breakdown.items()}, mem, {"tensor": t, "pipeline": p},
                          {"batch": batch, "prompt_len": prompt_len, "decode_len": decode_len, "dtype": dtype,
                           "weight_dtype": weight_dtype or dtype, "weight_sparsity": weight_sparsity,
                           "host_overhead_s": host_overhead_s, "speculative": None, "batching": batching,
-                          "requests_per_s": batch / (decode_len * step_s),
-                          "prompt_tokens_per_iteration": prompt_tokens(batch, prompt_len, decode_len)},
+                          "requests_per_s": batch / (mean * step_s), **lengths_summary(dist),
+                          "prompt_tokens_per_iteration": prompt_tokens(batch, prompt_len, o)},
                          shape, _bands(per_iteration),
                          per_million_tokens(batch / step_s, t * p, busy_seconds(it.breakdown) / step_s,
                                             float(dev.board_power_w), price_per_gpu_hour))
@@ -300,17 +311,18 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     prompt = prefill_pass(g_pre, shape["hidden"], dev, dtype, t, batch, comm, prompt_len, host_overhead_s, quantized,
                           weight_sparsity)
     pre = dict(prompt.breakdown)
-    step = decode_step(g_dec, shape, dev, dtype, t, batch, comm, prompt_len + 1, prompt_len + decode_len,
+    last = prompt_len + max(1, round(steps))  # the context of the batch's last step
+    step = decode_step(g_dec, shape, dev, dtype, t, batch, comm, prompt_len + 1, last,
                        host_overhead_s, quantized, weight_sparsity)
     dec = step.breakdown
     if spec:
         draft_prompt = spec.prefill(dev, dtype, t, comm, host_overhead_s)
         pre["draft_s"] = sum(draft_prompt.breakdown.values())
-        draft, verify = spec.steps(model, shape, dev, dtype, t, comm, prompt_len + 1, prompt_len + decode_len,
+        draft, verify = spec.steps(model, shape, dev, dtype, t, comm, prompt_len + 1, last,
                                    host_overhead_s, quantized, weight_sparsity)
         dec = {k: spec.per_token(draft.breakdown[k], verify.breakdown[k]) for k in dec}
     prefill_s, step_s = sum(pre.values()), sum(dec.values())
-    total_s = prefill_s + decode_len * step_s
+    total_s = prefill_s + steps * step_s
     breakdown = {**{f"prefill_{k}": v for k, v in pre.items()}, **{f"decode_{k}": v for k, v in dec.items()}}
 
     def latencies(flops, mem_bw, launch, intra_bw, inter_bw):
@@ -322,19 +334,28 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
         if spec:
             pre_s = pre_s + draft_prompt.scaled(flops, mem_bw, launch, net)
             dec_s = spec.per_token(draft.scaled(flops, mem_bw, launch, net), verify.scaled(flops, mem_bw, launch, net))
-        return pre_s, dec_s, pre_s + decode_len * dec_s
+        return pre_s, dec_s, pre_s + steps * dec_s
 
-    return Inference(prefill_s, step_s, batch * decode_len / total_s, kv, float(mem["total_bytes"]), total_s,
+    return Inference(prefill_s, step_s, batch * mean / total_s, kv, float(mem["total_bytes"]), total_s,
                      kv_all, breakdown, mem, {"tensor": t, "pipeline": p},
                      {"batch": batch, "prompt_len": prompt_len, "decode_len": decode_len, "dtype": dtype,
                       "weight_dtype": weight_dtype or dtype, "weight_sparsity": weight_sparsity,
                       "host_overhead_s": host_overhead_s,
                       "speculative": spec.summary(draft.seconds, verify.seconds, step.seconds) if spec else None,
-                      "batching": batching},
+                      "batching": batching, **lengths_summary(dist, steps)},
                      shape, _bands(latencies),
-                     per_million_tokens(batch * decode_len / total_s, t * p,
-                                        (busy_seconds(pre) + decode_len * busy_seconds(dec)) / total_s,
+                     per_million_tokens(batch * mean / total_s, t * p,
+                                        (busy_seconds(pre) + steps * busy_seconds(dec)) / total_s,
                                         float(dev.board_power_w), price_per_gpu_hour))
+
+
+def lengths_summary(dist, steps: float | None = None) -> dict:
+    """``output_lengths`` and, for unequal ones, ``mean_decode_len`` and (a static batch) ``decode_steps``, the
+    expected longest request (:mod:`concurrency_model.lengths`)."""
+    if dist.kind == "fixed":
+        return {"output_lengths": "fixed"}
+    return {"output_lengths": dist.kind, "mean_decode_len": dist.mean,
+            **({"decode_steps": steps} if steps is not None else {})}
 
 
 def _bands(latencies) -> dict:

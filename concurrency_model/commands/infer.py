@@ -97,7 +97,8 @@ def show(out: dict) -> None:
               f"{out['prefill_s'] * 1e3:,.3f} ms; a request {out['total_s'] * 1e3:,.1f} ms; "
               f"{out['tokens_per_s']:,.1f} tokens/s, {i['requests_per_s']:,.2f} requests/s at full slots")
     else:
-        print(f"batch {i['batch']}, prompt {i['prompt_len']}, {i['decode_len']} decode steps, {i['dtype']}{weights} on "
+        steps = "decode steps" if i.get("output_lengths", "fixed") == "fixed" else "generated tokens on average"
+        print(f"batch {i['batch']}, prompt {i['prompt_len']}, {i['decode_len']} {steps}, {i['dtype']}{weights} on "
               f"{devices} (tensor {p['tensor']} x pipeline {p['pipeline']})")
         print(f"prefill (time to first token) {out['prefill_s'] * 1e3:,.3f} ms; decode "
               f"{out['decode_s_per_token'] * 1e3:,.3f} ms per token; total {out['total_s'] * 1e3:,.1f} ms; "
@@ -108,6 +109,10 @@ def show(out: dict) -> None:
         print(f"80% bands: {first} {out['prefill_p10_s'] * 1e3:,.3f}-{out['prefill_p90_s'] * 1e3:,.3f} ms; {step} "
               f"{out['decode_s_per_token_p10'] * 1e3:,.3f}-{out['decode_s_per_token_p90'] * 1e3:,.3f} ms per token; "
               f"{whole} {out['total_p10_s'] * 1e3:,.1f}-{out['total_p90_s'] * 1e3:,.1f} ms")
+    if i.get("output_lengths", "fixed") != "fixed":
+        waits = (f": the batch decodes {i['decode_steps']:,.1f} steps on average, until its longest request ends"
+                 if "decode_steps" in i else ": the slots refill as requests end")
+        print(f"{i['output_lengths']} output lengths, mean {i['mean_decode_len']:,.1f} tokens{waits}")
     sp = i.get("speculative")
     if sp:
         print(f"speculative decoding: {sp['tokens']} draft tokens at acceptance {sp['acceptance']:g} yield "
@@ -129,7 +134,8 @@ def register(sub) -> None:
                        "pass's latency and samples/s for a model without a KV cache)")
     e.add_argument("--scenario", required=True,
                    help="scenario file (JSON or TOML) with an inference object: batch, prompt_len, decode_len, dtype "
-                        "[, weight_dtype, weight_sparsity, host_overhead_s, speculative, batching, price_per_gpu_hour]")
+                        "[, weight_dtype, weight_sparsity, host_overhead_s, speculative, batching, output_lengths, "
+                        "price_per_gpu_hour]")
     e.add_argument("--sweep", action="store_true",
                    help="a causal decoder on every tensor degree inside a node and batch up to the largest that "
                         "fits: the Pareto front of decode latency and tokens/s per GPU")

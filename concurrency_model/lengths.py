@@ -1,0 +1,72 @@
+"""How many tokens each request generates (``inference.output_lengths``), and what a batch waits for [D].
+
+Requests rarely stop at the same token. With ``decode_len`` as the mean:
+
+* ``fixed``: every request generates ``decode_len`` tokens (the default);
+* ``uniform``: lengths equally likely from 1 to ``2 decode_len - 1``;
+* ``geometric``: each token ends the request with probability ``1 / decode_len`` (lengths 1, 2, ...),
+  truncated at what the model's context leaves after the prompt (the mean is then that of the truncated law).
+
+A static batch runs until its longest request ends, its finished sequences idle in their slots, and holds
+the KV cache of the longest possible one (FasterTransformer allocates for the maximum length): its steps are
+the expected maximum of ``batch`` lengths, ``E[max] = sum_{k >= 0} (1 - F(k)^batch)`` for the lengths' CDF F
+(the standard identity ``E[X] = sum_k P(X > k)`` for a variable on 1, 2, ...). Continuous batching
+(:mod:`concurrency_model.continuous`) refills a slot when its request ends, so only the mean matters there.
+This is what Orca (Yu et al., OSDI 2022) names as static batching's loss.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+DISTRIBUTIONS = ("fixed", "uniform", "geometric")
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """The law of the generated lengths: ``pmf[i]`` is the probability of ``i + 1`` tokens."""
+
+    kind: str
+    pmf: np.ndarray
+
+    @property
+    def mean(self) -> float:
+        return float(np.dot(np.arange(1, len(self.pmf) + 1), self.pmf))
+
+    @property
+    def longest(self) -> int:
+        return int(np.flatnonzero(self.pmf)[-1]) + 1
+
+    def expected_max(self, batch: int) -> float:
+        """Expected longest of ``batch`` independent lengths.
+
+        >>> lengths("uniform", 2, 10).expected_max(2)   # lengths 1..3: 1 + (1 - 1/9) + (1 - 4/9) = 22/9
+        2.4444444444444446
+        """
+        cdf = np.cumsum(self.pmf)[:-1]  # F(1) .. F(longest - 1); F(0) = 0
+        return float(1.0 + np.sum(1.0 - np.clip(cdf, 0.0, 1.0) ** batch))
+
+
+def lengths(kind: str, decode_len: int, cap: int) -> Lengths:
+    """The law of ``kind`` with mean ``decode_len`` on ``1 .. cap`` tokens (``ValueError`` naming the field).
+
+    >>> round(lengths("geometric", 4, 1000).mean, 9)  # the truncation at 1,000 tokens does not show
+    4.0
+    """
+    if kind not in DISTRIBUTIONS:
+        raise ValueError(f"inference.output_lengths: unknown {kind!r}; allowed: {', '.join(DISTRIBUTIONS)}")
+    if kind == "fixed":
+        pmf = np.zeros(decode_len)
+        pmf[-1] = 1.0
+    elif kind == "uniform":
+        top = 2 * decode_len - 1
+        if top > cap:
+            raise ValueError(f"inference.decode_len: uniform lengths reach 2 x {decode_len} - 1 = {top} tokens, more "
+                             f"than the {cap} the model's context leaves after the prompt")
+        pmf = np.full(top, 1.0 / top)
+    else:
+        q = 1.0 / decode_len
+        pmf = q * (1 - q) ** np.arange(cap)
+        pmf /= pmf.sum()
+    return Lengths(kind, pmf)
