@@ -28,8 +28,8 @@ a steady share). The steady state this module prices [D], for ``slots`` sequence
   Kwon et al. 2023, holds ``P + O / 2`` on average). **Workspace**: the larger of an iteration's operator on
   ``slots + C`` rows and one prompt's pass (its attention scores when unfused), not a whole batch's prompts.
 
-Equal prompt and output lengths for all requests; tensor parallelism only (no pipeline stages, no
-speculative decoding).
+Equal prompt lengths; unequal output lengths (:mod:`concurrency_model.lengths`) enter through their mean, O
+above. Tensor parallelism only (no pipeline stages, no speculative decoding).
 """
 from __future__ import annotations
 

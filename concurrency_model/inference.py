@@ -287,6 +287,9 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     if not mem["fits"]:
         raise ValueError(mem["reason"])
 
+    summary = {"batch": batch, "prompt_len": prompt_len, "decode_len": decode_len, "dtype": dtype,
+               "weight_dtype": weight_dtype or dtype, "weight_sparsity": weight_sparsity,
+               "host_overhead_s": host_overhead_s, "batching": batching}
     if batching == "continuous":
         it = iteration(lambda b, s: model_graph(model, b, s, vb), shape, dev, dtype, t, batch, prompt_len, o,
                        comm, host_overhead_s, quantized, weight_sparsity)
@@ -299,10 +302,8 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
             return f, s, f + (mean - 1) * s
         return Inference(first, step_s, batch / step_s, kv, float(mem["total_bytes"]), total_s, kv_all,
                          {f"iteration_{k}": v for k, v in it.breakdown.items()}, mem, {"tensor": t, "pipeline": p},
-                         {"batch": batch, "prompt_len": prompt_len, "decode_len": decode_len, "dtype": dtype,
-                          "weight_dtype": weight_dtype or dtype, "weight_sparsity": weight_sparsity,
-                          "host_overhead_s": host_overhead_s, "speculative": None, "batching": batching,
-                          "requests_per_s": batch / (mean * step_s), **lengths_summary(dist),
+                         {**summary, "speculative": None, "requests_per_s": batch / (mean * step_s),
+                          **lengths_summary(dist),
                           "prompt_tokens_per_iteration": prompt_tokens(batch, prompt_len, o)},
                          shape, _bands(per_iteration),
                          per_million_tokens(batch / step_s, t * p, busy_seconds(it.breakdown) / step_s,
@@ -338,11 +339,8 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
 
     return Inference(prefill_s, step_s, batch * mean / total_s, kv, float(mem["total_bytes"]), total_s,
                      kv_all, breakdown, mem, {"tensor": t, "pipeline": p},
-                     {"batch": batch, "prompt_len": prompt_len, "decode_len": decode_len, "dtype": dtype,
-                      "weight_dtype": weight_dtype or dtype, "weight_sparsity": weight_sparsity,
-                      "host_overhead_s": host_overhead_s,
-                      "speculative": spec.summary(draft.seconds, verify.seconds, step.seconds) if spec else None,
-                      "batching": batching, **lengths_summary(dist, steps)},
+                     {**summary, "speculative": spec.summary(draft.seconds, verify.seconds, step.seconds) if spec
+                      else None, **lengths_summary(dist, steps)},
                      shape, _bands(latencies),
                      per_million_tokens(batch * mean / total_s, t * p,
                                         (busy_seconds(pre) + steps * busy_seconds(dec)) / total_s,
