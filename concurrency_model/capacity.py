@@ -85,7 +85,7 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
                   weights: tuple | None = None, load_rps: float | None = None) -> pd.DataFrame:
     """Every tensor-parallel degree inside a node (powers of two that split the model) and every batch from 1
     to the largest that fits (powers of two and the largest) of a causal decoder's scenario, one row each:
-    ``tensor, batch, prefill_s, decode_s_per_token, tokens_per_s, tokens_per_s_per_gpu, memory_bytes_per_device``,
+    ``tensor, batch, gpus, prefill_s, decode_s_per_token, tokens_per_s, tokens_per_s_per_gpu, memory_bytes_per_device``,
     ``pareto`` (no other row has both a shorter decode step and more tokens/s per GPU) and, with
     ``max_decode_s``, ``meets_target``; per million generated tokens ``gpu_hours_per_million_tokens``,
     ``energy_per_token_j`` and, with ``inference.price_per_gpu_hour``, ``cost_per_million_tokens``
@@ -127,7 +127,7 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
             for b in batches:
                 r = _at(_with_tensor(formats[fmt], t), b)
                 gpus = t * r.parallel["pipeline"]
-                rows.append({**({"weights": fmt} if weights else {}), "tensor": t, "batch": b,
+                rows.append({**({"weights": fmt} if weights else {}), "tensor": t, "batch": b, "gpus": gpus,
                              "prefill_s": r.prefill_s, "decode_s_per_token": r.decode_s_per_token,
                              "tokens_per_s": r.tokens_per_s, "tokens_per_s_per_gpu": r.tokens_per_s / gpus,
                              "memory_bytes_per_device": r.memory_bytes_per_device,
@@ -141,5 +141,5 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
         df["meets_target"] = df["decode_s_per_token"] <= max_decode_s
     if load_rps is not None:
         df["replicas"] = np.ceil(load_rps / df["requests_per_s"]).astype(int)
-        df["gpus_for_load"] = df["replicas"] * (df["tokens_per_s"] / df["tokens_per_s_per_gpu"]).round().astype(int)
+        df["gpus_for_load"] = df["replicas"] * df["gpus"]
     return df.sort_values("tokens_per_s_per_gpu", ascending=False, kind="stable").reset_index(drop=True)
