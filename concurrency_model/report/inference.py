@@ -20,6 +20,7 @@ QUANT_CLUSTER = "dgx-h100"
 WEIGHTS = ("fp16", "int8", "int4", "2:4")  # weight_dtype, or "2:4": fp16 weights pruned 2:4
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
 PROMPT, DECODE = 1024, 128
+LOAD_RPS = 100.0  # requests a second the serving front is sized for
 
 
 def ft_frame() -> pd.DataFrame:
@@ -60,11 +61,30 @@ FRONT_TARGET_S = 0.020  # an illustrative decode target per token for the servin
 
 
 def front_frame() -> pd.DataFrame:
-    """:func:`~concurrency_model.capacity.serving_sweep` of :data:`QUANT_MODEL` on :data:`QUANT_CLUSTER`."""
+    """:func:`~concurrency_model.capacity.serving_sweep` of :data:`QUANT_MODEL` on :data:`QUANT_CLUSTER`, with
+    the GPUs each configuration needs for :data:`LOAD_RPS` requests a second."""
     from ..capacity import serving_sweep
 
     return serving_sweep({"model": QUANT_MODEL, "cluster": QUANT_CLUSTER,
-                          "inference": {"prompt_len": PROMPT, "decode_len": DECODE}}, FRONT_TARGET_S)
+                          "inference": {"prompt_len": PROMPT, "decode_len": DECODE}}, FRONT_TARGET_S,
+                         load_rps=LOAD_RPS)
+
+
+def batching_frame(batch: int = 32) -> pd.DataFrame:
+    """``batching, output_lengths, first_token_s, decode_s_per_token, tokens_per_s`` of :data:`QUANT_MODEL` on
+    one GPU at ``batch`` sequences: static and continuous batching, equal lengths and lengths uniform around
+    :data:`DECODE` (:mod:`concurrency_model.continuous`, :mod:`concurrency_model.lengths`)."""
+    from ..inference import infer
+
+    rows = []
+    for kind in ("fixed", "uniform"):
+        for batching in ("static", "continuous"):
+            r = infer({"model": QUANT_MODEL, "cluster": QUANT_CLUSTER,
+                       "inference": {"batch": batch, "prompt_len": PROMPT, "decode_len": DECODE,
+                                     "batching": batching, "output_lengths": kind}})
+            rows.append({"batching": batching, "output_lengths": kind, "first_token_s": r.prefill_s,
+                         "decode_s_per_token": r.decode_s_per_token, "tokens_per_s": r.tokens_per_s})
+    return pd.DataFrame(rows)
 
 
 def front_plot(frame: pd.DataFrame | None = None, ax=None):
