@@ -24,6 +24,10 @@ a steady share). The steady state this module prices [D], for ``slots`` sequence
   and so lasts the mean iteration plus the part of the prompt beyond an iteration's share: ``1.5``
   iterations ``+ max(0, 1 - C / P)`` of a batch-1 prompt pass [D]. Queueing for a free slot under a load
   above the capacity is not modelled.
+* **Under a load** (``load_rps`` requests a second, below the capacity): Little's law (Little 1961) gives the
+  slots in use, ``n = load x O x iteration(n)`` (a request holds its slot for its O iterations); the engine
+  runs the fewest whole slots ``n`` that carry the load, with iterations of ``n`` slots, and its tokens/s are
+  ``load x O``. A load at or above the capacity of all the slots is refused: its queue grows without bound.
 * **KV cache**: every slot at ``P + O`` positions (what a planner must hold at the peak; paged allocation,
   Kwon et al. 2023, holds ``P + O / 2`` on average). **Workspace**: the larger of an iteration's operator on
   ``slots + C`` rows and one prompt's pass (its attention scores when unfused), not a whole batch's prompts.
@@ -127,3 +131,33 @@ def workspace(graph_of, t: int, slots: int, prompt_len: int, decode_len: int, vb
     pass that carries one whole prompt (:func:`~concurrency_model.serving.workspace_bytes`)."""
     rows = slots + prompt_tokens(slots, prompt_len, decode_len)
     return max(workspace_bytes(graph_of(rows, 1), t, rows, vb), workspace_bytes(graph_of(1, prompt_len), t, 1, vb))
+
+
+def at_load(make, load_rps: float, mean_len: float, slots: int) -> tuple[int, Iteration, float]:
+    """``(n, iteration of n slots, slots in use)`` under ``load_rps``: the fewest slots ``n <= slots`` with
+    ``load_rps x mean_len x iteration(n) <= n`` (Little's law, module docstring); ``make(n)`` builds the
+    iteration of ``n`` slots. ``ValueError`` naming ``inference.load_rps`` when even ``slots`` cannot carry it.
+
+    >>> class It:  # an iteration of 10 ms and 1 ms a slot
+    ...     def __init__(self, n): self.seconds = 0.01 + 0.001 * n
+    >>> n, it, used = at_load(It, 50.0, 10, 64)  # 50 x 10 x (0.01 + 0.001 n) <= n from n = 10
+    >>> n, round(used, 2)
+    (10, 10.0)
+    """
+    def used(it):
+        return load_rps * mean_len * it.seconds
+
+    top = make(slots)
+    if used(top) >= slots:
+        raise ValueError(f"inference.load_rps: {load_rps:g} requests a second exceed the capacity of {slots} slots, "
+                         f"{slots / (mean_len * top.seconds):,.2f} (the queue would grow without bound); add slots "
+                         "(inference.batch) or devices")
+    lo, hi, best = 1, slots, top
+    while lo < hi:  # the iteration grows with its slots: the smallest n that carries the load
+        mid = (lo + hi) // 2
+        it = make(mid)
+        if used(it) <= mid:
+            hi, best = mid, it
+        else:
+            lo = mid + 1
+    return hi, best, used(best)

@@ -83,7 +83,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from .cluster import load_cluster
-from .continuous import iteration, prompt_tokens, workspace
+from .continuous import at_load, iteration, prompt_tokens, workspace
 from .decode import decode_step, prefill_pass, sum_max_affine
 from .economics import busy_seconds, check_price, per_million_tokens
 from .lengths import lengths
@@ -99,7 +99,7 @@ from .units import dtype_bytes
 
 INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,
              "weight_sparsity": None, "host_overhead_s": 0.0, "speculative": None, "batching": "static",
-             "price_per_gpu_hour": None, "output_lengths": "fixed"}
+             "price_per_gpu_hour": None, "output_lengths": "fixed", "load_rps": None}
 BATCHING = ("static", "continuous")
 
 
@@ -168,6 +168,12 @@ def inference_section(raw: dict) -> dict:
     if isinstance(h, bool) or not isinstance(h, (int, float)) or not 0 <= h < float("inf"):
         raise ValueError(f"inference.host_overhead_s: must be a number >= 0 (host seconds per kernel), got {h!r}")
     check_price(out["price_per_gpu_hour"])
+    load = out["load_rps"]
+    if load is not None and (isinstance(load, bool) or not isinstance(load, (int, float)) or not 0 < load < float("inf")):
+        raise ValueError(f"inference.load_rps: must be a positive number of requests a second, got {load!r}")
+    if load is not None and out["batching"] != "continuous":
+        raise ValueError("inference.load_rps: a load is modelled with batching \"continuous\" (a static batch waits "
+                         "for its requests)")
     if out["batching"] not in BATCHING:
         raise ValueError(f"inference.batching: unknown {out['batching']!r}; allowed: {', '.join(BATCHING)}")
     return out
@@ -197,7 +203,8 @@ def infer(scenario) -> Inference:
             raise ValueError(f"parallel.{k}: inference is modelled with tensor and pipeline parallelism only, got {par[k]}")
     return predict(sc.model, sc.cluster, inf["batch"], inf["prompt_len"], inf["decode_len"], inf["dtype"],
                    par["tensor"], par["pipeline"], inf["weight_dtype"], inf["host_overhead_s"], inf["weight_sparsity"],
-                   inf["speculative"], inf["batching"], inf["price_per_gpu_hour"], inf["output_lengths"])
+                   inf["speculative"], inf["batching"], inf["price_per_gpu_hour"], inf["output_lengths"],
+                   inf["load_rps"])
 
 
 def is_causal_decoder(model) -> bool:
@@ -226,7 +233,8 @@ def model_shape(graph) -> dict:
 def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype: str = "fp16", tensor: int = 1,
             pipeline: int = 1, weight_dtype: str | None = None, host_overhead_s: float = 0.0,
             weight_sparsity: str | None = None, speculative: dict | None = None, batching: str = "static",
-            price_per_gpu_hour: float | None = None, output_lengths: str = "fixed") -> Inference:
+            price_per_gpu_hour: float | None = None, output_lengths: str = "fixed",
+            load_rps: float | None = None) -> Inference:
     """:func:`infer` for a model spec and a cluster (preset name, file, dict or
     :class:`~concurrency_model.cluster.Cluster`) given directly.
 
@@ -291,22 +299,26 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                "weight_dtype": weight_dtype or dtype, "weight_sparsity": weight_sparsity,
                "host_overhead_s": host_overhead_s, "batching": batching}
     if batching == "continuous":
-        it = iteration(lambda b, s: model_graph(model, b, s, vb), shape, dev, dtype, t, batch, prompt_len, o,
-                       comm, host_overhead_s, quantized, weight_sparsity)
+        def make(n):
+            return iteration(lambda b, s: model_graph(model, b, s, vb), shape, dev, dtype, t, n, prompt_len, o,
+                             comm, host_overhead_s, quantized, weight_sparsity)
+        n, it, active = (batch, make(batch), batch) if load_rps is None else at_load(make, load_rps, mean, batch)
         step_s, first = it.seconds, it.first_token_s
+        loaded = {} if load_rps is None else {"load_rps": load_rps, "slots_in_use": active, "slots_run": n}
         total_s = first + (mean - 1) * step_s  # one request: its first token, then one an iteration
 
         def per_iteration(flops, mem_bw, launch, intra_bw, inter_bw):
             net = intra_bw if t <= cl.gpus_per_node else inter_bw
             s, f = it.scaled(flops, mem_bw, launch, net), it.first_token_scaled(flops, mem_bw, launch, net)
             return f, s, f + (mean - 1) * s
-        return Inference(first, step_s, batch / step_s, kv, float(mem["total_bytes"]), total_s, kv_all,
+        return Inference(first, step_s, active / step_s, kv, float(mem["total_bytes"]), total_s, kv_all,
                          {f"iteration_{k}": v for k, v in it.breakdown.items()}, mem, {"tensor": t, "pipeline": p},
-                         {**summary, "speculative": None, "requests_per_s": batch / (mean * step_s),
-                          **lengths_summary(dist),
-                          "prompt_tokens_per_iteration": prompt_tokens(batch, prompt_len, o)},
+                         {**summary, "speculative": None, "requests_per_s": active / (mean * step_s),
+                          **lengths_summary(dist), **loaded,
+                          "prompt_tokens_per_iteration": prompt_tokens(n, prompt_len, o)},
                          shape, _bands(per_iteration),
-                         per_million_tokens(batch / step_s, t * p, busy_seconds(it.breakdown) / step_s,
+                         per_million_tokens(active / step_s, t * p,
+                                            min(1.0, active) * busy_seconds(it.breakdown) / step_s,
                                             float(dev.board_power_w), price_per_gpu_hour))
 
     prompt = prefill_pass(g_pre, shape["hidden"], dev, dtype, t, batch, comm, prompt_len, host_overhead_s, quantized,

@@ -101,4 +101,43 @@ def test_cli(tmp_path, capsys):
     assert out["inference"]["batching"] == "continuous" and out["gpus"] == 2
     assert out["time_to_first_token_s"] == out["prefill_s"] and out["inference"]["prompt_tokens_per_iteration"] == 128
     assert main(["infer", "--scenario", str(f)]) == 0
-    assert "continuous batching: 16 sequences decoding" in capsys.readouterr().out
+    assert "continuous batching: 16 slots, prompts of 1024 tokens" in capsys.readouterr().out
+
+
+def loaded(load, batch=109):
+    return {**sc(batch), "inference": {**sc(batch)["inference"], "load_rps": load}}
+
+
+def test_under_a_load_littles_law_sets_the_slots():
+    r = infer(loaded(10.0))
+    n, used = r.inference["slots_run"], r.inference["slots_in_use"]
+    cl, shape, _ = parts_of(1)
+
+    def it(slots):
+        return iteration(lambda b, s: model_graph(LLAMA, b, s, 2), shape, cl.device, "fp16", 1, slots, P, O,
+                         Comm(cl, 1, 1)).seconds
+    # the fewest slots whose iterations carry 10 requests a second of 128 tokens each: n >= 10 x 128 x it(n)
+    assert 10 * O * it(n) <= n and 10 * O * it(n - 1) > n - 1
+    assert used == pytest.approx(10 * O * it(n), rel=1e-12) and r.decode_s_per_token == pytest.approx(it(n), rel=1e-12)
+    assert r.tokens_per_s == pytest.approx(10 * O, rel=1e-12) and r.inference["requests_per_s"] == pytest.approx(10)
+
+
+def test_latency_and_cost_against_the_load():
+    rows = [infer(loaded(x, 109)) for x in (1.0, 5.0, 10.0, 14.0)]
+    tpot = [r.decode_s_per_token for r in rows]
+    assert tpot == sorted(tpot) and tpot[0] < 0.008 < 0.02 < tpot[-1]  # 7 ms at 1 request a second, 23 at 14
+    full = infer(sc(109))  # every slot busy: the capacity
+    assert tpot[-1] < full.decode_s_per_token and full.inference["requests_per_s"] > 14
+    with_price = [infer({**loaded(x), "inference": {**loaded(x)["inference"], "price_per_gpu_hour": 2.0}})
+                  .economics["cost_per_million_tokens"] for x in (1.0, 10.0)]
+    assert with_price[0] > 5 * with_price[1]  # an idle GPU's hours are paid for too
+
+
+def test_a_load_over_the_capacity_or_with_a_static_batch_is_refused():
+    with pytest.raises(ValueError, match=r"^inference.load_rps: 20 requests a second exceed the capacity of 109 slots, "
+                                         r"16\.\d\d"):
+        infer(loaded(20.0))
+    with pytest.raises(ValueError, match=r"^inference.load_rps: a load is modelled with batching \"continuous\""):
+        infer({**sc(8, "static"), "inference": {**sc(8, "static")["inference"], "load_rps": 1.0}})
+    with pytest.raises(ValueError, match=r"^inference.load_rps: must be a positive number"):
+        infer(loaded(0))

@@ -90,12 +90,14 @@ def show(out: dict) -> None:
             print(f"  {k:<28} {v:>12.4g} s")
         return
     if i.get("batching") == "continuous":
-        print(f"continuous batching: {i['batch']} sequences decoding, prompts of {i['prompt_len']} tokens "
+        print(f"continuous batching: {i['batch']} slots, prompts of {i['prompt_len']} tokens "
               f"({i['prompt_tokens_per_iteration']:,} prompt tokens an iteration), {i['decode_len']} generated, "
               f"{i['dtype']}{weights} on {devices} (tensor {p['tensor']})")
         print(f"iteration (time per output token) {out['decode_s_per_token'] * 1e3:,.3f} ms; time to first token "
               f"{out['prefill_s'] * 1e3:,.3f} ms; a request {out['total_s'] * 1e3:,.1f} ms; "
-              f"{out['tokens_per_s']:,.1f} tokens/s, {i['requests_per_s']:,.2f} requests/s at full slots")
+              f"{out['tokens_per_s']:,.1f} tokens/s, {i['requests_per_s']:,.2f} requests/s"
+              + (f" under the load: {i['slots_run']} slots run, {i['slots_in_use']:,.1f} in use (Little's law)"
+                 if "load_rps" in i else " at full slots"))
     else:
         steps = "decode steps" if i.get("output_lengths", "fixed") == "fixed" else "generated tokens on average"
         print(f"batch {i['batch']}, prompt {i['prompt_len']}, {i['decode_len']} {steps}, {i['dtype']}{weights} on "
@@ -135,7 +137,7 @@ def register(sub) -> None:
     e.add_argument("--scenario", required=True,
                    help="scenario file (JSON or TOML) with an inference object: batch, prompt_len, decode_len, dtype "
                         "[, weight_dtype, weight_sparsity, host_overhead_s, speculative, batching, output_lengths, "
-                        "price_per_gpu_hour]")
+                        "load_rps, price_per_gpu_hour]")
     e.add_argument("--sweep", action="store_true",
                    help="a causal decoder on every tensor degree inside a node and batch up to the largest that "
                         "fits: the Pareto front of decode latency and tokens/s per GPU")
