@@ -48,12 +48,15 @@ def max_batch(scenario) -> tuple[int, object]:
     usable = float(cl.device.mem_capacity)
     big = replace(cl, device=replace(cl.device, mem_capacity=UNBOUNDED))
 
+    # memory does not depend on a load (inference.load_rps): probe without it, then answer with it
+    bare = {**raw, "inference": {k: v for k, v in raw["inference"].items() if k != "load_rps"}}
+
     def need(b: int) -> float:
-        return float(_at(raw, b, big).memory["total_bytes"])
+        return float(_at(bare, b, big).memory["total_bytes"])
 
     one = need(1)
     if one > usable:
-        _at(raw, 1)  # raises the memory's reason
+        _at(bare, 1)  # raises the memory's reason
     slope = need(2) - one
     b = 1 + math.floor((usable - one) / slope) if slope > 0 else 1
     while b > 1 and need(b) > usable:
@@ -102,6 +105,9 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
     if not is_causal_decoder(raw.get("model")):
         raise ValueError("model: the serving sweep is for causal decoders (batches of generated tokens); "
                          "use infer for one forward pass")
+    if raw["inference"].get("load_rps") is not None:
+        raise ValueError("inference.load_rps: not in a serving sweep, which runs every configuration at its capacity; "
+                         "give the load to the sweep (--load RPS, load_rps=) to size the replicas for it")
     if max_decode_s is not None and not max_decode_s > 0:
         raise ValueError(f"max_decode_s: must be a positive number of seconds, got {max_decode_s!r}")
     if load_rps is not None and (isinstance(load_rps, bool) or not isinstance(load_rps, (int, float))

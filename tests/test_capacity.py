@@ -105,3 +105,8 @@ def test_serving_sweep_sizes_a_fleet_for_a_load(capsys, tmp_path):
     with pytest.raises(ValueError, match="^load_rps: must be a positive number"):
         serving_sweep(LLAMA, load_rps=-1)
     assert main(["infer", "--scenario", str(f), "--load", "100"]) == 2  # only with --sweep
+    # the largest batch under a load: memory probed without it, the answer at it (109 slots, 12 requests/s)
+    b, r = max_batch({**LLAMA, "inference": {**LLAMA["inference"], "batching": "continuous", "load_rps": 12}})
+    assert b == 109 and r.inference["load_rps"] == 12 and r.inference["slots_run"] < b
+    with pytest.raises(ValueError, match="^inference.load_rps: not in a serving sweep"):  # one replica's load
+        serving_sweep({**LLAMA, "inference": {**LLAMA["inference"], "batching": "continuous", "load_rps": 5}})
