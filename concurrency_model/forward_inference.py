@@ -112,6 +112,9 @@ def predict_forward(model, cluster, batch: int, dtype: str = "fp16", tensor: int
                             {"latency_p10_s": lo, "latency_p90_s": hi})
 
 
+DECODER_ONLY = ("speculative", "batching", "output_lengths", "load_rps", "price_per_gpu_hour")
+
+
 def infer_forward(sc, given: dict, inf: dict) -> ForwardInference:
     """:func:`concurrency_model.inference.infer` of a model without a KV cache: the scenario's checks, then
     :func:`predict_forward` (``given``: the inference fields the scenario states, ``inf``: with defaults)."""
@@ -119,6 +122,10 @@ def infer_forward(sc, given: dict, inf: dict) -> ForwardInference:
     if "decode_len" in given:
         raise ValueError("inference.decode_len: the model has no causal attention, so no decode steps; "
                          "its inference is one forward pass of the batch")
+    for k in DECODER_ONLY:
+        if given.get(k) is not None:
+            raise ValueError(f"inference.{k}: for a causal decoder's generated tokens; the model has no causal "
+                             "attention, so its inference is one forward pass of the batch")
     if "prompt_len" in given and not is_sequence_model(sc.model):
         raise ValueError("inference.prompt_len: an image model takes its image size from the model spec "
                          "({\"name\": ..., \"image_size\": ...})")

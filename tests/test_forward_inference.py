@@ -65,6 +65,10 @@ def test_quantized_weights_of_a_memory_bound_network():
     ("resnet50", {}, {"weight_dtype": "int2"}, "inference.weight_dtype: unknown 'int2'"),
     ("resnet50", {}, {"batch": 0}, "inference.batch: must be a positive integer"),
     ("bert-large", {}, {"prompt_len": 4096}, "inference.prompt_len: 4096 exceeds the 512 learned positions"),
+    # a decoder's serving options are refused, not ignored
+    ("resnet50", {}, {"batching": "continuous"}, "inference.batching: for a causal decoder's generated tokens"),
+    ("bert-large", {}, {"price_per_gpu_hour": 2.0}, "inference.price_per_gpu_hour: for a causal decoder"),
+    ("vit_b_16", {}, {"output_lengths": "uniform"}, "inference.output_lengths: for a causal decoder"),
 ])
 def test_bad_input_names_the_field(model, parallel, inference, message):
     with pytest.raises(ValueError, match="^" + message):
