@@ -87,6 +87,66 @@ def batching_frame(batch: int = 32) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+LOADS = (1, 2, 4, 6, 8, 10, 12, 14, 15, 16)  # requests a second under continuous batching
+SLOTS = 109  # the most Llama-2-7B sequences of 1,024 + 128 positions one H100 holds with continuous batching
+
+
+def load_frame(loads=LOADS, slots: int = SLOTS) -> pd.DataFrame:
+    """``load_rps, slots_in_use, first_token_s, decode_s_per_token`` of :data:`QUANT_MODEL` on one GPU with
+    ``slots`` continuous-batching slots under each load (Little's law, :mod:`concurrency_model.continuous`),
+    and the capacity (``load_rps`` NaN: every slot busy) as the last row."""
+    from ..inference import infer
+
+    rows = []
+    for load in (*loads, None):
+        try:
+            r = infer({"model": QUANT_MODEL, "cluster": QUANT_CLUSTER,
+                       "inference": {"batch": slots, "prompt_len": PROMPT, "decode_len": DECODE,
+                                     "batching": "continuous", "load_rps": load}})
+        except ValueError:  # over the capacity
+            continue
+        rows.append({"load_rps": np.nan if load is None else load,
+                     "slots_in_use": r.inference.get("slots_in_use", slots), "first_token_s": r.prefill_s,
+                     "decode_s_per_token": r.decode_s_per_token, "requests_per_s": r.inference["requests_per_s"]})
+    return pd.DataFrame(rows)
+
+
+def load_plot(frame: pd.DataFrame | None = None, ax=None):
+    """Time per output token and to the first token against the load, with the capacity of the slots."""
+    frame = load_frame() if frame is None else frame
+    ax = new_axes(ax)
+    under = frame[frame["load_rps"].notna()]
+    capacity = float(frame.loc[frame["load_rps"].isna(), "requests_per_s"].iloc[0])
+    ax.plot(under["load_rps"], 1e3 * under["decode_s_per_token"], "o-", label="time per output token")
+    ax.plot(under["load_rps"], 1e3 * under["first_token_s"], "s-", label="time to first token")
+    ax.axvline(capacity, color="gray", ls="--", lw=0.8, label=f"capacity of {SLOTS} slots: {capacity:.1f} requests/s")
+    ax.set(xlabel="load (requests a second)", ylabel="ms",
+           title="Llama-2-7B on one H100, continuous batching under a load")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def batching_plot(frame: pd.DataFrame | None = None, ax=None):
+    """Tokens/s of static and continuous batching, with equal and uniform output lengths; the time to the
+    first token over each bar."""
+    frame = batching_frame() if frame is None else frame
+    ax = new_axes(ax)
+    x = np.arange(2)
+    for i, (batching, color) in enumerate((("static", "tab:orange"), ("continuous", "tab:blue"))):
+        g = frame[frame["batching"] == batching].set_index("output_lengths").loc[["fixed", "uniform"]]
+        bars = ax.bar(x + (i - 0.5) * 0.38, g["tokens_per_s"], 0.38, color=color, label=f"{batching} batching")
+        for b, ttft in zip(bars, g["first_token_s"]):
+            ax.annotate(f"first token\n{1e3 * ttft:,.0f} ms", (b.get_x() + b.get_width() / 2, b.get_height()),
+                        ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(x, [f"equal lengths ({DECODE})", f"uniform lengths (mean {DECODE})"])
+    ax.set_ylim(0, frame["tokens_per_s"].max() * 1.3)
+    ax.set(ylabel="tokens/s", title="32 sequences on one H100: static against continuous batching")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8, loc="upper right")
+    return ax
+
+
 def front_plot(frame: pd.DataFrame | None = None, ax=None):
     """Tokens/s per GPU against decode ms per token, one colour per tensor degree, the Pareto front drawn."""
     frame = front_frame() if frame is None else frame

@@ -249,7 +249,17 @@ def cnn_parallel_section(figs):
 
 def inference_section(figs):
     ft, q, front = inference.ft_frame(), inference.quant_frame(), inference.front_frame()
-    cb = inference.batching_frame().set_index(["output_lengths", "batching"])
+    cb_frame, load = inference.batching_frame(), inference.load_frame()
+    cb = cb_frame.set_index(["output_lengths", "batching"])
+    fig2, ax2 = figure(14, 4.8, 1, 2)
+    inference.load_plot(load, ax=ax2[0, 0])
+    inference.batching_plot(cb_frame, ax=ax2[0, 1])
+    f2 = add_figure(figs, "continuous_batching", fig2, "time per token and to the first token against the load under "
+                    "continuous batching; tokens/s of static and continuous batching", "Model only: Llama-2-7B, "
+                    "1,024-token prompts, 128 generated tokens on average, one H100.")
+    capacity = float(load.loc[load["load_rps"].isna(), "requests_per_s"].iloc[0])
+    light, heavy = load[load["load_rps"] == load["load_rps"].min()].iloc[0], \
+        load[load["load_rps"] == load["load_rps"].max()].iloc[0]
     fig, ax = figure(17, 5.0, 1, 3, width_ratios=[1.3, 1, 1])
     inference.ft_plot(ft, ax=ax[0, 0])
     inference.quant_plot(q, ax=ax[0, 1])
@@ -305,8 +315,12 @@ def inference_section(figs):
              f"{ss['tokens_per_s']:,.0f} tokens/s; with output lengths uniform around {inference.DECODE} tokens "
              f"(<code>inference.output_lengths</code>) the static batch waits for its longest request and falls to "
              f"{us['tokens_per_s']:,.0f} tokens/s while continuous slots refill ({uc['tokens_per_s']:,.0f}): "
-             "Orca's gain. Model only.</p>")
-    return [Section("inference", "Inference: latency, batching, compressed weights and capacity", intro, [f])]
+             "Orca's gain. Under a load below the capacity of its "
+             f"{inference.SLOTS} slots ({capacity:.1f} requests a second) the engine runs only the slots the load "
+             f"needs (Little's law, <code>inference.load_rps</code>): a token takes "
+             f"{1e3 * light['decode_s_per_token']:.1f} ms at {light['load_rps']:g} request a second and "
+             f"{1e3 * heavy['decode_s_per_token']:.1f} ms at {heavy['load_rps']:g} (second figure). Model only.</p>")
+    return [Section("inference", "Inference: latency, batching, compressed weights and capacity", intro, [f, f2])]
 
 
 def pipeline_section(figs):
