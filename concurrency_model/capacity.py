@@ -85,12 +85,13 @@ def _with_weights(raw: dict, fmt: str) -> dict:
 
 
 def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = False,
-                  weights: tuple | None = None, load_rps: float | None = None) -> pd.DataFrame:
+                  weights: tuple | None = None, load_rps: float | None = None,
+                  max_first_token_s: float | None = None) -> pd.DataFrame:
     """Every tensor-parallel degree inside a node (powers of two that split the model) and every batch from 1
     to the largest that fits (powers of two and the largest) of a causal decoder's scenario, one row each:
     ``tensor, batch, gpus, prefill_s, decode_s_per_token, tokens_per_s, tokens_per_s_per_gpu, memory_bytes_per_device``,
     ``pareto`` (no other row has both a shorter decode step and more tokens/s per GPU) and, with
-    ``max_decode_s``, ``meets_target``; per million generated tokens ``gpu_hours_per_million_tokens``,
+    ``max_decode_s`` and / or ``max_first_token_s`` (``prefill_s``: the time to the first token), ``meets_target``; per million generated tokens ``gpu_hours_per_million_tokens``,
     ``energy_per_token_j`` and, with ``inference.price_per_gpu_hour``, ``cost_per_million_tokens``
     (:mod:`concurrency_model.economics`); ``requests_per_s`` of one replica (its tokens/s over ``decode_len``)
     and, with ``load_rps`` requests a second to serve, ``replicas`` and ``gpus_for_load`` (replicas of the
@@ -108,8 +109,9 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
     if raw["inference"].get("load_rps") is not None:
         raise ValueError("inference.load_rps: not in a serving sweep, which runs every configuration at its capacity; "
                          "give the load to the sweep (--load RPS, load_rps=) to size the replicas for it")
-    if max_decode_s is not None and not max_decode_s > 0:
-        raise ValueError(f"max_decode_s: must be a positive number of seconds, got {max_decode_s!r}")
+    for name, v in (("max_decode_s", max_decode_s), ("max_first_token_s", max_first_token_s)):
+        if v is not None and not v > 0:
+            raise ValueError(f"{name}: must be a positive number of seconds, got {v!r}")
     if load_rps is not None and (isinstance(load_rps, bool) or not isinstance(load_rps, (int, float))
                                  or not 0 < load_rps < float("inf")):
         raise ValueError(f"load_rps: must be a positive number of requests a second, got {load_rps!r}")
@@ -143,8 +145,9 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
     lat, thr = df["decode_s_per_token"].to_numpy(), df["tokens_per_s_per_gpu"].to_numpy()
     df["pareto"] = [not ((lat <= lat[i]) & (thr >= thr[i]) & ((lat < lat[i]) | (thr > thr[i]))).any()
                     for i in range(len(df))]
-    if max_decode_s is not None:
-        df["meets_target"] = df["decode_s_per_token"] <= max_decode_s
+    if max_decode_s is not None or max_first_token_s is not None:
+        df["meets_target"] = (df["decode_s_per_token"] <= (max_decode_s or np.inf)) & \
+            (df["prefill_s"] <= (max_first_token_s or np.inf))
     if load_rps is not None:
         df["replicas"] = np.ceil(load_rps / df["requests_per_s"]).astype(int)
         df["gpus_for_load"] = df["replicas"] * df["gpus"]

@@ -110,3 +110,16 @@ def test_serving_sweep_sizes_a_fleet_for_a_load(capsys, tmp_path):
     assert b == 109 and r.inference["load_rps"] == 12 and r.inference["slots_run"] < b
     with pytest.raises(ValueError, match="^inference.load_rps: not in a serving sweep"):  # one replica's load
         serving_sweep({**LLAMA, "inference": {**LLAMA["inference"], "batching": "continuous", "load_rps": 5}})
+
+
+def test_a_first_token_target_favours_continuous_batching():
+    from concurrency_model.capacity import serving_sweep
+    static = serving_sweep(LLAMA, max_decode_s=0.020, max_first_token_s=0.5)
+    assert (static["meets_target"] == ((static["decode_s_per_token"] <= 0.020) & (static["prefill_s"] <= 0.5))).all()
+    cont = serving_sweep({**LLAMA, "inference": {**LLAMA["inference"], "batching": "continuous"}},
+                         max_decode_s=0.020, max_first_token_s=0.5)
+    best = [f[f["meets_target"]]["tokens_per_s_per_gpu"].max() for f in (static, cont)]
+    # a static batch's first token waits for its whole prefill: within 0.5 s it keeps to small batches
+    assert best[1] > 1.2 * best[0]
+    with pytest.raises(ValueError, match="^max_first_token_s: must be a positive number"):
+        serving_sweep(LLAMA, max_first_token_s=0)

@@ -11,21 +11,26 @@ from . import add_json
 
 def run(a) -> dict:
     raw = read_scenario(a.scenario)  # read once: the file may be a pipe
-    for flag, value in (("--max-decode-ms", a.max_decode_ms), ("--weights", a.weights), ("--load", a.load)):
+    for flag, value in (("--max-decode-ms", a.max_decode_ms), ("--max-first-token-ms", a.max_first_token_ms),
+                        ("--weights", a.weights), ("--load", a.load)):
         if value is not None and not a.sweep:
             raise ValueError(f"{flag}: only with --sweep")
-    if a.max_decode_ms is not None and not 0 < a.max_decode_ms < float("inf"):
-        raise ValueError(f"--max-decode-ms: must be a positive finite number of milliseconds, got {a.max_decode_ms:g}")
+    for flag, value in (("--max-decode-ms", a.max_decode_ms), ("--max-first-token-ms", a.max_first_token_ms)):
+        if value is not None and not 0 < value < float("inf"):
+            raise ValueError(f"{flag}: must be a positive finite number of milliseconds, got {value:g}")
     if a.load is not None and not 0 < a.load < float("inf"):
         raise ValueError(f"--load: must be a positive finite number of requests a second, got {a.load:g}")
     if a.sweep:
         target = None if a.max_decode_ms is None else a.max_decode_ms / 1e3
+        first = None if a.max_first_token_ms is None else a.max_first_token_ms / 1e3
         df = serving_sweep(raw, target, progress=not a.json,
-                           weights=tuple(a.weights.split(",")) if a.weights else None, load_rps=a.load)
-        ok = df[df["meets_target"]] if target is not None else df
+                           weights=tuple(a.weights.split(",")) if a.weights else None, load_rps=a.load,
+                           max_first_token_s=first)
+        ok = df[df["meets_target"]] if "meets_target" in df else df
         if a.load is not None:  # the fewest GPUs for the load, then the shortest step
             ok = ok.sort_values(["gpus_for_load", "decode_s_per_token"], kind="stable")
-        return {"sweep": df.to_dict("records"), "max_decode_s": target, "load_rps": a.load,
+        return {"sweep": df.to_dict("records"), "max_decode_s": target, "max_first_token_s": first,
+                "load_rps": a.load,
                 "best": ok.iloc[0].to_dict() if len(ok) else None}
     if a.max_batch:
         batch, result = max_batch(raw)
@@ -35,15 +40,18 @@ def run(a) -> dict:
 
 def show_sweep(out: dict) -> None:
     rows = [r for r in out["sweep"] if r["pareto"]]
-    target = out["max_decode_s"]
+    goals = [f"{out[k] * 1e3:g} ms {what}" for k, what in (("max_decode_s", "per token"),
+                                                           ("max_first_token_s", "to the first token"))
+             if out.get(k)]
+    target = " and ".join(goals)
     print(f"{len(out['sweep'])} configurations; the {len(rows)} on the Pareto front of decode latency and tokens/s "
-          f"per GPU, shortest step first{f' (target {target * 1e3:g} ms per token)' if target else ''}:")
+          f"per GPU, shortest step first{f' (target {target})' if target else ''}:")
     w = "weights" in out["sweep"][0]
     priced = "cost_per_million_tokens" in out["sweep"][0]
     print(f"{'weights ' if w else ''}{'tensor':>6} {'batch':>6} {'TTFT ms':>11} {'decode ms':>10} {'tokens/s':>10} "
           f"{'per GPU':>9} {'GB/device':>10}{' cost/Mtok' if priced else ''}")
     for r in sorted(rows, key=lambda r: r["decode_s_per_token"]):
-        mark = "" if target is None or r["meets_target"] else "  over target"
+        mark = "" if not target or r["meets_target"] else "  over target"
         cost = f" {r['cost_per_million_tokens']:>9.3f}" if priced else ""
         print((f"{r['weights']!s:<8}" if w else "") + f"{r['tensor']:>6} {r['batch']:>6} {r['prefill_s'] * 1e3:>11,.1f} "
               f"{r['decode_s_per_token'] * 1e3:>10.2f} "
@@ -145,6 +153,9 @@ def register(sub) -> None:
                    help="with --sweep: weight formats to compare (fp16, bf16, int8, fp8, int4, 2:4, a fraction of zeros)")
     e.add_argument("--max-decode-ms", type=float, default=None, metavar="MS",
                    help="with --sweep: the decode latency target per token, in milliseconds")
+    e.add_argument("--max-first-token-ms", type=float, default=None, metavar="MS",
+                   help="with --sweep: the time-to-first-token target, in milliseconds (with continuous batching "
+                        "in the scenario, tens of ms; a static batch waits for its whole prefill)")
     e.add_argument("--load", type=float, default=None, metavar="RPS",
                    help="with --sweep: requests a second to serve; adds the replicas and GPUs each configuration "
                         "needs for it, and the best is the one with the fewest GPUs")
