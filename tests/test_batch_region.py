@@ -80,3 +80,11 @@ def test_bad_ceiling_and_json(tmp_path, capsys):
     assert out["batch_region"]["region"] == "A" and out["training"]["max_global_batch"] == 8192
     assert main(["estimate", "--scenario", str(f)]) == 0
     assert "note: 8 samples a step per data-parallel replica run a device at" in capsys.readouterr().out
+
+
+def test_an_estimate_pickles_with_its_region():
+    # estimates travel between processes (report workers, user pools): the lazily computed region must not stop them
+    import pickle
+    e = estimate({**RESNET, "parallel": {"data": 256, "global_batch": 2048}})
+    back = pickle.loads(pickle.dumps(e))
+    assert back.step_time_s == e.step_time_s and back.batch_region == e.batch_region

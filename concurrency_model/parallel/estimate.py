@@ -62,7 +62,7 @@ not divide heads, hidden sizes, layers or the sequence length.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 
 import numpy as np
 import pandas as pd
@@ -152,7 +152,7 @@ def estimate(scenario) -> Estimate:
     return Estimate(step, lo, hi, par["global_batch"] / step, model_flop, model_flop / step / sc.gpus,
                     float(mem["total_bytes"]), breakdown, mem, sc, stage["stages"], run,
                     ("rows" if w.spatial else "sequence") if par["context"] > 1 else "",
-                    lambda: batch_region(sc, w, key))
+                    partial(batch_region, sc, w, key))
 
 
 def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | None = None) -> tuple[float, float]:
