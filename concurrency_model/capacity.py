@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .cluster import load_cluster
+from .continuous import check_load
 from .inference import infer, is_causal_decoder
 from .ops.sparse import parse_sparsity
 from .progress import Progress
@@ -112,9 +113,7 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
     for name, v in (("max_decode_s", max_decode_s), ("max_first_token_s", max_first_token_s)):
         if v is not None and not v > 0:
             raise ValueError(f"{name}: must be a positive number of seconds, got {v!r}")
-    if load_rps is not None and (isinstance(load_rps, bool) or not isinstance(load_rps, (int, float))
-                                 or not 0 < load_rps < float("inf")):
-        raise ValueError(f"load_rps: must be a positive number of requests a second, got {load_rps!r}")
+    check_load("load_rps", load_rps)
     formats = {None: raw} if not weights else {f: _with_weights(raw, f) for f in weights}
     cl = load_cluster(raw.get("cluster"))
     tensors = [2 ** i for i in range(cl.gpus_per_node.bit_length()) if 2 ** i <= cl.gpus_per_node]

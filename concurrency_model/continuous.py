@@ -133,6 +133,14 @@ def workspace(graph_of, t: int, slots: int, prompt_len: int, decode_len: int, vb
     return max(workspace_bytes(graph_of(rows, 1), t, rows, vb), workspace_bytes(graph_of(1, prompt_len), t, 1, vb))
 
 
+def check_load(where: str, load_rps) -> float | None:
+    """A load in requests a second: None or a positive finite number (``ValueError`` naming ``where``)."""
+    if load_rps is not None and (isinstance(load_rps, bool) or not isinstance(load_rps, (int, float))
+                                 or not 0 < load_rps < float("inf")):
+        raise ValueError(f"{where}: must be a positive number of requests a second, got {load_rps!r}")
+    return load_rps
+
+
 def at_load(make, load_rps: float, mean_len: float, slots: int) -> tuple[int, Iteration, float]:
     """``(n, iteration of n slots, slots in use)`` under ``load_rps``: the fewest slots ``n <= slots`` with
     ``load_rps x mean_len x iteration(n) <= n`` (Little's law, module docstring); ``make(n)`` builds the

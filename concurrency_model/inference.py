@@ -79,11 +79,12 @@ per-step latency for 10 generated tokens).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import sympy as sp
 
 from .cluster import load_cluster
-from .continuous import at_load, iteration, prompt_tokens, workspace
+from .continuous import at_load, check_load, iteration, prompt_tokens, workspace
 from .decode import decode_step, prefill_pass, sum_max_affine
 from .economics import busy_seconds, check_price, per_million_tokens
 from .lengths import lengths
@@ -168,14 +169,11 @@ def inference_section(raw: dict) -> dict:
     if isinstance(h, bool) or not isinstance(h, (int, float)) or not 0 <= h < float("inf"):
         raise ValueError(f"inference.host_overhead_s: must be a number >= 0 (host seconds per kernel), got {h!r}")
     check_price(out["price_per_gpu_hour"])
-    load = out["load_rps"]
-    if load is not None and (isinstance(load, bool) or not isinstance(load, (int, float)) or not 0 < load < float("inf")):
-        raise ValueError(f"inference.load_rps: must be a positive number of requests a second, got {load!r}")
-    if load is not None and out["batching"] != "continuous":
-        raise ValueError("inference.load_rps: a load is modelled with batching \"continuous\" (a static batch waits "
-                         "for its requests)")
     if out["batching"] not in BATCHING:
         raise ValueError(f"inference.batching: unknown {out['batching']!r}; allowed: {', '.join(BATCHING)}")
+    if check_load("inference.load_rps", out["load_rps"]) is not None and out["batching"] != "continuous":
+        raise ValueError("inference.load_rps: a load is modelled with batching \"continuous\" (a static batch waits "
+                         "for its requests)")
     return out
 
 
@@ -258,8 +256,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     dist = lengths(output_lengths, decode_len, shape["context"] - prompt_len)
     if output_lengths != "fixed" and speculative is not None:
         raise ValueError("inference.output_lengths: unequal lengths with speculative decoding are not modelled")
-    # a static batch decodes until its longest request ends and holds the cache of the longest possible one
-    steps, mean = (dist.expected_max(batch), dist.mean) if batching == "static" else (dist.mean, dist.mean)
+    mean = dist.mean
     o = max(1, round(mean))  # a continuous slot's contexts and prompt share follow the mean length
     try:
         dev.peak(dtype)
@@ -289,7 +286,8 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
         weights += spec.weights_bytes
         extra["draft_kv_cache"] = kv_cache_bytes(d["layers"], batch, context, d["kv_heads"], d["head_dim"], vb, t, p)
     weights /= t * p
-    work = workspace(lambda b, s: model_graph(model, b, s, vb), t, batch, prompt_len, o, vb) \
+    graph_of = lru_cache(maxsize=None)(lambda b, s: model_graph(model, b, s, vb))  # built once per (batch, seq)
+    work = workspace(graph_of, t, batch, prompt_len, o, vb) \
         if batching == "continuous" else workspace_bytes(g_pre, t, batch, vb)
     mem = memory_per_device(weights, work, dev, extra=extra)
     if not mem["fits"]:
@@ -300,7 +298,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                "host_overhead_s": host_overhead_s, "batching": batching}
     if batching == "continuous":
         def make(n):
-            return iteration(lambda b, s: model_graph(model, b, s, vb), shape, dev, dtype, t, n, prompt_len, o,
+            return iteration(graph_of, shape, dev, dtype, t, n, prompt_len, o,
                              comm, host_overhead_s, quantized, weight_sparsity)
         n, it, active = (batch, make(batch), batch) if load_rps is None else at_load(make, load_rps, mean, batch)
         step_s, first = it.seconds, it.first_token_s
@@ -324,6 +322,8 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     prompt = prefill_pass(g_pre, shape["hidden"], dev, dtype, t, batch, comm, prompt_len, host_overhead_s, quantized,
                           weight_sparsity)
     pre = dict(prompt.breakdown)
+    # a static batch decodes until its longest request ends (and holds the longest possible one's cache, above)
+    steps = dist.expected_max(batch)
     last = prompt_len + max(1, round(steps))  # the context of the batch's last step
     step = decode_step(g_dec, shape, dev, dtype, t, batch, comm, prompt_len + 1, last,
                        host_overhead_s, quantized, weight_sparsity)
