@@ -22,7 +22,7 @@ from .inference import infer, is_causal_decoder
 from .ops.sparse import parse_sparsity
 from .progress import Progress
 from .scenario import read_scenario
-from .serving import WEIGHT_BYTES
+from .serving import WEIGHT_BYTES, expert_count, model_graph
 
 UNBOUNDED = 1e30  # bytes: a device whose memory never refuses, to price the memory of any batch
 
@@ -55,20 +55,46 @@ def max_batch(scenario) -> tuple[int, object]:
     def need(b: int) -> float:
         return float(_at(bare, b, big).memory["total_bytes"])
 
-    one = need(1)
+    unit = _replicas(raw)  # the replicas of an expert group split a batch evenly: batches in steps of them
+    one = need(unit)
     if one > usable:
-        _at(bare, 1)  # raises the memory's reason
-    slope = need(2) - one
-    b = 1 + math.floor((usable - one) / slope) if slope > 0 else 1
-    while b > 1 and need(b) > usable:
-        b -= 1
-    while need(b + 1) <= usable:
-        b += 1
+        _at(bare, unit)  # raises the memory's reason
+    slope = need(2 * unit) - one
+    b = unit * (1 + math.floor((usable - one) / slope)) if slope > 0 else unit
+    while b > unit and need(b) > usable:
+        b -= unit
+    while need(b + unit) <= usable:
+        b += unit
     return b, _at(raw, b)
 
 
-def _with_tensor(raw: dict, t: int) -> dict:
-    return {**raw, "parallel": {**(raw.get("parallel") or {}), "tensor": t}}
+def _replicas(raw: dict) -> int:
+    """``parallel.data`` of a scenario when it is a positive integer, else 1 (the scenario's checks name it)."""
+    d = (raw.get("parallel") or {}).get("data", 1)
+    return d if isinstance(d, int) and not isinstance(d, bool) and d >= 1 else 1
+
+
+def _with_layout(raw: dict, t: int, e: int | None) -> dict:
+    """The scenario with tensor degree ``t`` and, for a mixture of experts (``e`` not None), ``e`` replicas sharing
+    their experts (``parallel.data = parallel.expert = e``)."""
+    par = {**(raw.get("parallel") or {}), "tensor": t}
+    return {**raw, "parallel": par if e is None else {**par, "data": e, "expert": e}}
+
+
+def layouts(gpus_per_node: int, experts: int) -> list[tuple[int, int | None]]:
+    """``(tensor, expert)`` degrees of a serving sweep inside a node: every power-of-two tensor degree, and for a
+    model with ``experts`` per layer (0: none; ``expert`` then None) every power-of-two expert group of 2 or
+    more replicas that divides them, beside the tensor ranks.
+
+    >>> layouts(8, 0)
+    [(1, None), (2, None), (4, None), (8, None)]
+    >>> layouts(8, 8)
+    [(1, 1), (1, 2), (1, 4), (1, 8), (2, 1), (2, 2), (2, 4), (4, 1), (4, 2), (8, 1)]
+    """
+    tensors = [2 ** i for i in range(gpus_per_node.bit_length()) if 2 ** i <= gpus_per_node]
+    if not experts:
+        return [(t, None) for t in tensors]
+    return [(t, e) for t in tensors for e in tensors if t * e <= gpus_per_node and experts % e == 0]
 
 
 def _with_weights(raw: dict, fmt: str) -> dict:
@@ -88,9 +114,10 @@ def _with_weights(raw: dict, fmt: str) -> dict:
 def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = False,
                   weights: tuple | None = None, load_rps: float | None = None,
                   max_first_token_s: float | None = None) -> pd.DataFrame:
-    """Every tensor-parallel degree inside a node (powers of two that split the model) and every batch from 1
-    to the largest that fits (powers of two and the largest) of a causal decoder's scenario, one row each:
-    ``tensor, batch, gpus, prefill_s, decode_s_per_token, tokens_per_s, tokens_per_s_per_gpu, memory_bytes_per_device``,
+    """Every tensor-parallel degree inside a node (powers of two that split the model; for a mixture of experts
+    with every expert group beside it, :func:`layouts`) and every batch from 1 (one a replica) to the largest that
+    fits (powers of two and the largest) of a causal decoder's scenario, one row each:
+    ``tensor`` (and ``expert`` for a mixture of experts), ``batch, gpus, prefill_s, decode_s_per_token, tokens_per_s, tokens_per_s_per_gpu, memory_bytes_per_device``,
     ``pareto`` (no other row has both a shorter decode step and more tokens/s per GPU) and, with
     ``max_decode_s`` and / or ``max_first_token_s`` (``prefill_s``: the time to the first token), ``meets_target``; per million generated tokens ``gpu_hours_per_million_tokens``,
     ``energy_per_token_j`` and, with ``inference.price_per_gpu_hour``, ``cost_per_million_tokens``
@@ -116,25 +143,28 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
     check_load("load_rps", load_rps)
     formats = {None: raw} if not weights else {f: _with_weights(raw, f) for f in weights}
     cl = load_cluster(raw.get("cluster"))
-    tensors = [2 ** i for i in range(cl.gpus_per_node.bit_length()) if 2 ** i <= cl.gpus_per_node]
+    experts = expert_count(model_graph(raw["model"], 1, 1, 2))
     plans, errors = {}, []
     for fmt, sc in formats.items():
-        for t in tensors:
+        for t, e in layouts(cl.gpus_per_node, experts):
             try:
-                top, _ = max_batch(_with_tensor(sc, t))
-            except ValueError as e:  # the degree does not split the model, or nothing fits on that many devices
-                errors.append(e)
+                top, _ = max_batch(_with_layout(sc, t, e))
+            except ValueError as err:  # the degree does not split the model, or nothing fits on that many devices
+                errors.append(err)
                 continue
-            plans[fmt, t] = sorted({2 ** i for i in range(top.bit_length()) if 2 ** i <= top} | {top})
+            unit = e or 1  # a batch splits over the replicas
+            plans[fmt, t, e] = sorted({unit * 2 ** i for i in range((top // unit).bit_length())
+                                       if unit * 2 ** i <= top} | {top})
     if not plans:
         raise errors[-1] if "memory" in str(errors[-1]) else errors[0]  # why nothing fits, else the first error
     rows = []
     with Progress(sum(len(b) for b in plans.values()), "serving sweep", enabled=progress) as bar:
-        for (fmt, t), batches in plans.items():
+        for (fmt, t, e), batches in plans.items():
             for b in batches:
-                r = _at(_with_tensor(formats[fmt], t), b)
-                gpus = t * r.parallel["pipeline"]
-                rows.append({**({"weights": fmt} if weights else {}), "tensor": t, "batch": b, "gpus": gpus,
+                r = _at(_with_layout(formats[fmt], t, e), b)
+                gpus = t * r.parallel["pipeline"] * (e or 1)
+                rows.append({**({"weights": fmt} if weights else {}), "tensor": t,
+                             **({"expert": e} if e is not None else {}), "batch": b, "gpus": gpus,
                              "prefill_s": r.prefill_s, "decode_s_per_token": r.decode_s_per_token,
                              "tokens_per_s": r.tokens_per_s, "tokens_per_s_per_gpu": r.tokens_per_s / gpus,
                              "memory_bytes_per_device": r.memory_bytes_per_device,

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .decode import Pass, kv_attention, pass_parts, prefill_pass, sum_max_affine
+from .decode import Pass, comm_s, kv_attention, pass_parts, prefill_pass, sum_max_affine, with_experts
 from .serving import workspace_bytes
 from .timing.graph import layer_parts
 from .timing.parts import Parts, total
@@ -82,7 +82,7 @@ class Iteration:
                         for f, m in zip(flops, mem_bw)]) / n + att_launch * launch
         gpu = self.parts.seconds(flops, mem_bw, launch) + self.layers * att + \
             self.prompt_att.seconds(flops, mem_bw, launch)
-        return np.maximum(gpu, self.host_s) + self.breakdown["tensor_comm_s"] / net
+        return np.maximum(gpu, self.host_s) + comm_s(self.breakdown) / net
 
     def first_token_scaled(self, flops, mem_bw, launch, net) -> np.ndarray:
         return 1.5 * self.scaled(flops, mem_bw, launch, net) + \
@@ -105,7 +105,8 @@ def iteration(graph_of, shape: dict, dev, dtype: str, t: int, slots: int, prompt
     chunk = prompt_tokens(slots, prompt_len, decode_len)
     rows = slots + chunk
     g_mix = graph_of(rows, 1)
-    parts = pass_parts(g_mix, dev, dtype, t, rows, True, weight_bytes, weight_sparsity, head_rows=slots)
+    parts = pass_parts(g_mix, dev, dtype, t, rows, True, weight_bytes, weight_sparsity, head_rows=slots,
+                       expert=comm.e)
     att = kv_attention(slots, shape["heads"], shape["kv_heads"], shape["head_dim"], dev, dtype, t)
     g_prompt = graph_of(1, prompt_len)
     per_prompt = total([row["forward"] for node, row in zip(g_prompt.layers(), layer_parts(g_prompt, dev, dtype,
@@ -119,6 +120,7 @@ def iteration(graph_of, shape: dict, dev, dtype: str, t: int, slots: int, prompt
          "kv_attention_s": shape["layers"] * (sum_max_affine(*att[:4], lo, hi) / (hi - lo + 1) + att[4]),
          "prompt_attention_s": prompt_att.total(),
          "tensor_comm_s": comm.tensor(g_mix, rows, vb, last_only=True, head_batch=slots)}
+    b = with_experts(b, comm, g_mix, rows, vb)
     b["host_wait_s"] = max(0.0, host - b["compute_s"] - b["kv_attention_s"] - b["prompt_attention_s"])
     prompt = prefill_pass(g_prompt, shape["hidden"], dev, dtype, t, 1, comm, prompt_len, host_overhead_s,
                           weight_bytes, weight_sparsity)

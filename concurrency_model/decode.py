@@ -48,14 +48,15 @@ def sum_max_affine(a1: float, c1: float, a2: float, c2: float, lo: int, hi: int)
 
 
 def pass_parts(graph, dev, dtype: str, t: int, batch: int, step: bool, weight_bytes=None, weight_sparsity=None,
-               all_logits: bool = False, head_rows: int | None = None) -> Parts:
+               all_logits: bool = False, head_rows: int | None = None, expert: int = 1) -> Parts:
     """Kernels of one forward pass: dropout free, the output layer on the last position only (on every
     position with ``all_logits``: a verification needs each token's distribution; on ``head_rows`` rows when
     given: the sampling rows of a mixed iteration, :mod:`concurrency_model.continuous`); in a ``step`` the
-    attention cores are left out (priced by :func:`kv_attention`)."""
+    attention cores are left out (priced by :func:`kv_attention`); ``expert``: the expert-parallel degree (the
+    experts a device holds and the batch reaches, :func:`~concurrency_model.timing.graph.expert_gemms`)."""
     out = []
     for node, row in zip(graph.layers(), layer_parts(graph, dev, dtype, tensor=t, weight_bytes=weight_bytes,
-                                                     weight_sparsity=weight_sparsity)):
+                                                     weight_sparsity=weight_sparsity, expert=expert)):
         if node.kind in FREE or (step and node.kind == "attention"):
             continue
         if is_lm_head(node) and (head_rows is not None or (node.attrs["rows_per_sample"] > 1 and not all_logits)):
@@ -83,10 +84,31 @@ def kv_attention(batch: int, heads: int, kv_heads: int, head_dim: int, dev, dtyp
     return a_f / rate, c_f / rate, a_m / bw, c_m / bw, _f(dev.launch_overhead, dev.decide)
 
 
+COMM = ("tensor_comm_s", "expert_comm_s", "pipeline_p2p_s")  # a breakdown's communication
+
+
+def comm_s(breakdown: dict) -> float:
+    """Seconds of communication in a pass's or step's ``breakdown`` (scaled as a whole by the network's speed)."""
+    return sum(breakdown.get(k, 0.0) for k in COMM)
+
+
+def with_experts(b: dict, comm, graph, batch: int, vb: int) -> dict:
+    """``b`` with ``expert_comm_s`` after ``tensor_comm_s`` under expert parallelism (:meth:`~concurrency_model.
+    serving.Comm.expert`); unchanged without."""
+    if comm.e == 1:
+        return b
+    out = {}
+    for k, v in b.items():
+        out[k] = v
+        if k == "tensor_comm_s":
+            out["expert_comm_s"] = comm.expert(graph, batch, vb)
+    return out
+
+
 @dataclass
 class Pass:
     """A prompt pass: its kernels, the host's seconds to issue them and ``breakdown`` (``compute_s,
-    host_wait_s, tensor_comm_s, pipeline_p2p_s``)."""
+    host_wait_s, tensor_comm_s``, ``expert_comm_s`` under expert parallelism, ``pipeline_p2p_s``)."""
 
     parts: Parts
     host_s: float
@@ -94,28 +116,28 @@ class Pass:
 
     def scaled(self, flops, mem_bw, launch, net) -> np.ndarray:
         """Seconds on arrays of hardware scales (as :meth:`Step.scaled`)."""
-        b = self.breakdown
-        return np.maximum(self.parts.seconds(flops, mem_bw, launch), self.host_s) + \
-            (b["tensor_comm_s"] + b["pipeline_p2p_s"]) / net
+        return np.maximum(self.parts.seconds(flops, mem_bw, launch), self.host_s) + comm_s(self.breakdown) / net
 
 
 def prefill_pass(graph, hidden: int, dev, dtype: str, t: int, batch: int, comm, prompt_len: int,
                  host_overhead_s: float = 0.0, weight_bytes=None, weight_sparsity=None) -> Pass:
     """The forward pass of ``graph`` (built for ``prompt_len`` tokens) that fills the KV cache: the logits of the
     last position only, the tensor-parallel collectives, the pipeline sends of ``batch x prompt_len x hidden``
-    values; the host issues each kernel (``host_overhead_s``)."""
+    values, the expert-parallel all-to-alls; the host issues each kernel (``host_overhead_s``)."""
     vb = dtype_bytes(dtype)
-    parts = pass_parts(graph, dev, dtype, t, batch, False, weight_bytes, weight_sparsity)
+    parts = pass_parts(graph, dev, dtype, t, batch, False, weight_bytes, weight_sparsity, expert=comm.e)
     host = host_overhead_s * parts.kernels(float(dev.launch_overhead))
-    return Pass(parts, host, {"compute_s": parts.total(), "host_wait_s": max(0.0, host - parts.total()),
-                              "tensor_comm_s": comm.tensor(graph, batch, vb, last_only=True),
-                              "pipeline_p2p_s": comm.pipeline(batch * prompt_len * hidden * vb)})
+    return Pass(parts, host, with_experts({"compute_s": parts.total(), "host_wait_s": max(0.0, host - parts.total()),
+                                           "tensor_comm_s": comm.tensor(graph, batch, vb, last_only=True),
+                                           "pipeline_p2p_s": comm.pipeline(batch * prompt_len * hidden * vb)},
+                                          comm, graph, batch, vb))
 
 
 @dataclass
 class Step:
     """One step (its kernels, attention and communication), its mean seconds over the contexts ``lo..hi``
-    (``breakdown``: ``compute_s, kv_attention_s, tensor_comm_s, pipeline_p2p_s, host_wait_s``)."""
+    (``breakdown``: ``compute_s, kv_attention_s, tensor_comm_s``, ``expert_comm_s`` under expert parallelism,
+    ``pipeline_p2p_s, host_wait_s``)."""
 
     parts: Parts
     attention: tuple
@@ -136,9 +158,8 @@ class Step:
         n = self.hi - self.lo + 1
         att = np.array([sum_max_affine(a_c / f, c_c / f, a_m / m, c_m / m, self.lo, self.hi)
                         for f, m in zip(flops, mem_bw)]) / n + att_launch * launch
-        b = self.breakdown
         return np.maximum(self.parts.seconds(flops, mem_bw, launch) + self.layers * att, self.host_s) + \
-            (b["tensor_comm_s"] + b["pipeline_p2p_s"]) / net
+            comm_s(self.breakdown) / net
 
 
 def decode_step(graph, shape: dict, dev, dtype: str, t: int, batch: int, comm, lo: int, hi: int,
@@ -147,7 +168,8 @@ def decode_step(graph, shape: dict, dev, dtype: str, t: int, batch: int, comm, l
     model_shape` of the model) averaged over contexts ``lo..hi``; ``comm``: :class:`~concurrency_model.serving.
     Comm`. The host issues the step's kernels and one attention kernel a layer (``host_overhead_s`` each)."""
     vb = dtype_bytes(dtype)
-    parts = pass_parts(graph, dev, dtype, t, batch, True, weight_bytes, weight_sparsity, all_logits=queries > 1)
+    parts = pass_parts(graph, dev, dtype, t, batch, True, weight_bytes, weight_sparsity, all_logits=queries > 1,
+                       expert=comm.e)
     att = kv_attention(batch, shape["heads"], shape["kv_heads"], shape["head_dim"], dev, dtype, t, queries)
     n = hi - lo + 1
     host = host_overhead_s * (parts.kernels(float(dev.launch_overhead)) + shape["layers"])
@@ -155,5 +177,6 @@ def decode_step(graph, shape: dict, dev, dtype: str, t: int, batch: int, comm, l
          "kv_attention_s": shape["layers"] * (sum_max_affine(*att[:4], lo, hi) / n + att[4]),
          "tensor_comm_s": comm.tensor(graph, batch, vb, last_only=queries == 1),
          "pipeline_p2p_s": comm.pipeline(batch * queries * shape["hidden"] * vb)}
+    b = with_experts(b, comm, graph, batch, vb)
     b["host_wait_s"] = max(0.0, host - b["compute_s"] - b["kv_attention_s"])
     return Step(parts, att, shape["layers"], lo, hi, host, b)

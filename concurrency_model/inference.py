@@ -35,6 +35,14 @@ per-step latency for 10 generated tokens).
   (``batch x seq x hidden`` values; Narayanan et al. 2021 §3.2 for the send). Pipelining divides weights
   and KV cache over devices; it does not shorten one batch's latency, and without microbatches (or
   several batches in flight) it does not raise the throughput either.
+* **Expert parallelism** for a mixture of experts (``parallel.data`` = d replicas sharing their experts in groups
+  of ``parallel.expert`` = e, e dividing d and the experts, as in training, :mod:`concurrency_model.parallel.
+  expert`; DeepSpeed-MoE's inference system, Rajbhandari et al. 2022, as recalled, serves the same way: the dense layers replicated,
+  the experts split, all-to-all between them): ``batch`` sequences over all replicas, ``batch / d`` each; a device
+  holds the dense weights and ``1/e`` of the experts, runs its replica's rows through the experts it holds that the
+  group's tokens reach (:func:`~concurrency_model.timing.graph.expert_gemms`, balanced routing [D]), and sends and
+  returns the routed rows in two all-to-alls a layer (:meth:`~concurrency_model.serving.Comm.expert`). The
+  replicas of a group step together, so a static batch decodes until the longest of all ``batch`` requests ends.
 * **KV cache** (Pope et al. §2; Chen 2022: ``2 * 2 * n_layers * n_heads * d_head`` bytes per token in
   16-bit): ``2 * layers * batch * (prompt_len + decode_len) * kv_heads * head_dim * bytes`` in all;
   per device ``ceil(layers / p)`` layers and ``ceil(kv_heads / t)`` heads (grouped-query KV heads are
@@ -92,7 +100,7 @@ from .models import SEQUENCE_MODELS, get_model
 from .models.transformer import check_tensor_split
 from .parallel.memory import memory_per_device
 from .scenario import _section, load_scenario, read_scenario
-from .serving import Comm, check_weight_sparsity, model_graph, weights_bytes, workspace_bytes
+from .serving import Comm, check_experts, check_weight_sparsity, model_graph, weights_bytes, workspace_bytes
 from .speculative import Speculation
 from .speculative import check as check_speculative
 from .uncertainty import bands
@@ -155,7 +163,8 @@ class Inference:
                 "memory_bytes_per_device": self.memory_bytes_per_device, "time_to_first_token_s": self.prefill_s,
                 "total_s": self.total_s, "kv_cache_bytes_total": self.kv_cache_bytes_total,
                 "breakdown": self.breakdown, "memory": {k: v for k, v in self.memory.items() if k != "reason"},
-                "gpus": self.parallel["tensor"] * self.parallel["pipeline"], "parallel": self.parallel,
+                "gpus": self.parallel["tensor"] * self.parallel["pipeline"] * self.parallel.get("data", 1),
+                "parallel": self.parallel,
                 "inference": self.inference, "model_shape": self.shape,
                 **self.bands, **self.economics}
 
@@ -193,16 +202,13 @@ def infer(scenario) -> Inference:
     if not is_causal_decoder(sc.model):
         from .forward_inference import infer_forward
         return infer_forward(sc, raw["inference"], inf)
-    if par["data"] != 1:
-        raise ValueError(f"parallel.data: inference is modelled for one model replica (data = 1), got {par['data']}; "
-                         "replicas serve independent requests, multiply the throughput by them")
-    for k in ("context", "expert"):
-        if par[k] != 1:
-            raise ValueError(f"parallel.{k}: inference is modelled with tensor and pipeline parallelism only, got {par[k]}")
+    if par["context"] != 1:
+        raise ValueError(f"parallel.context: inference is modelled with tensor, pipeline and expert parallelism only, "
+                         f"got {par['context']}")
     return predict(sc.model, sc.cluster, inf["batch"], inf["prompt_len"], inf["decode_len"], inf["dtype"],
                    par["tensor"], par["pipeline"], inf["weight_dtype"], inf["host_overhead_s"], inf["weight_sparsity"],
                    inf["speculative"], inf["batching"], inf["price_per_gpu_hour"], inf["output_lengths"],
-                   inf["load_rps"])
+                   inf["load_rps"], par["data"], par["expert"])
 
 
 def is_causal_decoder(model) -> bool:
@@ -232,9 +238,11 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
             pipeline: int = 1, weight_dtype: str | None = None, host_overhead_s: float = 0.0,
             weight_sparsity: str | None = None, speculative: dict | None = None, batching: str = "static",
             price_per_gpu_hour: float | None = None, output_lengths: str = "fixed",
-            load_rps: float | None = None) -> Inference:
+            load_rps: float | None = None, data: int = 1, expert: int = 1) -> Inference:
     """:func:`infer` for a model spec and a cluster (preset name, file, dict or
-    :class:`~concurrency_model.cluster.Cluster`) given directly.
+    :class:`~concurrency_model.cluster.Cluster`) given directly. ``data`` > 1 replicas with ``expert`` > 1: a
+    mixture of experts served with its experts split over groups of ``expert`` replicas, ``batch`` sequences over
+    all of them (:func:`~concurrency_model.serving.check_experts`).
 
     >>> r = predict("gpt2", "dgx-a100", 8, 256, 64, "fp16", tensor=2)
     >>> r.parallel, r.decode_s_per_token < r.prefill_s
@@ -265,10 +273,13 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     weight_sparsity = check_weight_sparsity(dev, dtype, weight_sparsity, weight_dtype)
     if batching == "continuous":
         check_continuous(pipeline, speculative)
+    d, e = data, expert
+    check_experts(model_graph(model, 1, 1, vb), batch, d, e, p, speculative)
+    every, batch = batch, batch // d  # all replicas' sequences; one replica's
     g_pre = model_graph(model, batch, prompt_len, vb)
     g_dec = model_graph(model, batch, 1, vb)
     check_tensor_split(g_pre.layers(), t)
-    comm = Comm(cl, t, p)
+    comm = Comm(cl, t, p, e)
 
     # memory first: a configuration that does not fit is refused, not estimated
     spec = Speculation(check_speculative(speculative), shape, model_shape, vb, batch, prompt_len, decode_len, t, p) \
@@ -278,13 +289,14 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
         raise ValueError(f"inference.speculative.tokens: prompt_len + decode_len + tokens = {context} exceeds the "
                          f"model's context of {shape['context']} positions")
     kv = kv_cache_bytes(shape["layers"], batch, context, shape["kv_heads"], shape["head_dim"], vb, t, p)
-    kv_all = kv_cache_bytes(shape["layers"], batch, context, shape["kv_heads"], shape["head_dim"], vb)
-    weights, quantized = weights_bytes(g_pre, vb, weight_dtype, weight_sparsity)
+    kv_all = kv_cache_bytes(shape["layers"], every, context, shape["kv_heads"], shape["head_dim"], vb)
+    weights, quantized = weights_bytes(g_pre, vb, weight_dtype, weight_sparsity, e)
     extra = {"kv_cache": kv}
     if spec:  # the draft's weights and KV cache, split as the target's
-        d = spec.shape
+        ds = spec.shape
         weights += spec.weights_bytes
-        extra["draft_kv_cache"] = kv_cache_bytes(d["layers"], batch, context, d["kv_heads"], d["head_dim"], vb, t, p)
+        extra["draft_kv_cache"] = kv_cache_bytes(ds["layers"], batch, context, ds["kv_heads"], ds["head_dim"], vb, t,
+                                                 p)
     weights /= t * p
     graph_of = lru_cache(maxsize=None)(lambda b, s: model_graph(model, b, s, vb))  # built once per (batch, seq)
     work = workspace(graph_of, t, batch, prompt_len, o, vb) \
@@ -293,37 +305,41 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     if not mem["fits"]:
         raise ValueError(mem["reason"])
 
-    summary = {"batch": batch, "prompt_len": prompt_len, "decode_len": decode_len, "dtype": dtype,
+    layout = {"tensor": t, "pipeline": p, **({"data": d, "expert": e} if e > 1 else {})}
+    span = t * p * e  # the devices a pass's collectives reach
+    summary = {"batch": every, "prompt_len": prompt_len, "decode_len": decode_len, "dtype": dtype,
                "weight_dtype": weight_dtype or dtype, "weight_sparsity": weight_sparsity,
                "host_overhead_s": host_overhead_s, "batching": batching}
     if batching == "continuous":
         def make(n):
             return iteration(graph_of, shape, dev, dtype, t, n, prompt_len, o,
                              comm, host_overhead_s, quantized, weight_sparsity)
-        n, it, active = (batch, make(batch), batch) if load_rps is None else at_load(make, load_rps, mean, batch)
+        n, it, active = (batch, make(batch), batch) if load_rps is None else at_load(make, load_rps / d, mean, batch)
         step_s, first = it.seconds, it.first_token_s
+        n, active = n * d, active * d  # every replica's slots (each carries 1/d of the load)
         loaded = {} if load_rps is None else {"load_rps": load_rps, "slots_in_use": active, "slots_run": n}
         total_s = first + (mean - 1) * step_s  # one request: its first token, then one an iteration
 
         def per_iteration(flops, mem_bw, launch, intra_bw, inter_bw):
-            net = intra_bw if t <= cl.gpus_per_node else inter_bw
+            net = intra_bw if span <= cl.gpus_per_node else inter_bw
             s, f = it.scaled(flops, mem_bw, launch, net), it.first_token_scaled(flops, mem_bw, launch, net)
             return f, s, f + (mean - 1) * s
         return Inference(first, step_s, active / step_s, kv, float(mem["total_bytes"]), total_s, kv_all,
-                         {f"iteration_{k}": v for k, v in it.breakdown.items()}, mem, {"tensor": t, "pipeline": p},
+                         {f"iteration_{k}": v for k, v in it.breakdown.items()}, mem, layout,
                          {**summary, "speculative": None, "requests_per_s": active / (mean * step_s),
                           **lengths_summary(dist), **loaded,
-                          "prompt_tokens_per_iteration": prompt_tokens(n, prompt_len, o)},
+                          "prompt_tokens_per_iteration": d * prompt_tokens(n // d, prompt_len, o)},
                          shape, _bands(per_iteration),
-                         per_million_tokens(active / step_s, t * p,
-                                            min(1.0, active) * busy_seconds(it.breakdown) / step_s,
+                         per_million_tokens(active / step_s, t * p * d,
+                                            min(1.0, active / d) * busy_seconds(it.breakdown) / step_s,
                                             float(dev.board_power_w), price_per_gpu_hour))
 
     prompt = prefill_pass(g_pre, shape["hidden"], dev, dtype, t, batch, comm, prompt_len, host_overhead_s, quantized,
                           weight_sparsity)
     pre = dict(prompt.breakdown)
-    # a static batch decodes until its longest request ends (and holds the longest possible one's cache, above)
-    steps = dist.expected_max(batch)
+    # a static batch decodes until its longest request ends (and holds the longest possible one's cache, above);
+    # an expert group's replicas step together (their all-to-alls), so until the longest of all of them ends
+    steps = dist.expected_max(every)
     last = prompt_len + max(1, round(steps))  # the context of the batch's last step
     step = decode_step(g_dec, shape, dev, dtype, t, batch, comm, prompt_len + 1, last,
                        host_overhead_s, quantized, weight_sparsity)
@@ -341,7 +357,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     def latencies(flops, mem_bw, launch, intra_bw, inter_bw):
         """Prefill, decode step and total seconds on arrays of hardware scales (:mod:`concurrency_model.
         uncertainty`); communication scaled as a whole by its tier's bandwidth (its latency too: slightly wide)."""
-        net = intra_bw if t * p <= cl.gpus_per_node else inter_bw
+        net = intra_bw if span <= cl.gpus_per_node else inter_bw
         pre_s = prompt.scaled(flops, mem_bw, launch, net)
         dec_s = step.scaled(flops, mem_bw, launch, net)
         if spec:
@@ -349,12 +365,12 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
             dec_s = spec.per_token(draft.scaled(flops, mem_bw, launch, net), verify.scaled(flops, mem_bw, launch, net))
         return pre_s, dec_s, pre_s + steps * dec_s
 
-    return Inference(prefill_s, step_s, batch * mean / total_s, kv, float(mem["total_bytes"]), total_s,
-                     kv_all, breakdown, mem, {"tensor": t, "pipeline": p},
+    return Inference(prefill_s, step_s, every * mean / total_s, kv, float(mem["total_bytes"]), total_s,
+                     kv_all, breakdown, mem, layout,
                      {**summary, "speculative": spec.summary(draft.seconds, verify.seconds, step.seconds) if spec
                       else None, **lengths_summary(dist, steps)},
                      shape, _bands(latencies),
-                     per_million_tokens(batch * mean / total_s, t * p,
+                     per_million_tokens(every * mean / total_s, t * p * d,
                                         (busy_seconds(pre) + steps * busy_seconds(dec)) / total_s,
                                         float(dev.board_power_w), price_per_gpu_hour))
 

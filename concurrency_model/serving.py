@@ -1,7 +1,7 @@
 """What serving a model costs besides its kernels, shared by :mod:`concurrency_model.inference` (decoders with
 a KV cache) and :mod:`concurrency_model.forward_inference` (one forward pass): the graph for a batch and a
 sequence length, the weights at their stored size (weight-only quantization, 2:4 pruning), the largest operator's
-workspace, and the tensor- and pipeline-parallel communication of a pass on a cluster."""
+workspace, and the tensor-, expert- and pipeline-parallel communication of a pass on a cluster."""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -11,6 +11,7 @@ from .comm.on_cluster import collective_on_cluster
 from .models import get_model
 from .models.transformer import is_lm_head
 from .ops.sparse import INDEX_BYTES, METADATA_BITS, STRUCTURED, nnz_of, parse_sparsity
+from .parallel.data_parallel import group_placement
 from .timing.graph import matrix_copies, quantizable
 from .timing.sparse import sparse_core
 
@@ -27,16 +28,20 @@ def model_graph(model, batch: int, seq: int | None, vb: int):
     return get_model(model, batch=batch, value_bytes=vb, seq_len=seq)
 
 
-def weights_bytes(graph, vb: int, weight_dtype: str | None, weight_sparsity=None) -> tuple[float, float | None]:
+def weights_bytes(graph, vb: int, weight_dtype: str | None, weight_sparsity=None,
+                  expert: int = 1) -> tuple[float, float | None]:
     """``(bytes of the weights, bytes a quantized weight or None)``: every parameter at ``vb`` bytes, the
     :func:`~concurrency_model.timing.graph.quantizable` layers' matrices at ``weight_dtype``'s, or pruned
     (``weight_sparsity``, :mod:`.ops.sparse`): ``"2:4"`` keeps half of them with a 2-bit index each; a fraction
-    of zeros stores the rest in CSR (a 4-byte column index a value, a row offset per output)."""
+    of zeros stores the rest in CSR (a 4-byte column index a value, a row offset per output). With expert
+    parallelism ``expert``, the bytes of one device of an expert group: ``1/expert`` of every mixture-of-experts
+    layer's experts (:mod:`concurrency_model.parallel.expert`)."""
     if weight_dtype is not None and (not isinstance(weight_dtype, str) or weight_dtype not in WEIGHT_BYTES):
         raise ValueError(f"inference.weight_dtype: unknown {weight_dtype!r}; allowed: {', '.join(WEIGHT_BYTES)}")
     wb = vb if weight_dtype is None else WEIGHT_BYTES[weight_dtype]
     total = float(graph.params) * vb
     for n in graph.layers():
+        node = float(n.cost.params) * vb
         if quantizable(n):
             ci, co, copies = n.attrs["c_in"], n.attrs["c_out"], matrix_copies(n)
             if weight_sparsity == STRUCTURED:
@@ -45,7 +50,10 @@ def weights_bytes(graph, vb: int, weight_dtype: str | None, weight_sparsity=None
                 stored = nnz_of(co, ci, weight_sparsity) * (wb + INDEX_BYTES) + (co + 1) * INDEX_BYTES
             else:
                 stored = ci * co * wb
-            total += copies * (stored - ci * co * vb)
+            node += copies * (stored - ci * co * vb)
+        total += node - float(n.cost.params) * vb
+        if n.attrs.get("experts", 0) > 1:
+            total -= node * (1 - 1 / expert)  # the other devices of the expert group hold the rest
     return total, None if wb == vb else wb
 
 
@@ -71,11 +79,46 @@ def check_weight_sparsity(dev, dtype: str, weight_sparsity, weight_dtype):
     return s
 
 
-class Comm:
-    """Collective and point-to-point seconds on a cluster, cached by size."""
+def expert_count(graph) -> int:
+    """Experts of the model's mixture-of-experts layers (the most of any layer; 0: none)."""
+    return max((n.attrs["experts"] for n in graph.layers() if n.attrs.get("experts", 0) > 1), default=0)
 
-    def __init__(self, cluster, t: int, p: int):
-        self.cluster, self.t, self.p = cluster, t, p
+
+def check_experts(graph, batch: int, data: int, expert: int, pipeline: int, speculative=None) -> None:
+    """The layout of a served model: one replica (``data`` = 1), or a mixture of experts whose ``data`` replicas
+    share their experts in groups of ``expert`` (``expert`` divides ``data`` and the experts of a layer, as in
+    training, :mod:`concurrency_model.parallel.expert`) and split the ``batch`` sequences evenly; no pipeline
+    stages or speculative decoding with it. ``ValueError`` naming the field."""
+    if expert == 1:
+        if data != 1:
+            raise ValueError(f"parallel.data: inference is modelled for one model replica (data = 1) unless the "
+                             f"replicas share their experts (parallel.expert), got {data}; replicas that serve "
+                             "independent requests multiply the throughput")
+        return
+    experts = expert_count(graph)
+    if not experts:
+        raise ValueError(f"parallel.expert: {expert} needs a model with mixture-of-experts layers; this one has none")
+    if experts % expert:
+        raise ValueError(f"parallel.expert: {expert} does not divide the {experts} experts of a layer")
+    if data % expert:
+        raise ValueError(f"parallel.expert: {expert} does not divide parallel.data = {data} (an expert group is "
+                         f"{expert} of the replicas)")
+    if pipeline != 1:
+        raise ValueError(f"parallel.pipeline: expert parallelism at inference is modelled without pipeline stages, "
+                         f"got {pipeline}")
+    if speculative is not None:
+        raise ValueError("inference.speculative: speculative decoding with expert parallelism is not modelled")
+    if batch % data:
+        raise ValueError(f"inference.batch: {batch} sequences do not split evenly over parallel.data = {data} "
+                         "replicas")
+
+
+class Comm:
+    """Collective and point-to-point seconds on a cluster, cached by size, for one model replica of ``t`` tensor
+    ranks x ``p`` stages; with expert parallelism, in an expert group of ``e`` consecutive replicas."""
+
+    def __init__(self, cluster, t: int, p: int, e: int = 1):
+        self.cluster, self.t, self.p, self.e = cluster, t, p, e
         self.rpn = min(t, cluster.gpus_per_node)
 
     @lru_cache(maxsize=None)
@@ -98,6 +141,25 @@ class Comm:
             elif n.kind == "embedding":
                 s += self.collective("allreduce", batch * n.numel * vb)
         return s
+
+    @lru_cache(maxsize=None)
+    def alltoall(self, nbytes: float) -> float:
+        """One all-to-all of ``nbytes`` a device over the expert group: ``e`` replicas, consecutive ranks
+        (:func:`~concurrency_model.parallel.data_parallel.group_placement`), as in training."""
+        if self.e == 1 or nbytes == 0:
+            return 0.0
+        rpn, sharing = group_placement(self.cluster.gpus_per_node, self.t, self.e)
+        return float(collective_on_cluster("alltoall", nbytes, self.e, self.cluster, rpn,
+                                           groups_sharing=sharing)[1])
+
+    def expert(self, graph, batch: int, vb: int) -> float:
+        """Expert-parallel all-to-alls of one forward pass: per mixture-of-experts layer the dispatch of the
+        device's routed rows (``batch`` x the dispatch node's rows and hidden values) to the devices holding their
+        experts and the combine that returns them, each tensor rank sending ``1/t`` (GShard, Lepikhin et al.
+        2021 §2.2; Switch Transformer, Fedus et al. 2022 §5.4: two all-to-alls a forward pass;
+        :mod:`concurrency_model.parallel.expert`)."""
+        return sum(2 * self.alltoall(batch * n.numel * vb / self.t) for n in graph.layers()
+                   if n.kind == "moe_dispatch")
 
     def pipeline(self, nbytes: float) -> float:
         """``p - 1`` sends of ``nbytes`` between consecutive stages of ``t`` ranks each; a send crosses
@@ -138,4 +200,4 @@ def workspace_bytes(graph, t: int, batch: int, vb: int) -> float:
     return float(peak * batch * vb)
 
 
-__all__ = ["WEIGHT_BYTES", "FREE", "model_graph", "weights_bytes", "Comm", "workspace_bytes"]
+__all__ = ["WEIGHT_BYTES", "FREE", "model_graph", "weights_bytes", "expert_count", "check_experts", "Comm", "workspace_bytes"]

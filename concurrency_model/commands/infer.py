@@ -48,28 +48,39 @@ def show_sweep(out: dict) -> None:
           f"per GPU, shortest step first{f' (target {target})' if target else ''}:")
     w = "weights" in out["sweep"][0]
     priced = "cost_per_million_tokens" in out["sweep"][0]
-    print(f"{'weights ' if w else ''}{'tensor':>6} {'batch':>6} {'TTFT ms':>11} {'decode ms':>10} {'tokens/s':>10} "
+    x = "expert" in out["sweep"][0]  # a mixture of experts: its expert groups
+    print(f"{'weights ' if w else ''}{'tensor':>6} {'expert ' if x else ''}{'batch':>6} {'TTFT ms':>11} {'decode ms':>10} {'tokens/s':>10} "
           f"{'per GPU':>9} {'GB/device':>10}{' cost/Mtok' if priced else ''}")
     for r in sorted(rows, key=lambda r: r["decode_s_per_token"]):
         mark = "" if not target or r["meets_target"] else "  over target"
         cost = f" {r['cost_per_million_tokens']:>9.3f}" if priced else ""
-        print((f"{r['weights']!s:<8}" if w else "") + f"{r['tensor']:>6} {r['batch']:>6} {r['prefill_s'] * 1e3:>11,.1f} "
+        print((f"{r['weights']!s:<8}" if w else "") + f"{r['tensor']:>6} " + (f"{r['expert']:>6} " if x else "") +
+              f"{r['batch']:>6} {r['prefill_s'] * 1e3:>11,.1f} "
               f"{r['decode_s_per_token'] * 1e3:>10.2f} "
               f"{r['tokens_per_s']:>10,.0f} {r['tokens_per_s_per_gpu']:>9,.0f} "
               f"{r['memory_bytes_per_device'] / 1e9:>10.1f}{cost}{mark}")
     b = out["best"]
+    group = f", experts over {b['expert']} replicas" if b is not None and b.get("expert", 1) > 1 else ""
     if b is None:
         print("no configuration meets the target")
     elif out.get("load_rps") is not None:
         fmt = f"{b['weights']} weights, " if w else ""
         print(f"fewest GPUs for {out['load_rps']:,g} requests/s{' within the target' if target else ''}: "
-              f"{b['gpus_for_load']:,} = {b['replicas']:,} replicas of {fmt}tensor {b['tensor']}, batch {b['batch']} "
+              f"{b['gpus_for_load']:,} = {b['replicas']:,} replicas of {fmt}tensor {b['tensor']}{group}, batch {b['batch']} "
               f"({b['requests_per_s']:,.2f} requests/s each, {b['decode_s_per_token'] * 1e3:.2f} ms per token)")
     else:
         fmt = f"{b['weights']} weights, " if w else ""
-        print(f"most tokens/s per GPU{' within the target' if target else ''}: {fmt}tensor {b['tensor']}, batch "
+        print(f"most tokens/s per GPU{' within the target' if target else ''}: {fmt}tensor {b['tensor']}{group}, batch "
               f"{b['batch']}: {b['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU at {b['decode_s_per_token'] * 1e3:.2f} "
               f"ms per token" + (f", {b['cost_per_million_tokens']:,.3f} per million tokens" if priced else ""))
+
+
+def layout(p: dict) -> str:
+    """The parallel layout of a served decoder, in words."""
+    if "expert" in p:
+        return (f"{p['data']} replicas of tensor {p['tensor']}, the experts split over groups of {p['expert']}, "
+                "all-to-all")
+    return f"tensor {p['tensor']}" + (f" x pipeline {p['pipeline']}" if p["pipeline"] > 1 else "")
 
 
 def show(out: dict) -> None:
@@ -100,7 +111,7 @@ def show(out: dict) -> None:
     if i.get("batching") == "continuous":
         print(f"continuous batching: {i['batch']} slots, prompts of {i['prompt_len']} tokens "
               f"({i['prompt_tokens_per_iteration']:,} prompt tokens an iteration), {i['decode_len']} generated, "
-              f"{i['dtype']}{weights} on {devices} (tensor {p['tensor']})")
+              f"{i['dtype']}{weights} on {devices} ({layout(p)})")
         print(f"iteration (time per output token) {out['decode_s_per_token'] * 1e3:,.3f} ms; time to first token "
               f"{out['prefill_s'] * 1e3:,.3f} ms; a request {out['total_s'] * 1e3:,.1f} ms; "
               f"{out['tokens_per_s']:,.1f} tokens/s, {i['requests_per_s']:,.2f} requests/s"
@@ -109,7 +120,7 @@ def show(out: dict) -> None:
     else:
         steps = "decode steps" if i.get("output_lengths", "fixed") == "fixed" else "generated tokens on average"
         print(f"batch {i['batch']}, prompt {i['prompt_len']}, {i['decode_len']} {steps}, {i['dtype']}{weights} on "
-              f"{devices} (tensor {p['tensor']} x pipeline {p['pipeline']})")
+              f"{devices} ({layout(p)})")
         print(f"prefill (time to first token) {out['prefill_s'] * 1e3:,.3f} ms; decode "
               f"{out['decode_s_per_token'] * 1e3:,.3f} ms per token; total {out['total_s'] * 1e3:,.1f} ms; "
               f"{out['tokens_per_s']:,.1f} tokens/s")
