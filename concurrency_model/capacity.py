@@ -19,8 +19,10 @@ import pandas as pd
 from .cluster import load_cluster
 from .continuous import check_load
 from .inference import infer, is_causal_decoder
+from .lengths import lengths
 from .ops.sparse import parse_sparsity
 from .progress import Progress
+from .queueing import replicas_for
 from .scenario import read_scenario
 from .serving import WEIGHT_BYTES, expert_count, model_graph
 
@@ -111,6 +113,16 @@ def _with_weights(raw: dict, fmt: str) -> dict:
                          "zeros") from None
 
 
+def _fleet(load_rps: float, row: dict, dist, max_first_token_s: float | None) -> tuple[int, float]:
+    """``(replicas, mean wait for a slot)`` of a continuous-batching sweep row under ``load_rps``
+    (:func:`~concurrency_model.queueing.replicas_for`): each of its replicas (``expert`` of them share the row's
+    slots) a queue in front of its slots, a request holding one for its mean length of iterations at full slots;
+    with a time-to-first-token target, enough replicas that the wait fits beside the row's first token."""
+    g = row.get("expert") or 1
+    room = None if max_first_token_s is None else max_first_token_s - row["prefill_s"]
+    return replicas_for(load_rps / g, row["batch"] // g, dist.mean * row["decode_s_per_token"], dist.cv2, room)
+
+
 def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = False,
                   weights: tuple | None = None, load_rps: float | None = None,
                   max_first_token_s: float | None = None) -> pd.DataFrame:
@@ -123,7 +135,9 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
     ``energy_per_token_j`` and, with ``inference.price_per_gpu_hour``, ``cost_per_million_tokens``
     (:mod:`concurrency_model.economics`); ``requests_per_s`` of one replica (its tokens/s over ``decode_len``)
     and, with ``load_rps`` requests a second to serve, ``replicas`` and ``gpus_for_load`` (replicas of the
-    configuration, each serving its own requests, enough for the load). Sorted by tokens/s per GPU, the most
+    configuration, each serving its own requests, enough for the load; with continuous batching enough that each
+    replica's queue for a free slot is stable and, with ``max_first_token_s``, that the mean wait in it,
+    ``queue_wait_s``, fits beside the first token: :func:`_fleet`). Sorted by tokens/s per GPU, the most
     first. ``weights``: formats of the
     blocks' weights to compare (``fp16``, ``int8``, ``int4``, ``2:4``, ...; :func:`_with_weights`), a
     ``weights`` column then telling them apart; default: the scenario's own.
@@ -177,7 +191,14 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
     if max_decode_s is not None or max_first_token_s is not None:
         df["meets_target"] = (df["decode_s_per_token"] <= (max_decode_s or np.inf)) & \
             (df["prefill_s"] <= (max_first_token_s or np.inf))
-    if load_rps is not None:
+    if load_rps is not None and raw["inference"].get("batching") == "continuous":
+        dist = lengths(raw["inference"].get("output_lengths", "fixed"), r.inference["decode_len"],
+                       r.shape["context"] - r.inference["prompt_len"])
+        fleet = [_fleet(load_rps, row, dist, max_first_token_s) for row in df.to_dict("records")]
+        df["replicas"] = [f[0] for f in fleet]
+        df["queue_wait_s"] = [f[1] for f in fleet]
+    elif load_rps is not None:  # a static batch: as many replicas as its requests a second need
         df["replicas"] = np.ceil(load_rps / df["requests_per_s"]).astype(int)
+    if load_rps is not None:
         df["gpus_for_load"] = df["replicas"] * df["gpus"]
     return df.sort_values("tokens_per_s_per_gpu", ascending=False, kind="stable").reset_index(drop=True)

@@ -70,7 +70,9 @@ per-step latency for 10 generated tokens).
   gains at high sparsity, a prefill loses (kernels that tile B's columns and reuse A, e.g. Sputnik, are not
   modelled).
 * **Continuous batching** (``batching`` = ``"continuous"``): ``batch`` slots in steady state, each iteration one
-  token per slot and the new prompts' share in the same pass (:mod:`concurrency_model.continuous`).
+  token per slot and the new prompts' share in the same pass (:mod:`concurrency_model.continuous`); under a load
+  (``load_rps``) the first token also waits for a free slot (:mod:`concurrency_model.queueing`: Erlang C with the
+  Allen-Cunneen correction for the spread of the output lengths).
 * **Unequal output lengths** (``output_lengths`` = ``uniform`` or ``geometric``, mean ``decode_len``;
   :mod:`concurrency_model.lengths`): a static batch decodes until its longest request ends (the expected maximum
   of ``batch`` lengths) and holds the cache of the longest possible one, while its tokens are ``batch`` x the
@@ -96,6 +98,7 @@ from .continuous import at_load, check_load, iteration, prompt_tokens, workspace
 from .decode import decode_step, prefill_pass, sum_max_affine
 from .economics import busy_seconds, check_price, per_million_tokens
 from .lengths import lengths
+from .queueing import erlang_c, mean_wait
 from .models import SEQUENCE_MODELS, get_model
 from .models.transformer import check_tensor_split
 from .parallel.memory import memory_per_device
@@ -315,14 +318,19 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
             return iteration(graph_of, shape, dev, dtype, t, n, prompt_len, o,
                              comm, host_overhead_s, quantized, weight_sparsity)
         n, it, active = (batch, make(batch), batch) if load_rps is None else at_load(make, load_rps / d, mean, batch)
-        step_s, first = it.seconds, it.first_token_s
+        step_s = it.seconds
+        # under a load, a request first waits for one of its replica's ``batch`` slots (concurrency_model.queueing)
+        queue = {} if load_rps is None else {"queue_wait_s": mean_wait(batch, active, mean * step_s, dist.cv2),
+                                             "wait_probability": erlang_c(batch, active)}
+        first = it.first_token_s + queue.get("queue_wait_s", 0.0)
         n, active = n * d, active * d  # every replica's slots (each carries 1/d of the load)
-        loaded = {} if load_rps is None else {"load_rps": load_rps, "slots_in_use": active, "slots_run": n}
+        loaded = {} if load_rps is None else {"load_rps": load_rps, "slots_in_use": active, "slots_run": n, **queue}
         total_s = first + (mean - 1) * step_s  # one request: its first token, then one an iteration
 
         def per_iteration(flops, mem_bw, launch, intra_bw, inter_bw):
             net = intra_bw if span <= cl.gpus_per_node else inter_bw
-            s, f = it.scaled(flops, mem_bw, launch, net), it.first_token_scaled(flops, mem_bw, launch, net)
+            s = it.scaled(flops, mem_bw, launch, net)
+            f = it.first_token_scaled(flops, mem_bw, launch, net) + queue.get("queue_wait_s", 0.0)
             return f, s, f + (mean - 1) * s
         return Inference(first, step_s, active / step_s, kv, float(mem["total_bytes"]), total_s, kv_all,
                          {f"iteration_{k}": v for k, v in it.breakdown.items()}, mem, layout,

@@ -35,6 +35,17 @@ class Lengths:
         return float(np.dot(np.arange(1, len(self.pmf) + 1), self.pmf))
 
     @property
+    def cv2(self) -> float:
+        """Squared coefficient of variation, variance / mean^2 (0 for fixed lengths; about 1/3 for uniform ones and
+        1 - 1 / decode_len for geometric ones).
+
+        >>> round(lengths("uniform", 2, 10).cv2, 12)  # 1..3: variance 2/3, mean 2
+        0.166666666667
+        """
+        n = np.arange(1, len(self.pmf) + 1)
+        return float(np.dot(n ** 2, self.pmf)) / self.mean ** 2 - 1.0
+
+    @property
     def longest(self) -> int:
         return int(np.flatnonzero(self.pmf)[-1]) + 1
 

@@ -9,6 +9,7 @@ import pytest
 from concurrency_model.capacity import max_batch
 from concurrency_model.cli import main
 from concurrency_model.inference import infer
+from concurrency_model.queueing import mean_wait
 
 LLAMA = {"model": {"hf_config": "llama-2-7b"}, "cluster": "dgx-h100",
          "inference": {"prompt_len": 1024, "decode_len": 128}}
@@ -117,9 +118,19 @@ def test_a_first_token_target_favours_continuous_batching():
     static = serving_sweep(LLAMA, max_decode_s=0.020, max_first_token_s=0.5)
     assert (static["meets_target"] == ((static["decode_s_per_token"] <= 0.020) & (static["prefill_s"] <= 0.5))).all()
     cont = serving_sweep({**LLAMA, "inference": {**LLAMA["inference"], "batching": "continuous"}},
-                         max_decode_s=0.020, max_first_token_s=0.5)
+                         max_decode_s=0.020, max_first_token_s=0.5, load_rps=100.0)
     best = [f[f["meets_target"]]["tokens_per_s_per_gpu"].max() for f in (static, cont)]
     # a static batch's first token waits for its whole prefill: within 0.5 s it keeps to small batches
     assert best[1] > 1.2 * best[0]
+    # under 100 requests a second every continuous replica's queue is stable, and where the first token is on
+    # target its mean wait for a slot fits beside it (concurrency_model.queueing), with no replica more than that
+    service = 128 * cont["decode_s_per_token"]
+    assert (100.0 / cont["replicas"] * service < cont["batch"]).all()
+    fits = cont["prefill_s"] <= 0.5
+    assert fits.any() and (cont["prefill_s"] + cont["queue_wait_s"] <= 0.5)[fits].all()
+    for row in cont[fits & (cont["replicas"] > 1)].to_dict("records"):
+        fewer = 100.0 / (row["replicas"] - 1) * 128 * row["decode_s_per_token"]
+        assert fewer >= row["batch"] or row["prefill_s"] + mean_wait(row["batch"], fewer, 128 * row["decode_s_per_token"],
+                                                                    0.0) > 0.5
     with pytest.raises(ValueError, match="^max_first_token_s: must be a positive number"):
         serving_sweep(LLAMA, max_first_token_s=0)

@@ -67,7 +67,9 @@ def show_sweep(out: dict) -> None:
         fmt = f"{b['weights']} weights, " if w else ""
         print(f"fewest GPUs for {out['load_rps']:,g} requests/s{' within the target' if target else ''}: "
               f"{b['gpus_for_load']:,} = {b['replicas']:,} replicas of {fmt}tensor {b['tensor']}{group}, batch {b['batch']} "
-              f"({b['requests_per_s']:,.2f} requests/s each, {b['decode_s_per_token'] * 1e3:.2f} ms per token)")
+              f"({b['requests_per_s']:,.2f} requests/s each, {b['decode_s_per_token'] * 1e3:.2f} ms per token"
+              + (f", {b['queue_wait_s'] * 1e3:,.1f} ms waiting for a slot on average" if "queue_wait_s" in b else "")
+              + ")")
     else:
         fmt = f"{b['weights']} weights, " if w else ""
         print(f"most tokens/s per GPU{' within the target' if target else ''}: {fmt}tensor {b['tensor']}{group}, batch "
@@ -115,8 +117,9 @@ def show(out: dict) -> None:
         print(f"iteration (time per output token) {out['decode_s_per_token'] * 1e3:,.3f} ms; time to first token "
               f"{out['prefill_s'] * 1e3:,.3f} ms; a request {out['total_s'] * 1e3:,.1f} ms; "
               f"{out['tokens_per_s']:,.1f} tokens/s, {i['requests_per_s']:,.2f} requests/s"
-              + (f" under the load: {i['slots_run']} slots run, {i['slots_in_use']:,.1f} in use (Little's law)"
-                 if "load_rps" in i else " at full slots"))
+              + (f" under the load: {i['slots_run']} slots run, {i['slots_in_use']:,.1f} in use (Little's law); a "
+                 f"request waits {i['queue_wait_s'] * 1e3:,.3f} ms for a slot on average (it waits at all with "
+                 f"probability {i['wait_probability']:.3f})" if "load_rps" in i else " at full slots"))
     else:
         steps = "decode steps" if i.get("output_lengths", "fixed") == "fixed" else "generated tokens on average"
         print(f"batch {i['batch']}, prompt {i['prompt_len']}, {i['decode_len']} {steps}, {i['dtype']}{weights} on "

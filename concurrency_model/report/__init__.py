@@ -60,8 +60,9 @@ def _build(out: Path, quick: bool, bar, t0: float) -> dict:
     from . import accuracy, parallel, sweep3d
     from .html import render, write_atomic
     from .sections import (cnn_parallel_section, comm_section, distribution_section, dp_section, escape,
-                           failed_section, inference_section, lead, meta, pipeline_section, roofline_section,
-                           sweep_section, validation_section, zoo_sections)
+                           failed_section, lead, meta, pipeline_section, roofline_section, sweep_section,
+                           validation_section, zoo_sections)
+    from .serving import inference_section
 
     figs, sections, errors, timings = [], [], [], {}
 

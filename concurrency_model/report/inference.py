@@ -92,9 +92,10 @@ SLOTS = 109  # the most Llama-2-7B sequences of 1,024 + 128 positions one H100 h
 
 
 def load_frame(loads=LOADS, slots: int = SLOTS) -> pd.DataFrame:
-    """``load_rps, slots_in_use, first_token_s, decode_s_per_token`` of :data:`QUANT_MODEL` on one GPU with
-    ``slots`` continuous-batching slots under each load (Little's law, :mod:`concurrency_model.continuous`),
-    and the capacity (``load_rps`` NaN: every slot busy) as the last row."""
+    """``load_rps, slots_in_use, first_token_s, queue_wait_s, decode_s_per_token`` of :data:`QUANT_MODEL` on one GPU
+    with ``slots`` continuous-batching slots under each load (Little's law, :mod:`concurrency_model.continuous`; the
+    wait for a slot, :mod:`concurrency_model.queueing`), and the capacity (``load_rps`` NaN: every slot busy) as the
+    last row."""
     from ..inference import infer
 
     rows = []
@@ -107,6 +108,7 @@ def load_frame(loads=LOADS, slots: int = SLOTS) -> pd.DataFrame:
             continue
         rows.append({"load_rps": np.nan if load is None else load,
                      "slots_in_use": r.inference.get("slots_in_use", slots), "first_token_s": r.prefill_s,
+                     "queue_wait_s": r.inference.get("queue_wait_s", np.nan),
                      "decode_s_per_token": r.decode_s_per_token, "requests_per_s": r.inference["requests_per_s"]})
     return pd.DataFrame(rows)
 
@@ -120,8 +122,49 @@ def load_plot(frame: pd.DataFrame | None = None, ax=None):
     ax.plot(under["load_rps"], 1e3 * under["decode_s_per_token"], "o-", label="time per output token")
     ax.plot(under["load_rps"], 1e3 * under["first_token_s"], "s-", label="time to first token")
     ax.axvline(capacity, color="gray", ls="--", lw=0.8, label=f"capacity of {SLOTS} slots: {capacity:.1f} requests/s")
-    ax.set(xlabel="load (requests a second)", ylabel="ms",
+    ax.set(xlabel="load (requests a second)", ylabel="ms", yscale="log",
            title="Llama-2-7B on one H100, continuous batching under a load")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
+
+
+MOE_MODEL = {"hf_config": "mixtral-8x7b"}
+MOE_LAYOUTS = {"tensor 8": {"tensor": 8}, "tensor 2 x expert 4": {"tensor": 2, "data": 4, "expert": 4},
+               "expert 8": {"data": 8, "expert": 8}}  # the 8 GPUs of a DGX H100
+MOE_BATCHES = (8, 16, 32, 64, 128, 256)
+
+
+def moe_frame(batches=MOE_BATCHES, layouts=MOE_LAYOUTS) -> pd.DataFrame:
+    """``layout, batch, first_token_s, decode_s_per_token, tokens_per_s, comm_s`` (a decode step's tensor and
+    expert communication), ``memory_bytes`` of Mixtral 8x7B on one DGX H100 in bf16, 1,024-token prompts and
+    128 generated tokens, under each layout (:mod:`concurrency_model.inference`: expert parallelism)."""
+    from ..inference import infer
+
+    rows = []
+    for name, par in layouts.items():
+        for b in batches:
+            r = infer({"model": MOE_MODEL, "cluster": QUANT_CLUSTER, "parallel": par,
+                       "inference": {"batch": b, "prompt_len": PROMPT, "decode_len": DECODE, "dtype": "bf16"}})
+            rows.append({"layout": name, "batch": b, "first_token_s": r.prefill_s,
+                         "decode_s_per_token": r.decode_s_per_token, "tokens_per_s": r.tokens_per_s,
+                         "comm_s": sum(v for k, v in r.breakdown.items() if k.startswith("decode_")
+                                       and k.endswith("comm_s")),
+                         "memory_bytes": r.memory_bytes_per_device})
+    return pd.DataFrame(rows)
+
+
+def moe_plot(frame: pd.DataFrame | None = None, ax=None):
+    """Tokens/s per GPU against decode ms per token of each layout, batch by batch."""
+    frame = moe_frame() if frame is None else frame
+    ax = new_axes(ax)
+    for name, g in frame.groupby("layout", sort=False):
+        ax.plot(1e3 * g["decode_s_per_token"], g["tokens_per_s"] / 8, "o-", label=name)
+        last = g.iloc[-1]
+        ax.annotate(f"batch {last['batch']}", (1e3 * last["decode_s_per_token"], last["tokens_per_s"] / 8),
+                    fontsize=7, xytext=(4, -4), textcoords="offset points")
+    ax.set(xlabel="decode ms per token", ylabel="tokens/s per GPU",
+           title="Mixtral 8x7B on 8 H100s: tensor against expert parallelism")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return ax

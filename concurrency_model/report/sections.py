@@ -7,7 +7,7 @@ import html
 import math
 import time
 
-from . import accuracy, cnn_parallel, comm, distribution, inference, minibatch, parallel, sweep3d, zoo
+from . import accuracy, cnn_parallel, comm, distribution, minibatch, parallel, sweep3d, zoo
 from ._plot import figure, fmt_bytes, png_bytes
 from .html import Figure, Section
 
@@ -245,82 +245,6 @@ def cnn_parallel_section(figs):
              f"{at8['data parallel']:.1f}x and model parallelism {at8['model parallel']:.1f}x, the order he "
              "reported. Per-layer formulas: paper-models §4.2 and §4.4 [D].</p>")
     return [Section("cnn-parallel", "Model parallelism of CNNs: channels, rows and the one weird trick", intro, [f])]
-
-
-def inference_section(figs):
-    ft, q, front = inference.ft_frame(), inference.quant_frame(), inference.front_frame()
-    cb_frame, load = inference.batching_frame(), inference.load_frame()
-    cb = cb_frame.set_index(["output_lengths", "batching"])
-    fig2, ax2 = figure(14, 4.8, 1, 2)
-    inference.load_plot(load, ax=ax2[0, 0])
-    inference.batching_plot(cb_frame, ax=ax2[0, 1])
-    f2 = add_figure(figs, "continuous_batching", fig2, "time per token and to the first token against the load under "
-                    "continuous batching; tokens/s of static and continuous batching", "Model only: Llama-2-7B, "
-                    "1,024-token prompts, 128 generated tokens on average, one H100.")
-    capacity = float(load.loc[load["load_rps"].isna(), "requests_per_s"].iloc[0])
-    light, heavy = load[load["load_rps"] == load["load_rps"].min()].iloc[0], \
-        load[load["load_rps"] == load["load_rps"].max()].iloc[0]
-    fig, ax = figure(17, 5.0, 1, 3, width_ratios=[1.3, 1, 1])
-    inference.ft_plot(ft, ax=ax[0, 0])
-    inference.quant_plot(q, ax=ax[0, 1])
-    inference.front_plot(front, ax=ax[0, 2])
-    f = add_figure(figs, "inference", fig, "FasterTransformer GPT 13B latencies against the model; decode time of "
-                   "Llama-2-7B with 16-bit, int8, int4 and 2:4-pruned weights; its serving front on H100s",
-                   "Left: prefill, decode per token and total latency of 10 generated tokens after 512 prompt "
-                   "tokens, batch 1, on one and two A100 40GB (tensor parallelism). Middle and right: model only.")
-    ape = (ft["predicted_s"] - ft["measured_s"]).abs() / ft["measured_s"]
-    inside = ((ft["measured_s"] >= ft["p10_s"]) & (ft["measured_s"] <= ft["p90_s"])).mean()
-    d = q.pivot(index="batch", columns="weights", values="decode_s_per_token")
-    mem = q[q["batch"] == 1].set_index("weights")["memory_bytes"]
-    lo, hi = d.index.min(), d.index.max()
-    one = front.iloc[0]
-    best = front[front["meets_target"]].iloc[0]
-    fleet = front[front["meets_target"]].sort_values(["gpus_for_load", "decode_s_per_token"], kind="stable").iloc[0]
-    ss, sf = cb.loc[("fixed", "static")], cb.loc[("fixed", "continuous")]
-    us, uc = cb.loc[("uniform", "static")], cb.loc[("uniform", "continuous")]
-    intro = ("<p>Serving a causal decoder (<code>concurrency-model infer</code>): a prefill pass over the prompt, then "
-             "one decode step per generated token that reads the weights and the KV cache. Left, NVIDIA's "
-             "FasterTransformer GPT 13B measurements (the only inference timings in data/): the model is within "
-             f"a median {100 * ape.median():.1f}% (worst {100 * ape.max():.1f}%) of the {len(ft)} latencies, "
-             f"{100 * inside:.0f}% of them inside the 80% bands. Right, weight-only quantization "
-             "(<code>inference.weight_dtype</code>: the blocks' linear weights stored at 1 or 0.5 bytes, math "
-             f"in fp16), model only: at batch {lo} a decode step takes {1e3 * d.loc[lo, 'fp16']:.2f} ms with fp16 "
-             f"weights, {1e3 * d.loc[lo, 'int8']:.2f} with int8 and {1e3 * d.loc[lo, 'int4']:.2f} with int4 "
-             f"({d.loc[lo, 'fp16'] / d.loc[lo, 'int8']:.2f}x and {d.loc[lo, 'fp16'] / d.loc[lo, 'int4']:.2f}x, not "
-             "2x and 4x: the fp16 output layer, the KV cache and the launches stay); at batch "
-             f"{hi} the gain is {d.loc[hi, 'fp16'] / d.loc[hi, 'int8']:.2f}x and "
-             f"{d.loc[hi, 'fp16'] / d.loc[hi, 'int4']:.2f}x, the step being the KV cache's and the GEMMs' "
-             f"compute. Memory at batch {lo}: {mem['fp16'] / 1e9:.1f}, {mem['int8'] / 1e9:.1f} and "
-             f"{mem['int4'] / 1e9:.1f} GB. Scales and dequantization arithmetic are left out [D]. Pruned 2:4 "
-             "(<code>inference.weight_sparsity</code>: the same layers' GEMMs on the sparse tensor cores, twice the "
-             "dense rate, half the weights kept with 2-bit indices, 1.125 bytes a weight): "
-             f"{1e3 * d.loc[lo, '2:4']:.2f} ms at batch {lo} ({d.loc[lo, 'fp16'] / d.loc[lo, '2:4']:.2f}x, less "
-             f"than int8's {d.loc[lo, 'fp16'] / d.loc[lo, 'int8']:.2f}x: more bytes a weight), "
-             f"{1e3 * d.loc[hi, '2:4']:.2f} ms at batch {hi}, {mem['2:4'] / 1e9:.1f} GB; no measurement of "
-             "either is in data/. Right, the capacity question (<code>infer --sweep</code>): every tensor degree "
-             "in an H100 node and every batch up to the largest that fits in memory, 1,024-token prompts and 128 "
-             f"generated tokens; {int(front['pareto'].sum())} of the {len(front)} configurations are on the front "
-             f"of decode latency and tokens/s per GPU. The most tokens per GPU: tensor {one['tensor']} at batch "
-             f"{one['batch']}, {one['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU at "
-             f"{1e3 * one['decode_s_per_token']:.1f} ms a token; "
-             f"within {1e3 * inference.FRONT_TARGET_S:g} ms the best is tensor {best['tensor']} at batch "
-             f"{best['batch']} ({best['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU, "
-             f"{1e3 * best['decode_s_per_token']:.1f} ms), and {inference.LOAD_RPS:g} requests a second within that "
-             f"take {fleet['gpus_for_load']} GPUs as {fleet['replicas']} replicas of tensor {fleet['tensor']} at batch "
-             f"{fleet['batch']} (<code>--load</code>). Continuous batching (<code>inference.batching</code>, "
-             "iteration-level scheduling in steady state: each pass adds a token to every slot and carries the new "
-             f"prompts' share) of 32 sequences gives the first token after {1e3 * sf['first_token_s']:.0f} ms instead "
-             f"of the static batch's {1e3 * ss['first_token_s']:.0f} ms prefill, at {1e3 * sf['decode_s_per_token']:.1f} "
-             f"against {1e3 * ss['decode_s_per_token']:.1f} ms a token and {sf['tokens_per_s']:,.0f} against "
-             f"{ss['tokens_per_s']:,.0f} tokens/s; with output lengths uniform around {inference.DECODE} tokens "
-             f"(<code>inference.output_lengths</code>) the static batch waits for its longest request and falls to "
-             f"{us['tokens_per_s']:,.0f} tokens/s while continuous slots refill ({uc['tokens_per_s']:,.0f}): "
-             "Orca's gain. Under a load below the capacity of its "
-             f"{inference.SLOTS} slots ({capacity:.1f} requests a second) the engine runs only the slots the load "
-             f"needs (Little's law, <code>inference.load_rps</code>): a token takes "
-             f"{1e3 * light['decode_s_per_token']:.1f} ms at {light['load_rps']:g} request a second and "
-             f"{1e3 * heavy['decode_s_per_token']:.1f} ms at {heavy['load_rps']:g} (second figure). Model only.</p>")
-    return [Section("inference", "Inference: latency, batching, compressed weights and capacity", intro, [f, f2])]
 
 
 def pipeline_section(figs):

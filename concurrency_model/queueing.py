@@ -1,0 +1,78 @@
+"""Waiting for a free slot: the queue in front of a continuous-batching engine under a load [D].
+
+Requests arrive at random (Poisson, rate ``lambda``) and each holds one of the engine's ``c`` slots for its
+service time ``S`` (its generated tokens times an iteration, :mod:`concurrency_model.continuous`); the offered
+load ``a = lambda E[S]`` is the mean number of busy slots (Little's law). That is a G/G/c queue:
+
+* **Erlang C** (Erlang 1917; Kleinrock, *Queueing Systems* vol. 1, 1975, ch. 3, M/M/m): the probability that an
+  arrival finds every slot busy, ``C(c, a) = c B / (c - a (1 - B))`` with Erlang's loss probability ``B(c, a)``
+  from the recursion ``B(0) = 1, B(k) = a B(k - 1) / (k + a B(k - 1))`` (numerically stable for hundreds of
+  slots). The mean wait of M/M/c is ``C(c, a) E[S] / (c - a)``.
+* **Allen-Cunneen** (Allen, *Probability, Statistics, and Queueing Theory*, 2nd ed., 1990): for general
+  service times the M/M/c wait times ``(c_a^2 + c_s^2) / 2``, the squared coefficients of variation of the
+  inter-arrival times (1 for Poisson arrivals) and of the service times. A request's service time is its length
+  times an iteration, so ``c_s^2`` is that of the output lengths (:mod:`concurrency_model.lengths`): 0 for fixed
+  lengths, which halves the exponential case's wait.
+
+The iteration's time is taken at the mean occupancy (a fuller engine's iterations are slower: the spread of
+occupancy around its mean is not priced). At ``a >= c`` the queue grows without bound.
+"""
+from __future__ import annotations
+
+
+def erlang_c(c: int, a: float) -> float:
+    """Probability that an arrival waits in an M/M/c queue with offered load ``a`` (< c) in ``c`` servers.
+
+    >>> erlang_c(1, 0.5)            # M/M/1: the utilisation
+    0.5
+    >>> round(erlang_c(2, 1.0), 12)  # two servers at half load: 1/3
+    0.333333333333
+    """
+    if not 0 <= a < c:
+        raise ValueError(f"load: an offered load of {a:g} does not fit {c} servers (the queue grows without bound)")
+    b = 1.0
+    for k in range(1, c + 1):
+        b = a * b / (k + a * b)
+    return c * b / (c - a * (1 - b))
+
+
+def mean_wait(c: int, a: float, service_s: float, cs2: float, ca2: float = 1.0) -> float:
+    """Mean seconds a request waits for a slot (Allen-Cunneen, module docstring): ``C(c, a) E[S] / (c - a)`` times
+    ``(ca2 + cs2) / 2``.
+
+    >>> mean_wait(1, 0.5, 2.0, 1.0)  # M/M/1: rho S / (1 - rho) = 0.5 x 2 / 0.5
+    2.0
+    >>> mean_wait(1, 0.5, 2.0, 0.0)  # M/D/1 (Pollaczek-Khinchine): half of it
+    1.0
+    """
+    return erlang_c(c, a) * service_s / (c - a) * (ca2 + cs2) / 2
+
+
+def replicas_for(load_rps: float, slots: int, service_s: float, cs2: float,
+                 max_wait_s: float | None = None) -> tuple[int, float]:
+    """``(replicas, mean wait)``: the fewest replicas of ``slots`` slots each, a request holding one for
+    ``service_s``, that carry ``load_rps`` (split evenly) with a stable queue, ``load / replicas x service_s < slots``,
+    and a mean wait within ``max_wait_s`` when given (``<= 0``: none can, the fewest stable ones are returned).
+
+    10 requests a second holding a slot for 1 s keep 10 slots busy: 3 replicas of 4 slots carry them (3.3 busy in
+    each), a request waiting 0.49 s on average; a mean wait within 10 ms takes 8.
+
+    >>> r, w = replicas_for(10.0, 4, 1.0, 0.0)
+    >>> r, round(w, 2)
+    (3, 0.49)
+    >>> replicas_for(10.0, 4, 1.0, 0.0, max_wait_s=0.01)[0]
+    8
+    """
+    def wait(r):
+        return mean_wait(slots, load_rps / r * service_s, service_s, cs2)
+
+    lo = int(load_rps * service_s // slots) + 1  # the fewest with a stable queue
+    if max_wait_s is None or max_wait_s <= 0 or wait(lo) <= max_wait_s:
+        return lo, wait(lo)
+    hi = 2 * lo
+    while wait(hi) > max_wait_s:  # the wait falls as replicas are added: double, then bisect
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if wait(mid) <= max_wait_s else (mid, hi)
+    return hi, wait(hi)
