@@ -77,10 +77,10 @@ def _replicas(raw: dict) -> int:
 
 
 def _with_layout(raw: dict, t: int, e: int | None) -> dict:
-    """The scenario with tensor degree ``t`` and, for a mixture of experts (``e`` not None), ``e`` replicas sharing
-    their experts (``parallel.data = parallel.expert = e``)."""
-    par = {**(raw.get("parallel") or {}), "tensor": t}
-    return {**raw, "parallel": par if e is None else {**par, "data": e, "expert": e}}
+    """The scenario with tensor degree ``t`` and one replica or, for a mixture of experts (``e`` not None), ``e``
+    replicas sharing their experts (``parallel.data = parallel.expert = e``)."""
+    par = {**(raw.get("parallel") or {}), "tensor": t}  # one replica; a load's replicas are the sweep's columns
+    return {**raw, "parallel": {**par, "data": e or 1, "expert": e or 1}}
 
 
 def layouts(gpus_per_node: int, experts: int) -> list[tuple[int, int | None]]:

@@ -143,10 +143,11 @@ def check_load(where: str, load_rps) -> float | None:
     return load_rps
 
 
-def at_load(make, load_rps: float, mean_len: float, slots: int) -> tuple[int, Iteration, float]:
-    """``(n, iteration of n slots, slots in use)`` under ``load_rps``: the fewest slots ``n <= slots`` with
-    ``load_rps x mean_len x iteration(n) <= n`` (Little's law, module docstring); ``make(n)`` builds the
-    iteration of ``n`` slots. ``ValueError`` naming ``inference.load_rps`` when even ``slots`` cannot carry it.
+def at_load(make, load_rps: float, mean_len: float, slots: int, replicas: int = 1) -> tuple[int, Iteration, float]:
+    """``(n, iteration of n slots, slots in use)`` of one of ``replicas`` replicas that share ``load_rps`` evenly:
+    the fewest slots ``n <= slots`` with ``load x mean_len x iteration(n) <= n`` (Little's law, module docstring);
+    ``make(n)`` builds the iteration of ``n`` slots. ``ValueError`` naming ``inference.load_rps`` when even
+    ``slots`` cannot carry it.
 
     >>> class It:  # an iteration of 10 ms and 1 ms a slot
     ...     def __init__(self, n): self.seconds = 0.01 + 0.001 * n
@@ -155,13 +156,14 @@ def at_load(make, load_rps: float, mean_len: float, slots: int) -> tuple[int, It
     (10, 10.0)
     """
     def used(it):
-        return load_rps * mean_len * it.seconds
+        return load_rps / replicas * mean_len * it.seconds
 
     top = make(slots)
     if used(top) >= slots:
-        raise ValueError(f"inference.load_rps: {load_rps:g} requests a second exceed the capacity of {slots} slots, "
-                         f"{slots / (mean_len * top.seconds):,.2f} (the queue would grow without bound); add slots "
-                         "(inference.batch) or devices")
+        where = f"{slots} slots" if replicas == 1 else f"{replicas} replicas of {slots} slots"
+        raise ValueError(f"inference.load_rps: {load_rps:g} requests a second exceed the capacity of {where}, "
+                         f"{replicas * slots / (mean_len * top.seconds):,.2f} (the queue would grow without bound); "
+                         "add slots (inference.batch) or devices")
     lo, hi, best = 1, slots, top
     while lo < hi:  # the iteration grows with its slots: the smallest n that carries the load
         mid = (lo + hi) // 2

@@ -35,6 +35,8 @@ per-step latency for 10 generated tokens).
   (``batch x seq x hidden`` values; Narayanan et al. 2021 §3.2 for the send). Pipelining divides weights
   and KV cache over devices; it does not shorten one batch's latency, and without microbatches (or
   several batches in flight) it does not raise the throughput either.
+* **Replicas** (``parallel.data`` = d): ``batch / d`` sequences each, serving their own requests (tokens/s and
+  GPUs times d).
 * **Expert parallelism** for a mixture of experts (``parallel.data`` = d replicas sharing their experts in groups
   of ``parallel.expert`` = e, e dividing d and the experts, as in training, :mod:`concurrency_model.parallel.
   expert`; DeepSpeed-MoE's inference system, Rajbhandari et al. 2022, as recalled, serves the same way: the dense layers replicated,
@@ -103,7 +105,7 @@ from .models import SEQUENCE_MODELS, get_model
 from .models.transformer import check_tensor_split
 from .parallel.memory import memory_per_device
 from .scenario import _section, load_scenario, read_scenario
-from .serving import Comm, check_experts, check_weight_sparsity, model_graph, weights_bytes, workspace_bytes
+from .serving import Comm, check_layout, check_weight_sparsity, model_graph, weights_bytes, workspace_bytes
 from .speculative import Speculation
 from .speculative import check as check_speculative
 from .uncertainty import bands
@@ -243,9 +245,9 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
             price_per_gpu_hour: float | None = None, output_lengths: str = "fixed",
             load_rps: float | None = None, data: int = 1, expert: int = 1) -> Inference:
     """:func:`infer` for a model spec and a cluster (preset name, file, dict or
-    :class:`~concurrency_model.cluster.Cluster`) given directly. ``data`` > 1 replicas with ``expert`` > 1: a
-    mixture of experts served with its experts split over groups of ``expert`` replicas, ``batch`` sequences over
-    all of them (:func:`~concurrency_model.serving.check_experts`).
+    :class:`~concurrency_model.cluster.Cluster`) given directly. ``data`` > 1: replicas that split the ``batch``
+    sequences, serving their own requests, or with ``expert`` > 1 a mixture of experts whose experts are split over
+    groups of ``expert`` replicas (:func:`~concurrency_model.serving.check_layout`).
 
     >>> r = predict("gpt2", "dgx-a100", 8, 256, 64, "fp16", tensor=2)
     >>> r.parallel, r.decode_s_per_token < r.prefill_s
@@ -277,7 +279,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     if batching == "continuous":
         check_continuous(pipeline, speculative)
     d, e = data, expert
-    check_experts(model_graph(model, 1, 1, vb), batch, d, e, p, speculative)
+    check_layout(model_graph(model, 1, 1, vb), batch, d, e, p, speculative)
     every, batch = batch, batch // d  # all replicas' sequences; one replica's
     g_pre = model_graph(model, batch, prompt_len, vb)
     g_dec = model_graph(model, batch, 1, vb)
@@ -308,7 +310,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     if not mem["fits"]:
         raise ValueError(mem["reason"])
 
-    layout = {"tensor": t, "pipeline": p, **({"data": d, "expert": e} if e > 1 else {})}
+    layout = {"tensor": t, "pipeline": p, **({"data": d} if d > 1 else {}), **({"expert": e} if e > 1 else {})}
     span = t * p * e  # the devices a pass's collectives reach
     summary = {"batch": every, "prompt_len": prompt_len, "decode_len": decode_len, "dtype": dtype,
                "weight_dtype": weight_dtype or dtype, "weight_sparsity": weight_sparsity,
@@ -317,7 +319,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
         def make(n):
             return iteration(graph_of, shape, dev, dtype, t, n, prompt_len, o,
                              comm, host_overhead_s, quantized, weight_sparsity)
-        n, it, active = (batch, make(batch), batch) if load_rps is None else at_load(make, load_rps / d, mean, batch)
+        n, it, active = (batch, make(batch), batch) if load_rps is None else at_load(make, load_rps, mean, batch, d)
         step_s = it.seconds
         # under a load, a request first waits for one of its replica's ``batch`` slots (concurrency_model.queueing)
         queue = {} if load_rps is None else {"queue_wait_s": mean_wait(batch, active, mean * step_s, dist.cv2),
@@ -347,7 +349,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     pre = dict(prompt.breakdown)
     # a static batch decodes until its longest request ends (and holds the longest possible one's cache, above);
     # an expert group's replicas step together (their all-to-alls), so until the longest of all of them ends
-    steps = dist.expected_max(every)
+    steps = dist.expected_max(every if e > 1 else batch)
     last = prompt_len + max(1, round(steps))  # the context of the batch's last step
     step = decode_step(g_dec, shape, dev, dtype, t, batch, comm, prompt_len + 1, last,
                        host_overhead_s, quantized, weight_sparsity)

@@ -84,16 +84,15 @@ def expert_count(graph) -> int:
     return max((n.attrs["experts"] for n in graph.layers() if n.attrs.get("experts", 0) > 1), default=0)
 
 
-def check_experts(graph, batch: int, data: int, expert: int, pipeline: int, speculative=None) -> None:
-    """The layout of a served model: one replica (``data`` = 1), or a mixture of experts whose ``data`` replicas
-    share their experts in groups of ``expert`` (``expert`` divides ``data`` and the experts of a layer, as in
-    training, :mod:`concurrency_model.parallel.expert`) and split the ``batch`` sequences evenly; no pipeline
-    stages or speculative decoding with it. ``ValueError`` naming the field."""
+def check_layout(graph, batch: int, data: int, expert: int, pipeline: int, speculative=None) -> None:
+    """The layout of a served model: ``data`` replicas that split the ``batch`` sequences evenly, each serving its
+    own (``expert`` = 1), or for a mixture of experts sharing their experts in groups of ``expert`` (``expert``
+    divides ``data`` and the experts of a layer, as in training, :mod:`concurrency_model.parallel.expert`; no
+    pipeline stages or speculative decoding with it). ``ValueError`` naming the field."""
+    if batch % data:
+        raise ValueError(f"inference.batch: {batch} sequences do not split evenly over parallel.data = {data} "
+                         "replicas")
     if expert == 1:
-        if data != 1:
-            raise ValueError(f"parallel.data: inference is modelled for one model replica (data = 1) unless the "
-                             f"replicas share their experts (parallel.expert), got {data}; replicas that serve "
-                             "independent requests multiply the throughput")
         return
     experts = expert_count(graph)
     if not experts:
@@ -108,9 +107,6 @@ def check_experts(graph, batch: int, data: int, expert: int, pipeline: int, spec
                          f"got {pipeline}")
     if speculative is not None:
         raise ValueError("inference.speculative: speculative decoding with expert parallelism is not modelled")
-    if batch % data:
-        raise ValueError(f"inference.batch: {batch} sequences do not split evenly over parallel.data = {data} "
-                         "replicas")
 
 
 class Comm:
@@ -200,4 +196,4 @@ def workspace_bytes(graph, t: int, batch: int, vb: int) -> float:
     return float(peak * batch * vb)
 
 
-__all__ = ["WEIGHT_BYTES", "FREE", "model_graph", "weights_bytes", "expert_count", "check_experts", "Comm", "workspace_bytes"]
+__all__ = ["WEIGHT_BYTES", "FREE", "model_graph", "weights_bytes", "expert_count", "check_layout", "Comm", "workspace_bytes"]

@@ -128,7 +128,7 @@ def test_over_capacity_and_bad_input_name_the_field():
         infer(sc(parallel={"tensor": 3}))
     with pytest.raises(ValueError, match="^parallel.pipeline: 5 stages exceed the 4"):
         infer(sc(parallel={"pipeline": 5}))
-    with pytest.raises(ValueError, match="^parallel.data: "):
+    with pytest.raises(ValueError, match="^inference.batch: 1 sequences do not split evenly over parallel.data = 2"):
         infer(sc(parallel={"data": 2}))
     with pytest.raises(ValueError, match="^parallel.context: inference is modelled with tensor, pipeline and expert"):
         infer(sc(parallel={"context": 2}))  # not modelled for inference: refused, not ignored

@@ -89,7 +89,7 @@ def test_largest_batch_in_steps_of_the_replicas():
 
 
 @pytest.mark.parametrize("par, inf, field", [
-    ({"data": 2}, {}, "parallel.data"),
+    ({"data": 3}, {}, "inference.batch"),
     ({"data": 8, "expert": 3}, {}, "parallel.expert"),
     ({"data": 4, "expert": 8}, {}, "parallel.expert"),
     ({"data": 2, "expert": 2, "pipeline": 2}, {}, "parallel.pipeline"),
@@ -134,3 +134,21 @@ def test_serving_sweep_compares_expert_groups_with_tensor_degrees():
     assert ep.loc[64, "tokens_per_s"] == one.tokens_per_s
     assert "expert" not in serving_sweep({"model": "gpt2", "cluster": "dgx-a100",
                                           "inference": {"prompt_len": 128, "decode_len": 16}}).columns
+
+
+def test_independent_replicas_multiply_the_throughput():
+    # a dense model on 4 replicas of tensor 2: each serves a quarter of the sequences, as one replica would alone
+    one = predict("gpt2", "dgx-a100", 8, 256, 64, tensor=2, output_lengths="uniform")
+    four = predict("gpt2", "dgx-a100", 32, 256, 64, tensor=2, data=4, output_lengths="uniform")
+    assert four.prefill_s == one.prefill_s and four.decode_s_per_token == one.decode_s_per_token
+    assert four.total_s == one.total_s  # each replica waits for its own longest request, not the others'
+    assert four.tokens_per_s == pytest.approx(4 * one.tokens_per_s, rel=1e-12)
+    assert four.memory_bytes_per_device == one.memory_bytes_per_device
+    d = four.to_dict()
+    assert d["gpus"] == 8 and d["parallel"] == {"tensor": 2, "pipeline": 1, "data": 4}
+    assert d["gpu_hours_per_million_tokens"] == pytest.approx(one.to_dict()["gpu_hours_per_million_tokens"], rel=1e-12)
+    # continuous batching: the load shared by the replicas, the capacity theirs together
+    cap = predict("gpt2", "dgx-a100", 8, 256, 64, batching="continuous").inference["requests_per_s"]
+    with pytest.raises(ValueError, match=rf"^inference\.load_rps: 500 requests a second exceed the capacity of 4 "
+                                         rf"replicas of 8 slots, {4 * cap:,.2f} "):
+        predict("gpt2", "dgx-a100", 32, 256, 64, data=4, batching="continuous", load_rps=500.0)

@@ -79,10 +79,10 @@ def show_sweep(out: dict) -> None:
 
 def layout(p: dict) -> str:
     """The parallel layout of a served decoder, in words."""
+    one = f"tensor {p['tensor']}" + (f" x pipeline {p['pipeline']}" if p["pipeline"] > 1 else "")
     if "expert" in p:
-        return (f"{p['data']} replicas of tensor {p['tensor']}, the experts split over groups of {p['expert']}, "
-                "all-to-all")
-    return f"tensor {p['tensor']}" + (f" x pipeline {p['pipeline']}" if p["pipeline"] > 1 else "")
+        return f"{p['data']} replicas of {one}, the experts split over groups of {p['expert']}, all-to-all"
+    return f"{p['data']} replicas of {one}, each serving its own requests" if "data" in p else one
 
 
 def show(out: dict) -> None:
