@@ -100,7 +100,7 @@ from .continuous import at_load, check_load, iteration, prompt_tokens, workspace
 from .decode import decode_step, prefill_pass, sum_max_affine
 from .economics import busy_seconds, check_price, per_million_tokens
 from .lengths import lengths
-from .queueing import erlang_c, mean_wait
+from .queueing import erlang_c, mean_wait, wait_quantile
 from .models import SEQUENCE_MODELS, get_model
 from .models.transformer import check_tensor_split
 from .parallel.memory import memory_per_device
@@ -323,6 +323,8 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
         step_s = it.seconds
         # under a load, a request first waits for one of its replica's ``batch`` slots (concurrency_model.queueing)
         queue = {} if load_rps is None else {"queue_wait_s": mean_wait(batch, active, mean * step_s, dist.cv2),
+                                             "queue_wait_p99_s": wait_quantile(batch, active, mean * step_s, dist.cv2,
+                                                                               0.99),
                                              "wait_probability": erlang_c(batch, active)}
         first = it.first_token_s + queue.get("queue_wait_s", 0.0)
         n, active = n * d, active * d  # every replica's slots (each carries 1/d of the load)

@@ -14,10 +14,18 @@ load ``a = lambda E[S]`` is the mean number of busy slots (Little's law). That i
   times an iteration, so ``c_s^2`` is that of the output lengths (:mod:`concurrency_model.lengths`): 0 for fixed
   lengths, which halves the exponential case's wait.
 
+* **Percentiles**: in M/M/c a waiting request's wait is exponential with mean ``E[S] / (c - a)``, so
+  ``P(W > t) = C(c, a) exp(-t (c - a) / E[S])`` (Kleinrock, ch. 3); for general service times the same
+  exponential tail with the Allen-Cunneen mean (the heavy-traffic approximation, Kingman 1962: near saturation
+  the wait of a G/G queue is exponential) gives the ``q``-quantile ``max(0, W_c ln(C / (1 - q)))``, ``W_c`` the
+  mean wait of those who wait [D].
+
 The iteration's time is taken at the mean occupancy (a fuller engine's iterations are slower: the spread of
 occupancy around its mean is not priced). At ``a >= c`` the queue grows without bound.
 """
 from __future__ import annotations
+
+import math
 
 
 def erlang_c(c: int, a: float) -> float:
@@ -46,6 +54,23 @@ def mean_wait(c: int, a: float, service_s: float, cs2: float, ca2: float = 1.0) 
     1.0
     """
     return erlang_c(c, a) * service_s / (c - a) * (ca2 + cs2) / 2
+
+
+def wait_quantile(c: int, a: float, service_s: float, cs2: float, q: float, ca2: float = 1.0) -> float:
+    """Seconds within which a fraction ``q`` of the requests get a slot (module docstring: 0 when fewer than
+    ``1 - q`` wait at all).
+
+    >>> round(wait_quantile(1, 0.5, 2.0, 1.0, 0.99), 4)  # M/M/1: P(W > t) = 0.5 exp(-t / 4)
+    15.6481
+    >>> wait_quantile(4, 1.0, 1.0, 0.0, 0.9)  # 2% wait at all: the 90th percentile waits not
+    0.0
+    """
+    if not 0 < q < 1:
+        raise ValueError(f"q: a quantile must be between 0 and 1, got {q!r}")
+    p = erlang_c(c, a)
+    if p <= 1 - q:
+        return 0.0
+    return mean_wait(c, a, service_s, cs2, ca2) / p * math.log(p / (1 - q))
 
 
 def replicas_for(load_rps: float, slots: int, service_s: float, cs2: float,

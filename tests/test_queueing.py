@@ -2,6 +2,8 @@
 the first token of continuous batching and to the fleet a serving sweep sizes."""
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -9,7 +11,7 @@ from hypothesis import strategies as st
 from concurrency_model.capacity import _fleet
 from concurrency_model.inference import infer
 from concurrency_model.lengths import lengths
-from concurrency_model.queueing import erlang_c, mean_wait, replicas_for
+from concurrency_model.queueing import erlang_c, mean_wait, replicas_for, wait_quantile
 
 
 def test_erlang_c_by_hand():
@@ -64,6 +66,10 @@ def test_the_first_token_waits_for_a_slot_near_capacity():
     service = 128 * heavy.decode_s_per_token
     assert i["queue_wait_s"] == pytest.approx(mean_wait(109, i["slots_in_use"], service, 0.0), rel=1e-12)
     assert 0.2 < i["queue_wait_s"] < 1.0 and light.inference["queue_wait_s"] < 1e-9
+    # 58% wait at all, so the 99th percentile is deep in the exponential tail: (W / C) ln(C / 0.01)
+    c = i["wait_probability"]
+    assert i["queue_wait_p99_s"] == pytest.approx(i["queue_wait_s"] / c * math.log(c / 0.01), rel=1e-12)
+    assert light.inference["queue_wait_p99_s"] == 0.0  # fewer than 1% wait at all
     assert heavy.total_s == pytest.approx(heavy.prefill_s + 127 * heavy.decode_s_per_token, rel=1e-12)
     # geometric lengths (c_s^2 = 1 - 1/128): about twice the wait of equal ones at the same occupancy
     geo = loaded(16, "geometric").inference
@@ -78,3 +84,15 @@ def test_a_fleet_row_of_an_expert_group_queues_per_replica():
     assert (r, wait) == replicas_for(50.0, 32, 1.28, 0.0, 0.05)
     assert wait <= 0.05 and 50.0 / r * 1.28 < 32
     assert _fleet(400.0, {**row, "expert": None}, dist, None) == replicas_for(400.0, 256, 1.28, 0.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 100), st.floats(0.05, 0.97), st.floats(0.0, 1.0), st.floats(0.5, 0.999))
+def test_wait_quantiles_rise_with_the_quantile_and_bound_the_waiting_share(c, u, cs2, q):
+    a = u * c
+    t = wait_quantile(c, a, 1.0, cs2, q)
+    assert t >= 0 and wait_quantile(c, a, 1.0, cs2, min(0.9999, q + 0.0005)) >= t
+    # the exponential tail: the share waiting longer than t is 1 - q (or fewer than that wait at all)
+    w = mean_wait(c, a, 1.0, cs2) / erlang_c(c, a) if erlang_c(c, a) > 0 else 0.0
+    share = erlang_c(c, a) * math.exp(-t / w) if w > 0 else 0.0
+    assert share == pytest.approx(1 - q, rel=1e-9) or (t == 0 and erlang_c(c, a) <= 1 - q)

@@ -118,8 +118,8 @@ def show(out: dict) -> None:
               f"{out['prefill_s'] * 1e3:,.3f} ms; a request {out['total_s'] * 1e3:,.1f} ms; "
               f"{out['tokens_per_s']:,.1f} tokens/s, {i['requests_per_s']:,.2f} requests/s"
               + (f" under the load: {i['slots_run']} slots run, {i['slots_in_use']:,.1f} in use (Little's law); a "
-                 f"request waits {i['queue_wait_s'] * 1e3:,.3f} ms for a slot on average (it waits at all with "
-                 f"probability {i['wait_probability']:.3f})" if "load_rps" in i else " at full slots"))
+                 f"request waits {i['queue_wait_s'] * 1e3:,.3f} ms for a slot on average, 99% of them within "
+                 f"{i['queue_wait_p99_s'] * 1e3:,.3f} ms (it waits at all with probability {i['wait_probability']:.3f})" if "load_rps" in i else " at full slots"))
     else:
         steps = "decode steps" if i.get("output_lengths", "fixed") == "fixed" else "generated tokens on average"
         print(f"batch {i['batch']}, prompt {i['prompt_len']}, {i['decode_len']} {steps}, {i['dtype']}{weights} on "
