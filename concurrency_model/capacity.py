@@ -62,12 +62,22 @@ def max_batch(scenario) -> tuple[int, object]:
     if one > usable:
         _at(bare, unit)  # raises the memory's reason
     slope = need(2 * unit) - one
-    b = unit * (1 + math.floor((usable - one) / slope)) if slope > 0 else unit
-    while b > unit and need(b) > usable:
-        b -= unit
-    while need(b + unit) <= usable:
-        b += unit
-    return b, _at(raw, b)
+    guess = 1 + math.floor((usable - one) / slope) if slope > 0 else 1  # in units of ``unit`` sequences
+    # memory grows with the batch, affine but for the workspace's pieces: from the guess, steps doubling outwards
+    # until one fits and the next does not, then bisection (two calls when the guess is right)
+    b, step = max(1, guess), 1
+    if need(b * unit) <= usable:
+        while need((b + step) * unit) <= usable:
+            b, step = b + step, 2 * step
+        lo, hi = b, b + step
+    else:
+        while b - step >= 1 and need((b - step) * unit) > usable:
+            b, step = b - step, 2 * step
+        lo, hi = max(1, b - step), b
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if need(mid * unit) <= usable else (lo, mid)
+    return lo * unit, _at(raw, lo * unit)
 
 
 def _replicas(raw: dict) -> int:

@@ -4,6 +4,7 @@ encoder) one forward pass's latency and samples/s (:mod:`concurrency_model.forwa
 from __future__ import annotations
 
 from ..capacity import max_batch, serving_sweep
+from ..disaggregated import plan
 from ..inference import infer
 from ..scenario import read_scenario
 from . import add_json
@@ -11,15 +12,19 @@ from . import add_json
 
 def run(a) -> dict:
     raw = read_scenario(a.scenario)  # read once: the file may be a pipe
+    if a.disaggregate and (a.sweep or a.max_batch or a.weights):
+        raise ValueError("--disaggregate: not with --sweep, --max-batch or --weights")
     for flag, value in (("--max-decode-ms", a.max_decode_ms), ("--max-first-token-ms", a.max_first_token_ms),
                         ("--weights", a.weights), ("--load", a.load)):
-        if value is not None and not a.sweep:
-            raise ValueError(f"{flag}: only with --sweep")
+        if value is not None and not (a.sweep or a.disaggregate):
+            raise ValueError(f"{flag}: only with --sweep or --disaggregate")
     for flag, value in (("--max-decode-ms", a.max_decode_ms), ("--max-first-token-ms", a.max_first_token_ms)):
         if value is not None and not 0 < value < float("inf"):
             raise ValueError(f"{flag}: must be a positive finite number of milliseconds, got {value:g}")
     if a.load is not None and not 0 < a.load < float("inf"):
         raise ValueError(f"--load: must be a positive finite number of requests a second, got {a.load:g}")
+    if a.disaggregate:
+        return disaggregate(raw, a)
     if a.sweep:
         target = None if a.max_decode_ms is None else a.max_decode_ms / 1e3
         first = None if a.max_first_token_ms is None else a.max_first_token_ms / 1e3
@@ -36,6 +41,49 @@ def run(a) -> dict:
         batch, result = max_batch(raw)
         return {**result.to_dict(), "max_batch": batch}
     return infer(raw).to_dict()
+
+
+def disaggregate(raw: dict, a) -> dict:
+    """``infer --disaggregate``: the plans of :func:`concurrency_model.disaggregated.plan`, the best (the fewest GPUs
+    that meet the targets), and for comparison the colocated continuous-batching fleet for the same load and
+    targets (:func:`~concurrency_model.capacity.serving_sweep`)."""
+    if a.load is None:
+        raise ValueError("--disaggregate: needs --load RPS (the requests a second both pools are sized for)")
+    first = None if a.max_first_token_ms is None else a.max_first_token_ms / 1e3
+    target = None if a.max_decode_ms is None else a.max_decode_ms / 1e3
+    df = plan(raw, a.load, first, target, progress=not a.json)
+    ok = df[df["meets_target"]]
+    colo = serving_sweep({**raw, "inference": {**raw["inference"], "batching": "continuous"}}, target,
+                         progress=not a.json, load_rps=a.load, max_first_token_s=first)
+    colo = colo[colo["meets_target"]] if "meets_target" in colo else colo
+    colo = colo.sort_values(["gpus_for_load", "decode_s_per_token"], kind="stable")
+    return {"plans": df.to_dict("records"), "best": ok.iloc[0].to_dict() if len(ok) else None,
+            "colocated": colo.iloc[0].to_dict() if len(colo) else None, "load_rps": a.load,
+            "max_first_token_s": first, "max_decode_s": target}
+
+
+def show_disaggregated(out: dict) -> None:
+    goals = " and ".join(f"{out[k] * 1e3:g} ms {what}" for k, what in (("max_first_token_s", "to the first token"),
+                                                                        ("max_decode_s", "per token")) if out[k])
+    within = f" within {goals}" if goals else ""
+    b, c = out["best"], out["colocated"]
+    print(f"{out['load_rps']:,g} requests/s{within}: {len(out['plans'])} disaggregated plans")
+    if b is None:
+        print("disaggregated: no plan meets the targets")
+    else:
+        print(f"disaggregated: {b['gpus']:,} GPUs = {b['prefill_replicas']} prefill replica"
+              f"{'s' * (b['prefill_replicas'] != 1)} of tensor {b['prefill_tensor']} + {b['decode_replicas']} decode "
+              f"replica{'s' * (b['decode_replicas'] != 1)} of tensor {b['decode_tensor']} with "
+              f"{b['slots']} slots; first token {b['first_token_s'] * 1e3:,.1f} ms (prefill {b['prefill_s'] * 1e3:,.1f}, "
+              f"waiting {b['prefill_wait_s'] * 1e3:,.1f}), {b['decode_s_per_token'] * 1e3:,.2f} ms per token (KV "
+              f"transfer {b['kv_transfer_s'] * 1e3:,.1f} ms, waiting for a slot {b['decode_wait_s'] * 1e3:,.1f} ms), "
+              f"{b['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU")
+    if c is None:
+        print("colocated continuous batching: no configuration meets the targets")
+    else:
+        print(f"colocated continuous batching: {c['gpus_for_load']:,} GPUs = {c['replicas']:,} replicas of tensor "
+              f"{c['tensor']} with {c['batch']} slots; first token {c['prefill_s'] * 1e3:,.1f} ms + "
+              f"{c['queue_wait_s'] * 1e3:,.1f} ms waiting, {c['decode_s_per_token'] * 1e3:,.2f} ms per token")
 
 
 def show_sweep(out: dict) -> None:
@@ -86,6 +134,9 @@ def layout(p: dict) -> str:
 
 
 def show(out: dict) -> None:
+    if "plans" in out:
+        show_disaggregated(out)
+        return
     if "sweep" in out:
         show_sweep(out)
         return
@@ -166,13 +217,16 @@ def register(sub) -> None:
     e.add_argument("--weights", default=None, metavar="F1,F2,...",
                    help="with --sweep: weight formats to compare (fp16, bf16, int8, fp8, int4, 2:4, a fraction of zeros)")
     e.add_argument("--max-decode-ms", type=float, default=None, metavar="MS",
-                   help="with --sweep: the decode latency target per token, in milliseconds")
+                   help="with --sweep or --disaggregate: the decode latency target per token, in milliseconds")
     e.add_argument("--max-first-token-ms", type=float, default=None, metavar="MS",
-                   help="with --sweep: the time-to-first-token target, in milliseconds (with continuous batching "
+                   help="with --sweep or --disaggregate: the time-to-first-token target, in milliseconds (with continuous batching "
                         "in the scenario, tens of ms; a static batch waits for its whole prefill)")
     e.add_argument("--load", type=float, default=None, metavar="RPS",
-                   help="with --sweep: requests a second to serve; adds the replicas and GPUs each configuration "
+                   help="with --sweep or --disaggregate: requests a second to serve; adds the replicas and GPUs each configuration "
                         "needs for it, and the best is the one with the fewest GPUs")
+    e.add_argument("--disaggregate", action="store_true",
+                   help="with --load: a prefill pool and a decode pool sized for the load and the targets (DistServe, "
+                        "Splitwise), against colocated continuous batching")
     e.add_argument("--max-batch", action="store_true",
                    help="the largest batch that fits in device memory (replaces inference.batch), and the "
                         "latency and throughput there")

@@ -1,0 +1,165 @@
+"""Disaggregated serving: prompts on prefill instances, generation on decode instances, sized for a load [D].
+
+DistServe (Zhong et al., OSDI 2024) and Splitwise (Patel et al., ISCA 2024) run a request's prefill and its decode
+steps on different GPUs, so that neither phase slows the other (a colocated iteration carries prompt chunks beside
+the decode tokens, :mod:`concurrency_model.continuous`) and each pool takes its own tensor degree; the request's
+KV cache moves from one to the other. For ``load_rps`` requests a second with prompts of P tokens and O generated
+tokens (their mean under ``output_lengths``), this module prices (derived from those designs, not their code):
+
+* **Prefill pool**: ``r_p`` replicas of tensor ``t_p``, each a server running one prompt a pass (batch 1:
+  :func:`~concurrency_model.decode.prefill_pass`, service ``S_p``); the wait for a free one is the G/G/c queue of
+  :mod:`concurrency_model.queueing` with ``c = r_p`` and equal prompts (``c_s^2 = 0``). Time to first token:
+  that wait + ``S_p``.
+* **KV transfer**: the request's cache, ``2 layers P kv_heads head_dim`` values, from the prefill replica's GPUs to
+  the decode replica's over the inter-node tier (the pools on different nodes), each of the ``min(t_p, t_d)`` ranks
+  sending its share over its own NIC: ``alpha + bytes / min(t_p, t_d) x beta`` (:func:`~concurrency_model.cluster.
+  place`).
+* **Decode pool**: ``r_d`` replicas of tensor ``t_d`` with ``n`` slots each; an iteration is a decode step of the
+  ``n`` sequences at contexts ``P + 1 .. P + O`` (:func:`~concurrency_model.decode.decode_step`, no prompt tokens
+  beside them), a request holds a slot for O iterations; the wait for a slot is the queue of ``c = n`` slots per
+  replica carrying ``load / r_d``.
+* **Time per output token** as serving benchmarks measure it, everything after the first token over the O - 1
+  others: ``(transfer + decode wait + (O - 1) iteration) / (O - 1)``.
+
+A plan is a ``(t_p, t_d, n)``: the fewest prefill replicas whose mean first token is within ``max_first_token_s``
+(or whose queue is stable, without a target) and the fewest decode replicas whose mean time per output token is
+within ``max_decode_s`` (likewise). Iterations at full slots (a lighter load runs them faster: conservative); the
+prefill batches no prompts together (DistServe batches prompts up to a token budget); one model replica a pool
+member, no pipeline or expert parallelism. A decode replica's memory: weights, ``n`` caches of ``P + O`` positions
+and the step's workspace; a prefill replica's: weights, one prompt's cache and its pass's workspace.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from .cluster import load_cluster, place
+from .decode import decode_step, prefill_pass
+from .inference import inference_section, kv_cache_bytes, model_shape
+from .lengths import lengths
+from .models.transformer import check_tensor_split
+from .parallel.memory import memory_per_device
+from .progress import Progress
+from .queueing import replicas_for
+from .scenario import read_scenario
+from .serving import Comm, check_weight_sparsity, model_graph, weights_bytes, workspace_bytes
+from .units import dtype_bytes
+
+
+def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_decode_s: float | None = None,
+         progress: bool = False) -> pd.DataFrame:
+    """Every ``(prefill_tensor, decode_tensor, slots)`` inside a node (powers of two; slots up to the most a decode
+    replica holds) of a causal decoder's scenario under ``load_rps``, one row each: ``prefill_replicas,
+    decode_replicas, gpus, first_token_s, decode_s_per_token, iteration_s, prefill_s, prefill_wait_s,
+    kv_transfer_s, decode_wait_s, tokens_per_s_per_gpu, meets_target``; sorted by GPUs, then time per output
+    token (module docstring).
+
+    >>> df = plan({"model": "gpt2", "cluster": "dgx-a100", "inference": {"prompt_len": 512, "decode_len": 64}},
+    ...           200.0, max_first_token_s=0.1, max_decode_s=0.02)
+    >>> best = df.iloc[0]
+    >>> bool(best["meets_target"]), int(best["gpus"] - best["prefill_replicas"] * best["prefill_tensor"]
+    ...                                 - best["decode_replicas"] * best["decode_tensor"])
+    (True, 0)
+    """
+    raw = read_scenario(scenario)
+    inf = inference_section(raw)
+    for name, v in (("load_rps", load_rps), ("max_first_token_s", max_first_token_s), ("max_decode_s", max_decode_s)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf")):
+            raise ValueError(f"{name}: must be a positive finite number, got {v!r}")
+    for k in ("speculative", "load_rps"):
+        if inf[k] is not None:
+            raise ValueError(f"inference.{k}: not in a disaggregated plan (the load is the plan's own argument)")
+    par = raw.get("parallel") or {}
+    if any(par.get(k, 1) != 1 for k in ("data", "pipeline", "context", "expert")):
+        raise ValueError("parallel: a disaggregated plan chooses each pool's tensor degree; give no other parallelism")
+    cl = load_cluster(raw.get("cluster", "dgx-a100"))
+    dev, dtype, vb = cl.device, inf["dtype"], dtype_bytes(inf["dtype"])
+    P, O, host = inf["prompt_len"], inf["decode_len"], inf["host_overhead_s"]
+    model = raw.get("model")
+    shape = model_shape(model_graph(model, 1, None, vb))
+    if P + O > shape["context"]:
+        raise ValueError(f"inference.decode_len: prompt_len + decode_len = {P + O} exceeds the model's context of "
+                         f"{shape['context']} positions")
+    dist = lengths(inf["output_lengths"], O, shape["context"] - P)
+    try:
+        dev.peak(dtype)
+    except ValueError as e:
+        raise ValueError(f"inference.{e}") from None
+    sparsity = check_weight_sparsity(dev, dtype, inf["weight_sparsity"], inf["weight_dtype"])
+    g_pre = model_graph(model, 1, P, vb)
+    weights, quantized = weights_bytes(g_pre, vb, inf["weight_dtype"], sparsity)
+    per_token = kv_cache_bytes(shape["layers"], 1, 1, shape["kv_heads"], shape["head_dim"], vb)
+    tensors = [t for t in (2 ** i for i in range(cl.gpus_per_node.bit_length()) if 2 ** i <= cl.gpus_per_node)
+               if _splits(g_pre, t)]
+
+    prefill = {}  # tensor -> (seconds of one prompt's pass) for the replicas that hold the model and a prompt
+    for t in tensors:
+        kv = kv_cache_bytes(shape["layers"], 1, P, shape["kv_heads"], shape["head_dim"], vb, t)
+        if memory_per_device(weights / t, workspace_bytes(g_pre, t, 1, vb), dev, extra={"kv_cache": kv})["fits"]:
+            s = prefill_pass(g_pre, shape["hidden"], dev, dtype, t, 1, Comm(cl, t, 1), P, host, quantized, sparsity)
+            prefill[t] = sum(s.breakdown.values())
+    decode = {t: _slots(model, shape, dev, vb, t, P + O, weights / t) for t in tensors}
+    decode = {t: s for t, s in decode.items() if s}
+    if not prefill or not decode:
+        raise ValueError(f"memory: the model does not fit a {'prefill' if not prefill else 'decode'} replica on up to "
+                         f"{cl.gpus_per_node} GPUs of {dev.name}")
+    inter = place(cl, 2, 1).inter  # the pools on different nodes
+    rows = []
+    with Progress(sum(len(s) for s in decode.values()), "disaggregated plan", enabled=progress) as bar:
+        for td, slots in decode.items():
+            for n in slots:
+                step = decode_step(model_graph(model, n, 1, vb), shape, dev, dtype, td, n, Comm(cl, td, 1), P + 1,
+                                   P + O, host, quantized, sparsity).seconds
+                for tp, s_p in prefill.items():
+                    rows.append(_row(load_rps, tp, s_p, td, n, step, dist, P * per_token, inter,
+                                     max_first_token_s, max_decode_s))
+                bar.update()
+    df = pd.DataFrame(rows)
+    return df.sort_values(["meets_target", "gpus", "decode_s_per_token"], ascending=[False, True, True],
+                          kind="stable").reset_index(drop=True)
+
+
+def _splits(graph, t: int) -> bool:
+    try:
+        check_tensor_split(graph.layers(), t)
+    except ValueError:
+        return False
+    return True
+
+
+def _slots(model, shape, dev, vb: int, t: int, context: int, weights: float) -> list[int]:
+    """Slot counts of a decode replica of tensor ``t`` (powers of two and the most that fit): weights, ``n`` caches of
+    ``context`` positions (every slot at its longest, as :mod:`concurrency_model.continuous` holds them) and the
+    step's workspace, affine in ``n``: the most solved from ``n`` = 1 and 2, then checked."""
+    def need(n):
+        kv = kv_cache_bytes(shape["layers"], n, context, shape["kv_heads"], shape["head_dim"], vb, t)
+        return weights + kv + workspace_bytes(model_graph(model, n, 1, vb), t, n, vb)
+
+    cap = float(dev.mem_capacity)
+    one = need(1)
+    if one > cap:
+        return []
+    top = max(1, int(1 + (cap - one) // max(need(2) - one, 1.0)))
+    while top > 1 and need(top) > cap:
+        top -= 1
+    return sorted({2 ** i for i in range(top.bit_length()) if 2 ** i <= top} | {top})
+
+
+def _row(load, tp, s_p, td, n, step, dist, kv_bytes, inter, max_first, max_decode) -> dict:
+    """One plan (module docstring)."""
+    alpha, beta = inter
+    transfer = alpha + kv_bytes / min(tp, td) * beta
+    room_first = None if max_first is None else max_first - s_p
+    r_p, w_p = replicas_for(load, 1, s_p, 0.0, room_first)
+    others = max(1.0, dist.mean - 1)  # the tokens after the first
+    room_decode = None if max_decode is None else (max_decode - step) * others - transfer
+    r_d, w_d = replicas_for(load, n, dist.mean * step, dist.cv2, room_decode)
+    first, tpot = w_p + s_p, (transfer + w_d) / others + step
+    gpus = r_p * tp + r_d * td
+    ok = (max_first is None or first <= max_first) and (max_decode is None or tpot <= max_decode)
+    return {"prefill_tensor": tp, "prefill_replicas": r_p, "decode_tensor": td, "decode_replicas": r_d, "slots": n,
+            "gpus": gpus, "first_token_s": first, "decode_s_per_token": tpot, "iteration_s": step,
+            "prefill_s": s_p, "prefill_wait_s": w_p, "kv_transfer_s": transfer, "decode_wait_s": w_d,
+            "tokens_per_s_per_gpu": load * dist.mean / gpus, "meets_target": bool(ok)}
+
+
+__all__ = ["plan"]

@@ -1,0 +1,88 @@
+"""Disaggregated serving (concurrency_model.disaggregated): a prefill pool and a decode pool sized for a load, the KV
+cache moved between them."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from concurrency_model.cli import main
+from concurrency_model.cluster import load_cluster, place
+from concurrency_model.decode import decode_step, prefill_pass
+from concurrency_model.disaggregated import plan
+from concurrency_model.inference import model_shape
+from concurrency_model.queueing import mean_wait, replicas_for
+from concurrency_model.serving import Comm, model_graph
+
+SC = {"model": "gpt2", "cluster": "dgx-a100", "inference": {"prompt_len": 512, "decode_len": 64}}
+P, O, LOAD = 512, 64, 300.0
+
+
+@pytest.fixture(scope="module")
+def df():
+    return plan(SC, LOAD, max_first_token_s=0.05, max_decode_s=0.01)
+
+
+def test_a_plan_by_hand(df):
+    cl = load_cluster("dgx-a100")
+    dev, shape = cl.device, model_shape(model_graph("gpt2", 1, None, 2))
+    row = df[(df["prefill_tensor"] == 1) & (df["decode_tensor"] == 1) & (df["slots"] == 64)].iloc[0]
+    # prefill: one prompt a pass on one GPU; the replicas the fewest whose mean first token is within 50 ms
+    s_p = sum(prefill_pass(model_graph("gpt2", 1, P, 2), shape["hidden"], dev, "fp16", 1, 1, Comm(cl, 1, 1), P)
+              .breakdown.values())
+    assert row["prefill_s"] == pytest.approx(s_p, rel=1e-12)
+    assert (row["prefill_replicas"], row["prefill_wait_s"]) == replicas_for(LOAD, 1, s_p, 0.0, 0.05 - s_p)
+    # the KV cache of 512 positions (12 layers x 12 heads x 64 x K and V x 2 bytes) over one NIC
+    alpha, beta = place(cl, 2, 1).inter
+    assert row["kv_transfer_s"] == pytest.approx(alpha + 2 * 12 * 512 * 12 * 64 * 2 * beta, rel=1e-12)
+    # decode: a step of the 64 slots at contexts 513 .. 576; a request holds its slot for 64 of them
+    step = decode_step(model_graph("gpt2", 64, 1, 2), shape, dev, "fp16", 1, 64, Comm(cl, 1, 1), P + 1, P + O).seconds
+    assert row["iteration_s"] == pytest.approx(step, rel=1e-12)
+    r_d = row["decode_replicas"]
+    assert row["decode_wait_s"] == pytest.approx(mean_wait(64, LOAD / r_d * O * step, O * step, 0.0), rel=1e-12)
+    assert row["decode_s_per_token"] == pytest.approx(step + (row["kv_transfer_s"] + row["decode_wait_s"]) / (O - 1),
+                                                      rel=1e-12)
+    assert row["gpus"] == row["prefill_replicas"] + r_d
+    assert row["tokens_per_s_per_gpu"] == pytest.approx(LOAD * O / row["gpus"], rel=1e-12)
+
+
+def test_plans_meet_their_targets_with_no_replica_to_spare(df):
+    ok = df[df["meets_target"]]
+    assert len(ok) and (ok["first_token_s"] <= 0.05).all() and (ok["decode_s_per_token"] <= 0.01).all()
+    assert df.iloc[0]["meets_target"] and df.iloc[0]["gpus"] == ok["gpus"].min()  # the fewest GPUs first
+    for row in ok.to_dict("records"):  # one prefill replica fewer misses the first-token target or is unstable
+        fewer = row["prefill_replicas"] - 1
+        assert fewer == 0 or LOAD * row["prefill_s"] >= fewer or \
+            row["prefill_s"] + mean_wait(fewer, LOAD * row["prefill_s"], row["prefill_s"], 0.0) > 0.05
+
+
+def test_a_tighter_first_token_needs_more_prefill_replicas():
+    loose = plan(SC, LOAD, max_first_token_s=0.5).iloc[0]
+    tight = plan(SC, LOAD, max_first_token_s=0.0025).iloc[0]  # a prompt pass takes 1.9 ms
+    assert tight["prefill_replicas"] * tight["prefill_tensor"] > loose["prefill_replicas"] * loose["prefill_tensor"]
+
+
+def test_bad_input_names_the_field():
+    for kw, field in (({"load_rps": 0}, "load_rps"), ({"load_rps": 5, "max_decode_s": -1}, "max_decode_s")):
+        with pytest.raises(ValueError, match=f"^{field}: "):
+            plan(SC, **kw)
+    with pytest.raises(ValueError, match=r"^inference\.load_rps: not in a disaggregated plan"):
+        plan({**SC, "inference": {**SC["inference"], "batching": "continuous", "load_rps": 3}}, 5.0)
+    with pytest.raises(ValueError, match=r"^parallel: a disaggregated plan chooses"):
+        plan({**SC, "parallel": {"pipeline": 2}}, 5.0)
+    with pytest.raises(ValueError, match=r"^model: inference with a KV cache needs a causal decoder"):
+        plan({**SC, "model": "bert-base"}, 5.0)
+
+
+def test_cli(tmp_path, capsys):
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(SC))
+    assert main(["infer", "--scenario", str(f), "--disaggregate", "--load", "300", "--max-first-token-ms", "50",
+                 "--max-decode-ms", "10", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["best"]["meets_target"] and out["colocated"]["gpus_for_load"] >= 1
+    assert main(["infer", "--scenario", str(f), "--disaggregate"]) == 2  # a plan needs a load
+    assert "--disaggregate: needs --load" in capsys.readouterr().err
+    assert main(["infer", "--scenario", str(f), "--disaggregate", "--load", "300"]) == 0
+    text = capsys.readouterr().out
+    assert "prefill" in text and "colocated" in text
