@@ -57,7 +57,7 @@ def max_batch(scenario) -> tuple[int, object]:
     def need(b: int) -> float:
         return float(_at(bare, b, big).memory["total_bytes"])
 
-    unit = _replicas(raw)  # the replicas of an expert group split a batch evenly: batches in steps of them
+    unit = _replicas(raw)  # replicas split a batch evenly: batches in steps of them
     one = need(unit)
     if one > usable:
         _at(bare, unit)  # raises the memory's reason
@@ -138,19 +138,19 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
                   max_first_token_s: float | None = None) -> pd.DataFrame:
     """Every tensor-parallel degree inside a node (powers of two that split the model; for a mixture of experts
     with every expert group beside it, :func:`layouts`) and every batch from 1 (one a replica) to the largest that
-    fits (powers of two and the largest) of a causal decoder's scenario, one row each:
-    ``tensor`` (and ``expert`` for a mixture of experts), ``batch, gpus, prefill_s, decode_s_per_token, tokens_per_s, tokens_per_s_per_gpu, memory_bytes_per_device``,
-    ``pareto`` (no other row has both a shorter decode step and more tokens/s per GPU) and, with
-    ``max_decode_s`` and / or ``max_first_token_s`` (``prefill_s``: the time to the first token), ``meets_target``; per million generated tokens ``gpu_hours_per_million_tokens``,
-    ``energy_per_token_j`` and, with ``inference.price_per_gpu_hour``, ``cost_per_million_tokens``
-    (:mod:`concurrency_model.economics`); ``requests_per_s`` of one replica (its tokens/s over ``decode_len``)
-    and, with ``load_rps`` requests a second to serve, ``replicas`` and ``gpus_for_load`` (replicas of the
-    configuration, each serving its own requests, enough for the load; with continuous batching enough that each
-    replica's queue for a free slot is stable and, with ``max_first_token_s``, that the mean wait in it,
-    ``queue_wait_s``, fits beside the first token: :func:`_fleet`). Sorted by tokens/s per GPU, the most
-    first. ``weights``: formats of the
-    blocks' weights to compare (``fp16``, ``int8``, ``int4``, ``2:4``, ...; :func:`_with_weights`), a
-    ``weights`` column then telling them apart; default: the scenario's own.
+    fits (powers of two and the largest) of a causal decoder's scenario, one row each: ``tensor`` (and ``expert``
+    for a mixture of experts), ``batch, gpus, prefill_s, decode_s_per_token, tokens_per_s, tokens_per_s_per_gpu,
+    memory_bytes_per_device``, ``pareto`` (no other row has both a shorter decode step and more tokens/s per GPU)
+    and, with ``max_decode_s`` and / or ``max_first_token_s`` (``prefill_s``: the time to the first token),
+    ``meets_target``; per million generated tokens ``gpu_hours_per_million_tokens``, ``energy_per_token_j`` and,
+    with ``inference.price_per_gpu_hour``, ``cost_per_million_tokens`` (:mod:`concurrency_model.economics`);
+    ``requests_per_s`` of one replica (its tokens/s over ``decode_len``) and, with ``load_rps`` requests a second
+    to serve, ``replicas`` and ``gpus_for_load`` (replicas of the configuration, each serving its own requests,
+    enough for the load; with continuous batching enough that each replica's queue for a free slot is stable and,
+    with ``max_first_token_s``, that the mean wait in it, ``queue_wait_s``, fits beside the first token:
+    :func:`_fleet`). Sorted by tokens/s per GPU, the most first. ``weights``: formats of the blocks' weights to
+    compare (``fp16``, ``int8``, ``int4``, ``2:4``, ...; :func:`_with_weights`), a ``weights`` column then telling
+    them apart; default: the scenario's own.
     """
     raw = read_scenario(scenario)
     if not isinstance(raw.get("inference"), dict):

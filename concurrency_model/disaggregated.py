@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .capacity import layouts
 from .cluster import load_cluster, place
 from .decode import decode_step, prefill_pass
 from .inference import inference_section, kv_cache_bytes, model_shape
@@ -88,8 +89,7 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
     g_pre = model_graph(model, 1, P, vb)
     weights, quantized = weights_bytes(g_pre, vb, inf["weight_dtype"], sparsity)
     per_token = kv_cache_bytes(shape["layers"], 1, 1, shape["kv_heads"], shape["head_dim"], vb)
-    tensors = [t for t in (2 ** i for i in range(cl.gpus_per_node.bit_length()) if 2 ** i <= cl.gpus_per_node)
-               if _splits(g_pre, t)]
+    tensors = [t for t, _ in layouts(cl.gpus_per_node, 0) if _splits(g_pre, t)]
 
     prefill = {}  # tensor -> (seconds of one prompt's pass) for the replicas that hold the model and a prompt
     for t in tensors:

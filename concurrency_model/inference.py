@@ -39,9 +39,9 @@ per-step latency for 10 generated tokens).
   GPUs times d).
 * **Expert parallelism** for a mixture of experts (``parallel.data`` = d replicas sharing their experts in groups
   of ``parallel.expert`` = e, e dividing d and the experts, as in training, :mod:`concurrency_model.parallel.
-  expert`; DeepSpeed-MoE's inference system, Rajbhandari et al. 2022, as recalled, serves the same way: the dense layers replicated,
-  the experts split, all-to-all between them): ``batch`` sequences over all replicas, ``batch / d`` each; a device
-  holds the dense weights and ``1/e`` of the experts, runs its replica's rows through the experts it holds that the
+  expert`; DeepSpeed-MoE's inference system, Rajbhandari et al. 2022, as recalled, serves the same way: the dense
+  layers replicated, the experts split, all-to-all between them): ``batch / d`` sequences a replica; a device holds
+  the dense weights and ``1/e`` of the experts, runs its replica's rows through the experts it holds that the
   group's tokens reach (:func:`~concurrency_model.timing.graph.expert_gemms`, balanced routing [D]), and sends and
   returns the routed rows in two all-to-alls a layer (:meth:`~concurrency_model.serving.Comm.expert`). The
   replicas of a group step together, so a static batch decodes until the longest of all ``batch`` requests ends.
@@ -100,10 +100,10 @@ from .continuous import at_load, check_load, iteration, prompt_tokens, workspace
 from .decode import decode_step, prefill_pass, sum_max_affine
 from .economics import busy_seconds, check_price, per_million_tokens
 from .lengths import lengths
-from .queueing import erlang_c, mean_wait, wait_quantile
 from .models import SEQUENCE_MODELS, get_model
 from .models.transformer import check_tensor_split
 from .parallel.memory import memory_per_device
+from .queueing import erlang_c, mean_wait, wait_quantile
 from .scenario import _section, load_scenario, read_scenario
 from .serving import Comm, check_layout, check_weight_sparsity, model_graph, weights_bytes, workspace_bytes
 from .speculative import Speculation

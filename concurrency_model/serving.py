@@ -196,4 +196,5 @@ def workspace_bytes(graph, t: int, batch: int, vb: int) -> float:
     return float(peak * batch * vb)
 
 
-__all__ = ["WEIGHT_BYTES", "FREE", "model_graph", "weights_bytes", "expert_count", "check_layout", "Comm", "workspace_bytes"]
+__all__ = ["WEIGHT_BYTES", "FREE", "model_graph", "weights_bytes", "expert_count", "check_layout", "Comm",
+           "workspace_bytes"]

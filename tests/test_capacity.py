@@ -130,7 +130,7 @@ def test_a_first_token_target_favours_continuous_batching():
     assert fits.any() and (cont["prefill_s"] + cont["queue_wait_s"] <= 0.5)[fits].all()
     for row in cont[fits & (cont["replicas"] > 1)].to_dict("records"):
         fewer = 100.0 / (row["replicas"] - 1) * 128 * row["decode_s_per_token"]
-        assert fewer >= row["batch"] or row["prefill_s"] + mean_wait(row["batch"], fewer, 128 * row["decode_s_per_token"],
-                                                                    0.0) > 0.5
+        service = 128 * row["decode_s_per_token"]
+        assert fewer >= row["batch"] or row["prefill_s"] + mean_wait(row["batch"], fewer, service, 0.0) > 0.5
     with pytest.raises(ValueError, match="^max_first_token_s: must be a positive number"):
         serving_sweep(LLAMA, max_first_token_s=0)

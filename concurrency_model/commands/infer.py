@@ -74,7 +74,8 @@ def show_disaggregated(out: dict) -> None:
         print(f"disaggregated: {b['gpus']:,} GPUs = {b['prefill_replicas']} prefill replica"
               f"{'s' * (b['prefill_replicas'] != 1)} of tensor {b['prefill_tensor']} + {b['decode_replicas']} decode "
               f"replica{'s' * (b['decode_replicas'] != 1)} of tensor {b['decode_tensor']} with "
-              f"{b['slots']} slots; first token {b['first_token_s'] * 1e3:,.1f} ms (prefill {b['prefill_s'] * 1e3:,.1f}, "
+              f"{b['slots']} slots; first token {b['first_token_s'] * 1e3:,.1f} ms (prefill "
+              f"{b['prefill_s'] * 1e3:,.1f}, "
               f"waiting {b['prefill_wait_s'] * 1e3:,.1f}), {b['decode_s_per_token'] * 1e3:,.2f} ms per token (KV "
               f"transfer {b['kv_transfer_s'] * 1e3:,.1f} ms, waiting for a slot {b['decode_wait_s'] * 1e3:,.1f} ms), "
               f"{b['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU")
@@ -97,7 +98,8 @@ def show_sweep(out: dict) -> None:
     w = "weights" in out["sweep"][0]
     priced = "cost_per_million_tokens" in out["sweep"][0]
     x = "expert" in out["sweep"][0]  # a mixture of experts: its expert groups
-    print(f"{'weights ' if w else ''}{'tensor':>6} {'expert ' if x else ''}{'batch':>6} {'TTFT ms':>11} {'decode ms':>10} {'tokens/s':>10} "
+    print(f"{'weights ' if w else ''}{'tensor':>6} {'expert ' if x else ''}{'batch':>6} {'TTFT ms':>11} "
+          f"{'decode ms':>10} {'tokens/s':>10} "
           f"{'per GPU':>9} {'GB/device':>10}{' cost/Mtok' if priced else ''}")
     for r in sorted(rows, key=lambda r: r["decode_s_per_token"]):
         mark = "" if not target or r["meets_target"] else "  over target"
@@ -114,7 +116,8 @@ def show_sweep(out: dict) -> None:
     elif out.get("load_rps") is not None:
         fmt = f"{b['weights']} weights, " if w else ""
         print(f"fewest GPUs for {out['load_rps']:,g} requests/s{' within the target' if target else ''}: "
-              f"{b['gpus_for_load']:,} = {b['replicas']:,} replicas of {fmt}tensor {b['tensor']}{group}, batch {b['batch']} "
+              f"{b['gpus_for_load']:,} = {b['replicas']:,} replicas of {fmt}tensor {b['tensor']}{group}, batch "
+              f"{b['batch']} "
               f"({b['requests_per_s']:,.2f} requests/s each, {b['decode_s_per_token'] * 1e3:.2f} ms per token"
               + (f", {b['queue_wait_s'] * 1e3:,.1f} ms waiting for a slot on average" if "queue_wait_s" in b else "")
               + ")")
@@ -170,7 +173,8 @@ def show(out: dict) -> None:
               f"{out['tokens_per_s']:,.1f} tokens/s, {i['requests_per_s']:,.2f} requests/s"
               + (f" under the load: {i['slots_run']} slots run, {i['slots_in_use']:,.1f} in use (Little's law); a "
                  f"request waits {i['queue_wait_s'] * 1e3:,.3f} ms for a slot on average, 99% of them within "
-                 f"{i['queue_wait_p99_s'] * 1e3:,.3f} ms (it waits at all with probability {i['wait_probability']:.3f})" if "load_rps" in i else " at full slots"))
+                 f"{i['queue_wait_p99_s'] * 1e3:,.3f} ms (it waits at all with probability "
+                 f"{i['wait_probability']:.3f})" if "load_rps" in i else " at full slots"))
     else:
         steps = "decode steps" if i.get("output_lengths", "fixed") == "fixed" else "generated tokens on average"
         print(f"batch {i['batch']}, prompt {i['prompt_len']}, {i['decode_len']} {steps}, {i['dtype']}{weights} on "
@@ -219,11 +223,11 @@ def register(sub) -> None:
     e.add_argument("--max-decode-ms", type=float, default=None, metavar="MS",
                    help="with --sweep or --disaggregate: the decode latency target per token, in milliseconds")
     e.add_argument("--max-first-token-ms", type=float, default=None, metavar="MS",
-                   help="with --sweep or --disaggregate: the time-to-first-token target, in milliseconds (with continuous batching "
-                        "in the scenario, tens of ms; a static batch waits for its whole prefill)")
+                   help="with --sweep or --disaggregate: the time-to-first-token target, in milliseconds (with "
+                        "continuous batching in the scenario, tens of ms; a static batch waits for its whole prefill)")
     e.add_argument("--load", type=float, default=None, metavar="RPS",
-                   help="with --sweep or --disaggregate: requests a second to serve; adds the replicas and GPUs each configuration "
-                        "needs for it, and the best is the one with the fewest GPUs")
+                   help="with --sweep or --disaggregate: requests a second to serve; adds the replicas and GPUs each "
+                        "configuration needs for it, and the best is the one with the fewest GPUs")
     e.add_argument("--disaggregate", action="store_true",
                    help="with --load: a prefill pool and a decode pool sized for the load and the targets (DistServe, "
                         "Splitwise), against colocated continuous batching")
