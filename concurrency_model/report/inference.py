@@ -170,6 +170,52 @@ def moe_plot(frame: pd.DataFrame | None = None, ax=None):
     return ax
 
 
+DIS_LOADS = (25, 50, 100, 200, 400)  # requests a second
+DIS_FIRST_S, DIS_TOKEN_S = 0.1, 0.015  # the targets of the disaggregation figure
+
+
+def disaggregation_frame(loads=DIS_LOADS, first_s: float = DIS_FIRST_S, token_s: float = DIS_TOKEN_S) -> pd.DataFrame:
+    """``load_rps, colocated_gpus, disaggregated_gpus`` of :data:`QUANT_MODEL` on H100s within ``first_s`` to the
+    first token and ``token_s`` a token: the fewest GPUs of a colocated continuous-batching fleet (every
+    configuration of :func:`~concurrency_model.capacity.serving_sweep`, its replicas for each load) and of
+    disaggregated prefill and decode pools (:func:`concurrency_model.disaggregated.plan`); None where none meets
+    the targets."""
+    from ..capacity import _fleet, serving_sweep
+    from ..disaggregated import plan
+    from ..lengths import lengths
+
+    sc = {"model": QUANT_MODEL, "cluster": QUANT_CLUSTER, "inference": {"prompt_len": PROMPT, "decode_len": DECODE}}
+    colo = serving_sweep({**sc, "inference": {**sc["inference"], "batching": "continuous"}}, token_s,
+                         max_first_token_s=first_s)
+    fits = colo[colo["meets_target"]].to_dict("records")
+    dist = lengths("fixed", DECODE, PROMPT + DECODE)
+    rows = []
+    for load in loads:
+        best = plan(sc, load, first_s, token_s).iloc[0]
+        rows.append({"load_rps": load, "max_first_token_s": first_s, "max_decode_s": token_s,
+                     "colocated_gpus": min((_fleet(load, r, dist, first_s)[0] * r["gpus"] for r in fits), default=None),
+                     "disaggregated_gpus": int(best["gpus"]) if best["meets_target"] else None})
+    return pd.DataFrame(rows)
+
+
+def disaggregation_plot(frame: pd.DataFrame | None = None, ax=None):
+    """GPUs against the load, colocated and disaggregated, within the frame's targets."""
+    frame = disaggregation_frame() if frame is None else frame
+    ax = new_axes(ax)
+    ax.plot(frame["load_rps"], frame["colocated_gpus"], "o-", label="colocated continuous batching")
+    ax.plot(frame["load_rps"], frame["disaggregated_gpus"], "s-", label="prefill and decode pools apart")
+    ax.set_xscale("log")
+    ax.set_xticks(frame["load_rps"], [f"{x:g}" for x in frame["load_rps"]])
+    ax.set_xticks([], minor=True)
+    ax.set_ylim(0, None)
+    first, token = 1e3 * frame["max_first_token_s"].iloc[0], 1e3 * frame["max_decode_s"].iloc[0]
+    ax.set(xlabel="load (requests a second)", ylabel="H100s",
+           title=f"Llama-2-7B within {first:g} ms to the first token and {token:g} ms a token")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    return ax
+
+
 def batching_plot(frame: pd.DataFrame | None = None, ax=None):
     """Tokens/s of static and continuous batching, with equal and uniform output lengths; the time to the
     first token over each bar."""

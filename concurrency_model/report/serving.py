@@ -84,7 +84,7 @@ def inference_section(figs):
              f"{1e3 * heavy['queue_wait_s']:,.0f} ms for a free slot on average (Erlang C with the Allen-Cunneen "
              "correction, <code>queue_wait_s</code>; second figure). Model only.</p>")
     return [Section("inference", "Inference: latency, batching, compressed weights and capacity", intro, [f, f2]),
-            moe_section(figs)]
+            moe_section(figs), disaggregation_section(figs)]
 
 
 def moe_section(figs) -> Section:
@@ -111,3 +111,23 @@ def moe_section(figs) -> Section:
              f"{tp.loc[hi, 'first_token_s']:.2f} s. Balanced routing; the all-to-alls as collectives on the "
              "node's NVLink [D]. Model only.</p>")
     return Section("moe-serving", "Serving a mixture of experts: tensor or expert parallelism", intro, [f])
+
+
+def disaggregation_section(figs) -> Section:
+    """GPUs for a load: colocated continuous batching against prefill and decode pools apart."""
+    df = inference.disaggregation_frame()
+    fig, ax = figure(8, 4.8)
+    inference.disaggregation_plot(df, ax=ax[0, 0])
+    f = add_figure(figs, "disaggregation", fig, "H100s for a load of Llama-2-7B requests, colocated against "
+                   "disaggregated serving", "Model only: 1,024-token prompts, 128 generated tokens.")
+    top = df.iloc[-1]
+    intro = ("<p>Prefill and decode on separate GPUs (<code>infer --disaggregate</code>; DistServe, Splitwise): "
+             "prompts one a pass on prefill replicas behind a queue, the KV cache sent over the network, decode "
+             "iterations without prompt chunks, each pool with its own tensor degree and sized for the load. "
+             f"Within {1e3 * inference.DIS_FIRST_S:g} ms to the first token and {1e3 * inference.DIS_TOKEN_S:g} ms a "
+             "token, colocated continuous batching needs a replica's slots to stay lightly loaded (its iterations "
+             "carry the prompts, and a full engine makes requests wait for a slot); apart, "
+             f"{top['load_rps']:g} requests a second take {top['disaggregated_gpus']} H100s against "
+             f"{top['colocated_gpus']} colocated. One prompt a prefill pass, one NIC a rank for the cache [D]. "
+             "Model only.</p>")
+    return Section("disaggregation", "Prefill and decode apart: the GPUs a load needs", intro, [f])
