@@ -64,7 +64,8 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
     raw = read_scenario(scenario)
     inf = inference_section(raw)
     for name, v in (("load_rps", load_rps), ("max_first_token_s", max_first_token_s), ("max_decode_s", max_decode_s)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf")):
+        if (v is not None or name == "load_rps") and \
+                (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf")):
             raise ValueError(f"{name}: must be a positive finite number, got {v!r}")
     for k in ("speculative", "load_rps"):
         if inf[k] is not None:

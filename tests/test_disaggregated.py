@@ -63,7 +63,8 @@ def test_a_tighter_first_token_needs_more_prefill_replicas():
 
 
 def test_bad_input_names_the_field():
-    for kw, field in (({"load_rps": 0}, "load_rps"), ({"load_rps": 5, "max_decode_s": -1}, "max_decode_s")):
+    for kw, field in (({"load_rps": 0}, "load_rps"), ({"load_rps": None}, "load_rps"),
+                      ({"load_rps": 5, "max_decode_s": -1}, "max_decode_s")):
         with pytest.raises(ValueError, match=f"^{field}: "):
             plan(SC, **kw)
     with pytest.raises(ValueError, match=r"^inference\.load_rps: not in a disaggregated plan"):
