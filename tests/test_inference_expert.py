@@ -152,3 +152,10 @@ def test_independent_replicas_multiply_the_throughput():
     with pytest.raises(ValueError, match=rf"^inference\.load_rps: 500 requests a second exceed the capacity of 4 "
                                          rf"replicas of 8 slots, {4 * cap:,.2f} "):
         predict("gpt2", "dgx-a100", 32, 256, 64, data=4, batching="continuous", load_rps=500.0)
+
+
+def test_a_fleet_in_words():
+    from concurrency_model.commands.infer import fleet
+    assert fleet({"replicas": 1, "expert": 4, "tensor": 1}) == "1 group of 4 replicas of tensor 1 sharing their experts"
+    assert fleet({"replicas": 3, "expert": None, "tensor": 2}, "int8 weights, ") == "3 replicas of int8 weights, tensor 2"
+    assert fleet({"replicas": 1, "tensor": 8}) == "1 replica of tensor 8"

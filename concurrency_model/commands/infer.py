@@ -82,9 +82,18 @@ def show_disaggregated(out: dict) -> None:
     if c is None:
         print("colocated continuous batching: no configuration meets the targets")
     else:
-        print(f"colocated continuous batching: {c['gpus_for_load']:,} GPUs = {c['replicas']:,} replicas of tensor "
-              f"{c['tensor']} with {c['batch']} slots; first token {c['prefill_s'] * 1e3:,.1f} ms + "
+        print(f"colocated continuous batching: {c['gpus_for_load']:,} GPUs = {fleet(c)} with {c['batch']} slots "
+              f"each; first token {c['prefill_s'] * 1e3:,.1f} ms + "
               f"{c['queue_wait_s'] * 1e3:,.1f} ms waiting, {c['decode_s_per_token'] * 1e3:,.2f} ms per token")
+
+
+def fleet(row: dict, fmt: str = "") -> str:
+    """The replicas of a serving sweep row under a load, in words (an expert-parallel row's are groups of replicas
+    that share their experts)."""
+    n, e = row["replicas"], row.get("expert") or 1
+    if e > 1:
+        return f"{n:,} group{'s' * (n != 1)} of {e} replicas of {fmt}tensor {row['tensor']} sharing their experts"
+    return f"{n:,} replica{'s' * (n != 1)} of {fmt}tensor {row['tensor']}"
 
 
 def show_sweep(out: dict) -> None:
@@ -116,8 +125,7 @@ def show_sweep(out: dict) -> None:
     elif out.get("load_rps") is not None:
         fmt = f"{b['weights']} weights, " if w else ""
         print(f"fewest GPUs for {out['load_rps']:,g} requests/s{' within the target' if target else ''}: "
-              f"{b['gpus_for_load']:,} = {b['replicas']:,} replicas of {fmt}tensor {b['tensor']}{group}, batch "
-              f"{b['batch']} "
+              f"{b['gpus_for_load']:,} = {fleet(b, fmt)}, batch {b['batch']} each "
               f"({b['requests_per_s']:,.2f} requests/s each, {b['decode_s_per_token'] * 1e3:.2f} ms per token"
               + (f", {b['queue_wait_s'] * 1e3:,.1f} ms waiting for a slot on average" if "queue_wait_s" in b else "")
               + ")")
