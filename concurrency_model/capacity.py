@@ -61,23 +61,34 @@ def max_batch(scenario) -> tuple[int, object]:
     one = need(unit)
     if one > usable:
         _at(bare, unit)  # raises the memory's reason
-    slope = need(2 * unit) - one
-    guess = 1 + math.floor((usable - one) / slope) if slope > 0 else 1  # in units of ``unit`` sequences
-    # memory grows with the batch, affine but for the workspace's pieces: from the guess, steps doubling outwards
-    # until one fits and the next does not, then bisection (two calls when the guess is right)
-    b, step = max(1, guess), 1
-    if need(b * unit) <= usable:
-        while need((b + step) * unit) <= usable:
+    b = unit * largest(lambda k: need(k * unit), usable, one)
+    return b, _at(raw, b)
+
+
+def largest(need, usable: float, one: float | None = None) -> int:
+    """The largest ``k >= 1`` with ``need(k) <= usable``, for ``need`` growing with ``k`` and ``need(1)`` (``one``,
+    when known) within ``usable``. Memory is affine in a batch but for the workspace's pieces: a guess from
+    ``need(1)`` and ``need(2)``, then steps doubling outwards until one fits and the next does not, then bisection
+    (two more calls when the guess is right).
+
+    >>> largest(lambda k: 10 + 3 * k, 100.0), largest(lambda k: k * k, 50.0)
+    (30, 7)
+    """
+    one = need(1) if one is None else one
+    slope = need(2) - one
+    b, step = max(1, 1 + math.floor((usable - one) / slope) if slope > 0 else 1), 1
+    if need(b) <= usable:
+        while need(b + step) <= usable:
             b, step = b + step, 2 * step
         lo, hi = b, b + step
     else:
-        while b - step >= 1 and need((b - step) * unit) > usable:
+        while b - step >= 1 and need(b - step) > usable:
             b, step = b - step, 2 * step
         lo, hi = max(1, b - step), b
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if need(mid * unit) <= usable else (lo, mid)
-    return lo * unit, _at(raw, lo * unit)
+        lo, hi = (mid, hi) if need(mid) <= usable else (lo, mid)
+    return lo
 
 
 def _replicas(raw: dict) -> int:
@@ -123,7 +134,8 @@ def _with_weights(raw: dict, fmt: str) -> dict:
                          "zeros") from None
 
 
-def _fleet(load_rps: float, row: dict, dist, max_first_token_s: float | None) -> tuple[int, float]:
+def replicas_for_load(load_rps: float, row: dict, dist,
+                      max_first_token_s: float | None) -> tuple[int, float]:
     """``(replicas, mean wait for a slot)`` of a continuous-batching sweep row under ``load_rps``
     (:func:`~concurrency_model.queueing.replicas_for`): each of its replicas (``expert`` of them share the row's
     slots) a queue in front of its slots, a request holding one for its mean length of iterations at full slots;
@@ -148,9 +160,9 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
     to serve, ``replicas`` and ``gpus_for_load`` (replicas of the configuration, each serving its own requests,
     enough for the load; with continuous batching enough that each replica's queue for a free slot is stable and,
     with ``max_first_token_s``, that the mean wait in it, ``queue_wait_s``, fits beside the first token:
-    :func:`_fleet`). Sorted by tokens/s per GPU, the most first. ``weights``: formats of the blocks' weights to
-    compare (``fp16``, ``int8``, ``int4``, ``2:4``, ...; :func:`_with_weights`), a ``weights`` column then telling
-    them apart; default: the scenario's own.
+    :func:`replicas_for_load`). Sorted by tokens/s per GPU, the most first. ``weights``: formats of the blocks'
+    weights to compare (``fp16``, ``int8``, ``int4``, ``2:4``, ...; :func:`_with_weights`), a ``weights`` column
+    then telling them apart; default: the scenario's own.
     """
     raw = read_scenario(scenario)
     if not isinstance(raw.get("inference"), dict):
@@ -204,7 +216,7 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
     if load_rps is not None and raw["inference"].get("batching") == "continuous":
         dist = lengths(raw["inference"].get("output_lengths", "fixed"), r.inference["decode_len"],
                        r.shape["context"] - r.inference["prompt_len"])
-        fleet = [_fleet(load_rps, row, dist, max_first_token_s) for row in df.to_dict("records")]
+        fleet = [replicas_for_load(load_rps, row, dist, max_first_token_s) for row in df.to_dict("records")]
         df["replicas"] = [f[0] for f in fleet]
         df["queue_wait_s"] = [f[1] for f in fleet]
     elif load_rps is not None:  # a static batch: as many replicas as its requests a second need

@@ -135,6 +135,15 @@ def workspace(graph_of, t: int, slots: int, prompt_len: int, decode_len: int, vb
     return max(workspace_bytes(graph_of(rows, 1), t, rows, vb), workspace_bytes(graph_of(1, prompt_len), t, 1, vb))
 
 
+def check_continuous(pipeline: int, speculative) -> None:
+    """Continuous batching is modelled with tensor parallelism only (``ValueError`` naming the field)."""
+    if pipeline != 1:
+        raise ValueError(f"parallel.pipeline: continuous batching is modelled with tensor parallelism only, got "
+                         f"pipeline {pipeline}")
+    if speculative is not None:
+        raise ValueError("inference.speculative: speculative decoding with continuous batching is not modelled")
+
+
 def check_load(where: str, load_rps) -> float | None:
     """A load in requests a second: None or a positive finite number (``ValueError`` naming ``where``)."""
     if load_rps is not None and (isinstance(load_rps, bool) or not isinstance(load_rps, (int, float))

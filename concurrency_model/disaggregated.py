@@ -32,17 +32,17 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .capacity import layouts
+from .capacity import largest, layouts
 from .cluster import load_cluster, place
 from .decode import decode_step, prefill_pass
-from .inference import inference_section, kv_cache_bytes, model_shape
-from .lengths import lengths
+from .continuous import check_load
+from .inference import inference_section, served
 from .models.transformer import check_tensor_split
 from .parallel.memory import memory_per_device
 from .progress import Progress
 from .queueing import replicas_for
 from .scenario import read_scenario
-from .serving import Comm, check_weight_sparsity, model_graph, weights_bytes, workspace_bytes
+from .serving import Comm, check_weight_sparsity, kv_cache_bytes, model_graph, weights_bytes, workspace_bytes
 from .units import dtype_bytes
 
 
@@ -63,10 +63,11 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
     """
     raw = read_scenario(scenario)
     inf = inference_section(raw)
-    for name, v in (("load_rps", load_rps), ("max_first_token_s", max_first_token_s), ("max_decode_s", max_decode_s)):
-        if (v is not None or name == "load_rps") and \
-                (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf")):
-            raise ValueError(f"{name}: must be a positive finite number, got {v!r}")
+    if check_load("load_rps", load_rps) is None:
+        raise ValueError("load_rps: missing; a plan is sized for requests a second")
+    for name, v in (("max_first_token_s", max_first_token_s), ("max_decode_s", max_decode_s)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf")):
+            raise ValueError(f"{name}: must be a positive finite number of seconds, got {v!r}")
     for k in ("speculative", "load_rps"):
         if inf[k] is not None:
             raise ValueError(f"inference.{k}: not in a disaggregated plan (the load is the plan's own argument)")
@@ -77,15 +78,7 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
     dev, dtype, vb = cl.device, inf["dtype"], dtype_bytes(inf["dtype"])
     P, O, host = inf["prompt_len"], inf["decode_len"], inf["host_overhead_s"]
     model = raw.get("model")
-    shape = model_shape(model_graph(model, 1, None, vb))
-    if P + O > shape["context"]:
-        raise ValueError(f"inference.decode_len: prompt_len + decode_len = {P + O} exceeds the model's context of "
-                         f"{shape['context']} positions")
-    dist = lengths(inf["output_lengths"], O, shape["context"] - P)
-    try:
-        dev.peak(dtype)
-    except ValueError as e:
-        raise ValueError(f"inference.{e}") from None
+    _, shape, dist = served(model, dev, dtype, P, O, inf["output_lengths"])
     sparsity = check_weight_sparsity(dev, dtype, inf["weight_sparsity"], inf["weight_dtype"])
     g_pre = model_graph(model, 1, P, vb)
     weights, quantized = weights_bytes(g_pre, vb, inf["weight_dtype"], sparsity)
@@ -130,18 +123,15 @@ def _splits(graph, t: int) -> bool:
 def _slots(model, shape, dev, vb: int, t: int, context: int, weights: float) -> list[int]:
     """Slot counts of a decode replica of tensor ``t`` (powers of two and the most that fit): weights, ``n`` caches of
     ``context`` positions (every slot at its longest, as :mod:`concurrency_model.continuous` holds them) and the
-    step's workspace, affine in ``n``: the most solved from ``n`` = 1 and 2, then checked."""
+    step's workspace (:func:`~concurrency_model.capacity.largest`)."""
     def need(n):
         kv = kv_cache_bytes(shape["layers"], n, context, shape["kv_heads"], shape["head_dim"], vb, t)
         return weights + kv + workspace_bytes(model_graph(model, n, 1, vb), t, n, vb)
 
     cap = float(dev.mem_capacity)
-    one = need(1)
-    if one > cap:
+    if need(1) > cap:
         return []
-    top = max(1, int(1 + (cap - one) // max(need(2) - one, 1.0)))
-    while top > 1 and need(top) > cap:
-        top -= 1
+    top = largest(need, cap)
     return sorted({2 ** i for i in range(top.bit_length()) if 2 ** i <= top} | {top})
 
 

@@ -93,19 +93,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-import sympy as sp
-
 from .cluster import load_cluster
-from .continuous import at_load, check_load, iteration, prompt_tokens, workspace
+from .continuous import at_load, check_continuous, check_load, iteration, prompt_tokens, workspace
 from .decode import decode_step, prefill_pass, sum_max_affine
 from .economics import busy_seconds, check_price, per_million_tokens
-from .lengths import lengths
+from .lengths import lengths, lengths_summary
 from .models import SEQUENCE_MODELS, get_model
 from .models.transformer import check_tensor_split
 from .parallel.memory import memory_per_device
 from .queueing import erlang_c, mean_wait, wait_quantile
 from .scenario import _section, load_scenario, read_scenario
-from .serving import Comm, check_layout, check_weight_sparsity, model_graph, weights_bytes, workspace_bytes
+from .serving import (Comm, check_layout, check_weight_sparsity, kv_cache_bytes, model_graph, weights_bytes,
+                      workspace_bytes)
 from .speculative import Speculation
 from .speculative import check as check_speculative
 from .uncertainty import bands
@@ -115,32 +114,6 @@ INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", 
              "weight_sparsity": None, "host_overhead_s": 0.0, "speculative": None, "batching": "static",
              "price_per_gpu_hour": None, "output_lengths": "fixed", "load_rps": None}
 BATCHING = ("static", "continuous")
-
-
-def kv_cache_bytes(layers, batch, context, kv_heads, head_dim, value_bytes=2, tensor: int = 1, pipeline: int = 1):
-    """Bytes of the KV cache on one device: ``2 * ceil(layers / pipeline) * batch * context *
-    ceil(kv_heads / tensor) * head_dim * value_bytes`` (K and V of every position, layer and KV head;
-    Pope et al. 2022 §2; Chen 2022, "Transformer Inference Arithmetic"). ``batch`` and ``context`` may be
-    sympy symbols.
-
-    Examples
-    --------
-    LLaMA-2-7B (32 layers, 32 KV heads of 128) in fp16: 2 * 32 * 32 * 128 * 2 = 524,288 bytes per token.
-
-    >>> kv_cache_bytes(32, 1, 4096, 32, 128, 2)
-    2147483648
-    >>> from concurrency_model.symbols import N
-    >>> kv_cache_bytes(32, N, 4096, 32, 128, 2, tensor=2)
-    1073741824*N
-    """
-    for name, v in (("layers", layers), ("kv_heads", kv_heads), ("head_dim", head_dim), ("tensor", tensor),
-                    ("pipeline", pipeline)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name}: must be a positive integer, got {v!r}")
-    per_dev_layers = -(-layers // pipeline)
-    per_dev_heads = -(-kv_heads // tensor)
-    out = 2 * per_dev_layers * sp.sympify(batch) * sp.sympify(context) * per_dev_heads * head_dim * value_bytes
-    return int(out) if out.is_number else out
 
 
 @dataclass
@@ -222,6 +195,27 @@ def is_causal_decoder(model) -> bool:
     return bool(att) and all(n.attrs.get("causal") for n in att)
 
 
+def served(model, dev, dtype: str, prompt_len: int, decode_len: int, output_lengths: str = "fixed"):
+    """``(graph at batch 1, its model_shape, the output lengths' law)`` of a causal decoder serving requests of
+    ``prompt_len + decode_len`` positions in ``dtype`` on ``dev``: ``ValueError`` naming the field for an image
+    model, a request longer than the context, or a dtype the device has no math in."""
+    vb = dtype_bytes(dtype)
+    if isinstance(model, str) and model not in SEQUENCE_MODELS:
+        get_model(model)  # unknown names: the zoo's error
+        raise ValueError(f"model: inference with a KV cache needs a causal decoder; {model!r} is an image model")
+    graph = model_graph(model, 1, None, vb)
+    shape = model_shape(graph)
+    if prompt_len + decode_len > shape["context"]:
+        raise ValueError(f"inference.decode_len: prompt_len + decode_len = {prompt_len + decode_len} exceeds the "
+                         f"model's context of {shape['context']} positions (set the model's seq_len)")
+    dist = lengths(output_lengths, decode_len, shape["context"] - prompt_len)
+    try:
+        dev.peak(dtype)
+    except ValueError as e:
+        raise ValueError(f"inference.{e}") from None
+    return graph, shape, dist
+
+
 def model_shape(graph) -> dict:
     """``layers, heads, kv_heads, head_dim, hidden, vocab, context, fused, params`` of a causal decoder
     graph (``ValueError`` naming ``model`` for anything else)."""
@@ -256,30 +250,19 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     cl = load_cluster(cluster)
     dev = cl.device
     vb = dtype_bytes(dtype)
-    if isinstance(model, str) and model not in SEQUENCE_MODELS:
-        get_model(model)  # unknown names: the zoo's error
-        raise ValueError(f"model: inference with a KV cache needs a causal decoder; {model!r} is an image model")
-    shape = model_shape(model_graph(model, 1, None, vb))
+    one, shape, dist = served(model, dev, dtype, prompt_len, decode_len, output_lengths)
     t, p = tensor, pipeline
-    if prompt_len + decode_len > shape["context"]:
-        raise ValueError(f"inference.decode_len: prompt_len + decode_len = {prompt_len + decode_len} exceeds the "
-                         f"model's context of {shape['context']} positions (set the model's seq_len)")
     if p > shape["layers"]:
         raise ValueError(f"parallel.pipeline: {p} stages exceed the {shape['layers']} transformer blocks")
-    dist = lengths(output_lengths, decode_len, shape["context"] - prompt_len)
     if output_lengths != "fixed" and speculative is not None:
         raise ValueError("inference.output_lengths: unequal lengths with speculative decoding are not modelled")
     mean = dist.mean
     o = max(1, round(mean))  # a continuous slot's contexts and prompt share follow the mean length
-    try:
-        dev.peak(dtype)
-    except ValueError as e:
-        raise ValueError(f"inference.{e}") from None
     weight_sparsity = check_weight_sparsity(dev, dtype, weight_sparsity, weight_dtype)
     if batching == "continuous":
         check_continuous(pipeline, speculative)
     d, e = data, expert
-    check_layout(model_graph(model, 1, 1, vb), batch, d, e, p, speculative)
+    check_layout(one, batch, d, e, p, speculative)
     every, batch = batch, batch // d  # all replicas' sequences; one replica's
     g_pre = model_graph(model, batch, prompt_len, vb)
     g_dec = model_graph(model, batch, 1, vb)
@@ -387,15 +370,6 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                                         float(dev.board_power_w), price_per_gpu_hour))
 
 
-def lengths_summary(dist, steps: float | None = None) -> dict:
-    """``output_lengths`` and, for unequal ones, ``mean_decode_len`` and (a static batch) ``decode_steps``, the
-    expected longest request (:mod:`concurrency_model.lengths`)."""
-    if dist.kind == "fixed":
-        return {"output_lengths": "fixed"}
-    return {"output_lengths": dist.kind, "mean_decode_len": dist.mean,
-            **({"decode_steps": steps} if steps is not None else {})}
-
-
 def _bands(latencies) -> dict:
     """The 80% bands (:func:`concurrency_model.uncertainty.bands`) of ``latencies(flops, mem_bw, launch, intra_bw,
     inter_bw) -> (first token, per token, total)`` seconds, by their keys."""
@@ -404,14 +378,5 @@ def _bands(latencies) -> dict:
     return {k: v for ks, lohi in zip(keys, bands(latencies)) for k, v in zip(ks, lohi)}
 
 
-def check_continuous(pipeline: int, speculative) -> None:
-    """Continuous batching (:mod:`concurrency_model.continuous`) is modelled with tensor parallelism only."""
-    if pipeline != 1:
-        raise ValueError(f"parallel.pipeline: continuous batching is modelled with tensor parallelism only, got "
-                         f"pipeline {pipeline}")
-    if speculative is not None:
-        raise ValueError("inference.speculative: speculative decoding with continuous batching is not modelled")
-
-
-__all__ = ["infer", "predict", "kv_cache_bytes", "sum_max_affine", "model_shape", "inference_section", "Inference",
-           "INFERENCE"]
+__all__ = ["infer", "predict", "kv_cache_bytes", "sum_max_affine", "model_shape", "served", "inference_section",
+           "Inference", "INFERENCE"]

@@ -81,3 +81,12 @@ def lengths(kind: str, decode_len: int, cap: int) -> Lengths:
         pmf = q * (1 - q) ** np.arange(cap)
         pmf /= pmf.sum()
     return Lengths(kind, pmf)
+
+
+def lengths_summary(dist: Lengths, steps: float | None = None) -> dict:
+    """``output_lengths`` and, for unequal ones, ``mean_decode_len`` and (a static batch) ``decode_steps``, the
+    expected longest request."""
+    if dist.kind == "fixed":
+        return {"output_lengths": "fixed"}
+    return {"output_lengths": dist.kind, "mean_decode_len": dist.mean,
+            **({"decode_steps": steps} if steps is not None else {})}

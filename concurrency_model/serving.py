@@ -1,10 +1,13 @@
 """What serving a model costs besides its kernels, shared by :mod:`concurrency_model.inference` (decoders with
 a KV cache) and :mod:`concurrency_model.forward_inference` (one forward pass): the graph for a batch and a
-sequence length, the weights at their stored size (weight-only quantization, 2:4 pruning), the largest operator's
-workspace, and the tensor-, expert- and pipeline-parallel communication of a pass on a cluster."""
+sequence length, the KV cache's bytes, the weights at their stored size (weight-only quantization, 2:4 pruning),
+the largest operator's workspace, and the tensor-, expert- and pipeline-parallel communication of a pass on a
+cluster."""
 from __future__ import annotations
 
 from functools import lru_cache
+
+import sympy as sp
 
 from .cluster import place
 from .comm.on_cluster import collective_on_cluster
@@ -28,6 +31,32 @@ def model_graph(model, batch: int, seq: int | None, vb: int):
     return get_model(model, batch=batch, value_bytes=vb, seq_len=seq)
 
 
+def kv_cache_bytes(layers, batch, context, kv_heads, head_dim, value_bytes=2, tensor: int = 1, pipeline: int = 1):
+    """Bytes of the KV cache on one device: ``2 * ceil(layers / pipeline) * batch * context *
+    ceil(kv_heads / tensor) * head_dim * value_bytes`` (K and V of every position, layer and KV head;
+    Pope et al. 2022 §2; Chen 2022, "Transformer Inference Arithmetic"). ``batch`` and ``context`` may be
+    sympy symbols.
+
+    Examples
+    --------
+    LLaMA-2-7B (32 layers, 32 KV heads of 128) in fp16: 2 * 32 * 32 * 128 * 2 = 524,288 bytes per token.
+
+    >>> kv_cache_bytes(32, 1, 4096, 32, 128, 2)
+    2147483648
+    >>> from concurrency_model.symbols import N
+    >>> kv_cache_bytes(32, N, 4096, 32, 128, 2, tensor=2)
+    1073741824*N
+    """
+    for name, v in (("layers", layers), ("kv_heads", kv_heads), ("head_dim", head_dim), ("tensor", tensor),
+                    ("pipeline", pipeline)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name}: must be a positive integer, got {v!r}")
+    per_dev_layers = -(-layers // pipeline)
+    per_dev_heads = -(-kv_heads // tensor)
+    out = 2 * per_dev_layers * sp.sympify(batch) * sp.sympify(context) * per_dev_heads * head_dim * value_bytes
+    return int(out) if out.is_number else out
+
+
 def weights_bytes(graph, vb: int, weight_dtype: str | None, weight_sparsity=None,
                   expert: int = 1) -> tuple[float, float | None]:
     """``(bytes of the weights, bytes a quantized weight or None)``: every parameter at ``vb`` bytes, the
@@ -41,7 +70,7 @@ def weights_bytes(graph, vb: int, weight_dtype: str | None, weight_sparsity=None
     wb = vb if weight_dtype is None else WEIGHT_BYTES[weight_dtype]
     total = float(graph.params) * vb
     for n in graph.layers():
-        node = float(n.cost.params) * vb
+        delta = 0.0  # the node's stored bytes less its parameters at ``vb``
         if quantizable(n):
             ci, co, copies = n.attrs["c_in"], n.attrs["c_out"], matrix_copies(n)
             if weight_sparsity == STRUCTURED:
@@ -50,10 +79,10 @@ def weights_bytes(graph, vb: int, weight_dtype: str | None, weight_sparsity=None
                 stored = nnz_of(co, ci, weight_sparsity) * (wb + INDEX_BYTES) + (co + 1) * INDEX_BYTES
             else:
                 stored = ci * co * wb
-            node += copies * (stored - ci * co * vb)
-        total += node - float(n.cost.params) * vb
-        if n.attrs.get("experts", 0) > 1:
-            total -= node * (1 - 1 / expert)  # the other devices of the expert group hold the rest
+            delta = copies * (stored - ci * co * vb)
+        total += delta
+        if n.attrs.get("experts", 0) > 1:  # the other devices of the expert group hold the rest
+            total -= (float(n.cost.params) * vb + delta) * (1 - 1 / expert)
     return total, None if wb == vb else wb
 
 
@@ -196,5 +225,5 @@ def workspace_bytes(graph, t: int, batch: int, vb: int) -> float:
     return float(peak * batch * vb)
 
 
-__all__ = ["WEIGHT_BYTES", "FREE", "model_graph", "weights_bytes", "expert_count", "check_layout", "Comm",
-           "workspace_bytes"]
+__all__ = ["WEIGHT_BYTES", "FREE", "model_graph", "kv_cache_bytes", "weights_bytes", "expert_count", "check_layout",
+           "Comm", "workspace_bytes"]

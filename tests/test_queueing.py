@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from concurrency_model.capacity import _fleet
+from concurrency_model.capacity import replicas_for_load
 from concurrency_model.inference import infer
 from concurrency_model.lengths import lengths
 from concurrency_model.queueing import erlang_c, mean_wait, replicas_for, wait_quantile
@@ -80,10 +80,10 @@ def test_a_fleet_row_of_an_expert_group_queues_per_replica():
     # 8 replicas share a row's 256 slots: 32 each, a request holding one for 128 iterations of 10 ms
     row = {"expert": 8, "batch": 256, "prefill_s": 0.2, "decode_s_per_token": 0.010}
     dist = lengths("fixed", 128, 4096)
-    r, wait = _fleet(400.0, row, dist, 0.25)
+    r, wait = replicas_for_load(400.0, row, dist, 0.25)
     assert (r, wait) == replicas_for(50.0, 32, 1.28, 0.0, 0.05)
     assert wait <= 0.05 and 50.0 / r * 1.28 < 32
-    assert _fleet(400.0, {**row, "expert": None}, dist, None) == replicas_for(400.0, 256, 1.28, 0.0)
+    assert replicas_for_load(400.0, {**row, "expert": None}, dist, None) == replicas_for(400.0, 256, 1.28, 0.0)
 
 
 @settings(max_examples=60, deadline=None)

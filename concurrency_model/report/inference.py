@@ -180,7 +180,7 @@ def disaggregation_frame(loads=DIS_LOADS, first_s: float = DIS_FIRST_S, token_s:
     configuration of :func:`~concurrency_model.capacity.serving_sweep`, its replicas for each load) and of
     disaggregated prefill and decode pools (:func:`concurrency_model.disaggregated.plan`); None where none meets
     the targets."""
-    from ..capacity import _fleet, serving_sweep
+    from ..capacity import replicas_for_load, serving_sweep
     from ..disaggregated import plan
     from ..lengths import lengths
 
@@ -193,7 +193,8 @@ def disaggregation_frame(loads=DIS_LOADS, first_s: float = DIS_FIRST_S, token_s:
     for load in loads:
         best = plan(sc, load, first_s, token_s).iloc[0]
         rows.append({"load_rps": load, "max_first_token_s": first_s, "max_decode_s": token_s,
-                     "colocated_gpus": min((_fleet(load, r, dist, first_s)[0] * r["gpus"] for r in fits), default=None),
+                     "colocated_gpus": min((replicas_for_load(load, r, dist, first_s)[0] * r["gpus"] for r in fits),
+                                           default=None),
                      "disaggregated_gpus": int(best["gpus"]) if best["meets_target"] else None})
     return pd.DataFrame(rows)
 
