@@ -16,8 +16,8 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
+from .checks import number
 from .cluster import load_cluster
-from .continuous import check_load
 from .inference import infer, is_causal_decoder
 from .lengths import lengths
 from .ops.sparse import parse_sparsity
@@ -173,10 +173,8 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
     if raw["inference"].get("load_rps") is not None:
         raise ValueError("inference.load_rps: not in a serving sweep, which runs every configuration at its capacity; "
                          "give the load to the sweep (--load RPS, load_rps=) to size the replicas for it")
-    for name, v in (("max_decode_s", max_decode_s), ("max_first_token_s", max_first_token_s)):
-        if v is not None and not v > 0:
-            raise ValueError(f"{name}: must be a positive number of seconds, got {v!r}")
-    check_load("load_rps", load_rps)
+    for name, v in (("max_decode_s", max_decode_s), ("max_first_token_s", max_first_token_s), ("load_rps", load_rps)):
+        number(name, v, none_ok=True)
     formats = {None: raw} if not weights else {f: _with_weights(raw, f) for f in weights}
     cl = load_cluster(raw.get("cluster"))
     experts = expert_count(model_graph(raw["model"], 1, 1, 2))

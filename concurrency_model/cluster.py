@@ -41,33 +41,15 @@ ports or the GPU's own links), so ``groups_sharing`` does not divide it.
 """
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
+from .checks import count, number
 from .hardware import Device, device_from_dict, load_device, read_spec
 
 TIER_KINDS = ("nvlink", "nvswitch", "pcie", "infiniband", "roce", "ethernet", "omnipath", "loopback")
 PLACEMENT_KINDS = ("intra", "inter", "mixed")
-
-
-def _number(where: str, v, *, zero: bool = False, at_most_one: bool = False):
-    """Check a numeric field (sympy expressions pass through unchecked, for what-if sweeps)."""
-    if isinstance(v, bool) or (not isinstance(v, numbers.Real) and not hasattr(v, "free_symbols")):
-        raise ValueError(f"{where}: must be a number, got {v!r}")
-    if isinstance(v, numbers.Real):
-        if v < 0 or (v == 0 and not zero):
-            raise ValueError(f"{where}: must be {'>= 0' if zero else '> 0'}, got {v!r}")
-        if at_most_one and v > 1:
-            raise ValueError(f"{where}: must be in (0, 1], got {v!r}")
-    return v
-
-
-def _count(where: str, v) -> int:
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
-        raise ValueError(f"{where}: must be a positive integer, got {v!r}")
-    return int(v)
 
 
 @dataclass(frozen=True)
@@ -98,15 +80,13 @@ class Tier:
         where = f"tier {self.name!r}"
         if self.kind not in TIER_KINDS:
             raise ValueError(f"{where}.kind: unknown {self.kind!r}; allowed: {', '.join(TIER_KINDS)}")
-        _number(f"{where}.bw_Bps", self.bw)
-        _number(f"{where}.latency_s", self.latency, zero=True)
-        _number(f"{where}.efficiency", self.efficiency, at_most_one=True)
-        _number(f"{where}.overlap_slowdown", self.overlap_slowdown, zero=True, at_most_one=True)
-        if isinstance(self.oversubscription, numbers.Real) and (isinstance(self.oversubscription, bool)
-                                                                or not self.oversubscription >= 1):
-            raise ValueError(f"{where}.oversubscription: must be a number >= 1, got {self.oversubscription!r}")
-        if isinstance(self.pod_nodes, bool) or not isinstance(self.pod_nodes, int) or self.pod_nodes < 0:
-            raise ValueError(f"{where}.pod_nodes: must be an integer >= 0 (0: no pods), got {self.pod_nodes!r}")
+        number(f"{where}.bw_Bps", self.bw, symbols_ok=True)
+        number(f"{where}.latency_s", self.latency, low_ok=True, symbols_ok=True)
+        number(f"{where}.efficiency", self.efficiency, high=1, high_ok=True, symbols_ok=True)
+        number(f"{where}.overlap_slowdown", self.overlap_slowdown, low_ok=True, high=1, high_ok=True,
+               symbols_ok=True)
+        number(f"{where}.oversubscription", self.oversubscription, low=1, low_ok=True, symbols_ok=True)
+        count(f"{where}.pod_nodes", self.pod_nodes, low=0)  # 0: no pods
 
     def core_factor(self, nodes: int) -> float:
         """How much slower uniform traffic among ``nodes`` nodes runs through the core than at the NICs [D]:
@@ -157,9 +137,9 @@ class Cluster:
     notes: str = field(default="", compare=False)
 
     def __post_init__(self):
-        _count("gpus_per_node", self.gpus_per_node)
-        _count("nics_per_node", self.nics_per_node)
-        _count("nodes", self.nodes)
+        count("gpus_per_node", self.gpus_per_node)
+        count("nics_per_node", self.nics_per_node)
+        count("nodes", self.nodes)
 
     @property
     def total_gpus(self) -> int:
@@ -167,7 +147,7 @@ class Cluster:
 
     def with_nodes(self, n: int) -> Cluster:
         """The same cluster with ``n`` nodes (``ValueError`` naming ``nodes`` unless a positive integer)."""
-        return replace(self, nodes=_count("nodes", n))
+        return replace(self, nodes=count("nodes", n))
 
     def tier(self, tier) -> Tier:
         """``"intra"`` / ``"inter"`` (or a :class:`Tier`, returned as is)."""
@@ -223,24 +203,13 @@ def tier_from_dict(d: dict, where: str = "tier") -> Tier:
         raise ValueError(f"{where}.name: must be a non-empty string")
     if d["kind"] not in TIER_KINDS:
         raise ValueError(f"{where}.kind: unknown {d['kind']!r}; allowed: {', '.join(TIER_KINDS)}")
-    for key, kw in (("bw_Bps", {}), ("latency_s", {"zero": True})):
-        if isinstance(d[key], bool) or not isinstance(d[key], numbers.Real):
-            raise ValueError(f"{where}.{key}: must be a number, got {d[key]!r}")
-        _number(f"{where}.{key}", d[key], **kw)
-    eff = d.get("efficiency", 1.0)
-    if isinstance(eff, bool) or not isinstance(eff, numbers.Real):
-        raise ValueError(f"{where}.efficiency: must be a number in (0, 1], got {eff!r}")
-    _number(f"{where}.efficiency", eff, at_most_one=True)
-    kappa = d.get("overlap_slowdown", 0.0)
-    if isinstance(kappa, bool) or not isinstance(kappa, numbers.Real):
-        raise ValueError(f"{where}.overlap_slowdown: must be a number in [0, 1], got {kappa!r}")
-    _number(f"{where}.overlap_slowdown", kappa, zero=True, at_most_one=True)
-    over = d.get("oversubscription", 1.0)
-    if isinstance(over, bool) or not isinstance(over, numbers.Real) or not over >= 1:
-        raise ValueError(f"{where}.oversubscription: must be a number >= 1, got {over!r}")
-    return Tier(name=d["name"], kind=d["kind"], bw=float(d["bw_Bps"]), latency=float(d["latency_s"]),
-                efficiency=float(eff), sources=dict(d.get("sources", {})), notes=d.get("notes", ""),
-                overlap_slowdown=float(kappa), oversubscription=float(over), pod_nodes=d.get("pod_nodes", 0))
+    bw = number(f"{where}.bw_Bps", d["bw_Bps"])
+    latency = number(f"{where}.latency_s", d["latency_s"], low_ok=True)
+    eff = number(f"{where}.efficiency", d.get("efficiency", 1.0), high=1, high_ok=True)
+    kappa = number(f"{where}.overlap_slowdown", d.get("overlap_slowdown", 0.0), low_ok=True, high=1, high_ok=True)
+    over = number(f"{where}.oversubscription", d.get("oversubscription", 1.0), low=1, low_ok=True)
+    return Tier(name=d["name"], kind=d["kind"], bw=bw, latency=latency, efficiency=eff, sources=dict(d.get("sources", {})), notes=d.get("notes", ""),
+                overlap_slowdown=kappa, oversubscription=over, pod_nodes=d.get("pod_nodes", 0))
 
 
 def cluster_from_dict(d: dict, origin: str = "cluster") -> Cluster:
@@ -260,7 +229,7 @@ def cluster_from_dict(d: dict, origin: str = "cluster") -> Cluster:
             raise ValueError(f"{origin}.device: {e}") from None
     else:
         raise ValueError(f"{origin}.device: expected a device preset name, file path or object, got {dev!r}")
-    counts = {k: _count(f"{origin}.{k}", d.get(k, 1)) for k in ("gpus_per_node", "nics_per_node", "nodes")}
+    counts = {k: count(f"{origin}.{k}", d.get(k, 1)) for k in ("gpus_per_node", "nics_per_node", "nodes")}
     return Cluster(name=d["name"], device=device, intra=tier_from_dict(d["intra"], f"{origin}.intra"),
                    inter=tier_from_dict(d["inter"], f"{origin}.inter"), sources=dict(d.get("sources", {})),
                    notes=d.get("notes", ""), **counts)
@@ -341,9 +310,9 @@ def place(cluster, ranks: int, ranks_per_node: int | None = None, groups_sharing
     ('mixed', 0.5, True)
     """
     c = load_cluster(cluster)
-    ranks = _count("ranks", ranks)
-    groups_sharing = _count("groups_sharing", groups_sharing)
-    k = min(ranks, c.gpus_per_node) if ranks_per_node is None else _count("ranks_per_node", ranks_per_node)
+    ranks = count("ranks", ranks)
+    groups_sharing = count("groups_sharing", groups_sharing)
+    k = min(ranks, c.gpus_per_node) if ranks_per_node is None else count("ranks_per_node", ranks_per_node)
     if k > c.gpus_per_node:
         raise ValueError(f"ranks_per_node: {k} exceeds gpus_per_node = {c.gpus_per_node} of {c.name}")
     if k > ranks:

@@ -144,14 +144,6 @@ def check_continuous(pipeline: int, speculative) -> None:
         raise ValueError("inference.speculative: speculative decoding with continuous batching is not modelled")
 
 
-def check_load(where: str, load_rps) -> float | None:
-    """A load in requests a second: None or a positive finite number (``ValueError`` naming ``where``)."""
-    if load_rps is not None and (isinstance(load_rps, bool) or not isinstance(load_rps, (int, float))
-                                 or not 0 < load_rps < float("inf")):
-        raise ValueError(f"{where}: must be a positive number of requests a second, got {load_rps!r}")
-    return load_rps
-
-
 def at_load(make, load_rps: float, mean_len: float, slots: int, replicas: int = 1) -> tuple[int, Iteration, float]:
     """``(n, iteration of n slots, slots in use)`` of one of ``replicas`` replicas that share ``load_rps`` evenly:
     the fewest slots ``n <= slots`` with ``load x mean_len x iteration(n) <= n`` (Little's law, module docstring);

@@ -33,9 +33,9 @@ from __future__ import annotations
 import pandas as pd
 
 from .capacity import largest, layouts
+from .checks import number
 from .cluster import load_cluster, place
 from .decode import decode_step, prefill_pass
-from .continuous import check_load
 from .inference import inference_section, served
 from .models.transformer import check_tensor_split
 from .parallel.memory import memory_per_device
@@ -63,11 +63,10 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
     """
     raw = read_scenario(scenario)
     inf = inference_section(raw)
-    if check_load("load_rps", load_rps) is None:
+    if load_rps is None:
         raise ValueError("load_rps: missing; a plan is sized for requests a second")
-    for name, v in (("max_first_token_s", max_first_token_s), ("max_decode_s", max_decode_s)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf")):
-            raise ValueError(f"{name}: must be a positive finite number of seconds, got {v!r}")
+    for name, v in (("load_rps", load_rps), ("max_first_token_s", max_first_token_s), ("max_decode_s", max_decode_s)):
+        number(name, v, none_ok=True)
     for k in ("speculative", "load_rps"):
         if inf[k] is not None:
             raise ValueError(f"inference.{k}: not in a disaggregated plan (the load is the plan's own argument)")

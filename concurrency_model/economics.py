@@ -38,10 +38,3 @@ def per_million_tokens(tokens_per_s: float, gpus: int, busy_share: float, board_
     return out
 
 
-def check_price(v) -> float | None:
-    """``inference.price_per_gpu_hour``: a number >= 0 or None (``ValueError`` naming the field)."""
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
-        raise ValueError(f"inference.price_per_gpu_hour: must be a number >= 0, got {v!r}")
-    return float(v)

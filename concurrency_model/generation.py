@@ -20,6 +20,7 @@ from collections import Counter
 import numpy as np
 import sympy as sp
 
+from .checks import count
 from .ops.attention import attention
 from .serving import model_graph
 from .speculative import check as check_speculative
@@ -34,12 +35,12 @@ def _step(model, batch: int, queries: int, lo: int, hi: int) -> tuple[float, flo
     fwd = g.forward()
     att = [n for n in g.layers() if n.kind == "attention"]
     work, depth = fwd.flop, fwd.depth
-    for (heads, head_dim, fused), count in Counter((n.attrs["heads"], n.attrs["head_dim"], n.attrs["fused"])
+    for (heads, head_dim, fused), times in Counter((n.attrs["heads"], n.attrs["head_dim"], n.attrs["fused"])
                                                    for n in att).items():  # the blocks' cores, priced once
         here = attention(batch, heads, queries, head_dim, fused=fused, causal=True).forward
         cached = attention(batch, heads, queries, head_dim, seq_kv=_L, fused=fused).forward
-        work += count * (cached.flop - here.flop)
-        depth += count * (cached.depth - here.depth)
+        work += times * (cached.flop - here.flop)
+        depth += times * (cached.depth - here.depth)
     L = np.arange(lo, hi + 1, dtype=float)
     mean = [float(np.mean(np.broadcast_to(sp.lambdify(_L, sp.sympify(e), "numpy")(L), L.shape))) for e in (work, depth)]
     return mean[0], mean[1]
@@ -57,8 +58,7 @@ def generation_cost(model, batch: int = 1, prompt_len: int = 512, decode_len: in
     (32, True)
     """
     for name, v in (("batch", batch), ("prompt_len", prompt_len), ("decode_len", decode_len)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name}: must be a positive integer, got {v!r}")
+        count(name, v)
     from .inference import model_shape  # the causal-decoder check and the context
     context = model_shape(model_graph(model, 1, None, 2))["context"]
     if prompt_len + decode_len > context:

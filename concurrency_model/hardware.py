@@ -19,13 +19,14 @@ symbols into the numeric fields (see :func:`symbolic`).
 from __future__ import annotations
 
 import json
-import math
 import numbers
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 
 import sympy as sp
+
+from .checks import count, number
 
 KINDS = ("gpu", "cpu", "accelerator")
 DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
@@ -130,8 +131,8 @@ _REQUIRED = ("name", "peak_flops", "mem_bw_Bps", "mem_capacity_bytes", "launch_o
 
 
 def _positive(where: str, v, allow_zero: bool = False) -> float:
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not 0 <= v < math.inf or (v == 0 and not allow_zero):
-        raise ValueError(f"{where}: must be a {'non-negative' if allow_zero else 'positive'} finite number, got {v!r}")
+    """``v`` as written (an int stays an int) once :func:`.checks.number` has passed it."""
+    number(where, v, low_ok=allow_zero)
     return v
 
 
@@ -166,9 +167,7 @@ def device_from_dict(d: dict, origin: str = "device") -> Device:
         raise ValueError(f"{origin}.name: must be a non-empty string")
     if not isinstance(d.get("vendor", ""), str):
         raise ValueError(f"{origin}.vendor: must be a string, got {d['vendor']!r}")
-    mp = d["multiprocessors"]
-    if isinstance(mp, bool) or not isinstance(mp, int) or mp < 1:
-        raise ValueError(f"{origin}.multiprocessors: must be a positive integer, got {mp!r}")
+    mp = count(f"{origin}.multiprocessors", d["multiprocessors"])
     eff = d.get("efficiency", {}) or {}
     if not isinstance(eff, dict):
         raise ValueError(f"{origin}.efficiency: expected an object")

@@ -94,9 +94,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from .cluster import load_cluster
-from .continuous import at_load, check_continuous, check_load, iteration, prompt_tokens, workspace
+from .continuous import at_load, check_continuous, iteration, prompt_tokens, workspace
 from .decode import decode_step, prefill_pass, sum_max_affine
-from .economics import busy_seconds, check_price, per_million_tokens
+from .checks import number
+from .economics import busy_seconds, per_million_tokens
 from .lengths import lengths, lengths_summary
 from .models import SEQUENCE_MODELS, get_model
 from .models.transformer import check_tensor_split
@@ -152,13 +153,11 @@ def inference_section(raw: dict) -> dict:
     if raw.get("inference") is None:
         raise ValueError("inference: missing; give an object with batch, prompt_len, decode_len, dtype")
     out = _section(raw, "inference", INFERENCE)  # the scenario's field checks: positive integers, dtype names
-    h = out["host_overhead_s"]
-    if isinstance(h, bool) or not isinstance(h, (int, float)) or not 0 <= h < float("inf"):
-        raise ValueError(f"inference.host_overhead_s: must be a number >= 0 (host seconds per kernel), got {h!r}")
-    check_price(out["price_per_gpu_hour"])
+    number("inference.host_overhead_s", out["host_overhead_s"], low_ok=True)  # host seconds per kernel
+    number("inference.price_per_gpu_hour", out["price_per_gpu_hour"], low_ok=True, none_ok=True)
     if out["batching"] not in BATCHING:
         raise ValueError(f"inference.batching: unknown {out['batching']!r}; allowed: {', '.join(BATCHING)}")
-    if check_load("inference.load_rps", out["load_rps"]) is not None and out["batching"] != "continuous":
+    if number("inference.load_rps", out["load_rps"], none_ok=True) is not None and out["batching"] != "continuous":
         raise ValueError("inference.load_rps: a load is modelled with batching \"continuous\" (a static batch waits "
                          "for its requests)")
     return out

@@ -15,6 +15,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from .checks import count, number
 from .cluster import Cluster, load_cluster
 from .parallel.batch_size import DEFAULT_CEILING
 from .parallel.consistency import CONSISTENCY
@@ -79,10 +80,7 @@ def _section(raw: dict, name: str, defaults: dict) -> dict:
             if not isinstance(v, bool):
                 raise ValueError(f"{where}: must be true or false, got {v!r}")
         elif isinstance(default, int) or (k == "global_batch" and v is not None):
-            lowest = 0 if k in ("zero_stage", "ps_servers", "staleness") else 1
-            if isinstance(v, bool) or not isinstance(v, int) or v < lowest:
-                what = "an integer >= 0" if lowest == 0 else "a positive integer"
-                raise ValueError(f"{where}: must be {what}, got {v!r}")
+            count(where, v, low=0 if k in ("zero_stage", "ps_servers", "staleness") else 1)
     return out
 
 
@@ -90,9 +88,7 @@ def _check_consistency(tr: dict) -> None:
     """``training.consistency`` and its parameters (:func:`concurrency_model.parallel.consistency.step_factors`):
     a parameter of another mode is refused rather than ignored."""
     mode, cv = tr["consistency"], tr["straggler_cv"]
-    if isinstance(cv, bool) or not isinstance(cv, (int, float)) or not 0 <= cv < float("inf"):
-        raise ValueError(f"training.straggler_cv: must be a number >= 0 (standard deviation / mean of a replica's "
-                         f"compute time per step), got {cv!r}")
+    number("training.straggler_cv", cv, low_ok=True)  # standard deviation / mean of a replica's compute time
     if tr["staleness"] and mode != "ssp":
         raise ValueError(f"training.staleness: only used with consistency \"ssp\", got consistency {mode!r}")
     if mode == "ssp" and not tr["staleness"]:
@@ -163,10 +159,7 @@ def load_scenario(spec) -> Scenario:
     _check_tensor_layers(par, tr)
     if tr["compression"] == "sfb":
         _check_sfb(par, tr)
-    h = tr["host_overhead_s"]
-    if h is not None and (isinstance(h, bool) or not isinstance(h, (int, float)) or h < 0):
-        raise ValueError(f"training.host_overhead_s: must be a number >= 0 (host seconds per kernel) or null, "
-                         f"got {h!r}")
+    number("training.host_overhead_s", tr["host_overhead_s"], low_ok=True, none_ok=True)  # host s a kernel
     cluster = load_cluster(raw.get("cluster", "dgx-a100"))
     try:
         cluster.device.peak(tr["dtype"])  # the device must have math in this dtype

@@ -9,6 +9,7 @@ from functools import lru_cache
 
 import sympy as sp
 
+from .checks import count
 from .cluster import place
 from .comm.on_cluster import collective_on_cluster
 from .models import get_model
@@ -49,8 +50,7 @@ def kv_cache_bytes(layers, batch, context, kv_heads, head_dim, value_bytes=2, te
     """
     for name, v in (("layers", layers), ("kv_heads", kv_heads), ("head_dim", head_dim), ("tensor", tensor),
                     ("pipeline", pipeline)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name}: must be a positive integer, got {v!r}")
+        count(name, v)
     per_dev_layers = -(-layers // pipeline)
     per_dev_heads = -(-kv_heads // tensor)
     out = 2 * per_dev_layers * sp.sympify(batch) * sp.sympify(context) * per_dev_heads * head_dim * value_bytes

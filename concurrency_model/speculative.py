@@ -19,8 +19,7 @@ varies with the position or the batch.
 """
 from __future__ import annotations
 
-import numbers
-
+from .checks import count, number
 from .decode import decode_step, prefill_pass
 from .models.transformer import check_tensor_split
 from .serving import model_graph, weights_bytes
@@ -51,10 +50,8 @@ def check(spec) -> dict:
         raise ValueError(f"{where}.{(missing or unknown)[0]}: {'missing' if missing else 'unknown field'}; "
                          f"give {', '.join(KEYS)}")
     g, a = spec["tokens"], spec["acceptance"]
-    if isinstance(g, bool) or not isinstance(g, int) or g < 1:
-        raise ValueError(f"{where}.tokens: draft tokens an iteration, a positive integer, got {g!r}")
-    if isinstance(a, bool) or not isinstance(a, numbers.Real) or not 0 <= a <= 1:
-        raise ValueError(f"{where}.acceptance: a probability in [0, 1], got {a!r}")
+    count(f"{where}.tokens", g)  # draft tokens an iteration
+    number(f"{where}.acceptance", a, low_ok=True, high=1, high_ok=True)  # a probability
     return dict(spec)
 
 

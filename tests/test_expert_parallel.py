@@ -118,8 +118,8 @@ def test_capacity_factor_pads_the_expert_buffers():
 
 
 @pytest.mark.parametrize("model, message", [
-    ({"hf_config": CFG, "capacity_factor": 0}, "capacity_factor: must be a number > 0"),
-    ({"hf_config": CFG, "capacity_factor": "1.25"}, "capacity_factor: must be a number > 0"),
+    ({"hf_config": CFG, "capacity_factor": 0}, "capacity_factor: must be a positive number"),
+    ({"hf_config": CFG, "capacity_factor": "1.25"}, "capacity_factor: must be a positive number"),
     ({"hf_config": "llama-2-7b", "capacity_factor": 1.25}, "capacity_factor: a llama model has no mixture"),
 ])
 def test_bad_capacity_factor(model, message):

@@ -123,7 +123,7 @@ def test_bad_sparsity_names_the_field():
 
 def test_sparse_flops_field_is_checked():
     spec = {**load_device("a100-sxm4-80gb").to_dict(), "sparse_flops": {"fp16": -1}}
-    with pytest.raises(ValueError, match=r"sparse_flops\.fp16: must be a positive finite number"):
+    with pytest.raises(ValueError, match=r"sparse_flops\.fp16: must be a positive number"):
         device_from_dict(spec)
     spec["sparse_flops"] = {"fp12": 1e12}
     with pytest.raises(ValueError, match=r"sparse_flops\.fp12: unknown dtype"):

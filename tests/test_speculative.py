@@ -63,7 +63,7 @@ def test_large_batches_and_no_acceptance_gain_less():
     ({"draft": DRAFT, "tokens": 4}, r"^inference\.speculative\.acceptance: missing"),
     ({**spec(), "temperature": 1}, r"^inference\.speculative\.temperature: unknown field"),
     (spec(tokens=0), r"^inference\.speculative\.tokens: .* positive integer"),
-    (spec(acceptance=1.5), r"^inference\.speculative\.acceptance: a probability"),
+    (spec(acceptance=1.5), r"^inference\.speculative\.acceptance: must be a number in \[0, 1\]"),
     (spec(draft="resnet50"), r"^inference\.speculative\.draft: model: "),
     (spec(draft={**DRAFT, "seq_len": 600}), r"^inference\.speculative\.draft: its context of 600"),
     ("fast", r"^inference\.speculative: expected an object"),

@@ -37,6 +37,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..checks import count
 from ..comm.collectives import collective_time
 
 #: The flat all-reduce algorithms whose cost is linear in n (the pipelined chain's optimal segment count
@@ -137,9 +138,7 @@ def two_level(algorithm: str, group_nodes: int) -> Form:
     if algorithm not in TWO_LEVEL:
         raise ValueError(f"algorithm: {algorithm!r} is not a reduce-scatter + all-gather; allowed: "
                          f"{', '.join(TWO_LEVEL)}")
-    if isinstance(group_nodes, bool) or not isinstance(group_nodes, (int, np.integer)) or group_nodes < 1:
-        raise ValueError(f"group_nodes: {group_nodes!r} must be an integer >= 1")
-    G = int(group_nodes)
+    G = count("group_nodes", group_nodes)
 
     def design(n, P, N):
         n, P, N = _broadcast(n, P, N)

@@ -4,6 +4,7 @@ encoder) one forward pass's latency and samples/s (:mod:`concurrency_model.forwa
 from __future__ import annotations
 
 from ..capacity import max_batch, serving_sweep
+from ..checks import number
 from ..disaggregated import plan
 from ..inference import infer
 from ..scenario import read_scenario
@@ -18,11 +19,9 @@ def run(a) -> dict:
                         ("--weights", a.weights), ("--load", a.load)):
         if value is not None and not (a.sweep or a.disaggregate):
             raise ValueError(f"{flag}: only with --sweep or --disaggregate")
-    for flag, value in (("--max-decode-ms", a.max_decode_ms), ("--max-first-token-ms", a.max_first_token_ms)):
-        if value is not None and not 0 < value < float("inf"):
-            raise ValueError(f"{flag}: must be a positive finite number of milliseconds, got {value:g}")
-    if a.load is not None and not 0 < a.load < float("inf"):
-        raise ValueError(f"--load: must be a positive finite number of requests a second, got {a.load:g}")
+    for flag, value in (("--max-decode-ms", a.max_decode_ms), ("--max-first-token-ms", a.max_first_token_ms),
+                        ("--load", a.load)):
+        number(flag, value, none_ok=True)
     if a.disaggregate:
         return disaggregate(raw, a)
     if a.sweep:

@@ -25,6 +25,7 @@ from functools import partial
 from importlib import resources
 from pathlib import Path
 
+from ..checks import count, number
 from ..graph import Graph
 from ..models import transformer
 from ..models.builder import Builder
@@ -81,10 +82,10 @@ def _get(cfg: dict, *keys, default=None, kind=int):
     for k in keys:
         if k in cfg and cfg[k] is not None:
             v = cfg[k]
-            if kind is int and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise ValueError(f"hf_config.{k}: must be a positive integer, got {v!r}")
-            if kind is float and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1):
-                raise ValueError(f"hf_config.{k}: must be a number between 0 and 1, got {v!r}")
+            if kind is int:
+                count(f"hf_config.{k}", v)
+            if kind is float:
+                number(f"hf_config.{k}", v, low_ok=True, high=1, high_ok=True)
             if kind is bool and not isinstance(v, bool):
                 raise ValueError(f"hf_config.{k}: must be true or false, got {v!r}")
             return v

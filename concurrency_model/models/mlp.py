@@ -10,16 +10,16 @@ of widths (then ``layers`` is its length).
 """
 from __future__ import annotations
 
+from ..checks import count
 from .builder import Builder
 
 
 def mlp(b: Builder, inputs: int, outputs: int, hidden=2048, layers: int = 7, activation: str = "sigmoid") -> str:
     for name, v in (("inputs", inputs), ("outputs", outputs), ("layers", layers)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "layers" else 1):
-            raise ValueError(f"model.{name}: must be a positive integer, got {v!r}")
+        count(f"model.{name}", v, low=0 if name == "layers" else 1)
     widths = list(hidden) if isinstance(hidden, (list, tuple)) else [hidden] * layers
-    if any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths):
-        raise ValueError(f"model.hidden: widths must be positive integers, got {hidden!r}")
+    for i, w in enumerate(widths):
+        count(f"model.hidden[{i}]" if isinstance(hidden, (list, tuple)) else "model.hidden", w)
     x = b.input((inputs,))
     for i, w in enumerate(widths):
         x = b.act(b.linear(x, w, name=f"fc{i + 1}"), activation)

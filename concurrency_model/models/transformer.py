@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from ..checks import count, number
 from ..cost import Cost, OpCost, clog2
 from ..ops import attention as att
 from ..ops import dense
@@ -73,8 +74,7 @@ def gpt(b: Builder, layers=12, hidden=768, heads=12, seq_len=1024, vocab=50257, 
     ``gpt3-175b`` = 96 x 12288, 96 heads, 2048 context (Brown et al. 2020, Table 2.1): about 174.6e9.
     """
     for k, v in (("layers", layers), ("hidden", hidden), ("heads", heads), ("seq_len", seq_len), ("vocab", vocab)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{k}: must be a positive integer, got {v!r}")
+        count(k, v)
     if hidden % heads:
         raise ValueError(f"heads: hidden={hidden} must be divisible by heads={heads}")
     positions = max_positions or seq_len
@@ -269,8 +269,7 @@ def decoder(b: Builder, layers=32, hidden=4096, heads=32, seq_len=4096, vocab=32
     """
     for k, v in (("layers", layers), ("hidden", hidden), ("heads", heads), ("seq_len", seq_len), ("vocab", vocab),
                  ("ffn", ffn)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise ValueError(f"{k}: must be a positive integer, got {v!r}")
+        count(k, v)
     kv_heads = kv_heads or heads
     if head_dim is None:
         if hidden % heads:
@@ -287,9 +286,7 @@ def decoder(b: Builder, layers=32, hidden=4096, heads=32, seq_len=4096, vocab=32
     if capacity_factor is not None:
         if not experts:
             raise ValueError("capacity_factor: the model has no mixture-of-experts layers")
-        if isinstance(capacity_factor, bool) or not isinstance(capacity_factor, (int, float)) \
-                or not 0 < capacity_factor < math.inf:
-            raise ValueError(f"capacity_factor: must be a number > 0, got {capacity_factor!r}")
+        number("capacity_factor", capacity_factor)
     if not rotary and (max_positions or seq_len) < seq_len:
         raise ValueError(f"seq_len: {seq_len} exceeds the {max_positions} learned positions")
     normalize = b.rms_norm if norm == "rms" else b.layer_norm

@@ -24,6 +24,7 @@ import numbers
 import numpy as np
 import sympy as sp
 
+from ..checks import count
 from ..comm._common import as_value, check_name, check_ranks, is_num
 
 __all__ = ["DISTRIBUTIONS", "expected_order_statistic", "expected_max", "expected_max_monte_carlo",
@@ -187,8 +188,7 @@ def sync_step_time(P, dist: str = "gaussian", mean=1.0, std=None, shift=0, comm_
     1.0833
     """
     P = check_ranks(P, "P")
-    if isinstance(backup, bool) or not isinstance(backup, numbers.Integral) or backup < 0:
-        raise ValueError(f"backup: must be an integer >= 0, got {backup!r}")
+    count("backup", backup, low=0)
     if is_num(P) and backup >= P:
         raise ValueError(f"backup: must be < P = {P}, got {backup}")
     t = expected_order_statistic(P - backup, P, dist, mean, std, shift, method)
@@ -350,8 +350,7 @@ def local_sgd_step_time(P, tau, dist: str = "gaussian", mean=1.0, std=None, shif
     >>> local_sgd_step_time(4, 4, "deterministic", 1.0, comm_s=0.4)
     1.1
     """
-    if isinstance(tau, bool) or not isinstance(tau, numbers.Integral) or tau < 1:
-        raise ValueError(f"tau: must be an integer >= 1, got {tau!r}")
+    count("tau", tau)
     t = ssp_step_time(P, tau - 1, dist, mean, std, shift, 0, method)
     return as_value(t + _real("comm_s", comm_s) / tau)
 

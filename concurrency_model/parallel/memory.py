@@ -29,6 +29,7 @@ import numbers
 
 import sympy as sp
 
+from ..checks import number
 from ..cost import to_python as _out
 from ..hardware import Device
 from ..models.channel_split import gathers_input, replicated
@@ -317,9 +318,7 @@ def memory_per_device(model_state, activations, device_capacity_bytes, reserve_f
         device_name = device_name or device_capacity_bytes.name
         device_capacity_bytes = device_capacity_bytes.mem_capacity
     cap = _nonneg("device_capacity_bytes", device_capacity_bytes)
-    if isinstance(reserve_fraction, bool) or not isinstance(reserve_fraction, numbers.Real) \
-            or not 0 <= reserve_fraction < 1:
-        raise ValueError(f"reserve_fraction: must be a number in [0, 1), got {reserve_fraction!r}")
+    number("reserve_fraction", reserve_fraction, low_ok=True, high=1)
     parts = {"model_state": _total("model_state", model_state),
              "activations": _total("activations", activations)}
     for name, value in (extra or {}).items():

@@ -6,12 +6,12 @@ and replication terms. :mod:`.pipeline` re-exports both functions.
 from __future__ import annotations
 
 import bisect
-import math
-import numbers
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
+
+from ..checks import count, number
 
 __all__ = ["partition", "partition_graph"]
 
@@ -28,15 +28,9 @@ def partition(stage_costs: Sequence[float], stages: int) -> list[tuple[int, int]
     >>> partition([5, 1, 1, 1, 1, 1], 2)
     [(0, 1), (1, 6)]
     """
-    costs = []
-    for i, c in enumerate(stage_costs):
-        if isinstance(c, bool) or not isinstance(c, numbers.Real) or not math.isfinite(c) or c < 0:
-            raise ValueError(f"stage_costs: element {i} must be a finite number >= 0 seconds, got {c!r}")
-        costs.append(float(c))
+    costs = [number(f"stage_costs[{i}]", c, low_ok=True) for i, c in enumerate(stage_costs)]  # seconds
     L = len(costs)
-    if isinstance(stages, bool) or not isinstance(stages, numbers.Integral) or not 1 <= stages <= L:
-        raise ValueError(f"stages: must be an integer from 1 to the number of layers ({L}), got {stages!r}")
-    k_max = int(stages)
+    k_max = count("stages", stages, high=L)  # at most one stage a layer
     pre = np.concatenate([[0.0], np.cumsum(costs)])
     inf = np.inf
     # pass 1: the smallest bottleneck. Greedy filling up to a cap B succeeds in <= k stages exactly when

@@ -27,6 +27,7 @@ import pandas as pd
 import sympy as sp
 
 from .. import symbols as S
+from ..checks import count
 from ..comm._common import check_name, check_ranks, check_rate, is_num
 from .partition import partition, partition_graph  # noqa: F401 (re-exported: pipeline.partition)
 
@@ -247,8 +248,7 @@ def timeline(schedule: str, p: int, m: int, t_f: float, t_b: float, v: int = 1, 
     33.0
     """
     p, m, v = (int(x) for x in _check(schedule, p, m, v, need_numbers=True))
-    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
-        raise ValueError(f"steps: must be an integer >= 1, got {steps!r}")
+    count("steps", steps)
     tf, tb, c = (float(check_rate(n, x)) for n, x in (("t_f", t_f), ("t_b", t_b), ("t_p2p", t_p2p)))
     if 2 * p * m * v * steps > 2_000_000:
         raise ValueError("m: p * m * v * steps is too large to simulate (over 1e6 microbatch-chunks)")

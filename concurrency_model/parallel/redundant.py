@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import sympy as sp
 
+from ..checks import count
 from ..ops.conv import conv2d, out_size
 from ..units import dtype_bytes
 from .model_parallel import PASSES, Split, _comms, _compute_s, _flops, _rows_timer, halo_rows, network
@@ -86,8 +87,7 @@ def redundant_spatial(n, h, w, layers, P: int, depth: int = 1, needs_grad_input:
     (18, 6, [14, 14, 14, 14], [20, 18, 16, 14])
     """
     for name, v in (("P", P), ("depth", depth), ("n", n), ("h", h), ("w", w)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name}: must be a positive integer, got {v!r}")
+        count(name, v)
     chain = _chain(n, h, w, layers, dtype)
     if depth > len(chain):
         raise ValueError(f"depth: {depth} exceeds the {len(chain)} layers of the chain")

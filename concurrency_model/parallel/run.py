@@ -34,9 +34,9 @@ All functions take numbers or numpy arrays (a sweep's rows).
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
+
+from ..checks import number
 
 FIELDS = ("tokens", "samples", "epochs", "price_per_gpu_hour", "board_power_w", "gpu_mtbf_hours", "checkpoint_s",
           "restart_s", "checkpoint_interval_s")
@@ -53,9 +53,7 @@ def check_run(run: dict) -> dict:
     if ("tokens" in run) == ("samples" in run):
         raise ValueError("run: give exactly one of tokens or samples")
     for k, v in run.items():
-        number = not isinstance(v, bool) and isinstance(v, numbers.Real)
-        if not number or not (v >= 0 if k in ZERO_OK else v > 0) or v == float("inf"):
-            raise ValueError(f"run.{k}: must be a {'non-negative' if k in ZERO_OK else 'positive'} number, got {v!r}")
+        number(f"run.{k}", v, low_ok=k in ZERO_OK)
     if "epochs" in run and "samples" not in run:
         raise ValueError("run.epochs: goes with samples, not tokens")
     failing = [k for k in ("restart_s", "checkpoint_interval_s", "checkpoint_s") if k in run]

@@ -19,10 +19,9 @@ split across workers here: split it with the other parallelism of this package a
 """
 from __future__ import annotations
 
-import math
-
 import sympy as sp
 
+from ..checks import number
 from ..cost import Cost
 from ..ops import _check
 
@@ -85,10 +84,7 @@ def search_seconds(strategy: str, trial_s: float, trials: int, workers: int, q: 
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy: unknown {strategy!r}; allowed: {', '.join(STRATEGIES)}")
-    for field, v, low in (("trial_s", trial_s, 0.0), ("proposal_s", proposal_s, None)):
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-        if not ok or (v <= low if low is not None else v < 0):
-            raise ValueError(f"{field}: must be a finite number {'> 0' if low is not None else '>= 0'}, got {v!r}")
+    number("trial_s", trial_s), number("proposal_s", proposal_s, low_ok=True)
     _check.size("trials", trials), _check.size("workers", workers)
     if strategy in ("grid", "random"):
         return float(rounds(trials, workers) * trial_s)

@@ -1,11 +1,11 @@
 """Symbols, the :class:`Solution` record and input checks of :mod:`concurrency_model.solve`."""
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import dataclass, field
 
 import sympy as sp
+
+from ..checks import number
 
 
 T_FIXED = sp.Symbol("t_fixed", positive=True)  # fixed forward+backward time per microbatch, s
@@ -40,23 +40,12 @@ class Solution:
 # -- input checks -------------------------------------------------------------------------------------
 def _number(name: str, x, lower: float = 0.0, strict: bool = True) -> float:
     """A finite real ``> lower`` (``>= lower`` when not strict), else ``ValueError`` naming ``name``."""
-    if isinstance(x, bool) or not isinstance(x, (numbers.Real, sp.Basic)) or \
-            (isinstance(x, sp.Basic) and not x.is_number):
-        raise ValueError(f"{name}: must be a number, got {x!r}")
-    try:
-        f = float(x)
-    except TypeError:
-        raise ValueError(f"{name}: must be a real number, got {x!r}") from None
-    if not math.isfinite(f) or f < lower or (strict and f == lower):
-        raise ValueError(f"{name}: must be a finite number {'>' if strict else '>='} {lower:g}, got {x!r}")
-    return f
+    return number(name, x, low=lower, low_ok=not strict)
 
 
 def _fraction(name: str, x) -> float:
-    f = _number(name, x)
-    if f >= 1:
-        raise ValueError(f"{name}: must lie strictly between 0 and 1, got {x!r}")
-    return f
+    """A number strictly between 0 and 1."""
+    return number(name, x, high=1)
 
 
 def _real_root(sols, fns, args, check, positive: bool = True) -> tuple[sp.Expr, float] | None:

@@ -22,6 +22,7 @@ from itertools import product
 import numpy as np
 import pandas as pd
 
+from ..checks import number
 from ..parallel import compose
 from ..parallel.features import ZERO_TRIPLE, context_exposed, transformer_shape, workload
 from ..parallel.estimate import (assemble, consistency_of, host_per_kernel, host_seconds, prepare, step_band,
@@ -42,10 +43,7 @@ def _positive_list(name: str, values) -> list:
     vals = list(values) if isinstance(values, (list, tuple, np.ndarray)) else [values]
     if not vals:
         raise ValueError(f"{name}: empty range")
-    for x in vals:
-        if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) or not 0 < x < np.inf:
-            raise ValueError(f"{name}: values must be positive finite numbers, got {x!r}")
-    return [float(x) for x in vals]
+    return [number(name, x) for x in vals]
 
 
 @dataclass

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy as sp
 
+from ..checks import count
 from ..cost import to_json as _out
 from ..hardware import Device, load_device
 from ..units import dtype_bytes
@@ -80,9 +81,8 @@ def device(d) -> Device:
 
 
 def positive_int(name: str, v) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer)) or v != int(v) or v < 1:
-        raise ValueError(f"{name}: must be a positive integer, got {v!r}")
-    return int(v)
+    """A size: a positive integer, also written as a whole float (DeepBench's columns, pandas rows)."""
+    return count(name, int(v) if isinstance(v, float) and v.is_integer() else v)
 
 
 @dataclass
