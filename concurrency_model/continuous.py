@@ -32,7 +32,10 @@ a steady share). The steady state this module prices [D], for ``slots`` sequence
   Kwon et al. 2023, holds ``P + O / 2`` on average). **Workspace**: the larger of an iteration's operator on
   ``slots + C`` rows and one prompt's pass (its attention scores when unfused), not a whole batch's prompts.
 
-Equal prompt lengths; unequal output lengths (:mod:`concurrency_model.lengths`) enter through their mean, O
+A cached prefix of S tokens (``prefix_len``, :mod:`concurrency_model.inference`) leaves ``P - S`` new tokens a
+prompt: ``C = slots (P - S) / O`` and the prompts' attention is of their ``P - S`` queries against P keys; a slot
+holds ``P + O - S`` positions of its own and the replica the shared S once. Equal prompt lengths; unequal output
+lengths (:mod:`concurrency_model.lengths`) enter through their mean, O
 above. Tensor parallelism only (no pipeline stages, no speculative decoding).
 """
 from __future__ import annotations
@@ -41,10 +44,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .decode import Pass, comm_s, kv_attention, pass_parts, prefill_pass, sum_max_affine, with_experts
+from .decode import (Pass, comm_s, kv_attention, pass_parts, prefill_pass, prompt_attention, sum_max_affine,
+                     with_experts)
 from .serving import workspace_bytes
-from .timing.graph import layer_parts
-from .timing.parts import Parts, total
+from .timing.parts import Parts
 from .units import dtype_bytes
 
 
@@ -99,20 +102,19 @@ def prompt_tokens(slots: int, prompt_len: int, decode_len: int) -> int:
 
 
 def iteration(graph_of, shape: dict, dev, dtype: str, t: int, slots: int, prompt_len: int, decode_len: int, comm,
-              host_overhead_s: float = 0.0, weight_bytes=None, weight_sparsity=None) -> Iteration:
-    """The steady-state iteration (module docstring); ``graph_of(batch, seq)`` builds the model."""
+              host_overhead_s: float = 0.0, weight_bytes=None, weight_sparsity=None, cached: int = 0) -> Iteration:
+    """The steady-state iteration (module docstring); ``graph_of(batch, seq)`` builds the model; ``cached``: the
+    prefix of every prompt already in the cache (its new tokens and their attention are what an iteration adds)."""
     vb = dtype_bytes(dtype)
-    chunk = prompt_tokens(slots, prompt_len, decode_len)
+    new = prompt_len - cached
+    chunk = prompt_tokens(slots, new, decode_len)
     rows = slots + chunk
     g_mix = graph_of(rows, 1)
     parts = pass_parts(g_mix, dev, dtype, t, rows, True, weight_bytes, weight_sparsity, head_rows=slots,
                        expert=comm.e)
     att = kv_attention(slots, shape["heads"], shape["kv_heads"], shape["head_dim"], dev, dtype, t)
     g_prompt = graph_of(1, prompt_len)
-    per_prompt = total([row["forward"] for node, row in zip(g_prompt.layers(), layer_parts(g_prompt, dev, dtype,
-                                                                                           tensor=t))
-                        if node.kind == "attention"])
-    prompt_att = per_prompt.times(slots / decode_len)
+    prompt_att = prompt_attention(g_prompt, dev, dtype, t, cached).times(slots / decode_len)
     lo, hi = prompt_len + 1, prompt_len + decode_len
     la = float(dev.launch_overhead)
     host = host_overhead_s * (parts.kernels(la) + shape["layers"] + prompt_att.kernels(la))
@@ -122,16 +124,16 @@ def iteration(graph_of, shape: dict, dev, dtype: str, t: int, slots: int, prompt
          "tensor_comm_s": comm.tensor(g_mix, rows, vb, last_only=True, head_batch=slots)}
     b = with_experts(b, comm, g_mix, rows, vb)
     b["host_wait_s"] = max(0.0, host - b["compute_s"] - b["kv_attention_s"] - b["prompt_attention_s"])
-    prompt = prefill_pass(g_prompt, shape["hidden"], dev, dtype, t, 1, comm, prompt_len, host_overhead_s,
-                          weight_bytes, weight_sparsity)
-    return Iteration(parts, att, prompt_att, shape["layers"], lo, hi, host, b, prompt,
-                     max(0.0, 1 - chunk / prompt_len))
+    prompt = prefill_pass(graph_of(1, new), shape["hidden"], dev, dtype, t, 1, comm, prompt_len, host_overhead_s,
+                          weight_bytes, weight_sparsity, cached, g_prompt)
+    return Iteration(parts, att, prompt_att, shape["layers"], lo, hi, host, b, prompt, max(0.0, 1 - chunk / new))
 
 
-def workspace(graph_of, t: int, slots: int, prompt_len: int, decode_len: int, vb: int) -> float:
+def workspace(graph_of, t: int, slots: int, prompt_len: int, decode_len: int, vb: int, cached: int = 0) -> float:
     """Bytes of the largest operator's inputs and output: of an iteration's ``slots + C`` rows, or of the
-    pass that carries one whole prompt (:func:`~concurrency_model.serving.workspace_bytes`)."""
-    rows = slots + prompt_tokens(slots, prompt_len, decode_len)
+    pass that carries one whole prompt (:func:`~concurrency_model.serving.workspace_bytes`; with a cached prefix
+    still the whole prompt's pass, an upper bound on its new tokens')."""
+    rows = slots + prompt_tokens(slots, prompt_len - cached, decode_len)
     return max(workspace_bytes(graph_of(rows, 1), t, rows, vb), workspace_bytes(graph_of(1, prompt_len), t, 1, vb))
 
 

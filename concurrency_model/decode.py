@@ -23,6 +23,7 @@ from .ops.attention import attention as attention_op
 from .serving import FREE
 from .timing import _f, gemm_coeffs
 from .timing.graph import layer_parts
+from .timing.layers import attention_kernels
 from .timing.parts import Parts, total
 from .units import dtype_bytes
 
@@ -65,6 +66,25 @@ def pass_parts(graph, dev, dtype: str, t: int, batch: int, step: bool, weight_by
             out.append(Parts.from_coeffs(c, dev))
         else:
             out.append(row["forward"])
+    return total(out)
+
+
+def prompt_attention(graph, dev, dtype: str, t: int, cached: int = 0) -> Parts:
+    """The attention cores of a prompt pass over ``graph`` (built for the whole prompt of ``seq`` positions): the
+    queries of the positions after the first ``cached`` (a prefix already in the cache) against the keys of all
+    ``seq`` (:func:`~concurrency_model.ops.attention.attention` with ``seq_q = seq - cached``: a fused causal kernel
+    computes the pairs below the diagonal, an unfused one every score of its rows; their kernels
+    :func:`~concurrency_model.timing.layers.attention_kernels`), one device's heads under tensor ``t``."""
+    out, vb = [], dtype_bytes(dtype)
+    for node in graph.layers():
+        if node.kind != "attention":
+            continue
+        a = node.attrs
+        heads, q = max(1, a["heads"] // t), a["seq"] - cached
+        cost = attention_op(graph.batch, heads, q, a["head_dim"], seq_kv=a["seq"], fused=a["fused"],
+                            causal=a["causal"], value_bytes=vb).forward
+        out += [Parts.from_coeffs(c, dev, k) for c, k in attention_kernels(
+            cost, graph.batch, heads, q, a["head_dim"], dev, dtype, a["fused"], a["causal"], "forward", a["seq"])]
     return total(out)
 
 
@@ -120,16 +140,23 @@ class Pass:
 
 
 def prefill_pass(graph, hidden: int, dev, dtype: str, t: int, batch: int, comm, prompt_len: int,
-                 host_overhead_s: float = 0.0, weight_bytes=None, weight_sparsity=None) -> Pass:
+                 host_overhead_s: float = 0.0, weight_bytes=None, weight_sparsity=None, cached: int = 0,
+                 whole=None) -> Pass:
     """The forward pass of ``graph`` (built for ``prompt_len`` tokens) that fills the KV cache: the logits of the
     last position only, the tensor-parallel collectives, the pipeline sends of ``batch x prompt_len x hidden``
-    values, the expert-parallel all-to-alls; the host issues each kernel (``host_overhead_s``)."""
+    values, the expert-parallel all-to-alls; the host issues each kernel (``host_overhead_s``). With a cached
+    prefix of ``cached`` positions, ``graph`` is built for the ``prompt_len - cached`` new tokens, which the
+    layers, collectives and sends carry, and their attention reads the whole prompt's keys (``whole``: the graph
+    of the whole prompt, :func:`prompt_attention`)."""
     vb = dtype_bytes(dtype)
-    parts = pass_parts(graph, dev, dtype, t, batch, False, weight_bytes, weight_sparsity, expert=comm.e)
+    parts = pass_parts(graph, dev, dtype, t, batch, cached > 0, weight_bytes, weight_sparsity, expert=comm.e)
+    if cached:
+        parts = parts + prompt_attention(whole, dev, dtype, t, cached)
     host = host_overhead_s * parts.kernels(float(dev.launch_overhead))
+    new = prompt_len - cached
     return Pass(parts, host, with_experts({"compute_s": parts.total(), "host_wait_s": max(0.0, host - parts.total()),
                                            "tensor_comm_s": comm.tensor(graph, batch, vb, last_only=True),
-                                           "pipeline_p2p_s": comm.pipeline(batch * prompt_len * hidden * vb)},
+                                           "pipeline_p2p_s": comm.pipeline(batch * new * hidden * vb)},
                                           comm, graph, batch, vb))
 
 

@@ -21,6 +21,10 @@ tokens (their mean under ``output_lengths``), this module prices (derived from t
 * **Time per output token** as serving benchmarks measure it, everything after the first token over the O - 1
   others: ``(transfer + decode wait + (O - 1) iteration) / (O - 1)``.
 
+A cached prefix of S tokens (``prefix_len``) is kept by every replica of both pools: a prompt pass runs the ``P - S``
+new tokens against P keys, the transfer carries their ``P - S`` positions, and a decode replica holds the shared S
+once beside its slots' ``P + O - S``.
+
 A plan is a ``(t_p, t_d, n)``: the fewest prefill replicas whose mean first token is within ``max_first_token_s``
 (or whose queue is stable, without a target) and the fewest decode replicas whose mean time per output token is
 within ``max_decode_s`` (likewise). Iterations at full slots (a lighter load runs them faster: conservative); the
@@ -75,11 +79,11 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
         raise ValueError("parallel: a disaggregated plan chooses each pool's tensor degree; give no other parallelism")
     cl = load_cluster(raw.get("cluster", "dgx-a100"))
     dev, dtype, vb = cl.device, inf["dtype"], dtype_bytes(inf["dtype"])
-    P, O, host = inf["prompt_len"], inf["decode_len"], inf["host_overhead_s"]
+    P, O, S, host = inf["prompt_len"], inf["decode_len"], inf["prefix_len"], inf["host_overhead_s"]
     model = raw.get("model")
     _, shape, dist = served(model, dev, dtype, P, O, inf["output_lengths"])
     sparsity = check_weight_sparsity(dev, dtype, inf["weight_sparsity"], inf["weight_dtype"])
-    g_pre = model_graph(model, 1, P, vb)
+    g_pre, g_new = model_graph(model, 1, P, vb), model_graph(model, 1, P - S, vb)
     weights, quantized = weights_bytes(g_pre, vb, inf["weight_dtype"], sparsity)
     per_token = kv_cache_bytes(shape["layers"], 1, 1, shape["kv_heads"], shape["head_dim"], vb)
     tensors = [t for t, _ in layouts(cl.gpus_per_node, 0) if _splits(g_pre, t)]
@@ -88,9 +92,10 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
     for t in tensors:
         kv = kv_cache_bytes(shape["layers"], 1, P, shape["kv_heads"], shape["head_dim"], vb, t)
         if memory_per_device(weights / t, workspace_bytes(g_pre, t, 1, vb), dev, extra={"kv_cache": kv})["fits"]:
-            s = prefill_pass(g_pre, shape["hidden"], dev, dtype, t, 1, Comm(cl, t, 1), P, host, quantized, sparsity)
+            s = prefill_pass(g_new, shape["hidden"], dev, dtype, t, 1, Comm(cl, t, 1), P, host, quantized, sparsity,
+                             S, g_pre)
             prefill[t] = sum(s.breakdown.values())
-    decode = {t: _slots(model, shape, dev, vb, t, P + O, weights / t) for t in tensors}
+    decode = {t: _slots(model, shape, dev, vb, t, P + O, weights / t, S) for t in tensors}
     decode = {t: s for t, s in decode.items() if s}
     if not prefill or not decode:
         raise ValueError(f"memory: the model does not fit a {'prefill' if not prefill else 'decode'} replica on up to "
@@ -103,7 +108,7 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
                 step = decode_step(model_graph(model, n, 1, vb), shape, dev, dtype, td, n, Comm(cl, td, 1), P + 1,
                                    P + O, host, quantized, sparsity).seconds
                 for tp, s_p in prefill.items():
-                    rows.append(_row(load_rps, tp, s_p, td, n, step, dist, P * per_token, inter,
+                    rows.append(_row(load_rps, tp, s_p, td, n, step, dist, (P - S) * per_token, inter,
                                      max_first_token_s, max_decode_s))
                 bar.update()
     df = pd.DataFrame(rows)
@@ -119,12 +124,12 @@ def _splits(graph, t: int) -> bool:
     return True
 
 
-def _slots(model, shape, dev, vb: int, t: int, context: int, weights: float) -> list[int]:
+def _slots(model, shape, dev, vb: int, t: int, context: int, weights: float, shared: int = 0) -> list[int]:
     """Slot counts of a decode replica of tensor ``t`` (powers of two and the most that fit): weights, ``n`` caches of
-    ``context`` positions (every slot at its longest, as :mod:`concurrency_model.continuous` holds them) and the
-    step's workspace (:func:`~concurrency_model.capacity.largest`)."""
+    ``context`` positions (every slot at its longest, as :mod:`concurrency_model.continuous` holds them; the first
+    ``shared``, a cached prefix, held once) and the step's workspace (:func:`~concurrency_model.capacity.largest`)."""
     def need(n):
-        kv = kv_cache_bytes(shape["layers"], n, context, shape["kv_heads"], shape["head_dim"], vb, t)
+        kv = kv_cache_bytes(shape["layers"], n, context, shape["kv_heads"], shape["head_dim"], vb, t, shared=shared)
         return weights + kv + workspace_bytes(model_graph(model, n, 1, vb), t, n, vb)
 
     cap = float(dev.mem_capacity)

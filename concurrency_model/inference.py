@@ -79,6 +79,14 @@ per-step latency for 10 generated tokens).
   :mod:`concurrency_model.lengths`): a static batch decodes until its longest request ends (the expected maximum
   of ``batch`` lengths) and holds the cache of the longest possible one, while its tokens are ``batch`` x the
   mean; continuous batching refills the slots and follows the mean.
+* **A cached prefix** (``prefix_len`` = S, default 0): the first S tokens of every prompt are the same (a system
+  prompt) and their K and V stay in each replica's cache, in blocks the sequences share (vLLM's automatic prefix
+  caching on PagedAttention blocks, Kwon et al. 2023; SGLang's RadixAttention, Zheng et al. 2024, as recalled;
+  every request a hit, the steady state of one shared prompt [D]). A prompt pass then runs its layers on the
+  ``P - S`` new tokens, whose attention reads the keys of all P positions (:func:`~concurrency_model.decode.
+  prompt_attention`); the KV cache holds ``batch (P + O - S) + S`` positions a replica; decode steps read every
+  sequence's whole context as before (PagedAttention reads shared blocks per sequence). ``S < P``: the last
+  prompt position always runs, for the first token's logits.
 * **Speculative decoding** (``speculative`` = ``{"draft", "tokens", "acceptance"}``): a draft model's steps and one
   verification step of the target per iteration, over the tokens an iteration yields
   (:mod:`concurrency_model.speculative`, Leviathan et al. 2023); the decode breakdown is then per generated token.
@@ -113,7 +121,7 @@ from .units import dtype_bytes
 
 INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,
              "weight_sparsity": None, "host_overhead_s": 0.0, "speculative": None, "batching": "static",
-             "price_per_gpu_hour": None, "output_lengths": "fixed", "load_rps": None}
+             "price_per_gpu_hour": None, "output_lengths": "fixed", "load_rps": None, "prefix_len": 0}
 BATCHING = ("static", "continuous")
 
 
@@ -160,6 +168,11 @@ def inference_section(raw: dict) -> dict:
     if number("inference.load_rps", out["load_rps"], none_ok=True) is not None and out["batching"] != "continuous":
         raise ValueError("inference.load_rps: a load is modelled with batching \"continuous\" (a static batch waits "
                          "for its requests)")
+    if out["prefix_len"] >= out["prompt_len"]:
+        raise ValueError(f"inference.prefix_len: must be below prompt_len = {out['prompt_len']} (the last prompt "
+                         f"position runs to give the first token), got {out['prefix_len']}")
+    if out["prefix_len"] and out["speculative"] is not None:
+        raise ValueError("inference.prefix_len: a cached prefix with speculative decoding is not modelled")
     return out
 
 
@@ -177,6 +190,8 @@ def infer(scenario) -> Inference:
     sc = load_scenario({**raw, "training": raw.get("training") or {"dtype": inf["dtype"]}})
     par = sc.parallel
     if not is_causal_decoder(sc.model):
+        if inf["prefix_len"]:
+            raise ValueError("inference.prefix_len: a cached prefix needs a causal decoder's KV cache")
         from .forward_inference import infer_forward
         return infer_forward(sc, raw["inference"], inf)
     if par["context"] != 1:
@@ -185,7 +200,7 @@ def infer(scenario) -> Inference:
     return predict(sc.model, sc.cluster, inf["batch"], inf["prompt_len"], inf["decode_len"], inf["dtype"],
                    par["tensor"], par["pipeline"], inf["weight_dtype"], inf["host_overhead_s"], inf["weight_sparsity"],
                    inf["speculative"], inf["batching"], inf["price_per_gpu_hour"], inf["output_lengths"],
-                   inf["load_rps"], par["data"], par["expert"])
+                   inf["load_rps"], par["data"], par["expert"], inf["prefix_len"])
 
 
 def is_causal_decoder(model) -> bool:
@@ -236,11 +251,12 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
             pipeline: int = 1, weight_dtype: str | None = None, host_overhead_s: float = 0.0,
             weight_sparsity: str | None = None, speculative: dict | None = None, batching: str = "static",
             price_per_gpu_hour: float | None = None, output_lengths: str = "fixed",
-            load_rps: float | None = None, data: int = 1, expert: int = 1) -> Inference:
+            load_rps: float | None = None, data: int = 1, expert: int = 1, prefix_len: int = 0) -> Inference:
     """:func:`infer` for a model spec and a cluster (preset name, file, dict or
     :class:`~concurrency_model.cluster.Cluster`) given directly. ``data`` > 1: replicas that split the ``batch``
     sequences, serving their own requests, or with ``expert`` > 1 a mixture of experts whose experts are split over
-    groups of ``expert`` replicas (:func:`~concurrency_model.serving.check_layout`).
+    groups of ``expert`` replicas (:func:`~concurrency_model.serving.check_layout`). ``prefix_len``: the first
+    tokens of every prompt, the same for all requests and kept in each replica's cache (module docstring).
 
     >>> r = predict("gpt2", "dgx-a100", 8, 256, 64, "fp16", tensor=2)
     >>> r.parallel, r.decode_s_per_token < r.prefill_s
@@ -275,8 +291,9 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     if spec and context > shape["context"]:
         raise ValueError(f"inference.speculative.tokens: prompt_len + decode_len + tokens = {context} exceeds the "
                          f"model's context of {shape['context']} positions")
-    kv = kv_cache_bytes(shape["layers"], batch, context, shape["kv_heads"], shape["head_dim"], vb, t, p)
-    kv_all = kv_cache_bytes(shape["layers"], every, context, shape["kv_heads"], shape["head_dim"], vb)
+    S = prefix_len  # held once a replica
+    kv = kv_cache_bytes(shape["layers"], batch, context, shape["kv_heads"], shape["head_dim"], vb, t, p, S)
+    kv_all = d * kv_cache_bytes(shape["layers"], batch, context, shape["kv_heads"], shape["head_dim"], vb, shared=S)
     weights, quantized = weights_bytes(g_pre, vb, weight_dtype, weight_sparsity, e)
     extra = {"kv_cache": kv}
     if spec:  # the draft's weights and KV cache, split as the target's
@@ -286,7 +303,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                                                  p)
     weights /= t * p
     graph_of = lru_cache(maxsize=None)(lambda b, s: model_graph(model, b, s, vb))  # built once per (batch, seq)
-    work = workspace(graph_of, t, batch, prompt_len, o, vb) \
+    work = workspace(graph_of, t, batch, prompt_len, o, vb, S) \
         if batching == "continuous" else workspace_bytes(g_pre, t, batch, vb)
     mem = memory_per_device(weights, work, dev, extra=extra)
     if not mem["fits"]:
@@ -296,11 +313,11 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     span = t * p * e  # the devices a pass's collectives reach
     summary = {"batch": every, "prompt_len": prompt_len, "decode_len": decode_len, "dtype": dtype,
                "weight_dtype": weight_dtype or dtype, "weight_sparsity": weight_sparsity,
-               "host_overhead_s": host_overhead_s, "batching": batching}
+               "host_overhead_s": host_overhead_s, "batching": batching, "prefix_len": S}
     if batching == "continuous":
         def make(n):
             return iteration(graph_of, shape, dev, dtype, t, n, prompt_len, o,
-                             comm, host_overhead_s, quantized, weight_sparsity)
+                             comm, host_overhead_s, quantized, weight_sparsity, S)
         n, it, active = (batch, make(batch), batch) if load_rps is None else at_load(make, load_rps, mean, batch, d)
         step_s = it.seconds
         # under a load, a request first waits for one of its replica's ``batch`` slots (concurrency_model.queueing)
@@ -322,14 +339,14 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                          {f"iteration_{k}": v for k, v in it.breakdown.items()}, mem, layout,
                          {**summary, "speculative": None, "requests_per_s": active / (mean * step_s),
                           **lengths_summary(dist), **loaded,
-                          "prompt_tokens_per_iteration": d * prompt_tokens(n // d, prompt_len, o)},
+                          "prompt_tokens_per_iteration": d * prompt_tokens(n // d, prompt_len - S, o)},
                          shape, _bands(per_iteration),
                          per_million_tokens(active / step_s, t * p * d,
                                             min(1.0, active / d) * busy_seconds(it.breakdown) / step_s,
                                             float(dev.board_power_w), price_per_gpu_hour))
 
-    prompt = prefill_pass(g_pre, shape["hidden"], dev, dtype, t, batch, comm, prompt_len, host_overhead_s, quantized,
-                          weight_sparsity)
+    prompt = prefill_pass(graph_of(batch, prompt_len - S), shape["hidden"], dev, dtype, t, batch, comm, prompt_len,
+                          host_overhead_s, quantized, weight_sparsity, S, g_pre)
     pre = dict(prompt.breakdown)
     # a static batch decodes until its longest request ends (and holds the longest possible one's cache, above);
     # an expert group's replicas step together (their all-to-alls), so until the longest of all of them ends

@@ -80,7 +80,7 @@ def _section(raw: dict, name: str, defaults: dict) -> dict:
             if not isinstance(v, bool):
                 raise ValueError(f"{where}: must be true or false, got {v!r}")
         elif isinstance(default, int) or (k == "global_batch" and v is not None):
-            count(where, v, low=0 if k in ("zero_stage", "ps_servers", "staleness") else 1)
+            count(where, v, low=0 if k in ("zero_stage", "ps_servers", "staleness", "prefix_len") else 1)
     return out
 
 

@@ -32,11 +32,14 @@ def model_graph(model, batch: int, seq: int | None, vb: int):
     return get_model(model, batch=batch, value_bytes=vb, seq_len=seq)
 
 
-def kv_cache_bytes(layers, batch, context, kv_heads, head_dim, value_bytes=2, tensor: int = 1, pipeline: int = 1):
+def kv_cache_bytes(layers, batch, context, kv_heads, head_dim, value_bytes=2, tensor: int = 1, pipeline: int = 1,
+                   shared: int = 0):
     """Bytes of the KV cache on one device: ``2 * ceil(layers / pipeline) * batch * context *
     ceil(kv_heads / tensor) * head_dim * value_bytes`` (K and V of every position, layer and KV head;
     Pope et al. 2022 §2; Chen 2022, "Transformer Inference Arithmetic"). ``batch`` and ``context`` may be
-    sympy symbols.
+    sympy symbols. ``shared``: the first positions of every sequence that are the same tokens (a cached prompt
+    prefix), held once for the batch in blocks the sequences share (vLLM's paged blocks, Kwon et al. 2023): the
+    positions are ``batch (context - shared) + shared``.
 
     Examples
     --------
@@ -47,13 +50,16 @@ def kv_cache_bytes(layers, batch, context, kv_heads, head_dim, value_bytes=2, te
     >>> from concurrency_model.symbols import N
     >>> kv_cache_bytes(32, N, 4096, 32, 128, 2, tensor=2)
     1073741824*N
+    >>> kv_cache_bytes(32, 4, 4096, 32, 128, 2, shared=1024) == 524288 * (4 * 3072 + 1024)
+    True
     """
     for name, v in (("layers", layers), ("kv_heads", kv_heads), ("head_dim", head_dim), ("tensor", tensor),
                     ("pipeline", pipeline)):
         count(name, v)
     per_dev_layers = -(-layers // pipeline)
     per_dev_heads = -(-kv_heads // tensor)
-    out = 2 * per_dev_layers * sp.sympify(batch) * sp.sympify(context) * per_dev_heads * head_dim * value_bytes
+    positions = sp.sympify(batch) * (sp.sympify(context) - shared) + shared
+    out = 2 * per_dev_layers * positions * per_dev_heads * head_dim * value_bytes
     return int(out) if out.is_number else out
 
 

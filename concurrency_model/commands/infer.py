@@ -171,9 +171,10 @@ def show(out: dict) -> None:
         for k, v in out["breakdown"].items():
             print(f"  {k:<28} {v:>12.4g} s")
         return
+    prefix = f", the first {i['prefix_len']:,} a cached prefix" if i.get("prefix_len") else ""
     if i.get("batching") == "continuous":
-        print(f"continuous batching: {i['batch']} slots, prompts of {i['prompt_len']} tokens "
-              f"({i['prompt_tokens_per_iteration']:,} prompt tokens an iteration), {i['decode_len']} generated, "
+        print(f"continuous batching: {i['batch']} slots, prompts of {i['prompt_len']} tokens{prefix} "
+              f"({i['prompt_tokens_per_iteration']:,} new prompt tokens an iteration), {i['decode_len']} generated, "
               f"{i['dtype']}{weights} on {devices} ({layout(p)})")
         print(f"iteration (time per output token) {out['decode_s_per_token'] * 1e3:,.3f} ms; time to first token "
               f"{out['prefill_s'] * 1e3:,.3f} ms; a request {out['total_s'] * 1e3:,.1f} ms; "
@@ -184,7 +185,7 @@ def show(out: dict) -> None:
                  f"{i['wait_probability']:.3f})" if "load_rps" in i else " at full slots"))
     else:
         steps = "decode steps" if i.get("output_lengths", "fixed") == "fixed" else "generated tokens on average"
-        print(f"batch {i['batch']}, prompt {i['prompt_len']}, {i['decode_len']} {steps}, {i['dtype']}{weights} on "
+        print(f"batch {i['batch']}, prompt {i['prompt_len']}{prefix}, {i['decode_len']} {steps}, {i['dtype']}{weights} on "
               f"{devices} ({layout(p)})")
         print(f"prefill (time to first token) {out['prefill_s'] * 1e3:,.3f} ms; decode "
               f"{out['decode_s_per_token'] * 1e3:,.3f} ms per token; total {out['total_s'] * 1e3:,.1f} ms; "

@@ -30,7 +30,10 @@ def _act_gemm(g: OpCost) -> OpCost:
 
 def attention(batch, heads, seq_q, head_dim, seq_kv=None, fused: bool = False, causal: bool = False,
               value_bytes=4) -> OpCost:
-    """Attention core of ``heads`` heads of size ``head_dim`` (no projections).
+    """Attention core of ``heads`` heads of size ``head_dim`` (no projections): ``seq_q`` queries against ``seq_kv``
+    keys (default ``seq_q``). ``causal`` with ``seq_q < seq_kv``: the queries are the last ``seq_q`` positions (a
+    prompt after a prefix already in the KV cache); the fused kernel computes their pairs on or below the diagonal,
+    ``seq_q (seq_kv - seq_q) + seq_q (seq_q + 1) / 2`` of ``seq_q seq_kv`` [D].
 
     >>> a = attention(1, 1, 4, 2)
     >>> a.forward.macs, a.forward.flop, a.forward.depth
@@ -39,6 +42,8 @@ def attention(batch, heads, seq_q, head_dim, seq_kv=None, fused: bool = False, c
     batch, heads = _check.size("batch", batch), _check.size("heads", heads)
     sq, d = _check.size("seq_q", seq_q), _check.size("head_dim", head_dim)
     skv = sq if seq_kv is None else _check.size("seq_kv", seq_kv)
+    if causal and (sq - skv).is_positive:  # causal queries are the last seq_q of the seq_kv positions [D]
+        raise ValueError(f"causal: seq_q = {sq} queries exceed the seq_kv = {skv} positions they attend to")
     vb = _check.value_bytes(value_bytes)
     bh = batch * heads
     qk = _act_gemm(gemm(sq, skv, d, bh, vb))
@@ -54,10 +59,8 @@ def attention(batch, heads, seq_q, head_dim, seq_kv=None, fused: bool = False, c
         f = plain.forward.with_(act_bytes=vb * bh * (sq * d + 2 * skv * d + sq * skv))
         return OpCost("attention", f, plain.grad_input, plain.grad_weight, SRC)
     frac = sp.Rational(1)
-    if causal:
-        if sq != skv:
-            raise ValueError("causal: fused causal attention needs seq_q == seq_kv")
-        frac = (sq + 1) / (2 * sq)
+    if causal:  # the pairs on or below the diagonal: a prompt after a cached prefix when seq_q < seq_kv
+        frac = (sq * (skv - sq) + sq * (sq + 1) / 2) / (sq * skv)
     f = plain.forward
     lse = LSE_BYTES * bh * sq
     fwd = Cost(flop=f.flop * frac, depth=f.depth, bytes=qkvo + lse, act_bytes=qkvo + lse, macs=f.macs * frac)

@@ -58,19 +58,21 @@ def attention_time(batch, heads, seq, head_dim, dev, dtype: str = "fp16", fused:
 
 
 def attention_kernels(cost, b: int, hd: int, s: int, d: int, dev, dtype: str, fused: bool, causal: bool,
-                      pass_: str) -> list:
-    """The kernels of :func:`attention_time` as ``(Coeffs, times)``."""
+                      pass_: str, s_kv: int | None = None) -> list:
+    """The kernels of :func:`attention_time` as ``(Coeffs, times)``; ``s`` queries against ``s_kv`` keys (default
+    ``s``; more: a prompt after a cached prefix, ``cost`` the op's for those sizes)."""
     if fused:
         return [(roofline_coeffs(_f(cost.flop), _f(cost.bytes), dev, dtype, kernels=1, vector=False), 1)]
     k = 1 if pass_ == "forward" else 2
     bh = b * hd
     vb = dtype_bytes(dtype)
-    # scale, (mask,) softmax: element-wise kernels that each read and write the s x s scores
+    t = s if s_kv is None else s_kv
+    # scale, (mask,) softmax: element-wise kernels that each read and write the s x t scores
     passes = 3 if causal else 2
-    return [(gemm_coeffs(s, s, d, dev, dtype, bh, None), k),
-            (roofline_coeffs(bh * s * (5 * s + passes - 1), 2 * passes * k * bh * s * s * vb, dev, dtype,
+    return [(gemm_coeffs(s, t, d, dev, dtype, bh, None), k),
+            (roofline_coeffs(bh * s * (5 * t + passes - 1), 2 * passes * k * bh * s * t * vb, dev, dtype,
                              kernels=passes * k), 1),
-            (gemm_coeffs(s, d, s, dev, dtype, bh, None), k)]
+            (gemm_coeffs(s, d, t, dev, dtype, bh, None), k)]
 
 
 def op_time(cost, dev, dtype: str = "fp32", tensor: bool = False) -> OpTime:
