@@ -910,5 +910,5 @@ def test_algorithm_restrictions():
         conv2d(1, 1, 1, 8, 8, 3, 2, algorithm="winograd")
     with pytest.raises(ValueError, match=r"^stride: expected one integer or a pair"):
         conv2d(1, 1, 1, 8, 8, 3, stride=(1, 1, 1))
-    with pytest.raises(ValueError, match=r"^causal: fused causal attention needs seq_q == seq_kv"):
-        attention(1, 1, 4, 2, seq_kv=8, fused=True, causal=True)
+    with pytest.raises(ValueError, match=r"^causal: seq_q = 8 queries exceed the seq_kv = 4 positions they attend to"):
+        attention(1, 1, 8, 2, seq_kv=4, fused=True, causal=True)
