@@ -57,7 +57,7 @@ def max_batch(scenario) -> tuple[int, object]:
     def need(b: int) -> float:
         return float(_at(bare, b, big).memory["total_bytes"])
 
-    unit = _replicas(raw)  # replicas split a batch evenly: batches in steps of them
+    unit = _unit(raw)  # batches in steps of what splits them evenly
     one = need(unit)
     if one > usable:
         _at(bare, unit)  # raises the memory's reason
@@ -91,10 +91,16 @@ def largest(need, usable: float, one: float | None = None) -> int:
     return lo
 
 
-def _replicas(raw: dict) -> int:
-    """``parallel.data`` of a scenario when it is a positive integer, else 1 (the scenario's checks name it)."""
-    d = (raw.get("parallel") or {}).get("data", 1)
-    return d if isinstance(d, int) and not isinstance(d, bool) and d >= 1 else 1
+def _unit(raw: dict) -> int:
+    """The step of a scenario's batches: its replicas (``parallel.data``) split a batch evenly, and under continuous
+    batching so do the groups of slots a pipeline stage each (``parallel.pipeline``); a field that is not a positive
+    integer counts 1 (the scenario's checks name it)."""
+    par = raw.get("parallel") or {}
+
+    def positive(v) -> int:
+        return v if isinstance(v, int) and not isinstance(v, bool) and v >= 1 else 1
+    groups = positive(par.get("pipeline", 1)) if (raw.get("inference") or {}).get("batching") == "continuous" else 1
+    return positive(par.get("data", 1)) * groups
 
 
 def _with_layout(raw: dict, t: int, e: int | None) -> dict:
@@ -186,7 +192,7 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
             except ValueError as err:  # the degree does not split the model, or nothing fits on that many devices
                 errors.append(err)
                 continue
-            unit = e or 1  # a batch splits over the replicas
+            unit = _unit(_with_layout(sc, t, e))  # a batch splits over the replicas (and pipeline groups)
             plans[fmt, t, e] = sorted({unit * 2 ** i for i in range((top // unit).bit_length())
                                        if unit * 2 ** i <= top} | {top})
     if not plans:

@@ -36,7 +36,14 @@ A cached prefix of S tokens (``prefix_len``, :mod:`concurrency_model.inference`)
 prompt: ``C = slots (P - S) / O`` and the prompts' attention is of their ``P - S`` queries against P keys; a slot
 holds ``P + O - S`` positions of its own and the replica the shared S once. Equal prompt lengths; unequal output
 lengths (:mod:`concurrency_model.lengths`) enter through their mean, O
-above. Tensor parallelism only (no pipeline stages, no speculative decoding).
+above. No speculative decoding.
+
+**Pipeline stages** (``parallel.pipeline`` = p): the slots split into p groups, a group on each stage at a time,
+as engines keep p micro-batches in flight so that no stage idles (vLLM's pipeline-parallel scheduling keeps one
+scheduler a stage, as recalled) [D]: a group's iteration passes every stage in turn, so the time per output token
+is the iteration of ``slots / p`` sequences over the whole model plus its ``p - 1`` sends of the group's rows
+(stages assumed balanced: while one group is on a stage the others fill the rest, and the p groups yield a token
+for every slot per iteration); a stage holds its layers' cache for all slots. The slots must divide by p.
 """
 from __future__ import annotations
 
@@ -122,6 +129,8 @@ def iteration(graph_of, shape: dict, dev, dtype: str, t: int, slots: int, prompt
          "kv_attention_s": shape["layers"] * (sum_max_affine(*att[:4], lo, hi) / (hi - lo + 1) + att[4]),
          "prompt_attention_s": prompt_att.total(),
          "tensor_comm_s": comm.tensor(g_mix, rows, vb, last_only=True, head_batch=slots)}
+    if comm.p > 1:  # a group's rows sent from stage to stage
+        b["pipeline_p2p_s"] = comm.pipeline(rows * shape["hidden"] * vb)
     b = with_experts(b, comm, g_mix, rows, vb)
     b["host_wait_s"] = max(0.0, host - b["compute_s"] - b["kv_attention_s"] - b["prompt_attention_s"])
     prompt = prefill_pass(graph_of(1, new), shape["hidden"], dev, dtype, t, 1, comm, prompt_len, host_overhead_s,
@@ -137,20 +146,21 @@ def workspace(graph_of, t: int, slots: int, prompt_len: int, decode_len: int, vb
     return max(workspace_bytes(graph_of(rows, 1), t, rows, vb), workspace_bytes(graph_of(1, prompt_len), t, 1, vb))
 
 
-def check_continuous(pipeline: int, speculative) -> None:
-    """Continuous batching is modelled with tensor parallelism only (``ValueError`` naming the field)."""
-    if pipeline != 1:
-        raise ValueError(f"parallel.pipeline: continuous batching is modelled with tensor parallelism only, got "
-                         f"pipeline {pipeline}")
+def check_continuous(slots: int, pipeline: int, speculative) -> None:
+    """The slots split into a group a pipeline stage, no speculative decoding (``ValueError`` naming the field)."""
+    if slots % pipeline:
+        raise ValueError(f"inference.batch: {slots} slots do not split into {pipeline} equal groups, one a pipeline "
+                         f"stage (parallel.pipeline)")
     if speculative is not None:
         raise ValueError("inference.speculative: speculative decoding with continuous batching is not modelled")
 
 
-def at_load(make, load_rps: float, mean_len: float, slots: int, replicas: int = 1) -> tuple[int, Iteration, float]:
+def at_load(make, load_rps: float, mean_len: float, slots: int, replicas: int = 1,
+            step: int = 1) -> tuple[int, Iteration, float]:
     """``(n, iteration of n slots, slots in use)`` of one of ``replicas`` replicas that share ``load_rps`` evenly:
-    the fewest slots ``n <= slots`` with ``load x mean_len x iteration(n) <= n`` (Little's law, module docstring);
-    ``make(n)`` builds the iteration of ``n`` slots. ``ValueError`` naming ``inference.load_rps`` when even
-    ``slots`` cannot carry it.
+    the fewest slots ``n <= slots``, a multiple of ``step`` (the pipeline's groups), with ``load x mean_len x
+    iteration(n) <= n`` (Little's law, module docstring); ``make(n)`` builds the iteration of ``n`` slots.
+    ``ValueError`` naming ``inference.load_rps`` when even ``slots`` cannot carry it.
 
     >>> class It:  # an iteration of 10 ms and 1 ms a slot
     ...     def __init__(self, n): self.seconds = 0.01 + 0.001 * n
@@ -167,12 +177,12 @@ def at_load(make, load_rps: float, mean_len: float, slots: int, replicas: int = 
         raise ValueError(f"inference.load_rps: {load_rps:g} requests a second exceed the capacity of {where}, "
                          f"{replicas * slots / (mean_len * top.seconds):,.2f} (the queue would grow without bound); "
                          "add slots (inference.batch) or devices")
-    lo, hi, best = 1, slots, top
-    while lo < hi:  # the iteration grows with its slots: the smallest n that carries the load
+    lo, hi, best = 1, slots // step, top
+    while lo < hi:  # the iteration grows with its slots: the smallest n = g step that carries the load
         mid = (lo + hi) // 2
-        it = make(mid)
-        if used(it) <= mid:
+        it = make(mid * step)
+        if used(it) <= mid * step:
             hi, best = mid, it
         else:
             lo = mid + 1
-    return hi, best, used(best)
+    return hi * step, best, used(best)

@@ -34,7 +34,8 @@ per-step latency for 10 generated tokens).
   latency is the sum over all layers plus ``p - 1`` point-to-point sends of the boundary activation
   (``batch x seq x hidden`` values; Narayanan et al. 2021 §3.2 for the send). Pipelining divides weights
   and KV cache over devices; it does not shorten one batch's latency, and without microbatches (or
-  several batches in flight) it does not raise the throughput either.
+  several batches in flight) it does not raise the throughput either; continuous batching keeps one group of
+  slots on each stage (:mod:`concurrency_model.continuous`).
 * **Replicas** (``parallel.data`` = d): ``batch / d`` sequences each, serving their own requests (tokens/s and
   GPUs times d).
 * **Expert parallelism** for a mixture of experts (``parallel.data`` = d replicas sharing their experts in groups
@@ -274,11 +275,11 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     mean = dist.mean
     o = max(1, round(mean))  # a continuous slot's contexts and prompt share follow the mean length
     weight_sparsity = check_weight_sparsity(dev, dtype, weight_sparsity, weight_dtype)
-    if batching == "continuous":
-        check_continuous(pipeline, speculative)
     d, e = data, expert
     check_layout(one, batch, d, e, p, speculative)
     every, batch = batch, batch // d  # all replicas' sequences; one replica's
+    if batching == "continuous":
+        check_continuous(batch, p, speculative)
     g_pre = model_graph(model, batch, prompt_len, vb)
     g_dec = model_graph(model, batch, 1, vb)
     check_tensor_split(g_pre.layers(), t)
@@ -303,7 +304,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                                                  p)
     weights /= t * p
     graph_of = lru_cache(maxsize=None)(lambda b, s: model_graph(model, b, s, vb))  # built once per (batch, seq)
-    work = workspace(graph_of, t, batch, prompt_len, o, vb, S) \
+    work = workspace(graph_of, t, batch // p, prompt_len, o, vb, S) \
         if batching == "continuous" else workspace_bytes(g_pre, t, batch, vb)
     mem = memory_per_device(weights, work, dev, extra=extra)
     if not mem["fits"]:
@@ -315,10 +316,11 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                "weight_dtype": weight_dtype or dtype, "weight_sparsity": weight_sparsity,
                "host_overhead_s": host_overhead_s, "batching": batching, "prefix_len": S}
     if batching == "continuous":
-        def make(n):
-            return iteration(graph_of, shape, dev, dtype, t, n, prompt_len, o,
+        def make(n):  # n slots in p groups, one a stage: a group's iteration passes every stage in turn
+            return iteration(graph_of, shape, dev, dtype, t, n // p, prompt_len, o,
                              comm, host_overhead_s, quantized, weight_sparsity, S)
-        n, it, active = (batch, make(batch), batch) if load_rps is None else at_load(make, load_rps, mean, batch, d)
+        n, it, active = (batch, make(batch), batch) if load_rps is None else \
+            at_load(make, load_rps, mean, batch, d, step=p)
         step_s = it.seconds
         # under a load, a request first waits for one of its replica's ``batch`` slots (concurrency_model.queueing)
         queue = {} if load_rps is None else {"queue_wait_s": mean_wait(batch, active, mean * step_s, dist.cv2),

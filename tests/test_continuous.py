@@ -80,7 +80,7 @@ def test_more_slots_fit_than_a_static_batch():
 
 @pytest.mark.parametrize("change, message", [
     ({"inference": {"batching": "dynamic"}}, "^inference.batching: unknown 'dynamic'; allowed: static, continuous"),
-    ({"parallel": {"pipeline": 2}}, "^parallel.pipeline: continuous batching is modelled with tensor parallelism"),
+    ({"parallel": {"pipeline": 3}}, r"^inference.batch: 8 slots do not split into 3 equal groups, one a pipeline stage"),
     ({"inference": {"speculative": {"draft": {"kind": "gpt", "layers": 2, "hidden": 512, "heads": 8, "seq_len": 4096,
                                               "vocab": 32000}, "tokens": 4, "acceptance": 0.8}}},
      "^inference.speculative: speculative decoding with continuous batching"),
