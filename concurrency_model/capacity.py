@@ -203,7 +203,9 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
             for b in batches:
                 r = _at(_with_layout(formats[fmt], t, e), b)
                 gpus = t * r.parallel["pipeline"] * (e or 1)
+                stages = r.parallel["pipeline"]
                 rows.append({**({"weights": fmt} if weights else {}), "tensor": t,
+                             **({"pipeline": stages} if stages > 1 else {}),
                              **({"expert": e} if e is not None else {}), "batch": b, "gpus": gpus,
                              "prefill_s": r.prefill_s, "decode_s_per_token": r.decode_s_per_token,
                              "tokens_per_s": r.tokens_per_s, "tokens_per_s_per_gpu": r.tokens_per_s / gpus,

@@ -61,3 +61,11 @@ def test_a_model_over_one_node():
         infer({**gpt3, "parallel": {"tensor": 8}})
     r = infer({**gpt3, "parallel": {"tensor": 8, "pipeline": 2}})
     assert r.memory_bytes_per_device < 80e9 and r.to_dict()["gpus"] == 16
+
+
+def test_the_sweep_keeps_the_stages():
+    from concurrency_model.capacity import serving_sweep
+    df = serving_sweep({**sc(1, pipeline=2), "cluster": "dgx-a100"})
+    assert (df["pipeline"] == 2).all() and (df["batch"] % 2 == 0).all()
+    assert (df["gpus"] == 2 * df["tensor"]).all()
+    assert "pipeline" not in serving_sweep({**sc(1), "cluster": "dgx-a100"}).columns

@@ -101,8 +101,9 @@ def show_sweep(out: dict) -> None:
                                                            ("max_first_token_s", "to the first token"))
              if out.get(k)]
     target = " and ".join(goals)
-    print(f"{len(out['sweep'])} configurations; the {len(rows)} on the Pareto front of decode latency and tokens/s "
-          f"per GPU, shortest step first{f' (target {target})' if target else ''}:")
+    stages = f", each over {rows[0]['pipeline']} pipeline stages" if "pipeline" in rows[0] else ""
+    print(f"{len(out['sweep'])} configurations{stages}; the {len(rows)} on the Pareto front of decode latency and "
+          f"tokens/s per GPU, shortest step first{f' (target {target})' if target else ''}:")
     w = "weights" in out["sweep"][0]
     priced = "cost_per_million_tokens" in out["sweep"][0]
     x = "expert" in out["sweep"][0]  # a mixture of experts: its expert groups
