@@ -313,6 +313,29 @@ def test_powersgd_on_a_graph():
     assert (50257, 768) in mats and sum(a_ * b_ for a_, b_ in mats) + vec == gpt.params
 
 
+def test_powersgd_of_a_tensor_rank_and_of_a_list_of_matrices():
+    gpt = get_model("gpt2")
+    whole, vec = C.weight_matrices(gpt)
+    half, vec2 = C.weight_matrices(gpt, tensor=2)
+    assert vec2 == vec and len(half) == len(whole)
+    # per block: qkv (2304 x 768) and fc1 (3072 x 768) column-split, proj (768 x 768) and fc2 (768 x 3072) row-split
+    assert (1152, 768) in half and (1536, 768) in half and (768, 384) in half and (768, 1536) in half
+    assert sum(a * b for a, b in whole) - sum(a * b for a, b in half) == 12 * (2304 + 3072 + 768 + 3072) * 768 // 2
+    c = C.compress("powersgd", 10 + 6 * 4 + 8 * 2, shape=[(6, 4), (8, 2)], rank=1, value_bytes=2)
+    assert c.messages == (2 * (6 + 8 + 10), 2 * (4 + 2))  # P: r rows + the vectors; Q: r columns
+    with pytest.raises(ValueError, match="^shape: the matrices hold 40 values, more than the gradient's 39"):
+        C.compress("powersgd", 39, shape=[(6, 4), (8, 2)])
+
+
+def test_powersgd_in_a_scenario():
+    from concurrency_model import estimate
+    sc = {"model": "bert-large", "cluster": "dgx1-v100",
+          "parallel": {"data": 16, "tensor": 2, "pipeline": 2, "microbatch_size": 4, "global_batch": 1024},
+          "training": {"dtype": "fp16", "compression": "powersgd"}}
+    e = estimate(sc)  # it was refused with the API's "pass a graph or shape" message
+    assert e.breakdown["data_parallel_comm_s"] > 0 and e.step_time_s > 0
+
+
 def test_compressed_sync_time():
     m, Pn, al, be = 10**6, 8, 1e-6, 1e-9
     assert C.compressed_sync_time("fp32", m, Pn, al, be) == pytest.approx(

@@ -104,12 +104,14 @@ def qsgd_bits(levels, d):
 
 
 
-def weight_matrices(graph) -> tuple[list[tuple[int, int]], int]:
+def weight_matrices(graph, tensor: int = 1) -> tuple[list[tuple[int, int]], int]:
     """``(matrices, vector_values)`` of a graph's parameters, as PowerSGD reshapes them.
 
     Convolution kernels are ``c_out x (c_in/groups kh kw)``, linear layers ``c_out x c_in`` (one per expert of a
     mixture-of-experts layer), embeddings
     ``rows x hidden``; biases, normalisation parameters and anything else are vectors (sent uncompressed).
+    ``tensor`` > 1: one tensor rank's share, the Megatron-split linear layers cut along their split (``c_out / t``
+    column-split, ``c_in / t`` row-split); every other matrix and vector whole [D].
 
     >>> from concurrency_model import get_model
     >>> mats, vec = weight_matrices(get_model("resnet50"))
@@ -129,6 +131,11 @@ def weight_matrices(graph) -> tuple[list[tuple[int, int]], int]:
             rows, cols = a["c_out"], a["c_in"] // a.get("groups", 1) * a.get("kh", 1) * a.get("kw", 1)
         elif n.kind == "linear" and "c_out" in a:
             rows, cols = a["c_out"], a["c_in"]
+            if tensor > 1 and a.get("split") in ("column", "row") and matrix_copies(n) * rows * cols <= params:
+                params -= matrix_copies(n) * rows * cols  # the rank holds only its share of the matrix (a tied
+                # output layer owns none)
+                rows, cols = (-(-rows // tensor), cols) if a["split"] == "column" else (rows, -(-cols // tensor))
+                params += matrix_copies(n) * rows * cols
         elif "embedding" in n.kind and n.shape and params % n.shape[-1] == 0:
             rows, cols = params // n.shape[-1], n.shape[-1]
         copies = matrix_copies(n) if n.kind == "linear" else 1  # one matrix per expert of an MoE layer
@@ -212,7 +219,8 @@ def compress(scheme: str, gradient, *, value_bytes=4, bucket_size=512, levels=7,
     Options: ``bucket_size`` values per scale (int8, 1bit, terngrad, qsgd), ``levels`` (qsgd's s),
     ``ratio`` kept (threshold: the fraction above it; topk, dgc: DGC's 99.9% sparsity is 0.001),
     ``index_bytes`` per kept value, ``rank`` (powersgd; matrix shapes from the graph, or
-    ``shape=(rows, cols)`` for a single matrix), ``collective`` (quantized schemes: ``compressed_allreduce``
+    ``shape=(rows, cols)`` for a single matrix, or a list of such pairs, the rest of the gradient vectors),
+    ``collective`` (quantized schemes: ``compressed_allreduce``
     or ``allgather``; topk, dgc: ``allgather`` or ``sparse_allreduce``); sfb: ``batch`` the samples one
     worker contributes to a step (the rows of its factors) and ``workers`` for Poseidon's per-layer choice
     (:mod:`.sparse_comm`).
@@ -296,10 +304,16 @@ def compress(scheme: str, gradient, *, value_bytes=4, bucket_size=512, levels=7,
     if mats is None:
         if shape is None:
             raise ValueError("shape: powersgd needs matrix shapes: pass a graph or shape=(rows, cols)")
-        a, b = (check_ranks(x, "shape") for x in shape)
-        if is_num(m) and m != a * b:
-            raise ValueError(f"shape: {a} x {b} != gradient = {m} values")
-        mats, vec = [(a, b)], 0
+        if shape and all(isinstance(x, (tuple, list)) for x in shape):  # several matrices, the rest vectors
+            mats = [tuple(check_ranks(x, "shape") for x in pair) for pair in shape]
+            vec = m - sum(a * b for a, b in mats)
+            if is_num(vec) and vec < 0:
+                raise ValueError(f"shape: the matrices hold {m - vec} values, more than the gradient's {m}")
+        else:
+            a, b = (check_ranks(x, "shape") for x in shape)
+            if is_num(m) and m != a * b:
+                raise ValueError(f"shape: {a} x {b} != gradient = {m} values")
+            mats, vec = [(a, b)], 0
     keep = [(a, b) for a, b in mats if not (is_num(r * (a + b) - a * b) and r * (a + b) >= a * b)]
     vec = vec + sum((a * b for a, b in mats), sp.Integer(0)) - sum((a * b for a, b in keep), sp.Integer(0))
     first = vb * (r * sum(a for a, _ in keep) + vec)

@@ -60,7 +60,7 @@ class DataParallelMixin:
         bucket = min(grad, BUCKET_BYTES)
         ar, last_ar = self._coll("allreduce", grad, d, rpn, sharing), self._coll("allreduce", bucket, d, rpn, sharing)
         if sync != "allreduce" or compression != "none":
-            ar = self._sync_triple(params_dev, d, rpn, sharing, sync, servers, compression, topology)
+            ar = self._sync_triple(params_dev, d, rpn, sharing, sync, servers, compression, topology, t, p)
             last_ar = tuple(x * bucket / grad for x in ar)
         elif e > 1:
             ar = self.expert_gradient_sync(t, p, d, e, rpn, sharing)
@@ -73,13 +73,21 @@ class DataParallelMixin:
                 "kappa": (self.cluster.inter if d > rpn else self.cluster.intra).overlap_slowdown}
 
     def _sync_triple(self, elements: float, d: int, rpn: int, sharing: int, sync: str, servers: int,
-                     compression: str, topology: str = "ring") -> tuple:
-        """The gradient synchronisation of :meth:`data_parallel` by parameter server, gossip or compressed."""
+                     compression: str, topology: str = "ring", t: int = 1, p: int = 1) -> tuple:
+        """The gradient synchronisation of :meth:`data_parallel` by parameter server, gossip or compressed.
+        PowerSGD compresses the device's matrices: its tensor rank's share of each (:func:`.compression.
+        weight_matrices`) on the first of ``p`` stages, the first ``1/p`` of them in the graph's order (with the
+        embedding: the stage whose synchronisation is the longest in a language model) [D]."""
         from .compressed_sync import codec_seconds
-        from .compression import compress
+        from .compression import compress, weight_matrices
         from .distribution import gossip_on_cluster, ps_on_cluster
         if isinstance(compression, tuple):  # ("sfb", global batch): the factors of a replica's samples
             c = compress("sfb", self.graph(compression[1] // d), value_bytes=self.grad_bytes, workers=d)
+        elif compression == "powersgd":
+            mats, _ = weight_matrices(self.graph(1), t)
+            mats = mats[:-(-len(mats) // p)]
+            held = sum(a * b for a, b in mats)
+            c = compress("powersgd", max(float(elements), held), shape=mats, value_bytes=self.grad_bytes)
         else:
             c = compress(compression if compression != "none" else "fp32", elements, value_bytes=self.grad_bytes)
         tier = 2 if d > rpn else 1  # the busy seconds go to the tier the group crosses
