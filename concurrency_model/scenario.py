@@ -33,7 +33,7 @@ PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_pa
 TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_stage": 0, "overlap": True,
             "sync": "allreduce", "ps_servers": 0, "compression": "none", "host_overhead_s": None,
             "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
-            "gossip_topology": "ring", "batch_norm": "local", "max_global_batch": DEFAULT_CEILING}
+            "gossip_topology": "ring", "batch_norm": "local", "max_global_batch": DEFAULT_CEILING, "lora_rank": 0}
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "threshold", "topk", "dgc", "powersgd",
                 "sfb")
 CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tensor_layers": TENSOR_LAYERS,
@@ -80,7 +80,7 @@ def _section(raw: dict, name: str, defaults: dict) -> dict:
             if not isinstance(v, bool):
                 raise ValueError(f"{where}: must be true or false, got {v!r}")
         elif isinstance(default, int) or (k == "global_batch" and v is not None):
-            count(where, v, low=0 if k in ("zero_stage", "ps_servers", "staleness", "prefix_len") else 1)
+            count(where, v, low=0 if k in ("zero_stage", "ps_servers", "staleness", "prefix_len", "lora_rank") else 1)
     return out
 
 

@@ -25,6 +25,8 @@ def gpt2_sweep():
       "training": {"dtype": "fp16", "overlap": False}}, [8]),
     ({"model": "resnet50", "cluster": "dgx-a100", "parallel": {"global_batch": 64, "tensor": 1},
       "training": {"dtype": "bf16"}}, [4]),
+    # LoRA fine-tuning: frozen base, adapters trained (the optimizer's state and the memory differ)
+    ({**GPT2, "training": {"dtype": "fp16", "lora_rank": 8}}, [8]),
     # context parallelism searched (ring and Ulysses, degrees 1-8) on a 16k-token sequence
     ({"model": {"kind": "gpt", "layers": 4, "hidden": 1024, "heads": 16, "seq_len": 16384, "vocab": 1024,
                 "fused_attention": True}, "cluster": "dgx-a100", "parallel": {"global_batch": 4},

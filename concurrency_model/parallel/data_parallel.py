@@ -55,7 +55,7 @@ class DataParallelMixin:
             return {**dict.fromkeys(("ar", "rs", "ag", "last_ar", "last_rs"), ZERO_TRIPLE), "kappa": 0.0}
         # ranks of one data-parallel group per node: the largest divisor of d that fits beside the tensor ranks
         rpn, sharing = group_placement(self.cluster.gpus_per_node, t, d)
-        params_dev = self.params / (t * p)
+        params_dev = self.trainable_params / (t * p)  # the gradients: of every parameter, or of LoRA's adapters
         grad = params_dev * self.grad_bytes
         bucket = min(grad, BUCKET_BYTES)
         ar, last_ar = self._coll("allreduce", grad, d, rpn, sharing), self._coll("allreduce", bucket, d, rpn, sharing)

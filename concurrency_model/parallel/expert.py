@@ -44,7 +44,7 @@ class ExpertMixin:
     def state_params(self, e: int = 1) -> float:
         """Parameters whose weights, gradients and optimizer state one replica's devices hold: the
         non-expert ones and ``1/e`` of the experts'."""
-        return self.params - self.expert_params * (1 - 1 / e)
+        return self.trainable_params - self.expert_params * (1 - 1 / e)
 
     def check_expert(self, e: int, d: int) -> None:
         """``ValueError`` naming ``parallel.expert`` unless ``e`` divides the experts and the data-parallel

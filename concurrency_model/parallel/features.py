@@ -31,6 +31,7 @@ from .context import NO_PARTS, ContextMixin, context_exposed  # noqa: F401 (re-e
 from .data_parallel import BUCKET_BYTES, GRAD_BYTES, DataParallelMixin  # noqa: F401 (BUCKET_BYTES re-exported)
 from .expert import ExpertMixin
 from .layerwise import LayerwiseMixin
+from .lora import adapted, adapter_parts, adapter_params, training_flop as lora_flop
 from .spatial import SpatialMixin, spatial_rows
 from .triples import ZERO_TRIPLE, _add, collective_triple, triple_seconds  # noqa: F401 (re-exported)
 
@@ -51,8 +52,9 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
     """One model on one cluster in one training dtype (and ``tensor_layers``, :mod:`.layerwise`);
     everything that does not change with the layout's continuous numbers is computed once and cached."""
 
-    def __init__(self, model, cluster, dtype: str, tensor_layers: str = "all"):
+    def __init__(self, model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0):
         self.model, self.cluster, self.dtype, self.tensor_layers = model, cluster, dtype, tensor_layers
+        self.lora_rank = lora_rank  # > 0: the base frozen, adapters trained (:mod:`.lora`)
         self.dev = cluster.device
         self.vb = dtype_bytes(dtype)
         self.grad_bytes = GRAD_BYTES.get(dtype, 2)
@@ -93,14 +95,26 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
 
     @lru_cache(maxsize=None)
     def training_flop(self, b: int) -> float:
-        """Forward plus backward FLOP of one microbatch of ``b`` samples."""
+        """Forward plus backward FLOP of one microbatch of ``b`` samples (with LoRA: :func:`.lora.training_flop`)."""
         g = self.graph(b)
+        if self.lora_rank:
+            return lora_flop(g, self.lora_rank)
         return float(g.forward().flop + g.backward().flop)
 
     @cached_property
     def params(self) -> float:
         """Parameters of the model (the graph's sum over its nodes, once per workload)."""
         return float(self.graph(1).params)
+
+    @cached_property
+    def trainable_params(self) -> float:
+        """Parameters that take gradients and optimizer state: all, or with LoRA the adapters' (:mod:`.lora`)."""
+        return float(adapter_params(self.graph(1), self.lora_rank)) if self.lora_rank else self.params
+
+    @property
+    def frozen_params(self) -> float:
+        """Parameters held as weights only (LoRA's base model), in the training dtype."""
+        return self.params if self.lora_rank else 0.0
 
     @property
     def layer_count(self) -> int:
@@ -197,8 +211,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                 tf, tb = self._coll("allgather", nbytes, t, rpn, 1), self._coll("reduce_scatter", nbytes, t, rpn, 1)
             key = (id(r["forward"]), id(r["grad_input"]), id(r["grad_weight"]))
             if key not in passes:
-                both = r["grad_input"] + r["grad_weight"]
-                passes[key] = (r["forward"], both, r["forward"].total(), both.total())
+                passes[key] = self._passes(n, r, b, t)
             f, bw, f_s, b_s = passes[key]
             if is_lm_head(n):  # the loss on its logits (training only)
                 vocab = -(-n.attrs["c_out"] // t)
@@ -227,6 +240,15 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                     float(triple_seconds(cp["a2a"]))))
             out.append(row)
         return tuple(out)
+
+    def _passes(self, node, r: dict, b: int, t: int) -> tuple:
+        """``(forward, backward, their seconds)`` of a layer: both gradients; with LoRA the input gradient only,
+        and beside an adapted layer its adapter's kernels (:mod:`.lora`)."""
+        f, bw = r["forward"], r["grad_input"] + (NO_PARTS if self.lora_rank else r["grad_weight"])
+        if self.lora_rank and adapted(node):
+            af, ab = adapter_parts(node, b * node.attrs["rows_per_sample"], self.lora_rank, t, self.dev, self.dtype)
+            f, bw = f + af, bw + ab
+        return f, bw, f.total(), bw.total()
 
     @lru_cache(maxsize=None)
     def _coll(self, op, nbytes, ranks, rpn, sharing):
@@ -362,11 +384,11 @@ def model_key(model) -> str:
 _CACHE: dict = {}
 
 
-def workload(model, cluster, dtype: str, tensor_layers: str = "all") -> Workload:
+def workload(model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0) -> Workload:
     """A cached :class:`Workload` (the last few are kept, so repeated estimates reuse layer timings)."""
-    key = (model_key(model), repr(cluster), dtype, tensor_layers)
+    key = (model_key(model), repr(cluster), dtype, tensor_layers, lora_rank)
     if key not in _CACHE:
         if len(_CACHE) >= 8:
             _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = Workload(model, cluster, dtype, tensor_layers)
+        _CACHE[key] = Workload(model, cluster, dtype, tensor_layers, lora_rank)
     return _CACHE[key]

@@ -1,0 +1,89 @@
+"""Fine-tuning with low-rank adapters (``training.lora_rank`` = r > 0): the base model frozen, an adapter beside
+every linear layer of the transformer blocks [D].
+
+LoRA (Hu et al., ICLR 2022, §4) freezes the pretrained weights ``W`` (``c_out x c_in``) and trains ``B A`` beside
+each, ``A`` of ``r x c_in`` and ``B`` of ``c_out x r``: ``y = W x + B (A x)``. Hu et al. adapt the attention
+projections; adapting every linear layer of a block, as QLoRA does (Dettmers et al. 2023), is the default of
+today's fine-tuning recipes and what this module prices (the embeddings, the output layer and the norms stay
+frozen). A step then
+
+* runs, beside every adapted layer, two GEMMs forward (``rows x r x c_in``, ``rows x c_out x r``) and four
+  backward (the input gradients of both and their weight gradients);
+* computes no weight gradient of a frozen layer (its input gradient still flows back), so the backward pass is
+  about as long as the forward instead of twice it;
+* keeps the frozen weights once in the training dtype and weights, gradients and optimizer state of the adapters
+  only, ``r (c_in + c_out)`` parameters a layer (:func:`adapter_params`); the gradients the data-parallel
+  replicas all-reduce and the optimizer's pass are the adapters' alone.
+
+Under Megatron tensor parallelism ``t`` the adapter follows its layer's split (``B`` cut like a column-split ``W``,
+``A`` like a row-split one; the row-split adapter's partial outputs summed by the layer's own all-reduce), so a
+rank's GEMMs are those of its share; its parameters are counted as ``1/t`` of the adapters' [D]. The scale of
+``B A x`` and the sum with ``W x`` (element-wise, fused in practice) and dropout on the adapter's input are left
+out.
+"""
+from __future__ import annotations
+
+from ..models.transformer import is_lm_head
+from ..timing import gemm_coeffs
+from ..timing.parts import Parts, total
+
+
+def adapted(node) -> bool:
+    """Whether LoRA puts an adapter beside ``node``: a linear layer of a transformer block (one Megatron splits)."""
+    return node.kind == "linear" and node.attrs.get("split") in ("column", "row") and not is_lm_head(node)
+
+
+def adapter_params(graph, rank: int) -> int:
+    """Trainable parameters of rank-``rank`` adapters on every adapted layer of ``graph``: ``r (c_in + c_out)`` each.
+
+    >>> from concurrency_model.models import get_model
+    >>> adapter_params(get_model("gpt2"), 8)  # 12 blocks: qkv 768 -> 2304, proj 768 -> 768, fc 768 -> 3072 -> 768
+    1179648
+    """
+    return sum(rank * (n.attrs["c_in"] + n.attrs["c_out"]) for n in graph.layers() if adapted(n))
+
+
+def adapter_parts(node, rows: int, rank: int, tensor: int, dev, dtype: str) -> tuple[Parts, Parts]:
+    """``(forward, backward)`` kernels of one adapter beside ``node`` on ``rows`` token rows of one tensor rank."""
+    c_in, c_out = node.attrs["c_in"], node.attrs["c_out"]
+    if tensor > 1:
+        c_in, c_out = (c_in, -(-c_out // tensor)) if node.attrs["split"] == "column" else (-(-c_in // tensor), c_out)
+    r = rank
+
+    def gemms(*shapes):
+        return total(Parts.from_coeffs(gemm_coeffs(m, n, k, dev, dtype), dev) for m, n, k in shapes)
+    forward = gemms((rows, r, c_in), (rows, c_out, r))  # h = A x, then B h
+    # dh = dy B, dx = dh A (input gradients); dB = dy^T h, dA = dh^T x (weight gradients)
+    backward = gemms((rows, r, c_out), (rows, c_in, r), (c_out, r, rows), (r, c_in, rows))
+    return forward, backward
+
+
+def training_flop(graph, rank: int) -> float:
+    """Forward plus backward FLOP of one LoRA step over ``graph``: the frozen layers' weight gradients left out,
+    the adapters' two products forward and four backward added (``2 rows r (c_in + c_out)`` each pair).
+
+    >>> from concurrency_model.models import get_model
+    >>> g = get_model("gpt2")
+    >>> full = float(g.forward().flop + g.backward().flop)
+    >>> 0.6 < training_flop(g, 8) / full < 0.75  # about forward + input gradients: two thirds
+    True
+    """
+    frozen = sum(float(n.cost.grad_weight.flop) for n in graph.layers() if n.cost is not None)
+    adapters = sum(3 * 2 * graph.batch * n.attrs["rows_per_sample"] * rank * (n.attrs["c_in"] + n.attrs["c_out"])
+                   for n in graph.layers() if adapted(n))
+    return float(graph.forward().flop + graph.backward().flop) - frozen + adapters
+
+
+def check_lora(rank: int, graph) -> None:
+    """``ValueError`` naming ``training.lora_rank`` for a model it does not apply to."""
+    if not rank:
+        return
+    nodes = graph.layers()
+    if not any(adapted(n) for n in nodes):
+        raise ValueError("training.lora_rank: adapters go beside the linear layers of transformer blocks; this "
+                         "model has none")
+    if any(n.attrs.get("experts", 1) > 1 for n in nodes):
+        raise ValueError("training.lora_rank: adapters on mixture-of-experts layers are not modelled")
+
+
+__all__ = ["adapted", "adapter_params", "adapter_parts", "check_lora", "training_flop"]

@@ -1,0 +1,99 @@
+"""LoRA fine-tuning (training.lora_rank): the frozen base's kernels, the adapters', memory and gradients."""
+from __future__ import annotations
+
+import pytest
+
+from concurrency_model import estimate
+from concurrency_model.cluster import load_cluster
+from concurrency_model.models import get_model
+from concurrency_model.parallel import memory
+from concurrency_model.parallel.features import workload
+from concurrency_model.parallel.lora import adapted, adapter_params, adapter_parts, training_flop as lora_flop
+from concurrency_model.timing import gemm_coeffs
+from concurrency_model.timing.graph import layer_parts
+
+GPT2 = {"model": "gpt2", "cluster": "dgx-a100",
+        "parallel": {"data": 8, "microbatch_size": 4, "global_batch": 64}, "training": {"dtype": "bf16"}}
+
+
+def lora(r=8, **training):
+    return {**GPT2, "training": {**GPT2["training"], "lora_rank": r, **training}}
+
+
+def test_adapter_params_and_kernels_by_hand():
+    g = get_model("gpt2")
+    assert adapter_params(g, 8) == 12 * 8 * ((768 + 2304) + (768 + 768) + (768 + 3072) + (3072 + 768))
+    dev = load_cluster("dgx-a100").device
+    qkv = next(n for n in g.layers() if n.name == "h.0.qkv")  # column-split: 768 -> 2304, B cut by the tensor ranks
+    f, b = adapter_parts(qkv, 1024, 8, 2, dev, "bf16")
+
+    def t(m, n, k):
+        return gemm_coeffs(m, n, k, dev, "bf16").assemble(dev).time_s
+    assert f.total() == pytest.approx(t(1024, 8, 768) + t(1024, 1152, 8), rel=1e-12)
+    assert b.total() == pytest.approx(t(1024, 8, 1152) + t(1024, 768, 8) + t(1152, 8, 1024) + t(8, 768, 1024),
+                                      rel=1e-12)
+
+
+def test_frozen_layers_compute_no_weight_gradient():
+    cl = load_cluster("dgx-a100")
+    full, tuned = workload("gpt2", cl, "bf16"), workload("gpt2", cl, "bf16", lora_rank=8)
+    g = full.graph(4)
+    kinds = {"adapted": 0, "layer_norm": 0, "lm_head": 0}
+    for n, r, a, b in zip(g.layers(), layer_parts(g, cl.device, "bf16"), full.layers(4, 1, False),
+                          tuned.layers(4, 1, False)):
+        if adapted(n):
+            extra_f, extra_b = adapter_parts(n, 4 * n.attrs["rows_per_sample"], 8, 1, cl.device, "bf16")
+            assert b["f_s"] == pytest.approx(a["f_s"] + extra_f.total(), rel=1e-12)
+            assert b["b_s"] == pytest.approx(r["grad_input"].total() + extra_b.total(), rel=1e-12)
+            kinds["adapted"] += 1
+        elif n.kind == "layer_norm":  # frozen: its input gradient only
+            assert r["grad_weight"].total() > 0 and b["b_s"] == pytest.approx(r["grad_input"].total(), rel=1e-12)
+            kinds["layer_norm"] += 1
+        elif n.kind == "linear":  # the output layer: its loss, then the input gradient only
+            assert b["b_s"] < a["b_s"] and b["f_s"] == a["f_s"]
+            kinds["lm_head"] += 1
+    assert kinds == {"adapted": 48, "layer_norm": 25, "lm_head": 1}
+
+
+def test_memory_gradients_and_optimizer_are_the_adapters():
+    full, tuned = estimate(GPT2), estimate(lora(8))
+    trained, frozen = adapter_params(get_model("gpt2"), 8), float(get_model("gpt2").params)
+    # frozen weights in bf16 and the adapters' mixed-precision Adam state (16 bytes a parameter)
+    state = frozen * 2 + memory.model_state_bytes(trained, "adam", "bf16")["total"]
+    assert tuned.memory["model_state_bytes"] == pytest.approx(state, rel=1e-9)
+    sharded = estimate(lora(8, zero_stage=3))  # ZeRO-3 shards the frozen weights too
+    assert sharded.memory["model_state_bytes"] == pytest.approx(
+        frozen * 2 / 8 + memory.model_state_bytes(trained, "adam", "bf16", data=8, zero_stage=3)["total"], rel=1e-9)
+    w = workload("gpt2", load_cluster("dgx-a100"), "bf16", lora_rank=8)
+    assert tuned.breakdown["optimizer_s"] == pytest.approx(
+        float(w.optimizer_seconds(memory.model_state_bytes(trained, "adam", "bf16")["total"])), rel=1e-9)
+    assert tuned.breakdown["data_parallel_comm_s"] < full.breakdown["data_parallel_comm_s"] / 50
+    assert tuned.memory_bytes_per_device < full.memory_bytes_per_device
+    g = get_model("gpt2", batch=4)  # the step's FLOP: no frozen weight gradients, the adapters' products added
+    assert tuned.flop_per_step == pytest.approx(lora_flop(g, 8) * 64 / 4, rel=1e-12)
+    assert tuned.flop_per_step < 0.75 * full.flop_per_step
+    # gpt2 at 4 sequences a GPU is bound by the host issuing kernels, and the adapters add six a layer: slower;
+    # a 7B model is bound by its GEMMs, and the frozen layers' weight gradients go
+    assert tuned.step_time_s > full.step_time_s
+    big = {"model": {"hf_config": "llama-2-7b"}, "cluster": "dgx-a100",
+           "parallel": {"data": 8, "global_batch": 64}, "training": {"dtype": "bf16", "zero_stage": 3, "recompute": "full"}}
+    a, b = estimate(big), estimate({**big, "training": {**big["training"], "lora_rank": 16}})
+    assert b.step_time_s < 0.95 * a.step_time_s and b.breakdown["backward_s"] < 0.8 * a.breakdown["backward_s"]
+
+
+def test_tensor_and_pipeline_splits():
+    e = estimate(lora(16, recompute="selective") | {"parallel": {"data": 2, "tensor": 2, "pipeline": 2,
+                                                                 "microbatch_size": 4, "global_batch": 64}})
+    assert e.step_time_s > 0 and e.memory["fits"]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({**lora(8), "model": "resnet50"}, "^training.lora_rank: adapters go beside the linear layers of transformer"),
+    ({**lora(8), "model": {"hf_config": "mixtral-8x7b"}, "cluster": "dgx-h100",
+      "parallel": {"data": 8, "global_batch": 8}},
+     "^training.lora_rank: adapters on mixture-of-experts layers are not modelled"),
+    (lora(-1), "^training.lora_rank: must be an integer >= 0, got -1$"),
+])
+def test_bad_input_names_the_field(spec, message):
+    with pytest.raises(ValueError, match=message):
+        estimate(spec)
