@@ -35,8 +35,7 @@ a steady share). The steady state this module prices [D], for ``slots`` sequence
 A cached prefix of S tokens (``prefix_len``, :mod:`concurrency_model.inference`) leaves ``P - S`` new tokens a
 prompt: ``C = slots (P - S) / O`` and the prompts' attention is of their ``P - S`` queries against P keys; a slot
 holds ``P + O - S`` positions of its own and the replica the shared S once. Equal prompt lengths; unequal output
-lengths (:mod:`concurrency_model.lengths`) enter through their mean, O
-above. No speculative decoding.
+lengths (:mod:`concurrency_model.lengths`) enter through their mean, O above. No speculative decoding.
 
 **Pipeline stages** (``parallel.pipeline`` = p): the slots split into p groups, a group on each stage at a time,
 as engines keep p micro-batches in flight so that no stage idles (vLLM's pipeline-parallel scheduling keeps one

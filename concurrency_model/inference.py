@@ -102,10 +102,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from .checks import number
 from .cluster import load_cluster
 from .continuous import at_load, check_continuous, iteration, prompt_tokens, workspace
 from .decode import decode_step, prefill_pass, sum_max_affine
-from .checks import number
 from .economics import busy_seconds, per_million_tokens
 from .lengths import lengths, lengths_summary
 from .models import SEQUENCE_MODELS, get_model
