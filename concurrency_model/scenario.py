@@ -33,7 +33,8 @@ PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_pa
 TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_stage": 0, "overlap": True,
             "sync": "allreduce", "ps_servers": 0, "compression": "none", "host_overhead_s": None,
             "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
-            "gossip_topology": "ring", "batch_norm": "local", "max_global_batch": DEFAULT_CEILING, "lora_rank": 0}
+            "gossip_topology": "ring", "batch_norm": "local", "max_global_batch": DEFAULT_CEILING, "lora_rank": 0,
+            "lora_base_dtype": None}
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "threshold", "topk", "dgc", "powersgd",
                 "sfb")
 CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tensor_layers": TENSOR_LAYERS,

@@ -97,3 +97,29 @@ def test_tensor_and_pipeline_splits():
 def test_bad_input_names_the_field(spec, message):
     with pytest.raises(ValueError, match=message):
         estimate(spec)
+
+
+def test_a_quantized_base():
+    from concurrency_model.timing import roofline_coeffs
+    g = get_model("gpt2")
+    plain, q = estimate(lora(8)), estimate(lora(8, lora_base_dtype="nf4"))
+    linear = sum(float(n.cost.params) for n in g.layers() if adapted(n))  # the blocks' linears: stored at 4 bits
+    assert q.memory["model_state_bytes"] == pytest.approx(plain.memory["model_state_bytes"] - linear * 1.5, rel=1e-9)
+    # beside each adapted layer's forward and input-gradient GEMMs a dequantization: read 0.5 B, write 2 B a weight
+    dev = load_cluster("dgx-a100").device
+    qkv = next(n for n in g.layers() if n.name == "h.0.qkv")
+    f0, b0 = adapter_parts(qkv, 4096, 8, 1, dev, "bf16")
+    f1, b1 = adapter_parts(qkv, 4096, 8, 1, dev, "bf16", "nf4")
+    n = 768 * 2304
+    dq = roofline_coeffs(n, n * 2.5, dev, "bf16").assemble(dev).time_s
+    assert f1.total() - f0.total() == pytest.approx(dq, rel=1e-12) and b1.total() - b0.total() == pytest.approx(dq)
+    assert q.step_time_s > plain.step_time_s
+
+
+@pytest.mark.parametrize("training, message", [
+    ({"lora_rank": 8, "lora_base_dtype": "int2"}, "^training.lora_base_dtype: unknown 'int2'; allowed: nf4, int4"),
+    ({"lora_base_dtype": "nf4"}, "^training.lora_base_dtype: a quantized frozen base goes with adapters"),
+])
+def test_bad_base(training, message):
+    with pytest.raises(ValueError, match=message):
+        estimate({**GPT2, "training": {**GPT2["training"], **training}})

@@ -127,7 +127,7 @@ def breakdown(inputs: dict, out: dict) -> dict:
 
 def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedule: str, recompute: str,
               sequence_parallel: bool, shape: tuple | None, single_stage: bool, context_algorithm: str = "ring",
-              kv_hidden: int | None = None, replicated: float = 0.0, frozen: float = 0.0):
+              kv_hidden: int | None = None, replicated: float = 0.0, frozen_weight_bytes: float = 0.0):
     """``f(b, t, p, m, v, d, act_graph=0, c=1) -> (model_state_bytes, activation_bytes)`` per device,
     numpy-vectorised.
 
@@ -147,9 +147,9 @@ def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedu
     Liu et al. 2023 §3, [D]). The model state is sharded by ZeRO over ``data x context`` ranks (Megatron-LM
     reduces gradients and shards its distributed optimizer over the data- and context-parallel group);
     ``replicated`` of the ``params`` are not split by the tensor degree (the convolutions of Krizhevsky's
-    hybrid, :mod:`.layerwise`); ``frozen`` more parameters are held as weights only (LoRA's base model,
-    :mod:`.lora`: in the state's dtype, split over tensor and stages, and over data-parallel ranks under ZeRO-3)."""
-    state = _state_fn(params, optimizer, dtype, zero_stage, single_stage, replicated, frozen)
+    hybrid, :mod:`.layerwise`); ``frozen_weight_bytes`` of the whole model are weights only (LoRA's base model,
+    :mod:`.lora`: split over tensor and stages, and over data-parallel ranks under ZeRO-3, :func:`frozen_bytes`)."""
+    state = _state_fn(params, optimizer, dtype, zero_stage, single_stage, replicated, frozen_weight_bytes)
     act = _activation_fn(schedule, recompute, sequence_parallel, shape, single_stage)
     ctx = _context_fn(None if shape is None else shape[0], context_algorithm == "ring",
                       (kv_hidden or (shape[1] if shape else 0)) * dtype_bytes(dtype))
@@ -177,29 +177,29 @@ def _context_fn(s, ring: bool, kv_bytes_per_token: float):
 
 @lru_cache(maxsize=None)
 def _state_fn(params: float, optimizer: str, dtype: str, zero_stage: int, single_stage: bool, replicated: float = 0.0,
-              frozen: float = 0.0):
+              frozen_weight_bytes: float = 0.0):
     t, p, d = _SYM["t"], _SYM["p"], _SYM["d"]
-    state = sum(memory.model_state_bytes(n, optimizer, _state_dtype(dtype), tensor=tensor,
+    state = sum(memory.model_state_bytes(n, optimizer, state_dtype(dtype), tensor=tensor,
                                          pipeline=1 if single_stage else p, data=d, zero_stage=zero_stage)["total"]
                 for n, tensor in ((params - replicated, t), (replicated, 1)) if n)
-    state += frozen_bytes(sp.nsimplify(frozen), dtype, zero_stage, single_stage, t, p, d)
+    state += frozen_bytes(sp.nsimplify(frozen_weight_bytes), zero_stage, single_stage, t, p, d)
     return sp.lambdify([t, p, d], sp.sympify(state), "numpy")
 
 
-def _state_dtype(dtype: str) -> str:
+def state_dtype(dtype: str) -> str:
     """The dtype the model state is kept in (fp8 training keeps bf16 weights)."""
     return dtype if dtype in ("fp32", "tf32", "fp16", "bf16", "fp64") else "bf16"
 
 
-def frozen_bytes(frozen, dtype: str, zero_stage: int, single_stage: bool, t, p, d):
-    """Bytes of ``frozen`` weights-only parameters on one device (:func:`memory_fn`); numbers, numpy arrays or
-    sympy symbols for ``t, p, d``.
+def frozen_bytes(weight_bytes, zero_stage: int, single_stage: bool, t, p, d):
+    """One device's share of a model's ``weight_bytes`` of frozen weights (:func:`memory_fn`): split over the
+    tensor ranks and the stages, and over the data-parallel ranks under ZeRO-3, which shards the parameters;
+    numbers, numpy arrays or sympy symbols for ``t, p, d``.
 
-    >>> frozen_bytes(7e9, "bf16", 3, False, 2, 2, 8)  # 7 B weights in bf16 over 2 x 2 ranks, sharded over 8 by ZeRO-3
+    >>> frozen_bytes(14e9, 3, False, 2, 2, 8)  # 7 B weights in bf16 over 2 x 2 ranks, sharded over 8 by ZeRO-3
     437500000.0
     """
-    return frozen * dtype_bytes(_state_dtype(dtype)) / (t * (1 if single_stage else p)) / \
-        (d if zero_stage == 3 else 1)
+    return weight_bytes / (t * (1 if single_stage else p)) / (d if zero_stage == 3 else 1)
 
 
 @lru_cache(maxsize=None)

@@ -207,8 +207,8 @@ def prepare(sc: Scenario) -> tuple:
     b, m, sp = par["microbatch_size"], sc.microbatches, par["sequence_parallel"]
     schedule, rec, zero = par["schedule"], tr["recompute"], tr["zero_stage"]
     c, alg, e = par.get("context", 1), par.get("context_algorithm", "ring"), par.get("expert", 1)
-    w = workload(sc.model, cl, tr["dtype"], par["tensor_layers"], tr["lora_rank"])
-    check_lora(tr["lora_rank"], w.graph(1))
+    w = workload(sc.model, cl, tr["dtype"], par["tensor_layers"], tr["lora_rank"], tr["lora_base_dtype"])
+    check_lora(tr["lora_rank"], tr["lora_base_dtype"], w.graph(1))
     w.check_tensor(t)
     w.check_context(c, t, alg)
     w.check_expert(e, d)
@@ -238,10 +238,10 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
                                par["sequence_parallel"],
                                None if shape is None else tuple(shape[k] for k in ("s", "h", "a", "layers", "vocab")),
                                p == 1, par["context_algorithm"], shape["kv"] if shape else None, w.replicated_params,
-                               w.frozen_params)
+                               w.frozen_weight_bytes)
     state, act = (float(x) for x in mem_fn(b, t, p, m, v, par["data"], act_graph, c))
     # the optimizer's pass streams the trained parameters' state, not the frozen weights (:mod:`.lora`)
-    trained = state - compose.frozen_bytes(w.frozen_params, tr["dtype"], tr["zero_stage"], p == 1, t, p, par["data"] * c)
+    trained = state - compose.frozen_bytes(w.frozen_weight_bytes, tr["zero_stage"], p == 1, t, p, par["data"] * c)
     return trained, memory.memory_per_device(state, act, sc.cluster.device)
 
 

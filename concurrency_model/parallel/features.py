@@ -31,7 +31,8 @@ from .context import NO_PARTS, ContextMixin, context_exposed  # noqa: F401 (re-e
 from .data_parallel import BUCKET_BYTES, GRAD_BYTES, DataParallelMixin  # noqa: F401 (BUCKET_BYTES re-exported)
 from .expert import ExpertMixin
 from .layerwise import LayerwiseMixin
-from .lora import adapted, adapter_parts, adapter_params, training_flop as lora_flop
+from .compose import state_dtype
+from .lora import adapted, adapter_parts, adapter_params, base_bytes, training_flop as lora_flop
 from .spatial import SpatialMixin, spatial_rows
 from .triples import ZERO_TRIPLE, _add, collective_triple, triple_seconds  # noqa: F401 (re-exported)
 
@@ -52,9 +53,11 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
     """One model on one cluster in one training dtype (and ``tensor_layers``, :mod:`.layerwise`);
     everything that does not change with the layout's continuous numbers is computed once and cached."""
 
-    def __init__(self, model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0):
+    def __init__(self, model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
+                 lora_base_dtype: str | None = None):
         self.model, self.cluster, self.dtype, self.tensor_layers = model, cluster, dtype, tensor_layers
-        self.lora_rank = lora_rank  # > 0: the base frozen, adapters trained (:mod:`.lora`)
+        # lora_rank > 0: the base frozen (its block linears stored as lora_base_dtype when given), adapters trained
+        self.lora_rank, self.lora_base_dtype = lora_rank, lora_base_dtype
         self.dev = cluster.device
         self.vb = dtype_bytes(dtype)
         self.grad_bytes = GRAD_BYTES.get(dtype, 2)
@@ -111,10 +114,16 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         """Parameters that take gradients and optimizer state: all, or with LoRA the adapters' (:mod:`.lora`)."""
         return float(adapter_params(self.graph(1), self.lora_rank)) if self.lora_rank else self.params
 
-    @property
-    def frozen_params(self) -> float:
-        """Parameters held as weights only (LoRA's base model), in the training dtype."""
-        return self.params if self.lora_rank else 0.0
+    @cached_property
+    def frozen_weight_bytes(self) -> float:
+        """Bytes of the weights held without gradients (LoRA's base model): in the state's dtype, the adapted
+        layers' at ``lora_base_dtype`` when given (QLoRA, :mod:`.lora`)."""
+        if not self.lora_rank:
+            return 0.0
+        whole = dtype_bytes(state_dtype(self.dtype))
+        quantized = sum(float(n.cost.params) for n in self.graph(1).layers() if adapted(n)) \
+            if self.lora_base_dtype else 0.0
+        return (self.params - quantized) * whole + quantized * base_bytes(self.lora_base_dtype or self.dtype)
 
     @property
     def layer_count(self) -> int:
@@ -246,7 +255,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         and beside an adapted layer its adapter's kernels (:mod:`.lora`)."""
         f, bw = r["forward"], r["grad_input"] + (NO_PARTS if self.lora_rank else r["grad_weight"])
         if self.lora_rank and adapted(node):
-            af, ab = adapter_parts(node, b * node.attrs["rows_per_sample"], self.lora_rank, t, self.dev, self.dtype)
+            af, ab = adapter_parts(node, b * node.attrs["rows_per_sample"], self.lora_rank, t, self.dev, self.dtype,
+                                   self.lora_base_dtype)
             f, bw = f + af, bw + ab
         return f, bw, f.total(), bw.total()
 
@@ -384,11 +394,12 @@ def model_key(model) -> str:
 _CACHE: dict = {}
 
 
-def workload(model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0) -> Workload:
+def workload(model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
+             lora_base_dtype: str | None = None) -> Workload:
     """A cached :class:`Workload` (the last few are kept, so repeated estimates reuse layer timings)."""
-    key = (model_key(model), repr(cluster), dtype, tensor_layers, lora_rank)
+    key = (model_key(model), repr(cluster), dtype, tensor_layers, lora_rank, lora_base_dtype)
     if key not in _CACHE:
         if len(_CACHE) >= 8:
             _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = Workload(model, cluster, dtype, tensor_layers, lora_rank)
+        _CACHE[key] = Workload(model, cluster, dtype, tensor_layers, lora_rank, lora_base_dtype)
     return _CACHE[key]

@@ -20,12 +20,27 @@ Under Megatron tensor parallelism ``t`` the adapter follows its layer's split (`
 rank's GEMMs are those of its share; its parameters are counted as ``1/t`` of the adapters' [D]. The scale of
 ``B A x`` and the sum with ``W x`` (element-wise, fused in practice) and dropout on the adapter's input are left
 out.
+
+**A quantized base** (``training.lora_base_dtype`` = ``nf4`` / ``int4``, ``int8`` or ``fp8``; QLoRA, Dettmers et al.
+2023): the adapted layers' frozen weights are stored at 0.5 or 1 byte (their blockwise scales left out, as in
+:mod:`concurrency_model.inference`) and dequantized to the training dtype before each use, the forward GEMM and
+the input-gradient GEMM each running in the training dtype on the copy (bitsandbytes' training path, as
+recalled): a memory-bound kernel reading the stored weights and writing the copy beside every such GEMM [D]. The
+memory shrinks, the step grows.
 """
 from __future__ import annotations
 
 from ..models.transformer import is_lm_head
-from ..timing import gemm_coeffs
+from ..timing import gemm_coeffs, roofline_coeffs
 from ..timing.parts import Parts, total
+from ..units import dtype_bytes
+
+BASE_BYTES = {"nf4": 0.5, "int4": 0.5, "int8": 1, "fp8": 1}  # lora_base_dtype -> bytes a stored weight
+
+
+def base_bytes(dtype: str) -> float:
+    """Bytes a frozen weight is stored in: a quantized base's (:data:`BASE_BYTES`) or a training dtype's."""
+    return BASE_BYTES[dtype] if dtype in BASE_BYTES else dtype_bytes(dtype)
 
 
 def adapted(node) -> bool:
@@ -43,8 +58,10 @@ def adapter_params(graph, rank: int) -> int:
     return sum(rank * (n.attrs["c_in"] + n.attrs["c_out"]) for n in graph.layers() if adapted(n))
 
 
-def adapter_parts(node, rows: int, rank: int, tensor: int, dev, dtype: str) -> tuple[Parts, Parts]:
-    """``(forward, backward)`` kernels of one adapter beside ``node`` on ``rows`` token rows of one tensor rank."""
+def adapter_parts(node, rows: int, rank: int, tensor: int, dev, dtype: str,
+                  base_dtype: str | None = None) -> tuple[Parts, Parts]:
+    """``(forward, backward)`` kernels of one adapter beside ``node`` on ``rows`` token rows of one tensor rank,
+    and with a quantized base (``base_dtype``) the dequantization of the rank's weights before each pass's GEMM."""
     c_in, c_out = node.attrs["c_in"], node.attrs["c_out"]
     if tensor > 1:
         c_in, c_out = (c_in, -(-c_out // tensor)) if node.attrs["split"] == "column" else (-(-c_in // tensor), c_out)
@@ -55,6 +72,11 @@ def adapter_parts(node, rows: int, rank: int, tensor: int, dev, dtype: str) -> t
     forward = gemms((rows, r, c_in), (rows, c_out, r))  # h = A x, then B h
     # dh = dy B, dx = dh A (input gradients); dB = dy^T h, dA = dh^T x (weight gradients)
     backward = gemms((rows, r, c_out), (rows, c_in, r), (c_out, r, rows), (r, c_in, rows))
+    if base_dtype is not None:  # read the stored weights, write the training-dtype copy (a multiply a weight)
+        n = c_in * c_out
+        dequant = Parts.from_coeffs(roofline_coeffs(n, n * (BASE_BYTES[base_dtype] + dtype_bytes(dtype)), dev, dtype),
+                                    dev)
+        forward, backward = forward + dequant, backward + dequant
     return forward, backward
 
 
@@ -74,8 +96,14 @@ def training_flop(graph, rank: int) -> float:
     return float(graph.forward().flop + graph.backward().flop) - frozen + adapters
 
 
-def check_lora(rank: int, graph) -> None:
-    """``ValueError`` naming ``training.lora_rank`` for a model it does not apply to."""
+def check_lora(rank: int, base_dtype: str | None, graph) -> None:
+    """``ValueError`` naming ``training.lora_rank`` for a model it does not apply to, or ``training.lora_base_dtype``
+    for an unknown format or one without adapters."""
+    if base_dtype is not None:
+        if base_dtype not in BASE_BYTES:
+            raise ValueError(f"training.lora_base_dtype: unknown {base_dtype!r}; allowed: {', '.join(BASE_BYTES)}")
+        if not rank:
+            raise ValueError("training.lora_base_dtype: a quantized frozen base goes with adapters (training.lora_rank)")
     if not rank:
         return
     nodes = graph.layers()
@@ -86,4 +114,4 @@ def check_lora(rank: int, graph) -> None:
         raise ValueError("training.lora_rank: adapters on mixture-of-experts layers are not modelled")
 
 
-__all__ = ["adapted", "adapter_params", "adapter_parts", "check_lora", "training_flop"]
+__all__ = ["BASE_BYTES", "adapted", "adapter_params", "adapter_parts", "base_bytes", "check_lora", "training_flop"]
