@@ -123,3 +123,11 @@ def test_a_quantized_base():
 def test_bad_base(training, message):
     with pytest.raises(ValueError, match=message):
         estimate({**GPT2, "training": {**GPT2["training"], **training}})
+
+
+def test_the_report_frame():
+    from concurrency_model.report.finetune import finetune_frame
+    df = finetune_frame().set_index("case")
+    assert df.loc["full, 1 GPU", "note"].startswith("memory: ") and df["step_s"].isna().sum() == 1
+    assert df.loc["LoRA r=16", "step_s"] < df.loc["full, ZeRO-1", "step_s"] < df.loc["QLoRA r=16, 1 GPU", "step_s"]
+    assert df.loc["QLoRA r=16 (nf4)", "state_gb"] < df.loc["LoRA r=16", "state_gb"] < df.loc["full, ZeRO-1", "state_gb"]

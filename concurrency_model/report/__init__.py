@@ -3,7 +3,7 @@
 :func:`build_report` computes every figure from the embedded default data with the toolkit's own API and
 writes ``DIR/report.html`` (self-contained: the figures are embedded as PNG data URIs) and the same
 figures as ``DIR/figures/*.png``. Figure functions live in small modules by topic (:mod:`.zoo`,
-:mod:`.comm`, :mod:`.parallel`, :mod:`.minibatch`, :mod:`.sweep3d`, :mod:`.inference`, :mod:`.accuracy`); each takes ``ax=None`` and returns
+:mod:`.comm`, :mod:`.parallel`, :mod:`.minibatch`, :mod:`.sweep3d`, :mod:`.inference`, :mod:`.finetune`, :mod:`.accuracy`); each takes ``ax=None`` and returns
 the Axes, so they also work in a notebook.
 """
 from __future__ import annotations
@@ -51,7 +51,7 @@ def build_report(out_dir="reports", force: bool = False, progress: bool = True, 
     t0 = time.perf_counter()
     out = Path(out_dir)
     prepare_out(out, force)
-    with Progress(11, "report", enabled=progress) as bar:  # 10 sections and the page
+    with Progress(12, "report", enabled=progress) as bar:  # 11 sections and the page
         result = _build(out, quick, bar, t0)
     return result
 
@@ -62,6 +62,7 @@ def _build(out: Path, quick: bool, bar, t0: float) -> dict:
     from .sections import (cnn_parallel_section, comm_section, distribution_section, dp_section, escape,
                            failed_section, lead, meta, pipeline_section, roofline_section, sweep_section,
                            validation_section, zoo_sections)
+    from .finetune import finetune_section
     from .serving import inference_section
 
     figs, sections, errors, timings = [], [], [], {}
@@ -94,6 +95,7 @@ def _build(out: Path, quick: bool, bar, t0: float) -> dict:
         run("pipeline", "Pipeline schedules", pipeline_section)
         run("distribution", "Training distribution: synchronisation and consistency", distribution_section)
         run("3d sweep", "3D parallelism of GPT-3 175B", sweep_section, fut_sweep)
+        run("fine-tuning", "Fine-tuning: full, LoRA and QLoRA", finetune_section)
         run("inference", "Inference: latency, batching and quantized weights", inference_section)
         run("validation", "Predicted against measured", validation_section, fut_val, quick)
 
