@@ -160,6 +160,9 @@ def load_scenario(spec) -> Scenario:
     _check_tensor_layers(par, tr)
     if tr["compression"] == "sfb":
         _check_sfb(par, tr)
+        if tr["lora_rank"]:
+            raise ValueError("training.compression: sfb sends the factors of whole fully connected layers' gradients; "
+                             "with LoRA (training.lora_rank) only the adapters have gradients")
     number("training.host_overhead_s", tr["host_overhead_s"], low_ok=True, none_ok=True)  # host s a kernel
     cluster = load_cluster(raw.get("cluster", "dgx-a100"))
     try:

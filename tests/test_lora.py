@@ -131,3 +131,15 @@ def test_the_report_frame():
     assert df.loc["full, 1 GPU", "note"].startswith("memory: ") and df["step_s"].isna().sum() == 1
     assert df.loc["LoRA r=16", "step_s"] < df.loc["full, ZeRO-1", "step_s"] < df.loc["QLoRA r=16, 1 GPU", "step_s"]
     assert df.loc["QLoRA r=16 (nf4)", "state_gb"] < df.loc["LoRA r=16", "state_gb"] < df.loc["full, ZeRO-1", "state_gb"]
+
+
+def test_compressed_adapter_gradients():
+    w = workload("gpt2", load_cluster("dgx-a100"), "bf16", lora_rank=8)
+    mats = w.adapter_matrices(2)
+    assert len(mats) == 96 and mats[:4] == [(8, 768), (1152, 8), (8, 384), (768, 8)]  # qkv column-, proj row-split
+    assert sum(a * b for a, b in w.adapter_matrices(1)) == adapter_params(get_model("gpt2"), 8)
+    e = estimate(lora(8, compression="powersgd") | {"parallel": {"data": 8, "tensor": 2, "microbatch_size": 4,
+                                                                 "global_batch": 64}})
+    assert e.breakdown["data_parallel_comm_s"] > 0
+    with pytest.raises(ValueError, match="^training.compression: sfb sends the factors of whole fully connected"):
+        estimate(lora(8, compression="sfb"))
