@@ -108,9 +108,12 @@ def prompt_tokens(slots: int, prompt_len: int, decode_len: int) -> int:
 
 
 def iteration(graph_of, shape: dict, dev, dtype: str, t: int, slots: int, prompt_len: int, decode_len: int, comm,
-              host_overhead_s: float = 0.0, weight_bytes=None, weight_sparsity=None, cached: int = 0) -> Iteration:
+              host_overhead_s: float = 0.0, weight_bytes=None, weight_sparsity=None, cached: int = 0,
+              spread: float = 1.0) -> Iteration:
     """The steady-state iteration (module docstring); ``graph_of(batch, seq)`` builds the model; ``cached``: the
-    prefix of every prompt already in the cache (its new tokens and their attention are what an iteration adds)."""
+    prefix of every prompt already in the cache (its new tokens and their attention are what an iteration adds);
+    ``spread``: the prompts' mean attention over the mean prompt's (unequal prompts, :func:`~concurrency_model.
+    lengths.spread_factor`)."""
     vb = dtype_bytes(dtype)
     new = prompt_len - cached
     chunk = prompt_tokens(slots, new, decode_len)
@@ -120,7 +123,7 @@ def iteration(graph_of, shape: dict, dev, dtype: str, t: int, slots: int, prompt
                        expert=comm.e)
     att = kv_attention(slots, shape["heads"], shape["kv_heads"], shape["head_dim"], dev, dtype, t)
     g_prompt = graph_of(1, prompt_len)
-    prompt_att = prompt_attention(g_prompt, dev, dtype, t, cached).times(slots / decode_len)
+    prompt_att = prompt_attention(g_prompt, dev, dtype, t, cached).with_work(spread).times(slots / decode_len)
     lo, hi = prompt_len + 1, prompt_len + decode_len
     la = float(dev.launch_overhead)
     host = host_overhead_s * (parts.kernels(la) + shape["layers"] + prompt_att.kernels(la))

@@ -8,8 +8,9 @@ tokens (their mean under ``output_lengths``), this module prices (derived from t
 
 * **Prefill pool**: ``r_p`` replicas of tensor ``t_p``, each a server running one prompt a pass (batch 1:
   :func:`~concurrency_model.decode.prefill_pass`, service ``S_p``); the wait for a free one is the G/G/c queue of
-  :mod:`concurrency_model.queueing` with ``c = r_p`` and equal prompts (``c_s^2 = 0``). Time to first token:
-  that wait + ``S_p``.
+  :mod:`concurrency_model.queueing` with ``c = r_p`` and the prompts' spread (``c_s^2``: 0 for equal prompts, the
+  squared coefficient of variation of their new tokens under ``prompt_lengths``, a pass taken as linear in them;
+  ``S_p`` the pass of the mean prompt). Time to first token: that wait + ``S_p``.
 * **KV transfer**: the request's cache, ``2 layers P kv_heads head_dim`` values, from the prefill replica's GPUs to
   the decode replica's over the inter-node tier (the pools on different nodes), each of the ``min(t_p, t_d)`` ranks
   sending its share over its own NIC: ``alpha + bytes / min(t_p, t_d) x beta`` (:func:`~concurrency_model.cluster.
@@ -81,8 +82,9 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
     dev, dtype, vb = cl.device, inf["dtype"], dtype_bytes(inf["dtype"])
     P, O, S, host = inf["prompt_len"], inf["decode_len"], inf["prefix_len"], inf["host_overhead_s"]
     model = raw.get("model")
-    _, shape, dist = served(model, dev, dtype, P, O, inf["output_lengths"])
+    _, shape, dist, prompts = served(model, dev, dtype, P, O, inf["output_lengths"], inf["prompt_lengths"], S)
     sparsity = check_weight_sparsity(dev, dtype, inf["weight_sparsity"], inf["weight_dtype"])
+    P = S + max(1, round(prompts.mean))  # the mean prompt; a prefill replica holds the longest one's cache
     g_pre, g_new = model_graph(model, 1, P, vb), model_graph(model, 1, P - S, vb)
     weights, quantized = weights_bytes(g_pre, vb, inf["weight_dtype"], sparsity)
     per_token = kv_cache_bytes(shape["layers"], 1, 1, shape["kv_heads"], shape["head_dim"], vb)
@@ -90,7 +92,7 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
 
     prefill = {}  # tensor -> (seconds of one prompt's pass) for the replicas that hold the model and a prompt
     for t in tensors:
-        kv = kv_cache_bytes(shape["layers"], 1, P, shape["kv_heads"], shape["head_dim"], vb, t)
+        kv = kv_cache_bytes(shape["layers"], 1, S + prompts.longest, shape["kv_heads"], shape["head_dim"], vb, t)
         if memory_per_device(weights / t, workspace_bytes(g_pre, t, 1, vb), dev, extra={"kv_cache": kv})["fits"]:
             s = prefill_pass(g_new, shape["hidden"], dev, dtype, t, 1, Comm(cl, t, 1), P, host, quantized, sparsity,
                              S, g_pre)
@@ -109,7 +111,7 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
                                    P + O, host, quantized, sparsity).seconds
                 for tp, s_p in prefill.items():
                     rows.append(_row(load_rps, tp, s_p, td, n, step, dist, (P - S) * per_token, inter,
-                                     max_first_token_s, max_decode_s))
+                                     max_first_token_s, max_decode_s, prompts.cv2))
                 bar.update()
     df = pd.DataFrame(rows)
     return df.sort_values(["meets_target", "gpus", "decode_s_per_token"], ascending=[False, True, True],
@@ -139,12 +141,12 @@ def _slots(model, shape, dev, vb: int, t: int, context: int, weights: float, sha
     return sorted({2 ** i for i in range(top.bit_length()) if 2 ** i <= top} | {top})
 
 
-def _row(load, tp, s_p, td, n, step, dist, kv_bytes, inter, max_first, max_decode) -> dict:
-    """One plan (module docstring)."""
+def _row(load, tp, s_p, td, n, step, dist, kv_bytes, inter, max_first, max_decode, cv2_prompt: float = 0.0) -> dict:
+    """One plan (module docstring); ``cv2_prompt``: the spread of the prompts' passes (of their new tokens')."""
     alpha, beta = inter
     transfer = alpha + kv_bytes / min(tp, td) * beta
     room_first = None if max_first is None else max_first - s_p
-    r_p, w_p = replicas_for(load, 1, s_p, 0.0, room_first)
+    r_p, w_p = replicas_for(load, 1, s_p, cv2_prompt, room_first)
     others = max(1.0, dist.mean - 1)  # the tokens after the first
     room_decode = None if max_decode is None else (max_decode - step) * others - transfer
     r_d, w_d = replicas_for(load, n, dist.mean * step, dist.cv2, room_decode)

@@ -88,6 +88,11 @@ per-step latency for 10 generated tokens).
   prompt_attention`); the KV cache holds ``batch (P + O - S) + S`` positions a replica; decode steps read every
   sequence's whole context as before (PagedAttention reads shared blocks per sequence). ``S < P``: the last
   prompt position always runs, for the first token's logits.
+* **Unequal prompt lengths** (``prompt_lengths`` = ``uniform`` or ``geometric``: the law of a prompt's tokens after
+  the cached prefix, mean ``prompt_len - prefix_len``, :mod:`concurrency_model.lengths`): a static batch pads its
+  prompts to the longest of them (the expected maximum: ``padded_prompt_len``; its passes and decode contexts at that
+  length) and allocates the cache of the longest possible one; continuous slots follow the mean prompt, the prompts'
+  attention scaled by their spread (:func:`~concurrency_model.lengths.spread_factor`) [D].
 * **Speculative decoding** (``speculative`` = ``{"draft", "tokens", "acceptance"}``): a draft model's steps and one
   verification step of the target per iteration, over the tokens an iteration yields
   (:mod:`concurrency_model.speculative`, Leviathan et al. 2023); the decode breakdown is then per generated token.
@@ -107,7 +112,7 @@ from .cluster import load_cluster
 from .continuous import at_load, check_continuous, iteration, prompt_tokens, workspace
 from .decode import decode_step, prefill_pass, sum_max_affine
 from .economics import busy_seconds, per_million_tokens
-from .lengths import lengths, lengths_summary
+from .lengths import lengths, lengths_summary, prompts_summary, spread_factor
 from .models import SEQUENCE_MODELS, get_model
 from .models.transformer import check_tensor_split
 from .parallel.memory import memory_per_device
@@ -122,7 +127,8 @@ from .units import dtype_bytes
 
 INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,
              "weight_sparsity": None, "host_overhead_s": 0.0, "speculative": None, "batching": "static",
-             "price_per_gpu_hour": None, "output_lengths": "fixed", "load_rps": None, "prefix_len": 0}
+             "price_per_gpu_hour": None, "output_lengths": "fixed", "load_rps": None, "prefix_len": 0,
+             "prompt_lengths": "fixed"}
 BATCHING = ("static", "continuous")
 
 
@@ -201,7 +207,7 @@ def infer(scenario) -> Inference:
     return predict(sc.model, sc.cluster, inf["batch"], inf["prompt_len"], inf["decode_len"], inf["dtype"],
                    par["tensor"], par["pipeline"], inf["weight_dtype"], inf["host_overhead_s"], inf["weight_sparsity"],
                    inf["speculative"], inf["batching"], inf["price_per_gpu_hour"], inf["output_lengths"],
-                   inf["load_rps"], par["data"], par["expert"], inf["prefix_len"])
+                   inf["load_rps"], par["data"], par["expert"], inf["prefix_len"], inf["prompt_lengths"])
 
 
 def is_causal_decoder(model) -> bool:
@@ -210,10 +216,13 @@ def is_causal_decoder(model) -> bool:
     return bool(att) and all(n.attrs.get("causal") for n in att)
 
 
-def served(model, dev, dtype: str, prompt_len: int, decode_len: int, output_lengths: str = "fixed"):
-    """``(graph at batch 1, its model_shape, the output lengths' law)`` of a causal decoder serving requests of
-    ``prompt_len + decode_len`` positions in ``dtype`` on ``dev``: ``ValueError`` naming the field for an image
-    model, a request longer than the context, or a dtype the device has no math in."""
+def served(model, dev, dtype: str, prompt_len: int, decode_len: int, output_lengths: str = "fixed",
+           prompt_lengths: str = "fixed", prefix_len: int = 0):
+    """``(graph at batch 1, its model_shape, the output lengths' law, the prompts' new tokens' law)`` of a causal
+    decoder serving requests of ``prompt_len + decode_len`` positions on average in ``dtype`` on ``dev`` (a prompt:
+    ``prefix_len`` cached tokens and new ones of mean ``prompt_len - prefix_len`` under ``prompt_lengths``; the
+    longest prompt leaves room for ``decode_len`` tokens and bounds the outputs' law): ``ValueError`` naming the
+    field for an image model, a request longer than the context, or a dtype the device has no math in."""
     vb = dtype_bytes(dtype)
     if isinstance(model, str) and model not in SEQUENCE_MODELS:
         get_model(model)  # unknown names: the zoo's error
@@ -223,12 +232,14 @@ def served(model, dev, dtype: str, prompt_len: int, decode_len: int, output_leng
     if prompt_len + decode_len > shape["context"]:
         raise ValueError(f"inference.decode_len: prompt_len + decode_len = {prompt_len + decode_len} exceeds the "
                          f"model's context of {shape['context']} positions (set the model's seq_len)")
-    dist = lengths(output_lengths, decode_len, shape["context"] - prompt_len)
+    prompts = lengths(prompt_lengths, prompt_len - prefix_len, shape["context"] - prefix_len - decode_len,
+                      "prompt_lengths", "prompt_len")
+    dist = lengths(output_lengths, decode_len, shape["context"] - prefix_len - prompts.longest)
     try:
         dev.peak(dtype)
     except ValueError as e:
         raise ValueError(f"inference.{e}") from None
-    return graph, shape, dist
+    return graph, shape, dist, prompts
 
 
 def model_shape(graph) -> dict:
@@ -252,12 +263,14 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
             pipeline: int = 1, weight_dtype: str | None = None, host_overhead_s: float = 0.0,
             weight_sparsity: str | None = None, speculative: dict | None = None, batching: str = "static",
             price_per_gpu_hour: float | None = None, output_lengths: str = "fixed",
-            load_rps: float | None = None, data: int = 1, expert: int = 1, prefix_len: int = 0) -> Inference:
+            load_rps: float | None = None, data: int = 1, expert: int = 1, prefix_len: int = 0,
+            prompt_lengths: str = "fixed") -> Inference:
     """:func:`infer` for a model spec and a cluster (preset name, file, dict or
     :class:`~concurrency_model.cluster.Cluster`) given directly. ``data`` > 1: replicas that split the ``batch``
     sequences, serving their own requests, or with ``expert`` > 1 a mixture of experts whose experts are split over
     groups of ``expert`` replicas (:func:`~concurrency_model.serving.check_layout`). ``prefix_len``: the first
-    tokens of every prompt, the same for all requests and kept in each replica's cache (module docstring).
+    tokens of every prompt, the same for all requests and kept in each replica's cache; ``prompt_lengths``: the law
+    of the rest of a prompt, mean ``prompt_len - prefix_len`` (module docstring).
 
     >>> r = predict("gpt2", "dgx-a100", 8, 256, 64, "fp16", tensor=2)
     >>> r.parallel, r.decode_s_per_token < r.prefill_s
@@ -266,12 +279,14 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     cl = load_cluster(cluster)
     dev = cl.device
     vb = dtype_bytes(dtype)
-    one, shape, dist = served(model, dev, dtype, prompt_len, decode_len, output_lengths)
+    one, shape, dist, prompts = served(model, dev, dtype, prompt_len, decode_len, output_lengths, prompt_lengths,
+                                       prefix_len)
     t, p = tensor, pipeline
     if p > shape["layers"]:
         raise ValueError(f"parallel.pipeline: {p} stages exceed the {shape['layers']} transformer blocks")
-    if output_lengths != "fixed" and speculative is not None:
-        raise ValueError("inference.output_lengths: unequal lengths with speculative decoding are not modelled")
+    for k, law in (("output_lengths", output_lengths), ("prompt_lengths", prompt_lengths)):
+        if law != "fixed" and speculative is not None:
+            raise ValueError(f"inference.{k}: unequal lengths with speculative decoding are not modelled")
     mean = dist.mean
     o = max(1, round(mean))  # a continuous slot's contexts and prompt share follow the mean length
     weight_sparsity = check_weight_sparsity(dev, dtype, weight_sparsity, weight_dtype)
@@ -280,6 +295,11 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     every, batch = batch, batch // d  # all replicas' sequences; one replica's
     if batching == "continuous":
         check_continuous(batch, p, speculative)
+    S, asked = prefix_len, prompt_len  # S: held once a replica
+    # the prompt a pass runs: a static batch pads its prompts to the longest of them and allocates for the longest
+    # possible one; continuous slots follow the mean, the prompts' attention scaled to their spread (module doc)
+    longest_prompt = S + prompts.longest if batching == "static" else None
+    prompt_len = S + max(1, round(prompts.expected_max(batch) if batching == "static" else prompts.mean))
     g_pre = model_graph(model, batch, prompt_len, vb)
     g_dec = model_graph(model, batch, 1, vb)
     check_tensor_split(g_pre.layers(), t)
@@ -288,11 +308,11 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     # memory first: a configuration that does not fit is refused, not estimated
     spec = Speculation(check_speculative(speculative), shape, model_shape, vb, batch, prompt_len, decode_len, t, p) \
         if speculative is not None else None
-    context = spec.context if spec else prompt_len + (dist.longest if batching == "static" else decode_len)
+    context = spec.context if spec else (longest_prompt + dist.longest if batching == "static"
+                                         else prompt_len + decode_len)
     if spec and context > shape["context"]:
         raise ValueError(f"inference.speculative.tokens: prompt_len + decode_len + tokens = {context} exceeds the "
                          f"model's context of {shape['context']} positions")
-    S = prefix_len  # held once a replica
     kv = kv_cache_bytes(shape["layers"], batch, context, shape["kv_heads"], shape["head_dim"], vb, t, p, S)
     kv_all = d * kv_cache_bytes(shape["layers"], batch, context, shape["kv_heads"], shape["head_dim"], vb, shared=S)
     weights, quantized = weights_bytes(g_pre, vb, weight_dtype, weight_sparsity, e)
@@ -312,13 +332,14 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
 
     layout = {"tensor": t, "pipeline": p, **({"data": d} if d > 1 else {}), **({"expert": e} if e > 1 else {})}
     span = t * p * e  # the devices a pass's collectives reach
-    summary = {"batch": every, "prompt_len": prompt_len, "decode_len": decode_len, "dtype": dtype,
+    summary = {"batch": every, "prompt_len": asked, "decode_len": decode_len, "dtype": dtype,
                "weight_dtype": weight_dtype or dtype, "weight_sparsity": weight_sparsity,
-               "host_overhead_s": host_overhead_s, "batching": batching, "prefix_len": S}
+               "host_overhead_s": host_overhead_s, "batching": batching, "prefix_len": S,
+               **prompts_summary(prompts, S, prompt_len if batching == "static" else None)}
     if batching == "continuous":
         def make(n):  # n slots in p groups, one a stage: a group's iteration passes every stage in turn
             return iteration(graph_of, shape, dev, dtype, t, n // p, prompt_len, o,
-                             comm, host_overhead_s, quantized, weight_sparsity, S)
+                             comm, host_overhead_s, quantized, weight_sparsity, S, spread_factor(prompts, S))
         n, it, active = (batch, make(batch), batch) if load_rps is None else \
             at_load(make, load_rps, mean, batch, d, step=p)
         step_s = it.seconds

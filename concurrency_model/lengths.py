@@ -59,28 +59,51 @@ class Lengths:
         return float(1.0 + np.sum(1.0 - np.clip(cdf, 0.0, 1.0) ** batch))
 
 
-def lengths(kind: str, decode_len: int, cap: int) -> Lengths:
-    """The law of ``kind`` with mean ``decode_len`` on ``1 .. cap`` tokens (``ValueError`` naming the field).
+def lengths(kind: str, decode_len: int, cap: int, field: str = "output_lengths", mean_field: str = "decode_len") -> Lengths:
+    """The law of ``kind`` with mean ``decode_len`` on ``1 .. cap`` tokens (``ValueError`` naming the field:
+    ``inference.<field>`` for the law, ``inference.<mean_field>`` for a mean it cannot have; prompts use the same
+    laws, :func:`~concurrency_model.inference.served`).
 
     >>> round(lengths("geometric", 4, 1000).mean, 9)  # the truncation at 1,000 tokens does not show
     4.0
     """
     if kind not in DISTRIBUTIONS:
-        raise ValueError(f"inference.output_lengths: unknown {kind!r}; allowed: {', '.join(DISTRIBUTIONS)}")
+        raise ValueError(f"inference.{field}: unknown {kind!r}; allowed: {', '.join(DISTRIBUTIONS)}")
     if kind == "fixed":
         pmf = np.zeros(decode_len)
         pmf[-1] = 1.0
     elif kind == "uniform":
         top = 2 * decode_len - 1
         if top > cap:
-            raise ValueError(f"inference.decode_len: uniform lengths reach 2 x {decode_len} - 1 = {top} tokens, more "
-                             f"than the {cap} the model's context leaves after the prompt")
+            raise ValueError(f"inference.{mean_field}: uniform lengths reach 2 x {decode_len} - 1 = {top} tokens, more "
+                             f"than the {cap} the model's context leaves")
         pmf = np.full(top, 1.0 / top)
     else:
         q = 1.0 / decode_len
         pmf = q * (1 - q) ** np.arange(cap)
         pmf /= pmf.sum()
     return Lengths(kind, pmf)
+
+
+def spread_factor(prompts: Lengths, prefix: int = 0) -> float:
+    """The mean causal attention of prompts whose new tokens ``q`` follow this law after ``prefix`` cached ones,
+    over that of the mean prompt: ``E[q (S + q / 2)] / (m (S + m / 2))`` with ``E[q^2] = m^2 (1 + cv^2)``, the
+    (query, key) pairs a prompt's queries compute (the ``+ 1`` of the diagonal left out) [D]. 1 for equal prompts.
+
+    >>> round(spread_factor(lengths("uniform", 2, 10)), 12)  # q in 1..3: E[q^2] = 14/3 over 4
+    1.166666666667
+    """
+    m = prompts.mean
+    return (prefix * m + m * m * (1 + prompts.cv2) / 2) / (prefix * m + m * m / 2)
+
+
+def prompts_summary(prompts: Lengths, prefix: int = 0, padded: int | None = None) -> dict:
+    """``prompt_lengths`` and, for unequal prompts, ``mean_prompt_len`` (the prefix included) and (a static batch)
+    ``padded_prompt_len``, the expected longest prompt its pass is padded to."""
+    if prompts.kind == "fixed":
+        return {"prompt_lengths": "fixed"}
+    return {"prompt_lengths": prompts.kind, "mean_prompt_len": round(prefix + prompts.mean, 6),
+            **({"padded_prompt_len": padded} if padded is not None else {})}
 
 
 def lengths_summary(dist: Lengths, steps: float | None = None) -> dict:

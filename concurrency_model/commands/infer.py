@@ -173,6 +173,9 @@ def show(out: dict) -> None:
             print(f"  {k:<28} {v:>12.4g} s")
         return
     prefix = f", the first {i['prefix_len']:,} a cached prefix" if i.get("prefix_len") else ""
+    if i.get("prompt_lengths", "fixed") != "fixed":
+        prefix += f", {i['prompt_lengths']} lengths (mean {i['mean_prompt_len']:,.0f}" + \
+            (f", padded to {i['padded_prompt_len']:,})" if "padded_prompt_len" in i else ")")
     if i.get("batching") == "continuous":
         print(f"continuous batching: {i['batch']} slots, prompts of {i['prompt_len']} tokens{prefix} "
               f"({i['prompt_tokens_per_iteration']:,} new prompt tokens an iteration), {i['decode_len']} generated, "

@@ -50,6 +50,10 @@ class Parts:
         """The same kernels ``k`` times as often."""
         return Parts(self.compute, self.memory, self.extra, self.launch, self.count * k)
 
+    def with_work(self, k: float) -> "Parts":
+        """The same kernels doing ``k`` times their work and traffic (launches unchanged)."""
+        return Parts(self.compute * k, self.memory * k, self.extra * k, self.launch, self.count)
+
     def seconds(self, s_flops=1.0, s_mem_bw=1.0, s_launch=1.0) -> np.ndarray:
         """Total seconds; the scales may be arrays (one result per element)."""
         sf, sb, sl = (np.asarray(x, dtype=float)[..., None] for x in (s_flops, s_mem_bw, s_launch))
