@@ -78,14 +78,16 @@ class DataParallelMixin:
         PowerSGD compresses the device's matrices: its tensor rank's share of each (:func:`.compression.
         weight_matrices`) on the first of ``p`` stages, the first ``1/p`` of them in the graph's order (with the
         embedding: the stage whose synchronisation is the longest in a language model) [D]; with LoRA the
-        adapters' (:meth:`adapter_matrices`)."""
+        adapters' (:func:`.lora.adapter_matrices`)."""
         from .compressed_sync import codec_seconds
         from .compression import compress, weight_matrices
+        from .lora import adapter_matrices
         from .distribution import gossip_on_cluster, ps_on_cluster
         if isinstance(compression, tuple):  # ("sfb", global batch): the factors of a replica's samples
             c = compress("sfb", self.graph(compression[1] // d), value_bytes=self.grad_bytes, workers=d)
         elif compression == "powersgd":
-            mats, _ = weight_matrices(self.graph(1), t) if not self.lora_rank else (self.adapter_matrices(t), 0)
+            mats = adapter_matrices(self.graph(1), self.lora_rank, t) if self.lora_rank else \
+                weight_matrices(self.graph(1), t)[0]
             mats = mats[:-(-len(mats) // p)]
             held = sum(a * b for a, b in mats)
             c = compress("powersgd", max(float(elements), held), shape=mats, value_bytes=self.grad_bytes)
@@ -103,18 +105,6 @@ class DataParallelMixin:
                 busy = _add(busy, self._coll(op, float(n), d, rpn, sharing))
         enc, dec = codec_seconds(c, d, self.dev)
         return (busy[0] + float(enc) + float(dec), busy[1], busy[2])
-
-    def adapter_matrices(self, t: int = 1) -> list[tuple[int, int]]:
-        """LoRA's trained matrices, ``A`` (``r x c_in``) and ``B`` (``c_out x r``) of every adapted layer, a tensor
-        rank's share (the split dimension over ``t``, :mod:`.lora`)."""
-        from .lora import adapted
-        out = []
-        for n in self.graph(1).layers():
-            if adapted(n):
-                c_in, c_out, col = n.attrs["c_in"], n.attrs["c_out"], n.attrs["split"] == "column"
-                out += [(self.lora_rank, c_in if col else -(-c_in // t)), (-(-c_out // t) if col else c_out,
-                                                                           self.lora_rank)]
-        return out
 
     def check_batch_norm(self, mode: str) -> None:
         """``ValueError`` naming ``training.batch_norm`` when ``sync`` is asked of a model without batch norm."""

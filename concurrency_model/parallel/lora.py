@@ -58,6 +58,22 @@ def adapter_params(graph, rank: int) -> int:
     return sum(rank * (n.attrs["c_in"] + n.attrs["c_out"]) for n in graph.layers() if adapted(n))
 
 
+def adapter_matrices(graph, rank: int, tensor: int = 1) -> list[tuple[int, int]]:
+    """The trained matrices, ``A`` (``r x c_in``) and ``B`` (``c_out x r``) of every adapted layer, one tensor rank's
+    share (the split dimension over ``tensor``, as :func:`adapter_parts`): what PowerSGD compresses under LoRA.
+
+    >>> from concurrency_model.models import get_model
+    >>> adapter_matrices(get_model("gpt2"), 8, 2)[:4]  # qkv column-split, proj row-split
+    [(8, 768), (1152, 8), (8, 384), (768, 8)]
+    """
+    out = []
+    for n in graph.layers():
+        if adapted(n):
+            c_in, c_out, col = n.attrs["c_in"], n.attrs["c_out"], n.attrs["split"] == "column"
+            out += [(rank, c_in if col else -(-c_in // tensor)), (-(-c_out // tensor) if col else c_out, rank)]
+    return out
+
+
 def adapter_parts(node, rows: int, rank: int, tensor: int, dev, dtype: str,
                   base_dtype: str | None = None) -> tuple[Parts, Parts]:
     """``(forward, backward)`` kernels of one adapter beside ``node`` on ``rows`` token rows of one tensor rank,
@@ -114,4 +130,4 @@ def check_lora(rank: int, base_dtype: str | None, graph) -> None:
         raise ValueError("training.lora_rank: adapters on mixture-of-experts layers are not modelled")
 
 
-__all__ = ["BASE_BYTES", "adapted", "adapter_params", "adapter_parts", "base_bytes", "check_lora", "training_flop"]
+__all__ = ["BASE_BYTES", "adapted", "adapter_matrices", "adapter_params", "adapter_parts", "base_bytes", "check_lora", "training_flop"]
