@@ -112,14 +112,13 @@ from .cluster import load_cluster
 from .continuous import at_load, check_continuous, iteration, prompt_tokens, workspace
 from .decode import decode_step, prefill_pass, sum_max_affine
 from .economics import busy_seconds, per_million_tokens
-from .lengths import lengths, lengths_summary, prompts_summary, spread_factor
-from .models import SEQUENCE_MODELS, get_model
+from .lengths import lengths_summary, prompts_summary, spread_factor
 from .models.transformer import check_tensor_split
 from .parallel.memory import memory_per_device
 from .queueing import erlang_c, mean_wait, wait_quantile
 from .scenario import _section, load_scenario, read_scenario
-from .serving import (Comm, check_layout, check_weight_sparsity, kv_cache_bytes, model_graph, weights_bytes,
-                      workspace_bytes)
+from .serving import (Comm, check_layout, check_weight_sparsity, is_causal_decoder, kv_cache_bytes, model_graph,
+                      model_shape, served, weights_bytes, workspace_bytes)
 from .speculative import Speculation
 from .speculative import check as check_speculative
 from .uncertainty import bands
@@ -208,55 +207,6 @@ def infer(scenario) -> Inference:
                    par["tensor"], par["pipeline"], inf["weight_dtype"], inf["host_overhead_s"], inf["weight_sparsity"],
                    inf["speculative"], inf["batching"], inf["price_per_gpu_hour"], inf["output_lengths"],
                    inf["load_rps"], par["data"], par["expert"], inf["prefix_len"], inf["prompt_lengths"])
-
-
-def is_causal_decoder(model) -> bool:
-    """Whether ``model`` (a zoo name or spec) has causal attention: served with a KV cache."""
-    att = [n for n in get_model(model).layers() if n.kind == "attention"]
-    return bool(att) and all(n.attrs.get("causal") for n in att)
-
-
-def served(model, dev, dtype: str, prompt_len: int, decode_len: int, output_lengths: str = "fixed",
-           prompt_lengths: str = "fixed", prefix_len: int = 0):
-    """``(graph at batch 1, its model_shape, the output lengths' law, the prompts' new tokens' law)`` of a causal
-    decoder serving requests of ``prompt_len + decode_len`` positions on average in ``dtype`` on ``dev`` (a prompt:
-    ``prefix_len`` cached tokens and new ones of mean ``prompt_len - prefix_len`` under ``prompt_lengths``; the
-    longest prompt leaves room for ``decode_len`` tokens and bounds the outputs' law): ``ValueError`` naming the
-    field for an image model, a request longer than the context, or a dtype the device has no math in."""
-    vb = dtype_bytes(dtype)
-    if isinstance(model, str) and model not in SEQUENCE_MODELS:
-        get_model(model)  # unknown names: the zoo's error
-        raise ValueError(f"model: inference with a KV cache needs a causal decoder; {model!r} is an image model")
-    graph = model_graph(model, 1, None, vb)
-    shape = model_shape(graph)
-    if prompt_len + decode_len > shape["context"]:
-        raise ValueError(f"inference.decode_len: prompt_len + decode_len = {prompt_len + decode_len} exceeds the "
-                         f"model's context of {shape['context']} positions (set the model's seq_len)")
-    prompts = lengths(prompt_lengths, prompt_len - prefix_len, shape["context"] - prefix_len - decode_len,
-                      "prompt_lengths", "prompt_len")
-    dist = lengths(output_lengths, decode_len, shape["context"] - prefix_len - prompts.longest)
-    try:
-        dev.peak(dtype)
-    except ValueError as e:
-        raise ValueError(f"inference.{e}") from None
-    return graph, shape, dist, prompts
-
-
-def model_shape(graph) -> dict:
-    """``layers, heads, kv_heads, head_dim, hidden, vocab, context, fused, params`` of a causal decoder
-    graph (``ValueError`` naming ``model`` for anything else)."""
-    nodes = graph.layers()
-    att = [n for n in nodes if n.kind == "attention"]
-    if not att or not all(n.attrs.get("causal") for n in att):
-        raise ValueError(f"model: inference with a KV cache needs a causal decoder (gpt2, gpt3-175b, a gpt spec, "
-                         f"an hf_config decoder); {graph.name!r} has {'no causal' if att else 'no'} attention")
-    a = att[0].attrs
-    emb = [n for n in nodes if n.kind == "embedding"]
-    head = nodes[-1]
-    return {"layers": len(att), "heads": a["heads"], "kv_heads": a.get("kv_heads", a["heads"]),
-            "head_dim": a["head_dim"], "hidden": emb[0].shape[-1] if emb else a["heads"] * a["head_dim"],
-            "vocab": head.attrs.get("c_out") if head.kind == "linear" else None, "context": a["seq"],
-            "fused": bool(a.get("fused")), "params": int(graph.params)}
 
 
 def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype: str = "fp16", tensor: int = 1,

@@ -62,7 +62,7 @@ class Lengths:
 def lengths(kind: str, decode_len: int, cap: int, field: str = "output_lengths", mean_field: str = "decode_len") -> Lengths:
     """The law of ``kind`` with mean ``decode_len`` on ``1 .. cap`` tokens (``ValueError`` naming the field:
     ``inference.<field>`` for the law, ``inference.<mean_field>`` for a mean it cannot have; prompts use the same
-    laws, :func:`~concurrency_model.inference.served`).
+    laws, :func:`~concurrency_model.serving.served`).
 
     >>> round(lengths("geometric", 4, 1000).mean, 9)  # the truncation at 1,000 tokens does not show
     4.0

@@ -1,6 +1,7 @@
 """What serving a model costs besides its kernels, shared by :mod:`concurrency_model.inference` (decoders with
-a KV cache) and :mod:`concurrency_model.forward_inference` (one forward pass): the graph for a batch and a
-sequence length, the KV cache's bytes, the weights at their stored size (weight-only quantization, 2:4 pruning),
+a KV cache) and :mod:`concurrency_model.forward_inference` (one forward pass): whether a model is a causal decoder,
+its shape and the checks of a request it serves (:func:`served`), the graph for a batch and a sequence length, the
+KV cache's bytes, the weights at their stored size (weight-only quantization, 2:4 pruning),
 the largest operator's workspace, and the tensor-, expert- and pipeline-parallel communication of a pass on a
 cluster."""
 from __future__ import annotations
@@ -12,12 +13,14 @@ import sympy as sp
 from .checks import count
 from .cluster import place
 from .comm.on_cluster import collective_on_cluster
-from .models import get_model
+from .lengths import lengths
+from .models import SEQUENCE_MODELS, get_model
 from .models.transformer import is_lm_head
 from .ops.sparse import INDEX_BYTES, METADATA_BITS, STRUCTURED, nnz_of, parse_sparsity
 from .parallel.data_parallel import group_placement
 from .timing.graph import matrix_copies, quantizable
 from .timing.sparse import sparse_core
+from .units import dtype_bytes
 
 WEIGHT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}  # weight_dtype -> bytes a weight
 FREE = ("dropout",)  # the identity at inference
@@ -30,6 +33,55 @@ def model_graph(model, batch: int, seq: int | None, vb: int):
     if isinstance(model, dict):
         return get_model({**model, "seq_len": seq}, batch=batch, value_bytes=vb)
     return get_model(model, batch=batch, value_bytes=vb, seq_len=seq)
+
+
+def is_causal_decoder(model) -> bool:
+    """Whether ``model`` (a zoo name or spec) has causal attention: served with a KV cache."""
+    att = [n for n in get_model(model).layers() if n.kind == "attention"]
+    return bool(att) and all(n.attrs.get("causal") for n in att)
+
+
+def served(model, dev, dtype: str, prompt_len: int, decode_len: int, output_lengths: str = "fixed",
+           prompt_lengths: str = "fixed", prefix_len: int = 0):
+    """``(graph at batch 1, its model_shape, the output lengths' law, the prompts' new tokens' law)`` of a causal
+    decoder serving requests of ``prompt_len + decode_len`` positions on average in ``dtype`` on ``dev`` (a prompt:
+    ``prefix_len`` cached tokens and new ones of mean ``prompt_len - prefix_len`` under ``prompt_lengths``; the
+    longest prompt leaves room for ``decode_len`` tokens and bounds the outputs' law): ``ValueError`` naming the
+    field for an image model, a request longer than the context, or a dtype the device has no math in."""
+    vb = dtype_bytes(dtype)
+    if isinstance(model, str) and model not in SEQUENCE_MODELS:
+        get_model(model)  # unknown names: the zoo's error
+        raise ValueError(f"model: inference with a KV cache needs a causal decoder; {model!r} is an image model")
+    graph = model_graph(model, 1, None, vb)
+    shape = model_shape(graph)
+    if prompt_len + decode_len > shape["context"]:
+        raise ValueError(f"inference.decode_len: prompt_len + decode_len = {prompt_len + decode_len} exceeds the "
+                         f"model's context of {shape['context']} positions (set the model's seq_len)")
+    prompts = lengths(prompt_lengths, prompt_len - prefix_len, shape["context"] - prefix_len - decode_len,
+                      "prompt_lengths", "prompt_len")
+    dist = lengths(output_lengths, decode_len, shape["context"] - prefix_len - prompts.longest)
+    try:
+        dev.peak(dtype)
+    except ValueError as e:
+        raise ValueError(f"inference.{e}") from None
+    return graph, shape, dist, prompts
+
+
+def model_shape(graph) -> dict:
+    """``layers, heads, kv_heads, head_dim, hidden, vocab, context, fused, params`` of a causal decoder
+    graph (``ValueError`` naming ``model`` for anything else)."""
+    nodes = graph.layers()
+    att = [n for n in nodes if n.kind == "attention"]
+    if not att or not all(n.attrs.get("causal") for n in att):
+        raise ValueError(f"model: inference with a KV cache needs a causal decoder (gpt2, gpt3-175b, a gpt spec, "
+                         f"an hf_config decoder); {graph.name!r} has {'no causal' if att else 'no'} attention")
+    a = att[0].attrs
+    emb = [n for n in nodes if n.kind == "embedding"]
+    head = nodes[-1]
+    return {"layers": len(att), "heads": a["heads"], "kv_heads": a.get("kv_heads", a["heads"]),
+            "head_dim": a["head_dim"], "hidden": emb[0].shape[-1] if emb else a["heads"] * a["head_dim"],
+            "vocab": head.attrs.get("c_out") if head.kind == "linear" else None, "context": a["seq"],
+            "fused": bool(a.get("fused")), "params": int(graph.params)}
 
 
 def kv_cache_bytes(layers, batch, context, kv_heads, head_dim, value_bytes=2, tensor: int = 1, pipeline: int = 1,
@@ -232,4 +284,4 @@ def workspace_bytes(graph, t: int, batch: int, vb: int) -> float:
 
 
 __all__ = ["WEIGHT_BYTES", "FREE", "model_graph", "kv_cache_bytes", "weights_bytes", "expert_count", "check_layout",
-           "Comm", "workspace_bytes"]
+           "Comm", "workspace_bytes", "is_causal_decoder", "served", "model_shape"]

@@ -57,7 +57,7 @@ def check(spec) -> dict:
 
 class Speculation:
     """The draft's graphs, weights and KV cache for a request, and the steps of an iteration; the draft is
-    checked against the target (``target``: its :func:`~concurrency_model.inference.model_shape`): the same
+    checked against the target (``target``: its :func:`~concurrency_model.serving.model_shape`): the same
     vocabulary (one tokenizer), a context for the whole request, and the target's tensor and pipeline split."""
 
     def __init__(self, spec: dict, target: dict, model_shape, vb: int, batch: int, prompt_len: int,

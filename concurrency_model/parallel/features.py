@@ -31,8 +31,7 @@ from .context import NO_PARTS, ContextMixin, context_exposed  # noqa: F401 (re-e
 from .data_parallel import BUCKET_BYTES, GRAD_BYTES, DataParallelMixin  # noqa: F401 (BUCKET_BYTES re-exported)
 from .expert import ExpertMixin
 from .layerwise import LayerwiseMixin
-from .compose import state_dtype
-from .lora import adapted, adapter_parts, adapter_params, base_bytes, training_flop as lora_flop
+from .lora import LoraMixin, training_flop
 from .spatial import SpatialMixin, spatial_rows
 from .triples import ZERO_TRIPLE, _add, collective_triple, triple_seconds  # noqa: F401 (re-exported)
 
@@ -49,7 +48,7 @@ def transformer_shape(graph):
             "kv": a.get("kv_heads", a["heads"]) * a["head_dim"]}
 
 
-class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataParallelMixin):
+class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataParallelMixin, LoraMixin):
     """One model on one cluster in one training dtype (and ``tensor_layers``, :mod:`.layerwise`);
     everything that does not change with the layout's continuous numbers is computed once and cached."""
 
@@ -101,7 +100,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         """Forward plus backward FLOP of one microbatch of ``b`` samples (with LoRA: :func:`.lora.training_flop`)."""
         g = self.graph(b)
         if self.lora_rank:
-            return lora_flop(g, self.lora_rank)
+            return training_flop(g, self.lora_rank)
         return float(g.forward().flop + g.backward().flop)
 
     @cached_property
@@ -109,21 +108,6 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         """Parameters of the model (the graph's sum over its nodes, once per workload)."""
         return float(self.graph(1).params)
 
-    @cached_property
-    def trainable_params(self) -> float:
-        """Parameters that take gradients and optimizer state: all, or with LoRA the adapters' (:mod:`.lora`)."""
-        return float(adapter_params(self.graph(1), self.lora_rank)) if self.lora_rank else self.params
-
-    @cached_property
-    def frozen_weight_bytes(self) -> float:
-        """Bytes of the weights held without gradients (LoRA's base model): in the state's dtype, the adapted
-        layers' at ``lora_base_dtype`` when given (QLoRA, :mod:`.lora`)."""
-        if not self.lora_rank:
-            return 0.0
-        whole = dtype_bytes(state_dtype(self.dtype))
-        quantized = sum(float(n.cost.params) for n in self.graph(1).layers() if adapted(n)) \
-            if self.lora_base_dtype else 0.0
-        return (self.params - quantized) * whole + quantized * base_bytes(self.lora_base_dtype or self.dtype)
 
     @property
     def layer_count(self) -> int:
@@ -249,16 +233,6 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                     float(triple_seconds(cp["a2a"]))))
             out.append(row)
         return tuple(out)
-
-    def _passes(self, node, r: dict, b: int, t: int) -> tuple:
-        """``(forward, backward, their seconds)`` of a layer: both gradients; with LoRA the input gradient only,
-        and beside an adapted layer its adapter's kernels (:mod:`.lora`)."""
-        f, bw = r["forward"], r["grad_input"] + (NO_PARTS if self.lora_rank else r["grad_weight"])
-        if self.lora_rank and adapted(node):
-            af, ab = adapter_parts(node, b * node.attrs["rows_per_sample"], self.lora_rank, t, self.dev, self.dtype,
-                                   self.lora_base_dtype)
-            f, bw = f + af, bw + ab
-        return f, bw, f.total(), bw.total()
 
     @lru_cache(maxsize=None)
     def _coll(self, op, nbytes, ranks, rpn, sharing):

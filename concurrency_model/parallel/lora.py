@@ -30,6 +30,8 @@ memory shrinks, the step grows.
 """
 from __future__ import annotations
 
+from functools import cached_property
+
 from ..models.transformer import is_lm_head
 from ..timing import gemm_coeffs, roofline_coeffs
 from ..timing.parts import Parts, total
@@ -112,6 +114,37 @@ def training_flop(graph, rank: int) -> float:
     return float(graph.forward().flop + graph.backward().flop) - frozen + adapters
 
 
+class LoraMixin:
+    """What LoRA changes in a :class:`~.features.Workload` (which sets ``lora_rank`` and ``lora_base_dtype``)."""
+
+    @cached_property
+    def trainable_params(self) -> float:
+        """Parameters that take gradients and optimizer state: all, or with LoRA the adapters'."""
+        return float(adapter_params(self.graph(1), self.lora_rank)) if self.lora_rank else self.params
+
+    @cached_property
+    def frozen_weight_bytes(self) -> float:
+        """Bytes of the weights held without gradients (LoRA's base model): in the state's dtype, the adapted
+        layers' at ``lora_base_dtype`` when given (QLoRA)."""
+        from .compose import state_dtype
+        if not self.lora_rank:
+            return 0.0
+        whole = dtype_bytes(state_dtype(self.dtype))
+        quantized = sum(float(n.cost.params) for n in self.graph(1).layers() if adapted(n)) \
+            if self.lora_base_dtype else 0.0
+        return (self.params - quantized) * whole + quantized * base_bytes(self.lora_base_dtype or self.dtype)
+
+    def _passes(self, node, r: dict, b: int, t: int) -> tuple:
+        """``(forward, backward, their seconds)`` of a layer: both gradients; with LoRA the input gradient only,
+        and beside an adapted layer its adapter's kernels."""
+        f, bw = r["forward"], r["grad_input"] + (Parts.empty() if self.lora_rank else r["grad_weight"])
+        if self.lora_rank and adapted(node):
+            af, ab = adapter_parts(node, b * node.attrs["rows_per_sample"], self.lora_rank, t, self.dev, self.dtype,
+                                   self.lora_base_dtype)
+            f, bw = f + af, bw + ab
+        return f, bw, f.total(), bw.total()
+
+
 def check_lora(rank: int, base_dtype: str | None, graph) -> None:
     """``ValueError`` naming ``training.lora_rank`` for a model it does not apply to, or ``training.lora_base_dtype``
     for an unknown format or one without adapters."""
@@ -130,4 +163,4 @@ def check_lora(rank: int, base_dtype: str | None, graph) -> None:
         raise ValueError("training.lora_rank: adapters on mixture-of-experts layers are not modelled")
 
 
-__all__ = ["BASE_BYTES", "adapted", "adapter_matrices", "adapter_params", "adapter_parts", "base_bytes", "check_lora", "training_flop"]
+__all__ = ["BASE_BYTES", "LoraMixin", "adapted", "adapter_matrices", "adapter_params", "adapter_parts", "base_bytes", "check_lora", "training_flop"]
