@@ -1,6 +1,8 @@
 """LoRA fine-tuning (training.lora_rank): the frozen base's kernels, the adapters', memory and gradients."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from concurrency_model import estimate
@@ -70,6 +72,7 @@ def test_memory_gradients_and_optimizer_are_the_adapters():
         float(w.optimizer_seconds(memory.model_state_bytes(trained, "adam", "bf16")["total"])), rel=1e-9)
     assert tuned.breakdown["data_parallel_comm_s"] < full.breakdown["data_parallel_comm_s"] / 50
     assert tuned.memory_bytes_per_device < full.memory_bytes_per_device
+    assert json.loads(json.dumps(tuned.to_dict()))["training"]["lora_rank"] == 8  # plain numbers for --json
     g = get_model("gpt2", batch=4)  # the step's FLOP: no frozen weight gradients, the adapters' products added
     assert tuned.flop_per_step == pytest.approx(lora_flop(g, 8) * 64 / 4, rel=1e-12)
     assert tuned.flop_per_step < 0.75 * full.flop_per_step

@@ -21,9 +21,13 @@ def show(out: dict) -> None:
     how = "rows, halo exchange" if p.get("context_split") == "rows" else p.get("context_algorithm")
     ctx = f" x context {p['context']} ({how})" if p.get("context", 1) > 1 else ""
     fc = " (fully connected layers only)" if p.get("tensor_layers") == "fc" and p["tensor"] > 1 else ""
+    tr = out.get("training") or {}
+    lora = f", LoRA rank {tr['lora_rank']}" + (f" on a {tr['lora_base_dtype']} base" if tr.get("lora_base_dtype")
+                                                 else "") if tr.get("lora_rank") else ""
     print(f"step {out['step_time_s']:.4g} s (80% band {out['step_time_p10_s']:.4g}-{out['step_time_p90_s']:.4g}) on "
-          f"{out['gpus']} devices (data {p['data']} x tensor {p['tensor']}{fc} x pipeline {p['pipeline']}{ctx}, "
-          f"{p['schedule']}): {out['throughput_samples_per_s']:,.1f} samples/s, "
+          f"{out['gpus']} device{'s' * (out['gpus'] != 1)} (data {p['data']} x tensor {p['tensor']}{fc} x pipeline "
+          f"{p['pipeline']}{ctx}, {p['schedule']}{lora}): "
+          f"{out['throughput_samples_per_s']:,.1f} samples/s, "
           f"{out['achieved_flops_per_device'] / 1e12:,.1f} TFLOP/s per device")
     print(f"memory per device {out['memory_bytes_per_device'] / 1e9:,.2f} GB")
     if "run_days" in out:  # a run object: its keys sit beside the step's (DESIGN.md contract)

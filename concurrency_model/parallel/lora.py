@@ -109,9 +109,9 @@ def training_flop(graph, rank: int) -> float:
     True
     """
     frozen = sum(float(n.cost.grad_weight.flop) for n in graph.layers() if n.cost is not None)
-    adapters = sum(3 * 2 * graph.batch * n.attrs["rows_per_sample"] * rank * (n.attrs["c_in"] + n.attrs["c_out"])
+    adapters = sum(3 * 2 * int(graph.batch) * n.attrs["rows_per_sample"] * rank * (n.attrs["c_in"] + n.attrs["c_out"])
                    for n in graph.layers() if adapted(n))
-    return float(graph.forward().flop + graph.backward().flop) - frozen + adapters
+    return float(graph.forward().flop + graph.backward().flop) - frozen + float(adapters)
 
 
 class LoraMixin:
