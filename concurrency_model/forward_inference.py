@@ -112,7 +112,7 @@ def predict_forward(model, cluster, batch: int, dtype: str = "fp16", tensor: int
                             {"latency_p10_s": lo, "latency_p90_s": hi})
 
 
-DECODER_ONLY = ("speculative", "batching", "output_lengths", "load_rps", "price_per_gpu_hour")
+DECODER_ONLY = ("speculative", "batching", "output_lengths", "prompt_lengths", "load_rps", "price_per_gpu_hour")
 
 
 def infer_forward(sc, given: dict, inf: dict) -> ForwardInference:

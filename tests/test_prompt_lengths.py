@@ -73,3 +73,9 @@ def test_a_disaggregated_prefill_queue_feels_the_spread():
 def test_bad_input(change, message):
     with pytest.raises(ValueError, match=message):
         infer(sc(**change))
+
+
+def test_an_encoder_has_no_prompt_law():
+    with pytest.raises(ValueError, match="^inference.prompt_lengths: for a causal decoder's generated tokens"):
+        infer({"model": "bert-base", "cluster": "dgx-a100",
+               "inference": {"batch": 8, "prompt_len": 128, "prompt_lengths": "uniform"}})
