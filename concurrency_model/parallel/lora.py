@@ -9,8 +9,8 @@ frozen). A step then
 
 * runs, beside every adapted layer, two GEMMs forward (``rows x r x c_in``, ``rows x c_out x r``) and four
   backward (the input gradients of both and their weight gradients);
-* computes no weight gradient of a frozen layer (its input gradient still flows back), so the backward pass is
-  about as long as the forward instead of twice it;
+* computes no weight gradient of a frozen layer (its input gradient still flows back), so a linear layer's
+  backward is about as long as its forward instead of twice it (attention, which has no weights, keeps its);
 * keeps the frozen weights once in the training dtype and weights, gradients and optimizer state of the adapters
   only, ``r (c_in + c_out)`` parameters a layer (:func:`adapter_params`); the gradients the data-parallel
   replicas all-reduce and the optimizer's pass are the adapters' alone.
