@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import math
 
+from .checks import number
+
 
 def erlang_c(c: int, a: float) -> float:
     """Probability that an arrival waits in an M/M/c queue with offered load ``a`` (< c) in ``c`` servers.
@@ -65,8 +67,7 @@ def wait_quantile(c: int, a: float, service_s: float, cs2: float, q: float, ca2:
     >>> wait_quantile(4, 1.0, 1.0, 0.0, 0.9)  # 2% wait at all: the 90th percentile waits not
     0.0
     """
-    if not 0 < q < 1:
-        raise ValueError(f"q: a quantile must be between 0 and 1, got {q!r}")
+    number("q", q, high=1)  # a quantile
     p = erlang_c(c, a)
     if p <= 1 - q:
         return 0.0
@@ -91,7 +92,14 @@ def replicas_for(load_rps: float, slots: int, service_s: float, cs2: float,
     def wait(r):
         return mean_wait(slots, load_rps / r * service_s, service_s, cs2)
 
-    lo = int(load_rps * service_s // slots) + 1  # the fewest with a stable queue
+    def stable(r):
+        return load_rps / r * service_s < slots
+
+    lo = int(load_rps * service_s // slots) + 1  # the fewest with a stable queue, up to rounding: settled below
+    while lo > 1 and stable(lo - 1):
+        lo -= 1
+    while not stable(lo):
+        lo += 1
     if max_wait_s is None or max_wait_s <= 0 or wait(lo) <= max_wait_s:
         return lo, wait(lo)
     hi = 2 * lo
