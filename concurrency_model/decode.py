@@ -75,17 +75,21 @@ def prompt_attention(graph, dev, dtype: str, t: int, cached: int = 0) -> Parts:
     ``seq`` (:func:`~concurrency_model.ops.attention.attention` with ``seq_q = seq - cached``: a fused causal kernel
     computes the pairs below the diagonal, an unfused one every score of its rows; their kernels
     :func:`~concurrency_model.timing.layers.attention_kernels`), one device's heads under tensor ``t``."""
-    out, vb = [], dtype_bytes(dtype)
+    vb, priced = dtype_bytes(dtype), {}  # identical layers priced once
     for node in graph.layers():
         if node.kind != "attention":
             continue
         a = node.attrs
         heads, q = max(1, a["heads"] // t), a["seq"] - cached
-        cost = attention_op(graph.batch, heads, q, a["head_dim"], seq_kv=a["seq"], fused=a["fused"],
-                            causal=a["causal"], value_bytes=vb).forward
-        out += [Parts.from_coeffs(c, dev, k) for c, k in attention_kernels(
-            cost, graph.batch, heads, q, a["head_dim"], dev, dtype, a["fused"], a["causal"], "forward", a["seq"])]
-    return total(out)
+        key = (heads, q, a["head_dim"], a["seq"], a["fused"], a["causal"])
+        if key not in priced:
+            cost = attention_op(graph.batch, heads, q, a["head_dim"], seq_kv=a["seq"], fused=a["fused"],
+                                causal=a["causal"], value_bytes=vb).forward
+            priced[key] = [total(Parts.from_coeffs(c, dev, k) for c, k in attention_kernels(
+                cost, graph.batch, heads, q, a["head_dim"], dev, dtype, a["fused"], a["causal"], "forward",
+                a["seq"])), 0]
+        priced[key][1] += 1
+    return total(parts.times(n) for parts, n in priced.values())
 
 
 def kv_attention(batch: int, heads: int, kv_heads: int, head_dim: int, dev, dtype: str, t: int,

@@ -287,9 +287,11 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                "host_overhead_s": host_overhead_s, "batching": batching, "prefix_len": S,
                **prompts_summary(prompts, S, prompt_len if batching == "static" else None)}
     if batching == "continuous":
+        spread = spread_factor(prompts, S)
+
         def make(n):  # n slots in p groups, one a stage: a group's iteration passes every stage in turn
             return iteration(graph_of, shape, dev, dtype, t, n // p, prompt_len, o,
-                             comm, host_overhead_s, quantized, weight_sparsity, S, spread_factor(prompts, S))
+                             comm, host_overhead_s, quantized, weight_sparsity, S, spread)
         n, it, active = (batch, make(batch), batch) if load_rps is None else \
             at_load(make, load_rps, mean, batch, d, step=p)
         step_s = it.seconds

@@ -59,7 +59,8 @@ class Lengths:
         return float(1.0 + np.sum(1.0 - np.clip(cdf, 0.0, 1.0) ** batch))
 
 
-def lengths(kind: str, decode_len: int, cap: int, field: str = "output_lengths", mean_field: str = "decode_len") -> Lengths:
+def lengths(kind: str, decode_len: int, cap: int, field: str = "output_lengths",
+            mean_field: str = "decode_len") -> Lengths:
     """The law of ``kind`` with mean ``decode_len`` on ``1 .. cap`` tokens (``ValueError`` naming the field:
     ``inference.<field>`` for the law, ``inference.<mean_field>`` for a mean it cannot have; prompts use the same
     laws, :func:`~concurrency_model.serving.served`).

@@ -20,9 +20,9 @@ from .ops.sparse import INDEX_BYTES, METADATA_BITS, STRUCTURED, nnz_of, parse_sp
 from .parallel.data_parallel import group_placement
 from .timing.graph import matrix_copies, quantizable
 from .timing.sparse import sparse_core
-from .units import dtype_bytes
+from .units import WEIGHT_BYTES as STORED_BYTES, dtype_bytes
 
-WEIGHT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}  # weight_dtype -> bytes a weight
+WEIGHT_BYTES = {k: v for k, v in STORED_BYTES.items() if k != "nf4"}  # inference.weight_dtype -> bytes a weight
 FREE = ("dropout",)  # the identity at inference
 
 

@@ -22,6 +22,10 @@ DTYPE_BYTES = {
 }
 
 
+# bytes a stored weight takes: the dtypes above, and 4-bit formats (int4; nf4, QLoRA's 4-bit NormalFloat)
+WEIGHT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5, "nf4": 0.5}
+
+
 def dtype_bytes(dtype: str) -> int:
     """Bytes per value of ``dtype``.
 

@@ -189,8 +189,8 @@ def show(out: dict) -> None:
                  f"{i['wait_probability']:.3f})" if "load_rps" in i else " at full slots"))
     else:
         steps = "decode steps" if i.get("output_lengths", "fixed") == "fixed" else "generated tokens on average"
-        print(f"batch {i['batch']}, prompt {i['prompt_len']}{prefix}, {i['decode_len']} {steps}, {i['dtype']}{weights} on "
-              f"{devices} ({layout(p)})")
+        print(f"batch {i['batch']}, prompt {i['prompt_len']}{prefix}, {i['decode_len']} {steps}, "
+              f"{i['dtype']}{weights} on {devices} ({layout(p)})")
         print(f"prefill (time to first token) {out['prefill_s'] * 1e3:,.3f} ms; decode "
               f"{out['decode_s_per_token'] * 1e3:,.3f} ms per token; total {out['total_s'] * 1e3:,.1f} ms; "
               f"{out['tokens_per_s']:,.1f} tokens/s")
@@ -231,7 +231,8 @@ def register(sub) -> None:
                    help="a causal decoder on every tensor degree inside a node and batch up to the largest that "
                         "fits: the Pareto front of decode latency and tokens/s per GPU")
     e.add_argument("--weights", default=None, metavar="F1,F2,...",
-                   help="with --sweep: weight formats to compare (fp16, bf16, int8, fp8, int4, 2:4, a fraction of zeros)")
+                   help="with --sweep: weight formats to compare (fp16, bf16, int8, fp8, int4, 2:4, a fraction "
+                        "of zeros)")
     e.add_argument("--max-decode-ms", type=float, default=None, metavar="MS",
                    help="with --sweep or --disaggregate: the decode latency target per token, in milliseconds")
     e.add_argument("--max-first-token-ms", type=float, default=None, metavar="MS",

@@ -35,14 +35,14 @@ from functools import cached_property
 from ..models.transformer import is_lm_head
 from ..timing import gemm_coeffs, roofline_coeffs
 from ..timing.parts import Parts, total
-from ..units import dtype_bytes
+from ..units import WEIGHT_BYTES, dtype_bytes
 
-BASE_BYTES = {"nf4": 0.5, "int4": 0.5, "int8": 1, "fp8": 1}  # lora_base_dtype -> bytes a stored weight
+BASE_BYTES = {k: WEIGHT_BYTES[k] for k in ("nf4", "int4", "int8", "fp8")}  # lora_base_dtype -> bytes a stored weight
 
 
 def base_bytes(dtype: str) -> float:
     """Bytes a frozen weight is stored in: a quantized base's (:data:`BASE_BYTES`) or a training dtype's."""
-    return BASE_BYTES[dtype] if dtype in BASE_BYTES else dtype_bytes(dtype)
+    return BASE_BYTES.get(dtype) or dtype_bytes(dtype)
 
 
 def adapted(node) -> bool:
@@ -152,7 +152,8 @@ def check_lora(rank: int, base_dtype: str | None, graph) -> None:
         if base_dtype not in BASE_BYTES:
             raise ValueError(f"training.lora_base_dtype: unknown {base_dtype!r}; allowed: {', '.join(BASE_BYTES)}")
         if not rank:
-            raise ValueError("training.lora_base_dtype: a quantized frozen base goes with adapters (training.lora_rank)")
+            raise ValueError("training.lora_base_dtype: a quantized frozen base goes with adapters "
+                             "(training.lora_rank)")
     if not rank:
         return
     nodes = graph.layers()
@@ -163,4 +164,5 @@ def check_lora(rank: int, base_dtype: str | None, graph) -> None:
         raise ValueError("training.lora_rank: adapters on mixture-of-experts layers are not modelled")
 
 
-__all__ = ["BASE_BYTES", "LoraMixin", "adapted", "adapter_matrices", "adapter_params", "adapter_parts", "base_bytes", "check_lora", "training_flop"]
+__all__ = ["BASE_BYTES", "LoraMixin", "adapted", "adapter_matrices", "adapter_params", "adapter_parts", "base_bytes",
+           "check_lora", "training_flop"]

@@ -3,8 +3,9 @@
 :func:`build_report` computes every figure from the embedded default data with the toolkit's own API and
 writes ``DIR/report.html`` (self-contained: the figures are embedded as PNG data URIs) and the same
 figures as ``DIR/figures/*.png``. Figure functions live in small modules by topic (:mod:`.zoo`,
-:mod:`.comm`, :mod:`.parallel`, :mod:`.minibatch`, :mod:`.sweep3d`, :mod:`.inference`, :mod:`.finetune`, :mod:`.accuracy`); each takes ``ax=None`` and returns
-the Axes, so they also work in a notebook.
+:mod:`.comm`, :mod:`.parallel`, :mod:`.minibatch`, :mod:`.sweep3d`, :mod:`.inference`, :mod:`.finetune`,
+:mod:`.accuracy`); each takes ``ax=None`` and returns the Axes (:mod:`.finetune`'s plot its two), so they also work
+in a notebook.
 """
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The report's fine-tuning section: full fine-tuning against LoRA and QLoRA (:mod:`concurrency_model.parallel.lora`)."""
+"""The report's fine-tuning section: full fine-tuning against LoRA and QLoRA
+(:mod:`concurrency_model.parallel.lora`)."""
 from __future__ import annotations
 
 import pandas as pd
@@ -32,7 +33,8 @@ def finetune_frame() -> pd.DataFrame:
         rows.append({"case": label, "gpus": gpus, "step_s": e.step_time_s, "forward_s": b["forward_s"],
                      "backward_s": b["backward_s"], "recompute_s": b["recompute_s"],
                      "other_s": e.step_time_s - b["forward_s"] - b["backward_s"] - b["recompute_s"],
-                     "state_gb": e.memory["model_state_bytes"] / 1e9, "activations_gb": e.memory["activations_bytes"] / 1e9,
+                     "state_gb": e.memory["model_state_bytes"] / 1e9,
+                     "activations_gb": e.memory["activations_bytes"] / 1e9,
                      "note": ""})
     return pd.DataFrame(rows)
 
