@@ -12,9 +12,15 @@ collectives on ``torch.distributed`` (P local processes, or the ranks ``torchrun
 ``DIR/measurements.csv`` (nccl-tests columns) and ``DIR/profile.json`` (a cluster file ``--cluster``
 accepts) with alpha and beta fitted per collective (:mod:`concurrency_model.calibrate.network`); sizes
 that failed are listed on stderr and in ``missing``.
+
+``calibrate kernels [--quick] [--ops gemm,conv,rnn] [--dtypes fp32,fp16,bf16,tf32] [--budget-s S] --out DIR``
+times DeepBench's training shapes with torch (on the GPU where one is) and writes
+``DIR/deepbench_{op}.csv`` in DeepBench's columns (:mod:`concurrency_model.calibrate.kernels`), the rows that
+``benchmarks/kernel_accuracy.py`` validates the timing model on when the files are under ``data/measured/``.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 
 from . import add_json, positive_int
@@ -61,6 +67,36 @@ def show_network(out: dict) -> None:
         print(f"  wrote {path}")
 
 
+def run_kernels(args) -> dict:
+    from ..calibrate import kernels  # torch only when calibrating
+
+    return kernels.calibrate(args.out, ops=args.ops, dtypes=args.dtypes, quick=args.quick, force=args.force,
+                             budget_s=args.budget_s, stream=sys.stderr)
+
+
+def show_kernels(out: dict) -> None:
+    print(f"timed {out['rows']} kernel rows on {out['device']} in {out['elapsed_s']:.1f} s -> {out['out']}")
+    if out["missing"]:
+        print(f"  missing: {len(out['missing'])} shapes (first: {out['missing'][0]['reason']})")
+    for path in out["files"]:
+        print(f"  wrote {path}")
+
+
+def _names(text: str) -> list:
+    """A comma-separated list (checked by the calibration, which names the field)."""
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return v
+
+
 def register(sub) -> None:
     cal = sub.add_parser("calibrate", help="microbenchmarks on this machine; fitted device profiles")
     kinds = cal.add_subparsers(dest="calibrate", required=True)
@@ -79,3 +115,14 @@ def register(sub) -> None:
     n.add_argument("--force", action="store_true", help="overwrite existing files in --out")
     add_json(n)
     n.set_defaults(run=run_network, show=show_network)
+    k = kinds.add_parser("kernels", help="DeepBench's training GEMMs, convolutions and RNNs timed with torch")
+    k.add_argument("--quick", action="store_true", help="the first 8 shapes of each op")
+    k.add_argument("--ops", type=_names, default=["gemm", "conv", "rnn"],
+                   help="comma-separated, of gemm, conv, rnn (default: all)")
+    k.add_argument("--dtypes", type=_names, default=["fp32", "fp16"],
+                   help="comma-separated, of fp32, fp16, bf16, tf32 (default: fp32,fp16; a CPU times fp32)")
+    k.add_argument("--budget-s", type=_seconds, help="start no new shapes after this many seconds")
+    k.add_argument("--out", required=True, help="directory for deepbench_{op}.csv")
+    k.add_argument("--force", action="store_true", help="overwrite existing files in --out")
+    add_json(k)
+    k.set_defaults(run=run_kernels, show=show_kernels)

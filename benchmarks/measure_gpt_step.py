@@ -1,0 +1,204 @@
+"""Measure GPT training steps, prompt passes and decode steps on this machine's GPU, for validation.
+
+A plain GPT-2 architecture in torch (Radford et al. 2019: pre-LN blocks, learned positions, GELU MLP of 4 x
+hidden, a tied output layer; the GPT-3 sizes of Brown et al. 2020, Table 2.1), so that the toolkit's model
+of the same graph (``{"kind": "gpt", ...}``) can be checked against it:
+
+* ``train``: forward, cross-entropy, backward and a fused AdamW step in bf16 autocast (fp32 weights);
+  attention by ``scaled_dot_product_attention`` (``flash``) or by matmul + mask + softmax + matmul
+  (``unfused``); the peak of allocated memory over the timed steps;
+* ``prefill``: one bf16 forward of ``batch x seq`` tokens (no cache written);
+* ``decode``: one token per sequence against a KV cache holding ``seq`` positions (bf16), the eager
+  Python loop's launches included.
+
+Times are the median of per-step CUDA-event timings after warm-up. Writes one CSV (``--out``) with the
+device, library versions and date on every row; nothing is overwritten. Run: ``python
+benchmarks/measure_gpt_step.py --out DIR/gpt_steps.csv`` (a GPU; ``--tiny`` runs small shapes on the CPU).
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import platform
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+SIZES = {  # name -> (layers, hidden, heads); GPT-2 (Radford et al. 2019), GPT-3 (Brown et al. 2020 Table 2.1)
+    "gpt2": (12, 768, 12), "gpt2-medium": (24, 1024, 16), "gpt2-large": (36, 1280, 20), "gpt2-xl": (48, 1600, 25),
+    "gpt3-2.7b": (32, 2560, 32), "gpt3-6.7b": (32, 4096, 32), "tiny": (2, 64, 4)}
+VOCAB = 50257
+RUNS = [  # (kind, model, batch, seq, attention)
+    *[("train", "gpt2", b, 1024, "flash") for b in (1, 4, 8, 16)],
+    *[("train", "gpt2", b, 1024, "unfused") for b in (4, 8)],
+    *[("train", "gpt2-medium", b, 1024, "flash") for b in (4, 8)],
+    ("train", "gpt2-large", 4, 1024, "flash"), ("train", "gpt2-xl", 1, 1024, "flash"),
+    ("train", "gpt2-xl", 4, 1024, "flash"), ("train", "gpt3-2.7b", 1, 2048, "flash"),
+    ("train", "gpt3-2.7b", 2, 2048, "flash"),
+    ("prefill", "gpt2-xl", 1, 1024, "flash"), ("prefill", "gpt2-xl", 8, 1024, "flash"),
+    ("prefill", "gpt3-6.7b", 1, 2048, "flash"), ("prefill", "gpt3-6.7b", 4, 2048, "flash"),
+    *[("decode", "gpt2-xl", b, 1024, "flash") for b in (1, 16, 64)],
+    *[("decode", "gpt3-6.7b", b, 1024, "flash") for b in (1, 8, 32)],
+]
+TINY = [("train", "tiny", 2, 32, "flash"), ("train", "tiny", 2, 32, "unfused"), ("prefill", "tiny", 2, 32, "flash"),
+        ("decode", "tiny", 2, 32, "flash")]
+
+
+class Block(nn.Module):
+    def __init__(self, h: int, heads: int, unfused: bool):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(h), nn.LayerNorm(h)
+        self.qkv, self.proj = nn.Linear(h, 3 * h), nn.Linear(h, h)
+        self.fc, self.out = nn.Linear(h, 4 * h), nn.Linear(4 * h, h)
+        self.heads, self.unfused = heads, unfused
+
+    def attend(self, x, cache=None, pos=0):
+        b, s, h = x.shape
+        q, k, v = (t.view(b, s, self.heads, -1).transpose(1, 2) for t in self.qkv(x).split(h, dim=-1))
+        if cache is not None:  # decode: write this token's keys and values, attend to every cached position
+            cache[0][:, :, pos:pos + s], cache[1][:, :, pos:pos + s] = k, v
+            k, v = cache[0][:, :, :pos + s], cache[1][:, :, :pos + s]
+            a = F.scaled_dot_product_attention(q, k, v)
+        elif self.unfused:
+            att = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+            att = att.masked_fill(torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1), float("-inf"))
+            a = att.softmax(-1) @ v
+        else:
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(a.transpose(1, 2).reshape(b, s, h))
+
+    def forward(self, x, cache=None, pos=0):
+        x = x + self.attend(self.ln1(x), cache, pos)
+        return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, layers: int, h: int, heads: int, positions: int, unfused: bool = False):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(VOCAB, h), nn.Embedding(positions, h)
+        self.blocks = nn.ModuleList(Block(h, heads, unfused) for _ in range(layers))
+        self.ln = nn.LayerNorm(h)
+
+    def forward(self, ids, caches=None, pos=0):
+        x = self.wte(ids) + self.wpe(torch.arange(pos, pos + ids.shape[1], device=ids.device))
+        for i, blk in enumerate(self.blocks):
+            x = blk(x, None if caches is None else caches[i], pos)
+        return self.ln(x) @ self.wte.weight.t()  # tied output layer
+
+
+def timed(fn, warmup: int, reps: int, dev: str) -> list:
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(reps):
+        if dev == "cuda":
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            out.append(a.elapsed_time(b))
+        else:
+            t = time.perf_counter()
+            fn()
+            out.append((time.perf_counter() - t) * 1e3)
+    return sorted(out)
+
+
+def run(kind, name, batch, seq, attention, dev, reps):
+    layers, h, heads = SIZES[name]
+    with torch.device(dev):
+        model = GPT(layers, h, heads, max(seq + 64, 1024 if name != "tiny" else 128), attention == "unfused")
+    ids = torch.randint(0, VOCAB, (batch, seq), device=dev)
+    ac = torch.autocast(dev, dtype=torch.bfloat16)
+    if kind == "train":
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=dev == "cuda")
+
+        def fn():
+            with ac:
+                loss = F.cross_entropy(model(ids).float().view(-1, VOCAB), ids.view(-1))
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        warmup = 3
+    else:
+        model = model.to(torch.bfloat16).eval()
+        if kind == "prefill":
+            def fn():
+                with torch.inference_mode():
+                    model(ids)
+        else:
+            hd = h // heads
+            caches = [tuple(torch.randn(batch, heads, seq + 64, hd, dtype=torch.bfloat16, device=dev)
+                            for _ in range(2)) for _ in range(layers)]
+            tok, state = ids[:, :1], {"pos": seq}
+
+            def fn():  # one token for each sequence, at positions seq, seq + 1, ... (the cache has 64 spare)
+                with torch.inference_mode():
+                    model(tok, caches, state["pos"])
+                state["pos"] = seq + (state["pos"] - seq + 1) % 64
+        warmup = 5
+    if dev == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    times = timed(fn, warmup, reps, dev)
+    peak = torch.cuda.max_memory_allocated() if dev == "cuda" else float("nan")
+    params = sum(p.numel() for p in model.parameters())
+    return {"median_ms": times[len(times) // 2], "min_ms": times[0], "max_ms": times[-1], "repetitions": reps,
+            "peak_allocated_bytes": peak, "params": params, "layers": layers, "hidden": h, "heads": heads}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, help="CSV file to write (refused if it exists)")
+    p.add_argument("--tiny", action="store_true", help="small shapes on the CPU (a check of the script)")
+    p.add_argument("--budget-s", type=float, default=240.0, help="start no new run after this many seconds")
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    if out.exists():
+        print(f"out: {out} exists; not overwritten", file=sys.stderr)
+        return 2
+    dev = "cpu" if args.tiny else "cuda"
+    if dev == "cuda" and not torch.cuda.is_available():
+        print("no CUDA device; pass --tiny to check the script on the CPU", file=sys.stderr)
+        return 2
+    torch.backends.cuda.matmul.allow_tf32 = True
+    name = torch.cuda.get_device_name(0) if dev == "cuda" else platform.processor() or "cpu"
+    soft = f"torch {torch.__version__}" + (f"; CUDA {torch.version.cuda}" if dev == "cuda" else "")
+    date, rows, t0 = datetime.now(timezone.utc).isoformat(timespec="seconds"), [], time.perf_counter()
+    import pandas as pd
+    for kind, model, batch, seq, attention in (TINY if args.tiny else RUNS):
+        if time.perf_counter() - t0 > args.budget_s:
+            print(f"skipped {kind} {model} b{batch}: time budget spent", file=sys.stderr)
+            continue
+        torch.manual_seed(0)
+        try:
+            r = run(kind, model, batch, seq, attention, dev, 10 if kind != "decode" else 32)
+        except (RuntimeError, torch.OutOfMemoryError) as e:
+            print(f"failed {kind} {model} b{batch}: {str(e).splitlines()[0][:160]}", file=sys.stderr)
+            r = {"error": str(e).splitlines()[0][:160]}
+        rows.append({"kind": kind, "model": model, "batch": batch, "seq": seq, "attention": attention,
+                     "dtype": "bf16", "vocab": VOCAB, **r, "device": name, "software": soft,
+                     "host": platform.node(), "date": date, "source": "benchmarks/measure_gpt_step.py"})
+        print(f"{kind:8} {model:12} b{batch:<3} s{seq:<5} {attention:8} "
+              f"{r.get('median_ms', float('nan')):9.3f} ms  peak {r.get('peak_allocated_bytes', 0) / 1e9:6.2f} GB",
+              flush=True)
+        gc.collect()
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(rows).to_csv(tmp, index=False)
+        os.replace(tmp, out)  # rewritten after each run: a stopped script keeps what it measured
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
