@@ -1,19 +1,21 @@
 """Measure GPT training steps, prompt passes and decode steps on this machine's GPU, for validation.
 
 A plain GPT-2 architecture in torch (Radford et al. 2019: pre-LN blocks, learned positions, GELU MLP of 4 x
-hidden, a tied output layer; the GPT-3 sizes of Brown et al. 2020, Table 2.1), so that the toolkit's model
+hidden, dropout after the embedding and each residual branch, a tied output layer; the GPT-3 sizes of Brown et al. 2020, Table 2.1), so that the toolkit's model
 of the same graph (``{"kind": "gpt", ...}``) can be checked against it:
 
-* ``train``: forward, cross-entropy, backward and a fused AdamW step in bf16 autocast (fp32 weights);
+* ``train``: forward, cross-entropy, backward and a fused AdamW step in bf16 autocast (fp32 weights; on a
+  CPU, ``--cpu``, fp32 throughout);
   attention by ``scaled_dot_product_attention`` (``flash``) or by matmul + mask + softmax + matmul
   (``unfused``); the peak of allocated memory over the timed steps;
-* ``prefill``: one bf16 forward of ``batch x seq`` tokens (no cache written);
+* ``prefill``: one bf16 forward of ``batch x seq`` tokens, the next token's logits only (no cache written);
 * ``decode``: one token per sequence against a KV cache holding ``seq`` positions (bf16), the eager
   Python loop's launches included.
 
 Times are the median of per-step CUDA-event timings after warm-up. Writes one CSV (``--out``) with the
 device, library versions and date on every row; nothing is overwritten. Run: ``python
-benchmarks/measure_gpt_step.py --out DIR/gpt_steps.csv`` (a GPU; ``--tiny`` runs small shapes on the CPU).
+benchmarks/measure_gpt_step.py --out DIR/gpt_steps.csv`` (a GPU; ``--cpu``: smaller runs in fp32 on the CPU;
+``--tiny``: a check of the script).
 """
 from __future__ import annotations
 
@@ -33,8 +35,9 @@ from torch import nn
 
 SIZES = {  # name -> (layers, hidden, heads); GPT-2 (Radford et al. 2019), GPT-3 (Brown et al. 2020 Table 2.1)
     "gpt2": (12, 768, 12), "gpt2-medium": (24, 1024, 16), "gpt2-large": (36, 1280, 20), "gpt2-xl": (48, 1600, 25),
-    "gpt3-2.7b": (32, 2560, 32), "gpt3-6.7b": (32, 4096, 32), "tiny": (2, 64, 4)}
+    "gpt3-2.7b": (32, 2560, 32), "gpt3-6.7b": (32, 4096, 32), "gpt-mini": (6, 512, 8), "tiny": (2, 64, 4)}
 VOCAB = 50257
+DROPOUT = 0.1  # GPT-2's embedding and residual dropout (its attention dropout is left out, as in the toolkit's graph)
 RUNS = [  # (kind, model, batch, seq, attention)
     *[("train", "gpt2", b, 1024, "flash") for b in (1, 4, 8, 16)],
     *[("train", "gpt2", b, 1024, "unfused") for b in (4, 8)],
@@ -47,6 +50,10 @@ RUNS = [  # (kind, model, batch, seq, attention)
     *[("decode", "gpt2-xl", b, 1024, "flash") for b in (1, 16, 64)],
     *[("decode", "gpt3-6.7b", b, 1024, "flash") for b in (1, 8, 32)],
 ]
+CPU_RUNS = [  # fp32 on a CPU, sized for a minute or two on 2 cores
+    ("train", "gpt-mini", 4, 128, "flash"), ("train", "gpt-mini", 4, 128, "unfused"), ("train", "gpt2", 1, 128, "flash"),
+    ("train", "gpt2", 2, 256, "flash"), ("prefill", "gpt2", 1, 512, "flash"), ("prefill", "gpt2", 4, 128, "flash"),
+    ("decode", "gpt2", 1, 256, "flash"), ("decode", "gpt2", 8, 256, "flash"), ("decode", "gpt-mini", 1, 256, "flash")]
 TINY = [("train", "tiny", 2, 32, "flash"), ("train", "tiny", 2, 32, "unfused"), ("prefill", "tiny", 2, 32, "flash"),
         ("decode", "tiny", 2, 32, "flash")]
 
@@ -58,6 +65,7 @@ class Block(nn.Module):
         self.qkv, self.proj = nn.Linear(h, 3 * h), nn.Linear(h, h)
         self.fc, self.out = nn.Linear(h, 4 * h), nn.Linear(4 * h, h)
         self.heads, self.unfused = heads, unfused
+        self.drop = nn.Dropout(DROPOUT)
 
     def attend(self, x, cache=None, pos=0):
         b, s, h = x.shape
@@ -72,11 +80,11 @@ class Block(nn.Module):
             a = att.softmax(-1) @ v
         else:
             a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.proj(a.transpose(1, 2).reshape(b, s, h))
+        return self.drop(self.proj(a.transpose(1, 2).reshape(b, s, h)))
 
     def forward(self, x, cache=None, pos=0):
         x = x + self.attend(self.ln1(x), cache, pos)
-        return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+        return x + self.drop(self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh")))
 
 
 class GPT(nn.Module):
@@ -84,12 +92,14 @@ class GPT(nn.Module):
         super().__init__()
         self.wte, self.wpe = nn.Embedding(VOCAB, h), nn.Embedding(positions, h)
         self.blocks = nn.ModuleList(Block(h, heads, unfused) for _ in range(layers))
-        self.ln = nn.LayerNorm(h)
+        self.ln, self.drop = nn.LayerNorm(h), nn.Dropout(DROPOUT)
 
-    def forward(self, ids, caches=None, pos=0):
-        x = self.wte(ids) + self.wpe(torch.arange(pos, pos + ids.shape[1], device=ids.device))
+    def forward(self, ids, caches=None, pos=0, last_only=False):
+        x = self.drop(self.wte(ids) + self.wpe(torch.arange(pos, pos + ids.shape[1], device=ids.device)))
         for i, blk in enumerate(self.blocks):
             x = blk(x, None if caches is None else caches[i], pos)
+        if last_only:  # a prompt pass needs the next token's logits only
+            x = x[:, -1:]
         return self.ln(x) @ self.wte.weight.t()  # tied output layer
 
 
@@ -112,12 +122,14 @@ def timed(fn, warmup: int, reps: int, dev: str) -> list:
     return sorted(out)
 
 
-def run(kind, name, batch, seq, attention, dev, reps):
+def run(kind, name, batch, seq, attention, dev, reps, dtype="bf16"):
     layers, h, heads = SIZES[name]
+    positions = max(seq + 64, 1024 if name != "tiny" else 128)
     with torch.device(dev):
-        model = GPT(layers, h, heads, max(seq + 64, 1024 if name != "tiny" else 128), attention == "unfused")
+        model = GPT(layers, h, heads, positions, attention == "unfused")
     ids = torch.randint(0, VOCAB, (batch, seq), device=dev)
-    ac = torch.autocast(dev, dtype=torch.bfloat16)
+    half = dtype == "bf16"
+    ac = torch.autocast(dev, dtype=torch.bfloat16, enabled=half)  # mixed precision: fp32 weights, bf16 math
     if kind == "train":
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=dev == "cuda")
 
@@ -129,14 +141,15 @@ def run(kind, name, batch, seq, attention, dev, reps):
             opt.zero_grad(set_to_none=True)
         warmup = 3
     else:
-        model = model.to(torch.bfloat16).eval()
+        tdt = torch.bfloat16 if half else torch.float32
+        model = model.to(tdt).eval()
         if kind == "prefill":
             def fn():
                 with torch.inference_mode():
-                    model(ids)
+                    model(ids, last_only=True)
         else:
             hd = h // heads
-            caches = [tuple(torch.randn(batch, heads, seq + 64, hd, dtype=torch.bfloat16, device=dev)
+            caches = [tuple(torch.randn(batch, heads, seq + 64, hd, dtype=tdt, device=dev)
                             for _ in range(2)) for _ in range(layers)]
             tok, state = ids[:, :1], {"pos": seq}
 
@@ -152,41 +165,42 @@ def run(kind, name, batch, seq, attention, dev, reps):
     peak = torch.cuda.max_memory_allocated() if dev == "cuda" else float("nan")
     params = sum(p.numel() for p in model.parameters())
     return {"median_ms": times[len(times) // 2], "min_ms": times[0], "max_ms": times[-1], "repetitions": reps,
-            "peak_allocated_bytes": peak, "params": params, "layers": layers, "hidden": h, "heads": heads}
+            "peak_allocated_bytes": peak, "params": params, "positions": positions, "layers": layers, "hidden": h, "heads": heads}
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="CSV file to write (refused if it exists)")
-    p.add_argument("--tiny", action="store_true", help="small shapes on the CPU (a check of the script)")
+    p.add_argument("--cpu", action="store_true", help="smaller runs in fp32 on the CPU")
+    p.add_argument("--tiny", action="store_true", help="tiny shapes on the CPU (a check of the script)")
     p.add_argument("--budget-s", type=float, default=240.0, help="start no new run after this many seconds")
     args = p.parse_args(argv)
     out = Path(args.out)
     if out.exists():
         print(f"out: {out} exists; not overwritten", file=sys.stderr)
         return 2
-    dev = "cpu" if args.tiny else "cuda"
+    dev, dtype = ("cpu", "fp32") if args.tiny or args.cpu else ("cuda", "bf16")
     if dev == "cuda" and not torch.cuda.is_available():
         print("no CUDA device; pass --tiny to check the script on the CPU", file=sys.stderr)
         return 2
     torch.backends.cuda.matmul.allow_tf32 = True
-    name = torch.cuda.get_device_name(0) if dev == "cuda" else platform.processor() or "cpu"
+    name = torch.cuda.get_device_name(0) if dev == "cuda" else f"CPU {platform.processor() or platform.machine()}"
     soft = f"torch {torch.__version__}" + (f"; CUDA {torch.version.cuda}" if dev == "cuda" else "")
     date, rows, t0 = datetime.now(timezone.utc).isoformat(timespec="seconds"), [], time.perf_counter()
     import pandas as pd
-    for kind, model, batch, seq, attention in (TINY if args.tiny else RUNS):
+    for kind, model, batch, seq, attention in (TINY if args.tiny else CPU_RUNS if args.cpu else RUNS):
         if time.perf_counter() - t0 > args.budget_s:
             print(f"skipped {kind} {model} b{batch}: time budget spent", file=sys.stderr)
             continue
         torch.manual_seed(0)
         try:
-            r = run(kind, model, batch, seq, attention, dev, 10 if kind != "decode" else 32)
+            r = run(kind, model, batch, seq, attention, dev, 10 if kind != "decode" else 32, dtype)
         except (RuntimeError, torch.OutOfMemoryError) as e:
             print(f"failed {kind} {model} b{batch}: {str(e).splitlines()[0][:160]}", file=sys.stderr)
             r = {"error": str(e).splitlines()[0][:160]}
         rows.append({"kind": kind, "model": model, "batch": batch, "seq": seq, "attention": attention,
-                     "dtype": "bf16", "vocab": VOCAB, **r, "device": name, "software": soft,
-                     "host": platform.node(), "date": date, "source": "benchmarks/measure_gpt_step.py"})
+                     "dtype": dtype, "vocab": VOCAB, **r, "device": name, "software": soft,
+                     "host": platform.node(), "cpu_count": os.cpu_count(), "date": date, "source": "benchmarks/measure_gpt_step.py"})
         print(f"{kind:8} {model:12} b{batch:<3} s{seq:<5} {attention:8} "
               f"{r.get('median_ms', float('nan')):9.3f} ms  peak {r.get('peak_allocated_bytes', 0) / 1e9:6.2f} GB",
               flush=True)

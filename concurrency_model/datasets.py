@@ -51,10 +51,16 @@ OPTIONAL_NUMERIC = {
     "megatron_readme_scaling": ("attention_heads", "hidden_size", "seq_len", "vocab_size", "tensor_mp", "pipeline_mp",
                                 "global_batch_size", "iteration_time_ms", "achieved_tflops_per_gpu"),
 }
-# the toolkit's own measurements, data/measured/KIND-.../measurements.csv: KIND -> (numeric, other, optional)
+# the toolkit's own measurements, data/measured/KIND-...: KIND -> {file: (numeric, other, optional)}
 MEASURED_SCHEMAS = {
-    "compute": (("median_s",), ("op", "dtype"), ("m", "n", "k")),
-    "network": (("num_ranks", "size_bytes", "time_us"), ("collective",), ()),
+    "compute": {"measurements.csv": (("median_s",), ("op", "dtype"), ("m", "n", "k"))},
+    "network": {"measurements.csv": (("num_ranks", "size_bytes", "time_us"), ("collective",), ())},
+    # calibrate kernels: DeepBench's columns (its optional times are blank where a shape failed)
+    "kernels": {f"deepbench_{op}.csv": (*SCHEMAS[f"deepbench_{op}"], OPTIONAL_NUMERIC.get(f"deepbench_{op}", ()))
+                for op in ("gemm", "conv", "rnn")},
+    # benchmarks/measure_gpt_step.py: GPT training steps, prompt passes and decode steps
+    "steps": {"gpt_steps.csv": (("batch", "seq", "layers", "hidden", "heads", "vocab"),
+                                ("kind", "model", "attention", "device", "date"), ("median_ms", "peak_allocated_bytes"))},
 }
 
 
@@ -76,15 +82,17 @@ def load(name: str) -> pd.DataFrame:
 
 
 def measured_runs() -> list[Path]:
-    """Folders of the toolkit's own measurements (``data/measured/compute-*``, ``network-*``) that hold a
-    ``measurements.csv``, sorted by name."""
+    """Folders of the toolkit's own measurements (``data/measured/KIND-...`` for the kinds of
+    ``MEASURED_SCHEMAS``: ``compute``, ``network``, ``kernels``, ``steps``) holding at least one of their
+    kind's files, sorted by name."""
     root = data_dir() / "measured"
-    return sorted(p.parent for p in root.glob("*/measurements.csv") if p.parent.name.split("-")[0] in MEASURED_SCHEMAS)
+    return sorted(p for p in root.glob("*-*") if p.is_dir() and p.name.split("-")[0] in MEASURED_SCHEMAS
+                  and any((p / f).is_file() for f in MEASURED_SCHEMAS[p.name.split("-")[0]]))
 
 
-def load_measured(folder) -> pd.DataFrame:
-    """Read ``FOLDER/measurements.csv`` of ``calibrate compute`` or ``calibrate network`` (the folder name
-    starts with ``compute-`` or ``network-``) and check its schema.
+def load_measured(folder, file: str | None = None) -> pd.DataFrame:
+    """Read a file of the toolkit's own measurements in ``folder`` (named ``KIND-...``; ``file`` defaults to
+    the kind's first, ``measurements.csv`` for ``compute`` and ``network``) and check its schema.
 
     >>> [len(load_measured(p)) > 0 for p in measured_runs()][:1]
     [True]
@@ -92,8 +100,12 @@ def load_measured(folder) -> pd.DataFrame:
     folder = Path(folder)
     kind = folder.name.split("-")[0]
     if kind not in MEASURED_SCHEMAS:
-        raise ValueError(f"measured: {folder.name!r} is not a compute-* or network-* folder")
-    return read_checked(folder / "measurements.csv", *MEASURED_SCHEMAS[kind])
+        raise ValueError(f"measured: {folder.name!r} is not a {'-*, '.join(MEASURED_SCHEMAS)}-* folder")
+    files = MEASURED_SCHEMAS[kind]
+    file = file or next(iter(files))
+    if file not in files:
+        raise ValueError(f"measured: {file!r} is not a file of {kind}-* folders; allowed: {', '.join(files)}")
+    return read_checked(folder / file, *files[file])
 
 
 def _shown(path: Path) -> str:

@@ -34,11 +34,19 @@ DEVICES = {
     "AMD Vega Frontier Edition 16GB": "vega-fe",
     "Intel Xeon Phi 7250 (KNL)": "xeon-phi-7250",
 }
+# the names ``torch.cuda.get_device_name`` gives, for rows of ``calibrate kernels`` (data/measured/kernels-*);
+# its CPU rows ("CPU ...") are the calibrated ``cpu-host`` preset's
+MEASURED_DEVICES = {"NVIDIA H200": "h200-sxm-141gb", "NVIDIA H100 80GB HBM3": "h100-sxm5-80gb",
+                    "NVIDIA A100-SXM4-80GB": "a100-sxm4-80gb", "NVIDIA A100-SXM4-40GB": "a100-sxm4-40gb",
+                    "Tesla V100-SXM2-32GB": "v100-sxm2-32gb", "Tesla T4": "t4", "NVIDIA T4": "t4"}
 # precision label -> (storage dtype, math dtype)
 PRECISIONS = {
     "Float": ("fp32", "fp32"),
     "16 bit inputs, 16 bit multiplication, 32 bit addition": ("fp16", "fp16"),
     "16 bit inputs, 32 bit multiplication, 32 bit addition": ("fp16", "fp32"),
+    # calibrate kernels' labels for what DeepBench did not time (calibrate.kernels.PRECISIONS)
+    "bf16 inputs, bf16 multiplication, 32 bit addition": ("bf16", "bf16"),
+    "fp32 inputs, tf32 multiplication, 32 bit addition": ("fp32", "tf32"),
 }
 # DeepBench's inference sheets: int8 GEMMs and convolutions (int32 accumulation), fp32 RNNs
 INFERENCE_PRECISION = "GEMM, Conv: Int8 multiplication, 32 bit accumulation | Sparse Ops, RNN: single precision"
@@ -50,18 +58,26 @@ _PASS_COLUMNS = {"gemm": {"forward": "time_ms"},
                  "rnn": {"forward": "fwd_time_ms", "backward": "bwd_time_ms"}}
 
 
-def rows(op: str, benchmark: str = "train") -> pd.DataFrame:
+def preset_of(device: str) -> str | None:
+    """The preset of a device name in DeepBench's files or in ``calibrate kernels``' (None if unknown)."""
+    if device in DEVICES or device in MEASURED_DEVICES:
+        return DEVICES.get(device) or MEASURED_DEVICES[device]
+    return "cpu-host" if str(device).startswith("CPU ") else None
+
+
+def rows(op: str, benchmark: str = "train", frame: pd.DataFrame | None = None) -> pd.DataFrame:
     """Rows of DeepBench's ``benchmark`` sheets (``train``, or ``inference``: forward only, int8 GEMMs and
     convolutions, fp32 RNNs) for ``op`` on devices with a preset, one measured time per row and pass, with
-    ``preset``, ``dtype``, ``math_dtype``, ``pass`` and ``measured_s``."""
+    ``preset``, ``dtype``, ``math_dtype``, ``pass`` and ``measured_s``. ``frame``: rows of the same columns
+    instead of ``data/deepbench_{op}.csv`` (``calibrate kernels``' files)."""
     if op not in OPS:
         raise ValueError(f"op: unknown {op!r}; allowed: {', '.join(OPS)}")
     if benchmark not in ("train", "inference"):
         raise ValueError(f"benchmark: unknown {benchmark!r}; allowed: train, inference")
     precisions = PRECISIONS if benchmark == "train" else {INFERENCE_PRECISION: INFERENCE_DTYPES[op]}
-    df = load(f"deepbench_{op}")
-    df = df[(df["benchmark"] == benchmark) & df["device"].isin(DEVICES) & df["precision"].isin(precisions)].copy()
-    df["preset"] = df["device"].map(DEVICES)
+    df = load(f"deepbench_{op}") if frame is None else frame
+    df = df.assign(preset=df["device"].map(preset_of))
+    df = df[(df["benchmark"] == benchmark) & df["preset"].notna() & df["precision"].isin(precisions)].copy()
     df["dtype"] = df["precision"].map(lambda p: precisions[p][0])
     df["math_dtype"] = df["precision"].map(lambda p: precisions[p][1])
     if op == "rnn":
@@ -100,7 +116,9 @@ def seconds(op: str, df: pd.DataFrame, dev: Device) -> np.ndarray:
         else:
             # DeepBench times the recurrence alone (cuDNN's skip-input mode): its published TFLOP/s count
             # the recurrent GEMM only, and with an input GEMM V100 rows would exceed the device's peak
-            args = (key[3], _i(g, "hidden_units"), _i(g, "n"), _i(g, "timesteps"), dev, dt, 0)
+            # (calibrate kernels' torch rows project the input: their ``input_size`` column)
+            inp = _i(g, "input_size") if "input_size" in g and g["input_size"].notna().all() else 0
+            args = (key[3], _i(g, "hidden_units"), _i(g, "n"), _i(g, "timesteps"), dev, dt, inp)
             if pass_ == "forward":
                 out[idx] = timing.rnn_seconds(*args, pass_="forward", math_dtype=mdt)
             else:

@@ -9,7 +9,9 @@ kernels, forward), ``deepbench-sparse`` (pruned GEMMs and the same products dens
 ``dle-resnet50``, ``dle-resnext101``, ``dle-se-resnext101``, ``dle-bert`` (data-parallel images/s and
 sequences/s, pipeline speedups, 512-GPU scaling efficiency, :mod:`.scaling`); ``fastertransformer-13b``
 (inference latencies, :mod:`.inference`); and one per run of the toolkit's own calibration under
-``data/measured/`` (``measured-compute-HOST-DATE``, ``measured-network-HOST-BACKEND-DATE``).
+``data/measured/`` (``measured-compute-HOST-DATE``, ``measured-network-HOST-BACKEND-DATE``,
+``measured-kernels-DEVICE-DATE``: DeepBench's shapes timed by ``calibrate kernels``, ``measured-steps-DEVICE-DATE``:
+GPT steps timed by ``benchmarks/measure_gpt_step.py``; :mod:`.measured`).
 
 Modes (the ``mode`` column; DESIGN.md, "Accuracy methodology"). Each dataset has one main mode, the
 most honest figure available at the speed asked for:
@@ -27,7 +29,8 @@ most honest figure available at the speed asked for:
 
 Main mode per dataset: kernels ``datasheet`` (``quick``: ``preset``, RNN ``in-sample``),
 ``deepbench-allreduce`` ``held-out`` (no preset for those machines), ``nccl-tests-allreduce`` ``preset``,
-training sets ``preset``, measured runs ``held-out``. ``all_modes=True`` adds the others where they
+training sets ``preset``, measured compute and network runs ``held-out``, measured kernels as DeepBench's
+(``datasheet``, quick ``preset``), measured steps ``preset``. ``all_modes=True`` adds the others where they
 exist (``held-out`` kernels, nccl-tests and ``in-sample`` compute profiles; ``datasheet`` only with
 ``quick=False``), reported in ``other_modes`` by :func:`summarize`.
 
@@ -146,18 +149,37 @@ def _plan(asked: list[str], quick: bool, all_modes: bool, info: dict) -> list:
                                   + ("; every other size held out" if modes[0] == "held-out" else ""))
                 jobs.extend(([name], _collective, (name, m, df)) for m in (modes if all_modes else modes[:1]))
             elif name in measured:
-                kind = measured[name].name.split("-")[0]
-                info[name].update(mode="held-out", sampled="held-out: every other row per group")
-                if kind == "compute":
-                    jobs.extend(([name], _measured_compute, (name, measured[name], m))
-                                for m in (["held-out", "in-sample"] if all_modes else ["held-out"]))
-                else:
-                    jobs.append(([name], _measured_network, (name, measured[name])))
-                rows = datasets.load_measured(measured[name])
-                info[name]["rows_total"] = int((rows["op"] == "gemm").sum()) if kind == "compute" else len(rows)
+                _plan_measured(name, measured[name], quick, all_modes, info, jobs)
         except ValueError as e:
             fail(name, e)
     return sorted(jobs, key=_cost, reverse=True)  # heaviest first, so that the cheap ones fill the gaps
+
+
+def _plan_measured(name: str, folder, quick: bool, all_modes: bool, info: dict, jobs: list) -> None:
+    """Jobs for one folder of the toolkit's own measurements (``compute``, ``network``, ``kernels``,
+    ``steps``; :mod:`.measured` for the last two)."""
+    kind = folder.name.split("-")[0]
+    if kind == "kernels":
+        from .measured import kernel_rows, kernels_frame
+        main = "preset" if quick else "datasheet"
+        info[name].update(mode=main, rows_total=len(kernel_rows(folder)), file=f"measured/{folder.name}/")
+        jobs.extend(([name], kernels_frame, (name, folder, m)) for m in
+                    ([main, "held-out"] + (["preset"] if main != "preset" else []) if all_modes else [main]))
+        return
+    if kind == "steps":
+        from .measured import steps_frame
+        info[name].update(mode="preset", rows_total=len(datasets.load_measured(folder, "gpt_steps.csv")),
+                          file=f"measured/{folder.name}/gpt_steps.csv")
+        jobs.append(([name], steps_frame, (name, folder)))
+        return
+    info[name].update(mode="held-out", sampled="held-out: every other row per group")
+    if kind == "compute":
+        jobs.extend(([name], _measured_compute, (name, folder, m))
+                    for m in (["held-out", "in-sample"] if all_modes else ["held-out"]))
+    else:
+        jobs.append(([name], _measured_network, (name, folder)))
+    rows = datasets.load_measured(folder)
+    info[name]["rows_total"] = int((rows["op"] == "gemm").sum()) if kind == "compute" else len(rows)
 
 
 def _cost(job) -> float:

@@ -1,0 +1,87 @@
+"""The toolkit's own kernel and GPT-step measurements (``data/measured/kernels-*``, ``steps-*``) in the
+validation: found, mapped to the scenario they are, predicted in each mode."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from concurrency_model import datasets
+from concurrency_model.inference import infer
+from concurrency_model.parallel.estimate import estimate
+from concurrency_model.validate import measured, registry
+from concurrency_model.validate import kernels as vk
+
+KERNELS = "measured-kernels-cpu-host-20261204"
+STEPS = "measured-steps-cpu-host-20261204"
+
+
+def _folder(name):
+    return datasets.data_dir() / "measured" / name[len("measured-"):]
+
+
+def test_runs_are_datasets_with_their_modes():
+    assert {KERNELS, STEPS} <= set(registry.names())
+    df = registry.validate([KERNELS, STEPS], workers=1, all_modes=True)
+    s = {x["name"]: x for x in registry.summarize(df)}
+    assert s[KERNELS]["mode"] == "preset" and s[KERNELS]["rows"] == s[KERNELS]["rows_total"] == 48
+    assert s[KERNELS]["other_modes"]["held-out"]["rows"] == 24  # every other row of each op, dtype and pass
+    assert s[STEPS]["mode"] == "preset" and s[STEPS]["rows"] == s[STEPS]["rows_total"] == 9
+    assert s[STEPS]["error"] is None and s[STEPS]["not_predicted"] == 0
+    groups = set(df[df["dataset"] == KERNELS]["group"])
+    assert groups == {"gemm cpu-host fp32", "conv cpu-host fp32", "rnn cpu-host fp32"}
+
+
+def test_datasheet_mode_fits_nothing_on_the_device():
+    pre = measured.kernels_frame(KERNELS, _folder(KERNELS), "preset")
+    sheet = measured.kernels_frame(KERNELS, _folder(KERNELS), "datasheet")
+    assert (pre["measured"].to_numpy() == sheet["measured"].to_numpy()).all()
+    assert not np.allclose(pre["predicted"], sheet["predicted"])  # DeepBench's fitted constants, not the preset's
+    with pytest.raises(ValueError, match="mode: unknown"):
+        measured.kernels_frame(KERNELS, _folder(KERNELS), "calibrated")
+
+
+def test_preset_of_names():
+    assert vk.preset_of("NVIDIA H200") == "h200-sxm-141gb"
+    assert vk.preset_of("NVIDIA V100") == "v100-sxm2-32gb"  # DeepBench's name
+    assert vk.preset_of("CPU x86_64") == "cpu-host" and vk.preset_of("Some NPU") is None
+
+
+def test_a_training_row_is_the_estimate_of_its_scenario():
+    df = datasets.load_measured(_folder(STEPS), "gpt_steps.csv")
+    r = df[(df["kind"] == "train") & (df["attention"] == "unfused")].iloc[0].to_dict()
+    by_hand = estimate({"model": {"kind": "gpt", "layers": 6, "hidden": 512, "heads": 8, "seq_len": 128,
+                                  "vocab": 50257, "fused_attention": False, "max_positions": 1024},
+                        "cluster": measured.one_device_cluster("cpu-host"),
+                        "parallel": {"data": 1, "tensor": 1, "pipeline": 1, "microbatch_size": 4, "global_batch": 4},
+                        "training": {"dtype": "fp32", "optimizer": "adam", "recompute": "none", "zero_stage": 0}})
+    assert measured.predict_step(r)["time_s"] == pytest.approx(by_hand.step_time_s, rel=1e-12)
+    fused = measured.predict_step({**r, "attention": "flash"})["time_s"]
+    assert fused < by_hand.step_time_s  # the fused kernel keeps the score matrix out of memory
+
+
+def test_inference_rows_are_infer_of_their_scenario():
+    df = datasets.load_measured(_folder(STEPS), "gpt_steps.csv")
+    r = df[(df["kind"] == "decode") & (df["model"] == "gpt2") & (df["batch"] == 8)].iloc[0].to_dict()
+    assert r["positions"] == 1024  # the measured model's position table: the served context
+    sc = {"model": {"kind": "gpt", "layers": 12, "hidden": 768, "heads": 12, "seq_len": 1024, "vocab": 50257,
+                    "fused_attention": True, "max_positions": 1024},
+          "cluster": measured.one_device_cluster("cpu-host")}
+    got = infer({**sc, "inference": {"batch": 8, "prompt_len": 256, "decode_len": 64, "dtype": "fp32"}})
+    assert measured.predict_step(r)["time_s"] == pytest.approx(got.decode_s_per_token, rel=1e-12)
+    pre = measured.predict_step({**r, "kind": "prefill"})["time_s"]
+    got = infer({**sc, "inference": {"batch": 8, "prompt_len": 256, "decode_len": 1, "dtype": "fp32"}})
+    assert pre == pytest.approx(got.prefill_s, rel=1e-12)
+    with pytest.raises(ValueError, match="kind: unknown 'serve'"):
+        measured.predict_step({**r, "kind": "serve"})
+
+
+def test_a_gpu_row_pays_the_training_host_constant():
+    """On a GPU the eager loop's launches cost the training estimate's host seconds per kernel: a batch-1
+    decode of GPT-2 on an H200 is host-bound (a fraction of a millisecond of weights to read, dozens of
+    kernels a layer)."""
+    from concurrency_model.parallel.host import HOST_S_PER_KERNEL
+    r = {"kind": "decode", "model": "gpt2", "batch": 1, "seq": 1024, "attention": "flash", "dtype": "bf16",
+         "vocab": 50257, "layers": 12, "hidden": 768, "heads": 12, "positions": 1088, "device": "NVIDIA H200"}
+    t = measured.predict_step(r)["time_s"]
+    weights_s = 124e6 * 2 / 4.8e12
+    assert t > 10 * weights_s and t > 12 * 10 * HOST_S_PER_KERNEL
