@@ -9,7 +9,7 @@ O=${OUT:?set OUT to the output folder}
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw,power.limit --format=csv
   python3 -c "import torch, numpy, pandas, sympy; print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version(), numpy.__version__, pandas.__version__, sympy.__version__)"
-  date; timeout 130 python3 benchmarks/measure_gpt_step.py --out "$O/steps/gpt_steps.csv" --budget-s 95
+  date; timeout 130 python3 -m concurrency_model calibrate steps --budget-s 95 --out "$O/steps" --json
   date; timeout 85 python3 -m concurrency_model calibrate kernels --ops gemm --dtypes fp32,tf32,fp16,bf16 --budget-s 60 --out "$O/kernels" --json
   date; timeout 80 python3 -m concurrency_model calibrate kernels --ops rnn --dtypes fp32,fp16 --budget-s 55 --out "$O/kernels" --json
   date; timeout 140 python3 -m concurrency_model calibrate kernels --ops conv --dtypes fp32,fp16 --budget-s 110 --out "$O/kernels" --json

@@ -58,7 +58,7 @@ MEASURED_SCHEMAS = {
     # calibrate kernels: DeepBench's columns (its optional times are blank where a shape failed)
     "kernels": {f"deepbench_{op}.csv": (*SCHEMAS[f"deepbench_{op}"], OPTIONAL_NUMERIC.get(f"deepbench_{op}", ()))
                 for op in ("gemm", "conv", "rnn")},
-    # benchmarks/measure_gpt_step.py: GPT training steps, prompt passes and decode steps
+    # calibrate steps: GPT training steps, prompt passes and decode steps
     "steps": {"gpt_steps.csv": (("batch", "seq", "layers", "hidden", "heads", "vocab"),
                                 ("kind", "model", "attention", "device", "date"), ("median_ms", "peak_allocated_bytes"))},
 }

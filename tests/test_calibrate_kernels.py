@@ -1,8 +1,7 @@
-"""``calibrate kernels`` (DeepBench's training shapes timed with torch) and ``benchmarks/measure_gpt_step.py``:
+"""``calibrate kernels`` (DeepBench's training shapes timed with torch) and ``calibrate steps`` (GPT steps):
 the files they write are the files the validation reads, nothing is overwritten, bad input is one line."""
 from __future__ import annotations
 
-import importlib.util
 import io
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from concurrency_model import datasets
 from concurrency_model.cli import main
 
 torch = pytest.importorskip("torch")
-from concurrency_model.calibrate import kernels  # noqa: E402  (after the skip: it times torch)
+from concurrency_model.calibrate import kernels, steps  # noqa: E402  (after the skip: they time torch)
 from concurrency_model.validate import measured  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,35 +89,39 @@ def test_budget_leaves_the_rest_listed_as_missing(tmp_path):
     assert len(r["missing"]) == kernels.CHUNK + 2 and r["missing"][0]["reason"] == "time budget spent"
 
 
-def _step_script():
-    spec = importlib.util.spec_from_file_location("measure_gpt_step", ROOT / "benchmarks" / "measure_gpt_step.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_step_script_writes_rows_the_validation_predicts(tmp_path, capsys):
-    script = _step_script()
+def test_steps_write_rows_the_validation_predicts(tmp_path):
     folder = tmp_path / "steps-cpu-test"
-    assert script.main(["--tiny", "--out", str(folder / "gpt_steps.csv")]) == 0
+    r = steps.calibrate(folder, quick=True, stream=io.StringIO())
+    assert r["failed"] == [] and r["rows"] == 4 and r["device"].startswith("CPU ")
     df = datasets.load_measured(folder, "gpt_steps.csv")
     assert list(df["kind"]) == ["train", "train", "prefill", "decode"] and (df["median_ms"] > 0).all()
     assert (df["params"] == df["params"].iloc[0]).all() and (df["dtype"] == "fp32").all()
     frame = measured.steps_frame("measured-steps-cpu-test", folder)
     assert len(frame) == 4 and (frame["status"] == "ok").all() and np.isfinite(frame["predicted"]).all()
-    # never overwritten
-    assert script.main(["--tiny", "--out", str(folder / "gpt_steps.csv")]) == 2
+    before = (folder / "gpt_steps.csv").read_bytes()
+    with pytest.raises(ValueError, match="gpt_steps.csv exists; pass --force"):
+        steps.calibrate(folder, quick=True, stream=io.StringIO())
+    assert (folder / "gpt_steps.csv").read_bytes() == before
+    left = steps.calibrate(folder, force=True, budget_s=1e-9, stream=io.StringIO(), runs=steps.TINY[:2])
+    assert [f["reason"] for f in left["failed"]] == ["time budget spent"] * 2 and left["files"] == []
+    with pytest.raises(ValueError, match="runs: "):
+        steps.calibrate(tmp_path / "bad", runs=[("serve", "gpt2", 1, 8, "flash")], stream=io.StringIO())
 
+
+def test_cli_steps_exit_2_on_an_existing_file(tmp_path, capsys):
+    (tmp_path / "gpt_steps.csv").write_text("kept\n")
+    assert main(["calibrate", "steps", "--quick", "--out", str(tmp_path)]) == 2
+    assert "gpt_steps.csv exists" in capsys.readouterr().err
+    assert (tmp_path / "gpt_steps.csv").read_text() == "kept\n"
 
 @pytest.mark.parametrize("name, positions", [("gpt2", 1024), ("gpt-mini", 320), ("tiny", 128)])
 def test_step_model_is_the_toolkits_graph(name, positions):
     """The torch model and the toolkit's ``{"kind": "gpt"}`` graph of the same sizes hold the same parameters
     (GPT-2 small: 124,439,808, transformer.gpt's docstring, Radford et al. 2019)."""
     from concurrency_model.models import get_model
-    script = _step_script()
-    layers, h, heads = script.SIZES[name]
-    torch_params = sum(p.numel() for p in script.GPT(layers, h, heads, positions).parameters())
-    spec = {"kind": "gpt", "layers": layers, "hidden": h, "heads": heads, "seq_len": 64, "vocab": script.VOCAB,
+    layers, h, heads = steps.SIZES[name]
+    torch_params = sum(p.numel() for p in steps.GPT(layers, h, heads, positions).parameters())
+    spec = {"kind": "gpt", "layers": layers, "hidden": h, "heads": heads, "seq_len": 64, "vocab": steps.VOCAB,
             "max_positions": positions}
     assert get_model(spec).params == torch_params
     if name == "gpt2":

@@ -16,7 +16,11 @@ that failed are listed on stderr and in ``missing``.
 ``calibrate kernels [--quick] [--ops gemm,conv,rnn] [--dtypes fp32,fp16,bf16,tf32] [--budget-s S] --out DIR``
 times DeepBench's training shapes with torch (on the GPU where one is) and writes
 ``DIR/deepbench_{op}.csv`` in DeepBench's columns (:mod:`concurrency_model.calibrate.kernels`), the rows that
-``benchmarks/kernel_accuracy.py`` validates the timing model on when the files are under ``data/measured/``.
+``concurrency-model validate`` predicts when the files are under ``data/measured/kernels-*``.
+
+``calibrate steps [--quick] [--budget-s S] --out DIR`` times GPT training steps, prompt passes and decode
+steps of the toolkit's GPT graph in plain torch (:mod:`concurrency_model.calibrate.steps`) and writes
+``DIR/gpt_steps.csv``, predicted by ``validate`` under ``data/measured/steps-*``.
 """
 from __future__ import annotations
 
@@ -82,6 +86,20 @@ def show_kernels(out: dict) -> None:
         print(f"  wrote {path}")
 
 
+def run_steps(args) -> dict:
+    from ..calibrate import steps  # torch only when calibrating
+
+    return steps.calibrate(args.out, quick=args.quick, force=args.force, budget_s=args.budget_s, stream=sys.stderr)
+
+
+def show_steps(out: dict) -> None:
+    print(f"timed {out['rows']} GPT runs on {out['device']} in {out['elapsed_s']:.1f} s -> {out['out']}")
+    for f in out["failed"]:
+        print(f"  not timed: {f['run']}: {f['reason']}")
+    for path in out["files"]:
+        print(f"  wrote {path}")
+
+
 def _names(text: str) -> list:
     """A comma-separated list (checked by the calibration, which names the field)."""
     return [x.strip() for x in text.split(",") if x.strip()]
@@ -126,3 +144,10 @@ def register(sub) -> None:
     k.add_argument("--force", action="store_true", help="overwrite existing files in --out")
     add_json(k)
     k.set_defaults(run=run_kernels, show=show_kernels)
+    st = kinds.add_parser("steps", help="GPT training steps, prompt passes and decode steps timed with torch")
+    st.add_argument("--quick", action="store_true", help="three runs on a GPU (tiny models on a CPU)")
+    st.add_argument("--budget-s", type=_seconds, help="start no new run after this many seconds")
+    st.add_argument("--out", required=True, help="directory for gpt_steps.csv")
+    st.add_argument("--force", action="store_true", help="overwrite an existing gpt_steps.csv in --out")
+    add_json(st)
+    st.set_defaults(run=run_steps, show=show_steps)

@@ -5,7 +5,7 @@
   naming it). Modes as DeepBench's (:mod:`.registry`): ``preset`` (the preset's default constants),
   ``datasheet`` (constants fitted on every DeepBench row of the *other* devices: nothing of the device
   measured) and ``held-out`` (fitted on every other row of the run).
-* ``steps-*`` folders (``benchmarks/measure_gpt_step.py``: a GPT-2-architecture model in plain torch on one
+* ``steps-*`` folders (``calibrate steps``: a GPT-2-architecture model in plain torch on one
   device): each row as a one-device scenario of the same graph (``{"kind": "gpt", ...}`` with the measured
   model's layers, width, heads, vocabulary, positions, and fused attention where it ran
   ``scaled_dot_product_attention``), compared on the step time (``estimate``: Adam, no recompute, ZeRO 0,
@@ -26,7 +26,7 @@ import pandas as pd
 from .. import datasets
 from .adapters import _frame, _kernel_frame, _kernel_rows, kernel_band
 
-DECODE_TOKENS = 64  # the decode rows' positions seq .. seq + 63 (measure_gpt_step.py's cache window)
+DECODE_TOKENS = 64  # the decode rows' positions seq .. seq + 63 (calibrate.steps' cache window)
 
 
 # --- kernels ------------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ sequences/s, pipeline speedups, 512-GPU scaling efficiency, :mod:`.scaling`); ``
 (inference latencies, :mod:`.inference`); and one per run of the toolkit's own calibration under
 ``data/measured/`` (``measured-compute-HOST-DATE``, ``measured-network-HOST-BACKEND-DATE``,
 ``measured-kernels-DEVICE-DATE``: DeepBench's shapes timed by ``calibrate kernels``, ``measured-steps-DEVICE-DATE``:
-GPT steps timed by ``benchmarks/measure_gpt_step.py``; :mod:`.measured`).
+GPT steps timed by ``calibrate steps``; :mod:`.measured`).
 
 Modes (the ``mode`` column; DESIGN.md, "Accuracy methodology"). Each dataset has one main mode, the
 most honest figure available at the speed asked for:

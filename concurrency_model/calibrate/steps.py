@@ -1,44 +1,44 @@
-"""Measure GPT training steps, prompt passes and decode steps on this machine's GPU, for validation.
+"""``calibrate steps``: GPT training steps, prompt passes and decode steps timed on this machine, for validation.
 
 A plain GPT-2 architecture in torch (Radford et al. 2019: pre-LN blocks, learned positions, GELU MLP of 4 x
-hidden, dropout after the embedding and each residual branch, a tied output layer; the GPT-3 sizes of Brown et al. 2020, Table 2.1), so that the toolkit's model
-of the same graph (``{"kind": "gpt", ...}``) can be checked against it:
+hidden, dropout after the embedding and each residual branch, a tied output layer; the GPT-3 sizes of Brown
+et al. 2020, Table 2.1): the toolkit's ``{"kind": "gpt", ...}`` graph, parameter for parameter (tested), so
+that its estimate of the same model can be checked (:mod:`concurrency_model.validate.measured`):
 
 * ``train``: forward, cross-entropy, backward and a fused AdamW step in bf16 autocast (fp32 weights; on a
-  CPU, ``--cpu``, fp32 throughout);
-  attention by ``scaled_dot_product_attention`` (``flash``) or by matmul + mask + softmax + matmul
-  (``unfused``); the peak of allocated memory over the timed steps;
-* ``prefill``: one bf16 forward of ``batch x seq`` tokens, the next token's logits only (no cache written);
-* ``decode``: one token per sequence against a KV cache holding ``seq`` positions (bf16), the eager
-  Python loop's launches included.
+  CPU fp32 throughout, fewer and smaller runs); attention by ``scaled_dot_product_attention`` (``flash``)
+  or by matmul + mask + softmax + matmul (``unfused``); the peak of allocated memory over the timed steps;
+* ``prefill``: one forward of ``batch x seq`` tokens, the next token's logits only (no cache written);
+* ``decode``: one token per sequence against a KV cache holding ``seq`` positions, the eager Python loop's
+  launches included.
 
-Times are the median of per-step CUDA-event timings after warm-up. Writes one CSV (``--out``) with the
-device, library versions and date on every row; nothing is overwritten. Run: ``python
-benchmarks/measure_gpt_step.py --out DIR/gpt_steps.csv`` (a GPU; ``--cpu``: smaller runs in fp32 on the CPU;
-``--tiny``: a check of the script).
+Times are the median of per-step timings (CUDA events on a GPU) after warm-up. Writes ``DIR/gpt_steps.csv``
+with the device, library versions and date on every row, rewritten after each run (temporary file and
+rename), so that a run stopped half-way keeps what it measured; nothing is overwritten without ``force``.
 """
 from __future__ import annotations
 
-import argparse
 import gc
 import math
+import os
 import platform
-import sys
 import time
 from datetime import datetime, timezone
-from pathlib import Path
-import os
 
+import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from ..progress import Progress
+from .compute import _atomic_write, check_targets
 
 SIZES = {  # name -> (layers, hidden, heads); GPT-2 (Radford et al. 2019), GPT-3 (Brown et al. 2020 Table 2.1)
     "gpt2": (12, 768, 12), "gpt2-medium": (24, 1024, 16), "gpt2-large": (36, 1280, 20), "gpt2-xl": (48, 1600, 25),
     "gpt3-2.7b": (32, 2560, 32), "gpt3-6.7b": (32, 4096, 32), "gpt-mini": (6, 512, 8), "tiny": (2, 64, 4)}
 VOCAB = 50257
 DROPOUT = 0.1  # GPT-2's embedding and residual dropout (its attention dropout is left out, as in the toolkit's graph)
-RUNS = [  # (kind, model, batch, seq, attention)
+GPU_RUNS = [  # (kind, model, batch, seq, attention)
     *[("train", "gpt2", b, 1024, "flash") for b in (1, 4, 8, 16)],
     *[("train", "gpt2", b, 1024, "unfused") for b in (4, 8)],
     *[("train", "gpt2-medium", b, 1024, "flash") for b in (4, 8)],
@@ -56,6 +56,9 @@ CPU_RUNS = [  # fp32 on a CPU, sized for a minute or two on 2 cores
     ("decode", "gpt2", 1, 256, "flash"), ("decode", "gpt2", 8, 256, "flash"), ("decode", "gpt-mini", 1, 256, "flash")]
 TINY = [("train", "tiny", 2, 32, "flash"), ("train", "tiny", 2, 32, "unfused"), ("prefill", "tiny", 2, 32, "flash"),
         ("decode", "tiny", 2, 32, "flash")]
+GPU_QUICK = [("train", "gpt2", 8, 1024, "flash"), ("prefill", "gpt2-xl", 1, 1024, "flash"),
+             ("decode", "gpt2-xl", 1, 1024, "flash")]
+FILE = "gpt_steps.csv"
 
 
 class Block(nn.Module):
@@ -168,51 +171,48 @@ def run(kind, name, batch, seq, attention, dev, reps, dtype="bf16"):
             "peak_allocated_bytes": peak, "params": params, "positions": positions, "layers": layers, "hidden": h, "heads": heads}
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", required=True, help="CSV file to write (refused if it exists)")
-    p.add_argument("--cpu", action="store_true", help="smaller runs in fp32 on the CPU")
-    p.add_argument("--tiny", action="store_true", help="tiny shapes on the CPU (a check of the script)")
-    p.add_argument("--budget-s", type=float, default=240.0, help="start no new run after this many seconds")
-    args = p.parse_args(argv)
-    out = Path(args.out)
-    if out.exists():
-        print(f"out: {out} exists; not overwritten", file=sys.stderr)
-        return 2
-    dev, dtype = ("cpu", "fp32") if args.tiny or args.cpu else ("cuda", "bf16")
-    if dev == "cuda" and not torch.cuda.is_available():
-        print("no CUDA device; pass --tiny to check the script on the CPU", file=sys.stderr)
-        return 2
+def calibrate(out_dir, quick: bool = False, force: bool = False, budget_s: float | None = None, stream=None,
+              runs=None) -> dict:
+    """Time the runs (``GPU_RUNS`` in bf16 where CUDA is, else ``CPU_RUNS`` in fp32; ``quick``: ``GPU_QUICK``
+    or ``TINY``; ``runs``: a list of ``(kind, model, batch, seq, attention)``) and write ``DIR/gpt_steps.csv``.
+    ``budget_s``: start no new run after this many seconds. Returns ``{out, rows, files, failed, device,
+    elapsed_s}``; ``failed`` lists the runs that raised (out of memory) or were left for lack of time."""
+    t0 = time.perf_counter()
+    out = check_targets(out_dir, force, (FILE,))
+    cuda = torch.cuda.is_available()
+    dev, dtype = ("cuda", "bf16") if cuda else ("cpu", "fp32")
+    runs = list(runs if runs is not None else (GPU_QUICK if quick else GPU_RUNS) if cuda else
+                (TINY if quick else CPU_RUNS))
+    for r in runs:
+        if len(r) != 5 or r[0] not in ("train", "prefill", "decode") or r[1] not in SIZES:
+            raise ValueError(f"runs: {r!r} is not (train|prefill|decode, one of {', '.join(SIZES)}, batch, seq, "
+                             "flash|unfused)")
     torch.backends.cuda.matmul.allow_tf32 = True
-    name = torch.cuda.get_device_name(0) if dev == "cuda" else f"CPU {platform.processor() or platform.machine()}"
-    soft = f"torch {torch.__version__}" + (f"; CUDA {torch.version.cuda}" if dev == "cuda" else "")
-    date, rows, t0 = datetime.now(timezone.utc).isoformat(timespec="seconds"), [], time.perf_counter()
-    import pandas as pd
-    for kind, model, batch, seq, attention in (TINY if args.tiny else CPU_RUNS if args.cpu else RUNS):
-        if time.perf_counter() - t0 > args.budget_s:
-            print(f"skipped {kind} {model} b{batch}: time budget spent", file=sys.stderr)
-            continue
-        torch.manual_seed(0)
-        try:
-            r = run(kind, model, batch, seq, attention, dev, 10 if kind != "decode" else 32, dtype)
-        except (RuntimeError, torch.OutOfMemoryError) as e:
-            print(f"failed {kind} {model} b{batch}: {str(e).splitlines()[0][:160]}", file=sys.stderr)
-            r = {"error": str(e).splitlines()[0][:160]}
-        rows.append({"kind": kind, "model": model, "batch": batch, "seq": seq, "attention": attention,
-                     "dtype": dtype, "vocab": VOCAB, **r, "device": name, "software": soft,
-                     "host": platform.node(), "cpu_count": os.cpu_count(), "date": date, "source": "benchmarks/measure_gpt_step.py"})
-        print(f"{kind:8} {model:12} b{batch:<3} s{seq:<5} {attention:8} "
-              f"{r.get('median_ms', float('nan')):9.3f} ms  peak {r.get('peak_allocated_bytes', 0) / 1e9:6.2f} GB",
-              flush=True)
-        gc.collect()
-        if dev == "cuda":
-            torch.cuda.empty_cache()
-        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        pd.DataFrame(rows).to_csv(tmp, index=False)
-        os.replace(tmp, out)  # rewritten after each run: a stopped script keeps what it measured
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    name = torch.cuda.get_device_name(0) if cuda else f"CPU {platform.processor() or platform.machine()}"
+    soft = f"torch {torch.__version__}" + (f"; CUDA {torch.version.cuda}" if cuda else "")
+    date, rows, failed = datetime.now(timezone.utc).isoformat(timespec="seconds"), [], []
+    out.mkdir(parents=True, exist_ok=True)
+    with Progress(len(runs), "calibrate steps", stream) as bar:
+        for kind, model, batch, seq, attention in runs:
+            what = f"{kind} {model} b{batch} s{seq} {attention}"
+            if budget_s is not None and time.perf_counter() - t0 > budget_s:
+                failed.append({"run": what, "reason": "time budget spent"})
+                bar.update(1, what)
+                continue
+            torch.manual_seed(0)
+            try:
+                r = run(kind, model, batch, seq, attention, dev, 10 if kind != "decode" else 32, dtype)
+            except (RuntimeError, torch.OutOfMemoryError) as e:  # out of memory: kept as a row with its error
+                r = {"error": str(e).splitlines()[0][:160]}
+                failed.append({"run": what, "reason": r["error"]})
+            rows.append({"kind": kind, "model": model, "batch": batch, "seq": seq, "attention": attention,
+                         "dtype": dtype, "vocab": VOCAB, **r, "device": name, "software": soft,
+                         "host": platform.node(), "cpu_count": os.cpu_count(), "date": date,
+                         "source": "concurrency-model calibrate steps"})
+            gc.collect()
+            if cuda:
+                torch.cuda.empty_cache()
+            _atomic_write(out / FILE, pd.DataFrame(rows).to_csv(index=False))
+            bar.update(1, what)
+    return {"out": str(out), "rows": len(rows), "files": [str(out / FILE)] if rows else [], "failed": failed,
+            "device": name, "elapsed_s": round(time.perf_counter() - t0, 2)}
