@@ -85,3 +85,26 @@ def test_a_gpu_row_pays_the_training_host_constant():
     t = measured.predict_step(r)["time_s"]
     weights_s = 124e6 * 2 / 4.8e12
     assert t > 10 * weights_s and t > 12 * 10 * HOST_S_PER_KERNEL
+
+
+def test_memory_of_a_gpu_run_is_its_own_dataset(tmp_path):
+    folder = tmp_path / "steps-h200-test"
+    folder.mkdir()
+    base = {"model": "gpt2", "seq": 1024, "attention": "flash", "dtype": "bf16", "vocab": 50257, "layers": 12,
+            "hidden": 768, "heads": 12, "positions": 1088, "device": "NVIDIA H200", "date": "2026-12-04"}
+    import pandas as pd
+    pd.DataFrame([{**base, "kind": "train", "batch": 4, "median_ms": 60.0, "peak_allocated_bytes": 2.0e10},
+                  {**base, "kind": "decode", "batch": 1, "median_ms": 8.0, "peak_allocated_bytes": 3e8},
+                  {**base, "kind": "train", "batch": 64, "median_ms": float("nan"), "peak_allocated_bytes": None,
+                   "error": "CUDA out of memory"}]).to_csv(folder / "gpt_steps.csv", index=False)
+    assert measured.has_memory(folder) and not measured.has_memory(_folder(STEPS))
+    t = measured.steps_frame("s", folder)
+    m = measured.steps_frame("s", folder, "memory")
+    assert list(t["label"].str.split().str[0]) == ["train", "decode"] and set(t["unit"]) == {"s"}
+    assert len(m) == 1 and m["unit"].iloc[0] == "B" and m["measured"].iloc[0] == 2.0e10
+    e = estimate({**measured._scenario({**base, "kind": "train"}, "h200-sxm-141gb"),
+                  "parallel": {"microbatch_size": 4, "global_batch": 4},
+                  "training": {"dtype": "bf16", "optimizer": "adam", "recompute": "none", "zero_stage": 0}})
+    assert m["predicted"].iloc[0] == pytest.approx(e.memory_bytes_per_device)
+    with pytest.raises(ValueError, match="what: unknown"):
+        measured.steps_frame("s", folder, "energy")

@@ -10,7 +10,8 @@
   model's layers, width, heads, vocabulary, positions, and fused attention where it ran
   ``scaled_dot_product_attention``), compared on the step time (``estimate``: Adam, no recompute, ZeRO 0,
   the row's dtype), the peak of allocated memory where measured, the prompt pass (``infer``'s
-  ``prefill_s``) and the decode step (``decode_s_per_token`` over 64 tokens after ``seq``). The eager
+  ``prefill_s``) and the decode step (``decode_s_per_token`` over 64 tokens after ``seq``); the peaks of
+  memory are a dataset of their own (``measured-steps-...-memory``, bytes). The eager
   loop's host cost is the training estimate's own constant (:data:`~concurrency_model.parallel.host.
   HOST_S_PER_KERNEL` on a GPU, nothing on a CPU), for inference too: the same one set of constants.
 """
@@ -126,23 +127,33 @@ def predict_step(r: dict) -> dict:
     return {"time_s": got.prefill_s if r["kind"] == "prefill" else got.decode_s_per_token, "memory_bytes": np.nan}
 
 
-def steps_frame(name: str, folder) -> pd.DataFrame:
-    """Predicted vs measured for a ``steps-*`` folder: one row per measured time (``group``: the kind and
-    device) and one per measured peak memory of a training step (``group`` ``memory ...``)."""
+def has_memory(folder) -> bool:
+    """Whether a ``steps-*`` run measured the peak memory of a training step (GPU runs do)."""
+    df = datasets.load_measured(folder, "gpt_steps.csv")
+    return bool((df["kind"].eq("train") & pd.to_numeric(df["peak_allocated_bytes"], errors="coerce").gt(0)).any())
+
+
+def steps_frame(name: str, folder, what: str = "time") -> pd.DataFrame:
+    """Predicted vs measured for a ``steps-*`` folder: ``what`` = ``time``, one row per measured time
+    (``group``: the kind and device), or ``memory``, one per measured peak memory of a training step."""
+    if what not in ("time", "memory"):
+        raise ValueError(f"what: unknown {what!r}; allowed: time, memory")
     df = datasets.load_measured(folder, "gpt_steps.csv")
     parts = []
     for i, r in enumerate(df.to_dict("records")):
         label = f"{r['kind']} {r['model']} b{int(r['batch'])} s{int(r['seq'])} {r['attention']} {r['dtype']}"
-        if not np.isfinite(float(r["median_ms"])):
-            continue  # the run failed (its error is in the file)
+        peak = float(r["peak_allocated_bytes"]) if pd.notna(r.get("peak_allocated_bytes")) else np.nan
+        wanted = np.isfinite(float(r["median_ms"])) if what == "time" else r["kind"] == "train" and peak > 0
+        if not wanted:
+            continue  # a failed run (its error is in the file), or no memory measured
         try:
             got, status, note = predict_step(r), "ok", ""
         except ValueError as e:
             got, status, note = {"time_s": np.nan, "memory_bytes": np.nan}, "not predicted", " ".join(str(e).split())
-        parts.append(_frame(name, "preset", [i + 2], [label], f"{r['kind']} {r['device']}", [r["median_ms"] * 1e-3],
-                            [got["time_s"]], "s", status, note))
-        peak = float(r["peak_allocated_bytes"]) if pd.notna(r.get("peak_allocated_bytes")) else np.nan
-        if r["kind"] == "train" and np.isfinite(peak):
+        if what == "time":
+            parts.append(_frame(name, "preset", [i + 2], [label], f"{r['kind']} {r['device']}",
+                                [r["median_ms"] * 1e-3], [got["time_s"]], "s", status, note))
+        else:
             parts.append(_frame(name, "preset", [i + 2], [label], f"memory {r['device']}", [peak],
                                 [got["memory_bytes"]], "B", status, note))
     return pd.concat(parts, ignore_index=True) if parts else _frame(name, "preset", [], [], [], [], [], "s")

@@ -65,7 +65,16 @@ from .adapters import (COLLECTIVES, COLUMNS, FILES, INFERENCE, KERNEL_INFERENCE,
 
 
 def _measured() -> dict:
-    return {f"measured-{p.name}": p for p in datasets.measured_runs()}
+    """Dataset name -> folder of the toolkit's own runs; a ``steps-*`` run that measured memory is a second
+    dataset, ``measured-steps-...-memory`` (bytes, not seconds: its own error figures and plot)."""
+    out = {}
+    for p in datasets.measured_runs():
+        out[f"measured-{p.name}"] = p
+        if p.name.startswith("steps-"):
+            from .measured import has_memory
+            if has_memory(p):
+                out[f"measured-{p.name}-memory"] = p
+    return out
 
 
 def names() -> list[str]:
@@ -168,9 +177,11 @@ def _plan_measured(name: str, folder, quick: bool, all_modes: bool, info: dict, 
         return
     if kind == "steps":
         from .measured import steps_frame
-        info[name].update(mode="preset", rows_total=len(datasets.load_measured(folder, "gpt_steps.csv")),
-                          file=f"measured/{folder.name}/gpt_steps.csv")
-        jobs.append(([name], steps_frame, (name, folder)))
+        what = "memory" if name.endswith("-memory") else "time"
+        rows = datasets.load_measured(folder, "gpt_steps.csv")
+        info[name].update(mode="preset", file=f"measured/{folder.name}/gpt_steps.csv",
+                          rows_total=int(rows["peak_allocated_bytes"].notna().sum()) if what == "memory" else len(rows))
+        jobs.append(([name], steps_frame, (name, folder, what)))
         return
     info[name].update(mode="held-out", sampled="held-out: every other row per group")
     if kind == "compute":
