@@ -108,3 +108,37 @@ def test_memory_of_a_gpu_run_is_its_own_dataset(tmp_path):
     assert m["predicted"].iloc[0] == pytest.approx(e.memory_bytes_per_device)
     with pytest.raises(ValueError, match="what: unknown"):
         measured.steps_frame("s", folder, "energy")
+
+
+def test_a_gpu_calibration_predicts_its_cuda_gemms_with_the_gpu_profile(tmp_path):
+    """``calibrate compute`` on a CUDA machine writes numpy, torch and cuda rows and two profiles: each
+    backend's GEMMs are predicted with its own device (torch's CPU rows have none and are left out)."""
+    import json
+    import shutil
+    import pandas as pd
+    from concurrency_model.hardware import load_device
+    from concurrency_model.timing import gemm_coeffs
+    from concurrency_model.validate.adapters import _measured_compute, measured_gemms
+    src = datasets.data_dir() / "measured" / "compute-cpu-host-20261202"
+    folder = tmp_path / "compute-gpu-test"
+    shutil.copytree(src, folder)
+    gpu = json.loads((datasets.data_dir().parent / "concurrency_model" / "presets" / "devices"
+                      / "h200-sxm-141gb.json").read_text())
+    (folder / "profile-cuda.json").write_text(json.dumps(gpu))
+    rows = pd.read_csv(folder / "measurements.csv")
+    dev = load_device(folder / "profile-cuda.json")
+    shapes = [(4096, 4096, 4096), (8192, 1024, 512), (64, 8192, 8192)]
+    t = gemm_coeffs([s[0] for s in shapes], [s[1] for s in shapes], [s[2] for s in shapes], dev, "fp16").seconds(dev)
+    extra = pd.DataFrame([{"op": "gemm", "m": a, "n": b, "k": c, "dtype": "fp16", "median_s": x, "backend": "cuda"}
+                          for (a, b, c), x in zip(shapes, t)]
+                         + [{"op": "gemm", "m": 64, "n": 64, "k": 64, "dtype": "fp32", "median_s": 1e-5,
+                             "backend": "torch"}])
+    pd.concat([rows, extra], ignore_index=True).to_csv(folder / "measurements.csv", index=False)
+    assert len(measured_gemms(folder)) == len(rows[rows["op"] == "gemm"]) + 3  # the torch row has no profile
+    got = _measured_compute("m", folder, "in-sample")
+    cuda = got[got["label"].str.startswith("cuda ")]
+    assert len(cuda) == 3 and set(cuda["group"]) == {"cuda fp16"}
+    assert cuda["ape"].max() < 1e-12  # the GPU's own profile, not the host's
+    (folder / "profile.json").unlink()
+    with pytest.raises(ValueError, match="profile.json: not found"):
+        measured_gemms(folder)

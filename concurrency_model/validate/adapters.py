@@ -248,16 +248,28 @@ def _inference() -> pd.DataFrame:
 
 
 # --- the toolkit's own measurements -------------------------------------------------------------------------
+PROFILES = {"numpy": "profile.json", "cuda": "profile-cuda.json"}  # calibrate compute's fitted device per backend
+
+
+def measured_gemms(folder) -> pd.DataFrame:
+    """The GEMM rows of a ``compute-*`` run whose backend has a fitted profile there (``numpy``: the host,
+    ``profile.json``; ``cuda``: the GPU, ``profile-cuda.json``; torch's CPU GEMMs have none), with the file
+    line in ``row``."""
+    df = datasets.load_measured(folder)
+    backend = df["backend"] if "backend" in df else pd.Series("numpy", index=df.index)
+    have = [b for b, f in PROFILES.items() if (folder / f).is_file()]
+    if "numpy" not in have:
+        raise ValueError(f"{folder.name}/profile.json: not found (the fitted device of the run)")
+    keep = (df["op"] == "gemm") & backend.isin(have)
+    return df[keep].assign(row=lambda d: d.index + 2, backend=backend[keep]).reset_index(drop=True)
+
+
 def _measured_compute(name: str, folder, mode: str) -> pd.DataFrame:
+    """A ``compute-*`` run's GEMMs predicted with the profile of their backend (held-out: its efficiencies
+    refitted on every other GEMM of the backend, the peaks kept)."""
     from ..calibrate.compute import fit_gemm
     from ..hardware import load_device
     from ..timing import gemm_coeffs
-    df = datasets.load_measured(folder)
-    df = df[df["op"] == "gemm"].assign(row=lambda d: d.index + 2).reset_index(drop=True)
-    profile = folder / "profile.json"
-    if not profile.is_file():
-        raise ValueError(f"{folder.name}/profile.json: not found (the fitted device of the run)")
-    dev = load_device(profile)
 
     def seconds(d, rows):
         out = np.empty(len(rows))
@@ -265,16 +277,22 @@ def _measured_compute(name: str, folder, mode: str) -> pd.DataFrame:
             m, n, k = (g[c].to_numpy(np.int64) for c in ("m", "n", "k"))
             out[rows.index.get_indexer(g.index)] = gemm_coeffs(m, n, k, d, str(dt)).seconds(d)
         return out
-    lo = hi = np.nan
-    if mode == "held-out":  # the efficiencies refitted on every other GEMM (the peak stays the profile's)
-        train, df = df.iloc[::2].reset_index(drop=True), df.iloc[1::2].reset_index(drop=True)
-        dev = replace(dev, efficiency=fit_gemm(dev, *(train[c].to_numpy(np.int64) for c in ("m", "n", "k")),
-                                               train["dtype"].to_numpy(str), train["median_s"], "every other GEMM"))
-        lo, hi = _residual_band(seconds(dev, df), df["dtype"], np.log(seconds(dev, train) / train["median_s"]),
-                                train["dtype"])
-    label = [f"gemm {m}x{n}x{k}" for m, n, k in zip(df["m"].astype(int), df["n"].astype(int), df["k"].astype(int))]
-    return _frame(name, mode, df["row"], label, df["dtype"].to_numpy(), df["median_s"], seconds(dev, df), "s",
-                  p10=lo, p90=hi)
+    parts = []
+    for backend, df in measured_gemms(folder).groupby("backend", sort=False):
+        df, dev, lo, hi = df.reset_index(drop=True), load_device(folder / PROFILES[backend]), np.nan, np.nan
+        if mode == "held-out":
+            train, df = df.iloc[::2].reset_index(drop=True), df.iloc[1::2].reset_index(drop=True)
+            dev = replace(dev, efficiency=fit_gemm(dev, *(train[c].to_numpy(np.int64) for c in ("m", "n", "k")),
+                                                   train["dtype"].to_numpy(str), train["median_s"],
+                                                   "every other GEMM"))
+            lo, hi = _residual_band(seconds(dev, df), df["dtype"], np.log(seconds(dev, train) / train["median_s"]),
+                                    train["dtype"])
+        tag = "" if backend == "numpy" else f"{backend} "  # the host's rows keep their labels of before
+        label = [f"{tag}gemm {m}x{n}x{k}" for m, n, k in zip(df["m"].astype(int), df["n"].astype(int),
+                                                            df["k"].astype(int))]
+        parts.append(_frame(name, mode, df["row"], label, (tag + df["dtype"].astype(str)).to_numpy(), df["median_s"],
+                            seconds(dev, df), "s", p10=lo, p90=hi))
+    return pd.concat(parts, ignore_index=True)
 
 
 def _residual_band(predicted, groups, train_log_ratio, train_groups) -> tuple[np.ndarray, np.ndarray]:

@@ -189,8 +189,11 @@ def _plan_measured(name: str, folder, quick: bool, all_modes: bool, info: dict, 
                     for m in (["held-out", "in-sample"] if all_modes else ["held-out"]))
     else:
         jobs.append(([name], _measured_network, (name, folder)))
-    rows = datasets.load_measured(folder)
-    info[name]["rows_total"] = int((rows["op"] == "gemm").sum()) if kind == "compute" else len(rows)
+    if kind == "compute":
+        from .adapters import measured_gemms
+        info[name]["rows_total"] = len(measured_gemms(folder))
+    else:
+        info[name]["rows_total"] = len(datasets.load_measured(folder))
 
 
 def _cost(job) -> float:
