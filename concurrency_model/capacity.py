@@ -10,13 +10,14 @@ needed) against the real device, so that the answer fits and one more sequence d
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
-from .checks import number
+from .checks import count, number
 from .cluster import load_cluster
 from .inference import infer, is_causal_decoder
 from .lengths import lengths
@@ -103,10 +104,13 @@ def _unit(raw: dict) -> int:
     return positive(par.get("data", 1)) * groups
 
 
-def _with_layout(raw: dict, t: int, e: int | None) -> dict:
-    """The scenario with tensor degree ``t`` and one replica or, for a mixture of experts (``e`` not None), ``e``
-    replicas sharing their experts (``parallel.data = parallel.expert = e``)."""
+def _with_layout(raw: dict, t: int, e: int | None, p: int | None = None) -> dict:
+    """The scenario with tensor degree ``t`` (and ``p`` pipeline stages, unless None) and one replica or, for a
+    mixture of experts (``e`` not None), ``e`` replicas sharing their experts (``parallel.data =
+    parallel.expert = e``)."""
     par = {**(raw.get("parallel") or {}), "tensor": t}  # one replica; a load's replicas are the sweep's columns
+    if p is not None:
+        par["pipeline"] = p
     return {**raw, "parallel": {**par, "data": e or 1, "expert": e or 1}}
 
 
@@ -153,7 +157,7 @@ def replicas_for_load(load_rps: float, row: dict, dist,
 
 def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = False,
                   weights: tuple | None = None, load_rps: float | None = None,
-                  max_first_token_s: float | None = None) -> pd.DataFrame:
+                  max_first_token_s: float | None = None, pipelines: tuple | None = None) -> pd.DataFrame:
     """Every tensor-parallel degree inside a node (powers of two that split the model; for a mixture of experts
     with every expert group beside it, :func:`layouts`) and every batch from 1 (one a replica) to the largest that
     fits (powers of two and the largest) of a causal decoder's scenario, one row each: ``tensor`` (and ``expert``
@@ -168,7 +172,9 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
     with ``max_first_token_s``, that the mean wait in it, ``queue_wait_s``, fits beside the first token:
     :func:`replicas_for_load`). Sorted by tokens/s per GPU, the most first. ``weights``: formats of the blocks'
     weights to compare (``fp16``, ``int8``, ``int4``, ``2:4``, ...; :func:`_with_weights`), a ``weights`` column
-    then telling them apart; default: the scenario's own.
+    then telling them apart; default: the scenario's own. ``pipelines``: pipeline degrees to search as well (each a
+    replica over that many stages, one a node when the tensor ranks fill it: a model over one node's memory), a
+    ``pipeline`` column then on every row; default: the scenario's ``parallel.pipeline``.
     """
     raw = read_scenario(scenario)
     if not isinstance(raw.get("inference"), dict):
@@ -182,30 +188,31 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
     for name, v in (("max_decode_s", max_decode_s), ("max_first_token_s", max_first_token_s), ("load_rps", load_rps)):
         number(name, v, none_ok=True)
     formats = {None: raw} if not weights else {f: _with_weights(raw, f) for f in weights}
+    stages = [None] if not pipelines else [count("pipelines", p) for p in dict.fromkeys(pipelines)]
     cl = load_cluster(raw.get("cluster"))
     experts = expert_count(model_graph(raw["model"], 1, 1, 2))
     plans, errors = {}, []
     for fmt, sc in formats.items():
-        for t, e in layouts(cl.gpus_per_node, experts):
+        for (t, e), p in itertools.product(layouts(cl.gpus_per_node, experts), stages):
             try:
-                top, _ = max_batch(_with_layout(sc, t, e))
+                top, _ = max_batch(_with_layout(sc, t, e, p))
             except ValueError as err:  # the degree does not split the model, or nothing fits on that many devices
                 errors.append(err)
                 continue
-            unit = _unit(_with_layout(sc, t, e))  # a batch splits over the replicas (and pipeline groups)
-            plans[fmt, t, e] = sorted({unit * 2 ** i for i in range((top // unit).bit_length())
-                                       if unit * 2 ** i <= top} | {top})
+            unit = _unit(_with_layout(sc, t, e, p))  # a batch splits over the replicas (and pipeline groups)
+            plans[fmt, t, e, p] = sorted({unit * 2 ** i for i in range((top // unit).bit_length())
+                                          if unit * 2 ** i <= top} | {top})
     if not plans:
         raise errors[-1] if "memory" in str(errors[-1]) else errors[0]  # why nothing fits, else the first error
     rows = []
     with Progress(sum(len(b) for b in plans.values()), "serving sweep", enabled=progress) as bar:
-        for (fmt, t, e), batches in plans.items():
+        for (fmt, t, e, p), batches in plans.items():
             for b in batches:
-                r = _at(_with_layout(formats[fmt], t, e), b)
+                r = _at(_with_layout(formats[fmt], t, e, p), b)
                 gpus = t * r.parallel["pipeline"] * (e or 1)
-                stages = r.parallel["pipeline"]
+                depth = r.parallel["pipeline"]
                 rows.append({**({"weights": fmt} if weights else {}), "tensor": t,
-                             **({"pipeline": stages} if stages > 1 else {}),
+                             **({"pipeline": depth} if depth > 1 or pipelines else {}),
                              **({"expert": e} if e is not None else {}), "batch": b, "gpus": gpus,
                              "prefill_s": r.prefill_s, "decode_s_per_token": r.decode_s_per_token,
                              "tokens_per_s": r.tokens_per_s, "tokens_per_s_per_gpu": r.tokens_per_s / gpus,

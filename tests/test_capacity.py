@@ -134,3 +134,36 @@ def test_a_first_token_target_favours_continuous_batching():
         assert fewer >= row["batch"] or row["prefill_s"] + mean_wait(row["batch"], fewer, service, 0.0) > 0.5
     with pytest.raises(ValueError, match="^max_first_token_s: must be a positive number"):
         serving_sweep(LLAMA, max_first_token_s=0)
+
+
+def test_serving_sweep_searches_pipeline_degrees(tmp_path, capsys):
+    """GPT-3 175B fits one DGX A100 only split 8 ways; with pipeline degrees searched, tensor 4 x pipeline 2 serves
+    it on the same 8 GPUs and tensor 8 x pipeline 2 over two nodes holds the most slots; each row is infer's
+    prediction of its layout."""
+    from concurrency_model.capacity import serving_sweep
+    sc = {"model": "gpt3-175b", "cluster": "dgx-a100",
+          "inference": {"batch": 8, "prompt_len": 1024, "decode_len": 256, "dtype": "fp16", "batching": "continuous"}}
+    plain = serving_sweep(sc)
+    assert "pipeline" not in plain and set(plain["tensor"]) == {8}  # 350 GB of weights: only tensor 8 fits
+    df = serving_sweep(sc, pipelines=(1, 2))
+    assert set(df["pipeline"]) == {1, 2} and set(zip(df["tensor"], df["pipeline"])) == {(8, 1), (4, 2), (8, 2)}
+    assert (df["gpus"] == df["tensor"] * df["pipeline"]).all()
+    assert (df[df["pipeline"] == 2]["batch"] % 2 == 0).all()  # continuous slots in a group on each stage
+    most = df.groupby(["tensor", "pipeline"])["batch"].max()
+    assert most[8, 2] > 2 * max(most[4, 2], most[8, 1])  # twice the devices: the cache has the second node's memory
+    assert most[4, 2] == most[8, 1] - 1  # the same 8 GPUs (47 slots), an even number over two stages
+    r = df[(df["tensor"] == 4) & (df["pipeline"] == 2)].iloc[0]
+    got = infer({**sc, "parallel": {"tensor": 4, "pipeline": 2}, "inference": {**sc["inference"],
+                                                                               "batch": int(r["batch"])}})
+    assert r["decode_s_per_token"] == pytest.approx(got.decode_s_per_token, rel=1e-12)
+    assert r["memory_bytes_per_device"] == pytest.approx(got.memory_bytes_per_device, rel=1e-12)
+    with pytest.raises(ValueError, match="^pipelines: must be a positive integer, got 0"):
+        serving_sweep(sc, pipelines=(0, 2))
+    f = tmp_path / "g.json"
+    f.write_text(json.dumps(sc))
+    assert main(["infer", "--scenario", str(f), "--sweep", "--pipelines", "1,2", "--max-decode-ms", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "tensor pipeline  batch" in out and "x pipeline 2" in out.splitlines()[-1]
+    assert main(["infer", "--scenario", str(f), "--pipelines", "2"]) == 2  # only with --sweep
+    assert main(["infer", "--scenario", str(f), "--sweep", "--pipelines", "two"]) == 2
+    assert "--pipelines: comma-separated positive integers" in capsys.readouterr().err

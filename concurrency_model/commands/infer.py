@@ -13,8 +13,10 @@ from . import add_json
 
 def run(a) -> dict:
     raw = read_scenario(a.scenario)  # read once: the file may be a pipe
-    if a.disaggregate and (a.sweep or a.max_batch or a.weights):
-        raise ValueError("--disaggregate: not with --sweep, --max-batch or --weights")
+    if a.disaggregate and (a.sweep or a.max_batch or a.weights or a.pipelines):
+        raise ValueError("--disaggregate: not with --sweep, --max-batch, --weights or --pipelines")
+    if a.pipelines is not None and not a.sweep:
+        raise ValueError("--pipelines: only with --sweep")
     for flag, value in (("--max-decode-ms", a.max_decode_ms), ("--max-first-token-ms", a.max_first_token_ms),
                         ("--weights", a.weights), ("--load", a.load)):
         if value is not None and not (a.sweep or a.disaggregate):
@@ -29,7 +31,7 @@ def run(a) -> dict:
         first = None if a.max_first_token_ms is None else a.max_first_token_ms / 1e3
         df = serving_sweep(raw, target, progress=not a.json,
                            weights=tuple(a.weights.split(",")) if a.weights else None, load_rps=a.load,
-                           max_first_token_s=first)
+                           max_first_token_s=first, pipelines=_degrees(a.pipelines))
         ok = df[df["meets_target"]] if "meets_target" in df else df
         if a.load is not None:  # the fewest GPUs for the load, then the shortest step
             ok = ok.sort_values(["gpus_for_load", "decode_s_per_token"], kind="stable")
@@ -40,6 +42,16 @@ def run(a) -> dict:
         batch, result = max_batch(raw)
         return {**result.to_dict(), "max_batch": batch}
     return infer(raw).to_dict()
+
+
+def _degrees(text: str | None) -> tuple | None:
+    """``--pipelines 1,2,4`` as integers (``ValueError`` naming the flag for a word or a fraction)."""
+    if text is None:
+        return None
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(f"--pipelines: comma-separated positive integers, got {text!r}") from None
 
 
 def disaggregate(raw: dict, a) -> dict:
@@ -90,9 +102,10 @@ def fleet(row: dict, fmt: str = "") -> str:
     """The replicas of a serving sweep row under a load, in words (an expert-parallel row's are groups of replicas
     that share their experts)."""
     n, e = row["replicas"], row.get("expert") or 1
+    what = f"{fmt}tensor {row['tensor']}" + (f" x pipeline {row['pipeline']}" if row.get("pipeline", 1) > 1 else "")
     if e > 1:
-        return f"{n:,} group{'s' * (n != 1)} of {e} replicas of {fmt}tensor {row['tensor']} sharing their experts"
-    return f"{n:,} replica{'s' * (n != 1)} of {fmt}tensor {row['tensor']}"
+        return f"{n:,} group{'s' * (n != 1)} of {e} replicas of {what} sharing their experts"
+    return f"{n:,} replica{'s' * (n != 1)} of {what}"
 
 
 def show_sweep(out: dict) -> None:
@@ -101,19 +114,22 @@ def show_sweep(out: dict) -> None:
                                                            ("max_first_token_s", "to the first token"))
              if out.get(k)]
     target = " and ".join(goals)
-    stages = f", each over {rows[0]['pipeline']} pipeline stages" if "pipeline" in rows[0] else ""
+    pp = len({r.get("pipeline", 1) for r in out["sweep"]}) > 1  # pipeline degrees searched: a column
+    stages = f", each over {rows[0]['pipeline']} pipeline stages" if "pipeline" in rows[0] and not pp else ""
     print(f"{len(out['sweep'])} configurations{stages}; the {len(rows)} on the Pareto front of decode latency and "
           f"tokens/s per GPU, shortest step first{f' (target {target})' if target else ''}:")
     w = "weights" in out["sweep"][0]
     priced = "cost_per_million_tokens" in out["sweep"][0]
     x = "expert" in out["sweep"][0]  # a mixture of experts: its expert groups
-    print(f"{'weights ' if w else ''}{'tensor':>6} {'expert ' if x else ''}{'batch':>6} {'TTFT ms':>11} "
+    print(f"{'weights ' if w else ''}{'tensor':>6} {'pipeline ' if pp else ''}{'expert ' if x else ''}{'batch':>6} "
+          f"{'TTFT ms':>11} "
           f"{'decode ms':>10} {'tokens/s':>10} "
           f"{'per GPU':>9} {'GB/device':>10}{' cost/Mtok' if priced else ''}")
     for r in sorted(rows, key=lambda r: r["decode_s_per_token"]):
         mark = "" if not target or r["meets_target"] else "  over target"
         cost = f" {r['cost_per_million_tokens']:>9.3f}" if priced else ""
-        print((f"{r['weights']!s:<8}" if w else "") + f"{r['tensor']:>6} " + (f"{r['expert']:>6} " if x else "") +
+        print((f"{r['weights']!s:<8}" if w else "") + f"{r['tensor']:>6} " + (f"{r['pipeline']:>8} " if pp else "")
+              + (f"{r['expert']:>6} " if x else "") +
               f"{r['batch']:>6} {r['prefill_s'] * 1e3:>11,.1f} "
               f"{r['decode_s_per_token'] * 1e3:>10.2f} "
               f"{r['tokens_per_s']:>10,.0f} {r['tokens_per_s_per_gpu']:>9,.0f} "
@@ -131,8 +147,9 @@ def show_sweep(out: dict) -> None:
               + ")")
     else:
         fmt = f"{b['weights']} weights, " if w else ""
-        print(f"most tokens/s per GPU{' within the target' if target else ''}: {fmt}tensor {b['tensor']}{group}, batch "
-              f"{b['batch']}: {b['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU at {b['decode_s_per_token'] * 1e3:.2f} "
+        stage = f" x pipeline {b['pipeline']}" if b.get("pipeline", 1) > 1 else ""
+        print(f"most tokens/s per GPU{' within the target' if target else ''}: {fmt}tensor {b['tensor']}{stage}{group}, "
+              f"batch {b['batch']}: {b['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU at {b['decode_s_per_token'] * 1e3:.2f} "
               f"ms per token" + (f", {b['cost_per_million_tokens']:,.3f} per million tokens" if priced else ""))
 
 
@@ -233,6 +250,9 @@ def register(sub) -> None:
     e.add_argument("--weights", default=None, metavar="F1,F2,...",
                    help="with --sweep: weight formats to compare (fp16, bf16, int8, fp8, int4, 2:4, a fraction "
                         "of zeros)")
+    e.add_argument("--pipelines", default=None, metavar="P1,P2,...",
+                   help="with --sweep: pipeline degrees to search as well (a model over one node's memory served "
+                        "across nodes); default: the scenario's")
     e.add_argument("--max-decode-ms", type=float, default=None, metavar="MS",
                    help="with --sweep or --disaggregate: the decode latency target per token, in milliseconds")
     e.add_argument("--max-first-token-ms", type=float, default=None, metavar="MS",
