@@ -60,7 +60,8 @@ MEASURED_SCHEMAS = {
                 for op in ("gemm", "conv", "rnn")},
     # calibrate steps: GPT training steps, prompt passes and decode steps
     "steps": {"gpt_steps.csv": (("batch", "seq", "layers", "hidden", "heads", "vocab"),
-                                ("kind", "model", "attention", "device", "date"), ("median_ms", "peak_allocated_bytes"))},
+                                ("kind", "model", "attention", "device", "date"),
+                                ("median_ms", "peak_allocated_bytes"))},
 }
 
 

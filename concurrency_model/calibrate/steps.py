@@ -51,7 +51,8 @@ GPU_RUNS = [  # (kind, model, batch, seq, attention)
     *[("decode", "gpt3-6.7b", b, 1024, "flash") for b in (1, 8, 32)],
 ]
 CPU_RUNS = [  # fp32 on a CPU, sized for a minute or two on 2 cores
-    ("train", "gpt-mini", 4, 128, "flash"), ("train", "gpt-mini", 4, 128, "unfused"), ("train", "gpt2", 1, 128, "flash"),
+    ("train", "gpt-mini", 4, 128, "flash"), ("train", "gpt-mini", 4, 128, "unfused"),
+    ("train", "gpt2", 1, 128, "flash"),
     ("train", "gpt2", 2, 256, "flash"), ("prefill", "gpt2", 1, 512, "flash"), ("prefill", "gpt2", 4, 128, "flash"),
     ("decode", "gpt2", 1, 256, "flash"), ("decode", "gpt2", 8, 256, "flash"), ("decode", "gpt-mini", 1, 256, "flash")]
 TINY = [("train", "tiny", 2, 32, "flash"), ("train", "tiny", 2, 32, "unfused"), ("prefill", "tiny", 2, 32, "flash"),
@@ -168,7 +169,8 @@ def run(kind, name, batch, seq, attention, dev, reps, dtype="bf16"):
     peak = torch.cuda.max_memory_allocated() if dev == "cuda" else float("nan")
     params = sum(p.numel() for p in model.parameters())
     return {"median_ms": times[len(times) // 2], "min_ms": times[0], "max_ms": times[-1], "repetitions": reps,
-            "peak_allocated_bytes": peak, "params": params, "positions": positions, "layers": layers, "hidden": h, "heads": heads}
+            "peak_allocated_bytes": peak, "params": params, "positions": positions, "layers": layers, "hidden": h,
+            "heads": heads}
 
 
 def calibrate(out_dir, quick: bool = False, force: bool = False, budget_s: float | None = None, stream=None,

@@ -148,9 +148,10 @@ def show_sweep(out: dict) -> None:
     else:
         fmt = f"{b['weights']} weights, " if w else ""
         stage = f" x pipeline {b['pipeline']}" if b.get("pipeline", 1) > 1 else ""
-        print(f"most tokens/s per GPU{' within the target' if target else ''}: {fmt}tensor {b['tensor']}{stage}{group}, "
-              f"batch {b['batch']}: {b['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU at {b['decode_s_per_token'] * 1e3:.2f} "
-              f"ms per token" + (f", {b['cost_per_million_tokens']:,.3f} per million tokens" if priced else ""))
+        print(f"most tokens/s per GPU{' within the target' if target else ''}: {fmt}tensor {b['tensor']}{stage}"
+              f"{group}, batch {b['batch']}: {b['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU at "
+              f"{b['decode_s_per_token'] * 1e3:.2f} ms per token"
+              + (f", {b['cost_per_million_tokens']:,.3f} per million tokens" if priced else ""))
 
 
 def layout(p: dict) -> str:
