@@ -142,3 +142,20 @@ def test_unknown_device_is_refused_naming_it(tmp_path):
     pd.read_csv(src).assign(device="Some NPU").to_csv(folder / "deepbench_gemm.csv", index=False)
     with pytest.raises(ValueError, match="device 'Some NPU' has no preset"):
         measured.kernel_rows(folder)
+
+
+def test_a_failed_run_is_a_row_with_its_error(tmp_path, monkeypatch):
+    real = steps.run
+
+    def run(kind, *a, **k):
+        if kind == "prefill":
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(kind, *a, **k)
+    monkeypatch.setattr(steps, "run", run)
+    folder = tmp_path / "steps-oom-test"
+    r = steps.calibrate(folder, quick=True, stream=io.StringIO())
+    assert [f["run"].split()[0] for f in r["failed"]] == ["prefill"] and r["rows"] == 4
+    df = datasets.load_measured(folder, "gpt_steps.csv")  # the failed row keeps its shape: the schema holds
+    assert df.loc[df["kind"] == "prefill", "error"].str.startswith("CUDA out of memory").all()
+    frame = measured.steps_frame("s", folder)
+    assert len(frame) == 3 and "prefill" not in " ".join(frame["label"])  # nothing to compare, not a failure

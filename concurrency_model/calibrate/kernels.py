@@ -177,7 +177,8 @@ def calibrate(out_dir, ops=OPS, dtypes=("fp32", "fp16"), quick: bool = False, fo
 
     ``quick``: the first 8 shapes of each op; ``limit``: the first ``limit``. ``budget_s``: stop starting new
     shapes after this many seconds (the rest listed in ``missing``). ``backend``: ``cuda`` where a GPU is,
-    else ``torch`` (the CPU). Returns ``{out, rows, files, missing, elapsed_s, device}``."""
+    else ``torch`` (the CPU, which times fp32 only). Returns ``{out, rows, files, missing, device, dtypes,
+    elapsed_s}``."""
     import torch
     t0 = time.perf_counter()
     ops, dtypes = list(ops), list(dtypes)
@@ -190,8 +191,8 @@ def calibrate(out_dir, ops=OPS, dtypes=("fp32", "fp16"), quick: bool = False, fo
         if dt not in PRECISIONS:
             raise ValueError(f"dtypes: unknown {dt!r}; allowed: {', '.join(PRECISIONS)}")
     backend = backend or ("cuda" if torch.cuda.is_available() else "torch")
-    if backend == "cpu" or (backend == "torch" and dtypes != ["fp32"]):
-        dtypes = [d for d in dtypes if d == "fp32"] or ["fp32"]  # half precision on a CPU is not what is asked
+    if backend != "cuda":
+        dtypes = ["fp32"]  # a CPU's half-precision kernels are not what a GPU's dtypes ask about (see ``dtypes``)
     out = check_targets(out_dir, force, tuple(f"deepbench_{op}.csv" for op in ops))
     out.mkdir(parents=True, exist_ok=True)
     limit = 8 if quick and limit is None else limit
@@ -212,4 +213,4 @@ def calibrate(out_dir, ops=OPS, dtypes=("fp32", "fp16"), quick: bool = False, fo
             count += len(frame)
             files.append(str(path))
     return {"out": str(out), "rows": count, "files": files, "missing": missing, "device": info["device"],
-            "elapsed_s": round(time.perf_counter() - t0, 2)}
+            "dtypes": dtypes, "elapsed_s": round(time.perf_counter() - t0, 2)}

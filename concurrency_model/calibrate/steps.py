@@ -205,7 +205,8 @@ def calibrate(out_dir, quick: bool = False, force: bool = False, budget_s: float
             try:
                 r = run(kind, model, batch, seq, attention, dev, 10 if kind != "decode" else 32, dtype)
             except (RuntimeError, torch.OutOfMemoryError) as e:  # out of memory: kept as a row with its error
-                r = {"error": str(e).splitlines()[0][:160]}
+                layers, h, heads = SIZES[model]
+                r = {"layers": layers, "hidden": h, "heads": heads, "error": str(e).splitlines()[0][:160]}
                 failed.append({"run": what, "reason": r["error"]})
             rows.append({"kind": kind, "model": model, "batch": batch, "seq": seq, "attention": attention,
                          "dtype": dtype, "vocab": VOCAB, **r, "device": name, "software": soft,

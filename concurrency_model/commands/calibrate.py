@@ -79,7 +79,8 @@ def run_kernels(args) -> dict:
 
 
 def show_kernels(out: dict) -> None:
-    print(f"timed {out['rows']} kernel rows on {out['device']} in {out['elapsed_s']:.1f} s -> {out['out']}")
+    print(f"timed {out['rows']} kernel rows ({', '.join(out['dtypes'])}) on {out['device']} in {out['elapsed_s']:.1f} s"
+          f" -> {out['out']}")
     if out["missing"]:
         print(f"  missing: {len(out['missing'])} shapes (first: {out['missing'][0]['reason']})")
     for path in out["files"]:
