@@ -26,7 +26,9 @@ def test_runs_are_datasets_with_their_modes():
     assert s[KERNELS]["mode"] == "preset" and s[KERNELS]["rows"] == s[KERNELS]["rows_total"] == 48
     assert s[KERNELS]["other_modes"]["held-out"]["rows"] == 24  # every other row of each op, dtype and pass
     assert s[STEPS]["mode"] == "preset" and s[STEPS]["rows"] == s[STEPS]["rows_total"] == 9
-    assert s[STEPS]["error"] is None and s[STEPS]["not_predicted"] == 0
+    assert s[STEPS]["error"] is None and s[STEPS]["not_predicted"] == 0 and s[STEPS]["band_rows"] == 9
+    st = df[df["dataset"] == STEPS]
+    assert ((st["p10"] < st["predicted"]) & (st["predicted"] < st["p90"])).all()  # estimate's and infer's bands
     groups = set(df[df["dataset"] == KERNELS]["group"])
     assert groups == {"gemm cpu-host fp32", "conv cpu-host fp32", "rnn cpu-host fp32"}
 

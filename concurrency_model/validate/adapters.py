@@ -49,6 +49,8 @@ NO_BAND = {
 
 def no_band_reason(name: str) -> str:
     """Why ``name`` has no band (:data:`NO_BAND`), or ``""``."""
+    if name.startswith("measured-steps-") and name.endswith("-memory"):
+        return "no band: memory is counted, not timed; the uncertainty model samples rates, not bytes"
     return NO_BAND.get(name, "")
 
 

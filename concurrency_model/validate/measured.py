@@ -103,8 +103,9 @@ def _scenario(r: dict, preset: str) -> dict:
 
 
 def predict_step(r: dict) -> dict:
-    """``{"time_s", "memory_bytes"}`` predicted for one row of ``gpt_steps.csv`` (``memory_bytes`` for
-    training rows only)."""
+    """``{"time_s", "p10_s", "p90_s", "memory_bytes"}`` predicted for one row of ``gpt_steps.csv``: the time
+    with its 80% band (:mod:`concurrency_model.uncertainty`, as ``estimate`` and ``infer`` give it), and the
+    memory for training rows only."""
     from ..hardware import load_device
     from ..inference import infer
     from ..parallel.estimate import estimate
@@ -118,13 +119,18 @@ def predict_step(r: dict) -> dict:
     if r["kind"] == "train":
         e = estimate({**sc, "parallel": {"microbatch_size": b, "global_batch": b},
                       "training": {"dtype": r["dtype"], "optimizer": "adam", "recompute": "none", "zero_stage": 0}})
-        return {"time_s": e.step_time_s, "memory_bytes": e.memory_bytes_per_device}
+        return {"time_s": e.step_time_s, "p10_s": e.step_time_p10_s, "p90_s": e.step_time_p90_s,
+                "memory_bytes": e.memory_bytes_per_device}
     inf = {"batch": b, "prompt_len": s, "decode_len": 1 if r["kind"] == "prefill" else DECODE_TOKENS,
            "dtype": r["dtype"], "host_overhead_s": host}
     if r["kind"] not in ("prefill", "decode"):
         raise ValueError(f"kind: unknown {r['kind']!r}; allowed: train, prefill, decode")
     got = infer({**sc, "inference": inf})
-    return {"time_s": got.prefill_s if r["kind"] == "prefill" else got.decode_s_per_token, "memory_bytes": np.nan}
+    if r["kind"] == "prefill":
+        return {"time_s": got.prefill_s, "p10_s": got.bands["prefill_p10_s"], "p90_s": got.bands["prefill_p90_s"],
+                "memory_bytes": np.nan}
+    return {"time_s": got.decode_s_per_token, "p10_s": got.bands["decode_s_per_token_p10"],
+            "p90_s": got.bands["decode_s_per_token_p90"], "memory_bytes": np.nan}
 
 
 def has_memory(folder) -> bool:
@@ -149,10 +155,12 @@ def steps_frame(name: str, folder, what: str = "time") -> pd.DataFrame:
         try:
             got, status, note = predict_step(r), "ok", ""
         except ValueError as e:
-            got, status, note = {"time_s": np.nan, "memory_bytes": np.nan}, "not predicted", " ".join(str(e).split())
+            got, status, note = dict.fromkeys(("time_s", "p10_s", "p90_s", "memory_bytes"), np.nan), \
+                "not predicted", " ".join(str(e).split())
         if what == "time":
             parts.append(_frame(name, "preset", [i + 2], [label], f"{r['kind']} {r['device']}",
-                                [r["median_ms"] * 1e-3], [got["time_s"]], "s", status, note))
+                                [r["median_ms"] * 1e-3], [got["time_s"]], "s", status, note, p10=[got["p10_s"]],
+                                p90=[got["p90_s"]]))
         else:
             parts.append(_frame(name, "preset", [i + 2], [label], f"memory {r['device']}", [peak],
                                 [got["memory_bytes"]], "B", status, note))
