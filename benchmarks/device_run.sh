@@ -3,7 +3,9 @@
 # minutes: GPT steps, DeepBench's GEMMs in four precisions, RNNs and convolutions in two, calibrate compute).
 # Each part has its own time limit, so one that hangs leaves the others their time. Files land under $OUT
 # (8 at most come back: 3 kernel CSVs, the steps CSV, the compute profile's 3 files, the log). Afterwards
-# copy them to data/measured/kernels-DEVICE-DATE/, steps-DEVICE-DATE/ and compute-DEVICE-DATE/.
+# copy them to data/measured/kernels-DEVICE-DATE/, steps-DEVICE-DATE/ and compute-DEVICE-DATE/, and the
+# GPU's fitted profile (compute/profile-cuda.json) into the kernels and steps folders as profile.json: their
+# rows are then predicted on it (calibrated) besides the preset (datasheet).
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 O=${OUT:?set OUT to the output folder}
 {

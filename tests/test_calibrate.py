@@ -130,7 +130,11 @@ def test_cli_force_overwrites_and_json_contract(tmp_path, monkeypatch, capsys):
     df = pd.read_csv(out / "measurements.csv")
     assert len(df) == res["rows"] and (df["backend"] == "numpy").sum() == len(TINY) + 2  # + torch rows if any
     assert load_device(out / "profile.json").name == "cpu-host"
-    assert sorted(p.name for p in out.iterdir()) == ["measurements.csv", "profile.json"]
+    torch_there = int((df["backend"] == "torch").any())  # with torch: its CPU kernels' own profile too
+    files = ["measurements.csv"] + ["profile-torch.json"] * torch_there + ["profile.json"]  # sorted
+    assert sorted(p.name for p in out.iterdir()) == files
+    if torch_there:
+        assert load_device(out / "profile-torch.json").name == "cpu-host-torch"
     assert main(["calibrate", "compute", "--quick", "--out", str(out), "--force"]) == 0
     assert "wrote" in capsys.readouterr().out
 

@@ -23,14 +23,21 @@ def test_runs_are_datasets_with_their_modes():
     assert {KERNELS, STEPS} <= set(registry.names())
     df = registry.validate([KERNELS, STEPS], workers=1, all_modes=True)
     s = {x["name"]: x for x in registry.summarize(df)}
-    assert s[KERNELS]["mode"] == "preset" and s[KERNELS]["rows"] == s[KERNELS]["rows_total"] == 48
+    # both runs carry their machine's torch profile (profile.json): predicted on it first, on the preset too
+    assert s[KERNELS]["mode"] == "calibrated" and s[KERNELS]["rows"] == s[KERNELS]["rows_total"] == 48
     assert s[KERNELS]["other_modes"]["held-out"]["rows"] == 24  # every other row of each op, dtype and pass
-    assert s[STEPS]["mode"] == "preset" and s[STEPS]["rows"] == s[STEPS]["rows_total"] == 9
+    assert s[KERNELS]["other_modes"]["preset"]["rows"] == 48 and "datasheet" not in s[KERNELS]["other_modes"]
+    assert s[STEPS]["mode"] == "calibrated" and s[STEPS]["rows"] == s[STEPS]["rows_total"] == 9
+    assert s[STEPS]["other_modes"]["preset"]["rows"] == 9
     assert s[STEPS]["error"] is None and s[STEPS]["not_predicted"] == 0 and s[STEPS]["band_rows"] == 9
     st = df[df["dataset"] == STEPS]
     assert ((st["p10"] < st["predicted"]) & (st["predicted"] < st["p90"])).all()  # estimate's and infer's bands
-    groups = set(df[df["dataset"] == KERNELS]["group"])
-    assert groups == {"gemm cpu-host fp32", "conv cpu-host fp32", "rnn cpu-host fp32"}
+    k = df[df["dataset"] == KERNELS]
+    assert set(k[k["mode"] == "preset"]["group"]) == {"gemm cpu-host fp32", "conv cpu-host fp32", "rnn cpu-host fp32"}
+    assert set(k[k["mode"] == "calibrated"]["group"]) == {"gemm cpu-host-torch fp32", "conv cpu-host-torch fp32",
+                                                          "rnn cpu-host-torch fp32"}
+    cal = k[k["mode"] == "calibrated"]
+    assert ((cal["p10"] < cal["predicted"]) & (cal["predicted"] < cal["p90"])).all()  # the profile's own spread
 
 
 def test_datasheet_mode_fits_nothing_on_the_device():
@@ -39,7 +46,7 @@ def test_datasheet_mode_fits_nothing_on_the_device():
     assert (pre["measured"].to_numpy() == sheet["measured"].to_numpy()).all()
     assert not np.allclose(pre["predicted"], sheet["predicted"])  # DeepBench's fitted constants, not the preset's
     with pytest.raises(ValueError, match="mode: unknown"):
-        measured.kernels_frame(KERNELS, _folder(KERNELS), "calibrated")
+        measured.kernels_frame(KERNELS, _folder(KERNELS), "fitted")
 
 
 def test_preset_of_names():
@@ -144,3 +151,24 @@ def test_a_gpu_calibration_predicts_its_cuda_gemms_with_the_gpu_profile(tmp_path
     (folder / "profile.json").unlink()
     with pytest.raises(ValueError, match="profile.json: not found"):
         measured_gemms(folder)
+
+
+def test_calibrated_mode_predicts_on_the_runs_own_profile(tmp_path):
+    """A run's ``profile.json`` is the device its rows are predicted on in ``calibrated`` mode: the same rows
+    on a copy of the run without it have no such mode (refused, naming the file)."""
+    import shutil
+    from concurrency_model.hardware import load_device
+    prof = load_device(_folder(STEPS) / "profile.json")
+    assert prof.name == "cpu-host-torch" and "torch.matmul" in prof.efficiency.fitted_on
+    df = datasets.load_measured(_folder(STEPS), "gpt_steps.csv")
+    r = df[df["kind"] == "prefill"].iloc[0].to_dict()
+    on_profile = measured.predict_step(r, _folder(STEPS) / "profile.json")["time_s"]
+    assert on_profile != measured.predict_step(r)["time_s"]
+    frame = measured.steps_frame("s", _folder(STEPS), mode="calibrated")
+    assert frame.loc[frame["row"] == df.index[df["kind"] == "prefill"][0] + 2, "predicted"].iloc[0] == on_profile
+    bare = tmp_path / "steps-bare"
+    shutil.copytree(_folder(STEPS), bare)
+    (bare / "profile.json").unlink()
+    assert measured.run_profile(bare) is None
+    with pytest.raises(ValueError, match="profile.json: not found"):
+        measured.steps_frame("s", bare, mode="calibrated")

@@ -298,6 +298,8 @@ def profile(rows: pd.DataFrame, bandwidth: float | None = None, launch: float | 
     bandwidth = float((c["bytes"] / c["median_s"]).max()) if bandwidth is None else bandwidth
     launch = (float(t["median_s"].min()) if len(t) else 0.0) if launch is None else launch
     r0, h, lib = rows.iloc[0], _host(backend == "cuda"), "numpy.matmul" if backend == "numpy" else "torch.matmul"
+    if backend == "torch":  # torch's CPU kernels: the host's memory and cores, torch's calls
+        h["how_launch"] = "median time of back-to-back tiny add_ on one value (torch, CPU)"
     by = (f"measured by concurrency-model calibrate compute on {r0['host']}, {r0['date']}, numpy "
           f"{r0['numpy_version']}" + (f", torch {r0['torch_version']}" if backend != "numpy" else ""))
     d = {"name": name or h["name"], "vendor": h["vendor"], "kind": h["kind"],
@@ -364,17 +366,19 @@ def calibrate(out_dir, quick: bool = False, force: bool = False, shapes=None, fp
               use_torch: bool | None = None, copy_bytes: int | None = None, stream=None) -> dict:
     """Measure, fit and write; returns ``{out, rows, fitted, files, elapsed_s}``. ``shapes`` /
     ``fp64_shapes`` override the GEMM sets (``fp64_shapes=[]`` skips fp64); ``use_torch`` defaults to
-    whether torch is importable; with CUDA a second profile, ``profile-cuda.json``, describes the GPU."""
+    whether torch is importable; with torch a second profile, ``profile-torch.json``, describes torch's CPU kernels
+    (another BLAS than numpy's: a torch program on the CPU is predicted with it), with CUDA a third,
+    ``profile-cuda.json``, the GPU."""
     t0, torch_on = time.perf_counter(), util.find_spec("torch") is not None if use_torch is None else bool(use_torch)
     check_targets(out_dir, force)  # before importing torch, so that a refusal is immediate
     cuda = torch_on and __import__("torch").cuda.is_available()
-    check_targets(out_dir, force, ("profile-cuda.json",) if cuda else ())
+    check_targets(out_dir, force, ("profile-torch.json",) * torch_on + ("profile-cuda.json",) * cuda)
     shapes = list(shapes if shapes is not None else (QUICK_SHAPES if quick else FULL_SHAPES))
     f64 = list(fp64_shapes if fp64_shapes is not None else (FP64_QUICK if quick else FP64_FULL))
     reps, budget = (7, 0.25) if quick else (11, 1.0)
     tshapes, layers = (shapes[:8] if quick else shapes), len(CONV_SHAPES) + len(ATTENTION_SHAPES)
     gpu = [("fp32", shapes + GPU_EXTRA), ("fp16", GPU_EXTRA)]
-    total = reps * (len(shapes) + len(f64) + 2 + (len(tshapes) + layers) * torch_on
+    total = reps * (len(shapes) + len(f64) + 2 + (len(tshapes) + 2 + layers) * torch_on
                     + (sum(len(s) for _, s in gpu) + 2 + layers) * cuda)
     info, parts = meta(), []
     if info["busy_cpus"] > 0.25 * info["cpu_count"]:  # other processes will slow the timings
@@ -386,6 +390,7 @@ def calibrate(out_dir, quick: bool = False, force: bool = False, shapes=None, fp
         parts.append(measure_memory("numpy", copy_bytes or COPY_BYTES, reps, bar, info))
         if torch_on:
             parts.append(measure(tshapes, "fp32", "torch", reps, 1, budget, bar, info))
+            parts.append(measure_memory("torch", copy_bytes or COPY_BYTES, reps, bar, info))
             parts.append(measure_torch_layers("torch", reps, budget, bar, info))
         if cuda:
             parts += [measure(sh, dt, "cuda", reps, 2, budget, bar, info) for dt, sh in gpu]
@@ -393,7 +398,10 @@ def calibrate(out_dir, quick: bool = False, force: bool = False, shapes=None, fp
             parts.append(measure_torch_layers("cuda", reps, budget, bar, info))
     rows = pd.concat([p for p in parts if len(p)], ignore_index=True)
     prof = profile(rows, backend="numpy")
-    files = write(out_dir, rows, prof, force, {"profile-cuda.json": profile(rows, backend="cuda")} if cuda else {})
+    extra = {"profile-torch.json": profile(rows, backend="torch", name="cpu-host-torch")} if torch_on else {}
+    if cuda:
+        extra["profile-cuda.json"] = profile(rows, backend="cuda")
+    files = write(out_dir, rows, prof, force, extra)
     fitted = {**prof["efficiency"], **{k: prof[k] for k in ("peak_flops", "mem_bw_Bps", "launch_overhead_s")}}
     return {"out": str(Path(out_dir)), "rows": int(len(rows)), "fitted": fitted, "files": files,
             "elapsed_s": round(time.perf_counter() - t0, 2)}

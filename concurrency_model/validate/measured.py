@@ -60,6 +60,8 @@ def kernels_frame(name: str, folder, mode: str) -> pd.DataFrame:
     ``OP PRESET DTYPE``."""
     from . import kernels
     mine = kernel_rows(folder)
+    if mode == "calibrated":
+        return _kernels_calibrated(name, folder, mine)
     if mode == "held-out":
         from .adapters import _kernel_held_out
         p = pd.concat([_kernel_held_out(g) for _, g in mine.groupby("preset", sort=False)], ignore_index=True)
@@ -76,10 +78,36 @@ def kernels_frame(name: str, folder, mode: str) -> pd.DataFrame:
         p = kernel_band(everyone[everyone["origin"] == "measured"], everyone[everyone["origin"] == "deepbench"],
                         other_devices=False)
     else:
-        raise ValueError(f"mode: unknown {mode!r}; allowed: preset, datasheet, held-out")
+        raise ValueError(f"mode: unknown {mode!r}; allowed: preset, datasheet, held-out, calibrated")
     out = pd.concat([_kernel_frame(name, mode, g).assign(group=lambda d, op=op: op + " " + d["group"])
                      for op, g in p.groupby("op", sort=False)], ignore_index=True)
     return out
+
+
+def run_profile(folder) -> Path | None:
+    """The run's own device file, ``FOLDER/profile.json`` (a ``calibrate compute`` profile of the machine the
+    rows were timed on, e.g. its ``profile-torch.json`` for torch's CPU kernels), or None: the rows are then
+    predicted from their device's preset."""
+    path = Path(folder) / "profile.json"
+    return path if path.is_file() else None
+
+
+def _kernels_calibrated(name: str, folder, mine: pd.DataFrame) -> pd.DataFrame:
+    """The rows predicted on the run's own profile (``calibrated``: fitted to other GEMMs of the same machine
+    and library); the 80% band from that fit's log spread (its ``sigma``)."""
+    from ..hardware import load_device
+    from ..uncertainty import lognormal_band
+    from . import kernels
+    path = run_profile(folder)
+    if path is None:
+        raise ValueError(f"{Path(folder).name}/profile.json: not found (the run's own device file)")
+    dev = load_device(path)
+    p = kernels.predict(mine.assign(preset=str(path)))
+    p["p10_s"], p["p90_s"] = lognormal_band(p["predicted_s"].to_numpy(float),
+                                            np.full(len(p), dev.efficiency.sigma))
+    p["preset"] = dev.name
+    return pd.concat([_kernel_frame(name, "calibrated", g).assign(group=lambda d, op=op: op + " " + d["group"])
+                      for op, g in p.groupby("op", sort=False)], ignore_index=True)
 
 
 # --- GPT steps ----------------------------------------------------------------------------------------------
@@ -102,16 +130,16 @@ def _scenario(r: dict, preset: str) -> dict:
     return {"model": model, "cluster": one_device_cluster(preset)}
 
 
-def predict_step(r: dict) -> dict:
+def predict_step(r: dict, device=None) -> dict:
     """``{"time_s", "p10_s", "p90_s", "memory_bytes"}`` predicted for one row of ``gpt_steps.csv``: the time
     with its 80% band (:mod:`concurrency_model.uncertainty`, as ``estimate`` and ``infer`` give it), and the
-    memory for training rows only."""
+    memory for training rows only. ``device``: a device file to predict on instead of the row's preset."""
     from ..hardware import load_device
     from ..inference import infer
     from ..parallel.estimate import estimate
     from ..parallel.host import host_per_kernel
     from .kernels import preset_of
-    preset = preset_of(str(r["device"]))
+    preset = str(device) if device is not None else preset_of(str(r["device"]))
     if preset is None:
         raise ValueError(f"device: {r['device']!r} has no preset")
     sc, b, s = _scenario(r, preset), int(r["batch"]), int(r["seq"])
@@ -139,11 +167,17 @@ def has_memory(folder) -> bool:
     return bool((df["kind"].eq("train") & pd.to_numeric(df["peak_allocated_bytes"], errors="coerce").gt(0)).any())
 
 
-def steps_frame(name: str, folder, what: str = "time") -> pd.DataFrame:
+def steps_frame(name: str, folder, what: str = "time", mode: str = "preset") -> pd.DataFrame:
     """Predicted vs measured for a ``steps-*`` folder: ``what`` = ``time``, one row per measured time
-    (``group``: the kind and device), or ``memory``, one per measured peak memory of a training step."""
+    (``group``: the kind and device), or ``memory``, one per measured peak memory of a training step;
+    ``mode`` ``preset`` (the device's preset) or ``calibrated`` (the run's own profile, :func:`run_profile`)."""
     if what not in ("time", "memory"):
         raise ValueError(f"what: unknown {what!r}; allowed: time, memory")
+    if mode not in ("preset", "calibrated"):
+        raise ValueError(f"mode: unknown {mode!r}; allowed: preset, calibrated")
+    device = run_profile(folder) if mode == "calibrated" else None
+    if mode == "calibrated" and device is None:
+        raise ValueError(f"{Path(folder).name}/profile.json: not found (the run's own device file)")
     df = datasets.load_measured(folder, "gpt_steps.csv")
     parts = []
     for i, r in enumerate(df.to_dict("records")):
@@ -153,15 +187,15 @@ def steps_frame(name: str, folder, what: str = "time") -> pd.DataFrame:
         if not wanted:
             continue  # a failed run (its error is in the file), or no memory measured
         try:
-            got, status, note = predict_step(r), "ok", ""
+            got, status, note = predict_step(r, device), "ok", ""
         except ValueError as e:
             got, status, note = dict.fromkeys(("time_s", "p10_s", "p90_s", "memory_bytes"), np.nan), \
                 "not predicted", " ".join(str(e).split())
         if what == "time":
-            parts.append(_frame(name, "preset", [i + 2], [label], f"{r['kind']} {r['device']}",
+            parts.append(_frame(name, mode, [i + 2], [label], f"{r['kind']} {r['device']}",
                                 [r["median_ms"] * 1e-3], [got["time_s"]], "s", status, note, p10=[got["p10_s"]],
                                 p90=[got["p90_s"]]))
         else:
-            parts.append(_frame(name, "preset", [i + 2], [label], f"memory {r['device']}", [peak],
+            parts.append(_frame(name, mode, [i + 2], [label], f"memory {r['device']}", [peak],
                                 [got["memory_bytes"]], "B", status, note))
-    return pd.concat(parts, ignore_index=True) if parts else _frame(name, "preset", [], [], [], [], [], "s")
+    return pd.concat(parts, ignore_index=True) if parts else _frame(name, mode, [], [], [], [], [], "s")

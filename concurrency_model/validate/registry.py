@@ -168,20 +168,25 @@ def _plan_measured(name: str, folder, quick: bool, all_modes: bool, info: dict, 
     """Jobs for one folder of the toolkit's own measurements (``compute``, ``network``, ``kernels``,
     ``steps``; :mod:`.measured` for the last two)."""
     kind = folder.name.split("-")[0]
+    from .measured import run_profile
+    own = run_profile(folder) is not None  # the run's own device file: predicted on it first
     if kind == "kernels":
         from .measured import kernel_rows, kernels_frame
-        main = "preset" if quick else "datasheet"
+        main = "calibrated" if own else "preset" if quick else "datasheet"
+        others = [m for m in ("calibrated", "preset", "datasheet", "held-out")
+                  if m != main and (m != "calibrated" or own) and (m != "datasheet" or not quick)]
         info[name].update(mode=main, rows_total=len(kernel_rows(folder)), file=f"measured/{folder.name}/")
-        jobs.extend(([name], kernels_frame, (name, folder, m)) for m in
-                    ([main, "held-out"] + (["preset"] if main != "preset" else []) if all_modes else [main]))
+        jobs.extend(([name], kernels_frame, (name, folder, m)) for m in [main] + (others if all_modes else []))
         return
     if kind == "steps":
         from .measured import steps_frame
         what = "memory" if name.endswith("-memory") else "time"
         rows = datasets.load_measured(folder, "gpt_steps.csv")
-        info[name].update(mode="preset", file=f"measured/{folder.name}/gpt_steps.csv",
+        main = "calibrated" if own else "preset"
+        info[name].update(mode=main, file=f"measured/{folder.name}/gpt_steps.csv",
                           rows_total=int(rows["peak_allocated_bytes"].notna().sum()) if what == "memory" else len(rows))
-        jobs.append(([name], steps_frame, (name, folder, what)))
+        jobs.extend(([name], steps_frame, (name, folder, what, m))
+                    for m in [main] + (["preset"] if own and all_modes else []))
         return
     info[name].update(mode="held-out", sampled="held-out: every other row per group")
     if kind == "compute":
