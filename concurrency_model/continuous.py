@@ -35,7 +35,15 @@ a steady share). The steady state this module prices [D], for ``slots`` sequence
 A cached prefix of S tokens (``prefix_len``, :mod:`concurrency_model.inference`) leaves ``P - S`` new tokens a
 prompt: ``C = slots (P - S) / O`` and the prompts' attention is of their ``P - S`` queries against P keys; a slot
 holds ``P + O - S`` positions of its own and the replica the shared S once. Equal prompt lengths; unequal output
-lengths (:mod:`concurrency_model.lengths`) enter through their mean, O above. No speculative decoding.
+lengths (:mod:`concurrency_model.lengths`) enter through their mean, O above.
+
+**Speculative decoding** (``speculative``, :mod:`concurrency_model.speculative`; as vLLM runs it with continuous
+batching, recalled) [D]: an iteration is ``tokens`` = gamma draft steps over the slots, the draft's share of the
+prompts, and one target pass over ``slots (gamma + 1)`` verified positions (logits on all of them, attention of
+``gamma + 1`` queries against each cache) with the prompt chunk; it yields ``E`` tokens a slot (Leviathan et al.
+2023, Eq. 1), so a request holds its slot ``O / E`` iterations and ``C = slots P E / O``. The time per output token
+is the iteration over ``E``; the first token waits 1.5 iterations and the part of both models' prompt passes
+beyond an iteration's share. One pipeline stage only (:class:`SpecIteration`).
 
 **Pipeline stages** (``parallel.pipeline`` = p): the slots split into p groups, a group on each stage at a time,
 as engines keep p micro-batches in flight so that no stage idles (vLLM's pipeline-parallel scheduling keeps one
@@ -47,12 +55,13 @@ for every slot per iteration); a stage holds its layers' cache for all slots. Th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
-from .decode import (Pass, comm_s, kv_attention, pass_parts, prefill_pass, prompt_attention, sum_max_affine,
-                     with_experts)
-from .serving import workspace_bytes
+from .decode import (Pass, comm_s, decode_step, kv_attention, pass_parts, prefill_pass, prompt_attention,
+                     sum_max_affine, with_experts)
+from .serving import model_graph, workspace_bytes
 from .timing.parts import Parts
 from .units import dtype_bytes
 
@@ -109,28 +118,31 @@ def prompt_tokens(slots: int, prompt_len: int, decode_len: int) -> int:
 
 def iteration(graph_of, shape: dict, dev, dtype: str, t: int, slots: int, prompt_len: int, decode_len: int, comm,
               host_overhead_s: float = 0.0, weight_bytes=None, weight_sparsity=None, cached: int = 0,
-              spread: float = 1.0) -> Iteration:
+              spread: float = 1.0, queries: int = 1, lifetime: float | None = None) -> Iteration:
     """The steady-state iteration (module docstring); ``graph_of(batch, seq)`` builds the model; ``cached``: the
     prefix of every prompt already in the cache (its new tokens and their attention are what an iteration adds);
     ``spread``: the prompts' mean attention over the mean prompt's (unequal prompts, :func:`~concurrency_model.
-    lengths.spread_factor`)."""
+    lengths.spread_factor`). ``queries``: positions each slot runs (a speculative verification's ``tokens + 1``,
+    logits on all of them); ``lifetime``: iterations a request holds its slot (default ``decode_len``; fewer when
+    an iteration yields more than one token), which set the prompts an iteration takes in."""
     vb = dtype_bytes(dtype)
     new = prompt_len - cached
-    chunk = prompt_tokens(slots, new, decode_len)
-    rows = slots + chunk
+    lifetime = decode_len if lifetime is None else lifetime
+    chunk = prompt_tokens(slots, new, lifetime)
+    rows = slots * queries + chunk
     g_mix = graph_of(rows, 1)
-    parts = pass_parts(g_mix, dev, dtype, t, rows, True, weight_bytes, weight_sparsity, head_rows=slots,
+    parts = pass_parts(g_mix, dev, dtype, t, rows, True, weight_bytes, weight_sparsity, head_rows=slots * queries,
                        expert=comm.e)
-    att = kv_attention(slots, shape["heads"], shape["kv_heads"], shape["head_dim"], dev, dtype, t)
+    att = kv_attention(slots, shape["heads"], shape["kv_heads"], shape["head_dim"], dev, dtype, t, queries)
     g_prompt = graph_of(1, prompt_len)
-    prompt_att = prompt_attention(g_prompt, dev, dtype, t, cached).with_work(spread).times(slots / decode_len)
+    prompt_att = prompt_attention(g_prompt, dev, dtype, t, cached).with_work(spread).times(slots / lifetime)
     lo, hi = prompt_len + 1, prompt_len + decode_len
     la = float(dev.launch_overhead)
     host = host_overhead_s * (parts.kernels(la) + shape["layers"] + prompt_att.kernels(la))
     b = {"compute_s": parts.total(),
          "kv_attention_s": shape["layers"] * (sum_max_affine(*att[:4], lo, hi) / (hi - lo + 1) + att[4]),
          "prompt_attention_s": prompt_att.total(),
-         "tensor_comm_s": comm.tensor(g_mix, rows, vb, last_only=True, head_batch=slots)}
+         "tensor_comm_s": comm.tensor(g_mix, rows, vb, last_only=True, head_batch=slots * queries)}
     if comm.p > 1:  # a group's rows sent from stage to stage
         b["pipeline_p2p_s"] = comm.pipeline(rows * shape["hidden"] * vb)
     b = with_experts(b, comm, g_mix, rows, vb)
@@ -149,12 +161,14 @@ def workspace(graph_of, t: int, slots: int, prompt_len: int, decode_len: int, vb
 
 
 def check_continuous(slots: int, pipeline: int, speculative) -> None:
-    """The slots split into a group a pipeline stage, no speculative decoding (``ValueError`` naming the field)."""
+    """The slots split into a group a pipeline stage; speculative decoding on one stage (``ValueError`` naming the
+    field)."""
     if slots % pipeline:
         raise ValueError(f"inference.batch: {slots} slots do not split into {pipeline} equal groups, one a pipeline "
                          f"stage (parallel.pipeline)")
-    if speculative is not None:
-        raise ValueError("inference.speculative: speculative decoding with continuous batching is not modelled")
+    if speculative is not None and pipeline > 1:
+        raise ValueError("inference.speculative: speculative decoding with continuous batching over pipeline stages "
+                         "is not modelled")
 
 
 def at_load(make, load_rps: float, mean_len: float, slots: int, replicas: int = 1,
@@ -188,3 +202,70 @@ def at_load(make, load_rps: float, mean_len: float, slots: int, replicas: int = 
         else:
             lo = mid + 1
     return hi * step, best, used(best)
+
+
+@dataclass
+class SpecIteration:
+    """A speculative iteration (module docstring): the target's ``verify`` pass (an :class:`Iteration` of ``gamma +
+    1`` queries a slot), ``gamma`` steps of the ``draft`` (:class:`~concurrency_model.decode.Step`), and the share
+    ``share`` of one draft prompt pass ``draft_prompt`` (:class:`~concurrency_model.decode.Pass`) an iteration
+    carries; ``seconds`` and ``breakdown`` are per generated token (the iteration over ``tokens`` = E)."""
+
+    verify: Iteration
+    draft: object
+    draft_prompt: object
+    gamma: int
+    share: float
+    tokens: float
+
+    @property
+    def iteration_s(self) -> float:
+        return self.verify.seconds + self.gamma * self.draft.seconds + \
+            self.share * sum(self.draft_prompt.breakdown.values())
+
+    @property
+    def seconds(self) -> float:
+        return self.iteration_s / self.tokens
+
+    @property
+    def breakdown(self) -> dict:
+        b = {k: v / self.tokens for k, v in self.verify.breakdown.items()}
+        b["draft_s"] = self.gamma * self.draft.seconds / self.tokens
+        b["draft_prompt_s"] = self.share * sum(self.draft_prompt.breakdown.values()) / self.tokens
+        return b
+
+    @property
+    def first_token_s(self) -> float:
+        return 1.5 * self.iteration_s + self.verify.beyond_share * (
+            sum(self.verify.prompt.breakdown.values()) + sum(self.draft_prompt.breakdown.values()))
+
+    def _iteration_scaled(self, flops, mem_bw, launch, net):
+        return self.verify.scaled(flops, mem_bw, launch, net) + self.gamma * self.draft.scaled(
+            flops, mem_bw, launch, net) + self.share * self.draft_prompt.scaled(flops, mem_bw, launch, net)
+
+    def scaled(self, flops, mem_bw, launch, net) -> np.ndarray:
+        return self._iteration_scaled(flops, mem_bw, launch, net) / self.tokens
+
+    def first_token_scaled(self, flops, mem_bw, launch, net) -> np.ndarray:
+        return 1.5 * self._iteration_scaled(flops, mem_bw, launch, net) + self.verify.beyond_share * (
+            self.verify.prompt.scaled(flops, mem_bw, launch, net) + self.draft_prompt.scaled(flops, mem_bw, launch,
+                                                                                              net))
+
+
+def speculative_maker(spec, graph_of, shape: dict, dev, dtype: str, t: int, prompt_len: int, decode_len: float, comm,
+                      host_overhead_s: float = 0.0, weight_bytes=None, weight_sparsity=None, spread: float = 1.0):
+    """``make(n)``: the :class:`SpecIteration` of ``n`` slots for a :class:`~concurrency_model.speculative.
+    Speculation` ``spec`` (module docstring); the draft's graphs built once per shape."""
+    vb = dtype_bytes(dtype)
+    draft_of = lru_cache(maxsize=None)(lambda b, s: model_graph(spec.draft, b, s, vb))
+    draft_prompt = prefill_pass(draft_of(1, prompt_len), spec.shape["hidden"], dev, dtype, t, 1, comm, prompt_len,
+                                host_overhead_s)
+    life = decode_len / spec.tokens  # iterations a request holds its slot
+
+    def make(n: int) -> SpecIteration:
+        verify = iteration(graph_of, shape, dev, dtype, t, n, prompt_len, decode_len, comm, host_overhead_s,
+                           weight_bytes, weight_sparsity, 0, spread, queries=spec.gamma + 1, lifetime=life)
+        draft = decode_step(draft_of(n, 1), spec.shape, dev, dtype, t, n, comm, prompt_len + 1,
+                            prompt_len + round(decode_len), host_overhead_s)
+        return SpecIteration(verify, draft, draft_prompt, spec.gamma, n / life, spec.tokens)
+    return make

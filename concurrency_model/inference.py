@@ -96,6 +96,8 @@ per-step latency for 10 generated tokens).
 * **Speculative decoding** (``speculative`` = ``{"draft", "tokens", "acceptance"}``): a draft model's steps and one
   verification step of the target per iteration, over the tokens an iteration yields
   (:mod:`concurrency_model.speculative`, Leviathan et al. 2023); the decode breakdown is then per generated token.
+  With continuous batching the iteration verifies every slot's drafts beside the prompt chunk
+  (:class:`concurrency_model.continuous.SpecIteration`; one pipeline stage).
 * **Host** (``host_overhead_s``, seconds the host takes to issue one kernel; default 0, a compiled runtime
   such as FasterTransformer, TensorRT or CUDA graphs): a pass lasts at least its kernels times that, as a
   training pass does (:mod:`concurrency_model.parallel.host`; an eager framework's is about 60 us, the
@@ -109,7 +111,7 @@ from functools import lru_cache
 
 from .checks import number
 from .cluster import load_cluster
-from .continuous import at_load, check_continuous, iteration, prompt_tokens, workspace
+from .continuous import at_load, check_continuous, iteration, prompt_tokens, speculative_maker, workspace
 from .decode import decode_step, prefill_pass, sum_max_affine
 from .economics import busy_seconds, per_million_tokens
 from .lengths import lengths_summary, prompts_summary, spread_factor
@@ -274,7 +276,8 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                                                  p)
     weights /= t * p
     graph_of = lru_cache(maxsize=None)(lambda b, s: model_graph(model, b, s, vb))  # built once per (batch, seq)
-    work = workspace(graph_of, t, batch // p, prompt_len, o, vb, S) \
+    q = spec.gamma + 1 if spec else 1  # positions a slot runs an iteration (slots q rows, the same prompts' share)
+    work = workspace(graph_of, t, batch // p * q, prompt_len, o * q / (spec.tokens if spec else 1), vb, S) \
         if batching == "continuous" else workspace_bytes(g_pre, t, batch, vb)
     mem = memory_per_device(weights, work, dev, extra=extra)
     if not mem["fits"]:
@@ -292,6 +295,10 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
         def make(n):  # n slots in p groups, one a stage: a group's iteration passes every stage in turn
             return iteration(graph_of, shape, dev, dtype, t, n // p, prompt_len, o,
                              comm, host_overhead_s, quantized, weight_sparsity, S, spread)
+        plain = make
+        if spec:  # draft steps and a verification of tokens + 1 positions an iteration (one stage)
+            make = speculative_maker(spec, graph_of, shape, dev, dtype, t, prompt_len, o, comm, host_overhead_s,
+                                     quantized, weight_sparsity, spread)
         n, it, active = (batch, make(batch), batch) if load_rps is None else \
             at_load(make, load_rps, mean, batch, d, step=p)
         step_s = it.seconds
@@ -312,9 +319,10 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
             return f, s, f + (mean - 1) * s
         return Inference(first, step_s, active / step_s, kv, float(mem["total_bytes"]), total_s, kv_all,
                          {f"iteration_{k}": v for k, v in it.breakdown.items()}, mem, layout,
-                         {**summary, "speculative": None, "requests_per_s": active / (mean * step_s),
-                          **lengths_summary(dist), **loaded,
-                          "prompt_tokens_per_iteration": d * prompt_tokens(n // d, prompt_len - S, o)},
+                         {**summary, "speculative": _continuous_speculation(spec, it, plain(n // d) if spec else None),
+                          "requests_per_s": active / (mean * step_s), **lengths_summary(dist), **loaded,
+                          "prompt_tokens_per_iteration": d * prompt_tokens(n // d, prompt_len - S,
+                                                                           o / (spec.tokens if spec else 1))},
                          shape, _bands(per_iteration),
                          per_million_tokens(active / step_s, t * p * d,
                                             min(1.0, active / d) * busy_seconds(it.breakdown) / step_s,
@@ -359,6 +367,15 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                      per_million_tokens(every * mean / total_s, t * p * d,
                                         (busy_seconds(pre) + steps * busy_seconds(dec)) / total_s,
                                         float(dev.board_power_w), price_per_gpu_hour))
+
+
+def _continuous_speculation(spec, it, plain) -> dict | None:
+    """``inference.speculative`` of continuous batching: the scenario's fields, ``tokens_per_iteration``, a draft
+    step's and the verification pass's seconds, the plain iteration's time per token and the speed-up over it."""
+    if spec is None:
+        return None
+    return {**spec.summary(it.draft.seconds, it.verify.seconds, plain.seconds), "speedup": plain.seconds / it.seconds,
+            "iteration_s": it.iteration_s}
 
 
 def _bands(latencies) -> dict:

@@ -81,9 +81,9 @@ def test_more_slots_fit_than_a_static_batch():
 @pytest.mark.parametrize("change, message", [
     ({"inference": {"batching": "dynamic"}}, "^inference.batching: unknown 'dynamic'; allowed: static, continuous"),
     ({"parallel": {"pipeline": 3}}, r"^inference.batch: 8 slots do not split into 3 equal groups, one a pipeline stage"),
-    ({"inference": {"speculative": {"draft": {"kind": "gpt", "layers": 2, "hidden": 512, "heads": 8, "seq_len": 4096,
-                                              "vocab": 32000}, "tokens": 4, "acceptance": 0.8}}},
-     "^inference.speculative: speculative decoding with continuous batching"),
+    ({"parallel": {"pipeline": 2}, "inference": {"speculative": {
+        "draft": {"kind": "gpt", "layers": 2, "hidden": 512, "heads": 8, "seq_len": 4096, "vocab": 32000}, "tokens": 4,
+        "acceptance": 0.8}}}, "^inference.speculative: speculative decoding with continuous batching over pipeline"),
 ])
 def test_bad_input(change, message):
     s = sc(8)
@@ -141,3 +141,64 @@ def test_a_load_over_the_capacity_or_with_a_static_batch_is_refused():
         infer({**sc(8, "static"), "inference": {**sc(8, "static")["inference"], "load_rps": 1.0}})
     with pytest.raises(ValueError, match=r"^inference.load_rps: must be a positive number"):
         infer(loaded(0))
+
+
+DRAFT = {"kind": "gpt", "layers": 4, "hidden": 1024, "heads": 16, "seq_len": 4096, "vocab": 32000}
+
+
+def spec_sc(slots, acceptance=0.8, tokens=4, **inf):
+    s = sc(slots)
+    s["inference"].update(speculative={"draft": DRAFT, "tokens": tokens, "acceptance": acceptance}, **inf)
+    return s
+
+
+def test_speculative_continuous_batching_by_hand():
+    """An iteration of 16 slots: 4 draft steps, the draft's share of the prompts, one verification of 5 positions a
+    slot with the prompt chunk; it yields E = (1 - 0.8^5) / 0.2 = 3.3616 tokens a slot, so a request holds its slot
+    128 / E iterations and an iteration takes in 16 x 1024 x E / 128 = 430.3 -> 430 prompt tokens."""
+    from concurrency_model.continuous import speculative_maker
+    from concurrency_model.speculative import Speculation
+    r = infer(spec_sc(16))
+    sp = r.inference["speculative"]
+    assert sp["tokens_per_iteration"] == 3.3616
+    assert r.inference["prompt_tokens_per_iteration"] == round(16 * P * 3.3616 / O) == 430
+    assert r.decode_s_per_token == pytest.approx(sp["iteration_s"] / 3.3616, rel=1e-12)
+    assert r.tokens_per_s == pytest.approx(16 / r.decode_s_per_token, rel=1e-12)
+    assert r.inference["requests_per_s"] == pytest.approx(16 / (O * r.decode_s_per_token), rel=1e-12)
+    assert sum(v for k, v in r.breakdown.items()) == pytest.approx(r.decode_s_per_token, rel=1e-12)
+    # the parts, rebuilt: the verification is the plain iteration's code at 5 queries a slot
+    cl, shape, plain = parts_of(16)
+    graph_of = lambda b, s: model_graph(LLAMA, b, s, 2)  # noqa: E731
+    spec = Speculation({"draft": DRAFT, "tokens": 4, "acceptance": 0.8}, shape, model_shape, 2, 16, P, O)
+    it = speculative_maker(spec, graph_of, shape, cl.device, "fp16", 1, P, O, Comm(cl, 1, 1))(16)
+    verify = iteration(graph_of, shape, cl.device, "fp16", 1, 16, P, O, Comm(cl, 1, 1), queries=5, lifetime=O / 3.3616)
+    assert it.verify.seconds == pytest.approx(verify.seconds, rel=1e-12) and verify.seconds > plain.seconds
+    assert sp["iteration_s"] == pytest.approx(verify.seconds + 4 * sp["draft_step_s"] + it.share * sum(
+        it.draft_prompt.breakdown.values()), rel=1e-12)
+    assert it.share == pytest.approx(16 * 3.3616 / O)  # prompts an iteration takes in
+    assert sp["speedup"] == pytest.approx(sp["plain_decode_s_per_token"] / r.decode_s_per_token, rel=1e-12)
+    assert sp["plain_decode_s_per_token"] == pytest.approx(infer(sc(16)).decode_s_per_token, rel=1e-12)
+    assert r.prefill_s == pytest.approx(it.first_token_s, rel=1e-12)
+    assert r.bands["decode_s_per_token_p10"] < r.decode_s_per_token < r.bands["decode_s_per_token_p90"]
+
+
+@pytest.mark.parametrize("slots", [4, 32])
+def test_speculation_pays_with_acceptance(slots):
+    """Nothing accepted: every iteration costs the draft and a wider verification for one token, slower than the
+    plain iteration; all accepted: 5 tokens an iteration. The time per token falls as the acceptance rises."""
+    plain = infer(sc(slots)).decode_s_per_token
+    times = [infer(spec_sc(slots, a)).decode_s_per_token for a in (0.0, 0.5, 0.8, 1.0)]
+    assert times[0] > plain and times == sorted(times, reverse=True)
+    assert infer(spec_sc(slots, 1.0)).inference["speculative"]["tokens_per_iteration"] == 5.0
+
+
+def test_speculative_memory_and_load():
+    plain, r = infer(sc(16)), infer(spec_sc(16))
+    assert r.memory_bytes_per_device > plain.memory_bytes_per_device  # the draft's weights and cache
+    # the draft's cache: K and V of its 4 layers, 16 slots at P + O + 4 positions (the last iteration's drafts),
+    # 1,024 values wide
+    assert r.memory["draft_kv_cache_bytes"] == 2 * 4 * 16 * (P + O + 4) * 1024 * 2
+    loaded = infer(spec_sc(16, load_rps=5.0))
+    n, used = loaded.inference["slots_run"], loaded.inference["slots_in_use"]
+    assert used == pytest.approx(5.0 * O * loaded.decode_s_per_token, rel=1e-9) and used <= n <= 16
+    assert loaded.tokens_per_s == pytest.approx(5.0 * O, rel=1e-9)  # Little's law: the load's tokens

@@ -198,7 +198,10 @@ def show(out: dict) -> None:
         print(f"continuous batching: {i['batch']} slots, prompts of {i['prompt_len']} tokens{prefix} "
               f"({i['prompt_tokens_per_iteration']:,} new prompt tokens an iteration), {i['decode_len']} generated, "
               f"{i['dtype']}{weights} on {devices} ({layout(p)})")
-        print(f"iteration (time per output token) {out['decode_s_per_token'] * 1e3:,.3f} ms; time to first token "
+        sp = i.get("speculative")
+        step = "iteration (time per output token)" if not sp else \
+            f"time per output token (iterations of {sp['iteration_s'] * 1e3:,.3f} ms over their tokens)"
+        print(f"{step} {out['decode_s_per_token'] * 1e3:,.3f} ms; time to first token "
               f"{out['prefill_s'] * 1e3:,.3f} ms; a request {out['total_s'] * 1e3:,.1f} ms; "
               f"{out['tokens_per_s']:,.1f} tokens/s, {i['requests_per_s']:,.2f} requests/s"
               + (f" under the load: {i['slots_run']} slots run, {i['slots_in_use']:,.1f} in use (Little's law); a "
