@@ -159,3 +159,21 @@ def test_a_failed_run_is_a_row_with_its_error(tmp_path, monkeypatch):
     assert df.loc[df["kind"] == "prefill", "error"].str.startswith("CUDA out of memory").all()
     frame = measured.steps_frame("s", folder)
     assert len(frame) == 3 and "prefill" not in " ".join(frame["label"])  # nothing to compare, not a failure
+
+
+def test_a_run_stopped_from_outside_keeps_the_chunks_it_timed(tmp_path, monkeypatch):
+    """``timeout`` kills a part of the device script mid-way: every chunk of shapes timed is already on disk."""
+    real, calls = kernels.bench, []
+
+    def bench(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the second chunk never finishes
+        return real(*a, **k)
+    monkeypatch.setattr(kernels, "bench", bench)
+    out = tmp_path / "kernels-stopped"
+    with pytest.raises(KeyboardInterrupt):
+        kernels.calibrate(out, ops=["gemm"], limit=kernels.CHUNK + 2, stream=io.StringIO())
+    kept = datasets.load_measured(out, "deepbench_gemm.csv")
+    assert len(kept) == kernels.CHUNK and (kept["time_ms"] > 0).all()
+    assert not list(out.glob(".*.tmp"))  # no temporary file left behind

@@ -12,8 +12,8 @@ Two differences from DeepBench, recorded in the rows: torch's recurrent layers a
 ReLU cell. ``tf32`` rows keep fp32 storage and let the matrix units round to TF32; ``fp32`` rows forbid it.
 
 The files are written in DeepBench's columns (``deepbench_gemm.csv``, ``deepbench_conv.csv``,
-``deepbench_rnn.csv``) with the host, library versions and date in the source columns, rewritten after each
-op and dtype (temporary file and rename), so that work stopped half-way keeps what was measured.
+``deepbench_rnn.csv``) with the host, library versions and date in the source columns, rewritten after every
+chunk of shapes (temporary file and rename), so that work stopped half-way keeps what was measured.
 """
 from __future__ import annotations
 
@@ -121,9 +121,10 @@ def _meta(torch, dev: str) -> dict:
 
 
 def measure(op: str, dtype: str, table: pd.DataFrame, backend: str = "cuda", repeats: int = 7,
-            budget_s: float = 0.05, bar=None, deadline: float | None = None) -> tuple[pd.DataFrame, list]:
+            budget_s: float = 0.05, bar=None, deadline: float | None = None, done=None) -> tuple[pd.DataFrame, list]:
     """Rows of ``table`` (shapes of ``op``) with their passes' median times in ms, and the shapes that
-    failed or were left when ``deadline`` (``time.perf_counter()``) passed, as ``[(index, reason)]``."""
+    failed or were left when ``deadline`` (``time.perf_counter()``) passed, as ``[(index, reason)]``.
+    ``done(rows)``: called with the rows so far after every ``CHUNK`` shapes (to write them)."""
     import torch
     if dtype not in PRECISIONS:
         raise ValueError(f"dtypes: unknown {dtype!r}; allowed: {', '.join(PRECISIONS)}")
@@ -155,6 +156,8 @@ def measure(op: str, dtype: str, table: pd.DataFrame, backend: str = "cuda", rep
                 timed = bench(fns, repeats, 1, budget_s, clock, bar, [f"{op} {dtype} #{i}" for i, _ in owner])
             for (i, col), t in zip(owner, timed):
                 out.loc[i, col] = t[0] * 1e3
+            if done is not None:
+                done(out)
         del fns
         if dev == "cuda":
             torch.cuda.empty_cache()
@@ -205,7 +208,11 @@ def calibrate(out_dir, ops=OPS, dtypes=("fp32", "fp16"), quick: bool = False, fo
         for op in ops:
             path, parts = out / f"deepbench_{op}.csv", []
             for dt in dtypes:
-                rows, miss = measure(op, dt, tables[op], backend, repeats, 0.02 if quick else 0.05, bar, deadline)
+                def write(rows, dt=dt):  # every chunk: a run stopped from outside keeps what it timed
+                    _atomic_write(path, pd.concat([*parts, _finish(op, dt, rows, info, path, repeats)],
+                                                  ignore_index=True).to_csv(index=False))
+                rows, miss = measure(op, dt, tables[op], backend, repeats, 0.02 if quick else 0.05, bar, deadline,
+                                     write)
                 missing += [{"op": op, "dtype": dt, **tables[op].iloc[i].to_dict(), "reason": why} for i, why in miss]
                 parts.append(_finish(op, dt, rows, info, path, repeats))
                 frame = pd.concat(parts, ignore_index=True)
