@@ -143,7 +143,9 @@ def test_a_gpu_calibration_predicts_its_cuda_gemms_with_the_gpu_profile(tmp_path
                          + [{"op": "gemm", "m": 64, "n": 64, "k": 64, "dtype": "fp32", "median_s": 1e-5,
                              "backend": "torch"}])
     pd.concat([rows, extra], ignore_index=True).to_csv(folder / "measurements.csv", index=False)
-    assert len(measured_gemms(folder)) == len(rows[rows["op"] == "gemm"]) + 3  # the torch row has no profile
+    assert len(measured_gemms(folder)) == len(rows[rows["op"] == "gemm"]) + 3  # this torch row has no profile
+    today = measured_gemms(datasets.data_dir() / "measured" / "compute-cpu-host-20261204")
+    assert set(today["backend"]) == {"numpy", "torch"}  # that run wrote profile-torch.json
     got = _measured_compute("m", folder, "in-sample")
     cuda = got[got["label"].str.startswith("cuda ")]
     assert len(cuda) == 3 and set(cuda["group"]) == {"cuda fp16"}

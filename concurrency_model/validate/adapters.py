@@ -250,13 +250,14 @@ def _inference() -> pd.DataFrame:
 
 
 # --- the toolkit's own measurements -------------------------------------------------------------------------
-PROFILES = {"numpy": "profile.json", "cuda": "profile-cuda.json"}  # calibrate compute's fitted device per backend
+# calibrate compute's fitted device per backend (the host's BLAS, torch's CPU kernels, the GPU)
+PROFILES = {"numpy": "profile.json", "torch": "profile-torch.json", "cuda": "profile-cuda.json"}
 
 
 def measured_gemms(folder) -> pd.DataFrame:
     """The GEMM rows of a ``compute-*`` run whose backend has a fitted profile there (``numpy``: the host,
-    ``profile.json``; ``cuda``: the GPU, ``profile-cuda.json``; torch's CPU GEMMs have none), with the file
-    line in ``row``."""
+    ``profile.json``; ``torch``: its CPU kernels, ``profile-torch.json``, written since 2026-12-04; ``cuda``: the
+    GPU, ``profile-cuda.json``), with the file line in ``row``."""
     df = datasets.load_measured(folder)
     backend = df["backend"] if "backend" in df else pd.Series("numpy", index=df.index)
     have = [b for b, f in PROFILES.items() if (folder / f).is_file()]
