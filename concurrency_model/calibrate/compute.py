@@ -36,6 +36,7 @@ import pandas as pd
 from ..hardware import Device, Efficiency, device_from_dict
 from ..progress import Progress
 from ..timing import gemm_coeffs
+from .files import atomic_write, check_targets
 from .fit import as_dict, fit_efficiency
 
 # (m, n, k): small, skinny, square and large products, 16..2048 (quick); more of each (full)
@@ -324,30 +325,6 @@ def profile(rows: pd.DataFrame, bandwidth: float | None = None, launch: float | 
                                          f"(median APE {np.median(err):.1f} %, max {np.max(err):.1f} %)."}
 
 
-def check_targets(out_dir, force: bool = False, names=FILES) -> Path:
-    """``out_dir`` as a Path; ``ValueError`` if one of ``names`` exists there and not ``force``."""
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"out: {out} exists and is not a directory")
-    for name in names:
-        if (out / name).exists() and not force:
-            raise ValueError(f"out: {out / name} exists; pass --force to overwrite it")
-    return out
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    try:
-        with open(tmp, "x", newline="") as f:  # a new file; its mode follows the umask
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())  # the data is on disk before the name points at it
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def write(out_dir, rows: pd.DataFrame, profile: dict, force: bool = False, extra: dict | None = None) -> list:
     """Write ``measurements.csv`` and ``profile.json`` (and ``extra``: file name -> profile dict) into
     ``out_dir`` (created if needed), each to a temporary file in the same directory renamed over the
@@ -358,7 +335,7 @@ def write(out_dir, rows: pd.DataFrame, profile: dict, force: bool = False, extra
     out = check_targets(out_dir, force, tuple(texts))
     out.mkdir(parents=True, exist_ok=True)
     for name, text in texts.items():
-        _atomic_write(out / name, text)
+        atomic_write(out / name, text)
     return [str(out / name) for name in texts]
 
 
@@ -370,7 +347,7 @@ def calibrate(out_dir, quick: bool = False, force: bool = False, shapes=None, fp
     (another BLAS than numpy's: a torch program on the CPU is predicted with it), with CUDA a third,
     ``profile-cuda.json``, the GPU."""
     t0, torch_on = time.perf_counter(), util.find_spec("torch") is not None if use_torch is None else bool(use_torch)
-    check_targets(out_dir, force)  # before importing torch, so that a refusal is immediate
+    check_targets(out_dir, force, FILES)  # before importing torch, so that a refusal is immediate
     cuda = torch_on and __import__("torch").cuda.is_available()
     check_targets(out_dir, force, ("profile-torch.json",) * torch_on + ("profile-cuda.json",) * cuda)
     shapes = list(shapes if shapes is not None else (QUICK_SHAPES if quick else FULL_SHAPES))

@@ -27,7 +27,8 @@ import pandas as pd
 
 from ..datasets import load
 from ..progress import Progress
-from .compute import _atomic_write, _cpu_clock, _cuda_clock, bench, check_targets
+from .compute import _cpu_clock, _cuda_clock, _host, bench
+from .files import atomic_write, check_targets
 
 OPS = ("gemm", "conv", "rnn")
 # dtype -> DeepBench's precision label (``fp32``, ``fp16``) or this toolkit's (``tf32``, ``bf16``);
@@ -108,14 +109,19 @@ def _commit() -> str:
             return "concurrency_model (not installed)"
 
 
+def device_label(torch, cuda: bool) -> tuple[str, str]:
+    """``(device, software)`` of a torch run: the GPU's name as torch gives it, or ``CPU ARCH`` (the names
+    :func:`concurrency_model.validate.kernels.preset_of` maps to presets), and the torch / CUDA / cuDNN versions."""
+    if not cuda:
+        return f"CPU {platform.processor() or platform.machine()}", f"torch {torch.__version__}"
+    return torch.cuda.get_device_name(0), (f"torch {torch.__version__}; CUDA {torch.version.cuda}; "
+                                           f"cuDNN {torch.backends.cudnn.version()}")
+
+
 def _meta(torch, dev: str) -> dict:
-    cuda = dev == "cuda"
-    name = torch.cuda.get_device_name(0) if cuda else f"CPU {platform.processor() or platform.machine()}"
-    cpu = next((ln.split(":", 1)[1].strip() for ln in (Path("/proc/cpuinfo").read_text().splitlines()
-                if Path("/proc/cpuinfo").is_file() else []) if ln.startswith("model name")), platform.machine())
-    soft = f"torch {torch.__version__}" + (f"; CUDA {torch.version.cuda}; cuDNN {torch.backends.cudnn.version()}"
-                                          if cuda else "")
-    return {"device": name, "host_cpu": cpu, "software": soft, "source_repo": "concurrency_model calibrate kernels",
+    name, soft = device_label(torch, dev == "cuda")
+    return {"device": name, "host_cpu": _host(False)["model"], "software": soft,
+            "source_repo": "concurrency_model calibrate kernels",
             "source_commit": _commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "host": platform.node()}
 
@@ -209,14 +215,14 @@ def calibrate(out_dir, ops=OPS, dtypes=("fp32", "fp16"), quick: bool = False, fo
             path, parts = out / f"deepbench_{op}.csv", []
             for dt in dtypes:
                 def write(rows, dt=dt):  # every chunk: a run stopped from outside keeps what it timed
-                    _atomic_write(path, pd.concat([*parts, _finish(op, dt, rows, info, path, repeats)],
+                    atomic_write(path, pd.concat([*parts, _finish(op, dt, rows, info, path, repeats)],
                                                   ignore_index=True).to_csv(index=False))
                 rows, miss = measure(op, dt, tables[op], backend, repeats, 0.02 if quick else 0.05, bar, deadline,
                                      write)
                 missing += [{"op": op, "dtype": dt, **tables[op].iloc[i].to_dict(), "reason": why} for i, why in miss]
                 parts.append(_finish(op, dt, rows, info, path, repeats))
                 frame = pd.concat(parts, ignore_index=True)
-                _atomic_write(path, frame.to_csv(index=False))
+                atomic_write(path, frame.to_csv(index=False))
             count += len(frame)
             files.append(str(path))
     return {"out": str(out), "rows": count, "files": files, "missing": missing, "device": info["device"],

@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from ..progress import Progress
-from .compute import _atomic_write, check_targets
+from .files import atomic_write, check_targets
 from .fit_comm import fit_alpha_beta
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall")
@@ -307,7 +307,7 @@ def write(out_dir, rows: pd.DataFrame, prof: dict | None, force: bool = False) -
     out = check_targets(out_dir, force, FILES)
     out.mkdir(parents=True, exist_ok=True)
     for name, text in texts.items():
-        _atomic_write(out / name, text)
+        atomic_write(out / name, text)
     return [str(out / name) for name in texts]
 
 

@@ -31,7 +31,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..progress import Progress
-from .compute import _atomic_write, check_targets
+from .files import atomic_write, check_targets
+from .kernels import device_label
 
 SIZES = {  # name -> (layers, hidden, heads); GPT-2 (Radford et al. 2019), GPT-3 (Brown et al. 2020 Table 2.1)
     "gpt2": (12, 768, 12), "gpt2-medium": (24, 1024, 16), "gpt2-large": (36, 1280, 20), "gpt2-xl": (48, 1600, 25),
@@ -190,8 +191,7 @@ def calibrate(out_dir, quick: bool = False, force: bool = False, budget_s: float
             raise ValueError(f"runs: {r!r} is not (train|prefill|decode, one of {', '.join(SIZES)}, batch, seq, "
                              "flash|unfused)")
     torch.backends.cuda.matmul.allow_tf32 = True
-    name = torch.cuda.get_device_name(0) if cuda else f"CPU {platform.processor() or platform.machine()}"
-    soft = f"torch {torch.__version__}" + (f"; CUDA {torch.version.cuda}" if cuda else "")
+    name, soft = device_label(torch, cuda)
     date, rows, failed = datetime.now(timezone.utc).isoformat(timespec="seconds"), [], []
     out.mkdir(parents=True, exist_ok=True)
     with Progress(len(runs), "calibrate steps", stream) as bar:
@@ -215,7 +215,7 @@ def calibrate(out_dir, quick: bool = False, force: bool = False, budget_s: float
             gc.collect()
             if cuda:
                 torch.cuda.empty_cache()
-            _atomic_write(out / FILE, pd.DataFrame(rows).to_csv(index=False))
+            atomic_write(out / FILE, pd.DataFrame(rows).to_csv(index=False))
             bar.update(1, what)
     return {"out": str(out), "rows": len(rows), "files": [str(out / FILE)] if rows else [], "failed": failed,
             "device": name, "elapsed_s": round(time.perf_counter() - t0, 2)}

@@ -116,23 +116,26 @@ def _seconds(text: str) -> float:
     return v
 
 
+def _writes(p, files: str) -> None:
+    """The output options every calibration has: ``--out``, ``--force``, ``--json``."""
+    p.add_argument("--out", required=True, help=f"directory for {files}")
+    p.add_argument("--force", action="store_true", help=f"overwrite existing {files} in --out")
+    add_json(p)
+
+
 def register(sub) -> None:
     cal = sub.add_parser("calibrate", help="microbenchmarks on this machine; fitted device profiles")
     kinds = cal.add_subparsers(dest="calibrate", required=True)
     c = kinds.add_parser("compute", help="GEMM (and with torch: conv, attention) timings and a fitted profile")
     c.add_argument("--quick", action="store_true", help="a small shape set (under 30 s on 2 cores)")
-    c.add_argument("--out", required=True, help="directory for measurements.csv and profile.json")
-    c.add_argument("--force", action="store_true", help="overwrite existing files in --out")
-    add_json(c)
+    _writes(c, "measurements.csv and profile.json")
     c.set_defaults(run=run_compute, show=show_compute)
     n = kinds.add_parser("network", help="collective timings on torch.distributed and a fitted cluster file")
     n.add_argument("--quick", action="store_true", help="fewer sizes and repetitions (under 60 s on 2 cores)")
     n.add_argument("--ranks", type=positive_int, help="local processes (default: 2 with gloo, the GPUs with nccl;"
                                                       " under torchrun: its WORLD_SIZE)")
     n.add_argument("--backend", choices=("gloo", "nccl"), help="default: nccl where CUDA is, else gloo")
-    n.add_argument("--out", required=True, help="directory for measurements.csv and profile.json")
-    n.add_argument("--force", action="store_true", help="overwrite existing files in --out")
-    add_json(n)
+    _writes(n, "measurements.csv and profile.json")
     n.set_defaults(run=run_network, show=show_network)
     k = kinds.add_parser("kernels", help="DeepBench's training GEMMs, convolutions and RNNs timed with torch")
     k.add_argument("--quick", action="store_true", help="the first 8 shapes of each op")
@@ -141,14 +144,10 @@ def register(sub) -> None:
     k.add_argument("--dtypes", type=_names, default=["fp32", "fp16"],
                    help="comma-separated, of fp32, fp16, bf16, tf32 (default: fp32,fp16; a CPU times fp32)")
     k.add_argument("--budget-s", type=_seconds, help="start no new shapes after this many seconds")
-    k.add_argument("--out", required=True, help="directory for deepbench_{op}.csv")
-    k.add_argument("--force", action="store_true", help="overwrite existing files in --out")
-    add_json(k)
+    _writes(k, "deepbench_{op}.csv")
     k.set_defaults(run=run_kernels, show=show_kernels)
     st = kinds.add_parser("steps", help="GPT training steps, prompt passes and decode steps timed with torch")
     st.add_argument("--quick", action="store_true", help="three runs on a GPU (tiny models on a CPU)")
     st.add_argument("--budget-s", type=_seconds, help="start no new run after this many seconds")
-    st.add_argument("--out", required=True, help="directory for gpt_steps.csv")
-    st.add_argument("--force", action="store_true", help="overwrite an existing gpt_steps.csv in --out")
-    add_json(st)
+    _writes(st, "gpt_steps.csv")
     st.set_defaults(run=run_steps, show=show_steps)

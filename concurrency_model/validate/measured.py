@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .. import datasets
-from .adapters import _frame, _kernel_frame, _kernel_rows, kernel_band
+from .adapters import _frame, _kernel_frame, kernel_band
 
 DECODE_TOKENS = 64  # the decode rows' positions seq .. seq + 63 (calibrate.steps' cache window)
 
@@ -50,11 +50,6 @@ def kernel_rows(folder) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def _deepbench() -> pd.DataFrame:
-    from . import kernels
-    return pd.concat([_kernel_rows(op) for op in kernels.OPS], ignore_index=True)
-
-
 def kernels_frame(name: str, folder, mode: str) -> pd.DataFrame:
     """Predicted vs measured for a ``kernels-*`` folder in ``mode`` (module docstring); ``group`` is
     ``OP PRESET DTYPE``."""
@@ -66,7 +61,7 @@ def kernels_frame(name: str, folder, mode: str) -> pd.DataFrame:
         from .adapters import _kernel_held_out
         p = pd.concat([_kernel_held_out(g) for _, g in mine.groupby("preset", sort=False)], ignore_index=True)
     elif mode in ("preset", "datasheet"):
-        ref = _deepbench()
+        ref = kernels.all_rows()  # the reference devices' rows (their file lines are not needed)
         both = pd.concat([ref.assign(origin="deepbench"), mine.assign(origin="measured")], ignore_index=True)
         eff = None
         if mode == "datasheet":
