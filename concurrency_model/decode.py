@@ -49,15 +49,17 @@ def sum_max_affine(a1: float, c1: float, a2: float, c2: float, lo: int, hi: int)
 
 
 def pass_parts(graph, dev, dtype: str, t: int, batch: int, step: bool, weight_bytes=None, weight_sparsity=None,
-               all_logits: bool = False, head_rows: int | None = None, expert: int = 1) -> Parts:
+               all_logits: bool = False, head_rows: int | None = None, expert: int = 1, imbalance=1.0) -> Parts:
     """Kernels of one forward pass: dropout free, the output layer on the last position only (on every
     position with ``all_logits``: a verification needs each token's distribution; on ``head_rows`` rows when
     given: the sampling rows of a mixed iteration, :mod:`concurrency_model.continuous`); in a ``step`` the
     attention cores are left out (priced by :func:`kv_attention`); ``expert``: the expert-parallel degree (the
-    experts a device holds and the batch reaches, :func:`~concurrency_model.timing.graph.expert_gemms`)."""
+    experts a device holds and the batch reaches, :func:`~concurrency_model.timing.graph.expert_gemms`; ``imbalance``:
+    its routing)."""
     out = []
     for node, row in zip(graph.layers(), layer_parts(graph, dev, dtype, tensor=t, weight_bytes=weight_bytes,
-                                                     weight_sparsity=weight_sparsity, expert=expert)):
+                                                     weight_sparsity=weight_sparsity, expert=expert,
+                                                     imbalance=imbalance)):
         if node.kind in FREE or (step and node.kind == "attention"):
             continue
         if is_lm_head(node) and (head_rows is not None or (node.attrs["rows_per_sample"] > 1 and not all_logits)):
@@ -153,7 +155,8 @@ def prefill_pass(graph, hidden: int, dev, dtype: str, t: int, batch: int, comm, 
     layers, collectives and sends carry, and their attention reads the whole prompt's keys (``whole``: the graph
     of the whole prompt, :func:`prompt_attention`)."""
     vb = dtype_bytes(dtype)
-    parts = pass_parts(graph, dev, dtype, t, batch, cached > 0, weight_bytes, weight_sparsity, expert=comm.e)
+    parts = pass_parts(graph, dev, dtype, t, batch, cached > 0, weight_bytes, weight_sparsity, expert=comm.e,
+                       imbalance=comm.imbalance)
     if cached:
         parts = parts + prompt_attention(whole, dev, dtype, t, cached)
     host = host_overhead_s * parts.kernels(float(dev.launch_overhead))
@@ -200,7 +203,7 @@ def decode_step(graph, shape: dict, dev, dtype: str, t: int, batch: int, comm, l
     Comm`. The host issues the step's kernels and one attention kernel a layer (``host_overhead_s`` each)."""
     vb = dtype_bytes(dtype)
     parts = pass_parts(graph, dev, dtype, t, batch, True, weight_bytes, weight_sparsity, all_logits=queries > 1,
-                       expert=comm.e)
+                       expert=comm.e, imbalance=comm.imbalance)
     att = kv_attention(batch, shape["heads"], shape["kv_heads"], shape["head_dim"], dev, dtype, t, queries)
     n = hi - lo + 1
     host = host_overhead_s * (parts.kernels(float(dev.launch_overhead)) + shape["layers"])

@@ -43,7 +43,8 @@ per-step latency for 10 generated tokens).
   expert`; DeepSpeed-MoE's inference system, Rajbhandari et al. 2022, as recalled, serves the same way: the dense
   layers replicated, the experts split, all-to-all between them): ``batch / d`` sequences a replica; a device holds
   the dense weights and ``1/e`` of the experts, runs its replica's rows through the experts it holds that the
-  group's tokens reach (:func:`~concurrency_model.timing.graph.expert_gemms`, balanced routing [D]), and sends and
+  group's tokens reach (:func:`~concurrency_model.timing.graph.expert_gemms`, balanced routing [D], or the busiest
+  device's rows with ``parallel.expert_imbalance``, :mod:`concurrency_model.routing`), and sends and
   returns the routed rows in two all-to-alls a layer (:meth:`~concurrency_model.serving.Comm.expert`). The
   replicas of a group step together, so a static batch decodes until the longest of all ``batch`` requests ends.
 * **KV cache** (Pope et al. §2; Chen 2022: ``2 * 2 * n_layers * n_heads * d_head`` bytes per token in
@@ -208,7 +209,8 @@ def infer(scenario) -> Inference:
     return predict(sc.model, sc.cluster, inf["batch"], inf["prompt_len"], inf["decode_len"], inf["dtype"],
                    par["tensor"], par["pipeline"], inf["weight_dtype"], inf["host_overhead_s"], inf["weight_sparsity"],
                    inf["speculative"], inf["batching"], inf["price_per_gpu_hour"], inf["output_lengths"],
-                   inf["load_rps"], par["data"], par["expert"], inf["prefix_len"], inf["prompt_lengths"])
+                   inf["load_rps"], par["data"], par["expert"], inf["prefix_len"], inf["prompt_lengths"],
+                   par["expert_imbalance"])
 
 
 def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype: str = "fp16", tensor: int = 1,
@@ -216,13 +218,14 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
             weight_sparsity: str | None = None, speculative: dict | None = None, batching: str = "static",
             price_per_gpu_hour: float | None = None, output_lengths: str = "fixed",
             load_rps: float | None = None, data: int = 1, expert: int = 1, prefix_len: int = 0,
-            prompt_lengths: str = "fixed") -> Inference:
+            prompt_lengths: str = "fixed", expert_imbalance=1.0) -> Inference:
     """:func:`infer` for a model spec and a cluster (preset name, file, dict or
     :class:`~concurrency_model.cluster.Cluster`) given directly. ``data`` > 1: replicas that split the ``batch``
     sequences, serving their own requests, or with ``expert`` > 1 a mixture of experts whose experts are split over
     groups of ``expert`` replicas (:func:`~concurrency_model.serving.check_layout`). ``prefix_len``: the first
     tokens of every prompt, the same for all requests and kept in each replica's cache; ``prompt_lengths``: the law
-    of the rest of a prompt, mean ``prompt_len - prefix_len`` (module docstring).
+    of the rest of a prompt, mean ``prompt_len - prefix_len`` (module docstring); ``expert_imbalance``: the routing
+    of the expert group (:mod:`concurrency_model.routing`).
 
     >>> r = predict("gpt2", "dgx-a100", 8, 256, 64, "fp16", tensor=2)
     >>> r.parallel, r.decode_s_per_token < r.prefill_s
@@ -255,7 +258,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     g_pre = model_graph(model, batch, prompt_len, vb)
     g_dec = model_graph(model, batch, 1, vb)
     check_tensor_split(g_pre.layers(), t)
-    comm = Comm(cl, t, p, e)
+    comm = Comm(cl, t, p, e, expert_imbalance)
 
     # memory first: a configuration that does not fit is refused, not estimated
     spec = Speculation(check_speculative(speculative), shape, model_shape, vb, batch, prompt_len, decode_len, t, p) \

@@ -23,13 +23,14 @@ from .parallel.data_parallel import BATCH_NORM
 from .parallel.gossip import TOPOLOGIES
 from .ops.optimizer import RULES
 from .parallel.layerwise import TENSOR_LAYERS
+from .routing import check_imbalance
 from .units import DTYPE_BYTES
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "async")
 CONTEXT_ALGORITHMS = ("ring", "ulysses")
 PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_parallel": False,
             "microbatch_size": 1, "global_batch": None, "schedule": "1f1b", "context": 1,
-            "context_algorithm": "ring", "expert": 1, "tensor_layers": "all"}
+            "context_algorithm": "ring", "expert": 1, "tensor_layers": "all", "expert_imbalance": 1.0}
 TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_stage": 0, "overlap": True,
             "sync": "allreduce", "ps_servers": 0, "compression": "none", "host_overhead_s": None,
             "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
@@ -157,6 +158,7 @@ def load_scenario(spec) -> Scenario:
     if par["expert"] > 1 and (tr["zero_stage"] or tr["sync"] != "allreduce" or tr["compression"] != "none"):
         raise ValueError("parallel.expert: expert parallelism is modelled with ZeRO 0 and an uncompressed all-reduce "
                          "of the gradients")
+    par["expert_imbalance"] = check_imbalance("parallel.expert_imbalance", par["expert_imbalance"])
     _check_tensor_layers(par, tr)
     if tr["compression"] == "sfb":
         _check_sfb(par, tr)

@@ -18,6 +18,7 @@ from .models import SEQUENCE_MODELS, get_model
 from .models.transformer import is_lm_head
 from .ops.sparse import INDEX_BYTES, METADATA_BITS, STRUCTURED, nnz_of, parse_sparsity
 from .parallel.data_parallel import group_placement
+from .routing import dispatch_imbalance
 from .timing.graph import matrix_copies, quantizable
 from .timing.sparse import sparse_core
 from .units import WEIGHT_BYTES as STORED_BYTES, dtype_bytes
@@ -198,10 +199,11 @@ def check_layout(graph, batch: int, data: int, expert: int, pipeline: int, specu
 
 class Comm:
     """Collective and point-to-point seconds on a cluster, cached by size, for one model replica of ``t`` tensor
-    ranks x ``p`` stages; with expert parallelism, in an expert group of ``e`` consecutive replicas."""
+    ranks x ``p`` stages; with expert parallelism, in an expert group of ``e`` consecutive replicas routing with
+    ``imbalance`` (``parallel.expert_imbalance``, :mod:`concurrency_model.routing`)."""
 
-    def __init__(self, cluster, t: int, p: int, e: int = 1):
-        self.cluster, self.t, self.p, self.e = cluster, t, p, e
+    def __init__(self, cluster, t: int, p: int, e: int = 1, imbalance=1.0):
+        self.cluster, self.t, self.p, self.e, self.imbalance = cluster, t, p, e, imbalance
         self.rpn = min(t, cluster.gpus_per_node)
 
     @lru_cache(maxsize=None)
@@ -240,9 +242,9 @@ class Comm:
         device's routed rows (``batch`` x the dispatch node's rows and hidden values) to the devices holding their
         experts and the combine that returns them, each tensor rank sending ``1/t`` (GShard, Lepikhin et al.
         2021 §2.2; Switch Transformer, Fedus et al. 2022 §5.4: two all-to-alls a forward pass;
-        :mod:`concurrency_model.parallel.expert`)."""
-        return sum(2 * self.alltoall(batch * n.numel * vb / self.t) for n in graph.layers()
-                   if n.kind == "moe_dispatch")
+        :mod:`concurrency_model.parallel.expert`), at the busiest device's volume (:mod:`concurrency_model.routing`)."""
+        return sum(2 * self.alltoall(dispatch_imbalance(n, batch, self.e, self.imbalance) * batch * n.numel * vb
+                                     / self.t) for n in graph.layers() if n.kind == "moe_dispatch")
 
     def pipeline(self, nbytes: float) -> float:
         """``p - 1`` sends of ``nbytes`` between consecutive stages of ``t`` ranks each; a send crosses

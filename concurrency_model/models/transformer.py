@@ -216,10 +216,10 @@ def _moe(b: Builder, x, ffn, experts, top_k, act, capacity_factor=None):
     slots = s * top_k if capacity_factor is None else math.ceil(s * top_k * capacity_factor - 1e-9)
     kept = min(slots, s * top_k)
     routed, padded = b.batch * kept * h, b.batch * slots * h
+    fixed = capacity_factor is not None
     disp = b.node("moe_dispatch", (x, gate), (slots, h),
                   OpCost("moe_dispatch", Cost(bytes=vb * (routed + padded)), Cost(bytes=vb * (routed + padded)),
-                         source="token permutation (data movement only)"), "dispatch")
-    fixed = capacity_factor is not None
+                         source="token permutation (data movement only)"), "dispatch", fixed_capacity=fixed)
     g = b.act(_expert_linear(b, disp, ffn, experts, "column", "experts.w1", top_k, fixed), act)
     y = _mul(b, g, _expert_linear(b, disp, ffn, experts, "column", "experts.w3", top_k, fixed), name="experts.swiglu")
     d = _expert_linear(b, y, h, experts, "row", "experts.w2", top_k, fixed)

@@ -207,7 +207,8 @@ def prepare(sc: Scenario) -> tuple:
     b, m, sp = par["microbatch_size"], sc.microbatches, par["sequence_parallel"]
     schedule, rec, zero = par["schedule"], tr["recompute"], tr["zero_stage"]
     c, alg, e = par.get("context", 1), par.get("context_algorithm", "ring"), par.get("expert", 1)
-    w = workload(sc.model, cl, tr["dtype"], par["tensor_layers"], tr["lora_rank"], tr["lora_base_dtype"])
+    w = workload(sc.model, cl, tr["dtype"], par["tensor_layers"], tr["lora_rank"], tr["lora_base_dtype"],
+                 par.get("expert_imbalance", 1.0))
     check_lora(tr["lora_rank"], tr["lora_base_dtype"], w.graph(1))
     w.check_tensor(t)
     w.check_context(c, t, alg)

@@ -5,8 +5,9 @@ Degree ``e`` (``parallel.expert``; GShard, Lepikhin et al. 2021 §2.2-2.3; Switc
 data-parallel replicas (it sits inside the data-parallel group, consecutive ranks, so inside a node when it
 fits), each device holding ``E / e`` of the ``E`` experts of every MoE layer. Per MoE layer and microbatch,
 derived [D] with balanced routing (dropless, or with the fixed-capacity buffers of a model built with a
-``capacity_factor``, whose padded rows the dispatch node carries; routing imbalance is in
-:func:`.model_parallel.expert_parallel`):
+``capacity_factor``, whose padded rows the dispatch node carries), or without buffers at the busiest device's
+rows, ``parallel.expert_imbalance`` times the mean (:mod:`concurrency_model.routing`; dropped tokens under a
+capacity are in :func:`.model_parallel.expert_parallel`):
 
 * an all-to-all dispatches every routed token (``top_k`` copies of each of the device's ``b s`` tokens, ``h``
   values each) to the device that holds its expert, and one returns the experts' outputs (combine): two
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
+from ..routing import dispatch_imbalance
 from .triples import ZERO_TRIPLE, _add
 from .data_parallel import group_placement
 
@@ -61,11 +63,13 @@ class ExpertMixin:
 
     def expert_triples(self, node, b: int, t: int, e: int) -> tuple:
         """``(forward, backward)`` triples of the dispatch and combine all-to-alls of one MoE layer (on its
-        ``moe_dispatch`` node; zero elsewhere and for ``e = 1``)."""
+        ``moe_dispatch`` node; zero elsewhere and for ``e = 1``), at the busiest device's volume
+        (``parallel.expert_imbalance``, :mod:`concurrency_model.routing`)."""
         if e == 1 or node.kind != "moe_dispatch":
             return ZERO_TRIPLE, ZERO_TRIPLE
         rpn, sharing = group_placement(self.cluster.gpus_per_node, t, e)
-        one = self._coll("alltoall", b * node.numel * self.vb / t, e, rpn, sharing)
+        f = dispatch_imbalance(node, b, e, self.expert_imbalance)  # the busiest device receives f x the mean
+        one = self._coll("alltoall", f * b * node.numel * self.vb / t, e, rpn, sharing)
         both = _add(one, one)  # dispatch and combine (forward); their gradients (backward)
         return both, both
 

@@ -53,8 +53,9 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
     everything that does not change with the layout's continuous numbers is computed once and cached."""
 
     def __init__(self, model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
-                 lora_base_dtype: str | None = None):
+                 lora_base_dtype: str | None = None, expert_imbalance=1.0):
         self.model, self.cluster, self.dtype, self.tensor_layers = model, cluster, dtype, tensor_layers
+        self.expert_imbalance = expert_imbalance  # parallel.expert_imbalance (:mod:`concurrency_model.routing`)
         # lora_rank > 0: the base frozen (its block linears stored as lora_base_dtype when given), adapters trained
         self.lora_rank, self.lora_base_dtype = lora_rank, lora_base_dtype
         self.dev = cluster.device
@@ -170,7 +171,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
     def _layers(self, b: int, t: int, sp: bool, c: int, algorithm: str, e: int = 1) -> tuple:
         g = self.graph(b, c)
         slabs, ends = spatial_rows(g, c) if c > 1 and self.spatial else ({}, {})
-        rows = layer_parts(g, self.dev, self.dtype, tensor=t, sequence_parallel=sp, spatial=slabs, expert=e)
+        rows = layer_parts(g, self.dev, self.dtype, tensor=t, sequence_parallel=sp, spatial=slabs, expert=e,
+                           imbalance=self.expert_imbalance)
         nodes = g.layers()
         k = 0  # layers before index k: the hybrid's data-parallel convolutions, on b / t samples (:mod:`.layerwise`)
         if self.fc_only and t > 1:
@@ -369,11 +371,11 @@ _CACHE: dict = {}
 
 
 def workload(model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
-             lora_base_dtype: str | None = None) -> Workload:
+             lora_base_dtype: str | None = None, expert_imbalance=1.0) -> Workload:
     """A cached :class:`Workload` (the last few are kept, so repeated estimates reuse layer timings)."""
-    key = (model_key(model), repr(cluster), dtype, tensor_layers, lora_rank, lora_base_dtype)
+    key = (model_key(model), repr(cluster), dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance)
     if key not in _CACHE:
         if len(_CACHE) >= 8:
             _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = Workload(model, cluster, dtype, tensor_layers, lora_rank, lora_base_dtype)
+        _CACHE[key] = Workload(model, cluster, dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance)
     return _CACHE[key]

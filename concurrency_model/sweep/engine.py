@@ -143,6 +143,8 @@ class SweepResult:
         par["global_batch"] = int(row["data"] * row["microbatch_size"] * row["microbatches"])
         if self.base.get("tensor_layers", "all") != "all":
             par["tensor_layers"] = self.base["tensor_layers"]
+        if self.base.get("expert_imbalance", 1.0) != 1.0:
+            par["expert_imbalance"] = self.base["expert_imbalance"]
         tr = {**self.base["training"], "recompute": str(row["recompute"]), "zero_stage": int(row["zero_stage"])}
         out = {"model": self.base["model"], "cluster": self.base["cluster"], "parallel": par, "training": tr}
         if self.base.get("run"):
@@ -229,7 +231,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     H = len(hw)
     tr = sc.training
     w = workload(sc.model, sc.cluster, tr["dtype"], sc.parallel["tensor_layers"], tr["lora_rank"],
-                 tr["lora_base_dtype"])
+                 tr["lora_base_dtype"], sc.parallel.get("expert_imbalance", 1.0))
     check_lora(tr["lora_rank"], tr["lora_base_dtype"], w.graph(1))
     w.check_batch_norm(tr["batch_norm"])
 
@@ -303,6 +305,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     return SweepResult(lay, hw, step, evaluated, dict(rejected), compile_s, eval_s,
                        {"model": sc.model, "cluster": raw.get("cluster", "dgx-a100"), "training": dict(tr),
                         "tensor_layers": sc.parallel["tensor_layers"],
+                        "expert_imbalance": sc.parallel.get("expert_imbalance", 1.0),
                         "run": sc.run, "board_power_w": float(sc.cluster.device.board_power_w),
                         "seq_len": shape["s"] if shape else None}, busy)
 

@@ -10,9 +10,12 @@ pass time is the sum over layers; the optimizer update is one element-wise kerne
 """
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import sympy as sp
 
+from .. import routing
 from ..models.channel_split import is_channel_split, replicated
 from ..models.transformer import is_lm_head
 from ..ops.optimizer import RULES
@@ -47,25 +50,31 @@ def quantizable(node) -> bool:
     return owns_matrix(node) and not is_lm_head(node)
 
 
-def expert_gemms(attrs: dict, rows: int, expert: int = 1) -> tuple[int, int]:
+def expert_gemms(attrs: dict, rows: int, expert: int = 1, imbalance=1.0) -> tuple[int, int]:
     """``(GEMMs, rows each)`` of a layer's ``rows`` rows: ``(1, rows)`` for a dense layer; for the experts of a
     mixture-of-experts layer (``attrs["experts"]`` E, ``top_k`` k) on a device holding ``E / expert`` of them,
     one GEMM per expert the batch reaches, each on an even share of the rows [D]: all of the device's experts
     with capacity buffers, else their expected number under uniform independent routing, ``E_d (1 - (1 -
     k / E)^T)`` for the ``T = rows * expert / k`` tokens of the expert group (a batch-1 decode step of a top-2
-    model reads 2 experts' weights, a training microbatch all of them).
+    model reads 2 experts' weights, a training microbatch all of them). Without capacity buffers the
+    busiest device of the group runs :func:`~concurrency_model.routing.imbalance` times the mean rows
+    (``imbalance``: ``parallel.expert_imbalance``).
 
     >>> expert_gemms({"experts": 8, "top_k": 2}, 2), expert_gemms({"experts": 8, "top_k": 2}, 8)
     ((2, 1), (5, 2))
+    >>> expert_gemms({"experts": 8, "top_k": 2}, 1024, 4, 1.5)  # 2 experts a device, 1.5 x 1,024 rows
+    (2, 768)
     """
     E = attrs.get("experts", 0)
     if E <= 1:
         return 1, rows
     here = max(1, E // expert)
     k = attrs.get("top_k", 1)
-    touched = here if attrs.get("fixed_capacity") else here * (1 - (1 - k / E) ** (rows * expert / k))
+    fixed = attrs.get("fixed_capacity")
+    touched = here if fixed else here * (1 - (1 - k / E) ** (rows * expert / k))
     g = max(1, min(here, round(touched)))
-    return g, -(-rows // g)
+    busiest = rows if fixed else math.ceil(rows * routing.imbalance(imbalance, rows * expert, expert) - 1e-9)
+    return g, -(-busiest // g)
 
 
 def _num(e) -> float:
@@ -77,7 +86,8 @@ def _num(e) -> float:
 
 def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input: bool, tensor: int = 1,
                 shard: float = 1.0, channels: bool = False, rows: int | None = None,
-                weight_bytes: float | None = None, weight_sparsity=None, expert: int = 1) -> tuple[dict, str]:
+                weight_bytes: float | None = None, weight_sparsity=None, expert: int = 1,
+                imbalance=1.0) -> tuple[dict, str]:
     """Kernels (:class:`~.parts.Parts`) of one node per pass, and the convolution algorithm; with tensor
     parallelism ``tensor`` the node's share of the work: column-split GEMMs cut their outputs, row-split
     GEMMs their inputs, attention its heads; with ``channels`` (the paper's split of a CNN,
@@ -88,7 +98,7 @@ def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
     ``weight_bytes``: a fully connected layer's weights stored narrower (its forward GEMM reads them so);
     ``weight_sparsity``: its weights pruned, ``"2:4"`` (forward GEMM on the sparse tensor cores) or a fraction of
     zeros (forward as a CSR product, :mod:`.sparse`). The experts of a mixture-of-experts layer run as one GEMM
-    per expert reached (:func:`expert_gemms`; ``expert``: the expert-parallel degree)."""
+    per expert reached (:func:`expert_gemms`; ``expert``: the expert-parallel degree, ``imbalance`` its routing)."""
     a = node.attrs
     out = {p: Parts.empty() for p in PASSES}
     algorithm = ""
@@ -111,7 +121,7 @@ def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
             co = -(-co // tensor)
         elif tensor > 1 and a.get("split") == "row":
             ci = -(-ci // tensor)
-        g, rows = expert_gemms(a, rows, expert)
+        g, rows = expert_gemms(a, rows, expert, imbalance)
         for p, shape in zip(PASSES, ((rows, co, ci), (rows, ci, co), (ci, co, rows))):
             if p == "forward" and weight_sparsity == STRUCTURED:  # A = the weights' transpose (co x ci)
                 c = structured_coeffs(shape[1], shape[0], shape[2], dev, dtype, g, value_bytes=weight_bytes)
@@ -174,14 +184,15 @@ def _shards(graph, tensor: int, sequence_parallel: bool, channels: bool) -> dict
 
 def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_parallel: bool = False,
                 spatial: dict | None = None, weight_bytes: float | None = None,
-                weight_sparsity=None, expert: int = 1) -> list[dict]:
+                weight_sparsity=None, expert: int = 1, imbalance=1.0) -> list[dict]:
     """Per layer: ``name, op, algorithm`` and the :class:`~.parts.Parts` of its ``forward``, ``grad_input``
     and ``grad_weight`` passes (see :func:`layer_times`). Nodes with the same kind, attributes, work and
     tensor share are timed once (the 96 blocks of GPT-3 cost one block's kernel choices). ``spatial``:
     ``{node: output rows on this device}`` of a spatial split (:mod:`~concurrency_model.parallel.spatial`).
     ``weight_bytes``: bytes per weight of the :func:`quantizable` layers (weight-only quantization at
     inference, :mod:`concurrency_model.inference`); ``weight_sparsity``: the same layers pruned (``"2:4"`` or
-    a fraction of zeros, see :func:`_node_parts`)."""
+    a fraction of zeros, see :func:`_node_parts`); ``expert``, ``imbalance``: the expert-parallel degree and
+    ``parallel.expert_imbalance`` (:func:`expert_gemms`)."""
     dev = device(dev)
     batch = int(_num(graph.batch))
     scale = dtype_bytes(dtype) / float(graph.value_bytes)
@@ -201,7 +212,7 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
         if key not in memo:
             wb, ws = (weight_bytes, weight_sparsity) if quantizable(node) else (None, None)
             memo[key] = _node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine, wb, ws,
-                                    expert)
+                                    expert, imbalance)
         parts, algorithm = memo[key]
         rows.append({"name": node.name, "op": node.kind, "algorithm": algorithm, **parts})
     return rows
