@@ -45,8 +45,8 @@ class ExpertMixin:
 
     def state_params(self, e: int = 1) -> float:
         """Parameters whose weights, gradients and optimizer state one replica's devices hold: the
-        non-expert ones and ``1/e`` of the experts'."""
-        return self.trainable_params - self.expert_params * (1 - 1 / e)
+        non-expert ones and ``1/e`` of the experts' (with LoRA: of the adapters, :mod:`.lora`)."""
+        return self.trainable_params - self.expert_trainable_params * (1 - 1 / e)
 
     def check_expert(self, e: int, d: int) -> None:
         """``ValueError`` naming ``parallel.expert`` unless ``e`` divides the experts and the data-parallel
@@ -77,7 +77,8 @@ class ExpertMixin:
         """The gradient all-reduces of one step with expert parallelism: the non-expert gradients over the
         ``d`` replicas (``rpn`` per node) and this device's ``1/e`` of the expert gradients over ``d / e``."""
         per_param = self.grad_bytes / (t * p)  # gradient bytes per parameter on one device of the replica
-        dense = self._coll("allreduce", (self.params - self.expert_params) * per_param, d, rpn, sharing)
+        dense = self._coll("allreduce", (self.trainable_params - self.expert_trainable_params) * per_param, d, rpn,
+                           sharing)
         rpn_x = rpn // e if rpn % e == 0 else 1  # every e-th replica: rpn / e of them per node
-        experts = self._coll("allreduce", self.expert_params / e * per_param, d // e, rpn_x, sharing)
+        experts = self._coll("allreduce", self.expert_trainable_params / e * per_param, d // e, rpn_x, sharing)
         return _add(dense, experts)

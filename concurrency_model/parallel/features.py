@@ -206,7 +206,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                 tf, tb = self._coll("allgather", nbytes, t, rpn, 1), self._coll("reduce_scatter", nbytes, t, rpn, 1)
             key = (id(r["forward"]), id(r["grad_input"]), id(r["grad_weight"]))
             if key not in passes:
-                passes[key] = self._passes(n, r, b, t)
+                passes[key] = self._passes(n, r, b, t, e)
             f, bw, f_s, b_s = passes[key]
             if is_lm_head(n):  # the loss on its logits (training only)
                 vocab = -(-n.attrs["c_out"] // t)

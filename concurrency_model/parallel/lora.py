@@ -15,6 +15,13 @@ frozen). A step then
   only, ``r (c_in + c_out)`` parameters a layer (:func:`adapter_params`); the gradients the data-parallel
   replicas all-reduce and the optimizer's pass are the adapters' alone.
 
+**A mixture of experts**: every expert's linear layers get their own adapters (PEFT's target modules name the
+experts' projections; the router stays frozen), ``E r (c_in + c_out)`` parameters a layer of ``E`` experts; the
+adapters run on the rows routed to their expert, one pair of GEMMs per expert a device's batch reaches
+(:func:`~concurrency_model.timing.graph.expert_gemms`, with the routing imbalance of expert parallelism); under
+expert parallelism ``e`` a device holds ``1/e`` of the experts' adapters and frozen weights, and the experts'
+adapter gradients are all-reduced over the ``d / e`` replicas holding the same experts, as full training's [D].
+
 Under Megatron tensor parallelism ``t`` the adapter follows its layer's split (``B`` cut like a column-split ``W``,
 ``A`` like a row-split one; the row-split adapter's partial outputs summed by the layer's own all-reduce), so a
 rank's GEMMs are those of its share; its parameters are counted as ``1/t`` of the adapters' [D]. The scale of
@@ -34,6 +41,7 @@ from functools import cached_property
 
 from ..models.transformer import is_lm_head
 from ..timing import gemm_coeffs, roofline_coeffs
+from ..timing.graph import expert_gemms
 from ..timing.parts import Parts, total
 from ..units import WEIGHT_BYTES, dtype_bytes
 
@@ -50,14 +58,21 @@ def adapted(node) -> bool:
     return node.kind == "linear" and node.attrs.get("split") in ("column", "row") and not is_lm_head(node)
 
 
-def adapter_params(graph, rank: int) -> int:
-    """Trainable parameters of rank-``rank`` adapters on every adapted layer of ``graph``: ``r (c_in + c_out)`` each.
+def copies(node) -> int:
+    """Adapters beside ``node``: one, or one per expert of a mixture-of-experts layer."""
+    return max(1, node.attrs.get("experts", 1))
+
+
+def adapter_params(graph, rank: int, experts_only: bool = False) -> int:
+    """Trainable parameters of rank-``rank`` adapters on every adapted layer of ``graph``: ``r (c_in + c_out)`` each,
+    each expert's own in a mixture of experts (those alone with ``experts_only``).
 
     >>> from concurrency_model.models import get_model
     >>> adapter_params(get_model("gpt2"), 8)  # 12 blocks: qkv 768 -> 2304, proj 768 -> 768, fc 768 -> 3072 -> 768
     1179648
     """
-    return sum(rank * (n.attrs["c_in"] + n.attrs["c_out"]) for n in graph.layers() if adapted(n))
+    return sum(copies(n) * rank * (n.attrs["c_in"] + n.attrs["c_out"]) for n in graph.layers()
+               if adapted(n) and (copies(n) > 1 or not experts_only))
 
 
 def adapter_matrices(graph, rank: int, tensor: int = 1) -> list[tuple[int, int]]:
@@ -72,14 +87,18 @@ def adapter_matrices(graph, rank: int, tensor: int = 1) -> list[tuple[int, int]]
     for n in graph.layers():
         if adapted(n):
             c_in, c_out, col = n.attrs["c_in"], n.attrs["c_out"], n.attrs["split"] == "column"
-            out += [(rank, c_in if col else -(-c_in // tensor)), (-(-c_out // tensor) if col else c_out, rank)]
+            out += [(rank, c_in if col else -(-c_in // tensor)), (-(-c_out // tensor) if col else c_out, rank)] \
+                * copies(n)
     return out
 
 
 def adapter_parts(node, rows: int, rank: int, tensor: int, dev, dtype: str,
-                  base_dtype: str | None = None) -> tuple[Parts, Parts]:
+                  base_dtype: str | None = None, expert: int = 1, imbalance=1.0) -> tuple[Parts, Parts]:
     """``(forward, backward)`` kernels of one adapter beside ``node`` on ``rows`` token rows of one tensor rank,
-    and with a quantized base (``base_dtype``) the dequantization of the rank's weights before each pass's GEMM."""
+    and with a quantized base (``base_dtype``) the dequantization of the rank's weights before each pass's GEMM; in
+    a mixture-of-experts layer those of each expert the rows reach (``expert``: the expert-parallel degree,
+    ``imbalance`` its routing, :func:`~concurrency_model.timing.graph.expert_gemms`)."""
+    g, rows = expert_gemms(node.attrs, rows, expert, imbalance)
     c_in, c_out = node.attrs["c_in"], node.attrs["c_out"]
     if tensor > 1:
         c_in, c_out = (c_in, -(-c_out // tensor)) if node.attrs["split"] == "column" else (-(-c_in // tensor), c_out)
@@ -95,7 +114,7 @@ def adapter_parts(node, rows: int, rank: int, tensor: int, dev, dtype: str,
         dequant = Parts.from_coeffs(roofline_coeffs(n, n * (BASE_BYTES[base_dtype] + dtype_bytes(dtype)), dev, dtype),
                                     dev)
         forward, backward = forward + dequant, backward + dequant
-    return forward, backward
+    return forward.times(g), backward.times(g)
 
 
 def training_flop(graph, rank: int) -> float:
@@ -123,24 +142,34 @@ class LoraMixin:
         return float(adapter_params(self.graph(1), self.lora_rank)) if self.lora_rank else self.params
 
     @cached_property
-    def frozen_weight_bytes(self) -> float:
-        """Bytes of the weights held without gradients (LoRA's base model): in the state's dtype, the adapted
-        layers' at ``lora_base_dtype`` when given (QLoRA)."""
+    def expert_trainable_params(self) -> float:
+        """Trained parameters of the mixture-of-experts layers' experts (the ones expert parallelism divides): the
+        experts' own, or with LoRA their adapters."""
+        return float(adapter_params(self.graph(1), self.lora_rank, True)) if self.lora_rank else self.expert_params
+
+    def frozen_weight_bytes(self, e: int = 1) -> float:
+        """Bytes of the weights held without gradients (LoRA's base model) on a device of an expert group of ``e``
+        (``1/e`` of the experts'): in the state's dtype, the adapted layers' at ``lora_base_dtype`` when given
+        (QLoRA)."""
         from .compose import state_dtype
         if not self.lora_rank:
             return 0.0
-        whole = dtype_bytes(state_dtype(self.dtype))
-        quantized = sum(float(n.cost.params) for n in self.graph(1).layers() if adapted(n)) \
-            if self.lora_base_dtype else 0.0
-        return (self.params - quantized) * whole + quantized * base_bytes(self.lora_base_dtype or self.dtype)
+        whole, stored = dtype_bytes(state_dtype(self.dtype)), base_bytes(self.lora_base_dtype or self.dtype)
+        total_bytes = 0.0
+        for n in self.graph(1).layers():
+            if n.cost is None:
+                continue
+            share = 1 / e if copies(n) > 1 else 1.0
+            total_bytes += float(n.cost.params) * share * (stored if self.lora_base_dtype and adapted(n) else whole)
+        return total_bytes
 
-    def _passes(self, node, r: dict, b: int, t: int) -> tuple:
+    def _passes(self, node, r: dict, b: int, t: int, e: int = 1) -> tuple:
         """``(forward, backward, their seconds)`` of a layer: both gradients; with LoRA the input gradient only,
-        and beside an adapted layer its adapter's kernels."""
+        and beside an adapted layer its adapter's kernels (``e``: the expert-parallel degree)."""
         f, bw = r["forward"], r["grad_input"] + (Parts.empty() if self.lora_rank else r["grad_weight"])
         if self.lora_rank and adapted(node):
             af, ab = adapter_parts(node, b * node.attrs["rows_per_sample"], self.lora_rank, t, self.dev, self.dtype,
-                                   self.lora_base_dtype)
+                                   self.lora_base_dtype, e, self.expert_imbalance)
             f, bw = f + af, bw + ab
         return f, bw, f.total(), bw.total()
 
@@ -160,9 +189,7 @@ def check_lora(rank: int, base_dtype: str | None, graph) -> None:
     if not any(adapted(n) for n in nodes):
         raise ValueError("training.lora_rank: adapters go beside the linear layers of transformer blocks; this "
                          "model has none")
-    if any(n.attrs.get("experts", 1) > 1 for n in nodes):
-        raise ValueError("training.lora_rank: adapters on mixture-of-experts layers are not modelled")
 
 
 __all__ = ["BASE_BYTES", "LoraMixin", "adapted", "adapter_matrices", "adapter_params", "adapter_parts", "base_bytes",
-           "check_lora", "training_flop"]
+           "check_lora", "copies", "training_flop"]
