@@ -118,6 +118,7 @@ def test_cli_force_overwrites_and_json_contract(tmp_path, monkeypatch, capsys):
     (out / "profile.json").write_text("{}\n")
     monkeypatch.setattr(compute, "QUICK_SHAPES", TINY)
     monkeypatch.setattr(compute, "FP64_QUICK", [])
+    monkeypatch.setattr(compute, "STREAM_SHAPES", [])
     monkeypatch.setattr(compute, "COPY_BYTES", 8 * 2**20)
     assert main(["calibrate", "compute", "--quick", "--out", str(out), "--json"]) == 2
     assert (out / "measurements.csv").read_text() == "old\n"
@@ -137,6 +138,17 @@ def test_cli_force_overwrites_and_json_contract(tmp_path, monkeypatch, capsys):
         assert load_device(out / "profile-torch.json").name == "cpu-host-torch"
     assert main(["calibrate", "compute", "--quick", "--out", str(out), "--force"]) == 0
     assert "wrote" in capsys.readouterr().out
+
+
+def test_torch_and_cuda_profiles_see_products_that_stream_from_memory():
+    """A decode step's layers read a weight matrix once per call: torch's and CUDA's GEMM sets carry products whose
+    256 MB k x n operand no cache holds, so their profiles' memory efficiency is fitted, not left at its bound."""
+    numpy_set, torch_set, gpu = compute.gemm_sets(quick=True)
+    assert torch_set == compute.QUICK_SHAPES[:8] + compute.STREAM_SHAPES and numpy_set == compute.QUICK_SHAPES
+    assert all(k * n * 4 == 2**28 and m <= 8 for m, n, k in compute.STREAM_SHAPES)
+    assert all(set(compute.STREAM_SHAPES) <= set(shapes) for _, shapes in gpu)
+    tiny = [(64, 64, 64)]
+    assert compute.gemm_sets(quick=True, shapes=tiny)[:2] == (tiny, tiny)  # given shapes are timed alone
 
 
 def test_cli_needs_out():

@@ -51,6 +51,9 @@ FULL_SHAPES = QUICK_SHAPES + [(32, 32, 32), (96, 96, 96), (192, 192, 192), (768,
 FP64_QUICK = [(256, 256, 256), (1024, 1024, 1024), (2048, 2048, 1024)]
 FP64_FULL = FP64_QUICK + [(512, 512, 512), (2048, 2048, 2048), (128, 1024, 1024), (1024, 64, 1024)]
 GPU_EXTRA = [(4096, 4096, 4096), (8192, 8192, 8192)]
+# products that stream a 256 MB fp32 k x n operand from memory (past a CPU's last-level cache and a GPU's L2), as a
+# decode step's layers do at batch 1-8: the torch and CUDA profiles' memory efficiency is fitted on them
+STREAM_SHAPES = [(1, 8192, 8192), (8, 8192, 8192), (1, 16384, 4096)]
 # (batch, c_in, c_out, h, w, kh, stride, pad): ResNet-50 layers (He et al. 2016) at batch 4
 CONV_SHAPES = [(4, 3, 64, 224, 224, 7, 2, 3), (4, 64, 64, 56, 56, 3, 1, 1), (4, 256, 64, 56, 56, 1, 1, 0),
                (4, 128, 128, 28, 28, 3, 1, 1), (4, 256, 256, 14, 14, 3, 1, 1)]
@@ -339,10 +342,21 @@ def write(out_dir, rows: pd.DataFrame, profile: dict, force: bool = False, extra
     return [str(out / name) for name in texts]
 
 
+def gemm_sets(quick: bool, shapes=None) -> tuple[list, list, list]:
+    """``(numpy fp32, torch CPU fp32, [(dtype, CUDA shapes)])`` GEMM shapes of a run: the quick or full set (or
+    ``shapes``); torch takes the first 8 of the quick set, and the default sets add :data:`STREAM_SHAPES` to
+    torch's and CUDA's (numpy's profile is the frozen ``cpu-host`` preset's kind of fit)."""
+    streams = STREAM_SHAPES if shapes is None else []
+    shapes = list(shapes if shapes is not None else (QUICK_SHAPES if quick else FULL_SHAPES))
+    return (shapes, (shapes[:8] if quick else shapes) + streams,
+            [("fp32", shapes + GPU_EXTRA + streams), ("fp16", GPU_EXTRA + streams)])
+
+
 def calibrate(out_dir, quick: bool = False, force: bool = False, shapes=None, fp64_shapes=None,
               use_torch: bool | None = None, copy_bytes: int | None = None, stream=None) -> dict:
     """Measure, fit and write; returns ``{out, rows, fitted, files, elapsed_s}``. ``shapes`` /
-    ``fp64_shapes`` override the GEMM sets (``fp64_shapes=[]`` skips fp64); ``use_torch`` defaults to
+    ``fp64_shapes`` override the GEMM sets (``fp64_shapes=[]`` skips fp64; given ``shapes``, torch and CUDA time
+    them alone, without :data:`STREAM_SHAPES`); ``use_torch`` defaults to
     whether torch is importable; with torch a second profile, ``profile-torch.json``, describes torch's CPU kernels
     (another BLAS than numpy's: a torch program on the CPU is predicted with it), with CUDA a third,
     ``profile-cuda.json``, the GPU."""
@@ -350,11 +364,10 @@ def calibrate(out_dir, quick: bool = False, force: bool = False, shapes=None, fp
     check_targets(out_dir, force, FILES)  # before importing torch, so that a refusal is immediate
     cuda = torch_on and __import__("torch").cuda.is_available()
     check_targets(out_dir, force, ("profile-torch.json",) * torch_on + ("profile-cuda.json",) * cuda)
-    shapes = list(shapes if shapes is not None else (QUICK_SHAPES if quick else FULL_SHAPES))
     f64 = list(fp64_shapes if fp64_shapes is not None else (FP64_QUICK if quick else FP64_FULL))
     reps, budget = (7, 0.25) if quick else (11, 1.0)
-    tshapes, layers = (shapes[:8] if quick else shapes), len(CONV_SHAPES) + len(ATTENTION_SHAPES)
-    gpu = [("fp32", shapes + GPU_EXTRA), ("fp16", GPU_EXTRA)]
+    shapes, tshapes, gpu = gemm_sets(quick, shapes)
+    layers = len(CONV_SHAPES) + len(ATTENTION_SHAPES)
     total = reps * (len(shapes) + len(f64) + 2 + (len(tshapes) + 2 + layers) * torch_on
                     + (sum(len(s) for _, s in gpu) + 2 + layers) * cuda)
     info, parts = meta(), []
