@@ -26,19 +26,28 @@ A cached prefix of S tokens (``prefix_len``) is kept by every replica of both po
 new tokens against P keys, the transfer carries their ``P - S`` positions, and a decode replica holds the shared S
 once beside its slots' ``P + O - S``.
 
-A plan is a ``(t_p, t_d, n)``: the fewest prefill replicas whose mean first token is within ``max_first_token_s``
-(or whose queue is stable, without a target) and the fewest decode replicas whose mean time per output token is
-within ``max_decode_s`` (likewise). Iterations at full slots (a lighter load runs them faster: conservative); the
-prefill batches no prompts together (DistServe batches prompts up to a token budget); one model replica a pool
-member, no pipeline or expert parallelism. A decode replica's memory: weights, ``n`` caches of ``P + O`` positions
-and the step's workspace; a prefill replica's: weights, one prompt's cache and its pass's workspace.
+**Pipeline stages** (``pipelines``: the degrees to search; 1 by default) for a model too large for one node's
+memory, or to shorten the queue: a prefill replica of ``p_p`` stages runs a prompt through them in turn (its
+pass ``S_p`` with the ``p_p - 1`` sends) and takes a new one every stage time ``S_p / p_p`` (stages balanced), so
+its queue is that of a server of service ``S_p / p_p`` and the first token waits for it and then ``S_p``
+(DistServe §3.1's inter-operator case, as recalled); a decode replica of ``p_d`` stages keeps its ``n`` slots in
+``p_d`` groups, a group's iteration of ``n / p_d`` sequences passing every stage (as continuous batching over
+stages, :mod:`concurrency_model.continuous`); each stage holds its layers' weights and cache. The KV cache moves
+between the ``t p`` GPUs of each side over ``min(t_p p_p, t_d p_d)`` NICs [D].
+
+A plan is a ``(t_p, p_p, t_d, p_d, n)``: the fewest prefill replicas whose mean first token is within
+``max_first_token_s`` (or whose queue is stable, without a target) and the fewest decode replicas whose mean time
+per output token is within ``max_decode_s`` (likewise). Iterations at full slots (a lighter load runs them faster:
+conservative); the prefill batches no prompts together (DistServe batches prompts up to a token budget); no
+expert parallelism. A decode replica's memory: weights, ``n`` caches of ``P + O`` positions and the step's
+workspace; a prefill replica's: weights, one prompt's cache and its pass's workspace (each a stage's share).
 """
 from __future__ import annotations
 
 import pandas as pd
 
 from .capacity import largest, layouts
-from .checks import number
+from .checks import count, number
 from .cluster import load_cluster, place
 from .decode import decode_step, prefill_pass
 from .inference import inference_section, served
@@ -52,9 +61,10 @@ from .units import dtype_bytes
 
 
 def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_decode_s: float | None = None,
-         progress: bool = False) -> pd.DataFrame:
+         progress: bool = False, pipelines: tuple | None = None) -> pd.DataFrame:
     """Every ``(prefill_tensor, decode_tensor, slots)`` inside a node (powers of two; slots up to the most a decode
-    replica holds) of a causal decoder's scenario under ``load_rps``, one row each: ``prefill_replicas,
+    replica holds), at every pipeline degree of ``pipelines`` on each side (default 1), of a causal decoder's
+    scenario under ``load_rps``, one row each: ``prefill_pipeline, decode_pipeline, prefill_replicas,
     decode_replicas, gpus, first_token_s, decode_s_per_token, iteration_s, prefill_s, prefill_wait_s,
     kv_transfer_s, decode_wait_s, tokens_per_s_per_gpu, meets_target``; sorted by GPUs, then time per output
     token (module docstring).
@@ -77,7 +87,8 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
             raise ValueError(f"inference.{k}: not in a disaggregated plan (the load is the plan's own argument)")
     par = raw.get("parallel") or {}
     if any(par.get(k, 1) != 1 for k in ("data", "pipeline", "context", "expert")):
-        raise ValueError("parallel: a disaggregated plan chooses each pool's tensor degree; give no other parallelism")
+        raise ValueError("parallel: a disaggregated plan chooses each pool's tensor degree (and pipeline degree, "
+                         "--pipelines); give no parallelism")
     cl = load_cluster(raw.get("cluster", "dgx-a100"))
     dev, dtype, vb = cl.device, inf["dtype"], dtype_bytes(inf["dtype"])
     P, O, S, host = inf["prompt_len"], inf["decode_len"], inf["prefix_len"], inf["host_overhead_s"]
@@ -88,29 +99,33 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
     g_pre, g_new = model_graph(model, 1, P, vb), model_graph(model, 1, P - S, vb)
     weights, quantized = weights_bytes(g_pre, vb, inf["weight_dtype"], sparsity)
     per_token = kv_cache_bytes(shape["layers"], 1, 1, shape["kv_heads"], shape["head_dim"], vb)
-    tensors = [t for t, _ in layouts(cl.gpus_per_node, 0) if _splits(g_pre, t)]
+    stages = [count("pipelines", p) for p in dict.fromkeys(pipelines or (1,))]
+    if max(stages) > shape["layers"]:
+        raise ValueError(f"pipelines: {max(stages)} stages for {shape['layers']} layers")
+    sides = [(t, p) for t in [t for t, _ in layouts(cl.gpus_per_node, 0) if _splits(g_pre, t)] for p in stages]
 
-    prefill = {}  # tensor -> (seconds of one prompt's pass) for the replicas that hold the model and a prompt
-    for t in tensors:
+    prefill = {}  # (tensor, stages) -> seconds of one prompt's pass, for the replicas that hold the model and a prompt
+    for t, p in sides:
         kv = kv_cache_bytes(shape["layers"], 1, S + prompts.longest, shape["kv_heads"], shape["head_dim"], vb, t)
-        if memory_per_device(weights / t, workspace_bytes(g_pre, t, 1, vb), dev, extra={"kv_cache": kv})["fits"]:
-            s = prefill_pass(g_new, shape["hidden"], dev, dtype, t, 1, Comm(cl, t, 1), P, host, quantized, sparsity,
+        if memory_per_device(weights / (t * p), workspace_bytes(g_pre, t, 1, vb), dev,
+                             extra={"kv_cache": kv / p})["fits"]:
+            s = prefill_pass(g_new, shape["hidden"], dev, dtype, t, 1, Comm(cl, t, p), P, host, quantized, sparsity,
                              S, g_pre)
-            prefill[t] = sum(s.breakdown.values())
-    decode = {t: _slots(model, shape, dev, vb, t, P + O, weights / t, S) for t in tensors}
-    decode = {t: s for t, s in decode.items() if s}
+            prefill[t, p] = sum(s.breakdown.values())
+    decode = {(t, p): _slots(model, shape, dev, vb, t, P + O, weights / t, S, p) for t, p in sides}
+    decode = {k: s for k, s in decode.items() if s}
     if not prefill or not decode:
         raise ValueError(f"memory: the model does not fit a {'prefill' if not prefill else 'decode'} replica on up to "
-                         f"{cl.gpus_per_node} GPUs of {dev.name}")
+                         f"{cl.gpus_per_node} GPUs of {dev.name} x {max(stages)} pipeline stages")
     inter = place(cl, 2, 1).inter  # the pools on different nodes
     rows = []
     with Progress(sum(len(s) for s in decode.values()), "disaggregated plan", enabled=progress) as bar:
-        for td, slots in decode.items():
-            for n in slots:
-                step = decode_step(model_graph(model, n, 1, vb), shape, dev, dtype, td, n, Comm(cl, td, 1), P + 1,
-                                   P + O, host, quantized, sparsity).seconds
-                for tp, s_p in prefill.items():
-                    rows.append(_row(load_rps, tp, s_p, td, n, step, dist, (P - S) * per_token, inter,
+        for (td, pd_), slots in decode.items():
+            for n in slots:  # a group of n / p_d slots passes every stage in an iteration
+                step = decode_step(model_graph(model, n // pd_, 1, vb), shape, dev, dtype, td, n // pd_,
+                                   Comm(cl, td, pd_), P + 1, P + O, host, quantized, sparsity).seconds
+                for (tp, pp), s_p in prefill.items():
+                    rows.append(_row(load_rps, (tp, pp), s_p, (td, pd_), n, step, dist, (P - S) * per_token, inter,
                                      max_first_token_s, max_decode_s, prompts.cv2))
                 bar.update()
     df = pd.DataFrame(rows)
@@ -126,34 +141,40 @@ def _splits(graph, t: int) -> bool:
     return True
 
 
-def _slots(model, shape, dev, vb: int, t: int, context: int, weights: float, shared: int = 0) -> list[int]:
-    """Slot counts of a decode replica of tensor ``t`` (powers of two and the most that fit): weights, ``n`` caches of
-    ``context`` positions (every slot at its longest, as :mod:`concurrency_model.continuous` holds them; the first
-    ``shared``, a cached prefix, held once) and the step's workspace (:func:`~concurrency_model.capacity.largest`)."""
-    def need(n):
+def _slots(model, shape, dev, vb: int, t: int, context: int, weights: float, shared: int = 0, p: int = 1) -> list[int]:
+    """Slot counts of a decode replica of tensor ``t`` and ``p`` stages (multiples of ``p``: powers of two and the
+    most that fit): a stage's share of the ``weights`` (a tensor rank's) and of ``n`` caches of ``context`` positions
+    (every slot at its longest, as :mod:`concurrency_model.continuous` holds them; the first ``shared``, a cached
+    prefix, held once) and the workspace of a group's step (:func:`~concurrency_model.capacity.largest`)."""
+    def need(groups):
+        n = groups * p
         kv = kv_cache_bytes(shape["layers"], n, context, shape["kv_heads"], shape["head_dim"], vb, t, shared=shared)
-        return weights + kv + workspace_bytes(model_graph(model, n, 1, vb), t, n, vb)
+        return (weights + kv) / p + workspace_bytes(model_graph(model, groups, 1, vb), t, groups, vb)
 
     cap = float(dev.mem_capacity)
     if need(1) > cap:
         return []
     top = largest(need, cap)
-    return sorted({2 ** i for i in range(top.bit_length()) if 2 ** i <= top} | {top})
+    return sorted(p * g for g in {2 ** i for i in range(top.bit_length()) if 2 ** i <= top} | {top})
 
 
-def _row(load, tp, s_p, td, n, step, dist, kv_bytes, inter, max_first, max_decode, cv2_prompt: float = 0.0) -> dict:
-    """One plan (module docstring); ``cv2_prompt``: the spread of the prompts' passes (of their new tokens')."""
+def _row(load, prefill: tuple, s_p, decode: tuple, n, step, dist, kv_bytes, inter, max_first, max_decode,
+         cv2_prompt: float = 0.0) -> dict:
+    """One plan (module docstring): ``prefill``, ``decode`` the pools' ``(tensor, stages)``; ``cv2_prompt``: the spread
+    of the prompts' passes (of their new tokens')."""
+    (tp, pp), (td, pd_) = prefill, decode
     alpha, beta = inter
-    transfer = alpha + kv_bytes / min(tp, td) * beta
+    transfer = alpha + kv_bytes / min(tp * pp, td * pd_) * beta
     room_first = None if max_first is None else max_first - s_p
-    r_p, w_p = replicas_for(load, 1, s_p, cv2_prompt, room_first)
+    r_p, w_p = replicas_for(load, 1, s_p / pp, cv2_prompt, room_first)  # a new prompt every stage time
     others = max(1.0, dist.mean - 1)  # the tokens after the first
     room_decode = None if max_decode is None else (max_decode - step) * others - transfer
     r_d, w_d = replicas_for(load, n, dist.mean * step, dist.cv2, room_decode)
     first, tpot = w_p + s_p, (transfer + w_d) / others + step
-    gpus = r_p * tp + r_d * td
+    gpus = r_p * tp * pp + r_d * td * pd_
     ok = (max_first is None or first <= max_first) and (max_decode is None or tpot <= max_decode)
-    return {"prefill_tensor": tp, "prefill_replicas": r_p, "decode_tensor": td, "decode_replicas": r_d, "slots": n,
+    return {"prefill_tensor": tp, "prefill_pipeline": pp, "prefill_replicas": r_p, "decode_tensor": td,
+            "decode_pipeline": pd_, "decode_replicas": r_d, "slots": n,
             "gpus": gpus, "first_token_s": first, "decode_s_per_token": tpot, "iteration_s": step,
             "prefill_s": s_p, "prefill_wait_s": w_p, "kv_transfer_s": transfer, "decode_wait_s": w_d,
             "tokens_per_s_per_gpu": load * dist.mean / gpus, "meets_target": bool(ok)}

@@ -87,3 +87,49 @@ def test_cli(tmp_path, capsys):
     assert main(["infer", "--scenario", str(f), "--disaggregate", "--load", "300"]) == 0
     text = capsys.readouterr().out
     assert "prefill" in text and "colocated" in text
+
+
+def test_pipeline_stages_by_hand():
+    """--pipelines: a prefill replica of 2 stages takes a prompt every half pass; a decode replica of 2 stages runs
+    its slots in 2 groups, each group's step passing both stages."""
+    both = plan(SC, LOAD, max_first_token_s=0.05, max_decode_s=0.01, pipelines=(1, 2))
+    assert set(both["prefill_pipeline"]) == set(both["decode_pipeline"]) == {1, 2}
+    flat = both[(both["prefill_pipeline"] == 1) & (both["decode_pipeline"] == 1)]
+    assert len(flat) == len(plan(SC, LOAD, max_first_token_s=0.05, max_decode_s=0.01))
+    row = both[(both["prefill_tensor"] == 1) & (both["prefill_pipeline"] == 2) & (both["decode_tensor"] == 1)
+               & (both["decode_pipeline"] == 2) & (both["slots"] == 64)].iloc[0]
+    cl = load_cluster("dgx-a100")
+    dev, shape = cl.device, model_shape(model_graph("gpt2", 1, None, 2))
+    s_p = sum(prefill_pass(model_graph("gpt2", 1, P, 2), shape["hidden"], dev, "fp16", 1, 1, Comm(cl, 1, 2), P)
+              .breakdown.values())
+    assert row["prefill_s"] == pytest.approx(s_p, rel=1e-12)
+    assert (row["prefill_replicas"], row["prefill_wait_s"]) == replicas_for(LOAD, 1, s_p / 2, 0.0, 0.05 - s_p)
+    step = decode_step(model_graph("gpt2", 32, 1, 2), shape, dev, "fp16", 1, 32, Comm(cl, 1, 2), P + 1, P + O).seconds
+    assert row["iteration_s"] == pytest.approx(step, rel=1e-12)
+    assert row["gpus"] == 2 * row["prefill_replicas"] + 2 * row["decode_replicas"]
+    alpha, beta = place(cl, 2, 1).inter  # 2 GPUs a side: the cache over 2 NICs
+    assert row["kv_transfer_s"] == pytest.approx(alpha + 2 * 12 * 512 * 12 * 64 * 2 / 2 * beta, rel=1e-12)
+    assert (both["slots"][both["decode_pipeline"] == 2] % 2 == 0).all()
+    with pytest.raises(ValueError, match="^pipelines: 16 stages for 12 layers"):
+        plan(SC, LOAD, pipelines=(16,))
+    with pytest.raises(ValueError, match="^pipelines: must be a positive integer, got 0"):
+        plan(SC, LOAD, pipelines=(0,))
+
+
+def test_a_large_model_across_stages(tmp_path, capsys):
+    """GPT-3 175B on DGX A100s (80 GB): a decode replica of tensor 8 holds 48 slots of 1,280 positions, one of
+    tensor 8 x pipeline 2 holds 154 (each stage half the weights and caches); a prefill replica of tensor 4 fits
+    only over 2 stages. The CLI takes --pipelines with --disaggregate."""
+    sc = {"model": "gpt3-175b", "cluster": "dgx-a100", "inference": {"prompt_len": 1024, "decode_len": 256}}
+    df = plan(sc, 2.0, pipelines=(1, 2))
+    slots = df.groupby(["decode_tensor", "decode_pipeline"])["slots"].max().to_dict()
+    assert slots == {(4, 2): 48, (8, 1): 48, (8, 2): 154}
+    assert set(zip(df["prefill_tensor"], df["prefill_pipeline"])) == {(4, 2), (8, 1), (8, 2)}
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(sc))
+    assert main(["infer", "--scenario", str(f), "--disaggregate", "--load", "2", "--pipelines", "1,2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"prefill_pipeline", "decode_pipeline"} <= set(out["best"])
+    assert main(["infer", "--scenario", str(f), "--disaggregate", "--load", "2", "--pipelines", "1,2",
+                 "--max-first-token-ms", "1000", "--max-decode-ms", "100"]) == 0
+    assert "prefill replica of tensor 4 x pipeline 2" in capsys.readouterr().out

@@ -13,10 +13,10 @@ from . import add_json
 
 def run(a) -> dict:
     raw = read_scenario(a.scenario)  # read once: the file may be a pipe
-    if a.disaggregate and (a.sweep or a.max_batch or a.weights or a.pipelines):
-        raise ValueError("--disaggregate: not with --sweep, --max-batch, --weights or --pipelines")
-    if a.pipelines is not None and not a.sweep:
-        raise ValueError("--pipelines: only with --sweep")
+    if a.disaggregate and (a.sweep or a.max_batch or a.weights):
+        raise ValueError("--disaggregate: not with --sweep, --max-batch or --weights")
+    if a.pipelines is not None and not (a.sweep or a.disaggregate):
+        raise ValueError("--pipelines: only with --sweep or --disaggregate")
     for flag, value in (("--max-decode-ms", a.max_decode_ms), ("--max-first-token-ms", a.max_first_token_ms),
                         ("--weights", a.weights), ("--load", a.load)):
         if value is not None and not (a.sweep or a.disaggregate):
@@ -62,15 +62,22 @@ def disaggregate(raw: dict, a) -> dict:
         raise ValueError("--disaggregate: needs --load RPS (the requests a second both pools are sized for)")
     first = None if a.max_first_token_ms is None else a.max_first_token_ms / 1e3
     target = None if a.max_decode_ms is None else a.max_decode_ms / 1e3
-    df = plan(raw, a.load, first, target, progress=not a.json)
+    stages = _degrees(a.pipelines)
+    df = plan(raw, a.load, first, target, progress=not a.json, pipelines=stages)
     ok = df[df["meets_target"]]
     colo = serving_sweep({**raw, "inference": {**raw["inference"], "batching": "continuous"}}, target,
-                         progress=not a.json, load_rps=a.load, max_first_token_s=first)
+                         progress=not a.json, load_rps=a.load, max_first_token_s=first, pipelines=stages)
     colo = colo[colo["meets_target"]] if "meets_target" in colo else colo
     colo = colo.sort_values(["gpus_for_load", "decode_s_per_token"], kind="stable")
     return {"plans": df.to_dict("records"), "best": ok.iloc[0].to_dict() if len(ok) else None,
             "colocated": colo.iloc[0].to_dict() if len(colo) else None, "load_rps": a.load,
             "max_first_token_s": first, "max_decode_s": target}
+
+
+def _layout(row: dict, pool: str) -> str:
+    """A pool's replica in words: its tensor degree, and its pipeline stages when there are several."""
+    p = row.get(f"{pool}_pipeline", 1)
+    return f"tensor {row[f'{pool}_tensor']}" + (f" x pipeline {p}" if p > 1 else "")
 
 
 def show_disaggregated(out: dict) -> None:
@@ -83,8 +90,8 @@ def show_disaggregated(out: dict) -> None:
         print("disaggregated: no plan meets the targets")
     else:
         print(f"disaggregated: {b['gpus']:,} GPUs = {b['prefill_replicas']} prefill replica"
-              f"{'s' * (b['prefill_replicas'] != 1)} of tensor {b['prefill_tensor']} + {b['decode_replicas']} decode "
-              f"replica{'s' * (b['decode_replicas'] != 1)} of tensor {b['decode_tensor']} with "
+              f"{'s' * (b['prefill_replicas'] != 1)} of {_layout(b, 'prefill')} + {b['decode_replicas']} decode "
+              f"replica{'s' * (b['decode_replicas'] != 1)} of {_layout(b, 'decode')} with "
               f"{b['slots']} slots; first token {b['first_token_s'] * 1e3:,.1f} ms (prefill "
               f"{b['prefill_s'] * 1e3:,.1f}, "
               f"waiting {b['prefill_wait_s'] * 1e3:,.1f}), {b['decode_s_per_token'] * 1e3:,.2f} ms per token (KV "
@@ -255,8 +262,8 @@ def register(sub) -> None:
                    help="with --sweep: weight formats to compare (fp16, bf16, int8, fp8, int4, 2:4, a fraction "
                         "of zeros)")
     e.add_argument("--pipelines", default=None, metavar="P1,P2,...",
-                   help="with --sweep: pipeline degrees to search as well (a model over one node's memory served "
-                        "across nodes); default: the scenario's")
+                   help="with --sweep or --disaggregate: pipeline degrees to search as well (a model over one "
+                        "node's memory served across nodes); default: the scenario's (--disaggregate: 1)")
     e.add_argument("--max-decode-ms", type=float, default=None, metavar="MS",
                    help="with --sweep or --disaggregate: the decode latency target per token, in milliseconds")
     e.add_argument("--max-first-token-ms", type=float, default=None, metavar="MS",
