@@ -89,6 +89,8 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
     if any(par.get(k, 1) != 1 for k in ("data", "pipeline", "context", "expert")):
         raise ValueError("parallel: a disaggregated plan chooses each pool's tensor degree (and pipeline degree, "
                          "--pipelines); give no parallelism")
+    if par.get("expert_imbalance", 1.0) != 1.0:
+        raise ValueError("parallel.expert_imbalance: a disaggregated plan has no expert parallelism for it to act on")
     cl = load_cluster(raw.get("cluster", "dgx-a100"))
     dev, dtype, vb = cl.device, inf["dtype"], dtype_bytes(inf["dtype"])
     P, O, S, host = inf["prompt_len"], inf["decode_len"], inf["prefix_len"], inf["host_overhead_s"]

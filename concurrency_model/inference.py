@@ -119,9 +119,10 @@ from .lengths import lengths_summary, prompts_summary, spread_factor
 from .models.transformer import check_tensor_split
 from .parallel.memory import memory_per_device
 from .queueing import erlang_c, mean_wait, wait_quantile
+from .routing import check_applies
 from .scenario import _section, load_scenario, read_scenario
-from .serving import (Comm, check_layout, check_weight_sparsity, is_causal_decoder, kv_cache_bytes, model_graph,
-                      model_shape, served, weights_bytes, workspace_bytes)
+from .serving import (Comm, check_layout, check_weight_sparsity, expert_count, is_causal_decoder, kv_cache_bytes,
+                      model_graph, model_shape, served, weights_bytes, workspace_bytes)
 from .speculative import Speculation
 from .speculative import check as check_speculative
 from .uncertainty import bands
@@ -247,6 +248,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     weight_sparsity = check_weight_sparsity(dev, dtype, weight_sparsity, weight_dtype)
     d, e = data, expert
     check_layout(one, batch, d, e, p, speculative)
+    check_applies(expert_imbalance, expert_count(one))
     every, batch = batch, batch // d  # all replicas' sequences; one replica's
     if batching == "continuous":
         check_continuous(batch, p, speculative)

@@ -47,6 +47,14 @@ def check_imbalance(where: str, spec):
     return float(spec)
 
 
+def check_applies(spec, experts: int) -> None:
+    """``ValueError`` naming ``parallel.expert_imbalance`` when it is set for a model without mixture-of-experts
+    layers (``experts``: experts a layer, 0 for none), where it would be silently ignored."""
+    if spec != 1.0 and not experts:
+        raise ValueError(f"parallel.expert_imbalance: {spec!r} needs a model with mixture-of-experts layers; this one "
+                         "has none")
+
+
 def imbalance(spec, assignments: float, e: int) -> float:
     """The busiest of ``e`` devices' routed rows over the mean, for ``assignments`` (token, expert) rows routed
     in the expert group (module doc). 1 for ``e`` = 1.

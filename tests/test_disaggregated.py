@@ -71,6 +71,8 @@ def test_bad_input_names_the_field():
         plan({**SC, "inference": {**SC["inference"], "batching": "continuous", "load_rps": 3}}, 5.0)
     with pytest.raises(ValueError, match=r"^parallel: a disaggregated plan chooses"):
         plan({**SC, "parallel": {"pipeline": 2}}, 5.0)
+    with pytest.raises(ValueError, match=r"^parallel.expert_imbalance: a disaggregated plan has no expert"):
+        plan({**SC, "parallel": {"expert_imbalance": 1.3}}, 5.0)
     with pytest.raises(ValueError, match=r"^model: inference with a KV cache needs a causal decoder"):
         plan({**SC, "model": "bert-base"}, 5.0)
 

@@ -131,3 +131,16 @@ def test_sweep_keeps_the_imbalance_and_agrees_with_estimate():
     same = (balanced[list(r.layouts.columns.intersection(balanced.columns))] == row[
         list(r.layouts.columns.intersection(balanced.columns))]).all(axis=1)
     assert balanced.loc[same, "step_time_s"].iloc[0] < row["step_time_s"]
+
+
+def test_an_imbalance_on_a_dense_model_is_refused():
+    msg = r"^parallel.expert_imbalance: 'uniform' needs a model with mixture-of-experts layers; this one has none$"
+    dense = {"model": "gpt2", "cluster": "dgx-a100", "parallel": {"data": 2, "global_batch": 8,
+                                                                   "expert_imbalance": "uniform"}}
+    with pytest.raises(ValueError, match=msg):
+        estimate(dense)
+    with pytest.raises(ValueError, match=msg):
+        sweep({**dense, "parallel": {"global_batch": 8, "expert_imbalance": "uniform"}}, 2)
+    with pytest.raises(ValueError, match=msg):
+        infer({**dense, "parallel": {"expert_imbalance": "uniform"},
+               "inference": {"batch": 1, "prompt_len": 64, "decode_len": 8}})

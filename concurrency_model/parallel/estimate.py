@@ -67,6 +67,7 @@ from functools import cached_property, partial
 import numpy as np
 import pandas as pd
 
+from ..routing import check_applies
 from ..scenario import Scenario, load_scenario
 from . import compose, memory
 from .batch_size import BatchRegion, region
@@ -213,6 +214,7 @@ def prepare(sc: Scenario) -> tuple:
     w.check_tensor(t)
     w.check_context(c, t, alg)
     w.check_expert(e, d)
+    check_applies(w.expert_imbalance, w.expert_count)
     w.check_batch_norm(tr["batch_norm"])
     if p > w.layer_count:
         raise ValueError(f"parallel.pipeline: {p} stages exceed the {w.layer_count} blocks the model can be cut into")

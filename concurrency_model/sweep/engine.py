@@ -28,6 +28,7 @@ from ..parallel.features import ZERO_TRIPLE, context_exposed, transformer_shape,
 from ..parallel.estimate import (assemble, consistency_of, host_per_kernel, host_seconds, prepare, step_band,
                                  sync_of)
 from ..parallel.lora import check_lora
+from ..routing import check_applies
 from ..parallel.run import run_cost
 from ..progress import Progress
 from ..scenario import load_scenario, read_scenario
@@ -233,6 +234,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     w = workload(sc.model, sc.cluster, tr["dtype"], sc.parallel["tensor_layers"], tr["lora_rank"],
                  tr["lora_base_dtype"], sc.parallel.get("expert_imbalance", 1.0))
     check_lora(tr["lora_rank"], tr["lora_base_dtype"], w.graph(1))
+    check_applies(w.expert_imbalance, w.expert_count)
     w.check_batch_norm(tr["batch_norm"])
 
     rows, rejected = [], Counter()
