@@ -11,7 +11,7 @@ returns. Given as:
   ``e``), at most ``e`` (every row on one device);
 * ``"uniform"``: tokens routed independently and uniformly (an untrained or perfectly load-balanced router
   still draws its loads at random). A device's load is then binomial, ``Bin(N, 1/e)`` for the ``N`` routed
-  rows of the group (top-k choosing distinct experts makes it slightly less spread: ignored, an upper bound),
+  rows of the group (top-k choosing distinct experts makes it slightly less spread; ignored),
   mean ``N / e`` and relative spread ``sqrt((e - 1) / N)``; its expected maximum over the ``e`` devices is
   taken in the Gaussian approximation, ``1 + z_e sqrt((e - 1) / N)`` with ``z_e`` the expected maximum of
   ``e`` standard normals (Blom's plotting position, :func:`~concurrency_model.parallel.consistency.expected_max`)
