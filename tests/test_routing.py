@@ -3,6 +3,7 @@ each mixture-of-experts layer's time, in training (estimate, sweep) and serving 
 from __future__ import annotations
 
 import copy
+import json
 import math
 from statistics import NormalDist
 
@@ -144,3 +145,19 @@ def test_an_imbalance_on_a_dense_model_is_refused():
     with pytest.raises(ValueError, match=msg):
         infer({**dense, "parallel": {"expert_imbalance": "uniform"},
                "inference": {"batch": 1, "prompt_len": 64, "decode_len": 8}})
+
+
+def test_estimate_reports_the_factor(tmp_path, capsys):
+    from concurrency_model.cli import main
+    sc = copy.deepcopy(BASE)
+    sc["parallel"].update(expert=2, expert_imbalance="uniform")
+    e = estimate(sc)
+    # 4 samples x 1,024 tokens x top 2 routed rows a device, 2 devices: 16,384 rows in the group
+    assert e.expert_imbalance_factor == imbalance("uniform", 4 * 1024 * 2 * 2, 2)
+    assert e.to_dict()["parallel"]["expert_imbalance_factor"] == e.expert_imbalance_factor
+    assert "expert_imbalance_factor" not in run().to_dict()["parallel"]  # no expert parallelism
+    f = tmp_path / "moe.json"
+    f.write_text(json.dumps(sc))
+    assert main(["estimate", "--scenario", str(f)]) == 0
+    assert f"experts split over 2 replicas (busiest device {e.expert_imbalance_factor:.3f}x the mean rows)" in \
+        capsys.readouterr().out

@@ -24,9 +24,12 @@ def show(out: dict) -> None:
     tr = out.get("training") or {}
     lora = f", LoRA rank {tr['lora_rank']}" + (f" on a {tr['lora_base_dtype']} base" if tr.get("lora_base_dtype")
                                                  else "") if tr.get("lora_rank") else ""
+    f = p.get("expert_imbalance_factor", 1.0)
+    moe = f", experts split over {p['expert']} replicas" + (f" (busiest device {f:.3f}x the mean rows)" if f != 1
+                                                              else "") if p.get("expert", 1) > 1 else ""
     print(f"step {out['step_time_s']:.4g} s (80% band {out['step_time_p10_s']:.4g}-{out['step_time_p90_s']:.4g}) on "
           f"{out['gpus']} device{'s' * (out['gpus'] != 1)} (data {p['data']} x tensor {p['tensor']}{fc} x pipeline "
-          f"{p['pipeline']}{ctx}, {p['schedule']}{lora}): "
+          f"{p['pipeline']}{ctx}{moe}, {p['schedule']}{lora}): "
           f"{out['throughput_samples_per_s']:,.1f} samples/s, "
           f"{out['achieved_flops_per_device'] / 1e12:,.1f} TFLOP/s per device")
     print(f"memory per device {out['memory_bytes_per_device'] / 1e9:,.2f} GB")

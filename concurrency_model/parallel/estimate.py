@@ -98,6 +98,7 @@ class Estimate:
     run: dict | None = None  # steps, days, GPU-hours, cost, energy of the scenario's run, if it has one
     context_split: str = ""  # with context > 1: "rows" of a CNN's feature maps or the "sequence" of a transformer
     region_of: object = field(default=None, repr=False)  # () -> BatchRegion, computed when first asked for
+    expert_imbalance_factor: float = 1.0  # the busiest device's routed rows over the mean (:mod:`..routing`)
 
     @cached_property
     def batch_region(self) -> BatchRegion | None:
@@ -117,7 +118,9 @@ class Estimate:
                 "memory_bytes_per_device": self.memory_bytes_per_device, "breakdown": self.breakdown,
                 "memory": {k: v for k, v in self.memory.items() if k != "reason"}, "gpus": self.scenario.gpus,
                 "parallel": {**self.scenario.parallel, **({"context_split": self.context_split} if self.context_split
-                                                          else {})},
+                                                          else {}),
+                             **({"expert_imbalance_factor": self.expert_imbalance_factor}
+                                if self.scenario.parallel.get("expert", 1) > 1 else {})},
                 "training": self.scenario.training, **(self.run or {}),
                 **({"batch_region": self.batch_region.to_dict()} if self.batch_region else {}),
                 **({"notes": list(self.notes)} if self.notes else {})}
@@ -154,7 +157,7 @@ def estimate(scenario) -> Estimate:
     return Estimate(step, lo, hi, par["global_batch"] / step, model_flop, model_flop / step / sc.gpus,
                     float(mem["total_bytes"]), breakdown, mem, sc, stage["stages"], run,
                     ("rows" if w.spatial else "sequence") if par["context"] > 1 else "",
-                    partial(batch_region, sc, w, key))
+                    partial(batch_region, sc, w, key), w.routing_factor(b, par.get("expert", 1)))
 
 
 def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | None = None) -> tuple[float, float]:

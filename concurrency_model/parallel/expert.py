@@ -61,6 +61,12 @@ class ExpertMixin:
             raise ValueError(f"parallel.expert: {e} does not divide parallel.data = {d} (the expert group is part "
                              "of the data-parallel group)")
 
+    def routing_factor(self, b: int, e: int) -> float:
+        """The busiest device's routed rows over the mean in a microbatch of ``b`` samples (the first MoE layer's,
+        :func:`~concurrency_model.routing.dispatch_imbalance`); 1 without expert parallelism."""
+        node = next((n for n in self.graph(b).layers() if n.kind == "moe_dispatch"), None)
+        return 1.0 if node is None else dispatch_imbalance(node, b, e, self.expert_imbalance)
+
     def expert_triples(self, node, b: int, t: int, e: int) -> tuple:
         """``(forward, backward)`` triples of the dispatch and combine all-to-alls of one MoE layer (on its
         ``moe_dispatch`` node; zero elsewhere and for ``e = 1``), at the busiest device's volume
