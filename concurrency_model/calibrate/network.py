@@ -273,10 +273,19 @@ def profile(rows: pd.DataFrame, device: str | None = None) -> dict:
           f"{r0['torch_version']}, python {r0['python_version']}, {backend}")
     how = (f"{coll} {MODEL_TEXT[coll]} fitted to {link['rows']} sizes on {ranks} ranks (least squares on log "
            f"time ratios, {LOSS} loss)")
-    tier = {"name": local, "kind": local, "bw_Bps": link["bw_Bps"], "latency_s": link["alpha_s"], "efficiency": 1.0,
+    bw, bw_how = link["bw_Bps"], f"1/beta of the {how}"
+    r = rows[(rows["collective"] == coll) & (rows["num_ranks"] == ranks)]
+    big = r.loc[r["size_bytes"].idxmax()]
+    per_byte = float(MODELS[coll](np.float64(big["size_bytes"]), np.float64(ranks), 0.0, 1.0))  # beta's factor
+    if per_byte * link["beta_s_per_byte"] < 0.01 * float(big["time_us"]) * 1e-6:
+        # the sizes did not resolve a time per byte (a noisy run: beta at or near its bound 0, bw near infinite)
+        bw = _g(per_byte / (float(big["time_us"]) * 1e-6))
+        bw_how = (f"a lower bound, the {how} leaving less than 1% of the largest message's time to beta: the "
+                  f"bandwidth that moves it ({int(big['size_bytes']):,} bytes) in its whole time")
+    tier = {"name": local, "kind": local, "bw_Bps": bw, "latency_s": link["alpha_s"], "efficiency": 1.0,
             "sources": {"kind": f"{backend} ranks as processes on one host" if backend == "gloo" else
                         "assumed: NCCL between the GPUs of a node",
-                        "bw_Bps": f"estimate: 1/beta of the {how}; {by}",
+                        "bw_Bps": f"estimate: {bw_how}; {by}",
                         "latency_s": f"estimate: alpha of the {how}; {by}",
                         "efficiency": "1.0: bw_Bps is the achieved, fitted bandwidth"}}
     inter = {**tier, "sources": {k: "not measured (one node): a copy of intra" for k in tier["sources"]},
