@@ -20,8 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from concurrency_model.calibrate.fit_comm import fit_alpha_beta, predict
-from concurrency_model.calibrate.network import LOSS, MODELS
+from concurrency_model.calibrate.fit_comm import LOSS, MODELS, fit_alpha_beta, predict
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_MEDIAN_APE = 20.0

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from concurrency_model.calibrate import network
+from concurrency_model.calibrate import fit_comm
 from concurrency_model.calibrate.fit_comm import fit_alpha_beta, predict
 from concurrency_model.cli import main
 
@@ -36,14 +37,14 @@ def _cluster_module():
 @pytest.mark.parametrize("coll", network.COLLECTIVES)
 @pytest.mark.parametrize("ranks", [2, 4, 8])
 def test_fit_recovers_known_alpha_beta(coll, ranks):
-    model, alpha, beta = network.MODELS[coll], 35e-6, 1 / 3.2e9
+    model, alpha, beta = fit_comm.MODELS[coll], 35e-6, 1 / 3.2e9
     f = fit_alpha_beta(SIZES, ranks, model(SIZES, ranks, alpha, beta), model)
     assert f.alpha == pytest.approx(alpha, rel=0.01) and f.beta == pytest.approx(beta, rel=0.01)
     assert f.bw == pytest.approx(3.2e9, rel=0.01) and f.median_ape < 0.1 and f.n == len(SIZES)
 
 
 def test_fit_over_several_rank_counts_and_with_noise():
-    ring = network.MODELS["all_gather"]
+    ring = fit_comm.MODELS["all_gather"]
     n, p = np.r_[SIZES, SIZES], np.r_[np.full(17, 2), np.full(17, 4)]
     f = fit_alpha_beta(n, p, ring(n, p, 2e-6, 4e-10), ring)
     assert f.alpha == pytest.approx(2e-6, rel=0.01) and f.beta == pytest.approx(4e-10, rel=0.01)
@@ -55,7 +56,7 @@ def test_fit_over_several_rank_counts_and_with_noise():
 
 
 def test_fit_keeps_alpha_and_beta_non_negative_and_checks_input():
-    model = network.MODELS["all_reduce"]
+    model = fit_comm.MODELS["all_reduce"]
     f = fit_alpha_beta(SIZES, 2, 1e-9 * SIZES, model)  # no latency at all
     assert f.alpha >= 0 and f.alpha < 1e-9 and f.beta == pytest.approx(1e-9, rel=0.01)  # 2(P-1)/P = 1
     with pytest.raises(ValueError, match="cannot fit"):
@@ -75,7 +76,7 @@ def test_busbw_factors_follow_nccl_tests():
 
 def _synthetic_rows(ranks=4, alpha=50e-6, bw=2e9):
     rows = [{"collective": c, "num_ranks": ranks, "num_nodes": 1, "size_bytes": int(n), "count_elements": int(n) // 4,
-             "dtype": "float", "redop": "sum", "time_us": network.MODELS[c](n, ranks, alpha, 1 / bw) * 1e6}
+             "dtype": "float", "redop": "sum", "time_us": fit_comm.MODELS[c](n, ranks, alpha, 1 / bw) * 1e6}
             for c in network.COLLECTIVES for n in SIZES]
     info = {"backend": "gloo", "host": "h", "torch_version": "2.13.0", "python_version": "3.11", "date": "2026-01-01"}
     return network._frame(rows, info)
@@ -105,8 +106,10 @@ def test_a_run_whose_times_do_not_grow_with_the_size_still_gives_a_loadable_prof
     rows["time_us"] = 100.0
     prof = network.profile(rows)
     big = max(SIZES)
-    assert network.fits(rows)["all_reduce"]["bw_Bps"] > 1e15  # beta at (or next to) its bound 0
-    assert prof["intra"]["bw_Bps"] == pytest.approx(2 * 3 / 4 * big / 100e-6, rel=1e-3)  # ring: 2(P-1)/P n
+    link = fit_comm.fits(rows)["all_reduce"]
+    assert link["beta_s_per_byte"] < 1e-15 and link["bw_lower_bound"]  # beta at (or next to) its bound 0
+    assert link["bw_Bps"] == prof["intra"]["bw_Bps"] == pytest.approx(2 * 3 / 4 * big / 100e-6, rel=1e-3)  # 2(P-1)/P n
+    assert not fit_comm.fits(_synthetic_rows())["all_reduce"]["bw_lower_bound"]
     assert "a lower bound" in prof["intra"]["sources"]["bw_Bps"]
     cluster = _cluster_module()
     if cluster is not None:
@@ -193,8 +196,7 @@ def test_profile_of_the_run(tiny_run):
     out, result, _, _ = tiny_run
     prof = json.loads((out / "profile.json").read_text())
     assert prof["name"] == "cpu-host-gloo" and prof["gpus_per_node"] == 2 and prof["nodes"] == 1
-    fitted = result["fitted"]["all_reduce"]["bw_Bps"]  # a noisy run may leave beta at 0: the bound (test above)
-    assert prof["intra"]["bw_Bps"] == fitted > 0 or "a lower bound" in prof["intra"]["sources"]["bw_Bps"]
+    assert prof["intra"]["bw_Bps"] == result["fitted"]["all_reduce"]["bw_Bps"] > 0
     assert prof["intra"]["latency_s"] == result["fitted"]["all_reduce"]["alpha_s"] >= 0
     cluster = _cluster_module()
     if cluster is not None:

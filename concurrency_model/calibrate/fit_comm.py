@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable
 
 import numpy as np
+import pandas as pd
 from scipy.optimize import least_squares, nnls
 
 Model = Callable[[np.ndarray, np.ndarray, float, float], np.ndarray]
@@ -93,3 +94,43 @@ def predict(model: Model, fit: AlphaBeta, sizes, ranks) -> np.ndarray:
     n = np.atleast_1d(np.asarray(sizes, dtype=float))
     return np.asarray(model(n, np.broadcast_to(np.asarray(ranks, dtype=float), n.shape), fit.alpha, fit.beta),
                       dtype=float)
+
+
+# the cost models ``calibrate network`` fits per torch.distributed collective (in its measuring order), and the fits
+def _ring(n, p, a, b):
+    return (p - 1) * a + (p - 1) / p * n * b
+
+
+MODELS = {"all_reduce": lambda n, p, a, b: 2 * _ring(n, p, a, b), "all_gather": _ring, "reduce_scatter": _ring,
+          "broadcast": lambda n, p, a, b: np.ceil(np.log2(p)) * (a + n * b), "alltoall": _ring}
+_R = "(P-1) alpha + (P-1)/P n beta"
+MODEL_TEXT = {"all_reduce": "ring: 2(P-1) alpha + 2(P-1)/P n beta", "all_gather": f"ring: {_R}",
+              "reduce_scatter": f"ring: {_R}", "alltoall": f"pairwise: {_R}",
+              "broadcast": "binomial tree: ceil(log2 P) (alpha + n beta)"}
+LOSS = "soft_l1"  # of the fits: the odd slow size (a busy host) pulls less, as in compute's fits
+
+
+def _g(x: float) -> float:  # six significant digits
+    return float(f"{x:.6g}")
+
+
+def fits(rows: pd.DataFrame, ranks: int | None = None) -> dict:
+    """``{collective: {alpha_s, beta_s_per_byte, bw_Bps, bw_lower_bound, model, median_ape_pct, p90_ape_pct, rows}}``
+    fitted to the rows of ``ranks`` (default: the largest rank count), collectives with >= 2 sizes. ``bw_Bps`` is
+    ``1/beta``, unless beta carries under 1% of the largest message's time (a noisy run whose sizes resolve no time
+    per byte: beta at or near its bound 0): then the bandwidth that moves that message in its whole time, a lower
+    bound (``bw_lower_bound``)."""
+    ranks, out = (int(rows["num_ranks"].max()) if len(rows) else 0) if ranks is None else ranks, {}
+    for coll in [c for c in MODELS if c in set(rows["collective"])]:
+        r = rows[(rows["collective"] == coll) & (rows["num_ranks"] == ranks)]
+        if ranks < 2 or len(r) < 2:
+            continue
+        f = fit_alpha_beta(r["size_bytes"], ranks, r["time_us"] * 1e-6, MODELS[coll], loss=LOSS)
+        big = r.loc[r["size_bytes"].idxmax()]
+        per_byte, t_big = float(MODELS[coll](float(big["size_bytes"]), float(ranks), 0.0, 1.0)), big["time_us"] * 1e-6
+        bound = per_byte * f.beta < 0.01 * t_big
+        out[coll] = {"alpha_s": _g(f.alpha), "beta_s_per_byte": _g(f.beta),
+                     "bw_Bps": _g(per_byte / t_big if bound else f.bw), "bw_lower_bound": bool(bound),
+                     "model": MODEL_TEXT[coll], "median_ape_pct": round(f.median_ape, 2),
+                     "p90_ape_pct": round(f.p90_ape, 2), "rows": f.n, "num_ranks": ranks}
+    return out

@@ -46,7 +46,7 @@ import pandas as pd
 
 from ..progress import Progress
 from .files import atomic_write, check_targets
-from .fit_comm import fit_alpha_beta
+from .fit_comm import LOSS, MODEL_TEXT, _g, fits
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall")
 SIZES = tuple(2**k for k in range(10, 27))  # 1 KiB .. 64 MiB
@@ -55,29 +55,14 @@ QUICK_SIZES = tuple(2**k for k in range(10, 27, 2))  # 1, 4, 16, 64, 256 KiB, 1,
 FULL = {"warmup": 3, "reps": 60, "min_reps": 5, "budget_s": 1.5}  # 2 ranks ~35 s, 4 ranks ~70 s on 2 cores
 QUICK = {"warmup": 1, "reps": 7, "min_reps": 3, "budget_s": 0.15}
 TIMEOUT_S = 120.0  # one collective (process-group timeout); the parent gives up after this without news
-LOSS = "soft_l1"  # of the fits: the odd slow size (a busy host) pulls less, as in compute's fits
 BUSBW = {"all_reduce": lambda p: 2 * (p - 1) / p, "all_gather": lambda p: (p - 1) / p,
          "reduce_scatter": lambda p: (p - 1) / p, "alltoall": lambda p: (p - 1) / p, "broadcast": lambda p: 1.0}
 
 
-def _ring(n, p, a, b):
-    return (p - 1) * a + (p - 1) / p * n * b
-
-
-MODELS = {"all_reduce": lambda n, p, a, b: 2 * _ring(n, p, a, b), "all_gather": _ring, "reduce_scatter": _ring,
-          "alltoall": _ring, "broadcast": lambda n, p, a, b: np.ceil(np.log2(p)) * (a + n * b)}
-_R = "(P-1) alpha + (P-1)/P n beta"
-MODEL_TEXT = {"all_reduce": "ring: 2(P-1) alpha + 2(P-1)/P n beta", "all_gather": f"ring: {_R}",
-              "reduce_scatter": f"ring: {_R}", "alltoall": f"pairwise: {_R}",
-              "broadcast": "binomial tree: ceil(log2 P) (alpha + n beta)"}
 COLUMNS = ["collective", "num_ranks", "num_nodes", "size_bytes", "count_elements", "dtype", "redop", "time_us",
            "algbw_GBps", "busbw_GBps", "repetitions", "torch_op", "backend", "host", "torch_version",
            "python_version", "date"]
 FILES = ("measurements.csv", "profile.json")
-
-
-def _g(x: float) -> float:  # six significant digits
-    return float(f"{x:.6g}")
 
 
 def _ops(dist, torch, coll: str, count: int, p: int, dev):
@@ -231,21 +216,6 @@ def _spawn(p: int, backend: str, plan: dict, hooks: dict, timeout_s: float, on_m
     return error
 
 
-def fits(rows: pd.DataFrame, ranks: int | None = None) -> dict:
-    """``{collective: {alpha_s, beta_s_per_byte, bw_Bps, model, median_ape_pct, p90_ape_pct, rows}}``
-    fitted to the rows of ``ranks`` (default: the largest rank count), collectives with >= 2 sizes."""
-    ranks, out = (int(rows["num_ranks"].max()) if len(rows) else 0) if ranks is None else ranks, {}
-    for coll in [c for c in COLLECTIVES if c in set(rows["collective"])]:
-        r = rows[(rows["collective"] == coll) & (rows["num_ranks"] == ranks)]
-        if ranks < 2 or len(r) < 2:
-            continue
-        f = fit_alpha_beta(r["size_bytes"], ranks, r["time_us"] * 1e-6, MODELS[coll], loss=LOSS)
-        out[coll] = {"alpha_s": _g(f.alpha), "beta_s_per_byte": _g(f.beta), "bw_Bps": _g(f.bw),
-                     "model": MODEL_TEXT[coll], "median_ape_pct": round(f.median_ape, 2),
-                     "p90_ape_pct": round(f.p90_ape, 2), "rows": f.n, "num_ranks": ranks}
-    return out
-
-
 def _device_name(backend: str) -> str:
     """``cpu-host``, or the device preset of the first GPU (``NVIDIA H200`` -> ``h200-sxm-141gb``)."""
     if backend != "nccl":
@@ -273,16 +243,9 @@ def profile(rows: pd.DataFrame, device: str | None = None) -> dict:
           f"{r0['torch_version']}, python {r0['python_version']}, {backend}")
     how = (f"{coll} {MODEL_TEXT[coll]} fitted to {link['rows']} sizes on {ranks} ranks (least squares on log "
            f"time ratios, {LOSS} loss)")
-    bw, bw_how = link["bw_Bps"], f"1/beta of the {how}"
-    r = rows[(rows["collective"] == coll) & (rows["num_ranks"] == ranks)]
-    big = r.loc[r["size_bytes"].idxmax()]
-    per_byte = float(MODELS[coll](np.float64(big["size_bytes"]), np.float64(ranks), 0.0, 1.0))  # beta's factor
-    if per_byte * link["beta_s_per_byte"] < 0.01 * float(big["time_us"]) * 1e-6:
-        # the sizes did not resolve a time per byte (a noisy run: beta at or near its bound 0, bw near infinite)
-        bw = _g(per_byte / (float(big["time_us"]) * 1e-6))
-        bw_how = (f"a lower bound, the {how} leaving less than 1% of the largest message's time to beta: the "
-                  f"bandwidth that moves it ({int(big['size_bytes']):,} bytes) in its whole time")
-    tier = {"name": local, "kind": local, "bw_Bps": bw, "latency_s": link["alpha_s"], "efficiency": 1.0,
+    bw_how = (f"a lower bound, the {how} leaving less than 1% of the largest message's time to beta: the "
+              "bandwidth that moves it in its whole time") if link["bw_lower_bound"] else f"1/beta of the {how}"
+    tier = {"name": local, "kind": local, "bw_Bps": link["bw_Bps"], "latency_s": link["alpha_s"], "efficiency": 1.0,
             "sources": {"kind": f"{backend} ranks as processes on one host" if backend == "gloo" else
                         "assumed: NCCL between the GPUs of a node",
                         "bw_Bps": f"estimate: {bw_how}; {by}",

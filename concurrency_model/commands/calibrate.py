@@ -60,7 +60,8 @@ def show_network(out: dict) -> None:
     print(f"calibrated in {out['elapsed_s']:.1f} s: {out['rows']} measurements ({out['backend']}, {out['ranks']} ranks)"
           f" -> {out['out']}")
     for coll, f in out["fitted"].items():
-        print(f"  {coll:<15} alpha {f['alpha_s'] * 1e6:9.2f} us, bw {f['bw_Bps'] / 1e9:8.3f} GB/s "
+        at_least = ">=" if f.get("bw_lower_bound") else ""
+        print(f"  {coll:<15} alpha {f['alpha_s'] * 1e6:9.2f} us, bw {at_least}{f['bw_Bps'] / 1e9:8.3f} GB/s "
               f"(median APE {f['median_ape_pct']:.1f} %; {f['model']})")
     for coll, why in out["skipped"].items():
         print(f"  {coll:<15} skipped: {why}")

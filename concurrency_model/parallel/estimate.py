@@ -239,15 +239,16 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     rec, schedule = tr["recompute"], par["schedule"]
     shape = transformer_shape(w.graph(b))
     act_graph = w.activation_bytes(b, rec, t) if shape is None else 0.0
+    frozen = w.frozen_weight_bytes(e)
     mem_fn = compose.memory_fn(w.state_params(e), tr["optimizer"], tr["dtype"], tr["zero_stage"],
                                "1f1b" if schedule == "interleaved" and v == 1 else schedule, rec,
                                par["sequence_parallel"],
                                None if shape is None else tuple(shape[k] for k in ("s", "h", "a", "layers", "vocab")),
                                p == 1, par["context_algorithm"], shape["kv"] if shape else None, w.replicated_params,
-                               w.frozen_weight_bytes(e))
+                               frozen)
     state, act = (float(x) for x in mem_fn(b, t, p, m, v, par["data"], act_graph, c))
     # the optimizer's pass streams the trained parameters' state, not the frozen weights (:mod:`.lora`)
-    trained = state - compose.frozen_bytes(w.frozen_weight_bytes(e), tr["zero_stage"], p == 1, t, p, par["data"] * c)
+    trained = state - compose.frozen_bytes(frozen, tr["zero_stage"], p == 1, t, p, par["data"] * c)
     return trained, memory.memory_per_device(state, act, sc.cluster.device)
 
 

@@ -264,14 +264,15 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
         per_b = {(b, r, t): w.activation_bytes(int(b), r, int(t)) for b, r, t in set(keyed)}
         act_graph = np.array([per_b[k] for k in keyed])
     for (s_, r_, q_, z_, one, a_, e_), idx in keys.groupby(["s", "r", "q", "z", "one", "a", "e"]).indices.items():
+        frozen_bytes = w.frozen_weight_bytes(int(e_))
         f = compose.memory_fn(w.state_params(int(e_)), tr["optimizer"], tr["dtype"], int(z_), s_, r_, bool(q_),
                               shape_t, bool(one), a_, shape["kv"] if shape else None, w.replicated_params,
-                              w.frozen_weight_bytes(int(e_)))
+                              frozen_bytes)
         L = lay.iloc[idx]
         st, ac = f(*(L[c].to_numpy(dtype=float) for c in ("microbatch_size", "tensor", "pipeline", "microbatches",
                                                          "interleave", "data")), act_graph[idx],
                    L["context"].to_numpy(dtype=float))
-        frozen = compose.frozen_bytes(w.frozen_weight_bytes(int(e_)), int(z_), bool(one), L["tensor"].to_numpy(float),
+        frozen = compose.frozen_bytes(frozen_bytes, int(z_), bool(one), L["tensor"].to_numpy(float),
                                       L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))
         state[idx], mem[idx] = st - frozen, st + ac  # the optimizer streams the trained state (:mod:`.lora`)
     fits = mem <= float(sc.cluster.device.mem_capacity)

@@ -308,8 +308,7 @@ def _residual_band(predicted, groups, train_log_ratio, train_groups) -> tuple[np
 
 
 def _measured_network(name: str, folder) -> pd.DataFrame:
-    from ..calibrate.fit_comm import fit_alpha_beta, predict
-    from ..calibrate.network import LOSS, MODELS
+    from ..calibrate.fit_comm import LOSS, MODELS, fit_alpha_beta, predict
     df = datasets.load_measured(folder).assign(row=lambda d: d.index + 2)
     parts = []
     for (coll, ranks), g in df.groupby(["collective", "num_ranks"], sort=False):
