@@ -143,3 +143,19 @@ def test_family_spec_and_errors():
         get_model("alexnet", image_size=8)
     with pytest.raises(ValueError, match="image_size"):
         get_model("gpt2", image_size=224)
+
+
+def test_a_graph_is_built_once_unless_its_source_can_change(tmp_path):
+    """get_model keeps the graphs it built (a serving sweep asks for the same few hundreds of times) only where
+    nothing can change between calls: not for a config file on disk, nor for a symbolic batch."""
+    import json
+    a = get_model({"kind": "gpt", "layers": 2, "hidden": 64, "heads": 4, "seq_len": 32, "vocab": 100}, batch=2)
+    assert get_model({"vocab": 100, "seq_len": 32, "heads": 4, "hidden": 64, "layers": 2, "kind": "gpt"}, batch=2) is a
+    assert get_model({"kind": "gpt", "layers": 2, "hidden": 64, "heads": 4, "seq_len": 32, "vocab": 100}, batch=3) is not a
+    assert get_model("lenet5", batch=N) is not get_model("lenet5", batch=N)
+    cfg = {"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 32, "vocab_size": 100}
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(cfg))
+    small = get_model({"hf_config": str(f)}).params
+    f.write_text(json.dumps({**cfg, "n_layer": 3}))  # the file changed: the graph is built from it again
+    assert get_model({"hf_config": str(f)}).params > small

@@ -11,6 +11,8 @@ Models from elsewhere (:mod:`concurrency_model.frontends`): ``{"hf_config": path
 """
 from __future__ import annotations
 
+import json
+from collections import OrderedDict
 from functools import partial
 from typing import Callable
 
@@ -61,9 +63,42 @@ def get_model(model, batch=1, image_size: int | None = None, value_bytes=4, **op
     """
     if isinstance(model, Graph):
         return _reuse(model, batch, value_bytes, image_size, options)
+    key = _cache_key(model, batch, image_size, value_bytes, options)
+    if key in _BUILT:
+        _BUILT.move_to_end(key)
+        return _BUILT[key]
     g = _build(model, batch, image_size, value_bytes, options)
     g.rebuild = partial(_build, model, image_size=image_size, options=options)
+    if key is not None:
+        _BUILT[key] = g
+        if len(_BUILT) > CACHE_SIZE:
+            _BUILT.popitem(last=False)
     return g
+
+
+CACHE_SIZE = 32  # graphs kept: a serving sweep builds the same few graphs hundreds of times
+_BUILT: OrderedDict = OrderedDict()
+
+
+def _cache_key(model, batch, image_size, value_bytes, options) -> str | None:
+    """The key of a built graph that cannot change between calls (graphs are never changed once built): a zoo
+    name, a family spec or a shipped Hugging Face preset, at a numeric batch; ``None`` (built afresh) for files
+    (an ONNX model or a config on disk may change), symbolic batches and anything not JSON."""
+    if not isinstance(batch, int) or isinstance(batch, bool):
+        return None
+    if isinstance(model, dict):
+        source = model.get("hf_config")
+        if "onnx" in model or (isinstance(source, str) and not _hf_preset(source)):
+            return None
+    try:
+        return json.dumps([model, batch, image_size, value_bytes, options], sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+
+
+def _hf_preset(name: str) -> bool:
+    from ..frontends.hf import preset_names
+    return name in preset_names()
 
 
 def _reuse(g: Graph, batch, value_bytes, image_size, options) -> Graph:
