@@ -22,6 +22,7 @@ from .parallel.consistency import CONSISTENCY
 from .parallel.data_parallel import BATCH_NORM
 from .parallel.gossip import TOPOLOGIES
 from .ops.optimizer import RULES
+from .parallel.lora import BASE_BYTES
 from .parallel.layerwise import TENSOR_LAYERS
 from .routing import check_imbalance
 from .units import DTYPE_BYTES
@@ -42,7 +43,8 @@ CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tens
            "recompute": ("none", "selective", "full"),
            "optimizer": tuple(RULES), "dtype": tuple(DTYPE_BYTES),
            "sync": ("allreduce", "parameter_server", "gossip"), "compression": COMPRESSIONS,
-           "gossip_topology": TOPOLOGIES, "consistency": CONSISTENCY, "batch_norm": BATCH_NORM}
+           "gossip_topology": TOPOLOGIES, "consistency": CONSISTENCY, "batch_norm": BATCH_NORM,
+           "lora_base_dtype": tuple(BASE_BYTES)}  # or null: a field whose default is null may stay null
 TOP = ("model", "cluster", "parallel", "training", "run", "inference", "name", "notes")
 
 
@@ -76,7 +78,7 @@ def _section(raw: dict, name: str, defaults: dict) -> dict:
     for k, v in out.items():
         default = defaults[k]
         where = f"{name}.{k}"
-        if k in CHOICES and v not in CHOICES[k]:
+        if k in CHOICES and v not in CHOICES[k] and not (v is None is default):
             raise ValueError(f"{where}: unknown {v!r}; allowed: {', '.join(CHOICES[k])}")
         if isinstance(default, bool):
             if not isinstance(v, bool):

@@ -76,8 +76,14 @@ def test_inception_v3_is_torchvision_without_the_auxiliary_classifier():
     assert shapes["Mixed_5d.concat"] == (288, 35, 35) and shapes["Mixed_6e.concat"] == (768, 17, 17)
     assert shapes["Mixed_7c.concat"] == (2048, 8, 8)
     assert get_model({"name": "inception_v3", "image_size": 75}).params == g.params  # the smallest input
-    with pytest.raises(ValueError, match="image_size: inception_v3 needs at least 75x75"):
+    with pytest.raises(ValueError, match=r"^model.image_size: inception_v3 cannot take 74x74 inputs \(it needs at "
+                                         r"least 75x75\)"):
         get_model({"name": "inception_v3", "image_size": 74})
+    with pytest.raises(ValueError, match=r"^model.image_size: alexnet cannot take 32x32 inputs \(kh: kernel extent"):
+        get_model({"name": "alexnet", "image_size": 32})
+    for bad in ("x", 0, 64.0):  # was: 0 silently took the default 224, "x" a bare int() error
+        with pytest.raises(ValueError, match="^model.image_size: must be a positive integer"):
+            get_model({"name": "resnet50", "image_size": bad})
 
 
 def test_gpt3_175b():
@@ -159,3 +165,14 @@ def test_a_graph_is_built_once_unless_its_source_can_change(tmp_path):
     small = get_model({"hf_config": str(f)}).params
     f.write_text(json.dumps({**cfg, "n_layer": 3}))  # the file changed: the graph is built from it again
     assert get_model({"hf_config": str(f)}).params > small
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"kind": "bert", "layers": -1}, r"^layers: must be an integer in \[1, 10000\], got -1"),  # was 0 layers, silently
+    ({"kind": "bert", "max_positions": "a"}, "^max_positions: must be a positive integer"),
+    ({"kind": "gpt", "layers": 10**9}, r"^layers: must be an integer in \[1, 10000\]"),  # was hours of building
+    ({"kind": "mlp", "inputs": 3, "outputs": 2, "layers": 10**7}, r"^model.layers: must be an integer in \[0, 10000\]"),
+])
+def test_family_sizes_are_checked(spec, message):
+    with pytest.raises(ValueError, match=message):
+        get_model(spec)

@@ -18,6 +18,7 @@ from typing import Callable
 
 import sympy as sp
 
+from ..checks import count
 from ..graph import Graph
 from . import cnn, mlp, rnn, transformer
 from .builder import Builder
@@ -158,8 +159,12 @@ def _build(model, batch=1, image_size=None, value_bytes=4, options=None) -> Grap
     b = Builder(model, batch, value_bytes)
     try:
         if model in IMAGE_MODELS:
-            size = image_size or DEFAULT_IMAGE_SIZE.get(model, 224)
-            IMAGE_MODELS[model](b, image_size=size, **options)
+            size = DEFAULT_IMAGE_SIZE.get(model, 224) if image_size is None else count("model.image_size", image_size)
+            try:
+                IMAGE_MODELS[model](b, image_size=size, **options)
+            except ValueError as e:  # a layer's window over a feature map the input made too small
+                why = str(e).removeprefix("image_size: ")
+                raise ValueError(f"model.image_size: {model} cannot take {size}x{size} inputs ({why})") from None
         else:
             if image_size is not None:
                 raise ValueError(f"image_size: {model} takes token sequences, not images")

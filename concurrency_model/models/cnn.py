@@ -256,7 +256,7 @@ def inception_v3(b: Builder, image_size: int = 299, classes: int = 1000) -> str:
     torchvision's BasicConv2d (no bias, batch norm, ReLU: :func:`_conv_bn_relu`), so the parameters equal
     torchvision's."""
     if image_size < 75:  # the stem and the two grid reductions leave 1x1 at 75 (torchvision's minimum)
-        raise ValueError(f"image_size: inception_v3 needs at least 75x75 inputs, got {image_size}")
+        raise ValueError("it needs at least 75x75")
     x = b.input((3, image_size, image_size))
     x = _conv_bn_relu(b, x, 32, 3, 2, name="Conv2d_1a_3x3")
     x = _conv_bn_relu(b, x, 32, 3, name="Conv2d_2a_3x3")

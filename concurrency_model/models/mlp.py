@@ -11,12 +11,13 @@ of widths (then ``layers`` is its length).
 from __future__ import annotations
 
 from ..checks import count
+from .transformer import MAX_LAYERS
 from .builder import Builder
 
 
 def mlp(b: Builder, inputs: int, outputs: int, hidden=2048, layers: int = 7, activation: str = "sigmoid") -> str:
     for name, v in (("inputs", inputs), ("outputs", outputs), ("layers", layers)):
-        count(f"model.{name}", v, low=0 if name == "layers" else 1)
+        count(f"model.{name}", v, low=0 if name == "layers" else 1, high=MAX_LAYERS if name == "layers" else None)
     widths = list(hidden) if isinstance(hidden, (list, tuple)) else [hidden] * layers
     for i, w in enumerate(widths):
         count(f"model.hidden[{i}]" if isinstance(hidden, (list, tuple)) else "model.hidden", w)

@@ -20,6 +20,7 @@ from ..ops import dense
 from .builder import Builder
 
 
+MAX_LAYERS = 10_000  # a graph of more blocks takes minutes to build: a typo, not a model
 LM_HEAD = "lm_head"  # the name of the output projection onto the vocabulary in every zoo language model
 
 
@@ -66,6 +67,12 @@ def post_ln_block(b: Builder, x, heads, ffn, fused=False):
     return b.layer_norm(b.add(x, _mlp(b, x, ffn), name="add2"), name="ln2")
 
 
+def _check_sizes(**sizes) -> None:
+    """Each size a positive integer (``ValueError`` naming it; ``layers`` at most ``MAX_LAYERS``)."""
+    for k, v in sizes.items():
+        count(k, v, high=MAX_LAYERS if k == "layers" else None)
+
+
 def gpt(b: Builder, layers=12, hidden=768, heads=12, seq_len=1024, vocab=50257, ffn=None,
         fused_attention=False, max_positions=None) -> str:
     """A GPT-2-style decoder (Radford et al. 2019): learned positions, pre-LN, causal attention, tied output.
@@ -73,8 +80,7 @@ def gpt(b: Builder, layers=12, hidden=768, heads=12, seq_len=1024, vocab=50257, 
     ``gpt2`` = 12 x 768, 12 heads, 1024 positions, vocab 50257: 124,439,808 parameters.
     ``gpt3-175b`` = 96 x 12288, 96 heads, 2048 context (Brown et al. 2020, Table 2.1): about 174.6e9.
     """
-    for k, v in (("layers", layers), ("hidden", hidden), ("heads", heads), ("seq_len", seq_len), ("vocab", vocab)):
-        count(k, v)
+    _check_sizes(layers=layers, hidden=hidden, heads=heads, seq_len=seq_len, vocab=vocab)
     if hidden % heads:
         raise ValueError(f"heads: hidden={hidden} must be divisible by heads={heads}")
     positions = max_positions or seq_len
@@ -104,6 +110,8 @@ def bert(b: Builder, layers=12, hidden=768, heads=12, seq_len=512, vocab=30522, 
     masked positions do ~15% of that decoder's work."""
     if head not in BERT_HEADS:
         raise ValueError(f"model.head: unknown {head!r}; allowed: {', '.join(BERT_HEADS)}")
+    _check_sizes(layers=layers, hidden=hidden, heads=heads, seq_len=seq_len, vocab=vocab, max_positions=max_positions,
+                 type_vocab=type_vocab, **({} if ffn is None else {"ffn": ffn}))
     if hidden % heads:
         raise ValueError(f"heads: hidden={hidden} must be divisible by heads={heads}")
     if seq_len > max_positions:
@@ -267,9 +275,7 @@ def decoder(b: Builder, layers=32, hidden=4096, heads=32, seq_len=4096, vocab=32
     >>> b.graph.params
     6738415616
     """
-    for k, v in (("layers", layers), ("hidden", hidden), ("heads", heads), ("seq_len", seq_len), ("vocab", vocab),
-                 ("ffn", ffn)):
-        count(k, v)
+    _check_sizes(layers=layers, hidden=hidden, heads=heads, seq_len=seq_len, vocab=vocab, ffn=ffn)
     kv_heads = kv_heads or heads
     if head_dim is None:
         if hidden % heads:
