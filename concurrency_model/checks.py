@@ -58,6 +58,9 @@ def number(field: str, v, *, low: float = 0.0, low_ok: bool = False, high: float
     return f
 
 
+EXACT = 2**53  # float64 holds every integer up to 2**53 exactly, and not every one past it
+
+
 def count(field: str, v, *, low: int = 1, high: int | None = None, none_ok: bool = False,
           symbols_ok: bool = False):
     """``v`` as an int if it is an integer ``>= low`` (and ``<= high``), else ``ValueError`` naming
@@ -81,4 +84,6 @@ def count(field: str, v, *, low: int = 1, high: int | None = None, none_ok: bool
         else:
             what = "a positive integer" if low == 1 else f"an integer >= {low}"
         raise ValueError(f"{field}: must be {what}, got {v!r}")
+    if int(v) > EXACT:
+        raise ValueError(f"{field}: {int(v):.3g} is past 2**53, where the model's floating point stops counting exactly")
     return int(v)

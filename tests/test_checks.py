@@ -56,3 +56,6 @@ def test_count_bounds():
         count("stages", 4, high=3)
     with pytest.raises(ValueError, match=r"^k: must be an integer >= 0, got -1$"):
         count("k", -1, low=0)
+    assert count("vocab", 2**53) == 2**53  # the last integer float64 and every one below it hold exactly
+    with pytest.raises(ValueError, match=r"^vocab: 1e\+30 is past 2\*\*53"):  # was an OverflowError deep inside
+        count("vocab", 10**30)
