@@ -38,8 +38,15 @@ between the ``t p`` GPUs of each side over ``min(t_p p_p, t_d p_d)`` NICs [D].
 A plan is a ``(t_p, p_p, t_d, p_d, n)``: the fewest prefill replicas whose mean first token is within
 ``max_first_token_s`` (or whose queue is stable, without a target) and the fewest decode replicas whose mean time
 per output token is within ``max_decode_s`` (likewise). Iterations at full slots (a lighter load runs them faster:
-conservative); the prefill batches no prompts together (DistServe batches prompts up to a token budget); no
-expert parallelism. A decode replica's memory: weights, ``n`` caches of ``P + O`` positions and the step's
+conservative); the prefill batches no prompts together (DistServe batches prompts up to a token budget).
+
+**Expert groups** (a mixture of experts): each pool's replicas also share their experts in groups of ``e`` (every
+power of two that divides the experts, ``t e`` GPUs inside a node, no pipeline stages: :func:`~concurrency_model.
+capacity.layouts`, as infer serves them), a device holding the dense weights and ``1/e`` of the experts, a pass's
+all-to-alls over the group (:class:`~concurrency_model.serving.Comm`, with ``parallel.expert_imbalance``). The
+group's replicas step together, so a group of prefill replicas is a server of ``e`` prompts of service ``S_p`` and
+a group of decode replicas of ``n`` slots each one of ``e n`` slots; the replica counts are multiples of ``e`` [D].
+A decode replica's memory: weights, ``n`` caches of ``P + O`` positions and the step's
 workspace; a prefill replica's: weights, one prompt's cache and its pass's workspace (each a stage's share).
 """
 from __future__ import annotations
@@ -55,15 +62,18 @@ from .models.transformer import check_tensor_split
 from .parallel.memory import memory_per_device
 from .progress import Progress
 from .queueing import replicas_for
+from .routing import check_applies, check_imbalance
 from .scenario import read_scenario
-from .serving import Comm, check_weight_sparsity, kv_cache_bytes, model_graph, weights_bytes, workspace_bytes
+from .serving import (Comm, check_weight_sparsity, expert_count, kv_cache_bytes, model_graph, weights_bytes,
+                      workspace_bytes)
 from .units import dtype_bytes
 
 
 def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_decode_s: float | None = None,
          progress: bool = False, pipelines: tuple | None = None) -> pd.DataFrame:
     """Every ``(prefill_tensor, decode_tensor, slots)`` inside a node (powers of two; slots up to the most a decode
-    replica holds), at every pipeline degree of ``pipelines`` on each side (default 1), of a causal decoder's
+    replica holds), at every pipeline degree of ``pipelines`` on each side (default 1) and, for a mixture of
+    experts, every expert group (columns ``prefill_expert, decode_expert``), of a causal decoder's
     scenario under ``load_rps``, one row each: ``prefill_pipeline, decode_pipeline, prefill_replicas,
     decode_replicas, gpus, first_token_s, decode_s_per_token, iteration_s, prefill_s, prefill_wait_s,
     kv_transfer_s, decode_wait_s, tokens_per_s_per_gpu, meets_target``; sorted by GPUs, then time per output
@@ -87,10 +97,9 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
             raise ValueError(f"inference.{k}: not in a disaggregated plan (the load is the plan's own argument)")
     par = raw.get("parallel") or {}
     if any(par.get(k, 1) != 1 for k in ("data", "pipeline", "context", "expert")):
-        raise ValueError("parallel: a disaggregated plan chooses each pool's tensor degree (and pipeline degree, "
-                         "--pipelines); give no parallelism")
-    if par.get("expert_imbalance", 1.0) != 1.0:
-        raise ValueError("parallel.expert_imbalance: a disaggregated plan has no expert parallelism for it to act on")
+        raise ValueError("parallel: a disaggregated plan chooses each pool's tensor and expert degrees (and pipeline "
+                         "degree, --pipelines); give no parallelism")
+    imb = check_imbalance("parallel.expert_imbalance", par.get("expert_imbalance", 1.0))
     cl = load_cluster(raw.get("cluster", "dgx-a100"))
     dev, dtype, vb = cl.device, inf["dtype"], dtype_bytes(inf["dtype"])
     P, O, S, host = inf["prompt_len"], inf["decode_len"], inf["prefix_len"], inf["host_overhead_s"]
@@ -99,22 +108,27 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
     sparsity = check_weight_sparsity(dev, dtype, inf["weight_sparsity"], inf["weight_dtype"])
     P = S + max(1, round(prompts.mean))  # the mean prompt; a prefill replica holds the longest one's cache
     g_pre, g_new = model_graph(model, 1, P, vb), model_graph(model, 1, P - S, vb)
-    weights, quantized = weights_bytes(g_pre, vb, inf["weight_dtype"], sparsity)
+    experts = expert_count(g_pre)
+    check_applies(imb, experts)
     per_token = kv_cache_bytes(shape["layers"], 1, 1, shape["kv_heads"], shape["head_dim"], vb)
     stages = [count("pipelines", p) for p in dict.fromkeys(pipelines or (1,))]
     if max(stages) > shape["layers"]:
         raise ValueError(f"pipelines: {max(stages)} stages for {shape['layers']} layers")
-    sides = [(t, p) for t in [t for t, _ in layouts(cl.gpus_per_node, 0) if _splits(g_pre, t)] for p in stages]
+    # (tensor, expert group, stages): expert parallelism without stages, as infer models it
+    sides = [(t, e or 1, p) for t, e in layouts(cl.gpus_per_node, experts) if _splits(g_pre, t) for p in stages
+             if (e or 1) == 1 or p == 1]
+    weights = {e: weights_bytes(g_pre, vb, inf["weight_dtype"], sparsity, e) for e in {e for _, e, _ in sides}}
+    quantized = weights[1][1] if 1 in weights else next(iter(weights.values()))[1]
 
-    prefill = {}  # (tensor, stages) -> seconds of one prompt's pass, for the replicas that hold the model and a prompt
-    for t, p in sides:
+    prefill = {}  # (tensor, expert, stages) -> seconds of one prompt's pass, for replicas that hold the model and a prompt
+    for t, e, p in sides:
         kv = kv_cache_bytes(shape["layers"], 1, S + prompts.longest, shape["kv_heads"], shape["head_dim"], vb, t)
-        if memory_per_device(weights / (t * p), workspace_bytes(g_pre, t, 1, vb), dev,
+        if memory_per_device(weights[e][0] / (t * p), workspace_bytes(g_pre, t, 1, vb), dev,
                              extra={"kv_cache": kv / p})["fits"]:
-            s = prefill_pass(g_new, shape["hidden"], dev, dtype, t, 1, Comm(cl, t, p), P, host, quantized, sparsity,
-                             S, g_pre)
-            prefill[t, p] = sum(s.breakdown.values())
-    decode = {(t, p): _slots(model, shape, dev, vb, t, P + O, weights / t, S, p) for t, p in sides}
+            s = prefill_pass(g_new, shape["hidden"], dev, dtype, t, 1, Comm(cl, t, p, e, imb), P, host, quantized,
+                             sparsity, S, g_pre)
+            prefill[t, e, p] = sum(s.breakdown.values())
+    decode = {(t, e, p): _slots(model, shape, dev, vb, t, P + O, weights[e][0] / t, S, p) for t, e, p in sides}
     decode = {k: s for k, s in decode.items() if s}
     if not prefill or not decode:
         raise ValueError(f"memory: the model does not fit a {'prefill' if not prefill else 'decode'} replica on up to "
@@ -122,15 +136,17 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
     inter = place(cl, 2, 1).inter  # the pools on different nodes
     rows = []
     with Progress(sum(len(s) for s in decode.values()), "disaggregated plan", enabled=progress) as bar:
-        for (td, pd_), slots in decode.items():
+        for (td, ed, pd_), slots in decode.items():
             for n in slots:  # a group of n / p_d slots passes every stage in an iteration
                 step = decode_step(model_graph(model, n // pd_, 1, vb), shape, dev, dtype, td, n // pd_,
-                                   Comm(cl, td, pd_), P + 1, P + O, host, quantized, sparsity).seconds
-                for (tp, pp), s_p in prefill.items():
-                    rows.append(_row(load_rps, (tp, pp), s_p, (td, pd_), n, step, dist, (P - S) * per_token, inter,
-                                     max_first_token_s, max_decode_s, prompts.cv2))
+                                   Comm(cl, td, pd_, ed, imb), P + 1, P + O, host, quantized, sparsity).seconds
+                for prefill_side, s_p in prefill.items():
+                    rows.append(_row(load_rps, prefill_side, s_p, (td, ed, pd_), n, step, dist, (P - S) * per_token,
+                                     inter, max_first_token_s, max_decode_s, prompts.cv2))
                 bar.update()
     df = pd.DataFrame(rows)
+    if not experts:
+        df = df.drop(columns=["prefill_expert", "decode_expert"])
     return df.sort_values(["meets_target", "gpus", "decode_s_per_token"], ascending=[False, True, True],
                           kind="stable").reset_index(drop=True)
 
@@ -162,21 +178,23 @@ def _slots(model, shape, dev, vb: int, t: int, context: int, weights: float, sha
 
 def _row(load, prefill: tuple, s_p, decode: tuple, n, step, dist, kv_bytes, inter, max_first, max_decode,
          cv2_prompt: float = 0.0) -> dict:
-    """One plan (module docstring): ``prefill``, ``decode`` the pools' ``(tensor, stages)``; ``cv2_prompt``: the spread
-    of the prompts' passes (of their new tokens')."""
-    (tp, pp), (td, pd_) = prefill, decode
+    """One plan (module docstring): ``prefill``, ``decode`` the pools' ``(tensor, expert group, stages)``, ``n`` the
+    slots of a decode replica; ``cv2_prompt``: the spread of the prompts' passes (of their new tokens'). A pool's
+    replicas come in expert groups, each group's ``e`` replicas a server of ``e`` prompts (or ``e n`` slots)."""
+    (tp, ep, pp), (td, ed, pd_) = prefill, decode
     alpha, beta = inter
     transfer = alpha + kv_bytes / min(tp * pp, td * pd_) * beta
     room_first = None if max_first is None else max_first - s_p
-    r_p, w_p = replicas_for(load, 1, s_p / pp, cv2_prompt, room_first)  # a new prompt every stage time
+    g_p, w_p = replicas_for(load, ep, s_p / pp, cv2_prompt, room_first)  # a new prompt every stage time
     others = max(1.0, dist.mean - 1)  # the tokens after the first
     room_decode = None if max_decode is None else (max_decode - step) * others - transfer
-    r_d, w_d = replicas_for(load, n, dist.mean * step, dist.cv2, room_decode)
+    g_d, w_d = replicas_for(load, ed * n, dist.mean * step, dist.cv2, room_decode)
+    r_p, r_d = g_p * ep, g_d * ed
     first, tpot = w_p + s_p, (transfer + w_d) / others + step
     gpus = r_p * tp * pp + r_d * td * pd_
     ok = (max_first is None or first <= max_first) and (max_decode is None or tpot <= max_decode)
-    return {"prefill_tensor": tp, "prefill_pipeline": pp, "prefill_replicas": r_p, "decode_tensor": td,
-            "decode_pipeline": pd_, "decode_replicas": r_d, "slots": n,
+    return {"prefill_tensor": tp, "prefill_expert": ep, "prefill_pipeline": pp, "prefill_replicas": r_p,
+            "decode_tensor": td, "decode_expert": ed, "decode_pipeline": pd_, "decode_replicas": r_d, "slots": n,
             "gpus": gpus, "first_token_s": first, "decode_s_per_token": tpot, "iteration_s": step,
             "prefill_s": s_p, "prefill_wait_s": w_p, "kv_transfer_s": transfer, "decode_wait_s": w_d,
             "tokens_per_s_per_gpu": load * dist.mean / gpus, "meets_target": bool(ok)}

@@ -73,7 +73,7 @@ def test_bad_input_names_the_field():
         plan({**SC, "inference": {**SC["inference"], "batching": "continuous", "load_rps": 3}}, 5.0)
     with pytest.raises(ValueError, match=r"^parallel: a disaggregated plan chooses"):
         plan({**SC, "parallel": {"pipeline": 2}}, 5.0)
-    with pytest.raises(ValueError, match=r"^parallel.expert_imbalance: a disaggregated plan has no expert"):
+    with pytest.raises(ValueError, match=r"^parallel.expert_imbalance: 1.3 needs a model with mixture-of-experts"):
         plan({**SC, "parallel": {"expert_imbalance": 1.3}}, 5.0)
     with pytest.raises(ValueError, match=r"^model: inference with a KV cache needs a causal decoder"):
         plan({**SC, "model": "bert-base"}, 5.0)
@@ -141,3 +141,46 @@ def test_a_large_model_across_stages(tmp_path, capsys, monkeypatch):
     out = json.loads(capsys.readouterr().out)
     assert {"prefill_pipeline", "decode_pipeline"} <= set(out["best"])
     assert {r["decode_pipeline"] for r in out["plans"]} == {1, 2}
+
+
+MOE = {"model": {"hf_config": {"model_type": "mixtral", "num_hidden_layers": 4, "hidden_size": 1024,
+                               "intermediate_size": 3584, "num_attention_heads": 16, "num_key_value_heads": 4,
+                               "vocab_size": 32000, "max_position_embeddings": 4096, "num_local_experts": 8,
+                               "num_experts_per_tok": 2}},
+       "cluster": "dgx-h100", "inference": {"prompt_len": 512, "decode_len": 64}}
+
+
+def test_expert_groups_by_hand():
+    """A mixture of experts: each pool's replicas also in expert groups (the experts split over e replicas, as infer
+    serves them), a group of e prefill replicas a server of e prompts, a group of e decode replicas of n slots each
+    one of e n slots; a dense model's plan has no such columns."""
+    df = plan(MOE, LOAD, max_first_token_s=0.05, max_decode_s=0.01)
+    assert set(df["prefill_expert"]) == set(df["decode_expert"]) == {1, 2, 4, 8}
+    assert (df["prefill_tensor"] * df["prefill_expert"] <= 8).all()
+    row = df[(df["prefill_tensor"] == 1) & (df["prefill_expert"] == 2) & (df["decode_tensor"] == 1)
+             & (df["decode_expert"] == 4) & (df["slots"] == 32)].iloc[0]
+    cl = load_cluster("dgx-h100")
+    graph = model_graph(MOE["model"], 1, None, 2)
+    dev, shape = cl.device, model_shape(graph)
+    s_p = sum(prefill_pass(model_graph(MOE["model"], 1, P, 2), shape["hidden"], dev, "fp16", 1, 1, Comm(cl, 1, 1, 2),
+                           P).breakdown.values())
+    assert row["prefill_s"] == pytest.approx(s_p, rel=1e-12)
+    groups, wait = replicas_for(LOAD, 2, s_p, 0.0, 0.05 - s_p)
+    assert (row["prefill_replicas"], row["prefill_wait_s"]) == (2 * groups, wait)
+    step = decode_step(model_graph(MOE["model"], 32, 1, 2), shape, dev, "fp16", 1, 32, Comm(cl, 1, 1, 4), P + 1,
+                       P + O).seconds
+    assert row["iteration_s"] == pytest.approx(step, rel=1e-12)
+    room = (0.01 - step) * (O - 1) - row["kv_transfer_s"]
+    groups, wait = replicas_for(LOAD, 4 * 32, O * step, 0.0, room)
+    assert row["decode_replicas"] == 4 * groups and row["decode_wait_s"] == pytest.approx(wait, rel=1e-12)
+    assert row["gpus"] == row["prefill_replicas"] + row["decode_replicas"]
+    most = df.groupby(["decode_tensor", "decode_expert"])["slots"].max()
+    assert most[1, 1] < most[1, 2] < most[1, 4] < most[1, 8]  # each device holds fewer experts: room for caches
+    hot = plan({**MOE, "parallel": {"expert_imbalance": 1.5}}, LOAD, max_first_token_s=0.05, max_decode_s=0.01)
+    key = ["prefill_tensor", "prefill_expert", "decode_tensor", "decode_expert", "slots"]
+    both = df.merge(hot, on=key, suffixes=("", "_hot"))
+    one = (both["decode_expert"] == 1)
+    assert (both["iteration_s_hot"][one] == both["iteration_s"][one]).all()  # one replica: nothing to wait for
+    assert (both["iteration_s_hot"][~one] > both["iteration_s"][~one]).all()  # the busiest device's rows
+    assert _layout(row.to_dict(), "decode") == "tensor 1, the experts split over groups of 4"
+    assert "prefill_expert" not in plan(SC, LOAD).columns
