@@ -17,7 +17,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from .checks import count, number
+from .checks import count, items, number
 from .cluster import load_cluster
 from .inference import infer, is_causal_decoder
 from .lengths import lengths
@@ -187,8 +187,9 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
                          "give the load to the sweep (--load RPS, load_rps=) to size the replicas for it")
     for name, v in (("max_decode_s", max_decode_s), ("max_first_token_s", max_first_token_s), ("load_rps", load_rps)):
         number(name, v, none_ok=True)
-    formats = {None: raw} if not weights else {f: _with_weights(raw, f) for f in weights}
-    stages = [None] if not pipelines else [count("pipelines", p) for p in dict.fromkeys(pipelines)]
+    given = items("weights", weights if weights is not None else ())
+    formats = {f: _with_weights(raw, f) for f in given} if given else {None: raw}
+    stages = [count("pipelines", p) for p in dict.fromkeys(items("pipelines", pipelines or ()))] or [None]
     cl = load_cluster(raw.get("cluster"))
     experts = expert_count(model_graph(raw["model"], 1, 1, 2))
     plans, errors = {}, []

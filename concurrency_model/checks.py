@@ -58,6 +58,18 @@ def number(field: str, v, *, low: float = 0.0, low_ok: bool = False, high: float
     return f
 
 
+def items(field: str, v) -> list:
+    """``v`` as a list if it is a list or tuple, else ``ValueError`` naming ``field`` (one value where a list is
+    asked for: ``pipelines=2`` for ``pipelines=(2,)``).
+
+    >>> items("pipelines", (1, 2))
+    [1, 2]
+    """
+    if not isinstance(v, (list, tuple)):
+        raise ValueError(f"{field}: expected a list, got {v!r}")
+    return list(v)
+
+
 EXACT = 2**53  # float64 holds every integer up to 2**53 exactly, and not every one past it
 
 

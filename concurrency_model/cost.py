@@ -191,7 +191,10 @@ def par(*costs: Cost) -> Cost:
         return ZERO
     out = {f.name: sum((getattr(c, f.name) for c in costs), sp.Integer(0)) for f in fields(Cost)}
     depths = [c.depth for c in costs if c.depth != 0]  # depths are >= 0: a zero never decides the max
-    out["depth"] = sp.Max(*depths) if depths else sp.Integer(0)
+    if all(d.is_Number for d in depths):  # numbers: their largest, without sympy's Max (a model builds thousands)
+        out["depth"] = max(depths, default=sp.Integer(0))
+    else:
+        out["depth"] = sp.Max(*depths)
     return Cost(**out)
 
 

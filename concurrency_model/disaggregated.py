@@ -54,7 +54,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .capacity import largest, layouts
-from .checks import count, number
+from .checks import count, items, number
 from .cluster import load_cluster, place
 from .decode import decode_step, prefill_pass
 from .inference import inference_section, served
@@ -111,7 +111,7 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
     experts = expert_count(g_pre)
     check_applies(imb, experts)
     per_token = kv_cache_bytes(shape["layers"], 1, 1, shape["kv_heads"], shape["head_dim"], vb)
-    stages = [count("pipelines", p) for p in dict.fromkeys(pipelines or (1,))]
+    stages = [count("pipelines", p) for p in dict.fromkeys(items("pipelines", pipelines or ()))] or [1]
     if max(stages) > shape["layers"]:
         raise ValueError(f"pipelines: {max(stages)} stages for {shape['layers']} layers")
     # (tensor, expert group, stages): expert parallelism without stages, as infer models it

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from .checks import number
+from .checks import EXACT, number
 
 
 def erlang_c(c: int, a: float) -> float:
@@ -95,6 +95,9 @@ def replicas_for(load_rps: float, slots: int, service_s: float, cs2: float,
     def stable(r):
         return load_rps / r * service_s < slots
 
+    if not load_rps * service_s / slots < EXACT:  # past it, r and r + 1 replicas are the same float
+        raise ValueError(f"load_rps: {load_rps:g} requests a second would take {load_rps * service_s / slots:.3g} "
+                         "replicas, past 2**53")
     lo = int(load_rps * service_s // slots) + 1  # the fewest with a stable queue, up to rounding: settled below
     while lo > 1 and stable(lo - 1):
         lo -= 1

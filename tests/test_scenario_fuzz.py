@@ -42,3 +42,25 @@ def test_one_bad_field_is_a_value_error_or_a_finite_estimate(field, value):
     out = result.to_dict()
     assert math.isfinite(out[key]) and out[key] >= 0
     assert all(math.isfinite(v) for v in out.values() if isinstance(v, float))
+
+
+def test_one_value_where_a_list_is_asked_for_and_absurd_loads():
+    """Found by the same search over the sweeps' own arguments (each was a TypeError, the load a loop that never
+    ended: past 2**53 replicas, r and r + 1 are the same float)."""
+    import pytest
+
+    from concurrency_model.capacity import serving_sweep
+    from concurrency_model.disaggregated import plan
+    from concurrency_model.queueing import replicas_for
+    from concurrency_model.sweep import sweep
+    serve = {**INFER, "inference": {k: v for k, v in INFER["inference"].items() if k != "load_rps"}}
+    with pytest.raises(ValueError, match=r"^weights: expected a list, got 'int8'"):
+        serving_sweep(serve, weights="int8")
+    with pytest.raises(ValueError, match=r"^pipelines: expected a list, got 2"):
+        serving_sweep(serve, pipelines=2)
+    with pytest.raises(ValueError, match=r"^pipelines: expected a list, got 2"):
+        plan({**serve, "inference": {"prompt_len": 32, "decode_len": 16}}, 5.0, pipelines=2)
+    with pytest.raises(ValueError, match=r"^hardware: expected an object of scales"):
+        sweep(TRAIN, 8, hardware=2)
+    with pytest.raises(ValueError, match=r"^load_rps: 1e\+30 requests a second would take 2.5e\+29 replicas"):
+        replicas_for(1e30, 4, 1.0, 0.0)

@@ -223,6 +223,8 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
         raise ValueError(f"gpus: must be whole numbers, got {gpus!r}")
     if max(gpu_counts) > MAX_GPUS:
         raise ValueError(f"gpus: at most {MAX_GPUS:,} (2^24, more than any machine built), got {max(gpu_counts):,}")
+    if hardware is not None and not isinstance(hardware, dict):
+        raise ValueError(f"hardware: expected an object of scales such as {{\"inter_bw\": [1, 2]}}, got {hardware!r}")
     hardware = dict(hardware or {})
     unknown = sorted(set(hardware) - set(SCALES))
     if unknown:
