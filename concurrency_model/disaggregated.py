@@ -35,19 +35,26 @@ its queue is that of a server of service ``S_p / p_p`` and the first token waits
 stages, :mod:`concurrency_model.continuous`); each stage holds its layers' weights and cache. The KV cache moves
 between the ``t p`` GPUs of each side over ``min(t_p p_p, t_d p_d)`` NICs [D].
 
-A plan is a ``(t_p, p_p, t_d, p_d, n)``: the fewest prefill replicas whose mean first token is within
-``max_first_token_s`` (or whose queue is stable, without a target) and the fewest decode replicas whose mean time
-per output token is within ``max_decode_s`` (likewise). Iterations at full slots (a lighter load runs them faster:
-conservative); the prefill batches no prompts together (DistServe batches prompts up to a token budget).
+A plan is a ``(t_p, e_p, p_p, b, t_d, e_d, p_d, n)`` (expert groups and batched prompts below): the fewest prefill
+replicas whose mean first token is within ``max_first_token_s`` (or whose queue is stable, without a target) and the
+fewest decode replicas whose mean time per output token is within ``max_decode_s`` (likewise). Iterations at full slots (a lighter load runs them faster:
+conservative).
+
+**Batched prompts** (DistServe batches prompts up to a token budget): a prefill replica may run ``b`` prompts a pass
+(column ``prefill_batch``), every power of two from 1 while the ``b`` prompts' caches and the pass's workspace fit
+and each doubling saves at least ``BATCH_GAIN`` (10%) of a prompt's time (past that the device is busy with one
+batch, and larger ones only lengthen every first token), at most ``MAX_PREFILL_BATCH``. Its queue is one of ``b``
+seats of service ``S_p(b)`` (over ``p_p`` stages, a stage time), and a prompt waits half a stage time more for
+the batch in flight to move on: the wait at full utilization, conservative at light loads [D].
 
 **Expert groups** (a mixture of experts): each pool's replicas also share their experts in groups of ``e`` (every
 power of two that divides the experts, ``t e`` GPUs inside a node, no pipeline stages: :func:`~concurrency_model.
 capacity.layouts`, as infer serves them), a device holding the dense weights and ``1/e`` of the experts, a pass's
 all-to-alls over the group (:class:`~concurrency_model.serving.Comm`, with ``parallel.expert_imbalance``). The
-group's replicas step together, so a group of prefill replicas is a server of ``e`` prompts of service ``S_p`` and
+group's replicas step together, so a group of prefill replicas is a server of ``e b`` prompts of service ``S_p(b)`` and
 a group of decode replicas of ``n`` slots each one of ``e n`` slots; the replica counts are multiples of ``e`` [D].
 A decode replica's memory: weights, ``n`` caches of ``P + O`` positions and the step's
-workspace; a prefill replica's: weights, one prompt's cache and its pass's workspace (each a stage's share).
+workspace; a prefill replica's: weights, its ``b`` prompts' caches and its pass's workspace (each a stage's share).
 """
 from __future__ import annotations
 
@@ -67,6 +74,9 @@ from .scenario import read_scenario
 from .serving import (Comm, check_weight_sparsity, expert_count, kv_cache_bytes, model_graph, weights_bytes,
                       workspace_bytes)
 from .units import dtype_bytes
+
+MAX_PREFILL_BATCH = 64  # prompts a prefill pass, at most
+BATCH_GAIN = 0.1  # doubling the prompts a pass stops once it saves less than this share of a prompt's time
 
 
 def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_decode_s: float | None = None,
@@ -107,7 +117,7 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
     _, shape, dist, prompts = served(model, dev, dtype, P, O, inf["output_lengths"], inf["prompt_lengths"], S)
     sparsity = check_weight_sparsity(dev, dtype, inf["weight_sparsity"], inf["weight_dtype"])
     P = S + max(1, round(prompts.mean))  # the mean prompt; a prefill replica holds the longest one's cache
-    g_pre, g_new = model_graph(model, 1, P, vb), model_graph(model, 1, P - S, vb)
+    g_pre = model_graph(model, 1, P, vb)
     experts = expert_count(g_pre)
     check_applies(imb, experts)
     per_token = kv_cache_bytes(shape["layers"], 1, 1, shape["kv_heads"], shape["head_dim"], vb)
@@ -120,14 +130,21 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
     weights = {e: weights_bytes(g_pre, vb, inf["weight_dtype"], sparsity, e) for e in {e for _, e, _ in sides}}
     quantized = weights[1][1] if 1 in weights else next(iter(weights.values()))[1]
 
-    prefill = {}  # (tensor, expert, stages) -> seconds of one prompt's pass, for replicas that hold the model and a prompt
+    prefill = {}  # (tensor, expert, stages, prompts a pass) -> seconds of the pass, for replicas that hold them
     for t, e, p in sides:
-        kv = kv_cache_bytes(shape["layers"], 1, S + prompts.longest, shape["kv_heads"], shape["head_dim"], vb, t)
-        if memory_per_device(weights[e][0] / (t * p), workspace_bytes(g_pre, t, 1, vb), dev,
-                             extra={"kv_cache": kv / p})["fits"]:
-            s = prefill_pass(g_new, shape["hidden"], dev, dtype, t, 1, Comm(cl, t, p, e, imb), P, host, quantized,
-                             sparsity, S, g_pre)
-            prefill[t, e, p] = sum(s.breakdown.values())
+        b = 1
+        while b <= MAX_PREFILL_BATCH:
+            g_b, g_new_b = model_graph(model, b, P, vb), model_graph(model, b, P - S, vb)
+            kv = kv_cache_bytes(shape["layers"], b, S + prompts.longest, shape["kv_heads"], shape["head_dim"], vb, t)
+            if not memory_per_device(weights[e][0] / (t * p), workspace_bytes(g_b, t, b, vb), dev,
+                                     extra={"kv_cache": kv / p})["fits"]:
+                break
+            s = prefill_pass(g_new_b, shape["hidden"], dev, dtype, t, b, Comm(cl, t, p, e, imb), P, host, quantized,
+                             sparsity, S, g_b)
+            prefill[t, e, p, b] = sum(s.breakdown.values())
+            if b > 1 and prefill[t, e, p, b] / b > (1 - BATCH_GAIN) * prefill[t, e, p, b // 2] / (b // 2):
+                break  # the device is busy with one batch: larger ones only lengthen the pass
+            b *= 2
     decode = {(t, e, p): _slots(model, shape, dev, vb, t, P + O, weights[e][0] / t, S, p) for t, e, p in sides}
     decode = {k: s for k, s in decode.items() if s}
     if not prefill or not decode:
@@ -178,14 +195,18 @@ def _slots(model, shape, dev, vb: int, t: int, context: int, weights: float, sha
 
 def _row(load, prefill: tuple, s_p, decode: tuple, n, step, dist, kv_bytes, inter, max_first, max_decode,
          cv2_prompt: float = 0.0) -> dict:
-    """One plan (module docstring): ``prefill``, ``decode`` the pools' ``(tensor, expert group, stages)``, ``n`` the
-    slots of a decode replica; ``cv2_prompt``: the spread of the prompts' passes (of their new tokens'). A pool's
-    replicas come in expert groups, each group's ``e`` replicas a server of ``e`` prompts (or ``e n`` slots)."""
-    (tp, ep, pp), (td, ed, pd_) = prefill, decode
+    """One plan (module docstring): ``prefill`` the prefill pool's ``(tensor, expert group, stages, prompts a
+    pass)``, ``decode`` the decode pool's ``(tensor, expert group, stages)``, ``n`` the slots of a decode replica;
+    ``cv2_prompt``: the spread of the prompts' passes (of their new tokens'). A pool's replicas come in expert groups,
+    each group's ``e`` replicas a server of ``e b`` prompts (or ``e n`` slots)."""
+    (tp, ep, pp, bp), (td, ed, pd_) = prefill, decode
     alpha, beta = inter
     transfer = alpha + kv_bytes / min(tp * pp, td * pd_) * beta
-    room_first = None if max_first is None else max_first - s_p
-    g_p, w_p = replicas_for(load, ep, s_p / pp, cv2_prompt, room_first)  # a new prompt every stage time
+    stage = s_p / pp  # a new batch every stage time
+    boundary = stage / 2 if bp > 1 else 0.0  # a batched prompt waits for the pass in flight to end (module doc)
+    room_first = None if max_first is None else max_first - s_p - boundary
+    g_p, w_p = replicas_for(load, ep * bp, stage, cv2_prompt, room_first)
+    w_p += boundary
     others = max(1.0, dist.mean - 1)  # the tokens after the first
     room_decode = None if max_decode is None else (max_decode - step) * others - transfer
     g_d, w_d = replicas_for(load, ed * n, dist.mean * step, dist.cv2, room_decode)
@@ -193,7 +214,8 @@ def _row(load, prefill: tuple, s_p, decode: tuple, n, step, dist, kv_bytes, inte
     first, tpot = w_p + s_p, (transfer + w_d) / others + step
     gpus = r_p * tp * pp + r_d * td * pd_
     ok = (max_first is None or first <= max_first) and (max_decode is None or tpot <= max_decode)
-    return {"prefill_tensor": tp, "prefill_expert": ep, "prefill_pipeline": pp, "prefill_replicas": r_p,
+    return {"prefill_tensor": tp, "prefill_expert": ep, "prefill_pipeline": pp, "prefill_batch": bp,
+            "prefill_replicas": r_p,
             "decode_tensor": td, "decode_expert": ed, "decode_pipeline": pd_, "decode_replicas": r_d, "slots": n,
             "gpus": gpus, "first_token_s": first, "decode_s_per_token": tpot, "iteration_s": step,
             "prefill_s": s_p, "prefill_wait_s": w_p, "kv_transfer_s": transfer, "decode_wait_s": w_d,

@@ -28,7 +28,8 @@ def df():
 def test_a_plan_by_hand(df):
     cl = load_cluster("dgx-a100")
     dev, shape = cl.device, model_shape(model_graph("gpt2", 1, None, 2))
-    row = df[(df["prefill_tensor"] == 1) & (df["decode_tensor"] == 1) & (df["slots"] == 64)].iloc[0]
+    row = df[(df["prefill_tensor"] == 1) & (df["prefill_batch"] == 1) & (df["decode_tensor"] == 1)
+             & (df["slots"] == 64)].iloc[0]
     # prefill: one prompt a pass on one GPU; the replicas the fewest whose mean first token is within 50 ms
     s_p = sum(prefill_pass(model_graph("gpt2", 1, P, 2), shape["hidden"], dev, "fp16", 1, 1, Comm(cl, 1, 1), P)
               .breakdown.values())
@@ -52,10 +53,33 @@ def test_plans_meet_their_targets_with_no_replica_to_spare(df):
     ok = df[df["meets_target"]]
     assert len(ok) and (ok["first_token_s"] <= 0.05).all() and (ok["decode_s_per_token"] <= 0.01).all()
     assert df.iloc[0]["meets_target"] and df.iloc[0]["gpus"] == ok["gpus"].min()  # the fewest GPUs first
-    for row in ok.to_dict("records"):  # one prefill replica fewer misses the first-token target or is unstable
+    for row in ok[ok["prefill_batch"] == 1].to_dict("records"):  # one prefill replica fewer misses the target
+        # or is unstable
         fewer = row["prefill_replicas"] - 1
         assert fewer == 0 or LOAD * row["prefill_s"] >= fewer or \
             row["prefill_s"] + mean_wait(fewer, LOAD * row["prefill_s"], row["prefill_s"], 0.0) > 0.05
+
+
+def test_prompts_batched_by_hand(df):
+    """A prefill replica may run b prompts a pass (powers of two, while they fit and a doubling saves at least 10% of
+    a prompt's time): b seats of service S_p(b), and half a pass more to wait for the one in flight."""
+    cl = load_cluster("dgx-a100")
+    dev, shape = cl.device, model_shape(model_graph("gpt2", 1, None, 2))
+    row = df[(df["prefill_tensor"] == 2) & (df["prefill_batch"] == 4) & (df["decode_tensor"] == 1)
+             & (df["slots"] == 64)].iloc[0]
+    s_p = sum(prefill_pass(model_graph("gpt2", 4, P, 2), shape["hidden"], dev, "fp16", 2, 4, Comm(cl, 2, 1), P)
+              .breakdown.values())
+    assert row["prefill_s"] == pytest.approx(s_p, rel=1e-12)
+    r_p, wait = replicas_for(LOAD, 4, s_p, 0.0, 0.05 - s_p - s_p / 2)
+    assert (row["prefill_replicas"], row["prefill_wait_s"]) == (r_p, pytest.approx(wait + s_p / 2, rel=1e-12))
+    passes = df.groupby(["prefill_tensor", "prefill_batch"])["prefill_s"].first()
+    for t in (1, 2, 4):
+        per_prompt = passes[t] / passes[t].index
+        assert list(passes[t].index) == [2 ** i for i in range(len(passes[t]))]
+        assert (per_prompt.iloc[1:-1].to_numpy() <= 0.9 * per_prompt.iloc[:-2].to_numpy()).all()  # each doubling paid
+        assert per_prompt.iloc[-1] > 0.9 * per_prompt.iloc[-2]  # until the last saved less than 10%
+    assert df.iloc[0]["prefill_batch"] == 1  # 300 short prompts a second: one GPU's passes keep up unbatched
+    assert _layout({"prefill_tensor": 2, "prefill_batch": 4}, "prefill") == "tensor 2 (4 prompts a pass)"
 
 
 def test_a_tighter_first_token_needs_more_prefill_replicas():
@@ -177,7 +201,7 @@ def test_expert_groups_by_hand():
     most = df.groupby(["decode_tensor", "decode_expert"])["slots"].max()
     assert most[1, 1] < most[1, 2] < most[1, 4] < most[1, 8]  # each device holds fewer experts: room for caches
     hot = plan({**MOE, "parallel": {"expert_imbalance": 1.5}}, LOAD, max_first_token_s=0.05, max_decode_s=0.01)
-    key = ["prefill_tensor", "prefill_expert", "decode_tensor", "decode_expert", "slots"]
+    key = ["prefill_tensor", "prefill_expert", "prefill_batch", "decode_tensor", "decode_expert", "slots"]
     both = df.merge(hot, on=key, suffixes=("", "_hot"))
     one = (both["decode_expert"] == 1)
     assert (both["iteration_s_hot"][one] == both["iteration_s"][one]).all()  # one replica: nothing to wait for

@@ -100,7 +100,7 @@ def test_more_slots_fit_with_a_shared_prefix():
 def test_a_disaggregated_plan_moves_the_new_tokens_cache_only():
     a = plan(sc(), 100.0, max_first_token_s=0.05, max_decode_s=0.01)
     b = plan(sc(384), 100.0, max_first_token_s=0.05, max_decode_s=0.01)
-    cols = ["prefill_tensor", "decode_tensor", "slots"]
+    cols = ["prefill_tensor", "prefill_batch", "decode_tensor", "slots"]
     m = a.merge(b, on=cols, suffixes=("", "_prefix"))
     alpha = load_cluster("dgx-a100").inter.latency
     assert list(m["kv_transfer_s_prefix"] - alpha) == pytest.approx(list((m["kv_transfer_s"] - alpha) / 4), rel=1e-9)

@@ -56,7 +56,7 @@ def test_spread_factor_by_hand():
 def test_a_disaggregated_prefill_queue_feels_the_spread():
     a = plan(sc(), 100.0, 0.1, 0.015)
     b = plan(sc(prompt_lengths="uniform"), 100.0, 0.1, 0.015)
-    m = a.merge(b, on=["prefill_tensor", "decode_tensor", "slots"], suffixes=("", "_u"))
+    m = a.merge(b, on=["prefill_tensor", "prefill_batch", "decode_tensor", "slots"], suffixes=("", "_u"))
     same = m[m["prefill_replicas"] == m["prefill_replicas_u"]]
     assert len(same) and (same["prefill_s"] == same["prefill_s_u"]).all()
     assert (same["prefill_wait_s_u"] > same["prefill_wait_s"]).all()

@@ -75,10 +75,12 @@ def disaggregate(raw: dict, a) -> dict:
 
 
 def _layout(row: dict, pool: str) -> str:
-    """A pool's replica in words: its tensor degree, its pipeline stages and its expert group when not 1."""
-    p, e = row.get(f"{pool}_pipeline", 1), row.get(f"{pool}_expert", 1)
+    """A pool's replica in words: its tensor degree, its pipeline stages, its expert group and (prefill) the prompts
+    a pass when not 1."""
+    p, e, b = (row.get(f"{pool}_{k}", 1) for k in ("pipeline", "expert", "batch"))
     return (f"tensor {row[f'{pool}_tensor']}" + (f" x pipeline {p}" if p > 1 else "")
-            + (f", the experts split over groups of {e}" if e > 1 else ""))
+            + (f", the experts split over groups of {e}" if e > 1 else "")
+            + (f" ({b} prompts a pass)" if b > 1 else ""))
 
 
 def show_disaggregated(out: dict) -> None:
