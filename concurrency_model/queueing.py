@@ -43,6 +43,8 @@ def erlang_c(c: int, a: float) -> float:
     b = 1.0
     for k in range(1, c + 1):
         b = a * b / (k + a * b)
+        if b == 0.0:  # underflowed (far more servers than load): it stays 0, and so does the answer
+            return 0.0
     return c * b / (c - a * (1 - b))
 
 

@@ -22,6 +22,17 @@ def test_erlang_c_by_hand():
     assert 0 < erlang_c(500, 490.0) < 1  # hundreds of slots: the recursion stays finite
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 5000), st.floats(0.0, 0.999))
+def test_erlang_c_stops_early_only_where_the_recurrence_stays_zero(c, u):
+    """The Erlang B recurrence ends once it underflows to 0 (a sweep's 32,768 slots at a load of 10 took 0.8 ms a
+    call); the answer is the full recurrence's."""
+    a, b = u * c, 1.0
+    for k in range(1, c + 1):
+        b = a * b / (k + a * b)
+    assert erlang_c(c, a) == c * b / (c - a * (1 - b))
+
+
 def test_mean_waits_of_the_textbook_queues():
     lam, s = 0.8, 1.0  # M/M/1 and M/D/1 at rho = 0.8: rho S / (1 - rho) and half of it (Pollaczek-Khinchine)
     assert mean_wait(1, lam * s, s, 1.0) == pytest.approx(0.8 / 0.2, rel=1e-12)
