@@ -97,5 +97,6 @@ def count(field: str, v, *, low: int = 1, high: int | None = None, none_ok: bool
             what = "a positive integer" if low == 1 else f"an integer >= {low}"
         raise ValueError(f"{field}: must be {what}, got {v!r}")
     if int(v) > EXACT:
-        raise ValueError(f"{field}: {int(v):.3g} is past 2**53, where the model's floating point stops counting exactly")
+        raise ValueError(f"{field}: {int(v):.3g} is past 2**53, where the model's floating point stops counting "
+                         "exactly")
     return int(v)

@@ -37,8 +37,8 @@ between the ``t p`` GPUs of each side over ``min(t_p p_p, t_d p_d)`` NICs [D].
 
 A plan is a ``(t_p, e_p, p_p, b, t_d, e_d, p_d, n)`` (expert groups and batched prompts below): the fewest prefill
 replicas whose mean first token is within ``max_first_token_s`` (or whose queue is stable, without a target) and the
-fewest decode replicas whose mean time per output token is within ``max_decode_s`` (likewise). Iterations at full slots (a lighter load runs them faster:
-conservative).
+fewest decode replicas whose mean time per output token is within ``max_decode_s`` (likewise). Iterations at full
+slots (a lighter load runs them faster: conservative).
 
 **Batched prompts** (DistServe batches prompts up to a token budget): a prefill replica may run ``b`` prompts a pass
 (column ``prefill_batch``), every power of two from 1 while the ``b`` prompts' caches and the pass's workspace fit
@@ -51,8 +51,9 @@ the batch in flight to move on: the wait at full utilization, conservative at li
 power of two that divides the experts, ``t e`` GPUs inside a node, no pipeline stages: :func:`~concurrency_model.
 capacity.layouts`, as infer serves them), a device holding the dense weights and ``1/e`` of the experts, a pass's
 all-to-alls over the group (:class:`~concurrency_model.serving.Comm`, with ``parallel.expert_imbalance``). The
-group's replicas step together, so a group of prefill replicas is a server of ``e b`` prompts of service ``S_p(b)`` and
-a group of decode replicas of ``n`` slots each one of ``e n`` slots; the replica counts are multiples of ``e`` [D].
+group's replicas step together, so a group of prefill replicas is a server of ``e b`` prompts of service ``S_p(b)``
+and a group of decode replicas of ``n`` slots each one of ``e n`` slots; the replica counts are multiples of ``e``
+[D].
 A decode replica's memory: weights, ``n`` caches of ``P + O`` positions and the step's
 workspace; a prefill replica's: weights, its ``b`` prompts' caches and its pass's workspace (each a stage's share).
 """
@@ -84,7 +85,7 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
     """Every ``(prefill_tensor, decode_tensor, slots)`` inside a node (powers of two; slots up to the most a decode
     replica holds), at every pipeline degree of ``pipelines`` on each side (default 1) and, for a mixture of
     experts, every expert group (columns ``prefill_expert, decode_expert``), of a causal decoder's
-    scenario under ``load_rps``, one row each: ``prefill_pipeline, decode_pipeline, prefill_replicas,
+    scenario under ``load_rps``, one row each: ``prefill_pipeline, prefill_batch, decode_pipeline, prefill_replicas,
     decode_replicas, gpus, first_token_s, decode_s_per_token, iteration_s, prefill_s, prefill_wait_s,
     kv_transfer_s, decode_wait_s, tokens_per_s_per_gpu, meets_target``; sorted by GPUs, then time per output
     token (module docstring).
@@ -128,7 +129,7 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
     sides = [(t, e or 1, p) for t, e in layouts(cl.gpus_per_node, experts) if _splits(g_pre, t) for p in stages
              if (e or 1) == 1 or p == 1]
     weights = {e: weights_bytes(g_pre, vb, inf["weight_dtype"], sparsity, e) for e in {e for _, e, _ in sides}}
-    quantized = weights[1][1] if 1 in weights else next(iter(weights.values()))[1]
+    quantized = next(iter(weights.values()))[1]  # bytes a quantized weight: the same in every expert group
 
     prefill = {}  # (tensor, expert, stages, prompts a pass) -> seconds of the pass, for replicas that hold them
     for t, e, p in sides:

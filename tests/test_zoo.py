@@ -155,9 +155,10 @@ def test_a_graph_is_built_once_unless_its_source_can_change(tmp_path):
     """get_model keeps the graphs it built (a serving sweep asks for the same few hundreds of times) only where
     nothing can change between calls: not for a config file on disk, nor for a symbolic batch."""
     import json
-    a = get_model({"kind": "gpt", "layers": 2, "hidden": 64, "heads": 4, "seq_len": 32, "vocab": 100}, batch=2)
-    assert get_model({"vocab": 100, "seq_len": 32, "heads": 4, "hidden": 64, "layers": 2, "kind": "gpt"}, batch=2) is a
-    assert get_model({"kind": "gpt", "layers": 2, "hidden": 64, "heads": 4, "seq_len": 32, "vocab": 100}, batch=3) is not a
+    spec = {"kind": "gpt", "layers": 2, "hidden": 64, "heads": 4, "seq_len": 32, "vocab": 100}
+    a = get_model(spec, batch=2)
+    assert get_model(dict(reversed(spec.items())), batch=2) is a  # the same spec, its keys in another order
+    assert get_model(spec, batch=3) is not a
     assert get_model("lenet5", batch=N) is not get_model("lenet5", batch=N)
     cfg = {"model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 32, "vocab_size": 100}
     f = tmp_path / "config.json"
