@@ -11,6 +11,7 @@ Models from elsewhere (:mod:`concurrency_model.frontends`): ``{"hf_config": path
 """
 from __future__ import annotations
 
+import copy
 import json
 from collections import OrderedDict
 from functools import partial
@@ -69,7 +70,8 @@ def get_model(model, batch=1, image_size: int | None = None, value_bytes=4, **op
         _BUILT.move_to_end(key)
         return _BUILT[key]
     g = _build(model, batch, image_size, value_bytes, options)
-    g.rebuild = partial(_build, model, image_size=image_size, options=options)
+    # a copy: the graph may be handed to other callers, whose spec the first caller's later edits must not change
+    g.rebuild = partial(_build, copy.deepcopy(model), image_size=image_size, options=dict(options))
     if key is not None:
         _BUILT[key] = g
         if len(_BUILT) > CACHE_SIZE:
