@@ -6,11 +6,11 @@ the decode tokens, :mod:`concurrency_model.continuous`) and each pool takes its 
 KV cache moves from one to the other. For ``load_rps`` requests a second with prompts of P tokens and O generated
 tokens (their mean under ``output_lengths``), this module prices (derived from those designs, not their code):
 
-* **Prefill pool**: ``r_p`` replicas of tensor ``t_p``, each a server running one prompt a pass (batch 1:
-  :func:`~concurrency_model.decode.prefill_pass`, service ``S_p``); the wait for a free one is the G/G/c queue of
-  :mod:`concurrency_model.queueing` with ``c = r_p`` and the prompts' spread (``c_s^2``: 0 for equal prompts, the
-  squared coefficient of variation of their new tokens under ``prompt_lengths``, a pass taken as linear in them;
-  ``S_p`` the pass of the mean prompt). Time to first token: that wait + ``S_p``.
+* **Prefill pool**: ``r_p`` replicas of tensor ``t_p``, each a server running one prompt a pass (batch 1, batched
+  prompts below: :func:`~concurrency_model.decode.prefill_pass`, service ``S_p``); the wait for a free one is the
+  G/G/c queue of :mod:`concurrency_model.queueing` with ``c = r_p`` and the prompts' spread (``c_s^2``: 0 for equal
+  prompts, the squared coefficient of variation of their new tokens under ``prompt_lengths``, a pass taken as linear
+  in them; ``S_p`` the pass of the mean prompt). Time to first token: that wait + ``S_p``.
 * **KV transfer**: the request's cache, ``2 layers P kv_heads head_dim`` values, from the prefill replica's GPUs to
   the decode replica's over the inter-node tier (the pools on different nodes), each of the ``min(t_p, t_d)`` ranks
   sending its share over its own NIC: ``alpha + bytes / min(t_p, t_d) x beta`` (:func:`~concurrency_model.cluster.

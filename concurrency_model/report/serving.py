@@ -122,12 +122,14 @@ def disaggregation_section(figs) -> Section:
                    "disaggregated serving", "Model only: 1,024-token prompts, 128 generated tokens.")
     top = df.iloc[-1]
     intro = ("<p>Prefill and decode on separate GPUs (<code>infer --disaggregate</code>; DistServe, Splitwise): "
-             "prompts one a pass on prefill replicas behind a queue, the KV cache sent over the network, decode "
+             "prompts on prefill replicas behind a queue (batched while that pays), the KV cache sent over the "
+             "network, decode "
              "iterations without prompt chunks, each pool with its own tensor degree and sized for the load. "
              f"Within {1e3 * inference.DIS_FIRST_S:g} ms to the first token and {1e3 * inference.DIS_TOKEN_S:g} ms a "
              "token, colocated continuous batching needs a replica's slots to stay lightly loaded (its iterations "
              "carry the prompts, and a full engine makes requests wait for a slot); apart, "
              f"{top['load_rps']:g} requests a second take {top['disaggregated_gpus']} H100s against "
-             f"{top['colocated_gpus']} colocated. One prompt a prefill pass, one NIC a rank for the cache [D]. "
+             f"{top['colocated_gpus']} colocated. Prompts batched in powers of two while a doubling saves 10% of a "
+             "prompt's time, one NIC a rank for the cache [D]. "
              "Model only.</p>")
     return Section("disaggregation", "Prefill and decode apart: the GPUs a load needs", intro, [f])
