@@ -25,14 +25,20 @@ def df():
     return plan(SC, LOAD, max_first_token_s=0.05, max_decode_s=0.01)
 
 
+def _pass_s(model, cl, shape, batch: int, t: int, p: int = 1, e: int = 1) -> float:
+    """Seconds of a prompt pass of ``batch`` prompts of P tokens on tensor ``t`` x ``p`` stages in an expert group of
+    ``e``, summed by hand from :func:`prefill_pass`."""
+    return sum(prefill_pass(model_graph(model, batch, P, 2), shape["hidden"], cl.device, "fp16", t, batch,
+                            Comm(cl, t, p, e), P).breakdown.values())
+
+
 def test_a_plan_by_hand(df):
     cl = load_cluster("dgx-a100")
     dev, shape = cl.device, model_shape(model_graph("gpt2", 1, None, 2))
     row = df[(df["prefill_tensor"] == 1) & (df["prefill_batch"] == 1) & (df["decode_tensor"] == 1)
              & (df["slots"] == 64)].iloc[0]
     # prefill: one prompt a pass on one GPU; the replicas the fewest whose mean first token is within 50 ms
-    s_p = sum(prefill_pass(model_graph("gpt2", 1, P, 2), shape["hidden"], dev, "fp16", 1, 1, Comm(cl, 1, 1), P)
-              .breakdown.values())
+    s_p = _pass_s("gpt2", cl, shape, 1, 1)
     assert row["prefill_s"] == pytest.approx(s_p, rel=1e-12)
     assert (row["prefill_replicas"], row["prefill_wait_s"]) == replicas_for(LOAD, 1, s_p, 0.0, 0.05 - s_p)
     # the KV cache of 512 positions (12 layers x 12 heads x 64 x K and V x 2 bytes) over one NIC
@@ -64,11 +70,10 @@ def test_prompts_batched_by_hand(df):
     """A prefill replica may run b prompts a pass (powers of two, while they fit and a doubling saves at least 10% of
     a prompt's time): b seats of service S_p(b), and half a pass more to wait for the one in flight."""
     cl = load_cluster("dgx-a100")
-    dev, shape = cl.device, model_shape(model_graph("gpt2", 1, None, 2))
+    shape = model_shape(model_graph("gpt2", 1, None, 2))
     row = df[(df["prefill_tensor"] == 2) & (df["prefill_batch"] == 4) & (df["decode_tensor"] == 1)
              & (df["slots"] == 64)].iloc[0]
-    s_p = sum(prefill_pass(model_graph("gpt2", 4, P, 2), shape["hidden"], dev, "fp16", 2, 4, Comm(cl, 2, 1), P)
-              .breakdown.values())
+    s_p = _pass_s("gpt2", cl, shape, 4, 2)
     assert row["prefill_s"] == pytest.approx(s_p, rel=1e-12)
     r_p, wait = replicas_for(LOAD, 4, s_p, 0.0, 0.05 - s_p - s_p / 2)
     assert (row["prefill_replicas"], row["prefill_wait_s"]) == (r_p, pytest.approx(wait + s_p / 2, rel=1e-12))
@@ -128,8 +133,7 @@ def test_pipeline_stages_by_hand():
                & (both["decode_pipeline"] == 2) & (both["slots"] == 64)].iloc[0]
     cl = load_cluster("dgx-a100")
     dev, shape = cl.device, model_shape(model_graph("gpt2", 1, None, 2))
-    s_p = sum(prefill_pass(model_graph("gpt2", 1, P, 2), shape["hidden"], dev, "fp16", 1, 1, Comm(cl, 1, 2), P)
-              .breakdown.values())
+    s_p = _pass_s("gpt2", cl, shape, 1, 1, p=2)
     assert row["prefill_s"] == pytest.approx(s_p, rel=1e-12)
     assert (row["prefill_replicas"], row["prefill_wait_s"]) == replicas_for(LOAD, 1, s_p / 2, 0.0, 0.05 - s_p)
     step = decode_step(model_graph("gpt2", 32, 1, 2), shape, dev, "fp16", 1, 32, Comm(cl, 1, 2), P + 1, P + O).seconds
@@ -186,8 +190,7 @@ def test_expert_groups_by_hand():
     cl = load_cluster("dgx-h100")
     graph = model_graph(MOE["model"], 1, None, 2)
     dev, shape = cl.device, model_shape(graph)
-    s_p = sum(prefill_pass(model_graph(MOE["model"], 1, P, 2), shape["hidden"], dev, "fp16", 1, 1, Comm(cl, 1, 1, 2),
-                           P).breakdown.values())
+    s_p = _pass_s(MOE["model"], cl, shape, 1, 1, e=2)
     assert row["prefill_s"] == pytest.approx(s_p, rel=1e-12)
     groups, wait = replicas_for(LOAD, 2, s_p, 0.0, 0.05 - s_p)
     assert (row["prefill_replicas"], row["prefill_wait_s"]) == (2 * groups, wait)

@@ -26,6 +26,7 @@ from ..ops import pool as _pool
 from ..ops import recurrent as _recurrent
 from ..ops import softmax as _softmax
 
+MAX_LAYERS = 10_000  # layers of a family model, at most: a graph of more takes minutes to build (a typo, not a model)
 
 class _Memo:
     """An operator module whose functions remember their results: a model repeats the same layer

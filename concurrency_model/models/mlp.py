@@ -11,8 +11,7 @@ of widths (then ``layers`` is its length).
 from __future__ import annotations
 
 from ..checks import count
-from .transformer import MAX_LAYERS
-from .builder import Builder
+from .builder import MAX_LAYERS, Builder
 
 
 def mlp(b: Builder, inputs: int, outputs: int, hidden=2048, layers: int = 7, activation: str = "sigmoid") -> str:

@@ -17,10 +17,9 @@ from ..checks import count, number
 from ..cost import Cost, OpCost, clog2
 from ..ops import attention as att
 from ..ops import dense
-from .builder import Builder
+from .builder import MAX_LAYERS, Builder
 
 
-MAX_LAYERS = 10_000  # a graph of more blocks takes minutes to build: a typo, not a model
 LM_HEAD = "lm_head"  # the name of the output projection onto the vocabulary in every zoo language model
 
 
