@@ -209,5 +209,7 @@ def test_expert_groups_by_hand():
     one = (both["decode_expert"] == 1)
     assert (both["iteration_s_hot"][one] == both["iteration_s"][one]).all()  # one replica: nothing to wait for
     assert (both["iteration_s_hot"][~one] > both["iteration_s"][~one]).all()  # the busiest device's rows
-    assert _layout(row.to_dict(), "decode") == "tensor 1, the experts split over groups of 4"
+    assert _layout(row.to_dict(), "decode") == "tensor 1 (experts split over groups of 4)"
+    assert _layout({"prefill_tensor": 2, "prefill_expert": 2, "prefill_batch": 4}, "prefill") == \
+        "tensor 2 (experts split over groups of 2; 4 prompts a pass)"
     assert "prefill_expert" not in plan(SC, LOAD).columns

@@ -78,9 +78,9 @@ def _layout(row: dict, pool: str) -> str:
     """A pool's replica in words: its tensor degree, its pipeline stages, its expert group and (prefill) the prompts
     a pass when not 1."""
     p, e, b = (row.get(f"{pool}_{k}", 1) for k in ("pipeline", "expert", "batch"))
+    notes = [f"experts split over groups of {e}"] * (e > 1) + [f"{b} prompts a pass"] * (b > 1)
     return (f"tensor {row[f'{pool}_tensor']}" + (f" x pipeline {p}" if p > 1 else "")
-            + (f", the experts split over groups of {e}" if e > 1 else "")
-            + (f" ({b} prompts a pass)" if b > 1 else ""))
+            + (f" ({'; '.join(notes)})" if notes else ""))
 
 
 def show_disaggregated(out: dict) -> None:
@@ -95,7 +95,7 @@ def show_disaggregated(out: dict) -> None:
         print(f"disaggregated: {b['gpus']:,} GPUs = {b['prefill_replicas']} prefill replica"
               f"{'s' * (b['prefill_replicas'] != 1)} of {_layout(b, 'prefill')} + {b['decode_replicas']} decode "
               f"replica{'s' * (b['decode_replicas'] != 1)} of {_layout(b, 'decode')} with "
-              f"{b['slots']} slots; first token {b['first_token_s'] * 1e3:,.1f} ms (prefill "
+              f"{b['slots']} slots{' each' * (b['decode_replicas'] != 1)}; first token {b['first_token_s'] * 1e3:,.1f} ms (prefill "
               f"{b['prefill_s'] * 1e3:,.1f}, "
               f"waiting {b['prefill_wait_s'] * 1e3:,.1f}), {b['decode_s_per_token'] * 1e3:,.2f} ms per token (KV "
               f"transfer {b['kv_transfer_s'] * 1e3:,.1f} ms, waiting for a slot {b['decode_wait_s'] * 1e3:,.1f} ms), "
