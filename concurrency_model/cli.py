@@ -9,9 +9,9 @@ import json
 import sys
 
 from . import __version__
-from .commands import calibrate, collective, estimate, infer, op, report, sweep, validate, workdepth
+from .commands import calibrate, collective, estimate, infer, op, presets, report, sweep, validate, workdepth
 
-COMMANDS = (workdepth, op, collective, estimate, sweep, infer, calibrate, validate, report)
+COMMANDS = (workdepth, op, collective, estimate, sweep, infer, calibrate, validate, report, presets)
 
 
 class Parser(argparse.ArgumentParser):
