@@ -9,6 +9,7 @@ import pytest
 from concurrency_model.cli import main
 from concurrency_model.models import get_model
 from concurrency_model.parallel import pipeline
+from concurrency_model.parallel.compose import STEP_PARTS
 from concurrency_model.parallel.estimate import estimate
 from concurrency_model.scenario import load_scenario
 from concurrency_model.timing.graph import step_time
@@ -22,8 +23,7 @@ def sc(model=GPT, **par):
 
 
 def exposed_sum(b):
-    return (b["compute_s"] + b["tensor_parallel_comm_s"] + b["pipeline_p2p_s"] + b["bubble_s"]
-            + b["data_parallel_exposed_s"] + b["optimizer_s"] + b["host_wait_s"])
+    return sum(b[k] for k in STEP_PARTS)
 
 
 def test_one_device_is_the_graph_step_and_the_breakdown_adds_up(loss_seconds):
@@ -166,3 +166,48 @@ def test_a_batch_in_the_papers_region_c_gets_a_note(global_batch, note):
         (text,) = e["notes"]
         assert note in text and f"{global_batch:,} is above 8,192 samples" in text
         assert e["batch_region"]["region"] == "C"
+
+
+@pytest.mark.parametrize("model, par, training", [
+    (GPT, {"data": 4, "tensor": 2, "pipeline": 2, "global_batch": 64, "schedule": "gpipe"}, {"recompute": "full"}),
+    (GPT, {"data": 2, "tensor": 2, "pipeline": 4, "global_batch": 64, "schedule": "interleaved", "interleave": 2,
+           "sequence_parallel": True}, {"recompute": "selective"}),
+    (GPT, {"data": 4, "tensor": 2, "pipeline": 2, "global_batch": 64, "schedule": "async"}, {}),
+    (GPT, {"data": 16, "global_batch": 64}, {"zero_stage": 3, "host_overhead_s": 2e-4}),
+    (GPT, {"data": 16, "global_batch": 64}, {"zero_stage": 2, "overlap": False}),
+    (GPT, {"data": 2, "context": 4, "global_batch": 8, "context_algorithm": "ulysses"}, {}),
+    ("resnet50", {"data": 16, "global_batch": 512}, {"sync": "parameter_server", "compression": "qsgd"}),
+    ("resnet50", {"data": 16, "global_batch": 512}, {"sync": "gossip", "gossip_topology": "exponential",
+                                                      "consistency": "ssp", "staleness": 2, "straggler_cv": 0.1}),
+    ("resnet50", {"data": 16, "global_batch": 512}, {"consistency": "local_sgd", "local_steps": 4}),
+    ("resnet50", {"data": 16, "global_batch": 512, "microbatch_size": 32}, {"batch_norm": "sync",
+                                                                             "straggler_cv": 0.2}),
+    ("resnet50", {"data": 2, "context": 4, "global_batch": 32}, {}),
+])
+def test_the_step_parts_add_up_to_the_step(model, par, training):
+    """Whatever the layout and training distribution, the breakdown's STEP_PARTS sum to the step (the text output
+    prints them as shares of it); communication_s is the exposed communication among them."""
+    e = estimate(sc(model, **par, training=training))
+    b = e.breakdown
+    assert e.step_time_s == pytest.approx(exposed_sum(b), rel=1e-12)
+    assert b["compute_s"] == pytest.approx(b["forward_s"] + b["backward_s"] + b["recompute_s"])
+    assert b["data_parallel_comm_s"] == pytest.approx(b["data_parallel_exposed_s"] + b["data_parallel_overlapped_s"])
+    assert sum(1 for k in STEP_PARTS if b[k] > 0) >= 3
+
+
+def test_memory_splits_the_model_state(capsys, tmp_path):
+    """Weights, gradients and optimizer state per device add up to the model state; hand-derived for mixed-precision
+    Adam under ZeRO-1 (ZeRO §3.1, §5.1: 2 + 2 bytes a parameter, 12 sharded over the data ranks), tensor 2."""
+    e = estimate(sc(data=4, tensor=2, global_batch=8, training={"zero_stage": 1}))
+    m, psi = e.memory, get_model(GPT).params
+    assert m["weights_bytes"] == pytest.approx(2 * psi / 2)
+    assert m["gradients_bytes"] == pytest.approx(2 * psi / 2)
+    assert m["optimizer_bytes"] == pytest.approx(12 * psi / 2 / 4)
+    assert m["weights_bytes"] + m["gradients_bytes"] + m["optimizer_bytes"] == pytest.approx(m["model_state_bytes"])
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(sc(data=4, tensor=2, global_batch=8, training={"zero_stage": 1})))
+    assert main(["estimate", "--scenario", str(f)]) == 0
+    text = capsys.readouterr().out
+    assert f"weights {m['weights_bytes'] / 1e9:,.2f}, gradients" in text and "2 microbatches of 1 a replica" in text
+    shares = [float(line.split()[-1].rstrip("%")) for line in text.splitlines() if line.strip().endswith("%")]
+    assert sum(shares) == pytest.approx(100, abs=0.1 * len(shares))  # the printed parts are the whole step

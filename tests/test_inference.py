@@ -151,7 +151,13 @@ def test_cli_json_keys_and_exit_2_on_a_zero_decode_length(tmp_path, capsys):
         assert isinstance(out[k], (int, float)) and out[k] > 0
     assert out["kv_cache_bytes"] == 2 * (64 + 8) * 36_864
     assert main(["infer", "--scenario", str(f)]) == 0
-    assert "tokens/s" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    m = out["memory"]
+    assert "tokens/s" in text and f"(weights {m['model_state_bytes'] / 1e9:,.2f}, activations" in text
+    shown = [line.split()[0] for line in text.splitlines() if line.strip().endswith(" s") and line.startswith("  ")]
+    assert shown == [k for k, v in out["breakdown"].items() if v]  # the breakdown's non-zero seconds, in order
+    zero = sum(1 for v in out["breakdown"].values() if not v)
+    assert zero and f"({zero} more are 0 s; --json lists every key)" in text
     f.write_text(json.dumps(sc("gpt2", decode_len=0)))
     assert main(["infer", "--scenario", str(f), "--json"]) == 2
     cap = capsys.readouterr()

@@ -1,6 +1,7 @@
 """``concurrency-model estimate --scenario FILE``: step time, breakdown and memory of a training scenario."""
 from __future__ import annotations
 
+from ..parallel.compose import STEP_PARTS
 from ..parallel.estimate import estimate
 from ..scenario import read_scenario
 from . import add_json
@@ -16,6 +17,25 @@ def run(a) -> dict:
     return out
 
 
+def _breakdown(step: float, b: dict) -> None:
+    """The parts that add up to the step with their shares, then what ran hidden beside them and the totals."""
+    print("where the step goes (these add up to it):")
+    for k in STEP_PARTS:
+        if b[k]:
+            print(f"  {k:<28} {b[k]:>10.4g} s  {b[k] / step:>6.1%}")
+    if b["data_parallel_overlapped_s"]:
+        print(f"  hidden behind the backward pass: {b['data_parallel_overlapped_s']:.4g} s of the "
+              f"{b['data_parallel_comm_s']:.4g} s of data-parallel communication")
+    zero = sum(1 for k in STEP_PARTS if not b[k])
+    print(f"  compute_s {b['compute_s']:.4g} s, communication_s (exposed) {b['communication_s']:.4g} s"
+          + (f"; {zero} parts are 0 (--json lists every key)" if zero else ""))
+
+
+def _microbatches(p: dict) -> str:
+    m = p["global_batch"] // (p["data"] * p["microbatch_size"])
+    return f"{m} microbatch{'es' * (m != 1)} of {p['microbatch_size']} a replica"
+
+
 def show(out: dict) -> None:
     p = out["parallel"]
     how = "rows, halo exchange" if p.get("context_split") == "rows" else p.get("context_algorithm")
@@ -29,10 +49,15 @@ def show(out: dict) -> None:
                                                               else "") if p.get("expert", 1) > 1 else ""
     print(f"step {out['step_time_s']:.4g} s (80% band {out['step_time_p10_s']:.4g}-{out['step_time_p90_s']:.4g}) on "
           f"{out['gpus']} device{'s' * (out['gpus'] != 1)} (data {p['data']} x tensor {p['tensor']}{fc} x pipeline "
-          f"{p['pipeline']}{ctx}{moe}, {p['schedule']}{lora}): "
+          f"{p['pipeline']}{ctx}{moe}, {p['schedule']}{lora}; {_microbatches(p)}): "
           f"{out['throughput_samples_per_s']:,.1f} samples/s, "
           f"{out['achieved_flops_per_device'] / 1e12:,.1f} TFLOP/s per device")
-    print(f"memory per device {out['memory_bytes_per_device'] / 1e9:,.2f} GB")
+    m = out["memory"]
+    parts = ", ".join(f"{label} {m[k] / 1e9:,.2f}" for k, label in (
+        ("weights_bytes", "weights"), ("gradients_bytes", "gradients"), ("optimizer_bytes", "optimizer state"),
+        ("activations_bytes", "activations")) if m.get(k))
+    print(f"memory per device {out['memory_bytes_per_device'] / 1e9:,.2f} GB of {m['capacity_bytes'] / 1e9:,.0f} GB "
+          f"({parts} GB)")
     if "run_days" in out:  # a run object: its keys sit beside the step's (DESIGN.md contract)
         r = out
         cost = f", cost {r['cost']:,.0f}" if r.get("cost") is not None else ""
@@ -43,8 +68,7 @@ def show(out: dict) -> None:
                   f"{r['checkpoint_interval_s'] / 60:,.1f} min ({r['failure_free_days']:,.2f} days without failures)")
     for note in out.get("notes", []):
         print(f"note: {note}")
-    for k, v in out["breakdown"].items():
-        print(f"  {k:<28} {v:>12.4g} s")
+    _breakdown(out["step_time_s"], out["breakdown"])
     if "sensitivities" in out:
         print(f"{out['bound_by']}; elasticities d ln T / d ln x:")
         for r in out["sensitivities"]:

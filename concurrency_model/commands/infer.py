@@ -197,8 +197,7 @@ def show(out: dict) -> None:
         print(f"forward pass {out['latency_s'] * 1e3:,.3f} ms (80% band {out['latency_p10_s'] * 1e3:,.3f}-"
               f"{out['latency_p90_s'] * 1e3:,.3f} ms); {out['samples_per_s']:,.1f} samples/s")
         print(f"memory per device {out['memory_bytes_per_device'] / 1e9:,.2f} GB")
-        for k, v in out["breakdown"].items():
-            print(f"  {k:<28} {v:>12.4g} s")
+        _parts(out["breakdown"])
         return
     prefix = f", the first {i['prefix_len']:,} a cached prefix" if i.get("prefix_len") else ""
     if i.get("prompt_lengths", "fixed") != "fixed":
@@ -245,10 +244,21 @@ def show(out: dict) -> None:
         cost = f", cost {out['cost_per_million_tokens']:,.3f}" if "cost_per_million_tokens" in out else ""
         energy = f", {out['energy_per_token_j']:,.3f} J a token" if "energy_per_token_j" in out else ""
         print(f"per million generated tokens: {out['gpu_hours_per_million_tokens']:,.3f} GPU-hours{cost}{energy}")
-    print(f"memory per device {out['memory_bytes_per_device'] / 1e9:,.2f} GB (KV cache "
-          f"{out['kv_cache_bytes'] / 1e9:,.3f} GB per device, {out['kv_cache_bytes_total'] / 1e9:,.3f} GB in all)")
-    for k, v in out["breakdown"].items():
-        print(f"  {k:<28} {v:>12.4g} s")
+    m = out["memory"]
+    print(f"memory per device {out['memory_bytes_per_device'] / 1e9:,.2f} GB of {m['capacity_bytes'] / 1e9:,.0f} GB "
+          f"(weights {m['model_state_bytes'] / 1e9:,.2f}, activations {m['activations_bytes'] / 1e9:,.2f}, KV cache "
+          f"{out['kv_cache_bytes'] / 1e9:,.3f} GB; {out['kv_cache_bytes_total'] / 1e9:,.3f} GB of KV cache in all)")
+    _parts(out["breakdown"])
+
+
+def _parts(breakdown: dict) -> None:
+    """The breakdown's seconds, those that are 0 left to --json."""
+    for k, v in breakdown.items():
+        if v:
+            print(f"  {k:<28} {v:>12.4g} s")
+    zero = sum(1 for v in breakdown.values() if not v)
+    if zero:
+        print(f"  ({zero} more are 0 s; --json lists every key)")
 
 
 def register(sub) -> None:

@@ -105,9 +105,15 @@ def step_fn(schedule: str, zero_stage: int, overlap: bool, outputs: tuple = STEP
     return run
 
 
+# the breakdown's parts that add up to the step (the others are totals or the overlapped share beside them)
+STEP_PARTS = ("forward_s", "backward_s", "recompute_s", "tensor_parallel_comm_s", "expert_parallel_comm_s",
+              "context_parallel_comm_s", "batch_norm_sync_s", "pipeline_p2p_s", "bubble_s", "data_parallel_exposed_s",
+              "overlap_interference_s", "optimizer_s", "host_wait_s", "straggler_wait_s")
+
+
 def breakdown(inputs: dict, out: dict) -> dict:
     """Named seconds of a step (the ``estimate`` contract's ``breakdown``) from the inputs and outputs of
-    :func:`step_fn`; arrays in, arrays out."""
+    :func:`step_fn`; arrays in, arrays out. The :data:`STEP_PARTS` add up to the step."""
     m = inputs["m"]
     b = {"forward_s": m * inputs["c_f"], "backward_s": m * inputs["c_b"], "recompute_s": m * inputs["c_r"],
          "tensor_parallel_comm_s": m * (inputs["c_tf"] + inputs["c_tb"]),
@@ -179,11 +185,23 @@ def _context_fn(s, ring: bool, kv_bytes_per_token: float):
 def _state_fn(params: float, optimizer: str, dtype: str, zero_stage: int, single_stage: bool, replicated: float = 0.0,
               frozen_weight_bytes: float = 0.0):
     t, p, d = _SYM["t"], _SYM["p"], _SYM["d"]
-    state = sum(memory.model_state_bytes(n, optimizer, state_dtype(dtype), tensor=tensor,
-                                         pipeline=1 if single_stage else p, data=d, zero_stage=zero_stage)["total"]
-                for n, tensor in ((params - replicated, t), (replicated, 1)) if n)
-    state += frozen_bytes(sp.nsimplify(frozen_weight_bytes), zero_stage, single_stage, t, p, d)
-    return sp.lambdify([t, p, d], sp.sympify(state), "numpy")
+    parts = state_parts(params, optimizer, dtype, zero_stage, single_stage, replicated, frozen_weight_bytes, t, p, d)
+    return sp.lambdify([t, p, d], sp.sympify(sum(parts.values())), "numpy")
+
+
+def state_parts(params: float, optimizer: str, dtype: str, zero_stage: int, single_stage: bool, replicated: float,
+                frozen_weight_bytes: float, t, p, d) -> dict:
+    """One device's ``weights``, ``gradients`` and ``optimizer`` bytes (:func:`.memory.model_state_bytes`, ZeRO
+    §3.1, §5) at tensor ``t``, ``p`` stages and ``d`` ZeRO ranks (numbers or sympy symbols), the frozen weights
+    counted as weights (:func:`memory_fn`)."""
+    out = {"weights": sp.Integer(0), "gradients": sp.Integer(0), "optimizer": sp.Integer(0)}
+    for n, tensor in ((params - replicated, t), (replicated, 1)):
+        if n:
+            got = memory.model_state_bytes(n, optimizer, state_dtype(dtype), tensor=tensor,
+                                           pipeline=1 if single_stage else p, data=d, zero_stage=zero_stage)
+            out = {k: out[k] + got[k] for k in out}
+    out["weights"] += frozen_bytes(sp.nsimplify(frozen_weight_bytes), zero_stage, single_stage, t, p, d)
+    return out
 
 
 def state_dtype(dtype: str) -> str:

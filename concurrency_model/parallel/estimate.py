@@ -249,7 +249,11 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     state, act = (float(x) for x in mem_fn(b, t, p, m, v, par["data"], act_graph, c))
     # the optimizer's pass streams the trained parameters' state, not the frozen weights (:mod:`.lora`)
     trained = state - compose.frozen_bytes(frozen, tr["zero_stage"], p == 1, t, p, par["data"] * c)
-    return trained, memory.memory_per_device(state, act, sc.cluster.device)
+    mem = memory.memory_per_device(state, act, sc.cluster.device)
+    parts = compose.state_parts(w.state_params(e), tr["optimizer"], tr["dtype"], tr["zero_stage"], p == 1,
+                                w.replicated_params, frozen, t, p, par["data"] * c)
+    mem.update({f"{k}_bytes": float(v) for k, v in parts.items()})  # the model state's split, for the breakdown
+    return trained, mem
 
 
 def batch_region(sc: Scenario, w, key: tuple) -> BatchRegion:
