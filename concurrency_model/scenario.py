@@ -10,6 +10,7 @@ sequence length) are made when the scenario is estimated.
 """
 from __future__ import annotations
 
+import copy
 import json
 import tomllib
 from dataclasses import dataclass
@@ -123,6 +124,38 @@ def read_scenario(spec) -> dict:
     if not isinstance(raw, dict):
         raise ValueError(f"scenario: expected an object at the top, got {type(raw).__name__}")
     return raw
+
+
+def with_settings(raw: dict, settings) -> dict:
+    """A copy of a raw scenario with ``KEY=VALUE`` settings applied (the CLI's ``--set``): ``KEY`` a dotted path
+    (``parallel.tensor``, ``training.zero_stage``, ``model.seq_len``, ``cluster``), ``VALUE`` JSON (``4``,
+    ``true``, ``null``, ``{"hf_config": "llama-2-7b"}``) or else a plain string (``dgx-h100``). The scenario's
+    own checks then name a bad field or value; ``ValueError`` naming ``--set`` for a malformed setting.
+
+    >>> with_settings({"model": "gpt2", "parallel": {"data": 8}}, ["parallel.tensor=2", "cluster=dgx-h100"])
+    {'model': 'gpt2', 'parallel': {'data': 8, 'tensor': 2}, 'cluster': 'dgx-h100'}
+    """
+    out = copy.deepcopy(raw)
+    for setting in settings or ():
+        key, sep, text = str(setting).partition("=")
+        path = key.strip().split(".")
+        if not sep or not all(path):
+            raise ValueError(f"--set: expected KEY=VALUE such as parallel.tensor=4, got {setting!r}")
+        if path[0] not in TOP:
+            raise ValueError(f"--set {key}: unknown field {path[0]!r}; allowed: {', '.join(TOP)}")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text  # a name: dgx-h100, gpt2, selective
+        node = out
+        for i, part in enumerate(path[:-1]):
+            if node.get(part) is None:
+                node[part] = {}
+            node = node[part]
+            if not isinstance(node, dict):
+                raise ValueError(f"--set {key}: {'.'.join(path[:i + 1])} is {node!r}, not an object")
+        node[path[-1]] = value
+    return out
 
 
 def load_scenario(spec) -> Scenario:

@@ -3,12 +3,11 @@ from __future__ import annotations
 
 from ..parallel.compose import STEP_PARTS
 from ..parallel.estimate import estimate
-from ..scenario import read_scenario
-from . import add_json
+from . import add_json, add_scenario, scenario_of
 
 
 def run(a) -> dict:
-    raw = read_scenario(a.scenario)  # read once: the file may be a pipe
+    raw = scenario_of(a)
     out = estimate(raw).to_dict()
     if a.sensitivities:
         from ..parallel.sensitivity import bound_by, sensitivities
@@ -77,7 +76,7 @@ def show(out: dict) -> None:
 
 def register(sub) -> None:
     e = sub.add_parser("estimate", help="step time, breakdown and memory of a scenario (data x tensor x pipeline)")
-    e.add_argument("--scenario", required=True, help="scenario file (JSON or TOML), see DESIGN.md")
+    add_scenario(e)
     e.add_argument("--sensitivities", action="store_true",
                    help="add the elasticity of the step time to each hardware parameter")
     add_json(e)

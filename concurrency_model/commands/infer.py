@@ -7,12 +7,11 @@ from ..capacity import max_batch, serving_sweep
 from ..checks import number
 from ..disaggregated import plan
 from ..inference import infer
-from ..scenario import read_scenario
-from . import add_json
+from . import add_json, add_scenario, scenario_of
 
 
 def run(a) -> dict:
-    raw = read_scenario(a.scenario)  # read once: the file may be a pipe
+    raw = scenario_of(a)
     if a.disaggregate and (a.sweep or a.max_batch or a.weights):
         raise ValueError("--disaggregate: not with --sweep, --max-batch or --weights")
     if a.pipelines is not None and not (a.sweep or a.disaggregate):
@@ -264,10 +263,7 @@ def _parts(breakdown: dict) -> None:
 def register(sub) -> None:
     e = sub.add_parser("infer", help="prefill/decode latency, tokens/s and memory of an inference scenario (a forward "
                        "pass's latency and samples/s for a model without a KV cache)")
-    e.add_argument("--scenario", required=True,
-                   help="scenario file (JSON or TOML) with an inference object: batch, prompt_len, decode_len, dtype "
-                        "[, weight_dtype, weight_sparsity, host_overhead_s, speculative, batching, output_lengths, "
-                        "load_rps, price_per_gpu_hour]")
+    add_scenario(e, " with an inference object: batch, prompt_len, decode_len, dtype, ...")
     e.add_argument("--sweep", action="store_true",
                    help="a causal decoder on every tensor degree inside a node and batch up to the largest that "
                         "fits: the Pareto front of decode latency and tokens/s per GPU")

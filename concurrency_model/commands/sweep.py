@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..sweep import SCALES, sweep
-from . import add_json, positive_int
+from . import add_json, add_scenario, positive_int, scenario_of
 
 
 def _scale(text: str) -> tuple[str, list[float]]:
@@ -22,7 +22,7 @@ def _scale(text: str) -> tuple[str, list[float]]:
 
 
 def run(a) -> dict:
-    r = sweep(a.scenario, a.gpus, hardware=dict(a.scale or []), progress=not a.json)
+    r = sweep(scenario_of(a), a.gpus, hardware=dict(a.scale or []), progress=not a.json)
     out = r.to_dict(top=a.top)
     if a.csv:  # the rows of "best", in its order, with their 80% bands
         df = r.top(a.top)
@@ -55,7 +55,7 @@ def show(out: dict) -> None:
 
 def register(sub) -> None:
     s = sub.add_parser("sweep", help="every data x tensor x pipeline configuration of a scenario, fastest first")
-    s.add_argument("--scenario", required=True, help="scenario file; the parallel/training fields left out are searched")
+    add_scenario(s, "; the parallel and training fields left out are searched")
     s.add_argument("--gpus", required=True, nargs="+", type=positive_int, help="GPU count(s)")
     s.add_argument("--top", type=positive_int, default=10, help="configurations to list (default 10)")
     s.add_argument("--scale", action="append", type=_scale, metavar="NAME=V1,V2",

@@ -1,0 +1,61 @@
+"""``--set KEY=VALUE`` on estimate, sweep and infer (:func:`concurrency_model.scenario.with_settings`)."""
+import json
+
+import pytest
+
+from concurrency_model import estimate
+from concurrency_model.cli import main
+from concurrency_model.scenario import with_settings
+
+GPT = {"kind": "gpt", "layers": 4, "hidden": 512, "heads": 8, "seq_len": 512, "vocab": 32000}
+BASE = {"model": GPT, "cluster": "dgx-a100", "parallel": {"data": 4, "global_batch": 16}}
+
+
+def test_values_are_json_or_else_strings():
+    raw = {"model": {"hf_config": "gpt2"}, "parallel": None}
+    out = with_settings(raw, ["parallel.sequence_parallel=true", "training.host_overhead_s=null", "cluster=dgx-h100",
+                              'model={"hf_config": "llama-2-7b"}', "model.seq_len=2048", "name=a b=c"])
+    assert out == {"model": {"hf_config": "llama-2-7b", "seq_len": 2048}, "cluster": "dgx-h100", "name": "a b=c",
+                   "parallel": {"sequence_parallel": True}, "training": {"host_overhead_s": None}}
+    assert raw == {"model": {"hf_config": "gpt2"}, "parallel": None}  # the scenario read is not changed
+    assert with_settings(raw, []) == raw and with_settings(raw, []) is not raw
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("parallel.tensor", "--set: expected KEY=VALUE"),
+    ("=4", "--set: expected KEY=VALUE"),
+    ("parallel..tensor=4", "--set: expected KEY=VALUE"),
+    ("tensor=4", "--set tensor: unknown field 'tensor'; allowed: model, cluster"),
+    ("cluster.nodes=2", "--set cluster.nodes: cluster is 'dgx-a100', not an object"),
+])
+def test_malformed_settings_name_the_setting(setting, message):
+    with pytest.raises(ValueError, match="^" + message.replace(".", r"\.").replace("'", "'")):
+        with_settings(BASE, [setting])
+
+
+def test_estimate_with_settings_is_the_edited_scenario(tmp_path, capsys):
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(BASE))
+    assert main(["estimate", "--scenario", str(f), "--set", "parallel.tensor=2", "--set", "training.zero_stage=1",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    edited = {**BASE, "parallel": {**BASE["parallel"], "tensor": 2}, "training": {"zero_stage": 1}}
+    assert out["step_time_s"] == pytest.approx(estimate(edited).step_time_s, rel=1e-12)
+    assert out["gpus"] == 8 and out["training"]["zero_stage"] == 1
+    # a bad value is the scenario's own one-line error, naming the field
+    assert main(["estimate", "--scenario", str(f), "--set", "parallel.tensor=0"]) == 2
+    assert capsys.readouterr().err.startswith("concurrency-model estimate: error: parallel.tensor: ")
+    assert main(["estimate", "--scenario", str(f), "--set", "parallel.tensor"]) == 2
+    assert "--set: expected KEY=VALUE" in capsys.readouterr().err
+
+
+def test_sweep_and_infer_take_settings(tmp_path, capsys):
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(BASE))
+    assert main(["sweep", "--scenario", str(f), "--gpus", "8", "--set", "parallel.tensor=2", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["best"]
+    assert rows and all(r["parallel"]["tensor"] == 2 for r in rows)
+    f.write_text(json.dumps({"model": "gpt2", "inference": {"batch": 1, "prompt_len": 128, "decode_len": 16}}))
+    assert main(["infer", "--scenario", str(f), "--set", "inference.batch=4", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["inference"]["batch"] == 4 and out["kv_cache_bytes"] == 2 * 12 * 4 * (128 + 16) * 768 * 2
