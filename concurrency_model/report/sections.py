@@ -275,6 +275,12 @@ def sweep_section(figs, fut_sweep):
     f2 = add_figure(figs, "step_breakdown", fig, "step-time breakdown of the fastest configuration",
                     "The coloured bars add up to the step; the grey bar is data-parallel traffic hidden behind the "
                     "backward pass.")
+    fig, ax = figure(11, 4.2)
+    sweep3d.memory_tradeoff(res, ax=ax[0, 0])
+    f3 = add_figure(figs, "memory_tradeoff", fig, "memory per GPU of the fastest configuration per ZeRO stage and "
+                    "recompute policy", "Stacked: weights, gradients, optimizer state and activations per GPU "
+                    "(<code>estimate(...).memory</code>), with each configuration's step time; ZeRO shards the "
+                    "model state over the data-parallel ranks, recompute trades activations for compute.")
     par, tr = best.scenario.parallel, best.scenario.training
     rejected = "; ".join(f"{k} ({v:,})" for k, v in sorted(res.rejected.items(), key=lambda kv: -kv[1]))
     from ..parallel.run import run_cost
@@ -297,7 +303,7 @@ def sweep_section(figs, fut_sweep):
              f"{sweep3d.FAILURES['restart_s'] / 60:.0f}-minute restarts) {failing['run_days']:.1f} days, {failing['expected_failures']:.0f} failures expected and a "
              f"checkpoint every {failing['checkpoint_interval_s'] / 60:.0f} minutes (Young 1974). Model only: the "
              f"ZeRO-3 rows of Narayanan et al. 2021 in the last section show how optimistic the model is there.</p>")
-    return [Section("sweep", "3D parallelism of GPT-3 175B", intro, [f1, f2])]
+    return [Section("sweep", "3D parallelism of GPT-3 175B", intro, [f1, f2, f3])]
 
 
 def validation_section(figs, fut_val, quick):

@@ -10,16 +10,22 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..parallel.compose import STEP_PARTS
 from ._plot import new_axes
 
 MODEL, CLUSTER, GPUS, GLOBAL_BATCH, DTYPE = "gpt3-175b", "dgx-a100", 1024, 1536, "fp16"
 # an illustrative failure model for the run's days (parallel.run; not a measured rate): a GPU (with its share of
 # the node) fails every 50,000 h, a checkpoint stalls training 2 minutes, a restart takes 10
 FAILURES = {"gpu_mtbf_hours": 50_000, "checkpoint_s": 120, "restart_s": 600}
+# a label for each of the breakdown's parts that add up to the step (parallel.compose.STEP_PARTS)
 PARTS = {"forward_s": "forward", "backward_s": "backward", "recompute_s": "recompute",
-         "tensor_parallel_comm_s": "tensor-parallel comm", "pipeline_p2p_s": "pipeline p2p",
-         "bubble_s": "pipeline bubble", "data_parallel_exposed_s": "data-parallel comm (exposed)",
-         "optimizer_s": "optimizer"}
+         "tensor_parallel_comm_s": "tensor-parallel comm", "expert_parallel_comm_s": "expert-parallel all-to-all",
+         "context_parallel_comm_s": "context-parallel comm", "batch_norm_sync_s": "batch-norm sync",
+         "pipeline_p2p_s": "pipeline p2p", "bubble_s": "pipeline bubble",
+         "data_parallel_exposed_s": "data-parallel comm (exposed)", "overlap_interference_s": "overlap interference",
+         "optimizer_s": "optimizer", "host_wait_s": "host (kernel issue) wait", "straggler_wait_s": "straggler wait"}
+MEMORY = {"weights_bytes": "weights", "gradients_bytes": "gradients", "optimizer_bytes": "optimizer state",
+          "activations_bytes": "activations"}
 
 
 def base_scenario() -> dict:
@@ -116,8 +122,9 @@ def step_breakdown(est=None, ax=None):
         est = best_estimate(sweep_result())
     ax = new_axes(ax, (8, 4))
     b = est.breakdown
-    names = [PARTS[k] for k in PARTS if k in b] + ["data-parallel comm (overlapped, hidden)"]
-    vals = [float(b[k]) for k in PARTS if k in b] + [float(b.get("data_parallel_overlapped_s", 0.0))]
+    shown = [k for k in STEP_PARTS if b[k] or k in ("forward_s", "backward_s")]  # the parts of this step
+    names = [PARTS[k] for k in shown] + ["data-parallel comm (overlapped, hidden)"]
+    vals = [float(b[k]) for k in shown] + [float(b.get("data_parallel_overlapped_s", 0.0))]
     colors = [*[f"C{i}" for i in range(len(names) - 1)], "0.8"]
     y = np.arange(len(names))
     ax.barh(y, vals, color=colors, edgecolor="k", lw=0.4)
@@ -138,5 +145,44 @@ def step_breakdown(est=None, ax=None):
                  f"{par['pipeline']}), microbatch {par['microbatch_size']},\n{par['schedule']}, recompute "
                  f"{tr['recompute']}, ZeRO {tr['zero_stage']}, {est.achieved_flops_per_device / 1e12:.0f} TFLOP/s "
                  f"per GPU, {est.memory_bytes_per_device / 1e9:.0f} GB per GPU", fontsize=8.5, loc="left")
+    ax.grid(True, axis="x", alpha=0.3)
+    return ax
+
+
+def memory_tradeoff(result=None, ax=None):
+    """Memory per GPU against step time: the fastest configuration of each ZeRO stage and recompute policy in a
+    sweep (:func:`sweep_result`), its memory split into weights, gradients, optimizer state and activations
+    (``estimate(...).memory``), the device's capacity as a line.
+
+    >>> memory_tradeoff(sweep_result(gpus=64, scenario={"model": "gpt2", "cluster": "dgx-a100",
+    ...                 "parallel": {"global_batch": 512}})).get_xlabel()
+    'GB per GPU'
+    """
+    from ..parallel.estimate import estimate
+
+    result = result if result is not None else sweep_result()
+    frame = result.frame
+    best = frame.loc[frame.groupby(["zero_stage", "recompute"])["step_time_s"].idxmin()]
+    best = best.sort_values("step_time_s", ascending=False)  # the fastest on top
+    ax = new_axes(ax, (8, 4))
+    y = np.arange(len(best))
+    left = np.zeros(len(best))
+    rows = [(row, estimate(result.scenario(row))) for _, row in best.iterrows()]
+    for i, (key, label) in enumerate(MEMORY.items()):
+        gb = np.array([e.memory[key] / 1e9 for _, e in rows])
+        ax.barh(y, gb, left=left, color=f"C{i}", edgecolor="k", lw=0.4, label=label)
+        left += gb
+    for yi, (_, e) in zip(y, rows):
+        ax.text(left[yi] + 0.5, yi, f"{e.step_time_s:.2f} s a step", va="center", fontsize=7.5)
+    cap = rows[0][1].memory["capacity_bytes"] / 1e9
+    ax.axvline(cap, color="k", lw=0.8, ls="--", label=f"capacity {cap:.0f} GB")
+    ax.set_yticks(y, [f"ZeRO {int(r['zero_stage'])}, recompute {r['recompute']}: (d, t, p) = ({int(r['data'])}, "
+                      f"{int(r['tensor'])}, {int(r['pipeline'])}), microbatch {int(r['microbatch_size'])}"
+                      for r, _ in rows], fontsize=7.5)
+    ax.set_xlim(0, cap * 1.3)
+    ax.set_xlabel("GB per GPU")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title("the fastest configuration of each ZeRO stage and recompute policy: memory per GPU and step time",
+                 fontsize=8.5, loc="left")
     ax.grid(True, axis="x", alpha=0.3)
     return ax
