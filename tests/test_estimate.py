@@ -193,6 +193,8 @@ def test_the_step_parts_add_up_to_the_step(model, par, training):
     assert b["compute_s"] == pytest.approx(b["forward_s"] + b["backward_s"] + b["recompute_s"])
     assert b["data_parallel_comm_s"] == pytest.approx(b["data_parallel_exposed_s"] + b["data_parallel_overlapped_s"])
     assert sum(1 for k in STEP_PARTS if b[k] > 0) >= 3
+    frame = e.to_frame()
+    assert frame[frame.in_step].share.sum() == pytest.approx(1) and frame[~frame.in_step].share.isna().all()
 
 
 def test_memory_splits_the_model_state(capsys, tmp_path):
@@ -209,5 +211,6 @@ def test_memory_splits_the_model_state(capsys, tmp_path):
     assert main(["estimate", "--scenario", str(f)]) == 0
     text = capsys.readouterr().out
     assert f"weights {m['weights_bytes'] / 1e9:,.2f}, gradients" in text and "2 microbatches of 1 a replica" in text
+    assert repr(e).startswith(f"Estimate(step {e.step_time_s:.4g} s, 80% band ") and "data 4 x tensor 2 x" in repr(e)
     shares = [float(line.split()[-1].rstrip("%")) for line in text.splitlines() if line.strip().endswith("%")]
     assert sum(shares) == pytest.approx(100, abs=0.1 * len(shares))  # the printed parts are the whole step

@@ -126,7 +126,19 @@ class Estimate:
                 **({"notes": list(self.notes)} if self.notes else {})}
 
     def to_frame(self) -> pd.DataFrame:
-        return pd.DataFrame([{"component": k, "seconds": v} for k, v in self.breakdown.items()])
+        """One row per breakdown component: ``seconds``, ``in_step`` (the parts that add up to the step,
+        :data:`.compose.STEP_PARTS`) and their ``share`` of it (NaN for totals and overlapped seconds)."""
+        return pd.DataFrame([{"component": k, "seconds": v, "in_step": k in compose.STEP_PARTS,
+                              "share": v / self.step_time_s if k in compose.STEP_PARTS else float("nan")}
+                             for k, v in self.breakdown.items()])
+
+    def __repr__(self) -> str:
+        p = self.scenario.parallel
+        extra = "".join(f" x {k} {p[k]}" for k in ("context", "expert") if p.get(k, 1) > 1)
+        return (f"Estimate(step {self.step_time_s:.4g} s, 80% band {self.step_time_p10_s:.4g}-"
+                f"{self.step_time_p90_s:.4g} s; {self.scenario.gpus} devices as data {p['data']} x tensor "
+                f"{p['tensor']} x pipeline {p['pipeline']}{extra}; {self.throughput_samples_per_s:,.4g} samples/s; "
+                f"{self.memory_bytes_per_device / 1e9:,.3g} GB per device)")
 
 
 def estimate(scenario) -> Estimate:
