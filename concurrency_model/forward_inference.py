@@ -55,6 +55,11 @@ class ForwardInference:
                 "gpus": self.parallel["tensor"], "parallel": self.parallel,
                 "inference": self.inference, **self.bands}
 
+    def __repr__(self) -> str:
+        return (f"ForwardInference(batch {self.inference['batch']}: {self.latency_s * 1e3:,.4g} ms a pass, "
+                f"{self.samples_per_s:,.4g} samples/s; tensor {self.parallel['tensor']}; "
+                f"{self.memory_bytes_per_device / 1e9:,.3g} GB per device)")
+
 
 def is_sequence_model(model) -> bool:
     """Whether ``model`` takes token sequences (a ``seq_len``), not images."""

@@ -165,6 +165,13 @@ class Inference:
                 "inference": self.inference, "model_shape": self.shape,
                 **self.bands, **self.economics}
 
+    def __repr__(self) -> str:
+        p = self.parallel
+        what = "continuous, slots" if self.inference.get("batching") == "continuous" else "batch"
+        return (f"Inference({what} {self.inference['batch']}: first token {self.prefill_s * 1e3:,.4g} ms, "
+                f"{self.decode_s_per_token * 1e3:,.4g} ms per token, {self.tokens_per_s:,.4g} tokens/s; tensor "
+                f"{p['tensor']} x pipeline {p['pipeline']}; {self.memory_bytes_per_device / 1e9:,.3g} GB per device)")
+
 
 def inference_section(raw: dict) -> dict:
     """The scenario's ``inference`` object with defaults filled in (``ValueError`` naming the field)."""

@@ -110,3 +110,9 @@ def test_host_overhead_of_an_eager_framework():
     assert eager.breakdown["host_wait_s"] == pytest.approx(eager.latency_s - base.latency_s)
     # a large batch keeps the GPU busier than the host
     assert run("resnet50", batch=256, host_overhead_s=60e-6).breakdown["host_wait_s"] == 0
+
+
+def test_repr_is_one_line_of_the_headline_figures():
+    r = infer({"model": "resnet50", "inference": {"batch": 8}})
+    assert repr(r) == (f"ForwardInference(batch 8: {r.latency_s * 1e3:,.4g} ms a pass, {r.samples_per_s:,.4g} "
+                       f"samples/s; tensor 1; {r.memory_bytes_per_device / 1e9:,.3g} GB per device)")

@@ -268,3 +268,10 @@ def test_host_overhead_bounds_a_pass_from_below():
         assert r.breakdown["decode_host_wait_s"] == pytest.approx(max(0.0, h * round(k_dec) - base.decode_s_per_token))
     with pytest.raises(ValueError, match=r"^inference.host_overhead_s: must be a number >= 0"):
         infer(sc("gpt2", host_overhead_s=-1e-6))
+
+
+def test_repr_is_one_line_of_the_headline_figures():
+    r = infer(sc("gpt2", batch=4, prompt_len=64, decode_len=8))
+    assert repr(r) == (f"Inference(batch 4: first token {r.prefill_s * 1e3:,.4g} ms, {r.decode_s_per_token * 1e3:,.4g} "
+                       f"ms per token, {r.tokens_per_s:,.4g} tokens/s; tensor 1 x pipeline 1; "
+                       f"{r.memory_bytes_per_device / 1e9:,.3g} GB per device)")
