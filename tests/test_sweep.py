@@ -86,6 +86,25 @@ def test_top_and_pareto(gpt2_sweep):
         assert t == gpt2_sweep.frame.loc[gpt2_sweep.frame["gpus"] <= g, "step_time_s"].min()
 
 
+def test_fastest_at_each_gpu_count(gpt2_sweep, tmp_path, capsys):
+    per = gpt2_sweep.fastest_per_gpus()
+    assert list(per["gpus"]) == [8, 16]
+    for g, t in zip(per["gpus"], per["step_time_s"]):
+        assert t == gpt2_sweep.frame.loc[gpt2_sweep.frame["gpus"] == g, "step_time_s"].min()
+    from concurrency_model.cli import main
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps({**GPT2, "run": {"tokens": 1e9, "price_per_gpu_hour": 2}}))
+    assert main(["sweep", "--scenario", str(f), "--gpus", "8", "16", "--top", "2", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert [r["gpus"] for r in d["per_gpus"]] == [8, 16]
+    assert [r["step_time_s"] for r in d["per_gpus"]] == pytest.approx(list(per["step_time_s"]), rel=1e-12)
+    assert main(["sweep", "--scenario", str(f), "--gpus", "8", "16", "--top", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "the fastest at each GPU count:" in text and "GPU-hours" in text
+    r = d["per_gpus"][0]  # days and cost in the table, as in the JSON
+    assert f"{r['run_days']:.2f} {r['gpu_hours']:>11,.0f} {r['cost']:>12,.0f}" in text
+
+
 def test_empty_space_says_why():
     with pytest.raises(ValueError, match=r"no valid configuration; rejected: global_batch: not divisible"):
         sweep({**GPT2, "parallel": {"global_batch": 3, "tensor": 1, "pipeline": 1}}, 8)

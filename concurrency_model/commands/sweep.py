@@ -41,15 +41,28 @@ def show(out: dict) -> None:
           f"({out['configs_per_s']:,.0f} per second after {out['compile_s']:.2f} s of compilation)")
     for reason, n in sorted(out["rejected"].items(), key=lambda kv: -kv[1]):
         print(f"  rejected {n:>10,}  {reason}")
-    print(f"{'step s':>10} {'80% band s':>19} {'GPUs':>6} {'d':>4} {'t':>3} {'p':>4} {'c':>3} {'e':>3} {'b':>3} {'schedule':>12} {'v':>2} {'sp':>3} "
-          f"{'recompute':>10} {'ZeRO':>4} {'GB/dev':>7}  hardware")
-    for b in out["best"]:
+    _table(out["best"])
+    if len(out.get("per_gpus", [])) > 1:
+        print("\nthe fastest at each GPU count:")
+        _table(out["per_gpus"])
+
+
+def _table(rows: list) -> None:
+    run = "run_days" in rows[0]
+    cost = run and "cost" in rows[0]
+    print(f"{'step s':>10} {'80% band s':>19} {'GPUs':>6} {'d':>4} {'t':>3} {'p':>4} {'c':>3} {'e':>3} {'b':>3} "
+          f"{'schedule':>12} {'v':>2} {'sp':>3} {'recompute':>10} {'ZeRO':>4} {'GB/dev':>7}"
+          + (f" {'days':>8} {'GPU-hours':>11}" if run else "") + (f" {'cost':>12}" if cost else "") + "  hardware")
+    for b in rows:
         p, t = b["parallel"], b["training"]
         ctx = f"{p.get('context', 1)}{'u' if p.get('context_algorithm') == 'ulysses' else ''}"
         band = f"{b['step_time_p10_s']:.4g}-{b['step_time_p90_s']:.4g}"
-        print(f"{b['step_time_s']:>10.4g} {band:>19} {b['gpus']:>6} {p['data']:>4} {p['tensor']:>3} {p['pipeline']:>4} {ctx:>3} "
-              f"{p.get('expert', 1):>3} {p['microbatch_size']:>3} {p['schedule']:>12} {p['interleave']:>2} {'y' if p['sequence_parallel'] else 'n':>3} "
-              f"{t['recompute']:>10} {t['zero_stage']:>4} {b['memory_bytes_per_device'] / 1e9:>7.1f}  "
+        print(f"{b['step_time_s']:>10.4g} {band:>19} {b['gpus']:>6} {p['data']:>4} {p['tensor']:>3} {p['pipeline']:>4} "
+              f"{ctx:>3} {p.get('expert', 1):>3} {p['microbatch_size']:>3} {p['schedule']:>12} {p['interleave']:>2} "
+              f"{'y' if p['sequence_parallel'] else 'n':>3} {t['recompute']:>10} {t['zero_stage']:>4} "
+              f"{b['memory_bytes_per_device'] / 1e9:>7.1f}"
+              + (f" {b['run_days']:>8.2f} {b['gpu_hours']:>11,.0f}" if run else "")
+              + (f" {b['cost']:>12,.0f}" if cost else "") + "  "
               + (" ".join(f"{k}x{v:g}" for k, v in b["hardware_scales"].items() if v != 1) or "preset"))
 
 

@@ -159,20 +159,30 @@ class SweepResult:
         w, stage, state, _, key = prepare(sc)
         return step_band(sc, w, stage, state, key, {k: float(row[k]) for k in SCALES})
 
+    def fastest_per_gpus(self) -> pd.DataFrame:
+        """The fastest configuration at each GPU count (over the hardware grid too), fewest GPUs first: what more
+        GPUs buy, where :meth:`pareto` keeps only the counts that are faster than every smaller one."""
+        flat = self.step_time_s.ravel()
+        gpus = np.repeat(self.layouts["gpus"].to_numpy(), self.step_time_s.shape[1])
+        keep = [np.flatnonzero(gpus == g)[np.argmin(flat[gpus == g])] for g in np.unique(gpus)]
+        return self.rows(np.array(keep, dtype=int))
+
+    def _row_dict(self, r: pd.Series) -> dict:
+        """One configuration in the scenario's shape with its step, band, memory and run figures (``to_dict``)."""
+        s = self.scenario(r)
+        lo, hi = self.band(r)
+        return {"parallel": s["parallel"], "training": s["training"], "gpus": int(r["gpus"]),
+                "step_time_s": float(r["step_time_s"]), "step_time_p10_s": lo, "step_time_p90_s": hi,
+                "memory_bytes_per_device": float(r["memory_bytes_per_device"]),
+                "hardware_scales": {k: float(r[k]) for k in SCALES},
+                **{k: float(r[k]) for k in ("run_steps", "run_days", "gpu_hours", "cost", "energy_kwh") if k in r}}
+
     def to_dict(self, top: int = 10) -> dict:
-        best = []
-        for _, r in self.top(top).iterrows():
-            s = self.scenario(r)
-            lo, hi = self.band(r)
-            best.append({"parallel": s["parallel"], "training": s["training"], "gpus": int(r["gpus"]),
-                         "step_time_s": float(r["step_time_s"]), "step_time_p10_s": lo, "step_time_p90_s": hi,
-                         "memory_bytes_per_device": float(r["memory_bytes_per_device"]),
-                         "hardware_scales": {k: float(r[k]) for k in SCALES},
-                         **{k: float(r[k]) for k in ("run_steps", "run_days", "gpu_hours", "cost", "energy_kwh")
-                            if k in r}})
+        """``best``: the ``top`` fastest configurations; ``per_gpus``: the fastest at each GPU count."""
         return {"evaluated": self.evaluated, "feasible": self.feasible, "elapsed_s": self.elapsed_s,
                 "compile_s": self.compile_s, "configs_per_s": self.configs_per_s, "rejected": self.rejected,
-                "best": best}
+                "best": [self._row_dict(r) for _, r in self.top(top).iterrows()],
+                "per_gpus": [self._row_dict(r) for _, r in self.fastest_per_gpus().iterrows()]}
 
 
 def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, progress: bool = False) -> SweepResult:
