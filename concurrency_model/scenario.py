@@ -105,12 +105,27 @@ def _check_consistency(tr: dict) -> None:
                          "training.sync to \"parameter_server\"")
 
 
+EXAMPLES = Path(__file__).parent / "presets" / "scenarios"
+
+
+def example_names() -> list[str]:
+    """The example scenarios shipped with the package, which ``--scenario NAME`` also takes.
+
+    >>> "gpt3-175b-3d" in example_names()
+    True
+    """
+    return sorted(p.stem for p in EXAMPLES.glob("*.json"))
+
+
 def read_scenario(spec) -> dict:
-    """The raw object of a scenario (a JSON/TOML file path or a dict), before defaults are filled in."""
+    """The raw object of a scenario (a JSON/TOML file path, the name of a shipped example, or a dict), before
+    defaults are filled in."""
     if isinstance(spec, (str, Path)):
         path = Path(spec)
+        if not path.exists() and isinstance(spec, str) and spec in example_names():
+            path = EXAMPLES / f"{spec}.json"
         if not path.exists() or path.is_dir():  # pipes (e.g. <(...)) are not regular files but can be read
-            raise ValueError(f"scenario: no such file {str(spec)!r}")
+            raise ValueError(f"scenario: no such file {str(spec)!r}; or an example: {', '.join(example_names())}")
         text = path.read_text()
         try:
             raw = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)

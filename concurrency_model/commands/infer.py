@@ -20,6 +20,11 @@ def run(a) -> dict:
                         ("--weights", a.weights), ("--load", a.load)):
         if value is not None and not (a.sweep or a.disaggregate):
             raise ValueError(f"{flag}: only with --sweep or --disaggregate")
+    inf = raw.get("inference")
+    if (a.sweep or a.disaggregate) and isinstance(inf, dict) and inf.get("load_rps") is not None:
+        # a sweep sizes fleets for a load: the scenario's own load is the default of --load
+        a.load = inf["load_rps"] if a.load is None else a.load
+        raw = {**raw, "inference": {k: v for k, v in inf.items() if k != "load_rps"}}
     for flag, value in (("--max-decode-ms", a.max_decode_ms), ("--max-first-token-ms", a.max_first_token_ms),
                         ("--load", a.load)):
         number(flag, value, none_ok=True)
@@ -279,8 +284,9 @@ def register(sub) -> None:
                    help="with --sweep or --disaggregate: the time-to-first-token target, in milliseconds (with "
                         "continuous batching in the scenario, tens of ms; a static batch waits for its whole prefill)")
     e.add_argument("--load", type=float, default=None, metavar="RPS",
-                   help="with --sweep or --disaggregate: requests a second to serve; adds the replicas and GPUs each "
-                        "configuration needs for it, and the best is the one with the fewest GPUs")
+                   help="with --sweep or --disaggregate: requests a second to serve (default: the scenario's "
+                        "inference.load_rps); adds the replicas and GPUs each configuration needs for it, and the best "
+                        "is the one with the fewest GPUs")
     e.add_argument("--disaggregate", action="store_true",
                    help="with --load: a prefill pool and a decode pool sized for the load and the targets (DistServe, "
                         "Splitwise), against colocated continuous batching")

@@ -1,4 +1,5 @@
-"""``concurrency-model presets [devices|clusters|models]``: every name a scenario or ``--hardware`` accepts.
+"""``concurrency-model presets [devices|clusters|models|scenarios]``: every name a scenario or ``--hardware``
+accepts, and the shipped example scenarios.
 
 Devices with their peak FLOP/s, memory and bandwidth; clusters with their device and tiers; the zoo, the
 shipped Hugging Face configs (``{"hf_config": NAME}``) and the model families (``{"kind": ...}``) with their
@@ -8,12 +9,13 @@ parameters and forward FLOP per sample at the default input. Each preset's sourc
 from __future__ import annotations
 
 import inspect
+import textwrap
 
 from ..cluster import cluster_names, load_cluster
 from ..hardware import device_names, load_device
 from . import add_json
 
-WHAT = ("devices", "clusters", "models")
+WHAT = ("devices", "clusters", "models", "scenarios")
 SHOWN_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8")
 
 
@@ -69,8 +71,19 @@ def models() -> dict:
             "families": families}
 
 
+def scenarios() -> list[dict]:
+    """The shipped example scenarios (``--scenario NAME``), with the command they are for and their notes."""
+    from ..scenario import EXAMPLES, example_names, read_scenario
+    out = []
+    for name in example_names():
+        raw = read_scenario(name)
+        out.append({"name": name, "command": "infer" if "inference" in raw else "estimate", "notes": raw["notes"],
+                    "file": str(EXAMPLES.relative_to(EXAMPLES.parents[1]) / f"{name}.json")})
+    return out
+
+
 def run(a) -> dict:
-    parts = {"devices": devices, "clusters": clusters, "models": models}
+    parts = {"devices": devices, "clusters": clusters, "models": models, "scenarios": scenarios}
     return {w: parts[w]() for w in ([a.what] if a.what else WHAT)}
 
 
@@ -88,6 +101,12 @@ def _table(header: tuple, rows: list[tuple]) -> None:
         print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
 
 
+def _gap(out: dict, what: str) -> None:
+    """A blank line before a kind that is not the first shown."""
+    if next(iter(out)) != what:
+        print()
+
+
 def show(out: dict) -> None:
     if "devices" in out:
         print("devices (--hardware NAME, a cluster's device; dense peak FLOP/s per dtype):")
@@ -96,7 +115,8 @@ def show(out: dict) -> None:
                  _si(d["mem_capacity_bytes"], "B"), _si(d["mem_bw_Bps"], "B/s"),
                  f"{d['board_power_w']:.0f} W" if d["board_power_w"] else "-") for d in out["devices"]])
     if "clusters" in out:
-        print("\nclusters (scenario \"cluster\", --cluster NAME; node count from the GPU count):")
+        _gap(out, "clusters")
+        print("clusters (scenario \"cluster\", --cluster NAME; node count from the GPU count):")
         _table(("name", "device", "GPUs a node", "inside a node", "between nodes"),
                [(c["name"], c["device"], c["gpus_per_node"],
                  f"{c['intra']['kind']} {_si(c['intra']['bw_Bps'], 'B/s')} a GPU",
@@ -104,13 +124,22 @@ def show(out: dict) -> None:
                 for c in out["clusters"]])
     if "models" in out:
         m = out["models"]
-        print("\nmodels (scenario \"model\": a zoo name, {\"hf_config\": NAME} or a family spec {\"kind\": ...}):")
+        _gap(out, "models")
+        print("models (scenario \"model\": a zoo name, {\"hf_config\": NAME} or a family spec {\"kind\": ...}):")
         _table(("name", "kind", "parameters", "forward FLOP a sample", "input"),
                [(r["name"], r["kind"], f"{r['params']:,}", _si(r["forward_flop"], "FLOP"), r["input"])
                 for r in m["zoo"] + m["hf_config"]])
         for f in m["families"]:
             fields = ", ".join([*f["required"], *(f"{k}={v}" for k, v in f["defaults"].items())])
             print(f"  {{\"kind\": \"{f['kind']}\", ...}}: {fields}")
+    if "scenarios" in out:
+        _gap(out, "scenarios")
+        print("example scenarios (--scenario NAME; each file's notes say what it is and where its numbers come "
+              "from):")
+        for e in out["scenarios"]:
+            print(f"  {e['command']} --scenario {e['name']}")
+            print(textwrap.fill(e["notes"], width=116, initial_indent="      ",
+                                subsequent_indent="      "))
     print("\nsources: each preset's file under concurrency_model/ (\"file\" in --json)")
 
 
