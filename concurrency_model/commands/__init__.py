@@ -30,8 +30,8 @@ def add_json(p: argparse.ArgumentParser) -> None:
 
 def add_scenario(p: argparse.ArgumentParser, what: str = "") -> None:
     """``--scenario FILE`` and repeatable ``--set KEY=VALUE`` (:func:`concurrency_model.scenario.with_settings`)."""
-    p.add_argument("--scenario", required=True, help=f"scenario file (JSON or TOML){what}; every field: "
-                   "docs/scenario.md")
+    p.add_argument("--scenario", required=True, help=f"scenario file (JSON or TOML) or the name of a shipped example "
+                   f"(presets scenarios){what}; every field: docs/scenario.md")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                    help="change one field of the scenario, e.g. --set parallel.tensor=4 --set cluster=dgx-h100 "
                         "(VALUE as JSON, else a string; repeatable)")

@@ -63,7 +63,8 @@ def show(out: dict) -> None:
 
 def register(sub) -> None:
     v = sub.add_parser("validate", help="predicted vs measured for every dataset in data/ (APE per dataset)")
-    v.add_argument("--dataset", metavar="NAME", help="one dataset (default: all); see the README for the names")
+    from ..validate.registry import names
+    v.add_argument("--dataset", metavar="NAME", help=f"one dataset (default: all): {', '.join(names())}")
     v.add_argument("--all-rows", action="store_true",
                    help="every row, and kernel constants fitted leave-one-device-out (minutes; default: quick)")
     v.add_argument("--all-modes", action="store_true", help="also the held-out / in-sample figures")
