@@ -69,7 +69,8 @@ class Scenario:
 
 
 def _section(raw: dict, name: str, defaults: dict) -> dict:
-    given = raw.get(name, {}) or {}
+    given = raw.get(name)
+    given = {} if given is None else given  # null: the defaults, as when left out
     if not isinstance(given, dict):
         raise ValueError(f"{name}: expected an object")
     unknown = sorted(set(given) - set(defaults))

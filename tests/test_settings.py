@@ -59,3 +59,13 @@ def test_sweep_and_infer_take_settings(tmp_path, capsys):
     assert main(["infer", "--scenario", str(f), "--set", "inference.batch=4", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["inference"]["batch"] == 4 and out["kv_cache_bytes"] == 2 * 12 * 4 * (128 + 16) * 768 * 2
+
+
+@pytest.mark.parametrize("section", ["parallel", "training"])
+@pytest.mark.parametrize("value", ["[]", "0", '""', "false"])
+def test_a_section_that_is_not_an_object_is_refused(section, value):
+    """An empty list or a zero where a section's object belongs is an error, not the defaults (null is the
+    defaults, as a section left out)."""
+    with pytest.raises(ValueError, match=f"^{section}: expected an object"):
+        estimate(with_settings(BASE, [f"{section}={value}"]))
+    assert estimate(with_settings(BASE, [f"{section}=null"])).step_time_s > 0
