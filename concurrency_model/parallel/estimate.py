@@ -106,6 +106,34 @@ class Estimate:
         stage timings), not for every estimate of a validation or a report."""
         return self.region_of() if self.region_of else None
 
+    @cached_property
+    def _symbolic(self) -> tuple:
+        from .sensitivity import step_expression
+        return step_expression(self.scenario)
+
+    @property
+    def expression(self):
+        """The step time as a sympy expression in the what-if scales of the hardware (``s_flops``, ``s_mem_bw``,
+        ``s_launch``, ``s_intra``, ``s_inter``, ``s_latency``, ``s_host``: factors of the presets' numbers) and in
+        ``m``, the microbatches a step (:func:`.sensitivity.step_expression`; built on first use).
+        ``expression.subs(expression_values)`` is ``step_time_s``; substitute other values for a what-if, or
+        ``sympy.lambdify`` it for arrays.
+
+        >>> e = estimate({"model": "gpt2", "parallel": {"data": 8, "global_batch": 64, "microbatch_size": 8}})
+        >>> abs(float(e.expression.subs(e.expression_values)) / e.step_time_s - 1) < 1e-12
+        True
+        >>> s_inter = next(x for x in e.expression_values if x.name == "s_inter")
+        >>> float(e.expression.subs({**e.expression_values, s_inter: 2})) <= e.step_time_s  # twice the network
+        True
+        """
+        return self._symbolic[0]
+
+    @property
+    def expression_values(self) -> dict:
+        """The values of :attr:`expression`'s symbols for the scenario as given (every scale 1, ``m`` its
+        microbatches)."""
+        return self._symbolic[1]
+
     @property
     def notes(self) -> tuple:
         """What the step time does not say: a global batch outside the paper's region B."""
