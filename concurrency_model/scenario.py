@@ -142,11 +142,11 @@ def read_scenario(spec) -> dict:
     return raw
 
 
-def with_settings(raw: dict, settings) -> dict:
+def with_settings(raw: dict, settings, flag: str = "--set") -> dict:
     """A copy of a raw scenario with ``KEY=VALUE`` settings applied (the CLI's ``--set``): ``KEY`` a dotted path
     (``parallel.tensor``, ``training.zero_stage``, ``model.seq_len``, ``cluster``), ``VALUE`` JSON (``4``,
     ``true``, ``null``, ``{"hf_config": "llama-2-7b"}``) or else a plain string (``dgx-h100``). The scenario's
-    own checks then name a bad field or value; ``ValueError`` naming ``--set`` for a malformed setting.
+    own checks then name a bad field or value; ``ValueError`` naming ``flag`` (``--set``) for a malformed setting.
 
     >>> with_settings({"model": "gpt2", "parallel": {"data": 8}}, ["parallel.tensor=2", "cluster=dgx-h100"])
     {'model': 'gpt2', 'parallel': {'data': 8, 'tensor': 2}, 'cluster': 'dgx-h100'}
@@ -156,9 +156,9 @@ def with_settings(raw: dict, settings) -> dict:
         key, sep, text = str(setting).partition("=")
         path = key.strip().split(".")
         if not sep or not all(path):
-            raise ValueError(f"--set: expected KEY=VALUE such as parallel.tensor=4, got {setting!r}")
+            raise ValueError(f"{flag}: expected KEY=VALUE such as parallel.tensor=4, got {setting!r}")
         if path[0] not in TOP:
-            raise ValueError(f"--set {key}: unknown field {path[0]!r}; allowed: {', '.join(TOP)}")
+            raise ValueError(f"{flag} {key}: unknown field {path[0]!r}; allowed: {', '.join(TOP)}")
         try:
             value = json.loads(text)
         except json.JSONDecodeError:
@@ -169,7 +169,7 @@ def with_settings(raw: dict, settings) -> dict:
                 node[part] = {}
             node = node[part]
             if not isinstance(node, dict):
-                raise ValueError(f"--set {key}: {'.'.join(path[:i + 1])} is {node!r}, not an object")
+                raise ValueError(f"{flag} {key}: {'.'.join(path[:i + 1])} is {node!r}, not an object")
         node[path[-1]] = value
     return out
 

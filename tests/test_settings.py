@@ -69,3 +69,29 @@ def test_a_section_that_is_not_an_object_is_refused(section, value):
     with pytest.raises(ValueError, match=f"^{section}: expected an object"):
         estimate(with_settings(BASE, [f"{section}={value}"]))
     assert estimate(with_settings(BASE, [f"{section}=null"])).step_time_s > 0
+
+
+def test_compare_shows_the_scenario_and_the_changed_one(tmp_path, capsys):
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(BASE))
+    assert main(["estimate", "--scenario", str(f), "--compare", "training.zero_stage=2", "--compare",
+                 "parallel.data=8", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["compare"] == ["training.zero_stage=2", "parallel.data=8"]
+    assert out["base"]["step_time_s"] == pytest.approx(estimate(BASE).step_time_s, rel=1e-12)
+    changed = estimate(with_settings(BASE, out["compare"]))
+    assert out["changed"]["step_time_s"] == pytest.approx(changed.step_time_s, rel=1e-12)
+    assert out["changed"]["gpus"] == 8 and out["changed"]["memory"]["optimizer_bytes"] < \
+        out["base"]["memory"]["optimizer_bytes"]  # ZeRO-2 shards the optimizer state over 8 ranks, not 4 copies
+    assert main(["estimate", "--scenario", str(f), "--compare", "training.zero_stage=2", "--compare",
+                 "parallel.data=8"]) == 0
+    text = capsys.readouterr().out
+    b, c = out["base"]["step_time_s"], out["changed"]["step_time_s"]
+    assert f"  {'step s':<28} {b:>12.4g} {c:>12.4g} {c / b - 1:>+9.1%}" in text
+    assert "changed: 8 x a100-sxm4-80gb (data 8 x" in text and "[training.zero_stage=2 parallel.data=8]" in text
+    # an infeasible or malformed change names --compare, one line, exit 2
+    assert main(["estimate", "--scenario", str(f), "--compare", "parallel.tensor=3"]) == 2
+    assert capsys.readouterr().err.startswith("concurrency-model estimate: error: --compare parallel.tensor=3: ")
+    assert main(["estimate", "--scenario", str(f), "--compare", "tensor"]) == 2
+    assert "--compare: expected KEY=VALUE" in capsys.readouterr().err
+    assert main(["estimate", "--scenario", str(f), "--compare", "parallel.data=8", "--sensitivities"]) == 2

@@ -3,11 +3,22 @@ from __future__ import annotations
 
 from ..parallel.compose import STEP_PARTS
 from ..parallel.estimate import estimate
+from ..scenario import with_settings
 from . import add_json, add_scenario, scenario_of
 
 
 def run(a) -> dict:
     raw = scenario_of(a)
+    if a.compare:
+        if a.sensitivities:
+            raise ValueError("--compare: not with --sensitivities")
+        changed = with_settings(raw, a.compare, flag="--compare")
+        base = estimate(raw).to_dict()
+        try:
+            other = estimate(changed).to_dict()
+        except ValueError as e:
+            raise ValueError(f"--compare {' '.join(a.compare)}: {e}") from None
+        return {"compare": a.compare, "base": base, "changed": other}
     out = estimate(raw).to_dict()
     if a.sensitivities:
         from ..parallel.sensitivity import bound_by, sensitivities
@@ -35,7 +46,8 @@ def _microbatches(p: dict) -> str:
     return f"{m} microbatch{'es' * (m != 1)} of {p['microbatch_size']} a replica"
 
 
-def show(out: dict) -> None:
+def _layout(out: dict) -> str:
+    """The devices and how the work is split over them, in words."""
     p = out["parallel"]
     how = "rows, halo exchange" if p.get("context_split") == "rows" else p.get("context_algorithm")
     ctx = f" x context {p['context']} ({how})" if p.get("context", 1) > 1 else ""
@@ -46,10 +58,16 @@ def show(out: dict) -> None:
     f = p.get("expert_imbalance_factor", 1.0)
     moe = f", experts split over {p['expert']} replicas" + (f" (busiest device {f:.3f}x the mean rows)" if f != 1
                                                               else "") if p.get("expert", 1) > 1 else ""
+    return (f"{out['gpus']} x {out['device']} (data {p['data']} x tensor {p['tensor']}{fc} x pipeline "
+            f"{p['pipeline']}{ctx}{moe}, {p['schedule']}{lora}; {_microbatches(p)})")
+
+
+def show(out: dict) -> None:
+    if "compare" in out:
+        show_compare(out)
+        return
     print(f"step {out['step_time_s']:.4g} s (80% band {out['step_time_p10_s']:.4g}-{out['step_time_p90_s']:.4g}) on "
-          f"{out['gpus']} device{'s' * (out['gpus'] != 1)} (data {p['data']} x tensor {p['tensor']}{fc} x pipeline "
-          f"{p['pipeline']}{ctx}{moe}, {p['schedule']}{lora}; {_microbatches(p)}): "
-          f"{out['throughput_samples_per_s']:,.1f} samples/s, "
+          f"{_layout(out)}: {out['throughput_samples_per_s']:,.1f} samples/s, "
           f"{out['achieved_flops_per_device'] / 1e12:,.1f} TFLOP/s per device")
     m = out["memory"]
     parts = ", ".join(f"{label} {m[k] / 1e9:,.2f}" for k, label in (
@@ -74,10 +92,40 @@ def show(out: dict) -> None:
             print(f"  {r['elasticity']:>+8.3f}  {r['what']}")
 
 
+COMPARED = (("step_time_s", "step s", 1), ("throughput_samples_per_s", "samples/s", 1),
+            ("achieved_flops_per_device", "TFLOP/s per device", 1e-12))
+MEMORY = (("weights_bytes", "weights GB"), ("gradients_bytes", "gradients GB"), ("optimizer_bytes", "optimizer GB"),
+          ("activations_bytes", "activations GB"), ("total_bytes", "memory GB"))
+RUN = (("run_days", "run days"), ("gpu_hours", "GPU-hours"), ("cost", "cost"), ("energy_kwh", "kWh"))
+
+
+def show_compare(out: dict) -> None:
+    """The scenario and the scenario with the --compare settings, side by side: headline, step parts, memory."""
+    base, other = out["base"], out["changed"]
+    print(f"base:    {_layout(base)}")
+    print(f"changed: {_layout(other)}  [{' '.join(out['compare'])}]")
+    rows = [(label, base[k] * f, other[k] * f) for k, label, f in COMPARED]
+    rows += [(k, base["breakdown"][k], other["breakdown"][k]) for k in STEP_PARTS
+             if base["breakdown"][k] or other["breakdown"][k]]
+    rows += [(label, base["memory"][k] / 1e9, other["memory"][k] / 1e9) for k, label in MEMORY if k in base["memory"]]
+    rows += [(label, base[k], other[k]) for k, label in RUN if base.get(k) is not None and other.get(k) is not None]
+    print(f"  {'':<28} {'base':>12} {'changed':>12} {'change':>9}")
+    for label, x, y in rows:
+        change = f"{y / x - 1:+.1%}" if x else ("" if not y else "new")
+        print(f"  {label:<28} {_num(x):>12} {_num(y):>12} {change:>9}")
+
+
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 1e4 else f"{x:.4g}"
+
+
 def register(sub) -> None:
     e = sub.add_parser("estimate", help="step time, breakdown and memory of a scenario (data x tensor x pipeline)")
     add_scenario(e)
     e.add_argument("--sensitivities", action="store_true",
                    help="add the elasticity of the step time to each hardware parameter")
+    e.add_argument("--compare", action="append", metavar="KEY=VALUE", default=[],
+                   help="estimate the scenario also with these fields changed (as --set does; repeatable, applied "
+                        "together) and show both side by side: the step, its parts, memory and the run")
     add_json(e)
     e.set_defaults(run=run, show=show)

@@ -145,6 +145,7 @@ class Estimate:
                 "flop_per_step": self.flop_per_step, "achieved_flops_per_device": self.achieved_flops_per_device,
                 "memory_bytes_per_device": self.memory_bytes_per_device, "breakdown": self.breakdown,
                 "memory": {k: v for k, v in self.memory.items() if k != "reason"}, "gpus": self.scenario.gpus,
+                "cluster": self.scenario.cluster.name, "device": self.scenario.cluster.device.name,
                 "parallel": {**self.scenario.parallel, **({"context_split": self.context_split} if self.context_split
                                                           else {}),
                              **({"expert_imbalance_factor": self.expert_imbalance_factor}
