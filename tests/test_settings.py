@@ -95,3 +95,18 @@ def test_compare_shows_the_scenario_and_the_changed_one(tmp_path, capsys):
     assert main(["estimate", "--scenario", str(f), "--compare", "tensor"]) == 2
     assert "--compare: expected KEY=VALUE" in capsys.readouterr().err
     assert main(["estimate", "--scenario", str(f), "--compare", "parallel.data=8", "--sensitivities"]) == 2
+
+
+def test_infer_compare(capsys):
+    assert main(["infer", "--scenario", "gpt2-generate", "--compare", "inference.batch=16", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    from concurrency_model.inference import infer
+    from concurrency_model.scenario import read_scenario
+    assert out["changed"]["tokens_per_s"] == pytest.approx(
+        infer(with_settings(read_scenario("gpt2-generate"), ["inference.batch=16"])).tokens_per_s, rel=1e-12)
+    assert out["changed"]["kv_cache_bytes"] == 2 * out["base"]["kv_cache_bytes"]  # batch 8 -> 16
+    assert main(["infer", "--scenario", "gpt2-generate", "--compare", "inference.batch=16"]) == 0
+    text = capsys.readouterr().out
+    assert "  KV cache GB" in text and "+100.0%" in text and "decode_compute_s" in text
+    assert main(["infer", "--scenario", "gpt2-generate", "--compare", "inference.batch=16", "--max-batch"]) == 2
+    assert "--compare: of one scenario's figures" in capsys.readouterr().err

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from ..parallel.compose import STEP_PARTS
 from ..parallel.estimate import estimate
-from ..scenario import with_settings
 from . import add_json, add_scenario, scenario_of
+from .compare import add_compare, compared, print_rows
 
 
 def run(a) -> dict:
@@ -12,13 +12,7 @@ def run(a) -> dict:
     if a.compare:
         if a.sensitivities:
             raise ValueError("--compare: not with --sensitivities")
-        changed = with_settings(raw, a.compare, flag="--compare")
-        base = estimate(raw).to_dict()
-        try:
-            other = estimate(changed).to_dict()
-        except ValueError as e:
-            raise ValueError(f"--compare {' '.join(a.compare)}: {e}") from None
-        return {"compare": a.compare, "base": base, "changed": other}
+        return compared(raw, a.compare, estimate)
     out = estimate(raw).to_dict()
     if a.sensitivities:
         from ..parallel.sensitivity import bound_by, sensitivities
@@ -109,14 +103,7 @@ def show_compare(out: dict) -> None:
              if base["breakdown"][k] or other["breakdown"][k]]
     rows += [(label, base["memory"][k] / 1e9, other["memory"][k] / 1e9) for k, label in MEMORY if k in base["memory"]]
     rows += [(label, base[k], other[k]) for k, label in RUN if base.get(k) is not None and other.get(k) is not None]
-    print(f"  {'':<28} {'base':>12} {'changed':>12} {'change':>9}")
-    for label, x, y in rows:
-        change = f"{y / x - 1:+.1%}" if x else ("" if not y else "new")
-        print(f"  {label:<28} {_num(x):>12} {_num(y):>12} {change:>9}")
-
-
-def _num(x: float) -> str:
-    return f"{x:,.0f}" if abs(x) >= 1e4 else f"{x:.4g}"
+    print_rows(rows)
 
 
 def register(sub) -> None:
@@ -124,8 +111,6 @@ def register(sub) -> None:
     add_scenario(e)
     e.add_argument("--sensitivities", action="store_true",
                    help="add the elasticity of the step time to each hardware parameter")
-    e.add_argument("--compare", action="append", metavar="KEY=VALUE", default=[],
-                   help="estimate the scenario also with these fields changed (as --set does; repeatable, applied "
-                        "together) and show both side by side: the step, its parts, memory and the run")
+    add_compare(e)
     add_json(e)
     e.set_defaults(run=run, show=show)

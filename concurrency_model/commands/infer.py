@@ -8,12 +8,15 @@ from ..checks import number
 from ..disaggregated import plan
 from ..inference import infer
 from . import add_json, add_scenario, scenario_of
+from .compare import add_compare, compared, print_rows
 
 
 def run(a) -> dict:
     raw = scenario_of(a)
     if a.disaggregate and (a.sweep or a.max_batch or a.weights):
         raise ValueError("--disaggregate: not with --sweep, --max-batch or --weights")
+    if a.compare and (a.sweep or a.disaggregate or a.max_batch):
+        raise ValueError("--compare: of one scenario's figures, not with --sweep, --disaggregate or --max-batch")
     if a.pipelines is not None and not (a.sweep or a.disaggregate):
         raise ValueError("--pipelines: only with --sweep or --disaggregate")
     for flag, value in (("--max-decode-ms", a.max_decode_ms), ("--max-first-token-ms", a.max_first_token_ms),
@@ -45,6 +48,8 @@ def run(a) -> dict:
     if a.max_batch:
         batch, result = max_batch(raw)
         return {**result.to_dict(), "max_batch": batch}
+    if a.compare:
+        return compared(raw, a.compare, infer)
     return infer(raw).to_dict()
 
 
@@ -176,7 +181,29 @@ def layout(p: dict) -> str:
     return f"{p['data']} replicas of {one}, each serving its own requests" if "data" in p else one
 
 
+# (key, label, factor) of the figures compared side by side, where both results have them
+COMPARED = (("prefill_s", "first token ms", 1e3), ("decode_s_per_token", "ms per token", 1e3),
+            ("total_s", "a request ms", 1e3), ("tokens_per_s", "tokens/s", 1), ("latency_s", "forward pass ms", 1e3),
+            ("samples_per_s", "samples/s", 1), ("gpus", "devices", 1),
+            ("memory_bytes_per_device", "memory GB", 1e-9), ("kv_cache_bytes", "KV cache GB", 1e-9),
+            ("gpu_hours_per_million_tokens", "GPU-hours a M tokens", 1),
+            ("cost_per_million_tokens", "cost a M tokens", 1), ("energy_per_token_j", "J a token", 1))
+
+
+def show_compare(out: dict) -> None:
+    base, other = out["base"], out["changed"]
+    print(f"changed: {' '.join(out['compare'])}")
+    rows = [(label, base[k] * f, other[k] * f) for k, label, f in COMPARED if k in base and k in other]
+    parts = [k for k in {**base["breakdown"], **other["breakdown"]}
+             if base["breakdown"].get(k) or other["breakdown"].get(k)]
+    rows += [(k, base["breakdown"].get(k, 0.0), other["breakdown"].get(k, 0.0)) for k in parts]
+    print_rows(rows)
+
+
 def show(out: dict) -> None:
+    if "compare" in out:
+        show_compare(out)
+        return
     if "plans" in out:
         show_disaggregated(out)
         return
@@ -269,6 +296,7 @@ def register(sub) -> None:
     e = sub.add_parser("infer", help="prefill/decode latency, tokens/s and memory of an inference scenario (a forward "
                        "pass's latency and samples/s for a model without a KV cache)")
     add_scenario(e, " with an inference object: batch, prompt_len, decode_len, dtype, ...")
+    add_compare(e)
     e.add_argument("--sweep", action="store_true",
                    help="a causal decoder on every tensor degree inside a node and batch up to the largest that "
                         "fits: the Pareto front of decode latency and tokens/s per GPU")
