@@ -52,3 +52,14 @@ def test_a_serving_sweep_takes_the_examples_load(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["load_rps"] == read_scenario("llama-2-7b-serving")["inference"]["load_rps"] == 20
     assert out["best"]["gpus_for_load"] >= 2
+
+
+def test_the_reports_example_rows_are_the_commands_figures():
+    from concurrency_model import estimate
+    from concurrency_model.report.examples import example_rows
+    rows = {r["name"]: r for r in example_rows()}
+    assert list(rows) == example_names()
+    e = estimate("gpt3-175b-3d")
+    assert rows["gpt3-175b-3d"]["result"].startswith(f"{e.step_time_s:.3g} s a step (80% band ")
+    assert rows["gpt3-175b-3d"]["command"] == "estimate" and rows["gpt2-generate"]["command"] == "infer"
+    assert "on 1,024 GPUs" in rows["gpt3-175b-3d"]["result"] and "on 1 GPU," in rows["gpt2-generate"]["result"]

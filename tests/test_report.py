@@ -81,8 +81,9 @@ def test_sections_and_error_table(report):
     out, _ = report
     with open(out["html"], encoding="utf-8") as f:
         page = f.read()
-    for anchor in ("zoo", "roofline", "collectives", "dp", "pipeline", "sweep", "inference", "validation"):
+    for anchor in ("zoo", "roofline", "collectives", "dp", "pipeline", "sweep", "inference", "validation", "examples"):
         assert f"id='{anchor}'" in page
+    assert "<code>concurrency-model estimate --scenario gpt3-175b-3d</code>" in page  # the examples' commands
     table = page[page.index("<table class='errors'>"):]
     assert "date of the data" in table and table.count("<tr>") >= 4
 

@@ -5,7 +5,7 @@ writes ``DIR/report.html`` (self-contained: the figures are embedded as PNG data
 figures as ``DIR/figures/*.png``. Figure functions live in small modules by topic (:mod:`.zoo`,
 :mod:`.comm`, :mod:`.parallel`, :mod:`.minibatch`, :mod:`.sweep3d`, :mod:`.inference`, :mod:`.finetune`,
 :mod:`.accuracy`); each takes ``ax=None`` and returns the Axes (:mod:`.finetune`'s plot its two), so they also work
-in a notebook.
+in a notebook. The last section (:mod:`.examples`) lists the shipped example scenarios with their commands.
 """
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def build_report(out_dir="reports", force: bool = False, progress: bool = True, 
     t0 = time.perf_counter()
     out = Path(out_dir)
     prepare_out(out, force)
-    with Progress(12, "report", enabled=progress) as bar:  # 11 sections and the page
+    with Progress(13, "report", enabled=progress) as bar:  # 12 sections and the page
         result = _build(out, quick, bar, t0)
     return result
 
@@ -65,6 +65,7 @@ def _build(out: Path, quick: bool, bar, t0: float) -> dict:
                            validation_section, zoo_sections)
     from .finetune import finetune_section
     from .serving import inference_section
+    from .examples import examples_section
 
     figs, sections, errors, timings = [], [], [], {}
 
@@ -99,6 +100,7 @@ def _build(out: Path, quick: bool, bar, t0: float) -> dict:
         run("fine-tuning", "Fine-tuning: full, LoRA and QLoRA", finetune_section)
         run("inference", "Inference: latency, batching and quantized weights", inference_section)
         run("validation", "Predicted against measured", validation_section, fut_val, quick)
+        run("examples", "Try it: the example scenarios", examples_section)
 
     bar.update(0, "writing the page")
     (out / FIGURE_DIR).mkdir(exist_ok=True)
