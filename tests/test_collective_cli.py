@@ -69,3 +69,18 @@ def test_bad_input_exits_2():
                            capture_output=True, text=True)
         assert p.returncode == 2, args
         assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+@pytest.mark.parametrize("written, n", [("1e9", 10**9), ("1GB", 10**9), ("256MiB", 2**28), ("4 kB", 4000)])
+def test_bytes_with_units_or_exponents(capsys, written, n):
+    args = ("collective", "allreduce", "--ranks", "16", "--cluster", "dgx-a100")
+    assert run_json(capsys, *args, "--bytes", written) == run_json(capsys, *args, "--bytes", str(n))
+
+
+@pytest.mark.parametrize("written", ["-5", "1.5", "x", "1e400", "3 parsecs"])
+def test_bad_byte_counts_exit_2_with_one_line(capsys, written):
+    with pytest.raises(SystemExit) as e:
+        main(["collective", "allreduce", "--ranks", "16", "--cluster", "dgx-a100", "--bytes", written])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "argument --bytes" in err

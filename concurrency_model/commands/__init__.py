@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import math
+import re
 
 
 from ..cost import to_json as num
@@ -18,6 +20,27 @@ def int_at_least(minimum: int):
             raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {v}")
         return v
     return parse
+
+
+UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+         "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def byte_count(text: str) -> int:
+    """An argparse type: a whole number of bytes, written ``1048576``, ``1e9``, ``256MiB`` or ``1GB`` (decimal
+    kB / MB / GB / TB, binary KiB / MiB / GiB / TiB).
+
+    >>> byte_count("1e9"), byte_count("256MiB"), byte_count("4 kB")
+    (1000000000, 268435456, 4000)
+    """
+    m = re.fullmatch(r"\s*([0-9.]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", text)
+    unit = m.group(2).lower() if m else None
+    if m is None or unit not in UNITS:
+        raise argparse.ArgumentTypeError(f"expected a byte count such as 1048576, 1e9, 256MiB or 1GB, got {text!r}")
+    value = float(m.group(1)) * UNITS[unit]
+    if not math.isfinite(value) or value != int(value):
+        raise argparse.ArgumentTypeError(f"must be a whole number of bytes, got {text!r}")
+    return int(value)
 
 
 positive_int = int_at_least(1)
@@ -43,4 +66,5 @@ def scenario_of(a) -> dict:
     return with_settings(read_scenario(a.scenario), a.set)
 
 
-__all__ = ["num", "int_at_least", "positive_int", "nonnegative_int", "add_json", "add_scenario", "scenario_of"]
+__all__ = ["num", "int_at_least", "positive_int", "nonnegative_int", "byte_count", "add_json", "add_scenario",
+           "scenario_of"]

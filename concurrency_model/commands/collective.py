@@ -6,7 +6,7 @@ import argparse
 from ..cluster import cluster_names
 from ..comm import ALGORITHMS, OPS, algbw, auto, busbw, collective_time, lower_bound
 from ..comm.on_cluster import algorithms, collective_on_cluster
-from . import add_json, positive_int
+from . import add_json, byte_count, positive_int
 
 NAMES = ("auto", "hierarchical", *sorted({a for algs in ALGORITHMS.values() for a in algs}))
 
@@ -69,9 +69,9 @@ def show(out: dict) -> None:
 def register(sub) -> None:
     c = sub.add_parser("collective", help="time of a collective (alpha-beta model, every algorithm, or a cluster)")
     c.add_argument("op", choices=[o for o in OPS if o != "p2p"])
-    c.add_argument("--bytes", type=int, required=True,
+    c.add_argument("--bytes", type=byte_count, required=True,
                    help="vector size per rank (allreduce/reduce/broadcast), total gathered size (allgather, "
-                        "reduce_scatter), bytes sent per rank (alltoall)")
+                        "reduce_scatter), bytes sent per rank (alltoall): 1048576, 1e9, 256MiB or 1GB")
     c.add_argument("--ranks", type=positive_int, required=True)
     c.add_argument("--alpha", type=nonnegative_float, help="latency, seconds")
     c.add_argument("--beta", type=nonnegative_float, help="seconds per byte")
