@@ -145,6 +145,8 @@ def test_cli_json_contract_and_bad_input(tmp_path):
     assert {"parallel", "training", "step_time_s", "memory_bytes_per_device"} <= set(b)
     again = estimate({"model": "gpt2", "cluster": "dgx-a100", "parallel": b["parallel"], "training": b["training"]})
     assert again.step_time_s == pytest.approx(b["step_time_s"], rel=1e-9)
+    for k in ("model_state_bytes", "activations_bytes"):  # the memory split, as estimate has it
+        assert b["memory"][k] == pytest.approx(again.memory[k], rel=1e-9)
     bad = _cli("sweep", "--scenario", str(f), "--gpus", "8", "--scale", "inter_bw=0,1")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "inter_bw" in bad.stderr
     empty = tmp_path / "e.json"

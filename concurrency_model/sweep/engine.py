@@ -174,6 +174,7 @@ class SweepResult:
         return {"parallel": s["parallel"], "training": s["training"], "gpus": int(r["gpus"]),
                 "step_time_s": float(r["step_time_s"]), "step_time_p10_s": lo, "step_time_p90_s": hi,
                 "memory_bytes_per_device": float(r["memory_bytes_per_device"]),
+                "memory": {k: float(r[k]) for k in ("model_state_bytes", "activations_bytes")},
                 "hardware_scales": {k: float(r[k]) for k in SCALES},
                 **{k: float(r[k]) for k in ("run_steps", "run_days", "gpu_hours", "cost", "energy_kwh") if k in r}}
 
@@ -264,8 +265,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     # memory per layout (hardware-independent), one lambdified expression per structural variant
     shape = transformer_shape(w.graph(1))
     shape_t = None if shape is None else tuple(shape[k] for k in ("s", "h", "a", "layers", "vocab"))
-    state = np.zeros(len(lay))
-    mem = np.zeros(len(lay))
+    state, model_state, mem = np.zeros(len(lay)), np.zeros(len(lay)), np.zeros(len(lay))
     mem_schedule = np.where((lay["schedule"] == "interleaved") & (lay["interleave"] == 1), "1f1b", lay["schedule"])
     keys = pd.DataFrame({"s": mem_schedule, "r": lay["recompute"], "q": lay["sequence_parallel"],
                          "z": lay["zero_stage"], "one": lay["pipeline"] == 1, "a": lay["context_algorithm"],
@@ -287,11 +287,13 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
         frozen = compose.frozen_bytes(frozen_bytes, int(z_), bool(one), L["tensor"].to_numpy(float),
                                       L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))
         state[idx], mem[idx] = st - frozen, st + ac  # the optimizer streams the trained state (:mod:`.lora`)
+        model_state[idx] = st
     fits = mem <= float(sc.cluster.device.mem_capacity)
     if (~fits).any():
         rejected["memory: over the device's capacity"] += int((~fits).sum()) * H
     lay, state = lay[fits].reset_index(drop=True), state[fits]
     lay["memory_bytes_per_device"] = mem[fits]
+    lay["model_state_bytes"], lay["activations_bytes"] = model_state[fits], (mem - model_state)[fits]
     if lay.empty:
         raise ValueError("sweep: no valid configuration; rejected: " +
                          "; ".join(f"{k} ({v})" for k, v in rejected.most_common()))
