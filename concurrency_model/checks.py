@@ -8,6 +8,7 @@ passes unchecked (what-if sweeps put symbols in place of numbers).
 """
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 
@@ -100,3 +101,16 @@ def count(field: str, v, *, low: int = 1, high: int | None = None, none_ok: bool
         raise ValueError(f"{field}: {int(v):.3g} is past 2**53, where the model's floating point stops counting "
                          "exactly")
     return int(v)
+
+
+def did_you_mean(word, allowed) -> str:
+    """``"; did you mean 'tensor'?"`` when ``word`` is a near miss of one of ``allowed`` (difflib's ratio at least
+    0.6), else ``""``: appended to an "unknown" error, it turns a typo into its fix.
+
+    >>> did_you_mean("tensr", ["data", "tensor", "pipeline"]), did_you_mean("x", ["data", "tensor"])
+    ("; did you mean 'tensor'?", '')
+    """
+    if not isinstance(word, str):
+        return ""
+    close = difflib.get_close_matches(word, [str(a) for a in allowed], n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import sympy as sp
 
-from .checks import count, number
+from .checks import count, did_you_mean, number
 
 KINDS = ("gpu", "cpu", "accelerator")
 DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
@@ -216,7 +216,8 @@ def read_spec(spec, preset_dir, field_name: str, names) -> tuple[dict, str]:
         return read_json(path, field_name), path.name
     preset = preset_dir / f"{text}.json"
     if not preset.is_file():
-        raise ValueError(f"{field_name}: unknown preset {text!r}; allowed: {', '.join(names())}")
+        raise ValueError(f"{field_name}: unknown preset {text!r}{did_you_mean(text, names())}; allowed: "
+                         f"{', '.join(names())}")
     return read_json(preset, field_name), text
 
 

@@ -16,7 +16,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .checks import count, number
+from .checks import count, did_you_mean, number
 from .cluster import Cluster, load_cluster
 from .parallel.batch_size import DEFAULT_CEILING
 from .parallel.consistency import CONSISTENCY
@@ -75,13 +75,14 @@ def _section(raw: dict, name: str, defaults: dict) -> dict:
         raise ValueError(f"{name}: expected an object")
     unknown = sorted(set(given) - set(defaults))
     if unknown:
-        raise ValueError(f"{name}.{unknown[0]}: unknown field; allowed: {', '.join(defaults)}")
+        raise ValueError(f"{name}.{unknown[0]}: unknown field{did_you_mean(unknown[0], defaults)}; allowed: "
+                         f"{', '.join(defaults)}")
     out = {**defaults, **given}
     for k, v in out.items():
         default = defaults[k]
         where = f"{name}.{k}"
         if k in CHOICES and v not in CHOICES[k] and not (v is None is default):
-            raise ValueError(f"{where}: unknown {v!r}; allowed: {', '.join(CHOICES[k])}")
+            raise ValueError(f"{where}: unknown {v!r}{did_you_mean(v, CHOICES[k])}; allowed: {', '.join(CHOICES[k])}")
         if isinstance(default, bool):
             if not isinstance(v, bool):
                 raise ValueError(f"{where}: must be true or false, got {v!r}")
@@ -126,7 +127,8 @@ def read_scenario(spec) -> dict:
         if not path.exists() and isinstance(spec, str) and spec in example_names():
             path = EXAMPLES / f"{spec}.json"
         if not path.exists() or path.is_dir():  # pipes (e.g. <(...)) are not regular files but can be read
-            raise ValueError(f"scenario: no such file {str(spec)!r}; or an example: {', '.join(example_names())}")
+            raise ValueError(f"scenario: no such file {str(spec)!r}{did_you_mean(str(spec), example_names())}; or "
+                             f"an example: {', '.join(example_names())}")
         text = path.read_text()
         try:
             raw = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
@@ -158,7 +160,8 @@ def with_settings(raw: dict, settings, flag: str = "--set") -> dict:
         if not sep or not all(path):
             raise ValueError(f"{flag}: expected KEY=VALUE such as parallel.tensor=4, got {setting!r}")
         if path[0] not in TOP:
-            raise ValueError(f"{flag} {key}: unknown field {path[0]!r}; allowed: {', '.join(TOP)}")
+            raise ValueError(f"{flag} {key}: unknown field {path[0]!r}{did_you_mean(path[0], TOP)}; allowed: "
+                             f"{', '.join(TOP)}")
         try:
             value = json.loads(text)
         except json.JSONDecodeError:
@@ -181,7 +184,8 @@ def load_scenario(spec) -> Scenario:
     raw = read_scenario(spec)
     unknown = sorted(set(raw) - set(TOP))
     if unknown:
-        raise ValueError(f"scenario.{unknown[0]}: unknown field; allowed: {', '.join(TOP)}")
+        raise ValueError(f"scenario.{unknown[0]}: unknown field{did_you_mean(unknown[0], TOP)}; allowed: "
+                         f"{', '.join(TOP)}")
     if "model" not in raw:
         raise ValueError("model: missing (a zoo name or an object such as {\"kind\": \"gpt\", ...})")
     par = _section(raw, "parallel", PARALLEL)

@@ -29,7 +29,7 @@ def test_examples_are_listed_and_a_wrong_name_lists_them(capsys):
     assert {e["command"] for e in listed} == {"estimate", "infer"}
     assert main(["estimate", "--scenario", "gpt3-175b"]) == 2  # a model's name, not an example's
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no such file 'gpt3-175b'; or an example: " in err and "gpt3-175b-3d" in err
+    assert err.count("\n") == 1 and "no such file 'gpt3-175b'; did you mean 'gpt3-175b-3d'?; or an example: " in err and "gpt3-175b-3d" in err
 
 
 def test_an_example_as_the_base_of_a_what_if(capsys):

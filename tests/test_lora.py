@@ -118,7 +118,7 @@ def test_a_quantized_base():
 
 
 @pytest.mark.parametrize("training, message", [
-    ({"lora_rank": 8, "lora_base_dtype": "int2"}, "^training.lora_base_dtype: unknown 'int2'; allowed: nf4, int4"),
+    ({"lora_rank": 8, "lora_base_dtype": "int2"}, "^training.lora_base_dtype: unknown 'int2'; did you mean 'int[48]'\\?; allowed: nf4, int4"),
     ({"lora_base_dtype": "nf4"}, "^training.lora_base_dtype: a quantized frozen base goes with adapters"),
     ({"lora_rank": 8, "lora_base_dtype": []}, r"^training.lora_base_dtype: unknown \[\]"),  # was a TypeError
 ])

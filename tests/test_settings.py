@@ -110,3 +110,18 @@ def test_infer_compare(capsys):
     assert "  KV cache GB" in text and "+100.0%" in text and "decode_compute_s" in text
     assert main(["infer", "--scenario", "gpt2-generate", "--compare", "inference.batch=16", "--max-batch"]) == 2
     assert "--compare: of one scenario's figures" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("setting, hint", [
+    ("parallel.tensr=2", "parallel.tensr: unknown field; did you mean 'tensor'?"),
+    ("parallel.schedule=1fb1", "parallel.schedule: unknown '1fb1'; did you mean '1f1b'?"),
+    ("run.token=1", "run.token: unknown field; did you mean 'tokens'?"),
+    ("cluster=dgx-a10", "cluster: unknown preset 'dgx-a10'; did you mean 'dgx-a100'?"),
+    ("model=gtp2", "model: unknown 'gtp2'; did you mean 'gpt2'?"),
+    ("trainng={}", "--set trainng: unknown field 'trainng'; did you mean 'training'?"),
+])
+def test_a_typo_gets_its_fix(setting, hint):
+    raw = {**BASE, "run": {"tokens": 1e9}}
+    with pytest.raises(ValueError) as e:
+        estimate(with_settings(raw, [setting]))
+    assert str(e.value).startswith(hint) and "; allowed: " in str(e.value)

@@ -19,7 +19,7 @@ from typing import Callable
 
 import sympy as sp
 
-from ..checks import count
+from ..checks import count, did_you_mean
 from ..graph import Graph
 from . import cnn, mlp, rnn, transformer
 from .builder import Builder
@@ -152,12 +152,13 @@ def _build(model, batch=1, image_size=None, value_bytes=4, options=None) -> Grap
         if kind in NAMES:
             image_size = spec.pop("image_size", image_size)
             return _build(kind, batch, image_size, value_bytes, {**spec, **options})
-        raise ValueError(f"model.kind: unknown {kind!r}; allowed: {', '.join((*FAMILIES, *NAMES))}")
+        raise ValueError(f"model.kind: unknown {kind!r}{did_you_mean(kind, (*FAMILIES, *NAMES))}; allowed: "
+                         f"{', '.join((*FAMILIES, *NAMES))}")
     if not isinstance(model, str) or model not in NAMES:
         from ..frontends.hf import preset_names
         hint = (f'; {model!r} is a Hugging Face config preset: {{"hf_config": "{model}"}}'
                 if model in preset_names() else f"; or {{\"hf_config\": NAME}} with NAME one of {', '.join(preset_names())}")
-        raise ValueError(f"model: unknown {model!r}; allowed: {', '.join(NAMES)}{hint}")
+        raise ValueError(f"model: unknown {model!r}{did_you_mean(model, NAMES)}; allowed: {', '.join(NAMES)}{hint}")
     b = Builder(model, batch, value_bytes)
     try:
         if model in IMAGE_MODELS:

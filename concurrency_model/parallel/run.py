@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import number
+from ..checks import did_you_mean, number
 
 FIELDS = ("tokens", "samples", "epochs", "price_per_gpu_hour", "board_power_w", "gpu_mtbf_hours", "checkpoint_s",
           "restart_s", "checkpoint_interval_s")
@@ -49,7 +49,8 @@ def check_run(run: dict) -> dict:
         raise ValueError("run: expected an object with tokens or samples")
     unknown = sorted(set(run) - set(FIELDS))
     if unknown:
-        raise ValueError(f"run.{unknown[0]}: unknown field; allowed: {', '.join(FIELDS)}")
+        raise ValueError(f"run.{unknown[0]}: unknown field{did_you_mean(unknown[0], FIELDS)}; allowed: "
+                         f"{', '.join(FIELDS)}")
     if ("tokens" in run) == ("samples" in run):
         raise ValueError("run: give exactly one of tokens or samples")
     for k, v in run.items():
