@@ -110,7 +110,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .checks import number
+from .checks import did_you_mean, number
 from .cluster import load_cluster
 from .continuous import at_load, check_continuous, iteration, prompt_tokens, speculative_maker, workspace
 from .decode import decode_step, prefill_pass, sum_max_affine
@@ -181,7 +181,8 @@ def inference_section(raw: dict) -> dict:
     number("inference.host_overhead_s", out["host_overhead_s"], low_ok=True)  # host seconds per kernel
     number("inference.price_per_gpu_hour", out["price_per_gpu_hour"], low_ok=True, none_ok=True)
     if out["batching"] not in BATCHING:
-        raise ValueError(f"inference.batching: unknown {out['batching']!r}; allowed: {', '.join(BATCHING)}")
+        raise ValueError(f"inference.batching: unknown {out['batching']!r}{did_you_mean(out['batching'], BATCHING)}; "
+                         f"allowed: {', '.join(BATCHING)}")
     if number("inference.load_rps", out["load_rps"], none_ok=True) is not None and out["batching"] != "continuous":
         raise ValueError("inference.load_rps: a load is modelled with batching \"continuous\" (a static batch waits "
                          "for its requests)")

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .checks import did_you_mean
+
 DISTRIBUTIONS = ("fixed", "uniform", "geometric")
 
 
@@ -69,7 +71,8 @@ def lengths(kind: str, decode_len: int, cap: int, field: str = "output_lengths",
     4.0
     """
     if kind not in DISTRIBUTIONS:
-        raise ValueError(f"inference.{field}: unknown {kind!r}; allowed: {', '.join(DISTRIBUTIONS)}")
+        raise ValueError(f"inference.{field}: unknown {kind!r}{did_you_mean(kind, DISTRIBUTIONS)}; allowed: "
+                         f"{', '.join(DISTRIBUTIONS)}")
     if kind == "fixed":
         pmf = np.zeros(decode_len)
         pmf[-1] = 1.0

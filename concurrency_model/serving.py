@@ -10,7 +10,7 @@ from functools import lru_cache
 
 import sympy as sp
 
-from .checks import count
+from .checks import count, did_you_mean
 from .cluster import place
 from .comm.on_cluster import collective_on_cluster
 from .lengths import lengths
@@ -125,7 +125,8 @@ def weights_bytes(graph, vb: int, weight_dtype: str | None, weight_sparsity=None
     parallelism ``expert``, the bytes of one device of an expert group: ``1/expert`` of every mixture-of-experts
     layer's experts (:mod:`concurrency_model.parallel.expert`)."""
     if weight_dtype is not None and (not isinstance(weight_dtype, str) or weight_dtype not in WEIGHT_BYTES):
-        raise ValueError(f"inference.weight_dtype: unknown {weight_dtype!r}; allowed: {', '.join(WEIGHT_BYTES)}")
+        raise ValueError(f"inference.weight_dtype: unknown {weight_dtype!r}{did_you_mean(weight_dtype, WEIGHT_BYTES)}; "
+                         f"allowed: {', '.join(WEIGHT_BYTES)}")
     wb = vb if weight_dtype is None else WEIGHT_BYTES[weight_dtype]
     total = float(graph.params) * vb
     for n in graph.layers():

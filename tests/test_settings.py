@@ -125,3 +125,18 @@ def test_a_typo_gets_its_fix(setting, hint):
     with pytest.raises(ValueError) as e:
         estimate(with_settings(raw, [setting]))
     assert str(e.value).startswith(hint) and "; allowed: " in str(e.value)
+
+
+@pytest.mark.parametrize("setting, hint", [
+    ('model={"hf_config": "llama2-7b"}', "hf_config: no such file 'llama2-7b' and no preset of that name; did you mean "
+                                         "'llama-2-7b'?"),
+    ("inference.batching=continous", "inference.batching: unknown 'continous'; did you mean 'continuous'?"),
+    ("inference.output_lengths=geometic", "inference.output_lengths: unknown 'geometic'; did you mean 'geometric'?"),
+    ("inference.weight_dtype=int9", "inference.weight_dtype: unknown 'int9'; did you mean 'int8'?"),
+])
+def test_a_typo_in_an_inference_scenario_gets_its_fix(setting, hint):
+    from concurrency_model.inference import infer
+    from concurrency_model.scenario import read_scenario
+    with pytest.raises(ValueError) as e:
+        infer(with_settings(read_scenario("gpt2-generate"), [setting]))
+    assert str(e.value).startswith(hint)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import time
 
+from ..checks import did_you_mean
 from . import add_json
 
 APE_DOC = "absolute percentage errors as fractions of the measured value (0.12 = 12%)"
@@ -19,7 +20,8 @@ APE_DOC = "absolute percentage errors as fractions of the measured value (0.12 =
 def run(a) -> dict:
     from ..validate import registry
     if a.dataset is not None and a.dataset not in registry.names():
-        raise ValueError(f"dataset: unknown {a.dataset!r}; allowed: {', '.join(registry.names())}")
+        raise ValueError(f"dataset: unknown {a.dataset!r}{did_you_mean(a.dataset, registry.names())}; allowed: "
+                         f"{', '.join(registry.names())}")
     t0 = time.perf_counter()
     df = registry.validate(a.dataset, quick=not a.all_rows, all_modes=a.all_modes,
                            progress=sys.stderr if sys.stderr.isatty() else None)

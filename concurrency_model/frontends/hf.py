@@ -25,7 +25,7 @@ from functools import partial
 from importlib import resources
 from pathlib import Path
 
-from ..checks import count, number
+from ..checks import count, did_you_mean, number
 from ..graph import Graph
 from ..models import transformer
 from ..models.builder import Builder
@@ -65,8 +65,8 @@ def load_hf_config(path_or_dict) -> tuple[dict, str]:
         if isinstance(path_or_dict, str) and preset.is_file():
             path = preset
         else:
-            raise ValueError(f"hf_config: no such file {str(path_or_dict)!r} and no preset of that name; "
-                             f"presets: {', '.join(preset_names())}")
+            raise ValueError(f"hf_config: no such file {str(path_or_dict)!r} and no preset of that name"
+                             f"{did_you_mean(str(path_or_dict), preset_names())}; presets: {', '.join(preset_names())}")
     try:
         cfg = json.loads(path.read_text())
     except json.JSONDecodeError as e:
