@@ -110,7 +110,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .checks import did_you_mean, number
 from .cluster import load_cluster
 from .continuous import at_load, check_continuous, iteration, prompt_tokens, speculative_maker, workspace
 from .decode import decode_step, prefill_pass, sum_max_affine
@@ -120,19 +119,13 @@ from .models.transformer import check_tensor_split
 from .parallel.memory import memory_per_device
 from .queueing import erlang_c, mean_wait, wait_quantile
 from .routing import check_applies
-from .scenario import _section, load_scenario, read_scenario
+from .scenario import INFERENCE, inference_section, load_scenario, read_scenario
 from .serving import (Comm, check_layout, check_weight_sparsity, expert_count, is_causal_decoder, kv_cache_bytes,
                       model_graph, model_shape, served, weights_bytes, workspace_bytes)
 from .speculative import Speculation
 from .speculative import check as check_speculative
 from .uncertainty import bands
 from .units import dtype_bytes
-
-INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,
-             "weight_sparsity": None, "host_overhead_s": 0.0, "speculative": None, "batching": "static",
-             "price_per_gpu_hour": None, "output_lengths": "fixed", "load_rps": None, "prefix_len": 0,
-             "prompt_lengths": "fixed"}
-BATCHING = ("static", "continuous")
 
 
 @dataclass
@@ -171,27 +164,6 @@ class Inference:
         return (f"Inference({what} {self.inference['batch']}: first token {self.prefill_s * 1e3:,.4g} ms, "
                 f"{self.decode_s_per_token * 1e3:,.4g} ms per token, {self.tokens_per_s:,.4g} tokens/s; tensor "
                 f"{p['tensor']} x pipeline {p['pipeline']}; {self.memory_bytes_per_device / 1e9:,.3g} GB per device)")
-
-
-def inference_section(raw: dict) -> dict:
-    """The scenario's ``inference`` object with defaults filled in (``ValueError`` naming the field)."""
-    if raw.get("inference") is None:
-        raise ValueError("inference: missing; give an object with batch, prompt_len, decode_len, dtype")
-    out = _section(raw, "inference", INFERENCE)  # the scenario's field checks: positive integers, dtype names
-    number("inference.host_overhead_s", out["host_overhead_s"], low_ok=True)  # host seconds per kernel
-    number("inference.price_per_gpu_hour", out["price_per_gpu_hour"], low_ok=True, none_ok=True)
-    if out["batching"] not in BATCHING:
-        raise ValueError(f"inference.batching: unknown {out['batching']!r}{did_you_mean(out['batching'], BATCHING)}; "
-                         f"allowed: {', '.join(BATCHING)}")
-    if number("inference.load_rps", out["load_rps"], none_ok=True) is not None and out["batching"] != "continuous":
-        raise ValueError("inference.load_rps: a load is modelled with batching \"continuous\" (a static batch waits "
-                         "for its requests)")
-    if out["prefix_len"] >= out["prompt_len"]:
-        raise ValueError(f"inference.prefix_len: must be below prompt_len = {out['prompt_len']} (the last prompt "
-                         f"position runs to give the first token), got {out['prefix_len']}")
-    if out["prefix_len"] and out["speculative"] is not None:
-        raise ValueError("inference.prefix_len: a cached prefix with speculative decoding is not modelled")
-    return out
 
 
 def infer(scenario) -> Inference:

@@ -1,4 +1,5 @@
-"""Scenario files (DESIGN.md "A scenario file"): model + cluster + parallel + training, JSON or TOML.
+"""Scenario files (DESIGN.md "A scenario file"): model + cluster + parallel + training (+ run, inference), JSON or
+TOML; every field in docs/scenario.md.
 
 Fields left out take these defaults; the number of devices is ``data * tensor * pipeline * context``
 (``context``: context-parallel degree, the sequence of every sample split over that many devices, by
@@ -40,12 +41,17 @@ TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_sta
             "lora_base_dtype": None}
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "threshold", "topk", "dgc", "powersgd",
                 "sfb")
+INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,
+             "weight_sparsity": None, "host_overhead_s": 0.0, "speculative": None, "batching": "static",
+             "price_per_gpu_hour": None, "output_lengths": "fixed", "load_rps": None, "prefix_len": 0,
+             "prompt_lengths": "fixed"}
+BATCHING = ("static", "continuous")  # inference.batching (:mod:`concurrency_model.continuous`)
 CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tensor_layers": TENSOR_LAYERS,
            "recompute": ("none", "selective", "full"),
            "optimizer": tuple(RULES), "dtype": tuple(DTYPE_BYTES),
            "sync": ("allreduce", "parameter_server", "gossip"), "compression": COMPRESSIONS,
            "gossip_topology": TOPOLOGIES, "consistency": CONSISTENCY, "batch_norm": BATCH_NORM,
-           "lora_base_dtype": tuple(BASE_BYTES)}  # or null: a field whose default is null may stay null
+           "lora_base_dtype": tuple(BASE_BYTES), "batching": BATCHING}  # a field whose default is null may stay null
 TOP = ("model", "cluster", "parallel", "training", "run", "inference", "name", "notes")
 
 
@@ -88,6 +94,24 @@ def _section(raw: dict, name: str, defaults: dict) -> dict:
                 raise ValueError(f"{where}: must be true or false, got {v!r}")
         elif isinstance(default, int) or (k == "global_batch" and v is not None):
             count(where, v, low=0 if k in ("zero_stage", "ps_servers", "staleness", "prefix_len", "lora_rank") else 1)
+    return out
+
+
+def inference_section(raw: dict) -> dict:
+    """The scenario's ``inference`` object with defaults filled in (``ValueError`` naming the field)."""
+    if raw.get("inference") is None:
+        raise ValueError("inference: missing; give an object with batch, prompt_len, decode_len, dtype")
+    out = _section(raw, "inference", INFERENCE)  # positive integers, the CHOICES' names
+    number("inference.host_overhead_s", out["host_overhead_s"], low_ok=True)  # host seconds per kernel
+    number("inference.price_per_gpu_hour", out["price_per_gpu_hour"], low_ok=True, none_ok=True)
+    if number("inference.load_rps", out["load_rps"], none_ok=True) is not None and out["batching"] != "continuous":
+        raise ValueError("inference.load_rps: a load is modelled with batching \"continuous\" (a static batch waits "
+                         "for its requests)")
+    if out["prefix_len"] >= out["prompt_len"]:
+        raise ValueError(f"inference.prefix_len: must be below prompt_len = {out['prompt_len']} (the last prompt "
+                         f"position runs to give the first token), got {out['prefix_len']}")
+    if out["prefix_len"] and out["speculative"] is not None:
+        raise ValueError("inference.prefix_len: a cached prefix with speculative decoding is not modelled")
     return out
 
 

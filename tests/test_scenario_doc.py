@@ -6,10 +6,9 @@ from pathlib import Path
 import pytest
 
 from concurrency_model.cluster import cluster_names
-from concurrency_model.inference import BATCHING, INFERENCE
 from concurrency_model.lengths import DISTRIBUTIONS
 from concurrency_model.parallel.run import FIELDS as RUN_FIELDS
-from concurrency_model.scenario import CHOICES, PARALLEL, TOP, TRAINING, load_scenario
+from concurrency_model.scenario import BATCHING, CHOICES, INFERENCE, PARALLEL, TOP, TRAINING, load_scenario
 from concurrency_model.serving import WEIGHT_BYTES
 
 DOC = (Path(__file__).parents[1] / "docs" / "scenario.md").read_text()

@@ -7,6 +7,7 @@ import re
 
 
 from ..cost import to_json as num
+from ..scenario import read_scenario, with_settings
 
 
 def int_at_least(minimum: int):
@@ -62,7 +63,6 @@ def add_scenario(p: argparse.ArgumentParser, what: str = "") -> None:
 
 def scenario_of(a) -> dict:
     """The scenario a command was given: the file, read once (it may be a pipe), with its ``--set`` settings."""
-    from ..scenario import read_scenario, with_settings
     return with_settings(read_scenario(a.scenario), a.set)
 
 

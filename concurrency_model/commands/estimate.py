@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..parallel.compose import STEP_PARTS
-from ..parallel.estimate import estimate
+from ..parallel.estimate import MEMORY_PARTS, estimate
 from . import add_json, add_scenario, scenario_of
 from .compare import add_compare, compared, print_rows
 
@@ -64,9 +64,7 @@ def show(out: dict) -> None:
           f"{_layout(out)}: {out['throughput_samples_per_s']:,.1f} samples/s, "
           f"{out['achieved_flops_per_device'] / 1e12:,.1f} TFLOP/s per device")
     m = out["memory"]
-    parts = ", ".join(f"{label} {m[k] / 1e9:,.2f}" for k, label in (
-        ("weights_bytes", "weights"), ("gradients_bytes", "gradients"), ("optimizer_bytes", "optimizer state"),
-        ("activations_bytes", "activations")) if m.get(k))
+    parts = ", ".join(f"{label} {m[k] / 1e9:,.2f}" for k, label in MEMORY_PARTS.items() if m.get(k))
     print(f"memory per device {out['memory_bytes_per_device'] / 1e9:,.2f} GB of {m['capacity_bytes'] / 1e9:,.0f} GB "
           f"({parts} GB)")
     if "run_days" in out:  # a run object: its keys sit beside the step's (DESIGN.md contract)
@@ -88,8 +86,6 @@ def show(out: dict) -> None:
 
 COMPARED = (("step_time_s", "step s", 1), ("throughput_samples_per_s", "samples/s", 1),
             ("achieved_flops_per_device", "TFLOP/s per device", 1e-12))
-MEMORY = (("weights_bytes", "weights GB"), ("gradients_bytes", "gradients GB"), ("optimizer_bytes", "optimizer GB"),
-          ("activations_bytes", "activations GB"), ("total_bytes", "memory GB"))
 RUN = (("run_days", "run days"), ("gpu_hours", "GPU-hours"), ("cost", "cost"), ("energy_kwh", "kWh"))
 
 
@@ -101,7 +97,8 @@ def show_compare(out: dict) -> None:
     rows = [(label, base[k] * f, other[k] * f) for k, label, f in COMPARED]
     rows += [(k, base["breakdown"][k], other["breakdown"][k]) for k in STEP_PARTS
              if base["breakdown"][k] or other["breakdown"][k]]
-    rows += [(label, base["memory"][k] / 1e9, other["memory"][k] / 1e9) for k, label in MEMORY if k in base["memory"]]
+    rows += [(f"{label} GB", base["memory"][k] / 1e9, other["memory"][k] / 1e9)
+             for k, label in {**MEMORY_PARTS, "total_bytes": "memory"}.items()]
     rows += [(label, base[k], other[k]) for k, label in RUN if base.get(k) is not None and other.get(k) is not None]
     print_rows(rows)
 

@@ -194,7 +194,7 @@ def state_parts(params: float, optimizer: str, dtype: str, zero_stage: int, sing
     """One device's ``weights``, ``gradients`` and ``optimizer`` bytes (:func:`.memory.model_state_bytes`, ZeRO
     §3.1, §5) at tensor ``t``, ``p`` stages and ``d`` ZeRO ranks (numbers or sympy symbols), the frozen weights
     counted as weights (:func:`memory_fn`)."""
-    out = {"weights": sp.Integer(0), "gradients": sp.Integer(0), "optimizer": sp.Integer(0)}
+    out = {"weights": 0, "gradients": 0, "optimizer": 0}
     for n, tensor in ((params - replicated, t), (replicated, 1)):
         if n:
             got = memory.model_state_bytes(n, optimizer, state_dtype(dtype), tensor=tensor,

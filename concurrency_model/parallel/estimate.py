@@ -272,6 +272,11 @@ def prepare(sc: Scenario) -> tuple:
     return w, stage, state, mem, (b, t, sp, rec, p, d, m, v, zero)
 
 
+# the parts of a device's memory in ``Estimate.memory`` that add up to its total, with their names in words
+MEMORY_PARTS = {"weights_bytes": "weights", "gradients_bytes": "gradients", "optimizer_bytes": "optimizer state",
+                "activations_bytes": "activations"}
+
+
 def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     """Model-state bytes and :func:`.memory.memory_per_device` of the scenario's layout at microbatch ``b``
     with ``m`` microbatches a step."""

@@ -24,8 +24,6 @@ PARTS = {"forward_s": "forward", "backward_s": "backward", "recompute_s": "recom
          "pipeline_p2p_s": "pipeline p2p", "bubble_s": "pipeline bubble",
          "data_parallel_exposed_s": "data-parallel comm (exposed)", "overlap_interference_s": "overlap interference",
          "optimizer_s": "optimizer", "host_wait_s": "host (kernel issue) wait", "straggler_wait_s": "straggler wait"}
-MEMORY = {"weights_bytes": "weights", "gradients_bytes": "gradients", "optimizer_bytes": "optimizer state",
-          "activations_bytes": "activations"}
 
 
 def base_scenario() -> dict:
@@ -158,7 +156,7 @@ def memory_tradeoff(result=None, ax=None):
     ...                 "parallel": {"global_batch": 512}})).get_xlabel()
     'GB per GPU'
     """
-    from ..parallel.estimate import estimate
+    from ..parallel.estimate import MEMORY_PARTS, estimate
 
     result = result if result is not None else sweep_result()
     frame = result.frame
@@ -168,7 +166,7 @@ def memory_tradeoff(result=None, ax=None):
     y = np.arange(len(best))
     left = np.zeros(len(best))
     rows = [(row, estimate(result.scenario(row))) for _, row in best.iterrows()]
-    for i, (key, label) in enumerate(MEMORY.items()):
+    for i, (key, label) in enumerate(MEMORY_PARTS.items()):
         gb = np.array([e.memory[key] / 1e9 for _, e in rows])
         ax.barh(y, gb, left=left, color=f"C{i}", edgecolor="k", lw=0.4, label=label)
         left += gb

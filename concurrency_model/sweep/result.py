@@ -1,0 +1,153 @@
+"""The result of a sweep (:func:`concurrency_model.sweep.sweep`): the feasible layouts, the hardware grid and the
+step time of every (layout, hardware point), with the fastest, the Pareto fronts, the scenario of any row (so
+that ``estimate`` reproduces it), its 80% band and the ``sweep --json`` object."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..parallel.estimate import prepare, step_band
+from ..parallel.run import run_cost
+from ..scenario import load_scenario
+
+SCALES = ("flops", "mem_bw", "launch", "intra_bw", "inter_bw")
+
+
+@dataclass
+class SweepResult:
+    """Feasible layouts (``layouts``: one row each, with ``memory_bytes_per_device``), hardware points
+    (``hardware``: one row of scales each) and ``step_time_s[i, j]`` of layout i on point j."""
+
+    layouts: pd.DataFrame
+    hardware: pd.DataFrame
+    step_time_s: np.ndarray
+    evaluated: int
+    rejected: dict
+    compile_s: float
+    eval_s: float
+    base: dict = field(repr=False)
+    compute_s: np.ndarray | None = field(default=None, repr=False)  # per configuration, with a run only
+
+    @property
+    def feasible(self) -> int:
+        return int(self.step_time_s.size)
+
+    @property
+    def elapsed_s(self) -> float:
+        return self.compile_s + self.eval_s
+
+    @property
+    def configs_per_s(self) -> float:
+        """Configurations evaluated per second after compilation."""
+        return self.evaluated / self.eval_s if self.eval_s > 0 else float("inf")
+
+    def rows(self, flat_index) -> pd.DataFrame:
+        """Configurations by flat index into ``step_time_s`` (layout columns, scales, step time)."""
+        i, j = np.unravel_index(np.asarray(flat_index), self.step_time_s.shape)
+        df = self.layouts.iloc[i].reset_index(drop=True)
+        hw = self.hardware.iloc[j].reset_index(drop=True)
+        df = pd.concat([df, hw], axis=1)
+        df.insert(len(df.columns), "step_time_s", self.step_time_s[i, j])
+        if self.compute_s is not None:
+            for k, v in self._run(i, j).items():
+                df[k] = v
+        return df
+
+    def _run(self, i, j) -> dict:
+        """Run days, GPU-hours, cost and energy of configurations (layout i, hardware point j)."""
+        step = self.step_time_s[i, j]
+        lay = self.layouts.iloc[i]
+        out = run_cost(self.base["run"], step, (lay["data"] * lay["microbatch_size"] * lay["microbatches"]).to_numpy(),
+                       lay["gpus"].to_numpy(), self.compute_s[i, j] / step, self.base["board_power_w"],
+                       self.base["seq_len"])
+        return {k: v for k, v in out.items() if v is not None}
+
+    def top(self, k: int = 10) -> pd.DataFrame:
+        """The ``k`` fastest configurations, fastest first."""
+        flat = self.step_time_s.ravel()
+        k = min(k, flat.size)
+        idx = np.argpartition(flat, k - 1)[:k] if k < flat.size else np.arange(flat.size)
+        return self.rows(idx[np.argsort(flat[idx], kind="stable")])
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """Every feasible configuration (can be large: ``feasible`` rows)."""
+        return self.rows(np.arange(self.feasible))
+
+    def pareto(self, cost: str = "gpus") -> pd.DataFrame:
+        """Configurations no other beats on both step time and ``cost``: a layout column (e.g. ``gpus``) or,
+        for a scenario with a ``run``, ``gpu_hours``, ``cost`` or ``energy_kwh``; the fastest for each cost,
+        kept while it is faster than every cheaper one."""
+        flat = self.step_time_s.ravel()
+        n_hw = self.step_time_s.shape[1]
+        if cost in self.layouts.columns:
+            c = np.repeat(self.layouts[cost].to_numpy(dtype=float), n_hw)
+        elif self.compute_s is not None and cost in ("gpu_hours", "cost", "energy_kwh", "run_days"):
+            i, j = np.unravel_index(np.arange(flat.size), self.step_time_s.shape)
+            c = self._run(i, j).get(cost)
+            if c is None:
+                raise ValueError("cost: the scenario's run has no price_per_gpu_hour")
+        else:
+            raise ValueError(f"cost: unknown {cost!r}; a layout column, or gpu_hours/cost/energy_kwh/run_days "
+                             "for a scenario with a run")
+        order = np.lexsort((flat, c))
+        keep, best = [], np.inf
+        for i in order:
+            if flat[i] < best:
+                if keep and c[keep[-1]] == c[i]:
+                    continue
+                keep.append(i)
+                best = flat[i]
+        return self.rows(np.array(keep, dtype=int))
+
+    def scenario(self, row: pd.Series) -> dict:
+        """The scenario (scenario-file shape) of one configuration row, so that ``estimate`` reproduces it."""
+        par = {k: (bool(row[k]) if k == "sequence_parallel" else str(row[k]) if k in ("schedule", "context_algorithm")
+                   else int(row[k]))
+               for k in ("data", "tensor", "pipeline", "interleave", "sequence_parallel", "microbatch_size",
+                         "schedule", "context", "context_algorithm", "expert")}
+        par["global_batch"] = int(row["data"] * row["microbatch_size"] * row["microbatches"])
+        if self.base.get("tensor_layers", "all") != "all":
+            par["tensor_layers"] = self.base["tensor_layers"]
+        if self.base.get("expert_imbalance", 1.0) != 1.0:
+            par["expert_imbalance"] = self.base["expert_imbalance"]
+        tr = {**self.base["training"], "recompute": str(row["recompute"]), "zero_stage": int(row["zero_stage"])}
+        out = {"model": self.base["model"], "cluster": self.base["cluster"], "parallel": par, "training": tr}
+        if self.base.get("run"):
+            out["run"] = dict(self.base["run"])
+        return out
+
+    def band(self, row: pd.Series) -> tuple[float, float]:
+        """The 80% band (10th, 90th percentile) of one configuration's step time
+        (:mod:`concurrency_model.uncertainty`)."""
+        sc = load_scenario(self.scenario(row))
+        w, stage, state, _, key = prepare(sc)
+        return step_band(sc, w, stage, state, key, {k: float(row[k]) for k in SCALES})
+
+    def fastest_per_gpus(self) -> pd.DataFrame:
+        """The fastest configuration at each GPU count (over the hardware grid too), fewest GPUs first: what more
+        GPUs buy, where :meth:`pareto` keeps only the counts that are faster than every smaller one."""
+        flat = self.step_time_s.ravel()
+        gpus = np.repeat(self.layouts["gpus"].to_numpy(), self.step_time_s.shape[1])
+        order = np.lexsort((flat, gpus))  # by GPU count, then step time: the first of each count is its fastest
+        return self.rows(order[np.unique(gpus[order], return_index=True)[1]])
+
+    def _row_dict(self, r: pd.Series) -> dict:
+        """One configuration in the scenario's shape with its step, band, memory and run figures (``to_dict``)."""
+        s = self.scenario(r)
+        lo, hi = self.band(r)
+        return {"parallel": s["parallel"], "training": s["training"], "gpus": int(r["gpus"]),
+                "step_time_s": float(r["step_time_s"]), "step_time_p10_s": lo, "step_time_p90_s": hi,
+                "memory_bytes_per_device": float(r["memory_bytes_per_device"]),
+                "memory": {k: float(r[k]) for k in ("model_state_bytes", "activations_bytes")},
+                "hardware_scales": {k: float(r[k]) for k in SCALES},
+                **{k: float(r[k]) for k in ("run_steps", "run_days", "gpu_hours", "cost", "energy_kwh") if k in r}}
+
+    def to_dict(self, top: int = 10) -> dict:
+        """``best``: the ``top`` fastest configurations; ``per_gpus``: the fastest at each GPU count."""
+        return {"evaluated": self.evaluated, "feasible": self.feasible, "elapsed_s": self.elapsed_s,
+                "compile_s": self.compile_s, "configs_per_s": self.configs_per_s, "rejected": self.rejected,
+                "best": [self._row_dict(r) for _, r in self.top(top).iterrows()],
+                "per_gpus": [self._row_dict(r) for _, r in self.fastest_per_gpus().iterrows()]}
