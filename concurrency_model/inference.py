@@ -120,8 +120,8 @@ from .parallel.memory import memory_per_device
 from .queueing import erlang_c, mean_wait, wait_quantile
 from .routing import check_applies
 from .scenario import INFERENCE, inference_section, load_scenario, read_scenario
-from .serving import (Comm, check_layout, check_weight_sparsity, expert_count, is_causal_decoder, kv_cache_bytes,
-                      model_graph, model_shape, served, weights_bytes, workspace_bytes)
+from .serving import (Comm, check_layout, check_weight_sparsity, expert_count, fits_with, is_causal_decoder,
+                      kv_cache_bytes, model_graph, model_shape, served, weights_bytes, workspace_bytes)
 from .speculative import Speculation
 from .speculative import check as check_speculative
 from .uncertainty import bands
@@ -266,7 +266,8 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
         if batching == "continuous" else workspace_bytes(g_pre, t, batch, vb)
     mem = memory_per_device(weights, work, dev, extra=extra)
     if not mem["fits"]:
-        raise ValueError(mem["reason"])
+        raise ValueError(mem["reason"] + fits_with(mem, g_pre, vb, weight_dtype, weight_sparsity, e, t * p, batch,
+                                                   spec.weights_bytes if spec else 0.0))
 
     layout = {"tensor": t, "pipeline": p, **({"data": d} if d > 1 else {}), **({"expert": e} if e > 1 else {})}
     span = t * p * e  # the devices a pass's collectives reach

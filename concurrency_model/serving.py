@@ -146,6 +146,36 @@ def weights_bytes(graph, vb: int, weight_dtype: str | None, weight_sparsity=None
     return total, None if wb == vb else wb
 
 
+def fits_with(mem: dict, graph, vb: int, weight_dtype: str | None, weight_sparsity, expert: int, split: int,
+              batch: int, other_weights: float = 0.0) -> str:
+    """The clause a refusal for memory (``mem``, :func:`~concurrency_model.parallel.memory.memory_per_device`)
+    adds: the first smaller weight format that fits (the weights of ``graph`` re-stored as :func:`weights_bytes`
+    has them, ``other_weights`` such as a draft model's unchanged, over ``split`` = tensor x pipeline devices;
+    the KV cache and workspace stay as they are, so the total is exact), a smaller batch when the weights
+    alone leave room, else more devices.
+
+    >>> g = model_graph("gpt2", 1, 1024, 2)  # 249 MB of fp16 weights, 164 MB with int8 linear layers
+    >>> mem = {"usable_bytes": 220e6, "total_bytes": 300e6, "model_state_bytes": 249e6}
+    >>> fits_with(mem, g, 2, None, None, 1, 1, 1)
+    '; fits with inference.weight_dtype=int8 (0.2 GB)'
+    """
+    now = float(mem["model_state_bytes"])
+    rest = float(mem["total_bytes"]) - now
+    current = vb if weight_dtype is None else WEIGHT_BYTES[weight_dtype]
+    found = []
+    for smaller in ("int8", "int4"):
+        if WEIGHT_BYTES[smaller] < current:
+            total = rest + (weights_bytes(graph, vb, smaller, weight_sparsity, expert)[0] + other_weights) / split
+            if total <= float(mem["usable_bytes"]):
+                found.append(f"inference.weight_dtype={smaller} ({total / 1e9:.1f} GB)")
+                break
+    if batch > 1 and now < float(mem["usable_bytes"]):
+        found.append("a smaller inference.batch (infer --max-batch gives the largest that fits)")
+    if found:
+        return "; fits with " + " or ".join(found)
+    return "; split the weights over more devices (parallel.tensor or parallel.pipeline)"
+
+
 def check_weight_sparsity(dev, dtype: str, weight_sparsity, weight_dtype):
     """``inference.weight_sparsity`` checked and parsed: ``None``, ``"2:4"`` (the blocks' linear weights pruned
     2:4, their forward GEMMs on the sparse tensor cores: a device with a 2:4 rate for ``dtype``) or a fraction

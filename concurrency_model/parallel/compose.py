@@ -137,8 +137,8 @@ def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedu
     """``f(b, t, p, m, v, d, act_graph=0, c=1) -> (model_state_bytes, activation_bytes)`` per device,
     numpy-vectorised.
 
-    ``shape`` = ``(s, h, a, layers, vocab)`` of a transformer (Korthikanti et al. 2022, via
-    :func:`.memory.activation_bytes_per_device`); None for other graphs, whose stored activations per
+    ``shape`` = ``(s, h, a, layers, vocab, fused)`` of a transformer (:data:`.features.MEMORY_SHAPE`; Korthikanti
+    et al. 2022, via :func:`.memory.activation_bytes_per_device`); None for other graphs, whose stored activations per
     microbatch ``act_graph`` (:func:`.memory.graph_activation_bytes`) are spread over the ``p`` stages and
     held for the schedule's in-flight microbatches. ``single_stage``: p = 1 (the first stage is also the
     last, which holds the logits).
@@ -226,9 +226,9 @@ def _activation_fn(schedule: str, recompute: str, sequence_parallel: bool, shape
     p_ = 1 if single_stage else p
     v_ = v if schedule == "interleaved" else 1
     if shape is not None:
-        sq, h, a, layers, vocab = shape
+        sq, h, a, layers, vocab, fused = shape
         act = memory.activation_bytes_per_device(sq, b, h, a, layers, t, sequence_parallel, recompute, p_, schedule,
-                                                 m, v_, 0, vocab)
+                                                 m, v_, 0, vocab, fused_attention=fused)
     else:
         act = g / p_ * memory._in_flight(schedule, p_, m, v_, 0)
     return sp.lambdify([b, t, p, m, v, g], sp.sympify(act), "numpy")

@@ -68,6 +68,7 @@ import numpy as np
 import pandas as pd
 
 from ..routing import check_applies
+from .remedies import fits_with
 from ..scenario import Scenario, load_scenario
 from . import compose, memory
 from .batch_size import BatchRegion, region
@@ -75,7 +76,7 @@ from .consistency import step_factors
 from .gossip import gossip_degree
 from .host import host_per_kernel, host_seconds
 from .lora import check_lora
-from .features import ZERO_TRIPLE, context_exposed, transformer_shape, triple_seconds, workload
+from .features import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, transformer_shape, triple_seconds, workload
 from ..uncertainty import band
 from .run import run_cost
 
@@ -268,7 +269,7 @@ def prepare(sc: Scenario) -> tuple:
     # memory first: a configuration that does not fit is refused, not estimated
     state, mem = memory_at(sc, w, b, m)
     if not mem["fits"]:
-        raise ValueError(mem["reason"])
+        raise ValueError(mem["reason"] + fits_with(sc, w, memory_at))
     return w, stage, state, mem, (b, t, sp, rec, p, d, m, v, zero)
 
 
@@ -289,7 +290,7 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     mem_fn = compose.memory_fn(w.state_params(e), tr["optimizer"], tr["dtype"], tr["zero_stage"],
                                "1f1b" if schedule == "interleaved" and v == 1 else schedule, rec,
                                par["sequence_parallel"],
-                               None if shape is None else tuple(shape[k] for k in ("s", "h", "a", "layers", "vocab")),
+                               None if shape is None else tuple(shape[k] for k in MEMORY_SHAPE),
                                p == 1, par["context_algorithm"], shape["kv"] if shape else None, w.replicated_params,
                                frozen)
     state, act = (float(x) for x in mem_fn(b, t, p, m, v, par["data"], act_graph, c))

@@ -36,8 +36,13 @@ from .spatial import SpatialMixin, spatial_rows
 from .triples import ZERO_TRIPLE, _add, collective_triple, triple_seconds  # noqa: F401 (re-exported)
 
 
+# the entries of :func:`transformer_shape` that the memory model takes (:func:`.compose.memory_fn`), in its order
+MEMORY_SHAPE = ("s", "h", "a", "layers", "vocab", "fused")
+
+
 def transformer_shape(graph):
-    """``s, h, a, layers, vocab`` of a transformer graph (from its attention and embedding nodes), else None."""
+    """``s, h, a, layers, vocab, kv`` (key/value heads x head size) and ``fused`` (a fused attention kernel) of a
+    transformer graph (from its attention and embedding nodes), else None."""
     att = [n for n in graph.layers() if n.kind == "attention"]
     if not att:
         return None
@@ -45,7 +50,7 @@ def transformer_shape(graph):
     emb = [n for n in graph.layers() if n.kind == "embedding"]
     vocab = int(emb[0].cost.params) // (a["heads"] * a["head_dim"]) if emb else None
     return {"s": a["seq"], "h": a["heads"] * a["head_dim"], "a": a["heads"], "layers": len(att), "vocab": vocab,
-            "kv": a.get("kv_heads", a["heads"]) * a["head_dim"]}
+            "kv": a.get("kv_heads", a["heads"]) * a["head_dim"], "fused": bool(a.get("fused", False))}
 
 
 class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataParallelMixin, LoraMixin):

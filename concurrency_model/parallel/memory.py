@@ -122,7 +122,7 @@ def model_state_bytes(params, optimizer: str = "adam", dtype: str = "bf16", mast
 
 
 def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = False,
-                                 recompute: str = "none", layers=1):
+                                 recompute: str = "none", layers=1, fused_attention: bool = False):
     """Stored activation bytes of ``layers`` transformer layers for one microbatch on one device.
 
     Korthikanti et al. 2022, Eq. 1 / Table 2, 16-bit activations and 1-byte dropout masks [S]:
@@ -137,15 +137,26 @@ def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = Fals
                                   divides everything by t in its SP branch]
     ============================ ========================================
 
+    ``fused_attention``: a fused attention kernel (FlashAttention, Dao et al. 2022 §3.1) stores neither the
+    scores, their softmax nor its dropout mask, only the output and the softmax statistics, so the
+    ``5 a s / h`` term (Korthikanti §4.1: ``2 a s^2 b`` + ``2 a s^2 b`` + ``a s^2 b``) is gone and ``none``
+    stores what ``selective`` does; the statistics' ``4 a s b`` bytes are left out (0.1% of ``34 s b h`` at a
+    head size of 128).
+
     >>> transformer_activation_bytes(2048, 1, 12288, 96) / (2048 * 12288)  # 34 + 5as/h = 34 + 80
     114.0
+    >>> transformer_activation_bytes(2048, 1, 12288, 96, fused_attention=True) / (2048 * 12288)
+    34.0
     """
     s, b, h, a = (_check.size(n, v) for n, v in (("s", s), ("b", b), ("h", h), ("a", a)))
     t = _check.size("t", t)
     n_layers = _check.size("layers", layers, 0)
     _choice("recompute", recompute, RECOMPUTE)
-    if not isinstance(sequence_parallel, bool):
-        raise ValueError(f"sequence_parallel: must be True or False, got {sequence_parallel!r}")
+    for name, flag in (("sequence_parallel", sequence_parallel), ("fused_attention", fused_attention)):
+        if not isinstance(flag, bool):
+            raise ValueError(f"{name}: must be True or False, got {flag!r}")
+    if fused_attention and recompute == "none":
+        recompute = "selective"  # the same stored tensors (docstring)
     sbh = s * b * h
     if recompute == "full":
         per = 2 * sbh / (t if sequence_parallel else 1)
@@ -192,7 +203,7 @@ def weight_stash_bytes(stage_weight_bytes, schedule: str, pipeline=1, stage: int
 def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool = False,
                                 recompute: str = "none", pipeline=1, schedule: str = "1f1b",
                                 microbatches=None, interleave=1, stage: int = 0, vocab=None,
-                                recompute_buffer: bool = False):
+                                recompute_buffer: bool = False, fused_attention: bool = False):
     """Peak activation bytes on one device of pipeline stage ``stage``.
 
     ``transformer_activation_bytes`` of the stage's ``layers / pipeline`` layers (b = microbatch size)
@@ -207,7 +218,8 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
 
     ``recompute_buffer`` adds what a recomputing backward rebuilds for one layer and one microbatch (not
     in the paper's totals): for ``full`` one layer's ``none`` activations, for ``selective`` the dropped
-    ``5 a s^2 b / t`` attention term.
+    ``5 a s^2 b / t`` attention term (nothing with ``fused_attention``, which never stores it;
+    :func:`transformer_activation_bytes`).
 
     >>> activation_bytes_per_device(2048, 1, 12288, 96, 96, t=8, sequence_parallel=True,
     ...     recompute="selective", pipeline=8) == 34 * 2048 * 12288 * 96 / 8   # Eq. 6
@@ -224,12 +236,13 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
         raise ValueError(f"stage: must be < pipeline ({p}), got {st}")
     if not isinstance(recompute_buffer, bool):
         raise ValueError(f"recompute_buffer: must be True or False, got {recompute_buffer!r}")
-    per_mb = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, recompute, 1))
+    per_mb = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, recompute, 1, fused_attention))
     total = per_mb * L / p * _in_flight(schedule, p, m, v, st)
     s_, b_, h_, a_, t_ = (sp.sympify(x) for x in (s, b, h, a, t))
-    if recompute_buffer and recompute != "none":
-        full = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, "none", 1))
-        total += full if recompute == "full" else 5 * a_ * s_ ** 2 * b_ / t_
+    if recompute_buffer and recompute == "full":
+        total += sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, "none", 1, fused_attention))
+    elif recompute_buffer and recompute == "selective" and not fused_attention:
+        total += 5 * a_ * s_ ** 2 * b_ / t_
     if vocab is not None:
         V = _check.size("vocab", vocab)
         if st == 0:

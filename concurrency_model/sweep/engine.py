@@ -23,7 +23,7 @@ import pandas as pd
 
 from ..checks import number
 from ..parallel import compose
-from ..parallel.features import ZERO_TRIPLE, context_exposed, transformer_shape, workload
+from ..parallel.features import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, transformer_shape, workload
 from ..parallel.estimate import assemble, consistency_of, host_per_kernel, host_seconds, sync_of
 from ..parallel.lora import check_lora
 from ..routing import check_applies
@@ -123,7 +123,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
 
     # memory per layout (hardware-independent), one lambdified expression per structural variant
     shape = transformer_shape(w.graph(1))
-    shape_t = None if shape is None else tuple(shape[k] for k in ("s", "h", "a", "layers", "vocab"))
+    shape_t = None if shape is None else tuple(shape[k] for k in MEMORY_SHAPE)
     state, model_state, mem = np.zeros(len(lay)), np.zeros(len(lay)), np.zeros(len(lay))
     mem_schedule = np.where((lay["schedule"] == "interleaved") & (lay["interleave"] == 1), "1f1b", lay["schedule"])
     keys = pd.DataFrame({"s": mem_schedule, "r": lay["recompute"], "q": lay["sequence_parallel"],

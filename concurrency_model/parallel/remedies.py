@@ -1,0 +1,97 @@
+"""What makes a training scenario that is over its device's memory fit: the changes of one field that cost no
+devices, tried in the order a practitioner reaches for them, each priced by the same memory model
+(:func:`.estimate.memory_at`).
+
+* ``parallel.sequence_parallel = true`` (tensor > 1, transformer blocks): the activations that tensor
+  parallelism leaves replicated are split too (Korthikanti et al. 2022 §4.2.2);
+* ``training.zero_stage`` 1, 2, 3 (synchronous all-reduce, no expert or layer-wise hybrid): the optimizer
+  state, then the gradients, then the weights sharded over the data-parallel ranks (Rajbhandari et al. 2020);
+* ``training.recompute`` ``selective``, then ``full`` (Korthikanti et al. 2022 §5; Chen et al. 2016);
+* ``parallel.microbatch_size``: the largest divisor of the current one that fits (more microbatches a step).
+
+When no single change fits, all of them at once are tried; when even that does not fit, the model needs more
+devices to split over (``parallel.tensor`` or ``parallel.pipeline``). Each change is priced for memory only;
+what it costs in time is ``estimate --compare``'s to say.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .features import transformer_shape
+
+RECOMPUTE = ("none", "selective", "full")
+
+
+def _zero_allowed(sc) -> bool:
+    """ZeRO is modelled with a synchronous uncompressed all-reduce, without experts or the layer-wise hybrid
+    (the checks of :func:`~concurrency_model.scenario.load_scenario`)."""
+    par, tr = sc.parallel, sc.training
+    return (tr["sync"] == "allreduce" and tr["compression"] == "none" and tr["consistency"] == "synchronous"
+            and par["expert"] == 1 and not (par["tensor_layers"] == "fc" and par["tensor"] > 1)
+            and par["data"] * par["context"] > 1)
+
+
+def candidates(sc, transformer: bool) -> list[list[tuple[str, dict, dict]]]:
+    """The single changes that may save memory, one list a field, the cheapest in time first: each
+    ``(setting, parallel changes, training changes)``."""
+    par, tr = sc.parallel, sc.training
+    out = []
+    if transformer and par["tensor"] > 1 and not par["sequence_parallel"]:
+        out.append([("parallel.sequence_parallel=true", {"sequence_parallel": True}, {})])
+    if _zero_allowed(sc):
+        out.append([(f"training.zero_stage={z}", {}, {"zero_stage": z}) for z in range(tr["zero_stage"] + 1, 4)])
+    out.append([(f"training.recompute={r}", {}, {"recompute": r})
+                for r in RECOMPUTE[RECOMPUTE.index(tr["recompute"]) + 1:]])
+    unit = par["tensor"] if par["tensor_layers"] == "fc" else 1
+    b = par["microbatch_size"]
+    out.append([(f"parallel.microbatch_size={x}", {"microbatch_size": x}, {})
+                for x in range(b - 1, 0, -1) if b % x == 0 and x % unit == 0])
+    return [group for group in out if group]
+
+
+def _bytes(sc, w, memory_at, par: dict, tr: dict) -> tuple[bool, float]:
+    changed = replace(sc, parallel={**sc.parallel, **par}, training={**sc.training, **tr})
+    mem = memory_at(changed, w, changed.parallel["microbatch_size"], changed.microbatches)[1]
+    return bool(mem["fits"]), float(mem["total_bytes"])
+
+
+def fits_with(sc, w, memory_at) -> str:
+    """The clause to add to a refusal for memory: of each field, the first change that fits (with the bytes a
+    device then holds); else all the fields' last changes at once; else that the model must be split over more
+    devices.
+
+    >>> from concurrency_model.parallel.estimate import memory_at
+    >>> from concurrency_model.parallel.features import workload
+    >>> from concurrency_model.scenario import load_scenario
+    >>> sc = load_scenario({"model": "gpt3-175b", "cluster": "dgx-a100", "parallel": {"data": 16, "tensor": 8,
+    ...     "pipeline": 8, "global_batch": 512}})  # 99.2 GB a device
+    >>> for clause in fits_with(sc, workload(sc.model, sc.cluster, "bf16"), memory_at).split(", "):
+    ...     print(clause)
+    ; fits with parallel.sequence_parallel=true (78.1 GB)
+    training.zero_stage=1 (68.6 GB)
+    training.recompute=selective (75.1 GB)
+    """
+    transformer = transformer_shape(w.graph(sc.parallel["microbatch_size"])) is not None
+    found, every_par, every_tr = [], {}, {}
+    for group in candidates(sc, transformer):
+        for setting, par, tr in group:
+            fits, total = _bytes(sc, w, memory_at, par, tr)
+            if fits:
+                found.append(f"{setting} ({total / 1e9:.1f} GB)")
+                break
+        every_par.update(group[-1][1])  # the group's strongest change
+        every_tr.update(group[-1][2])
+    if found:
+        return "; fits with " + ", ".join(found)
+    settings = " ".join([f"parallel.{k}={_json(v)}" for k, v in every_par.items()] +
+                        [f"training.{k}={_json(v)}" for k, v in every_tr.items()])
+    fits, total = _bytes(sc, w, memory_at, every_par, every_tr)
+    if fits:
+        return f"; no single change fits, all of these together do ({total / 1e9:.1f} GB): {settings}"
+    tail = f" ({total / 1e9:.1f} GB with {settings})" if settings else ""
+    return f"; no change of recompute, ZeRO stage or microbatch size fits{tail}: split the model over more " \
+           "devices (parallel.tensor or parallel.pipeline)"
+
+
+def _json(v) -> str:
+    return "true" if v is True else str(v)
