@@ -19,6 +19,16 @@ Hand counts of the published parameter numbers (h hidden, f MLP width, V vocabul
 * GPT-NeoX-20B (h 6144, f 24576, V 50432, L 44, biases, untied embed_out): qkv 3h^2+3h = 113,264,640,
   dense h^2+h = 37,754,880, MLP 2hf+f+h = 302,020,608, 2 LN 24,576 -> 453,064,704; x44 =
   19,934,846,976; + 2 x 309,854,208 + final LN 12,288 = 20,554,567,680.
+* Llama-2-13B (h 5120, f 13824, V 32000, L 40, 40 KV heads): 4h^2 = 104,857,600 + 3hf = 212,336,640 + 2h
+  = 10,240 -> 317,204,480; x40 = 12,688,179,200; + 2 x 163,840,000 + 5,120 = 13,015,864,320 (Meta: 13B).
+* Llama-2-70B and Llama-3-70B (h 8192, f 28672, L 80, 8 KV heads of 128): attention 2h^2 + 2 x h x 1024 =
+  150,994,944, MLP 704,643,072, norms 16,384 -> 855,654,400; x80 = 68,452,352,000; + 2 x V h + 8,192:
+  V 32000 -> 68,976,648,192 (Meta: 69B / 70B), V 128256 -> 70,553,706,496 (Meta: 70.6B).
+* Llama-3-8B (as Mistral-7B's layers, 218,112,000 x 32 = 6,979,584,000; V 128256): + 2 x 525,336,576 +
+  4,096 = 8,030,261,248 (Meta: 8.03B).
+* Llama-3.1-405B (h 16384, f 53248, L 126, 8 KV heads of 128, V 128256): attention 2h^2 + 2 x h x 1024 =
+  570,425,344, MLP 3hf = 2,617,245,696, norms 32,768 -> 3,187,703,808; x126 = 401,650,679,808;
+  + 2 x 2,101,346,304 + 16,384 = 405,853,388,800 (Meta: 405B).
 """
 import json
 import sys
@@ -38,6 +48,11 @@ PUBLISHED = {
     "mixtral-8x7b": 46_702_792_704,
     "bert-base-uncased": 109_482_240,
     "gpt-neox-20b": 20_554_567_680,
+    "llama-2-13b": 13_015_864_320,
+    "llama-2-70b": 68_976_648_192,
+    "llama-3-8b": 8_030_261_248,
+    "llama-3-70b": 70_553_706_496,
+    "llama-3.1-405b": 405_853_388_800,
 }
 
 TINY_LLAMA = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
