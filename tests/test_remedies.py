@@ -41,21 +41,24 @@ def test_each_single_change_named_fits_with_the_bytes_quoted():
         assert e.memory_bytes_per_device <= 80e9
 
 
-def test_several_changes_together_when_no_single_one_fits():
+def test_the_fewest_changes_that_fit_together_when_no_single_one_does():
     sc = with_settings(GPT3, ["parallel.data=128", "parallel.tensor=1", "parallel.microbatch_size=2"])
     message = refusal(estimate, sc)
-    assert "no single change fits, all of these together do" in message
-    settings_ = message.rsplit(": ", 1)[1].split()
-    assert settings_ == ["parallel.microbatch_size=1", "training.zero_stage=3", "training.recompute=full"]
-    gb = float(re.search(r"together do \(([\d.]+) GB\)", message).group(1))
-    assert estimate(with_settings(sc, settings_)).memory_bytes_per_device / 1e9 == pytest.approx(gb, abs=0.05)
+    together = re.search(r"no single change fits, together (.+) do \(([\d.]+) GB\)$", message)
+    settings_ = together.group(1).split(" and ")
+    assert settings_ == ["training.zero_stage=2", "training.recompute=full"]
+    assert estimate(with_settings(sc, settings_)).memory_bytes_per_device / 1e9 == pytest.approx(
+        float(together.group(2)), abs=0.05)
+    for dropped in settings_:  # each of them is needed
+        refusal(estimate, with_settings(sc, [x for x in settings_ if x != dropped]))
+    refusal(estimate, with_settings(sc, ["training.zero_stage=1", "training.recompute=full"]))  # and as strong
 
 
 def test_more_devices_when_nothing_fits():
     sc = with_settings(GPT3, ["parallel.data=1", "parallel.pipeline=1", "parallel.global_batch=8"])  # 175B on 8
     message = refusal(estimate, sc)
-    assert message.endswith("split the model over more devices (parallel.tensor or parallel.pipeline)")
-    assert "parallel.sequence_parallel=true" in message and "training.recompute=full" in message
+    assert message.endswith("(with parallel.sequence_parallel=true training.recompute=full: 349.9 GB): split the "
+                            "model over more devices (parallel.tensor or parallel.pipeline)")
     assert "zero_stage" not in message  # one replica: nothing to shard over
 
 
@@ -97,3 +100,14 @@ def test_serving_weights_over_memory_name_the_weight_format_that_fits():
     assert infer(with_settings(sc, [setting])).memory_bytes_per_device / 1e9 == pytest.approx(gb, abs=0.05)
     assert refusal(infer, with_settings(sc, ["parallel.tensor=1"])).endswith(
         "split the weights over more devices (parallel.tensor or parallel.pipeline)")
+
+
+def test_a_cnn_gets_the_largest_microbatch_that_fits_and_no_selective_recompute():
+    sc = {"model": "resnet50", "cluster": "dgx-a100",
+          "parallel": {"data": 8, "microbatch_size": 4096, "global_batch": 32768}}
+    message = refusal(estimate, sc)
+    assert "selective" not in message  # outside attention selective recompute stores what none does
+    (setting, gb), = suggestions(message)
+    assert setting == "parallel.microbatch_size=1024"
+    assert estimate(with_settings(sc, [setting])).memory_bytes_per_device / 1e9 == pytest.approx(gb, abs=0.05)
+    refusal(estimate, with_settings(sc, ["parallel.microbatch_size=2048"]))

@@ -9,13 +9,14 @@ devices, tried in the order a practitioner reaches for them, each priced by the 
 * ``training.recompute`` ``selective``, then ``full`` (Korthikanti et al. 2022 §5; Chen et al. 2016);
 * ``parallel.microbatch_size``: the largest divisor of the current one that fits (more microbatches a step).
 
-When no single change fits, all of them at once are tried; when even that does not fit, the model needs more
+When no single change fits, the fewest that fit together are named; when even all of them do not fit, the model needs more
 devices to split over (``parallel.tensor`` or ``parallel.pipeline``). Each change is priced for memory only;
 what it costs in time is ``estimate --compare``'s to say.
 """
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import product
 
 from .features import transformer_shape
 
@@ -40,8 +41,8 @@ def candidates(sc, transformer: bool) -> list[list[tuple[str, dict, dict]]]:
         out.append([("parallel.sequence_parallel=true", {"sequence_parallel": True}, {})])
     if _zero_allowed(sc):
         out.append([(f"training.zero_stage={z}", {}, {"zero_stage": z}) for z in range(tr["zero_stage"] + 1, 4)])
-    out.append([(f"training.recompute={r}", {}, {"recompute": r})
-                for r in RECOMPUTE[RECOMPUTE.index(tr["recompute"]) + 1:]])
+    lighter = RECOMPUTE[RECOMPUTE.index(tr["recompute"]) + 1:]  # outside attention selective is none (.memory)
+    out.append([(f"training.recompute={r}", {}, {"recompute": r}) for r in lighter if transformer or r == "full"])
     unit = par["tensor"] if par["tensor_layers"] == "fc" else 1
     b = par["microbatch_size"]
     out.append([(f"parallel.microbatch_size={x}", {"microbatch_size": x}, {})
@@ -57,8 +58,8 @@ def _bytes(sc, w, memory_at, par: dict, tr: dict) -> tuple[bool, float]:
 
 def fits_with(sc, w, memory_at) -> str:
     """The clause to add to a refusal for memory: of each field, the first change that fits (with the bytes a
-    device then holds); else all the fields' last changes at once; else that the model must be split over more
-    devices.
+    device then holds); else the fewest changes that fit together, each as light as it can be (the first in
+    the order of :func:`candidates`); else that the model must be split over more devices.
 
     >>> from concurrency_model.parallel.estimate import memory_at
     >>> from concurrency_model.parallel.features import workload
@@ -71,27 +72,26 @@ def fits_with(sc, w, memory_at) -> str:
     training.zero_stage=1 (68.6 GB)
     training.recompute=selective (75.1 GB)
     """
-    transformer = transformer_shape(w.graph(sc.parallel["microbatch_size"])) is not None
-    found, every_par, every_tr = [], {}, {}
-    for group in candidates(sc, transformer):
+    groups = candidates(sc, transformer_shape(w.graph(sc.parallel["microbatch_size"])) is not None)
+    found = []
+    for group in groups:
         for setting, par, tr in group:
             fits, total = _bytes(sc, w, memory_at, par, tr)
             if fits:
                 found.append(f"{setting} ({total / 1e9:.1f} GB)")
                 break
-        every_par.update(group[-1][1])  # the group's strongest change
-        every_tr.update(group[-1][2])
     if found:
         return "; fits with " + ", ".join(found)
-    settings = " ".join([f"parallel.{k}={_json(v)}" for k, v in every_par.items()] +
-                        [f"training.{k}={_json(v)}" for k, v in every_tr.items()])
-    fits, total = _bytes(sc, w, memory_at, every_par, every_tr)
-    if fits:
-        return f"; no single change fits, all of these together do ({total / 1e9:.1f} GB): {settings}"
-    tail = f" ({total / 1e9:.1f} GB with {settings})" if settings else ""
+    # none alone: every combination of at most one change a field, the fewest changes first, then the lightest
+    combos = sorted(product(*([None, *range(len(g))] for g in groups)),
+                    key=lambda c: (sum(i is not None for i in c), sum(i or 0 for i in c)))
+    for combo in combos[1:]:
+        chosen = [g[i] for g, i in zip(groups, combo) if i is not None]
+        fits, total = _bytes(sc, w, memory_at, {k: v for _, par, _ in chosen for k, v in par.items()},
+                             {k: v for _, _, tr in chosen for k, v in tr.items()})
+        if fits:
+            return f"; no single change fits, together {' and '.join(c[0] for c in chosen)} do ({total / 1e9:.1f} GB)"
+    strongest = " ".join(g[-1][0] for g in groups)
+    tail = f" (with {strongest}: {total / 1e9:.1f} GB)" if groups else ""
     return f"; no change of recompute, ZeRO stage or microbatch size fits{tail}: split the model over more " \
            "devices (parallel.tensor or parallel.pipeline)"
-
-
-def _json(v) -> str:
-    return "true" if v is True else str(v)
