@@ -177,7 +177,12 @@ def infer(scenario) -> Inference:
     """
     raw = read_scenario(scenario)
     inf = inference_section(raw)
-    sc = load_scenario({**raw, "training": raw.get("training") or {"dtype": inf["dtype"]}})
+    try:
+        sc = load_scenario({**raw, "training": raw.get("training") or {"dtype": inf["dtype"]}})
+    except ValueError as e:  # the device checked in the inference dtype: name that field
+        if raw.get("training") or not str(e).startswith("training.dtype:"):
+            raise
+        raise ValueError("inference.dtype:" + str(e).split(":", 1)[1]) from None
     par = sc.parallel
     if not is_causal_decoder(sc.model):
         if inf["prefix_len"]:

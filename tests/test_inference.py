@@ -140,6 +140,9 @@ def test_over_capacity_and_bad_input_name_the_field():
         predict("bert-base", "dgx-a100", 1, 128, 16)
     with pytest.raises(ValueError, match="^inference: missing"):
         infer({"model": "gpt2"})
+    for model in ("gpt2", "resnet50"):  # a dtype the device has no math for names the inference field
+        with pytest.raises(ValueError, match="^inference.dtype: v100-sxm2-32gb has no bf16 peak"):
+            infer({**sc(model, dtype="bf16"), "cluster": "dgx1-v100"})
 
 
 def test_cli_json_keys_and_exit_2_on_a_zero_decode_length(tmp_path, capsys):
