@@ -3,17 +3,23 @@ from __future__ import annotations
 
 from ..parallel.compose import STEP_PARTS
 from ..parallel.estimate import MEMORY_PARTS, estimate
-from . import add_json, add_scenario, scenario_of
+from . import add_json, add_scenario, positive_int, scenario_of
 from .compare import add_compare, compared, print_rows
 
 
 def run(a) -> dict:
     raw = scenario_of(a)
     if a.compare:
-        if a.sensitivities:
-            raise ValueError("--compare: not with --sensitivities")
+        if a.sensitivities or a.layers:
+            raise ValueError(f"--compare: not with {'--sensitivities' if a.sensitivities else '--layers'}")
         return compared(raw, a.compare, estimate)
-    out = estimate(raw).to_dict()
+    e = estimate(raw)
+    out = e.to_dict()
+    if a.layers:  # the slowest stage, one microbatch: by kind, then its slowest layers
+        table = e.layers()
+        out["slowest_stage"] = dict(table.attrs)
+        out["layer_kinds"] = e.layer_kinds().to_dict(orient="records")
+        out["layers"] = table.nlargest(a.layers, "total_s").to_dict(orient="records")
     if a.sensitivities:
         from ..parallel.sensitivity import bound_by, sensitivities
         out["sensitivities"] = sensitivities(raw).to_dict(orient="records")
@@ -33,6 +39,23 @@ def _breakdown(step: float, b: dict) -> None:
     zero = sum(1 for k in STEP_PARTS if not b[k])
     print(f"  compute_s {b['compute_s']:.4g} s, communication_s (exposed) {b['communication_s']:.4g} s"
           + (f"; {zero} parts are 0 (--json lists every key)" if zero else ""))
+
+
+def _layers(out: dict) -> None:
+    """The slowest stage's microbatch by kind of layer, then its slowest layers (``--layers``)."""
+    st = out["slowest_stage"]
+    where = f"stage {st['stage'] + 1} of {st['stages']}, " if st["stages"] > 1 else ""
+    print(f"one microbatch on the slowest stage ({where}layers {st['first_layer']}-{st['end_layer'] - 1}): "
+          f"{st['microbatch_s'] * 1e3:.4g} ms")
+    print(f"  {'kind':<20} {'layers':>6} {'ms':>10} {'share':>7}  bound")
+    for r in out["layer_kinds"]:
+        print(f"  {r['kind']:<20} {r['layers']:>6} {r['total_s'] * 1e3:>10.4g} {r['share']:>7.1%}  {r['bound']}")
+    print(f"the {len(out['layers'])} slowest layers (ms: forward / backward / recompute / communication):")
+    for r in out["layers"]:
+        comm = r["tensor_comm_s"] + r["expert_comm_s"] + r["context_comm_s"]
+        print(f"  {r['layer']:<28} {r['kind']:<14} {r['total_s'] * 1e3:>9.4g} {r['share']:>7.1%}  {r['bound']:<8} "
+              f"{r['forward_s'] * 1e3:.3g} / {r['backward_s'] * 1e3:.3g} / {r['recompute_s'] * 1e3:.3g} / "
+              f"{comm * 1e3:.3g}")
 
 
 def _microbatches(p: dict) -> str:
@@ -78,6 +101,8 @@ def show(out: dict) -> None:
     for note in out.get("notes", []):
         print(f"note: {note}")
     _breakdown(out["step_time_s"], out["breakdown"])
+    if "layer_kinds" in out:
+        _layers(out)
     if "sensitivities" in out:
         print(f"{out['bound_by']}; elasticities d ln T / d ln x:")
         for r in out["sensitivities"]:
@@ -108,6 +133,9 @@ def register(sub) -> None:
     add_scenario(e)
     e.add_argument("--sensitivities", action="store_true",
                    help="add the elasticity of the step time to each hardware parameter")
+    e.add_argument("--layers", nargs="?", const=10, type=positive_int, metavar="N",
+                   help="add one microbatch on the slowest pipeline stage by kind of layer and its N slowest layers "
+                        "(default 10), each with what bounds it (compute, memory or launch)")
     add_compare(e)
     add_json(e)
     e.set_defaults(run=run, show=show)

@@ -68,6 +68,7 @@ import numpy as np
 import pandas as pd
 
 from ..routing import check_applies
+from .layer_table import by_kind, layer_table
 from .remedies import fits_with
 from ..scenario import Scenario, load_scenario
 from . import compose, memory
@@ -100,6 +101,7 @@ class Estimate:
     context_split: str = ""  # with context > 1: "rows" of a CNN's feature maps or the "sequence" of a transformer
     region_of: object = field(default=None, repr=False)  # () -> BatchRegion, computed when first asked for
     expert_imbalance_factor: float = 1.0  # the busiest device's routed rows over the mean (:mod:`..routing`)
+    layers_of: object = field(default=None, repr=False)  # () -> the layer table (:mod:`.layer_table`)
 
     @cached_property
     def batch_region(self) -> BatchRegion | None:
@@ -155,6 +157,26 @@ class Estimate:
                 **({"batch_region": self.batch_region.to_dict()} if self.batch_region else {}),
                 **({"notes": list(self.notes)} if self.notes else {})}
 
+    @cached_property
+    def _layers(self) -> pd.DataFrame:
+        return self.layers_of()
+
+    def layers(self) -> pd.DataFrame:
+        """One microbatch on the slowest pipeline stage, layer by layer (:func:`.layer_table.layer_table`):
+        ``layer``, ``kind``, ``forward_s``, ``backward_s``, ``recompute_s``, ``tensor_comm_s``, ``expert_comm_s``,
+        ``context_comm_s``, ``total_s``, ``share`` of the stage and ``bound`` (compute, memory or launch).
+
+        >>> e = estimate({"model": "gpt2", "parallel": {"data": 8, "global_batch": 64, "microbatch_size": 8}})
+        >>> t = e.layers().set_index("layer")
+        >>> t.loc["h.0.fc1", "bound"], t.loc["h.0.ln1", "bound"], round(float(t["share"].sum()), 12)
+        ('compute', 'memory', 1.0)
+        """
+        return self._layers.copy()
+
+    def layer_kinds(self) -> pd.DataFrame:
+        """:meth:`layers` summed by kind, largest first (:func:`.layer_table.by_kind`)."""
+        return by_kind(self._layers)
+
     def to_frame(self) -> pd.DataFrame:
         """One row per breakdown component: ``seconds``, ``in_step`` (the parts that add up to the step,
         :data:`.compose.STEP_PARTS`) and their ``share`` of it (NaN for totals and overlapped seconds)."""
@@ -199,7 +221,9 @@ def estimate(scenario) -> Estimate:
     return Estimate(step, lo, hi, par["global_batch"] / step, model_flop, model_flop / step / sc.gpus,
                     float(mem["total_bytes"]), breakdown, mem, sc, stage["stages"], run,
                     ("rows" if w.spatial else "sequence") if par["context"] > 1 else "",
-                    partial(batch_region, sc, w, key), w.routing_factor(b, par.get("expert", 1)))
+                    partial(batch_region, sc, w, key), w.routing_factor(b, par.get("expert", 1)),
+                    partial(layer_table, w, stage, tr["recompute"], par["context"], par["context_algorithm"],
+                            par["expert"], b, key[1], key[2]))
 
 
 def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | None = None) -> tuple[float, float]:

@@ -53,6 +53,20 @@ def transformer_shape(graph):
             "kv": a.get("kv_heads", a["heads"]) * a["head_dim"], "fused": bool(a.get("fused", False))}
 
 
+def layer_seconds(row: dict, recompute: str) -> dict:
+    """One layer's seconds a microbatch on its device (a row of :meth:`Workload.layers`), by part: its passes,
+    what ``recompute`` runs again (``full``: the forward with its collectives; ``selective``: an attention core's
+    forward, Korthikanti et al. §5), and its tensor-, expert- and context-parallel communication (a ring
+    attention's or a spatial split's exchanges again with any recompute). The stage partition balances their
+    sum."""
+    full = recompute == "full"
+    again = full or (recompute == "selective" and row["kind"] == "attention")
+    return {"forward_s": row["f_s"], "backward_s": row["b_s"], "recompute_s": row["f_s"] if again else 0.0,
+            "tensor_comm_s": row["tp_f_s"] * (1 + full) + row["tp_b_s"],
+            "expert_comm_s": row["ep_f_s"] * (1 + full) + row["ep_b_s"],
+            "context_comm_s": row.get("cp_f_s", 0.0) * (1 + (recompute != "none")) + row.get("cp_b_s", 0.0)}
+
+
 class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataParallelMixin, LoraMixin):
     """One model on one cluster in one training dtype (and ``tensor_layers``, :mod:`.layerwise`);
     everything that does not change with the layout's continuous numbers is computed once and cached."""
@@ -270,17 +284,11 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         out["ep_f"] = np.array([r["ep_f"] for r in rows])
         out["ep_b"] = np.array([r["ep_b"] for r in rows])
         out["ep_r"] = np.array([x[2] for x in recs])
-        extra = {"full": lambda r: r["f_s"] + r["tp_f_s"] + r["ep_f_s"], "none": lambda r: 0.0,
-                 "selective": lambda r: r["f_s"] if r["kind"] == "attention" else 0.0}[recompute]
         la = float(self.dev.launch_overhead)
         counts = {name: np.concatenate([[0.0], np.cumsum(out[name].kernel_counts(la))]) for name in ("f", "b", "r")}
         out["kernels"] = sum(k[out[name + "_off"][1:]] - k[out[name + "_off"][:-1]] for name, k in counts.items())
-        out["per_layer"] = [r["f_s"] + r["b_s"] + extra(r) + r["tp_f_s"] + r["tp_b_s"] + r["ep_f_s"] + r["ep_b_s"]
-                            for r in rows]
-        if c > 1:  # the exposed context-parallel communication weighs in the partition too
-            again = recompute != "none"
-            out["per_layer"] = [x + r.get("cp_f_s", 0.0) * (1 + again) + r.get("cp_b_s", 0.0)
-                                for x, r in zip(out["per_layer"], rows)]
+        # the exposed context-parallel communication weighs in the partition too
+        out["per_layer"] = [sum(layer_seconds(r, recompute).values()) for r in rows]
         return out
 
     def stage(self, b: int, t: int, sp: bool, recompute: str, p: int, c: int = 1, algorithm: str = "ring",
@@ -334,7 +342,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         return {**{k: part(k) for k in ("f", "b", "r")},
                 **{k: tuple(float(x) for x in c[k][lo:hi].sum(axis=0))
                    for k in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r")},
-                "e": e, "stages": stages, "boundary_numel": rows[stages[0][1] - 1]["numel"] if p > 1 else 0,
+                "e": e, "stages": stages, "slowest": (lo, hi),
+                "boundary_numel": rows[stages[0][1] - 1]["numel"] if p > 1 else 0,
                 "cp": context, "bn_channels": tuple(r["bn_c"] for r in rows[lo:hi] if r["bn_c"])}
 
     @lru_cache(maxsize=None)
