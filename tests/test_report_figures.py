@@ -37,3 +37,23 @@ def test_memory_tradeoff_stacks_each_configurations_memory():
     assert totals == pytest.approx(ends)  # stacked end to end
     best = res.frame.loc[res.frame.groupby(["zero_stage", "recompute"])["step_time_s"].idxmin()]
     assert sorted(totals) == pytest.approx(sorted(best["memory_bytes_per_device"] / 1e9), rel=1e-6)
+
+
+def test_layer_kind_bars_are_each_examples_shares():
+    from concurrency_model.report._plot import figure
+    from concurrency_model.report.examples import SHOWN_KINDS, layer_kinds_plot
+
+    named = [(m, estimate({"model": m, "parallel": {"data": 2, "global_batch": 8, "microbatch_size": 4}}))
+             for m in ("gpt2", "resnet50")]
+    fig, ax = figure(8, 3)
+    layer_kinds_plot(named, ax[0][0])
+    widths = bar_widths(ax[0][0])
+    at = 0
+    for _, e in named:
+        kinds = e.layer_kinds()
+        n = min(SHOWN_KINDS, len(kinds)) + 1  # the kinds named, then "other"
+        bars = widths[at:at + n]
+        assert bars[:-1] == pytest.approx(list(kinds["share"].iloc[:SHOWN_KINDS]), rel=1e-12)
+        assert sum(bars) == pytest.approx(1.0, rel=1e-12)
+        at += n
+    assert at == len(widths)
