@@ -37,6 +37,16 @@ prompt: ``C = slots (P - S) / O`` and the prompts' attention is of their ``P - S
 holds ``P + O - S`` positions of its own and the replica the shared S once. Equal prompt lengths; unequal output
 lengths (:mod:`concurrency_model.lengths`) enter through their mean, O above.
 
+**A token budget** (``max_batched_tokens`` = B; vLLM's ``max_num_batched_tokens``, Sarathi-Serve's chunked prefills,
+Agrawal et al. 2024) [D]: an iteration carries at most B tokens, the decode tokens first, so that at most ``g`` slots
+decode at once, the most with ``g + g P / O < B`` (their prompts' steady share must leave room); the rest of an
+iteration, the prefill lane of ``L = B - g`` tokens, runs the waiting prompts first come, first served, ``L`` tokens
+of one at a time. The mean iteration (time per output token, tokens/s) is the steady one above; a prompt's first
+token comes after half a mean iteration, its wait for the lane (M/D/1: prompts arrive at random, ``g / O`` an
+iteration, each holding the lane ``P / L`` iterations, utilisation ``rho = C / L``: ``rho (P / L) / (2 (1 - rho))``
+iterations) and ``ceil(P / L)`` iterations, each of the ``g`` decode tokens and a chunk (:class:`Chunked`). Without
+a budget a waiting prompt is scheduled whole (above).
+
 **Speculative decoding** (``speculative``, :mod:`concurrency_model.speculative`; as vLLM runs it with continuous
 batching, recalled) [D]: an iteration is ``tokens`` = gamma draft steps over the slots, the draft's share of the
 prompts, and one target pass over ``slots (gamma + 1)`` verified positions (logits on all of them, attention of
@@ -54,6 +64,7 @@ for every slot per iteration); a stage holds its layers' cache for all slots. Th
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -118,24 +129,27 @@ def prompt_tokens(slots: int, prompt_len: int, decode_len: int) -> int:
 
 def iteration(graph_of, shape: dict, dev, dtype: str, t: int, slots: int, prompt_len: int, decode_len: int, comm,
               host_overhead_s: float = 0.0, weight_bytes=None, weight_sparsity=None, cached: int = 0,
-              spread: float = 1.0, queries: int = 1, lifetime: float | None = None) -> Iteration:
+              spread: float = 1.0, queries: int = 1, lifetime: float | None = None,
+              chunk: int | None = None) -> Iteration:
     """The steady-state iteration (module docstring); ``graph_of(batch, seq)`` builds the model; ``cached``: the
     prefix of every prompt already in the cache (its new tokens and their attention are what an iteration adds);
     ``spread``: the prompts' mean attention over the mean prompt's (unequal prompts, :func:`~concurrency_model.
     lengths.spread_factor`). ``queries``: positions each slot runs (a speculative verification's ``tokens + 1``,
     logits on all of them); ``lifetime``: iterations a request holds its slot (default ``decode_len``; fewer when
-    an iteration yields more than one token), which set the prompts an iteration takes in."""
+    an iteration yields more than one token), which set the prompts an iteration takes in. ``chunk``: the prompt
+    tokens of this iteration instead of the steady share, as ``chunk`` tokens of one prompt (:class:`Chunked`)."""
     vb = dtype_bytes(dtype)
     new = prompt_len - cached
     lifetime = decode_len if lifetime is None else lifetime
-    chunk = prompt_tokens(slots, new, lifetime)
+    share = slots / lifetime if chunk is None else chunk / new  # prompts (or parts of one) an iteration carries
+    chunk = prompt_tokens(slots, new, lifetime) if chunk is None else chunk
     rows = slots * queries + chunk
     g_mix = graph_of(rows, 1)
     parts = pass_parts(g_mix, dev, dtype, t, rows, True, weight_bytes, weight_sparsity, head_rows=slots * queries,
                        expert=comm.e, imbalance=comm.imbalance)
     att = kv_attention(slots, shape["heads"], shape["kv_heads"], shape["head_dim"], dev, dtype, t, queries)
     g_prompt = graph_of(1, prompt_len)
-    prompt_att = prompt_attention(g_prompt, dev, dtype, t, cached).with_work(spread).times(slots / lifetime)
+    prompt_att = prompt_attention(g_prompt, dev, dtype, t, cached).with_work(spread).times(share)
     lo, hi = prompt_len + 1, prompt_len + decode_len
     la = float(dev.launch_overhead)
     host = host_overhead_s * (parts.kernels(la) + shape["layers"] + prompt_att.kernels(la))
@@ -150,6 +164,81 @@ def iteration(graph_of, shape: dict, dev, dtype: str, t: int, slots: int, prompt
     prompt = prefill_pass(graph_of(1, new), shape["hidden"], dev, dtype, t, 1, comm, prompt_len, host_overhead_s,
                           weight_bytes, weight_sparsity, cached, g_prompt)
     return Iteration(parts, att, prompt_att, shape["layers"], lo, hi, host, b, prompt, max(0.0, 1 - chunk / new))
+
+
+@dataclass
+class Chunked:
+    """Continuous batching under a token budget (``inference.max_batched_tokens``, module docstring): the steady
+    ``mean`` iteration, one whose prefill lane is full (``full``: the decode tokens and ``lane`` prompt tokens) and
+    the one carrying a prompt's ``last`` chunk; a prompt takes ``chunks`` iterations after ``lane_wait`` iterations
+    in the lane's queue."""
+
+    mean: Iteration
+    full: Iteration
+    last: Iteration
+    chunks: int
+    lane_wait: float
+    utilization: float  # of the prefill lane: the steady prompt tokens an iteration over the lane's
+
+    @property
+    def seconds(self) -> float:
+        return self.mean.seconds
+
+    @property
+    def breakdown(self) -> dict:
+        return self.mean.breakdown
+
+    @property
+    def first_token_s(self) -> float:
+        return 0.5 * self.mean.seconds + (self.lane_wait + self.chunks - 1) * self.full.seconds + self.last.seconds
+
+    def scaled(self, flops, mem_bw, launch, net) -> np.ndarray:
+        return self.mean.scaled(flops, mem_bw, launch, net)
+
+    def first_token_scaled(self, flops, mem_bw, launch, net) -> np.ndarray:
+        return 0.5 * self.mean.scaled(flops, mem_bw, launch, net) + (self.lane_wait + self.chunks - 1) * \
+            self.full.scaled(flops, mem_bw, launch, net) + self.last.scaled(flops, mem_bw, launch, net)
+
+
+def budget_slots(budget: int, slots: int, new: int, lifetime: float) -> int:
+    """The most of ``slots`` decode slots that an iteration of ``budget`` tokens keeps busy: their decode tokens
+    and their prompts' steady share must leave the prefill lane room (else its queue grows without bound),
+    ``g + g new / lifetime < budget``. ``ValueError`` naming ``inference.max_batched_tokens`` when not even one fits.
+
+    >>> budget_slots(512, 64, 1024, 128), budget_slots(4096, 64, 1024, 128)  # 9 tokens a slot an iteration
+    (56, 64)
+    """
+    per_slot = 1 + new / lifetime
+    fits = min(slots, math.ceil(budget / per_slot) - 1)
+    if fits < 1:
+        raise ValueError(f"inference.max_batched_tokens: {budget:,} tokens an iteration do not carry even one slot's "
+                         f"decode token and its prompt's steady share ({per_slot:,.1f} tokens); raise it")
+    return fits
+
+
+def chunked(build, slots: int, new: int, lifetime: float, budget: int) -> Chunked:
+    """:class:`Chunked` of ``slots`` decode slots whose prompts have ``new`` tokens to run, each request holding its
+    slot ``lifetime`` iterations, under ``budget`` tokens an iteration; ``build(chunk)`` makes the
+    :class:`Iteration` carrying ``chunk`` prompt tokens (``None``: the steady share). The lane of ``budget - slots``
+    tokens an iteration serves the prompts first come, first served, each for ``new / lane`` iterations, the
+    prompts arriving at random (``slots / lifetime`` an iteration): its mean wait is M/D/1's,
+    ``rho D / (2 (1 - rho))`` (Pollaczek-Khinchine with a deterministic service time ``D``; Kleinrock 1975 §5.6) [D].
+
+    >>> class It:  # an iteration of 10 ms and 1 us a prompt token
+    ...     def __init__(self, chunk): self.seconds = 0.01 + 1e-6 * (chunk or 64)
+    >>> c = chunked(It, 32, 1000, 500, 512)  # 64 prompt tokens an iteration in a lane of 480: 3 chunks
+    >>> # first token: half a mean iteration, the lane wait and two full iterations, then the last chunk of 40
+    >>> c.chunks, round(c.utilization, 4), round(c.lane_wait, 4), round(c.first_token_s * 1e3, 3)
+    (3, 0.1333, 0.1603, 37.711)
+    """
+    if budget_slots(budget, slots, new, lifetime) < slots:
+        raise ValueError(f"inference.max_batched_tokens: {budget:,} tokens an iteration do not keep {slots} slots busy")
+    lane = budget - slots
+    chunks = -(-new // lane)
+    rho = slots * new / lifetime / lane
+    service = new / lane  # iterations of the lane a prompt takes
+    return Chunked(build(None), build(min(lane, new)), build(new - (chunks - 1) * lane), chunks,
+                   rho * service / (2 * (1 - rho)), rho)
 
 
 def workspace(graph_of, t: int, slots: int, prompt_len: int, decode_len: int, vb: int, cached: int = 0) -> float:

@@ -103,9 +103,10 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
         raise ValueError("load_rps: missing; a plan is sized for requests a second")
     for name, v in (("load_rps", load_rps), ("max_first_token_s", max_first_token_s), ("max_decode_s", max_decode_s)):
         number(name, v, none_ok=True)
-    for k in ("speculative", "load_rps"):
+    for k in ("speculative", "load_rps", "max_batched_tokens"):
         if inf[k] is not None:
-            raise ValueError(f"inference.{k}: not in a disaggregated plan (the load is the plan's own argument)")
+            raise ValueError(f"inference.{k}: not in a disaggregated plan"
+                             + (" (the load is the plan's own argument)" if k == "load_rps" else ""))
     par = raw.get("parallel") or {}
     if any(par.get(k, 1) != 1 for k in ("data", "pipeline", "context", "expert")):
         raise ValueError("parallel: a disaggregated plan chooses each pool's tensor and expert degrees (and pipeline "

@@ -111,7 +111,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from .cluster import load_cluster
-from .continuous import at_load, check_continuous, iteration, prompt_tokens, speculative_maker, workspace
+from .continuous import (at_load, budget_slots, check_continuous, chunked, iteration, prompt_tokens, speculative_maker,
+                         workspace)
 from .decode import decode_step, prefill_pass, sum_max_affine
 from .economics import busy_seconds, per_million_tokens
 from .lengths import lengths_summary, prompts_summary, spread_factor
@@ -196,7 +197,7 @@ def infer(scenario) -> Inference:
                    par["tensor"], par["pipeline"], inf["weight_dtype"], inf["host_overhead_s"], inf["weight_sparsity"],
                    inf["speculative"], inf["batching"], inf["price_per_gpu_hour"], inf["output_lengths"],
                    inf["load_rps"], par["data"], par["expert"], inf["prefix_len"], inf["prompt_lengths"],
-                   par["expert_imbalance"])
+                   par["expert_imbalance"], inf["max_batched_tokens"])
 
 
 def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype: str = "fp16", tensor: int = 1,
@@ -204,14 +205,15 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
             weight_sparsity: str | None = None, speculative: dict | None = None, batching: str = "static",
             price_per_gpu_hour: float | None = None, output_lengths: str = "fixed",
             load_rps: float | None = None, data: int = 1, expert: int = 1, prefix_len: int = 0,
-            prompt_lengths: str = "fixed", expert_imbalance=1.0) -> Inference:
+            prompt_lengths: str = "fixed", expert_imbalance=1.0, max_batched_tokens: int | None = None) -> Inference:
     """:func:`infer` for a model spec and a cluster (preset name, file, dict or
     :class:`~concurrency_model.cluster.Cluster`) given directly. ``data`` > 1: replicas that split the ``batch``
     sequences, serving their own requests, or with ``expert`` > 1 a mixture of experts whose experts are split over
     groups of ``expert`` replicas (:func:`~concurrency_model.serving.check_layout`). ``prefix_len``: the first
     tokens of every prompt, the same for all requests and kept in each replica's cache; ``prompt_lengths``: the law
     of the rest of a prompt, mean ``prompt_len - prefix_len`` (module docstring); ``expert_imbalance``: the routing
-    of the expert group (:mod:`concurrency_model.routing`).
+    of the expert group (:mod:`concurrency_model.routing`); ``max_batched_tokens``: a token budget an iteration of
+    continuous batching (prompts in chunks, :class:`~concurrency_model.continuous.Chunked`).
 
     >>> r = predict("gpt2", "dgx-a100", 8, 256, 64, "fp16", tensor=2)
     >>> r.parallel, r.decode_s_per_token < r.prefill_s
@@ -284,20 +286,31 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
         spread = spread_factor(prompts, S)
 
         def make(n):  # n slots in p groups, one a stage: a group's iteration passes every stage in turn
-            return iteration(graph_of, shape, dev, dtype, t, n // p, prompt_len, o,
-                             comm, host_overhead_s, quantized, weight_sparsity, S, spread)
+            def build(chunk=None):
+                return iteration(graph_of, shape, dev, dtype, t, n // p, prompt_len, o,
+                                 comm, host_overhead_s, quantized, weight_sparsity, S, spread, chunk=chunk)
+            return build() if budget is None else chunked(build, n // p, prompt_len - S, o, budget)
+        budget = max_batched_tokens
+        # a token budget keeps at most so many slots decoding (a group's iteration: its own budget)
+        slots = batch if budget is None else p * budget_slots(budget, batch // p, prompt_len - S, o)
         plain = make
         if spec:  # draft steps and a verification of tokens + 1 positions an iteration (one stage)
             make = speculative_maker(spec, graph_of, shape, dev, dtype, t, prompt_len, o, comm, host_overhead_s,
                                      quantized, weight_sparsity, spread)
-        n, it, active = (batch, make(batch), batch) if load_rps is None else \
-            at_load(make, load_rps, mean, batch, d, step=p)
+        try:
+            n, it, active = (slots, make(slots), slots) if load_rps is None else \
+                at_load(make, load_rps, mean, slots, d, step=p)
+        except ValueError as e:  # over the capacity: say when the budget, not the slots, sets it
+            if slots == batch or not str(e).startswith("inference.load_rps"):
+                raise
+            raise ValueError(f"{e}; inference.max_batched_tokens = {budget:,} keeps at most {slots} of the {batch} "
+                             "slots decoding") from None
         step_s = it.seconds
         # under a load, a request first waits for one of its replica's ``batch`` slots (concurrency_model.queueing)
-        queue = {} if load_rps is None else {"queue_wait_s": mean_wait(batch, active, mean * step_s, dist.cv2),
-                                             "queue_wait_p99_s": wait_quantile(batch, active, mean * step_s, dist.cv2,
+        queue = {} if load_rps is None else {"queue_wait_s": mean_wait(slots, active, mean * step_s, dist.cv2),
+                                             "queue_wait_p99_s": wait_quantile(slots, active, mean * step_s, dist.cv2,
                                                                                0.99),
-                                             "wait_probability": erlang_c(batch, active)}
+                                             "wait_probability": erlang_c(slots, active)}
         first = it.first_token_s + queue.get("queue_wait_s", 0.0)
         n, active = n * d, active * d  # every replica's slots (each carries 1/d of the load)
         loaded = {} if load_rps is None else {"load_rps": load_rps, "slots_in_use": active, "slots_run": n, **queue}
@@ -313,7 +326,11 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                          {**summary, "speculative": _continuous_speculation(spec, it, plain(n // d) if spec else None),
                           "requests_per_s": active / (mean * step_s), **lengths_summary(dist), **loaded,
                           "prompt_tokens_per_iteration": d * prompt_tokens(n // d, prompt_len - S,
-                                                                           o / (spec.tokens if spec else 1))},
+                                                                           o / (spec.tokens if spec else 1)),
+                          **({} if budget is None else {
+                              "max_batched_tokens": budget, "slots_busy_at_most": slots * d, "prefill_chunks": it.chunks,
+                              "prefill_lane_utilization": it.utilization,
+                              "prefill_lane_wait_s": it.lane_wait * it.full.seconds})},
                          shape, _bands(per_iteration),
                          per_million_tokens(active / step_s, t * p * d,
                                             min(1.0, active / d) * busy_seconds(it.breakdown) / step_s,

@@ -44,7 +44,7 @@ COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "thr
 INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,
              "weight_sparsity": None, "host_overhead_s": 0.0, "speculative": None, "batching": "static",
              "price_per_gpu_hour": None, "output_lengths": "fixed", "load_rps": None, "prefix_len": 0,
-             "prompt_lengths": "fixed"}
+             "prompt_lengths": "fixed", "max_batched_tokens": None}
 BATCHING = ("static", "continuous")  # inference.batching (:mod:`concurrency_model.continuous`)
 CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tensor_layers": TENSOR_LAYERS,
            "recompute": ("none", "selective", "full"),
@@ -112,6 +112,11 @@ def inference_section(raw: dict) -> dict:
                          f"position runs to give the first token), got {out['prefix_len']}")
     if out["prefix_len"] and out["speculative"] is not None:
         raise ValueError("inference.prefix_len: a cached prefix with speculative decoding is not modelled")
+    if out["max_batched_tokens"] is not None:
+        count("inference.max_batched_tokens", out["max_batched_tokens"])
+        if out["batching"] != "continuous" or out["speculative"] is not None:
+            raise ValueError("inference.max_batched_tokens: a token budget an iteration is modelled with batching "
+                             "\"continuous\" and without speculative decoding")
     return out
 
 

@@ -248,6 +248,11 @@ def show(out: dict) -> None:
                  f"request waits {i['queue_wait_s'] * 1e3:,.3f} ms for a slot on average, 99% of them within "
                  f"{i['queue_wait_p99_s'] * 1e3:,.3f} ms (it waits at all with probability "
                  f"{i['wait_probability']:.3f})" if "load_rps" in i else " at full slots"))
+        if "prefill_chunks" in i:
+            print(f"prompts in chunks under {i['max_batched_tokens']:,} tokens an iteration: {i['prefill_chunks']} a "
+                  f"prompt, the prefill lane busy {i['prefill_lane_utilization']:.1%} of the time and a mean wait of "
+                  f"{i['prefill_lane_wait_s'] * 1e3:,.3f} ms for it; at most {i['slots_busy_at_most']:,} of the "
+                  f"{i['batch']:,} slots decode at once")
     else:
         steps = "decode steps" if i.get("output_lengths", "fixed") == "fixed" else "generated tokens on average"
         print(f"batch {i['batch']}, prompt {i['prompt_len']}{prefix}, {i['decode_len']} {steps}, "
