@@ -25,18 +25,19 @@ def refusal(fn, scenario) -> str:
 
 def suggestions(message: str) -> list[tuple[str, float]]:
     """``(setting, GB)`` of each ``KEY=VALUE (x GB)`` after "fits with"."""
-    return [(k, float(gb)) for k, gb in re.findall(r"([\w.]+=\w+) \(([\d.]+) GB\)", message.split("fits with")[1])]
+    return [(k, float(gb)) for k, gb in re.findall(r"((?:[\w.]+=\w+ )*[\w.]+=\w+) \(([\d.]+) GB\)",
+                                                  message.split("fits with")[1])]
 
 
 def test_each_single_change_named_fits_with_the_bytes_quoted():
     message = refusal(estimate, GPT3)  # 99.2 GB a device
     found = suggestions(message)
-    # one change of each kind: sequence parallelism, the lowest ZeRO stage and the lightest recompute that fit
-    assert [k.split("=")[0] for k, _ in found] == ["parallel.sequence_parallel", "training.zero_stage",
-                                                  "training.recompute"]
-    assert dict(found)["training.zero_stage=1"] and dict(found)["training.recompute=selective"]
+    # one change of each kind: sequence parallelism, the lowest ZeRO stage and the lightest recompute that fit, and
+    # the same 1,024 GPUs as twice the stages and half the replicas (twice the tensor degree would leave the node)
+    assert [k for k, _ in found] == ["parallel.sequence_parallel=true", "training.zero_stage=1",
+                                     "training.recompute=selective", "parallel.pipeline=16 parallel.data=8"]
     for setting, gb in found:
-        e = estimate(with_settings(GPT3, [setting]))
+        e = estimate(with_settings(GPT3, setting.split()))
         assert e.memory_bytes_per_device / 1e9 == pytest.approx(gb, abs=0.05)
         assert e.memory_bytes_per_device <= 80e9
 
@@ -111,3 +112,15 @@ def test_a_cnn_gets_the_largest_microbatch_that_fits_and_no_selective_recompute(
     assert setting == "parallel.microbatch_size=1024"
     assert estimate(with_settings(sc, [setting])).memory_bytes_per_device / 1e9 == pytest.approx(gb, abs=0.05)
     refusal(estimate, with_settings(sc, ["parallel.microbatch_size=2048"]))
+
+
+def test_the_same_devices_split_otherwise():
+    """Llama-2-7B on 8 A100s, data-parallel: 108 GB of model state (16 bytes a parameter) and 105 GB of activations a
+    GPU; neither ZeRO nor recompute alone fits, tensor parallelism over 4 of the 8 GPUs does."""
+    sc = {"model": {"hf_config": "llama-2-7b"}, "cluster": "dgx-a100",
+          "parallel": {"data": 8, "global_batch": 64}}
+    (setting, gb), = suggestions(refusal(estimate, sc))
+    assert setting == "parallel.tensor=4 parallel.data=2"
+    e = estimate(with_settings(sc, setting.split()))
+    assert e.scenario.gpus == 8 and e.memory_bytes_per_device / 1e9 == pytest.approx(gb, abs=0.05)
+    refusal(estimate, with_settings(sc, ["parallel.tensor=2", "parallel.data=4"]))  # the smallest that fits

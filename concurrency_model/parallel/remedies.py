@@ -7,11 +7,14 @@ devices, tried in the order a practitioner reaches for them, each priced by the 
 * ``training.zero_stage`` 1, 2, 3 (synchronous all-reduce, no expert or layer-wise hybrid): the optimizer
   state, then the gradients, then the weights sharded over the data-parallel ranks (Rajbhandari et al. 2020);
 * ``training.recompute`` ``selective``, then ``full`` (Korthikanti et al. 2022 §5; Chen et al. 2016);
-* ``parallel.microbatch_size``: the largest divisor of the current one that fits (more microbatches a step).
+* ``parallel.microbatch_size``: the largest divisor of the current one that fits (more microbatches a step);
+* the same devices split otherwise: 2, 4, ... times the tensor degree (inside a node, dividing the split
+  dimensions) or the pipeline stages, with as many times fewer data-parallel replicas (Narayanan et al. 2021 §3:
+  model parallelism divides the model state, data parallelism does not).
 
-When no single change fits, the fewest that fit together are named; when even all of them do not fit, the model needs more
-devices to split over (``parallel.tensor`` or ``parallel.pipeline``). Each change is priced for memory only;
-what it costs in time is ``estimate --compare``'s to say.
+When no single change fits, the fewest changes of the first four kinds that fit together are named; when even all
+of them do not fit, the model needs more devices to split over (``parallel.tensor`` or ``parallel.pipeline``). Each
+change is priced for memory only; what it costs in time is ``estimate --compare``'s to say.
 """
 from __future__ import annotations
 
@@ -50,6 +53,30 @@ def candidates(sc, transformer: bool) -> list[list[tuple[str, dict, dict]]]:
     return [group for group in out if group]
 
 
+def layouts(sc, w) -> list[list[tuple[str, dict, dict]]]:
+    """The same devices as more tensor ranks (inside a node) or more pipeline stages and fewer replicas, the
+    smallest change first (a layout without context, expert or layer-wise splits)."""
+    par = sc.parallel
+    d, t, p = par["data"], par["tensor"], par["pipeline"]
+    if par["context"] > 1 or par["expert"] > 1 or par["tensor_layers"] != "all":
+        return []
+    tensor, pipeline = [], []
+    f = 2
+    while d % f == 0:
+        fewer = {"data": d // f}
+        if t * f <= sc.cluster.gpus_per_node:
+            try:
+                w.check_tensor(t * f)
+                tensor.append((f"parallel.tensor={t * f} parallel.data={d // f}", {"tensor": t * f, **fewer}, {}))
+            except ValueError:
+                pass
+        m = par["global_batch"] // (d // f * par["microbatch_size"])
+        if p * f <= w.layer_count and (par["schedule"] != "interleaved" or m % (p * f) == 0):
+            pipeline.append((f"parallel.pipeline={p * f} parallel.data={d // f}", {"pipeline": p * f, **fewer}, {}))
+        f *= 2
+    return [group for group in (tensor, pipeline) if group]
+
+
 def _bytes(sc, w, memory_at, par: dict, tr: dict) -> tuple[bool, float]:
     changed = replace(sc, parallel={**sc.parallel, **par}, training={**sc.training, **tr})
     mem = memory_at(changed, w, changed.parallel["microbatch_size"], changed.microbatches)[1]
@@ -57,8 +84,8 @@ def _bytes(sc, w, memory_at, par: dict, tr: dict) -> tuple[bool, float]:
 
 
 def fits_with(sc, w, memory_at) -> str:
-    """The clause to add to a refusal for memory: of each field, the first change that fits (with the bytes a
-    device then holds); else the fewest changes that fit together, each as light as it can be (the first in
+    """The clause to add to a refusal for memory: of each field, and of each other split of the same devices, the
+    first change that fits (with the bytes a device then holds); else the fewest changes that fit together, each as light as it can be (the first in
     the order of :func:`candidates`); else that the model must be split over more devices.
 
     >>> from concurrency_model.parallel.estimate import memory_at
@@ -71,10 +98,17 @@ def fits_with(sc, w, memory_at) -> str:
     ; fits with parallel.sequence_parallel=true (78.1 GB)
     training.zero_stage=1 (68.6 GB)
     training.recompute=selective (75.1 GB)
+    parallel.pipeline=16 parallel.data=8 (77.4 GB)
     """
     groups = candidates(sc, transformer_shape(w.graph(sc.parallel["microbatch_size"])) is not None)
     found = []
     for group in groups:
+        for setting, par, tr in group:
+            fits, total = _bytes(sc, w, memory_at, par, tr)
+            if fits:
+                found.append(f"{setting} ({total / 1e9:.1f} GB)")
+                break
+    for group in layouts(sc, w):
         for setting, par, tr in group:
             fits, total = _bytes(sc, w, memory_at, par, tr)
             if fits:
