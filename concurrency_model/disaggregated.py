@@ -126,7 +126,7 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
     stages = [count("pipelines", p) for p in dict.fromkeys(items("pipelines", pipelines or ()))] or [1]
     if max(stages) > shape["layers"]:
         raise ValueError(f"pipelines: {max(stages)} stages for {shape['layers']} layers")
-    # (tensor, expert group, stages): expert parallelism without stages, as infer models it
+    # (tensor, expert group, stages): a plan puts expert groups inside a node, without stages (infer takes both)
     sides = [(t, e or 1, p) for t, e in layouts(cl.gpus_per_node, experts) if _splits(g_pre, t) for p in stages
              if (e or 1) == 1 or p == 1]
     weights = {e: weights_bytes(g_pre, vb, inf["weight_dtype"], sparsity, e) for e in {e for _, e, _ in sides}}

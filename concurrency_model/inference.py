@@ -47,6 +47,8 @@ per-step latency for 10 generated tokens).
   device's rows with ``parallel.expert_imbalance``, :mod:`concurrency_model.routing`), and sends and
   returns the routed rows in two all-to-alls a layer (:meth:`~concurrency_model.serving.Comm.expert`). The
   replicas of a group step together, so a static batch decodes until the longest of all ``batch`` requests ends.
+  With pipeline stages each replica's stage ``k`` exchanges with the group's other stages ``k`` (replicas of
+  ``t x p`` devices in order, so a group crosses nodes once its replicas fill one) [D].
 * **KV cache** (Pope et al. §2; Chen 2022: ``2 * 2 * n_layers * n_heads * d_head`` bytes per token in
   16-bit): ``2 * layers * batch * (prompt_len + decode_len) * kv_heads * head_dim * bytes`` in all;
   per device ``ceil(layers / p)`` layers and ``ceil(kv_heads / t)`` heads (grouped-query KV heads are

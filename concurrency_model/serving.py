@@ -207,7 +207,7 @@ def check_layout(graph, batch: int, data: int, expert: int, pipeline: int, specu
     """The layout of a served model: ``data`` replicas that split the ``batch`` sequences evenly, each serving its
     own (``expert`` = 1), or for a mixture of experts sharing their experts in groups of ``expert`` (``expert``
     divides ``data`` and the experts of a layer, as in training, :mod:`concurrency_model.parallel.expert`; no
-    pipeline stages or speculative decoding with it). ``ValueError`` naming the field."""
+    speculative decoding with it). ``ValueError`` naming the field."""
     if batch % data:
         raise ValueError(f"inference.batch: {batch} sequences do not split evenly over parallel.data = {data} "
                          "replicas")
@@ -221,9 +221,6 @@ def check_layout(graph, batch: int, data: int, expert: int, pipeline: int, specu
     if data % expert:
         raise ValueError(f"parallel.expert: {expert} does not divide parallel.data = {data} (an expert group is "
                          f"{expert} of the replicas)")
-    if pipeline != 1:
-        raise ValueError(f"parallel.pipeline: expert parallelism at inference is modelled without pipeline stages, "
-                         f"got {pipeline}")
     if speculative is not None:
         raise ValueError("inference.speculative: speculative decoding with expert parallelism is not modelled")
 
@@ -260,11 +257,12 @@ class Comm:
 
     @lru_cache(maxsize=None)
     def alltoall(self, nbytes: float) -> float:
-        """One all-to-all of ``nbytes`` a device over the expert group: ``e`` replicas, consecutive ranks
-        (:func:`~concurrency_model.parallel.data_parallel.group_placement`), as in training."""
+        """One all-to-all of ``nbytes`` a device over the expert group: the same stage's ranks of ``e`` consecutive
+        replicas of ``t x p`` devices (:func:`~concurrency_model.parallel.data_parallel.group_placement`), as in
+        training; with pipeline stages each stage's mixture-of-experts layers exchange within its own group."""
         if self.e == 1 or nbytes == 0:
             return 0.0
-        rpn, sharing = group_placement(self.cluster.gpus_per_node, self.t, self.e)
+        rpn, sharing = group_placement(self.cluster.gpus_per_node, self.t * self.p, self.e)
         return float(collective_on_cluster("alltoall", nbytes, self.e, self.cluster, rpn,
                                            groups_sharing=sharing)[1])
 

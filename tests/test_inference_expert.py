@@ -88,11 +88,29 @@ def test_largest_batch_in_steps_of_the_replicas():
         infer(sc(b + 8, data=8, expert=8))
 
 
+def test_expert_groups_over_pipeline_stages():
+    """Each replica over 2 stages: half the weights and cache a device, the same kernels and the stage's all-to-alls
+    (inside a node while an expert group's replicas fit one), plus the sends between stages; a group of replicas
+    of 8 GPUs each exchanges over the network."""
+    one, two = (infer(sc(16, data=2, expert=2, tensor=2, pipeline=p)) for p in (1, 2))
+    assert two.memory["model_state_bytes"] == pytest.approx(one.memory["model_state_bytes"] / 2, rel=1e-12)
+    assert two.kv_cache_bytes == pytest.approx(one.kv_cache_bytes / 2, rel=1e-12)
+    b1, b2 = one.breakdown, two.breakdown
+    assert b2["decode_expert_comm_s"] == pytest.approx(b1["decode_expert_comm_s"], rel=1e-12)
+    assert b2["decode_pipeline_p2p_s"] > 0 == b1["decode_pipeline_p2p_s"]
+    assert two.decode_s_per_token == pytest.approx(one.decode_s_per_token + b2["decode_pipeline_p2p_s"], rel=1e-9)
+    inside, across = (infer(sc(16, data=2, expert=2, tensor=4, pipeline=p)).breakdown["decode_expert_comm_s"]
+                      for p in (1, 2))
+    assert across > 2 * inside  # replicas of 4 x 2 GPUs: the group's two halves on two nodes
+    r = infer({**sc(16, data=2, expert=2, tensor=2, pipeline=2), "inference": {
+        **sc(16)["inference"], "batching": "continuous"}})
+    assert r.to_dict()["gpus"] == 8 and r.breakdown["iteration_pipeline_p2p_s"] > 0
+
+
 @pytest.mark.parametrize("par, inf, field", [
     ({"data": 3}, {}, "inference.batch"),
     ({"data": 8, "expert": 3}, {}, "parallel.expert"),
     ({"data": 4, "expert": 8}, {}, "parallel.expert"),
-    ({"data": 2, "expert": 2, "pipeline": 2}, {}, "parallel.pipeline"),
     ({"data": 8, "expert": 8}, {"batch": 12}, "inference.batch"),
     ({"data": 2, "expert": 2}, {"speculative": {"draft": "gpt2", "tokens": 4, "acceptance": 0.7}},
      "inference.speculative"),
