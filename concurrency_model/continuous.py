@@ -102,6 +102,12 @@ class Iteration:
         """Seconds from a request's arrival to its first token (module docstring)."""
         return 1.5 * self.seconds + self.beyond_share * sum(self.prompt.breakdown.values())
 
+    @property
+    def longest_s(self) -> float:
+        """The iteration that carries a whole new prompt: the mean one and the part of the prompt beyond an
+        iteration's share (the stall the other slots' next token waits for)."""
+        return self.seconds + self.beyond_share * sum(self.prompt.breakdown.values())
+
     def scaled(self, flops, mem_bw, launch, net) -> np.ndarray:
         """Seconds on arrays of hardware scales (:mod:`concurrency_model.uncertainty`), as
         :meth:`~concurrency_model.decode.Step.scaled`."""
@@ -191,6 +197,11 @@ class Chunked:
     @property
     def first_token_s(self) -> float:
         return 0.5 * self.mean.seconds + (self.lane_wait + self.chunks - 1) * self.full.seconds + self.last.seconds
+
+    @property
+    def longest_s(self) -> float:
+        """An iteration whose prefill lane is full: no iteration carries more than the budget."""
+        return max(self.mean.seconds, self.full.seconds)
 
     def scaled(self, flops, mem_bw, launch, net) -> np.ndarray:
         return self.mean.scaled(flops, mem_bw, launch, net)

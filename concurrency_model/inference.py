@@ -329,6 +329,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                           "requests_per_s": active / (mean * step_s), **lengths_summary(dist), **loaded,
                           "prompt_tokens_per_iteration": d * prompt_tokens(n // d, prompt_len - S,
                                                                            o / (spec.tokens if spec else 1)),
+                          **({} if spec else {"longest_iteration_s": it.longest_s}),
                           **({} if budget is None else {
                               "max_batched_tokens": budget, "slots_busy_at_most": slots * d, "prefill_chunks": it.chunks,
                               "prefill_lane_utilization": it.utilization,

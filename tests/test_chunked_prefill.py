@@ -106,3 +106,15 @@ def test_cli(capsys):
     capsys.readouterr()
     assert main(args[:3] + ["--set", "inference.max_batched_tokens=8"]) == 2
     assert capsys.readouterr().err.startswith("concurrency-model infer: error: inference.max_batched_tokens: 8 tokens")
+
+
+def test_a_budget_trades_the_first_token_against_the_longest_iteration():
+    from concurrency_model.report.inference import budget_frame
+
+    f = budget_frame(budgets=(256, 512, 1024, 4096))
+    whole, chunked = f[f["budget"].isna()].iloc[0], f[f["budget"].notna()]
+    assert list(chunked["longest_iteration_s"]) == sorted(chunked["longest_iteration_s"])
+    assert list(chunked["first_token_s"]) == sorted(chunked["first_token_s"], reverse=True)
+    assert chunked["longest_iteration_s"].max() <= whole["longest_iteration_s"] * (1 + 1e-9)
+    assert chunked["decode_s_per_token"].to_numpy() == pytest.approx(whole["decode_s_per_token"], rel=1e-12)
+    assert list(chunked["prefill_chunks"]) == [5, 3, 2, 1]  # 1,024-token prompts beside a few decoding slots

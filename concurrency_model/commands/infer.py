@@ -248,6 +248,10 @@ def show(out: dict) -> None:
                  f"request waits {i['queue_wait_s'] * 1e3:,.3f} ms for a slot on average, 99% of them within "
                  f"{i['queue_wait_p99_s'] * 1e3:,.3f} ms (it waits at all with probability "
                  f"{i['wait_probability']:.3f})" if "load_rps" in i else " at full slots"))
+        if "longest_iteration_s" in i:
+            print(f"longest iteration {i['longest_iteration_s'] * 1e3:,.3f} ms ("
+                  + ("a full prefill lane)" if "prefill_chunks" in i else
+                     "one that carries a whole new prompt; inference.max_batched_tokens bounds it)"))
         if "prefill_chunks" in i:
             print(f"prompts in chunks under {i['max_batched_tokens']:,} tokens an iteration: {i['prefill_chunks']} a "
                   f"prompt, the prefill lane busy {i['prefill_lane_utilization']:.1%} of the time and a mean wait of "

@@ -89,6 +89,8 @@ def batching_frame(batch: int = 32) -> pd.DataFrame:
 
 LOADS = (1, 2, 4, 6, 8, 10, 12, 14, 15, 16)  # requests a second under continuous batching
 SLOTS = 109  # the most Llama-2-7B sequences of 1,024 + 128 positions one H100 holds with continuous batching
+BUDGETS = (256, 384, 512, 768, 1024, 1536, 2048, 4096)  # tokens an iteration (inference.max_batched_tokens)
+BUDGET_LOAD = 6.0  # requests a second of the token-budget figure
 
 
 def load_frame(loads=LOADS, slots: int = SLOTS) -> pd.DataFrame:
@@ -111,6 +113,46 @@ def load_frame(loads=LOADS, slots: int = SLOTS) -> pd.DataFrame:
                      "queue_wait_s": r.inference.get("queue_wait_s", np.nan),
                      "decode_s_per_token": r.decode_s_per_token, "requests_per_s": r.inference["requests_per_s"]})
     return pd.DataFrame(rows)
+
+
+def budget_frame(budgets=BUDGETS, load: float = BUDGET_LOAD) -> pd.DataFrame:
+    """``budget`` (NaN: whole prompts), ``first_token_s``, ``longest_iteration_s``, ``decode_s_per_token`` and
+    ``prefill_chunks`` of :data:`QUANT_MODEL` on one GPU, :data:`SLOTS` continuous-batching slots under ``load``
+    requests a second, with the prompts scheduled whole and in chunks under each token budget
+    (:class:`~concurrency_model.continuous.Chunked`); budgets that cannot carry the load are left out."""
+    from ..inference import infer
+
+    rows = []
+    for budget in (None, *budgets):
+        try:
+            r = infer({"model": QUANT_MODEL, "cluster": QUANT_CLUSTER,
+                       "inference": {"batch": SLOTS, "prompt_len": PROMPT, "decode_len": DECODE, "load_rps": load,
+                                     "batching": "continuous", "max_batched_tokens": budget}})
+        except ValueError:  # the budget keeps too few slots decoding for the load
+            continue
+        rows.append({"budget": np.nan if budget is None else budget, "first_token_s": r.prefill_s,
+                     "longest_iteration_s": r.inference["longest_iteration_s"],
+                     "decode_s_per_token": r.decode_s_per_token, "prefill_chunks": r.inference.get("prefill_chunks", 1)})
+    return pd.DataFrame(rows)
+
+
+def budget_plot(frame: pd.DataFrame | None = None, ax=None):
+    """The first token and the longest iteration against the token budget, the whole-prompt values as lines."""
+    frame = budget_frame() if frame is None else frame
+    ax = new_axes(ax)
+    whole, chunked = frame[frame["budget"].isna()].iloc[0], frame[frame["budget"].notna()]
+    for col, label, style in (("first_token_s", "time to first token", "s-"),
+                              ("longest_iteration_s", "longest iteration (the other slots' stall)", "o-"),
+                              ("decode_s_per_token", "mean iteration (time per output token)", "^-")):
+        line, = ax.plot(chunked["budget"], 1e3 * chunked[col], style, label=label)
+        ax.axhline(1e3 * whole[col], color=line.get_color(), ls=":", lw=1)
+    ax.set(xscale="log", xlabel="tokens an iteration at most (inference.max_batched_tokens)", ylabel="ms",
+           title=f"prompts in chunks, {BUDGET_LOAD:g} requests/s (dotted: whole prompts)")
+    ax.set_xticks(list(chunked["budget"]), [f"{b:,.0f}" for b in chunked["budget"]])
+    ax.minorticks_off()
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return ax
 
 
 def load_plot(frame: pd.DataFrame | None = None, ax=None):

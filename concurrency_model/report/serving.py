@@ -10,14 +10,17 @@ from .sections import add_figure
 
 def inference_section(figs):
     ft, q, front = inference.ft_frame(), inference.quant_frame(), inference.front_frame()
-    cb_frame, load = inference.batching_frame(), inference.load_frame()
+    cb_frame, load, budget = inference.batching_frame(), inference.load_frame(), inference.budget_frame()
     cb = cb_frame.set_index(["output_lengths", "batching"])
-    fig2, ax2 = figure(14, 4.8, 1, 2)
+    fig2, ax2 = figure(20, 4.8, 1, 3)
     inference.load_plot(load, ax=ax2[0, 0])
     inference.batching_plot(cb_frame, ax=ax2[0, 1])
+    inference.budget_plot(budget, ax=ax2[0, 2])
     f2 = add_figure(figs, "continuous_batching", fig2, "time per token and to the first token against the load under "
-                    "continuous batching; tokens/s of static and continuous batching", "Model only: Llama-2-7B, "
-                    "1,024-token prompts, 128 generated tokens on average, one H100.")
+                    "continuous batching; tokens/s of static and continuous batching; the first token and the longest "
+                    "iteration against a token budget", "Model only: Llama-2-7B, 1,024-token prompts, 128 generated "
+                    "tokens on average, one H100.")
+    whole, small = budget[budget["budget"].isna()].iloc[0], budget[budget["budget"].notna()].iloc[0]
     capacity = float(load.loc[load["load_rps"].isna(), "requests_per_s"].iloc[0])
     light, heavy = load[load["load_rps"] == load["load_rps"].min()].iloc[0], \
         load[load["load_rps"] == load["load_rps"].max()].iloc[0]
@@ -82,7 +85,14 @@ def inference_section(figs):
              f"{1e3 * light['decode_s_per_token']:.1f} ms at {light['load_rps']:g} request a second and "
              f"{1e3 * heavy['decode_s_per_token']:.1f} ms at {heavy['load_rps']:g}, where a request also waits "
              f"{1e3 * heavy['queue_wait_s']:,.0f} ms for a free slot on average (Erlang C with the Allen-Cunneen "
-             "correction, <code>queue_wait_s</code>; second figure). Model only.</p>")
+             "correction, <code>queue_wait_s</code>; second figure). A waiting prompt runs whole in the next "
+             "iteration, which then stalls every other slot's next token; a token budget "
+             "(<code>inference.max_batched_tokens</code>, chunked prefills) bounds every iteration instead: at "
+             f"{inference.BUDGET_LOAD:g} requests a second the longest iteration falls from "
+             f"{1e3 * whole['longest_iteration_s']:.1f} ms to {1e3 * small['longest_iteration_s']:.1f} ms under "
+             f"{small['budget']:,.0f} tokens, and the first token comes after {1e3 * small['first_token_s']:.1f} ms "
+             f"instead of {1e3 * whole['first_token_s']:.1f} ({small['prefill_chunks']:.0f} chunks and the wait for "
+             "the prefill lane); the mean time per token is the same (third panel). Model only.</p>")
     return [Section("inference", "Inference: latency, batching, compressed weights and capacity", intro, [f, f2]),
             moe_section(figs), disaggregation_section(figs)]
 
