@@ -331,7 +331,8 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                                                                            o / (spec.tokens if spec else 1)),
                           **({} if spec else {"longest_iteration_s": it.longest_s}),
                           **({} if budget is None else {
-                              "max_batched_tokens": budget, "slots_busy_at_most": slots * d, "prefill_chunks": it.chunks,
+                              "max_batched_tokens": budget, "slots_busy_at_most": slots * d,
+                              "prefill_chunks": it.chunks,
                               "prefill_lane_utilization": it.utilization,
                               "prefill_lane_wait_s": it.lane_wait * it.full.seconds})},
                          shape, _bands(per_iteration),

@@ -85,8 +85,8 @@ def _bytes(sc, w, memory_at, par: dict, tr: dict) -> tuple[bool, float]:
 
 def fits_with(sc, w, memory_at) -> str:
     """The clause to add to a refusal for memory: of each field, and of each other split of the same devices, the
-    first change that fits (with the bytes a device then holds); else the fewest changes that fit together, each as light as it can be (the first in
-    the order of :func:`candidates`); else that the model must be split over more devices.
+    first change that fits (with the bytes a device then holds); else the fewest changes of :func:`candidates` that
+    fit together, each as light as it can be; else that the model must be split over more devices.
 
     >>> from concurrency_model.parallel.estimate import memory_at
     >>> from concurrency_model.parallel.features import workload
@@ -102,13 +102,7 @@ def fits_with(sc, w, memory_at) -> str:
     """
     groups = candidates(sc, transformer_shape(w.graph(sc.parallel["microbatch_size"])) is not None)
     found = []
-    for group in groups:
-        for setting, par, tr in group:
-            fits, total = _bytes(sc, w, memory_at, par, tr)
-            if fits:
-                found.append(f"{setting} ({total / 1e9:.1f} GB)")
-                break
-    for group in layouts(sc, w):
+    for group in groups + layouts(sc, w):
         for setting, par, tr in group:
             fits, total = _bytes(sc, w, memory_at, par, tr)
             if fits:
@@ -116,7 +110,8 @@ def fits_with(sc, w, memory_at) -> str:
                 break
     if found:
         return "; fits with " + ", ".join(found)
-    # none alone: every combination of at most one change a field, the fewest changes first, then the lightest
+    # none alone: every combination of at most one change a field, the fewest changes first, then the lightest;
+    # the last is every field's strongest change
     combos = sorted(product(*([None, *range(len(g))] for g in groups)),
                     key=lambda c: (sum(i is not None for i in c), sum(i or 0 for i in c)))
     for combo in combos[1:]:
@@ -125,7 +120,6 @@ def fits_with(sc, w, memory_at) -> str:
                              {k: v for _, _, tr in chosen for k, v in tr.items()})
         if fits:
             return f"; no single change fits, together {' and '.join(c[0] for c in chosen)} do ({total / 1e9:.1f} GB)"
-    strongest = " ".join(g[-1][0] for g in groups)
-    tail = f" (with {strongest}: {total / 1e9:.1f} GB)" if groups else ""
+    tail = f" (with {' '.join(g[-1][0] for g in groups)}: {total / 1e9:.1f} GB)" if groups else ""
     return f"; no change of recompute, ZeRO stage or microbatch size fits{tail}: split the model over more " \
            "devices (parallel.tensor or parallel.pipeline)"

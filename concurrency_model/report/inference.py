@@ -132,7 +132,8 @@ def budget_frame(budgets=BUDGETS, load: float = BUDGET_LOAD) -> pd.DataFrame:
             continue
         rows.append({"budget": np.nan if budget is None else budget, "first_token_s": r.prefill_s,
                      "longest_iteration_s": r.inference["longest_iteration_s"],
-                     "decode_s_per_token": r.decode_s_per_token, "prefill_chunks": r.inference.get("prefill_chunks", 1)})
+                     "decode_s_per_token": r.decode_s_per_token,
+                     "prefill_chunks": r.inference.get("prefill_chunks", 1)})
     return pd.DataFrame(rows)
 
 
