@@ -40,6 +40,8 @@ def test_sweep_equals_estimate_on_random_configurations(spec, gpus):
         e = estimate(r.scenario(row))
         assert abs(e.step_time_s - row["step_time_s"]) <= 1e-9 * e.step_time_s
         assert e.memory_bytes_per_device == pytest.approx(row["memory_bytes_per_device"], rel=1e-12)
+        for k in ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes"):
+            assert e.memory[k] == pytest.approx(row[k], rel=1e-12, abs=1e-3)
 
 
 def test_space_counts_and_fixed_fields(gpt2_sweep):
@@ -145,7 +147,8 @@ def test_cli_json_contract_and_bad_input(tmp_path):
     assert {"parallel", "training", "step_time_s", "memory_bytes_per_device"} <= set(b)
     again = estimate({"model": "gpt2", "cluster": "dgx-a100", "parallel": b["parallel"], "training": b["training"]})
     assert again.step_time_s == pytest.approx(b["step_time_s"], rel=1e-9)
-    for k in ("model_state_bytes", "activations_bytes"):  # the memory split, as estimate has it
+    for k in ("model_state_bytes", "weights_bytes", "gradients_bytes", "optimizer_bytes",
+              "activations_bytes"):  # the memory split, as estimate has it
         assert b["memory"][k] == pytest.approx(again.memory[k], rel=1e-9)
     bad = _cli("sweep", "--scenario", str(f), "--gpus", "8", "--scale", "inter_bw=0,1")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "inter_bw" in bad.stderr

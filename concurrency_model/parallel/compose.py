@@ -189,12 +189,30 @@ def _state_fn(params: float, optimizer: str, dtype: str, zero_stage: int, single
     return sp.lambdify([t, p, d], sp.sympify(sum(parts.values())), "numpy")
 
 
+@lru_cache(maxsize=None)
+def state_parts_fn(params: float, optimizer: str, dtype: str, zero_stage: int, single_stage: bool,
+                   replicated: float = 0.0, frozen_weight_bytes: float = 0.0):
+    """``f(t, p, d) -> {"weights", "gradients", "optimizer"}`` bytes a device (:func:`state_parts`) on arrays of
+    tensor degrees, stages and ZeRO ranks: a sweep's rows (:mod:`concurrency_model.sweep`)."""
+    t, p, d = _SYM["t"], _SYM["p"], _SYM["d"]
+    parts = state_parts(params, optimizer, dtype, zero_stage, single_stage, replicated, frozen_weight_bytes, t, p, d)
+    fns = {k: sp.lambdify([t, p, d], sp.sympify(v), "numpy") for k, v in parts.items()}
+
+    def run(t_, p_, d_) -> dict:
+        shape = np.broadcast_shapes(*(np.shape(x) for x in (t_, p_, d_)))
+        return {k: np.broadcast_to(np.asarray(f(t_, p_, d_), dtype=float), shape) for k, f in fns.items()}
+    return run
+
+
+STATE_PARTS = ("weights", "gradients", "optimizer")  # the model state's parts (:func:`state_parts`)
+
+
 def state_parts(params: float, optimizer: str, dtype: str, zero_stage: int, single_stage: bool, replicated: float,
                 frozen_weight_bytes: float, t, p, d) -> dict:
     """One device's ``weights``, ``gradients`` and ``optimizer`` bytes (:func:`.memory.model_state_bytes`, ZeRO
     §3.1, §5) at tensor ``t``, ``p`` stages and ``d`` ZeRO ranks (numbers or sympy symbols), the frozen weights
     counted as weights (:func:`memory_fn`)."""
-    out = {"weights": 0, "gradients": 0, "optimizer": 0}
+    out = dict.fromkeys(STATE_PARTS, 0)
     for n, tensor in ((params - replicated, t), (replicated, 1)):
         if n:
             got = memory.model_state_bytes(n, optimizer, state_dtype(dtype), tensor=tensor,

@@ -125,6 +125,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     shape = transformer_shape(w.graph(1))
     shape_t = None if shape is None else tuple(shape[k] for k in MEMORY_SHAPE)
     state, model_state, mem = np.zeros(len(lay)), np.zeros(len(lay)), np.zeros(len(lay))
+    split = {k: np.zeros(len(lay)) for k in compose.STATE_PARTS}  # the model state's weights, gradients, optimizer state
     mem_schedule = np.where((lay["schedule"] == "interleaved") & (lay["interleave"] == 1), "1f1b", lay["schedule"])
     keys = pd.DataFrame({"s": mem_schedule, "r": lay["recompute"], "q": lay["sequence_parallel"],
                          "z": lay["zero_stage"], "one": lay["pipeline"] == 1, "a": lay["context_algorithm"],
@@ -147,12 +148,19 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
                                       L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))
         state[idx], mem[idx] = st - frozen, st + ac  # the optimizer streams the trained state (:mod:`.lora`)
         model_state[idx] = st
+        parts = compose.state_parts_fn(w.state_params(int(e_)), tr["optimizer"], tr["dtype"], int(z_), bool(one),
+                                       w.replicated_params, frozen_bytes)(
+            L["tensor"].to_numpy(float), L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))
+        for k in compose.STATE_PARTS:
+            split[k][idx] = parts[k]
     fits = mem <= float(sc.cluster.device.mem_capacity)
     if (~fits).any():
         rejected["memory: over the device's capacity"] += int((~fits).sum()) * H
     lay, state = lay[fits].reset_index(drop=True), state[fits]
     lay["memory_bytes_per_device"] = mem[fits]
     lay["model_state_bytes"], lay["activations_bytes"] = model_state[fits], (mem - model_state)[fits]
+    for k in compose.STATE_PARTS:
+        lay[f"{k}_bytes"] = split[k][fits]
     if lay.empty:
         raise ValueError("sweep: no valid configuration; rejected: " +
                          "; ".join(f"{k} ({v})" for k, v in rejected.most_common()))

@@ -141,7 +141,8 @@ class SweepResult:
         return {"parallel": s["parallel"], "training": s["training"], "gpus": int(r["gpus"]),
                 "step_time_s": float(r["step_time_s"]), "step_time_p10_s": lo, "step_time_p90_s": hi,
                 "memory_bytes_per_device": float(r["memory_bytes_per_device"]),
-                "memory": {k: float(r[k]) for k in ("model_state_bytes", "activations_bytes")},
+                "memory": {k: float(r[k]) for k in ("model_state_bytes", "weights_bytes", "gradients_bytes",
+                                                    "optimizer_bytes", "activations_bytes")},
                 "hardware_scales": {k: float(r[k]) for k in SCALES},
                 **{k: float(r[k]) for k in ("run_steps", "run_days", "gpu_hours", "cost", "energy_kwh") if k in r}}
 
