@@ -66,12 +66,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import numpy as np
 
-from .decode import (Pass, comm_s, decode_step, kv_attention, pass_parts, prefill_pass, prompt_attention,
-                     sum_max_affine, with_experts)
+from .decode import (Pass, comm_s, decode_step, kv_attention, pass_kinds, pass_parts, pass_rows, prefill_pass,
+                     prompt_attention, sum_max_affine, with_experts)
 from .serving import model_graph, workspace_bytes
 from .timing.parts import Parts
 from .units import dtype_bytes
@@ -92,6 +92,11 @@ class Iteration:
     breakdown: dict
     prompt: Pass  # one prompt's pass at batch 1
     beyond_share: float  # the part of a prompt beyond an iteration's share, max(0, 1 - C / P)
+    rows_of: object = None  # () -> (kind, Parts) of the kernels in ``compute_s`` (:func:`~.decode.pass_rows`)
+
+    def kinds(self) -> list[dict]:
+        """The iteration by kind of layer (:func:`~concurrency_model.decode.pass_kinds`)."""
+        return pass_kinds(self.rows_of(), {k: v for k, v in self.breakdown.items() if k != "compute_s"})
 
     @property
     def seconds(self) -> float:
@@ -169,7 +174,9 @@ def iteration(graph_of, shape: dict, dev, dtype: str, t: int, slots: int, prompt
     b["host_wait_s"] = max(0.0, host - b["compute_s"] - b["kv_attention_s"] - b["prompt_attention_s"])
     prompt = prefill_pass(graph_of(1, new), shape["hidden"], dev, dtype, t, 1, comm, prompt_len, host_overhead_s,
                           weight_bytes, weight_sparsity, cached, g_prompt)
-    return Iteration(parts, att, prompt_att, shape["layers"], lo, hi, host, b, prompt, max(0.0, 1 - chunk / new))
+    return Iteration(parts, att, prompt_att, shape["layers"], lo, hi, host, b, prompt, max(0.0, 1 - chunk / new),
+                     partial(pass_rows, g_mix, dev, dtype, t, rows, True, weight_bytes, weight_sparsity,
+                             head_rows=slots * queries, expert=comm.e, imbalance=comm.imbalance))
 
 
 @dataclass
@@ -193,6 +200,9 @@ class Chunked:
     @property
     def breakdown(self) -> dict:
         return self.mean.breakdown
+
+    def kinds(self) -> list[dict]:
+        return self.mean.kinds()
 
     @property
     def first_token_s(self) -> float:

@@ -56,19 +56,42 @@ def pass_parts(graph, dev, dtype: str, t: int, batch: int, step: bool, weight_by
     attention cores are left out (priced by :func:`kv_attention`); ``expert``: the expert-parallel degree (the
     experts a device holds and the batch reaches, :func:`~concurrency_model.timing.graph.expert_gemms`; ``imbalance``:
     its routing)."""
-    out = []
+    return total(parts for _, parts in pass_rows(graph, dev, dtype, t, batch, step, weight_bytes, weight_sparsity,
+                                                 all_logits, head_rows, expert, imbalance))
+
+
+def pass_rows(graph, dev, dtype: str, t: int, batch: int, step: bool, weight_bytes=None, weight_sparsity=None,
+              all_logits: bool = False, head_rows: int | None = None, expert: int = 1, imbalance=1.0):
+    """``(kind, Parts)`` of each layer :func:`pass_parts` adds up (the output layer as kind ``output_layer``)."""
     for node, row in zip(graph.layers(), layer_parts(graph, dev, dtype, tensor=t, weight_bytes=weight_bytes,
                                                      weight_sparsity=weight_sparsity, expert=expert,
                                                      imbalance=imbalance)):
         if node.kind in FREE or (step and node.kind == "attention"):
             continue
+        kind = "output_layer" if is_lm_head(node) else node.kind
         if is_lm_head(node) and (head_rows is not None or (node.attrs["rows_per_sample"] > 1 and not all_logits)):
             rows = batch if head_rows is None else head_rows
             c = gemm_coeffs(rows, -(-node.attrs["c_out"] // t), node.attrs["c_in"], dev, dtype)
-            out.append(Parts.from_coeffs(c, dev))
+            yield kind, Parts.from_coeffs(c, dev)
         else:
-            out.append(row["forward"])
-    return total(out)
+            yield kind, row["forward"]
+
+
+def pass_kinds(rows, others: dict) -> list[dict]:
+    """A pass by kind of layer, largest first: ``kind``, ``layers``, ``seconds``, ``share`` and ``bound`` (compute,
+    memory or launch, :func:`~concurrency_model.parallel.layer_table.bound_of`) of :func:`pass_rows`' ``rows``,
+    then ``others`` (``{name: seconds}``: the cache's attention, communication, host waits) as rows of their own."""
+    from .parallel.layer_table import bound_of
+
+    kinds = {}
+    for kind, parts in rows:
+        kinds.setdefault(kind, []).append(parts)
+    out = [{"kind": k, "layers": len(v), "seconds": sum(p.total() for p in v), "bound": bound_of(*v)}
+           for k, v in kinds.items()]
+    out += [{"kind": k.removesuffix("_s"), "layers": 0, "seconds": float(v), "bound": ""}
+            for k, v in others.items() if v]
+    whole = sum(r["seconds"] for r in out) or 1.0
+    return sorted(({**r, "share": r["seconds"] / whole} for r in out), key=lambda r: -r["seconds"])
 
 
 def prompt_attention(graph, dev, dtype: str, t: int, cached: int = 0) -> Parts:

@@ -110,12 +110,12 @@ per-step latency for 10 generated tokens).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from .cluster import load_cluster
 from .continuous import (at_load, budget_slots, check_continuous, chunked, iteration, prompt_tokens, speculative_maker,
                          workspace)
-from .decode import decode_step, prefill_pass, sum_max_affine
+from .decode import decode_step, pass_kinds, pass_rows, prefill_pass, sum_max_affine
 from .economics import busy_seconds, per_million_tokens
 from .lengths import lengths_summary, prompts_summary, spread_factor
 from .models.transformer import check_tensor_split
@@ -149,6 +149,17 @@ class Inference:
     shape: dict = field(default_factory=dict)
     bands: dict = field(default_factory=dict)  # prefill_p10_s, ..., total_p90_s: 80% bands (uncertainty.band)
     economics: dict = field(default_factory=dict)  # GPU-hours, energy, cost per million tokens (economics)
+    kinds_of: object = field(default=None, repr=False)  # () -> a decode step (or iteration) by kind of layer
+
+    def decode_kinds(self) -> list[dict]:
+        """A decode step (continuous batching: an iteration) by kind of layer, largest first: ``kind``, ``layers``,
+        ``seconds``, ``share`` and ``bound`` (compute, memory or launch), the cache's attention and the
+        communication as rows of their own (:func:`~concurrency_model.decode.pass_kinds`); ``ValueError`` with
+        speculative decoding (a token is two models' steps)."""
+        if self.kinds_of is None:
+            raise ValueError("inference.speculative: a decode step by kind of layer is not given with speculative "
+                             "decoding")
+        return self.kinds_of()
 
     def to_dict(self) -> dict:
         return {"prefill_s": self.prefill_s, "decode_s_per_token": self.decode_s_per_token,
@@ -338,7 +349,8 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                          shape, _bands(per_iteration),
                          per_million_tokens(active / step_s, t * p * d,
                                             min(1.0, active / d) * busy_seconds(it.breakdown) / step_s,
-                                            float(dev.board_power_w), price_per_gpu_hour))
+                                            float(dev.board_power_w), price_per_gpu_hour),
+                         None if spec else it.kinds)
 
     prompt = prefill_pass(graph_of(batch, prompt_len - S), shape["hidden"], dev, dtype, t, batch, comm, prompt_len,
                           host_overhead_s, quantized, weight_sparsity, S, g_pre)
@@ -378,7 +390,17 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                      shape, _bands(latencies),
                      per_million_tokens(every * mean / total_s, t * p * d,
                                         (busy_seconds(pre) + steps * busy_seconds(dec)) / total_s,
-                                        float(dev.board_power_w), price_per_gpu_hour))
+                                        float(dev.board_power_w), price_per_gpu_hour),
+                     None if spec else partial(_step_kinds, step, g_dec, dev, dtype, t, batch, quantized,
+                                               weight_sparsity, comm))
+
+
+def _step_kinds(step, graph, dev, dtype: str, t: int, batch: int, weight_bytes, weight_sparsity, comm) -> list[dict]:
+    """A static batch's decode step by kind of layer: the kernels of its ``compute_s`` as :func:`~.decode.
+    decode_step` prices them, its other parts as rows of their own."""
+    rows = pass_rows(graph, dev, dtype, t, batch, True, weight_bytes, weight_sparsity, expert=comm.e,
+                     imbalance=comm.imbalance)
+    return pass_kinds(rows, {k: v for k, v in step.breakdown.items() if k != "compute_s"})
 
 
 def _continuous_speculation(spec, it, plain) -> dict | None:

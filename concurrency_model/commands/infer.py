@@ -17,6 +17,8 @@ def run(a) -> dict:
         raise ValueError("--disaggregate: not with --sweep, --max-batch or --weights")
     if a.compare and (a.sweep or a.disaggregate or a.max_batch):
         raise ValueError("--compare: of one scenario's figures, not with --sweep, --disaggregate or --max-batch")
+    if a.layers and (a.sweep or a.disaggregate or a.max_batch):
+        raise ValueError("--layers: of one scenario's decode step, not with --sweep, --disaggregate or --max-batch")
     if a.pipelines is not None and not (a.sweep or a.disaggregate):
         raise ValueError("--pipelines: only with --sweep or --disaggregate")
     for flag, value in (("--max-decode-ms", a.max_decode_ms), ("--max-first-token-ms", a.max_first_token_ms),
@@ -49,8 +51,16 @@ def run(a) -> dict:
         batch, result = max_batch(raw)
         return {**result.to_dict(), "max_batch": batch}
     if a.compare:
+        if a.layers:
+            raise ValueError("--compare: not with --layers")
         return compared(raw, a.compare, infer)
-    return infer(raw).to_dict()
+    r = infer(raw)
+    if not a.layers:
+        return r.to_dict()
+    if not hasattr(r, "decode_kinds"):
+        raise ValueError("--layers: a decode step by kind of layer needs a causal decoder; this model runs one "
+                         "forward pass")
+    return {**r.to_dict(), "decode_kinds": r.decode_kinds()}
 
 
 def _degrees(text: str | None) -> tuple | None:
@@ -289,6 +299,12 @@ def show(out: dict) -> None:
           f"(weights {m['model_state_bytes'] / 1e9:,.2f}, activations {m['activations_bytes'] / 1e9:,.2f}, KV cache "
           f"{out['kv_cache_bytes'] / 1e9:,.3f} GB; {out['kv_cache_bytes_total'] / 1e9:,.3f} GB of KV cache in all)")
     _parts(out["breakdown"])
+    if "decode_kinds" in out:
+        step = "an iteration" if i.get("batching") == "continuous" else "a decode step"
+        print(f"{step} by kind of layer ({out['decode_s_per_token'] * 1e3:,.3f} ms):")
+        for r in out["decode_kinds"]:
+            layers = f"{r['layers']:>5}" if r["layers"] else " " * 5
+            print(f"  {r['kind']:<22} {layers} {r['seconds'] * 1e3:>10.4g} ms {r['share']:>7.1%}  {r['bound']}")
 
 
 def _parts(breakdown: dict) -> None:
@@ -327,6 +343,9 @@ def register(sub) -> None:
     e.add_argument("--disaggregate", action="store_true",
                    help="with --load: a prefill pool and a decode pool sized for the load and the targets (DistServe, "
                         "Splitwise), against colocated continuous batching")
+    e.add_argument("--layers", action="store_true",
+                   help="add a decode step (continuous batching: an iteration) by kind of layer, each compute-, "
+                        "memory- or launch-bound, beside the KV cache's attention and the communication")
     e.add_argument("--max-batch", action="store_true",
                    help="the largest batch that fits in device memory (replaces inference.batch), and the "
                         "latency and throughput there")
