@@ -96,7 +96,7 @@ class Iteration:
 
     def kinds(self) -> list[dict]:
         """The iteration by kind of layer (:func:`~concurrency_model.decode.pass_kinds`)."""
-        return pass_kinds(self.rows_of(), {k: v for k, v in self.breakdown.items() if k != "compute_s"})
+        return pass_kinds(self.rows_of(), self.breakdown)
 
     @property
     def seconds(self) -> float:
@@ -204,6 +204,11 @@ class Chunked:
     def kinds(self) -> list[dict]:
         return self.mean.kinds()
 
+    def summary(self) -> dict:
+        """``prefill_chunks``, ``prefill_lane_utilization`` and ``prefill_lane_wait_s`` (``infer``'s output)."""
+        return {"prefill_chunks": self.chunks, "prefill_lane_utilization": self.utilization,
+                "prefill_lane_wait_s": self.lane_wait * self.full.seconds}
+
     @property
     def first_token_s(self) -> float:
         return 0.5 * self.mean.seconds + (self.lane_wait + self.chunks - 1) * self.full.seconds + self.last.seconds
@@ -282,11 +287,12 @@ def check_continuous(slots: int, pipeline: int, speculative) -> None:
 
 
 def at_load(make, load_rps: float, mean_len: float, slots: int, replicas: int = 1,
-            step: int = 1) -> tuple[int, Iteration, float]:
+            step: int = 1, why: str = "") -> tuple[int, Iteration, float]:
     """``(n, iteration of n slots, slots in use)`` of one of ``replicas`` replicas that share ``load_rps`` evenly:
     the fewest slots ``n <= slots``, a multiple of ``step`` (the pipeline's groups), with ``load x mean_len x
     iteration(n) <= n`` (Little's law, module docstring); ``make(n)`` builds the iteration of ``n`` slots.
-    ``ValueError`` naming ``inference.load_rps`` when even ``slots`` cannot carry it.
+    ``ValueError`` naming ``inference.load_rps`` when even ``slots`` cannot carry it (``why``: what limits the
+    slots, added to the message).
 
     >>> class It:  # an iteration of 10 ms and 1 ms a slot
     ...     def __init__(self, n): self.seconds = 0.01 + 0.001 * n
@@ -302,7 +308,7 @@ def at_load(make, load_rps: float, mean_len: float, slots: int, replicas: int = 
         where = f"{slots} slots" if replicas == 1 else f"{replicas} replicas of {slots} slots"
         raise ValueError(f"inference.load_rps: {load_rps:g} requests a second exceed the capacity of {where}, "
                          f"{replicas * slots / (mean_len * top.seconds):,.2f} (the queue would grow without bound); "
-                         "add slots (inference.batch) or devices")
+                         f"add slots (inference.batch) or devices{why}")
     lo, hi, best = 1, slots // step, top
     while lo < hi:  # the iteration grows with its slots: the smallest n = g step that carries the load
         mid = (lo + hi) // 2
@@ -336,6 +342,13 @@ class SpecIteration:
     @property
     def seconds(self) -> float:
         return self.iteration_s / self.tokens
+
+    def summary(self, spec, plain) -> dict:
+        """``inference.speculative`` of continuous batching: the :class:`~concurrency_model.speculative.Speculation`
+        ``spec``'s fields, a draft step's and the verification pass's seconds, the ``plain`` iteration's time per
+        token and the speed-up over it."""
+        return {**spec.summary(self.draft.seconds, self.verify.seconds, plain.seconds),
+                "speedup": plain.seconds / self.seconds, "iteration_s": self.iteration_s}
 
     @property
     def breakdown(self) -> dict:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import sympy as sp
@@ -77,10 +78,12 @@ def pass_rows(graph, dev, dtype: str, t: int, batch: int, step: bool, weight_byt
             yield kind, row["forward"]
 
 
-def pass_kinds(rows, others: dict) -> list[dict]:
-    """A pass by kind of layer, largest first: ``kind``, ``layers``, ``seconds``, ``share`` and ``bound`` (compute,
-    memory or launch, :func:`~concurrency_model.parallel.layer_table.bound_of`) of :func:`pass_rows`' ``rows``,
-    then ``others`` (``{name: seconds}``: the cache's attention, communication, host waits) as rows of their own."""
+def pass_kinds(rows, breakdown: dict) -> list[dict]:
+    """A step by kind of layer, largest first: ``kind``, ``layers``, ``seconds``, ``share`` and ``bound`` (compute,
+    memory or launch, :func:`~concurrency_model.parallel.layer_table.bound_of`) of :func:`pass_rows`' ``rows`` (the
+    kernels of the step's ``compute_s``), then the rest of its ``breakdown`` (the cache's attention, communication,
+    host waits) as rows of their own."""
+    others = {k: v for k, v in breakdown.items() if k != "compute_s"}
     from .parallel.layer_table import bound_of
 
     kinds = {}
@@ -203,10 +206,15 @@ class Step:
     hi: int
     host_s: float
     breakdown: dict
+    rows_of: object = None  # () -> (kind, Parts) of the kernels in ``compute_s`` (:func:`pass_rows`)
 
     @property
     def seconds(self) -> float:
         return sum(self.breakdown.values())
+
+    def kinds(self) -> list[dict]:
+        """The step by kind of layer (:func:`pass_kinds`)."""
+        return pass_kinds(self.rows_of(), self.breakdown)
 
     def scaled(self, flops, mem_bw, launch, net) -> np.ndarray:
         """Mean seconds of the step on arrays of hardware scales (:mod:`concurrency_model.uncertainty`);
@@ -236,4 +244,6 @@ def decode_step(graph, shape: dict, dev, dtype: str, t: int, batch: int, comm, l
          "pipeline_p2p_s": comm.pipeline(batch * queries * shape["hidden"] * vb)}
     b = with_experts(b, comm, graph, batch, vb)
     b["host_wait_s"] = max(0.0, host - b["compute_s"] - b["kv_attention_s"])
-    return Step(parts, att, shape["layers"], lo, hi, host, b)
+    return Step(parts, att, shape["layers"], lo, hi, host, b,
+                partial(pass_rows, graph, dev, dtype, t, batch, True, weight_bytes, weight_sparsity,
+                        all_logits=queries > 1, expert=comm.e, imbalance=comm.imbalance))

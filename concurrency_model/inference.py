@@ -110,12 +110,12 @@ per-step latency for 10 generated tokens).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache, partial
+from functools import lru_cache
 
 from .cluster import load_cluster
 from .continuous import (at_load, budget_slots, check_continuous, chunked, iteration, prompt_tokens, speculative_maker,
                          workspace)
-from .decode import decode_step, pass_kinds, pass_rows, prefill_pass, sum_max_affine
+from .decode import decode_step, prefill_pass, sum_max_affine
 from .economics import busy_seconds, per_million_tokens
 from .lengths import lengths_summary, prompts_summary, spread_factor
 from .models.transformer import check_tensor_split
@@ -310,14 +310,10 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
         if spec:  # draft steps and a verification of tokens + 1 positions an iteration (one stage)
             make = speculative_maker(spec, graph_of, shape, dev, dtype, t, prompt_len, o, comm, host_overhead_s,
                                      quantized, weight_sparsity, spread)
-        try:
-            n, it, active = (slots, make(slots), slots) if load_rps is None else \
-                at_load(make, load_rps, mean, slots, d, step=p)
-        except ValueError as e:  # over the capacity: say when the budget, not the slots, sets it
-            if slots == batch or not str(e).startswith("inference.load_rps"):
-                raise
-            raise ValueError(f"{e}; inference.max_batched_tokens = {budget:,} keeps at most {slots} of the {batch} "
-                             "slots decoding") from None
+        why = "" if slots == batch else \
+            f"; inference.max_batched_tokens = {budget:,} keeps at most {slots} of the {batch} slots decoding"
+        n, it, active = (slots, make(slots), slots) if load_rps is None else \
+            at_load(make, load_rps, mean, slots, d, step=p, why=why)
         step_s = it.seconds
         # under a load, a request first waits for one of its replica's ``batch`` slots (concurrency_model.queueing)
         queue = {} if load_rps is None else {"queue_wait_s": mean_wait(slots, active, mean * step_s, dist.cv2),
@@ -336,16 +332,13 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
             return f, s, f + (mean - 1) * s
         return Inference(first, step_s, active / step_s, kv, float(mem["total_bytes"]), total_s, kv_all,
                          {f"iteration_{k}": v for k, v in it.breakdown.items()}, mem, layout,
-                         {**summary, "speculative": _continuous_speculation(spec, it, plain(n // d) if spec else None),
+                         {**summary, "speculative": it.summary(spec, plain(n // d)) if spec else None,
                           "requests_per_s": active / (mean * step_s), **lengths_summary(dist), **loaded,
                           "prompt_tokens_per_iteration": d * prompt_tokens(n // d, prompt_len - S,
                                                                            o / (spec.tokens if spec else 1)),
                           **({} if spec else {"longest_iteration_s": it.longest_s}),
-                          **({} if budget is None else {
-                              "max_batched_tokens": budget, "slots_busy_at_most": slots * d,
-                              "prefill_chunks": it.chunks,
-                              "prefill_lane_utilization": it.utilization,
-                              "prefill_lane_wait_s": it.lane_wait * it.full.seconds})},
+                          **({} if budget is None else {"max_batched_tokens": budget, "slots_busy_at_most": slots * d,
+                                                        **it.summary()})},
                          shape, _bands(per_iteration),
                          per_million_tokens(active / step_s, t * p * d,
                                             min(1.0, active / d) * busy_seconds(it.breakdown) / step_s,
@@ -391,25 +384,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                      per_million_tokens(every * mean / total_s, t * p * d,
                                         (busy_seconds(pre) + steps * busy_seconds(dec)) / total_s,
                                         float(dev.board_power_w), price_per_gpu_hour),
-                     None if spec else partial(_step_kinds, step, g_dec, dev, dtype, t, batch, quantized,
-                                               weight_sparsity, comm))
-
-
-def _step_kinds(step, graph, dev, dtype: str, t: int, batch: int, weight_bytes, weight_sparsity, comm) -> list[dict]:
-    """A static batch's decode step by kind of layer: the kernels of its ``compute_s`` as :func:`~.decode.
-    decode_step` prices them, its other parts as rows of their own."""
-    rows = pass_rows(graph, dev, dtype, t, batch, True, weight_bytes, weight_sparsity, expert=comm.e,
-                     imbalance=comm.imbalance)
-    return pass_kinds(rows, {k: v for k, v in step.breakdown.items() if k != "compute_s"})
-
-
-def _continuous_speculation(spec, it, plain) -> dict | None:
-    """``inference.speculative`` of continuous batching: the scenario's fields, ``tokens_per_iteration``, a draft
-    step's and the verification pass's seconds, the plain iteration's time per token and the speed-up over it."""
-    if spec is None:
-        return None
-    return {**spec.summary(it.draft.seconds, it.verify.seconds, plain.seconds), "speedup": plain.seconds / it.seconds,
-            "iteration_s": it.iteration_s}
+                     None if spec else step.kinds)
 
 
 def _bands(latencies) -> dict:

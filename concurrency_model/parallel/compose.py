@@ -155,7 +155,10 @@ def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedu
     ``replicated`` of the ``params`` are not split by the tensor degree (the convolutions of Krizhevsky's
     hybrid, :mod:`.layerwise`); ``frozen_weight_bytes`` of the whole model are weights only (LoRA's base model,
     :mod:`.lora`: split over tensor and stages, and over data-parallel ranks under ZeRO-3, :func:`frozen_bytes`)."""
-    state = _state_fn(params, optimizer, dtype, zero_stage, single_stage, replicated, frozen_weight_bytes)
+    parts = state_parts_fn(params, optimizer, dtype, zero_stage, single_stage, replicated, frozen_weight_bytes)
+
+    def state(t, p, d):
+        return sum(parts(t, p, d).values())
     act = _activation_fn(schedule, recompute, sequence_parallel, shape, single_stage)
     ctx = _context_fn(None if shape is None else shape[0], context_algorithm == "ring",
                       (kv_hidden or (shape[1] if shape else 0)) * dtype_bytes(dtype))
@@ -179,14 +182,6 @@ def _context_fn(s, ring: bool, kv_bytes_per_token: float):
         expr += sp.Piecewise((4 * 2 * b * (sp.Integer(s) / c) * sp.nsimplify(kv_bytes_per_token) / t, c > 1),
                              (0, True))
     return sp.lambdify([b, t, c, a], expr, "numpy")
-
-
-@lru_cache(maxsize=None)
-def _state_fn(params: float, optimizer: str, dtype: str, zero_stage: int, single_stage: bool, replicated: float = 0.0,
-              frozen_weight_bytes: float = 0.0):
-    t, p, d = _SYM["t"], _SYM["p"], _SYM["d"]
-    parts = state_parts(params, optimizer, dtype, zero_stage, single_stage, replicated, frozen_weight_bytes, t, p, d)
-    return sp.lambdify([t, p, d], sp.sympify(sum(parts.values())), "numpy")
 
 
 @lru_cache(maxsize=None)
