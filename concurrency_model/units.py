@@ -26,6 +26,21 @@ DTYPE_BYTES = {
 WEIGHT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5, "nf4": 0.5}
 
 
+# 8-bit math runs the matrix layers only; activations, element-wise kernels, attention and communication stay in
+# 16 bits: Transformer Engine's fp8 recipe (fp8 GEMM inputs, bf16 elsewhere; Micikevicius et al. 2022, "FP8 Formats
+# for Deep Learning", §4, as recalled: not in shared/reference) and int8 W8A8 inference (SmoothQuant, Xiao et al. 2023)
+EIGHT_BIT_VALUES = {"fp8": "bf16", "int8": "fp16"}
+
+
+def value_dtype(dtype: str) -> str:
+    """The dtype of activations, element-wise kernels and communication when matrix layers run in ``dtype``.
+
+    >>> value_dtype("fp8"), value_dtype("fp16")
+    ('bf16', 'fp16')
+    """
+    return EIGHT_BIT_VALUES.get(dtype, dtype)
+
+
 def dtype_bytes(dtype: str) -> int:
     """Bytes per value of ``dtype``.
 

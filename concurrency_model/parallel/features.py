@@ -25,7 +25,7 @@ from ..models.transformer import check_tensor_split, is_lm_head
 from ..timing.graph import layer_parts
 from ..timing.loss import cross_entropy_parts
 from ..timing.parts import Parts, total
-from ..units import dtype_bytes
+from ..units import dtype_bytes, value_dtype
 from . import pipeline
 from .context import NO_PARTS, ContextMixin, context_exposed  # noqa: F401 (re-exported)
 from .data_parallel import BUCKET_BYTES, GRAD_BYTES, DataParallelMixin  # noqa: F401 (BUCKET_BYTES re-exported)
@@ -78,7 +78,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         # lora_rank > 0: the base frozen (its block linears stored as lora_base_dtype when given), adapters trained
         self.lora_rank, self.lora_base_dtype = lora_rank, lora_base_dtype
         self.dev = cluster.device
-        self.vb = dtype_bytes(dtype)
+        self.vb = dtype_bytes(value_dtype(dtype))  # activations and their communication (fp8: bf16)
         self.grad_bytes = GRAD_BYTES.get(dtype, 2)
 
     def graph(self, b: int, c: int = 1):

@@ -5,6 +5,9 @@ fully connected layers to three GEMMs (``y = x w``: rows x c_out x c_in; ``∇x 
 c_out; ``∇w = xᵀ ∇y``: c_in x c_out x rows), attention to :func:`~.layers.attention_time`, recurrent
 layers to :func:`~.recurrent.rnn_time` (one call per stacked layer), and everything else (element-wise,
 normalization, pooling, embedding, softmax) to the roofline of its operator cost, one kernel per pass.
+With an 8-bit math dtype (``fp8``, ``int8``) only the matrix layers run in it (a language model's output layer
+aside), everything else in 16 bits (:func:`~concurrency_model.units.value_dtype`), and each fully connected
+layer quantizes its input, and in training its output gradient (:func:`cast_parts`).
 Views (flatten, reshape, select) cost nothing. The layers run one after another (one stream), so the
 pass time is the sum over layers; the optimizer update is one element-wise kernel over the parameters.
 """
@@ -19,7 +22,7 @@ from .. import routing
 from ..models.channel_split import is_channel_split, replicated
 from ..models.transformer import is_lm_head
 from ..ops.optimizer import RULES
-from ..units import dtype_bytes
+from ..units import EIGHT_BIT_VALUES, dtype_bytes, value_dtype
 from . import _f, device, gemm_coeffs, roofline, roofline_coeffs
 from .layers import attention_kernels, conv_coeffs
 from .parts import Parts, total
@@ -77,6 +80,23 @@ def expert_gemms(attrs: dict, rows: int, expert: int = 1, imbalance=1.0) -> tupl
     return g, -(-busiest // g)
 
 
+def cast_parts(rows: int, c_in: int, c_out: int, dev, dtype: str) -> dict:
+    """The cast kernels of a fully connected layer whose GEMMs run in an 8-bit ``dtype`` (Transformer Engine's
+    recipe, [D] as recalled): forward, its ``rows x c_in`` input read in 16 bits and written in 8 (3 bytes a
+    value); with ∇w, the output gradient cast and transposed (Hopper's fp8 GEMMs take only the TN layout: read
+    2, write 1 + 1 bytes a value of ``rows x c_out``) and the input's transposed 8-bit copy (1 byte a value,
+    written with the forward cast in TE and counted here). The fp8 copies of the weights, cast once a step
+    (TE caches them over the microbatches), are not counted.
+
+    >>> f = cast_parts(2048, 4096, 4096, "h100-sxm5-80gb", "fp8")
+    >>> round(float(f["forward"].memory.sum() * 0.8 * 3.35e12 / (2048 * 4096)), 6)  # 3 bytes a value, memory 0.8
+    3.0
+    """
+    dev, vdt = device(dev), value_dtype(dtype)
+    return {"forward": Parts.from_coeffs(roofline_coeffs(0.0, 3.0 * rows * c_in, dev, vdt), dev),
+            "grad_weight": Parts.from_coeffs(roofline_coeffs(0.0, rows * (4.0 * c_out + c_in), dev, vdt), dev)}
+
+
 def _num(e) -> float:
     e = sp.sympify(e)
     if e.free_symbols:
@@ -102,6 +122,7 @@ def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
     a = node.attrs
     out = {p: Parts.empty() for p in PASSES}
     algorithm = ""
+    vdt = value_dtype(dtype)  # everything but the matrix layers
     if node.kind == "conv2d" and a["dilation"][0] == a["dilation"][1]:
         ci, co, groups, h = a["c_in"], a["c_out"], a["groups"], a["h"]
         if rows is not None:  # the input rows (halo included) that give ``rows`` output rows
@@ -122,21 +143,25 @@ def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
         elif tensor > 1 and a.get("split") == "row":
             ci = -(-ci // tensor)
         g, rows = expert_gemms(a, rows, expert, imbalance)
+        mdt = vdt if is_lm_head(node) else dtype  # Megatron keeps the output layer out of fp8
         for p, shape in zip(PASSES, ((rows, co, ci), (rows, ci, co), (ci, co, rows))):
             if p == "forward" and weight_sparsity == STRUCTURED:  # A = the weights' transpose (co x ci)
-                c = structured_coeffs(shape[1], shape[0], shape[2], dev, dtype, g, value_bytes=weight_bytes)
+                c = structured_coeffs(shape[1], shape[0], shape[2], dev, mdt, g, value_bytes=weight_bytes)
             elif p == "forward" and weight_sparsity is not None:
-                c = csr_coeffs(shape[1], shape[0], shape[2], weight_sparsity, dev, dtype, g)
+                c = csr_coeffs(shape[1], shape[0], shape[2], weight_sparsity, dev, mdt, g)
             else:
-                c = gemm_coeffs(*shape, dev, dtype, g, weight_bytes=weight_bytes if p == "forward" else None)
+                c = gemm_coeffs(*shape, dev, mdt, g, weight_bytes=weight_bytes if p == "forward" else None)
             out[p] = Parts.from_coeffs(c, dev)
+        if mdt in EIGHT_BIT_VALUES:
+            for p, casts in cast_parts(g * rows, ci, co, dev, mdt).items():
+                out[p] = out[p] + casts
     elif node.kind == "attention":
         from ..ops.attention import attention
         heads = max(1, a["heads"] // tensor)
         op = attention(batch, heads, a["seq"], a["head_dim"], fused=a["fused"], causal=a["causal"],
-                       value_bytes=dtype_bytes(dtype))
+                       value_bytes=dtype_bytes(vdt))
         for p, cost in (("forward", op.forward), ("grad_input", op.backward)):
-            kernels = attention_kernels(cost, batch, heads, a["seq"], a["head_dim"], dev, dtype, a["fused"],
+            kernels = attention_kernels(cost, batch, heads, a["seq"], a["head_dim"], dev, vdt, a["fused"],
                                         a["causal"], "forward" if p == "forward" else "backward")
             out[p] = total(Parts.from_coeffs(c, dev, k) for c, k in kernels)
     elif node.kind in ("rnn", "lstm", "gru"):
@@ -144,13 +169,13 @@ def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
             i = a["input_size"] if layer == 0 else a["hidden"]
             for p in PASSES:
                 out[p] = out[p] + total(Parts.from_coeffs(c, dev, k, dev.efficiency.rnn) for c, k in
-                                        rnn_parts(a["cell"], a["hidden"], batch, a["timesteps"], dev, dtype, i, p))
+                                        rnn_parts(a["cell"], a["hidden"], batch, a["timesteps"], dev, vdt, i, p))
     elif node.kind not in VIEWS:
         for p in PASSES:
             cost = getattr(node.cost, p)
             flop, byt = _num(cost.flop) * shard, _num(cost.bytes) * scale * shard
             if flop or byt:
-                out[p] = Parts.from_coeffs(roofline_coeffs(flop, byt, dev, dtype), dev)
+                out[p] = Parts.from_coeffs(roofline_coeffs(flop, byt, dev, vdt), dev)
     if not needs_grad_input:
         out["grad_input"] = Parts.empty()
     return out, algorithm
@@ -195,7 +220,7 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
     ``parallel.expert_imbalance`` (:func:`expert_gemms`)."""
     dev = device(dev)
     batch = int(_num(graph.batch))
-    scale = dtype_bytes(dtype) / float(graph.value_bytes)
+    scale = dtype_bytes(value_dtype(dtype)) / float(graph.value_bytes)
     req = graph._requires_grad()
     channels = tensor > 1 and is_channel_split(graph.layers())
     shards = _shards(graph, tensor, sequence_parallel, channels) if tensor > 1 else {}

@@ -1,0 +1,73 @@
+"""8-bit math runs the matrix layers only (Transformer Engine's fp8 recipe, W8A8 int8): timing.graph, units."""
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from concurrency_model import get_model
+from concurrency_model.hardware import load_device
+from concurrency_model import estimate
+from concurrency_model.scenario import load_scenario
+from concurrency_model.timing import gemm_coeffs
+from concurrency_model.timing.graph import layer_times
+from concurrency_model.units import value_dtype
+
+H100 = load_device("h100-sxm5-80gb")
+PASSES = ["forward_s", "grad_input_s", "grad_weight_s"]
+
+
+def _gpt(layers=2, hidden=512, heads=8, seq=128, vocab=1024):
+    return {"kind": "gpt", "layers": layers, "hidden": hidden, "heads": heads, "seq_len": seq, "vocab": vocab}
+
+
+def _bytes_s(n):  # a memory-bound cast kernel: default memory efficiency 0.8, plus its launch
+    return n / (0.8 * H100.mem_bw) + H100.launch_overhead
+
+
+def test_value_dtype():
+    assert [value_dtype(d) for d in ("fp8", "int8", "bf16", "fp32")] == ["bf16", "fp16", "bf16", "fp32"]
+
+
+def test_block_linear_is_an_fp8_gemm_plus_its_casts():
+    b, s, h = 2, 128, 512
+    t = layer_times(get_model(_gpt(), batch=b, value_bytes=2), H100, "fp8").set_index("name")
+    fc1 = t[t.index.str.contains("fc1")].iloc[0]  # rows = b s, c_in = h, c_out = 4 h
+    rows, ci, co = b * s, h, 4 * h
+
+    def gemm(*shape):
+        return float(gemm_coeffs(*shape, H100, "fp8").seconds(H100)[0])
+    assert fc1["forward_s"] == pytest.approx(gemm(rows, co, ci) + _bytes_s(3 * rows * ci))  # read 2, write 1 byte
+    assert fc1["grad_input_s"] == pytest.approx(gemm(rows, ci, co))
+    # ∇y cast and transposed (2 + 1 + 1 bytes a value), the input's transposed copy (1 byte a value)
+    assert fc1["grad_weight_s"] == pytest.approx(gemm(ci, co, rows) + _bytes_s(rows * (4 * co + ci)))
+
+
+def test_everything_but_the_block_linears_runs_in_bf16():
+    fp8 = layer_times(get_model(_gpt(), batch=2, value_bytes=2), H100, "fp8")  # bf16 activations, as training builds
+    bf16 = layer_times(get_model(_gpt(), batch=2, value_bytes=2), H100, "bf16")
+    block_linear = (fp8["op"] == "linear") & ~fp8["name"].str.contains("head")
+    assert block_linear.sum() == 2 * 4  # qkv, proj, fc1, fc2 per block; the output layer stays in bf16
+    assert (fp8.loc[~block_linear, PASSES].values == pytest.approx(bf16.loc[~block_linear, PASSES].values))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([256, 512, 1024, 2048]), st.sampled_from([64, 256, 1024]), st.sampled_from([1, 4]))
+def test_fp8_at_most_the_peak_ratio_faster(hidden, seq, batch):
+    """Only the GEMMs get the 2x fp8 peak; casts add work, so no layer is more than 2x faster than in bf16."""
+    spec = _gpt(hidden=hidden, heads=hidden // 64, seq=seq)
+    fp8 = layer_times(get_model(spec, batch=batch, value_bytes=2), H100, "fp8")[PASSES].sum(axis=1)
+    bf16 = layer_times(get_model(spec, batch=batch, value_bytes=2), H100, "bf16")[PASSES].sum(axis=1)
+    ratio = H100.peak("bf16") / H100.peak("fp8")
+    assert (fp8.values >= ratio * bf16.values * (1 - 1e-9)).all()
+
+
+def test_fp8_training_keeps_bf16_activations_and_communication():
+    raw = {"model": "gpt3-175b", "cluster": "dgx-h100",
+           "parallel": {"data": 8, "tensor": 8, "pipeline": 16, "global_batch": 1536, "schedule": "interleaved",
+                        "interleave": 2, "sequence_parallel": True},
+           "training": {"dtype": "bf16", "recompute": "selective", "zero_stage": 1}}
+    bf16 = estimate(load_scenario(raw))
+    fp8 = estimate(load_scenario({**raw, "training": {**raw["training"], "dtype": "fp8"}}))
+    assert fp8.memory_bytes_per_device == pytest.approx(bf16.memory_bytes_per_device)  # bf16 weights, activations
+    for k in ("tensor_parallel_comm_s", "pipeline_p2p_s", "data_parallel_comm_s"):
+        assert fp8.breakdown[k] == pytest.approx(bf16.breakdown[k])  # 16-bit messages
+    # the GEMMs' 2x, less the casts and the 16-bit rest: 8.06 s -> 6.06 s on 1,024 H100s (1.33x)
+    assert bf16.step_time_s / fp8.step_time_s == pytest.approx(1.33, abs=0.02)
