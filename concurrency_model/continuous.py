@@ -74,7 +74,7 @@ from .decode import (Pass, comm_s, decode_step, kv_attention, pass_kinds, pass_p
                      prompt_attention, sum_max_affine, with_experts)
 from .serving import model_graph, workspace_bytes
 from .timing.parts import Parts
-from .units import dtype_bytes
+from .units import dtype_bytes, value_dtype
 
 
 @dataclass
@@ -149,7 +149,7 @@ def iteration(graph_of, shape: dict, dev, dtype: str, t: int, slots: int, prompt
     logits on all of them); ``lifetime``: iterations a request holds its slot (default ``decode_len``; fewer when
     an iteration yields more than one token), which set the prompts an iteration takes in. ``chunk``: the prompt
     tokens of this iteration instead of the steady share, as ``chunk`` tokens of one prompt (:class:`Chunked`)."""
-    vb = dtype_bytes(dtype)
+    vb = dtype_bytes(value_dtype(dtype))  # activations on the wire (8-bit math: 16-bit messages)
     new = prompt_len - cached
     lifetime = decode_len if lifetime is None else lifetime
     share = slots / lifetime if chunk is None else chunk / new  # prompts (or parts of one) an iteration carries

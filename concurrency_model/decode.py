@@ -26,7 +26,7 @@ from .timing import _f, gemm_coeffs
 from .timing.graph import layer_parts
 from .timing.layers import attention_kernels
 from .timing.parts import Parts, total
-from .units import dtype_bytes
+from .units import dtype_bytes, value_dtype
 
 _L = sp.Symbol("L", positive=True, integer=True)  # context length of a step
 
@@ -103,6 +103,7 @@ def prompt_attention(graph, dev, dtype: str, t: int, cached: int = 0) -> Parts:
     ``seq`` (:func:`~concurrency_model.ops.attention.attention` with ``seq_q = seq - cached``: a fused causal kernel
     computes the pairs below the diagonal, an unfused one every score of its rows; their kernels
     :func:`~concurrency_model.timing.layers.attention_kernels`), one device's heads under tensor ``t``."""
+    dtype = value_dtype(dtype)  # as the graph's own attention (:func:`~concurrency_model.timing.graph.layer_parts`)
     vb, priced = dtype_bytes(dtype), {}  # identical layers priced once
     for node in graph.layers():
         if node.kind != "attention":
@@ -180,7 +181,7 @@ def prefill_pass(graph, hidden: int, dev, dtype: str, t: int, batch: int, comm, 
     prefix of ``cached`` positions, ``graph`` is built for the ``prompt_len - cached`` new tokens, which the
     layers, collectives and sends carry, and their attention reads the whole prompt's keys (``whole``: the graph
     of the whole prompt, :func:`prompt_attention`)."""
-    vb = dtype_bytes(dtype)
+    vb = dtype_bytes(value_dtype(dtype))  # activations on the wire (8-bit math: 16-bit messages)
     parts = pass_parts(graph, dev, dtype, t, batch, cached > 0, weight_bytes, weight_sparsity, expert=comm.e,
                        imbalance=comm.imbalance)
     if cached:
@@ -232,7 +233,7 @@ def decode_step(graph, shape: dict, dev, dtype: str, t: int, batch: int, comm, l
     """The step of ``graph`` (built for ``seq = queries``; ``shape``: :func:`~concurrency_model.inference.
     model_shape` of the model) averaged over contexts ``lo..hi``; ``comm``: :class:`~concurrency_model.serving.
     Comm`. The host issues the step's kernels and one attention kernel a layer (``host_overhead_s`` each)."""
-    vb = dtype_bytes(dtype)
+    vb = dtype_bytes(value_dtype(dtype))  # activations on the wire
     parts = pass_parts(graph, dev, dtype, t, batch, True, weight_bytes, weight_sparsity, all_logits=queries > 1,
                        expert=comm.e, imbalance=comm.imbalance)
     att = kv_attention(batch, shape["heads"], shape["kv_heads"], shape["head_dim"], dev, dtype, t, queries)

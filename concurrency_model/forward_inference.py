@@ -33,7 +33,7 @@ from .serving import FREE, Comm, check_weight_sparsity, model_graph, weights_byt
 from .timing.graph import layer_parts
 from .timing.parts import total
 from .uncertainty import bands
-from .units import dtype_bytes
+from .units import dtype_bytes, value_dtype
 
 @dataclass
 class ForwardInference:
@@ -101,7 +101,7 @@ def predict_forward(model, cluster, batch: int, dtype: str = "fp16", tensor: int
     parts = total([r["forward"] for n, r in zip(nodes, rows) if n.kind not in FREE])
     host = host_overhead_s * parts.kernels(float(dev.launch_overhead))  # the host's seconds to issue the pass
     brk = {"compute_s": parts.total(), "host_wait_s": max(0.0, host - parts.total()),
-           "tensor_comm_s": Comm(cl, t, 1).tensor(g, batch, vb, last_only=False)}
+           "tensor_comm_s": Comm(cl, t, 1).tensor(g, batch, dtype_bytes(value_dtype(dtype)), last_only=False)}
     latency = sum(brk.values())
 
     def latencies(flops, mem_bw, launch, intra_bw, inter_bw):

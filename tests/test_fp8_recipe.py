@@ -4,6 +4,7 @@ from hypothesis import given, settings, strategies as st
 
 from concurrency_model import get_model
 from concurrency_model.hardware import load_device
+from concurrency_model.inference import infer
 from concurrency_model import estimate
 from concurrency_model.scenario import load_scenario
 from concurrency_model.timing import gemm_coeffs
@@ -71,3 +72,14 @@ def test_fp8_training_keeps_bf16_activations_and_communication():
         assert fp8.breakdown[k] == pytest.approx(bf16.breakdown[k])  # 16-bit messages
     # the GEMMs' 2x, less the casts and the 16-bit rest: 8.06 s -> 6.06 s on 1,024 H100s (1.33x)
     assert bf16.step_time_s / fp8.step_time_s == pytest.approx(1.33, abs=0.02)
+
+
+def test_fp8_serving_keeps_16_bit_messages_and_an_fp8_cache():
+    def run(dtype):
+        return infer({"model": {"hf_config": "llama-2-7b"}, "cluster": "dgx-h100", "parallel": {"tensor": 2},
+                      "inference": {"batch": 8, "prompt_len": 1000, "decode_len": 24, "dtype": dtype}})
+    fp8, fp16 = run("fp8"), run("fp16")
+    for k in ("prefill_tensor_comm_s", "decode_tensor_comm_s"):
+        assert fp8.breakdown[k] == pytest.approx(fp16.breakdown[k])
+    assert fp8.kv_cache_bytes == fp16.kv_cache_bytes / 2  # the cache in the dtype: 1 byte a value
+    assert fp8.breakdown["prefill_compute_s"] < fp16.breakdown["prefill_compute_s"]  # 4,000 rows: GEMM-bound
