@@ -80,21 +80,51 @@ def expert_gemms(attrs: dict, rows: int, expert: int = 1, imbalance=1.0) -> tupl
     return g, -(-busiest // g)
 
 
-def cast_parts(rows: int, c_in: int, c_out: int, dev, dtype: str) -> dict:
+CAST_FUSED_BEFORE = ("layer_norm", "rms_norm", "gelu", "silu", "relu", "mul")  # write a GEMM's input in 8 bits
+CAST_FUSED_AFTER = ("gelu", "silu", "relu", "mul")  # their backward writes the GEMM's output gradient in 8 bits
+
+
+def cast_parts(rows: int, c_in: int, c_out: int, dev, dtype: str, fused_in: bool = False,
+               fused_out: bool = False) -> dict:
     """The cast kernels of a fully connected layer whose GEMMs run in an 8-bit ``dtype`` (Transformer Engine's
     recipe, [D] as recalled): forward, its ``rows x c_in`` input read in 16 bits and written in 8 (3 bytes a
     value); with ∇w, the output gradient cast and transposed (Hopper's fp8 GEMMs take only the TN layout: read
     2, write 1 + 1 bytes a value of ``rows x c_out``) and the input's transposed 8-bit copy (1 byte a value,
-    written with the forward cast in TE and counted here). The fp8 copies of the weights, cast once a step
-    (TE caches them over the microbatches), are not counted.
+    written with the forward cast in TE and counted here). ``fused_in``: the input comes from a kernel that
+    writes it in 8 bits itself (TE's LayerNormLinear, LayerNormMLP: layer norm or activation with the cast, 8-bit
+    value and transposed copy in place of the 16-bit value: no kernel, no bytes more); ``fused_out``: the output
+    gradient comes from an activation's backward that casts it (dgelu with cast and transpose). The fp8
+    copies of the weights, cast once a step (TE caches them over the microbatches), are not counted.
 
     >>> f = cast_parts(2048, 4096, 4096, "h100-sxm5-80gb", "fp8")
     >>> round(float(f["forward"].memory.sum() * 0.8 * 3.35e12 / (2048 * 4096)), 6)  # 3 bytes a value, memory 0.8
     3.0
+    >>> len(cast_parts(2048, 4096, 4096, "h100-sxm5-80gb", "fp8", True, True))  # both fused: no cast kernel
+    0
     """
     dev, vdt = device(dev), value_dtype(dtype)
-    return {"forward": Parts.from_coeffs(roofline_coeffs(0.0, 3.0 * rows * c_in, dev, vdt), dev),
-            "grad_weight": Parts.from_coeffs(roofline_coeffs(0.0, rows * (4.0 * c_out + c_in), dev, vdt), dev)}
+    out = {}
+    if not fused_in:
+        out["forward"] = Parts.from_coeffs(roofline_coeffs(0.0, 3.0 * rows * c_in, dev, vdt), dev)
+    if not (fused_in and fused_out):  # the transposed input goes with the forward cast's kernel in TE
+        out["grad_weight"] = Parts.from_coeffs(roofline_coeffs(
+            0.0, rows * (0.0 if fused_out else 4.0 * c_out) + (0.0 if fused_in else rows * c_in), dev, vdt,
+            kernels=0 if fused_out else 1), dev)
+    return out
+
+
+def cast_fusion(graph) -> dict:
+    """``{linear node: (fused_in, fused_out)}`` for :func:`cast_parts`: whether its input's producer is one of
+    :data:`CAST_FUSED_BEFORE`, and whether every consumer of its output is one of :data:`CAST_FUSED_AFTER`."""
+    nodes = graph.layers()
+    kind = {n.name: n.kind for n in nodes}
+    users: dict = {}
+    for n in nodes:
+        for i in n.inputs:
+            users.setdefault(i, []).append(n.kind)
+    return {n.name: (bool(n.inputs) and kind.get(n.inputs[0]) in CAST_FUSED_BEFORE,
+                     bool(users.get(n.name)) and all(k in CAST_FUSED_AFTER for k in users[n.name]))
+            for n in nodes if n.kind == "linear"}
 
 
 def _num(e) -> float:
@@ -107,7 +137,7 @@ def _num(e) -> float:
 def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input: bool, tensor: int = 1,
                 shard: float = 1.0, channels: bool = False, rows: int | None = None,
                 weight_bytes: float | None = None, weight_sparsity=None, expert: int = 1,
-                imbalance=1.0) -> tuple[dict, str]:
+                imbalance=1.0, fusion: tuple = (False, False)) -> tuple[dict, str]:
     """Kernels (:class:`~.parts.Parts`) of one node per pass, and the convolution algorithm; with tensor
     parallelism ``tensor`` the node's share of the work: column-split GEMMs cut their outputs, row-split
     GEMMs their inputs, attention its heads; with ``channels`` (the paper's split of a CNN,
@@ -118,7 +148,8 @@ def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
     ``weight_bytes``: a fully connected layer's weights stored narrower (its forward GEMM reads them so);
     ``weight_sparsity``: its weights pruned, ``"2:4"`` (forward GEMM on the sparse tensor cores) or a fraction of
     zeros (forward as a CSR product, :mod:`.sparse`). The experts of a mixture-of-experts layer run as one GEMM
-    per expert reached (:func:`expert_gemms`; ``expert``: the expert-parallel degree, ``imbalance`` its routing)."""
+    per expert reached (:func:`expert_gemms`; ``expert``: the expert-parallel degree, ``imbalance`` its routing).
+    ``fusion``: ``(fused_in, fused_out)`` of an 8-bit layer's casts (:func:`cast_parts`)."""
     a = node.attrs
     out = {p: Parts.empty() for p in PASSES}
     algorithm = ""
@@ -153,7 +184,7 @@ def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
                 c = gemm_coeffs(*shape, dev, mdt, g, weight_bytes=weight_bytes if p == "forward" else None)
             out[p] = Parts.from_coeffs(c, dev)
         if mdt in EIGHT_BIT_VALUES:
-            for p, casts in cast_parts(g * rows, ci, co, dev, mdt).items():
+            for p, casts in cast_parts(g * rows, ci, co, dev, mdt, *fusion).items():
                 out[p] = out[p] + casts
     elif node.kind == "attention":
         from ..ops.attention import attention
@@ -225,6 +256,7 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
     channels = tensor > 1 and is_channel_split(graph.layers())
     shards = _shards(graph, tensor, sequence_parallel, channels) if tensor > 1 else {}
     memo, rows = {}, []
+    fusion = cast_fusion(graph) if dtype in EIGHT_BIT_VALUES else {}
     for node in graph.layers():
         needs = any(req[i] for i in node.inputs)
         shard = shards.get(node.name, 1.0)
@@ -232,12 +264,12 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
         if mine is not None:
             shard *= mine / node.shape[1]
         key = (node.kind, repr(sorted((k, v) for k, v in node.attrs.items() if k != "name")), needs, shard, mine,
-               is_lm_head(node),
+               is_lm_head(node), fusion.get(node.name),
                *(getattr(getattr(node.cost, p), f) for p in PASSES for f in ("flop", "bytes")))
         if key not in memo:
             wb, ws = (weight_bytes, weight_sparsity) if quantizable(node) else (None, None)
             memo[key] = _node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine, wb, ws,
-                                    expert, imbalance)
+                                    expert, imbalance, fusion.get(node.name, (False, False)))
         parts, algorithm = memo[key]
         rows.append({"name": node.name, "op": node.kind, "algorithm": algorithm, **parts})
     return rows
