@@ -299,6 +299,7 @@ def step_time(graph, dev, dtype: str = "fp32", optimizer: str = "adam") -> dict:
     if optimizer not in UPDATE_BYTES_PER_PARAM:
         raise ValueError(f"optimizer: unknown {optimizer!r}; allowed: {', '.join(UPDATE_BYTES_PER_PARAM)}")
     params = float(graph.params)
-    update = _f(roofline(0.0, UPDATE_BYTES_PER_PARAM[optimizer] * dtype_bytes(dtype) * params, dev, dtype).time_s)
+    update = _f(roofline(0.0, UPDATE_BYTES_PER_PARAM[optimizer] * dtype_bytes(value_dtype(dtype)) * params, dev,
+                            value_dtype(dtype)).time_s)
     fwd, bwd = float(t["forward_s"].sum()), float((t["grad_input_s"] + t["grad_weight_s"]).sum())
     return {"forward_s": fwd, "backward_s": bwd, "update_s": update, "step_s": fwd + bwd + update}
