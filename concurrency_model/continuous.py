@@ -158,7 +158,8 @@ def iteration(graph_of, shape: dict, dev, dtype: str, t: int, slots: int, prompt
     g_mix = graph_of(rows, 1)
     parts = pass_parts(g_mix, dev, dtype, t, rows, True, weight_bytes, weight_sparsity, head_rows=slots * queries,
                        expert=comm.e, imbalance=comm.imbalance)
-    att = kv_attention(slots, shape["heads"], shape["kv_heads"], shape["head_dim"], dev, dtype, t, queries)
+    att = kv_attention(slots, shape["heads"], shape["kv_heads"], shape["head_dim"], dev, dtype, t, queries,
+                       shape.get("kv_bytes"))
     g_prompt = graph_of(1, prompt_len)
     prompt_att = prompt_attention(g_prompt, dev, dtype, t, cached).with_work(spread).times(share)
     lo, hi = prompt_len + 1, prompt_len + decode_len

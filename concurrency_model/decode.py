@@ -122,10 +122,14 @@ def prompt_attention(graph, dev, dtype: str, t: int, cached: int = 0) -> Parts:
 
 
 def kv_attention(batch: int, heads: int, kv_heads: int, head_dim: int, dev, dtype: str, t: int,
-                 queries: int = 1) -> tuple:
+                 queries: int = 1, kv_bytes: float | None = None) -> tuple:
     """One layer's attention of ``queries`` new tokens at context ``L`` as ``(a_c, c_c, a_m, c_m, launch)``
-    seconds: ``max(a_c L + c_c, a_m L + c_m) + launch`` (the module docstring)."""
+    seconds: ``max(a_c L + c_c, a_m L + c_m) + launch`` (the module docstring); the cache of ``kv_bytes`` a value
+    (default: the math's, :func:`~concurrency_model.units.value_dtype`), the queries and outputs in 16 bits under
+    8-bit math."""
+    dtype = value_dtype(dtype)
     vb = dtype_bytes(dtype)
+    kb = vb if kv_bytes is None else kv_bytes
     hq, hk = heads // t, -(-kv_heads // t)
     flop = sp.Poly(sp.expand(attention_op(batch, hq, queries, head_dim, seq_kv=_L, fused=True, value_bytes=vb)
                              .forward.flop), _L)
@@ -133,7 +137,7 @@ def kv_attention(batch: int, heads: int, kv_heads: int, head_dim: int, dev, dtyp
     e = dev.efficiency
     rate = _f(dev.vector_flops.get(dtype, dev.peak(dtype)), dev.decide) * e.compute
     bw = _f(dev.mem_bw, dev.decide) * e.memory
-    a_m, c_m = batch * vb * head_dim * 2 * hk, batch * vb * head_dim * (2 * hq + 2 * hk) * queries
+    a_m, c_m = batch * kb * head_dim * 2 * hk, batch * head_dim * (2 * hq * vb + 2 * hk * kb) * queries
     return a_f / rate, c_f / rate, a_m / bw, c_m / bw, _f(dev.launch_overhead, dev.decide)
 
 
@@ -236,7 +240,8 @@ def decode_step(graph, shape: dict, dev, dtype: str, t: int, batch: int, comm, l
     vb = dtype_bytes(value_dtype(dtype))  # activations on the wire
     parts = pass_parts(graph, dev, dtype, t, batch, True, weight_bytes, weight_sparsity, all_logits=queries > 1,
                        expert=comm.e, imbalance=comm.imbalance)
-    att = kv_attention(batch, shape["heads"], shape["kv_heads"], shape["head_dim"], dev, dtype, t, queries)
+    att = kv_attention(batch, shape["heads"], shape["kv_heads"], shape["head_dim"], dev, dtype, t, queries,
+                       shape.get("kv_bytes"))
     n = hi - lo + 1
     host = host_overhead_s * (parts.kernels(float(dev.launch_overhead)) + shape["layers"])
     b = {"compute_s": parts.total(),

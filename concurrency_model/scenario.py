@@ -27,7 +27,7 @@ from .ops.optimizer import RULES
 from .parallel.lora import BASE_BYTES
 from .parallel.layerwise import TENSOR_LAYERS
 from .routing import check_imbalance
-from .units import DTYPE_BYTES
+from .units import DTYPE_BYTES, KV_DTYPES
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "async")
 CONTEXT_ALGORITHMS = ("ring", "ulysses")
@@ -44,14 +44,15 @@ COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "thr
 INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,
              "weight_sparsity": None, "host_overhead_s": 0.0, "speculative": None, "batching": "static",
              "price_per_gpu_hour": None, "output_lengths": "fixed", "load_rps": None, "prefix_len": 0,
-             "prompt_lengths": "fixed", "max_batched_tokens": None}
+             "prompt_lengths": "fixed", "max_batched_tokens": None, "kv_dtype": None}
 BATCHING = ("static", "continuous")  # inference.batching (:mod:`concurrency_model.continuous`)
 CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tensor_layers": TENSOR_LAYERS,
            "recompute": ("none", "selective", "full"),
            "optimizer": tuple(RULES), "dtype": tuple(DTYPE_BYTES),
            "sync": ("allreduce", "parameter_server", "gossip"), "compression": COMPRESSIONS,
            "gossip_topology": TOPOLOGIES, "consistency": CONSISTENCY, "batch_norm": BATCH_NORM,
-           "lora_base_dtype": tuple(BASE_BYTES), "batching": BATCHING}  # a field whose default is null may stay null
+           "lora_base_dtype": tuple(BASE_BYTES), "batching": BATCHING,
+           "kv_dtype": KV_DTYPES}  # a field whose default is null may stay null
 TOP = ("model", "cluster", "parallel", "training", "run", "inference", "name", "notes")
 
 

@@ -43,18 +43,20 @@ def is_causal_decoder(model) -> bool:
 
 
 def served(model, dev, dtype: str, prompt_len: int, decode_len: int, output_lengths: str = "fixed",
-           prompt_lengths: str = "fixed", prefix_len: int = 0):
+           prompt_lengths: str = "fixed", prefix_len: int = 0, kv_dtype: str | None = None):
     """``(graph at batch 1, its model_shape, the output lengths' law, the prompts' new tokens' law)`` of a causal
     decoder serving requests of ``prompt_len + decode_len`` positions on average in ``dtype`` on ``dev`` (a prompt:
     ``prefix_len`` cached tokens and new ones of mean ``prompt_len - prefix_len`` under ``prompt_lengths``; the
     longest prompt leaves room for ``decode_len`` tokens and bounds the outputs' law): ``ValueError`` naming the
-    field for an image model, a request longer than the context, or a dtype the device has no math in."""
+    field for an image model, a request longer than the context, or a dtype the device has no math in. The shape
+    also carries ``kv_bytes``: bytes a cached value, stored as ``kv_dtype`` (default ``dtype``; vLLM's
+    ``kv_cache_dtype``: a storage format, dequantized inside the attention kernel, so any device takes it)."""
     vb = dtype_bytes(dtype)
     if isinstance(model, str) and model not in SEQUENCE_MODELS:
         get_model(model)  # unknown names: the zoo's error
         raise ValueError(f"model: inference with a KV cache needs a causal decoder; {model!r} is an image model")
     graph = model_graph(model, 1, None, vb)
-    shape = model_shape(graph)
+    shape = {**model_shape(graph), "kv_bytes": dtype_bytes(kv_dtype or dtype)}
     if prompt_len + decode_len > shape["context"]:
         raise ValueError(f"inference.decode_len: prompt_len + decode_len = {prompt_len + decode_len} exceeds the "
                          f"model's context of {shape['context']} positions (set the model's seq_len)")
@@ -147,12 +149,13 @@ def weights_bytes(graph, vb: int, weight_dtype: str | None, weight_sparsity=None
 
 
 def fits_with(mem: dict, graph, vb: int, weight_dtype: str | None, weight_sparsity, expert: int, split: int,
-              batch: int, other_weights: float = 0.0) -> str:
+              batch: int, other_weights: float = 0.0, kv_bytes: float = 2) -> str:
     """The clause a refusal for memory (``mem``, :func:`~concurrency_model.parallel.memory.memory_per_device`)
     adds: the first smaller weight format that fits (the weights of ``graph`` re-stored as :func:`weights_bytes`
     has them, ``other_weights`` such as a draft model's unchanged, over ``split`` = tensor x pipeline devices;
-    the KV cache and workspace stay as they are, so the total is exact), a smaller batch when the weights
-    alone leave room, else more devices.
+    the KV cache and workspace stay as they are, so the total is exact), the KV caches (``mem``'s
+    ``kv_cache_bytes`` and ``draft_kv_cache_bytes``, of ``kv_bytes`` a value) in fp8 if that fits, a smaller
+    batch when the weights alone leave room, else more devices.
 
     >>> g = model_graph("gpt2", 1, 1024, 2)  # 249 MB of fp16 weights, 164 MB with int8 linear layers
     >>> mem = {"usable_bytes": 220e6, "total_bytes": 300e6, "model_state_bytes": 249e6}
@@ -169,6 +172,9 @@ def fits_with(mem: dict, graph, vb: int, weight_dtype: str | None, weight_sparsi
             if total <= float(mem["usable_bytes"]):
                 found.append(f"inference.weight_dtype={smaller} ({total / 1e9:.1f} GB)")
                 break
+    kv = float(mem.get("kv_cache_bytes", 0.0)) + float(mem.get("draft_kv_cache_bytes", 0.0))
+    if kv and kv_bytes > 1 and float(mem["total_bytes"]) - kv * (1 - 1 / kv_bytes) <= float(mem["usable_bytes"]):
+        found.append(f"inference.kv_dtype=fp8 ({(float(mem['total_bytes']) - kv * (1 - 1 / kv_bytes)) / 1e9:.1f} GB)")
     if batch > 1 and now < float(mem["usable_bytes"]):
         found.append("a smaller inference.batch (infer --max-batch gives the largest that fits)")
     if found:

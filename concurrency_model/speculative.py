@@ -65,7 +65,7 @@ class Speculation:
         self.gamma, self.alpha, self.draft = spec["tokens"], float(spec["acceptance"]), spec["draft"]
         where = "inference.speculative.draft"
         try:
-            self.shape = model_shape(model_graph(self.draft, 1, None, vb))
+            self.shape = {**model_shape(model_graph(self.draft, 1, None, vb)), "kv_bytes": target.get("kv_bytes", vb)}
             self.g_pre = model_graph(self.draft, batch, prompt_len, vb)
             check_tensor_split(self.g_pre.layers(), t)
         except ValueError as e:

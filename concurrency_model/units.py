@@ -32,6 +32,9 @@ WEIGHT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.
 EIGHT_BIT_VALUES = {"fp8": "bf16", "int8": "fp16"}
 
 
+KV_DTYPES = ("fp32", "fp16", "bf16", "fp8", "int8")  # inference.kv_dtype: how a KV cache may be stored
+
+
 def value_dtype(dtype: str) -> str:
     """The dtype of activations, element-wise kernels and communication when matrix layers run in ``dtype``.
 

@@ -229,6 +229,8 @@ def show(out: dict) -> None:
     ws = i.get("weight_sparsity")
     if ws is not None:
         weights += f" (weights pruned {ws if isinstance(ws, str) else f'to {ws:.0%} zeros, CSR'})"
+    if i.get("kv_dtype", i["dtype"]) != i["dtype"]:
+        weights += f" (KV cache {i['kv_dtype']})"
     devices = f"{out['gpus']} device{'s' * (out['gpus'] != 1)}"
     if i.get("host_overhead_s"):
         weights += f", host {i['host_overhead_s'] * 1e6:g} us per kernel"
