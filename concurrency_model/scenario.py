@@ -26,10 +26,11 @@ from .parallel.gossip import TOPOLOGIES
 from .ops.optimizer import RULES
 from .parallel.lora import BASE_BYTES
 from .parallel.layerwise import TENSOR_LAYERS
+from .parallel import pipeline
 from .routing import check_imbalance
 from .units import DTYPE_BYTES, KV_DTYPES
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "async")
+SCHEDULES = pipeline.SCHEDULES
 CONTEXT_ALGORITHMS = ("ring", "ulysses")
 PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_parallel": False,
             "microbatch_size": 1, "global_batch": None, "schedule": "1f1b", "context": 1,

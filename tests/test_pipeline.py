@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from concurrency_model import symbols as S
-from concurrency_model.parallel.pipeline import (SCHEDULES, T_B, T_F, T_P2P, bubble_fraction,
+from concurrency_model.parallel.pipeline import (SCHEDULES, T_B, T_F, T_P2P, T_W, bubble_fraction,
                                                  bubble_fraction_of_step, bubble_time, in_flight_microbatches,
                                                  partition, partition_graph, plot_timeline, step_time,
                                                  step_time_expr, timeline)
@@ -41,7 +41,7 @@ def test_symbolic_matches_numeric():
     f = sp.lambdify((S.p, S.m, S.v, T_F, T_B, T_P2P), e, modules="numpy", cse=True)
     assert f(4, 8, 2, 1.0, 2.0, 0.1) == pytest.approx(step_time("interleaved", 4, 8, 1, 2, v=2, t_p2p=0.1))
     for sch in SCHEDULES:
-        assert step_time_expr(sch).free_symbols <= {S.p, S.m, S.v, T_F, T_B, T_P2P}
+        assert step_time_expr(sch).free_symbols <= {S.p, S.m, S.v, T_F, T_B, T_P2P, T_W}
     assert step_time("1f1b", S.p, 8, 1, 2) == 3 * (S.p + 7)
 
 

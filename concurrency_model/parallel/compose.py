@@ -2,7 +2,8 @@
 
 The variant is what changes the expression's shape: the pipeline ``schedule``, the ZeRO stage and
 whether communication overlaps compute. The symbols (:data:`STEP_INPUTS`) are per-microbatch seconds
-of the slowest pipeline stage (``c_f, c_b, c_r``: forward, backward, recompute compute; ``c_tf, c_tb``:
+of the slowest pipeline stage (``c_f, c_b, c_r``: forward, backward, recompute compute; ``c_w``: the
+weight-gradient kernels inside ``c_b``, which the zb-h1 schedule defers; ``c_tf, c_tb``:
 tensor-parallel collectives; ``c_ef, c_eb``: the expert-parallel all-to-alls; ``c_cf, c_cb``: the exposed
 context-parallel communication, forward and backward with recompute, :func:`.features.context_exposed`;
 ``c_nf, c_nb``: synchronous batch norm's all-reduces, :meth:`.data_parallel.DataParallelMixin.batch_norm_sync`),
@@ -42,7 +43,7 @@ import sympy as sp
 from ..units import dtype_bytes
 from . import memory, pipeline
 
-STEP_INPUTS = ("c_f", "c_b", "c_r", "c_tf", "c_tb", "c_ef", "c_eb", "c_cf", "c_cb", "c_nf", "c_nb", "t_p2p", "p", "m",
+STEP_INPUTS = ("c_f", "c_b", "c_r", "c_w", "c_tf", "c_tb", "c_ef", "c_eb", "c_cf", "c_cb", "c_nf", "c_nb", "t_p2p", "p", "m",
                "v", "ar", "rs", "ag", "last", "opt", "kappa", "h_f", "h_b", "straggle", "sync_frac")
 STEP_OUTPUTS = ("step", "step_pp", "bubble", "p2p_exposed", "dp_total", "dp_exposed", "dp_interference", "host_wait",
                 "straggler_wait")
@@ -67,8 +68,8 @@ def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
     t_f, t_b = sp.Max(gpu_f, s["h_f"]), sp.Max(gpu_b, s["h_b"])
     p, m, v, t_p2p = s["p"], s["m"], s["v"], s["t_p2p"]
     step_pp = pipeline.step_time_expr(schedule).xreplace(
-        {pipeline.T_F: t_f, pipeline.T_B: t_b, pipeline.T_P2P: t_p2p, pipeline.S.p: p, pipeline.S.m: m,
-         pipeline.S.v: v})
+        {pipeline.T_F: t_f, pipeline.T_B: t_b, pipeline.T_W: s["c_w"], pipeline.T_P2P: t_p2p, pipeline.S.p: p,
+         pipeline.S.m: m, pipeline.S.v: v})
     p2p_exposed = 2 * ((v * p if schedule == "interleaved" else p) - 1) * t_p2p
     bubble = sp.Max(0, step_pp - m * (t_f + t_b) - p2p_exposed)
     ar, rs, ag = s["ar"], s["rs"], s["ag"]

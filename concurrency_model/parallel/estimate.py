@@ -374,17 +374,19 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
                "bn_r": bn if rec == "full" else ZERO_TRIPLE}
     h_f, h_b = (host_wait or (lambda st: host_seconds(st, w.dev, host)))(stage)
     return assemble(seconds(stage["f"]), seconds(stage["b"]), seconds(stage["r"]), triples, comm, zero, p, m, v,
-                    optimizer(state_bytes), dp["kappa"], c_cf, c_cb, h_f, h_b, **(consistency or {}))
+                    optimizer(state_bytes), dp["kappa"], c_cf, c_cb, h_f, h_b, **(consistency or {}),
+                    c_w=seconds(stage["w"]))
 
 
 def assemble(c_f, c_b, c_r, triples: dict, comm, zero: int, p, m, v, opt, kappa, c_cf, c_cb, h_f=0.0, h_b=0.0,
-             straggle=0.0, sync_frac=1.0, exposed: bool = False) -> dict:
+             straggle=0.0, sync_frac=1.0, exposed: bool = False, c_w=0.0) -> dict:
     """The inputs of :func:`.compose.step_fn` from a stage's compute seconds and its communication
     ``triples`` (``tp_f, tp_b, tp_r, ep_f, ep_b, ep_r, bn_f, bn_b, bn_r, p2p, ar, rs, ag, last_ar, last_rs``)
     priced by ``comm``, the host issue seconds ``h_f``, ``h_b`` (:func:`host_seconds`) and the consistency factors
-    (:func:`consistency_of`; ``exposed``: the whole allreduce is exposed, as its last bucket): shared by
+    (:func:`consistency_of`; ``exposed``: the whole allreduce is exposed, as its last bucket; ``c_w``: the
+    weight-gradient seconds inside ``c_b``, :mod:`.compose`): shared by
     :func:`step_inputs` (one layout) and :mod:`concurrency_model.sweep` (arrays of layouts)."""
-    return {"h_f": h_f, "h_b": h_b, "c_f": c_f, "c_b": c_b,
+    return {"h_f": h_f, "h_b": h_b, "c_f": c_f, "c_b": c_b, "c_w": c_w,
             "c_r": c_r + comm(triples["tp_r"]) + comm(triples["ep_r"]) + comm(triples["bn_r"]),
             "c_tf": comm(triples["tp_f"]), "c_tb": comm(triples["tp_b"]), "c_ef": comm(triples["ep_f"]),
             "c_eb": comm(triples["ep_b"]), "c_nf": comm(triples["bn_f"]), "c_nb": comm(triples["bn_b"]),

@@ -241,7 +241,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                 cp = {"halo_f": halo_f, "halo_b": halo_b}
             ef, eb = self.expert_triples(n, b, t, e)
             numel = n.numel * slabs[n.name] // n.shape[1] if n.name in slabs else n.numel
-            row = {"name": n.name, "kind": n.kind, "f": f, "b": bw, "tp_f": tf, "tp_b": tb, "numel": numel,
+            w = NO_PARTS if self.lora_rank else r["grad_weight"]  # the part of bw zb-h1 defers (LoRA: not split)
+            row = {"name": n.name, "kind": n.kind, "f": f, "b": bw, "w": w, "tp_f": tf, "tp_b": tb, "numel": numel,
                    "f_s": f_s, "b_s": b_s, "tp_f_s": float(triple_seconds(tf)),
                    "tp_b_s": float(triple_seconds(tb)), "ep_f": ef, "ep_b": eb,
                    "ep_f_s": float(triple_seconds(ef)), "ep_b_s": float(triple_seconds(eb)),
@@ -275,7 +276,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
 
         recs = [rec(r) for r in rows]
         out = {}
-        for name, parts in (("f", [r["f"] for r in rows]), ("b", [r["b"] for r in rows]), ("r", [x[0] for x in recs])):
+        for name, parts in (("f", [r["f"] for r in rows]), ("b", [r["b"] for r in rows]), ("r", [x[0] for x in recs]),
+                            ("w", [r["w"] for r in rows])):
             out[name] = total(parts)
             out[name + "_off"] = np.concatenate([[0], np.cumsum([len(x.count) for x in parts])])
         out["tp_f"] = np.array([r["tp_f"] for r in rows])
@@ -339,7 +341,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                    "rec_layers": len(att) if recompute != "none" else 0,
                    "blk_f": one["blk_f"].compact(), "blk_b": one["blk_b"].compact(), "kv": one["kv"], "a2a": one["a2a"],
                    "halo_f": halo_f, "halo_b": halo_b}
-        return {**{k: part(k) for k in ("f", "b", "r")},
+        return {**{k: part(k) for k in ("f", "b", "r", "w")},
                 **{k: tuple(float(x) for x in c[k][lo:hi].sum(axis=0))
                    for k in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r")},
                 "e": e, "stages": stages, "slowest": (lo, hi),

@@ -35,6 +35,7 @@ from ..hardware import Device
 from ..models.channel_split import gathers_input, replicated
 from ..ops import _check
 from ..units import GB, dtype_bytes
+from . import pipeline
 from .pipeline import in_flight_microbatches
 
 # fp32 state tensors per parameter (the velocity, the squared-gradient sum or average, Adam's m and v)
@@ -42,7 +43,7 @@ OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "nesterov": 1, "adagrad": 1, "rmspr
                     "lamb": 2}
 TRAIN_DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp64")
 RECOMPUTE = ("none", "selective", "full")
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "async")
+SCHEDULES = pipeline.SCHEDULES
 FSDP_ZERO_STAGE = {"NO_SHARD": 0, "SHARD_GRAD_OP": 2, "FULL_SHARD": 3,
                    "HYBRID_SHARD": 3, "_HYBRID_SHARD_ZERO2": 2}  # hybrid: data = ranks per node
 

@@ -13,6 +13,16 @@ gives **no** bubble or latency formula, so nothing here is "the paper's"):
   ``forward_backward_pipelining_with_interleaving`` (warm-up ``2(p-r-1) + (v-1)p`` chunk forwards).
 * Asynchronous PipeDream (1F1B without flush, weight stashing): no bubble in steady state, one weight
   version per in-flight input (Narayanan et al. 2019 §3.3; 2BW paper §2: "d in the worst case") [P].
+* ZB-H1 (Qi et al. 2024, "Zero Bubble Pipeline Parallelism", ICLR, §2-3; as recalled, not in
+  ``shared/reference``): the backward split into the input gradient B and the weight gradient W, which no
+  other stage waits for, so W fills the drain; bubble ``(p-1)(T_F + T_B - T_W)`` with 1F1B's peak memory.
+  Here ``t_b`` is the whole backward (B + W) and ``t_w`` its W: bubble ``max((p-1)(t_f + t_b - t_w) - t_w
+  min(m-1, p-1), (p-1) t_f, (p-1)(t_b - t_w))`` [D]: the paper's for ``m >= p`` where ``t_w`` is at most B and
+  the forward, no less than the fill of the forward chain or the drain of the B chain, and with fewer
+  microbatches than stages only ``m - 1`` W's to fill with (1F1B's bubble at m = 1). A lower bound of the
+  event simulation of :func:`timeline` (W run when F and B must wait, or when p microbatches are in flight,
+  1F1B's peak), equal to it where F, B and W take the same time and m >= p; on random uniform stages with
+  m >= p the simulated step is 0% (median) to 10% longer, with m < p up to 15%.
 * Point-to-point terms are [D] (derived here, checked by the event simulation of :func:`timeline`): a
   transfer takes ``t_p2p`` on the link and overlaps compute. GPipe / 1F1B: the fill crosses p-1 stage
   boundaries forward and the drain p-1 backward, ``2(p-1) t_p2p``; interleaved: the first microbatch
@@ -31,16 +41,17 @@ from ..checks import count
 from ..comm._common import check_name, check_ranks, check_rate, is_num
 from .partition import partition, partition_graph  # noqa: F401 (re-exported: pipeline.partition)
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "async")
-FLUSH = ("gpipe", "1f1b", "interleaved")  # synchronous schedules: a flush ends every step
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "async", "zb-h1")
+FLUSH = ("gpipe", "1f1b", "interleaved", "zb-h1")  # synchronous schedules: a flush ends every step
 
 T_F = sp.Symbol("t_f", nonnegative=True)  # forward of one microbatch on the slowest stage, s
 T_B = sp.Symbol("t_b", nonnegative=True)  # backward of one microbatch on the slowest stage, s
 T_P2P = sp.Symbol("t_p2p", nonnegative=True)  # one stage-to-stage activation (or gradient) transfer, s
+T_W = sp.Symbol("t_w", nonnegative=True)  # the weight-gradient part of T_B (zb-h1), s
 
 __all__ = ["SCHEDULES", "partition", "partition_graph", "step_time_expr", "step_time", "bubble_time",
            "bubble_fraction", "bubble_fraction_of_step", "in_flight_microbatches", "timeline",
-           "plot_timeline", "T_F", "T_B", "T_P2P"]
+           "plot_timeline", "T_F", "T_B", "T_P2P", "T_W"]
 
 
 # -- closed forms -------------------------------------------------------------------------------------
@@ -54,6 +65,8 @@ def step_time_expr(schedule: str) -> sp.Expr:
     * interleaved: ``(m + (p - 1)/v)(t_f + t_b) + 2(vp - 1) t_p2p`` for p > 1 (§2.2.2 [P]; p2p [D]).
     * async (PipeDream, no flush): steady state ``m(t_f + t_b) + 2(p - 1)(m/p) t_p2p`` (bubble 0 [P]; p2p
       [D]: the round trip of stage 0's window of p inputs).
+    * zb-h1: ``m(t_f + t_b) + max((p-1)(t_f + t_b - t_w) - t_w min(m-1, p-1), (p-1) t_f, (p-1)(t_b - t_w))
+      + 2(p - 1) t_p2p`` (module doc).
 
     >>> step_time_expr("gpipe")
     t_p2p*(2*p - 2) + (t_b + t_f)*(m + p - 1)
@@ -64,7 +77,21 @@ def step_time_expr(schedule: str) -> sp.Expr:
         return (m + p - 1) * (T_F + T_B) + 2 * (p - 1) * T_P2P
     if schedule == "interleaved":
         return (m + (p - 1) / v) * (T_F + T_B) + 2 * (v * p - 1) * sp.Min(1, p - 1) * T_P2P
+    if schedule == "zb-h1":
+        return m * (T_F + T_B) + _zb_bubble(p, m, T_F, T_B, T_W) + 2 * (p - 1) * T_P2P
     return m * (T_F + T_B) + 2 * (p - 1) * m / p * T_P2P
+
+
+def _zb_bubble(p, m, t_f, t_b, t_w):
+    """ZB-H1's bubble (module doc); ``t_b`` includes ``t_w``."""
+    return sp.Max((p - 1) * (t_f + t_b - t_w) - t_w * sp.Min(m - 1, p - 1), (p - 1) * t_f, (p - 1) * (t_b - t_w))
+
+
+def _times(t_f, t_b, t_w) -> tuple:
+    tf, tb, tw = check_rate("t_f", t_f), check_rate("t_b", t_b), check_rate("t_w", t_w)
+    if is_num(tw) and is_num(tb) and tw > tb:
+        raise ValueError(f"t_w: the weight gradient is part of the backward t_b = {tb}; got {tw}")
+    return tf, tb, tw
 
 
 def _check(schedule: str, p, m, v, need_numbers: bool = False) -> tuple:
@@ -86,34 +113,37 @@ def _out(x: sp.Expr):
     return x
 
 
-def step_time(schedule: str, p, m, t_f, t_b, v=1, t_p2p=0):
+def step_time(schedule: str, p, m, t_f, t_b, v=1, t_p2p=0, t_w=0):
     """Seconds of one training step (compute and exposed stage-to-stage transfers; no optimizer, no
-    data-parallel reduction) for ``m`` microbatches on ``p`` stages; see :func:`step_time_expr`.
+    data-parallel reduction) for ``m`` microbatches on ``p`` stages; see :func:`step_time_expr` (``t_w``:
+    the weight-gradient part of ``t_b``, which only zb-h1 moves).
 
     Numbers give a Python number; any symbol gives a sympy expression.
 
     >>> step_time("gpipe", 4, 8, 1, 2), step_time("1f1b", 4, 8, 1, 2), step_time("interleaved", 4, 8, 1, 2, v=2)
     (33, 33, 28.5)
-    >>> step_time("async", 4, 8, 1, 2)
-    24
+    >>> step_time("async", 4, 8, 1, 2), step_time("zb-h1", 4, 8, 1, 2, t_w=1)  # a third of 1F1B's bubble
+    (24, 27)
     """
     p, m, v = _check(schedule, p, m, v)
-    vals = {T_F: check_rate("t_f", t_f), T_B: check_rate("t_b", t_b), T_P2P: check_rate("t_p2p", t_p2p),
-            S.p: p, S.m: m, S.v: v}
+    tf, tb, tw = _times(t_f, t_b, t_w)
+    vals = {T_F: tf, T_B: tb, T_W: tw, T_P2P: check_rate("t_p2p", t_p2p), S.p: p, S.m: m, S.v: v}
     return _out(step_time_expr(schedule).xreplace(vals))
 
 
-def bubble_time(schedule: str, p, m, t_f, t_b, v=1):
+def bubble_time(schedule: str, p, m, t_f, t_b, v=1, t_w=0):
     """Idle compute time of a step: ``(p-1)(t_f+t_b)`` (gpipe, 1f1b; Narayanan 2021 §2.2.1),
-    ``(p-1)(t_f+t_b)/v`` (interleaved, §2.2.2), 0 (async, steady state).
+    ``(p-1)(t_f+t_b)/v`` (interleaved, §2.2.2), 0 (async, steady state), zb-h1's (module doc).
 
-    >>> bubble_time("1f1b", 4, 8, 1, 2), bubble_time("interleaved", 4, 8, 1, 2, v=2)
-    (9, 4.5)
+    >>> bubble_time("1f1b", 4, 8, 1, 2), bubble_time("interleaved", 4, 8, 1, 2, v=2), bubble_time("zb-h1", 4, 8, 1, 2, t_w=1)
+    (9, 4.5, 3)
     """
     p, m, v = _check(schedule, p, m, v)
-    tf, tb = check_rate("t_f", t_f), check_rate("t_b", t_b)
+    tf, tb, tw = _times(t_f, t_b, t_w)
     if schedule == "async":
         return 0
+    if schedule == "zb-h1":
+        return _out(_zb_bubble(p, m, tf, tb, tw))
     return _out((p - 1) * (tf + tb) / v)
 
 
@@ -125,6 +155,7 @@ def bubble_fraction(schedule: str, p, m, v=1):
     (0.375, 0.1875)
     """
     p, m, v = _check(schedule, p, m, v)
+    _not_zb(schedule)
     return 0 if schedule == "async" else _out((p - 1) / (v * m))
 
 
@@ -137,7 +168,14 @@ def bubble_fraction_of_step(schedule: str, p, m, v=1):
     (0.2727272727272727, 0.15789473684210525)
     """
     p, m, v = _check(schedule, p, m, v)
+    _not_zb(schedule)
     return 0 if schedule == "async" else _out((p - 1) / (v * m + p - 1))
+
+
+def _not_zb(schedule: str) -> None:
+    if schedule == "zb-h1":
+        raise ValueError("schedule: zb-h1's bubble depends on the weight-gradient share of the backward, not on p, m "
+                         "and v alone; use bubble_time or step_time with t_w")
 
 
 def in_flight_microbatches(schedule: str, p, m, v=1, stage=0):
@@ -150,7 +188,9 @@ def in_flight_microbatches(schedule: str, p, m, v=1, stage=0):
     * interleaved: ``min(2(p - stage - 1) + (v - 1)p + 1, m v) / v`` chunk-microbatches of 1/v of the stage
       (Megatron-LM's warm-up count); for stage 0 and m > p this is ``p (1 + (p-1)/(p v))``, Korthikanti
       et al. 2022 §4.2.3's factor;
-    * async: ``p - stage``, also the number of weight versions stashed (PipeDream weight stashing).
+    * async: ``p - stage``, also the number of weight versions stashed (PipeDream weight stashing);
+    * zb-h1: ``min(p, m)`` on every stage (1F1B's peak; a later stage keeps inputs until their deferred W,
+      :func:`timeline`).
 
     >>> [in_flight_microbatches("1f1b", 4, 8, stage=s) for s in range(4)]
     [4, 3, 2, 1]
@@ -169,6 +209,8 @@ def in_flight_microbatches(schedule: str, p, m, v=1, stage=0):
         x = sp.Min(p - stage, m)
     elif schedule == "async":
         x = p - stage
+    elif schedule == "zb-h1":
+        x = sp.Min(p, m)
     else:
         x = sp.Min(2 * (p - stage - 1) + (v - 1) * p + 1, m * v) / v
     return _out(x)
@@ -233,10 +275,59 @@ def _simulate(schedule, p, m, v, tf, tb, c) -> list[tuple]:
     return events
 
 
+def _simulate_zb(p, m, tf, tb, tw, c) -> list[tuple]:
+    """ZB-H1 (module doc): each stage runs its forwards and input-gradient backwards B in 1F1B's order, each as
+    soon as its input is there, and a pending weight gradient W (first come, first served) whenever the next F
+    or B must wait, or before a forward that would put more than ``p`` microbatches in flight (1F1B's peak);
+    the rest of the W's at the end. ``tb`` is B + W."""
+    ops = [[(k, i) for k, i, _ in _order("1f1b", p, m, 1, s)] for s in range(p)]
+    end: dict[tuple, float] = {}
+    free, ptr, held, waiting, events = [0.0] * p, [0] * p, [0] * p, [[] for _ in range(p)], []
+    dur = {"F": tf, "B": tb - tw, "W": tw}
+    while True:
+        best = None
+        for s in range(p):
+            if ptr[s] < len(ops[s]):
+                kind, i = ops[s][ptr[s]]
+                dep = (("F", i, s - 1) if s > 0 else None) if kind == "F" else \
+                    ("B", i, s + 1) if s < p - 1 else ("F", i, s)
+                start = free[s] if dep is None else max(free[s], end[dep] + c * (dep[2] != s)) if dep in end \
+                    else float("inf")
+                full = kind == "F" and held[s] >= p
+                if waiting[s] and (start > free[s] or full):
+                    cand = (free[s], s, "W", waiting[s][0])
+                elif full:
+                    continue
+                else:
+                    cand = (start, s, kind, i)
+            elif waiting[s]:
+                cand = (free[s], s, "W", waiting[s][0])
+            else:
+                continue
+            if best is None or cand[0] < best[0]:
+                best = cand
+        if best is None:
+            return events
+        start, s, kind, i = best
+        if start == float("inf"):  # cannot happen for 1F1B's order; guards changes
+            raise RuntimeError("schedule 'zb-h1' deadlocks")
+        if kind == "W":
+            waiting[s].pop(0)
+            held[s] -= 1
+        else:
+            ptr[s] += 1
+            held[s] += kind == "F"
+            if kind == "B":
+                waiting[s].append(i)
+        end[(kind, i, s)] = free[s] = start + dur[kind]
+        events.append((s, i, kind, 0, start, free[s]))
+
+
 def timeline(schedule: str, p: int, m: int, t_f: float, t_b: float, v: int = 1, t_p2p: float = 0.0,
-             steps: int = 1) -> pd.DataFrame:
-    """Event simulation of a schedule: one row per operation, ``stage, step, microbatch, kind ('F'/'B'),
-    chunk, start_s, end_s``, sorted by stage and start.
+             steps: int = 1, t_w: float = 0.0) -> pd.DataFrame:
+    """Event simulation of a schedule: one row per operation, ``stage, step, microbatch, kind ('F'/'B'; zb-h1
+    also 'W', the weight gradient ``t_w`` split off the backward ``t_b``), chunk, start_s, end_s``, sorted by
+    stage and start.
 
     Stages are uniform (each forward ``t_f/v`` per chunk, backward ``t_b/v``); a transfer between devices
     delays the receiver by ``t_p2p`` and overlaps compute. Synchronous schedules repeat ``steps`` times
@@ -244,12 +335,13 @@ def timeline(schedule: str, p: int, m: int, t_f: float, t_b: float, v: int = 1, 
     stream without a flush, so its steady-state period (``steps >= 3``) is the step time.
 
     >>> df = timeline("1f1b", 4, 8, 1.0, 2.0)
-    >>> float(df["end_s"].max())
-    33.0
+    >>> float(df["end_s"].max()), float(timeline("zb-h1", 4, 8, 1.0, 2.0, t_w=1.0)["end_s"].max())
+    (33.0, 27.0)
     """
     p, m, v = (int(x) for x in _check(schedule, p, m, v, need_numbers=True))
     count("steps", steps)
-    tf, tb, c = (float(check_rate(n, x)) for n, x in (("t_f", t_f), ("t_b", t_b), ("t_p2p", t_p2p)))
+    tf, tb, tw = (float(x) for x in _times(t_f, t_b, t_w))
+    c = float(check_rate("t_p2p", t_p2p))
     if 2 * p * m * v * steps > 2_000_000:
         raise ValueError("m: p * m * v * steps is too large to simulate (over 1e6 microbatch-chunks)")
     cols = ["stage", "step", "microbatch", "kind", "chunk", "start_s", "end_s"]
@@ -258,7 +350,7 @@ def timeline(schedule: str, p: int, m: int, t_f: float, t_b: float, v: int = 1, 
         for s, i, kind, chunk, a, b in _simulate(schedule, p, m * steps, v, tf, tb, c):
             rows.append((s, i // m, i % m, kind, chunk, a, b))
     else:
-        ev = _simulate(schedule, p, m, v, tf, tb, c)
+        ev = _simulate_zb(p, m, tf, tb, tw, c) if schedule == "zb-h1" else _simulate(schedule, p, m, v, tf, tb, c)
         span = max(e[5] for e in ev)
         for k in range(steps):
             rows += [(s, k, i, kind, chunk, a + k * span, b + k * span) for s, i, kind, chunk, a, b in ev]
@@ -266,8 +358,8 @@ def timeline(schedule: str, p: int, m: int, t_f: float, t_b: float, v: int = 1, 
 
 
 def plot_timeline(df: pd.DataFrame, ax=None):
-    """Gantt chart of a :func:`timeline` frame (stage 0 on top; forward blue, backward orange, later
-    chunks lighter). Returns the Axes.
+    """Gantt chart of a :func:`timeline` frame (stage 0 on top; forward blue, backward orange, a split-off
+    weight gradient green, later chunks lighter). Returns the Axes.
 
     >>> import matplotlib; matplotlib.use("Agg")
     >>> ax = plot_timeline(timeline("gpipe", 2, 2, 1.0, 2.0))
@@ -278,7 +370,7 @@ def plot_timeline(df: pd.DataFrame, ax=None):
 
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 0.5 + 0.4 * max(1, df["stage"].nunique() if len(df) else 1)))
-    colors = {"F": "tab:blue", "B": "tab:orange"}
+    colors = {"F": "tab:blue", "B": "tab:orange", "W": "tab:green"}
     vmax = int(df["chunk"].max()) + 1 if len(df) else 1
     label = len(df) <= 400
     for r in df.itertuples(index=False):
@@ -293,6 +385,8 @@ def plot_timeline(df: pd.DataFrame, ax=None):
     ax.set_xlabel("time (s)")
     from matplotlib.patches import Patch
 
-    ax.legend(handles=[Patch(color=colors["F"], label="forward"), Patch(color=colors["B"], label="backward")],
+    kinds = {"F": "forward", "B": "backward" if "W" not in set(df["kind"]) else "input gradient",
+             "W": "weight gradient"}
+    ax.legend(handles=[Patch(color=colors[k], label=kinds[k]) for k in kinds if k in set(df["kind"]) or k != "W"],
               loc="upper right", fontsize=7)
     return ax

@@ -106,13 +106,14 @@ def dp_scaling(frame: pd.DataFrame | None = None, ax=None):
 
 
 SCHEDULES = (("gpipe", 1, "GPipe"), ("1f1b", 1, "1F1B (PipeDream-Flush)"),
-             ("interleaved", 2, "interleaved 1F1B, v = 2"))
+             ("interleaved", 2, "interleaved 1F1B, v = 2"), ("zb-h1", 1, "ZB-H1 (zero bubble, W = half the backward)"))
 
 
 def pipeline_timeline(schedule: str = "1f1b", p: int = 4, m: int = 8, t_f: float = 1.0, t_b: float = 2.0,
-                      v: int = 1, title: str | None = None, ax=None):
+                      v: int = 1, title: str | None = None, ax=None, t_w: float | None = None):
     """Gantt chart of one pipeline schedule (:func:`concurrency_model.parallel.pipeline.timeline`) with
-    the step, the bubble fraction and the in-flight microbatches in the title.
+    the step, the bubble fraction and the in-flight microbatches in the title; zb-h1 splits ``t_w`` (default
+    half the backward) off as the weight gradient.
 
     >>> pipeline_timeline("gpipe", 2, 2).get_xlabel()
     'time (s)'
@@ -120,10 +121,11 @@ def pipeline_timeline(schedule: str = "1f1b", p: int = 4, m: int = 8, t_f: float
     from ..parallel import pipeline
 
     ax = new_axes(ax, (10, 2.5))
-    df = pipeline.timeline(schedule, p, m, t_f, t_b, v=v)
+    t_w = (t_b / 2 if t_w is None else t_w) if schedule == "zb-h1" else 0.0
+    df = pipeline.timeline(schedule, p, m, t_f, t_b, v=v, t_w=t_w)
     pipeline.plot_timeline(df, ax=ax)
     span = float(df["end_s"].max())
-    frac = float(pipeline.bubble_fraction_of_step(schedule, p, m, v))
+    frac = 1 - m * (t_f + t_b) / span  # the bubble's share of the simulated step (no transfers here)
     peak = float(pipeline.in_flight_microbatches(schedule, p, m, v))
     ax.axvline(span, color="k", lw=0.8, ls="--")
     ax.set_xlim(0, max(ax.get_xlim()[1], span * 1.2))  # room for the legend right of the step

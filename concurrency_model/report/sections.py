@@ -248,18 +248,20 @@ def cnn_parallel_section(figs):
 
 
 def pipeline_section(figs):
-    fig, ax = figure(11, 7.5, 3, 1, sharex=True)
+    fig, ax = figure(11, 10, len(parallel.SCHEDULES), 1, sharex=True)
     for a, (sched, v, title) in zip(ax[:, 0], parallel.SCHEDULES):
         parallel.pipeline_timeline(sched, 4, 8, 1.0, 2.0, v=v, title=title, ax=a)
-    f = add_figure(figs, "pipeline_timelines", fig, "GPipe, 1F1B and interleaved pipeline timelines",
+    f = add_figure(figs, "pipeline_timelines", fig, "GPipe, 1F1B, interleaved and ZB-H1 pipeline timelines",
                    "Numbers are microbatches; the dashed line is the end of the step.")
     intro = ("<p>Event-simulated timelines (<code>parallel.pipeline.timeline</code>) of p = 4 stages and m = 8 "
              "microbatches, forward 1 s and backward 2 s per microbatch and stage, no transfer time: GPipe (all "
              "forwards, then all backwards), 1F1B / PipeDream-Flush (same step, at most p microbatches in "
              "flight) and Megatron's interleaved 1F1B with v = 2 chunks per device (lighter bars: the second "
-             "chunk), whose bubble is v times smaller (Narayanan et al. 2021). The simulated step equals the "
-             "closed form of <code>pipeline.step_time</code>. Model only: data/ holds no pipeline timing "
-             "traces.</p>")
+             "chunk), whose bubble is v times smaller (Narayanan et al. 2021), and ZB-H1 (Qi et al. 2024, as "
+             "recalled), whose backward is split into the input gradient and the weight gradient (green), which "
+             "no other stage waits for and which fills the drain: a third of 1F1B's bubble with F = B = W, at "
+             "1F1B's peak memory. The simulated step equals the closed form of <code>pipeline.step_time</code>. "
+             "Model only: data/ holds no pipeline timing traces.</p>")
     return [Section("pipeline", "Pipeline schedules", intro, [f])]
 
 

@@ -204,7 +204,8 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict, sync: tuple
                     lay["context_algorithm"], lay["expert"].astype(int)))
     uniq = {k: n for n, k in enumerate(dict.fromkeys(keys))}
     hw = (scales["flops"], scales["mem_bw"], scales["launch"])
-    tables = {c: np.empty((len(uniq), len(scales["flops"]))) for c in ("f", "b", "r", "blk_f", "blk_b", "h_f", "h_b")}
+    tables = {c: np.empty((len(uniq), len(scales["flops"]))) for c in ("f", "b", "r", "w", "blk_f", "blk_b", "h_f",
+                                                                       "h_b")}
     tp = {c: np.empty((len(uniq), 3)) for c in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r", "kv", "a2a",
                                                  "halo_f", "halo_b")}
     cp = {c: np.empty(len(uniq)) for c in ("c", "layers", "rec_layers")}
@@ -214,7 +215,7 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict, sync: tuple
         st = w.stage(*k, host)
         bn_channels[n] = st["bn_channels"]
         tables["h_f"][n], tables["h_b"][n] = host_seconds(st, w.dev, host_s)  # not scaled by the hardware
-        for c in ("f", "b", "r"):
+        for c in ("f", "b", "r", "w"):
             tables[c][n] = st[c].seconds(*hw)
         for c in ("blk_f", "blk_b"):
             tables[c][n] = st["cp"][c].seconds(*hw)
@@ -268,4 +269,4 @@ def _inputs(f: dict, i: np.ndarray, zero: int, scales: dict) -> dict:
     return assemble(f["tables"]["f"][at], f["tables"]["b"][at], f["tables"]["r"][at], triples, comm, zero,
                     f["p"][i, None], f["m"][i, None], f["v"][i, None], opt, f["kappa"][i, None], c_cf, c_cb,
                     f["tables"]["h_f"][at], f["tables"]["h_b"][at], cons["straggle"][i, None],
-                    cons["sync_frac"][i, None], cons["exposed"])
+                    cons["sync_frac"][i, None], cons["exposed"], f["tables"]["w"][at])
