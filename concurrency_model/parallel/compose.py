@@ -43,8 +43,8 @@ import sympy as sp
 from ..units import dtype_bytes
 from . import memory, pipeline
 
-STEP_INPUTS = ("c_f", "c_b", "c_r", "c_w", "c_tf", "c_tb", "c_ef", "c_eb", "c_cf", "c_cb", "c_nf", "c_nb", "t_p2p", "p", "m",
-               "v", "ar", "rs", "ag", "last", "opt", "kappa", "h_f", "h_b", "straggle", "sync_frac")
+STEP_INPUTS = ("c_f", "c_b", "c_r", "c_w", "c_tf", "c_tb", "c_ef", "c_eb", "c_cf", "c_cb", "c_nf", "c_nb", "t_p2p",
+               "p", "m", "v", "ar", "rs", "ag", "last", "opt", "kappa", "h_f", "h_b", "straggle", "sync_frac")
 STEP_OUTPUTS = ("step", "step_pp", "bubble", "p2p_exposed", "dp_total", "dp_exposed", "dp_interference", "host_wait",
                 "straggler_wait")
 MEMORY_INPUTS = ("b", "t", "p", "m", "v", "d", "act_graph", "c")

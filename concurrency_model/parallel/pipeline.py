@@ -135,8 +135,10 @@ def bubble_time(schedule: str, p, m, t_f, t_b, v=1, t_w=0):
     """Idle compute time of a step: ``(p-1)(t_f+t_b)`` (gpipe, 1f1b; Narayanan 2021 §2.2.1),
     ``(p-1)(t_f+t_b)/v`` (interleaved, §2.2.2), 0 (async, steady state), zb-h1's (module doc).
 
-    >>> bubble_time("1f1b", 4, 8, 1, 2), bubble_time("interleaved", 4, 8, 1, 2, v=2), bubble_time("zb-h1", 4, 8, 1, 2, t_w=1)
-    (9, 4.5, 3)
+    >>> bubble_time("1f1b", 4, 8, 1, 2), bubble_time("interleaved", 4, 8, 1, 2, v=2)
+    (9, 4.5)
+    >>> bubble_time("zb-h1", 4, 8, 1, 2, t_w=1)
+    3
     """
     p, m, v = _check(schedule, p, m, v)
     tf, tb, tw = _times(t_f, t_b, t_w)
