@@ -48,9 +48,10 @@ seats of service ``S_p(b)`` (over ``p_p`` stages, a stage time), and a prompt wa
 the batch in flight to move on: the wait at full utilization, conservative at light loads [D].
 
 **Expert groups** (a mixture of experts): each pool's replicas also share their experts in groups of ``e`` (every
-power of two that divides the experts, ``t e`` GPUs inside a node, no pipeline stages: :func:`~concurrency_model.
-capacity.layouts`, as infer serves them), a device holding the dense weights and ``1/e`` of the experts, a pass's
-all-to-alls over the group (:class:`~concurrency_model.serving.Comm`, with ``parallel.expert_imbalance``). The
+power of two that divides the experts, ``t e`` GPUs inside a node: :func:`~concurrency_model.capacity.layouts`, as
+infer serves them; with pipeline stages each stage's all-to-alls within its group, replicas of ``t p`` GPUs in
+order), a device holding the dense weights and ``1/e`` of the experts of its stage, a pass's all-to-alls over the
+group (:class:`~concurrency_model.serving.Comm`, with ``parallel.expert_imbalance``). The
 group's replicas step together, so a group of prefill replicas is a server of ``e b`` prompts of service ``S_p(b)``
 and a group of decode replicas of ``n`` slots each one of ``e n`` slots; the replica counts are multiples of ``e``
 [D].
@@ -128,9 +129,8 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
     stages = [count("pipelines", p) for p in dict.fromkeys(items("pipelines", pipelines or ()))] or [1]
     if max(stages) > shape["layers"]:
         raise ValueError(f"pipelines: {max(stages)} stages for {shape['layers']} layers")
-    # (tensor, expert group, stages): a plan puts expert groups inside a node, without stages (infer takes both)
-    sides = [(t, e or 1, p) for t, e in layouts(cl.gpus_per_node, experts) if _splits(g_pre, t) for p in stages
-             if (e or 1) == 1 or p == 1]
+    # (tensor, expert group, stages): t x e GPUs of a stage inside a node (capacity.layouts)
+    sides = [(t, e or 1, p) for t, e in layouts(cl.gpus_per_node, experts) if _splits(g_pre, t) for p in stages]
     weights = {e: weights_bytes(g_pre, vb, inf["weight_dtype"], sparsity, e) for e in {e for _, e, _ in sides}}
     quantized = next(iter(weights.values()))[1]  # bytes a quantized weight: the same in every expert group
 

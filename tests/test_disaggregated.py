@@ -213,3 +213,25 @@ def test_expert_groups_by_hand():
     assert _layout({"prefill_tensor": 2, "prefill_expert": 2, "prefill_batch": 4}, "prefill") == \
         "tensor 2 (experts split over groups of 2; 4 prompts a pass)"
     assert "prefill_expert" not in plan(SC, LOAD).columns
+
+
+def test_expert_groups_over_pipeline_stages_by_hand():
+    """Expert groups and pipeline stages together (as infer serves them): each stage's all-to-alls within its group of
+    replicas of t x p GPUs; a prefill group of e replicas is a server of e prompts of a stage time, a decode group
+    of e replicas of n slots in p groups one of e n slots."""
+    df = plan(MOE, LOAD, max_first_token_s=0.05, max_decode_s=0.01, pipelines=(1, 2))
+    both = df[(df["prefill_expert"] > 1) & (df["prefill_pipeline"] > 1) & (df["decode_expert"] > 1)
+              & (df["decode_pipeline"] > 1)]
+    assert len(both)
+    row = both[(both["prefill_tensor"] == 1) & (both["prefill_expert"] == 2) & (both["prefill_batch"] == 1)
+               & (both["decode_tensor"] == 1) & (both["decode_expert"] == 2) & (both["slots"] == 32)].iloc[0]
+    cl = load_cluster("dgx-h100")
+    shape = model_shape(model_graph(MOE["model"], 1, None, 2))
+    s_p = _pass_s(MOE["model"], cl, shape, 1, 1, p=2, e=2)
+    assert row["prefill_s"] == pytest.approx(s_p, rel=1e-12)
+    groups, wait = replicas_for(LOAD, 2, s_p / 2, 0.0, 0.05 - s_p)  # a new prompt every stage time
+    assert (row["prefill_replicas"], row["prefill_wait_s"]) == (2 * groups, wait)
+    step = decode_step(model_graph(MOE["model"], 16, 1, 2), shape, cl.device, "fp16", 1, 16, Comm(cl, 1, 2, 2),
+                       P + 1, P + O).seconds  # 32 slots in 2 groups of 16, one group a stage
+    assert row["iteration_s"] == pytest.approx(step, rel=1e-12)
+    assert row["gpus"] == 2 * (row["prefill_replicas"] + row["decode_replicas"])
