@@ -173,8 +173,9 @@ def fits_with(mem: dict, graph, vb: int, weight_dtype: str | None, weight_sparsi
                 found.append(f"inference.weight_dtype={smaller} ({total / 1e9:.1f} GB)")
                 break
     kv = float(mem.get("kv_cache_bytes", 0.0)) + float(mem.get("draft_kv_cache_bytes", 0.0))
-    if kv and kv_bytes > 1 and float(mem["total_bytes"]) - kv * (1 - 1 / kv_bytes) <= float(mem["usable_bytes"]):
-        found.append(f"inference.kv_dtype=fp8 ({(float(mem['total_bytes']) - kv * (1 - 1 / kv_bytes)) / 1e9:.1f} GB)")
+    with_fp8 = float(mem["total_bytes"]) - kv * (1 - 1 / kv_bytes)  # the caches at 1 byte a value
+    if kv and kv_bytes > 1 and with_fp8 <= float(mem["usable_bytes"]):
+        found.append(f"inference.kv_dtype=fp8 ({with_fp8 / 1e9:.1f} GB)")
     if batch > 1 and now < float(mem["usable_bytes"]):
         found.append("a smaller inference.batch (infer --max-batch gives the largest that fits)")
     if found:
