@@ -63,6 +63,12 @@ def test_more_devices_when_nothing_fits():
     assert "zero_stage" not in message  # one replica: nothing to shard over
 
 
+def test_no_zero_where_the_scenario_does_not_model_it():
+    """Compressed gradients are modelled with ZeRO 0 (load_scenario refuses the pair): not suggested."""
+    message = refusal(estimate, with_settings(GPT3, ["training.compression=\"int8\""]))
+    assert "zero_stage" not in message and "training.recompute=selective" in message
+
+
 @settings(max_examples=40, deadline=None)
 @given(s=st.sampled_from([512, 2048, 8192]), b=st.integers(1, 8), heads=st.sampled_from([8, 32, 96]),
        t=st.sampled_from([1, 2, 8]), sp=st.booleans())

@@ -26,13 +26,17 @@ from .features import transformer_shape
 RECOMPUTE = ("none", "selective", "full")
 
 
-def _zero_allowed(sc) -> bool:
-    """ZeRO is modelled with a synchronous uncompressed all-reduce, without experts or the layer-wise hybrid
-    (the checks of :func:`~concurrency_model.scenario.load_scenario`)."""
-    par, tr = sc.parallel, sc.training
-    return (tr["sync"] == "allreduce" and tr["compression"] == "none" and tr["consistency"] == "synchronous"
-            and par["expert"] == 1 and not (par["tensor_layers"] == "fc" and par["tensor"] > 1)
-            and par["data"] * par["context"] > 1)
+def _modelled(sc, training: dict) -> bool:
+    """Whether ``sc`` with these ``training`` fields passes :func:`~concurrency_model.scenario.load_scenario`'s
+    checks, where the rules of what is modelled together live (ZeRO with a synchronous uncompressed all-reduce,
+    no experts, no layer-wise hybrid)."""
+    from ..scenario import load_scenario
+    try:
+        load_scenario({"model": sc.model, "cluster": sc.cluster, "parallel": sc.parallel,
+                       "training": {**sc.training, **training}})
+    except ValueError:
+        return False
+    return True
 
 
 def candidates(sc, transformer: bool) -> list[list[tuple[str, dict, dict]]]:
@@ -42,7 +46,7 @@ def candidates(sc, transformer: bool) -> list[list[tuple[str, dict, dict]]]:
     out = []
     if transformer and par["tensor"] > 1 and not par["sequence_parallel"]:
         out.append([("parallel.sequence_parallel=true", {"sequence_parallel": True}, {})])
-    if _zero_allowed(sc):
+    if par["data"] * par["context"] > 1 and _modelled(sc, {"zero_stage": 1}):  # ZeRO shards over the replicas
         out.append([(f"training.zero_stage={z}", {}, {"zero_stage": z}) for z in range(tr["zero_stage"] + 1, 4)])
     lighter = RECOMPUTE[RECOMPUTE.index(tr["recompute"]) + 1:]  # outside attention selective is none (.memory)
     out.append([(f"training.recompute={r}", {}, {"recompute": r}) for r in lighter if transformer or r == "full"])
