@@ -73,7 +73,7 @@ from .progress import Progress
 from .queueing import replicas_for
 from .routing import check_applies, check_imbalance
 from .scenario import read_scenario
-from .serving import (Comm, check_weight_sparsity, expert_count, kv_cache_bytes, model_graph, weights_bytes,
+from .serving import (Comm, cache_bytes, check_weight_sparsity, expert_count, model_graph, weights_bytes,
                       workspace_bytes)
 from .units import dtype_bytes
 
@@ -119,13 +119,12 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
     model = raw.get("model")
     _, shape, dist, prompts = served(model, dev, dtype, P, O, inf["output_lengths"], inf["prompt_lengths"], S,
                                      inf["kv_dtype"])
-    kb = shape["kv_bytes"]  # bytes a cached value (inference.kv_dtype)
     sparsity = check_weight_sparsity(dev, dtype, inf["weight_sparsity"], inf["weight_dtype"])
     P = S + max(1, round(prompts.mean))  # the mean prompt; a prefill replica holds the longest one's cache
     g_pre = model_graph(model, 1, P, vb)
     experts = expert_count(g_pre)
     check_applies(imb, experts)
-    per_token = kv_cache_bytes(shape["layers"], 1, 1, shape["kv_heads"], shape["head_dim"], kb)
+    per_token = cache_bytes(shape, 1, 1)
     stages = [count("pipelines", p) for p in dict.fromkeys(items("pipelines", pipelines or ()))] or [1]
     if max(stages) > shape["layers"]:
         raise ValueError(f"pipelines: {max(stages)} stages for {shape['layers']} layers")
@@ -139,7 +138,7 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
         b = 1
         while b <= MAX_PREFILL_BATCH:
             g_b, g_new_b = model_graph(model, b, P, vb), model_graph(model, b, P - S, vb)
-            kv = kv_cache_bytes(shape["layers"], b, S + prompts.longest, shape["kv_heads"], shape["head_dim"], kb, t)
+            kv = cache_bytes(shape, b, S + prompts.longest, t)
             if not memory_per_device(weights[e][0] / (t * p), workspace_bytes(g_b, t, b, vb), dev,
                                      extra={"kv_cache": kv / p})["fits"]:
                 break
@@ -187,8 +186,7 @@ def _slots(model, shape, dev, vb: int, t: int, context: int, weights: float, sha
     prefix, held once) and the workspace of a group's step (:func:`~concurrency_model.capacity.largest`)."""
     def need(groups):
         n = groups * p
-        kv = kv_cache_bytes(shape["layers"], n, context, shape["kv_heads"], shape["head_dim"], shape["kv_bytes"], t,
-                            shared=shared)
+        kv = cache_bytes(shape, n, context, t, shared=shared)
         return (weights + kv) / p + workspace_bytes(model_graph(model, groups, 1, vb), t, groups, vb)
 
     cap = float(dev.mem_capacity)

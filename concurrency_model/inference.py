@@ -68,9 +68,8 @@ per-step latency for 10 generated tokens).
   memory-bound decode step shrinks with the weight bytes while a compute-bound prefill hardly moves; the
   weights' memory is counted at the same sizes. Per-channel or per-group scales (a 16-bit value per output
   channel, or per group of 128 weights: 1.6% of int4's bytes) and the dequantization arithmetic are left out [D].
-* **A quantized KV cache** (``kv_dtype``, default ``dtype``; vLLM's ``kv_cache_dtype``): the cache stored at 1
-  byte a value (``fp8``, ``int8``) or more, for memory and for the attention that reads it every step; the
-  queries, outputs and math in ``dtype`` (the values dequantized in the kernel; their scales left out [D]).
+* **A quantized KV cache** (``kv_dtype``, default ``dtype``; :func:`~concurrency_model.serving.served`): for memory
+  and the attention that reads it every step; queries, outputs and math in ``dtype`` (scales left out [D]).
 * **Pruned weights** (``weight_sparsity``; not with ``weight_dtype``), the same layers, counted in memory as
   stored: ``"2:4"`` (on devices with a 2:4 rate, ``sparse_flops``) runs their forward GEMMs on the sparse tensor
   cores (:mod:`.timing.sparse`: twice the dense math rate, the weights read at ``(bytes + 2 bits) / 2`` a
@@ -126,8 +125,9 @@ from .parallel.memory import memory_per_device
 from .queueing import erlang_c, mean_wait, wait_quantile
 from .routing import check_applies
 from .scenario import INFERENCE, inference_section, load_scenario, read_scenario
-from .serving import (Comm, check_layout, check_weight_sparsity, expert_count, fits_with, is_causal_decoder,
-                      kv_cache_bytes, model_graph, model_shape, served, weights_bytes, workspace_bytes)
+from .serving import (Comm, cache_bytes, check_layout, check_weight_sparsity, expert_count, fits_with,
+                      is_causal_decoder, kv_cache_bytes, model_graph, model_shape, served, weights_bytes,
+                      workspace_bytes)
 from .speculative import Speculation
 from .speculative import check as check_speculative
 from .uncertainty import bands
@@ -223,15 +223,14 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
             load_rps: float | None = None, data: int = 1, expert: int = 1, prefix_len: int = 0,
             prompt_lengths: str = "fixed", expert_imbalance=1.0, max_batched_tokens: int | None = None,
             kv_dtype: str | None = None) -> Inference:
-    """:func:`infer` for a model spec and a cluster (preset name, file, dict or
-    :class:`~concurrency_model.cluster.Cluster`) given directly. ``data`` > 1: replicas that split the ``batch``
-    sequences, serving their own requests, or with ``expert`` > 1 a mixture of experts whose experts are split over
-    groups of ``expert`` replicas (:func:`~concurrency_model.serving.check_layout`). ``prefix_len``: the first
-    tokens of every prompt, the same for all requests and kept in each replica's cache; ``prompt_lengths``: the law
-    of the rest of a prompt, mean ``prompt_len - prefix_len`` (module docstring); ``expert_imbalance``: the routing
-    of the expert group (:mod:`concurrency_model.routing`); ``max_batched_tokens``: a token budget an iteration of
-    continuous batching (prompts in chunks, :class:`~concurrency_model.continuous.Chunked`); ``kv_dtype``: the KV
-    cache's storage (module docstring).
+    """:func:`infer` for a model spec and a cluster (preset name, file, dict or :class:`~concurrency_model.cluster.
+    Cluster`) given directly. ``data`` > 1: replicas that split the ``batch`` sequences, serving their own requests,
+    or with ``expert`` > 1 a mixture of experts whose experts are split over groups of ``expert`` replicas
+    (:func:`~concurrency_model.serving.check_layout`). ``prefix_len``: the first tokens of every prompt, the same for
+    all requests and kept in each replica's cache; ``prompt_lengths``: the law of the rest of a prompt, mean
+    ``prompt_len - prefix_len``; ``expert_imbalance``: the routing of the expert group (:mod:`concurrency_model.
+    routing`); ``max_batched_tokens``: a token budget an iteration of continuous batching (prompts in chunks,
+    :class:`~concurrency_model.continuous.Chunked`); ``kv_dtype``: the KV cache's storage (module docstring).
 
     >>> r = predict("gpt2", "dgx-a100", 8, 256, 64, "fp16", tensor=2)
     >>> r.parallel, r.decode_s_per_token < r.prefill_s
@@ -242,7 +241,6 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     vb = dtype_bytes(dtype)
     one, shape, dist, prompts = served(model, dev, dtype, prompt_len, decode_len, output_lengths, prompt_lengths,
                                        prefix_len, kv_dtype)
-    kb = shape["kv_bytes"]
     t, p = tensor, pipeline
     if p > shape["layers"]:
         raise ValueError(f"parallel.pipeline: {p} stages exceed the {shape['layers']} transformer blocks")
@@ -276,15 +274,12 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     if spec and context > shape["context"]:
         raise ValueError(f"inference.speculative.tokens: prompt_len + decode_len + tokens = {context} exceeds the "
                          f"model's context of {shape['context']} positions")
-    kv = kv_cache_bytes(shape["layers"], batch, context, shape["kv_heads"], shape["head_dim"], kb, t, p, S)
-    kv_all = d * kv_cache_bytes(shape["layers"], batch, context, shape["kv_heads"], shape["head_dim"], kb, shared=S)
+    kv, kv_all = cache_bytes(shape, batch, context, t, p, S), d * cache_bytes(shape, batch, context, shared=S)
     weights, quantized = weights_bytes(g_pre, vb, weight_dtype, weight_sparsity, e)
     extra = {"kv_cache": kv}
     if spec:  # the draft's weights and KV cache, split as the target's
-        ds = spec.shape
         weights += spec.weights_bytes
-        extra["draft_kv_cache"] = kv_cache_bytes(ds["layers"], batch, context, ds["kv_heads"], ds["head_dim"], kb, t,
-                                                 p)
+        extra["draft_kv_cache"] = cache_bytes(spec.shape, batch, context, t, p)
     weights /= t * p
     graph_of = lru_cache(maxsize=None)(lambda b, s: model_graph(model, b, s, vb))  # built once per (batch, seq)
     q = spec.gamma + 1 if spec else 1  # positions a slot runs an iteration (slots q rows, the same prompts' share)
@@ -293,7 +288,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     mem = memory_per_device(weights, work, dev, extra=extra)
     if not mem["fits"]:
         raise ValueError(mem["reason"] + fits_with(mem, g_pre, vb, weight_dtype, weight_sparsity, e, t * p, batch,
-                                                   spec.weights_bytes if spec else 0.0, kb))
+                                                   spec.weights_bytes if spec else 0.0, shape["kv_bytes"]))
 
     layout = {"tensor": t, "pipeline": p, **({"data": d} if d > 1 else {}), **({"expert": e} if e > 1 else {})}
     span = t * p * e  # the devices a pass's collectives reach

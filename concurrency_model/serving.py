@@ -118,6 +118,13 @@ def kv_cache_bytes(layers, batch, context, kv_heads, head_dim, value_bytes=2, te
     return int(out) if out.is_number else out
 
 
+def cache_bytes(shape: dict, batch, context, tensor: int = 1, pipeline: int = 1, shared: int = 0):
+    """:func:`kv_cache_bytes` of a served model's ``shape`` (:func:`served`: layers, KV heads, head size and the
+    cache's ``kv_bytes`` a value)."""
+    return kv_cache_bytes(shape["layers"], batch, context, shape["kv_heads"], shape["head_dim"], shape["kv_bytes"],
+                          tensor, pipeline, shared)
+
+
 def weights_bytes(graph, vb: int, weight_dtype: str | None, weight_sparsity=None,
                   expert: int = 1) -> tuple[float, float | None]:
     """``(bytes of the weights, bytes a quantized weight or None)``: every parameter at ``vb`` bytes, the
@@ -321,5 +328,5 @@ def workspace_bytes(graph, t: int, batch: int, vb: int) -> float:
     return float(peak * batch * vb)
 
 
-__all__ = ["WEIGHT_BYTES", "FREE", "model_graph", "kv_cache_bytes", "weights_bytes", "expert_count", "check_layout",
-           "Comm", "workspace_bytes", "is_causal_decoder", "served", "model_shape"]
+__all__ = ["WEIGHT_BYTES", "FREE", "model_graph", "kv_cache_bytes", "cache_bytes", "weights_bytes", "expert_count",
+           "check_layout", "Comm", "workspace_bytes", "is_causal_decoder", "served", "model_shape"]
