@@ -27,7 +27,7 @@ from .ops.optimizer import RULES
 from .parallel.lora import BASE_BYTES
 from .parallel.layerwise import TENSOR_LAYERS
 from .parallel import pipeline
-from .parallel.runtime import FRAMEWORKS, default_framework
+from .parallel.runtime import FRAMEWORKS, default_framework, runtime_of
 from .routing import check_imbalance
 from .units import DTYPE_BYTES, KV_DTYPES
 
@@ -40,7 +40,7 @@ TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_sta
             "sync": "allreduce", "ps_servers": 0, "compression": "none", "host_overhead_s": None,
             "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
             "gossip_topology": "ring", "batch_norm": "local", "max_global_batch": DEFAULT_CEILING, "lora_rank": 0,
-            "lora_base_dtype": None, "framework": None}
+            "lora_base_dtype": None, "framework": None, "bucket_bytes": None, "prefetch": None}
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "threshold", "topk", "dgc", "powersgd",
                 "sfb")
 INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,
@@ -231,8 +231,8 @@ def load_scenario(spec) -> Scenario:
         raise ValueError(f"parallel.interleave: {par['interleave']} chunks need schedule \"interleaved\"")
     if tr["zero_stage"] > 3:
         raise ValueError(f"training.zero_stage: must be 0, 1, 2 or 3, got {tr['zero_stage']}")
-    if tr["framework"] is None:
-        tr["framework"] = default_framework(tr["zero_stage"])
+    # null: the runtime the ZeRO stage implies, resolved per layout (a sweep searches the stage)
+    runtime_of(tr["framework"] or default_framework(tr["zero_stage"]), tr["bucket_bytes"], tr["prefetch"])
     if (tr["sync"] != "allreduce" or tr["compression"] != "none" or tr["consistency"] != "synchronous") \
             and tr["zero_stage"]:
         raise ValueError("training.zero_stage: parameter servers, gossip, gradient compression and consistency models "

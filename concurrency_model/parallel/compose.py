@@ -8,8 +8,9 @@ tensor-parallel collectives; ``c_ef, c_eb``: the expert-parallel all-to-alls; ``
 context-parallel communication, forward and backward with recompute, :func:`.features.context_exposed`;
 ``c_nf, c_nb``: synchronous batch norm's all-reduces, :meth:`.data_parallel.DataParallelMixin.batch_norm_sync`),
 the stage-to-stage transfer ``t_p2p``, the degrees ``p, m, v``, the data-parallel collectives (``ar, rs, ag``:
-gradient allreduce, reduce-scatter, parameter allgather; ``last``: the last gradient bucket) and the optimizer
-step ``opt``. Composition
+gradient allreduce, reduce-scatter, parameter allgather; ``agb``: ZeRO-3's gathers in the backward pass;
+``x_dp``: the seconds a microbatch the runtime never overlaps, :mod:`.runtime`; ``last``: the last gradient
+bucket) and the optimizer step ``opt``. Composition
 (DESIGN.md "How the pieces meet"):
 
 * pipeline: :func:`~.pipeline.step_time_expr` with ``t_f = c_f + c_tf + c_ef + c_cf + c_nf`` and
@@ -44,7 +45,8 @@ from ..units import dtype_bytes
 from . import memory, pipeline
 
 STEP_INPUTS = ("c_f", "c_b", "c_r", "c_w", "c_tf", "c_tb", "c_ef", "c_eb", "c_cf", "c_cb", "c_nf", "c_nb", "t_p2p",
-               "p", "m", "v", "ar", "rs", "ag", "last", "opt", "kappa", "h_f", "h_b", "straggle", "sync_frac")
+               "p", "m", "v", "ar", "rs", "ag", "agb", "x_dp", "last", "opt", "kappa", "h_f", "h_b", "straggle",
+               "sync_frac")
 STEP_OUTPUTS = ("step", "step_pp", "bubble", "p2p_exposed", "dp_total", "dp_exposed", "dp_interference", "host_wait",
                 "straggler_wait")
 MEMORY_INPUTS = ("b", "t", "p", "m", "v", "d", "act_graph", "c")
@@ -75,10 +77,13 @@ def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
     ar, rs, ag = s["ar"], s["rs"], s["ag"]
     # (seconds, compute it can hide behind, times per step) of each synchronisation
     parts = {0: [(ar, t_b, 1)], 1: [(rs, t_b, 1), (ag, 0, 1)], 2: [(rs, t_b, m), (ag, 0, 1)],
-             3: [(ag, t_f, m), (ag + rs, t_b, m)]}[zero_stage]
-    dp_total = sum(c * k for c, _, k in parts)
+             3: [(ag, t_f, m), (s["agb"] + rs, t_b, m)]}[zero_stage]
+    hidden_total = sum(c * k for c, _, k in parts)
+    exposed_outright = m * s["x_dp"]  # what the runtime never overlaps (:mod:`.runtime`)
+    dp_total = hidden_total + exposed_outright
     if overlap:
-        dp_exposed = sp.Min(dp_total, sum(sp.Max(0, c - hide) * k for c, hide, k in parts) + s["last"])
+        dp_exposed = sp.Min(hidden_total, sum(sp.Max(0, c - hide) * k for c, hide, k in parts) + s["last"]) \
+            + exposed_outright
         # overlap interference: the compute beside the overlapped transfers runs slower by kappa seconds per
         # second of transfer (the tier's overlap_slowdown; Rashidi et al. 2021)
         interference = s["kappa"] * (dp_total - dp_exposed)

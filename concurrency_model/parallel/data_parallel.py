@@ -9,8 +9,10 @@ all-reduces of synchronous batch normalization inside the passes (:meth:`DataPar
 """
 from __future__ import annotations
 
+from collections import Counter
 from functools import lru_cache
 
+from .runtime import Runtime, default_framework, runtime_of, units
 from .triples import ZERO_TRIPLE, _add
 
 GRAD_BYTES = {"fp32": 4, "tf32": 4}  # gradients in the training dtype otherwise (2 bytes for fp16/bf16)
@@ -33,12 +35,62 @@ class DataParallelMixin:
     ``grad_bytes``, ``params``, ``_coll`` and, from :class:`~.expert.ExpertMixin`, ``expert_gradient_sync``)."""
 
     @lru_cache(maxsize=None)
+    def param_tensors(self) -> tuple:
+        """``(block, module, elements)`` of every parameter tensor of the model, in graph order: a linear
+        layer's weight and bias, a layer norm's scale and shift, an embedding's table (:mod:`.runtime` cuts
+        the data-parallel collectives by them); ``block`` is the pipeline unit (:meth:`units`) it sits in."""
+        nodes = self.graph(1).layers()
+        block = {i: k for k, (lo, hi) in enumerate(self.units()) for i in range(lo, hi)}
+        out = []
+        for i, n in enumerate(nodes):
+            params = int(n.cost.params) if n.cost is not None else 0
+            if params <= 0:
+                continue
+            if n.kind == "linear" and "c_in" in n.attrs and params > n.attrs["c_in"] * n.attrs["c_out"]:
+                weight = n.attrs["c_in"] * n.attrs["c_out"]
+                parts = [weight, params - weight]
+            elif n.kind == "layer_norm" and params % 2 == 0:
+                parts = [params // 2, params // 2]
+            else:
+                parts = [params]
+            out += [(block[i], n.name, x) for x in parts]
+        return tuple(out)
+
+    def _units(self, runtime: Runtime, kind: str, d: int) -> list:
+        """Elements of each call of one pass's gathers or reductions under ``runtime`` (whole model)."""
+        if runtime.gather == "pass" and runtime.reduce == "pass" or self.lora_rank:
+            return [float(self.trainable_params)]
+        return units(list(self.param_tensors()), runtime, kind, d)
+
+    def _calls(self, op: str, runtime: Runtime, kind: str, value_bytes: float, t: int, p: int, d: int, rpn: int,
+               sharing: int) -> tuple:
+        """Triple of one pass's ``op`` calls on a stage (``1/p`` of the model's units, each split ``t`` ways):
+        each call its own collective (its own latency), plus ``d`` copy kernels a call with list-form
+        collectives (:mod:`.runtime`)."""
+        out = ZERO_TRIPLE
+        for n, k in Counter(self._units(runtime, kind, d)).items():
+            one = self._coll(op, n / t * value_bytes, d, rpn, sharing)
+            out = _add(out, tuple(x * k / p for x in one))
+        if runtime.list_copies:
+            calls = len(self._units(runtime, kind, d)) / p
+            out = (out[0] + calls * d * float(self.dev.launch_overhead), out[1], out[2])
+        return out
+
+    @lru_cache(maxsize=None)
     def data_parallel(self, t: int, p: int, d: int, sync: str = "allreduce", servers: int = 0,
-                      compression: str = "none", topology: str = "ring", e: int = 1) -> dict:
+                      compression: str = "none", topology: str = "ring", runtime: tuple = ("ideal",),
+                      recompute: str = "none", e: int = 1, zero: int = 0) -> dict:
         """Triples of the data-parallel collectives over ``d`` ranks that share the node's NICs with the
         other tensor ranks: gradient allreduce ``ar``, reduce-scatter ``rs``, parameter allgather ``ag``
         and the last DDP bucket ``last_ar`` / ``last_rs`` (25 MiB, Li et al. 2020 §4.2), and ``kappa``, the
         overlap slowdown of the tier they cross (:class:`~concurrency_model.cluster.Tier`).
+
+        ``runtime`` (the arguments of :func:`.runtime.runtime_of`, its framework null for the one ZeRO stage
+        ``zero`` implies; :func:`.estimate.runtime_spec`) cuts them into its calls, each at its own cost: ``ag`` is the forward
+        pass's gathers, ``agb`` the backward pass's (twice with a runtime that gathers again for a ``full``
+        ``recompute``), ``x_dp`` the seconds a microbatch the runtime exposes outright (a serialised runtime:
+        all of ZeRO-3's gathers and reductions, which then leave ``ag``, ``agb`` and ``rs``; a prefetching one:
+        the first unit's gather of each pass), with ZeRO stage ``zero`` 3 only.
 
         ``sync="parameter_server"`` replaces the gradient allreduce by a push and pull through ``servers``
         shards (0: one per worker, on the workers' GPUs; :func:`.distribution.ps_on_cluster`);
@@ -52,7 +104,8 @@ class DataParallelMixin:
         With expert parallelism ``e`` > 1 the expert gradients are all-reduced over ``d / e`` replicas
         (:meth:`~.expert.ExpertMixin.expert_gradient_sync`; ZeRO 0, all-reduce only)."""
         if d == 1 and not (self.fc_only and t > 1):
-            return {**dict.fromkeys(("ar", "rs", "ag", "last_ar", "last_rs"), ZERO_TRIPLE), "kappa": 0.0}
+            return {**dict.fromkeys(("ar", "rs", "ag", "agb", "x_dp", "last_ar", "last_rs"), ZERO_TRIPLE),
+                    "kappa": 0.0}
         # ranks of one data-parallel group per node: the largest divisor of d that fits beside the tensor ranks
         rpn, sharing = group_placement(self.cluster.gpus_per_node, t, d)
         params_dev = self.trainable_params / (t * p)  # the gradients: of every parameter, or of LoRA's adapters
@@ -66,8 +119,22 @@ class DataParallelMixin:
             ar = self.expert_gradient_sync(t, p, d, e, rpn, sharing)
         elif self.fc_only and t > 1:  # Krizhevsky's hybrid: the convolutions' gradients over d t devices
             ar, last_ar = self.layerwise_gradients(t, d)
-        return {"ar": ar, "rs": self._coll("reduce_scatter", grad, d, rpn, sharing),
-                "ag": self._coll("allgather", params_dev * self.vb, d, rpn, sharing), "last_ar": last_ar,
+        runtime = runtime_of(runtime[0] or default_framework(zero), *runtime[1:])
+        plain = sync == "allreduce" and compression == "none" and e == 1 and not (self.fc_only and t > 1)
+        if plain and runtime.name != "ideal":
+            ar = self._calls("allreduce", runtime, "reduce", self.grad_bytes, t, p, d, rpn, sharing)
+            rs = self._calls("reduce_scatter", runtime, "reduce", self.grad_bytes, t, p, d, rpn, sharing)
+            ag = self._calls("allgather", runtime, "gather", self.vb, t, p, d, rpn, sharing)
+        else:
+            rs = self._coll("reduce_scatter", grad, d, rpn, sharing)
+            ag = self._coll("allgather", params_dev * self.vb, d, rpn, sharing)
+        agb, x_dp = (_add(ag, ag) if runtime.regather_recompute and recompute == "full" else ag), ZERO_TRIPLE
+        if zero == 3 and runtime.serial:  # every ZeRO-3 collective waits for the compute before it: exposed
+            x_dp, ag, agb, rs = _add(_add(ag, agb), rs), ZERO_TRIPLE, ZERO_TRIPLE, ZERO_TRIPLE
+        elif zero == 3 and runtime.prefetch is not None and plain:  # the first unit of each pass: not prefetched
+            first = self._units(runtime, "gather", d)[0] if self._units(runtime, "gather", d) else 0.0
+            x_dp = tuple(2 * x for x in self._coll("allgather", first / t * self.vb, d, rpn, sharing))
+        return {"ar": ar, "rs": rs, "ag": ag, "agb": agb, "x_dp": x_dp, "last_ar": last_ar,
                 "last_rs": self._coll("reduce_scatter", bucket, d, rpn, sharing),
                 # the overlap interference of the tier the group's traffic crosses
                 "kappa": (self.cluster.inter if d > rpn else self.cluster.intra).overlap_slowdown}

@@ -80,6 +80,7 @@ from .lora import check_lora
 from .features import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, transformer_shape, triple_seconds, workload
 from ..uncertainty import band
 from .run import run_cost
+from .data_parallel import GRAD_BYTES
 
 
 @dataclass
@@ -244,13 +245,20 @@ def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | No
     return band(step)
 
 
+def runtime_spec(tr: dict) -> tuple:
+    """``(framework, bucket_bytes, prefetch, gradient bytes, overlap)`` of a scenario's training section, which
+    :func:`.runtime.runtime_of` turns into a :class:`~.runtime.Runtime` once the ZeRO stage is known (a
+    ``framework`` left null follows the stage, :func:`.runtime.default_framework`)."""
+    return tr["framework"], tr["bucket_bytes"], tr["prefetch"], GRAD_BYTES.get(tr["dtype"], 2), tr["overlap"]
+
+
 def sync_of(sc: Scenario) -> tuple:
-    """``(sync, ps_servers, compression, gossip_topology)`` of a scenario's training section
+    """``(sync, ps_servers, compression, gossip_topology, runtime, recompute)`` of a scenario's training section
     (:meth:`.features.Workload.data_parallel`); sufficient factors are per sample, so ``sfb`` comes with the
     global batch: ``("sfb", global_batch)``."""
     tr = sc.training
     comp = ("sfb", sc.parallel["global_batch"]) if tr["compression"] == "sfb" else tr["compression"]
-    return tr["sync"], tr["ps_servers"], comp, tr["gossip_topology"]
+    return tr["sync"], tr["ps_servers"], comp, tr["gossip_topology"], runtime_spec(tr), tr["recompute"]
 
 
 def consistency_of(training: dict, replicas) -> dict:
@@ -367,7 +375,7 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
         c, cp["layers"], cp["rec_layers"], seconds(cp["blk_f"]), seconds(cp["blk_b"]), comm(cp["kv"]), comm(cp["a2a"]))
     if c > 1:  # a CNN's spatial split: halo exchanges, batch-norm statistics, where the rows end
         c_cf, c_cb = c_cf + comm(cp["halo_f"]), c_cb + comm(cp["halo_b"])
-    dp = w.data_parallel(t, p, d * c, *sync, e=stage.get("e", 1))
+    dp = w.data_parallel(t, p, d * c, *sync, e=stage.get("e", 1), zero=zero)
     bn = w.batch_norm_sync(stage["bn_channels"], t, d) if batch_norm == "sync" else ZERO_TRIPLE
     triples = {**{k: stage[k] for k in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r")}, **dp,
                "p2p": w.p2p(b, t, sp, rec, p, d, c, alg, host_per_kernel(w.dev, host)), "bn_f": bn, "bn_b": bn,
@@ -392,5 +400,6 @@ def assemble(c_f, c_b, c_r, triples: dict, comm, zero: int, p, m, v, opt, kappa,
             "c_eb": comm(triples["ep_b"]), "c_nf": comm(triples["bn_f"]), "c_nb": comm(triples["bn_b"]),
             "c_cf": c_cf, "c_cb": c_cb, "t_p2p": comm(triples["p2p"]),
             "p": p, "m": m, "v": v, "ar": comm(triples["ar"]), "rs": comm(triples["rs"]), "ag": comm(triples["ag"]),
+            "agb": comm(triples["agb"]), "x_dp": comm(triples["x_dp"]),
             "last": comm(triples["ar"] if exposed else triples["last_ar"] if zero == 0 else triples["last_rs"]),
             "opt": opt, "kappa": kappa, "straggle": straggle, "sync_frac": sync_frac}

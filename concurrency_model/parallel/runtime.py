@@ -1,20 +1,112 @@
 """The training runtime whose behaviour a step is priced with (``training.framework``).
 
-The composition in :mod:`.compose` is the ideal runtime of the paper's analysis: every collective of a
-step at its alpha-beta cost, with no engine of its own. Real runtimes differ in what separates the
-alternatives a user compares (issue "Rank the alternatives right"): how they cut the data-parallel
-collectives (per bucket or per module unit), how far ahead they prefetch, the dtype they reduce in, and the
-fixed seconds their engine adds per collective, per microbatch and per step. ``ideal`` keeps the analysis
-alone; the others name a runtime:
+The composition in :mod:`.compose` is the ideal runtime of the paper's analysis: each data-parallel
+collective of a step is one call at its alpha-beta cost, hidden behind the compute it can overlap. Real
+runtimes differ in what separates the alternatives a user compares: how they cut those collectives (per
+parameter tensor, per module, per wrapped block, per bucket), how far ahead they gather, the dtype they
+reduce in, and what blocks the device between calls. Each call then pays its own latency (the collective's
+fixed cost, :mod:`concurrency_model.comm`), so a runtime that issues thousands of calls over a large group
+is latency-bound where the ideal model sees bandwidth only.
 
-* ``megatron``: Megatron-LM / Megatron-Core (its DDP and distributed optimizer);
-* ``deepspeed``: DeepSpeed's ZeRO engine;
-* ``fsdp``: PyTorch FullyShardedDataParallel (FSDP1, flat parameters per wrapped module);
-* ``fsdp2``: PyTorch ``fully_shard`` (per-parameter DTensor sharding, torchtitan).
+``ideal`` keeps the analysis alone; the others are read from the runtimes' sources (facts only):
+
+* ``megatron``: Megatron-Core's ``DistributedDataParallel``: gradients in buckets of
+  ``max(40,000,000, 1,000,000 x d)`` parameters when the reduction overlaps the backward pass, one bucket
+  (the whole buffer) when it does not (NVIDIA/Megatron-LM ``megatron/core/distributed/
+  distributed_data_parallel_config.py``, ``bucket_size``; ``distributed_data_parallel.py``); its distributed
+  optimizer (ZeRO-1) gathers the updated parameters per bucket.
+* ``deepspeed``: DeepSpeed's ZeRO engine as released since 2022 (microsoft/DeepSpeed @ 38327e0,
+  ``deepspeed/runtime/zero/config.py``, ``partitioned_param_coordinator.py``, ``partition_parameters.py``):
+  stage 3 fetches each module's parameters in one coalesced all-gather (``all_gather_coalesced``) and
+  prefetches the next modules up to ``stage3_prefetch_bucket_size`` = 5e7 elements ahead; parameters under
+  ``stage3_param_persistence_threshold`` = 1e5 elements stay gathered; gradients are reduced in buckets of
+  ``reduce_bucket_size`` = 5e8 elements (stages 1-2 gather parameters in ``allgather_bucket_size`` = 5e8);
+  with activation checkpointing the recomputed forward fetches the parameters again.
+* ``deepspeed-0.3``: DeepSpeed v0.3.13 (12a53b4, March 2021: the ZeRO-3 release of the time of Narayanan et
+  al. 2021's Table 2), ``deepspeed/runtime/zero/partition_parameters.py`` and ``stage3.py``: one all-gather
+  per parameter tensor (``_allgather_param``, preceded by ``torch.cuda.synchronize()``) and one
+  reduce-scatter per gradient tensor (``_reduce_scatter_gradient``); every module fetch ends in
+  ``_synchronize_communication`` (``torch.cuda.synchronize()``), so no gather or reduction overlaps the
+  compute queued before it. Both collectives use PyTorch's list form (``torch.distributed.all_gather`` /
+  ``reduce_scatter`` with a list of ``d`` tensors); PyTorch's ``ProcessGroupNCCL`` of that time (1.8,
+  ``torch/lib/c10d/ProcessGroupNCCL.cpp``) copies each of the ``d`` outputs out of (inputs into) a flat
+  buffer: ``d`` copies a call, each a kernel launch (the device's ``launch_overhead_s``).
+* ``fsdp``: PyTorch FSDP (FullyShardedDataParallel, ``torch/distributed/fsdp``): one flat parameter per wrapped
+  module (wrapped per transformer block by the usual auto-wrap policies), its all-gather issued one unit
+  ahead (``BackwardPrefetch.BACKWARD_PRE`` by default; in the forward the host runs ahead of the device),
+  one reduce-scatter per unit in the backward, the reduce in ``MixedPrecision.reduce_dtype`` (default: the
+  parameters' dtype); the checkpointed forward runs inside the unit's backward, with its parameters gathered.
+* ``fsdp2``: PyTorch ``fully_shard`` (``torch/distributed/fsdp/_fully_shard``): the same unit-wise all-gather
+  and reduce-scatter with one unit prefetched, per-parameter sharding (no flat parameter).
+
+The first unit of each pass cannot be prefetched (nothing runs before it), so a prefetching runtime exposes
+its gather once a pass [D]. ``training.bucket_bytes`` and ``training.prefetch`` override a runtime's bucket
+size (bytes) and prefetch depth (units; 0: every gather waits for the compute before it).
 """
 from __future__ import annotations
 
-FRAMEWORKS = ("ideal", "megatron", "deepspeed", "fsdp", "fsdp2")
+import math
+from dataclasses import dataclass, replace
+
+from ..checks import count, did_you_mean, number
+
+FRAMEWORKS = ("ideal", "megatron", "deepspeed", "deepspeed-0.3", "fsdp", "fsdp2")
+GRANULARITY = ("pass", "tensor", "module", "block", "bucket")
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """How a runtime cuts and schedules the data-parallel collectives of a step (module doc).
+
+    ``gather`` / ``reduce``: the unit of one all-gather / gradient reduction call (``pass``: the whole stage
+    at once, the ideal model; ``tensor``: each parameter tensor; ``module``: each layer's tensors coalesced;
+    ``block``: each wrapped block; ``bucket``: ``bucket_elements`` parameters a call, at least the
+    ``bucket_floor_per_rank`` x ranks of Megatron's default; gathers in ``gather_bucket_elements`` where
+    given); ``prefetch``: units gathered ahead of the
+    compute (``None``: unlimited, the ideal model; 0: serialised); ``regather_recompute``: the recomputed
+    forward gathers its parameters again; ``list_copies``: ``d`` copy kernels a call (PyTorch's list-form
+    collectives); ``persist_elements``: parameters under this many elements stay gathered."""
+
+    name: str
+    gather: str = "pass"
+    reduce: str = "pass"
+    bucket_elements: float = 0.0
+    bucket_floor_per_rank: float = 0.0
+    gather_bucket_elements: float = 0.0
+    prefetch: int | None = None
+    regather_recompute: bool = False
+    list_copies: bool = False
+    persist_elements: float = 0.0
+
+    def bucket(self, ranks: int) -> float:
+        """Parameters in one reduction bucket over ``ranks`` data-parallel ranks.
+
+        >>> PROFILES["megatron"].bucket(8), PROFILES["megatron"].bucket(64)
+        (40000000.0, 64000000.0)
+        """
+        return max(self.bucket_elements, self.bucket_floor_per_rank * ranks)
+
+    @property
+    def serial(self) -> bool:
+        """Whether every gather and reduction waits for the compute queued before it."""
+        return self.prefetch == 0
+
+
+PROFILES = {
+    "ideal": Runtime("ideal"),
+    # Megatron-Core DDP: bucket_size = max(40e6, 1e6 x dp) parameters (distributed_data_parallel_config.py)
+    "megatron": Runtime("megatron", gather="bucket", reduce="bucket", bucket_elements=40e6,
+                        bucket_floor_per_rank=1e6),
+    # DeepSpeed config.py defaults: reduce_bucket_size 5e8, allgather_bucket_size 5e8, prefetch 5e7 (elements),
+    # param_persistence_threshold 1e5
+    "deepspeed": Runtime("deepspeed", gather="module", reduce="bucket", bucket_elements=5e8,
+                         gather_bucket_elements=5e8, prefetch=1, regather_recompute=True, persist_elements=1e5),
+    "deepspeed-0.3": Runtime("deepspeed-0.3", gather="tensor", reduce="tensor", bucket_elements=5e8,
+                             gather_bucket_elements=5e8, prefetch=0, regather_recompute=True, list_copies=True,
+                             persist_elements=1e5),
+    "fsdp": Runtime("fsdp", gather="block", reduce="block", prefetch=1),
+    "fsdp2": Runtime("fsdp2", gather="block", reduce="block", prefetch=1),
+}
 
 
 def default_framework(zero_stage: int) -> str:
@@ -26,3 +118,64 @@ def default_framework(zero_stage: int) -> str:
     ('deepspeed', 'megatron')
     """
     return "deepspeed" if zero_stage >= 2 else "megatron"
+
+
+def runtime_of(framework: str, bucket_bytes=None, prefetch=None, grad_bytes: int = 2,
+               overlap: bool = True) -> Runtime:
+    """The :class:`Runtime` of ``training.framework`` with the scenario's ``training.bucket_bytes`` (a reduction
+    bucket in bytes of ``grad_bytes``-byte gradients) and ``training.prefetch`` (units) applied; ``ValueError``
+    naming the field for a bad value. Megatron-Core reduces the whole gradient buffer in one call when the
+    reduction does not overlap the backward pass (``overlap=False``: ``bucket_size = None``).
+
+    >>> runtime_of("fsdp", prefetch=2).prefetch
+    2
+    >>> runtime_of("deepspeed", bucket_bytes=2**20).bucket_elements
+    524288.0
+    >>> runtime_of("fdsp")
+    Traceback (most recent call last):
+    ...
+    ValueError: training.framework: unknown 'fdsp'; did you mean 'fsdp'?; allowed: ideal, megatron, deepspeed, \
+deepspeed-0.3, fsdp, fsdp2
+    """
+    if framework not in PROFILES:
+        raise ValueError(f"training.framework: unknown {framework!r}{did_you_mean(framework, FRAMEWORKS)}; allowed: "
+                         f"{', '.join(FRAMEWORKS)}")
+    rt = PROFILES[framework]
+    if framework == "megatron" and not overlap:
+        rt = replace(rt, gather="pass", reduce="pass")
+    if bucket_bytes is not None:
+        b = number("training.bucket_bytes", bucket_bytes, high=2.0**53)
+        elements = float(max(1, math.floor(b / grad_bytes)))
+        rt = replace(rt, bucket_elements=elements, bucket_floor_per_rank=0.0, gather_bucket_elements=elements)
+    if prefetch is not None:
+        rt = replace(rt, prefetch=count("training.prefetch", prefetch, low=0, high=1024))
+    return rt
+
+
+def units(tensors: list, runtime: Runtime, kind: str, ranks: int) -> list:
+    """Parameters of each call of one pass's all-gathers (``kind="gather"``) or gradient reductions
+    (``"reduce"``) under ``runtime``, from ``tensors``: one ``(block, module, elements)`` row per parameter
+    tensor, in graph order. Gathers skip the persistent tensors (under ``persist_elements``).
+
+    >>> rows = [(0, "a", 10), (0, "a", 2), (1, "b", 10), (1, "c", 10)]
+    >>> units(rows, PROFILES["fsdp"], "gather", 8), units(rows, PROFILES["deepspeed-0.3"], "reduce", 8)
+    ([12.0, 20.0], [10.0, 2.0, 10.0, 10.0])
+    >>> units(rows, Runtime("x", gather="bucket", gather_bucket_elements=15), "gather", 8)
+    [15.0, 15.0, 2.0]
+    """
+    unit = runtime.gather if kind == "gather" else runtime.reduce
+    rows = [r for r in tensors if kind != "gather" or r[2] >= runtime.persist_elements]
+    total = float(sum(r[2] for r in rows))
+    if unit == "pass" or not rows:
+        return [total] if total else []
+    if unit == "tensor":
+        return [float(r[2]) for r in rows]
+    if unit == "bucket":
+        size = (kind == "gather" and runtime.gather_bucket_elements) or runtime.bucket(ranks)
+        full, rest = divmod(total, size)
+        return [float(size)] * int(full) + ([float(rest)] if rest else [])
+    key = 0 if unit == "block" else 1
+    out: dict = {}
+    for r in rows:
+        out[r[key]] = out.get(r[key], 0.0) + float(r[2])
+    return list(out.values())

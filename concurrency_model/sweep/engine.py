@@ -194,7 +194,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
                         "seq_len": shape["s"] if shape else None}, busy)
 
 
-def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict, sync: tuple = ("allreduce", 0, "none"),
+def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict, sync: tuple = ("allreduce", 0, "none", "ring", ("ideal",)),
               host_s: float | None = None, batch_norm: str = "local") -> dict:
     """Per layout: indices into per-stage tables of compute seconds on the grid and host issue seconds
     (``host_s`` per kernel, :func:`~concurrency_model.parallel.estimate.host_seconds`), communication triples
@@ -227,12 +227,14 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict, sync: tuple
             cp[c][n] = st["cp"][c]
     at = np.array([uniq[k] for k in keys])
     ds = lay["data"].astype(int).to_numpy()
-    dp = [w.data_parallel(k[1], k[4], d * k[5], *sync, e=k[7]) for k, d in zip(keys, ds)]
+    zs = lay["zero_stage"].astype(int).to_numpy()
+    # the layout's own recompute and ZeRO stage (a runtime that gathers again for the recomputed forward)
+    dp = [w.data_parallel(k[1], k[4], d * k[5], *sync[:5], k[3], e=k[7], zero=z) for k, d, z in zip(keys, ds, zs)]
     out = {"at": at, "tables": tables, "tp": tp, "cp": cp, "state": state,
            "p2p": np.array([w.p2p(*k[:5], d, *k[5:7], host) for k, d in zip(keys, ds)]).reshape(-1, 3),
            "p": lay["pipeline"].to_numpy(dtype=float), "m": lay["microbatches"].to_numpy(dtype=float),
            "v": lay["interleave"].to_numpy(dtype=float), "opt_w": w}
-    for c in ("ar", "rs", "ag", "last_ar", "last_rs"):
+    for c in ("ar", "rs", "ag", "agb", "x_dp", "last_ar", "last_rs"):
         out[c] = np.array([x[c] for x in dp]).reshape(-1, 3)
     bn = np.array([w.batch_norm_sync(bn_channels[n], k[1], d) if batch_norm == "sync" else ZERO_TRIPLE
                    for k, n, d in zip(keys, at, ds)], dtype=float).reshape(-1, 3)
@@ -263,7 +265,7 @@ def _inputs(f: dict, i: np.ndarray, zero: int, scales: dict) -> dict:
         one = cp["c"] == 1
         c_cf, c_cb = np.where(one, 0.0, c_cf), np.where(one, 0.0, c_cb)
     triples = {**{k: f["tp"][k][f["at"]] for k in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r")}, "p2p": f["p2p"],
-               **{k: f[k] for k in ("ar", "rs", "ag", "last_ar", "last_rs", "bn_f", "bn_b", "bn_r")}}
+               **{k: f[k] for k in ("ar", "rs", "ag", "agb", "x_dp", "last_ar", "last_rs", "bn_f", "bn_b", "bn_r")}}
     opt = f["opt_w"].optimizer_seconds(f["state"][i, None], scales["mem_bw"][None, :], scales["launch"][None, :])
     cons = f["consistency"]
     return assemble(f["tables"]["f"][at], f["tables"]["b"][at], f["tables"]["r"][at], triples, comm, zero,
