@@ -27,7 +27,7 @@ from .ops.optimizer import RULES
 from .parallel.lora import BASE_BYTES
 from .parallel.layerwise import TENSOR_LAYERS
 from .parallel import pipeline
-from .parallel.runtime import FRAMEWORKS, default_framework, runtime_of
+from .parallel.runtime import FRAMEWORKS, default_framework, runs_with, runtime_of
 from .routing import check_imbalance
 from .units import DTYPE_BYTES, KV_DTYPES
 
@@ -233,6 +233,10 @@ def load_scenario(spec) -> Scenario:
         raise ValueError(f"training.zero_stage: must be 0, 1, 2 or 3, got {tr['zero_stage']}")
     # null: the runtime the ZeRO stage implies, resolved per layout (a sweep searches the stage)
     runtime_of(tr["framework"] or default_framework(tr["zero_stage"]), tr["bucket_bytes"], tr["prefetch"])
+    if not runs_with(tr["framework"], tr["zero_stage"], par["pipeline"]):
+        raise ValueError(f"training.zero_stage: {tr['framework'] or default_framework(tr['zero_stage'])} runs "
+                         f"ZeRO-{tr['zero_stage']} without pipeline stages only (its pipeline engine refuses ZeRO-2 "
+                         "and -3); use zero_stage 1, pipeline 1, or training.framework megatron / fsdp2")
     if (tr["sync"] != "allreduce" or tr["compression"] != "none" or tr["consistency"] != "synchronous") \
             and tr["zero_stage"]:
         raise ValueError("training.zero_stage: parameter servers, gossip, gradient compression and consistency models "

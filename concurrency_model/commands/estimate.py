@@ -75,8 +75,10 @@ def _layout(out: dict) -> str:
     f = p.get("expert_imbalance_factor", 1.0)
     moe = f", experts split over {p['expert']} replicas" + (f" (busiest device {f:.3f}x the mean rows)" if f != 1
                                                               else "") if p.get("expert", 1) > 1 else ""
+    zero = f", ZeRO-{tr['zero_stage']}" if tr.get("zero_stage") else ""
+    runtime = f" under {tr['framework']}{zero}" if tr.get("framework") else ""
     return (f"{out['gpus']} x {out['device']} (data {p['data']} x tensor {p['tensor']}{fc} x pipeline "
-            f"{p['pipeline']}{ctx}{moe}, {p['schedule']}{lora}; {_microbatches(p)})")
+            f"{p['pipeline']}{ctx}{moe}, {p['schedule']}{lora}{runtime}; {_microbatches(p)})")
 
 
 def show(out: dict) -> None:

@@ -42,9 +42,23 @@ def show(out: dict) -> None:
     for reason, n in sorted(out["rejected"].items(), key=lambda kv: -kv[1]):
         print(f"  rejected {n:>10,}  {reason}")
     _table(out["best"])
+    if "runner_up" in out:
+        ru, b = out["runner_up"], out["best"][0]
+        print(f"\nrunner-up of another layout: {_words(ru)}, {ru['step_time_s']:.4g} s against {_words(b)}, "
+              f"{b['step_time_s']:.4g} s; what separates them (runner-up minus best):")
+        for x in ru["separates"][:4]:
+            print(f"  {x['runner_up_minus_best_s']:>+10.4g} s  {x['part']}")
     if len(out.get("per_gpus", [])) > 1:
         print("\nthe fastest at each GPU count:")
         _table(out["per_gpus"])
+
+
+def _words(row: dict) -> str:
+    """A configuration's layout in words: ``data 32 x tensor 4 x pipeline 8, ZeRO-1 (megatron)``."""
+    p, t = row["parallel"], row["training"]
+    extra = "".join(f" x {k} {p[k]}" for k in ("context", "expert") if p.get(k, 1) > 1)
+    return (f"data {p['data']} x tensor {p['tensor']} x pipeline {p['pipeline']}{extra}, ZeRO-{t['zero_stage']} "
+            f"({t['framework']})")
 
 
 def _table(rows: list) -> None:

@@ -38,11 +38,12 @@ class DataParallelMixin:
     def param_tensors(self) -> tuple:
         """``(block, module, elements)`` of every parameter tensor of the model, in graph order: a linear
         layer's weight and bias, a layer norm's scale and shift, an embedding's table (:mod:`.runtime` cuts
-        the data-parallel collectives by them); ``block`` is the pipeline unit (:meth:`units`) it sits in."""
-        nodes = self.graph(1).layers()
-        block = {i: k for k, (lo, hi) in enumerate(self.units()) for i in range(lo, hi)}
+        the data-parallel collectives by them). ``block`` is the repeated block a layer belongs to, its name up to
+        the first numbered part (``h.3``, ``layers.3``, ``layer1.0``), as FSDP's auto-wrap policies wrap each
+        transformer or residual block; the layers outside any block share the root unit ``""`` (FSDP's root
+        module holds the embeddings, the final norm and the output layer)."""
         out = []
-        for i, n in enumerate(nodes):
+        for n in self.graph(1).layers():
             params = int(n.cost.params) if n.cost is not None else 0
             if params <= 0:
                 continue
@@ -53,7 +54,10 @@ class DataParallelMixin:
                 parts = [params // 2, params // 2]
             else:
                 parts = [params]
-            out += [(block[i], n.name, x) for x in parts]
+            name = n.name.split(".")
+            numbered = next((i for i, x in enumerate(name[:-1]) if x.isdigit()), None)
+            block = ".".join(name[:numbered + 1]) if numbered is not None else ""
+            out += [(block, n.name, x) for x in parts]
         return tuple(out)
 
     def _units(self, runtime: Runtime, kind: str, d: int) -> list:

@@ -81,6 +81,7 @@ from .features import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, transformer_sh
 from ..uncertainty import band
 from .run import run_cost
 from .data_parallel import GRAD_BYTES
+from .runtime import default_framework
 
 
 @dataclass
@@ -154,9 +155,16 @@ class Estimate:
                                                           else {}),
                              **({"expert_imbalance_factor": self.expert_imbalance_factor}
                                 if self.scenario.parallel.get("expert", 1) > 1 else {})},
-                "training": self.scenario.training, **(self.run or {}),
+                "training": self.training, **(self.run or {}),
                 **({"batch_region": self.batch_region.to_dict()} if self.batch_region else {}),
                 **({"notes": list(self.notes)} if self.notes else {})}
+
+    @property
+    def training(self) -> dict:
+        """The scenario's training section with the runtime it was priced with (``framework``: a null one
+        follows the ZeRO stage, :func:`.runtime.default_framework`)."""
+        tr = self.scenario.training
+        return {**tr, "framework": tr["framework"] or default_framework(tr["zero_stage"])}
 
     @cached_property
     def _layers(self) -> pd.DataFrame:

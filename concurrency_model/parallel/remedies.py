@@ -46,8 +46,9 @@ def candidates(sc, transformer: bool) -> list[list[tuple[str, dict, dict]]]:
     out = []
     if transformer and par["tensor"] > 1 and not par["sequence_parallel"]:
         out.append([("parallel.sequence_parallel=true", {"sequence_parallel": True}, {})])
-    if par["data"] * par["context"] > 1 and _modelled(sc, {"zero_stage": 1}):  # ZeRO shards over the replicas
-        out.append([(f"training.zero_stage={z}", {}, {"zero_stage": z}) for z in range(tr["zero_stage"] + 1, 4)])
+    if par["data"] * par["context"] > 1:  # ZeRO shards over the replicas, where the scenario's runtime runs it
+        out.append([(f"training.zero_stage={z}", {}, {"zero_stage": z}) for z in range(tr["zero_stage"] + 1, 4)
+                    if _modelled(sc, {"zero_stage": z})])
     lighter = RECOMPUTE[RECOMPUTE.index(tr["recompute"]) + 1:]  # outside attention selective is none (.memory)
     out.append([(f"training.recompute={r}", {}, {"recompute": r}) for r in lighter if transformer or r == "full"])
     unit = par["tensor"] if par["tensor_layers"] == "fc" else 1

@@ -77,6 +77,7 @@ class Runtime:
     regather_recompute: bool = False
     list_copies: bool = False
     persist_elements: float = 0.0
+    max_zero_with_pipeline: int = 3
 
     def bucket(self, ranks: int) -> float:
         """Parameters in one reduction bucket over ``ranks`` data-parallel ranks.
@@ -99,11 +100,14 @@ PROFILES = {
                         bucket_floor_per_rank=1e6),
     # DeepSpeed config.py defaults: reduce_bucket_size 5e8, allgather_bucket_size 5e8, prefetch 5e7 (elements),
     # param_persistence_threshold 1e5
+    # DeepSpeed's pipeline engine refuses ZeRO-2 and -3 ("incompatible with pipeline parallelism",
+    # deepspeed/runtime/pipe/engine.py)
     "deepspeed": Runtime("deepspeed", gather="module", reduce="bucket", bucket_elements=5e8,
-                         gather_bucket_elements=5e8, prefetch=1, regather_recompute=True, persist_elements=1e5),
+                         gather_bucket_elements=5e8, prefetch=1, regather_recompute=True, persist_elements=1e5,
+                         max_zero_with_pipeline=1),
     "deepspeed-0.3": Runtime("deepspeed-0.3", gather="tensor", reduce="tensor", bucket_elements=5e8,
                              gather_bucket_elements=5e8, prefetch=0, regather_recompute=True, list_copies=True,
-                             persist_elements=1e5),
+                             persist_elements=1e5, max_zero_with_pipeline=1),
     "fsdp": Runtime("fsdp", gather="block", reduce="block", prefetch=1),
     "fsdp2": Runtime("fsdp2", gather="block", reduce="block", prefetch=1),
 }
@@ -118,6 +122,17 @@ def default_framework(zero_stage: int) -> str:
     ('deepspeed', 'megatron')
     """
     return "deepspeed" if zero_stage >= 2 else "megatron"
+
+
+def runs_with(framework: str | None, zero_stage: int, pipeline: int) -> bool:
+    """Whether the runtime (``None``: the one the ZeRO stage implies) runs ZeRO stage ``zero_stage`` with
+    ``pipeline`` stages.
+
+    >>> runs_with(None, 3, 2), runs_with("fsdp2", 3, 2), runs_with("deepspeed", 1, 8)
+    (False, True, True)
+    """
+    rt = PROFILES.get(framework or default_framework(zero_stage))
+    return rt is None or pipeline == 1 or zero_stage <= rt.max_zero_with_pipeline
 
 
 def runtime_of(framework: str, bucket_bytes=None, prefetch=None, grad_bytes: int = 2,

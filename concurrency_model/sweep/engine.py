@@ -72,7 +72,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
         raise ValueError("parallel.global_batch: a sweep needs the global batch (the work of one step)")
     fixed = {k: v for k, v in {**given_par, **given_tr}.items() if k in
              ("data", "tensor", "pipeline", "context", "context_algorithm", "expert", "microbatch_size", "schedule",
-              "interleave", "sequence_parallel", "recompute", "zero_stage")}
+              "interleave", "sequence_parallel", "recompute", "zero_stage", "framework")}
     # as load_scenario requires: parameter servers, gossip, compression and consistency models other than
     # synchronous with ZeRO 0; expert parallelism with an uncompressed all-reduce
     plain = sc.training["sync"] == "allreduce" and sc.training["compression"] == "none"
@@ -194,7 +194,8 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
                         "seq_len": shape["s"] if shape else None}, busy)
 
 
-def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict, sync: tuple = ("allreduce", 0, "none", "ring", ("ideal",)),
+def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict,
+              sync: tuple = ("allreduce", 0, "none", "ring", ("ideal",)),
               host_s: float | None = None, batch_norm: str = "local") -> dict:
     """Per layout: indices into per-stage tables of compute seconds on the grid and host issue seconds
     (``host_s`` per kernel, :func:`~concurrency_model.parallel.estimate.host_seconds`), communication triples

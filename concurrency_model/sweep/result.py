@@ -8,11 +8,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..parallel.estimate import prepare, step_band
+from ..parallel.compose import STEP_PARTS
+from ..parallel.estimate import estimate, prepare, step_band
+from ..parallel.runtime import default_framework
 from ..parallel.run import run_cost
 from ..scenario import load_scenario
 
 SCALES = ("flops", "mem_bw", "launch", "intra_bw", "inter_bw")
+#: what makes two configurations different layouts (not a variant of one: microbatch, recompute, schedule)
+LAYOUT_KEY = ("gpus", "data", "tensor", "pipeline", "context", "expert", "zero_stage")
 
 
 @dataclass
@@ -134,11 +138,30 @@ class SweepResult:
         order = np.lexsort((flat, gpus))  # by GPU count, then step time: the first of each count is its fastest
         return self.rows(order[np.unique(gpus[order], return_index=True)[1]])
 
+    def runner_up(self) -> dict | None:
+        """The fastest configuration and the fastest of another layout (another :data:`LAYOUT_KEY`: degrees or
+        ZeRO stage), each estimated, and what separates them: the breakdown's parts that add up to the step
+        (:data:`~concurrency_model.parallel.compose.STEP_PARTS`), runner-up minus best, largest first.
+        ``None`` when every feasible configuration shares one layout."""
+        flat = self.step_time_s.ravel()
+        order = np.argsort(flat, kind="stable")
+        rows = self.rows(order)
+        key = rows[list(LAYOUT_KEY)].astype(str).agg("/".join, axis=1)
+        other = np.flatnonzero(key.to_numpy() != key.iloc[0])
+        if not len(other):
+            return None
+        best, second = (rows.iloc[i] for i in (0, other[0]))
+        eb, es = estimate(self.scenario(best)), estimate(self.scenario(second))
+        diff = sorted(((k, es.breakdown[k] - eb.breakdown[k]) for k in STEP_PARTS), key=lambda kv: -abs(kv[1]))
+        return {"best": self._row_dict(best), "runner_up": self._row_dict(second),
+                "separates": [{"part": k, "runner_up_minus_best_s": v} for k, v in diff if abs(v) > 1e-12]}
+
     def _row_dict(self, r: pd.Series) -> dict:
         """One configuration in the scenario's shape with its step, band, memory and run figures (``to_dict``)."""
         s = self.scenario(r)
         lo, hi = self.band(r)
-        return {"parallel": s["parallel"], "training": s["training"], "gpus": int(r["gpus"]),
+        tr = {**s["training"], "framework": s["training"]["framework"] or default_framework(s["training"]["zero_stage"])}
+        return {"parallel": s["parallel"], "training": tr, "gpus": int(r["gpus"]),
                 "step_time_s": float(r["step_time_s"]), "step_time_p10_s": lo, "step_time_p90_s": hi,
                 "memory_bytes_per_device": float(r["memory_bytes_per_device"]),
                 "memory": {k: float(r[k]) for k in ("model_state_bytes", "weights_bytes", "gradients_bytes",
@@ -147,8 +170,11 @@ class SweepResult:
                 **{k: float(r[k]) for k in ("run_steps", "run_days", "gpu_hours", "cost", "energy_kwh") if k in r}}
 
     def to_dict(self, top: int = 10) -> dict:
-        """``best``: the ``top`` fastest configurations; ``per_gpus``: the fastest at each GPU count."""
+        """``best``: the ``top`` fastest configurations; ``per_gpus``: the fastest at each GPU count;
+        ``runner_up``: the fastest of another layout and what separates it from the best (:meth:`runner_up`)."""
+        ru = self.runner_up()
         return {"evaluated": self.evaluated, "feasible": self.feasible, "elapsed_s": self.elapsed_s,
                 "compile_s": self.compile_s, "configs_per_s": self.configs_per_s, "rejected": self.rejected,
                 "best": [self._row_dict(r) for _, r in self.top(top).iterrows()],
-                "per_gpus": [self._row_dict(r) for _, r in self.fastest_per_gpus().iterrows()]}
+                "per_gpus": [self._row_dict(r) for _, r in self.fastest_per_gpus().iterrows()],
+                **({"runner_up": {**ru["runner_up"], "separates": ru["separates"]}} if ru else {})}

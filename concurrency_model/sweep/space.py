@@ -32,6 +32,7 @@ from itertools import product
 from math import isqrt
 
 from ..parallel.features import Workload, transformer_shape
+from ..parallel.runtime import runs_with
 
 SEARCHED = ("tensor", "pipeline", "context", "context_algorithm", "expert", "microbatch_size", "schedule",
             "interleave", "sequence_parallel", "recompute", "zero_stage")
@@ -49,7 +50,9 @@ def _divisors(n: int) -> list[int]:
 def layouts(w: Workload, gpus: int, global_batch: int, fixed: dict) -> tuple[list[dict], Counter]:
     """Valid layouts (dicts) of ``w`` on ``gpus`` devices and the count of each rejection reason.
 
-    ``fixed``: the scenario's given ``parallel`` / ``training`` fields (their values are the only candidates).
+    ``fixed``: the scenario's given ``parallel`` / ``training`` fields (their values are the only candidates;
+    ``framework`` rules out the ZeRO stages its runtime does not run with pipeline stages, :func:`~concurrency_model.
+    parallel.runtime.runs_with`).
     """
     shape = transformer_shape(w.graph(1))
     depth = shape["layers"] if shape else w.layer_count
@@ -151,6 +154,9 @@ def _pipelines(w, out, rejected, given, fixed, gpus, global_batch, t, c, algorit
                             given("zero_stage", (0, 1, 2, 3) if d > 1 or c > 1 else (0,))):
                         if e > 1 and zero:
                             rejected["expert: modelled with ZeRO 0 only"] += 1
+                            continue
+                        if not runs_with(fixed.get("framework"), zero, p):
+                            rejected["zero_stage: the runtime runs ZeRO-2 and -3 without pipeline stages"] += 1
                             continue
                         out.append({"data": d, "tensor": t, "pipeline": p, "context": c,
                                     "context_algorithm": alg, "expert": e, "microbatch_size": b, "microbatches": m,
