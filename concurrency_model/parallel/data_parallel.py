@@ -126,8 +126,9 @@ class DataParallelMixin:
         runtime = runtime_of(runtime[0] or default_framework(zero), *runtime[1:])
         plain = sync == "allreduce" and compression == "none" and e == 1 and not (self.fc_only and t > 1)
         if plain and runtime.name != "ideal":
-            ar = self._calls("allreduce", runtime, "reduce", self.grad_bytes, t, p, d, rpn, sharing)
-            rs = self._calls("reduce_scatter", runtime, "reduce", self.grad_bytes, t, p, d, rpn, sharing)
+            wire = runtime.reduce_bytes or self.grad_bytes  # the gradients' bytes on the wire
+            ar = self._calls("allreduce", runtime, "reduce", wire, t, p, d, rpn, sharing)
+            rs = self._calls("reduce_scatter", runtime, "reduce", wire, t, p, d, rpn, sharing)
             ag = self._calls("allgather", runtime, "gather", self.vb, t, p, d, rpn, sharing)
         else:
             rs = self._coll("reduce_scatter", grad, d, rpn, sharing)

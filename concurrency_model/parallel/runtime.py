@@ -37,7 +37,8 @@ is latency-bound where the ideal model sees bandwidth only.
   one reduce-scatter per unit in the backward, the reduce in ``MixedPrecision.reduce_dtype`` (default: the
   parameters' dtype); the checkpointed forward runs inside the unit's backward, with its parameters gathered.
 * ``fsdp2``: PyTorch ``fully_shard`` (``torch/distributed/fsdp/_fully_shard``): the same unit-wise all-gather
-  and reduce-scatter with one unit prefetched, per-parameter sharding (no flat parameter).
+  and reduce-scatter with one unit prefetched, per-parameter sharding (no flat parameter), reducing in fp32 as
+  torchtitan configures it (``mixed_precision_reduce = "float32"``, torchtitan's job config).
 
 The first unit of each pass cannot be prefetched (nothing runs before it), so a prefetching runtime exposes
 its gather once a pass [D]. ``training.bucket_bytes`` and ``training.prefetch`` override a runtime's bucket
@@ -65,7 +66,9 @@ class Runtime:
     given); ``prefetch``: units gathered ahead of the
     compute (``None``: unlimited, the ideal model; 0: serialised); ``regather_recompute``: the recomputed
     forward gathers its parameters again; ``list_copies``: ``d`` copy kernels a call (PyTorch's list-form
-    collectives); ``persist_elements``: parameters under this many elements stay gathered."""
+    collectives); ``persist_elements``: parameters under this many elements stay gathered;
+    ``max_zero_with_pipeline``: the highest ZeRO stage it runs with pipeline stages; ``reduce_bytes``: bytes a
+    gradient value on the wire (``None``: the training dtype's gradients)."""
 
     name: str
     gather: str = "pass"
@@ -78,6 +81,7 @@ class Runtime:
     list_copies: bool = False
     persist_elements: float = 0.0
     max_zero_with_pipeline: int = 3
+    reduce_bytes: int | None = None
 
     def bucket(self, ranks: int) -> float:
         """Parameters in one reduction bucket over ``ranks`` data-parallel ranks.
@@ -109,7 +113,8 @@ PROFILES = {
                              gather_bucket_elements=5e8, prefetch=0, regather_recompute=True, list_copies=True,
                              persist_elements=1e5, max_zero_with_pipeline=1),
     "fsdp": Runtime("fsdp", gather="block", reduce="block", prefetch=1),
-    "fsdp2": Runtime("fsdp2", gather="block", reduce="block", prefetch=1),
+    # torchtitan's FSDP2 reduces in fp32 (job config mixed_precision_reduce = "float32", pytorch/torchtitan)
+    "fsdp2": Runtime("fsdp2", gather="block", reduce="block", prefetch=1, reduce_bytes=4),
 }
 
 

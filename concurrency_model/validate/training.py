@@ -54,7 +54,8 @@ ASSUMPTIONS = {
                      "taken from the 2021-01 row of the same hidden size",
     "narayanan_table2": "Selene = dgx-a100 (A100-SXM4-80GB); PTD: tensor x pipeline from the llm-analysis "
                         "run scripts (8x12, 8x35), data = GPUs / 96 or / 280; ZeRO-3: tensor = pipeline = 1, "
-                        "data = GPUs, zero_stage 3; 175B = 96 x 12288, 96 heads; 530B = 105 x 20480, "
+                        "data = GPUs, zero_stage 3 under DeepSpeed of March 2021 (framework deepspeed-0.3, v0.3.13); "
+                        "175B = 96 x 12288, 96 heads; 530B = 105 x 20480, "
                         "128 heads; seq 2048, vocab 51200; full recompute; fp16; Adam; 1f1b",
 }
 
@@ -89,9 +90,10 @@ def _scenario(model, cluster, data, tensor, pipeline, micro, global_batch, recom
                          "microbatch_size": int(micro), "global_batch": int(global_batch), "schedule": "1f1b"},
             # Megatron-LM's local DDP (the default of the 2020-2021 releases measured here) all-reduces the
             # gradients after the backward pass, and DeepSpeed's ZeRO-1/2 leave overlap_comm off by default:
-            # no overlap; ZeRO-3 prefetches parameters and reduces gradients during the passes
+            # no overlap; ZeRO-3 prefetches parameters and reduces gradients during the passes. Every set here
+            # ran in 2020-2021: ZeRO-3 is DeepSpeed of that time (deepspeed-0.3, :mod:`..parallel.runtime`)
             "training": {"dtype": dtype, "recompute": recompute, "optimizer": "adam", "zero_stage": zero,
-                         "overlap": zero == 3}}
+                         "overlap": zero == 3, "framework": "deepspeed-0.3" if zero == 3 else "megatron"}}
 
 
 def _vtrain(name: str) -> pd.DataFrame:
