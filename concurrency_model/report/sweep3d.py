@@ -50,9 +50,10 @@ def best_cells(frame: pd.DataFrame) -> pd.DataFrame:
     return ok.loc[ok.groupby(["tensor", "pipeline"])["step_time_s"].idxmin()].reset_index(drop=True)
 
 
-def sweep_heatmap(frame: pd.DataFrame | None = None, ax=None, title: str | None = None):
+def sweep_heatmap(frame: pd.DataFrame | None = None, ax=None, title: str | None = None, runner_up: dict | None = None):
     """Best step time (s) per tensor x pipeline degree (data = GPUs / (t p)) of a sweep frame; cells
-    without a feasible configuration grey and hatched; the fastest cell outlined in red.
+    without a feasible configuration grey and hatched; the fastest cell outlined in red and, given
+    ``runner_up`` (a row of ``SweepResult.to_dict()``'s ``runner_up``), the runner-up's cell in orange.
 
     >>> df = pd.DataFrame({"tensor": [1, 2, 2], "pipeline": [2, 1, 2], "step_time_s": [3.0, 2.0, 2.5]})
     >>> sweep_heatmap(df).get_xlabel()
@@ -89,12 +90,17 @@ def sweep_heatmap(frame: pd.DataFrame | None = None, ax=None, title: str | None 
         tb, pb = best.idxmin()
         ax.add_patch(Rectangle((ps.index(int(pb)) - 0.5, ts.index(int(tb)) - 0.5), 1, 1, fill=False,
                                edgecolor="red", lw=2.5))
+    if runner_up is not None:
+        t2, p2 = runner_up["parallel"]["tensor"], runner_up["parallel"]["pipeline"]
+        if t2 in ts and p2 in ps:
+            ax.add_patch(Rectangle((ps.index(p2) - 0.42, ts.index(t2) - 0.42), 0.84, 0.84, fill=False,
+                                   edgecolor="orange", lw=2, ls="--"))
     ax.set_xticks(range(len(ps)), [str(p) for p in ps])
     ax.set_yticks(range(len(ts)), [str(t) for t in ts])
     ax.set_xlabel("pipeline degree p")
     ax.set_ylabel("tensor degree t")
     ax.set_title(title or f"{MODEL} on {GPUS} GPUs ({CLUSTER}), global batch {GLOBAL_BATCH}: best step time (s) "
-                          "per (t, p); red: fastest", fontsize=10)
+                          "per (t, p); red: fastest" + ("; orange: runner-up" if runner_up else ""), fontsize=10)
     ax.figure.colorbar(im, ax=ax, label="step time (s)")
     return ax
 
@@ -143,6 +149,38 @@ def step_breakdown(est=None, ax=None):
                  f"{par['pipeline']}), microbatch {par['microbatch_size']},\n{par['schedule']}, recompute "
                  f"{tr['recompute']}, ZeRO {tr['zero_stage']}, {est.achieved_flops_per_device / 1e12:.0f} TFLOP/s "
                  f"per GPU, {est.memory_bytes_per_device / 1e9:.0f} GB per GPU", fontsize=8.5, loc="left")
+    ax.grid(True, axis="x", alpha=0.3)
+    return ax
+
+
+def runner_up_breakdown(best, second, ax=None):
+    """The best configuration's and the runner-up's step side by side, part by part (the breakdown's parts that
+    add up to the step, :data:`~concurrency_model.parallel.compose.STEP_PARTS`): what separates them.
+
+    >>> from concurrency_model.parallel.estimate import estimate
+    >>> a = estimate({"model": "gpt2", "parallel": {"data": 8, "global_batch": 64, "microbatch_size": 8}})
+    >>> b = estimate({"model": "gpt2", "parallel": {"data": 4, "tensor": 2, "global_batch": 64, "microbatch_size": 8}})
+    >>> runner_up_breakdown(a, b).get_xlabel()
+    'seconds per step'
+    """
+    ax = new_axes(ax, (8, 4))
+    shown = [k for k in STEP_PARTS if best.breakdown[k] or second.breakdown[k]]
+    y = np.arange(len(shown))
+
+    def label(e):
+        p, t = e.scenario.parallel, e.training
+        return (f"(d, t, p) = ({p['data']}, {p['tensor']}, {p['pipeline']}), ZeRO {t['zero_stage']} "
+                f"({t['framework']}): {e.step_time_s:.2f} s")
+    for k, (e, color) in enumerate(((best, "C3"), (second, "C1"))):
+        vals = [float(e.breakdown[x]) for x in shown]
+        ax.barh(y + (k - 0.5) * 0.4, vals, height=0.4, color=color, edgecolor="k", lw=0.4,
+                label=("best " if k == 0 else "runner-up ") + label(e))
+    ax.set_yticks(y, [PARTS[k] for k in shown], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds per step")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1, frameon=False)
+    ax.set_title("what separates the fastest layout from the runner-up of another layout, part by part",
+                 fontsize=8.5, loc="left")
     ax.grid(True, axis="x", alpha=0.3)
     return ax
 

@@ -141,8 +141,9 @@ class SweepResult:
     def runner_up(self) -> dict | None:
         """The fastest configuration and the fastest of another layout (another :data:`LAYOUT_KEY`: degrees or
         ZeRO stage), each estimated, and what separates them: the breakdown's parts that add up to the step
-        (:data:`~concurrency_model.parallel.compose.STEP_PARTS`), runner-up minus best, largest first.
-        ``None`` when every feasible configuration shares one layout."""
+        (:data:`~concurrency_model.parallel.compose.STEP_PARTS`), runner-up minus best, largest first; the two
+        :class:`~concurrency_model.parallel.estimate.Estimate` in ``estimates``. ``None`` when every feasible
+        configuration shares one layout."""
         flat = self.step_time_s.ravel()
         order = np.argsort(flat, kind="stable")
         rows = self.rows(order)
@@ -154,7 +155,8 @@ class SweepResult:
         eb, es = estimate(self.scenario(best)), estimate(self.scenario(second))
         diff = sorted(((k, es.breakdown[k] - eb.breakdown[k]) for k in STEP_PARTS), key=lambda kv: -abs(kv[1]))
         return {"best": self._row_dict(best), "runner_up": self._row_dict(second),
-                "separates": [{"part": k, "runner_up_minus_best_s": v} for k, v in diff if abs(v) > 1e-12]}
+                "separates": [{"part": k, "runner_up_minus_best_s": v} for k, v in diff if abs(v) > 1e-12],
+                "estimates": (eb, es)}
 
     def _row_dict(self, r: pd.Series) -> dict:
         """One configuration in the scenario's shape with its step, band, memory and run figures (``to_dict``)."""
