@@ -20,6 +20,11 @@ def run(a) -> dict:
         out["slowest_stage"] = dict(table.attrs)
         out["layer_kinds"] = e.layer_kinds().to_dict(orient="records")
         out["layers"] = table.nlargest(a.layers, "total_s").to_dict(orient="records")
+    if a.runner_up:
+        from ..sweep import runner_up
+        ru = runner_up(raw)
+        if ru:
+            out["runner_up"] = {**ru["runner_up"], "separates": ru["separates"], "faster": ru["faster"]}
     if a.sensitivities:
         from ..parallel.sensitivity import bound_by, sensitivities
         out["sensitivities"] = sensitivities(raw).to_dict(orient="records")
@@ -105,6 +110,15 @@ def show(out: dict) -> None:
     _breakdown(out["step_time_s"], out["breakdown"])
     if "layer_kinds" in out:
         _layers(out)
+    if "runner_up" in out:
+        ru = out["runner_up"]
+        p, t = ru["parallel"], ru["training"]
+        how = "a faster layout" if ru["faster"] else "runner-up (the fastest other layout)"
+        print(f"{how} on these {ru['gpus']} GPUs: data {p['data']} x tensor {p['tensor']} x pipeline {p['pipeline']}, "
+              f"microbatch {p['microbatch_size']}, {p['schedule']}, ZeRO-{t['zero_stage']} ({t['framework']}): "
+              f"{ru['step_time_s']:.4g} s; what separates it (its seconds minus these):")
+        for x in ru["separates"][:4]:
+            print(f"  {x['runner_up_minus_best_s']:>+10.4g} s  {x['part']}")
     if "sensitivities" in out:
         print(f"{out['bound_by']}; elasticities d ln T / d ln x:")
         for r in out["sensitivities"]:
@@ -133,6 +147,9 @@ def show_compare(out: dict) -> None:
 def register(sub) -> None:
     e = sub.add_parser("estimate", help="step time, breakdown and memory of a scenario (data x tensor x pipeline)")
     add_scenario(e)
+    e.add_argument("--runner-up", action="store_true",
+                   help="also the fastest other layout (degrees, ZeRO stage) on these GPUs and what separates it "
+                        "(a sweep: seconds)")
     e.add_argument("--sensitivities", action="store_true",
                    help="add the elasticity of the step time to each hardware parameter")
     e.add_argument("--layers", nargs="?", const=10, type=positive_int, metavar="N",

@@ -138,6 +138,19 @@ class SweepResult:
         order = np.lexsort((flat, gpus))  # by GPU count, then step time: the first of each count is its fastest
         return self.rows(order[np.unique(gpus[order], return_index=True)[1]])
 
+    def against(self, layout: dict) -> dict | None:
+        """The fastest configuration of another layout than ``layout`` (a row or dict with the
+        :data:`LAYOUT_KEY` fields), with its estimate: the runner-up of a given configuration (``estimate
+        --runner-up``); ``None`` when there is none."""
+        flat = self.step_time_s.ravel()
+        rows = self.rows(np.argsort(flat, kind="stable"))
+        mine = "/".join(str(layout[k]) for k in LAYOUT_KEY)
+        other = np.flatnonzero(rows[list(LAYOUT_KEY)].astype(str).agg("/".join, axis=1).to_numpy() != mine)
+        if not len(other):
+            return None
+        row = rows.iloc[other[0]]
+        return {**self._row_dict(row), "estimate": estimate(self.scenario(row))}
+
     def runner_up(self) -> dict | None:
         """The fastest configuration and the fastest of another layout (another :data:`LAYOUT_KEY`: degrees or
         ZeRO stage), each estimated, and what separates them: the breakdown's parts that add up to the step
