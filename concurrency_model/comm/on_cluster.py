@@ -112,7 +112,7 @@ def collective_on_cluster(op: str, n, ranks: int, cluster, ranks_per_node: int |
 
     >>> alg, t, p = collective_on_cluster("allreduce", 2**30, 16, "dgx-a100")
     >>> alg, p.kind
-    ('nccl:ring/Simple', 'mixed')
+    ('nccl:tree/Simple', 'mixed')
     >>> collective_on_cluster("allreduce", 2**30, 16, "dgx-a100", algorithm="hierarchical")[0]
     'hierarchical'
     """
