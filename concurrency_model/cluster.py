@@ -241,7 +241,8 @@ def cluster_from_dict(d: dict, origin: str = "cluster") -> Cluster:
     if host not in HOST_CPUS:
         raise ValueError(f"{origin}.host_cpu: unknown {host!r}; allowed: {', '.join(repr(h) for h in HOST_CPUS)}")
     return Cluster(name=d["name"], device=device, intra=tier_from_dict(d["intra"], f"{origin}.intra"),
-                   inter=tier_from_dict(d["inter"], f"{origin}.inter"), host_cpu=host, sources=dict(d.get("sources", {})),
+                   inter=tier_from_dict(d["inter"], f"{origin}.inter"), host_cpu=host,
+                   sources=dict(d.get("sources", {})),
                    notes=d.get("notes", ""), **counts)
 
 

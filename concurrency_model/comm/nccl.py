@@ -61,9 +61,9 @@ bandwidths, ``bw * efficiency``, in the place of NCCL's 20 GB/s per NVLink and N
   30); NVLS: one channel per GPU (head), each head carrying twice its share (``ncclTopoSearchTryNvls``), so
   ``k`` channels of ``intra_bw / (k + 1)`` (the search rounds that down to its speed array: 40 GB/s on an
   H100, 320 GB/s in all, x 5/6 = 267 GB/s algbw against the ~275 measured, hardware.md 3C);
-* across nodes: one channel per NIC the group reaches (``k * nic_share``), each at the NIC's effective
-  bandwidth, the total at most ``intra_bw``; the tree's intra-node bandwidth may reach twice its network
-  bandwidth on two nodes (``search.cc`` pass 2: "increase bwIntra for trees (2 nodes)"), which
+* across nodes: one channel per NIC the group reaches (``k * nic_share``, at least one), together at the
+  effective bandwidth of those NICs, the total at most ``intra_bw``; the tree's intra-node bandwidth may
+  reach twice its network bandwidth on two nodes (``search.cc`` pass 2: "increase bwIntra for trees (2 nodes)"), which
   ``tuning.cc`` uses for ``N <= 2``; NVLS-tree: ``min(intra_bw / (k + 1), nic_bw)`` per channel (half the
   NIC beyond two nodes).
 
@@ -197,7 +197,7 @@ def _graphs(lay: Layout) -> dict:
         g["nvls"] = (k, intra / (k + 1), "intra")
         return g
     nch = max(1, round(lay.nics))
-    nic = lay.nic_bw / 1e9
+    nic = lay.nics * lay.nic_bw / 1e9 / nch  # per channel: the group's share of the node's NICs
     cap = intra / nch if k > 1 else math.inf
     ring = (nch, min(nic, cap), "inter" if nic <= cap else "intra")
     tree_net = 2 * nic if lay.nodes <= 2 else nic

@@ -7,8 +7,8 @@ algorithm is the one ``auto`` picks on the nominal cluster. On NVIDIA GPUs that 
 (:mod:`concurrency_model.comm.nccl`): its latency (launch included) goes into the latency slot and
 ``bytes / bandwidth`` onto the tier that bounds the bandwidth NCCL's model used (the NIC for channels at
 the NIC's rate, else the intra-node links), so that the estimate and a sweep that rescales the links see
-the time :func:`~concurrency_model.comm.on_cluster.collective_on_cluster` gives. :mod:`.features` and its mixins keep every
-collective of a step in this form so that :mod:`concurrency_model.sweep` can rescale the links.
+the time :func:`~concurrency_model.comm.on_cluster.collective_on_cluster` gives. :mod:`.features` and its
+mixins keep every collective of a step in this form so that :mod:`concurrency_model.sweep` can rescale the links.
 """
 from __future__ import annotations
 
