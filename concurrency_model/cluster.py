@@ -9,6 +9,8 @@ and ``calibrate network`` writes the same shape) holds:
   optionally ``overlap_slowdown`` and (inter) ``oversubscription`` (:class:`Tier`);
   ``bw_Bps`` is bytes/s **per direction per endpoint**: per GPU for an intra-node tier (all of its
   NVLinks together), per NIC for a network tier; ``efficiency`` is the achievable fraction of it;
+* ``host_cpu`` (optional): the host CPU vendor, ``intel``, ``amd`` or ``""`` (unknown); NCCL's tuning
+  model reads it across nodes (:mod:`concurrency_model.comm.nccl`);
 * ``sources`` (one entry per field; ``shared/reference/hardware.md`` keys), ``notes``.
 
 Alpha-beta per tier: ``alpha = latency``, ``beta = 1 / (bw * efficiency)`` (``T = alpha + n * beta``).
@@ -50,6 +52,7 @@ from .hardware import Device, device_from_dict, load_device, read_spec
 
 TIER_KINDS = ("nvlink", "nvswitch", "pcie", "infiniband", "roce", "ethernet", "omnipath", "loopback")
 PLACEMENT_KINDS = ("intra", "inter", "mixed")
+HOST_CPUS = ("", "intel", "amd", "arm", "power")
 
 
 @dataclass(frozen=True)
@@ -133,10 +136,13 @@ class Cluster:
     inter: Tier
     nics_per_node: int
     nodes: int = 1
+    host_cpu: str = ""  # host CPU vendor (HOST_CPUS); "" = unknown
     sources: dict = field(default_factory=dict, compare=False)
     notes: str = field(default="", compare=False)
 
     def __post_init__(self):
+        if self.host_cpu not in HOST_CPUS:
+            raise ValueError(f"host_cpu: unknown {self.host_cpu!r}; allowed: {', '.join(repr(h) for h in HOST_CPUS)}")
         count("gpus_per_node", self.gpus_per_node)
         count("nics_per_node", self.nics_per_node)
         count("nodes", self.nodes)
@@ -168,14 +174,15 @@ class Cluster:
     def to_dict(self) -> dict:
         """The preset-file form (the device as its name; :func:`load_cluster` reads it back)."""
         return {"name": self.name, "device": self.device.name, "gpus_per_node": self.gpus_per_node,
-                "nodes": self.nodes, "nics_per_node": self.nics_per_node, "intra": self.intra.to_dict(),
+                "nodes": self.nodes, "nics_per_node": self.nics_per_node, "host_cpu": self.host_cpu,
+                "intra": self.intra.to_dict(),
                 "inter": self.inter.to_dict(), "sources": dict(self.sources), "notes": self.notes}
 
 
 # -- loading ------------------------------------------------------------------------------------------
 
 _REQUIRED = ("name", "device", "gpus_per_node", "nics_per_node", "intra", "inter")
-_OPTIONAL = ("nodes", "sources", "notes")
+_OPTIONAL = ("nodes", "host_cpu", "sources", "notes")
 _TIER_REQUIRED = ("name", "kind", "bw_Bps", "latency_s")
 _TIER_OPTIONAL = ("efficiency", "overlap_slowdown", "oversubscription", "pod_nodes", "sources", "notes")
 
@@ -230,8 +237,12 @@ def cluster_from_dict(d: dict, origin: str = "cluster") -> Cluster:
     else:
         raise ValueError(f"{origin}.device: expected a device preset name, file path or object, got {dev!r}")
     counts = {k: count(f"{origin}.{k}", d.get(k, 1)) for k in ("gpus_per_node", "nics_per_node", "nodes")}
+    host = d.get("host_cpu", "")
+    if host not in HOST_CPUS:
+        raise ValueError(f"{origin}.host_cpu: unknown {host!r}; allowed: {', '.join(repr(h) for h in HOST_CPUS)}")
     return Cluster(name=d["name"], device=device, intra=tier_from_dict(d["intra"], f"{origin}.intra"),
-                   inter=tier_from_dict(d["inter"], f"{origin}.inter"), sources=dict(d.get("sources", {})),
+                   inter=tier_from_dict(d["inter"], f"{origin}.inter"), host_cpu=host,
+                   sources=dict(d.get("sources", {})),
                    notes=d.get("notes", ""), **counts)
 
 

@@ -9,6 +9,8 @@ A preset file (a profile written by ``calibrate compute`` has the same shape) ho
   dense rate, hardware.md pitfall 1), counted as the dense product's FLOP as the datasheets count them;
 * ``mem_bw_Bps`` (bytes/s), ``mem_capacity_bytes``, ``launch_overhead_s``, ``multiprocessors`` (SMs or
   CUs or cores), ``l2_bytes`` and ``board_power_w`` where known;
+* ``compute_capability`` (NVIDIA GPUs: 7.0 Volta, 8.0 A100, 9.0 Hopper; 0 = not a CUDA device): picks
+  NCCL's per-architecture constants (:mod:`concurrency_model.comm.nccl`);
 * ``efficiency``: optional fitted constants of :mod:`concurrency_model.timing` (see ``Efficiency``);
 * ``sources``: one source per field (reference key of ``shared/reference/hardware.md`` and its origin),
   ``notes``.
@@ -97,6 +99,7 @@ class Device:
     sparse_flops: dict = field(default_factory=dict)  # math dtype -> FLOP/s with 2:4 structured sparsity
     l2_bytes: float = 0.0
     board_power_w: float = 0.0
+    compute_capability: float = 0.0  # CUDA compute capability (8.0 = A100); 0 = not an NVIDIA CUDA GPU
     efficiency: Efficiency = field(default_factory=Efficiency)
     sources: dict = field(default_factory=dict, compare=False)
     notes: str = field(default="", compare=False)
@@ -122,7 +125,8 @@ class Device:
                 "mem_bw_Bps": self.mem_bw,
                 "mem_capacity_bytes": self.mem_capacity, "launch_overhead_s": self.launch_overhead,
                 "multiprocessors": self.multiprocessors, "l2_bytes": self.l2_bytes,
-                "board_power_w": self.board_power_w, "efficiency": eff, "sources": dict(self.sources),
+                "board_power_w": self.board_power_w, "compute_capability": self.compute_capability,
+                "efficiency": eff, "sources": dict(self.sources),
                 "notes": self.notes}
 
 
@@ -144,7 +148,7 @@ def device_from_dict(d: dict, origin: str = "device") -> Device:
     if missing:
         raise ValueError(f"{origin}: missing field {missing[0]!r}")
     known = set(_REQUIRED) | {"vendor", "kind", "vector_flops", "sparse_flops", "l2_bytes", "board_power_w",
-                              "efficiency",
+                              "compute_capability", "efficiency",
                               "sources", "notes"}
     unknown = sorted(set(d) - known)
     if unknown:
@@ -182,6 +186,7 @@ def device_from_dict(d: dict, origin: str = "device") -> Device:
                   multiprocessors=mp, vendor=d.get("vendor", ""), kind=d.get("kind", "gpu"),
                   l2_bytes=_positive(f"{origin}.l2_bytes", d.get("l2_bytes", 0), True),
                   board_power_w=_positive(f"{origin}.board_power_w", d.get("board_power_w", 0), True),
+                  compute_capability=_positive(f"{origin}.compute_capability", d.get("compute_capability", 0), True),
                   efficiency=Efficiency(**eff), sources=d.get("sources", {}), notes=d.get("notes", ""), **kw)
 
 

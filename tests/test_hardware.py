@@ -22,7 +22,7 @@ EXPECTED = {"p100-sxm2-16gb", "v100-sxm2-32gb", "a100-sxm4-40gb", "a100-sxm4-80g
 
 # top-level fields that hold numbers (or dtype -> number objects); each needs a ``sources`` entry
 NUMERIC_FIELDS = ("peak_flops", "vector_flops", "sparse_flops", "mem_bw_Bps", "mem_capacity_bytes", "launch_overhead_s",
-                  "multiprocessors", "l2_bytes", "board_power_w")
+                  "multiprocessors", "l2_bytes", "board_power_w", "compute_capability")
 
 
 def _raw(filename: str) -> dict:
@@ -64,8 +64,10 @@ def test_preset_sources_cover_every_numeric_field(filename):
     assert {"peak_flops", "mem_bw_Bps", "mem_capacity_bytes", "launch_overhead_s", "multiprocessors"} <= set(present)
     for k in present:
         assert isinstance(sources.get(k), str) and sources[k].strip(), f"{filename}: no source for {k}"
-        # a reference key of hardware.md, or an explicit estimate
-        assert re.search(r"\[R\d+\]", sources[k]) or "estimate" in sources[k], f"{filename}: {k} cites nothing"
+        # a reference key of hardware.md, or an explicit estimate (compute capability: NVIDIA's table, by URL)
+        cites = re.search(r"\[R\d+\]", sources[k]) or "estimate" in sources[k] or \
+            (k == "compute_capability" and "https://developer.nvidia.com/cuda-" in sources[k])
+        assert cites, f"{filename}: {k} cites nothing"
     assert not set(sources) - set(NUMERIC_FIELDS), f"{filename}: sources for unknown fields"
 
 

@@ -8,7 +8,12 @@
   §6.6) works inside the node on the fast tier and across nodes on ``n / ranks_per_node`` bytes, with
   its phases pipelined over chunks as NCCL runs them (:func:`.hierarchical.hierarchical_pipelined`).
 
-``auto`` takes the cheapest of them. Reductions inside NCCL overlap with the transfers, so ``gamma``
+``auto`` takes the cheapest of them, except on a cluster of NVIDIA GPUs (a device with a CUDA compute
+capability), where ``auto`` is what NCCL runs at NCCL's cost (:mod:`.nccl`: its tuning model's algorithm
+and protocol, named ``nccl:<algorithm>/<protocol>``) for broadcast, reduce, allreduce, allgather and
+reduce_scatter; alltoall and p2p (grouped sends in NCCL, outside its tuning model) keep the cheapest
+alpha-beta algorithm. An explicit ``algorithm`` always prices the alpha-beta algorithm of that name, and
+CPU clusters keep it throughout. Reductions inside NCCL overlap with the transfers, so ``gamma``
 defaults to 0 here.
 
 An oversubscribed fabric (the inter tier's ``oversubscription`` r: the nodes inject r times what its
@@ -24,6 +29,7 @@ pass traffic between neighbours, placed so that little of it crosses the core, a
 from __future__ import annotations
 
 from ..cluster import Placement, place
+from . import nccl
 from .collectives import ALGORITHMS, collective_time
 from .hierarchical import PHASES as HIERARCHICAL
 from .hierarchical import hierarchical_pipelined
@@ -67,13 +73,48 @@ def time_on(op: str, algorithm: str, n, placement: Placement, gamma=0) -> float:
     return float(collective_time(op, algorithm, n, placement.ranks, alpha, beta, gamma))
 
 
+def nccl_layout(placement: Placement) -> nccl.Layout | None:
+    """What NCCL's tuning model sees of a placement (:class:`.nccl.Layout`), or None where NCCL does not run
+    (no CUDA compute capability on the cluster's device: CPUs, other vendors' GPUs).
+
+    >>> lay = nccl_layout(place("dgx-a100", 16))
+    >>> lay.cc, lay.nodes, lay.nics, lay.amd_host, lay.nvls
+    (80, 2, 8.0, True, False)
+    """
+    c = placement.cluster
+    cc = int(round(float(c.device.compute_capability) * 10))
+    if c.device.kind != "gpu" or cc <= 0:
+        return None
+    nvlink = c.intra.kind in ("nvlink", "nvswitch")
+    return nccl.Layout(ranks=placement.ranks, nodes=placement.nodes, cc=cc, nvlink=nvlink,
+                       nvls=c.intra.kind == "nvswitch" and cc >= 90, intra_bw=float(placement.intra_bw),
+                       nic_bw=float(c.inter.effective_bw), nics=placement.ranks_per_node * placement.nic_share,
+                       amd_host=c.host_cpu == "amd", launch_s=float(c.device.launch_overhead))
+
+
+def nccl_on(op: str, n, placement: Placement, nccl_version: str | None = None) -> nccl.Choice | None:
+    """The (algorithm, protocol) NCCL runs for ``op`` on ``placement`` and its cost (:func:`.nccl.nccl_choice`),
+    or None where the NCCL layer does not apply (not an NVIDIA GPU cluster, one rank, alltoall or p2p)."""
+    lay = nccl_layout(placement)
+    if lay is None or op not in nccl.OPS or placement.ranks < 2:
+        return None
+    return nccl.nccl_choice(op, float(n), lay, nccl_version or nccl.DEFAULT_VERSION)
+
+
 def collective_on_cluster(op: str, n, ranks: int, cluster, ranks_per_node: int | None = None,
-                          algorithm: str = "auto", gamma=0, groups_sharing: int = 1) -> tuple[str, float, Placement]:
+                          algorithm: str = "auto", gamma=0, groups_sharing: int = 1,
+                          nccl_version: str | None = None) -> tuple[str, float, Placement]:
     """``(algorithm, seconds, placement)`` of a collective of ``ranks`` ranks on ``cluster``.
+
+    ``auto`` on NVIDIA GPUs: NCCL's choice and cost (module doc; ``nccl_version`` one of
+    :data:`.nccl.VERSIONS`, default the newest), named ``nccl:<algorithm>/<protocol>``
+    (:func:`.nccl.split_name`); any other ``algorithm``: that alpha-beta algorithm.
 
     >>> alg, t, p = collective_on_cluster("allreduce", 2**30, 16, "dgx-a100")
     >>> alg, p.kind
-    ('hierarchical', 'mixed')
+    ('nccl:tree/Simple', 'mixed')
+    >>> collective_on_cluster("allreduce", 2**30, 16, "dgx-a100", algorithm="hierarchical")[0]
+    'hierarchical'
     """
     if op not in ALGORITHMS:
         raise ValueError(f"op: unknown {op!r}; allowed: {', '.join(ALGORITHMS)}")
@@ -81,6 +122,10 @@ def collective_on_cluster(op: str, n, ranks: int, cluster, ranks_per_node: int |
     if algorithm not in allowed:
         raise ValueError(f"algorithm: {algorithm!r} does not apply to {op}; allowed: {', '.join(allowed)}")
     p = place(cluster, ranks, ranks_per_node, groups_sharing)
+    if algorithm == "auto":
+        c = nccl_on(op, n, p, nccl_version)
+        if c is not None:
+            return c.name, c.time_s, p
     if algorithm != "auto":
         return algorithm, time_on(op, algorithm, n, p, gamma), p
     best = min(((time_on(op, a, n, p, gamma), a) for a in allowed[1:]), key=lambda x: x[0])

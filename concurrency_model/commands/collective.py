@@ -5,6 +5,7 @@ import argparse
 
 from ..cluster import cluster_names
 from ..comm import ALGORITHMS, OPS, algbw, auto, busbw, collective_time, lower_bound
+from ..comm.nccl import split_name
 from ..comm.on_cluster import algorithms, collective_on_cluster
 from . import add_json, byte_count, positive_int
 
@@ -46,7 +47,7 @@ def run(a) -> dict:
             alg, t = a.algorithm, collective_time(a.op, a.algorithm, a.bytes, a.ranks, a.alpha, a.beta, gamma)
         out["lower_bound_s"] = float(lower_bound(a.op, a.bytes, a.ranks, a.alpha, a.beta, gamma))
     t = float(t)
-    out.update({"time_s": t, "algorithm": alg,
+    out.update({"time_s": t, "algorithm": alg, "protocol": split_name(alg)[1],
                 "algbw_Bps": float(algbw(a.bytes, t)) if t > 0 else None,
                 "busbw_Bps": float(busbw(a.op, a.bytes, t, a.ranks)) if t > 0 else None})
     return out
@@ -55,7 +56,8 @@ def run(a) -> dict:
 def show(out: dict) -> None:
     where = out["placement"]["cluster"] if "placement" in out else "alpha-beta"
     print(f"{out['op']} of {out['bytes']:,} bytes on {out['ranks']} ranks ({where}): "
-          f"{out['time_s'] * 1e6:,.2f} us with {out['algorithm']}")
+          f"{out['time_s'] * 1e6:,.2f} us with {out['algorithm']}"
+          + (f" (NCCL protocol {out['protocol']})" if out.get("protocol") else ""))
     if out["algbw_Bps"]:
         print(f"  algbw {out['algbw_Bps'] / 1e9:,.2f} GB/s, busbw {out['busbw_Bps'] / 1e9:,.2f} GB/s")
     if "lower_bound_s" in out:

@@ -107,7 +107,7 @@ def compressed_sync_on_cluster(scheme, gradient, P: int, cluster, ranks_per_node
 
     >>> r = compressed_sync_on_cluster("fp16", 25557032, 16, "dgx1-v100")
     >>> r["algorithm"], r["message_bytes"]
-    ('hierarchical', 51114064.0)
+    ('nccl:tree/LL128', 51114064.0)
     """
     from ..cluster import load_cluster, place
     from ..comm.on_cluster import algorithms, collective_on_cluster, inter_beta

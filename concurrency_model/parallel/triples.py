@@ -3,8 +3,12 @@
 A collective's time at link-bandwidth scales ``s`` is ``latency + max(intra / s_intra, inter / s_inter)``:
 exact for a flat algorithm on one tier and for NCCL's pipelined two-level collective
 (:func:`~concurrency_model.comm.hierarchical.hierarchical_pipelined`, whose tiers work concurrently). The
-algorithm is the one ``auto`` picks on the nominal cluster. :mod:`.features` and its mixins keep every
-collective of a step in this form so that :mod:`concurrency_model.sweep` can rescale the links.
+algorithm is the one ``auto`` picks on the nominal cluster. On NVIDIA GPUs that is NCCL's choice
+(:mod:`concurrency_model.comm.nccl`): its latency (launch included) goes into the latency slot and
+``bytes / bandwidth`` onto the tier that bounds the bandwidth NCCL's model used (the NIC for channels at
+the NIC's rate, else the intra-node links), so that the estimate and a sweep that rescales the links see
+the time :func:`~concurrency_model.comm.on_cluster.collective_on_cluster` gives. :mod:`.features` and its
+mixins keep every collective of a step in this form so that :mod:`concurrency_model.sweep` can rescale the links.
 """
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import numpy as np
 
 from ..comm.collectives import collective_time
 from ..comm.hierarchical import hierarchical_pipelined
-from ..comm.on_cluster import _flat, collective_on_cluster, inter_beta
+from ..comm.on_cluster import _flat, collective_on_cluster, inter_beta, nccl_on
 
 ZERO_TRIPLE = (0.0, 0.0, 0.0)
 
@@ -31,6 +35,10 @@ def collective_triple(op: str, nbytes: float, ranks: int, cluster, ranks_per_nod
     if ranks == 1 or nbytes == 0:
         return ZERO_TRIPLE
     alg, _, pl = collective_on_cluster(op, nbytes, ranks, cluster, ranks_per_node, groups_sharing=groups_sharing)
+    if alg.startswith("nccl:"):
+        c = nccl_on(op, nbytes, pl)
+        busy = nbytes / c.bw_Bps
+        return (c.latency_s, 0.0, busy) if c.bound == "inter" else (c.latency_s, busy, 0.0)
     if alg == "hierarchical":
         g, n = pl.ranks_per_node, pl.nodes
         (ai, bi), (ae, be) = pl.intra, pl.inter

@@ -40,7 +40,9 @@
 * ``preset``: the nccl-tests sweeps from the cluster presets alone (``dgx-a100`` for the 2 x 8 A100 run,
   the nearest preset: OCI's nodes have A100-40GB on RoCE; ``gcp-a3-mega`` for the 2 x 8 H100 run, its own
   system: 200 Gb/s GPUDirect-TCPXO NICs where DGX H100 has 400 Gb/s InfiniBand), through
-  :func:`~concurrency_model.comm.on_cluster.collective_on_cluster` with ``auto``.
+  :func:`~concurrency_model.comm.on_cluster.collective_on_cluster` with ``auto``: what NCCL's tuning
+  model runs (:mod:`concurrency_model.comm.nccl`), with the tables of the NCCL version the run states
+  (:func:`nccl_version`: 2.19.3 for the A100 run; the H100 log states none, so the default).
 """
 from __future__ import annotations
 
@@ -49,6 +51,9 @@ import pandas as pd
 
 from ..calibrate.allreduce_forms import TWO_LEVEL, flat, hierarchical_ring, identifiable
 from ..calibrate.fit_select import Fitted, GroupSearch, Protocols, Single, Switch, select
+import re
+
+from ..comm.nccl import DEFAULT_VERSION
 from ..comm.on_cluster import collective_on_cluster
 from ..datasets import load
 
@@ -167,16 +172,35 @@ def fitted(df: pd.DataFrame | None = None) -> pd.DataFrame:
     return res
 
 
+def nccl_version(software: str) -> str:
+    """The transcribed NCCL tables (:data:`~concurrency_model.comm.nccl.VERSIONS`) for a run's stated
+    software: ``2.19`` for NCCL 2.19-2.22 (the tables changed next in 2.23), ``2.23`` from 2.23, the
+    default where no version is stated.
+
+    >>> nccl_version("nccl-tests:pytorch-23.10-nccl-2.19.3-1"), nccl_version("mpirun -np 16")
+    ('2.19', '2.23')
+    """
+    m = re.search(r"nccl-(\d+)\.(\d+)", str(software))
+    if not m:
+        return DEFAULT_VERSION
+    return "2.19" if (int(m.group(1)), int(m.group(2))) < (2, 23) else "2.23"
+
+
 def preset(df: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The nccl-tests sweeps predicted from the cluster presets (no fitting)."""
+    """The nccl-tests sweeps predicted from the cluster presets (no fitting); ``algorithm`` is the
+    (algorithm, protocol) NCCL's model runs."""
     df = rows() if df is None else df
     res = df[df["system"].isin(PRESETS)].copy()
-    pred = []
+    nt = load("nccltests_allreduce_sweeps")
+    versions = {run: nccl_version(sw) for run, sw in zip(nt["run_id"], nt["software"])}
+    pred, algs = [], []
     for _, r in res.iterrows():
-        _, t, _ = collective_on_cluster("allreduce", r["size_bytes"], int(r["ranks"]), PRESETS[r["system"]],
-                                        int(r["ranks"] // r["nodes"]))
+        alg, t, _ = collective_on_cluster("allreduce", r["size_bytes"], int(r["ranks"]), PRESETS[r["system"]],
+                                          int(r["ranks"] // r["nodes"]), nccl_version=versions[r["system"]])
         pred.append(t)
+        algs.append(alg)
     res["predicted_s"] = pred
+    res["algorithm"] = algs
     res["ape"] = (res["predicted_s"] - res["measured_s"]).abs() / res["measured_s"] * 100
     res["mode"] = "preset"
     return res

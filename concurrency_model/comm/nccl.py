@@ -1,0 +1,343 @@
+"""Collectives as NCCL runs them: NCCL's own tuning model (algorithm x protocol, latency + bytes / bandwidth).
+
+NCCL times every (algorithm, protocol) pair of a call with a latency and a bandwidth it derives from the
+topology it detected, and runs the pair with the least time (``ncclTopoTuneModel`` and
+``ncclTopoGetAlgoTime`` in ``src/graph/tuning.cc``; the choice in ``topoGetAlgoInfo``, ``src/enqueue.cc``).
+This module transcribes that model; the constants below are NCCL's (repository ``NVIDIA/nccl``):
+
+* **v2.19** = tag ``v2.19.3-1`` (commit ``8c6c5951854a57ba90c4424fa040497f6defac46``), the version of the
+  A100 nccl-tests sweep in ``data/``; **v2.23** = tag ``v2.23.4-1`` (commit
+  ``68b542363f9a44cdaac480f51ebe0fc26de96139``), the default: the first table with PAT and with the Hopper
+  rows retuned. Paths: ``src/graph/tuning.cc`` (every table and formula named below),
+  ``src/graph/search.cc`` (channel search, ``ncclTopoDupChannels``, speed arrays), ``src/enqueue.cc``
+  (choice), ``src/include/info.h`` (``nBytes``), ``src/transport/net_ib.cc`` (``props->latency = 0``).
+
+Per pair, with ``P`` ranks on ``N`` nodes, ``k = P / N`` ranks per node (``tuning.cc``):
+
+* **latency** (us) = ``baseLat[alg][proto]`` + per-hop hardware latencies ``hwLat[tier][alg][proto]`` x
+  NCCL's hop counts. Ring allreduce / allgather / reduce-scatter: ``(nsteps - nInter) * intraLat + nInter *
+  interLat`` with ``nsteps`` = ``2(P-1)`` (allreduce), ``P-1`` (allgather, reduce-scatter), ``P``
+  (broadcast, reduce); ``nInter`` = ``2N`` for a multi-node allreduce in v2.19, ``2(N-1)`` in v2.23,
+  ``N-1`` for allgather / reduce-scatter; ``intraLat`` is at least the network post overhead once
+  ``N > 1`` (``getNetOverhead``: 1 us on Intel hosts, 2 us on AMD, x3 for Simple). Broadcast and reduce:
+  one hop when every channel follows the same ring order (``sameChannels``; taken to hold on one node and
+  not across nodes, where channels start at different NICs), else ``nsteps`` hops (Simple with the tree's
+  hop latency). Tree (allreduce): ``2 ((k-1) intraLat + log2(N) interLat)``. NVLS: ``intraLat`` (+
+  ``interLat`` across nodes); NVLS-tree: ``intraLat + 2 log2(N) interLat``; PAT (v2.23, allgather /
+  reduce-scatter, one rank per node): ``8 + log2(N) interLat / 3.5 + 2.8 P``. ``interLat`` =
+  ``hwLat[NET]`` + the network plugin's latency (0 for InfiniBand / RoCE: ``net_ib.cc``; counted twice for
+  Simple, the flush); in v2.23 with ``k = 1`` the tree's network latency. The ring Simple allreduce across
+  nodes is x1.4 (x1.9 before Ampere) once ``nBytes / (channels * P) >= 64`` (``ncclTopoGetAlgoTime``,
+  "plateau effect of ring").
+* **bandwidth** (GB/s) = ``nChannels * bw`` of the algorithm's graph (the channel search's result) with
+  NCCL's per-protocol refinements: ring LL ``min(llMaxBw, busBw / 4 or / 3)`` (v2.19) or ``/ 2`` (v2.23);
+  ring LL128 ``min(0.92 busBw (0.7 at one rank per node, v2.19), nChannels * perChMaxRingLL128Bw)``; tree
+  ``min(0.92 busBw, nChannels * perChMaxTreeBw)``, LL ``min(/ 3.8, llMaxBw)``, LL128 ``min(x 7/9 (one node)
+  or x 120/128, nChannels * perChMaxTreeLL128Bw)``, x0.85 for the simple ``TREE`` pattern (one rank per
+  node); PAT x0.85. Then to algorithm bandwidth: ring x ``P / nsteps`` (so ``2(P-1)/P`` is the allreduce
+  busbw factor), NVLS / NVLS-tree x 5/6, tree x 1/2 (v2.23: not for allgather / reduce-scatter off the
+  ring). The caps are per GPU architecture: ``llMaxBws`` (one node: by GPU, Volta / Ampere / Hopper;
+  several nodes: by host CPU, Intel / AMD), ``perChMaxRingLL128Bws``, ``perChMaxTreeLL128Bws``,
+  ``perChMaxTreeBws`` (columns 1 node / 2 nodes / more). Blackwell has no row in these versions: NCCL's
+  ``minCompCap >= 90`` puts it on the Hopper row. The tree's bandwidth is scaled by
+  ``treeCorrectionFactor[proto][log2(nBytes / 64)]`` below 512 MiB.
+* **time** = ``latency + nBytes / bandwidth`` (``ncclTopoGetAlgoTime``), where ``nBytes`` is the vector for
+  allreduce / broadcast / reduce and the whole gathered buffer for allgather / reduce-scatter
+  (``info.h``: ``nBytes *= nRanks``), as this toolkit's ``n``.
+* **per-call cost**: nccl-tests times a loop of back-to-back calls on one stream (``all_reduce_perf``), so
+  each call also pays one kernel launch, the device preset's ``launch_overhead_s`` (~3.8 us back-to-back,
+  hardware.md [R32]); NCCL's own model leaves it out because it is the same for every pair.
+* **enabled pairs**: LL128 only with NVLink inside the node and compute capability 7.0, 8.0 or 9.0 (the
+  default ``protoEnable`` check); NVLS only where the node has NVLink SHARP: an NVSwitch node of compute
+  capability >= 9.0 (``search.cc``: no NVLS graph without NVSwitches or below sm90); NVLS itself on one
+  node only (across nodes it needs CollNet, which is left out), NVLS-tree across nodes; NVLS allgather /
+  reduce-scatter on one node; PAT (v2.23) with one rank per node on a host-driven network.
+
+The topology search is not run. Its outcome is taken from the cluster's tiers (the presets' effective
+bandwidths, ``bw * efficiency``, in the place of NCCL's 20 GB/s per NVLink and NIC speeds) [D]:
+
+* one node: ring and tree graphs of ``intra_bw`` per GPU in channels of 20 GB/s (30 GB/s from sm90):
+  the NVSwitch search finds 6 x 40 (6 x 60) GB/s and ``ncclTopoDupChannels`` halves them into 12 x 20 (12 x
+  30); NVLS: one channel per GPU (head), each head carrying twice its share (``ncclTopoSearchTryNvls``), so
+  ``k`` channels of ``intra_bw / (k + 1)`` (the search rounds that down to its speed array: 40 GB/s on an
+  H100, 320 GB/s in all, x 5/6 = 267 GB/s algbw against the ~275 measured, hardware.md 3C);
+* across nodes: one channel per NIC the group reaches (``k * nic_share``, at least one), together at the
+  effective bandwidth of those NICs, the total at most ``intra_bw``; the tree's intra-node bandwidth may
+  reach twice its network bandwidth on two nodes (``search.cc`` pass 2: "increase bwIntra for trees (2 nodes)"), which
+  ``tuning.cc`` uses for ``N <= 2``; NVLS-tree: ``min(intra_bw / (k + 1), nic_bw)`` per channel (half the
+  NIC beyond two nodes).
+
+Host CPU (``Cluster.host_cpu``): NCCL reads it for ``llMaxBw`` across nodes and ``getNetOverhead``; unknown
+hosts take NCCL's default (the Intel values).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+#: NCCL versions whose tables are transcribed (module doc); the default is the newest.
+VERSIONS = ("2.19", "2.23")
+DEFAULT_VERSION = "2.23"
+PROTOCOLS = ("LL", "LL128", "Simple")
+#: ops NCCL's tuning model times (alltoall is grouped send/recv, outside the model)
+OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce")
+
+_LL, _LL128, _SIMPLE = 0, 1, 2
+# tuning.cc baseLat [alg][proto], us
+_BASE_LAT = {
+    "2.19": {"tree": (6.8, 14.0, 0.0), "ring": (6.6, 14.0, 8.4), "nvls": (0, 0, 0), "nvls_tree": (0, 0, 0)},
+    "2.23": {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "nvls": (0, 0, 0), "nvls_tree": (0, 0, 0)},
+}
+# tuning.cc hwLat [NVLINK / PCI / NET][alg][proto], us
+_HW_LAT = {
+    "2.19": {
+        "nvlink": {"tree": (.6, 1.25, 28), "ring": (.6, 1.9, 3.4), "nvls": (0, 0, 23), "nvls_tree": (0, 0, 23)},
+        "pci": {"tree": (1.0, 1.9, 28), "ring": (1.0, 2.5, 5.7), "nvls": (0, 0, 0), "nvls_tree": (0, 0, 0)},
+        "net": {"tree": (5.0, 8.5, 28), "ring": (2.7, 4.0, 14.0), "nvls": (0, 0, 18), "nvls_tree": (0, 0, 14)},
+    },
+    "2.23": {
+        "nvlink": {"tree": (.6, 1.25, 4.0), "ring": (.6, 1.9, 3.4), "nvls": (0, 0, 25), "nvls_tree": (0, 0, 25)},
+        "pci": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7), "nvls": (0, 0, 0), "nvls_tree": (0, 0, 0)},
+        "net": {"tree": (5.0, 8.5, 14), "ring": (2.7, 4.0, 14.0), "nvls": (0, 0, 18), "nvls_tree": (0, 0, 14)},
+    },
+}
+# tuning.cc llMaxBws [row][N1/N2/N4], GB/s; row: one node -> GPU (Volta, Ampere, Hopper); several -> CPU (Intel,
+# AMD). v2.19's Hopper row equals Ampere's; v2.23 raised it.
+_LL_MAX_BW = {"2.19": ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (87.7, 22.5, 19.0)),
+              "2.23": ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0))}
+# tuning.cc per-channel caps [Volta, Ampere, Hopper][N1/N2/N4], GB/s (the same in both versions)
+_PER_CH_RING_LL128 = ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 36.7))
+_PER_CH_TREE_LL128 = ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0))
+_PER_CH_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0))
+# tuning.cc treeCorrectionFactor [proto][log2(nBytes >> 6)], powers of two from 64 B to 256 MiB
+_TREE_CORRECTION = (
+    (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),
+    (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0),
+    (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
+)
+#: per-channel bandwidth of a one-node ring / tree graph after ncclTopoDupChannels (search.cc speed arrays:
+#: 40 GB/s halved pre-sm90, 60 GB/s halved from sm90), GB/s
+_INTRA_CHANNEL_GBPS = {False: 20.0, True: 30.0}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What NCCL's tuning model reads of a communicator: ``ranks`` on ``nodes`` nodes; ``cc`` the compute
+    capability x 10 (80 = Ampere); ``nvlink`` whether GPUs of a node talk over NVLink (else PCIe);
+    ``nvls`` whether the node has NVLink SHARP; ``amd_host`` the host CPU vendor; ``intra_bw`` effective
+    bytes/s per GPU inside a node, ``nic_bw`` of one NIC, ``nics`` the NICs per node the group reaches;
+    ``net_latency_s`` the network plugin's latency (0 for InfiniBand / RoCE); ``launch_s`` the per-call
+    kernel launch; ``host_driven_net`` False for a device-offload network (no PAT)."""
+
+    ranks: int
+    nodes: int
+    cc: int
+    nvlink: bool
+    nvls: bool
+    intra_bw: float
+    nic_bw: float = 0.0
+    nics: float = 0.0
+    amd_host: bool = False
+    net_latency_s: float = 0.0
+    launch_s: float = 0.0
+    host_driven_net: bool = True
+
+    @property
+    def per_node(self) -> int:
+        return self.ranks // self.nodes
+
+    @property
+    def arch(self) -> int:
+        """Row of NCCL's per-architecture tables: 0 Volta (and older), 1 Ampere, 2 Hopper and later."""
+        return 2 if self.cc >= 90 else 1 if self.cc >= 80 else 0
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One (algorithm, protocol) pair as NCCL's model prices it: seconds of latency (launch included),
+    bandwidth in bytes/s, ``time_s`` for the message, and which tier bounds the bandwidth."""
+
+    algorithm: str
+    protocol: str
+    latency_s: float
+    bw_Bps: float
+    time_s: float
+    bound: str  # "intra" or "inter"
+
+    @property
+    def name(self) -> str:
+        """``nccl:<algorithm>/<protocol>``, the name :func:`~.on_cluster.collective_on_cluster` returns."""
+        return f"nccl:{self.algorithm}/{self.protocol}"
+
+
+def split_name(name: str) -> tuple[str, str | None]:
+    """``(algorithm, protocol)`` of a name :func:`~.on_cluster.collective_on_cluster` returned (protocol
+    None for the alpha-beta algorithms).
+
+    >>> split_name("nccl:tree/LL128"), split_name("ring")
+    (('nccl:tree', 'LL128'), ('ring', None))
+    """
+    if name.startswith("nccl:") and "/" in name:
+        alg, proto = name.rsplit("/", 1)
+        return alg, proto
+    return name, None
+
+
+def _log2i(x: int) -> int:
+    return x.bit_length() - 1 if x > 0 else -1
+
+
+def _graphs(lay: Layout) -> dict:
+    """``(nChannels, bw per channel GB/s, bound tier)`` of the ring, tree, NVLS graphs (module doc [D])."""
+    intra = lay.intra_bw / 1e9
+    k = lay.per_node
+    if lay.nodes == 1:
+        nch = max(1, round(intra / _INTRA_CHANNEL_GBPS[lay.cc >= 90]))
+        g = {"ring": (nch, intra / nch, "intra"), "tree": (nch, intra / nch, "intra")}
+        g["nvls"] = (k, intra / (k + 1), "intra")
+        return g
+    nch = max(1, round(lay.nics))
+    nic = lay.nics * lay.nic_bw / 1e9 / nch  # per channel: the group's share of the node's NICs
+    cap = intra / nch if k > 1 else math.inf
+    ring = (nch, min(nic, cap), "inter" if nic <= cap else "intra")
+    tree_net = 2 * nic if lay.nodes <= 2 else nic
+    tree = (nch, min(tree_net, cap), "inter" if tree_net <= cap else "intra")
+    head = intra / (k + 1)
+    net = nic if lay.nodes <= 2 else nic / 2
+    nvls_tree = (nch, min(head, net), "inter" if net <= head else "intra")
+    return {"ring": ring, "tree": tree, "nvls_tree": nvls_tree}
+
+
+def _candidates(op: str, lay: Layout, version: str) -> list[tuple[str, int]]:
+    out = []
+    if op in ("broadcast", "reduce"):
+        return [("ring", p) for p in range(3)]
+    out += [("ring", p) for p in range(3)]
+    if op == "allreduce":
+        out += [("tree", p) for p in range(3)]
+        if lay.nvls:
+            out.append(("nvls" if lay.nodes == 1 else "nvls_tree", _SIMPLE))
+    else:  # allgather, reduce_scatter
+        if lay.nvls and lay.nodes == 1:
+            out.append(("nvls", _SIMPLE))
+        if version != "2.19" and lay.nodes == lay.ranks and lay.host_driven_net:
+            out.append(("pat", _SIMPLE))
+    ll128 = lay.nvlink and lay.cc in (70, 80, 90)
+    return [(a, p) for a, p in out if p != _LL128 or ll128]
+
+
+def _bandwidth(op, alg, p, lay, version, graphs) -> tuple[float, str]:
+    """Algorithm bandwidth in GB/s (NCCL's ``comm->bandwidths``) and the tier bounding it."""
+    P, N, a = lay.ranks, lay.nodes, lay.arch
+    col = 0 if N == 1 else 1 if N == 2 else 2
+    row = a if N == 1 else (1 if lay.amd_host else 0)
+    ll_max = _LL_MAX_BW[version][row][col]
+    nch, bw, bound = graphs["ring" if alg == "pat" else alg]
+    bus = nch * bw
+    ppn = P / N
+    if alg == "ring" and p == _LL:
+        quarter = N > 1 or op in ("allreduce", "reduce")
+        bus = min(ll_max, bus * ((0.25 if quarter else 1 / 3) if version == "2.19" else 0.5))
+    if alg == "ring" and p == _LL128:
+        eff = 0.7 if (version == "2.19" and ppn < 2) else 0.92
+        bus = min(bus * eff, nch * _PER_CH_RING_LL128[a][col])
+    if alg == "tree":
+        bus = min(bus * .92, nch * _PER_CH_TREE[a][col])
+        if p == _LL:
+            bus = min(bus / 3.8, ll_max)
+        if p == _LL128:
+            bus = min(bus * (7 / 9 if N == 1 else 120 / 128), nch * _PER_CH_TREE_LL128[a][col])
+        if ppn == 1:  # the simple TREE pattern of a one-GPU node (search.cc), x0.85 in tuning.cc
+            bus *= .85
+    if alg == "pat":
+        bus *= .85
+    nsteps = 2 * (P - 1) if op == "allreduce" else P - 1 if op in ("allgather", "reduce_scatter") else P
+    gather = op in ("allgather", "reduce_scatter")
+    if not (version != "2.19" and alg != "ring" and gather):
+        bus *= P / nsteps if alg == "ring" else 5 / 6 if alg in ("nvls", "nvls_tree") else .5
+    return bus, bound
+
+
+def _latency(op, alg, p, lay, version) -> float:
+    """NCCL's ``comm->latencies`` in us (module doc)."""
+    P, N = lay.ranks, lay.nodes
+    ppn = P // N
+    hw = _HW_LAT[version]
+    intra_hw = "nvlink" if lay.nvlink else "pci"
+    if alg == "pat":
+        inter = hw["net"]["tree"][p] + lay.net_latency_s * 1e6 * (2 if p == _SIMPLE else 1)
+        return 8 + _log2i(N) * inter / 3.5 + P * 2.8
+    base = _BASE_LAT[version][alg][p]
+    intra = hw[intra_hw][alg][p]
+    net_alg = "tree" if (version != "2.19" and ppn == 1) else alg
+    inter = hw["net"][net_alg][p] + lay.net_latency_s * 1e6 * (2 if p == _SIMPLE else 1)
+    if alg == "ring":
+        nsteps = 2 * (P - 1) if op == "allreduce" else P - 1 if op in ("allgather", "reduce_scatter") else P
+        if op in ("broadcast", "reduce"):
+            where = "net" if N > 1 else intra_hw
+            if N == 1:  # sameChannels [D]
+                return base + hw[where]["ring"][p]
+            lat = hw[where]["tree" if p == _SIMPLE else "ring"][p]
+            return base + nsteps * lat
+        overhead = 0.0
+        if N > 1:
+            overhead = (2.0 if lay.amd_host else 1.0) * (3 if p == _SIMPLE else 1)
+        intra = max(intra, overhead)
+        if version == "2.19":
+            n_inter = (2 * N if N > 1 else 0) if op == "allreduce" else N - 1
+        else:
+            n_inter = 0 if N == 1 else 2 * (N - 1) if op == "allreduce" else N - 1
+        return base + (nsteps - n_inter) * intra + n_inter * inter
+    if alg == "tree":
+        return base + 2 * ((ppn - 1) * intra + _log2i(N) * inter)
+    if alg == "nvls":
+        return intra + (inter if N > 1 else 0)
+    return base + intra + 2 * _log2i(N) * inter  # nvls_tree
+
+
+def choices(op: str, n: float, lay: Layout, version: str = DEFAULT_VERSION) -> list[Choice]:
+    """Every enabled (algorithm, protocol) pair of ``op`` on ``n`` bytes, priced as NCCL prices it.
+
+    >>> lay = Layout(ranks=8, nodes=1, cc=80, nvlink=True, nvls=False, intra_bw=230e9)
+    >>> [c.name for c in choices("allreduce", 8192, lay)][:3]
+    ['nccl:ring/LL', 'nccl:ring/LL128', 'nccl:ring/Simple']
+    """
+    if op not in OPS:
+        raise ValueError(f"op: NCCL's tuning model covers {', '.join(OPS)}, not {op!r}")
+    if version not in VERSIONS:
+        raise ValueError(f"nccl_version: unknown {version!r}; allowed: {', '.join(VERSIONS)}")
+    if lay.ranks < 2:
+        return [Choice("none", "none", 0.0, math.inf, 0.0, "intra")]
+    graphs = _graphs(lay)
+    out = []
+    nbytes = int(n)
+    for alg, p in _candidates(op, lay, version):
+        bw, bound = _bandwidth(op, alg, p, lay, version, graphs)
+        if bw <= 0:
+            continue
+        lat = _latency(op, alg, p, lay, version)
+        if alg == "tree":
+            ls = _log2i(nbytes >> 6) if version != "2.19" else max(0, _log2i(nbytes >> 6))
+            if 0 <= ls < 23:
+                bw *= _TREE_CORRECTION[p][ls]
+        if alg == "ring" and p == _SIMPLE and lay.nodes > 1 and op == "allreduce" and \
+                nbytes / (graphs["ring"][0] * lay.ranks) >= 64:
+            lat *= 1.4 if lay.cc >= 80 else 1.9
+        lat_s = lat * 1e-6 + lay.launch_s
+        bw_Bps = bw * 1e9
+        out.append(Choice(alg, PROTOCOLS[p], lat_s, bw_Bps, lat_s + n / bw_Bps, bound))
+    return out
+
+
+def nccl_choice(op: str, n: float, lay: Layout, version: str = DEFAULT_VERSION) -> Choice:
+    """The pair NCCL runs: the least time of :func:`choices` (ties to the first listed, as NCCL's strict
+    ``<``).
+
+    8 KiB all-reduce on 8 A100s of one node (230 GB/s per GPU): ring LL, ``6.6 + 14 x 0.6 = 15`` us plus
+    8192 B at ``min(87.7, 230 / 2) x 8 / 14`` GB/s:
+
+    >>> c = nccl_choice("allreduce", 8192, Layout(8, 1, 80, True, False, 230e9))
+    >>> c.name, round(c.time_s * 1e6, 2)
+    ('nccl:ring/LL', 15.16)
+    """
+    return min(choices(op, n, lay, version), key=lambda c: c.time_s)
