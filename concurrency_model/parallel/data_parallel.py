@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from functools import lru_cache
 
-from .runtime import Runtime, default_framework, runtime_of, units
+from .runtime import HOST_VIEW_S, Runtime, default_framework, runtime_of, units
 from .triples import ZERO_TRIPLE, _add
 
 GRAD_BYTES = {"fp32": 4, "tf32": 4}  # gradients in the training dtype otherwise (2 bytes for fp16/bf16)
@@ -69,15 +69,15 @@ class DataParallelMixin:
     def _calls(self, op: str, runtime: Runtime, kind: str, value_bytes: float, t: int, p: int, d: int, rpn: int,
                sharing: int) -> tuple:
         """Triple of one pass's ``op`` calls on a stage (``1/p`` of the model's units, each split ``t`` ways):
-        each call its own collective (its own latency), plus ``d`` copy kernels a call with list-form
-        collectives (:mod:`.runtime`)."""
+        each call its own collective (its own latency), plus ``d`` copy kernels and ``d`` host views a call with
+        list-form collectives (:mod:`.runtime`)."""
         out = ZERO_TRIPLE
         for n, k in Counter(self._units(runtime, kind, d)).items():
             one = self._coll(op, n / t * value_bytes, d, rpn, sharing)
             out = _add(out, tuple(x * k / p for x in one))
         if runtime.list_copies:
             calls = len(self._units(runtime, kind, d)) / p
-            out = (out[0] + calls * d * float(self.dev.launch_overhead), out[1], out[2])
+            out = (out[0] + calls * d * (float(self.dev.launch_overhead) + HOST_VIEW_S), out[1], out[2])
         return out
 
     @lru_cache(maxsize=None)

@@ -30,7 +30,10 @@ is latency-bound where the ideal model sees bandwidth only.
   compute queued before it. Both collectives use PyTorch's list form (``torch.distributed.all_gather`` /
   ``reduce_scatter`` with a list of ``d`` tensors); PyTorch's ``ProcessGroupNCCL`` of that time (1.8,
   ``torch/lib/c10d/ProcessGroupNCCL.cpp``) copies each of the ``d`` outputs out of (inputs into) a flat
-  buffer: ``d`` copies a call, each a kernel launch (the device's ``launch_overhead_s``).
+  buffer: ``d`` copies a call, each a kernel launch (the device's ``launch_overhead_s``); and DeepSpeed builds
+  the ``d`` tensors of each call in a Python loop of ``Tensor.narrow`` views (``for i in range(world_size)`` in
+  ``_allgather_param`` and ``_reduce_scatter_gradient``), :data:`HOST_VIEW_S` each. Both are host work on the
+  critical path, since the device is synchronised before each call.
 * ``fsdp``: PyTorch FSDP (FullyShardedDataParallel, ``torch/distributed/fsdp``): one flat parameter per wrapped
   module (wrapped per transformer block by the usual auto-wrap policies), its all-gather issued one unit
   ahead (``BackwardPrefetch.BACKWARD_PRE`` by default; in the forward the host runs ahead of the device),
@@ -51,6 +54,9 @@ from dataclasses import dataclass, replace
 
 from ..checks import count, did_you_mean, number
 
+#: seconds of one ``Tensor.narrow`` view built from Python, measured on this project's 2-core AMD EPYC VM with
+#: torch 2.13 (``benchmarks/host_view_cost.py``: 3.9 us a view and list append, 2026-12-06)
+HOST_VIEW_S = 3.9e-6
 FRAMEWORKS = ("ideal", "megatron", "deepspeed", "deepspeed-0.3", "fsdp", "fsdp2")
 GRANULARITY = ("pass", "tensor", "module", "block", "bucket")
 
@@ -65,7 +71,7 @@ class Runtime:
     ``bucket_floor_per_rank`` x ranks of Megatron's default; gathers in ``gather_bucket_elements`` where
     given); ``prefetch``: units gathered ahead of the
     compute (``None``: unlimited, the ideal model; 0: serialised); ``regather_recompute``: the recomputed
-    forward gathers its parameters again; ``list_copies``: ``d`` copy kernels a call (PyTorch's list-form
+    forward gathers its parameters again; ``list_copies``: ``d`` copy kernels and ``d`` views a call (list-form
     collectives); ``persist_elements``: parameters under this many elements stay gathered;
     ``max_zero_with_pipeline``: the highest ZeRO stage it runs with pipeline stages; ``reduce_bytes``: bytes a
     gradient value on the wire (``None``: the training dtype's gradients)."""
