@@ -42,7 +42,8 @@ FILES = {"deepbench-gemm": "deepbench_gemm.csv", "deepbench-conv": "deepbench_co
          "torchtitan-llama3-memory": "torchtitan_llama3_train_tps_memory.csv",
          "llmfoundry-mpt": "llmfoundry_mpt_train_throughput.csv",
          "megatron-bridge": "megatron_bridge_train_throughput.csv"}
-QUICK_EVERY = {"vtrain-single": 20, "vtrain-multi": 8, "megatron-2021": 2, "llmfoundry-mpt": 3}  # rows in file order, quick mode
+# rows in file order, quick mode
+QUICK_EVERY = {"vtrain-single": 20, "vtrain-multi": 8, "megatron-2021": 2, "llmfoundry-mpt": 3}
 MIN_BYTES = 64 * 1024  # all-reduce sizes compared (issue 4's range)
 # why a dataset's predictions carry no 80% band (benchmarks/accuracy.py prints it in the note column)
 NO_BAND = {
