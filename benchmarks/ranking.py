@@ -3,7 +3,7 @@ correlation between predicted and measured throughput and whether the predicted 
 (``concurrency_model.validate.ranking``: the groups, one rule per set). Issue 35's target: Spearman >= 0.8 on every
 multi-layout set. A report, not a test: missed targets leave the exit status 0.
 
-About 6 minutes on 2 cores (``--quick``: about 3, one vTrain single-node group in 8 and at most 6 layouts of each
+About 4 minutes on 2 cores (``--quick``: about 3, one vTrain single-node group in 8 and at most 6 layouts of each
 llm-foundry group).
 
     python benchmarks/ranking.py [--quick] [--dataset NAME ...] [--workers N]
