@@ -50,6 +50,13 @@ TARGETS = {
     "vtrain-multi": [("preset", "mean", "all", 0.12)],
     "megatron-2021": [("preset", "median", "all", 0.10)],
     "narayanan2021-table2": [("preset", "median", "all", 0.10)],
+    # modern training stacks (issue 35, concurrency_model.validate.modern): torchtitan tokens/s per GPU and peak
+    # memory median <= 8%; llm-foundry tokens/s per GPU median <= 8%; Megatron-Bridge median <= 10% on the rows
+    # expressible today (the table's "rows ... of" column gives the fraction)
+    "torchtitan-llama3": [("preset", "median", "all", 0.08)],
+    "torchtitan-llama3-memory": [("preset", "median", "all", 0.08)],
+    "llmfoundry-mpt": [("preset", "median", "all", 0.08)],
+    "megatron-bridge": [("preset", "median", "all", 0.10)],
     # calibration of this machine: benchmarks/calibration_accuracy.py (held-out numpy GEMMs, median <= 20%)
     # and benchmarks/network_accuracy.py (held-out sizes, overall median <= 20%)
     "measured-compute-*": [("held-out", "median", "all", 0.20)],

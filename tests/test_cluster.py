@@ -24,7 +24,7 @@ def _raw(name: str) -> dict:
 # -- presets ------------------------------------------------------------------------------------------
 
 def test_expected_presets_exist():
-    assert {"dgx1-v100", "dgx-a100", "dgx-h100", "gcp-a3-mega", "cpu-host"} <= set(cluster_names())
+    assert {"dgx1-v100", "dgx-a100", "dgx-h100", "gcp-a3-mega", "grand-teton-h100", "cpu-host"} <= set(cluster_names())
 
 
 @pytest.mark.parametrize("filename", PRESET_FILES)
@@ -55,6 +55,7 @@ def test_preset_sources_cover_every_field(filename):
     ("dgx-a100", "a100-sxm4-80gb", 8, ("nvswitch", 300e9, 0.767), ("infiniband", 25e9, 0.9)),
     ("dgx-h100", "h100-sxm5-80gb", 8, ("nvswitch", 450e9, 0.822), ("infiniband", 50e9, 0.9)),
     ("gcp-a3-mega", "h100-sxm5-80gb", 8, ("nvswitch", 450e9, 0.822), ("ethernet", 25e9, 0.9)),
+    ("grand-teton-h100", "h100-sxm-96gb-hbm2e", 8, ("nvswitch", 450e9, 0.822), ("roce", 50e9, 0.9)),
 ])
 def test_dgx_values(name, device, nics, intra, inter):
     c = load_cluster(name)

@@ -53,6 +53,10 @@ PUBLISHED = {
     "llama-3-8b": 8_030_261_248,
     "llama-3-70b": 70_553_706_496,
     "llama-3.1-405b": 405_853_388_800,
+    # Llama 3.1 8B / 70B: the Llama 3 shapes (torchtitan's llama3_configs "8B" / "70B" at 9dec370 build both
+    # versions from the same dim, layers, heads, FFN) with a 128K context; RoPE scaling adds no weights
+    "llama-3.1-8b": 8_030_261_248,
+    "llama-3.1-70b": 70_553_706_496,
 }
 
 TINY_LLAMA = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,

@@ -17,7 +17,7 @@ PRESET_DIR = resources.files("concurrency_model") / "presets" / "devices"
 PRESET_FILES = sorted(p.name for p in PRESET_DIR.iterdir() if p.name.endswith(".json"))
 
 EXPECTED = {"p100-sxm2-16gb", "v100-sxm2-32gb", "a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm5-80gb",
-            "h200-sxm-141gb", "m40-24gb", "titanx-maxwell", "titanx-pascal", "titan-xp", "gtx-1080-ti",
+            "h200-sxm-141gb", "h100-sxm-96gb-hbm2e", "m40-24gb", "titanx-maxwell", "titanx-pascal", "titan-xp", "gtx-1080-ti",
             "p100-pcie-16gb", "t4", "mi25", "vega-fe", "xeon-phi-7250"}
 
 # top-level fields that hold numbers (or dtype -> number objects); each needs a ``sources`` entry
@@ -64,8 +64,9 @@ def test_preset_sources_cover_every_numeric_field(filename):
     assert {"peak_flops", "mem_bw_Bps", "mem_capacity_bytes", "launch_overhead_s", "multiprocessors"} <= set(present)
     for k in present:
         assert isinstance(sources.get(k), str) and sources[k].strip(), f"{filename}: no source for {k}"
-        # a reference key of hardware.md, or an explicit estimate (compute capability: NVIDIA's table, by URL)
-        cites = re.search(r"\[R\d+\]", sources[k]) or "estimate" in sources[k] or \
+        # a reference key of hardware.md, a repository at a commit (owner/name @ hash), an explicit estimate, or
+        # (compute capability) NVIDIA's table by URL
+        cites = re.search(r"\[R\d+\]|[\w.-]+/[\w.-]+ @ [0-9a-f]{7,}", sources[k]) or "estimate" in sources[k] or \
             (k == "compute_capability" and "https://developer.nvidia.com/cuda-" in sources[k])
         assert cites, f"{filename}: {k} cites nothing"
     assert not set(sources) - set(NUMERIC_FIELDS), f"{filename}: sources for unknown fields"
@@ -117,6 +118,9 @@ def test_cited_reference_keys_exist_in_hardware_md():
     ("h200-sxm-141gb", "peak", "bf16", 989.4e12),
     ("h200-sxm-141gb", "mem_bw", None, 4.8e12),
     ("h200-sxm-141gb", "mem_capacity", None, 141e9),
+    ("h100-sxm-96gb-hbm2e", "mem_bw", None, 2.4e12),  # torchtitan benchmarks/*_h100_*.md, Hardware
+    ("h100-sxm-96gb-hbm2e", "mem_capacity", None, 96e9),
+    ("h100-sxm-96gb-hbm2e", "board_power_w", None, 500),
     ("a100-sxm4-40gb", "mem_bw", None, 1.555e12),
     ("a100-sxm4-40gb", "peak", "bf16", 312e12),
     ("a100-sxm4-40gb", "mem_capacity", None, 40e9),

@@ -17,7 +17,7 @@ The sequence length defaults to the model's context (``max_position_embeddings``
 or to ``sliding_window`` when that is shorter (inside the window the attention is exact; longer
 sequences with a sliding window are not modelled). Configs of the published models are package data
 (``presets/hf``): ``gpt2, bert-base-uncased, gpt-neox-20b, llama-2-7b, llama-2-13b, llama-2-70b, llama-3-8b,
-llama-3-70b, llama-3.1-405b, mistral-7b, mixtral-8x7b``.
+llama-3-70b, llama-3.1-8b, llama-3.1-70b, llama-3.1-405b, mistral-7b, mixtral-8x7b``.
 """
 from __future__ import annotations
 

@@ -28,7 +28,8 @@ SOURCES = (
     (r"vtrain", "vTrain ground truth, VIA-Research/vTrain @ f8dda84 (Bang et al., MICRO 2024)",
      "published 2023-12 (arXiv 2312.12391)"),
     (r"megatron.?2020", "Megatron-LM README tables, NVIDIA/Megatron-LM @ 5281919", "2020-09"),
-    (r"megatron", "Megatron-LM README tables, NVIDIA/Megatron-LM @ 152aab3, 50a4b5f", "2021-01 and 2021-04"),
+    (r"megatron(?!.?bridge)", "Megatron-LM README tables, NVIDIA/Megatron-LM @ 152aab3, 50a4b5f",
+     "2021-01 and 2021-04"),
     (r"narayanan", "Narayanan et al. 2021 (SC21) Table 2, via cli99/llm-analysis @ b60b392",
      "2021-04 (arXiv 2104.04473)"),
     (r"tf.?cnn", "TensorFlow performance guide benchmarks, tensorflow/docs @ d13c500", "2017"),
@@ -37,6 +38,12 @@ SOURCES = (
     (r"dle", "NVIDIA/DeepLearningExamples READMEs @ 729963d", "2020-2023"),
     (r"fastertransformer", "FasterTransformer GPT 13B latencies (kipply 2022), via cli99/llm-analysis @ b60b392",
      "2022"),
+    (r"torchtitan", "torchtitan benchmarks, pytorch/torchtitan @ b5bcd76c (benchmarks/*.md, mxfp8.md)",
+     "2024-12 to 2025-08"),
+    (r"llmfoundry", "MPT training benchmarks, mosaicml/llm-foundry @ 8c8dd48f (scripts/train/benchmarking/README.md)",
+     "2023-2024 (README tables last changed 2024-04-22; versions not given per row)"),
+    (r"megatron.?bridge", "Megatron-Bridge performance summary, NVIDIA-NeMo/Megatron-Bridge @ 067f987d "
+     "(docs/performance-summary*.md)", "2025-09 to 2026-06 (NeMo containers 25.09-26.06)"),
     (r"measured", "this toolkit's own calibrate runs, data/measured/", None),
 )
 

@@ -17,6 +17,9 @@ KERNEL_SPARSE = ("deepbench-sparse",)  # pruned fp32 GEMMs (CSR) and the same pr
 COLLECTIVES = {"deepbench-allreduce": "DeepBench", "nccl-tests-allreduce": "nccl-tests"}
 TRAINING = {"vtrain-single": "vtrain_single", "vtrain-multi": "vtrain_multi", "megatron-2020": "megatron_2020",
             "megatron-2021": "megatron_2021", "narayanan2021-table2": "narayanan_table2"}
+# modern training stacks (:mod:`.modern`): name -> (its set, the compared quantity)
+MODERN = {"torchtitan-llama3": ("torchtitan", "tps"), "torchtitan-llama3-memory": ("torchtitan", "memory"),
+          "llmfoundry-mpt": ("llmfoundry", "tps"), "megatron-bridge": ("megatron_bridge", "tps")}
 SCALING = {"tf-cnn-benchmarks": "tf_cnn_benchmarks", "torchgpipe": "torchgpipe", "horovod": "horovod",
            "dle-resnet50": "dle_resnet50", "dle-resnext101": "dle_resnext101", "dle-se-resnext101": "dle_se_resnext101",
            "dle-bert": "dle_bert"}
@@ -34,8 +37,13 @@ FILES = {"deepbench-gemm": "deepbench_gemm.csv", "deepbench-conv": "deepbench_co
          "dle-bert": "nvidia_dle_training_perf_long.csv",
          "fastertransformer-13b": "fastertransformer_13b_inference_latency.csv",
          "deepbench-inference": "deepbench_gemm.csv, deepbench_conv.csv, deepbench_rnn.csv",
-         "deepbench-sparse": "deepbench_sparse.csv"}
-QUICK_EVERY = {"vtrain-single": 20, "vtrain-multi": 8, "megatron-2021": 2}  # rows in file order, quick mode
+         "deepbench-sparse": "deepbench_sparse.csv",
+         "torchtitan-llama3": "torchtitan_llama3_train_tps_memory.csv",
+         "torchtitan-llama3-memory": "torchtitan_llama3_train_tps_memory.csv",
+         "llmfoundry-mpt": "llmfoundry_mpt_train_throughput.csv",
+         "megatron-bridge": "megatron_bridge_train_throughput.csv"}
+# rows in file order, quick mode
+QUICK_EVERY = {"vtrain-single": 20, "vtrain-multi": 8, "megatron-2021": 2, "llmfoundry-mpt": 3}
 MIN_BYTES = 64 * 1024  # all-reduce sizes compared (issue 4's range)
 # why a dataset's predictions carry no 80% band (benchmarks/accuracy.py prints it in the note column)
 NO_BAND = {
@@ -44,6 +52,8 @@ NO_BAND = {
     "deepbench-sparse": "no band: its three boards share one chip (GP102), so no other device's residuals to "
                         "take a spread from",
     "horovod": "no band: scaling efficiency = ratio of two estimates (the scales mostly cancel); not propagated",
+    "torchtitan-llama3-memory": "no band: memory is counted, not timed; the uncertainty model samples rates, not "
+                                "bytes",
 }
 
 
@@ -225,6 +235,29 @@ def _training_chunk(name: str, df: pd.DataFrame) -> pd.DataFrame:
     return _frame(name, training_mode(name), r["source_row"], label, group.to_numpy(), meas, pred,
                   "s" if by_time else "TFLOP/s per GPU", r["status"].to_numpy(), r["reason"].fillna("").to_numpy(),
                   lo.to_numpy(), hi.to_numpy())
+
+
+# --- modern training stacks ---------------------------------------------------------------------------------
+def _modern_rows(name: str) -> pd.DataFrame:
+    from . import modern
+    return modern.rows(MODERN[name][0])
+
+
+def _modern(name: str, df: pd.DataFrame) -> pd.DataFrame:
+    """Rows of one modern set (:mod:`.modern`) predicted, in the registry's shape: tokens/s per GPU, or peak memory
+    per GPU in bytes (``-memory``; rows without a published memory left out)."""
+    from . import modern
+    what = MODERN[name][1]
+    if what == "memory":
+        df = df[df["measured_memory_bytes"].notna()]
+    r = modern.evaluate(df, workers=1)
+    note = np.where(r["status"] == "ok", r["note"], r["reason"].fillna(""))
+    if what == "memory":
+        return _frame(name, "preset", r["source_row"], r["label"], r["group"].to_numpy(), r["measured_memory_bytes"],
+                      r["predicted_memory_bytes"], "B", r["status"].to_numpy(), note)
+    return _frame(name, "preset", r["source_row"], r["label"], r["group"].to_numpy(), r["measured_tps"],
+                  r["predicted_tps"], "tokens/s per GPU", r["status"].to_numpy(), note, r["predicted_tps_p10"],
+                  r["predicted_tps_p90"])
 
 
 # --- data-parallel scaling and pipeline speedups ------------------------------------------------------------

@@ -5,7 +5,9 @@ Datasets (:func:`names`): ``deepbench-gemm``, ``deepbench-conv``, ``deepbench-rn
 kernels, forward), ``deepbench-sparse`` (pruned GEMMs and the same products dense, :mod:`.sparse`);
 ``deepbench-allreduce``, ``nccl-tests-allreduce`` (all-reduce times, :mod:`.collectives`, sizes >= 64 KiB);
 ``vtrain-single``, ``vtrain-multi``, ``megatron-2020``, ``megatron-2021``, ``narayanan2021-table2``
-(training iterations, :mod:`.training`); ``tf-cnn-benchmarks``, ``torchgpipe``, ``horovod``,
+(training iterations, :mod:`.training`); ``torchtitan-llama3``, ``torchtitan-llama3-memory``, ``llmfoundry-mpt``,
+``megatron-bridge`` (tokens/s per GPU of modern training stacks, and torchtitan's peak memory, :mod:`.modern`);
+``tf-cnn-benchmarks``, ``torchgpipe``, ``horovod``,
 ``dle-resnet50``, ``dle-resnext101``, ``dle-se-resnext101``, ``dle-bert`` (data-parallel images/s and
 sequences/s, pipeline speedups, 512-GPU scaling efficiency, :mod:`.scaling`); ``fastertransformer-13b``
 (inference latencies, :mod:`.inference`); and one per run of the toolkit's own calibration under
@@ -56,9 +58,9 @@ from .. import datasets, uncertainty
 from ..progress import Progress
 
 from .adapters import (COLLECTIVES, COLUMNS, FILES, INFERENCE, KERNEL_INFERENCE, KERNEL_SPARSE, KERNELS,
-                       MIN_BYTES, QUICK_EVERY, SCALING, TRAINING, _collective, _collective_rows, _inference,
+                       MIN_BYTES, MODERN, QUICK_EVERY, SCALING, TRAINING, _collective, _collective_rows, _inference,
                        _kernel_datasheet, _kernel_frame, _kernel_held_out, _kernel_inference, _kernel_rows,
-                       _kernel_sparse, _measured_compute, _measured_network,
+                       _kernel_sparse, _measured_compute, _measured_network, _modern, _modern_rows,
                        _scaling, _scaling_rows, _training_chunk, _training_rows, kernel_band, no_band_reason,
                        training_mode)
 
@@ -83,7 +85,8 @@ def names() -> list[str]:
     >>> names()[:3]
     ['deepbench-gemm', 'deepbench-conv', 'deepbench-rnn']
     """
-    return [*KERNELS, *KERNEL_INFERENCE, *KERNEL_SPARSE, *COLLECTIVES, *TRAINING, *SCALING, *INFERENCE, *_measured()]
+    return [*KERNELS, *KERNEL_INFERENCE, *KERNEL_SPARSE, *COLLECTIVES, *TRAINING, *MODERN, *SCALING, *INFERENCE,
+            *_measured()]
 
 
 # --- running ------------------------------------------------------------------------------------------------
@@ -134,6 +137,16 @@ def _plan(asked: list[str], quick: bool, all_modes: bool, info: dict) -> list:
                 for _, g in df.groupby(["hidden", "layers"], sort=False, dropna=False):  # a model's rows share
                     jobs.extend(([name], _training_chunk, (name, g.iloc[i:i + 8]))   # the estimate's caches
                                 for i in range(0, len(g), 8))
+            elif name in MODERN:
+                df = _modern_rows(name)
+                if MODERN[name][1] == "memory":
+                    df = df[df["measured_memory_bytes"].notna()].reset_index(drop=True)
+                info[name].update(rows_total=len(df), mode="preset")
+                every = QUICK_EVERY.get(name, 1) if quick else 1
+                if every > 1:
+                    df = df.iloc[::every].reset_index(drop=True)
+                    info[name]["sampled"] = f"1 row in {every}, in file order (quick)"
+                jobs.extend(([name], _modern, (name, df.iloc[i:i + 8])) for i in range(0, len(df), 8))
             elif name in SCALING:
                 df = _scaling_rows(name)
                 info[name].update(rows_total=len(df), mode="preset")
@@ -208,6 +221,8 @@ def _cost(job) -> float:
         return 0.0 if args[0] == "preset" else 1e4
     if fn is _training_chunk:
         return float(args[1]["layers"].fillna(0).sum())
+    if fn is _modern:  # ~0.3 s a row on one core (a 405B or 70B row ~1 s)
+        return 30.0 * len(args[1])
     return 0.0
 
 

@@ -1,0 +1,173 @@
+"""Modern training sets (:mod:`concurrency_model.validate.modern`): the cell parser, the row -> scenario rule of
+each set on hand-picked rows, the unmappable reasons, and the Grand Teton presets against their sources."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from concurrency_model.cluster import load_cluster
+from concurrency_model.hardware import load_device
+from concurrency_model.models import get_model
+from concurrency_model.validate import modern
+from concurrency_model.validate.registry import names
+
+
+@pytest.fixture(scope="module")
+def titan():
+    return modern.rows("torchtitan")
+
+
+@pytest.fixture(scope="module")
+def foundry():
+    return modern.rows("llmfoundry")
+
+
+@pytest.fixture(scope="module")
+def bridge():
+    return modern.rows("megatron_bridge")
+
+
+# -- cells as published ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cell, value, alt", [
+    ("37556 (36108)", 37556.0, 36108.0), ("5,762", 5762.0, None), ("1,071", 1071.0, None),
+    ("30624 (29521)", 30624.0, 29521.0), ("475[^nemotron-3-super-b200-nvfp4-note]", 475.0, None),
+    ("597.3", 597.3, None), (" 829 ", 829.0, None), ("n/a", None, None), ("", None, None), (16, 16.0, None),
+])
+def test_cells_parse(cell, value, alt):
+    got = modern.number(cell)
+    assert (math.isnan(got) if value is None else got == value)
+    a = modern.alternative(cell)
+    assert (math.isnan(a) if alt is None else a == alt)
+
+
+# -- torchtitan --------------------------------------------------------------------------------------------------
+
+def test_torchtitan_fsdp_row(titan):
+    r = titan.iloc[0]  # Table 1 FSDP: Llama 3.1 8B, 8 GPUs, local batch 2, selective AC, bf16, 5,762 tps, 82.4 GiB
+    sc = modern.scenario_for(r)
+    assert sc["model"] == {"hf_config": "llama-3.1-8b", "seq_len": 8192, "fused_attention": True}
+    assert sc["cluster"] == "grand-teton-h100"
+    p, t = sc["parallel"], sc["training"]
+    assert (p["data"], p["tensor"], p["pipeline"], p["context"]) == (8, 1, 1, 1)
+    assert (p["microbatch_size"], p["global_batch"]) == (2, 16)
+    assert (t["dtype"], t["recompute"], t["zero_stage"], t["framework"]) == ("bf16", "selective", 3, "fsdp2")
+    assert r["measured_tps"] == 5762 and r["measured_memory_bytes"] == pytest.approx(82.4 * 2 ** 30)
+    assert titan.iloc[1]["note"] == "torch.compile" and titan.iloc[2]["dtype"] == "fp8"  # + Float8
+
+
+def test_torchtitan_context_parallel_row(titan):
+    p = modern.scenario_for(titan.iloc[4])["parallel"]  # Table 2 FSDP 4, CP 2 at 65,536 tokens, local batch 1
+    assert (p["data"], p["context"], p["global_batch"], p["microbatch_size"]) == (4, 2, 4, 1)
+    assert modern.scenario_for(titan.iloc[4])["model"]["seq_len"] == 65536
+    assert modern.scenario_for(titan.iloc[4])["training"]["recompute"] == "full"
+
+
+def test_torchtitan_pipeline_rows(titan):
+    # Table 5, 405B on 512 GPUs (FSDP 8, TP 8, PP 8), local batch 32: torchtitan's default of as many microbatches
+    # as stages (8) -> microbatch 4; interleaved 1F1B: 2 stages a rank
+    one, inter = (modern.scenario_for(titan.iloc[i]) for i in (12, 13))
+    p = one["parallel"]
+    assert (p["data"], p["tensor"], p["pipeline"], p["microbatch_size"], p["global_batch"]) == (8, 8, 8, 4, 256)
+    assert p["sequence_parallel"] and (p["schedule"], p["interleave"]) == ("1f1b", 1)
+    assert (inter["parallel"]["schedule"], inter["parallel"]["interleave"]) == ("interleaved", 2)
+    assert one["training"]["dtype"] == "fp8" and titan.iloc[12]["note"] == "torch.compile; async TP (as TP)"
+
+
+def test_torchtitan_h200_and_b200(titan):
+    h200 = titan[titan["label"].str.startswith("Trainy")]
+    assert set(h200["cluster"]) == {"dgx-h200"} and (h200["unmappable"] == "").all()
+    b200 = titan[titan["label"].str.startswith("MXFP8")]
+    assert len(b200) == 4
+    assert set(b200["unmappable"]) == {"not mappable: no preset for B200 (and the model is not stated)"}
+    assert b200["measured_memory_bytes"].isna().all()  # published in GB, a unit not compared
+    with pytest.raises(ValueError, match="no preset for B200"):
+        modern.scenario_for(b200.iloc[0])
+
+
+def test_torchtitan_memory_refusal_kept():
+    r = modern.evaluate(modern.rows("torchtitan").iloc[:1])
+    assert r.loc[0, "status"] == "refused" and r.loc[0, "reason"].startswith("memory:")
+    assert np.isnan(r.loc[0, "ape_tps"])
+
+
+# -- llm-foundry -------------------------------------------------------------------------------------------------
+
+def test_llmfoundry_rows(foundry):
+    sc = modern.scenario_for(foundry.iloc[0])  # 70b on 512 H100, FULL_SHARD, AC, mbs 8, global 4096 sequences
+    assert sc["model"] == {"kind": "gpt", "layers": 80, "hidden": 8192, "heads": 64, "seq_len": 2048, "vocab": 50368,
+                           "fused_attention": True}
+    assert (sc["cluster"], sc["parallel"]["data"], sc["parallel"]["microbatch_size"]) == ("dgx-h100", 512, 8)
+    assert sc["training"]["zero_stage"] == 3 and sc["training"]["recompute"] == "full"
+    assert sc["training"]["framework"] == "fsdp"
+    sgo = modern.scenario_for(foundry.iloc[12])  # 3b SHARD_GRAD_OP, no AC
+    assert sgo["training"]["zero_stage"] == 2 and sgo["training"]["recompute"] == "none"
+    assert modern.scenario_for(foundry.iloc[70])["training"]["dtype"] == "fp8"  # amp_fp8
+    assert modern.scenario_for(foundry.iloc[77])["cluster"] == "dgx-a100"
+    assert (foundry["unmappable"] == "").all() and foundry.loc[0, "measured_tps"] == 1007
+
+
+def test_mpt_shapes_reproduce_every_published_parameter_count(foundry):
+    from concurrency_model.datasets import load
+    published = load("llmfoundry_mpt_train_throughput")["num_params"]
+    for (model, seq), idx in foundry.groupby(["model", "seq"]).groups.items():
+        spec = modern.model_spec(foundry.loc[idx[0]])
+        assert get_model(spec).params == published[idx[0]], (model, seq)
+        assert (published[idx] == published[idx[0]]).all()
+
+
+# -- Megatron-Bridge ---------------------------------------------------------------------------------------------
+
+def test_megatron_bridge_rows(bridge):
+    sc = modern.scenario_for(bridge.iloc[0])  # 26.06 405B on 1024 H100: TP 8, PP 8, CP 2, VP 8, GBS 1536, FP8
+    p, t = sc["parallel"], sc["training"]
+    assert (p["data"], p["tensor"], p["pipeline"], p["context"]) == (8, 8, 8, 2)
+    assert (p["schedule"], p["interleave"], p["sequence_parallel"]) == ("interleaved", 8, True)
+    assert (t["dtype"], t["zero_stage"], t["framework"], t["recompute"]) == ("fp8", 1, "megatron", "none")
+    fsdp = modern.scenario_for(bridge.iloc[80])  # 25.11 Llama 3 8B on 8 H100, FSDP 8, FP8-CS
+    assert fsdp["training"]["zero_stage"] == 3 and fsdp["parallel"]["data"] == 8
+    assert fsdp["model"]["hf_config"] == "llama-3-8b" and fsdp["parallel"]["sequence_parallel"] is False
+    assert bridge.loc[91, "dtype"] == "fp8"  # 25.09: no precision column (ASSUMPTIONS)
+    assert bridge.loc[30, "measured_tflops"] == 475  # a footnote marker in the cell
+
+
+def test_megatron_bridge_unmappable_reasons(bridge):
+    assert (bridge["unmappable"] == "").sum() == 14  # dense Llama on DGX-H100, not LoRA
+    assert bridge.loc[1, "unmappable"] == "not mappable: mixture-of-experts model DeepSeekV3 has no model preset yet"
+    assert bridge.loc[5, "unmappable"].startswith("not mappable: Nemotron_3_Nano is a hybrid Mamba")
+    assert bridge.loc[74, "unmappable"] == "not mappable: no preset for DGX-B200"
+    assert bridge.loc[74, "measured_tps"] == 30624  # "30624 (29521)": the first configuration
+    assert bridge.loc[10, "unmappable"] == "not mappable: LoRA rank and target modules are not published"
+
+
+def test_megatron_bridge_row_predicted(bridge):
+    r = modern.evaluate(bridge.iloc[[80]])
+    assert r.loc[0, "status"] == "ok"
+    # tokens/s per GPU = 128 sequences x 8192 tokens / (step x 8 GPUs)
+    assert r.loc[0, "predicted_tps"] == pytest.approx(128 * 8192 / (r.loc[0, "predicted_time_s"] * 8))
+    assert r.loc[0, "ape_tps"] == pytest.approx(abs(r.loc[0, "predicted_tps"] / 14451 - 1))
+
+
+def test_registered():
+    assert {"torchtitan-llama3", "torchtitan-llama3-memory", "llmfoundry-mpt", "megatron-bridge"} <= set(names())
+    with pytest.raises(ValueError, match="dataset: unknown 'mpt'"):
+        modern.rows("mpt")
+
+
+# -- presets of torchtitan's hosts -------------------------------------------------------------------------------
+
+def test_grand_teton_presets_match_their_sources():
+    d = load_device("h100-sxm-96gb-hbm2e")
+    # torchtitan @ b5bcd76c benchmarks/llama3_h100_202412_torchtitan.md: 96GB HBM2e, 2.4 TB/sec, 500W limit
+    assert (d.mem_bw, d.mem_capacity, d.board_power_w) == (2.4e12, 96e9, 500)
+    assert "2.4 TB/sec" in d.sources["mem_bw_Bps"] and "500W" in d.sources["board_power_w"]
+    # the peaks: H100 SXM5's, the upper bound torchtitan names (between NVL and SXM); the cap is not modelled
+    sxm = load_device("h100-sxm5-80gb")
+    assert d.peak_flops == sxm.peak_flops and d.peak("bf16") == 989.4e12
+    assert "not modelled" in d.sources["peak_flops"]
+    c = load_cluster("grand-teton-h100")
+    assert c.device == d and (c.gpus_per_node, c.nics_per_node) == (8, 8)
+    assert c.inter.bw == 400e9 / 8  # 400 Gb/s per GPU, bytes per second per direction
+    assert c.intra.bw == 450e9 and c.intra.kind == "nvswitch"
