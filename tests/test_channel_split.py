@@ -10,6 +10,7 @@ import pytest
 
 from concurrency_model import estimate, get_model
 from concurrency_model.cluster import load_cluster
+from concurrency_model.comm.on_cluster import collective_on_cluster
 from concurrency_model.parallel import memory
 from concurrency_model.parallel.features import workload
 from concurrency_model.parallel.sensitivity import step_expression
@@ -35,12 +36,12 @@ def run(**parallel):
 
 
 def test_communication_hand_value_on_two_gpus():
-    # two ranks on NVSwitch: an allgather and a reduce-scatter of n bytes are each alpha + (n / 2) beta
-    intra = load_cluster("dgx-a100").intra
-    beta = 1 / (intra.bw * intra.efficiency)
-    per_pass = sum(intra.latency + 16 * x * 2 / 2 * beta for x in VGG16_GATHERED)
+    # two ranks on NVSwitch: an allgather forward and a reduce-scatter backward of n bytes each, as NCCL runs
+    # them (comm.nccl)
+    both = sum(collective_on_cluster(op, 16 * x * 2, 2, "dgx-a100")[1] for x in VGG16_GATHERED
+               for op in ("allgather", "reduce_scatter"))
     e = run()
-    assert e.breakdown["tensor_parallel_comm_s"] == pytest.approx(2 * per_pass, rel=1e-9)  # forward + backward
+    assert e.breakdown["tensor_parallel_comm_s"] == pytest.approx(both, rel=1e-9)  # forward + backward
     assert run(tensor=1, data=2, global_batch=32).breakdown["tensor_parallel_comm_s"] == 0.0
 
 

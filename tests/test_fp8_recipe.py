@@ -82,8 +82,9 @@ def test_fp8_training_keeps_bf16_activations_and_communication():
     assert fp8.memory_bytes_per_device == pytest.approx(bf16.memory_bytes_per_device)  # bf16 weights, activations
     for k in ("tensor_parallel_comm_s", "pipeline_p2p_s", "data_parallel_comm_s"):
         assert fp8.breakdown[k] == pytest.approx(bf16.breakdown[k])  # 16-bit messages
-    # the GEMMs' 2x, less the casts and the 16-bit rest: 8.06 s -> 5.91 s on 1,024 H100s (1.37x)
-    assert bf16.step_time_s / fp8.step_time_s == pytest.approx(1.37, abs=0.02)
+    # the GEMMs' 2x, less the casts and the 16-bit rest: 8.35 s -> 6.19 s on 1,024 H100s (1.35x; 1.37x before
+    # the tensor-parallel collectives took NCCL's per-call latencies, comm.nccl)
+    assert bf16.step_time_s / fp8.step_time_s == pytest.approx(1.35, abs=0.02)
 
 
 def test_fp8_serving_keeps_16_bit_messages_and_an_fp8_cache():

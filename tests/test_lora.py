@@ -70,7 +70,8 @@ def test_memory_gradients_and_optimizer_are_the_adapters():
     w = workload("gpt2", load_cluster("dgx-a100"), "bf16", lora_rank=8)
     assert tuned.breakdown["optimizer_s"] == pytest.approx(
         float(w.optimizer_seconds(memory.model_state_bytes(trained, "adam", "bf16")["total"])), rel=1e-9)
-    assert tuned.breakdown["data_parallel_comm_s"] < full.breakdown["data_parallel_comm_s"] / 50
+    # the adapters' gradients are ~1,000x smaller, but their all-reduces pay NCCL's per-call latency (comm.nccl)
+    assert tuned.breakdown["data_parallel_comm_s"] < full.breakdown["data_parallel_comm_s"] / 25
     assert tuned.memory_bytes_per_device < full.memory_bytes_per_device
     assert json.loads(json.dumps(tuned.to_dict()))["training"]["lora_rank"] == 8  # plain numbers for --json
     g = get_model("gpt2", batch=4)  # the step's FLOP: no frozen weight gradients, the adapters' products added
