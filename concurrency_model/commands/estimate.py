@@ -95,8 +95,8 @@ def show(out: dict) -> None:
     parts = ", ".join(f"{label} {m[k] / 1e9:,.2f}" for k, label in {**MEMORY_PARTS, **RUNTIME_PARTS}.items()
                       if m.get(k))
     upper = out.get("memory_p90_bytes_per_device", out["memory_bytes_per_device"])
-    band = f" (band to {upper / 1e9:,.2f} GB with the allocator's headroom)" if upper != out["memory_bytes_per_device"] \
-        else ""
+    band = "" if upper == out["memory_bytes_per_device"] else \
+        f" (band to {upper / 1e9:,.2f} GB with the allocator's headroom)"
     print(f"memory per device {out['memory_bytes_per_device'] / 1e9:,.2f} GB{band} of {m['capacity_bytes'] / 1e9:,.0f} "
           f"GB ({parts} GB)")
     if out.get("memory_at_risk"):

@@ -65,8 +65,8 @@ def _table(rows: list) -> None:
               + (f" {b['cost']:>12,.0f}" if cost else "") + "  "
               + (" ".join(f"{k}x{v:g}" for k, v in b["hardware_scales"].items() if v != 1) or "preset"))
     if any(b.get("memory_at_risk") for b in rows):
-        print("! memory at risk: the central figure fits, the upper end of its band (the allocator's reserved headroom) "
-              "does not")
+        print("! memory at risk: the central figure fits, the upper end of its band (the allocator's reserved "
+              "headroom) does not")
 
 
 def register(sub) -> None:

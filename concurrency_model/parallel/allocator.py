@@ -58,7 +58,8 @@ partly in use (``c10/cuda/CUDACachingAllocator.cpp``: best-fit splitting of cach
 fraction :data:`FRAGMENTATION` of the bytes a step allocates and frees (activations, gathered parameters,
 gradient buckets, the loss) above the allocated peak. That fraction has no closed form: it is fitted on torchtitan's
 Llama 3.1 8B FSDP + CP rows with full activation checkpointing (Table 2, four rows, which imply 0.108;
-``benchmarks/memory_accuracy.py --fit``) and reported on the others. When ``cudaMalloc`` fails the allocator frees its cached blocks and retries (``CUDACachingAllocator.cpp``), so
+``benchmarks/memory_accuracy.py --fit``) and reported on the others.
+When ``cudaMalloc`` fails the allocator frees its cached blocks and retries (``CUDACachingAllocator.cpp``), so
 the reserved figure never exceeds the device less the bytes outside the allocator (:func:`reserved_bytes`); a
 configuration whose upper end does not fit is "at risk" (allocation retries, then out of memory), not refused.
 
@@ -215,20 +216,22 @@ def framework_parts(framework: str, zero_stage: int, stage_params, unit_params, 
     check_framework(framework)
     if framework == "ideal":
         return dict.fromkeys(PARTS, 0)
-    return {"cuda_context": CUDA_CONTEXT_BYTES, "nccl_buffers": nccl_bytes(groups), "workspaces": workspace_bytes(hopper),
+    return {"cuda_context": CUDA_CONTEXT_BYTES, "nccl_buffers": nccl_bytes(groups),
+            "workspaces": workspace_bytes(hopper),
             "gathered_parameters": gathered_parameter_bytes(framework, zero_stage, stage_params, unit_params,
                                                             weight_bytes, pipelined),
             "gradient_buffers": gradient_buffer_bytes(framework, zero_stage, stage_params, unit_params, weight_bytes,
                                                       data, accumulating),
-            "loss_buffers": loss_buffer_bytes(framework, logits), "recompute_buffer": _out(sp.sympify(recompute_buffer))}
+            "loss_buffers": loss_buffer_bytes(framework, logits),
+            "recompute_buffer": _out(sp.sympify(recompute_buffer))}
 
 
 def fragmentation_bytes(framework: str, transient):
     """The caching allocator's cached headroom above its allocated peak: :data:`FRAGMENTATION` of the ``transient``
     bytes (those a step allocates and frees); 0 for ``ideal``.
 
-    >>> fragmentation_bytes("fsdp", 10e9) / 1e9
-    1.0
+    >>> round(fragmentation_bytes("fsdp", 10e9) / 1e9, 12)
+    1.1
     """
     check_framework(framework)
     return 0 if framework == "ideal" else _out(sp.nsimplify(FRAGMENTATION) * sp.sympify(transient))
@@ -238,7 +241,7 @@ def headroom_bytes(framework: str, transient, groups):
     """The band's upper end less its central figure: :func:`fragmentation_bytes` plus NCCL's buffers at
     :data:`NCCL_MAX_CHANNELS` instead of :data:`NCCL_CHANNELS` channels; 0 for ``ideal``.
 
-    >>> (headroom_bytes("fsdp", 10e9, [8]) - 1e9) / MiB   # and 16 more channels of one communicator
+    >>> round((headroom_bytes("fsdp", 10e9, [8]) - 1.1e9) / MiB, 6)   # and 16 more channels of one communicator
     147.0
     """
     if check_framework(framework) == "ideal":

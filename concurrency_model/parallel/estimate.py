@@ -335,7 +335,8 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     trained = state - compose.frozen_bytes(frozen, tr["zero_stage"], p == 1, t, p, par["data"] * c)
     fw = tr["framework"]
     runtime = {k: float(x) for k, x in compose.framework_memory_fn(
-        fw, w.state_params(e), tr["dtype"], tr["zero_stage"], "1f1b" if schedule == "interleaved" and v == 1 else schedule,
+        fw, w.state_params(e), tr["dtype"], tr["zero_stage"],
+        "1f1b" if schedule == "interleaved" and v == 1 else schedule,
         rec, par["sequence_parallel"], None if shape is None else tuple(shape[k] for k in MEMORY_SHAPE), p == 1,
         allocator.is_hopper(sc.cluster.device.name), w.replicated_params)(b, t, p, m, v, par["data"], act, c).items()}
     extra = {k: runtime[k] for k in allocator.PARTS} if fw != "ideal" else None  # ideal: today's figures exactly
