@@ -55,7 +55,10 @@ def test_equal_passes_meet_the_papers_third(p, m):
 
 
 def test_estimate_defers_the_weight_gradients():
-    one, zb = (estimate(with_schedule(GPT3, s)) for s in ("1f1b", "zb-h1"))
+    # the analysis' first-stage peak (framework "ideal"): a runtime's loss buffers also weigh the last stage, where
+    # zb-h1 keeps p microbatches beside the logits (parallel.allocator)
+    ideal = {**GPT3, "training": {**GPT3.get("training", {}), "framework": "ideal"}}
+    one, zb = (estimate(with_schedule(ideal, s)) for s in ("1f1b", "zb-h1"))
     assert zb.memory_bytes_per_device == one.memory_bytes_per_device
     assert zb.breakdown["bubble_s"] < 0.6 * one.breakdown["bubble_s"]
     assert one.step_time_s - zb.step_time_s == pytest.approx(one.breakdown["bubble_s"] - zb.breakdown["bubble_s"])

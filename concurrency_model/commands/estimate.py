@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..parallel.compose import STEP_PARTS
+from ..parallel.allocator import PARTS
 from ..parallel.estimate import MEMORY_PARTS, estimate
 from . import add_json, add_scenario, positive_int, scenario_of
 from .compare import add_compare, compared, print_rows
@@ -30,6 +31,10 @@ def run(a) -> dict:
         out["sensitivities"] = sensitivities(raw).to_dict(orient="records")
         out["bound_by"] = bound_by(raw)
     return out
+
+
+# what the runtime (training.framework) adds to the memory, in words (:mod:`..parallel.allocator`)
+RUNTIME_PARTS = {f"{k}_bytes": k.replace("_", " ") for k in PARTS}
 
 
 def _breakdown(step: float, b: dict) -> None:
@@ -94,9 +99,15 @@ def show(out: dict) -> None:
           f"{_layout(out)}: {out['throughput_samples_per_s']:,.1f} samples/s, "
           f"{out['achieved_flops_per_device'] / 1e12:,.1f} TFLOP/s per device")
     m = out["memory"]
-    parts = ", ".join(f"{label} {m[k] / 1e9:,.2f}" for k, label in MEMORY_PARTS.items() if m.get(k))
-    print(f"memory per device {out['memory_bytes_per_device'] / 1e9:,.2f} GB of {m['capacity_bytes'] / 1e9:,.0f} GB "
-          f"({parts} GB)")
+    parts = ", ".join(f"{label} {m[k] / 1e9:,.2f}" for k, label in {**MEMORY_PARTS, **RUNTIME_PARTS}.items()
+                      if m.get(k))
+    upper = out.get("memory_p90_bytes_per_device", out["memory_bytes_per_device"])
+    band = "" if upper == out["memory_bytes_per_device"] else \
+        f" (band to {upper / 1e9:,.2f} GB with the allocator's headroom)"
+    print(f"memory per device {out['memory_bytes_per_device'] / 1e9:,.2f} GB{band} of {m['capacity_bytes'] / 1e9:,.0f} "
+          f"GB ({parts} GB)")
+    if out.get("memory_at_risk"):
+        print(f"at risk: {out['memory_risk'].removeprefix('memory: ')}")
     if "run_days" in out:  # a run object: its keys sit beside the step's (DESIGN.md contract)
         r = out
         cost = f", cost {r['cost']:,.0f}" if r.get("cost") is not None else ""

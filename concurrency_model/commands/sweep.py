@@ -74,10 +74,13 @@ def _table(rows: list) -> None:
         print(f"{b['step_time_s']:>10.4g} {band:>19} {b['gpus']:>6} {p['data']:>4} {p['tensor']:>3} {p['pipeline']:>4} "
               f"{ctx:>3} {p.get('expert', 1):>3} {p['microbatch_size']:>3} {p['schedule']:>12} {p['interleave']:>2} "
               f"{'y' if p['sequence_parallel'] else 'n':>3} {t['recompute']:>10} {t['zero_stage']:>4} "
-              f"{b['memory_bytes_per_device'] / 1e9:>7.1f}"
+              f"{b['memory_bytes_per_device'] / 1e9:>7.1f}{'!' if b.get('memory_at_risk') else ' '}"
               + (f" {b['run_days']:>8.2f} {b['gpu_hours']:>11,.0f}" if run else "")
               + (f" {b['cost']:>12,.0f}" if cost else "") + "  "
               + (" ".join(f"{k}x{v:g}" for k, v in b["hardware_scales"].items() if v != 1) or "preset"))
+    if any(b.get("memory_at_risk") for b in rows):
+        print("! memory at risk: the central figure fits, the upper end of its band (the allocator's reserved "
+              "headroom) does not")
 
 
 def register(sub) -> None:

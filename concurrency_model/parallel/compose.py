@@ -32,7 +32,8 @@ bucket) and the optimizer step ``opt``. Composition
   (local SGD synchronises every ``1 / sync_frac`` steps); 0 and 1 for synchronous SGD without stragglers.
 
 Memory per device (:func:`memory_fn`) is the same kind of expression in ``b, t, p, m, v, d, c``, from
-:mod:`.memory`.
+:mod:`.memory`; what the runtime (``training.framework``) adds to it and the band's upper end
+(:func:`framework_memory_fn`) from :mod:`.allocator`.
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ import numpy as np
 import sympy as sp
 
 from ..units import dtype_bytes
-from . import memory, pipeline
+from . import allocator, memory, pipeline
 
 STEP_INPUTS = ("c_f", "c_b", "c_r", "c_w", "c_tf", "c_tb", "c_ef", "c_eb", "c_cf", "c_cb", "c_nf", "c_nb", "t_p2p",
                "p", "m", "v", "ar", "rs", "ag", "agb", "x_dp", "last", "opt", "kappa", "h_f", "h_b", "straggle",
@@ -251,3 +252,69 @@ def _activation_fn(schedule: str, recompute: str, sequence_parallel: bool, shape
     else:
         act = g / p_ * memory._in_flight(schedule, p_, m, v_, 0)
     return sp.lambdify([b, t, p, m, v, g], sp.sympify(act), "numpy")
+
+
+FRAMEWORK_OUTPUTS = allocator.PARTS + ("fragmentation", "headroom")  # :func:`framework_memory_fn`'s arrays
+
+
+@lru_cache(maxsize=None)
+def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: int, schedule: str, recompute: str,
+                        sequence_parallel: bool, shape: tuple | None, single_stage: bool, hopper: bool,
+                        replicated: float = 0.0):
+    """``f(b, t, p, m, v, d, act, c=1) -> dict`` of :data:`FRAMEWORK_OUTPUTS` per device, numpy-vectorised: the parts
+    :func:`.allocator.framework_parts` adds to :func:`memory_fn`'s model state and activations ``act`` under runtime
+    ``framework``, the allocator's ``fragmentation`` and the band's ``headroom`` above the central figure
+    (:func:`.allocator.headroom_bytes`; ``ideal``: all 0). ``d``: the data-parallel degree (ZeRO shards over
+    ``d x c``).
+
+    A unit (what ZeRO-3 gathers at a time) is one transformer block, ``params / layers`` over the tensor degree
+    [D: the embeddings' share spread over the blocks]; a graph without blocks is one unit. The loss sits on the
+    last stage, :func:`memory_fn`'s figure is the first stage's: with several stages the loss buffers count what
+    the last stage's activations, fp32 logits and loss exceed the first stage's by (never less than 0), so the
+    total is the larger of the two stages. The recompute buffer is :func:`.memory.activation_bytes_per_device`'s
+    ``recompute_buffer`` (one layer's activations rebuilt in the backward pass).
+
+    >>> f = framework_memory_fn("ideal", 1e9, "bf16", 0, "1f1b", "none", False, None, True, False)
+    >>> sorted({float(x) for x in f(1, 1, 1, 1, 1, 8, 5e9).values()})
+    [0.0]
+    """
+    allocator.check_framework(framework)
+    b, t, p, m, v, d, c = (_SYM[k] for k in ("b", "t", "p", "m", "v", "d", "c"))
+    act = sp.Symbol("act", nonnegative=True)
+    p_ = sp.Integer(1) if single_stage else p
+    v_ = v if schedule == "interleaved" else 1
+    wb = dtype_bytes(state_dtype(dtype))
+    stage = (sp.nsimplify(params) - sp.nsimplify(replicated)) / (t * p_) + sp.nsimplify(replicated) / p_
+    unit, logits, rebuild, last_extra = stage, sp.Integer(0), sp.Integer(0), sp.Integer(0)
+    if shape is not None:
+        sq, h, a, layers, vocab, fused = shape
+        unit = sp.nsimplify(params) / (layers * t)
+        logits = sq * b * vocab / (t * c)
+        args = (sq, b, h, a, layers, t, sequence_parallel, recompute, p_, schedule, m, v_)
+        first = sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, fused_attention=fused))
+        if framework != "ideal":
+            rebuild = (sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, True, fused)) - first) / c
+        if not single_stage:  # the last stage: its activations and fp32 logits against the first stage's
+            q = sp.Symbol("q", positive=True, integer=True)  # the last stage, p - 1, substituted below
+            last = sp.sympify(memory.activation_bytes_per_device(*args, q, fused_attention=fused)).subs(q, p_ - 1)
+            last += 4 * sq * b * h / t + 4 * sq * b * vocab / t  # its final norm, output input, fp32 logits (§4.3)
+            last_extra = (last - first) / c
+    loss = sp.sympify(allocator.loss_buffer_bytes(framework, logits))
+    if not single_stage and framework != "ideal":
+        loss = sp.Max(0, last_extra + loss)
+    groups = (d * c, t, p, c)
+    parts = allocator.framework_parts(framework, zero_stage, stage, unit, wb, d * c, groups, logits, rebuild, hopper,
+                                      not single_stage, framework == "fsdp2" and not single_stage)
+    parts["loss_buffers"] = 0 if framework == "ideal" else loss
+    transient = act + sum(sp.sympify(parts[k]) for k in allocator.TRANSIENT
+                          if k != "gradient_buffers" or framework in ("fsdp", "fsdp2"))
+    out = {**parts, "fragmentation": allocator.fragmentation_bytes(framework, transient),
+           "headroom": allocator.headroom_bytes(framework, transient, groups)}
+    syms = [b, t, p, m, v, d, c, act]
+    fns = {k: sp.lambdify(syms, sp.sympify(out[k]), "numpy") for k in FRAMEWORK_OUTPUTS}
+
+    def run(b_, t_, p_a, m_, v_a, d_, act_, c_=1) -> dict:
+        args = (b_, t_, p_a, m_, v_a, d_, c_, act_)
+        shape_ = np.broadcast_shapes(*(np.shape(x) for x in args))
+        return {k: np.broadcast_to(np.asarray(f(*args), dtype=float), shape_) for k, f in fns.items()}
+    return run

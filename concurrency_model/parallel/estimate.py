@@ -71,7 +71,7 @@ from ..routing import check_applies
 from .layer_table import by_kind, layer_table
 from .remedies import fits_with
 from ..scenario import Scenario, load_scenario
-from . import compose, memory
+from . import allocator, compose, memory
 from .batch_size import BatchRegion, region
 from .consistency import step_factors
 from .gossip import gossip_degree
@@ -104,6 +104,13 @@ class Estimate:
     region_of: object = field(default=None, repr=False)  # () -> BatchRegion, computed when first asked for
     expert_imbalance_factor: float = 1.0  # the busiest device's routed rows over the mean (:mod:`..routing`)
     layers_of: object = field(default=None, repr=False)  # () -> the layer table (:mod:`.layer_table`)
+    # the band's upper end (the caching allocator's reserved headroom, :mod:`.allocator`); None: the central figure
+    memory_p90_bytes_per_device: float | None = None
+
+    @property
+    def memory_at_risk(self) -> bool:
+        """The central figure fits the device and the band's upper end does not (:mod:`.allocator`)."""
+        return bool(self.memory.get("at_risk"))
 
     @cached_property
     def batch_region(self) -> BatchRegion | None:
@@ -148,7 +155,11 @@ class Estimate:
         return {"step_time_s": self.step_time_s, "step_time_p10_s": self.step_time_p10_s,
                 "step_time_p90_s": self.step_time_p90_s, "throughput_samples_per_s": self.throughput_samples_per_s,
                 "flop_per_step": self.flop_per_step, "achieved_flops_per_device": self.achieved_flops_per_device,
-                "memory_bytes_per_device": self.memory_bytes_per_device, "breakdown": self.breakdown,
+                "memory_bytes_per_device": self.memory_bytes_per_device,
+                "memory_p90_bytes_per_device": (self.memory_bytes_per_device if self.memory_p90_bytes_per_device is None
+                                                else self.memory_p90_bytes_per_device),
+                "memory_at_risk": self.memory_at_risk,
+                **({"memory_risk": self.memory["reason"]} if self.memory_at_risk else {}), "breakdown": self.breakdown,
                 "memory": {k: v for k, v in self.memory.items() if k != "reason"}, "gpus": self.scenario.gpus,
                 "cluster": self.scenario.cluster.name, "device": self.scenario.cluster.device.name,
                 "parallel": {**self.scenario.parallel, **({"context_split": self.context_split} if self.context_split
@@ -232,7 +243,7 @@ def estimate(scenario) -> Estimate:
                     ("rows" if w.spatial else "sequence") if par["context"] > 1 else "",
                     partial(batch_region, sc, w, key), w.routing_factor(b, par.get("expert", 1)),
                     partial(layer_table, w, stage, tr["recompute"], par["context"], par["context_algorithm"],
-                            par["expert"], b, key[1], key[2]))
+                            par["expert"], b, key[1], key[2]), float(mem["upper_bytes"]))
 
 
 def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | None = None) -> tuple[float, float]:
@@ -308,7 +319,9 @@ def prepare(sc: Scenario) -> tuple:
     stage = w.stage(b, t, sp, rec, p, c, alg, e, host_per_kernel(w.dev, tr["host_overhead_s"]))
     # memory first: a configuration that does not fit is refused, not estimated
     state, mem = memory_at(sc, w, b, m)
-    if not mem["fits"]:
+    if mem["at_risk"]:  # the central figure fits, the band's upper end does not: estimated, and said so
+        mem["reason"] += fits_with(sc, w, memory_at)
+    elif not mem["fits"]:
         raise ValueError(mem["reason"] + fits_with(sc, w, memory_at))
     return w, stage, state, mem, (b, t, sp, rec, p, d, m, v, zero)
 
@@ -336,7 +349,17 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     state, act = (float(x) for x in mem_fn(b, t, p, m, v, par["data"], act_graph, c))
     # the optimizer's pass streams the trained parameters' state, not the frozen weights (:mod:`.lora`)
     trained = state - compose.frozen_bytes(frozen, tr["zero_stage"], p == 1, t, p, par["data"] * c)
-    mem = memory.memory_per_device(state, act, sc.cluster.device)
+    fw = tr["framework"]
+    runtime = {k: float(x) for k, x in compose.framework_memory_fn(
+        fw, w.state_params(e), tr["dtype"], tr["zero_stage"],
+        "1f1b" if schedule == "interleaved" and v == 1 else schedule,
+        rec, par["sequence_parallel"], None if shape is None else tuple(shape[k] for k in MEMORY_SHAPE), p == 1,
+        allocator.is_hopper(sc.cluster.device.name), w.replicated_params)(b, t, p, m, v, par["data"], act, c).items()}
+    extra = {k: runtime[k] for k in allocator.PARTS} if fw != "ideal" else None  # ideal: today's figures exactly
+    mem = memory.memory_per_device(state, act, sc.cluster.device, extra=extra, headroom=runtime["headroom"])
+    outside = sum(runtime[k] for k in allocator.OUTSIDE)
+    mem["reserved_bytes"] = allocator.reserved_bytes(mem["total_bytes"] - outside, runtime["fragmentation"], outside,
+                                                     mem["capacity_bytes"])
     parts = compose.state_parts(w.state_params(e), tr["optimizer"], tr["dtype"], tr["zero_stage"], p == 1,
                                 w.replicated_params, frozen, t, p, par["data"] * c)
     mem.update({f"{k}_bytes": float(v) for k, v in parts.items()})  # the model state's split, for the breakdown

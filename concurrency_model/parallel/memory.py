@@ -315,9 +315,13 @@ def _gb(x) -> str:
 
 
 def memory_per_device(model_state, activations, device_capacity_bytes, reserve_fraction: float = 0.0,
-                      *, device_name: str | None = None, extra: dict | None = None) -> dict:
+                      *, device_name: str | None = None, extra: dict | None = None, headroom=0) -> dict:
     """Add model state, activations and ``extra`` named bytes (e.g. a weight stash) and compare with the
     device's capacity less ``reserve_fraction`` of it (framework workspace, fragmentation).
+
+    ``headroom``: the band's upper end less the sum (the caching allocator's reserved headroom,
+    :func:`.allocator.headroom_bytes`): ``upper_bytes`` is the sum plus it. ``fits`` is True only when the upper end
+    fits; ``at_risk`` when the sum fits and the upper end does not (then the reason says "at risk").
 
     ``model_state`` and ``activations`` are numbers or dicts with a ``total`` (as returned by
     :func:`model_state_bytes`); ``device_capacity_bytes`` is a number or a
@@ -327,6 +331,9 @@ def memory_per_device(model_state, activations, device_capacity_bytes, reserve_f
     >>> r = memory_per_device(70e9, 22.3e9, 80e9, device_name="a100-sxm4-80gb")
     >>> r["fits"], r["reason"].split(" (")[0]
     (False, 'memory: 92.3 GB per device exceeds 80.0 GB of a100-sxm4-80gb')
+    >>> r = memory_per_device(70e9, 5e9, 80e9, headroom=8e9)
+    >>> r["fits"], r["at_risk"], r["reason"].split(" (")[0].split(", but ")[1]
+    (False, True, 'its upper end 83.0 GB does not: at risk')
     """
     if isinstance(device_capacity_bytes, Device):
         device_name = device_name or device_capacity_bytes.name
@@ -338,21 +345,24 @@ def memory_per_device(model_state, activations, device_capacity_bytes, reserve_f
     for name, value in (extra or {}).items():
         parts[str(name)] = _nonneg(f"extra.{name}", value)
     total = sum(parts.values(), sp.Integer(0))
+    upper = total + _nonneg("headroom", headroom)
     usable = cap * (1 - sp.nsimplify(reserve_fraction))
     out = {k + "_bytes": _out(v) for k, v in parts.items()}
-    out.update(total_bytes=_out(total), capacity_bytes=_out(cap), usable_bytes=_out(usable))
-    if not (total.is_number and usable.is_number):
-        out.update(fits=None, reason="memory: symbolic; substitute numbers to decide")
+    out.update(total_bytes=_out(total), upper_bytes=_out(upper), capacity_bytes=_out(cap), usable_bytes=_out(usable))
+    if not (upper.is_number and usable.is_number):
+        out.update(fits=None, at_risk=None, reason="memory: symbolic; substitute numbers to decide")
         return out
-    fits = bool(total <= usable)
+    fits, central_fits = bool(upper <= usable), bool(total <= usable)
     dev = device_name or "the device"
     limit = _gb(cap) if reserve_fraction == 0 else \
         f"{_gb(usable)} usable ({_gb(cap)} less {reserve_fraction:.0%} reserve)"
     breakdown = ", ".join(f"{k.replace('_', ' ')} {_gb(v)}" for k, v in
-                          sorted(parts.items(), key=lambda kv: -float(kv[1])))
-    verb = "fits in" if fits else "exceeds"
-    out.update(fits=fits, headroom_bytes=_out(usable - total),
-               reason=f"memory: {_gb(total)} per device {verb} {limit} of {dev} ({breakdown})")
+                          sorted(parts.items(), key=lambda kv: -float(kv[1]))
+                          if float(v) or k in ("model_state", "activations"))  # no empty extra part
+    verb = "fits in" if central_fits else "exceeds"
+    risk = f", but its upper end {_gb(upper)} does not: at risk" if central_fits and not fits else ""
+    out.update(fits=fits, at_risk=central_fits and not fits, headroom_bytes=_out(usable - total),
+               reason=f"memory: {_gb(total)} per device {verb} {limit} of {dev}{risk} ({breakdown})")
     return out
 
 

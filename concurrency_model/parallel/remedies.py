@@ -1,6 +1,8 @@
 """What makes a training scenario that is over its device's memory fit: the changes of one field that cost no
 devices, tried in the order a practitioner reaches for them, each priced by the same memory model
-(:func:`.estimate.memory_at`).
+(:func:`.estimate.memory_at`). A change "fits" when the upper end of its memory band fits (:mod:`.allocator`: the
+caching allocator's reserved headroom above the central figure), and the bytes named are that upper end; the same
+clause follows a refusal and an "at risk" estimate (central figure in, upper end out).
 
 * ``parallel.sequence_parallel = true`` (tensor > 1, transformer blocks): the activations that tensor
   parallelism leaves replicated are split too (Korthikanti et al. 2022 §4.2.2);
@@ -85,7 +87,7 @@ def layouts(sc, w) -> list[list[tuple[str, dict, dict]]]:
 def _bytes(sc, w, memory_at, par: dict, tr: dict) -> tuple[bool, float]:
     changed = replace(sc, parallel={**sc.parallel, **par}, training={**sc.training, **tr})
     mem = memory_at(changed, w, changed.parallel["microbatch_size"], changed.microbatches)[1]
-    return bool(mem["fits"]), float(mem["total_bytes"])
+    return bool(mem["fits"]), float(mem.get("upper_bytes", mem["total_bytes"]))
 
 
 def fits_with(sc, w, memory_at) -> str:
@@ -97,13 +99,12 @@ def fits_with(sc, w, memory_at) -> str:
     >>> from concurrency_model.parallel.features import workload
     >>> from concurrency_model.scenario import load_scenario
     >>> sc = load_scenario({"model": "gpt3-175b", "cluster": "dgx-a100", "parallel": {"data": 16, "tensor": 8,
-    ...     "pipeline": 8, "global_batch": 512}})  # 99.2 GB a device
+    ...     "pipeline": 8, "global_batch": 512}})  # 105.5 GB a device under Megatron-LM (the default runtime)
     >>> for clause in fits_with(sc, workload(sc.model, sc.cluster, "bf16"), memory_at).split(", "):
     ...     print(clause)
-    ; fits with parallel.sequence_parallel=true (78.1 GB)
-    training.zero_stage=1 (68.6 GB)
-    training.recompute=selective (75.1 GB)
-    parallel.pipeline=16 parallel.data=8 (77.4 GB)
+    ; fits with training.zero_stage=2 (71.1 GB)
+    training.recompute=full (56.4 GB)
+    parallel.pipeline=32 parallel.data=4 (75.3 GB)
     """
     groups = candidates(sc, transformer_shape(w.graph(sc.parallel["microbatch_size"])) is not None)
     found = []

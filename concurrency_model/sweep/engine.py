@@ -7,6 +7,13 @@ stage, overlap; for memory also recompute and sequence parallelism). What is eva
 those expressions for every (layout, hardware point), in chunks. A configuration gets the same step time
 here as from :func:`~concurrency_model.parallel.estimate.estimate` (same features, same expressions).
 
+Memory: ``memory_bytes_per_device`` is the central figure (model state, activations and what the runtime
+``training.framework`` adds, :mod:`~concurrency_model.parallel.allocator`), ``memory_p90_bytes_per_device`` the
+band's upper end (the caching allocator's reserved headroom). A layout whose central figure exceeds the device is
+rejected; one whose upper end alone does not fit is kept as feasible and flagged ``memory_at_risk`` (it runs, with
+allocation retries or an out-of-memory error likely): ranking it out would hide layouts that do run, and the flag
+lets a user filter them (``frame[~frame.memory_at_risk]``).
+
 Hardware scales multiply the preset's numbers: ``flops`` (peak FLOP/s), ``mem_bw`` (memory bandwidth),
 ``launch`` (kernel launch overhead), ``intra_bw`` and ``inter_bw`` (link bandwidth inside a node and
 between nodes). Kernels, algorithms and partitions are the ones chosen on the preset (DESIGN.md: discrete
@@ -22,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..checks import number
-from ..parallel import compose
+from ..parallel import allocator, compose
 from ..parallel.features import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, transformer_shape, workload
 from ..parallel.estimate import assemble, consistency_of, host_per_kernel, host_seconds, sync_of
 from ..parallel.lora import check_lora
@@ -124,7 +131,9 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     # memory per layout (hardware-independent), one lambdified expression per structural variant
     shape = transformer_shape(w.graph(1))
     shape_t = None if shape is None else tuple(shape[k] for k in MEMORY_SHAPE)
-    state, model_state, mem = np.zeros(len(lay)), np.zeros(len(lay)), np.zeros(len(lay))
+    state, model_state, mem, act = np.zeros(len(lay)), np.zeros(len(lay)), np.zeros(len(lay)), np.zeros(len(lay))
+    upper = np.zeros(len(lay))  # the band's upper end (:mod:`concurrency_model.parallel.allocator`)
+    hopper = allocator.is_hopper(sc.cluster.device.name)
     split = {k: np.zeros(len(lay)) for k in compose.STATE_PARTS}  # the model state's weights, gradients, optimizer state
     mem_schedule = np.where((lay["schedule"] == "interleaved") & (lay["interleave"] == 1), "1f1b", lay["schedule"])
     keys = pd.DataFrame({"s": mem_schedule, "r": lay["recompute"], "q": lay["sequence_parallel"],
@@ -146,19 +155,27 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
                    L["context"].to_numpy(dtype=float))
         frozen = compose.frozen_bytes(frozen_bytes, int(z_), bool(one), L["tensor"].to_numpy(float),
                                       L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))
-        state[idx], mem[idx] = st - frozen, st + ac  # the optimizer streams the trained state (:mod:`.lora`)
-        model_state[idx] = st
+        runtime = compose.framework_memory_fn(tr["framework"], w.state_params(int(e_)), tr["dtype"], int(z_), s_, r_,
+                                              bool(q_), shape_t, bool(one), hopper, w.replicated_params)(
+            *(L[c].to_numpy(dtype=float) for c in ("microbatch_size", "tensor", "pipeline", "microbatches",
+                                                   "interleave", "data")), ac, L["context"].to_numpy(dtype=float))
+        extra = sum(runtime[k] for k in allocator.PARTS)  # what the runtime adds (0 for "ideal")
+        state[idx], mem[idx] = st - frozen, st + ac + extra  # the optimizer streams the trained state (:mod:`.lora`)
+        model_state[idx], act[idx], upper[idx] = st, ac, st + ac + extra + runtime["headroom"]
         parts = compose.state_parts_fn(w.state_params(int(e_)), tr["optimizer"], tr["dtype"], int(z_), bool(one),
                                        w.replicated_params, frozen_bytes)(
             L["tensor"].to_numpy(float), L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))
         for k in compose.STATE_PARTS:
             split[k][idx] = parts[k]
-    fits = mem <= float(sc.cluster.device.mem_capacity)
+    # feasible when the central figure fits; "at risk" (kept, flagged) when the band's upper end does not
+    capacity = float(sc.cluster.device.mem_capacity)
+    fits = mem <= capacity
     if (~fits).any():
         rejected["memory: over the device's capacity"] += int((~fits).sum()) * H
     lay, state = lay[fits].reset_index(drop=True), state[fits]
     lay["memory_bytes_per_device"] = mem[fits]
-    lay["model_state_bytes"], lay["activations_bytes"] = model_state[fits], (mem - model_state)[fits]
+    lay["memory_p90_bytes_per_device"], lay["memory_at_risk"] = upper[fits], upper[fits] > capacity
+    lay["model_state_bytes"], lay["activations_bytes"] = model_state[fits], act[fits]
     for k in compose.STATE_PARTS:
         lay[f"{k}_bytes"] = split[k][fits]
     if lay.empty:

@@ -1,0 +1,277 @@
+"""Memory as the allocator sees it: what a training runtime holds on a device beyond the model's own bytes
+(:mod:`.memory`), and the caching allocator's headroom above its allocated peak.
+
+:mod:`.memory` counts the analysis' bytes (model state, activations, in-flight microbatches). A real runtime
+(``training.framework``, the names of :mod:`.runtime`) adds, per device:
+
+Outside PyTorch's caching allocator (``torch.cuda.memory_stats`` never counts them):
+
+* the CUDA context: 287,047,680 bytes measured with lazy module loading, 666,632,192 without (PyTorch PR
+  #86509, "Sets CUDA_MODULE_LOADING to LAZY when not set by the user", the numbers in its description; lazy is
+  PyTorch's default since 1.13 and CUDA's since 12.2, CUDA programming guide "Lazy Loading");
+* NCCL's connection buffers: per channel and per peer one receive buffer of each protocol, Simple
+  ``DEFAULT_BUFFSIZE = 1 << 22`` (4 MiB), LL ``NCCL_LL_LINES_PER_THREAD (8) * NCCL_LL_MAX_NTHREADS (512) *
+  NCCL_STEPS (8) * 16`` bytes (512 KiB) and LL128 ``NCCL_LL128_ELEMS_PER_THREAD (120) * NCCL_LL128_MAX_NTHREADS
+  (640) * NCCL_STEPS * 8`` bytes (NVIDIA/nccl ``src/init.cc`` ``computeBuffSizes`` and
+  ``src/include/device.h``); a ring connects one peer per channel. The channel count a communicator opens is
+  decided by NCCL's topology search at run time: 16 per communicator for the central figure and 32 (the
+  ``MAXCHANNELS`` of NCCL 2.x before 2.12) for the upper end, both as recalled, not from a source. One
+  communicator per parallel group of more than one rank (data x context, tensor, pipeline, context).
+
+Inside the caching allocator (counted in ``reserved_bytes``):
+
+* the cuBLAS workspace, allocated through the caching allocator per handle and stream: ``4096 * 8 KiB`` =
+  32 MiB on Hopper (sm90), else ``4096 KiB * 2 + 16 KiB * 8`` (PyTorch ``aten/src/ATen/cuda/CublasHandlePool.cpp``
+  ``parseChosenWorkspaceSize``), plus cuBLASLt's 1 MiB (``CUBLASLT_WORKSPACE_SIZE`` default 1024 KiB,
+  ``aten/src/ATen/cuda/CUDABlas.cpp``, PyTorch issue #73328); one compute stream;
+* gathered parameters (ZeRO-3): PyTorch FSDP (``fsdp``) all-gathers one wrapped unit's flat parameter ahead of
+  use, at most the current and the prefetched unit (``BackwardPrefetch.BACKWARD_PRE``, ``limit_all_gathers``;
+  ``torch/distributed/fsdp/fully_sharded_data_parallel.py``); FSDP2 (``fsdp2``) the same per unit with per-parameter
+  all-gather outputs (``torch/distributed/fsdp/_fully_shard/_fsdp_param_group.py``), except under pipeline
+  parallelism, where torchtitan keeps every unit of the stage gathered between the forward and the backward
+  (``reshard_after_forward = not pp_enabled``, ``torchtitan/.../parallelize.py`` ``apply_fsdp``); DeepSpeed
+  ZeRO-3 (``deepspeed``) the unit in use plus ``stage3_prefetch_bucket_size`` = 5e7 elements fetched ahead, at most
+  ``stage3_max_live_parameters`` = 1e9 (``deepspeed/runtime/zero/config.py``); a unit is one transformer block;
+* gradient buffers: Megatron-LM keeps a contiguous fp32 ``main_grad`` buffer of every local parameter
+  (``megatron/core/distributed/param_and_grad_buffer.py``, ``grad_reduce_in_fp32``; the distributed optimizer
+  shards the optimizer state, not this buffer), ``4 - w`` bytes a parameter beyond the ``w``-byte gradient of
+  :mod:`.memory`; FSDP and FSDP2 (ZeRO-2/3) hold one unit's unsharded gradients (``w`` bytes) and their
+  fp32 reduce-scatter input (torchtitan's ``mixed_precision_reduce = "float32"``); FSDP2 under pipeline parallelism
+  skips the reduce-scatter until the last microbatch and accumulates every unsharded gradient of the stage in the
+  reduce dtype, fp32 (``_fsdp_param_group.py`` ``post_backward``: "May have an accumulated gradient of the reduce
+  dtype if the previous backward did not reduce-scatter"; ``torch/distributed/pipelining/stage.py``
+  ``backward_maybe_with_nosync``); DeepSpeed ZeRO-2/3 one ``reduce_bucket_size`` = 5e8-element bucket
+  (``deepspeed/runtime/zero/config.py``);
+* the loss: :mod:`.memory` counts fp32 logits, 4 bytes a logit. PyTorch's ``cross_entropy`` on upcast logits
+  keeps at the backward's start the saved ``log_softmax`` output (``derivatives.yaml``: its backward uses the
+  result), the incoming gradient of that output and the gradient of the logits, three fp32 tensors: 12 bytes a
+  logit (fsdp, fsdp2, deepspeed: the Hugging Face and torchtitan losses); Megatron's fused vocab-parallel cross
+  entropy works in place on one fp32 copy beside the 16-bit logits: 6 bytes
+  (``megatron/core/tensor_parallel/cross_entropy.py``);
+* the recompute buffer: what a recomputing backward rebuilds for one layer
+  (:func:`.memory.activation_bytes_per_device`'s ``recompute_buffer``).
+
+The band's upper end adds the caching allocator's headroom: freed blocks it keeps cached in segments still
+partly in use (``c10/cuda/CUDACachingAllocator.cpp``: best-fit splitting of cached blocks, 512-byte rounding,
+1 MiB-or-smaller requests packed in 2 MiB segments, 1-10 MiB requests in 20 MiB segments, larger ones rounded to
+2 MiB, blocks cached per stream; with ``expandable_segments`` a segment grows by pages instead). It reserves a
+fraction :data:`FRAGMENTATION` of the bytes a step allocates and frees (activations, gathered parameters,
+gradient buckets, the loss) above the allocated peak. That fraction has no closed form: it is fitted on torchtitan's
+Llama 3.1 8B FSDP + CP rows with full activation checkpointing (Table 2, four rows, which imply 0.108;
+``benchmarks/memory_accuracy.py --fit``) and reported on the others.
+When ``cudaMalloc`` fails the allocator frees its cached blocks and retries (``CUDACachingAllocator.cpp``), so
+the reserved figure never exceeds the device less the bytes outside the allocator (:func:`reserved_bytes`); a
+configuration whose upper end does not fit is "at risk" (allocation retries, then out of memory), not refused.
+
+``ideal`` (the analysis alone) adds nothing: every part is 0 and the band is one point.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from ..cost import to_python as _out
+from ..units import KiB, MiB
+from .runtime import FRAMEWORKS
+
+CUDA_CONTEXT_BYTES = 287_047_680  # PyTorch PR #86509, lazy module loading
+NCCL_STEPS = 8
+NCCL_SIMPLE_BYTES = 1 << 22  # DEFAULT_BUFFSIZE
+NCCL_LL_BYTES = 8 * 512 * NCCL_STEPS * 16  # lines/thread x threads x steps x sizeof(ncclLLFifoLine)
+NCCL_LL128_BYTES = 120 * 640 * NCCL_STEPS * 8  # elements/thread x threads x steps x sizeof(uint64_t)
+NCCL_CHANNEL_PEER_BYTES = NCCL_SIMPLE_BYTES + NCCL_LL_BYTES + NCCL_LL128_BYTES
+NCCL_CHANNELS = 16  # central; as recalled (topology search decides at run time)
+NCCL_MAX_CHANNELS = 32  # upper end; MAXCHANNELS before NCCL 2.12, as recalled
+CUBLAS_WORKSPACE_SM90 = 4096 * KiB * 8
+CUBLAS_WORKSPACE_OTHER = 4096 * KiB * 2 + 16 * KiB * 8
+CUBLASLT_WORKSPACE = 1024 * KiB
+DS_PREFETCH_BUCKET = 50_000_000  # stage3_prefetch_bucket_size (elements)
+DS_MAX_LIVE = 1_000_000_000  # stage3_max_live_parameters
+DS_REDUCE_BUCKET = 500_000_000  # reduce_bucket_size (elements)
+LOSS_BYTES_PER_LOGIT = {"ideal": 4, "megatron": 6, "deepspeed": 12, "fsdp": 12, "fsdp2": 12}
+# caching-allocator block sizes (c10/cuda/CUDACachingAllocator.cpp)
+MIN_BLOCK, SMALL_SIZE, SMALL_BUFFER = 512, 1 * MiB, 2 * MiB
+MIN_LARGE_ALLOC, LARGE_BUFFER, ROUND_LARGE = 10 * MiB, 20 * MiB, 2 * MiB
+# reserved-but-unallocated share of the bytes a step allocates and frees; fitted (module docstring)
+FRAGMENTATION = 0.11  # torchtitan Table 2 (4 rows) imply 0.108: benchmarks/memory_accuracy.py --fit
+# the parts of :func:`framework_parts`, and which of them sit outside the caching allocator
+PARTS = ("cuda_context", "nccl_buffers", "workspaces", "gathered_parameters", "gradient_buffers", "loss_buffers",
+         "recompute_buffer")
+OUTSIDE = ("cuda_context", "nccl_buffers")
+TRANSIENT = ("gathered_parameters", "gradient_buffers", "loss_buffers", "recompute_buffer")
+
+
+def check_framework(framework: str) -> str:
+    """``framework`` if it is one of :data:`.runtime.FRAMEWORKS`, else ``ValueError`` naming the field.
+
+    >>> check_framework("fsdp2")
+    'fsdp2'
+    """
+    if framework not in FRAMEWORKS:
+        raise ValueError(f"training.framework: unknown {framework!r}; allowed: {', '.join(FRAMEWORKS)}")
+    return framework
+
+
+def segment_bytes(request: int) -> int:
+    """Bytes the caching allocator ``cudaMalloc``s for a request that no cached block serves: 2 MiB for a request
+    up to 1 MiB, 20 MiB for one under 10 MiB, else the request rounded up to 2 MiB (``CUDACachingAllocator.cpp``
+    ``get_allocation_size``; requests are first rounded to 512 bytes).
+
+    >>> [segment_bytes(n) // MiB for n in (100, 3 * MiB, 11 * MiB + 1)]
+    [2, 20, 12]
+    """
+    if isinstance(request, bool) or not isinstance(request, int) or request < 0:
+        raise ValueError(f"request: must be a whole number of bytes >= 0, got {request!r}")
+    size = max(MIN_BLOCK, -(-request // MIN_BLOCK) * MIN_BLOCK)
+    if size <= SMALL_SIZE:
+        return SMALL_BUFFER
+    if size < MIN_LARGE_ALLOC:
+        return LARGE_BUFFER
+    return -(-size // ROUND_LARGE) * ROUND_LARGE
+
+
+def nccl_bytes(groups, channels: int = NCCL_CHANNELS) -> int:
+    """NCCL's receive buffers on one device: one ring peer per channel, every protocol, for each parallel group of
+    more than one rank (``groups``: their sizes; numbers or sympy expressions).
+
+    >>> nccl_bytes([8, 1]) / MiB   # one communicator: 16 channels x (4 MiB + 512 KiB + 4.6875 MiB)
+    147.0
+    """
+    per = channels * NCCL_CHANNEL_PEER_BYTES
+    return _out(sum((sp.Piecewise((per, sp.sympify(g) > 1), (0, True)) for g in groups), sp.Integer(0)))
+
+
+def workspace_bytes(hopper: bool) -> int:
+    """cuBLAS plus cuBLASLt workspace of one compute stream (module docstring).
+
+    >>> workspace_bytes(True) / MiB, workspace_bytes(False) / MiB
+    (33.0, 9.125)
+    """
+    return (CUBLAS_WORKSPACE_SM90 if hopper else CUBLAS_WORKSPACE_OTHER) + CUBLASLT_WORKSPACE
+
+
+def gathered_parameter_bytes(framework: str, zero_stage: int, stage_params, unit_params, weight_bytes: int,
+                             pipelined: bool):
+    """Unsharded parameters a ZeRO-3 runtime holds beside the shards of :mod:`.memory` (module docstring):
+    ``stage_params`` and ``unit_params`` are one device's parameters of its pipeline stage and of one unit
+    (already divided by the tensor degree), ``pipelined``: more than one stage.
+
+    >>> gathered_parameter_bytes("fsdp", 3, 1e9, 1e8, 2, False) / 1e6    # current and prefetched unit
+    400.0
+    >>> gathered_parameter_bytes("fsdp2", 3, 1e9, 1e8, 2, True) / 1e6    # the whole stage stays gathered
+    2000.0
+    """
+    check_framework(framework)
+    if zero_stage < 3 or framework in ("ideal", "megatron"):
+        return 0
+    if framework == "fsdp2" and pipelined:
+        return _out(sp.sympify(stage_params) * weight_bytes)
+    if framework == "deepspeed":
+        return _out(sp.Min(DS_MAX_LIVE, unit_params + sp.Min(DS_PREFETCH_BUCKET, unit_params)) * weight_bytes)
+    return _out(2 * sp.sympify(unit_params) * weight_bytes)
+
+
+def gradient_buffer_bytes(framework: str, zero_stage: int, stage_params, unit_params, weight_bytes: int,
+                          data=1, accumulating: bool = False):
+    """Gradient bytes a runtime holds beyond the ``weight_bytes``-byte gradients of :mod:`.memory` (module
+    docstring); ``data``: the ZeRO ranks, ``accumulating``: FSDP2 under pipeline parallelism with more than one
+    microbatch (unsharded fp32 gradients accumulated over the microbatches).
+
+    >>> gradient_buffer_bytes("megatron", 1, 1e9, 1e8, 2, data=8) / 1e9   # fp32 main_grad, 2 more bytes each
+    2.0
+    >>> gradient_buffer_bytes("fsdp2", 3, 1e9, 1e8, 2) / 1e6             # one unit: bf16 + fp32 reduce input
+    600.0
+    """
+    check_framework(framework)
+    stage, unit = sp.sympify(stage_params), sp.sympify(unit_params)
+    if framework == "megatron":
+        return _out((4 - weight_bytes) * stage / (data if zero_stage >= 2 else 1))
+    if framework == "ideal" or zero_stage < 2:
+        return 0
+    if framework == "deepspeed":
+        return _out(sp.Min(DS_REDUCE_BUCKET, stage) * weight_bytes)
+    if framework == "fsdp2" and accumulating:
+        return _out(4 * stage + weight_bytes * unit)
+    return _out((weight_bytes + 4) * unit)
+
+
+def loss_buffer_bytes(framework: str, logits):
+    """The loss' bytes beyond the 4-byte fp32 logits :mod:`.memory` counts: ``(LOSS_BYTES_PER_LOGIT - 4)`` per
+    logit of the last stage (``logits`` = tokens x vocabulary on one device).
+
+    >>> loss_buffer_bytes("fsdp2", 1000), loss_buffer_bytes("megatron", 1000), loss_buffer_bytes("ideal", 1000)
+    (8000, 2000, 0)
+    """
+    check_framework(framework)
+    return _out((LOSS_BYTES_PER_LOGIT[framework] - 4) * sp.sympify(logits))
+
+
+def framework_parts(framework: str, zero_stage: int, stage_params, unit_params, weight_bytes: int, data, groups,
+                    logits, recompute_buffer, hopper: bool, pipelined: bool, accumulating: bool) -> dict:
+    """Every part of :data:`PARTS` for one device (numbers or sympy expressions), 0 for ``ideal``.
+
+    >>> p = framework_parts("fsdp2", 3, 1e9, 1e8, 2, 8, [8], 1000, 0, True, False, False)
+    >>> p["gathered_parameters"] / 1e6, p["loss_buffers"], p["cuda_context"]
+    (400.0, 8000, 287047680)
+    """
+    check_framework(framework)
+    if framework == "ideal":
+        return dict.fromkeys(PARTS, 0)
+    return {"cuda_context": CUDA_CONTEXT_BYTES, "nccl_buffers": nccl_bytes(groups),
+            "workspaces": workspace_bytes(hopper),
+            "gathered_parameters": gathered_parameter_bytes(framework, zero_stage, stage_params, unit_params,
+                                                            weight_bytes, pipelined),
+            "gradient_buffers": gradient_buffer_bytes(framework, zero_stage, stage_params, unit_params, weight_bytes,
+                                                      data, accumulating),
+            "loss_buffers": loss_buffer_bytes(framework, logits),
+            "recompute_buffer": _out(sp.sympify(recompute_buffer))}
+
+
+def fragmentation_bytes(framework: str, transient):
+    """The caching allocator's cached headroom above its allocated peak: :data:`FRAGMENTATION` of the ``transient``
+    bytes (those a step allocates and frees); 0 for ``ideal``.
+
+    >>> round(fragmentation_bytes("fsdp", 10e9) / 1e9, 12)
+    1.1
+    """
+    check_framework(framework)
+    return 0 if framework == "ideal" else _out(sp.nsimplify(FRAGMENTATION) * sp.sympify(transient))
+
+
+def headroom_bytes(framework: str, transient, groups):
+    """The band's upper end less its central figure: :func:`fragmentation_bytes` plus NCCL's buffers at
+    :data:`NCCL_MAX_CHANNELS` instead of :data:`NCCL_CHANNELS` channels; 0 for ``ideal``.
+
+    >>> round((headroom_bytes("fsdp", 10e9, [8]) - 1.1e9) / MiB, 6)   # and 16 more channels of one communicator
+    147.0
+    """
+    if check_framework(framework) == "ideal":
+        return 0
+    extra = sp.sympify(nccl_bytes(groups, NCCL_MAX_CHANNELS)) - sp.sympify(nccl_bytes(groups))
+    return _out(sp.sympify(fragmentation_bytes(framework, transient)) + extra)
+
+
+def is_hopper(device_name: str) -> bool:
+    """Whether a device preset is an sm90 part (H100, H200, H800, H20, GH200), which gets cuBLAS's larger workspace.
+
+    >>> is_hopper("h100-sxm5-80gb"), is_hopper("a100-sxm4-80gb")
+    (True, False)
+    """
+    return str(device_name).lower().startswith(("h100", "h200", "h800", "h20", "gh200"))
+
+
+def reserved_bytes(allocated, headroom, outside, capacity) -> float:
+    """What ``torch.cuda.memory_stats()["reserved_bytes.all.peak"]`` reads: the allocator's ``allocated`` peak plus
+    its cached ``headroom`` (the NCCL part of :func:`headroom_bytes` is outside it: pass the fragmentation only),
+    never more than the ``capacity`` less the ``outside`` bytes, since a failed ``cudaMalloc`` makes it free its
+    cache and retry.
+
+    >>> reserved_bytes(70e9, 12e9, 1e9, 80e9) / 1e9, reserved_bytes(70e9, 5e9, 1e9, 80e9) / 1e9
+    (79.0, 75.0)
+    """
+    return min(float(allocated) + float(headroom), float(capacity) - float(outside))
+
+
+__all__ = ["framework_parts", "headroom_bytes", "reserved_bytes", "segment_bytes", "nccl_bytes", "workspace_bytes",
+           "gathered_parameter_bytes", "gradient_buffer_bytes", "loss_buffer_bytes", "check_framework", "PARTS",
+           "fragmentation_bytes", "is_hopper",
+           "OUTSIDE", "TRANSIENT", "FRAGMENTATION"]
