@@ -87,7 +87,7 @@ CUBLASLT_WORKSPACE = 1024 * KiB
 DS_PREFETCH_BUCKET = 50_000_000  # stage3_prefetch_bucket_size (elements)
 DS_MAX_LIVE = 1_000_000_000  # stage3_max_live_parameters
 DS_REDUCE_BUCKET = 500_000_000  # reduce_bucket_size (elements)
-LOSS_BYTES_PER_LOGIT = {"ideal": 4, "megatron": 6, "deepspeed": 12, "fsdp": 12, "fsdp2": 12}
+LOSS_BYTES_PER_LOGIT = {"ideal": 4, "megatron": 6, "deepspeed": 12, "deepspeed-0.3": 12, "fsdp": 12, "fsdp2": 12}
 # caching-allocator block sizes (c10/cuda/CUDACachingAllocator.cpp)
 MIN_BLOCK, SMALL_SIZE, SMALL_BUFFER = 512, 1 * MiB, 2 * MiB
 MIN_LARGE_ALLOC, LARGE_BUFFER, ROUND_LARGE = 10 * MiB, 20 * MiB, 2 * MiB
@@ -165,7 +165,7 @@ def gathered_parameter_bytes(framework: str, zero_stage: int, stage_params, unit
         return 0
     if framework == "fsdp2" and pipelined:
         return _out(sp.sympify(stage_params) * weight_bytes)
-    if framework == "deepspeed":
+    if framework.startswith("deepspeed"):  # v0.3.13 has the same prefetch and live-parameter defaults
         return _out(sp.Min(DS_MAX_LIVE, unit_params + sp.Min(DS_PREFETCH_BUCKET, unit_params)) * weight_bytes)
     return _out(2 * sp.sympify(unit_params) * weight_bytes)
 
@@ -187,7 +187,7 @@ def gradient_buffer_bytes(framework: str, zero_stage: int, stage_params, unit_pa
         return _out((4 - weight_bytes) * stage / (data if zero_stage >= 2 else 1))
     if framework == "ideal" or zero_stage < 2:
         return 0
-    if framework == "deepspeed":
+    if framework.startswith("deepspeed"):  # v0.3.13 has the same prefetch and live-parameter defaults
         return _out(sp.Min(DS_REDUCE_BUCKET, stage) * weight_bytes)
     if framework == "fsdp2" and accumulating:
         return _out(4 * stage + weight_bytes * unit)

@@ -349,7 +349,7 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     state, act = (float(x) for x in mem_fn(b, t, p, m, v, par["data"], act_graph, c))
     # the optimizer's pass streams the trained parameters' state, not the frozen weights (:mod:`.lora`)
     trained = state - compose.frozen_bytes(frozen, tr["zero_stage"], p == 1, t, p, par["data"] * c)
-    fw = tr["framework"]
+    fw = tr["framework"] or default_framework(tr["zero_stage"])  # null: the runtime the ZeRO stage implies
     runtime = {k: float(x) for k, x in compose.framework_memory_fn(
         fw, w.state_params(e), tr["dtype"], tr["zero_stage"],
         "1f1b" if schedule == "interleaved" and v == 1 else schedule,

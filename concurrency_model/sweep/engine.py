@@ -31,6 +31,7 @@ import pandas as pd
 from ..checks import number
 from ..parallel import allocator, compose
 from ..parallel.features import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, transformer_shape, workload
+from ..parallel.runtime import default_framework
 from ..parallel.estimate import assemble, consistency_of, host_per_kernel, host_seconds, sync_of
 from ..parallel.lora import check_lora
 from ..routing import check_applies
@@ -155,7 +156,8 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
                    L["context"].to_numpy(dtype=float))
         frozen = compose.frozen_bytes(frozen_bytes, int(z_), bool(one), L["tensor"].to_numpy(float),
                                       L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))
-        runtime = compose.framework_memory_fn(tr["framework"], w.state_params(int(e_)), tr["dtype"], int(z_), s_, r_,
+        fw = tr["framework"] or default_framework(int(z_))  # null: the runtime each layout's ZeRO stage implies
+        runtime = compose.framework_memory_fn(fw, w.state_params(int(e_)), tr["dtype"], int(z_), s_, r_,
                                               bool(q_), shape_t, bool(one), hopper, w.replicated_params)(
             *(L[c].to_numpy(dtype=float) for c in ("microbatch_size", "tensor", "pipeline", "microbatches",
                                                    "interleave", "data")), ac, L["context"].to_numpy(dtype=float))
