@@ -301,7 +301,7 @@ def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: i
             last_extra = (last - first) / c
     loss = sp.sympify(allocator.loss_buffer_bytes(framework, logits))
     if not single_stage and framework != "ideal":
-        loss = sp.Max(0, last_extra + loss)
+        loss = sp.Max(0, last_extra + loss, evaluate=False)  # unevaluated: sympy's Max search costs seconds
     groups = (d * c, t, p, c)
     parts = allocator.framework_parts(framework, zero_stage, stage, unit, wb, d * c, groups, logits, rebuild, hopper,
                                       not single_stage, framework == "fsdp2" and not single_stage)
@@ -311,10 +311,10 @@ def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: i
     out = {**parts, "fragmentation": allocator.fragmentation_bytes(framework, transient),
            "headroom": allocator.headroom_bytes(framework, transient, groups)}
     syms = [b, t, p, m, v, d, c, act]
-    fns = {k: sp.lambdify(syms, sp.sympify(out[k]), "numpy") for k in FRAMEWORK_OUTPUTS}
+    f = sp.lambdify(syms, [sp.sympify(out[k]) for k in FRAMEWORK_OUTPUTS], "numpy", cse=True)
 
     def run(b_, t_, p_a, m_, v_a, d_, act_, c_=1) -> dict:
         args = (b_, t_, p_a, m_, v_a, d_, c_, act_)
         shape_ = np.broadcast_shapes(*(np.shape(x) for x in args))
-        return {k: np.broadcast_to(np.asarray(f(*args), dtype=float), shape_) for k, f in fns.items()}
+        return {k: np.broadcast_to(np.asarray(x, dtype=float), shape_) for k, x in zip(FRAMEWORK_OUTPUTS, f(*args))}
     return run
