@@ -61,7 +61,7 @@ def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
 
     >>> e = step_expressions("1f1b", 0, False)
     >>> e["step"].subs({SYMBOLS["p"]: 1, SYMBOLS["h_f"]: 0, SYMBOLS["h_b"]: 0, SYMBOLS["straggle"]: 0,
-    ...                 SYMBOLS["sync_frac"]: 1})
+    ...                 SYMBOLS["sync_frac"]: 1, SYMBOLS["x_dp"]: 0})
     ar + m*(c_b + c_cb + c_cf + c_eb + c_ef + c_f + c_nb + c_nf + c_r + c_tb + c_tf) + opt
     """
     s = {k: _SYM[k] for k in STEP_INPUTS}
