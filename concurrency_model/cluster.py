@@ -11,6 +11,10 @@ and ``calibrate network`` writes the same shape) holds:
   NVLinks together), per NIC for a network tier; ``efficiency`` is the achievable fraction of it;
 * ``host_cpu`` (optional): the host CPU vendor, ``intel``, ``amd`` or ``""`` (unknown); NCCL's tuning
   model reads it across nodes (:mod:`concurrency_model.comm.nccl`);
+* ``nvlink_domain`` (optional; default, or 0: ``gpus_per_node``): the GPUs one NVLink switch fabric joins, a whole
+  number of nodes (trays). A GB200 / GB300 NVL72 rack is 18 trays of 4 GPUs in one 72-GPU domain (NVIDIA
+  GB200 NVL72 page, https://www.nvidia.com/en-us/data-center/gb200-nvl72/: 72 GPUs, 130 TB/s NVLink Switch
+  System); every DGX / HGX board is its own domain;
 * ``sources`` (one entry per field; ``shared/reference/hardware.md`` keys), ``notes``.
 
 Alpha-beta per tier: ``alpha = latency``, ``beta = 1 / (bw * efficiency)`` (``T = alpha + n * beta``).
@@ -18,6 +22,14 @@ Alpha-beta per tier: ``alpha = latency``, ``beta = 1 / (bw * efficiency)`` (``T 
 Node count. DESIGN: "a cluster of N nodes is the preset with ``nodes`` set; scenarios take the node
 count from the GPU count". Hence ``nodes == 1`` (the presets' default) means *as many nodes as the
 ranks need*; a cluster with ``nodes > 1`` is a hard limit that :func:`place` enforces.
+
+NVLink domain. Communication sees the NVLink domain as its node: a group inside one domain runs on the
+``intra`` tier even across trays, groups spanning domains use the network between them, and a domain's NICs
+are its trays' together (``nics_per_node * nvlink_domain / gpus_per_node``, :attr:`Cluster.domain_nics`).
+NCCL does the same on multi-node NVLink (MNNVL): its topology fuses the ranks of one NVLink clique into one node, and its tuning
+model counts a clique as one node (NVIDIA/nccl ``src/graph/tuning.cc`` ``ncclTopoTuneModel``: "MNNVL support
+- treat as a single NVLink connected node"). So :func:`place` counts ``ranks_per_node`` and ``nodes`` per
+domain; where the domain is the node (every preset but the NVL72 racks) nothing changes.
 
 Inter-node bandwidth per rank (:func:`place`)::
 
@@ -139,6 +151,7 @@ class Cluster:
     host_cpu: str = ""  # host CPU vendor (HOST_CPUS); "" = unknown
     sources: dict = field(default_factory=dict, compare=False)
     notes: str = field(default="", compare=False)
+    nvlink_domain: int = 0  # GPUs sharing one NVLink switch fabric, whole nodes; 0 = the node (module doc)
 
     def __post_init__(self):
         if self.host_cpu not in HOST_CPUS:
@@ -146,6 +159,22 @@ class Cluster:
         count("gpus_per_node", self.gpus_per_node)
         count("nics_per_node", self.nics_per_node)
         count("nodes", self.nodes)
+        if self.nvlink_domain:
+            check_domain("nvlink_domain", self.nvlink_domain, self.gpus_per_node)
+
+    @property
+    def domain_gpus(self) -> int:
+        """GPUs of one NVLink domain: ``nvlink_domain``, or the node where that is 0 (the default).
+
+        >>> load_cluster("gb200-nvl72").domain_gpus, load_cluster("dgx-h100").domain_gpus
+        (72, 8)
+        """
+        return self.nvlink_domain or self.gpus_per_node
+
+    @property
+    def domain_nics(self) -> float:
+        """NICs of one NVLink domain: its nodes' NICs together."""
+        return self.nics_per_node * (self.domain_gpus // self.gpus_per_node)
 
     @property
     def total_gpus(self) -> int:
@@ -175,14 +204,33 @@ class Cluster:
         """The preset-file form (the device as its name; :func:`load_cluster` reads it back)."""
         return {"name": self.name, "device": self.device.name, "gpus_per_node": self.gpus_per_node,
                 "nodes": self.nodes, "nics_per_node": self.nics_per_node, "host_cpu": self.host_cpu,
+                **({"nvlink_domain": self.nvlink_domain} if self.nvlink_domain else {}),
                 "intra": self.intra.to_dict(),
                 "inter": self.inter.to_dict(), "sources": dict(self.sources), "notes": self.notes}
+
+
+def check_domain(where: str, domain, gpus_per_node: int) -> int:
+    """``domain`` (GPUs of one NVLink domain) if a positive whole number of nodes of ``gpus_per_node``, else
+    ``ValueError`` naming ``where``.
+
+    >>> check_domain("nvlink_domain", 72, 4)
+    72
+    >>> check_domain("nvlink_domain", 70, 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: nvlink_domain: 70 is not a multiple of gpus_per_node = 4 (an NVLink domain is whole nodes)
+    """
+    count(where, domain)
+    if domain % gpus_per_node:
+        raise ValueError(f"{where}: {domain} is not a multiple of gpus_per_node = {gpus_per_node} (an NVLink domain "
+                         "is whole nodes)")
+    return domain
 
 
 # -- loading ------------------------------------------------------------------------------------------
 
 _REQUIRED = ("name", "device", "gpus_per_node", "nics_per_node", "intra", "inter")
-_OPTIONAL = ("nodes", "host_cpu", "sources", "notes")
+_OPTIONAL = ("nodes", "host_cpu", "nvlink_domain", "sources", "notes")
 _TIER_REQUIRED = ("name", "kind", "bw_Bps", "latency_s")
 _TIER_OPTIONAL = ("efficiency", "overlap_slowdown", "oversubscription", "pod_nodes", "sources", "notes")
 
@@ -237,6 +285,8 @@ def cluster_from_dict(d: dict, origin: str = "cluster") -> Cluster:
     else:
         raise ValueError(f"{origin}.device: expected a device preset name, file path or object, got {dev!r}")
     counts = {k: count(f"{origin}.{k}", d.get(k, 1)) for k in ("gpus_per_node", "nics_per_node", "nodes")}
+    if "nvlink_domain" in d:
+        counts["nvlink_domain"] = check_domain(f"{origin}.nvlink_domain", d["nvlink_domain"], counts["gpus_per_node"])
     host = d.get("host_cpu", "")
     if host not in HOST_CPUS:
         raise ValueError(f"{origin}.host_cpu: unknown {host!r}; allowed: {', '.join(repr(h) for h in HOST_CPUS)}")
@@ -280,9 +330,10 @@ class Placement:
     """Where the ``ranks`` of one communicator sit, and the alpha-beta each rank sees per tier.
 
     ``kind``: ``"intra"`` (one node), ``"inter"`` (one rank per node), ``"mixed"`` (several nodes, several
-    ranks on each). ``intra`` / ``inter`` are ``(alpha, beta)`` per rank (computed for both tiers
-    whatever the kind); ``nic_share`` is NICs per rank, ``intra_bw`` / ``inter_bw`` effective bytes/s
-    per rank per direction (``1 / beta``).
+    ranks on each); a "node" is an NVLink domain (``ranks_per_node`` and ``nodes`` count per domain: the
+    node itself unless the cluster's ``nvlink_domain`` spans several, module doc). ``intra`` / ``inter`` are
+    ``(alpha, beta)`` per rank (computed for both tiers whatever the kind); ``nic_share`` is NICs per rank,
+    ``intra_bw`` / ``inter_bw`` effective bytes/s per rank per direction (``1 / beta``).
     """
 
     ranks: int
@@ -309,36 +360,41 @@ def place(cluster, ranks: int, ranks_per_node: int | None = None, groups_sharing
     """Place ``ranks`` ranks of one communicator on ``cluster`` (a :class:`Cluster` or anything
     :func:`load_cluster` accepts).
 
-    Ranks fill nodes: ``ranks_per_node = min(ranks, gpus_per_node)`` unless given. ``ranks`` must be a
-    multiple of ``ranks_per_node`` and ``ranks_per_node * groups_sharing <= gpus_per_node`` (the
-    ``groups_sharing`` groups sit on disjoint GPUs of each node). The nodes used, ``ranks /
-    ranks_per_node``, may exceed ``cluster.nodes`` only when that is 1 ("as many as needed").
-    Per-rank bandwidths follow the module doc: intra ``bw * efficiency``; inter ``nic_bw * efficiency *
-    min(1, nics_per_node / (ranks_per_node * groups_sharing))``.
+    Ranks fill NVLink domains (nodes, unless the domain spans several: module doc): ``ranks_per_node =
+    min(ranks, nvlink_domain)`` unless given. ``ranks`` must be a multiple of ``ranks_per_node`` and
+    ``ranks_per_node * groups_sharing <= nvlink_domain`` (the ``groups_sharing`` groups sit on disjoint GPUs
+    of each domain). The domains used, ``ranks / ranks_per_node``, may exceed the cluster's only when
+    ``cluster.nodes`` is 1 ("as many as needed"). Per-rank bandwidths follow the module doc: intra ``bw *
+    efficiency``; inter ``nic_bw * efficiency * min(1, domain_nics / (ranks_per_node * groups_sharing))``.
 
     >>> p = place("dgx1-v100", 16, ranks_per_node=8)
     >>> p.kind, p.nic_share, p.inter_bw == 12.5e9 * 0.9 * 0.5
     ('mixed', 0.5, True)
+    >>> place("gb200-nvl72", 64).kind, place("gb200-nvl72", 144).nodes   # 16 trays, one domain; two racks
+    ('intra', 2)
     """
     c = load_cluster(cluster)
     ranks = count("ranks", ranks)
     groups_sharing = count("groups_sharing", groups_sharing)
-    k = min(ranks, c.gpus_per_node) if ranks_per_node is None else count("ranks_per_node", ranks_per_node)
-    if k > c.gpus_per_node:
-        raise ValueError(f"ranks_per_node: {k} exceeds gpus_per_node = {c.gpus_per_node} of {c.name}")
+    dom = c.domain_gpus
+    unit = "gpus_per_node" if dom == c.gpus_per_node else "nvlink_domain"
+    k = min(ranks, dom) if ranks_per_node is None else count("ranks_per_node", ranks_per_node)
+    if k > dom:
+        raise ValueError(f"ranks_per_node: {k} exceeds {unit} = {dom} of {c.name}")
     if k > ranks:
         raise ValueError(f"ranks_per_node: {k} exceeds ranks = {ranks}")
     if ranks % k:
         raise ValueError(f"ranks: {ranks} is not a multiple of ranks_per_node = {k}")
-    if k * groups_sharing > c.gpus_per_node:
+    if k * groups_sharing > dom:
         raise ValueError(f"groups_sharing: {groups_sharing} groups x {k} ranks per node exceed "
-                         f"gpus_per_node = {c.gpus_per_node} of {c.name}")
+                         f"{unit} = {dom} of {c.name}")
     nodes = ranks // k
-    if c.nodes > 1 and nodes > c.nodes:
+    have = -(-c.total_gpus // dom)  # domains of the cluster (a part-filled last one counts)
+    if c.nodes > 1 and nodes > have:
         raise ValueError(f"ranks: {ranks} ranks at {k} per node need {nodes} nodes; {c.name} has "
-                         f"{c.nodes} (nodes = 1 would mean as many as needed)")
+                         f"{have} (nodes = 1 would mean as many as needed)")
     kind = "intra" if nodes == 1 else "inter" if k == 1 else "mixed"
-    share = min(1.0, c.nics_per_node / (k * groups_sharing))
+    share = min(1.0, c.domain_nics / (k * groups_sharing))
     intra_bw = c.intra.effective_bw
     inter_bw = c.inter.effective_bw * share
     return Placement(ranks=ranks, ranks_per_node=k, nodes=nodes, groups_sharing=groups_sharing, kind=kind,

@@ -61,11 +61,18 @@ SCHEMAS = {  # file stem -> (numeric columns that must be present, other require
                                           "tokens_per_s_per_gpu", "model_tflops_per_gpu",
                                           "values_have_parenthesized_alternative", "source_repo", "source_commit",
                                           "source_path", "source_line")),
+    # NeMo 24.07 and long-sequence tables: sequence lengths like "8K" and TFLOP/s cells with separators stay text
+    "nemo_2407_and_longseq_train_throughput": (("num_gpus", "gbs", "tp", "pp"),
+                                               ("table", "model", "task", "system", "container", "precision",
+                                                "seq_len", "model_tflops_per_gpu",
+                                                "tflops_per_gpu_without_cp_best_config", "speedup_cp",
+                                                "source_repo", "source_commit", "source_path", "source_line")),
 }
 # columns that may be blank (not measured, not published) but, where given, must be non-negative numbers
 OPTIONAL_NUMERIC = {
     "torchtitan_llama3_train_tps_memory": ("global_batch_size", "peak_memory"),
     "megatron_bridge_train_throughput": ("vp", "ep"),
+    "nemo_2407_and_longseq_train_throughput": ("mbs", "cp", "vp", "dp", "tokens_per_s_per_gpu"),
     "deepbench_conv": ("fwd_time_ms", "bwd_data_time_ms", "bwd_filter_time_ms"),
     "deepbench_rnn": ("fwd_time_ms", "bwd_time_ms"),
     "megatron_readme_scaling": ("attention_heads", "hidden_size", "seq_len", "vocab_size", "tensor_mp", "pipeline_mp",

@@ -3,8 +3,8 @@
 A preset file (a profile written by ``calibrate compute`` has the same shape) holds:
 
 * ``name``, ``vendor``, ``kind`` (``gpu`` or ``cpu``);
-* ``peak_flops``: dense peak FLOP/s per math dtype (``fp64, fp32, tf32, fp16, bf16, fp8, int8``), only
-  those the device supports; ``vector_flops`` optionally the non-tensor-core rates; ``sparse_flops``
+* ``peak_flops``: dense peak FLOP/s per math dtype (``fp64, fp32, tf32, fp16, bf16, fp8, int8, mxfp8, nvfp4``),
+  only those the device supports (a device without a dtype's math refuses it: ``ValueError`` naming ``dtype``); ``vector_flops`` optionally the non-tensor-core rates; ``sparse_flops``
   optionally the rates with 2:4 structured sparsity (sparse tensor cores, Ampere and later: twice the
   dense rate, hardware.md pitfall 1), counted as the dense product's FLOP as the datasheets count them;
 * ``mem_bw_Bps`` (bytes/s), ``mem_capacity_bytes``, ``launch_overhead_s``, ``multiprocessors`` (SMs or
@@ -31,7 +31,10 @@ import sympy as sp
 from .checks import count, did_you_mean, number
 
 KINDS = ("gpu", "cpu", "accelerator")
-DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
+# math dtypes a device may have a peak for; mxfp8 / nvfp4: block-scaled tensor-core math (Blackwell, compute
+# capability 10.x), the scales applied inside the MMA (PTX ISA 8.7, tcgen05.mma ``.kind::mxf8f6f4`` and
+# ``.kind::mxf4nvf4`` with ``.block_scale``) at the datasheets' FP8 and FP4 rates
+DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "mxfp8", "nvfp4")
 
 
 @dataclass(frozen=True)

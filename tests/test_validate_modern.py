@@ -134,10 +134,10 @@ def test_megatron_bridge_rows(bridge):
 
 
 def test_megatron_bridge_unmappable_reasons(bridge):
-    assert (bridge["unmappable"] == "").sum() == 14  # dense Llama on DGX-H100, not LoRA
+    assert (bridge["unmappable"] == "").sum() == 18  # dense Llama on DGX-H100 (14, not LoRA) and DGX-B200 (4)
     assert bridge.loc[1, "unmappable"] == "not mappable: mixture-of-experts model DeepSeekV3 has no model preset yet"
     assert bridge.loc[5, "unmappable"].startswith("not mappable: Nemotron_3_Nano is a hybrid Mamba")
-    assert bridge.loc[74, "unmappable"] == "not mappable: no preset for DGX-B200"
+    assert bridge.loc[74, "unmappable"] == "" and bridge.loc[74, "cluster"] == "dgx-b200"  # issue 36: a preset now
     assert bridge.loc[74, "measured_tps"] == 30624  # "30624 (29521)": the first configuration
     assert bridge.loc[10, "unmappable"] == "not mappable: LoRA rank and target modules are not published"
 

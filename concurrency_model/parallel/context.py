@@ -142,7 +142,7 @@ class ContextMixin:
     def _context_group(self, t: int, c: int) -> tuple:
         """Ranks of one context group per node and the groups sharing a node's NICs: the group sits next to
         the tensor group (Megatron-LM's order), inside a node when ``t c`` fits."""
-        gpn = self.cluster.gpus_per_node
+        gpn = self.cluster.domain_gpus  # GPUs on one NVLink fabric (cluster.py: the NVL72 rack, else the node)
         cap = max(1, gpn // min(t, gpn))
         rpn = max(k for k in range(1, min(c, cap) + 1) if c % k == 0)
         return rpn, max(1, min(t, gpn // rpn))
@@ -152,10 +152,10 @@ class ContextMixin:
         ``alpha + n beta``): on the node's links when the group fits in a node, else the step waits for
         the hops that cross nodes, one per node and context group, ``t`` groups sharing the node's NICs."""
         cl = self.cluster
-        if t * c <= cl.gpus_per_node:
+        if t * c <= cl.domain_gpus:
             alpha, beta = place(cl, 2, 2).intra
             return (alpha, nbytes * beta, 0.0)
-        alpha, beta = place(cl, 2, 1, min(t, cl.gpus_per_node)).inter
+        alpha, beta = place(cl, 2, 1, min(t, cl.domain_gpus)).inter
         return (alpha, 0.0, nbytes * beta)
 
 

@@ -73,7 +73,7 @@ class ExpertMixin:
         (``parallel.expert_imbalance``, :mod:`concurrency_model.routing`)."""
         if e == 1 or node.kind != "moe_dispatch":
             return ZERO_TRIPLE, ZERO_TRIPLE
-        rpn, sharing = group_placement(self.cluster.gpus_per_node, t, e)
+        rpn, sharing = group_placement(self.cluster.domain_gpus, t, e)  # within an NVLink domain
         f = dispatch_imbalance(node, b, e, self.expert_imbalance)  # the busiest device receives f x the mean
         one = self._coll("alltoall", f * b * node.numel * self.vb / t, e, rpn, sharing)
         both = _add(one, one)  # dispatch and combine (forward); their gradients (backward)

@@ -197,7 +197,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         if self.fc_only and t > 1:
             k = self.fc_boundary
             rows = layer_parts(self.graph(b // t), self.dev, self.dtype)[:k] + rows[k:]
-        rpn = min(t, self.cluster.gpus_per_node)
+        rpn = min(t, self.cluster.domain_gpus)  # the tensor group fills an NVLink domain (cluster.py)
         op = "reduce_scatter" if sp else "allreduce"
         channels = t > 1 and self.channel_split
         whole = replicated(g) if channels else set()
@@ -360,7 +360,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         numel = self.stage(b, t, sp, recompute, p, c, algorithm, host=host)["boundary_numel"]
         nbytes = b * numel * self.vb / (t if sp or self.channel_split else 1)
         cl = self.cluster
-        if t * d * c >= cl.gpus_per_node:
+        if t * d * c >= cl.domain_gpus:  # a stage fills NVLink domains: its neighbour is across the network
             alpha, beta = place(cl, 2, 1).inter
             return (alpha, 0.0, nbytes * beta)
         alpha, beta = place(cl, 2, 2).intra

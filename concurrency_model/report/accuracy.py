@@ -44,6 +44,8 @@ SOURCES = (
      "2023-2024 (README tables last changed 2024-04-22; versions not given per row)"),
     (r"megatron.?bridge", "Megatron-Bridge performance summary, NVIDIA-NeMo/Megatron-Bridge @ 067f987d "
      "(docs/performance-summary*.md)", "2025-09 to 2026-06 (NeMo containers 25.09-26.06)"),
+    (r"nemo", "NeMo performance summary and long-sequence tables, NVIDIA/NeMo @ 8e3d65dc, 19fadb67 "
+     "(docs/source/performance/)", "2024-04 to 2025-04 (NeMo 24.03.01, 24.07, 25.04.rc2)"),
     (r"measured", "this toolkit's own calibrate runs, data/measured/", None),
 )
 

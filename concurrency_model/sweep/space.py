@@ -56,7 +56,7 @@ def layouts(w: Workload, gpus: int, global_batch: int, fixed: dict) -> tuple[lis
     """
     shape = transformer_shape(w.graph(1))
     depth = shape["layers"] if shape else w.layer_count
-    gpn = w.cluster.gpus_per_node
+    gpn = w.cluster.domain_gpus  # tensor groups stay on one NVLink fabric (a node, or an NVL72 rack)
 
     def given(name, default):
         return (fixed[name],) if name in fixed else tuple(default)

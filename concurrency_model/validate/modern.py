@@ -11,6 +11,18 @@ Megatron-Bridge (``data/``; origins and caveats in ``data/SOURCES.md``).
   pure FSDP on A100 80GB and H100 80GB. Compared on tokens/s per GPU.
 * ``megatron_bridge``: NVIDIA-NeMo/Megatron-Bridge @ 067f987d ``docs/performance-summary*.md``. Compared on
   tokens/s per GPU (the tables' own column; model TFLOP/s per GPU is kept as ``measured_tflops``).
+* ``nemo``: NVIDIA/NeMo @ 8e3d65dc ``docs/source/performance/performance_summary.md`` (NeMo 24.07, DGX-H100, fp8)
+  and @ 19fadb67 ``performance_long_sequence.md`` (context parallelism from 4K to 1M tokens: Llama 2 7B on
+  DGX-H100, Llama 3 8B on DGX-B200). Compared on tokens/s per GPU: the 24.07 tables' column, and for the
+  long-sequence tables (TFLOP/s per GPU only) the published TFLOP/s over NeMo's own model FLOPs per token
+  (:func:`nemo_flops_per_token`), so the error is the TFLOP/s error. :func:`nemo_cp_speedups` compares the
+  tables' speed-up of context parallelism over the best layout without it.
+
+  What NeMo runs for context parallelism: Megatron-Core leaves ``cp_comm_type`` at None (NVIDIA/Megatron-LM
+  ``megatron/core/transformer/transformer_config.py``), i.e. Transformer Engine's default ``"p2p"``: "Exchange
+  KV chunks with P2P communications in ring topology. P2P is async and can be overlapped with attention
+  compute" (NVIDIA/TransformerEngine ``transformer_engine/pytorch/attention.py``, ``DotProductAttention``), on
+  load-balanced chunks: the toolkit's ``ring`` (:mod:`concurrency_model.parallel.context`), the default.
 
 Each row maps to a scenario by one rule per set (:func:`scenario_for`); what the files do not say is assumed the
 same for every row of a set (:data:`ASSUMPTIONS`). Rows that cannot be expressed today (no preset for the system,
@@ -30,8 +42,9 @@ import numpy as np
 import pandas as pd
 
 from ..datasets import load
+from ..frontends.hf import load_hf_config
 
-DATASETS = ("torchtitan", "llmfoundry", "megatron_bridge")
+DATASETS = ("torchtitan", "llmfoundry", "megatron_bridge", "nemo")
 GIB = 2 ** 30  # torchtitan prints memory in GiB (metrics.py _to_gib at 9dec370: 1024^3 bytes)
 # MPT shapes of mosaicml/llm-foundry @ 8c8dd48f scripts/train/yamls/pretrain/mpt-*.yaml: n_layers, d_model, n_heads
 # (expansion_ratio 4, vocab_size 50368, attn_impl flash). Those yamls keep llm-foundry's MPTConfig defaults
@@ -44,7 +57,15 @@ MPT_SHAPES = {"125m": (12, 768, 12), "350m": (24, 1024, 16), "760m": (24, 1536, 
 MPT_VOCAB = 50368
 # Hugging Face config presets (concurrency_model/presets/hf) of the dense Llama models the sets name
 LLAMA = {"Llama 3.1 8B": "llama-3.1-8b", "Llama 3.1 70B": "llama-3.1-70b", "Llama 3.1 405B": "llama-3.1-405b",
-         "LLAMA3_8B": "llama-3-8b", "LLAMA3_70B": "llama-3-70b", "LLAMA3.1_405B": "llama-3.1-405b"}
+         "LLAMA3_8B": "llama-3-8b", "LLAMA3_70B": "llama-3-70b", "LLAMA3.1_405B": "llama-3.1-405b",
+         "LLAMA2-7B": "llama-2-7b", "LLAMA2-13B": "llama-2-13b", "LLAMA2-70B": "llama-2-70b", "LLAMA3-8B": "llama-3-8b",
+         "LLAMA3-70B": "llama-3-70b"}
+# NeMo's GPT-3 sizes (NVIDIA/NeMo @ 8cfedd72 nemo/collections/llm/gpt/model/base.py GPTConfig5B / 20B / 175B: layers,
+# hidden, heads; ffn 4 x hidden; sequence 2048) and the vocabularies of NeMo's FLOP formulas (@ 19fadb67
+# nemo/collections/common/parts/perf_metrics_utils.py LLM_VOCAB_SIZE_MAP)
+NEMO_GPT3 = {"GPT3-5B": (24, 4096, 32), "GPT3-20B": (44, 6144, 48), "GPT3-175B": (96, 12288, 96)}
+NEMO_VOCAB = {"gpt3": 51200, "llama2": 32000, "llama3": 128256}
+RECOMPUTE_ORDER = ("none", "selective", "full")  # recompute "auto": the least of these that fits in memory
 ASSUMPTIONS = {
     "torchtitan": "cluster grand-teton-h100 for the H100 rows (96 GB HBM2e at 2.4 TB/s, SXM5 peaks as the upper "
                   "bound: the 500 W cap is not modelled), dgx-h200 for the Trainy/WhiteFiber H200 rows (8 per host "
@@ -71,7 +92,19 @@ ASSUMPTIONS = {
                        "FP8 perf recipe recomputes 5 of 32 layers, not expressible: none); VP > 1 -> interleaved; "
                        "FP8 / FP8-CS -> fp8, BF16 -> bf16; the 25.09 rows (no precision column) fp8, as the 25.11 "
                        "table gives FP8-CS for the same layouts; SFT rows as pre-training of the same sequence; "
-                       "the first value of a cell with a bracketed alternative; fused attention; Adam",
+                       "the first value of a cell with a bracketed alternative; fused attention; Adam. The dense "
+                       "Llama rows on DGX-B200 (cluster dgx-b200, datasheet presets, nothing fitted) are mapped "
+                       "by the same rule",
+    "nemo": "clusters dgx-h100 and dgx-b200; framework megatron with the distributed optimizer (ZeRO 1), sequence "
+            "parallelism with TP, overlapped gradient reduction, VP > 1 -> interleaved, FP8 -> fp8 (Transformer "
+            "Engine's recipe, attention in bf16); recompute: the least of none / selective / full that fits in "
+            "memory (the tables do not say; NeMo's long-sequence page mentions full recompute for the runs "
+            "without CP); SFT rows as pre-training of the same sequence, LoRA and Nemotron rows not mapped (rank "
+            "not published; squared-ReLU Nemotron not modelled); GPT-3 5B / 20B / 175B as NeMo's GPTConfig shapes "
+            "with vocabulary 51200; long-sequence rows: microbatch 1 (not published), context parallelism as ring "
+            "(Transformer Engine's p2p default), the layout TP x PP x DP x CP as published (the B200 table's "
+            "'# of GPUs' is 4 x that product in every row; per-GPU throughput is compared, so the layout is "
+            "taken), sequence nK = n x 1024 tokens",
 }
 _FOOTNOTE = re.compile(r"\[\^[^\]]*\]")
 
@@ -198,13 +231,13 @@ def megatron_bridge_rows() -> pd.DataFrame:
                  dtype="bf16" if precision.startswith("BF16") else "fp8",
                  zero_stage=3 if fsdp > 0 else 1, framework="megatron",
                  measured_tps=number(r["tokens_per_s_per_gpu"]), measured_tflops=number(r["model_tflops_per_gpu"]),
-                 cluster="dgx-h100" if system == "DGX-H100" else "",
+                 cluster={"DGX-H100": "dgx-h100", "DGX-B200": "dgx-b200", "DGX-B300": "dgx-b300"}.get(system, ""),
                  note="bracketed alternative not compared" if bool(r["values_have_parenthesized_alternative"]) else "")
         if model.startswith(MOE):
             b["unmappable"] = f"not mappable: mixture-of-experts model {model} has no model preset yet"
         elif model.startswith("Nemotron"):
             b["unmappable"] = f"not mappable: {model} is a hybrid Mamba-Transformer MoE, not modelled"
-        elif system != "DGX-H100":
+        elif not b["cluster"]:
             b["unmappable"] = f"not mappable: no preset for {system}"
         elif short == "LoRA ":
             b["unmappable"] = "not mappable: LoRA rank and target modules are not published"
@@ -214,7 +247,86 @@ def megatron_bridge_rows() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-ROWS = {"torchtitan": torchtitan_rows, "llmfoundry": llmfoundry_rows, "megatron_bridge": megatron_bridge_rows}
+def nemo_flops_per_token(model: str, seq: int) -> float:
+    """NeMo's model FLOPs per token of a training step (forward and backward), the count behind its TFLOP/s per
+    GPU: NVIDIA/NeMo @ 19fadb67 ``nemo/utils/flops_formulas.py`` ``gpt3`` and ``llama2`` / ``llama3`` (at batch 1,
+    over the sequence): ``L h^2 (12 + 12 g / a + 18 f / h + 12 s / h + 6 V / (L h))`` for Llama (query groups
+    ``g``, heads ``a``, MLP width ``f``; attention counted without the causal half), ``(72 L h^2 + 12 L s h + 6 h
+    V)`` for GPT-3. ``model``: a NeMo table's name (``LLAMA3-8B``, ``GPT3-175B``).
+
+    >>> round(nemo_flops_per_token("LLAMA2-7B", 4096) / 1e9, 2)   # 24.07: 780 TFLOP/s at 16,934 tokens/s = 46.06
+    46.08
+    """
+    if model in NEMO_GPT3:
+        L, h, _ = NEMO_GPT3[model]
+        return 72 * L * h * h + 12 * L * seq * h + 6 * h * NEMO_VOCAB["gpt3"]
+    c, _ = load_hf_config(LLAMA[model])
+    L, h, a = c["num_hidden_layers"], c["hidden_size"], c["num_attention_heads"]
+    g, f = c.get("num_key_value_heads", a), c["intermediate_size"]
+    V = NEMO_VOCAB["llama3" if model.startswith("LLAMA3") else "llama2"]
+    return L * h * h * (12 + 12 * g / a + 18 * f / h + 12 * seq / h + 6 * V / (L * h))
+
+
+def _tokens(cell) -> int:
+    """A sequence length as published: ``4096`` or ``8K`` (K = 1024 tokens, as the long-sequence page's 1024K
+    = 1M).
+
+    >>> _tokens("8K"), _tokens(4096), _tokens("1024K")
+    (8192, 4096, 1048576)
+    """
+    text = str(cell).strip()
+    return int(text[:-1]) * 1024 if text.upper().endswith("K") else int(float(text))
+
+
+def nemo_rows() -> pd.DataFrame:
+    """NeMo's 24.07 performance summary and long-sequence tables, one row per published run, in the common row
+    shape (``flops_per_token``, ``without_cp_tflops`` and ``measured_speedup`` added)."""
+    df = load("nemo_2407_and_longseq_train_throughput")
+    rows = []
+    for i, r in df.iterrows():
+        model, system, task, table = str(r["model"]), str(r["system"]), str(r["task"]), str(r["table"])
+        longseq = table.startswith("long-seq")
+        seq = _tokens(r["seq_len"])
+        tp, pp = int(r["tp"]), int(r["pp"])
+        cp = int(number(r["cp"])) if np.isfinite(number(r["cp"])) else 1
+        vp = number(r["vp"])
+        short = "SFT " if task == "SFT" else "LoRA " if task == "LoRA" else ""
+        label = f"{table}: {short}{model} seq {r['seq_len']} on {r['num_gpus']} {system}"
+        group = f"{model} {'CP' if longseq else '24.07'} on {system}"
+        b = _base("nemo", i, label, group)
+        gpus, note = int(r["num_gpus"]), ""
+        if longseq:
+            gpus = tp * pp * cp * int(number(r["dp"]))
+            if gpus != int(r["num_gpus"]):
+                note = f"published # of GPUs {r['num_gpus']} != TP x PP x DP x CP = {gpus}: the layout is taken"
+        mbs = number(r["mbs"])
+        b.update(model=LLAMA.get(model, model.lower() if model in NEMO_GPT3 else ""), seq=seq, gpus=gpus,
+                 data=gpus // (tp * pp * cp), tensor=tp, pipeline=pp, context=cp, interleave=int(vp) if vp > 1 else 1,
+                 schedule="interleaved" if vp > 1 else "1f1b", sequence_parallel=tp > 1,
+                 microbatch=int(mbs) if np.isfinite(mbs) else 1, global_batch=int(r["gbs"]),
+                 dtype="fp8" if str(r["precision"]).upper().startswith("FP8") else "bf16", recompute="auto",
+                 zero_stage=1, framework="megatron", measured_tflops=number(r["model_tflops_per_gpu"]),
+                 cluster={"DGX-H100": "dgx-h100", "DGX-B200": "dgx-b200"}.get(system, ""), note=note)
+        known = model in LLAMA or model in NEMO_GPT3
+        b["flops_per_token"] = nemo_flops_per_token(model, seq) if known else np.nan
+        tps = number(r["tokens_per_s_per_gpu"])
+        b["measured_tps"] = tps if np.isfinite(tps) else b["measured_tflops"] * 1e12 / b["flops_per_token"]
+        b["without_cp_tflops"] = number(r["tflops_per_gpu_without_cp_best_config"])
+        b["measured_speedup"] = number(r["speedup_cp"])
+        if model.startswith("Nemotron"):
+            b["unmappable"] = f"not mappable: {model} (squared-ReLU Nemotron) has no model preset"
+        elif short == "LoRA ":
+            b["unmappable"] = "not mappable: LoRA rank and target modules are not published"
+        elif not known:
+            b["unmappable"] = f"not mappable: model {model!r} has no preset"
+        elif not b["cluster"]:
+            b["unmappable"] = f"not mappable: no preset for {system}"
+        rows.append(b)
+    return pd.DataFrame(rows)
+
+
+ROWS = {"torchtitan": torchtitan_rows, "llmfoundry": llmfoundry_rows, "megatron_bridge": megatron_bridge_rows,
+        "nemo": nemo_rows}
 
 
 def rows(dataset: str) -> pd.DataFrame:
@@ -230,6 +342,10 @@ def model_spec(r) -> dict:
         layers, hidden, heads = MPT_SHAPES[r["model"][4:]]
         return {"kind": "gpt", "layers": layers, "hidden": hidden, "heads": heads, "seq_len": int(r["seq"]),
                 "vocab": MPT_VOCAB, "fused_attention": True}
+    if str(r["model"]).upper() in NEMO_GPT3:
+        layers, hidden, heads = NEMO_GPT3[str(r["model"]).upper()]
+        return {"kind": "gpt", "layers": layers, "hidden": hidden, "heads": heads, "seq_len": int(r["seq"]),
+                "vocab": NEMO_VOCAB["gpt3"], "fused_attention": True}
     return {"hf_config": r["model"], "seq_len": int(r["seq"]), "fused_attention": True}
 
 
@@ -262,17 +378,26 @@ def _predict(r: dict) -> dict:
         sc = scenario_for(r)
     except ValueError as e:
         return {"status": "unmappable", "reason": str(e)}
-    try:
-        e = estimate(sc)
-    except ValueError as e:
-        return {"status": "refused", "reason": " ".join(str(e).split())}
+    tries = RECOMPUTE_ORDER if r["recompute"] == "auto" else (r["recompute"],)
+    for i, mode in enumerate(tries):  # "auto": the least recompute that fits (nemo: ASSUMPTIONS)
+        try:
+            e = estimate({**sc, "training": {**sc["training"], "recompute": mode}})
+            break
+        except ValueError as err:
+            if i == len(tries) - 1:
+                return {"status": "refused", "reason": " ".join(str(err).split())}
     tokens = r["global_batch"] * r["seq"] / r["gpus"]
-    return {"status": "ok", "reason": "", "predicted_time_s": e.step_time_s,
-            "predicted_tps": tokens / e.step_time_s, "predicted_tps_p10": tokens / e.step_time_p90_s,
-            "predicted_tps_p90": tokens / e.step_time_p10_s, "predicted_memory_bytes": e.memory_bytes_per_device}
+    out = {"status": "ok", "reason": "", "predicted_time_s": e.step_time_s,
+           "predicted_tps": tokens / e.step_time_s, "predicted_tps_p10": tokens / e.step_time_p90_s,
+           "predicted_tps_p90": tokens / e.step_time_p10_s, "predicted_memory_bytes": e.memory_bytes_per_device,
+           "recompute_used": mode}
+    if np.isfinite(r.get("flops_per_token", np.nan)):
+        out["predicted_tflops"] = out["predicted_tps"] * r["flops_per_token"] / 1e12
+    return out
 
 
-PREDICTED = ("predicted_time_s", "predicted_tps", "predicted_tps_p10", "predicted_tps_p90", "predicted_memory_bytes")
+PREDICTED = ("predicted_time_s", "predicted_tps", "predicted_tps_p10", "predicted_tps_p90", "predicted_memory_bytes",
+             "recompute_used", "predicted_tflops")
 
 
 def evaluate(df: pd.DataFrame, workers: int | None = None) -> pd.DataFrame:
@@ -293,3 +418,55 @@ def evaluate(df: pd.DataFrame, workers: int | None = None) -> pd.DataFrame:
     res["ape_memory"] = (res["predicted_memory_bytes"] - res["measured_memory_bytes"]).abs() / \
         res["measured_memory_bytes"]
     return res
+
+
+def _without_cp(r: dict) -> list[dict]:
+    """The layouts without context parallelism a long-sequence row's "without CP" value may have come from: the
+    same GPUs and batch, TP 1-8 (at most the query groups: NeMo's footnote, "the maximum TP size is limited by the
+    number of query groups") x PP 1-2, the rest data parallel, recompute as little as fits."""
+    cfg = load_hf_config(r["model"])[0]
+    groups = cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    out = []
+    for t in (1, 2, 4, 8):
+        for p in (1, 2):
+            if t > groups or r["gpus"] % (t * p) or r["global_batch"] % (r["gpus"] // (t * p)):
+                continue
+            out.append({**r, "tensor": t, "pipeline": p, "context": 1, "data": r["gpus"] // (t * p),
+                        "sequence_parallel": t > 1, "recompute": "auto"})
+    return out
+
+
+def nemo_cp_speedups(workers: int | None = None) -> pd.DataFrame:
+    """The long-sequence rows with context parallelism (CP > 1) and a published "without CP" value: the published
+    speed-up of CP over the best layout without it (``measured_speedup``) against the predicted one, the row's
+    prediction over the best prediction of :func:`_without_cp` (``predicted_speedup``), and their ratio less one
+    (``error``). NeMo does not publish its layouts without CP; the best of those the estimate lets fit is taken."""
+    df = rows("nemo")
+    df = df[df["label"].str.startswith("long-seq")]
+    df = df[(df["context"] > 1) & np.isfinite(df["without_cp_tflops"]) & (df["unmappable"] == "")]
+    recs = df.to_dict("records")
+    variants = [(i, v) for i, r in enumerate(recs) for v in _without_cp(r)]
+    todo = recs + [v for _, v in variants]
+    if (workers or 1) > 1:
+        with ProcessPoolExecutor(min(workers, os.cpu_count() or 1)) as ex:
+            out = list(ex.map(_predict, todo))
+    else:
+        out = [_predict(x) for x in todo]
+    res = []
+    for i, r in enumerate(recs):
+        mine = out[i]
+        alts = [(o["predicted_tps"], v) for (j, v), o in zip(variants, out[len(recs):])
+                if j == i and o["status"] == "ok"]
+        best_tps, best = max(alts, key=lambda x: x[0]) if alts else (np.nan, None)
+        pred = mine.get("predicted_tps", np.nan) / best_tps if mine["status"] == "ok" else np.nan
+        res.append({"label": r["label"], "seq": r["seq"], "layout_cp": f"TP{r['tensor']} PP{r['pipeline']} "
+                    f"DP{r['data']} CP{r['context']}", "measured_tflops": r["measured_tflops"],
+                    "predicted_tflops": mine.get("predicted_tflops", np.nan),
+                    "without_cp_tflops": r["without_cp_tflops"],
+                    "predicted_without_cp_tflops": best_tps * r["flops_per_token"] / 1e12,
+                    "best_without_cp": "" if best is None else f"TP{best['tensor']} PP{best['pipeline']}",
+                    "measured_speedup": r["measured_tflops"] / r["without_cp_tflops"],
+                    "predicted_speedup": pred})
+    frame = pd.DataFrame(res)
+    frame["error"] = frame["predicted_speedup"] / frame["measured_speedup"] - 1
+    return frame

@@ -1,0 +1,61 @@
+"""The NeMo 24.07 and long-sequence rows of :mod:`concurrency_model.validate.modern` mapped to scenarios (hand-picked
+rows checked against the published tables), NeMo's FLOP count, and the Megatron-Bridge B200 rows now mappable."""
+from __future__ import annotations
+
+import pytest
+
+from concurrency_model.validate import modern
+
+
+@pytest.fixture(scope="module")
+def nemo():
+    return modern.nemo_rows()
+
+
+def test_nemo_flop_count_reproduces_the_published_pairs(nemo):
+    # rows that publish both tokens/s and TFLOP/s per GPU: NeMo's formula links them within the rounding of the cells
+    # (pre-training only: the fine-tuning rows' TFLOP/s are 8-73% above tokens/s x this count, another count)
+    both = nemo[nemo["label"].str.startswith("24.07 Pretraining") & nemo["measured_tflops"].notna()
+                & nemo["flops_per_token"].notna()]
+    assert len(both) == 8  # 12 pre-training rows less 3 Nemotron and the 175B cell that links to MLPerf
+    ratio = both["measured_tps"] * both["flops_per_token"] / 1e12 / both["measured_tflops"]
+    assert ratio.between(0.995, 1.005).all()
+
+
+def test_b200_long_sequence_128k_row(nemo):
+    r = nemo[nemo["label"] == "long-seq LLAMA3-8B (FP8) - B200: LLAMA3-8B seq 128K on 128 DGX-B200"].iloc[0]
+    # the table: TP 2, PP 1, DP 4, CP 4, batch 32, 1,588 TFLOP/s per GPU; Llama 3 8B: 32 layers, hidden 4096, 32 heads,
+    # 8 groups, MLP 14336, vocabulary 128256; NeMo: L h^2 (12 + 12 g/a + 18 f/h + 12 s/h + 6 V/(L h))
+    per_token = 32 * 4096 ** 2 * (12 + 12 * 8 / 32 + 18 * 14336 / 4096 + 12 * 131072 / 4096 + 6 * 128256 / (32 * 4096))
+    assert r["flops_per_token"] == pytest.approx(per_token)
+    assert r["measured_tps"] == pytest.approx(1588e12 / per_token)
+    sc = modern.scenario_for(r)
+    assert sc["cluster"] == "dgx-b200" and sc["model"] == {"hf_config": "llama-3-8b", "seq_len": 131072,
+                                                           "fused_attention": True}
+    par = sc["parallel"]
+    assert (par["tensor"], par["pipeline"], par["context"], par["data"]) == (2, 1, 4, 4)
+    assert (par["global_batch"], par["microbatch_size"], par["sequence_parallel"]) == (32, 1, True)
+    assert sc["training"]["dtype"] == "fp8" and sc["training"]["framework"] == "megatron"
+    assert r["recompute"] == "auto" and r["without_cp_tflops"] == 1438 and r["measured_speedup"] == 1.10
+    assert "published # of GPUs 128 != TP x PP x DP x CP = 32" in r["note"]
+
+
+def test_gpt3_175b_row_and_the_rows_left_out(nemo):
+    r = nemo[nemo["label"] == "24.07 Pretraining: GPT3-175B seq 2048 on 128 DGX-H100"].iloc[0]
+    sc = modern.scenario_for(r)
+    assert sc["model"] == {"kind": "gpt", "layers": 96, "hidden": 12288, "heads": 96, "seq_len": 2048,
+                           "vocab": 51200, "fused_attention": True}
+    par = sc["parallel"]
+    assert (par["tensor"], par["pipeline"], par["interleave"], par["schedule"], par["data"]) == \
+        (4, 8, 6, "interleaved", 4)
+    assert r["measured_tps"] == 716
+    left = nemo[nemo["unmappable"] != ""]
+    assert len(left) == 6 and left["label"].str.contains("Nemotron|LoRA").all()
+
+
+def test_megatron_bridge_dense_b200_rows_are_mappable_moe_rows_not():
+    df = modern.megatron_bridge_rows()
+    b200 = df[df["label"].str.contains("DGX-B200")]
+    dense = b200[b200["label"].str.contains("LLAMA")]
+    assert len(dense) == 4 and (dense["unmappable"] == "").all() and (dense["cluster"] == "dgx-b200").all()
+    assert (b200.loc[~b200.index.isin(dense.index), "unmappable"] != "").all()
