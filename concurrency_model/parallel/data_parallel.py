@@ -111,7 +111,7 @@ class DataParallelMixin:
             return {**dict.fromkeys(("ar", "rs", "ag", "agb", "x_dp", "last_ar", "last_rs"), ZERO_TRIPLE),
                     "kappa": 0.0}
         # ranks of one data-parallel group per node: the largest divisor of d that fits beside the tensor ranks
-        rpn, sharing = group_placement(self.cluster.gpus_per_node, t, d)
+        rpn, sharing = group_placement(self.cluster.domain_gpus, t, d)
         params_dev = self.trainable_params / (t * p)  # the gradients: of every parameter, or of LoRA's adapters
         grad = params_dev * self.grad_bytes
         bucket = min(grad, BUCKET_BYTES)
@@ -198,7 +198,7 @@ class DataParallelMixin:
             t, d = 1, d * t
         if d == 1 or not channels:
             return ZERO_TRIPLE
-        rpn, sharing = group_placement(self.cluster.gpus_per_node, t, d)
+        rpn, sharing = group_placement(self.cluster.domain_gpus, t, d)
         out = ZERO_TRIPLE
         for c in channels:
             out = _add(out, self._coll("allreduce", float(2 * c * STAT_BYTES), d, rpn, sharing))
