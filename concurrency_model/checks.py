@@ -24,7 +24,10 @@ def _symbolic(v) -> bool:
     return isinstance(v, sp.Basic) and not v.is_number
 
 
-def _range(low: float, low_ok: bool, high: float, high_ok: bool) -> str:
+def _range(low: float, low_ok: bool, high: float, high_ok: bool, why: str = "") -> str:
+    if why:  # a plausible range: the bound below as without one, then the ceiling and its reason
+        return f"{_range(low, low_ok, math.inf, False)}, at most {high:g} ({why})" if high_ok else \
+            f"{_range(low, low_ok, math.inf, False)}, below {high:g} ({why})"
     if high == math.inf:
         if low == 0 and not low_ok:
             return "a positive number"
@@ -50,13 +53,14 @@ def number(field: str, v, *, low: float = 0.0, low_ok: bool = False, high: float
     >>> number("training.straggler_cv", 1e308, low_ok=True, high=1, high_ok=True, why="spread over mean")
     Traceback (most recent call last):
     ...
-    ValueError: training.straggler_cv: must be a number in [0, 1] (spread over mean), got 1e+308
+    ValueError: training.straggler_cv: must be a number >= 0, at most 1 (spread over mean), got 1e+308
     """
     if v is None and none_ok:
         return None
     if symbols_ok and _symbolic(v):
         return v
-    what = _range(low, low_ok, high, high_ok) + (f" ({why})" if why else "")
+    # a plausible range (``why``) is spelt out for a value past its ceiling; below the floor, the floor says it all
+    what = _range(low, low_ok, high, high_ok) if not why else _range(low, low_ok, math.inf, False)
     if isinstance(v, bool) or not isinstance(v, (numbers.Real, sp.Basic)):
         raise ValueError(f"{field}: must be {what}, got {v!r}")
     try:
@@ -64,6 +68,8 @@ def number(field: str, v, *, low: float = 0.0, low_ok: bool = False, high: float
     except TypeError:  # a sympy expression that is not a real number
         raise ValueError(f"{field}: must be {what}, got {v!r}") from None
     inside = (low <= f if low_ok else low < f) and (f <= high if high_ok else f < high)
+    if why and not (f <= high if high_ok else f < high):
+        what = _range(low, low_ok, high, high_ok, why)
     if not math.isfinite(f) or not inside:
         raise ValueError(f"{field}: must be {what}, got {v!r}")
     return f
@@ -103,11 +109,12 @@ def count(field: str, v, *, low: int = 1, high: int | None = None, none_ok: bool
         return v
     integral = isinstance(v, numbers.Integral) or (isinstance(v, sp.Basic) and v.is_Integer)
     if isinstance(v, bool) or not integral or int(v) < low or (high is not None and int(v) > high):
-        if high is not None:
+        what = "a positive integer" if low == 1 else f"an integer >= {low}"
+        if high is not None and not why:
             what = f"an integer in [{low}, {high}]"
-        else:
-            what = "a positive integer" if low == 1 else f"an integer >= {low}"
-        raise ValueError(f"{field}: must be {what}{f' ({why})' if why else ''}, got {v!r}")
+        elif high is not None and integral and int(v) > high:  # past a plausible range: its ceiling and why
+            what = f"{what}, at most {high:,} ({why})"
+        raise ValueError(f"{field}: must be {what}, got {v!r}")
     if int(v) > EXACT:
         raise ValueError(f"{field}: {int(v):.3g} is past 2**53, where the model's floating point stops counting "
                          "exactly")
