@@ -13,9 +13,9 @@ ReLU cell. ``tf32`` rows keep fp32 storage and let the matrix units round to TF3
 
 The files are written in DeepBench's columns (``deepbench_gemm.csv``, ``deepbench_conv.csv``,
 ``deepbench_rnn.csv``) with the host, library versions and date in the source columns. What is measured is
-saved after every chunk of shapes in ``deepbench_{op}.csv.partial`` (temporary file and rename), so that work
-stopped half-way keeps what was measured; the file itself is replaced once, whole, when its op is done, so that an
-earlier whole file is never left half-replaced.
+saved after every chunk of shapes (temporary file and rename), so that work stopped half-way keeps what was
+measured: in the file itself when it is new, else (``--force`` over an earlier file) in ``deepbench_{op}.csv.partial``,
+the earlier file replaced once, whole, when its op is done, never left half-replaced.
 """
 from __future__ import annotations
 
@@ -215,18 +215,20 @@ def calibrate(out_dir, ops=OPS, dtypes=("fp32", "fp16"), quick: bool = False, fo
     with Progress(total, "calibrate kernels", stream) as bar:
         for op in ops:
             path, parts = out / f"deepbench_{op}.csv", []
+            progress = partial_path(path) if path.exists() else path  # a whole old file is replaced once, at the end
             for dt in dtypes:
-                def write(rows, dt=dt):  # every chunk: a run stopped from outside keeps what it timed, in .partial
-                    atomic_write(partial_path(path), pd.concat([*parts, _finish(op, dt, rows, info, path, repeats)],
-                                                               ignore_index=True).to_csv(index=False))
+                def write(rows, dt=dt):  # every chunk: a run stopped from outside keeps what it timed
+                    atomic_write(progress, pd.concat([*parts, _finish(op, dt, rows, info, path, repeats)],
+                                                     ignore_index=True).to_csv(index=False))
                 rows, miss = measure(op, dt, tables[op], backend, repeats, 0.02 if quick else 0.05, bar, deadline,
                                      write)
                 missing += [{"op": op, "dtype": dt, **tables[op].iloc[i].to_dict(), "reason": why} for i, why in miss]
                 parts.append(_finish(op, dt, rows, info, path, repeats))
                 frame = pd.concat(parts, ignore_index=True)
-                atomic_write(partial_path(path), frame.to_csv(index=False))
-            atomic_write(path, frame.to_csv(index=False))  # the whole op, replacing the old file once
-            partial_path(path).unlink(missing_ok=True)
+                atomic_write(progress, frame.to_csv(index=False))
+            atomic_write(path, frame.to_csv(index=False))  # the whole op, replacing an old file once
+            if progress != path:
+                progress.unlink(missing_ok=True)
             count += len(frame)
             files.append(str(path))
     return {"out": str(out), "rows": count, "files": files, "missing": missing, "device": info["device"],
