@@ -14,6 +14,23 @@ from .commands import calibrate, collective, estimate, infer, op, presets, repor
 COMMANDS = (workdepth, op, collective, estimate, sweep, infer, calibrate, validate, report, presets)
 
 
+# the optional extras (pyproject.toml) and how to install them; torch first, pinned (see .ci/run)
+EXTRAS = {"onnx": "pip install 'concurrency-model[onnx]'",
+          "torch": "pip install torch==2.13.0, then 'concurrency-model[torch]'"}
+
+
+def missing_extra(e: ImportError) -> str:
+    """One line for a missing optional package: what is missing and the command that installs it.
+
+    >>> missing_extra(ModuleNotFoundError("No module named 'torch'", name="torch"))
+    "needs torch, which is not installed: pip install torch==2.13.0, then 'concurrency-model[torch]'"
+    """
+    top = (e.name or "").split(".")[0]
+    if top in EXTRAS:
+        return f"needs {top}, which is not installed: {EXTRAS[top]}"
+    return str(e).splitlines()[0] if str(e) else f"a module could not be imported ({type(e).__name__})"
+
+
 class Parser(argparse.ArgumentParser):
     """Bad arguments: one line on stderr (``prog: error: ...``) and exit code 2, without the usage block."""
 
@@ -40,6 +57,13 @@ def main(argv=None) -> int:
     except (OverflowError, MemoryError) as e:  # an input number far beyond any real model or machine
         print(f"concurrency-model {args.command}: error: an input number is too large to compute with "
               f"({type(e).__name__}: {e})", file=sys.stderr)
+        return 2
+    except RecursionError:  # an input object nested deeper than any file the readers name (checks.json_object)
+        print(f"concurrency-model {args.command}: error: an input object nests too deeply to read (more than about "
+              f"{sys.getrecursionlimit():,} levels)", file=sys.stderr)
+        return 2
+    except ImportError as e:  # an optional extra is not installed
+        print(f"concurrency-model {args.command}: error: {missing_extra(e)}", file=sys.stderr)
         return 2
     # a command may finish with errors it reports beside its output (e.g. validate with a broken dataset)
     code, errors = (out.pop("_exit_code", 0), out.pop("_errors", [])) if isinstance(out, dict) else (0, [])

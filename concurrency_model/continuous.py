@@ -72,6 +72,7 @@ import numpy as np
 
 from .decode import (Pass, comm_s, decode_step, kv_attention, pass_kinds, pass_parts, pass_rows, prefill_pass,
                      prompt_attention, sum_max_affine, with_experts)
+from .parallel.host import issued
 from .serving import model_graph, workspace_bytes
 from .timing.parts import Parts
 from .units import dtype_bytes, value_dtype
@@ -164,7 +165,7 @@ def iteration(graph_of, shape: dict, dev, dtype: str, t: int, slots: int, prompt
     prompt_att = prompt_attention(g_prompt, dev, dtype, t, cached).with_work(spread).times(share)
     lo, hi = prompt_len + 1, prompt_len + decode_len
     la = float(dev.launch_overhead)
-    host = host_overhead_s * (parts.kernels(la) + shape["layers"] + prompt_att.kernels(la))
+    host = host_overhead_s * (issued(parts, la) + shape["layers"] + issued(prompt_att, la))
     b = {"compute_s": parts.total(),
          "kv_attention_s": shape["layers"] * (sum_max_affine(*att[:4], lo, hi) / (hi - lo + 1) + att[4]),
          "prompt_attention_s": prompt_att.total(),

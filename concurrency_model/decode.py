@@ -21,6 +21,7 @@ import sympy as sp
 
 from .models.transformer import is_lm_head
 from .ops.attention import attention as attention_op
+from .parallel.host import issued
 from .serving import FREE
 from .timing import _f, gemm_coeffs
 from .timing.graph import layer_parts
@@ -190,7 +191,7 @@ def prefill_pass(graph, hidden: int, dev, dtype: str, t: int, batch: int, comm, 
                        imbalance=comm.imbalance)
     if cached:
         parts = parts + prompt_attention(whole, dev, dtype, t, cached)
-    host = host_overhead_s * parts.kernels(float(dev.launch_overhead))
+    host = host_overhead_s * issued(parts, float(dev.launch_overhead))
     new = prompt_len - cached
     return Pass(parts, host, with_experts({"compute_s": parts.total(), "host_wait_s": max(0.0, host - parts.total()),
                                            "tensor_comm_s": comm.tensor(graph, batch, vb, last_only=True),
@@ -243,7 +244,7 @@ def decode_step(graph, shape: dict, dev, dtype: str, t: int, batch: int, comm, l
     att = kv_attention(batch, shape["heads"], shape["kv_heads"], shape["head_dim"], dev, dtype, t, queries,
                        shape.get("kv_bytes"))
     n = hi - lo + 1
-    host = host_overhead_s * (parts.kernels(float(dev.launch_overhead)) + shape["layers"])
+    host = host_overhead_s * (issued(parts, float(dev.launch_overhead)) + shape["layers"])
     b = {"compute_s": parts.total(),
          "kv_attention_s": shape["layers"] * (sum_max_affine(*att[:4], lo, hi) / n + att[4]),
          "tensor_comm_s": comm.tensor(graph, batch, vb, last_only=queries == 1),

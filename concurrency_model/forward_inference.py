@@ -28,6 +28,7 @@ from .cluster import load_cluster
 from .models import IMAGE_MODELS
 from .models.channel_split import is_channel_split
 from .models.transformer import check_tensor_split
+from .parallel.host import issued
 from .parallel.memory import memory_per_device
 from .serving import FREE, Comm, check_weight_sparsity, model_graph, weights_bytes, workspace_bytes
 from .timing.graph import layer_parts
@@ -99,7 +100,7 @@ def predict_forward(model, cluster, batch: int, dtype: str = "fp16", tensor: int
         raise ValueError(mem["reason"])
     rows = layer_parts(g, dev, dtype, tensor=t, weight_bytes=quantized, weight_sparsity=weight_sparsity)
     parts = total([r["forward"] for n, r in zip(nodes, rows) if n.kind not in FREE])
-    host = host_overhead_s * parts.kernels(float(dev.launch_overhead))  # the host's seconds to issue the pass
+    host = host_overhead_s * issued(parts, float(dev.launch_overhead))  # the host's seconds to issue the pass
     brk = {"compute_s": parts.total(), "host_wait_s": max(0.0, host - parts.total()),
            "tensor_comm_s": Comm(cl, t, 1).tensor(g, batch, dtype_bytes(value_dtype(dtype)), last_only=False)}
     latency = sum(brk.values())

@@ -20,7 +20,6 @@ symbols into the numeric fields (see :func:`symbolic`).
 """
 from __future__ import annotations
 
-import json
 import numbers
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
@@ -28,7 +27,7 @@ from pathlib import Path
 
 import sympy as sp
 
-from .checks import count, did_you_mean, number
+from .checks import count, did_you_mean, file_text, json_object, number
 
 KINDS = ("gpu", "cpu", "accelerator")
 # math dtypes a device may have a peak for; mxfp8 / nvfp4: block-scaled tensor-core math (Blackwell, compute
@@ -218,8 +217,8 @@ def read_spec(spec, preset_dir, field_name: str, names) -> tuple[dict, str]:
     label for error messages; ``ValueError`` naming ``field_name`` if neither exists."""
     text = str(spec)
     path = Path(text)
-    if text.endswith(".json") or path.is_file():
-        if not path.is_file():
+    if text.endswith(".json") or path.is_file() or path.is_dir():
+        if not path.exists():
             raise ValueError(f"{field_name}: no such file {text!r}")
         return read_json(path, field_name), path.name
     preset = preset_dir / f"{text}.json"
@@ -231,10 +230,7 @@ def read_spec(spec, preset_dir, field_name: str, names) -> tuple[dict, str]:
 
 def read_json(path, field_name: str) -> dict:
     """A JSON file's object; ``ValueError`` naming ``field_name`` and the line if it is not valid JSON."""
-    try:
-        return json.loads(Path(str(path)).read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{field_name}: {Path(str(path)).name} is not valid JSON ({e.msg}, line {e.lineno})") from None
+    return json_object(field_name, file_text(field_name, path), Path(str(path)).name)
 
 
 def symbolic(device: Device, dtype: str = "fp16") -> tuple[Device, dict]:

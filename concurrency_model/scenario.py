@@ -17,7 +17,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .checks import count, did_you_mean, number
+from .checks import count, did_you_mean, file_text, json_object, number
 from .cluster import Cluster, load_cluster
 from .parallel.batch_size import DEFAULT_CEILING
 from .parallel.consistency import CONSISTENCY
@@ -56,6 +56,46 @@ CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tens
            "lora_base_dtype": tuple(BASE_BYTES), "batching": BATCHING,
            "kv_dtype": KV_DTYPES, "framework": FRAMEWORKS}  # a field whose default is null may stay null
 TOP = ("model", "cluster", "parallel", "training", "run", "inference", "name", "notes")
+
+# Plausible ranges of the numeric fields, (low, high, why): far enough past every real model, machine and run that
+# no real scenario meets them, near enough that a typo (1e12 for 1e2) is refused before it hangs a search or
+# overflows a float. Integers past 2**53 are refused everywhere (checks.EXACT). [D] The yardsticks, as recalled: GPU
+# clusters of about 10^5 GPUs (xAI Colossus, 2024); batches of 65,536 images (Ying et al. 2018, "Image classification
+# at supercomputer scale"); context windows of 10^7 tokens (Llama 4 Scout, 2025).
+_DEVICES = "devices; 2^20 is ten times the largest GPU clusters built"
+_TOKENS = "tokens; 2^24 = 16.8M is past the longest context windows"
+COUNTS = {"data": (1, 2**20, _DEVICES), "tensor": (1, 2**20, _DEVICES), "pipeline": (1, 2**20, _DEVICES),
+          "context": (1, 2**20, _DEVICES), "expert": (1, 2**20, _DEVICES),
+          "interleave": (1, 2**10, "model chunks a pipeline stage holds, each at least one layer"),
+          "microbatch_size": (1, 2**20, "samples a replica runs at once"),
+          "global_batch": (1, 2**24, "samples a step; published batches reach about 2^16"),
+          "max_global_batch": (1, 2**24, "samples a step; published batches reach about 2^16"),
+          "zero_stage": (0, None, ""),  # 0-3, checked in load_scenario
+          "ps_servers": (0, 2**20, "parameter-server processes; 0: one per replica"),
+          "staleness": (0, 10**4, "steps a replica may run ahead of the slowest"),
+          "local_steps": (1, 10**6, "steps a replica takes between averagings"),
+          "lora_rank": (0, 2**16, "the rank of a LoRA adapter, below the layer's width"),
+          "batch": (1, 2**20, "sequences decoded together"),
+          "prompt_len": (1, 2**24, _TOKENS), "decode_len": (1, 2**24, _TOKENS), "prefix_len": (0, 2**24, _TOKENS),
+          "max_batched_tokens": (1, 2**30, "tokens an iteration runs")}
+_HOST = "host seconds to issue one kernel; eager frameworks take 5-100 us (parallel.host)"
+NUMBERS = {"training.straggler_cv": (0.0, 1.0, "standard deviation of a replica's compute time over its mean; at 1 "
+                                               "the spread equals the mean"),
+           "training.host_overhead_s": (0.0, 1.0, _HOST), "inference.host_overhead_s": (0.0, 1.0, _HOST),
+           "inference.price_per_gpu_hour": (0.0, 1e4, "money a GPU-hour"),
+           "inference.load_rps": (0.0, 1e9, "requests a second")}
+
+
+def in_range(field: str, v, *, none_ok: bool = False):
+    """``v`` checked against :data:`NUMBERS`' range of ``field`` (``ValueError`` naming the field, the range and
+    its reason); ``load_rps`` must be above 0, the others may be 0.
+
+    >>> in_range("training.straggler_cv", 0.1)
+    0.1
+    """
+    low, high, why = NUMBERS[field]
+    return number(field, v, low=low, low_ok=not field.endswith("load_rps"), high=high, high_ok=True,
+                  none_ok=none_ok, why=why)
 
 
 @dataclass(frozen=True)
@@ -96,7 +136,8 @@ def _section(raw: dict, name: str, defaults: dict) -> dict:
             if not isinstance(v, bool):
                 raise ValueError(f"{where}: must be true or false, got {v!r}")
         elif isinstance(default, int) or (k == "global_batch" and v is not None):
-            count(where, v, low=0 if k in ("zero_stage", "ps_servers", "staleness", "prefix_len", "lora_rank") else 1)
+            low, high, why = COUNTS[k]
+            count(where, v, low=low, high=high, why=why)
     return out
 
 
@@ -105,9 +146,9 @@ def inference_section(raw: dict) -> dict:
     if raw.get("inference") is None:
         raise ValueError("inference: missing; give an object with batch, prompt_len, decode_len, dtype")
     out = _section(raw, "inference", INFERENCE)  # positive integers, the CHOICES' names
-    number("inference.host_overhead_s", out["host_overhead_s"], low_ok=True)  # host seconds per kernel
-    number("inference.price_per_gpu_hour", out["price_per_gpu_hour"], low_ok=True, none_ok=True)
-    if number("inference.load_rps", out["load_rps"], none_ok=True) is not None and out["batching"] != "continuous":
+    in_range("inference.host_overhead_s", out["host_overhead_s"])  # host seconds per kernel
+    in_range("inference.price_per_gpu_hour", out["price_per_gpu_hour"], none_ok=True)
+    if in_range("inference.load_rps", out["load_rps"], none_ok=True) is not None and out["batching"] != "continuous":
         raise ValueError("inference.load_rps: a load is modelled with batching \"continuous\" (a static batch waits "
                          "for its requests)")
     if out["prefix_len"] >= out["prompt_len"]:
@@ -116,7 +157,8 @@ def inference_section(raw: dict) -> dict:
     if out["prefix_len"] and out["speculative"] is not None:
         raise ValueError("inference.prefix_len: a cached prefix with speculative decoding is not modelled")
     if out["max_batched_tokens"] is not None:
-        count("inference.max_batched_tokens", out["max_batched_tokens"])
+        low, high, why = COUNTS["max_batched_tokens"]
+        count("inference.max_batched_tokens", out["max_batched_tokens"], low=low, high=high, why=why)
         if out["batching"] != "continuous" or out["speculative"] is not None:
             raise ValueError("inference.max_batched_tokens: a token budget an iteration is modelled with batching "
                              "\"continuous\" and without speculative decoding")
@@ -127,7 +169,7 @@ def _check_consistency(tr: dict) -> None:
     """``training.consistency`` and its parameters (:func:`concurrency_model.parallel.consistency.step_factors`):
     a parameter of another mode is refused rather than ignored."""
     mode, cv = tr["consistency"], tr["straggler_cv"]
-    number("training.straggler_cv", cv, low_ok=True)  # standard deviation / mean of a replica's compute time
+    in_range("training.straggler_cv", cv)  # standard deviation / mean of a replica's compute time
     if tr["staleness"] and mode != "ssp":
         raise ValueError(f"training.staleness: only used with consistency \"ssp\", got consistency {mode!r}")
     if mode == "ssp" and not tr["staleness"]:
@@ -158,15 +200,19 @@ def read_scenario(spec) -> dict:
         path = Path(spec)
         if not path.exists() and isinstance(spec, str) and spec in example_names():
             path = EXAMPLES / f"{spec}.json"
-        if not path.exists() or path.is_dir():  # pipes (e.g. <(...)) are not regular files but can be read
+        if not path.exists():  # pipes (e.g. <(...)) are not regular files but can be read
             raise ValueError(f"scenario: no such file {str(spec)!r}{did_you_mean(str(spec), example_names())}; or "
                              f"an example: {', '.join(example_names())}")
-        text = path.read_text()
-        try:
-            raw = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-        except (json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
-            raise ValueError(f"scenario: {path.name} is not valid {'TOML' if path.suffix == '.toml' else 'JSON'} "
-                             f"({e})") from None
+        text = file_text("scenario", path)  # names a directory, an unreadable or a non-UTF-8 file
+        if path.suffix != ".toml":
+            raw = json_object("scenario", text, path.name)
+        else:
+            try:
+                raw = tomllib.loads(text)
+            except tomllib.TOMLDecodeError as e:
+                raise ValueError(f"scenario: {path.name} is not valid TOML ({e})") from None
+            except RecursionError:
+                raise ValueError(f"scenario: {path.name} nests too deeply to read") from None
     elif isinstance(spec, dict):
         raw = spec
     else:
@@ -258,7 +304,7 @@ def load_scenario(spec) -> Scenario:
         if tr["lora_rank"]:
             raise ValueError("training.compression: sfb sends the factors of whole fully connected layers' gradients; "
                              "with LoRA (training.lora_rank) only the adapters have gradients")
-    number("training.host_overhead_s", tr["host_overhead_s"], low_ok=True, none_ok=True)  # host s a kernel
+    in_range("training.host_overhead_s", tr["host_overhead_s"], none_ok=True)  # host s a kernel
     cluster = load_cluster(raw.get("cluster", "dgx-a100"))
     try:
         cluster.device.peak(tr["dtype"])  # the device must have math in this dtype

@@ -104,8 +104,8 @@ def test_out_directory_rules(tmp_path):
     (ours / "figures").mkdir(parents=True)
     (ours / MARKER).write_text("{}")
     (ours / "figures" / "old.png").write_bytes(PNG_SIGNATURE)
-    prepare_out(ours)  # written by the toolkit before: no question, old figures go
-    assert not (ours / "figures" / "old.png").exists()
+    prepare_out(ours)  # written by the toolkit before: no question; the old report stays whole until replaced
+    assert (ours / "figures" / "old.png").exists()
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match="not a directory"):
         prepare_out(tmp_path / "file")
@@ -118,8 +118,8 @@ def test_rerun_accepts_own_report(report, tmp_path):
     again = tmp_path / "again"
     shutil.copytree(out["out"], again)
     assert (again / MARKER).is_file()
-    prepare_out(again)  # a directory the report wrote: accepted without --force, its figures cleared
-    assert not list((again / "figures").glob("*.png")) and (again / "report.html").is_file()
+    prepare_out(again)  # a directory the report wrote: accepted without --force, kept whole until replaced
+    assert list((again / "figures").glob("*.png")) and (again / "report.html").is_file()
 
 
 def test_failed_section_is_shown_and_exits_1(monkeypatch, capsys, tmp_path):

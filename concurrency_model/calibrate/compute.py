@@ -36,7 +36,7 @@ import pandas as pd
 from ..hardware import Device, Efficiency, device_from_dict
 from ..progress import Progress
 from ..timing import gemm_coeffs
-from .files import atomic_write, check_targets
+from .files import atomic_write, check_targets, discard, stage_dir, swap_in
 from .fit import as_dict, fit_efficiency
 
 # (m, n, k): small, skinny, square and large products, 16..2048 (quick); more of each (full)
@@ -328,17 +328,24 @@ def profile(rows: pd.DataFrame, bandwidth: float | None = None, launch: float | 
                                          f"(median APE {np.median(err):.1f} %, max {np.max(err):.1f} %)."}
 
 
-def write(out_dir, rows: pd.DataFrame, profile: dict, force: bool = False, extra: dict | None = None) -> list:
+def write(out_dir, rows: pd.DataFrame, profile: dict, force: bool = False, extra: dict | None = None,
+          stage: Path | None = None) -> list:
     """Write ``measurements.csv`` and ``profile.json`` (and ``extra``: file name -> profile dict) into
-    ``out_dir`` (created if needed), each to a temporary file in the same directory renamed over the
-    target (``os.replace``, atomic on POSIX). Existing files are kept unless ``force``; all targets are
-    checked before anything is written. Returns the paths written."""
+    ``out_dir`` (created if needed) together: all into a directory beside it (``stage``, from
+    :func:`~.files.stage_dir`, else made here), swapped in with one rename (:func:`~.files.swap_in`), so that a run
+    stopped at any point leaves the old set whole or the new one, never a profile beside other measurements.
+    Existing files are kept unless ``force``; all targets are checked before anything is written. Returns the paths
+    written."""
     texts = {"measurements.csv": rows.to_csv(index=False), "profile.json": json.dumps(profile, indent=2) + "\n"}
     texts.update({k: json.dumps(v, indent=2) + "\n" for k, v in (extra or {}).items()})
     out = check_targets(out_dir, force, tuple(texts))
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in texts.items():
-        atomic_write(out / name, text)
+    stage = stage_dir(out_dir) if stage is None else stage
+    try:
+        for name, text in texts.items():
+            atomic_write(stage / name, text)
+        swap_in(stage, out, tuple(texts))
+    finally:
+        discard(stage)  # after the swap: the old directory, if its removal was cut short
     return [str(out / name) for name in texts]
 
 
@@ -364,6 +371,14 @@ def calibrate(out_dir, quick: bool = False, force: bool = False, shapes=None, fp
     check_targets(out_dir, force, FILES)  # before importing torch, so that a refusal is immediate
     cuda = torch_on and __import__("torch").cuda.is_available()
     check_targets(out_dir, force, ("profile-torch.json",) * torch_on + ("profile-cuda.json",) * cuda)
+    stage = stage_dir(out_dir)  # a directory that cannot be written is refused now, not after the measurements
+    try:
+        return _calibrate(out_dir, quick, force, shapes, fp64_shapes, torch_on, cuda, copy_bytes, stream, t0, stage)
+    finally:
+        discard(stage)  # swapped in (then gone) or not needed
+
+
+def _calibrate(out_dir, quick, force, shapes, fp64_shapes, torch_on, cuda, copy_bytes, stream, t0, stage) -> dict:
     f64 = list(fp64_shapes if fp64_shapes is not None else (FP64_QUICK if quick else FP64_FULL))
     reps, budget = (7, 0.25) if quick else (11, 1.0)
     shapes, tshapes, gpu = gemm_sets(quick, shapes)
@@ -391,7 +406,7 @@ def calibrate(out_dir, quick: bool = False, force: bool = False, shapes=None, fp
     extra = {"profile-torch.json": profile(rows, backend="torch", name="cpu-host-torch")} if torch_on else {}
     if cuda:
         extra["profile-cuda.json"] = profile(rows, backend="cuda")
-    files = write(out_dir, rows, prof, force, extra)
+    files = write(out_dir, rows, prof, force, extra, stage)
     fitted = {**prof["efficiency"], **{k: prof[k] for k in ("peak_flops", "mem_bw_Bps", "launch_overhead_s")}}
     return {"out": str(Path(out_dir)), "rows": int(len(rows)), "fitted": fitted, "files": files,
             "elapsed_s": round(time.perf_counter() - t0, 2)}

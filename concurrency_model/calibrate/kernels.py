@@ -12,8 +12,10 @@ Two differences from DeepBench, recorded in the rows: torch's recurrent layers a
 ReLU cell. ``tf32`` rows keep fp32 storage and let the matrix units round to TF32; ``fp32`` rows forbid it.
 
 The files are written in DeepBench's columns (``deepbench_gemm.csv``, ``deepbench_conv.csv``,
-``deepbench_rnn.csv``) with the host, library versions and date in the source columns, rewritten after every
-chunk of shapes (temporary file and rename), so that work stopped half-way keeps what was measured.
+``deepbench_rnn.csv``) with the host, library versions and date in the source columns. What is measured is
+saved after every chunk of shapes (temporary file and rename), so that work stopped half-way keeps what was
+measured: in the file itself when it is new, else (``--force`` over an earlier file) in ``deepbench_{op}.csv.partial``,
+the earlier file replaced once, whole, when its op is done, never left half-replaced.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ import pandas as pd
 from ..datasets import load
 from ..progress import Progress
 from .compute import _cpu_clock, _cuda_clock, _host, bench
-from .files import atomic_write, check_targets
+from .files import atomic_write, check_targets, partial_path
 
 OPS = ("gemm", "conv", "rnn")
 # dtype -> DeepBench's precision label (``fp32``, ``fp16``) or this toolkit's (``tf32``, ``bf16``);
@@ -213,16 +215,20 @@ def calibrate(out_dir, ops=OPS, dtypes=("fp32", "fp16"), quick: bool = False, fo
     with Progress(total, "calibrate kernels", stream) as bar:
         for op in ops:
             path, parts = out / f"deepbench_{op}.csv", []
+            progress = partial_path(path) if path.exists() else path  # a whole old file is replaced once, at the end
             for dt in dtypes:
                 def write(rows, dt=dt):  # every chunk: a run stopped from outside keeps what it timed
-                    atomic_write(path, pd.concat([*parts, _finish(op, dt, rows, info, path, repeats)],
-                                                  ignore_index=True).to_csv(index=False))
+                    atomic_write(progress, pd.concat([*parts, _finish(op, dt, rows, info, path, repeats)],
+                                                     ignore_index=True).to_csv(index=False))
                 rows, miss = measure(op, dt, tables[op], backend, repeats, 0.02 if quick else 0.05, bar, deadline,
                                      write)
                 missing += [{"op": op, "dtype": dt, **tables[op].iloc[i].to_dict(), "reason": why} for i, why in miss]
                 parts.append(_finish(op, dt, rows, info, path, repeats))
                 frame = pd.concat(parts, ignore_index=True)
-                atomic_write(path, frame.to_csv(index=False))
+                atomic_write(progress, frame.to_csv(index=False))
+            atomic_write(path, frame.to_csv(index=False))  # the whole op, replacing an old file once
+            if progress != path:
+                progress.unlink(missing_ok=True)
             count += len(frame)
             files.append(str(path))
     return {"out": str(out), "rows": count, "files": files, "missing": missing, "device": info["device"],

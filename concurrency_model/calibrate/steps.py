@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..progress import Progress
-from .files import atomic_write, check_targets
+from .files import atomic_write, check_targets, partial_path
 from .kernels import device_label
 
 SIZES = {  # name -> (layers, hidden, heads); GPT-2 (Radford et al. 2019), GPT-3 (Brown et al. 2020 Table 2.1)
@@ -194,6 +194,8 @@ def calibrate(out_dir, quick: bool = False, force: bool = False, budget_s: float
     name, soft = device_label(torch, cuda)
     date, rows, failed = datetime.now(timezone.utc).isoformat(timespec="seconds"), [], []
     out.mkdir(parents=True, exist_ok=True)
+    # progress into the file when it is new, else beside it (FILE.partial): an old whole file is replaced once
+    progress = partial_path(out / FILE) if (out / FILE).exists() else out / FILE
     with Progress(len(runs), "calibrate steps", stream) as bar:
         for kind, model, batch, seq, attention in runs:
             what = f"{kind} {model} b{batch} s{seq} {attention}"
@@ -215,7 +217,11 @@ def calibrate(out_dir, quick: bool = False, force: bool = False, budget_s: float
             gc.collect()
             if cuda:
                 torch.cuda.empty_cache()
-            atomic_write(out / FILE, pd.DataFrame(rows).to_csv(index=False))
+            atomic_write(progress, pd.DataFrame(rows).to_csv(index=False))  # kept if stopped
             bar.update(1, what)
+    if rows:  # an old file replaced once, by the whole run
+        atomic_write(out / FILE, pd.DataFrame(rows).to_csv(index=False))
+    if progress != out / FILE:
+        progress.unlink(missing_ok=True)
     return {"out": str(out), "rows": len(rows), "files": [str(out / FILE)] if rows else [], "failed": failed,
             "device": name, "elapsed_s": round(time.perf_counter() - t0, 2)}

@@ -6,12 +6,20 @@ import math
 import re
 
 
+from ..checks import count
 from ..cost import to_json as num
 from ..scenario import read_scenario, with_settings
 
 
 def int_at_least(minimum: int):
-    """An argparse type: an integer >= ``minimum``."""
+    """An argparse type: an integer >= ``minimum``, and at most 2**53 as every integer field
+    (:func:`concurrency_model.checks.count`).
+
+    >>> int_at_least(1)("10000000000000000000000")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: 1e+22 is past 2**53, where the model's floating point stops counting exactly
+    """
     def parse(text: str) -> int:
         try:
             v = int(text)
@@ -19,7 +27,10 @@ def int_at_least(minimum: int):
             raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}") from None
         if v < minimum:
             raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {v}")
-        return v
+        try:
+            return count("", v, low=minimum)
+        except ValueError as e:  # past 2**53
+            raise argparse.ArgumentTypeError(str(e).removeprefix(": ")) from None
     return parse
 
 
@@ -41,7 +52,10 @@ def byte_count(text: str) -> int:
     value = float(m.group(1)) * UNITS[unit]
     if not math.isfinite(value) or value != int(value):
         raise argparse.ArgumentTypeError(f"must be a whole number of bytes, got {text!r}")
-    return int(value)
+    try:
+        return count("", int(value), low=0)  # one rule for every integer: at most 2**53
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix(": ")) from None
 
 
 positive_int = int_at_least(1)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib import util
 
 from . import add_json, positive_int
 
@@ -72,7 +73,14 @@ def show_network(out: dict) -> None:
         print(f"  wrote {path}")
 
 
+def needs_torch(what: str) -> None:
+    """``ValueError`` saying how to install torch, before a calibration that times torch starts."""
+    if util.find_spec("torch") is None:
+        raise ValueError(f"calibrate {what} needs torch: pip install torch==2.13.0, then the torch extra")
+
+
 def run_kernels(args) -> dict:
+    needs_torch("kernels")
     from ..calibrate import kernels  # torch only when calibrating
 
     return kernels.calibrate(args.out, ops=args.ops, dtypes=args.dtypes, quick=args.quick, force=args.force,
@@ -89,6 +97,7 @@ def show_kernels(out: dict) -> None:
 
 
 def run_steps(args) -> dict:
+    needs_torch("steps")
     from ..calibrate import steps  # torch only when calibrating
 
     return steps.calibrate(args.out, quick=args.quick, force=args.force, budget_s=args.budget_s, stream=sys.stderr)

@@ -3,7 +3,9 @@
 Writes ``DIR/report.html`` (default ``reports/``; self-contained, figures embedded) and the figures as
 ``DIR/figures/*.png`` from the embedded default data (:func:`concurrency_model.report.build_report`).
 A directory that is not empty and was not written by this command is refused unless ``--force``; an
-earlier report is overwritten. Progress goes to stderr; ``--json`` prints ``{out, figures, html, elapsed_s,
+earlier report is replaced whole at the end (the new one is built beside it and swapped in with one rename, so
+that a report stopped half-way leaves the old one intact). One report at a time writes into a directory: a
+second is refused with one line naming the lock file (``.DIR.report-lock`` beside ``DIR``). Progress goes to stderr; ``--json`` prints ``{out, figures, html, elapsed_s,
 timings_s, errors}``. A section that could not be computed is shown on the page with its error, named on
 stderr, and the exit code is 1.
 """

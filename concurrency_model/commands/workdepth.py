@@ -20,6 +20,8 @@ def model_arg(text: str, input_shapes=None):
             model = json.loads(text)
         except json.JSONDecodeError as e:
             raise ValueError(f"model: not a valid JSON object ({e.msg})") from None
+        except RecursionError:
+            raise ValueError("model: the JSON object nests too deeply to read (more than about 1,000 levels)") from None
     elif text.endswith(".onnx"):
         model = {"onnx": text}
     elif text.endswith(".json"):

@@ -21,12 +21,11 @@ llama-3-70b, llama-3.1-8b, llama-3.1-70b, llama-3.1-405b, mistral-7b, mixtral-8x
 """
 from __future__ import annotations
 
-import json
 from functools import partial
 from importlib import resources
 from pathlib import Path
 
-from ..checks import count, did_you_mean, number
+from ..checks import count, did_you_mean, file_text, json_object, number
 from ..graph import Graph
 from ..models import transformer
 from ..models.builder import Builder
@@ -60,18 +59,17 @@ def load_hf_config(path_or_dict) -> tuple[dict, str]:
         raise ValueError(f"hf_config: expected a dict or a path, got {type(path_or_dict).__name__}")
     path = Path(path_or_dict)
     if path.is_dir():
+        if not (path / "config.json").exists():
+            raise ValueError(f"hf_config: {str(path_or_dict)!r} is a directory without a config.json")
         path = path / "config.json"
-    if not path.is_file():
+    if not path.exists():
         preset = _presets() / f"{path_or_dict}.json"
         if isinstance(path_or_dict, str) and preset.is_file():
             path = preset
         else:
             raise ValueError(f"hf_config: no such file {str(path_or_dict)!r} and no preset of that name"
                              f"{did_you_mean(str(path_or_dict), preset_names())}; presets: {', '.join(preset_names())}")
-    try:
-        cfg = json.loads(path.read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"hf_config: {path.name} is not valid JSON ({e.msg})") from None
+    cfg = json_object("hf_config", file_text("hf_config", path), path.name)
     if not isinstance(cfg, dict):
         raise ValueError(f"hf_config: {path.name} must hold a JSON object")
     name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem

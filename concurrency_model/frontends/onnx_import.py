@@ -59,7 +59,7 @@ def _onnx():
     try:
         import onnx
     except ImportError:  # pragma: no cover - the extra is missing
-        raise ImportError("from_onnx needs onnx: pip install 'concurrency-model[onnx]'") from None
+        raise ImportError("from_onnx needs onnx: pip install 'concurrency-model[onnx]'", name="onnx") from None
     return onnx
 
 

@@ -120,8 +120,14 @@ STEP_PARTS = ("forward_s", "backward_s", "recompute_s", "tensor_parallel_comm_s"
 
 def breakdown(inputs: dict, out: dict) -> dict:
     """Named seconds of a step (the ``estimate`` contract's ``breakdown``) from the inputs and outputs of
-    :func:`step_fn`; arrays in, arrays out. The :data:`STEP_PARTS` add up to the step."""
+    :func:`step_fn`; arrays in, arrays out. The :data:`STEP_PARTS` add up to the step.
+
+    No part is below 0. Three are differences of terms equal by construction when nothing is exposed: the host's
+    wait ``m (max(gpu, host) - gpu)``, the overlapped transfers ``total - exposed`` (``exposed = min(total, ...)``)
+    and their interference; lambdify evaluates each side with its own order of additions, so that where the two are
+    equal the float difference is a rounding residue of either sign (-1.4e-17 s): such a residue is 0."""
     m = inputs["m"]
+    out = {**out, **{k: np.maximum(0.0, out[k]) for k in ("host_wait", "dp_interference")}}
     b = {"forward_s": m * inputs["c_f"], "backward_s": m * inputs["c_b"], "recompute_s": m * inputs["c_r"],
          "tensor_parallel_comm_s": m * (inputs["c_tf"] + inputs["c_tb"]),
          "expert_parallel_comm_s": m * (inputs["c_ef"] + inputs["c_eb"]),
@@ -129,7 +135,7 @@ def breakdown(inputs: dict, out: dict) -> dict:
          "batch_norm_sync_s": m * (inputs["c_nf"] + inputs["c_nb"]), "pipeline_p2p_s": out["p2p_exposed"],
          "bubble_s": out["bubble"], "data_parallel_comm_s": out["dp_total"],
          "data_parallel_exposed_s": out["dp_exposed"],
-         "data_parallel_overlapped_s": out["dp_total"] - out["dp_exposed"],
+         "data_parallel_overlapped_s": np.maximum(0.0, out["dp_total"] - out["dp_exposed"]),
          "overlap_interference_s": out["dp_interference"], "optimizer_s": inputs["opt"],
          "host_wait_s": out["host_wait"], "straggler_wait_s": out["straggler_wait"]}
     b["compute_s"] = b["forward_s"] + b["backward_s"] + b["recompute_s"]

@@ -5,6 +5,8 @@ A pass of a pipeline stage lasts at least its kernels times the host seconds per
 """
 from __future__ import annotations
 
+import numpy as np
+
 # Host (CPU) seconds to issue one modelled kernel in an eager framework step: Python, the dispatcher, autograd
 # and cudaLaunchKernel (5-20 us for the launch call alone, hardware.md 3D [R31]), for the modelled kernel and
 # the host-only and small ops around it (views, RNG-state forks, copies) that the graph does not list. A pass
@@ -24,9 +26,26 @@ def host_per_kernel(dev, host: float | None = None) -> float:
     return HOST_S_PER_KERNEL if dev.kind == "gpu" else 0.0
 
 
+def issued(parts, launch_s: float) -> float:
+    """The kernels the host issues for ``parts`` (:class:`~concurrency_model.timing.parts.Parts`), each at
+    :func:`host_per_kernel`: every launch of a row, except that a row with ``extra`` seconds is one library call
+    whose further launches the library makes inside that call (split-K's reduction over the partial sums, cuBLAS;
+    im2col, Winograd and FFT transforms, cuDNN: :mod:`concurrency_model.timing.gemm`, :mod:`~concurrency_model.
+    timing.conv`), issued once. Their launches stay in the GPU's time (``launch``). So a choice of kernel by GPU
+    time (split-K at a batch of 1, none at 2) never adds a framework call of host time: with a host-bound decode,
+    a batch of 1 took 12 calls of 63 us more than a batch of 2 (gpt2 on an H200, issue 39).
+
+    >>> from concurrency_model.timing.parts import Parts
+    >>> rows = Parts(*(np.array(x) for x in ([1e-6, 1e-6], [0, 0], [2e-7, 0], [8e-6, 4e-6], [3, 3])))
+    >>> rows.kernels(4e-6), issued(rows, 4e-6)   # a split-K GEMM (2 launches) and a kernel, 3 times each
+    (9.0, 6.0)
+    """
+    k = parts.kernel_counts(launch_s)
+    return float(np.where(parts.extra > 0, parts.count, k).sum())
+
+
 def host_seconds(stage: dict, dev, host: float | None = None) -> tuple[float, float]:
     """The host's seconds to issue a stage's forward and its backward (with recompute) pass per
-    microbatch: its kernels (:meth:`~concurrency_model.timing.parts.Parts.kernels`) times
-    :func:`host_per_kernel`."""
+    microbatch: the kernels it issues (:func:`issued`) times :func:`host_per_kernel`."""
     h, la = host_per_kernel(dev, host), float(dev.launch_overhead)
-    return h * stage["f"].kernels(la), h * (stage["b"].kernels(la) + stage["r"].kernels(la))
+    return h * issued(stage["f"], la), h * (issued(stage["b"], la) + issued(stage["r"], la))

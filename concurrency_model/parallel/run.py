@@ -41,6 +41,16 @@ from ..checks import did_you_mean, number
 FIELDS = ("tokens", "samples", "epochs", "price_per_gpu_hour", "board_power_w", "gpu_mtbf_hours", "checkpoint_s",
           "restart_s", "checkpoint_interval_s")
 ZERO_OK = ("restart_s",)
+# Plausible ranges, (high, why): past every real run, so that a typo is refused naming its field [D]; the yardsticks,
+# as recalled: 1.5e13 tokens (Llama 3, Dubey et al. 2024), a GPU board's 700-1,000 W (H100 / B200 datasheets), GPU
+# MTBFs of 10^4-10^5 hours (Kokolis et al. 2024, "Revisiting reliability in large-scale ML research clusters").
+RANGES = {"tokens": (1e18, "tokens of a run, 10^4 times the largest published"),
+          "samples": (1e18, "samples of a run"), "epochs": (1e6, "passes over the samples"),
+          "price_per_gpu_hour": (1e4, "money a GPU-hour"), "board_power_w": (1e5, "watts a GPU board draws"),
+          "gpu_mtbf_hours": (1e9, "hours between failures of one GPU"),
+          "checkpoint_s": (1e6, "seconds a checkpoint stalls training; 10^6 s is 11.6 days"),
+          "restart_s": (1e6, "seconds to restart after a failure; 10^6 s is 11.6 days"),
+          "checkpoint_interval_s": (1e9, "seconds of work between checkpoints")}
 
 
 def check_run(run: dict) -> dict:
@@ -54,7 +64,8 @@ def check_run(run: dict) -> dict:
     if ("tokens" in run) == ("samples" in run):
         raise ValueError("run: give exactly one of tokens or samples")
     for k, v in run.items():
-        number(f"run.{k}", v, low_ok=k in ZERO_OK)
+        high, why = RANGES[k]
+        number(f"run.{k}", v, low_ok=k in ZERO_OK, high=high, high_ok=True, why=why)
     if "epochs" in run and "samples" not in run:
         raise ValueError("run.epochs: goes with samples, not tokens")
     failing = [k for k in ("restart_s", "checkpoint_interval_s", "checkpoint_s") if k in run]
@@ -84,9 +95,15 @@ def with_failures(run: dict, work_s, gpus) -> dict:
     delta, R = run["checkpoint_s"], run.get("restart_s", 0.0)
     tau = run.get("checkpoint_interval_s", np.sqrt(2 * delta * M))
     lost = 1 - (R + (tau + delta) / 2) / M
-    if np.ndim(lost) == 0 and lost <= 0:
-        raise ValueError(f"run.gpu_mtbf_hours: the job fails every {float(M) / 3600:.3g} h, sooner than it "
-                         "can checkpoint and restart; no progress")
+    if np.ndim(lost) == 0 and lost <= 0:  # name the field whose seconds eat the time between failures
+        R_, half, M_ = float(R), float(tau + delta) / 2, float(M)
+        culprit = "run.gpu_mtbf_hours"  # failures too frequent, unless one given field alone outlasts them
+        if R_ >= M_:
+            culprit = "run.restart_s"
+        elif "checkpoint_interval_s" in run and float(tau) / 2 >= M_:
+            culprit = "run.checkpoint_interval_s"
+        raise ValueError(f"{culprit}: the job fails every {float(M) / 3600:.3g} h, and restarting ({R_:.3g} s) and "
+                         f"losing half a checkpoint interval ({half:.3g} s) take longer; no progress")
     # a sweep's rows that cannot progress take forever (and rank last) instead of stopping the sweep
     wall = np.where(lost > 0, work * (1 + delta / tau) / np.where(lost > 0, lost, 1.0), np.inf)
     return {"wall_s": wall, "expected_failures": wall / M, "checkpoint_interval_s": tau}

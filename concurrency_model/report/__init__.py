@@ -13,18 +13,22 @@ import json
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
+
+from ..calibrate.files import discard, stage_dir, swap_in
 
 MARKER = ".concurrency-model-report"
 HTML_NAME = "report.html"
 FIGURE_DIR = "figures"
+OURS = (HTML_NAME, FIGURE_DIR, MARKER)  # what a report writes into its directory; the rest is kept
 
 
 def prepare_out(out: Path, force: bool = False) -> None:
     """Check and create the output directory.
 
     A directory that is not empty and holds no marker of an earlier report is refused (``ValueError``
-    asking for ``force``); an earlier report's figures are removed before writing the new ones.
+    asking for ``force``). An earlier report stays whole until the new one replaces it (:func:`build_report`).
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -33,9 +37,50 @@ def prepare_out(out: Path, force: bool = False) -> None:
         raise ValueError(f"--out: {out} is not empty and was not written by concurrency-model report; "
                          f"use --force to write into it anyway")
     out.mkdir(parents=True, exist_ok=True)
-    if (out / MARKER).is_file():
-        for old in (out / FIGURE_DIR).glob("*.png"):
-            old.unlink()
+
+
+def lock_path(out) -> Path:
+    """The lock file of a report into ``out``: ``.NAME.report-lock`` beside it (not inside: the directory itself
+    is swapped)."""
+    out = Path(out).absolute()
+    return out.parent / f".{out.name}.report-lock"
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: no signal, only whether the process exists (kill(2))
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+@contextmanager
+def report_lock(out):
+    """Hold :func:`lock_path` of ``out`` while a report is written: created with ``O_EXCL`` (one creator wins,
+    open(2)), holding the writer's process id, removed at the end. A second report into the same directory is
+    refused with one line naming the lock, whose process is or is not running (then the lock is stale: a report
+    killed before it could remove it, and the line says to remove it)."""
+    path = lock_path(out)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        try:
+            pid = int(path.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pid = None
+        if pid is not None and _running(pid):
+            raise ValueError(f"--out: another report (process {pid}) is writing into {out}; wait for it to finish "
+                             f"(lock {path})") from None
+        raise ValueError(f"--out: {path} is left by a report that is no longer running (process {pid}); if no "
+                         f"report is writing into {out}, remove it: rm {path}") from None
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{os.getpid()}\n")
+    try:
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def build_report(out_dir="reports", force: bool = False, progress: bool = True, quick: bool = True) -> dict:
@@ -52,12 +97,21 @@ def build_report(out_dir="reports", force: bool = False, progress: bool = True, 
     t0 = time.perf_counter()
     out = Path(out_dir)
     prepare_out(out, force)
-    with Progress(13, "report", enabled=progress) as bar:  # 12 sections and the page
-        result = _build(out, quick, bar, t0)
+    with report_lock(out):  # one report at a time into a directory
+        # built beside the old one and swapped in with one rename: a report stopped half-way leaves the old whole
+        stage = stage_dir(out, "--out")
+        try:
+            with Progress(13, "report", enabled=progress) as bar:  # 12 sections and the page
+                result = _build(out, quick, bar, t0, into=stage)
+            swap_in(stage, out, OURS)
+        finally:
+            discard(stage)  # not swapped in, or (swapped) the old report
     return result
 
 
-def _build(out: Path, quick: bool, bar, t0: float) -> dict:
+def _build(out: Path, quick: bool, bar, t0: float, into: Path | None = None) -> dict:
+    """The sections, written into ``into`` (default ``out``); the paths returned are those under ``out``."""
+    into = out if into is None else into
     from . import accuracy, parallel, sweep3d
     from .html import render, write_atomic
     from .sections import (cnn_parallel_section, comm_section, distribution_section, dp_section, escape,
@@ -103,19 +157,18 @@ def _build(out: Path, quick: bool, bar, t0: float) -> dict:
         run("examples", "Try it: the example scenarios", examples_section)
 
     bar.update(0, "writing the page")
-    (out / FIGURE_DIR).mkdir(exist_ok=True)
+    (into / FIGURE_DIR).mkdir(exist_ok=True)
     paths = []
     for f in figs:
-        path = out / FIGURE_DIR / f"{f.name}.png"
-        write_atomic(path, f.png)
-        paths.append(str(path))
+        write_atomic(into / FIGURE_DIR / f"{f.name}.png", f.png)
+        paths.append(str(out / FIGURE_DIR / f"{f.name}.png"))
     elapsed = time.perf_counter() - t0
     notes = [f"The {e['section']} section failed: {escape(e['error'])}" for e in errors]
     page = render("concurrency_model report", lead(), sections, meta=meta(elapsed), notes=notes)
     html_path = out / HTML_NAME
-    write_atomic(html_path, page.encode("utf-8"))
-    write_atomic(out / MARKER, json.dumps({"written_by": "concurrency-model report", "html": HTML_NAME,
-                                           "figures": [Path(p).name for p in paths]}).encode())
+    write_atomic(into / HTML_NAME, page.encode("utf-8"))
+    write_atomic(into / MARKER, json.dumps({"written_by": "concurrency-model report", "html": HTML_NAME,
+                                            "figures": [Path(p).name for p in paths]}).encode())
     bar.update(1, "done")
     return {"out": str(out), "html": str(html_path), "figures": paths, "elapsed_s": round(elapsed, 2),
             "timings_s": timings, "errors": errors}
