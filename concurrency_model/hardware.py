@@ -11,6 +11,8 @@ A preset file (a profile written by ``calibrate compute`` has the same shape) ho
   CUs or cores), ``l2_bytes`` and ``board_power_w`` where known;
 * ``compute_capability`` (NVIDIA GPUs: 7.0 Volta, 8.0 A100, 9.0 Hopper; 0 = not a CUDA device): picks
   NCCL's per-architecture constants (:mod:`concurrency_model.comm.nccl`);
+* ``attention_board``: the benchmarked board whose published fused-attention speeds apply to this device
+  (:mod:`concurrency_model.timing.attention`; the same chip at the same clocks), empty where none is published;
 * ``efficiency``: optional fitted constants of :mod:`concurrency_model.timing` (see ``Efficiency``);
 * ``sources``: one source per field (reference key of ``shared/reference/hardware.md`` and its origin),
   ``notes``.
@@ -102,6 +104,7 @@ class Device:
     l2_bytes: float = 0.0
     board_power_w: float = 0.0
     compute_capability: float = 0.0  # CUDA compute capability (8.0 = A100); 0 = not an NVIDIA CUDA GPU
+    attention_board: str = ""  # board whose published fused-attention speeds apply (timing.attention)
     efficiency: Efficiency = field(default_factory=Efficiency)
     sources: dict = field(default_factory=dict, compare=False)
     notes: str = field(default="", compare=False)
@@ -128,6 +131,7 @@ class Device:
                 "mem_capacity_bytes": self.mem_capacity, "launch_overhead_s": self.launch_overhead,
                 "multiprocessors": self.multiprocessors, "l2_bytes": self.l2_bytes,
                 "board_power_w": self.board_power_w, "compute_capability": self.compute_capability,
+                "attention_board": self.attention_board,
                 "efficiency": eff, "sources": dict(self.sources),
                 "notes": self.notes}
 
@@ -150,7 +154,7 @@ def device_from_dict(d: dict, origin: str = "device") -> Device:
     if missing:
         raise ValueError(f"{origin}: missing field {missing[0]!r}")
     known = set(_REQUIRED) | {"vendor", "kind", "vector_flops", "sparse_flops", "l2_bytes", "board_power_w",
-                              "compute_capability", "efficiency",
+                              "compute_capability", "attention_board", "efficiency",
                               "sources", "notes"}
     unknown = sorted(set(d) - known)
     if unknown:
@@ -174,6 +178,8 @@ def device_from_dict(d: dict, origin: str = "device") -> Device:
     if not isinstance(d.get("vendor", ""), str):
         raise ValueError(f"{origin}.vendor: must be a string, got {d['vendor']!r}")
     mp = count(f"{origin}.multiprocessors", d["multiprocessors"])
+    if not isinstance(d.get("attention_board", ""), str):
+        raise ValueError(f"{origin}.attention_board: must be a string, got {d['attention_board']!r}")
     eff = d.get("efficiency", {}) or {}
     if not isinstance(eff, dict):
         raise ValueError(f"{origin}.efficiency: expected an object")
@@ -189,6 +195,7 @@ def device_from_dict(d: dict, origin: str = "device") -> Device:
                   l2_bytes=_positive(f"{origin}.l2_bytes", d.get("l2_bytes", 0), True),
                   board_power_w=_positive(f"{origin}.board_power_w", d.get("board_power_w", 0), True),
                   compute_capability=_positive(f"{origin}.compute_capability", d.get("compute_capability", 0), True),
+                  attention_board=d.get("attention_board", ""),
                   efficiency=Efficiency(**eff), sources=d.get("sources", {}), notes=d.get("notes", ""), **kw)
 
 

@@ -22,7 +22,7 @@ EXPECTED = {"p100-sxm2-16gb", "v100-sxm2-32gb", "a100-sxm4-40gb", "a100-sxm4-80g
 
 # top-level fields that hold numbers (or dtype -> number objects); each needs a ``sources`` entry
 NUMERIC_FIELDS = ("peak_flops", "vector_flops", "sparse_flops", "mem_bw_Bps", "mem_capacity_bytes", "launch_overhead_s",
-                  "multiprocessors", "l2_bytes", "board_power_w", "compute_capability")
+                  "multiprocessors", "l2_bytes", "board_power_w", "compute_capability", "attention_board")
 
 
 def _raw(filename: str) -> dict:

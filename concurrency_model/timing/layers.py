@@ -3,14 +3,19 @@
 * Convolution: :mod:`.conv` (implicit GEMM, im2col GEMM, col2im ∇x, Winograd; the fastest is used).
 * Recurrent layers: :mod:`.recurrent`.
 * Attention: plain = two batched GEMMs around a memory-bound softmax; fused (FlashAttention) = one
-  compute-bound kernel with Q/K/V/O traffic only.
+  kernel with Q/K/V/O traffic only, at its published speed where the device carries one
+  (:mod:`.attention`), else compute-bound at the GEMMs' efficiency.
 * Anything else: the roofline of its work and minimum traffic (``op_time``).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..units import dtype_bytes
 from . import OpTime, _f, gemm_coeffs, positive_int, roofline, roofline_coeffs
 from . import device as as_device
+from .attention import HALF_PRECISION, BOARD_PEAK, benchmark_flop, kernel_name
+from .attention import efficiency as fused_efficiency
 from .conv import CONV_PASSES, conv_coeffs  # noqa: F401 (re-exported)
 
 
@@ -62,6 +67,9 @@ def attention_kernels(cost, b: int, hd: int, s: int, d: int, dev, dtype: str, fu
     """The kernels of :func:`attention_time` as ``(Coeffs, times)``; ``s`` queries against ``s_kv`` keys (default
     ``s``; more: a prompt after a cached prefix, ``cost`` the op's for those sizes)."""
     if fused:
+        published = _published_kernel(cost, b, hd, s, d, dev, dtype, fused, causal, pass_, s_kv)
+        if published is not None:
+            return [(published, 1)]
         return [(roofline_coeffs(_f(cost.flop), _f(cost.bytes), dev, dtype, kernels=1, vector=False), 1)]
     k = 1 if pass_ == "forward" else 2
     bh = b * hd
@@ -73,6 +81,32 @@ def attention_kernels(cost, b: int, hd: int, s: int, d: int, dev, dtype: str, fu
             (roofline_coeffs(bh * s * (5 * t + passes - 1), 2 * passes * k * bh * s * t * vb, dev, dtype,
                              kernels=passes * k), 1),
             (gemm_coeffs(s, d, t, dev, dtype, bh, None), k)]
+
+
+def _published_kernel(cost, b: int, hd: int, s: int, d: int, dev, dtype: str, fused, causal: bool, pass_: str,
+                      s_kv: int | None):
+    """The fused kernel at its published speed (:mod:`.attention`) where the device carries figures for it
+    (``attention_board``) and the math is 16-bit: the benchmark's FLOP over the rate, the traffic of ``cost``
+    (Q, K, V, O, log-sum-exp) at the memory roofline, one launch. ``None`` elsewhere (the GEMM-efficiency
+    roofline applies)."""
+    kernel = kernel_name(fused)
+    if not dev.attention_board or dtype not in HALF_PRECISION:
+        return None
+    if dev.attention_board not in BOARD_PEAK:
+        raise ValueError(f"hardware.attention_board: unknown board {dev.attention_board!r}; allowed: "
+                         f"{', '.join(BOARD_PEAK)}")
+    t = s if s_kv is None else s_kv
+    eff = fused_efficiency(dev.attention_board, kernel, pass_, causal, d, t)
+    if eff is None:
+        return None
+    pairs = (s * (t - s) + s * (s + 1) / 2) / (s * t) if causal else 1.0  # ops.attention's causal pairs
+    pairs = 0.5 if causal and s == t else pairs  # the benchmark's count over a whole causal sequence
+    flop = benchmark_flop(b, hd, s, d, t, pairs, pass_)
+    c = roofline_coeffs(flop / eff, _f(cost.bytes), dev, dtype, kernels=1, vector=False)
+    c.a_math = c.a_math * dev.efficiency.compute  # roofline_coeffs divided by the GEMM efficiency: undo
+    c.flop = np.atleast_1d(np.asarray(_f(cost.flop), dtype=np.float64))
+    c.info = {"kernel": kernel}
+    return c
 
 
 def op_time(cost, dev, dtype: str = "fp32", tensor: bool = False) -> OpTime:
