@@ -81,7 +81,10 @@ ASSUMPTIONS = {
                   "for a100_80gb (the A100 section's 1,600 Gb/s node-to-node RoCE = 8 x 200 Gb/s, the preset's "
                   "NIC rate); framework fsdp; FULL_SHARD -> ZeRO 3, SHARD_GRAD_OP -> ZeRO 2; data = GPUs "
                   "(tp = pp = 1); activation checkpointing -> full recompute; amp_bf16 / bf16 -> bf16, amp_fp8 -> "
-                  "fp8; flash attention (the yamls' attn_impl); the MPT yamls' shapes with learned positions of "
+                  "fp8; FlashAttention-1-class attention (fused_attention \"flash1\": the benchmark script's "
+                  "--attn_impl defaulted to 'triton', llm-foundry's copy of HazyResearch's Triton FlashAttention, "
+                  "until 7f0fdae66 (2024-03), after both tables: submit_benchmarks.py at b2a43a147); the MPT "
+                  "yamls' shapes with learned positions of "
                   "the row's sequence length; AdamW (the yamls' decoupled_adamw)",
     "megatron_bridge": "dense Llama rows on DGX-H100 only (cluster dgx-h100): MoE models (DeepSeek-V3, Qwen3 MoE, "
                        "GPT-OSS), the hybrid Nemotron 3 and the DGX-B200 / B300 systems have no model or preset "
@@ -340,8 +343,9 @@ def model_spec(r) -> dict:
     """The scenario's ``model`` of a row: an MPT as the zoo's GPT family, a Llama as its Hugging Face preset."""
     if str(r["model"]).startswith("mpt-"):
         layers, hidden, heads = MPT_SHAPES[r["model"][4:]]
+        # llm-foundry's benchmarks ran its Triton FlashAttention (ASSUMPTIONS["llmfoundry"]): FlashAttention-1's class
         return {"kind": "gpt", "layers": layers, "hidden": hidden, "heads": heads, "seq_len": int(r["seq"]),
-                "vocab": MPT_VOCAB, "fused_attention": True}
+                "vocab": MPT_VOCAB, "fused_attention": "flash1"}
     if str(r["model"]).upper() in NEMO_GPT3:
         layers, hidden, heads = NEMO_GPT3[str(r["model"]).upper()]
         return {"kind": "gpt", "layers": layers, "hidden": hidden, "heads": heads, "seq_len": int(r["seq"]),
