@@ -19,6 +19,8 @@ Z8 = 1.4342  # Blom: Phi^-1((8 - 3/8) / (8 + 1/4)) = Phi^-1(0.92424), by hand fr
 
 
 def run(parallel=None, **training):
+    # the analysis' collectives (one all-reduce a step): Megatron-Core buckets only when the reduction overlaps
+    training = {"framework": "ideal", **training}
     return estimate({**BASE, "parallel": {**BASE["parallel"], **(parallel or {})}, "training": training})
 
 

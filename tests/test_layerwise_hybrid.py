@@ -8,6 +8,8 @@ import copy
 import pytest
 
 from concurrency_model import estimate
+from concurrency_model.cluster import load_cluster
+from concurrency_model.comm.on_cluster import collective_on_cluster
 from concurrency_model.parallel import memory
 from concurrency_model.parallel.sensitivity import step_expression
 from concurrency_model.report.cnn_parallel import pcie_box, trick_frame
@@ -24,7 +26,8 @@ def run(d, t, layers="all", mb=128, gb=None, model="alexnet", **training):
     return estimate({"model": model, "cluster": PCIE,
                      "parallel": {"data": d, "tensor": t, "tensor_layers": layers, "microbatch_size": mb,
                                   "global_batch": gb or d * mb},
-                     "training": {"dtype": "fp32", "optimizer": "momentum", "host_overhead_s": 0, **training}})
+                     "training": {"dtype": "fp32", "optimizer": "momentum", "host_overhead_s": 0,
+                                  "framework": "ideal", **training}})  # the paper's collectives, hand-derived
 
 
 def test_krizhevsky_trend():
@@ -39,15 +42,24 @@ def test_krizhevsky_trend():
 
 def test_gradients_and_redistribution_hand_values():
     e = run(1, 8, "fc", mb=1024)
-    # the convolutions' gradients over all 8 GPUs (Rabenseifner: 2 lg P alpha + 2 (P-1)/P n beta); the fully
+    # the convolutions' gradients over all 8 GPUs, one all-reduce as NCCL runs it on the box (comm.nccl); the fully
     # connected layers' eighths have no replica to meet
     n = ALEXNET_CONV_PARAMS * 4
-    assert e.breakdown["data_parallel_comm_s"] == pytest.approx(6 * ALPHA + 2 * 7 / 8 * n * BETA, rel=1e-9)
+    assert e.breakdown["data_parallel_comm_s"] == pytest.approx(
+        collective_on_cluster("allreduce", n, 8, load_cluster(PCIE), 8)[1], rel=1e-9)
+    # the paper's Rabenseifner (2 lg P alpha + 2 (P-1)/P n beta) is what an explicit algorithm gives
+    assert collective_on_cluster("allreduce", n, 8, load_cluster(PCIE), 8, algorithm="rabenseifner")[1] == \
+        pytest.approx(6 * ALPHA + 2 * 7 / 8 * n * BETA, rel=1e-9)
     # the gathered activations: fc1's 9,216 inputs of 1,024 images, all-gathered forward and their gradient
     # reduce-scattered backward, then fc2's and fc3's 4,096 inputs likewise (recursive doubling / halving:
     # lg P alpha + (P-1)/P n beta each)
     sizes = [1024 * 9216 * 4, 1024 * 4096 * 4, 1024 * 4096 * 4]
+    box = load_cluster(PCIE)
     assert e.breakdown["tensor_parallel_comm_s"] == pytest.approx(
+        sum(collective_on_cluster(op, x, 8, box, 8)[1] for x in sizes for op in ("allgather", "reduce_scatter")),
+        rel=1e-9)  # as NCCL runs them (comm.nccl); the paper's recursive doubling / halving when named:
+    assert sum(collective_on_cluster(op, x, 8, box, 8, algorithm="recursive_doubling")[1] for x in sizes
+               for op in ("allgather", "reduce_scatter")) == pytest.approx(
         sum(2 * (3 * ALPHA + 7 / 8 * x * BETA) for x in sizes), rel=1e-9)
 
 

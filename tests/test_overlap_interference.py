@@ -21,7 +21,7 @@ def cluster(kappa: float) -> dict:
 
 def scenario(kappa: float, overlap: bool = True) -> dict:
     return {"model": "gpt2", "cluster": cluster(kappa), "parallel": {"data": 32, "microbatch_size": 8,
-            "global_batch": 512}, "training": {"dtype": "fp16", "overlap": overlap}}
+            "global_batch": 512}, "training": {"dtype": "fp16", "overlap": overlap, "framework": "ideal"}}
 
 
 def test_zero_is_free_overlap_and_one_is_no_overlap():
