@@ -31,7 +31,7 @@ def test_memory_tradeoff_stacks_each_configurations_memory():
     ax = sweep3d.memory_tradeoff(res)
     labels = [t.get_text() for t in ax.get_yticklabels()]
     groups = res.frame.groupby(["zero_stage", "recompute"]).ngroups
-    assert len(labels) == groups and len(ax.patches) == 4 * groups  # four parts stacked per configuration
+    assert len(labels) == groups and len(ax.patches) == 5 * groups  # five parts stacked per configuration
     totals = [sum(p.get_width() for p in ax.patches[i::groups]) for i in range(groups)]
     ends = [max(p.get_x() + p.get_width() for p in ax.patches[i::groups]) for i in range(groups)]
     assert totals == pytest.approx(ends)  # stacked end to end

@@ -36,7 +36,8 @@ def test_vtrain_single_row_mapped_by_hand():
         "cluster": "dgx-a100",
         "parallel": {"data": 1, "tensor": 1, "pipeline": 2, "microbatch_size": 8, "global_batch": 16,
                      "schedule": "1f1b"},
-        "training": {"dtype": "fp16", "recompute": "full", "optimizer": "adam", "zero_stage": 0, "overlap": False}}  # Megatron local DDP: no overlap
+        "training": {"dtype": "fp16", "recompute": "full", "optimizer": "adam", "zero_stage": 0, "overlap": False,
+                     "framework": "megatron"}}  # Megatron's local DDP: no overlap, one all-reduce of the buffer
 
 
 def test_narayanan_ptd_row_mapped_by_hand():

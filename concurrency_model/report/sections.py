@@ -327,18 +327,25 @@ def sweep_section(figs, fut_sweep):
     return [Section("sweep", "3D parallelism of GPT-3 175B", intro, [f1, *extra, f2, f3])]
 
 
+PANELS_PER_FIGURE = 9
+
+
 def validation_section(figs, fut_val, quick):
     vdf = fut_val.result()
     names = list(dict.fromkeys(vdf["dataset"]))
-    ncols = min(3, max(1, len(names)))
-    nrows = max(1, math.ceil(len(names) / ncols))
-    fig, ax = figure(11, 3.6 * nrows + 0.3, nrows, ncols)
-    for a, name in zip(ax.flat, names):
-        accuracy.validation_scatter(vdf, name, ax=a)
-    for a in list(ax.flat)[len(names):]:
-        a.set_axis_off()
-    f = add_figure(figs, "validation", fig, "predicted against measured, one panel per dataset",
-                   "One panel per dataset: predicted against measured, y = x and the ±20% band.")
+    shown = []
+    for k in range(0, max(1, len(names)), PANELS_PER_FIGURE):  # figures of at most 3 x 3 panels, readable at 100%
+        part = names[k:k + PANELS_PER_FIGURE]
+        ncols = min(3, max(1, len(part)))
+        nrows = max(1, math.ceil(len(part) / ncols))
+        fig, ax = figure(11, 3.6 * nrows + 0.3, nrows, ncols)
+        for a, name in zip(ax.flat, part):
+            accuracy.validation_scatter(vdf, name, ax=a)
+        for a in list(ax.flat)[len(part):]:
+            a.set_axis_off()
+        shown.append(add_figure(figs, "validation" if k == 0 else f"validation_{k // PANELS_PER_FIGURE + 1}", fig,
+                                f"predicted against measured, datasets {k + 1}-{k + len(part)}",
+                                "One panel per dataset: predicted against measured, y = x and the ±20% band."))
     table = accuracy.error_table(vdf)
     intro = ("<p>Every dataset in data/ through its predictor (<code>validate.registry.validate</code>"
              f"{', quick mode: the slow training sets sampled' if quick else ''}), each in its main mode: "
@@ -347,4 +354,5 @@ def validation_section(figs, fut_val, quick):
              "The error is the absolute percentage error (APE) per row; the table gives its median, mean and "
              "maximum, the share of rows within ±20%, which rows were compared, and the source and date of the "
              "measurements (data/SOURCES.md). The same registry backs <code>concurrency-model validate</code>.</p>")
-    return [Section("validation", "Predicted against measured", intro, [f], tables=[accuracy.error_table_html(table)])]
+    return [Section("validation", "Predicted against measured", intro, shown,
+                    tables=[accuracy.error_table_html(table)])]

@@ -187,8 +187,8 @@ def runner_up_breakdown(best, second, ax=None):
 
 def memory_tradeoff(result=None, ax=None):
     """Memory per GPU against step time: the fastest configuration of each ZeRO stage and recompute policy in a
-    sweep (:func:`sweep_result`), its memory split into weights, gradients, optimizer state and activations
-    (``estimate(...).memory``), the device's capacity as a line.
+    sweep (:func:`sweep_result`), its memory split into weights, gradients, optimizer state, activations
+    (``estimate(...).memory``) and what the runtime holds beside them, the device's capacity as a line.
 
     >>> memory_tradeoff(sweep_result(gpus=64, scenario={"model": "gpt2", "cluster": "dgx-a100",
     ...                 "parallel": {"global_batch": 512}})).get_xlabel()
@@ -208,6 +208,10 @@ def memory_tradeoff(result=None, ax=None):
         gb = np.array([e.memory[key] / 1e9 for _, e in rows])
         ax.barh(y, gb, left=left, color=f"C{i}", edgecolor="k", lw=0.4, label=label)
         left += gb
+    # what the runtime holds beside them (CUDA context, NCCL buffers, gradient buffers, ...: parallel.allocator)
+    gb = np.array([e.memory_bytes_per_device / 1e9 for _, e in rows]) - left
+    ax.barh(y, gb, left=left, color="0.7", edgecolor="k", lw=0.4, label="runtime buffers")
+    left += gb
     for yi, (_, e) in zip(y, rows):
         ax.text(left[yi] + 0.5, yi, f"{e.step_time_s:.2f} s a step", va="center", fontsize=7.5)
     cap = rows[0][1].memory["capacity_bytes"] / 1e9
