@@ -150,3 +150,46 @@ def test_cli_top_k_beyond_experts_is_one_line_exit_2(tmp_path, capsys):
     assert main(["estimate", "--scenario", str(sc)]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "hf_config.num_experts_per_tok: 129 experts a token exceed the 128" in err
+
+
+# -- expert parallelism on the tiers --------------------------------------------------------------------------------
+
+def test_expert_all_to_all_by_hand_inside_and_across_nodes():
+    """One MoE layer of a small Mixtral-shaped model (h 1024, 16 experts, top-2, 512 tokens, bf16): the dispatch
+    buffer is 512 x 2 x 1024 = 1,048,576 values, 2,097,152 bytes a device. Expert group of 8 on one DGX H100
+    (group_placement: the 8 fit the NVLink domain): the cheapest all-to-all is Bruck, ceil(lg 8) = 3 steps of
+    alpha 2 us + n/2 beta on NVLink (450 GB/s x 0.822): 6 us + 3 x 1,048,576 / 369.9e9 = 14.504 us, all on the
+    intra tier. Group of 16 over two nodes (8 a node): 4 steps on InfiniBand (alpha 5 us, 50 GB/s x 0.9 per GPU's
+    NIC): 20 us + 4 x 1,048,576 / 45e9 = 113.21 us, on the inter tier. Forward = dispatch + combine = twice."""
+    import dataclasses
+
+    from concurrency_model.cluster import load_cluster
+    from concurrency_model.parallel.features import workload
+    cfg = {"model_type": "mixtral", "hidden_size": 1024, "intermediate_size": 2048, "num_hidden_layers": 2,
+           "num_attention_heads": 8, "num_key_value_heads": 8, "vocab_size": 1000, "max_position_embeddings": 512,
+           "num_local_experts": 16, "num_experts_per_tok": 2}
+    n = 2 * 512 * 2 * 1024
+    for nodes, e, alpha, bw, steps, tier in ((1, 8, 2e-6, 450e9 * 0.822, 3, 1), (2, 16, 5e-6, 50e9 * 0.9, 4, 2)):
+        cl = dataclasses.replace(load_cluster("dgx-h100"), nodes=nodes)
+        w = workload({"hf_config": cfg, "seq_len": 512}, cl, "bf16")
+        node = next(x for x in w.graph(1).layers() if x.kind == "moe_dispatch")
+        fwd, bwd = w.expert_triples(node, 1, 1, e)
+        assert fwd == bwd
+        assert fwd[0] == pytest.approx(2 * steps * alpha)
+        assert fwd[tier] == pytest.approx(2 * steps * n / 2 / bw)
+        assert fwd[3 - tier] == 0
+    assert sum(fwd) * 1e6 / 2 == pytest.approx(113.21, abs=0.01)
+
+
+def test_expert_degree_not_dividing_the_experts_names_the_field(tmp_path, capsys):
+    from concurrency_model.parallel.estimate import estimate
+    sc = {"model": {"hf_config": "qwen3-30b-a3b", "seq_len": 64}, "cluster": "dgx-h100",
+          "parallel": {"data": 6, "expert": 3, "microbatch_size": 1, "global_batch": 6},
+          "training": {"dtype": "bf16"}}
+    with pytest.raises(ValueError, match="^parallel.expert: 3 does not divide the 128 experts of a layer$"):
+        estimate(sc)
+    path = tmp_path / "sc.json"
+    path.write_text(json.dumps(sc))
+    assert main(["estimate", "--scenario", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "parallel.expert: 3 does not divide the 128 experts" in err
