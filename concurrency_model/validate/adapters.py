@@ -20,7 +20,7 @@ TRAINING = {"vtrain-single": "vtrain_single", "vtrain-multi": "vtrain_multi", "m
 # modern training stacks (:mod:`.modern`): name -> (its set, the compared quantity)
 MODERN = {"torchtitan-llama3": ("torchtitan", "tps"), "torchtitan-llama3-memory": ("torchtitan", "memory"),
           "llmfoundry-mpt": ("llmfoundry", "tps"), "megatron-bridge": ("megatron_bridge", "tps"),
-          "nemo-2407-longseq": ("nemo", "tps")}
+          "megatron-bridge-moe": ("megatron_bridge_moe", "tps"), "nemo-2407-longseq": ("nemo", "tps")}
 SCALING = {"tf-cnn-benchmarks": "tf_cnn_benchmarks", "torchgpipe": "torchgpipe", "horovod": "horovod",
            "dle-resnet50": "dle_resnet50", "dle-resnext101": "dle_resnext101", "dle-se-resnext101": "dle_se_resnext101",
            "dle-bert": "dle_bert"}
@@ -43,6 +43,7 @@ FILES = {"deepbench-gemm": "deepbench_gemm.csv", "deepbench-conv": "deepbench_co
          "torchtitan-llama3-memory": "torchtitan_llama3_train_tps_memory.csv",
          "llmfoundry-mpt": "llmfoundry_mpt_train_throughput.csv",
          "megatron-bridge": "megatron_bridge_train_throughput.csv",
+         "megatron-bridge-moe": "megatron_bridge_train_throughput.csv",
          "nemo-2407-longseq": "nemo_2407_and_longseq_train_throughput.csv"}
 # rows in file order, quick mode
 QUICK_EVERY = {"vtrain-single": 20, "vtrain-multi": 8, "megatron-2021": 2, "llmfoundry-mpt": 3}

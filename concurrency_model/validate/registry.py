@@ -6,7 +6,8 @@ kernels, forward), ``deepbench-sparse`` (pruned GEMMs and the same products dens
 ``deepbench-allreduce``, ``nccl-tests-allreduce`` (all-reduce times, :mod:`.collectives`, sizes >= 64 KiB);
 ``vtrain-single``, ``vtrain-multi``, ``megatron-2020``, ``megatron-2021``, ``narayanan2021-table2``
 (training iterations, :mod:`.training`); ``torchtitan-llama3``, ``torchtitan-llama3-memory``, ``llmfoundry-mpt``,
-``megatron-bridge``, ``nemo-2407-longseq`` (tokens/s per GPU of modern training stacks, and torchtitan's peak
+``megatron-bridge`` (its dense Llama rows), ``megatron-bridge-moe`` (its mixtures of experts: DeepSeek-V3, Qwen3 MoE,
+GPT-OSS, reported apart), ``nemo-2407-longseq`` (tokens/s per GPU of modern training stacks, and torchtitan's peak
 memory, :mod:`.modern`);
 ``tf-cnn-benchmarks``, ``torchgpipe``, ``horovod``,
 ``dle-resnet50``, ``dle-resnext101``, ``dle-se-resnext101``, ``dle-bert`` (data-parallel images/s and
