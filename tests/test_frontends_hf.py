@@ -29,6 +29,7 @@ Hand counts of the published parameter numbers (h hidden, f MLP width, V vocabul
 * Llama-3.1-405B (h 16384, f 53248, L 126, 8 KV heads of 128, V 128256): attention 2h^2 + 2 x h x 1024 =
   570,425,344, MLP 3hf = 2,617,245,696, norms 32,768 -> 3,187,703,808; x126 = 401,650,679,808;
   + 2 x 2,101,346,304 + 16,384 = 405,853,388,800 (Meta: 405B).
+* The mixtures of experts (Qwen3 MoE, GPT-OSS, DeepSeek-V3): tests/test_moe_models.py derives them.
 """
 import json
 import sys
@@ -57,6 +58,13 @@ PUBLISHED = {
     # versions from the same dim, layers, heads, FFN) with a 128K context; RoPE scaling adds no weights
     "llama-3.1-8b": 8_030_261_248,
     "llama-3.1-70b": 70_553_706_496,
+    # mixtures of experts, derived by hand in tests/test_moe_models.py (published: 30.5B, 235B, 116.83B, 20.91B;
+    # DeepSeek-V3 671B main model + 11.6B of its multi-token prediction module)
+    "qwen3-30b-a3b": 30_532_122_624,
+    "qwen3-235b-a22b": 235_093_634_560,
+    "gpt-oss-120b": 116_829_156_672,
+    "gpt-oss-20b": 20_914_757_184,
+    "deepseek-v3": 682_636_487_424,
 }
 
 TINY_LLAMA = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
@@ -191,5 +199,5 @@ def test_bad_spec_field_is_a_value_error():
 def test_a_preset_name_given_as_a_zoo_name_says_how_to_ask_for_it():
     with pytest.raises(ValueError, match=r"""'llama-2-7b' is a Hugging Face config preset: \{"hf_config": "llama-2-7b"\}"""):
         get_model("llama-2-7b")
-    with pytest.raises(ValueError, match=r"model: unknown 'llama'; .* with NAME one of bert-base-uncased, .*mixtral-8x7b$"):
+    with pytest.raises(ValueError, match=r"model: unknown 'llama'; .* with NAME one of bert-base-uncased, .*qwen3-30b-a3b$"):
         get_model("llama")

@@ -126,24 +126,42 @@ def test_megatron_bridge_rows(bridge):
     assert (p["data"], p["tensor"], p["pipeline"], p["context"]) == (8, 8, 8, 2)
     assert (p["schedule"], p["interleave"], p["sequence_parallel"]) == ("interleaved", 8, True)
     assert (t["dtype"], t["zero_stage"], t["framework"], t["recompute"]) == ("fp8", 1, "megatron", "none")
-    fsdp = modern.scenario_for(bridge.iloc[80])  # 25.11 Llama 3 8B on 8 H100, FSDP 8, FP8-CS
+    fsdp = modern.scenario_for(bridge.loc[80])  # 25.11 Llama 3 8B on 8 H100, FSDP 8, FP8-CS
     assert fsdp["training"]["zero_stage"] == 3 and fsdp["parallel"]["data"] == 8
     assert fsdp["model"]["hf_config"] == "llama-3-8b" and fsdp["parallel"]["sequence_parallel"] is False
     assert bridge.loc[91, "dtype"] == "fp8"  # 25.09: no precision column (ASSUMPTIONS)
-    assert bridge.loc[30, "measured_tflops"] == 475  # a footnote marker in the cell
+    assert modern.megatron_bridge_rows().loc[30, "measured_tflops"] == 475  # a footnote marker in the cell
 
 
 def test_megatron_bridge_unmappable_reasons(bridge):
+    assert len(bridge) == 19 and not bridge["moe"].any()  # the dense Llama rows; the MoE rows are a set apart
     assert (bridge["unmappable"] == "").sum() == 18  # dense Llama on DGX-H100 (14, not LoRA) and DGX-B200 (4)
-    assert bridge.loc[1, "unmappable"] == "not mappable: mixture-of-experts model DeepSeekV3 has no model preset yet"
-    assert bridge.loc[5, "unmappable"].startswith("not mappable: Nemotron_3_Nano is a hybrid Mamba")
+    moe = modern.rows("megatron_bridge_moe")
+    assert len(moe) == 78 and (moe["unmappable"] == "").sum() == 59  # all but the 19 Nemotron 3 rows
+    assert moe.loc[5, "unmappable"].startswith("not mappable: Nemotron_3_Nano is a hybrid Mamba")
     assert bridge.loc[74, "unmappable"] == "" and bridge.loc[74, "cluster"] == "dgx-b200"  # issue 36: a preset now
     assert bridge.loc[74, "measured_tps"] == 30624  # "30624 (29521)": the first configuration
     assert bridge.loc[10, "unmappable"] == "not mappable: LoRA rank and target modules are not published"
 
 
+def test_megatron_bridge_moe_rows_map_experts_folding_and_tokendrop():
+    moe = modern.rows("megatron_bridge_moe")
+    sc = modern.scenario_for(moe.loc[14])  # 26.04.01 DeepSeek-V3 on 256 B200: PP 8, VP 2, EP 32, MXFP8, GBS 4096
+    p, t = sc["parallel"], sc["training"]
+    assert (p["data"], p["pipeline"], p["expert"], p["interleave"]) == (32, 8, 32, 2)
+    assert sc["model"] == {"hf_config": "deepseek-v3", "seq_len": 4096, "fused_attention": True}
+    assert (t["dtype"], t["zero_stage"], t["recompute"], sc["cluster"]) == ("mxfp8", 0, "auto", "dgx-b200")
+    fold = modern.scenario_for(moe.loc[23])  # Qwen3 235B on 256 H100: TP 2, PP 8, EP 32 > DP 16: EP / TP = 16
+    assert (fold["parallel"]["data"], fold["parallel"]["tensor"], fold["parallel"]["expert"]) == (16, 2, 16)
+    assert "EP 32 over TP 2 x DP 16" in moe.loc[23, "note"]
+    drop = modern.scenario_for(moe.loc[89])  # 25.09 Qwen3 30B (tokendrop) on 8 B200: no precision column
+    assert drop["model"]["capacity_factor"] == 1.0 and drop["training"]["dtype"] == "mxfp8"
+    assert modern.scenario_for(moe.loc[95])["training"]["dtype"] == "fp8"  # the same on H100
+    assert modern.scenario_for(moe.loc[17])["training"]["dtype"] == "bf16"  # GPT-OSS BF16
+
+
 def test_megatron_bridge_row_predicted(bridge):
-    r = modern.evaluate(bridge.iloc[[80]])
+    r = modern.evaluate(bridge.loc[[80]])
     assert r.loc[0, "status"] == "ok"
     # tokens/s per GPU = 128 sequences x 8192 tokens / (step x 8 GPUs)
     assert r.loc[0, "predicted_tps"] == pytest.approx(128 * 8192 / (r.loc[0, "predicted_time_s"] * 8))
@@ -151,7 +169,8 @@ def test_megatron_bridge_row_predicted(bridge):
 
 
 def test_registered():
-    assert {"torchtitan-llama3", "torchtitan-llama3-memory", "llmfoundry-mpt", "megatron-bridge"} <= set(names())
+    assert {"torchtitan-llama3", "torchtitan-llama3-memory", "llmfoundry-mpt", "megatron-bridge",
+            "megatron-bridge-moe"} <= set(names())
     with pytest.raises(ValueError, match="dataset: unknown 'mpt'"):
         modern.rows("mpt")
 

@@ -53,9 +53,12 @@ def test_gpt3_175b_row_and_the_rows_left_out(nemo):
     assert len(left) == 6 and left["label"].str.contains("Nemotron|LoRA").all()
 
 
-def test_megatron_bridge_dense_b200_rows_are_mappable_moe_rows_not():
+def test_megatron_bridge_dense_and_moe_b200_rows_are_mappable_nemotron_not():
     df = modern.megatron_bridge_rows()
     b200 = df[df["label"].str.contains("DGX-B200")]
     dense = b200[b200["label"].str.contains("LLAMA")]
     assert len(dense) == 4 and (dense["unmappable"] == "").all() and (dense["cluster"] == "dgx-b200").all()
-    assert (b200.loc[~b200.index.isin(dense.index), "unmappable"] != "").all()
+    nemotron = b200["label"].str.contains("Nemotron")
+    assert (b200.loc[nemotron, "unmappable"] != "").all()
+    assert (b200.loc[~nemotron, "unmappable"] == "").all() and b200.loc[~nemotron & ~b200.index.isin(dense.index),
+                                                                        "moe"].all()

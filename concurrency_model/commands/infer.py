@@ -3,7 +3,7 @@ inference scenario (:mod:`concurrency_model.inference`); for a model without cau
 encoder) one forward pass's latency and samples/s (:mod:`concurrency_model.forward_inference`)."""
 from __future__ import annotations
 
-from ..capacity import max_batch, serving_sweep
+from ..capacity import KV_FREE_FRACTION, max_batch, max_throughput, serving_sweep
 from ..checks import number
 from ..disaggregated import plan
 from ..inference import infer
@@ -13,6 +13,12 @@ from .compare import add_compare, compared, print_rows
 
 def run(a) -> dict:
     raw = scenario_of(a)
+    if a.max_load and (a.sweep or a.disaggregate or a.max_batch or a.compare or a.layers):
+        raise ValueError("--max-load: not with --sweep, --disaggregate, --max-batch, --compare or --layers")
+    if a.kv_fraction is not None and not a.max_load:
+        raise ValueError("--kv-fraction: only with --max-load")
+    if a.max_load:
+        return max_throughput(raw, KV_FREE_FRACTION if a.kv_fraction is None else a.kv_fraction).to_dict()
     if a.disaggregate and (a.sweep or a.max_batch or a.weights):
         raise ValueError("--disaggregate: not with --sweep, --max-batch or --weights")
     if a.compare and (a.sweep or a.disaggregate or a.max_batch):
@@ -221,6 +227,13 @@ def show(out: dict) -> None:
         show_sweep(out)
         return
     i, p = out["inference"], out["parallel"]
+    if "max_load" in out:
+        m = out["max_load"]
+        print(f"full load (trtllm-bench throughput): {out['output_tokens_per_s']:,.1f} output tokens/s on "
+              f"{out['gpus']} GPU{'s' * (out['gpus'] != 1)} ({out['output_tokens_per_s_per_gpu']:,.1f} a GPU); "
+              f"{m['slots']:,} slots busy, limited by {m['limited_by'].replace('_', ' ')} (the KV cache at "
+              f"{m['kv_fraction']:.0%} of {m['free_bytes_per_device'] / 1e9:,.2f} GB free a device holds "
+              f"{m['kv_slots']:,}; engine max batch {m['max_batch_size']:,}, max tokens {m['max_num_tokens']:,})")
     if "max_batch" in out:
         m = out["memory"]
         print(f"largest batch that fits: {out['max_batch']:,} (memory {m['total_bytes'] / 1e9:,.2f} of "
@@ -351,5 +364,11 @@ def register(sub) -> None:
     e.add_argument("--max-batch", action="store_true",
                    help="the largest batch that fits in device memory (replaces inference.batch), and the "
                         "latency and throughput there")
+    e.add_argument("--max-load", action="store_true",
+                   help="serving at full load as trtllm-bench throughput runs it: the KV cache at --kv-fraction of "
+                        "the memory left free, the engine's max batch and tokens, continuous batching with every slot "
+                        "busy (replaces inference.batch); output tokens/s of the system")
+    e.add_argument("--kv-fraction", type=float, default=None, metavar="F",
+                   help=f"with --max-load: the KV cache's share of the free memory (default {KV_FREE_FRACTION})")
     add_json(e)
     e.set_defaults(run=run, show=show)

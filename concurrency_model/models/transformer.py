@@ -5,9 +5,11 @@ Blocks follow the originals: packed QKV projection with bias, attention, output 
 4x hidden GELU layer; GPT and ViT are pre-LN, BERT is post-LN. GPT's output layer is tied to the token
 embedding (its parameters are counted once).
 
-:func:`decoder` covers the later decoders (GPT-NeoX, LLaMA, Mistral, Mixtral; read from Hugging Face
-config files by :mod:`concurrency_model.frontends.hf`): RMS or layer norm, rotary positions, grouped-query
-attention, SwiGLU, parallel residual, mixture of experts.
+:func:`decoder` covers the later decoders (GPT-NeoX, LLaMA, Mistral, Mixtral, Qwen3 MoE, GPT-OSS, DeepSeek-V3;
+read from Hugging Face config files by :mod:`concurrency_model.frontends.hf`): RMS or layer norm, rotary positions,
+grouped-query attention (with Qwen3's per-head query/key norms and GPT-OSS's attention sinks), multi-head latent
+attention (DeepSeek-V2/V3), SwiGLU, parallel residual, mixture of experts (with shared experts, dense first layers
+and biases on the router and experts) and DeepSeek-V3's multi-token prediction module.
 """
 from __future__ import annotations
 
@@ -16,7 +18,8 @@ import math
 from ..checks import count, number
 from ..cost import Cost, OpCost, clog2
 from ..ops import attention as att
-from ..ops import dense
+from ..ops import dense, norm
+from ..ops import embedding as emb
 from .builder import MAX_LAYERS, Builder
 
 
@@ -172,38 +175,93 @@ def _rotary(b: Builder, qkv, heads, kv_heads, head_dim, fraction):
     return b.node("rotary", qkv, s, cost, "rotary")
 
 
-def _gqa_attention(b: Builder, x, heads, kv_heads, head_dim, causal, fused, bias, rotary):
+def _head_norms(b: Builder, qkv, heads, kv_heads, head_dim):
+    """Qwen3's QK-norm: an RMSNorm of ``head_dim`` over every query head and one over every key head, before
+    the rotary embedding (Qwen3 Technical Report, Yang et al. 2025, §2: "QK-Norm"; Hugging Face
+    ``Qwen3MoeAttention.q_norm`` / ``k_norm``): ``2 head_dim`` parameters a layer."""
+    s = b.shape(qkv)
+    for name, n in (("q_norm", heads), ("k_norm", kv_heads)):
+        qkv = b.node("rms_norm", qkv, s, norm.rms_norm(b.batch * s[0] * n, head_dim, b.vb), name)
+    return qkv
+
+
+def _gqa_attention(b: Builder, x, heads, kv_heads, head_dim, causal, fused, bias, rotary, qk_norm=False,
+                   sinks=False):
     """Grouped-query attention (Ainslie et al. 2023): ``heads`` query heads share ``kv_heads`` key/value
     heads. One packed projection to (heads + 2 kv_heads) head_dim (column split), the attention core of
     ``heads`` heads (each query head against its group's keys: the same work as multi-head attention),
-    the output projection (row split)."""
+    the output projection (row split). ``qk_norm``: :func:`_head_norms`; ``sinks``: GPT-OSS's learned
+    attention sink, one logit a head added to every softmax denominator (openai/gpt-oss @ 7b58334
+    ``gpt_oss/torch/model.py`` ``AttentionBlock.sinks``: ``heads`` parameters a layer, its work negligible)."""
     h = b.shape(x)[-1]
     qkv = b.linear(x, (heads + 2 * kv_heads) * head_dim, bias=bias, split="column", name="qkv")
+    if qk_norm:
+        qkv = _head_norms(b, qkv, heads, kv_heads, head_dim)
     if rotary:
         qkv = _rotary(b, qkv, heads, kv_heads, head_dim, rotary)
     s = b.shape(qkv)[0]
     cost = att.attention(b.batch, heads, s, head_dim, fused=fused, causal=causal, value_bytes=b.vb)
+    if sinks:
+        cost = OpCost(cost.op, cost.forward.with_(params=heads), cost.grad_input, cost.grad_weight, cost.source)
     a = b.node("attention", qkv, (s, heads * head_dim), cost, "attention", heads=heads, kv_heads=kv_heads, seq=s,
                head_dim=head_dim, fused=fused, causal=causal)
     return b.linear(a, h, bias=bias, split="row", name="proj")
 
 
-def _expert_linear(b: Builder, x, c_out, experts, split, name, top_k=1, fixed_capacity=False):
+def _mla_attention(b: Builder, x, heads, mla: dict, causal, fused):
+    """Multi-head latent attention (DeepSeek-V2, DeepSeek-AI 2024, §2.1.2-2.1.3; DeepSeek-V3 §2.1.1; layer
+    shapes of deepseek-ai/DeepSeek-V3 @ 9b4e978 ``inference/model.py`` ``MLA``): queries through a low-rank
+    down-projection ``q_lora_rank`` (RMS-normed, not split by tensor parallelism) and an up-projection to
+    ``heads (qk_nope + qk_rope)`` (column split), or one projection when ``q_lora_rank`` is 0; keys and values
+    through a shared down-projection to ``kv_lora_rank + qk_rope`` (the latent, RMS-normed, and one decoupled
+    rotary key shared by all heads) and an up-projection to ``heads (qk_nope + v_head_dim)``; rotary on the
+    ``qk_rope`` part of every query head and the shared key; the attention core of ``heads`` heads with query-key
+    width ``qk_nope + qk_rope`` and value width ``v_head_dim``; the output projection from ``heads v_head_dim``
+    (row split). The core's work ``s^2 heads (d_qk + d_v)`` is that of a core of head size ``(d_qk + d_v) / 2``,
+    which the attention node carries [D]. Training runs the up-projections explicitly (the weight absorption of
+    V2 §2.1.2 is an inference device)."""
+    h = b.shape(x)[-1]
+    s = b.shape(x)[0]
+    nope, rope, vd = mla["qk_nope_head_dim"], mla["qk_rope_head_dim"], mla["v_head_dim"]
+    ql, kl = mla.get("q_lora_rank") or 0, mla["kv_lora_rank"]
+    qk = nope + rope
+    if ql:
+        q = b.rms_norm(b.linear(x, ql, bias=False, name="q_a_proj"), name="q_a_norm")
+        q = b.linear(q, heads * qk, bias=False, split="column", name="q_b_proj")
+    else:
+        q = b.linear(x, heads * qk, bias=False, split="column", name="q_proj")
+    kv = b.linear(x, kl + rope, bias=False, name="kv_a_proj")
+    latent = b.rms_norm(b.select(kv, (s, kl), name="kv_latent"), name="kv_a_norm")
+    kv = b.linear(latent, heads * (nope + vd), bias=False, split="column", name="kv_b_proj")
+    n = b.batch * s * (heads + 1) * rope  # the rotated parts: every query head's and the shared key's
+    rot = OpCost("rotary", Cost(flop=3 * n, depth=2, bytes=b.vb * (2 * n + 2 * s * rope)),
+                 Cost(flop=3 * n, depth=2, bytes=b.vb * 2 * n), source="Su et al. 2021 (RoFormer), element-wise")
+    q = b.node("rotary", q, b.shape(q), rot, "rotary")
+    d = (qk + vd) // 2
+    cost = att.attention(b.batch, heads, s, d, fused=fused, causal=causal, value_bytes=b.vb)
+    a = b.node("attention", (q, kv), (s, heads * vd), cost, "attention", heads=heads, kv_heads=heads, seq=s,
+               head_dim=d, fused=fused, causal=causal, mla=True)
+    return b.linear(a, h, bias=False, split="row", name="proj")
+
+
+def _expert_linear(b: Builder, x, c_out, experts, split, name, top_k=1, fixed_capacity=False, bias=False):
     """The same linear layer in each of ``experts`` experts, applied to the routed rows of ``x`` (every
     token appears once per chosen expert): the work of one layer on all routed rows, the parameters (and
     weight traffic) of all experts. ``top_k`` and ``fixed_capacity`` (capacity buffers: every expert gets its
-    share of rows) tell the device-time model how many experts a batch reaches (:mod:`..timing.graph`)."""
+    share of rows) tell the device-time model how many experts a batch reaches (:mod:`..timing.graph`);
+    ``bias``: each expert's layer has a bias (GPT-OSS's experts)."""
     s = b.shape(x)
     rows = b.batch * math.prod(s[:-1])
-    one = dense.linear(rows, s[-1], c_out, False, b.vb)
-    w = s[-1] * c_out
+    one = dense.linear(rows, s[-1], c_out, bias, b.vb)
+    w = s[-1] * c_out + (c_out if bias else 0)
     fwd = one.forward.with_(params=experts * w, bytes=one.forward.bytes + (experts - 1) * w * b.vb)
     cost = OpCost("linear", fwd, one.grad_input, one.grad_weight, one.source)
     return b.node("linear", x, (*s[:-1], c_out), cost, name, rows_per_sample=math.prod(s[:-1]), c_in=s[-1],
                   c_out=c_out, split=split, experts=experts, top_k=top_k, fixed_capacity=fixed_capacity)
 
 
-def _moe(b: Builder, x, ffn, experts, top_k, act, capacity_factor=None):
+def _moe(b: Builder, x, ffn, experts, top_k, act, capacity_factor=None, router_bias=False, expert_bias=False,
+         shared_ffn=0):
     """Sparse mixture-of-experts SwiGLU MLP (Shazeer et al. 2017; Mixtral, Jiang et al. 2024): a router
     (hidden -> experts, no bias), softmax and top-k, then every token through its ``top_k`` experts and a
     weighted sum. Parameters count all experts, work counts the top-k.
@@ -215,10 +273,16 @@ def _moe(b: Builder, x, ffn, experts, top_k, act, capacity_factor=None):
     GEMMs and the expert-parallel all-to-alls) has ``ceil(s top_k c)`` rows a sequence, the padding
     computed as the dense buffers are; ``c < 1`` drops the routed tokens beyond the capacity, which skip
     the layer. Balanced routing is assumed (derived [D]; the per-sequence ceiling stands for the
-    per-device one, equal when the experts divide ``b s top_k c``)."""
+    per-device one, equal when the experts divide ``b s top_k c``).
+
+    ``router_bias``: one bias a expert on the router (GPT-OSS's ``gate`` Linear; DeepSeek-V3's auxiliary-loss-free
+    balancing bias ``e_score_correction_bias``, §2.1.2, of the same size); ``expert_bias``: biases on every
+    expert's layers (GPT-OSS); ``shared_ffn`` > 0: a shared expert, a SwiGLU MLP of that width that every token
+    runs besides its routed experts, added to their sum (DeepSeekMoE, Dai et al. 2024, §3.2; DeepSeek-V3 §2.1.2),
+    split by tensor parallelism as a dense MLP (Megatron-Core's ``SharedExpertMLP``)."""
     s, h = b.shape(x)
     vb = b.vb
-    gate = b.softmax(b.linear(x, experts, bias=False, name="router"), name="router_softmax")
+    gate = b.softmax(b.linear(x, experts, bias=router_bias, name="router"), name="router_softmax")
     # the ceiling forgives float noise: 100 x 1 x 1.1 is 110.00000000000001, not 111 slots
     slots = s * top_k if capacity_factor is None else math.ceil(s * top_k * capacity_factor - 1e-9)
     kept = min(slots, s * top_k)
@@ -227,14 +291,20 @@ def _moe(b: Builder, x, ffn, experts, top_k, act, capacity_factor=None):
     disp = b.node("moe_dispatch", (x, gate), (slots, h),
                   OpCost("moe_dispatch", Cost(bytes=vb * (routed + padded)), Cost(bytes=vb * (routed + padded)),
                          source="token permutation (data movement only)"), "dispatch", fixed_capacity=fixed)
-    g = b.act(_expert_linear(b, disp, ffn, experts, "column", "experts.w1", top_k, fixed), act)
-    y = _mul(b, g, _expert_linear(b, disp, ffn, experts, "column", "experts.w3", top_k, fixed), name="experts.swiglu")
-    d = _expert_linear(b, y, h, experts, "row", "experts.w2", top_k, fixed)
+    eb = expert_bias
+    g = b.act(_expert_linear(b, disp, ffn, experts, "column", "experts.w1", top_k, fixed, eb), act)
+    y = _mul(b, g, _expert_linear(b, disp, ffn, experts, "column", "experts.w3", top_k, fixed, eb),
+             name="experts.swiglu")
+    d = _expert_linear(b, y, h, experts, "row", "experts.w2", top_k, fixed, eb)
     out = b.batch * s * h
     comb = OpCost("moe_combine", Cost(flop=routed + out * (top_k - 1), depth=1 + clog2(top_k),
                                       bytes=vb * (routed + out)),
                   Cost(flop=2 * routed, depth=1, bytes=vb * (2 * routed + out)), source="weighted sum of top-k outputs")
-    return b.node("moe_combine", (d, gate), (s, h), comb, "combine")
+    out = b.node("moe_combine", (d, gate), (s, h), comb, "combine")
+    if shared_ffn:
+        with b.scope("shared_experts"):
+            out = b.add(out, _mlp_swiglu(b, x, shared_ffn, act), name="add")
+    return out
 
 
 def _mlp_swiglu(b: Builder, x, ffn, act="silu", bias=False):
@@ -251,10 +321,77 @@ def _mlp_plain(b: Builder, x, ffn, act="gelu", bias=True):
     return b.linear(y, h, bias=bias, split="row", name="fc2")
 
 
+MLA_KEYS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+
+
+def _check_moe(experts, top_k, moe_ffn, shared_ffn, dense_layers, layers, capacity_factor, mtp_layers, mla) -> None:
+    """``ValueError`` naming the field of a mixture-of-experts or MLA setting that cannot be built."""
+    if experts and not 1 <= top_k <= experts:
+        raise ValueError(f"top_k: must be between 1 and experts={experts}, got {top_k}")
+    for k, v in (("moe_ffn", moe_ffn), ("shared_ffn", shared_ffn), ("dense_layers", dense_layers),
+                 ("mtp_layers", mtp_layers)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise ValueError(f"{k}: must be a whole number >= 0, got {v!r}")
+    if not experts and (shared_ffn or dense_layers or moe_ffn):
+        raise ValueError("experts: shared_ffn, dense_layers and moe_ffn need a mixture of experts (experts > 0)")
+    if dense_layers and dense_layers >= layers:
+        raise ValueError(f"dense_layers: {dense_layers} leaves none of the {layers} layers a mixture of experts")
+    if capacity_factor is not None:
+        if not experts:
+            raise ValueError("capacity_factor: the model has no mixture-of-experts layers")
+        number("capacity_factor", capacity_factor)
+    if mla is not None:
+        if not isinstance(mla, dict):
+            raise ValueError(f"mla: must be a mapping of {', '.join(MLA_KEYS)}, got {type(mla).__name__}")
+        for k in MLA_KEYS:
+            if k == "q_lora_rank" and not mla.get(k):
+                continue
+            count(f"mla.{k}", mla.get(k))
+
+
+def _block(b: Builder, x, normalize, attn: dict, mlp_kind: str, mlp_args: dict, parallel_residual: bool):
+    """One pre-norm decoder block: attention (``attn["mla"]``: :func:`_mla_attention`, else
+    :func:`_gqa_attention`) and an MLP (``mlp_kind``: ``moe``, ``swiglu`` or ``plain``)."""
+    y = normalize(x, name="input_norm")
+    if attn.get("mla"):
+        a = _mla_attention(b, y, attn["heads"], attn["mla"], True, attn["fused"])
+    else:
+        a = _gqa_attention(b, y, attn["heads"], attn["kv_heads"], attn["head_dim"], True, attn["fused"],
+                           attn["bias"], attn["rotary"], attn["qk_norm"], attn["sinks"])
+    if not parallel_residual:
+        x = b.add(x, a, name="add1")
+    y = normalize(x, name="post_attention_norm")
+    with b.scope("mlp"):
+        if mlp_kind == "moe":
+            m = _moe(b, y, **mlp_args)
+        elif mlp_kind == "swiglu":
+            m = _mlp_swiglu(b, y, **mlp_args)
+        else:
+            m = _mlp_plain(b, y, **mlp_args)
+    return b.add(x, a, m, name="add") if parallel_residual else b.add(x, m, name="add2")
+
+
+def _mtp_module(b: Builder, tokens, x, vocab, normalize, block):
+    """One multi-token prediction module (DeepSeek-V3 §2.2, Figure 3; deepseek-ai/DeepSeek-V3 @ 9b4e978
+    ``README_WEIGHTS.md``): the embedding of the next token (shared with the main model's: no parameters) and the
+    main model's last hidden state, each RMS-normed (``enorm``, ``hnorm``), concatenated and projected from
+    ``2h`` to ``h`` (``eh_proj``), one decoder block like the main model's last, and the output head (its norm,
+    ``shared_head.norm``, and the main model's output matrix, shared: no parameters) with a loss of its own."""
+    h = b.shape(x)[-1]
+    c = emb.embedding(b.batch * b.shape(tokens)[0], vocab, h, b.vb)
+    e = b.node("embedding", tokens, (b.shape(tokens)[0], h),
+               OpCost(c.op, c.forward.with_(params=0), c.grad_input, c.grad_weight, c.source), "embed_tokens")
+    y = b.concat([normalize(e, name="enorm"), normalize(x, name="hnorm")], axis=1, name="concat")
+    y = block(b.linear(y, h, bias=False, name="eh_proj"))
+    y = normalize(y, name="norm")
+    return b.linear(y, vocab, bias=False, tied=True, split="column", name=LM_HEAD)
+
+
 def decoder(b: Builder, layers=32, hidden=4096, heads=32, seq_len=4096, vocab=32000, ffn=11008, kv_heads=None,
             head_dim=None, norm="rms", mlp="swiglu", act="silu", bias=False, rotary=1.0, tied=False,
             parallel_residual=False, experts=0, top_k=2, fused_attention=False, max_positions=None,
-            mlp_bias=None, capacity_factor=None) -> str:
+            mlp_bias=None, capacity_factor=None, moe_ffn=None, shared_ffn=0, dense_layers=0, router_bias=False,
+            expert_bias=False, qk_norm=False, sinks=False, mla=None, mtp_layers=0) -> str:
     """A pre-norm causal decoder in the LLaMA / GPT-NeoX family (no dropout: these configs use none).
 
     ``norm`` is ``rms`` (RMSNorm, no bias) or ``layer`` (LayerNorm with bias); ``mlp`` is ``swiglu``
@@ -262,8 +399,12 @@ def decoder(b: Builder, layers=32, hidden=4096, heads=32, seq_len=4096, vocab=32
     and, unless ``mlp_bias`` says otherwise, on the MLP's;
     ``rotary`` is the rotated fraction of each head (0: learned positions of ``max_positions``);
     ``kv_heads`` < ``heads`` is grouped-query attention; ``experts`` > 0 replaces the MLP by a sparse
-    mixture of experts with ``top_k`` experts per token and an optional ``capacity_factor`` (see
-    :func:`_moe`); ``parallel_residual`` is GPT-NeoX's
+    mixture of experts with ``top_k`` experts per token of width ``moe_ffn`` (default ``ffn``) and an optional
+    ``capacity_factor`` (see :func:`_moe`), after ``dense_layers`` dense layers of width ``ffn`` (DeepSeek-V3's
+    ``first_k_dense_replace``), with a shared expert of width ``shared_ffn`` and biases on the router
+    (``router_bias``) and experts (``expert_bias``); ``qk_norm`` and ``sinks`` as :func:`_gqa_attention`;
+    ``mla`` (a mapping of :data:`MLA_KEYS`) replaces grouped-query attention by :func:`_mla_attention`;
+    ``mtp_layers`` appends that many :func:`_mtp_module` after the output layer; ``parallel_residual`` is GPT-NeoX's
     ``x + attn(ln1(x)) + mlp(ln2(x))``; ``tied`` shares the output layer with the token embedding.
 
     LLaMA-2-7B (32 x 4096, 32 heads, ffn 11008, vocab 32000, untied): 6,738,415,616 parameters.
@@ -286,33 +427,30 @@ def decoder(b: Builder, layers=32, hidden=4096, heads=32, seq_len=4096, vocab=32
         raise ValueError(f"norm: unknown {norm!r}; allowed: rms, layer")
     if mlp not in ("swiglu", "plain"):
         raise ValueError(f"mlp: unknown {mlp!r}; allowed: swiglu, plain")
-    if experts and not 1 <= top_k <= experts:
-        raise ValueError(f"top_k: must be between 1 and experts={experts}, got {top_k}")
-    if capacity_factor is not None:
-        if not experts:
-            raise ValueError("capacity_factor: the model has no mixture-of-experts layers")
-        number("capacity_factor", capacity_factor)
+    _check_moe(experts, top_k, moe_ffn, shared_ffn, dense_layers, layers, capacity_factor, mtp_layers, mla)
     if not rotary and (max_positions or seq_len) < seq_len:
         raise ValueError(f"seq_len: {seq_len} exceeds the {max_positions} learned positions")
     normalize = b.rms_norm if norm == "rms" else b.layer_norm
-    x = b.input((seq_len,), name="tokens")
-    x = b.embedding(x, vocab, hidden, name="embed_tokens")
+    tokens = b.input((seq_len,), name="tokens")
+    x = b.embedding(tokens, vocab, hidden, name="embed_tokens")
     if not rotary:
         x = b.learned(x, "position_embedding", (max_positions or seq_len) * hidden, name="embed_positions")
+    attn = {"heads": heads, "kv_heads": kv_heads, "head_dim": head_dim, "fused": fused_attention, "bias": bias,
+            "rotary": rotary, "qk_norm": qk_norm, "sinks": sinks, "mla": mla}
+    mb = bias if mlp_bias is None else mlp_bias
+    dense_args = {"ffn": ffn, "act": act, "bias": mb}
+    moe_args = {"ffn": moe_ffn or ffn, "experts": experts, "top_k": top_k, "act": act,
+                "capacity_factor": capacity_factor, "router_bias": router_bias, "expert_bias": expert_bias,
+                "shared_ffn": shared_ffn}
+    last = ("moe", moe_args) if experts else (mlp, dense_args)
     for i in range(layers):
+        kind, args = ("moe", moe_args) if experts and i >= dense_layers else (mlp, dense_args)
         with b.scope(f"layers.{i}"):
-            a = _gqa_attention(b, normalize(x, name="input_norm"), heads, kv_heads, head_dim, True,
-                               fused_attention, bias, rotary)
-            if not parallel_residual:
-                x = b.add(x, a, name="add1")
-            y = normalize(x, name="post_attention_norm")
-            with b.scope("mlp"):
-                if experts:
-                    m = _moe(b, y, ffn, experts, top_k, act, capacity_factor)
-                elif mlp == "swiglu":
-                    m = _mlp_swiglu(b, y, ffn, act, bias if mlp_bias is None else mlp_bias)
-                else:
-                    m = _mlp_plain(b, y, ffn, act, bias if mlp_bias is None else mlp_bias)
-            x = b.add(x, a, m, name="add") if parallel_residual else b.add(x, m, name="add2")
-    x = normalize(x, name="norm")
-    return b.linear(x, vocab, bias=False, tied=tied, split="column", name=LM_HEAD)
+            x = _block(b, x, normalize, attn, kind, args, parallel_residual)
+    out = b.linear(normalize(x, name="norm"), vocab, bias=False, tied=tied, split="column", name=LM_HEAD)
+    for k in range(mtp_layers):  # each module's hidden state feeds the next (DeepSeek-V3 §2.2)
+        with b.scope(f"mtp.{k}"):
+            out = _mtp_module(b, tokens, x, vocab, normalize,
+                              lambda y: _block(b, y, normalize, attn, *last, parallel_residual))
+            x = b.graph.nodes[b.graph.nodes[b.graph.nodes[out].inputs[0]].inputs[0]].name
+    return out

@@ -46,6 +46,8 @@ SOURCES = (
      "(docs/performance-summary*.md)", "2025-09 to 2026-06 (NeMo containers 25.09-26.06)"),
     (r"nemo", "NeMo performance summary and long-sequence tables, NVIDIA/NeMo @ 8e3d65dc, 19fadb67 "
      "(docs/source/performance/)", "2024-04 to 2025-04 (NeMo 24.03.01, 24.07, 25.04.rc2)"),
+    (r"trtllm", "TensorRT-LLM perf overview (trtllm-bench throughput, FP8, H100 / H200), NVIDIA/TensorRT-LLM "
+     "@ 00f37686 (docs/source/performance/perf-overview.md)", "2025 (v1.0 era, PyTorch backend)"),
     (r"measured", "this toolkit's own calibrate runs, data/measured/", None),
 )
 

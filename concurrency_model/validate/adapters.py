@@ -20,11 +20,12 @@ TRAINING = {"vtrain-single": "vtrain_single", "vtrain-multi": "vtrain_multi", "m
 # modern training stacks (:mod:`.modern`): name -> (its set, the compared quantity)
 MODERN = {"torchtitan-llama3": ("torchtitan", "tps"), "torchtitan-llama3-memory": ("torchtitan", "memory"),
           "llmfoundry-mpt": ("llmfoundry", "tps"), "megatron-bridge": ("megatron_bridge", "tps"),
-          "nemo-2407-longseq": ("nemo", "tps")}
+          "megatron-bridge-moe": ("megatron_bridge_moe", "tps"), "nemo-2407-longseq": ("nemo", "tps")}
 SCALING = {"tf-cnn-benchmarks": "tf_cnn_benchmarks", "torchgpipe": "torchgpipe", "horovod": "horovod",
            "dle-resnet50": "dle_resnet50", "dle-resnext101": "dle_resnext101", "dle-se-resnext101": "dle_se_resnext101",
            "dle-bert": "dle_bert"}
 INFERENCE = ("fastertransformer-13b",)  # prefill, decode per token and total latency (:mod:`.inference`)
+TRTLLM = ("trtllm-hopper",)  # output tokens/s at full load, TensorRT-LLM's Hopper table (:mod:`.trtllm`)
 FILES = {"deepbench-gemm": "deepbench_gemm.csv", "deepbench-conv": "deepbench_conv.csv",
          "deepbench-rnn": "deepbench_rnn.csv", "deepbench-allreduce": "deepbench_allreduce.csv",
          "nccl-tests-allreduce": "nccltests_allreduce_sweeps.csv", "vtrain-single": "vtrain_ground_truth_single.csv",
@@ -37,12 +38,14 @@ FILES = {"deepbench-gemm": "deepbench_gemm.csv", "deepbench-conv": "deepbench_co
          "dle-se-resnext101": "nvidia_dle_training_perf_long.csv",
          "dle-bert": "nvidia_dle_training_perf_long.csv",
          "fastertransformer-13b": "fastertransformer_13b_inference_latency.csv",
+         "trtllm-hopper": "trtllm_perf_overview_hopper.csv",
          "deepbench-inference": "deepbench_gemm.csv, deepbench_conv.csv, deepbench_rnn.csv",
          "deepbench-sparse": "deepbench_sparse.csv",
          "torchtitan-llama3": "torchtitan_llama3_train_tps_memory.csv",
          "torchtitan-llama3-memory": "torchtitan_llama3_train_tps_memory.csv",
          "llmfoundry-mpt": "llmfoundry_mpt_train_throughput.csv",
          "megatron-bridge": "megatron_bridge_train_throughput.csv",
+         "megatron-bridge-moe": "megatron_bridge_train_throughput.csv",
          "nemo-2407-longseq": "nemo_2407_and_longseq_train_throughput.csv"}
 # rows in file order, quick mode
 QUICK_EVERY = {"vtrain-single": 20, "vtrain-multi": 8, "megatron-2021": 2, "llmfoundry-mpt": 3}
@@ -56,6 +59,8 @@ NO_BAND = {
     "horovod": "no band: scaling efficiency = ratio of two estimates (the scales mostly cancel); not propagated",
     "torchtitan-llama3-memory": "no band: memory is counted, not timed; the uncertainty model samples rates, not "
                                 "bytes",
+    "trtllm-hopper": "no band: the full-load throughput's band is not propagated (the slots follow from memory, "
+                     "the iteration's band is not carried through max_throughput)",
 }
 
 
@@ -282,6 +287,22 @@ def _inference() -> pd.DataFrame:
     f = inference.frame()
     return _frame("fastertransformer-13b", "preset", f["row"], f["label"], f["group"], f["measured"], f["predicted"],
                   "s", p10=f["p10"], p90=f["p90"])
+
+
+def _trtllm_rows() -> pd.DataFrame:
+    from . import trtllm
+    return trtllm.rows()
+
+
+def _trtllm(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows of TensorRT-LLM's Hopper table (:mod:`.trtllm`) predicted at full load, in the registry's shape: output
+    tokens/s of the system; rows without a model preset (MoE) ``unmappable`` with the reason."""
+    from . import trtllm
+    r = trtllm.evaluate(df, workers=1)
+    note = np.where(r["status"] == "ok", "slots " + r["slots"].fillna(0).astype(int).astype(str) + " ("
+                    + r["limited_by"].fillna("").astype(str) + ")", r["reason"].fillna(""))
+    return _frame("trtllm-hopper", "preset", r["source_line"], r["label"], r["group"].to_numpy(), r["measured"],
+                  r["predicted"], "output tokens/s", r["status"].to_numpy(), note)
 
 
 # --- the toolkit's own measurements -------------------------------------------------------------------------

@@ -44,7 +44,7 @@ import pandas as pd
 from ..datasets import load
 from ..frontends.hf import load_hf_config
 
-DATASETS = ("torchtitan", "llmfoundry", "megatron_bridge", "nemo")
+DATASETS = ("torchtitan", "llmfoundry", "megatron_bridge", "megatron_bridge_moe", "nemo")
 GIB = 2 ** 30  # torchtitan prints memory in GiB (metrics.py _to_gib at 9dec370: 1024^3 bytes)
 # MPT shapes of mosaicml/llm-foundry @ 8c8dd48f scripts/train/yamls/pretrain/mpt-*.yaml: n_layers, d_model, n_heads
 # (expansion_ratio 4, vocab_size 50368, attn_impl flash). Those yamls keep llm-foundry's MPTConfig defaults
@@ -86,9 +86,8 @@ ASSUMPTIONS = {
                   "until 7f0fdae66 (2024-03), after both tables: submit_benchmarks.py at b2a43a147); the MPT "
                   "yamls' shapes with learned positions of "
                   "the row's sequence length; AdamW (the yamls' decoupled_adamw)",
-    "megatron_bridge": "dense Llama rows on DGX-H100 only (cluster dgx-h100): MoE models (DeepSeek-V3, Qwen3 MoE, "
-                       "GPT-OSS), the hybrid Nemotron 3 and the DGX-B200 / B300 systems have no model or preset "
-                       "yet; framework megatron; distributed optimizer -> ZeRO 1, the FSDP column's Megatron-FSDP "
+    "megatron_bridge": "the dense Llama rows (the mixtures of experts are the set megatron_bridge_moe) on DGX-H100 "
+                       "(cluster dgx-h100); framework megatron; distributed optimizer -> ZeRO 1, the FSDP column's Megatron-FSDP "
                        "-> ZeRO 3 over the data-parallel degree; sequence parallelism with TP, no recompute and "
                        "overlapped gradient reduction (Megatron-Bridge @ 067f987d recipes/llama/h100/llama3.py: "
                        "recompute_granularity None, use_distributed_optimizer True, overlap_grad_reduce True; the 8B "
@@ -98,6 +97,20 @@ ASSUMPTIONS = {
                        "the first value of a cell with a bracketed alternative; fused attention; Adam. The dense "
                        "Llama rows on DGX-B200 (cluster dgx-b200, datasheet presets, nothing fitted) are mapped "
                        "by the same rule",
+    "megatron_bridge_moe": "as megatron_bridge, with: the models' Hugging Face configs (presets deepseek-v3 with its "
+                           "one MTP module, as the recipes' mtp_num_layers = 1, qwen3-30b-a3b, qwen3-235b-a22b, "
+                           "gpt-oss-120b); the EP column as parallel.expert over the data replicas, and where EP "
+                           "exceeds DP (Megatron-Core's MoE parallel folding with expert TP 1: the expert group spans "
+                           "the tensor ranks) EP / TP, whose devices hold and run the same share of the experts; "
+                           "routing balanced (the runs force it: moe_router_force_load_balancing), dropless, or with "
+                           "'(tokendrop)' capacity buffers of factor 1.0 (apply_moe_token_drop); ZeRO 0 (expert "
+                           "parallelism is modelled without the distributed optimizer: the optimizer state is not "
+                           "sharded, so memory is overstated); recompute the least of none / selective / full that "
+                           "fits (the recipes recompute chosen modules, e.g. DeepSeek's mla_up_proj and mlp, not "
+                           "expressible); MXFP8 / FP8-MX -> mxfp8, FP8 / FP8-CS -> fp8, BF16 -> bf16, the 25.09 rows "
+                           "(no precision column) mxfp8 on B200 and fp8 on H100 as the 25.11 table gives for the same "
+                           "models; GPT-OSS's sliding-window layers as full causal attention; Nemotron 3 (hybrid "
+                           "Mamba-Transformer MoE) not mapped",
     "nemo": "clusters dgx-h100 and dgx-b200; framework megatron with the distributed optimizer (ZeRO 1), sequence "
             "parallelism with TP, overlapped gradient reduction, VP > 1 -> interleaved, FP8 -> fp8 (Transformer "
             "Engine's recipe, attention in bf16); recompute: the least of none / selective / full that fits in "
@@ -147,7 +160,7 @@ def _base(dataset: str, i: int, label: str, group: str) -> dict:
             "schedule": "1f1b", "sequence_parallel": False, "microbatch": np.nan, "global_batch": np.nan,
             "dtype": "bf16", "recompute": "none", "zero_stage": 0, "framework": "ideal", "overlap": True,
             "measured_tps": np.nan, "measured_memory_bytes": np.nan, "measured_tflops": np.nan, "unmappable": "",
-            "note": ""}
+            "note": "", "expert": 1, "capacity_factor": np.nan}
 
 
 def torchtitan_rows() -> pd.DataFrame:
@@ -212,6 +225,43 @@ def llmfoundry_rows() -> pd.DataFrame:
 
 
 MOE = ("DeepSeekV3", "Qwen3_30B_a3B", "Qwen3_235B_a22B", "GPT OSS 120B")
+# Hugging Face config presets of the mixtures of experts the Megatron-Bridge tables name (Megatron-Bridge @ 067f987d
+# builds them from these checkpoints' configs: recipes/deepseek/h100/deepseek_v3.py AutoBridge.from_hf_pretrained
+# ("deepseek-ai/DeepSeek-V3"); the Qwen3 and GPT-OSS bridges models/qwen/qwen3_moe_bridge.py, models/gpt_oss/)
+MOE_PRESETS = {"DeepSeekV3": "deepseek-v3", "Qwen3_30B_a3B": "qwen3-30b-a3b", "Qwen3_235B_a22B": "qwen3-235b-a22b",
+               "GPT OSS 120B": "gpt-oss-120b"}
+# Megatron-Bridge @ 067f987d src/megatron/bridge/training/utils/moe_token_drop.py apply_moe_token_drop: the
+# "(tokendrop)" runs' expert capacity factor (buffers padded to it, moe_pad_expert_input_to_capacity True)
+TOKENDROP_CAPACITY = 1.0
+MOE_SYSTEMS = {"DGX-H100": "fp8", "DGX-B200": "mxfp8", "DGX-B300": "mxfp8"}  # 25.09 MoE rows (no precision column)
+
+
+def is_moe_row(model: str) -> bool:
+    """Whether a Megatron-Bridge table's model is a mixture of experts (Nemotron 3 is a hybrid Mamba-Transformer MoE).
+
+    >>> is_moe_row("DeepSeekV3 (tokendrop)"), is_moe_row("Nemotron_3_Nano"), is_moe_row("LLAMA3_8B")
+    (True, True, False)
+    """
+    return model.startswith(MOE) or model.startswith("Nemotron")
+
+
+def _moe_fields(b: dict, model: str, system: str, precision: str, ep: float, tp: int) -> None:
+    """The mixture-of-experts parts of a Megatron-Bridge row (:data:`ASSUMPTIONS` ``megatron_bridge_moe``)."""
+    base = model.split(" (")[0]
+    b["model"] = MOE_PRESETS.get(base, "")
+    b["capacity_factor"] = TOKENDROP_CAPACITY if "(tokendrop)" in model else np.nan
+    d = int(b["data"])
+    e = int(ep) if np.isfinite(ep) else 1
+    if e > d and e % tp == 0 and d % (e // tp) == 0:  # the expert group spans the tensor ranks (parallel folding)
+        b["note"] = "; ".join(x for x in (b["note"], f"EP {e} over TP {tp} x DP {d}: expert degree {e // tp} over the "
+                                          f"data replicas, the experts' GEMMs split over TP") if x)
+        e //= tp
+    b["expert"] = e
+    b["zero_stage"], b["recompute"] = 0, "auto"
+    if precision.startswith("not stated"):
+        b["dtype"] = MOE_SYSTEMS.get(system, "fp8")
+    elif "MX" in precision.upper():
+        b["dtype"] = "mxfp8"
 
 
 def megatron_bridge_rows() -> pd.DataFrame:
@@ -236,9 +286,10 @@ def megatron_bridge_rows() -> pd.DataFrame:
                  measured_tps=number(r["tokens_per_s_per_gpu"]), measured_tflops=number(r["model_tflops_per_gpu"]),
                  cluster={"DGX-H100": "dgx-h100", "DGX-B200": "dgx-b200", "DGX-B300": "dgx-b300"}.get(system, ""),
                  note="bracketed alternative not compared" if bool(r["values_have_parenthesized_alternative"]) else "")
+        b["moe"] = is_moe_row(model)
         if model.startswith(MOE):
-            b["unmappable"] = f"not mappable: mixture-of-experts model {model} has no model preset yet"
-        elif model.startswith("Nemotron"):
+            _moe_fields(b, model, system, precision, number(r["ep"]), tp)
+        if model.startswith("Nemotron"):
             b["unmappable"] = f"not mappable: {model} is a hybrid Mamba-Transformer MoE, not modelled"
         elif not b["cluster"]:
             b["unmappable"] = f"not mappable: no preset for {system}"
@@ -328,8 +379,21 @@ def nemo_rows() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-ROWS = {"torchtitan": torchtitan_rows, "llmfoundry": llmfoundry_rows, "megatron_bridge": megatron_bridge_rows,
-        "nemo": nemo_rows}
+def megatron_bridge_dense_rows() -> pd.DataFrame:
+    """The dense models' rows of :func:`megatron_bridge_rows` (Llama 3 / 3.1), file order kept in the index."""
+    df = megatron_bridge_rows()
+    return df[~df["moe"]]
+
+
+def megatron_bridge_moe_rows() -> pd.DataFrame:
+    """The mixtures of experts' rows of :func:`megatron_bridge_rows` (DeepSeek-V3, Qwen3 30B-A3B / 235B-A22B,
+    GPT-OSS 120B, and the hybrid Nemotron 3, not modelled), reported apart from the dense ones."""
+    df = megatron_bridge_rows()
+    return df[df["moe"]]
+
+
+ROWS = {"torchtitan": torchtitan_rows, "llmfoundry": llmfoundry_rows, "megatron_bridge": megatron_bridge_dense_rows,
+        "megatron_bridge_moe": megatron_bridge_moe_rows, "nemo": nemo_rows}
 
 
 def rows(dataset: str) -> pd.DataFrame:
@@ -350,7 +414,9 @@ def model_spec(r) -> dict:
         layers, hidden, heads = NEMO_GPT3[str(r["model"]).upper()]
         return {"kind": "gpt", "layers": layers, "hidden": hidden, "heads": heads, "seq_len": int(r["seq"]),
                 "vocab": NEMO_VOCAB["gpt3"], "fused_attention": True}
-    return {"hf_config": r["model"], "seq_len": int(r["seq"]), "fused_attention": True}
+    spec = {"hf_config": r["model"], "seq_len": int(r["seq"]), "fused_attention": True}
+    cf = r.get("capacity_factor", np.nan)
+    return {**spec, "capacity_factor": float(cf)} if cf is not None and np.isfinite(cf) else spec
 
 
 def scenario_for(r) -> dict:
@@ -368,6 +434,8 @@ def scenario_for(r) -> dict:
            "context": int(r["context"]), "interleave": int(r["interleave"]), "schedule": r["schedule"],
            "sequence_parallel": bool(r["sequence_parallel"]), "microbatch_size": int(r["microbatch"]),
            "global_batch": int(r["global_batch"])}
+    if int(r.get("expert", 1) or 1) > 1:
+        par["expert"] = int(r["expert"])
     if par["data"] * par["tensor"] * par["pipeline"] * par["context"] != r["gpus"]:
         raise ValueError(f"not mappable: data x tensor x pipeline x context != {int(r['gpus'])} GPUs")
     return {"model": model_spec(r), "cluster": r["cluster"], "parallel": par,

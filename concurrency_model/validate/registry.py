@@ -6,8 +6,10 @@ kernels, forward), ``deepbench-sparse`` (pruned GEMMs and the same products dens
 ``deepbench-allreduce``, ``nccl-tests-allreduce`` (all-reduce times, :mod:`.collectives`, sizes >= 64 KiB);
 ``vtrain-single``, ``vtrain-multi``, ``megatron-2020``, ``megatron-2021``, ``narayanan2021-table2``
 (training iterations, :mod:`.training`); ``torchtitan-llama3``, ``torchtitan-llama3-memory``, ``llmfoundry-mpt``,
-``megatron-bridge``, ``nemo-2407-longseq`` (tokens/s per GPU of modern training stacks, and torchtitan's peak
-memory, :mod:`.modern`);
+``megatron-bridge`` (its dense Llama rows), ``megatron-bridge-moe`` (its mixtures of experts: DeepSeek-V3, Qwen3 MoE,
+GPT-OSS, reported apart), ``nemo-2407-longseq`` (tokens/s per GPU of modern training stacks, and torchtitan's peak
+memory, :mod:`.modern`); ``trtllm-hopper`` (TensorRT-LLM's output tokens/s at full load on H100 and H200,
+:mod:`.trtllm`);
 ``tf-cnn-benchmarks``, ``torchgpipe``, ``horovod``,
 ``dle-resnet50``, ``dle-resnext101``, ``dle-se-resnext101``, ``dle-bert`` (data-parallel images/s and
 sequences/s, pipeline speedups, 512-GPU scaling efficiency, :mod:`.scaling`); ``fastertransformer-13b``
@@ -59,9 +61,10 @@ from .. import datasets, uncertainty
 from ..progress import Progress
 
 from .adapters import (COLLECTIVES, COLUMNS, FILES, INFERENCE, KERNEL_INFERENCE, KERNEL_SPARSE, KERNELS,
-                       MIN_BYTES, MODERN, QUICK_EVERY, SCALING, TRAINING, _collective, _collective_rows, _inference,
-                       _kernel_datasheet, _kernel_frame, _kernel_held_out, _kernel_inference, _kernel_rows,
-                       _kernel_sparse, _measured_compute, _measured_network, _modern, _modern_rows,
+                       MIN_BYTES, MODERN, QUICK_EVERY, SCALING, TRAINING, TRTLLM, _collective, _collective_rows,
+                       _inference, _kernel_datasheet, _kernel_frame, _kernel_held_out, _kernel_inference, _kernel_rows,
+                       _kernel_sparse, _measured_compute, _measured_network, _modern, _modern_rows, _trtllm,
+                       _trtllm_rows,
                        _scaling, _scaling_rows, _training_chunk, _training_rows, kernel_band, no_band_reason,
                        training_mode)
 
@@ -87,7 +90,7 @@ def names() -> list[str]:
     ['deepbench-gemm', 'deepbench-conv', 'deepbench-rnn']
     """
     return [*KERNELS, *KERNEL_INFERENCE, *KERNEL_SPARSE, *COLLECTIVES, *TRAINING, *MODERN, *SCALING, *INFERENCE,
-            *_measured()]
+            *TRTLLM, *_measured()]
 
 
 # --- running ------------------------------------------------------------------------------------------------
@@ -165,6 +168,10 @@ def _plan(asked: list[str], quick: bool, all_modes: bool, info: dict) -> list:
                 from . import inference
                 info[name].update(rows_total=len(inference.rows()) * len(inference.METRICS), mode="preset")
                 jobs.append(([name], _inference, ()))
+            elif name in TRTLLM:
+                df = _trtllm_rows()
+                info[name].update(rows_total=len(df), mode="preset")
+                jobs.extend(([name], _trtllm, (df.iloc[i:i + 8],)) for i in range(0, len(df), 8))
             elif name in COLLECTIVES:
                 df = _collective_rows(COLLECTIVES[name])
                 modes = ["preset", "held-out"] if name == "nccl-tests-allreduce" else ["held-out"]
@@ -224,6 +231,8 @@ def _cost(job) -> float:
         return float(args[1]["layers"].fillna(0).sum())
     if fn is _modern:  # ~0.3 s a row on one core (a 405B or 70B row ~1 s)
         return 30.0 * len(args[1])
+    if fn is _trtllm:  # ~2 s a mappable row (a search over the slots, then the full-load iteration)
+        return 200.0 * float((args[0]["unmappable"] == "").sum())
     return 0.0
 
 
