@@ -19,7 +19,7 @@ from concurrency_model.report import MARKER, prepare_out
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def run(*args, timeout=300):
+def run(*args, timeout=600):
     return subprocess.run([sys.executable, "-m", "concurrency_model", *args], capture_output=True, text=True,
                           timeout=timeout)
 
