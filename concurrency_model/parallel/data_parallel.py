@@ -90,9 +90,9 @@ class DataParallelMixin:
         overlap slowdown of the tier they cross (:class:`~concurrency_model.cluster.Tier`).
 
         ``runtime`` (the arguments of :func:`.runtime.runtime_of`, its framework null for the one ZeRO stage
-        ``zero`` implies; :func:`.estimate.runtime_spec`) cuts them into its calls, each at its own cost: ``ag`` is the forward
-        pass's gathers, ``agb`` the backward pass's (twice with a runtime that gathers again for a ``full``
-        ``recompute``), ``x_dp`` the seconds a microbatch the runtime exposes outright (a serialised runtime:
+        ``zero`` implies; :func:`.estimate.runtime_spec`) cuts them into its calls, each at its own cost: ``ag``
+        is the forward pass's gathers, ``agb`` the backward pass's (twice with a runtime that gathers again for a
+        ``full`` ``recompute``), ``x_dp`` the seconds a microbatch the runtime exposes outright (a serialised runtime:
         all of ZeRO-3's gathers and reductions, which then leave ``ag``, ``agb`` and ``rs``; a prefetching one:
         the first unit's gather of each pass), with ZeRO stage ``zero`` 3 only.
 

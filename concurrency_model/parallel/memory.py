@@ -64,7 +64,10 @@ def _nonneg(field: str, value) -> sp.Expr:
         return value
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, sp.Basic)) or not float(value) >= 0:
         raise ValueError(f"{field}: must be a number >= 0, got {value!r}")
-    return sp.nsimplify(value)
+    if isinstance(value, sp.Basic):
+        return value
+    # a float's exact value (nsimplify's search for a simple fraction costs milliseconds a number)
+    return sp.Integer(int(value)) if float(value).is_integer() else sp.Rational(float(value))
 
 
 def fsdp_zero_stage(strategy: str) -> int:

@@ -175,7 +175,8 @@ class SweepResult:
         """One configuration in the scenario's shape with its step, band, memory and run figures (``to_dict``)."""
         s = self.scenario(r)
         lo, hi = self.band(r)
-        tr = {**s["training"], "framework": s["training"]["framework"] or default_framework(s["training"]["zero_stage"])}
+        tr = dict(s["training"])
+        tr["framework"] = tr["framework"] or default_framework(tr["zero_stage"])
         return {"parallel": s["parallel"], "training": tr, "gpus": int(r["gpus"]),
                 "step_time_s": float(r["step_time_s"]), "step_time_p10_s": lo, "step_time_p90_s": hi,
                 "memory_bytes_per_device": float(r["memory_bytes_per_device"]),

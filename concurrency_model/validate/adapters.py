@@ -48,9 +48,9 @@ FILES = {"deepbench-gemm": "deepbench_gemm.csv", "deepbench-conv": "deepbench_co
          "megatron-bridge-moe": "megatron_bridge_train_throughput.csv",
          "nemo-2407-longseq": "nemo_2407_and_longseq_train_throughput.csv"}
 # rows in file order, quick mode
-QUICK_EVERY = {"vtrain-single": 20, "vtrain-multi": 8, "megatron-2021": 2, "llmfoundry-mpt": 3, "trtllm-hopper": 6,
-               "megatron-bridge-moe": 4, "torchtitan-llama3": 2, "torchtitan-llama3-memory": 2,
-               "nemo-2407-longseq": 2}
+QUICK_EVERY = {"vtrain-single": 20, "vtrain-multi": 8, "megatron-2021": 2, "llmfoundry-mpt": 6, "trtllm-hopper": 8,
+               "megatron-bridge-moe": 6, "torchtitan-llama3": 3, "torchtitan-llama3-memory": 2,
+               "nemo-2407-longseq": 3}
 MIN_BYTES = 64 * 1024  # all-reduce sizes compared (issue 4's range)
 # why a dataset's predictions carry no 80% band (benchmarks/accuracy.py prints it in the note column)
 NO_BAND = {
