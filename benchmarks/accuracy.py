@@ -174,7 +174,7 @@ def main(argv=None) -> int:
     cp = modern.nemo_cp_speedups(workers=a.workers)
     within = int((cp["error"].abs() <= CP_SPEEDUP_LIMIT).sum())
     print("\nNeMo long-sequence tables: speed-up of context parallelism over the best layout without it "
-          f"(target: within {CP_SPEEDUP_LIMIT:.0%}; {within} of {len(cp)} rows "
+          f"(target: within {CP_SPEEDUP_LIMIT:.0%}; {within} of {len(cp)} rows within: "
           f"{'met' if within == len(cp) else 'missed'})")
     with pd.option_context("display.width", 200, "display.max_colwidth", 80, "display.float_format", "{:.3g}".format):
         print(cp.drop(columns=["seq"]).to_string(index=False))
