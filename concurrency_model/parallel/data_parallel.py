@@ -71,12 +71,12 @@ class DataParallelMixin:
         """Triple of one pass's ``op`` calls on a stage (``1/p`` of the model's units, each split ``t`` ways):
         each call its own collective (its own latency), plus ``d`` copy kernels and ``d`` host views a call with
         list-form collectives (:mod:`.runtime`)."""
-        out = ZERO_TRIPLE
-        for n, k in Counter(self._units(runtime, kind, d)).items():
+        out, sizes = ZERO_TRIPLE, self._units(runtime, kind, d)
+        for n, k in Counter(sizes).items():
             one = self._coll(op, n / t * value_bytes, d, rpn, sharing)
             out = _add(out, tuple(x * k / p for x in one))
         if runtime.list_copies:
-            calls = len(self._units(runtime, kind, d)) / p
+            calls = len(sizes) / p
             out = (out[0] + calls * d * (float(self.dev.launch_overhead) + HOST_VIEW_S), out[1], out[2])
         return out
 
@@ -137,7 +137,7 @@ class DataParallelMixin:
         if zero == 3 and runtime.serial:  # every ZeRO-3 collective waits for the compute before it: exposed
             x_dp, ag, agb, rs = _add(_add(ag, agb), rs), ZERO_TRIPLE, ZERO_TRIPLE, ZERO_TRIPLE
         elif zero == 3 and runtime.prefetch is not None and plain:  # the first unit of each pass: not prefetched
-            first = self._units(runtime, "gather", d)[0] if self._units(runtime, "gather", d) else 0.0
+            first = next(iter(self._units(runtime, "gather", d)), 0.0)
             x_dp = tuple(2 * x for x in self._coll("allgather", first / t * self.vb, d, rpn, sharing))
         return {"ar": ar, "rs": rs, "ag": ag, "agb": agb, "x_dp": x_dp, "last_ar": last_ar,
                 "last_rs": self._coll("reduce_scatter", bucket, d, rpn, sharing),

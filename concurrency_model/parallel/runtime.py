@@ -58,7 +58,6 @@ from ..checks import count, did_you_mean, number
 #: torch 2.13 (``benchmarks/host_view_cost.py``: 3.9 us a view and list append, 2026-12-06)
 HOST_VIEW_S = 3.9e-6
 FRAMEWORKS = ("ideal", "megatron", "deepspeed", "deepspeed-0.3", "fsdp", "fsdp2")
-GRANULARITY = ("pass", "tensor", "module", "block", "bucket")
 
 
 @dataclass(frozen=True)
