@@ -41,3 +41,25 @@ def test_bad_input_exits_2_with_one_line():
         assert p.returncode == 2, args
         assert "Traceback" not in p.stderr
         assert p.stderr.strip().splitlines()[-1].startswith("usage") is False
+
+
+def test_workdepth_prints_table6_in_symbols_and_brent_bounds(capsys):
+    assert main(["workdepth", "--table6", "--json"]) == 0
+    t = json.loads(capsys.readouterr().out)["table6"]
+    assert t["direct"]["work"] == "C_in*C_out*K_x*K_y*N*(H - K_y + 1)*(-K_x + W + 1)"
+    assert t["fft"]["depth"] == "CeilLog2(C_in) + 2*CeilLog2(H*W)"
+    assert set(t) == {"direct", "im2col", "fft", "winograd"}
+    # Brent (paper §2.5): max(W/p, D) <= T_p <= W/p + D, here for lenet5's forward pass on 10 processors
+    assert main(["workdepth", "--model", "lenet5", "--brent", "10", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    w, d = out["work"], out["depth"]
+    assert out["brent"] == {"p": 10, "lower": max(w / 10, d), "upper": w / 10 + d}
+    assert main(["workdepth", "--model", "lenet5", "--brent", "10"]) == 0
+    assert "Brent, p = 10:" in capsys.readouterr().out
+
+
+def test_workdepth_without_a_model_is_one_line_exit_2(capsys):
+    assert main(["workdepth"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["concurrency-model workdepth: error: --model: required (or give --table6 alone for the "
+                   "paper's Table 6)"]

@@ -7,6 +7,8 @@ D = ceil(log2 n) (paper §2.5); fp32 (4 bytes per value) unless stated.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import sympy as sp
 
 from concurrency_model.cost import Cost
@@ -912,3 +914,49 @@ def test_algorithm_restrictions():
         conv2d(1, 1, 1, 8, 8, 3, stride=(1, 1, 1))
     with pytest.raises(ValueError, match=r"^causal: seq_q = 8 queries exceed the seq_kv = 4 positions they attend to"):
         attention(1, 1, 8, 2, seq_kv=4, fused=True, causal=True)
+
+
+SYM = sp.symbols("N C_in C_out H W K", positive=True, integer=True)
+
+
+@given(n=st.integers(1, 8), ci=st.integers(1, 64), co=st.integers(1, 64), h=st.integers(3, 64),
+       w=st.integers(3, 64), k=st.sampled_from([1, 2, 3]), method=st.sampled_from(["direct", "im2col", "fft",
+                                                                                      "winograd"]))
+@settings(max_examples=40, deadline=None)
+def test_table6_is_symbolic_in_every_size(n, ci, co, h, w, k, method):
+    # paper Table 6 is printed in N, C_in, C_out, H, W and the kernel size: the symbolic entry, substituted,
+    # is the numeric one
+    N_, Ci, Co, H, W, K = SYM
+    sub = {N_: n, Ci: ci, Co: co, H: h, W: w, K: k}
+    ws, ds = table6(method, N_, Ci, Co, H, W, K, K, c=5)
+    wn, dn = table6(method, n, ci, co, h, w, k, k, c=5)
+    assert sp.simplify(ws.subs(sub) - wn) == 0 and ds.subs(sub) == dn
+
+
+@given(n=st.integers(1, 8), ci=st.integers(1, 32), co=st.integers(1, 32), h=st.integers(12, 40),
+       w=st.integers(12, 40), k=st.sampled_from([1, 3, 5]), stride=st.sampled_from([1, 2]),
+       dilation=st.sampled_from([1, 2]), pad=st.integers(0, 2),
+       algorithm=st.sampled_from(["direct", "im2col", "fft", "winograd"]))
+@settings(max_examples=30, deadline=None)
+def test_conv2d_is_symbolic_in_batch_channels_sizes_and_kernel(n, ci, co, h, w, k, stride, dilation, pad,
+                                                                algorithm):
+    # every count of the full model (work, depth, bytes, MACs of the three passes) substituted equals the
+    # numeric count, once the input is larger than the kernel's extent plus the stride (interior taps)
+    if algorithm in ("fft", "winograd"):
+        stride = dilation = 1
+    N_, Ci, Co, H, W, K = SYM
+    sub = {N_: n, Ci: ci, Co: co, H: h, W: w, K: k}
+    kw = dict(stride=stride, pad=pad, dilation=dilation, algorithm=algorithm, bias=True)
+    s_, c_ = conv2d(N_, Ci, Co, H, W, K, **kw), conv2d(n, ci, co, h, w, k, **kw)
+    for part in ("forward", "grad_input", "grad_weight"):
+        for f in ("flop", "depth", "bytes", "macs"):
+            got, want = getattr(getattr(s_, part), f).subs(sub), getattr(getattr(c_, part), f)
+            assert float(got) == pytest.approx(float(want), rel=1e-12), (part, f)
+
+
+def test_symbolic_conv_refuses_symbolic_strides_and_unsigned_symbols():
+    N_, Ci, Co, H, W, K = SYM
+    with pytest.raises(ValueError, match="stride: must be a number"):
+        conv2d(1, 1, 1, H, W, 3, stride=sp.Symbol("S", positive=True, integer=True))
+    with pytest.raises(ValueError, match="c_in: symbol x must be a positive integer symbol"):
+        conv2d(1, sp.Symbol("x"), 1, 8, 8, 3)

@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import json
 
+import sympy as sp
+
 from ..generation import generation_cost
 from ..models import NAMES, get_model
+from ..ops.conv import ALGORITHMS, table6
 from ..ops.optimizer import RULES
 from . import add_json, num, positive_int
 
@@ -36,7 +39,26 @@ def model_arg(text: str, input_shapes=None):
     return model
 
 
+def table6_symbolic() -> dict:
+    """The paper's Table 6 (§5.3) in its own symbols: work and depth of each convolution algorithm.
+
+    >>> table6_symbolic()["direct"]["work"]
+    'C_in*C_out*K_x*K_y*N*(H - K_y + 1)*(-K_x + W + 1)'
+    """
+    names = sp.symbols("N C_in C_out H W K_y K_x", positive=True, integer=True)
+    out = {}
+    for method in ALGORITHMS:
+        args = names if method != "winograd" else (*names[:5], names[6], names[6])  # Winograd: square, r = K_x
+        work, depth = table6(method, *args)
+        out[method] = {"work": str(work), "depth": str(depth)}
+    return out
+
+
 def run(args) -> dict:
+    if args.model is None:
+        if not args.table6:
+            raise ValueError("--model: required (or give --table6 alone for the paper's Table 6)")
+        return {"table6": table6_symbolic()}
     options = {"seq_len": args.seq_len} if args.seq_len else {}
     g = get_model(model_arg(args.model, args.input_shape), batch=args.batch, image_size=args.image_size, **options)
     fwd, train = g.forward(), g.training(args.optimizer)
@@ -53,10 +75,24 @@ def run(args) -> dict:
         gen = generation_cost(model_arg(args.model), args.batch, *args.generate)
         out.update(work=gen["work"], depth=gen["depth"], average_parallelism=gen["average_parallelism"],
                    generation=gen, **{"pass": "generate"})
+    if args.brent is not None:
+        # Brent 1974 (paper §2.5): max(W/p, D) <= T_p <= W/p + D for a greedy schedule on p processors
+        w, d, p = out["work"], out["depth"], args.brent
+        out["brent"] = {"p": p, "lower": num(max(w / p, d)), "upper": num(w / p + d)}
+    if args.table6:
+        out["table6"] = table6_symbolic()
     return out
 
 
 def show(out: dict) -> None:
+    if "table6" in out:
+        print("paper Table 6 (§5.3): work W and depth D of one convolution (unit stride, no padding; Winograd "
+              "with r = K_x, m = 2, c the FFT constant)")
+        for method, row in out["table6"].items():
+            print(f"  {method:<9} W = {row['work']}\n  {'':<9} D = {row['depth']}")
+        if "model" not in out:
+            return
+        print()
     print(f"{out['model']}  (batch {out['batch']}, {out['pass']} pass)")
     gen = out.get("generation")
     if gen:
@@ -69,6 +105,9 @@ def show(out: dict) -> None:
                        ("average_parallelism", "W/D")]:
         v = out[key]
         print(f"  {label:<15} {v:>22,.6g}" if isinstance(v, float) else f"  {label:<15} {v:>22,}")
+    if "brent" in out:
+        b = out["brent"]
+        print(f"  Brent, p = {b['p']:,}: {b['lower']:,.6g} <= T_p <= {b['upper']:,.6g} operation times")
     layers = out["layers"]
     if not layers or not isinstance(layers[0]["forward_flop"], (int, float)):
         return
@@ -82,7 +121,7 @@ def show(out: dict) -> None:
 
 def register(sub) -> None:
     wd = sub.add_parser("workdepth", help="work, depth and average parallelism of a model (paper §2.5, App. A)")
-    wd.add_argument("--model", required=True, help=f"zoo name ({', '.join(NAMES)}), a JSON spec object, "
+    wd.add_argument("--model", default=None, help=f"zoo name ({', '.join(NAMES)}), a JSON spec object, "
                     "an .onnx file or a Hugging Face config.json")
     wd.add_argument("--input-shape", action="append", metavar="NAME=D1xD2x...",
                     help="shape of an ONNX input without a static shape (repeatable)")
@@ -94,5 +133,9 @@ def register(sub) -> None:
     wd.add_argument("--optimizer", choices=tuple(RULES), default="sgd")
     wd.add_argument("--generate", type=positive_int, nargs=2, metavar=("PROMPT", "TOKENS"), default=None,
                     help="work and depth of generating TOKENS tokens after a PROMPT-token prompt (causal decoders)")
+    wd.add_argument("--brent", type=positive_int, default=None, metavar="P",
+                    help="Brent's bounds on the time with P processors: max(W/P, D) <= T_P <= W/P + D")
+    wd.add_argument("--table6", action="store_true",
+                    help="print the paper's Table 6 (work and depth of each convolution algorithm) in symbols")
     add_json(wd)
     wd.set_defaults(run=run, show=show)

@@ -106,11 +106,11 @@ class Builder:
 
     def conv(self, x, c_out, k, stride=1, pad=0, dilation=1, groups=1, bias=True, algorithm=None, name=None):
         c, h, w = self._image(x, "conv")
-        kh, kw = convm._pair("k", k)
+        kh, kw = convm.pair("k", k)
         cost = convm.conv2d(self.batch, c, c_out, h, w, kh, kw, stride, pad, dilation, groups, bias,
                             algorithm or self.conv_algorithm, self.vb)
-        (sh, sw), (ph, pw), (dh, dw) = convm._pair("stride", stride), convm._pair("pad", pad), \
-            convm._pair("dilation", dilation)
+        (sh, sw), (ph, pw), (dh, dw) = convm.pair("stride", stride), convm.pair("pad", pad), \
+            convm.pair("dilation", dilation)
         shape = (c_out, convm.out_size(h, kh, sh, ph, dh), convm.out_size(w, kw, sw, pw, dw))
         return self.node("conv2d", x, shape, cost, name, c_in=c, c_out=c_out, h=h, w=w, kh=kh, kw=kw,
                          stride=(sh, sw), pad=(ph, pw), dilation=(dh, dw), groups=groups)
@@ -129,9 +129,9 @@ class Builder:
 
     def pool(self, x, kind, k, stride=None, pad=0, name=None, ceil_mode=False):
         c, h, w = self._image(x, f"{kind}pool")
-        kh, kw = convm._pair("k", k)
-        (sh, sw) = convm._pair("stride", (kh, kw) if stride is None else stride)
-        ph, pw = convm._pair("pad", pad)
+        kh, kw = convm.pair("k", k)
+        (sh, sw) = convm.pair("stride", (kh, kw) if stride is None else stride)
+        ph, pw = convm.pair("pad", pad)
         cost = pool.pool2d(kind, self.batch, c, h, w, kh, kw, (sh, sw), (ph, pw), self.vb, ceil_mode)
         shape = (c, convm.out_size(h, kh, sh, ph, ceil_mode=ceil_mode), convm.out_size(w, kw, sw, pw, ceil_mode=ceil_mode))
         return self.node(f"{kind}pool", x, shape, cost, name, kh=kh, kw=kw, stride=(sh, sw), pad=(ph, pw))

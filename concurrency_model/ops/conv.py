@@ -18,6 +18,7 @@ for the toolkit [D], not a row of the paper.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import sympy as sp
@@ -29,22 +30,41 @@ ALGORITHMS = ("direct", "im2col", "fft", "winograd")
 SRC_TABLE6 = "paper §5.3 Table 6 and App. C (W-D per convolution algorithm)"
 
 
-def _pair(name: str, v) -> tuple[int, int]:
+def pair(name: str, v) -> tuple:
+    """One value or an ``(h, w)`` pair, as a pair (the form PyTorch's convolution and pooling take).
+
+    >>> pair("stride", 2), pair("pad", (1, 0))
+    ((2, 2), (1, 0))
+    """
     if isinstance(v, Sequence) and not isinstance(v, str):
         if len(v) != 2:
             raise ValueError(f"{name}: expected one integer or a pair, got {v!r}")
-        return tuple(v)  # type: ignore[return-value]
+        return tuple(v)
     return v, v
 
 
-def out_size(size: int, kernel: int, stride: int = 1, pad: int = 0, dilation: int = 1, name: str = "h",
-             ceil_mode: bool = False) -> int:
+def _numbers(*values) -> bool:
+    return all(not isinstance(v, sp.Basic) or v.is_number for v in values)
+
+
+def out_size(size, kernel, stride=1, pad=0, dilation=1, name: str = "h", ceil_mode: bool = False):
     """Output extent of a convolution or pooling along one dimension (PyTorch's formula, including
     pooling's ``ceil_mode``, where the last window may start in the input and hang over its end).
 
+    Symbolic sizes give ``floor((size + 2 pad - dilation (kernel - 1) - 1) / stride) + 1`` (no ``ceil_mode``).
+
     >>> out_size(224, 7, 2, 3), out_size(112, 3, 2, ceil_mode=True)
     (112, 56)
+    >>> from sympy import Symbol
+    >>> out_size(Symbol("H", positive=True, integer=True), Symbol("K", positive=True, integer=True))
+    H - K + 1
     """
+    eff = dilation * (kernel - 1) + 1
+    if not _numbers(size, kernel, stride, pad, dilation):
+        if ceil_mode:
+            raise ValueError(f"k{name}: ceil_mode needs numeric sizes")
+        return sp.floor((size + 2 * pad - eff) / sp.sympify(stride)) + 1
+    size, kernel, stride, pad, dilation = (int(v) for v in (size, kernel, stride, pad, dilation))
     eff = dilation * (kernel - 1) + 1
     if eff > size + 2 * pad:
         raise ValueError(f"k{name}: kernel extent {eff} is larger than the padded input {size + 2 * pad}")
@@ -54,8 +74,27 @@ def out_size(size: int, kernel: int, stride: int = 1, pad: int = 0, dilation: in
     return out - 1 if (out - 1) * stride >= size + pad else out
 
 
-def max_taps(size: int, kernel: int, stride: int, pad: int, dilation: int, out: int) -> int:
-    """Largest number of (output, tap) pairs that read one input position along one dimension."""
+def max_taps(size, kernel, stride, pad, dilation, out):
+    """Largest number of (output, tap) pairs that read one input position along one dimension.
+
+    Numbers are counted exactly. With a symbolic size or kernel, it is the count at an interior position:
+    the taps ``k`` whose offsets ``k dilation`` fall in one residue class modulo ``stride`` (at most
+    ``ceil(kernel g / stride)``, ``g = gcd(dilation, stride)``) and within the outputs' span (at most
+    ``floor((out - 1) g / dilation) + 1``); exact once the input is larger than the kernel's extent.
+
+    >>> max_taps(5, 3, 1, 0, 1, 3), max_taps(9, 3, 2, 0, 1, 4)
+    (3, 2)
+    >>> from sympy import Symbol
+    >>> H = Symbol("H", positive=True, integer=True)
+    >>> max_taps(H, 3, 2, 0, 1, out_size(H, 3, 2))
+    Min(2, floor(H/2 - 3/2) + 1)
+    """
+    if not _numbers(size, kernel, stride, pad, dilation, out):
+        if not _numbers(stride, dilation):
+            raise ValueError("stride: symbolic strides and dilations are not modelled; give numbers")
+        g, st = math.gcd(int(dilation), int(stride)), int(stride)
+        return sp.Min(sp.ceiling(sp.sympify(kernel) * g / st), sp.floor((out - 1) * g / sp.sympify(dilation)) + 1)
+    size, kernel, stride, pad, dilation, out = (int(v) for v in (size, kernel, stride, pad, dilation, out))
     hits = [0] * size
     for o in range(out):
         for k in range(kernel):
@@ -65,32 +104,45 @@ def max_taps(size: int, kernel: int, stride: int, pad: int, dilation: int, out: 
     return max(max(hits), 1)
 
 
+def _numeric(name: str, value, minimum: int = 1):
+    """A size the toolkit keeps numeric (stride, padding, dilation, groups, tile size)."""
+    v = _check.size(name, value, minimum)
+    if not v.is_number:
+        raise ValueError(f"{name}: must be a number, not the symbol {v}")
+    return v
+
+
 def conv2d(n, c_in, c_out, h, w, kh, kw=None, stride=1, pad=0, dilation=1, groups=1, bias=True,
            algorithm: str = "direct", value_bytes=4, winograd_m: int = 2, fft_c=5) -> OpCost:
     """A 2-D convolution layer on an ``n x c_in x h x w`` input (NCHW, paper Fig. 8a).
 
-    ``stride``, ``pad`` and ``dilation`` take one integer or an ``(h, w)`` pair. ``n`` may be a symbol;
-    channel and spatial sizes must be numbers.
+    ``stride``, ``pad`` and ``dilation`` take one integer or an ``(h, w)`` pair. The batch, channels, input
+    sizes and kernel sizes may be positive integer symbols (the paper's Tables 4 and 6 are symbolic in all
+    of them); stride, padding, dilation and groups are numbers.
 
     >>> c = conv2d(1, 1, 1, 3, 3, 2, bias=False)     # 2x2 kernel on 3x3: 4 outputs of 4 taps
     >>> c.forward.macs, c.forward.flop, c.forward.depth
     (16, 32, 3)
+    >>> from sympy import symbols
+    >>> N, C, K, H, R = symbols("N C K H R", positive=True, integer=True)
+    >>> conv2d(N, C, K, H, H, R, bias=False).forward.macs
+    C*K*N*R**2*(H - R + 1)**2
     """
     kw = kh if kw is None else kw
     algorithm = _check.choice("algorithm", algorithm, ALGORITHMS)
-    n = _check.size("n", n)
-    c_in, c_out, h, w = (int(_check.size(k, v)) for k, v in
-                         (("c_in", c_in), ("c_out", c_out), ("h", h), ("w", w)))
-    kh, kw, groups = int(_check.size("kh", kh)), int(_check.size("kw", kw)), int(_check.size("groups", groups))
-    (sh, sw), (ph, pw), (dh, dw) = _pair("stride", stride), _pair("pad", pad), _pair("dilation", dilation)
-    sh, sw, dh, dw = (int(_check.size(k, v)) for k, v in
+    n, c_in, c_out, h, w, kh, kw = (_check.size(k, v) for k, v in
+                                    (("n", n), ("c_in", c_in), ("c_out", c_out), ("h", h), ("w", w),
+                                     ("kh", kh), ("kw", kw)))
+    groups = int(_numeric("groups", groups))
+    (sh, sw), (ph, pw), (dh, dw) = pair("stride", stride), pair("pad", pad), pair("dilation", dilation)
+    sh, sw, dh, dw = (int(_numeric(k, v)) for k, v in
                       (("stride", sh), ("stride", sw), ("dilation", dh), ("dilation", dw)))
-    ph, pw = int(_check.size("pad", ph, 0)), int(_check.size("pad", pw, 0))
-    if c_in % groups or c_out % groups:
+    ph, pw = int(_numeric("pad", ph, 0)), int(_numeric("pad", pw, 0))
+    if groups > 1 and _numbers(c_in, c_out) and (c_in % groups or c_out % groups):
         raise ValueError(f"groups: c_in={c_in} and c_out={c_out} must both be divisible by groups={groups}")
     ho, wo = out_size(h, kh, sh, ph, dh, "h"), out_size(w, kw, sw, pw, dw, "w")
     vb = _check.value_bytes(value_bytes)
-    cig, cog = c_in // groups, c_out // groups
+    cig, cog = c_in / groups, c_out / groups
     nb = 1 if bias else 0
     weights = c_out * cig * kh * kw
     params = weights + nb * c_out
@@ -136,9 +188,9 @@ def conv2d(n, c_in, c_out, h, w, kh, kw=None, stride=1, pad=0, dilation=1, group
     # Winograd F(m x m, r x r), alpha = m + r - 1 (Lavin & Gray 2016; paper Table 6 and App. C)
     if kh != kw:
         raise ValueError(f"kw: winograd needs a square kernel, got {kh}x{kw}")
-    r, mt = kh, int(_check.size("winograd_m", winograd_m))
+    r, mt = kh, int(_numeric("winograd_m", winograd_m))
     a = mt + r - 1
-    tiles = n * (-(-ho // mt)) * (-(-wo // mt))
+    tiles = n * sp.ceiling(sp.sympify(ho) / mt) * sp.ceiling(sp.sympify(wo) / mt)
 
     def wino(ci, co):  # multiply-adds of the transforms and the alpha^2 batched GEMMs, 2 FLOP each
         kernel_t = co * ci * (a * r**2 + a**2 * r)
@@ -161,24 +213,33 @@ def conv2d(n, c_in, c_out, h, w, kh, kw=None, stride=1, pad=0, dilation=1, group
 def table6(method: str, N, C_in, C_out, H, W, K_y, K_x, m: int = 2, c=None) -> tuple[sp.Expr, sp.Expr]:
     """Work and depth of one convolution exactly as the paper's Table 6 prints them (§5.3, [S1]).
 
-    Unit stride, no padding: ``H' = H - K_y + 1``. For Winograd, ``r = K_x`` (square kernels),
-    ``alpha = m + r - 1`` and ``P = N ceil(H/m) ceil(W/m)`` tiles ([M]); the printed W counts one tile's
-    transforms plus ``C_out C_in P``, so it is *not* a full count (use :func:`conv2d`).
+    Every size may be a positive integer symbol, as in the paper. Unit stride, no padding:
+    ``H' = H - K_y + 1``. For Winograd, ``r = K_x`` (square kernels), ``alpha = m + r - 1`` and
+    ``P = N ceil(H/m) ceil(W/m)`` tiles ([M]); the printed W counts one tile's transforms plus
+    ``C_out C_in P``, so it is *not* a full count (use :func:`conv2d`).
 
     >>> table6("direct", 1, 2, 3, 5, 5, 3, 3)
     (486, 5)
+    >>> from sympy import symbols
+    >>> N, C, K, H, W, R = symbols("N C_in C_out H W K", positive=True, integer=True)
+    >>> table6("direct", N, C, K, H, W, R, R)[0]
+    C_in*C_out*K**2*N*(H - K + 1)*(-K + W + 1)
     """
     method = _check.choice("method", method, ALGORITHMS)
+    N, C_in, C_out, H, W, K_y, K_x = (_check.size(k, v) for k, v in
+                                      (("N", N), ("C_in", C_in), ("C_out", C_out), ("H", H), ("W", W),
+                                       ("K_y", K_y), ("K_x", K_x)))
+    m = _numeric("m", m)
     c = sp.Symbol("c", positive=True) if c is None else sp.sympify(c)
     Hp, Wp = H - K_y + 1, W - K_x + 1
     if method in ("direct", "im2col"):
-        return sp.Integer(N * C_out * Hp * Wp * C_in * K_y * K_x), clog2(C_in) + clog2(K_y) + clog2(K_x)
+        return N * C_out * Hp * Wp * C_in * K_y * K_x, clog2(C_in) + clog2(K_y) + clog2(K_x)
     if method == "fft":
         hw = H * W
         work = c * hw * sp.log(hw, 2) * (C_out * C_in + N * C_in + N * C_out) + hw * N * C_in * C_out
         return work, 2 * clog2(hw) + clog2(C_in)
     r = K_x
     a = m + r - 1
-    tiles = N * (-(-H // m)) * (-(-W // m))
+    tiles = N * sp.ceiling(H / m) * sp.ceiling(W / m)
     work = a * (r**2 + a * r + 2 * a**2 + a * m + m**2) + C_out * C_in * tiles
-    return sp.Integer(work), 2 * clog2(r) + 4 * clog2(a) + clog2(C_in)
+    return work, 2 * clog2(r) + 4 * clog2(a) + clog2(C_in)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..cost import Cost, OpCost, clog2
 from . import _check
-from .conv import _pair, max_taps, out_size
+from .conv import max_taps, out_size, pair
 
 KINDS = ("max", "avg")
 
@@ -26,7 +26,7 @@ def pool2d(kind: str, n, c, h, w, kh, kw=None, stride=None, pad=0, value_bytes=4
     kind = _check.choice("pool", kind, KINDS)
     kw = kh if kw is None else kw
     stride = (kh, kw) if stride is None else stride
-    (sh, sw), (ph, pw) = _pair("stride", stride), _pair("pad", pad)
+    (sh, sw), (ph, pw) = pair("stride", stride), pair("pad", pad)
     n = _check.size("n", n)
     c, h, w, kh, kw = (int(_check.size(k, v)) for k, v in (("c", c), ("h", h), ("w", w), ("kh", kh), ("kw", kw)))
     sh, sw, ph, pw = int(_check.size("stride", sh)), int(_check.size("stride", sw)), \

@@ -29,10 +29,10 @@ def conv_time(n, c_in, c_out, h, w, kh, kw=None, stride=1, pad=0, dilation=1, gr
     >>> t.detail["algorithm"] in ("implicit_gemm", "winograd"), t.bound
     (True, 'compute')
     """
-    from ..ops.conv import _pair, conv2d
+    from ..ops.conv import conv2d, pair
     dev = as_device(device)
     kw = kh if kw is None else kw
-    (sh, sw), (ph, pw), (dilation, dw) = _pair("stride", stride), _pair("pad", pad), _pair("dilation", dilation)
+    (sh, sw), (ph, pw), (dilation, dw) = pair("stride", stride), pair("pad", pad), pair("dilation", dilation)
     if dilation != dw:
         raise ValueError(f"dilation: the timing model takes one value for both dimensions, got ({dilation}, {dw})")
     conv2d(n, c_in, c_out, h, w, kh, kw, (sh, sw), (ph, pw), dilation, groups, False)  # checks every argument
