@@ -6,7 +6,10 @@ topology it detected, and runs the pair with the least time (``ncclTopoTuneModel
 This module transcribes that model; the constants below are NCCL's (repository ``NVIDIA/nccl``):
 
 * **v2.19** = tag ``v2.19.3-1`` (commit ``8c6c5951854a57ba90c4424fa040497f6defac46``), the version of the
-  A100 nccl-tests sweep in ``data/``; **v2.23** = tag ``v2.23.4-1`` (commit
+  A100 nccl-tests sweep in ``data/`` (v2.20.5-1 differs from it only in CollNet and MNNVL); **v2.21** = tag
+  ``v2.21.5-1`` (the NCCL core of GCP's GPUDirect-TCPXO plugin in 2024, the A3-Mega sweep's): v2.19's
+  tables and step counts but the NVLS NVLink latency of 25 us, Hopper's ``llMaxBws`` row of 141 / 45 / 35
+  and ring LL at ``busBw / 2`` (v2.22.3-1 changes only CollNet); **v2.23** = tag ``v2.23.4-1`` (commit
   ``68b542363f9a44cdaac480f51ebe0fc26de96139``), the default: the first table with PAT and with the Hopper
   rows retuned. Paths: ``src/graph/tuning.cc`` (every table and formula named below),
   ``src/graph/search.cc`` (channel search, ``ncclTopoDupChannels``, speed arrays), ``src/enqueue.cc``
@@ -61,11 +64,21 @@ bandwidths, ``bw * efficiency``, in the place of NCCL's 20 GB/s per NVLink and N
   30); NVLS: one channel per GPU (head), each head carrying twice its share (``ncclTopoSearchTryNvls``), so
   ``k`` channels of ``intra_bw / (k + 1)`` (the search rounds that down to its speed array: 40 GB/s on an
   H100, 320 GB/s in all, x 5/6 = 267 GB/s algbw against the ~275 measured, hardware.md 3C);
-* across nodes: one channel per NIC the group reaches (``k * nic_share``, at least one), together at the
+* across nodes: one channel per NIC the group reaches (``k * nic_share``, at least one; with more NICs than
+  GPUs, every rank's NICs: OCI's BM.GPU4.8 has 16 ports of 100 Gb/s for 8 GPUs, and NCCL's search, a
+  channel per port at the 12 GB/s step of its speed array, finds 16), together at the
   effective bandwidth of those NICs, the total at most ``intra_bw``; the tree's intra-node bandwidth may
   reach twice its network bandwidth on two nodes (``search.cc`` pass 2: "increase bwIntra for trees (2 nodes)"), which
   ``tuning.cc`` uses for ``N <= 2``; NVLS-tree: ``min(intra_bw / (k + 1), nic_bw)`` per channel (half the
   NIC beyond two nodes).
+
+A run's environment (:func:`env_settings`): ``NCCL_ALGO`` and ``NCCL_PROTO`` leave only the listed
+algorithms / protocols enabled (``tuning.cc``: ``parseList`` into ``algoEnable`` / ``protoEnable``; a listed
+LL128 skips its default hardware check), ``NCCL_NVLS_ENABLE=0`` removes NVLS and NVLS-tree. Cloud network
+stacks set them: GCP's TCPXO profile for NCCL 2.21.5 is ``NCCL_ALGO=Ring,Tree``, ``NCCL_PROTO=Simple``,
+``NCCL_NVLS_ENABLE=0`` (GoogleCloudPlatform/container-engine-accelerators ``gpudirect-tcpxo/README.md`` @
+``0a2b482``). GCP's profile also loads a tuner plugin whose size rules override NCCL's choice; its
+configuration (``a3plus_tuner_config.textproto``) is not public at a citable commit and is not modelled.
 
 Host CPU (``Cluster.host_cpu``): NCCL reads it for ``llMaxBw`` across nodes and ``getNetOverhead``; unknown
 hosts take NCCL's default (the Intel values).
