@@ -113,7 +113,8 @@ def test_cli_json_protocol_keys(capsys):
 
 SIZES = st.integers(min_value=1, max_value=2**33)
 CASES = st.sampled_from([("dgx-a100", 8, None), ("dgx-a100", 16, None), ("dgx-h100", 8, None), ("dgx-h100", 32, None),
-                         ("dgx1-v100", 8, None), ("dgx-a100", 4, 1), ("gcp-a3-mega", 16, None)])
+                         ("dgx1-v100", 8, None), ("dgx-a100", 4, 1), ("gcp-a3-mega", 16, None),
+                         ("oci-bm-gpu4-8", 16, None)])
 
 
 @settings(max_examples=150, deadline=None)
@@ -178,6 +179,8 @@ def test_env_settings_follow_nccls_parse_list():
         nccl.env_settings({"NCCL_PORTO": "Simple"})
     with pytest.raises(ValueError, match=r"nccl_env\.NCCL_NVLS_ENABLE: expected 0 or 1"):
         nccl.env_settings({"NCCL_NVLS_ENABLE": "no"})
+    with pytest.raises(ValueError, match=r"nccl_env: expected an object"):
+        nccl.env_settings("NCCL_PROTO=Simple")
 
 
 def test_env_restricts_the_pairs_nccl_may_run():
@@ -201,3 +204,24 @@ def test_a_node_with_two_ports_per_gpu_gives_a_channel_per_port():
     assert nccl_layout(place("dgx-a100", 16)).nics == 8.0
     # a group of 4 ranks per node reaches its 8 ports
     assert nccl_layout(place("oci-bm-gpu4-8", 8, 4)).nics == 8.0
+
+
+ENV_ALGOS = st.lists(st.sampled_from(["Ring", "Tree", "NVLS", "NVLS_Tree", "PAT"]), min_size=1, unique=True)
+ENV_PROTOS = st.lists(st.sampled_from(["LL", "LL128", "Simple"]), min_size=1, unique=True)
+
+
+@settings(max_examples=150, deadline=None)
+@given(n=SIZES, case=st.sampled_from([("dgx-a100", 16), ("dgx-h100", 8), ("dgx-h100", 32), ("oci-bm-gpu4-8", 16)]),
+       algos=ENV_ALGOS, protos=ENV_PROTOS, version=st.sampled_from(nccl.VERSIONS))
+def test_an_environment_only_removes_pairs_so_never_speeds_a_collective_up(n, case, algos, protos, version):
+    # on NVLink nodes of compute capability 8.0 / 9.0 LL128 is on by default, so NCCL_ALGO / NCCL_PROTO can only
+    # shrink the set NCCL takes the least time of (an environment that leaves nothing raises)
+    cluster, ranks = case
+    default = collective_on_cluster("allreduce", n, ranks, cluster, nccl_version=version)[1]
+    env = {"NCCL_ALGO": ",".join(algos), "NCCL_PROTO": ",".join(protos)}
+    try:
+        t = collective_on_cluster("allreduce", n, ranks, cluster, nccl_version=version, nccl_env=env)[1]
+    except ValueError as e:
+        assert "nccl_env" in str(e)
+        return
+    assert t >= default * (1 - 1e-12)

@@ -246,6 +246,8 @@ def env_settings(env: dict | None) -> dict:
     ValueError: nccl_env.NCCL_PROTO: unknown 'simpel'; did you mean 'simple'?; allowed: ll, ll128, simple
     """
     out: dict = {}
+    if env is not None and not isinstance(env, dict):
+        raise ValueError(f"nccl_env: expected an object of NCCL variable -> value, got {type(env).__name__}")
     for var, value in (env or {}).items():
         if var not in ENV_VARS:
             raise ValueError(f"nccl_env.{var}: unknown variable{did_you_mean(var, ENV_VARS)}; allowed: "
