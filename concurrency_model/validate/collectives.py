@@ -211,18 +211,30 @@ def size_bucket(size_bytes) -> np.ndarray:
                      "256M-8G")
 
 
+def run_settings(system: str) -> dict:
+    """``nccl_version`` and ``nccl_env`` of an nccl-tests run (:data:`PRESETS`): the version its log states
+    (:func:`nccl_version`) or :data:`STATED_ELSEWHERE`, the environment :data:`RUN_ENV` (None: NCCL's defaults).
+
+    >>> run_settings("gcp_a3mega_h100_2x8_tcpxo")["nccl_version"], run_settings("oci_a100_2x8_roce")
+    ('2.21', {'nccl_version': '2.19', 'nccl_env': None})
+    """
+    if system not in PRESETS:
+        raise ValueError(f"system: unknown {system!r}; allowed: {', '.join(PRESETS)}")
+    nt = load("nccltests_allreduce_sweeps")
+    software = nt.loc[nt["run_id"] == system, "software"].iloc[0]
+    return {"nccl_version": STATED_ELSEWHERE.get(system, nccl_version(software)), "nccl_env": RUN_ENV.get(system)}
+
+
 def preset(df: pd.DataFrame | None = None) -> pd.DataFrame:
     """The nccl-tests sweeps predicted from the cluster presets (no fitting); ``algorithm`` is the
     (algorithm, protocol) NCCL's model runs."""
     df = rows() if df is None else df
     res = df[df["system"].isin(PRESETS)].copy()
-    nt = load("nccltests_allreduce_sweeps")
-    versions = {run: STATED_ELSEWHERE.get(run, nccl_version(sw)) for run, sw in zip(nt["run_id"], nt["software"])}
+    settings = {system: run_settings(system) for system in res["system"].unique()}
     pred, algs = [], []
     for _, r in res.iterrows():
         alg, t, _ = collective_on_cluster("allreduce", r["size_bytes"], int(r["ranks"]), PRESETS[r["system"]],
-                                          int(r["ranks"] // r["nodes"]), nccl_version=versions[r["system"]],
-                                          nccl_env=RUN_ENV.get(r["system"]))
+                                          int(r["ranks"] // r["nodes"]), **settings[r["system"]])
         pred.append(t)
         algs.append(alg)
     res["predicted_s"] = pred
