@@ -172,6 +172,7 @@ def test_env_settings_follow_nccls_parse_list():
     assert nccl.env_settings(None) == {}
     assert nccl.env_settings({"NCCL_PROTO": "^LL128"}) == {"protocols": ("LL", "Simple")}
     assert nccl.env_settings({"NCCL_ALGO": "ring"}) == {"algorithms": ("ring",)}
+    assert nccl.env_settings({"NCCL_ALGO": "nvls,NVLSTree"}) == {"algorithms": ("nvls", "nvls_tree")}
     assert nccl.env_settings({"NCCL_NVLS_ENABLE": "1"}) == {}
     with pytest.raises(ValueError, match=r"nccl_env\.NCCL_ALGO: unknown 'Rnig'; did you mean 'ring'"):
         nccl.env_settings({"NCCL_ALGO": "Rnig"})
@@ -206,7 +207,8 @@ def test_a_node_with_two_ports_per_gpu_gives_a_channel_per_port():
     assert nccl_layout(place("oci-bm-gpu4-8", 8, 4)).nics == 8.0
 
 
-ENV_ALGOS = st.lists(st.sampled_from(["Ring", "Tree", "NVLS", "NVLS_Tree", "PAT"]), min_size=1, unique=True)
+ENV_ALGOS = st.lists(st.sampled_from(["Ring", "Tree", "NVLS", "NVLSTree", "PAT", "CollNetDirect"]), min_size=1,
+                     unique=True)
 ENV_PROTOS = st.lists(st.sampled_from(["LL", "LL128", "Simple"]), min_size=1, unique=True)
 
 

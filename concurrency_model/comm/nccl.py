@@ -96,8 +96,10 @@ VERSIONS = ("2.19", "2.21", "2.23")
 #: per node, tree / NVLS bandwidth halved for allgather / reduce-scatter too, no tree net latency at one rank
 #: per node
 _LEGACY = ("2.19", "2.21")
-#: NCCL_ALGO / NCCL_PROTO names (``ncclAlgoStr`` / ``ncclProtoStr``, ``src/collectives.cc``), lower case
-ALGORITHM_NAMES = ("tree", "ring", "nvls", "nvls_tree", "pat")
+#: NCCL_ALGO names, lower case (``ncclAlgoStr``, ``src/init.cc`` at v2.21.5-1; PAT from v2.23), and the
+#: module's name of each (CollNet is not modelled: listed, it enables nothing here)
+ALGORITHM_NAMES = {"tree": "tree", "ring": "ring", "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain",
+                   "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat"}
 DEFAULT_VERSION = "2.23"
 PROTOCOLS = ("LL", "LL128", "Simple")
 #: ops NCCL's tuning model times (alltoall is grouped send/recv, outside the model)
@@ -240,6 +242,8 @@ def env_settings(env: dict | None) -> dict:
 
     >>> env_settings({"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0"})
     {'algorithms': ('tree', 'ring'), 'protocols': ('Simple',), 'nvls': False}
+    >>> env_settings({"NCCL_ALGO": "^NVLSTree"})["algorithms"]
+    ('tree', 'ring', 'collnet_direct', 'collnet_chain', 'nvls', 'pat')
     >>> env_settings({"NCCL_PROTO": "simpel"})
     Traceback (most recent call last):
     ...
@@ -253,7 +257,8 @@ def env_settings(env: dict | None) -> dict:
             raise ValueError(f"nccl_env.{var}: unknown variable{did_you_mean(var, ENV_VARS)}; allowed: "
                              f"{', '.join(ENV_VARS)}")
         if var == "NCCL_ALGO":
-            out["algorithms"] = _names(f"nccl_env.{var}", value, ALGORITHM_NAMES)
+            out["algorithms"] = tuple(ALGORITHM_NAMES[n] for n in _names(f"nccl_env.{var}", value,
+                                                                         tuple(ALGORITHM_NAMES)))
         elif var == "NCCL_PROTO":
             lower = tuple(p.lower() for p in PROTOCOLS)
             out["protocols"] = tuple(PROTOCOLS[lower.index(n)] for n in _names(f"nccl_env.{var}", value, lower))
