@@ -269,3 +269,12 @@ def test_placement_to_dict_and_frozen():
     json.dumps(d)
     with pytest.raises(dataclasses.FrozenInstanceError):
         p.nodes = 3  # type: ignore[misc]
+
+
+def test_oci_bm_gpu4_8_preset_is_its_topology_file():
+    # oracle-quickstart/oci-hpc-oke manifests/topology/BM.GPU4.8.xml: 8 A100 (sm 80), 16 RDMA ports of
+    # 100000 Mb/s, AMD hosts; NVSwitch board as dgx-a100
+    c = load_cluster("oci-bm-gpu4-8")
+    assert (c.device.name, c.gpus_per_node, c.nics_per_node, c.host_cpu) == ("a100-sxm4-40gb", 8, 16, "amd")
+    assert (c.inter.kind, c.inter.bw, c.intra.bw) == ("roce", 12.5e9, load_cluster("dgx-a100").intra.bw)
+    assert c.nics_per_node * c.inter.bw == load_cluster("dgx-a100").nics_per_node * load_cluster("dgx-a100").inter.bw

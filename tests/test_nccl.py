@@ -113,7 +113,8 @@ def test_cli_json_protocol_keys(capsys):
 
 SIZES = st.integers(min_value=1, max_value=2**33)
 CASES = st.sampled_from([("dgx-a100", 8, None), ("dgx-a100", 16, None), ("dgx-h100", 8, None), ("dgx-h100", 32, None),
-                         ("dgx1-v100", 8, None), ("dgx-a100", 4, 1), ("gcp-a3-mega", 16, None)])
+                         ("dgx1-v100", 8, None), ("dgx-a100", 4, 1), ("gcp-a3-mega", 16, None),
+                         ("oci-bm-gpu4-8", 16, None)])
 
 
 @settings(max_examples=150, deadline=None)
@@ -145,3 +146,84 @@ def test_nvls_allreduce_still_moves_every_byte_through_the_gpus_links(n, ranks):
     # NVLink SHARP reduces in the switch, beating the alpha-beta bound, but each GPU still sends its n bytes
     _, t, p = collective_on_cluster("allreduce", n, ranks, "dgx-h100")
     assert t >= n / p.intra_bw
+
+
+# --- v2.21 tables, a run's NCCL environment, NICs beyond one per GPU -------------------------------------
+def test_v221_is_v219_but_for_nvls_latency_hopper_ll_caps_and_ring_ll():
+    # NVIDIA/nccl v2.21.5-1 tuning.cc: NVLS NVLink latency 25 us (v2.19: 23), Hopper llMaxBws 141 (v2.19: 87.7,
+    # the Ampere row), ring LL busBw x 1/2 (v2.19: x 1/4 or 1/3); tree Simple keeps v2.19's 0 + 28 us hops
+    h100 = nccl_layout(place("dgx-h100", 8))
+
+    def pick(v, name, n=2**30, lay=h100):
+        return next(c for c in nccl.choices("allreduce", n, lay, v) if c.name == name)
+    assert pick("2.21", "nccl:nvls/Simple").latency_s == pytest.approx(25e-6 + LAUNCH)
+    assert pick("2.19", "nccl:nvls/Simple").latency_s == pytest.approx(23e-6 + LAUNCH)
+    # ring LL on one H100 node: min(llMaxBw, busBw x 1/2) x 8/14
+    assert pick("2.21", "nccl:ring/LL").bw_Bps == pytest.approx(141e9 * 8 / 14)
+    assert pick("2.19", "nccl:ring/LL").bw_Bps == pytest.approx(87.7e9 * 8 / 14)
+    assert pick("2.21", "nccl:tree/Simple").latency_s == pytest.approx(2 * 7 * 28e-6 + LAUNCH)
+    # across nodes v2.21 counts 2N network steps in a ring allreduce, as v2.19 (v2.23: 2(N-1))
+    two = nccl_layout(place("dgx-h100", 16))
+    ring = {v: pick(v, "nccl:ring/LL", 8, two).latency_s for v in ("2.19", "2.21")}
+    assert ring["2.21"] == ring["2.19"] == pytest.approx((6.6 + 26 * 1.0 + 4 * 2.7) * 1e-6 + LAUNCH)
+
+
+def test_env_settings_follow_nccls_parse_list():
+    assert nccl.env_settings(None) == {}
+    assert nccl.env_settings({"NCCL_PROTO": "^LL128"}) == {"protocols": ("LL", "Simple")}
+    assert nccl.env_settings({"NCCL_ALGO": "ring"}) == {"algorithms": ("ring",)}
+    assert nccl.env_settings({"NCCL_ALGO": "nvls,NVLSTree"}) == {"algorithms": ("nvls", "nvls_tree")}
+    assert nccl.env_settings({"NCCL_NVLS_ENABLE": "1"}) == {}
+    with pytest.raises(ValueError, match=r"nccl_env\.NCCL_ALGO: unknown 'Rnig'; did you mean 'ring'"):
+        nccl.env_settings({"NCCL_ALGO": "Rnig"})
+    with pytest.raises(ValueError, match=r"nccl_env\.NCCL_PORTO: unknown variable; did you mean 'NCCL_PROTO'"):
+        nccl.env_settings({"NCCL_PORTO": "Simple"})
+    with pytest.raises(ValueError, match=r"nccl_env\.NCCL_NVLS_ENABLE: expected 0 or 1"):
+        nccl.env_settings({"NCCL_NVLS_ENABLE": "no"})
+    with pytest.raises(ValueError, match=r"nccl_env: expected an object"):
+        nccl.env_settings("NCCL_PROTO=Simple")
+
+
+def test_env_restricts_the_pairs_nccl_may_run():
+    # GCP's TCPXO profile: ring and tree with Simple, no NVLS; the 8 KiB allreduce on one H100 node, NVLS or
+    # LL by default, becomes ring / Simple: 8.4 + 14 x 3.4 us + launch (v2.23), 8192 B at 8 x 30 GB/s x 8/14
+    env = {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0"}
+    alg, t, _ = collective_on_cluster("allreduce", 8192, 8, "dgx-h100", nccl_env=env)
+    assert alg == "nccl:ring/Simple"
+    nch = round(H100_NVL / 30e9)
+    assert t == pytest.approx((8.4 + 14 * 3.4) * 1e-6 + LAUNCH + 8192 / (nch * H100_NVL / nch * 8 / 14), rel=1e-12)
+    assert collective_on_cluster("allreduce", 8192, 8, "dgx-h100")[0] != "nccl:ring/Simple"
+    # an environment that leaves the op nothing to run is an error naming the field
+    with pytest.raises(ValueError, match="nccl_env"):
+        collective_on_cluster("broadcast", 8192, 8, "dgx-h100", nccl_env={"NCCL_ALGO": "Tree"})
+
+
+def test_a_node_with_two_ports_per_gpu_gives_a_channel_per_port():
+    # oci-bm-gpu4-8: 16 x 100 Gb/s ports for 8 GPUs (oci-hpc-oke manifests/topology/BM.GPU4.8.xml)
+    lay = nccl_layout(place("oci-bm-gpu4-8", 16))
+    assert (lay.nics, lay.nic_bw, lay.amd_host) == (16.0, 12.5e9 * 0.9, True)
+    assert nccl_layout(place("dgx-a100", 16)).nics == 8.0
+    # a group of 4 ranks per node reaches its 8 ports
+    assert nccl_layout(place("oci-bm-gpu4-8", 8, 4)).nics == 8.0
+
+
+ENV_ALGOS = st.lists(st.sampled_from(["Ring", "Tree", "NVLS", "NVLSTree", "PAT", "CollNetDirect"]), min_size=1,
+                     unique=True)
+ENV_PROTOS = st.lists(st.sampled_from(["LL", "LL128", "Simple"]), min_size=1, unique=True)
+
+
+@settings(max_examples=150, deadline=None)
+@given(n=SIZES, case=st.sampled_from([("dgx-a100", 16), ("dgx-h100", 8), ("dgx-h100", 32), ("oci-bm-gpu4-8", 16)]),
+       algos=ENV_ALGOS, protos=ENV_PROTOS, version=st.sampled_from(nccl.VERSIONS))
+def test_an_environment_only_removes_pairs_so_never_speeds_a_collective_up(n, case, algos, protos, version):
+    # on NVLink nodes of compute capability 8.0 / 9.0 LL128 is on by default, so NCCL_ALGO / NCCL_PROTO can only
+    # shrink the set NCCL takes the least time of (an environment that leaves nothing raises)
+    cluster, ranks = case
+    default = collective_on_cluster("allreduce", n, ranks, cluster, nccl_version=version)[1]
+    env = {"NCCL_ALGO": ",".join(algos), "NCCL_PROTO": ",".join(protos)}
+    try:
+        t = collective_on_cluster("allreduce", n, ranks, cluster, nccl_version=version, nccl_env=env)[1]
+    except ValueError as e:
+        assert "nccl_env" in str(e)
+        return
+    assert t >= default * (1 - 1e-12)

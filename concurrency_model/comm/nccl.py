@@ -6,7 +6,10 @@ topology it detected, and runs the pair with the least time (``ncclTopoTuneModel
 This module transcribes that model; the constants below are NCCL's (repository ``NVIDIA/nccl``):
 
 * **v2.19** = tag ``v2.19.3-1`` (commit ``8c6c5951854a57ba90c4424fa040497f6defac46``), the version of the
-  A100 nccl-tests sweep in ``data/``; **v2.23** = tag ``v2.23.4-1`` (commit
+  A100 nccl-tests sweep in ``data/`` (v2.20.5-1 differs from it only in CollNet and MNNVL); **v2.21** = tag
+  ``v2.21.5-1`` (the NCCL core of GCP's GPUDirect-TCPXO plugin in 2024, the A3-Mega sweep's): v2.19's
+  tables and step counts but the NVLS NVLink latency of 25 us, Hopper's ``llMaxBws`` row of 141 / 45 / 35
+  and ring LL at ``busBw / 2`` (v2.22.3-1 changes only CollNet); **v2.23** = tag ``v2.23.4-1`` (commit
   ``68b542363f9a44cdaac480f51ebe0fc26de96139``), the default: the first table with PAT and with the Hopper
   rows retuned. Paths: ``src/graph/tuning.cc`` (every table and formula named below),
   ``src/graph/search.cc`` (channel search, ``ncclTopoDupChannels``, speed arrays), ``src/enqueue.cc``
@@ -61,11 +64,21 @@ bandwidths, ``bw * efficiency``, in the place of NCCL's 20 GB/s per NVLink and N
   30); NVLS: one channel per GPU (head), each head carrying twice its share (``ncclTopoSearchTryNvls``), so
   ``k`` channels of ``intra_bw / (k + 1)`` (the search rounds that down to its speed array: 40 GB/s on an
   H100, 320 GB/s in all, x 5/6 = 267 GB/s algbw against the ~275 measured, hardware.md 3C);
-* across nodes: one channel per NIC the group reaches (``k * nic_share``, at least one), together at the
+* across nodes: one channel per NIC the group reaches (``k * nic_share``, at least one; with more NICs than
+  GPUs, every rank's NICs: OCI's BM.GPU4.8 has 16 ports of 100 Gb/s for 8 GPUs, and NCCL's search, a
+  channel per port at the 12 GB/s step of its speed array, finds 16), together at the
   effective bandwidth of those NICs, the total at most ``intra_bw``; the tree's intra-node bandwidth may
   reach twice its network bandwidth on two nodes (``search.cc`` pass 2: "increase bwIntra for trees (2 nodes)"), which
   ``tuning.cc`` uses for ``N <= 2``; NVLS-tree: ``min(intra_bw / (k + 1), nic_bw)`` per channel (half the
   NIC beyond two nodes).
+
+A run's environment (:func:`env_settings`): ``NCCL_ALGO`` and ``NCCL_PROTO`` leave only the listed
+algorithms / protocols enabled (``tuning.cc``: ``parseList`` into ``algoEnable`` / ``protoEnable``; a listed
+LL128 skips its default hardware check), ``NCCL_NVLS_ENABLE=0`` removes NVLS and NVLS-tree. Cloud network
+stacks set them: GCP's TCPXO profile for NCCL 2.21.5 is ``NCCL_ALGO=Ring,Tree``, ``NCCL_PROTO=Simple``,
+``NCCL_NVLS_ENABLE=0`` (GoogleCloudPlatform/container-engine-accelerators ``gpudirect-tcpxo/README.md`` @
+``0a2b482``). GCP's profile also loads a tuner plugin whose size rules override NCCL's choice; its
+configuration (``a3plus_tuner_config.textproto``) is not public at a citable commit and is not modelled.
 
 Host CPU (``Cluster.host_cpu``): NCCL reads it for ``llMaxBw`` across nodes and ``getNetOverhead``; unknown
 hosts take NCCL's default (the Intel values).
@@ -75,8 +88,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..checks import did_you_mean
+
 #: NCCL versions whose tables are transcribed (module doc); the default is the newest.
-VERSIONS = ("2.19", "2.23")
+VERSIONS = ("2.19", "2.21", "2.23")
+#: versions before 2.23's retuning: ``nInter = 2N`` for a ring allreduce, no PAT, ring LL128 x0.7 at one rank
+#: per node, tree / NVLS bandwidth halved for allgather / reduce-scatter too, no tree net latency at one rank
+#: per node
+_LEGACY = ("2.19", "2.21")
+#: NCCL_ALGO names, lower case (``ncclAlgoStr``, ``src/init.cc`` at v2.21.5-1; PAT from v2.23), and the
+#: module's name of each (CollNet is not modelled: listed, it enables nothing here)
+ALGORITHM_NAMES = {"tree": "tree", "ring": "ring", "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain",
+                   "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat"}
 DEFAULT_VERSION = "2.23"
 PROTOCOLS = ("LL", "LL128", "Simple")
 #: ops NCCL's tuning model times (alltoall is grouped send/recv, outside the model)
@@ -86,12 +109,18 @@ _LL, _LL128, _SIMPLE = 0, 1, 2
 # tuning.cc baseLat [alg][proto], us
 _BASE_LAT = {
     "2.19": {"tree": (6.8, 14.0, 0.0), "ring": (6.6, 14.0, 8.4), "nvls": (0, 0, 0), "nvls_tree": (0, 0, 0)},
+    "2.21": {"tree": (6.8, 14.0, 0.0), "ring": (6.6, 14.0, 8.4), "nvls": (0, 0, 0), "nvls_tree": (0, 0, 0)},
     "2.23": {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "nvls": (0, 0, 0), "nvls_tree": (0, 0, 0)},
 }
 # tuning.cc hwLat [NVLINK / PCI / NET][alg][proto], us
 _HW_LAT = {
     "2.19": {
         "nvlink": {"tree": (.6, 1.25, 28), "ring": (.6, 1.9, 3.4), "nvls": (0, 0, 23), "nvls_tree": (0, 0, 23)},
+        "pci": {"tree": (1.0, 1.9, 28), "ring": (1.0, 2.5, 5.7), "nvls": (0, 0, 0), "nvls_tree": (0, 0, 0)},
+        "net": {"tree": (5.0, 8.5, 28), "ring": (2.7, 4.0, 14.0), "nvls": (0, 0, 18), "nvls_tree": (0, 0, 14)},
+    },
+    "2.21": {  # v2.19's table with the NVLS NVLink latency of 25 us
+        "nvlink": {"tree": (.6, 1.25, 28), "ring": (.6, 1.9, 3.4), "nvls": (0, 0, 25), "nvls_tree": (0, 0, 25)},
         "pci": {"tree": (1.0, 1.9, 28), "ring": (1.0, 2.5, 5.7), "nvls": (0, 0, 0), "nvls_tree": (0, 0, 0)},
         "net": {"tree": (5.0, 8.5, 28), "ring": (2.7, 4.0, 14.0), "nvls": (0, 0, 18), "nvls_tree": (0, 0, 14)},
     },
@@ -102,8 +131,9 @@ _HW_LAT = {
     },
 }
 # tuning.cc llMaxBws [row][N1/N2/N4], GB/s; row: one node -> GPU (Volta, Ampere, Hopper); several -> CPU (Intel,
-# AMD). v2.19's Hopper row equals Ampere's; v2.23 raised it.
+# AMD). v2.19's Hopper row equals Ampere's; v2.21 raised it.
 _LL_MAX_BW = {"2.19": ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (87.7, 22.5, 19.0)),
+              "2.21": ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0)),
               "2.23": ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0))}
 # tuning.cc per-channel caps [Volta, Ampere, Hopper][N1/N2/N4], GB/s (the same in both versions)
 _PER_CH_RING_LL128 = ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 36.7))
@@ -127,7 +157,9 @@ class Layout:
     ``nvls`` whether the node has NVLink SHARP; ``amd_host`` the host CPU vendor; ``intra_bw`` effective
     bytes/s per GPU inside a node, ``nic_bw`` of one NIC, ``nics`` the NICs per node the group reaches;
     ``net_latency_s`` the network plugin's latency (0 for InfiniBand / RoCE); ``launch_s`` the per-call
-    kernel launch; ``host_driven_net`` False for a device-offload network (no PAT)."""
+    kernel launch; ``host_driven_net`` False for a device-offload network (no PAT); ``algorithms`` and
+    ``protocols`` the pairs a run's ``NCCL_ALGO`` / ``NCCL_PROTO`` leave enabled (None: NCCL's defaults;
+    ``tuning.cc`` ``parseList``: only the listed ones, LL128 then without its default hardware check)."""
 
     ranks: int
     nodes: int
@@ -141,6 +173,8 @@ class Layout:
     net_latency_s: float = 0.0
     launch_s: float = 0.0
     host_driven_net: bool = True
+    algorithms: tuple[str, ...] | None = None
+    protocols: tuple[str, ...] | None = None
 
     @property
     def per_node(self) -> int:
@@ -183,6 +217,58 @@ def split_name(name: str) -> tuple[str, str | None]:
     return name, None
 
 
+#: the environment variables of a run that :func:`env_settings` reads
+ENV_VARS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE")
+
+
+def _names(field: str, value, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{field}: expected a comma-separated list of {', '.join(allowed)}, got {value!r}")
+    exclude = value.startswith("^")  # NCCL's parseList: "^a,b" enables all but a and b
+    out = []
+    for token in value.lstrip("^").split(","):
+        name = token.strip().lower()
+        if name not in allowed:
+            raise ValueError(f"{field}: unknown {token.strip()!r}{did_you_mean(name, allowed)}; allowed: "
+                             f"{', '.join(allowed)}")
+        out.append(name)
+    return tuple(a for a in allowed if (a in out) != exclude)
+
+
+def env_settings(env: dict | None) -> dict:
+    """The :class:`Layout` fields a run's NCCL environment sets: ``NCCL_ALGO`` -> ``algorithms``, ``NCCL_PROTO``
+    -> ``protocols`` (NCCL's ``parseList``, case-insensitive, ``^`` excludes; ``tuning.cc``), ``NCCL_NVLS_ENABLE=0``
+    -> ``nvls=False``. Unknown variables or names raise ``ValueError`` naming ``nccl_env.<VAR>``.
+
+    >>> env_settings({"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0"})
+    {'algorithms': ('tree', 'ring'), 'protocols': ('Simple',), 'nvls': False}
+    >>> env_settings({"NCCL_ALGO": "^NVLSTree"})["algorithms"]
+    ('tree', 'ring', 'collnet_direct', 'collnet_chain', 'nvls', 'pat')
+    >>> env_settings({"NCCL_PROTO": "simpel"})
+    Traceback (most recent call last):
+    ...
+    ValueError: nccl_env.NCCL_PROTO: unknown 'simpel'; did you mean 'simple'?; allowed: ll, ll128, simple
+    """
+    out: dict = {}
+    if env is not None and not isinstance(env, dict):
+        raise ValueError(f"nccl_env: expected an object of NCCL variable -> value, got {type(env).__name__}")
+    for var, value in (env or {}).items():
+        if var not in ENV_VARS:
+            raise ValueError(f"nccl_env.{var}: unknown variable{did_you_mean(var, ENV_VARS)}; allowed: "
+                             f"{', '.join(ENV_VARS)}")
+        if var == "NCCL_ALGO":
+            out["algorithms"] = tuple(ALGORITHM_NAMES[n] for n in _names(f"nccl_env.{var}", value,
+                                                                         tuple(ALGORITHM_NAMES)))
+        elif var == "NCCL_PROTO":
+            lower = tuple(p.lower() for p in PROTOCOLS)
+            out["protocols"] = tuple(PROTOCOLS[lower.index(n)] for n in _names(f"nccl_env.{var}", value, lower))
+        elif str(value) not in ("0", "1"):
+            raise ValueError(f"nccl_env.{var}: expected 0 or 1, got {value!r}")
+        elif str(value) == "0":
+            out["nvls"] = False
+    return out
+
+
 def _log2i(x: int) -> int:
     return x.bit_length() - 1 if x > 0 else -1
 
@@ -209,21 +295,21 @@ def _graphs(lay: Layout) -> dict:
 
 
 def _candidates(op: str, lay: Layout, version: str) -> list[tuple[str, int]]:
-    out = []
-    if op in ("broadcast", "reduce"):
-        return [("ring", p) for p in range(3)]
-    out += [("ring", p) for p in range(3)]
+    out = [("ring", p) for p in range(3)]
     if op == "allreduce":
         out += [("tree", p) for p in range(3)]
         if lay.nvls:
             out.append(("nvls" if lay.nodes == 1 else "nvls_tree", _SIMPLE))
-    else:  # allgather, reduce_scatter
+    elif op in ("allgather", "reduce_scatter"):  # broadcast and reduce: ring only
         if lay.nvls and lay.nodes == 1:
             out.append(("nvls", _SIMPLE))
-        if version != "2.19" and lay.nodes == lay.ranks and lay.host_driven_net:
+        if version not in _LEGACY and lay.nodes == lay.ranks and lay.host_driven_net:
             out.append(("pat", _SIMPLE))
     ll128 = lay.nvlink and lay.cc in (70, 80, 90)
-    return [(a, p) for a, p in out if p != _LL128 or ll128]
+    if lay.protocols is not None:  # NCCL_PROTO: the listed protocols only (LL128 as listed)
+        return [(a, p) for a, p in out if PROTOCOLS[p] in lay.protocols
+                and (lay.algorithms is None or a in lay.algorithms)]
+    return [(a, p) for a, p in out if (p != _LL128 or ll128) and (lay.algorithms is None or a in lay.algorithms)]
 
 
 def _bandwidth(op, alg, p, lay, version, graphs) -> tuple[float, str]:
@@ -239,7 +325,7 @@ def _bandwidth(op, alg, p, lay, version, graphs) -> tuple[float, str]:
         quarter = N > 1 or op in ("allreduce", "reduce")
         bus = min(ll_max, bus * ((0.25 if quarter else 1 / 3) if version == "2.19" else 0.5))
     if alg == "ring" and p == _LL128:
-        eff = 0.7 if (version == "2.19" and ppn < 2) else 0.92
+        eff = 0.7 if (version in _LEGACY and ppn < 2) else 0.92
         bus = min(bus * eff, nch * _PER_CH_RING_LL128[a][col])
     if alg == "tree":
         bus = min(bus * .92, nch * _PER_CH_TREE[a][col])
@@ -253,7 +339,7 @@ def _bandwidth(op, alg, p, lay, version, graphs) -> tuple[float, str]:
         bus *= .85
     nsteps = 2 * (P - 1) if op == "allreduce" else P - 1 if op in ("allgather", "reduce_scatter") else P
     gather = op in ("allgather", "reduce_scatter")
-    if not (version != "2.19" and alg != "ring" and gather):
+    if not (version not in _LEGACY and alg != "ring" and gather):
         bus *= P / nsteps if alg == "ring" else 5 / 6 if alg in ("nvls", "nvls_tree") else .5
     return bus, bound
 
@@ -269,7 +355,7 @@ def _latency(op, alg, p, lay, version) -> float:
         return 8 + _log2i(N) * inter / 3.5 + P * 2.8
     base = _BASE_LAT[version][alg][p]
     intra = hw[intra_hw][alg][p]
-    net_alg = "tree" if (version != "2.19" and ppn == 1) else alg
+    net_alg = "tree" if (version not in _LEGACY and ppn == 1) else alg
     inter = hw["net"][net_alg][p] + lay.net_latency_s * 1e6 * (2 if p == _SIMPLE else 1)
     if alg == "ring":
         nsteps = 2 * (P - 1) if op == "allreduce" else P - 1 if op in ("allgather", "reduce_scatter") else P
@@ -283,7 +369,7 @@ def _latency(op, alg, p, lay, version) -> float:
         if N > 1:
             overhead = (2.0 if lay.amd_host else 1.0) * (3 if p == _SIMPLE else 1)
         intra = max(intra, overhead)
-        if version == "2.19":
+        if version in _LEGACY:
             n_inter = (2 * N if N > 1 else 0) if op == "allreduce" else N - 1
         else:
             n_inter = 0 if N == 1 else 2 * (N - 1) if op == "allreduce" else N - 1
@@ -311,13 +397,17 @@ def choices(op: str, n: float, lay: Layout, version: str = DEFAULT_VERSION) -> l
     graphs = _graphs(lay)
     out = []
     nbytes = int(n)
-    for alg, p in _candidates(op, lay, version):
+    enabled = _candidates(op, lay, version)
+    if not enabled:
+        raise ValueError(f"nccl_env: no algorithm / protocol left enabled for {op} (algorithms {lay.algorithms}, "
+                         f"protocols {lay.protocols})")
+    for alg, p in enabled:
         bw, bound = _bandwidth(op, alg, p, lay, version, graphs)
         if bw <= 0:
             continue
         lat = _latency(op, alg, p, lay, version)
         if alg == "tree":
-            ls = _log2i(nbytes >> 6) if version != "2.19" else max(0, _log2i(nbytes >> 6))
+            ls = _log2i(nbytes >> 6) if version not in _LEGACY else max(0, _log2i(nbytes >> 6))
             if 0 <= ls < 23:
                 bw *= _TREE_CORRECTION[p][ls]
         if alg == "ring" and p == _SIMPLE and lay.nodes > 1 and op == "allreduce" and \

@@ -73,9 +73,10 @@ def time_on(op: str, algorithm: str, n, placement: Placement, gamma=0) -> float:
     return float(collective_time(op, algorithm, n, placement.ranks, alpha, beta, gamma))
 
 
-def nccl_layout(placement: Placement) -> nccl.Layout | None:
+def nccl_layout(placement: Placement, nccl_env: dict | None = None) -> nccl.Layout | None:
     """What NCCL's tuning model sees of a placement (:class:`.nccl.Layout`), or None where NCCL does not run
-    (no CUDA compute capability on the cluster's device: CPUs, other vendors' GPUs).
+    (no CUDA compute capability on the cluster's device: CPUs, other vendors' GPUs). ``nccl_env``: the run's
+    ``NCCL_ALGO`` / ``NCCL_PROTO`` / ``NCCL_NVLS_ENABLE`` (:func:`.nccl.env_settings`).
 
     >>> lay = nccl_layout(place("dgx-a100", 16))
     >>> lay.cc, lay.nodes, lay.nics, lay.amd_host, lay.nvls
@@ -86,16 +87,22 @@ def nccl_layout(placement: Placement) -> nccl.Layout | None:
     if c.device.kind != "gpu" or cc <= 0:
         return None
     nvlink = c.intra.kind in ("nvlink", "nvswitch")
+    env = nccl.env_settings(nccl_env)
+    # NICs per rank: the placement's share, which stops at one; a node with more NICs than GPUs (OCI
+    # BM.GPU4.8: 16 ports for 8 GPUs) gives each rank its NICs, as NCCL's search finds a channel per NIC
+    per_rank = placement.nic_share if placement.nic_share < 1 else max(1.0, c.nics_per_node / c.gpus_per_node)
+    nvls = c.intra.kind == "nvswitch" and cc >= 90 and env.pop("nvls", True)
     return nccl.Layout(ranks=placement.ranks, nodes=placement.nodes, cc=cc, nvlink=nvlink,
-                       nvls=c.intra.kind == "nvswitch" and cc >= 90, intra_bw=float(placement.intra_bw),
-                       nic_bw=float(c.inter.effective_bw), nics=placement.ranks_per_node * placement.nic_share,
-                       amd_host=c.host_cpu == "amd", launch_s=float(c.device.launch_overhead))
+                       nvls=nvls, intra_bw=float(placement.intra_bw),
+                       nic_bw=float(c.inter.effective_bw), nics=placement.ranks_per_node * per_rank,
+                       amd_host=c.host_cpu == "amd", launch_s=float(c.device.launch_overhead), **env)
 
 
-def nccl_on(op: str, n, placement: Placement, nccl_version: str | None = None) -> nccl.Choice | None:
+def nccl_on(op: str, n, placement: Placement, nccl_version: str | None = None,
+            nccl_env: dict | None = None) -> nccl.Choice | None:
     """The (algorithm, protocol) NCCL runs for ``op`` on ``placement`` and its cost (:func:`.nccl.nccl_choice`),
     or None where the NCCL layer does not apply (not an NVIDIA GPU cluster, one rank, alltoall or p2p)."""
-    lay = nccl_layout(placement)
+    lay = nccl_layout(placement, nccl_env)
     if lay is None or op not in nccl.OPS or placement.ranks < 2:
         return None
     return nccl.nccl_choice(op, float(n), lay, nccl_version or nccl.DEFAULT_VERSION)
@@ -103,11 +110,13 @@ def nccl_on(op: str, n, placement: Placement, nccl_version: str | None = None) -
 
 def collective_on_cluster(op: str, n, ranks: int, cluster, ranks_per_node: int | None = None,
                           algorithm: str = "auto", gamma=0, groups_sharing: int = 1,
-                          nccl_version: str | None = None) -> tuple[str, float, Placement]:
+                          nccl_version: str | None = None,
+                          nccl_env: dict | None = None) -> tuple[str, float, Placement]:
     """``(algorithm, seconds, placement)`` of a collective of ``ranks`` ranks on ``cluster``.
 
     ``auto`` on NVIDIA GPUs: NCCL's choice and cost (module doc; ``nccl_version`` one of
-    :data:`.nccl.VERSIONS`, default the newest), named ``nccl:<algorithm>/<protocol>``
+    :data:`.nccl.VERSIONS`, default the newest; ``nccl_env`` the run's ``NCCL_ALGO`` / ``NCCL_PROTO`` /
+    ``NCCL_NVLS_ENABLE``, :func:`.nccl.env_settings`), named ``nccl:<algorithm>/<protocol>``
     (:func:`.nccl.split_name`); any other ``algorithm``: that alpha-beta algorithm.
 
     >>> alg, t, p = collective_on_cluster("allreduce", 2**30, 16, "dgx-a100")
@@ -123,7 +132,7 @@ def collective_on_cluster(op: str, n, ranks: int, cluster, ranks_per_node: int |
         raise ValueError(f"algorithm: {algorithm!r} does not apply to {op}; allowed: {', '.join(allowed)}")
     p = place(cluster, ranks, ranks_per_node, groups_sharing)
     if algorithm == "auto":
-        c = nccl_on(op, n, p, nccl_version)
+        c = nccl_on(op, n, p, nccl_version, nccl_env)
         if c is not None:
             return c.name, c.time_s, p
     if algorithm != "auto":

@@ -40,7 +40,7 @@ def collective_frame(system: str = "oci_a100_2x8_roce", points_per_octave: int =
     from ..calibrate.fit_comm import fit_alpha_beta
     from ..comm import ALGORITHMS, auto, collective_time, crossover, lower_bound
     from ..comm.on_cluster import collective_on_cluster
-    from ..validate.collectives import PRESETS, ring, rows
+    from ..validate.collectives import PRESETS, ring, rows, run_settings
 
     if system not in SYSTEMS:
         raise ValueError(f"system: unknown {system!r}; allowed: {', '.join(SYSTEMS)}")
@@ -57,7 +57,9 @@ def collective_frame(system: str = "oci_a100_2x8_roce", points_per_octave: int =
         cur[alg] = [float(collective_time("allreduce", alg, x, ranks, a, b)) for x in sizes]
     cur["lower_bound"] = [float(lower_bound("allreduce", x, ranks, a, b)) for x in sizes]
     cur["auto"] = [auto("allreduce", x, ranks, a, b)[0] for x in sizes]
-    cur["preset"] = [collective_on_cluster("allreduce", x, ranks, PRESETS[system], ranks // nodes)[1] for x in sizes]
+    run = run_settings(system)  # the run's NCCL version and environment, as validate's preset mode
+    cur["preset"] = [collective_on_cluster("allreduce", x, ranks, PRESETS[system], ranks // nodes, **run)[1]
+                     for x in sizes]
     curves = pd.DataFrame(cur)
     cross = []
     for (x0, a0), (x1, a1) in itertools.pairwise(zip(curves["size_bytes"], curves["auto"])):

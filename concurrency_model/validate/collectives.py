@@ -64,7 +64,18 @@ MIN_HELD_OUT = 3
 #: The flat all-reduces whose bandwidth term is within 2x of the lower bound 2(P-1)/P n beta (Chan et
 #: al. 2007): ring, Rabenseifner, double binary tree.
 BANDWIDTH_OPTIMAL = ("ring", "rabenseifner", "double_binary_tree")
-PRESETS = {"oci_a100_2x8_roce": "dgx-a100", "gcp_a3mega_h100_2x8_tcpxo": "gcp-a3-mega"}
+PRESETS = {"oci_a100_2x8_roce": "oci-bm-gpu4-8", "gcp_a3mega_h100_2x8_tcpxo": "gcp-a3-mega"}
+#: NCCL version of a run whose log states none, from its repository (:func:`run_version`): the A3-Mega run's
+#: README (lessizzmore/create-a3mega-ztan-fork README.md @ 346b825) lists the installed ``libnccl.so.2.21.5``
+#: under /var/lib/tcpxo/lib64, the NCCL core of GCP's TCPXO plugin release of Aug 06 2024
+#: (GoogleCloudPlatform/container-engine-accelerators gpudirect-tcpxo/README.md @ 0a2b482: "nccl-2.21.5").
+STATED_ELSEWHERE = {"gcp_a3mega_h100_2x8_tcpxo": "2.21"}
+#: the NCCL environment of a run (:func:`~concurrency_model.comm.nccl.env_settings`): the A3-Mega run sources
+#: GCP's ``nccl-env-profile.sh`` (its README), which for the plugin releases of May - Oct 2024 (NCCL 2.21.5) sets
+#: NCCL_ALGO=Ring,Tree, NCCL_PROTO=Simple, NCCL_NVLS_ENABLE=0 (gpudirect-tcpxo/README.md @ 0a2b482, "NCCL
+#: configs" of each release; the guest config checker enforces them). The OCI run sets none of the three
+#: (oci-hpc-oke README.md @ 1402938: NCCL_IB_* and NCCL_CROSS_NIC only).
+RUN_ENV = {"gcp_a3mega_h100_2x8_tcpxo": {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0"}}
 
 
 def ring(n, P, alpha, beta):
@@ -174,16 +185,44 @@ def fitted(df: pd.DataFrame | None = None) -> pd.DataFrame:
 
 def nccl_version(software: str) -> str:
     """The transcribed NCCL tables (:data:`~concurrency_model.comm.nccl.VERSIONS`) for a run's stated
-    software: ``2.19`` for NCCL 2.19-2.22 (the tables changed next in 2.23), ``2.23`` from 2.23, the
-    default where no version is stated.
+    software: ``2.19`` for NCCL 2.19-2.20, ``2.21`` for 2.21-2.22, ``2.23`` from 2.23 (NVIDIA/nccl
+    ``src/graph/tuning.cc``: v2.20.5-1 changes only CollNet and MNNVL against v2.19.3-1, v2.22.3-1 only CollNet
+    against v2.21.5-1), the default where no version is stated.
 
-    >>> nccl_version("nccl-tests:pytorch-23.10-nccl-2.19.3-1"), nccl_version("mpirun -np 16")
-    ('2.19', '2.23')
+    >>> nccl_version("nccl-tests:pytorch-23.10-nccl-2.19.3-1"), nccl_version("nccl-2.21.5"), nccl_version("mpirun")
+    ('2.19', '2.21', '2.23')
     """
     m = re.search(r"nccl-(\d+)\.(\d+)", str(software))
     if not m:
         return DEFAULT_VERSION
-    return "2.19" if (int(m.group(1)), int(m.group(2))) < (2, 23) else "2.23"
+    v = (int(m.group(1)), int(m.group(2)))
+    return "2.19" if v < (2, 21) else "2.21" if v < (2, 23) else "2.23"
+
+
+def size_bucket(size_bytes) -> np.ndarray:
+    """The size buckets of the issue-35 target (median APE <= 15% in each, per system): 8-128 KiB, 256 KiB -
+    4 MiB, 8-128 MiB, 256 MiB - 8 GiB (five powers of two each, six in the last); ``below 8K`` under it.
+
+    >>> [str(b) for b in size_bucket([1024, 65536, 2**30])]
+    ['below 8K', '8K-128K', '256M-8G']
+    """
+    n = np.asarray(size_bytes, float)
+    return np.select([n < 2**13, n < 2**18, n < 2**23, n < 2**28], ["below 8K", "8K-128K", "256K-4M", "8M-128M"],
+                     "256M-8G")
+
+
+def run_settings(system: str) -> dict:
+    """``nccl_version`` and ``nccl_env`` of an nccl-tests run (:data:`PRESETS`): the version its log states
+    (:func:`nccl_version`) or :data:`STATED_ELSEWHERE`, the environment :data:`RUN_ENV` (None: NCCL's defaults).
+
+    >>> run_settings("gcp_a3mega_h100_2x8_tcpxo")["nccl_version"], run_settings("oci_a100_2x8_roce")
+    ('2.21', {'nccl_version': '2.19', 'nccl_env': None})
+    """
+    if system not in PRESETS:
+        raise ValueError(f"system: unknown {system!r}; allowed: {', '.join(PRESETS)}")
+    nt = load("nccltests_allreduce_sweeps")
+    software = nt.loc[nt["run_id"] == system, "software"].iloc[0]
+    return {"nccl_version": STATED_ELSEWHERE.get(system, nccl_version(software)), "nccl_env": RUN_ENV.get(system)}
 
 
 def preset(df: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -191,12 +230,11 @@ def preset(df: pd.DataFrame | None = None) -> pd.DataFrame:
     (algorithm, protocol) NCCL's model runs."""
     df = rows() if df is None else df
     res = df[df["system"].isin(PRESETS)].copy()
-    nt = load("nccltests_allreduce_sweeps")
-    versions = {run: nccl_version(sw) for run, sw in zip(nt["run_id"], nt["software"])}
+    settings = {system: run_settings(system) for system in res["system"].unique()}
     pred, algs = [], []
     for _, r in res.iterrows():
         alg, t, _ = collective_on_cluster("allreduce", r["size_bytes"], int(r["ranks"]), PRESETS[r["system"]],
-                                          int(r["ranks"] // r["nodes"]), nccl_version=versions[r["system"]])
+                                          int(r["ranks"] // r["nodes"]), **settings[r["system"]])
         pred.append(t)
         algs.append(alg)
     res["predicted_s"] = pred
