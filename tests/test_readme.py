@@ -41,6 +41,14 @@ def test_readme_is_short_and_names_no_file_a_user_lacks():
         assert (ROOT / link).exists(), link
 
 
+def test_docs_links_resolve_and_the_thumbnail_is_small():
+    for page in (ROOT / "docs").glob("*.md"):
+        text = page.read_text()
+        for link in re.findall(r"\]\(([^)#]+)\)", text) + re.findall(r'src="([^"]+)"', text):
+            assert link.startswith("http") or (page.parent / link).exists(), (page.name, link)
+    assert (ROOT / "docs" / "img" / "report.png").stat().st_size < 150_000
+
+
 def test_the_python_what_if_prints_what_readme_shows():
     scope, out = {}, io.StringIO()
     with contextlib.redirect_stdout(out):
