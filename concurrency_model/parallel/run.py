@@ -13,8 +13,9 @@ board power, whose source is in the preset file).
 * energy = GPUs x board power x utilisation x run seconds, with utilisation the busy share of the step
   (:func:`busy_share`: the step less its waits, the pipeline bubble, the host's and the stragglers', over the
   step, at most 1) [D]: a board at its power limit while it runs kernels, its computation's or its
-  communication's (NCCL's collectives and sends are CUDA kernels on the SMs that drive the memory and the links:
-  NCCL's user guide, "Overview of NCCL"), and drawing nothing extra while it waits, a first-order model
+  communication's (NCCL "implements each collective in a single kernel handling both communication and
+  computation": NCCL user guide, "Overview of NCCL", docs.nvidia.com/deeplearning/nccl/user-guide/docs/overview.html),
+  and drawing nothing extra while it waits, a first-order model
   (Patterson et al. 2021, "Carbon emissions and large neural network training", use measured or TDP power times
   time in the same way). Exposed communication therefore costs energy as it costs GPU-hours; a board's idle draw
   in the waits is left out (no sourced figure at hand).
