@@ -418,6 +418,8 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
         fleet = [replicas_for_load(load_rps, row, dist, max_first_token_s) for row in df.to_dict("records")]
         df["replicas"] = [f[0] for f in fleet]
         df["queue_wait_s"] = [f[1] for f in fleet]
+        if max_first_token_s is not None:  # a request's first token comes after its wait for a slot
+            df["meets_target"] &= df["prefill_s"] + df["queue_wait_s"] <= max_first_token_s * (1 + 1e-12)
     elif load_rps is not None:  # a static batch: as many replicas as its requests a second need
         df["replicas"] = np.ceil(load_rps / df["requests_per_s"]).astype(int)
     if load_rps is not None:

@@ -121,6 +121,23 @@ def count(field: str, v, *, low: int = 1, high: int | None = None, none_ok: bool
     return int(v)
 
 
+def currency(field: str, v) -> str:
+    """A currency as ISO 4217 writes it, three letters (``"USD"``, ``"EUR"``, ``"JPY"``), in capitals: the unit of
+    every cost column (``ValueError`` naming ``field`` otherwise). The code is a label only: prices are in it, no
+    rate converts between currencies.
+
+    >>> currency("run.currency", "eur")
+    'EUR'
+    >>> currency("run.currency", "dollars")
+    Traceback (most recent call last):
+    ...
+    ValueError: run.currency: a three-letter code as ISO 4217 writes them (USD, EUR, JPY, ...), got 'dollars'
+    """
+    if not (isinstance(v, str) and len(v) == 3 and v.isascii() and v.isalpha()):
+        raise ValueError(f"{field}: a three-letter code as ISO 4217 writes them (USD, EUR, JPY, ...), got {v!r}")
+    return v.upper()
+
+
 def did_you_mean(word, allowed) -> str:
     """``"; did you mean 'tensor'?"`` when ``word`` is a near miss of one of ``allowed`` (difflib's ratio at least
     0.6), else ``""``: appended to an "unknown" error, it turns a typo into its fix.

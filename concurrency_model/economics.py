@@ -1,21 +1,22 @@
 """GPU-hours, cost and energy per million generated tokens of a serving configuration [D].
 
 The same accounting as a training run (:mod:`concurrency_model.parallel.run`): GPU-hours are GPUs x wall
-seconds; energy is GPUs x board power x the busy share of the time (the kernels' seconds, not the host's
-waits or the collectives', over the whole), a board at its power limit while it computes and idle otherwise;
+seconds; energy is GPUs x board power x the busy share of the time (the kernels' seconds, the collectives' and
+sends' among them, not the host's waits, over the whole), a board at its power limit while it runs kernels and
+idle otherwise (NCCL's collectives are CUDA kernels: :mod:`concurrency_model.parallel.run`);
 cost is GPU-hours x ``price_per_gpu_hour``, which has no default. A request's prefill is part of the time its
 generated tokens take.
 """
 from __future__ import annotations
 
-IDLE = ("host_wait", "comm", "p2p")  # breakdown keys of time the device's kernels do not fill
+IDLE = ("host_wait",)  # breakdown keys of time the device's kernels do not fill (communication kernels do)
 
 
 def busy_seconds(breakdown: dict) -> float:
     """Seconds of ``breakdown`` that the device's kernels fill.
 
     >>> busy_seconds({"compute_s": 2.0, "host_wait_s": 1.0, "tensor_comm_s": 0.5, "kv_attention_s": 1.0})
-    3.0
+    3.5
     """
     return sum(v for k, v in breakdown.items() if not any(word in k for word in IDLE))
 

@@ -17,7 +17,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .checks import count, did_you_mean, file_text, json_object, number
+from .checks import count, currency, did_you_mean, file_text, json_object, number
 from .cluster import Cluster, load_cluster
 from .parallel.batch_size import DEFAULT_CEILING
 from .parallel.consistency import CONSISTENCY
@@ -46,7 +46,7 @@ COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "thr
 INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,
              "weight_sparsity": None, "host_overhead_s": 0.0, "speculative": None, "batching": "static",
              "price_per_gpu_hour": None, "output_lengths": "fixed", "load_rps": None, "prefix_len": 0,
-             "prompt_lengths": "fixed", "max_batched_tokens": None, "kv_dtype": None}
+             "prompt_lengths": "fixed", "max_batched_tokens": None, "kv_dtype": None, "currency": "USD"}
 BATCHING = ("static", "continuous")  # inference.batching (:mod:`concurrency_model.continuous`)
 CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tensor_layers": TENSOR_LAYERS,
            "recompute": ("none", "selective", "full"),
@@ -148,6 +148,7 @@ def inference_section(raw: dict) -> dict:
     out = _section(raw, "inference", INFERENCE)  # positive integers, the CHOICES' names
     in_range("inference.host_overhead_s", out["host_overhead_s"])  # host seconds per kernel
     in_range("inference.price_per_gpu_hour", out["price_per_gpu_hour"], none_ok=True)
+    out["currency"] = currency("inference.currency", out["currency"])  # the label of the cost columns
     if in_range("inference.load_rps", out["load_rps"], none_ok=True) is not None and out["batching"] != "continuous":
         raise ValueError("inference.load_rps: a load is modelled with batching \"continuous\" (a static batch waits "
                          "for its requests)")

@@ -6,8 +6,9 @@ import math
 import re
 
 
-from ..checks import count
+from ..checks import count, currency
 from ..cost import to_json as num
+from ..parallel.run import CURRENCY
 from ..scenario import read_scenario, with_settings
 
 
@@ -73,12 +74,31 @@ def add_scenario(p: argparse.ArgumentParser, what: str = "") -> None:
     p.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                    help="change one field of the scenario, e.g. --set parallel.tensor=4 --set cluster=dgx-h100 "
                         "(VALUE as JSON, else a string; repeatable)")
+    p.add_argument("--currency", metavar="CODE", default=None,
+                   help="the three-letter ISO 4217 code the scenario's price_per_gpu_hour is in, printed beside every "
+                        "cost (run.currency, inference.currency; default USD)")
 
 
 def scenario_of(a) -> dict:
-    """The scenario a command was given: the file, read once (it may be a pipe), with its ``--set`` settings."""
-    return with_settings(read_scenario(a.scenario), a.set)
+    """The scenario a command was given: the file, read once (it may be a pipe), with its ``--set`` settings and
+    ``--currency`` (the ``run`` and ``inference`` objects' ``currency``, where the scenario has them)."""
+    raw = with_settings(read_scenario(a.scenario), a.set)
+    code = getattr(a, "currency", None)
+    if code is not None:
+        code = currency("--currency", code)
+        raw = {**raw, **{k: {**raw[k], "currency": code} for k in ("run", "inference") if isinstance(raw.get(k), dict)}}
+    return raw
+
+
+def currency_of(raw: dict, section: str) -> str:
+    """The currency of a scenario's ``run`` or ``inference`` prices (:data:`..parallel.run.CURRENCY` by default).
+
+    >>> currency_of({"run": {"tokens": 1e9, "currency": "eur"}}, "run"), currency_of({}, "inference")
+    ('EUR', 'USD')
+    """
+    sec = raw.get(section)
+    return currency(f"{section}.currency", sec.get("currency", CURRENCY) if isinstance(sec, dict) else CURRENCY)
 
 
 __all__ = ["num", "int_at_least", "positive_int", "nonnegative_int", "byte_count", "add_json", "add_scenario",
-           "scenario_of"]
+           "scenario_of", "currency_of"]

@@ -110,7 +110,7 @@ def show(out: dict) -> None:
         print(f"at risk: {out['memory_risk'].removeprefix('memory: ')}")
     if "run_days" in out:  # a run object: its keys sit beside the step's (DESIGN.md contract)
         r = out
-        cost = f", cost {r['cost']:,.0f}" if r.get("cost") is not None else ""
+        cost = f", cost {r['cost']:,.0f} {r['currency']}" if r.get("cost") is not None else ""
         print(f"run: {r['run_steps']:,} steps, {r['run_days']:,.2f} days, {r['gpu_hours']:,.0f} GPU-hours{cost}, "
               f"{r['energy_kwh']:,.0f} kWh")
         if "expected_failures" in r:
@@ -151,7 +151,8 @@ def show_compare(out: dict) -> None:
              if base["breakdown"][k] or other["breakdown"][k]]
     rows += [(f"{label} GB", base["memory"][k] / 1e9, other["memory"][k] / 1e9)
              for k, label in {**MEMORY_PARTS, "total_bytes": "memory"}.items()]
-    rows += [(label, base[k], other[k]) for k, label in RUN if base.get(k) is not None and other.get(k) is not None]
+    rows += [(f"{label} {base['currency']}" if k == "cost" else label, base[k], other[k]) for k, label in RUN
+             if base.get(k) is not None and other.get(k) is not None]
     print_rows(rows)
 
 

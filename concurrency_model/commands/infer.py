@@ -7,12 +7,20 @@ from ..capacity import KV_FREE_FRACTION, max_batch, max_throughput, serving_swee
 from ..checks import number
 from ..disaggregated import plan
 from ..inference import infer
-from . import add_json, add_scenario, scenario_of
+from . import add_json, add_scenario, currency_of, scenario_of
 from .compare import add_compare, compared, print_rows
 
 
 def run(a) -> dict:
     raw = scenario_of(a)
+    out = _answer(a, raw)
+    rows = out.get("sweep") or [out.get("base") or out]
+    if "cost_per_million_tokens" in rows[0]:
+        out["currency"] = currency_of(raw, "inference")  # the unit of every cost
+    return out
+
+
+def _answer(a, raw: dict) -> dict:
     if a.max_load and (a.sweep or a.disaggregate or a.max_batch or a.compare or a.layers):
         raise ValueError("--max-load: not with --sweep, --disaggregate, --max-batch, --compare or --layers")
     if a.kv_fraction is not None and not a.max_load:
@@ -155,11 +163,15 @@ def show_sweep(out: dict) -> None:
           f"tokens/s per GPU, shortest step first{f' (target {target})' if target else ''}:")
     w = "weights" in out["sweep"][0]
     priced = "cost_per_million_tokens" in out["sweep"][0]
+    cur = out.get("currency", "USD") if priced else ""
+    wait = "queue_wait_s" in out["sweep"][0]  # under a load: each row's mean wait for a slot
+    mtok = f" {cur + '/Mtok':>9}" if priced else ""
+    waits = f" {'wait ms':>9}" if wait else ""
     x = "expert" in out["sweep"][0]  # a mixture of experts: its expert groups
     print(f"{'weights ' if w else ''}{'tensor':>6} {'pipeline ' if pp else ''}{'expert ' if x else ''}{'batch':>6} "
           f"{'TTFT ms':>11} "
           f"{'decode ms':>10} {'tokens/s':>10} "
-          f"{'per GPU':>9} {'GB/device':>10}{' cost/Mtok' if priced else ''}")
+          f"{'per GPU':>9} {'GB/device':>10}{mtok}{waits}")
     for r in sorted(rows, key=lambda r: r["decode_s_per_token"]):
         mark = "" if not target or r["meets_target"] else "  over target"
         cost = f" {r['cost_per_million_tokens']:>9.3f}" if priced else ""
@@ -168,25 +180,30 @@ def show_sweep(out: dict) -> None:
               f"{r['batch']:>6} {r['prefill_s'] * 1e3:>11,.1f} "
               f"{r['decode_s_per_token'] * 1e3:>10.2f} "
               f"{r['tokens_per_s']:>10,.0f} {r['tokens_per_s_per_gpu']:>9,.0f} "
-              f"{r['memory_bytes_per_device'] / 1e9:>10.1f}{cost}{mark}")
+              f"{r['memory_bytes_per_device'] / 1e9:>10.1f}{cost}"
+              + (f" {r['queue_wait_s'] * 1e3:>9,.1f}" if wait else "") + mark)
     b = out["best"]
     group = f", experts over {b['expert']} replicas" if b is not None and b.get("expert", 1) > 1 else ""
     if b is None:
         print("no configuration meets the target")
     elif out.get("load_rps") is not None:
         fmt = f"{b['weights']} weights, " if w else ""
-        print(f"fewest GPUs for {out['load_rps']:,g} requests/s{' within the target' if target else ''}: "
+        print(f"fewest GPUs for {out['load_rps']:,g} requests/s{' within ' + target if target else ''}: "
               f"{b['gpus_for_load']:,} = {fleet(b, fmt)}, batch {b['batch']} each "
               f"({b['requests_per_s']:,.2f} requests/s each, {b['decode_s_per_token'] * 1e3:.2f} ms per token"
               + (f", {b['queue_wait_s'] * 1e3:,.1f} ms waiting for a slot on average" if "queue_wait_s" in b else "")
               + ")")
+        if "queue_wait_s" in b and not out.get("max_first_token_s"):
+            # the wait for a slot comes before the first token, which no target bounds: say so, with its figure
+            print(f"  no target on the first token: {(b['prefill_s'] + b['queue_wait_s']) * 1e3:,.1f} ms on average, "
+                  f"{b['queue_wait_s'] * 1e3:,.1f} ms of it waiting for a slot (--max-first-token-ms MS bounds it)")
     else:
         fmt = f"{b['weights']} weights, " if w else ""
         stage = f" x pipeline {b['pipeline']}" if b.get("pipeline", 1) > 1 else ""
         print(f"most tokens/s per GPU{' within the target' if target else ''}: {fmt}tensor {b['tensor']}{stage}"
               f"{group}, batch {b['batch']}: {b['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU at "
               f"{b['decode_s_per_token'] * 1e3:.2f} ms per token"
-              + (f", {b['cost_per_million_tokens']:,.3f} per million tokens" if priced else ""))
+              + (f", {b['cost_per_million_tokens']:,.3f} {cur} per million tokens" if priced else ""))
 
 
 def layout(p: dict) -> str:
@@ -209,7 +226,8 @@ COMPARED = (("prefill_s", "first token ms", 1e3), ("decode_s_per_token", "ms per
 def show_compare(out: dict) -> None:
     base, other = out["base"], out["changed"]
     print(f"changed: {' '.join(out['compare'])}")
-    rows = [(label, base[k] * f, other[k] * f) for k, label, f in COMPARED if k in base and k in other]
+    rows = [(label.replace("cost", f"cost {out.get('currency', 'USD')}"), base[k] * f, other[k] * f)
+            for k, label, f in COMPARED if k in base and k in other]
     parts = [k for k in {**base["breakdown"], **other["breakdown"]}
              if base["breakdown"].get(k) or other["breakdown"].get(k)]
     rows += [(k, base["breakdown"].get(k, 0.0), other["breakdown"].get(k, 0.0)) for k in parts]
@@ -306,7 +324,8 @@ def show(out: dict) -> None:
               f"verification {sp['verify_step_s'] * 1e3:,.3f} ms): {sp['speedup']:.2f}x the plain decode's "
               f"{sp['plain_decode_s_per_token'] * 1e3:,.3f} ms per token")
     if "gpu_hours_per_million_tokens" in out:
-        cost = f", cost {out['cost_per_million_tokens']:,.3f}" if "cost_per_million_tokens" in out else ""
+        cost = (f", cost {out['cost_per_million_tokens']:,.3f} {out['currency']}" if "cost_per_million_tokens" in out
+                else "")
         energy = f", {out['energy_per_token_j']:,.3f} J a token" if "energy_per_token_j" in out else ""
         print(f"per million generated tokens: {out['gpu_hours_per_million_tokens']:,.3f} GPU-hours{cost}{energy}")
     m = out["memory"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..sweep import SCALES, sweep
-from . import add_json, add_scenario, positive_int, scenario_of
+from . import add_json, add_scenario, currency_of, positive_int, scenario_of
 
 
 def _scale(text: str) -> tuple[str, list[float]]:
@@ -22,15 +22,33 @@ def _scale(text: str) -> tuple[str, list[float]]:
 
 
 def run(a) -> dict:
-    r = sweep(scenario_of(a), a.gpus, hardware=dict(a.scale or []), progress=not a.json)
+    raw = scenario_of(a)
+    r = sweep(raw, a.gpus, hardware=dict(a.scale or []), progress=not a.json)
     out = r.to_dict(top=a.top)
+    if out["best"] and "cost" in out["best"][0]:
+        out["currency"] = currency_of(raw, "run")  # the unit of every cost
     if a.csv:  # the rows of "best", in its order, with their 80% bands
         df = r.top(a.top)
         at = df.columns.get_loc("step_time_s") + 1
         for i, k in enumerate(("step_time_p10_s", "step_time_p90_s")):
             df.insert(at + i, k, [x[k] for x in out["best"]])
-        out["csv"] = df.to_csv(index=False)
+        out["csv"] = csv_in_units(df, out.get("currency")).to_csv(index=False)
     return out
+
+
+def csv_in_units(df, currency: str | None = None):
+    """A sweep's rows as the CSV prints them: byte columns in GB (``memory_bytes_per_device`` becomes
+    ``memory_GB_per_device``, 1 GB = 1e9 bytes) and ``cost`` named with its currency (``cost_USD``).
+
+    >>> import pandas as pd
+    >>> csv_in_units(pd.DataFrame({"weights_bytes": [72158920032.0], "cost": [5.0]}), "EUR").round(2).to_dict("list")
+    {'weights_GB': [72.16], 'cost_EUR': [5.0]}
+    """
+    out = df.copy()
+    for k in [c for c in out.columns if "_bytes" in c]:
+        out[k] = out[k] / 1e9
+    return out.rename(columns={**{c: c.replace("_bytes", "_GB") for c in out.columns if "_bytes" in c},
+                               **({"cost": f"cost_{currency}"} if currency else {})})
 
 
 def show(out: dict) -> None:
@@ -41,7 +59,7 @@ def show(out: dict) -> None:
           f"({out['configs_per_s']:,.0f} per second after {out['compile_s']:.2f} s of compilation)")
     for reason, n in sorted(out["rejected"].items(), key=lambda kv: -kv[1]):
         print(f"  rejected {n:>10,}  {reason}")
-    _table(out["best"])
+    _table(out["best"], out.get("currency", "USD"))
     if "runner_up" in out:
         ru, b = out["runner_up"], out["best"][0]
         print(f"\nrunner-up of another layout: {_words(ru)}, {ru['step_time_s']:.4g} s against {_words(b)}, "
@@ -50,7 +68,7 @@ def show(out: dict) -> None:
             print(f"  {x['runner_up_minus_best_s']:>+10.4g} s  {x['part']}")
     if len(out.get("per_gpus", [])) > 1:
         print("\nthe fastest at each GPU count:")
-        _table(out["per_gpus"])
+        _table(out["per_gpus"], out.get("currency", "USD"))
 
 
 def _words(row: dict) -> str:
@@ -61,12 +79,13 @@ def _words(row: dict) -> str:
             f"({t['framework']})")
 
 
-def _table(rows: list) -> None:
+def _table(rows: list, currency: str = "USD") -> None:
     run = "run_days" in rows[0]
     cost = run and "cost" in rows[0]
     print(f"{'step s':>10} {'80% band s':>19} {'GPUs':>6} {'d':>4} {'t':>3} {'p':>4} {'c':>3} {'e':>3} {'b':>3} "
           f"{'schedule':>12} {'v':>2} {'sp':>3} {'recompute':>10} {'ZeRO':>4} {'GB/dev':>7}"
-          + (f" {'days':>8} {'GPU-hours':>11}" if run else "") + (f" {'cost':>12}" if cost else "") + "  hardware")
+          + (f" {'days':>8} {'GPU-hours':>11}" if run else "") + (f" {'cost ' + currency:>12}" if cost else "")
+          + "  hardware")
     for b in rows:
         p, t = b["parallel"], b["training"]
         ctx = f"{p.get('context', 1)}{'u' if p.get('context_algorithm') == 'ulysses' else ''}"

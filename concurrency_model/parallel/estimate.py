@@ -79,7 +79,7 @@ from .host import host_per_kernel, host_seconds
 from .lora import check_lora
 from .features import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, transformer_shape, triple_seconds, workload
 from ..uncertainty import band
-from .run import run_cost
+from .run import CURRENCY, WAIT_PARTS, busy_share, run_cost
 from .data_parallel import GRAD_BYTES
 from .runtime import default_framework
 
@@ -167,6 +167,8 @@ class Estimate:
                              **({"expert_imbalance_factor": self.expert_imbalance_factor}
                                 if self.scenario.parallel.get("expert", 1) > 1 else {})},
                 "training": self.training, **(self.run or {}),
+                **({"currency": self.scenario.run.get("currency", CURRENCY)} if (self.run or {}).get("cost") is not None
+                   else {}),  # the unit of cost (:mod:`.run`)
                 **({"batch_region": self.batch_region.to_dict()} if self.batch_region else {}),
                 **({"notes": list(self.notes)} if self.notes else {})}
 
@@ -235,7 +237,8 @@ def estimate(scenario) -> Estimate:
     run = None
     if sc.run:
         shape = transformer_shape(w.graph(b))
-        run = run_cost(sc.run, step, par["global_batch"], sc.gpus, breakdown["compute_s"] / step,
+        run = run_cost(sc.run, step, par["global_batch"], sc.gpus,
+                       busy_share(step, sum(breakdown[k] for k in WAIT_PARTS)),
                        float(sc.cluster.device.board_power_w), shape["s"] if shape else None)
     lo, hi = step_band(sc, w, stage, state, key)
     return Estimate(step, lo, hi, par["global_batch"] / step, model_flop, model_flop / step / sc.gpus,

@@ -2,17 +2,23 @@
 
 A scenario's ``run`` object gives the work as ``tokens`` (transformers: one step consumes
 ``global_batch x seq_len`` tokens) or ``samples`` (optionally times ``epochs``), and optionally
-``price_per_gpu_hour`` (no default: prices differ too much to bake one in) and ``board_power_w`` (default:
-the device preset's board power, whose source is in the preset file).
+``price_per_gpu_hour`` (no default: prices differ too much to bake one in) in ``currency`` (a three-letter ISO 4217
+code, default ``USD``: the label of the cost, no exchange rate) and ``board_power_w`` (default: the device preset's
+board power, whose source is in the preset file).
 
 * steps = ceil(tokens / (global_batch x seq_len)) or ceil(samples x epochs / global_batch);
 * run seconds = steps x step time (every step of a run has the same shape; gradient accumulation is the
   ``m`` microbatches inside one step's closed form, not a loop);
 * GPU-hours = GPUs x run seconds / 3600; cost = GPU-hours x price;
 * energy = GPUs x board power x utilisation x run seconds, with utilisation the busy share of the step
-  (compute seconds / step seconds, at most 1) [D]: a board at its power limit while it computes and
-  drawing nothing extra while it waits, a first-order model (Patterson et al. 2021, "Carbon emissions and
-  large neural network training", use measured or TDP power times time in the same way).
+  (:func:`busy_share`: the step less its waits, the pipeline bubble, the host's and the stragglers', over the
+  step, at most 1) [D]: a board at its power limit while it runs kernels, its computation's or its
+  communication's (NCCL "implements each collective in a single kernel handling both communication and
+  computation": NCCL user guide, "Overview of NCCL", docs.nvidia.com/deeplearning/nccl/user-guide/docs/overview.html),
+  and drawing nothing extra while it waits, a first-order model
+  (Patterson et al. 2021, "Carbon emissions and large neural network training", use measured or TDP power times
+  time in the same way). Exposed communication therefore costs energy as it costs GPU-hours; a board's idle draw
+  in the waits is left out (no sourced figure at hand).
 
 Failures and checkpoints (optional: ``gpu_mtbf_hours``, the mean time between failures of one GPU and its
 share of the node; ``checkpoint_s``, the seconds training stalls to write a checkpoint; ``restart_s``, the
@@ -36,10 +42,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..checks import did_you_mean, number
+from ..checks import currency, did_you_mean, number
 
-FIELDS = ("tokens", "samples", "epochs", "price_per_gpu_hour", "board_power_w", "gpu_mtbf_hours", "checkpoint_s",
-          "restart_s", "checkpoint_interval_s")
+FIELDS = ("tokens", "samples", "epochs", "price_per_gpu_hour", "currency", "board_power_w", "gpu_mtbf_hours",
+          "checkpoint_s", "restart_s", "checkpoint_interval_s")
+CURRENCY = "USD"  # run.currency's default: the label of cost, the currency price_per_gpu_hour is given in
 ZERO_OK = ("restart_s",)
 # Plausible ranges, (high, why): past every real run, so that a typo is refused naming its field [D]; the yardsticks,
 # as recalled: 1.5e13 tokens (Llama 3, Dubey et al. 2024), a GPU board's 700-1,000 W (H100 / B200 datasheets), GPU
@@ -63,7 +70,12 @@ def check_run(run: dict) -> dict:
                          f"{', '.join(FIELDS)}")
     if ("tokens" in run) == ("samples" in run):
         raise ValueError("run: give exactly one of tokens or samples")
+    run = dict(run)
+    if "currency" in run:
+        run["currency"] = currency("run.currency", run["currency"])
     for k, v in run.items():
+        if k == "currency":
+            continue
         high, why = RANGES[k]
         number(f"run.{k}", v, low_ok=k in ZERO_OK, high=high, high_ok=True, why=why)
     if "epochs" in run and "samples" not in run:
@@ -74,6 +86,23 @@ def check_run(run: dict) -> dict:
     if "gpu_mtbf_hours" in run and "checkpoint_s" not in run:
         raise ValueError("run.gpu_mtbf_hours: give run.checkpoint_s too, the seconds a checkpoint stalls training")
     return dict(run)
+
+
+# the breakdown's parts in which a board waits rather than runs a kernel (:func:`busy_share`)
+WAIT_PARTS = ("bubble_s", "host_wait_s", "straggler_wait_s")
+
+
+def busy_share(step_time_s, waits_s):
+    """The share of a step a board spends in kernels: ``(step - waits) / step``, clipped to [0, 1] (module doc).
+
+    ``waits_s``: the seconds of the step's :data:`WAIT_PARTS` (one number or array, or several summed by the
+    caller). A 20 s step with 0.8 s of bubble and 0.2 s of host wait is busy 95% of the time:
+
+    >>> round(float(busy_share(20.0, 0.8 + 0.2)), 3)
+    0.95
+    """
+    step = np.asarray(step_time_s, dtype=float)
+    return np.clip((step - np.asarray(waits_s, dtype=float)) / step, 0.0, 1.0)
 
 
 def with_failures(run: dict, work_s, gpus) -> dict:

@@ -193,15 +193,18 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     feats["consistency"] = consistency_of(tr, (lay["data"] * lay["context"]).to_numpy(dtype=float))
     compile_s, eval_s = time.perf_counter() - t0, 0.0
     for (schedule, zero), idx in lay.groupby(["schedule", "zero_stage"]).indices.items():
-        fn = compose.step_fn(schedule, int(zero), tr["overlap"], ("step",))
+        # with a run, the step's waits too: the busy share prices its energy (:func:`..parallel.run.busy_share`)
+        outs = ("step", "bubble", "host_wait", "straggler_wait") if busy is not None else ("step",)
+        fn = compose.step_fn(schedule, int(zero), tr["overlap"], outs)
         c1 = time.perf_counter()
         per = max(1, CHUNK // H)
         for lo in range(0, len(idx), per):
             i = idx[lo:lo + per]
             inputs = _inputs(feats, i, int(zero), sc_)
-            step[i] = fn(**inputs)["step"]
-            if busy is not None:
-                busy[i] = inputs["m"] * (inputs["c_f"] + inputs["c_b"] + inputs["c_r"])
+            out = fn(**inputs)
+            step[i] = out["step"]
+            if busy is not None:  # the seconds in kernels: the step less its waits (host wait as breakdown's)
+                busy[i] = out["step"] - out["bubble"] - np.maximum(0.0, out["host_wait"]) - out["straggler_wait"]
             bar.update(len(i) * H)
         eval_s += time.perf_counter() - c1
     bar.close()

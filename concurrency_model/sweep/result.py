@@ -32,7 +32,7 @@ class SweepResult:
     compile_s: float
     eval_s: float
     base: dict = field(repr=False)
-    compute_s: np.ndarray | None = field(default=None, repr=False)  # per configuration, with a run only
+    busy_s: np.ndarray | None = field(default=None, repr=False)  # seconds in kernels a step (run only)
 
     @property
     def feasible(self) -> int:
@@ -54,7 +54,7 @@ class SweepResult:
         hw = self.hardware.iloc[j].reset_index(drop=True)
         df = pd.concat([df, hw], axis=1)
         df.insert(len(df.columns), "step_time_s", self.step_time_s[i, j])
-        if self.compute_s is not None:
+        if self.busy_s is not None:
             for k, v in self._run(i, j).items():
                 df[k] = v
         return df
@@ -64,7 +64,7 @@ class SweepResult:
         step = self.step_time_s[i, j]
         lay = self.layouts.iloc[i]
         out = run_cost(self.base["run"], step, (lay["data"] * lay["microbatch_size"] * lay["microbatches"]).to_numpy(),
-                       lay["gpus"].to_numpy(), self.compute_s[i, j] / step, self.base["board_power_w"],
+                       lay["gpus"].to_numpy(), self.busy_s[i, j] / step, self.base["board_power_w"],
                        self.base["seq_len"])
         return {k: v for k, v in out.items() if v is not None}
 
@@ -88,7 +88,7 @@ class SweepResult:
         n_hw = self.step_time_s.shape[1]
         if cost in self.layouts.columns:
             c = np.repeat(self.layouts[cost].to_numpy(dtype=float), n_hw)
-        elif self.compute_s is not None and cost in ("gpu_hours", "cost", "energy_kwh", "run_days"):
+        elif self.busy_s is not None and cost in ("gpu_hours", "cost", "energy_kwh", "run_days"):
             i, j = np.unravel_index(np.arange(flat.size), self.step_time_s.shape)
             c = self._run(i, j).get(cost)
             if c is None:
