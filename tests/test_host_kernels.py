@@ -91,3 +91,19 @@ def test_microbatch_slopes_leave_out_single_batches():
     out = vt.microbatch_slopes(df)
     assert len(out) == 1 and int(out["layers"].iloc[0]) == 12
     assert float(out["slope_s"].iloc[0]) == pytest.approx(0.25)  # (2 - 1) s over 4 more microbatches
+
+
+def test_fallback_kernels_agree_in_estimate_expression_and_sweep():
+    from concurrency_model.parallel.estimate import estimate
+    from concurrency_model.parallel.sensitivity import step_expression
+    from concurrency_model.sweep import sweep
+    sc = {"model": TINY, "cluster": "dgx-a100",
+          "parallel": {"data": 1, "tensor": 4, "context": 1, "pipeline": 2, "global_batch": 8, "microbatch_size": 1,
+                       "schedule": "1f1b"},
+          "training": {"dtype": "fp16", "recompute": "full", "zero_stage": 0}}
+    e = estimate(sc)
+    T, at = step_expression(sc)
+    assert float(T.subs(at)) == pytest.approx(e.step_time_s, rel=1e-12)
+    f = sweep(sc, [8]).frame
+    f = f[~f["sequence_parallel"].astype(bool)]  # the sweep also tries sequence parallelism, left out above
+    assert len(f) == 1 and f["step_time_s"].iloc[0] == pytest.approx(e.step_time_s, rel=1e-9)
