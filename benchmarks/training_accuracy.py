@@ -132,6 +132,7 @@ def main(argv=None) -> None:
     df = pd.concat([vt.sample(single, every), vt.vtrain_rows("multi"), vt.megatron_rows(), vt.narayanan_rows()],
                    ignore_index=True)
     res = vt.evaluate(df, workers=args.workers)
+    res["tensor_x_microbatch"] = [f"{int(t)} x {int(b)}" for t, b in zip(res["tensor"], res["microbatch"])]
     summ = vt.summary(res)
     summ["vtrain_single"]["sampled"] = (f"every {every}th of the {len(single)} odd rows in file order" if every > 1
                                         else f"the {len(single)} odd rows") \
@@ -160,9 +161,10 @@ def main(argv=None) -> None:
         "narayanan_by_scheme": {k: {"rows": int(len(g)), "median_ape": round(float(g["ape"].median()), 2)}
                                 for k, g in nar.groupby("scheme")},
         "vtrain_single_by": {k: _by(res[res["dataset"] == "vtrain_single"], k)
-                             for k in ("tensor", "pipeline", "data", "microbatch", "hidden")},
-        "vtrain_multi_by": {k: _by(res[res["dataset"] == "vtrain_multi"], k) for k in ("tensor", "pipeline",
-                                                                                     "microbatch", "hidden")},
+                             for k in ("gpus", "tensor", "pipeline", "data", "microbatch", "hidden", "layers",
+                                       "tensor_x_microbatch")},
+        "vtrain_multi_by": {k: _by(res[res["dataset"] == "vtrain_multi"], k) for k in ("gpus", "tensor", "pipeline",
+                                                                                     "data", "microbatch", "hidden")},
         "worst_rows": worst[WORST_COLUMNS].round(3).to_dict("records"),
         "assumptions": vt.ASSUMPTIONS,
         "scaling": scaling,

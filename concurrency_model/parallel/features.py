@@ -30,6 +30,7 @@ from . import pipeline
 from .context import NO_PARTS, ContextMixin, context_exposed  # noqa: F401 (re-exported)
 from .data_parallel import BUCKET_BYTES, GRAD_BYTES, DataParallelMixin  # noqa: F401 (BUCKET_BYTES re-exported)
 from .expert import ExpertMixin
+from .host import softmax_fallback_kernels
 from .layerwise import LayerwiseMixin
 from .lora import LoraMixin, training_flop
 from .spatial import SpatialMixin, spatial_rows
@@ -288,7 +289,13 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         out["ep_r"] = np.array([x[2] for x in recs])
         la = float(self.dev.launch_overhead)
         counts = {name: np.concatenate([[0.0], np.cumsum(out[name].kernel_counts(la))]) for name in ("f", "b", "r")}
-        out["kernels"] = sum(k[out[name + "_off"][1:]] - k[out[name + "_off"][:-1]] for name, k in counts.items())
+        # host-only kernels the graph does not list: Megatron's eager softmax where its fused kernel cannot run
+        extra = np.array([softmax_fallback_kernels(b, n.attrs["heads"] // t, n.attrs["seq"], n.attrs.get("fused"),
+                                                   self.dtype, recompute != "none") if n.kind == "attention" else (0, 0)
+                          for n in self.graph(b, c).layers()], dtype=float).reshape(-1, 2)
+        out["host_extra"] = extra
+        out["kernels"] = sum(k[out[name + "_off"][1:]] - k[out[name + "_off"][:-1]] for name, k in counts.items()) \
+            + extra.sum(axis=1)
         # the exposed context-parallel communication weighs in the partition too
         out["per_layer"] = [sum(layer_seconds(r, recompute).values()) for r in rows]
         return out
@@ -344,7 +351,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         return {**{k: part(k) for k in ("f", "b", "r", "w")},
                 **{k: tuple(float(x) for x in c[k][lo:hi].sum(axis=0))
                    for k in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r")},
-                "e": e, "stages": stages, "slowest": (lo, hi),
+                "e": e, "stages": stages, "slowest": (lo, hi), "host_extra": tuple(float(x) for x in
+                                                                           c["host_extra"][lo:hi].sum(axis=0)),
                 "boundary_numel": rows[stages[0][1] - 1]["numel"] if p > 1 else 0,
                 "cp": context, "bn_channels": tuple(r["bn_c"] for r in rows[lo:hi] if r["bn_c"])}
 

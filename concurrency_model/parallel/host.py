@@ -17,6 +17,17 @@ import numpy as np
 # out on the odd rows and every other set (benchmarks/training_accuracy.py).
 HOST_S_PER_KERNEL = 60e-6
 
+# Megatron's fused scale-mask-softmax (``FusedScaleMaskSoftmax``, NVIDIA Megatron-LM ``megatron/model/fused_softmax.py``
+# as copied by vTrain, VIA-Research/vTrain @ f8dda847 ``src/model/fused_softmax.py``, the Megatron-DeepSpeed model its
+# ground truth ran): the scaled, causally masked softmax of a half-precision attention is one CUDA kernel forward and
+# one backward when ``16 < s_k <= 2048``, ``s_q % 4 == 0`` and ``(b x heads per device) % 4 == 0``; otherwise PyTorch
+# runs it eagerly in fp32 (``softmax_in_fp32``, with the query-key layer scaling's ``scale``): ``float()``, ``* scale``,
+# ``masked_fill_``, ``Softmax``, ``half()``, five kernels a pass and five autograd kernels back. The unfused attention
+# of the graph stands for the fused path (the host constant above was fitted on vTrain's rows, nearly all of which
+# meet the conditions); a layer that misses them issues these many kernels more, forward and backward.
+SOFTMAX_FALLBACK_KERNELS = (5 - 1, 5 - 1)
+SOFTMAX_FUSED_MAX_SEQ = 2048
+
 
 def host_per_kernel(dev, host: float | None = None) -> float:
     """The host's seconds to issue one kernel: ``host``, or (``None``) :data:`HOST_S_PER_KERNEL`
@@ -24,6 +35,33 @@ def host_per_kernel(dev, host: float | None = None) -> float:
     if host is not None:
         return float(host)
     return HOST_S_PER_KERNEL if dev.kind == "gpu" else 0.0
+
+
+def softmax_fused(batch: int, heads: int, seq_q: int, seq_kv: int) -> bool:
+    """Whether Megatron's fused scale-mask-softmax kernel runs a causal attention of ``heads`` heads per device on
+    ``batch`` sequences of ``seq_q`` queries and ``seq_kv`` keys (:data:`SOFTMAX_FALLBACK_KERNELS`): ``16 < seq_kv <=
+    2048``, ``seq_q`` a multiple of 4 and ``batch x heads`` a multiple of 4 (the kernel's batches per block at these
+    lengths: 128 threads a block, one warp of 32 a row).
+
+    >>> softmax_fused(1, 2, 1024, 1024), softmax_fused(2, 2, 1024, 1024), softmax_fused(1, 16, 4096, 4096)
+    (False, True, False)
+    """
+    return 16 < seq_kv <= SOFTMAX_FUSED_MAX_SEQ and seq_q % 4 == 0 and (batch * heads) % 4 == 0
+
+
+def softmax_fallback_kernels(batch: int, heads: int, seq: int, fused, dtype: str, recompute: bool) -> tuple:
+    """Kernels one attention layer issues beyond the graph's count, forward and backward (with ``recompute``: the
+    forward's again) per microbatch: :data:`SOFTMAX_FALLBACK_KERNELS` for an unfused half-precision attention that
+    Megatron's fused softmax cannot run (:func:`softmax_fused`), else none (a fused attention kernel, FlashAttention,
+    has no softmax of its own; in fp32 the eager path is the graph's).
+
+    >>> [softmax_fallback_kernels(b, 2, 1024, False, "fp16", True) for b in (1, 2)]   # 2 heads a device, 1024 keys
+    [(4, 8), (0, 0)]
+    """
+    if fused or dtype not in ("fp16", "bf16") or softmax_fused(batch, heads, seq, seq):
+        return 0, 0
+    f, b = SOFTMAX_FALLBACK_KERNELS
+    return f, b + (f if recompute else 0)
 
 
 def issued(parts, launch_s: float) -> float:
@@ -46,6 +84,8 @@ def issued(parts, launch_s: float) -> float:
 
 def host_seconds(stage: dict, dev, host: float | None = None) -> tuple[float, float]:
     """The host's seconds to issue a stage's forward and its backward (with recompute) pass per
-    microbatch: the kernels it issues (:func:`issued`) times :func:`host_per_kernel`."""
+    microbatch: the kernels it issues (:func:`issued`, and the stage's ``host_extra`` kernels the graph does not list)
+    times :func:`host_per_kernel`."""
     h, la = host_per_kernel(dev, host), float(dev.launch_overhead)
-    return h * issued(stage["f"], la), h * (issued(stage["b"], la) + issued(stage["r"], la))
+    xf, xb = stage.get("host_extra", (0, 0))  # kernels the graph does not list (:func:`softmax_fallback_kernels`)
+    return h * (issued(stage["f"], la) + xf), h * (issued(stage["b"], la) + issued(stage["r"], la) + xb)

@@ -38,11 +38,13 @@ TARGETS = {"vtrain_single": ("mean_ape", 8.0), "vtrain_multi": ("mean_ape", 12.0
 PUBLISHED_SIMULATOR_MAPE = {"vtrain_single": 8.37, "vtrain_multi": 14.73}  # vTrain's own (Bang et al. 2024)
 ASSUMPTIONS = {
     "vtrain": "cluster dgx-a100 (A100-SXM4-80GB; the files give no memory size), vocab 51200, fp16, Adam, "
-              "schedule 1f1b, no sequence parallelism, unfused attention, ZeRO 0, gradient all-reduce after the "
-              "backward pass (Megatron's local DDP); full recompute in both sets: without it 83 of the 109 "
-              "multi-node runs would need 92-1,000+ GB per GPU (the estimate refuses them), so that harness "
-              "recomputed, and the single-node runs come from the same scripts (without recompute they "
-              "fit 13.6% at best, with it 9.4%, 7.9% with host-aware stages: benchmarks/fit_host_overhead.py)",
+              "schedule 1f1b, no sequence parallelism, unfused attention (Megatron's fused scale-mask-softmax where "
+              "its conditions hold, parallel.host.softmax_fused), ZeRO 0, gradient all-reduce after the "
+              "backward pass (Megatron's local DDP); full recompute in both sets. vTrain's own configurations "
+              "of these runs say so: all 1,440 config/validation/single/*.json and the 108 config/validation/multi/"
+              "*.json (VIA-Research/vTrain @ f8dda847) have use_checkpoint true, use_gradient_bucket false, "
+              "pipeline_scheduling 1f1b (and without recompute 83 of the 109 multi-node runs would need "
+              "92-1,000+ GB per GPU)",
     "megatron_2020": "fp16, Adam, full recompute (the published TFLOP/s equal Eq. (3) over the time, which "
                      "counts it), microbatch = global batch / data parallel (no accumulation), vocab 51200, "
                      "pipeline 1; DGX-A100 of 2020-09 = A100-SXM4-40GB; DGX-2 = a cluster dict of 16 "
@@ -105,8 +107,7 @@ def _vtrain(name: str) -> pd.DataFrame:
         "layers": df["# layers"], "seq": df["sequence length"], "vocab": VOCAB,
         "tensor": df["tensor parallelism"], "data": df["data parallelism"], "pipeline": df["pipeline parallelism"],
         "measured_time_s": df["iteration time (ms)"] * 1e-3, "measured_tflops": np.nan,
-        # full recompute in both sets: one harness (vTrain's Megatron-DeepSpeed scripts) measured them, and 83
-        # of the 109 multi-node runs cannot fit in 80 GB without it (module doc)
+        # full recompute in both sets: vTrain's configurations of these runs have use_checkpoint true (ASSUMPTIONS)
         "cluster": "dgx-a100", "recompute": "full", "zero_stage": 0, "label": "",
     })
     return out
@@ -297,6 +298,35 @@ def _reason_kind(reason: str) -> str:
     import re
     m = re.split(r"\d", reason, maxsplit=1)[0].strip(" :(")
     return m or reason
+
+
+def microbatch_slopes(df: pd.DataFrame) -> pd.DataFrame:
+    """Per-microbatch and per-step seconds of each configuration measured at several global batches.
+
+    Rows of a vTrain set that differ only in the global batch (same model, tensor, pipeline and data degrees,
+    microbatch) run ``m = global batch / (microbatch x data)`` microbatches a step. A 1F1B step is
+    ``(m + p - 1)(t_f + t_b)`` plus per-step costs (Narayanan et al. 2021 §2.2.1): linear in ``m`` with slope
+    ``t_f + t_b``, whatever the pipeline degree. A least-squares line of the measured time against ``m`` splits
+    each group into ``slope_s`` (seconds a microbatch) and ``intercept_s`` (the bubble, the gradient reduction and
+    the optimizer step: once a step), so that a model's per-microbatch seconds are compared apart from its
+    per-step ones. Groups with fewer than two distinct ``m`` are left out.
+
+    >>> df = pd.DataFrame({"hidden": 1024, "layers": 12, "tensor": 1, "pipeline": 1, "data": 2, "microbatch": 1,
+    ...                    "global_batch": [4, 8, 16], "measured_time_s": [0.05, 0.09, 0.17]})
+    >>> r = microbatch_slopes(df).iloc[0]
+    >>> round(float(r["slope_s"]), 3), round(float(r["intercept_s"]), 3), int(r["rows"])
+    (0.02, 0.01, 3)
+    """
+    keys = ["hidden", "layers", "tensor", "pipeline", "data", "microbatch"]
+    m = df["global_batch"] / (df["microbatch"] * df["data"])
+    out = []
+    for key, g in df.assign(m=m).groupby(keys, sort=True):
+        if g["m"].nunique() < 2:
+            continue
+        slope, icpt = np.polyfit(g["m"].to_numpy(float), g["measured_time_s"].to_numpy(float), 1)
+        out.append({**dict(zip(keys, key)), "rows": len(g), "slope_s": float(slope), "intercept_s": float(icpt),
+                    "first": g.index[0]})
+    return pd.DataFrame(out)
 
 
 def sample(df: pd.DataFrame, every: int) -> pd.DataFrame:
