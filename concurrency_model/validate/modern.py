@@ -103,9 +103,9 @@ ASSUMPTIONS = {
                            "exceeds DP (Megatron-Core's MoE parallel folding with expert TP 1: the expert group spans "
                            "the tensor ranks) EP / TP, whose devices hold and run the same share of the experts; "
                            "routing balanced (the runs force it: moe_router_force_load_balancing), dropless, or with "
-                           "'(tokendrop)' capacity buffers of factor 1.0 (apply_moe_token_drop); ZeRO 0 (expert "
-                           "parallelism is modelled without the distributed optimizer: the optimizer state is not "
-                           "sharded, so memory is overstated); recompute the least of none / selective / full that "
+                           "'(tokendrop)' capacity buffers of factor 1.0 (apply_moe_token_drop); ZeRO 1 (the "
+                           "distributed optimizer: the experts' state sharded over the expert-data-parallel ranks, "
+                           "the rest over the data-parallel ones); recompute the least of none / selective / full that "
                            "fits (the recipes recompute chosen modules, e.g. DeepSeek's mla_up_proj and mlp, not "
                            "expressible); MXFP8 / FP8-MX -> mxfp8, FP8 / FP8-CS -> fp8, BF16 -> bf16, the 25.09 rows "
                            "(no precision column) mxfp8 on B200 and fp8 on H100 as the 25.11 table gives for the same "
@@ -257,7 +257,7 @@ def _moe_fields(b: dict, model: str, system: str, precision: str, ep: float, tp:
                                           f"data replicas, the experts' GEMMs split over TP") if x)
         e //= tp
     b["expert"] = e
-    b["zero_stage"], b["recompute"] = 0, "auto"
+    b["zero_stage"], b["recompute"] = 1, "auto"  # the distributed optimizer (parallel.expert: ZeRO 1 with experts)
     if precision.startswith("not stated"):
         b["dtype"] = MOE_SYSTEMS.get(system, "fp8")
     elif "MX" in precision.upper():
