@@ -113,14 +113,16 @@ ASSUMPTIONS = {
                            "Mamba-Transformer MoE) not mapped",
     "nemo": "clusters dgx-h100 and dgx-b200; framework megatron with the distributed optimizer (ZeRO 1), sequence "
             "parallelism with TP, overlapped gradient reduction, VP > 1 -> interleaved, FP8 -> fp8 (Transformer "
-            "Engine's recipe, attention in bf16); recompute: the least of none / selective / full that fits in "
-            "memory (the tables do not say; NeMo's long-sequence page mentions full recompute for the runs "
-            "without CP); SFT rows as pre-training of the same sequence, LoRA and Nemotron rows not mapped (rank "
-            "not published; squared-ReLU Nemotron not modelled); GPT-3 5B / 20B / 175B as NeMo's GPTConfig shapes "
-            "with vocabulary 51200; long-sequence rows: microbatch 1 (not published), context parallelism as ring "
-            "(Transformer Engine's p2p default), the layout TP x PP x DP x CP as published (the B200 table's "
-            "'# of GPUs' is 4 x that product in every row; per-GPU throughput is compared, so the layout is "
-            "taken), sequence nK = n x 1024 tokens",
+            "Engine's recipe, attention in bf16 on cuDNN's fused attention: timing.attention 'cudnn'); recompute: "
+            "the least of none / selective / full that fits in memory with the caching allocator's headroom (the "
+            "tables do not say; NeMo's long-sequence page mentions full recompute for the runs without CP); SFT "
+            "rows as pre-training of the same sequence, LoRA and Nemotron rows not mapped (rank not published; "
+            "squared-ReLU Nemotron not modelled); GPT-3 5B / 20B / 175B as NeMo's GPTConfig shapes with vocabulary "
+            "51200; long-sequence rows: microbatch 1 (not published), context parallelism as ring (Transformer "
+            "Engine's p2p default), the layout TP x PP x DP x CP as published (the B200 table's '# of GPUs' is 4 x "
+            "that product in every row; the page's previous version, NVIDIA/NeMo @ 14d427f5, printed the product "
+            "itself: 2, 4, ..., 256; per-GPU throughput is compared, so the layout is taken), sequence nK = n x "
+            "1024 tokens",
 }
 _FOOTNOTE = re.compile(r"\[\^[^\]]*\]")
 
