@@ -126,3 +126,15 @@ def test_cudnn_takes_flash2_figures_where_the_board_has_none_and_flash2_stays_of
     assert t.compute_s == pytest.approx(t.flop / (0.8 * 2250e12), rel=1e-9)
     c = timing.attention_time(1, 32, 8192, 128, B200, "bf16", fused="cudnn", causal=True)
     assert c.time_s > t.time_s   # cuDNN's published 1,197 TFLOP/s at 8k (benchmark count) against 1,800 roofline
+
+
+def test_b300_takes_the_gb300_figures_as_a_fraction_of_the_peak():
+    # cudnn-frontend @ bb37575d ...NVIDIA_GB300.csv, pyt_cudnn at 32k: forward 1795.879 TFLOP/s on the GB300 (2.5
+    # PFLOP/s bf16 dense); a B300 (2.25 PFLOP/s) runs the same fraction: 1795.879 x 2.25 / 2.5 = 1616.3 TFLOP/s
+    b300 = load_device("b300-sxm-270gb")
+    assert b300.attention_board == load_device("gb300-288gb").attention_board == "gb300-288gb"
+    eff = fa.efficiency("gb300-288gb", "cudnn", "forward", True, 128, 32768)
+    assert eff * b300.peak("bf16") == pytest.approx(1795.879e12 * 2.25 / 2.5, rel=1e-9)
+    fwd_flop = 4 * 32768 ** 2 * 128 * 128 / 2
+    t = timing.attention_time(1, 128, 32768, 128, b300, "bf16", fused="cudnn", causal=True)
+    assert t.time_s - b300.launch_overhead == pytest.approx(fwd_flop / 1616.2911e12, rel=1e-6)

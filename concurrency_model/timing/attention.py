@@ -30,7 +30,9 @@ cuDNN's figures: NVIDIA/cudnn-frontend @ cb560b92 (v1.13.0, 2025-07) ``benchmark
 artifacts/sdpa_bf16_benchmark_results_NVIDIA_B200.csv``, the ``pyt_cudnn`` rows (PyTorch's SDPA on its cuDNN
 backend, cuDNN 9.10.2, ``sample_b200_bf16_run.txt``): a B200, bf16, causal, batch 1, 128 query heads over 8
 key/value heads of 128, sequence 512-128k, forward and backward apart, in the same count as FlashAttention's
-(``benchmark_bf16_sdpa.py`` ``flops``: forward ``4 b s^2 h d``, halved causal; backward 2.5 x). Only the causal
+(``benchmark_bf16_sdpa.py`` ``flops``: forward ``4 b s^2 h d``, halved causal; backward 2.5 x); the same file of a
+GB300 at bb37575d (v1.15, cuDNN 9.13.0) stands for Blackwell Ultra (the B300 takes it as a fraction of the GB300's
+2.5 PFLOP/s bf16 peak, as the H200 takes the H100's). Only the causal
 head-128 series is published: it stands for every head size and, as a lower bound, for the non-causal kernel.
 On a board without cuDNN figures (the A100 and H100 here) ``cudnn`` takes ``flash2``'s: cuDNN's attention is at
 least as fast as FlashAttention-2 there (the B200 file itself: FlashAttention-2 2.7.4 at 400-444 TFLOP/s forward
@@ -88,14 +90,23 @@ FIGURES["cudnn"] = {
                                                  1448.032, 1330.234)},
                        "backward": {(True, 128): (38.041, 150.773, 367.518, 694.726, 939.954, 1072.799, 1124.432,
                                                   1058.154, 1023.503)}},
+    # Blackwell Ultra: NVIDIA/cudnn-frontend @ bb37575d (v1.15) ...NVIDIA_GB300.csv, pyt_cudnn, cuDNN 9.13.0 on a GB300
+    "gb300-288gb": {"seq": CUDNN_SEQ,
+                    "forward": {(True, 128): (54.923, 224.233, 593.514, 1144.867, 1495.674, 1702.463, 1795.879,
+                                              1770.478, 1720.854)},
+                    "backward": {(True, 128): (95.339, 277.209, 487.345, 892.572, 1130.076, 1267.827, 1319.161,
+                                               1301.700, 1280.022)}},
 }
 _CUDNN_B200 = ("NVIDIA/cudnn-frontend @ cb560b92 benchmark/sdpa_benchmark_training/artifacts/"
                "sdpa_bf16_benchmark_results_NVIDIA_B200.csv (pyt_cudnn, cuDNN 9.10.2; forward and backward)")
 SOURCES = {("cudnn", "b200-sxm-180gb"): _CUDNN_B200,
+           ("cudnn", "gb300-288gb"): "NVIDIA/cudnn-frontend @ bb37575d benchmark/sdpa_benchmark_training/artifacts/"
+                                     "sdpa_bf16_benchmark_results_NVIDIA_GB300.csv (pyt_cudnn, cuDNN 9.13.0)",
            ("flash1", "a100-sxm4-80gb"): _FA2_A100, ("flash1", "h100-sxm5-80gb"): _FA2_H100,
            ("flash2", "a100-sxm4-80gb"): _FA2_A100, ("flash2", "h100-sxm5-80gb"): _FA2_H100 + "; " + _FA3_H100}
-# fp16 dense peaks of the boards benchmarked (b200-sxm-180gb: its preset's, the HGX B200 datasheet's 2.25 PFLOP/s)
-BOARD_PEAK = {"a100-sxm4-80gb": 312e12, "h100-sxm5-80gb": 989.4e12, "b200-sxm-180gb": 2250e12}
+# fp16 dense peaks of the boards benchmarked (b200-sxm-180gb, gb300-288gb: their presets' datasheet figures)
+BOARD_PEAK = {"a100-sxm4-80gb": 312e12, "h100-sxm5-80gb": 989.4e12, "b200-sxm-180gb": 2250e12,
+              "gb300-288gb": 2500e12}
 FWD, BWD = 1.0, 2.5  # the benchmark's FLOP of each pass, in units of the forward's
 
 
