@@ -295,9 +295,9 @@ def load_scenario(spec) -> Scenario:
         raise ValueError("training.batch_norm: \"sync\" all-reduces every layer's statistics over all replicas in "
                          "every step, which needs synchronous consistency and no gossip, got consistency "
                          f"{tr['consistency']!r} and sync {tr['sync']!r}")
-    if par["expert"] > 1 and (tr["zero_stage"] or tr["sync"] != "allreduce" or tr["compression"] != "none"):
-        raise ValueError("parallel.expert: expert parallelism is modelled with ZeRO 0 and an uncompressed all-reduce "
-                         "of the gradients")
+    if par["expert"] > 1 and (tr["zero_stage"] > 1 or tr["sync"] != "allreduce" or tr["compression"] != "none"):
+        raise ValueError("parallel.expert: expert parallelism is modelled with ZeRO 0 or 1 (Megatron-Core's "
+                         "distributed optimizer) and an uncompressed all-reduce of the gradients")
     par["expert_imbalance"] = check_imbalance("parallel.expert_imbalance", par["expert_imbalance"])
     _check_tensor_layers(par, tr)
     if tr["compression"] == "sfb":

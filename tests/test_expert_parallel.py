@@ -45,6 +45,23 @@ def test_two_experts_groups_inside_a_node():
     assert two.step_time_s > one.step_time_s - one.breakdown["data_parallel_comm_s"]
 
 
+def test_distributed_optimizer_shards_expert_state_over_the_expert_data_ranks():
+    # ZeRO 1 (Megatron-Core's distributed optimizer): the dense parameters' 12 bytes of Adam state are split over
+    # d = 2 ranks, the experts' over d / e = 1 rank (each expert lives on one replica). Per device, from ZeRO 0 at
+    # e = 2: 12 (dense + experts / 2) - [12 dense / 2 + 12 (experts / 2) / 1] = 6 dense bytes saved
+    z1 = copy.deepcopy(BASE)
+    z1["parallel"]["expert"] = 2
+    z1["training"]["zero_stage"] = 1
+    one, zero0, zero1 = run(), run(expert=2), estimate(z1)
+    dense = one.memory["model_state_bytes"] / 16 - EXPERT_PARAMS  # bf16 Adam: 16 bytes a parameter
+    assert zero0.memory["model_state_bytes"] - zero1.memory["model_state_bytes"] == pytest.approx(6 * dense, rel=1e-9)
+    # so the optimizer state is the whole model's 12 bytes over d, whatever e: as ZeRO 1 without experts
+    z1e1 = copy.deepcopy(z1)
+    z1e1["parallel"]["expert"] = 1
+    assert zero1.memory["optimizer_bytes"] == pytest.approx(estimate(z1e1).memory["optimizer_bytes"], rel=1e-9)
+    assert zero1.memory["optimizer_bytes"] == pytest.approx(12 * (dense + EXPERT_PARAMS) / 2, rel=1e-9)
+
+
 def test_expert_groups_across_nodes_pay_the_network():
     sc = {"data": 16, "tensor": 4, "global_batch": 64}
     inside, across = run(**sc, expert=2), run(**sc, expert=4)  # 2 replicas of 4 GPUs per 8-GPU node
@@ -62,7 +79,7 @@ def test_the_step_expression_agrees():
 @pytest.mark.parametrize("parallel, training, message", [
     ({"expert": 3}, {}, r"^parallel.expert: 3 does not divide the 8 experts"),
     ({"expert": 4}, {}, r"^parallel.expert: 4 does not divide parallel.data = 2"),
-    ({"expert": 2}, {"zero_stage": 1}, r"^parallel.expert: expert parallelism is modelled with ZeRO 0"),
+    ({"expert": 2}, {"zero_stage": 2}, r"^parallel.expert: expert parallelism is modelled with ZeRO 0 or 1"),
     ({"expert": 0}, {}, r"^parallel.expert: must be a positive integer"),
 ])
 def test_bad_input_names_the_field(parallel, training, message):

@@ -10,6 +10,7 @@ from concurrency_model.hardware import load_device
 from concurrency_model.timing import attention as fa
 
 A100 = load_device("a100-sxm4-80gb")
+B200 = load_device("b200-sxm-180gb")
 H100 = load_device("h100-sxm5-80gb")
 V100 = load_device("v100-sxm2-32gb")
 
@@ -96,3 +97,44 @@ def test_h100_gemm_against_the_published_maximum():
     t = timing.gemm_time(m, n, k, H100, "bf16")
     rate = 2 * m * n * k / t.time_s
     assert 0.95 * 792.1e12 < rate < 792.1e12
+
+
+def test_b200_cudnn_forward_and_backward_against_the_published_rows():
+    # cudnn-frontend @ cb560b92 sdpa_bf16_benchmark_results_NVIDIA_B200.csv, pyt_cudnn, 1 x 32768 tokens, 128 query
+    # heads of 128, causal: forward 24.611 ms = 1429.616 TFLOP/s, backward 78.227 ms = 1124.432 in the count
+    # 4 b s^2 h d / 2 (forward), 2.5 x (backward)
+    fwd_flop = 4 * 32768 ** 2 * 128 * 128 / 2                      # 3.518e13
+    f, g = _fwd_bwd(B200, 1, 128, 32768, 128, causal=True, fused="cudnn")
+    launch = B200.launch_overhead
+    assert f.time_s - launch == pytest.approx(fwd_flop / 1429.616e12, rel=1e-9)     # 24.61 ms, as printed
+    assert g.time_s - launch == pytest.approx(2.5 * fwd_flop / 1124.432e12, rel=1e-9)  # 78.22 ms
+    assert f.time_s - launch == pytest.approx(24.611e-3, rel=1e-3)
+    # between 16k (1349.763) and 32k (1429.616) the rate is linear in log2(sequence): halfway at 2^14.5
+    mid = fa.efficiency("b200-sxm-180gb", "cudnn", "forward", True, 128, 2 ** 14.5) * 2250e12
+    assert mid == pytest.approx((1349.763e12 + 1429.616e12) / 2, rel=1e-9)
+    # one published series (causal, head 128) stands for head 64 and for the non-causal kernel
+    assert fa.efficiency("b200-sxm-180gb", "cudnn", "backward", False, 64, 32768) == \
+        fa.efficiency("b200-sxm-180gb", "cudnn", "backward", True, 128, 32768)
+
+
+def test_cudnn_takes_flash2_figures_where_the_board_has_none_and_flash2_stays_off_b200():
+    # H100: no cuDNN figure, FlashAttention-2's (its lower bound) apply; B200: no FlashAttention-2 figure is modelled,
+    # so flash2 keeps the GEMM-efficiency roofline there (0.8 of the 2.25 PFLOP/s bf16 peak)
+    assert timing.attention_time(2, 16, 8192, 128, H100, "bf16", fused="cudnn", causal=True).time_s == \
+        timing.attention_time(2, 16, 8192, 128, H100, "bf16", fused="flash2", causal=True).time_s
+    t = timing.attention_time(1, 32, 8192, 128, B200, "bf16", fused="flash2", causal=True)
+    assert t.compute_s == pytest.approx(t.flop / (0.8 * 2250e12), rel=1e-9)
+    c = timing.attention_time(1, 32, 8192, 128, B200, "bf16", fused="cudnn", causal=True)
+    assert c.time_s > t.time_s   # cuDNN's published 1,197 TFLOP/s at 8k (benchmark count) against 1,800 roofline
+
+
+def test_b300_takes_the_gb300_figures_as_a_fraction_of_the_peak():
+    # cudnn-frontend @ bb37575d ...NVIDIA_GB300.csv, pyt_cudnn at 32k: forward 1795.879 TFLOP/s on the GB300 (2.5
+    # PFLOP/s bf16 dense); a B300 (2.25 PFLOP/s) runs the same fraction: 1795.879 x 2.25 / 2.5 = 1616.3 TFLOP/s
+    b300 = load_device("b300-sxm-270gb")
+    assert b300.attention_board == load_device("gb300-288gb").attention_board == "gb300-288gb"
+    eff = fa.efficiency("gb300-288gb", "cudnn", "forward", True, 128, 32768)
+    assert eff * b300.peak("bf16") == pytest.approx(1795.879e12 * 2.25 / 2.5, rel=1e-9)
+    fwd_flop = 4 * 32768 ** 2 * 128 * 128 / 2
+    t = timing.attention_time(1, 128, 32768, 128, b300, "bf16", fused="cudnn", causal=True)
+    assert t.time_s - b300.launch_overhead == pytest.approx(fwd_flop / 1616.2911e12, rel=1e-6)

@@ -149,8 +149,8 @@ def test_megatron_bridge_moe_rows_map_experts_folding_and_tokendrop():
     sc = modern.scenario_for(moe.loc[14])  # 26.04.01 DeepSeek-V3 on 256 B200: PP 8, VP 2, EP 32, MXFP8, GBS 4096
     p, t = sc["parallel"], sc["training"]
     assert (p["data"], p["pipeline"], p["expert"], p["interleave"]) == (32, 8, 32, 2)
-    assert sc["model"] == {"hf_config": "deepseek-v3", "seq_len": 4096, "fused_attention": True}
-    assert (t["dtype"], t["zero_stage"], t["recompute"], sc["cluster"]) == ("mxfp8", 0, "auto", "dgx-b200")
+    assert sc["model"] == {"hf_config": "deepseek-v3", "seq_len": 4096, "fused_attention": "cudnn"}
+    assert (t["dtype"], t["zero_stage"], t["recompute"], sc["cluster"]) == ("mxfp8", 1, "auto", "dgx-b200")
     fold = modern.scenario_for(moe.loc[23])  # Qwen3 235B on 256 H100: TP 2, PP 8, EP 32 > DP 16: EP / TP = 16
     assert (fold["parallel"]["data"], fold["parallel"]["tensor"], fold["parallel"]["expert"]) == (16, 2, 16)
     assert "EP 32 over TP 2 x DP 16" in moe.loc[23, "note"]

@@ -31,7 +31,7 @@ def test_b200_long_sequence_128k_row(nemo):
     assert r["measured_tps"] == pytest.approx(1588e12 / per_token)
     sc = modern.scenario_for(r)
     assert sc["cluster"] == "dgx-b200" and sc["model"] == {"hf_config": "llama-3-8b", "seq_len": 131072,
-                                                           "fused_attention": True}
+                                                           "fused_attention": "cudnn"}  # Megatron-Core: TE -> cuDNN
     par = sc["parallel"]
     assert (par["tensor"], par["pipeline"], par["context"], par["data"]) == (2, 1, 4, 4)
     assert (par["global_batch"], par["microbatch_size"], par["sequence_parallel"]) == (32, 1, True)
@@ -44,7 +44,7 @@ def test_gpt3_175b_row_and_the_rows_left_out(nemo):
     r = nemo[nemo["label"] == "24.07 Pretraining: GPT3-175B seq 2048 on 128 DGX-H100"].iloc[0]
     sc = modern.scenario_for(r)
     assert sc["model"] == {"kind": "gpt", "layers": 96, "hidden": 12288, "heads": 96, "seq_len": 2048,
-                           "vocab": 51200, "fused_attention": True}
+                           "vocab": 51200, "fused_attention": "cudnn"}
     par = sc["parallel"]
     assert (par["tensor"], par["pipeline"], par["interleave"], par["schedule"], par["data"]) == \
         (4, 8, 6, "interleaved", 4)
@@ -62,3 +62,25 @@ def test_megatron_bridge_dense_and_moe_b200_rows_are_mappable_nemotron_not():
     assert (b200.loc[nemotron, "unmappable"] != "").all()
     assert (b200.loc[~nemotron, "unmappable"] == "").all() and b200.loc[~nemotron & ~b200.index.isin(dense.index),
                                                                         "moe"].all()
+
+
+def test_fp8_tensor_degrees_follow_transformer_engine_widths():
+    # TE runs a GEMM in FP8 only with its operands' last dimension a multiple of 16 (check_dim_for_fp8_exec): Llama 2
+    # 7B's MLP of 11,008 splits into 16 widths of 688 = 43 x 16, not into 32 of 344 = 21.5 x 16; Llama 3 8B's 14,336
+    # into 32 of 448 = 28 x 16; a width of 100 (not a multiple of 16) never
+    llama2 = {"hidden_size": 4096, "num_attention_heads": 32, "intermediate_size": 11008}
+    assert [t for t in (1, 2, 4, 8, 16, 32) if modern.fp8_tensor_ok(llama2, t)] == [1, 2, 4, 8, 16]
+    llama3 = {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336}
+    assert modern.fp8_tensor_ok(llama3, 32)
+    assert not modern.fp8_tensor_ok({"hidden_size": 4096, "num_attention_heads": 32, "intermediate_size": 100}, 1)
+
+
+def test_layouts_without_cp_reach_tp16_and_deep_pipelines(nemo):
+    # Llama 2 7B at 1M tokens on 1,024 H100, batch 4: without CP every layout has TP x PP >= 1024 / 4 = 256; TP stops
+    # at 16 (FP8 widths) and PP at the 32 layers: TP 8 x PP 32, TP 16 x PP 16 or 32 (TP 32 x PP 8 is left out)
+    r = nemo[nemo["label"] == "long-seq LLAMA2-7B (FP8) - H100: LLAMA2-7B seq 1024K on 1024 DGX-H100"].iloc[0]
+    got = sorted((v["tensor"], v["pipeline"], v["data"]) for v in modern._without_cp(r.to_dict()))
+    assert got == [(8, 32, 4), (16, 16, 4), (16, 32, 2)]
+    # Llama 3 8B on B200 (8 query groups): TP at most 8, whatever FP8 allows
+    r = nemo[nemo["label"] == "long-seq LLAMA3-8B (FP8) - B200: LLAMA3-8B seq 512K on 512 DGX-B200"].iloc[0]
+    assert max(v["tensor"] for v in modern._without_cp(r.to_dict())) == 8

@@ -106,7 +106,8 @@ class DataParallelMixin:
         Koloskova et al. 2019) model to its neighbours (D-PSGD: Lian et al. 2017;
         :func:`.distribution.gossip_on_cluster`). The last bucket is the same fraction of each.
         With expert parallelism ``e`` > 1 the expert gradients are all-reduced over ``d / e`` replicas
-        (:meth:`~.expert.ExpertMixin.expert_gradient_sync`; ZeRO 0, all-reduce only)."""
+        (:meth:`~.expert.ExpertMixin.expert_gradient_sync`; with ZeRO 1 reduce-scattered and all-gathered:
+        :meth:`~.expert.ExpertMixin.expert_sharded_sync`)."""
         if d == 1 and not (self.fc_only and t > 1):
             return {**dict.fromkeys(("ar", "rs", "ag", "agb", "x_dp", "last_ar", "last_rs"), ZERO_TRIPLE),
                     "kappa": 0.0}
@@ -130,6 +131,8 @@ class DataParallelMixin:
             ar = self._calls("allreduce", runtime, "reduce", wire, t, p, d, rpn, sharing)
             rs = self._calls("reduce_scatter", runtime, "reduce", wire, t, p, d, rpn, sharing)
             ag = self._calls("allgather", runtime, "gather", self.vb, t, p, d, rpn, sharing)
+        elif e > 1:  # the distributed optimizer's two groups (:meth:`~.expert.ExpertMixin.expert_sharded_sync`)
+            rs, ag = self.expert_sharded_sync(t, p, d, e, rpn, sharing)
         else:
             rs = self._coll("reduce_scatter", grad, d, rpn, sharing)
             ag = self._coll("allgather", params_dev * self.vb, d, rpn, sharing)

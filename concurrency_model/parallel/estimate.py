@@ -359,12 +359,17 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
         rec, par["sequence_parallel"], None if shape is None else tuple(shape[k] for k in MEMORY_SHAPE), p == 1,
         allocator.is_hopper(sc.cluster.device.name), w.replicated_params)(b, t, p, m, v, par["data"], act, c).items()}
     extra = {k: runtime[k] for k in allocator.PARTS} if fw != "ideal" else None  # ideal: today's figures exactly
+    # ZeRO 1 with expert parallelism: the experts' optimizer state is sharded over d / e ranks, not d (:mod:`.expert`)
+    x_opt = w.expert_optimizer_extra(e, tr["zero_stage"], tr["optimizer"], compose.state_dtype(tr["dtype"]), t, p,
+                                     par["data"] * c)
+    state, trained = state + x_opt, trained + x_opt
     mem = memory.memory_per_device(state, act, sc.cluster.device, extra=extra, headroom=runtime["headroom"])
     outside = sum(runtime[k] for k in allocator.OUTSIDE)
     mem["reserved_bytes"] = allocator.reserved_bytes(mem["total_bytes"] - outside, runtime["fragmentation"], outside,
                                                      mem["capacity_bytes"])
     parts = compose.state_parts(w.state_params(e), tr["optimizer"], tr["dtype"], tr["zero_stage"], p == 1,
                                 w.replicated_params, frozen, t, p, par["data"] * c)
+    parts["optimizer"] += x_opt
     mem.update({f"{k}_bytes": float(v) for k, v in parts.items()})  # the model state's split, for the breakdown
     return trained, mem
 

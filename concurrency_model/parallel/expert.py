@@ -18,14 +18,26 @@ capacity are in :func:`.model_parallel.expert_parallel`):
 * the experts' weights, gradients and optimizer state are divided by ``e`` (:meth:`ExpertMixin.state_params`);
 * the non-expert gradients are all-reduced over the ``d`` replicas, the expert gradients over the ``d / e``
   replicas that hold the same experts (every ``e``-th one).
+
+With ZeRO 1 (Megatron-Core's distributed optimizer, ``use_distributed_optimizer``) the optimizer state is sharded
+over the group that holds the same weights: the non-expert parameters' over the ``d`` data-parallel ranks, the
+experts' over the ``d / e`` expert-data-parallel ranks (NVIDIA/Megatron-LM @ core_v0.12.0
+``megatron/core/distributed/distributed_data_parallel.py``: the expert parameters' buffers are built over
+``expert_data_parallel_group``, the others over the data-parallel group; the distributed optimizer shards each
+buffer over its own group). A device so keeps ``K (P_dense + P_experts / e) / d_dense-shards`` less than ZeRO 0:
+``K P_dense / d + K (P_experts / e) / (d / e) = K (P_dense + P_experts) / d`` per model-parallel shard [D]
+(:meth:`ExpertMixin.expert_optimizer_extra` adds the experts' part that the plain ZeRO-1 count, ``K (P_dense +
+P_experts / e) / d``, leaves out). The gradients are reduce-scattered and the updated weights all-gathered over
+the same two groups (:meth:`ExpertMixin.expert_sharded_sync`).
 """
 from __future__ import annotations
 
 from functools import cached_property
 
 from ..routing import dispatch_imbalance
-from .triples import ZERO_TRIPLE, _add
 from .data_parallel import group_placement
+from .memory import model_state_bytes
+from .triples import ZERO_TRIPLE, _add
 
 
 class ExpertMixin:
@@ -88,3 +100,29 @@ class ExpertMixin:
         rpn_x = rpn // e if rpn % e == 0 else 1  # every e-th replica: rpn / e of them per node
         experts = self._coll("allreduce", self.expert_trainable_params / e * per_param, d // e, rpn_x, sharing)
         return _add(dense, experts)
+
+    def expert_sharded_sync(self, t: int, p: int, d: int, e: int, rpn: int, sharing: int) -> tuple:
+        """``(reduce_scatter, allgather)`` triples of the distributed optimizer (ZeRO 1) with expert parallelism:
+        the non-expert gradients reduce-scattered and their weights all-gathered over the ``d`` replicas, this
+        device's ``1/e`` of the experts' over the ``d / e`` replicas that hold them (module doc)."""
+        dense_params = (self.trainable_params - self.expert_trainable_params) / (t * p)
+        expert_params = self.expert_trainable_params / e / (t * p)
+        rpn_x = rpn // e if rpn % e == 0 else 1  # every e-th replica: rpn / e of them per node
+        rs = _add(self._coll("reduce_scatter", dense_params * self.grad_bytes, d, rpn, sharing),
+                  self._coll("reduce_scatter", expert_params * self.grad_bytes, d // e, rpn_x, sharing))
+        ag = _add(self._coll("allgather", dense_params * self.vb, d, rpn, sharing),
+                  self._coll("allgather", expert_params * self.vb, d // e, rpn_x, sharing))
+        return rs, ag
+
+    def expert_optimizer_extra(self, e: int, zero_stage: int, optimizer: str, dtype: str, t: int, p: int,
+                               d: int) -> float:
+        """Optimizer-state bytes of the experts that ZeRO 1's count over :meth:`state_params` leaves out: their
+        state is sharded over ``d / e`` expert-data-parallel ranks, not ``d`` (module doc), so a device holds
+        ``K P_experts (1 - 1/e) / (t p d)`` more; 0 without expert parallelism or ZeRO.
+
+        ``d``: the ranks the dense state is sharded over (data x context); ``dtype``: the state's dtype."""
+        if e == 1 or zero_stage < 1:
+            return 0.0
+        extra = self.expert_trainable_params * (1 - 1 / e)
+        return float(model_state_bytes(extra, optimizer, dtype, tensor=t, pipeline=p, data=d, zero_stage=1)
+                     ["optimizer"])

@@ -22,8 +22,21 @@ nearest printed value (the 8k and 16k rates differ by 0-5%). The rate is kept as
 fp16 dense peak, so a what-if peak moves it. Kernels: ``flash1`` (FlashAttention v1; also the speed of
 its Triton port, whose docstring says its forward + backward is slightly slower than the CUDA one:
 HazyResearch flash-attention @ eff9fe6b ``flash_attn/flash_attn_triton.py``), ``flash2`` (FlashAttention-2,
-also PyTorch's scaled_dot_product_attention flash backend). FlashAttention-3 and cuDNN's fused attention
-have only forward figures in these sources: not modelled (``flash2`` is their lower bound on Hopper).
+also PyTorch's scaled_dot_product_attention flash backend), ``cudnn`` (cuDNN's fused attention, the kernel
+Transformer Engine's ``DotProductAttention`` runs as its ``FusedAttention`` backend, so Megatron-Core, NeMo and
+Megatron-Bridge). FlashAttention-3 has only forward figures in these sources: not modelled.
+
+cuDNN's figures: NVIDIA/cudnn-frontend @ cb560b92 (v1.13.0, 2025-07) ``benchmark/sdpa_benchmark_training/
+artifacts/sdpa_bf16_benchmark_results_NVIDIA_B200.csv``, the ``pyt_cudnn`` rows (PyTorch's SDPA on its cuDNN
+backend, cuDNN 9.10.2, ``sample_b200_bf16_run.txt``): a B200, bf16, causal, batch 1, 128 query heads over 8
+key/value heads of 128, sequence 512-128k, forward and backward apart, in the same count as FlashAttention's
+(``benchmark_bf16_sdpa.py`` ``flops``: forward ``4 b s^2 h d``, halved causal; backward 2.5 x); the same file of a
+GB300 at bb37575d (v1.15, cuDNN 9.13.0) stands for Blackwell Ultra (the B300 takes it as a fraction of the GB300's
+2.5 PFLOP/s bf16 peak, as the H200 takes the H100's). Only the causal
+head-128 series is published: it stands for every head size and, as a lower bound, for the non-causal kernel.
+On a board without cuDNN figures (the A100 and H100 here) ``cudnn`` takes ``flash2``'s: cuDNN's attention is at
+least as fast as FlashAttention-2 there (the B200 file itself: FlashAttention-2 2.7.4 at 400-444 TFLOP/s forward
+from 8k, cuDNN 1,197-1,448), so FlashAttention-2's figure is its lower bound on Hopper.
 """
 from __future__ import annotations
 
@@ -33,7 +46,7 @@ import numpy as np
 
 from ..checks import did_you_mean
 
-KERNELS = ("flash1", "flash2")
+KERNELS = ("flash1", "flash2", "cudnn")
 DEFAULT_KERNEL = "flash2"  # ``fused_attention: true``: the flash-attn package and PyTorch SDPA's flash backend
 SEQ = (512, 1024, 2048, 4096, 8192, 16384)
 HEAD_DIMS = (64, 128)
@@ -69,9 +82,31 @@ FIGURES = {
                                        (True, 128): (191, 260, 298, 319, 333, 335)}},
     },
 }
-SOURCES = {("flash1", "a100-sxm4-80gb"): _FA2_A100, ("flash1", "h100-sxm5-80gb"): _FA2_H100,
+# cuDNN 9.10.2 on a B200 (module doc): forward and backward TFLOP/s at CUDNN_SEQ, causal, head 128
+CUDNN_SEQ = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+FIGURES["cudnn"] = {
+    "b200-sxm-180gb": {"seq": CUDNN_SEQ,
+                       "forward": {(True, 128): (54.727, 189.172, 485.444, 874.116, 1197.391, 1349.763, 1429.616,
+                                                 1448.032, 1330.234)},
+                       "backward": {(True, 128): (38.041, 150.773, 367.518, 694.726, 939.954, 1072.799, 1124.432,
+                                                  1058.154, 1023.503)}},
+    # Blackwell Ultra: NVIDIA/cudnn-frontend @ bb37575d (v1.15) ...NVIDIA_GB300.csv, pyt_cudnn, cuDNN 9.13.0 on a GB300
+    "gb300-288gb": {"seq": CUDNN_SEQ,
+                    "forward": {(True, 128): (54.923, 224.233, 593.514, 1144.867, 1495.674, 1702.463, 1795.879,
+                                              1770.478, 1720.854)},
+                    "backward": {(True, 128): (95.339, 277.209, 487.345, 892.572, 1130.076, 1267.827, 1319.161,
+                                               1301.700, 1280.022)}},
+}
+_CUDNN_B200 = ("NVIDIA/cudnn-frontend @ cb560b92 benchmark/sdpa_benchmark_training/artifacts/"
+               "sdpa_bf16_benchmark_results_NVIDIA_B200.csv (pyt_cudnn, cuDNN 9.10.2; forward and backward)")
+SOURCES = {("cudnn", "b200-sxm-180gb"): _CUDNN_B200,
+           ("cudnn", "gb300-288gb"): "NVIDIA/cudnn-frontend @ bb37575d benchmark/sdpa_benchmark_training/artifacts/"
+                                     "sdpa_bf16_benchmark_results_NVIDIA_GB300.csv (pyt_cudnn, cuDNN 9.13.0)",
+           ("flash1", "a100-sxm4-80gb"): _FA2_A100, ("flash1", "h100-sxm5-80gb"): _FA2_H100,
            ("flash2", "a100-sxm4-80gb"): _FA2_A100, ("flash2", "h100-sxm5-80gb"): _FA2_H100 + "; " + _FA3_H100}
-BOARD_PEAK = {"a100-sxm4-80gb": 312e12, "h100-sxm5-80gb": 989.4e12}  # fp16 dense peaks of the boards benchmarked
+# fp16 dense peaks of the boards benchmarked (b200-sxm-180gb, gb300-288gb: their presets' datasheet figures)
+BOARD_PEAK = {"a100-sxm4-80gb": 312e12, "h100-sxm5-80gb": 989.4e12, "b200-sxm-180gb": 2250e12,
+              "gb300-288gb": 2500e12}
 FWD, BWD = 1.0, 2.5  # the benchmark's FLOP of each pass, in units of the forward's
 
 
@@ -92,18 +127,40 @@ def kernel_name(fused) -> str | None:
     return fused
 
 
-def _series(values, seq: float) -> float:
+def _series(values, seq: float, lengths=SEQ) -> float:
     """A printed series at ``seq``: linear in log2(seq) between the printed (non-None) points, held outside."""
-    xs = [math.log2(s) for s, v in zip(SEQ, values) if v is not None]
+    xs = [math.log2(s) for s, v in zip(lengths, values) if v is not None]
     ys = [v for v in values if v is not None]
     return float(np.interp(math.log2(seq), xs, ys))
 
 
-def _published(table: dict, causal: bool, head_dim: int, seq: float) -> float:
-    lo, hi = HEAD_DIMS
-    a, b = _series(table[(causal, lo)], seq), _series(table[(causal, hi)], seq)
-    w = min(1.0, max(0.0, (head_dim - lo) / (hi - lo)))
+def _published(table: dict, causal: bool, head_dim: int, seq: float, lengths=SEQ) -> float:
+    """The rate (FLOP/s) of one pass's ``table`` at ``seq``; a mask or head size the table lacks takes the one it
+    has (cuDNN's causal head-128 series, module doc)."""
+    if not any(c == causal for c, _ in table):
+        causal = not causal
+    dims = sorted(d for c, d in table if c == causal)
+    lo, hi = dims[0], dims[-1]
+    a, b = _series(table[(causal, lo)], seq, lengths), _series(table[(causal, hi)], seq, lengths)
+    w = min(1.0, max(0.0, (head_dim - lo) / (hi - lo))) if hi > lo else 0.0
     return (a + w * (b - a)) * 1e12
+
+
+def figures(board: str, kernel: str) -> dict | None:
+    """The published tables of ``kernel`` on ``board`` (``cudnn`` on a board without its own: ``flash2``'s, its
+    lower bound), ``None`` where there are none.
+
+    >>> sorted(figures("b200-sxm-180gb", "cudnn"))
+    ['backward', 'forward', 'seq']
+    >>> figures("h100-sxm5-80gb", "cudnn") is FIGURES["flash2"]["h100-sxm5-80gb"]
+    True
+    >>> figures("b200-sxm-180gb", "flash2") is None
+    True
+    """
+    tables = FIGURES.get(kernel, {}).get(board)
+    if tables is None and kernel == "cudnn":
+        tables = FIGURES["flash2"].get(board)
+    return tables
 
 
 def efficiency(board: str, kernel: str, pass_: str, causal: bool, head_dim: int, seq: float) -> float | None:
@@ -114,10 +171,16 @@ def efficiency(board: str, kernel: str, pass_: str, causal: bool, head_dim: int,
     333.0
     >>> round(efficiency("a100-sxm4-80gb", "flash2", "backward", True, 128, 16384) * 312, 1)  # fwd + bwd 189
     189.0
+    >>> round(efficiency("b200-sxm-180gb", "cudnn", "backward", True, 128, 32768) * 2250, 1)   # printed 1124.432
+    1124.4
     """
-    tables = FIGURES.get(kernel, {}).get(board)
+    tables = figures(board, kernel)
     if tables is None:
         return None
+    lengths = tables.get("seq", SEQ)
+    if "backward" in tables:  # both passes published apart
+        rate = _published(tables[pass_], causal, head_dim, seq, lengths)
+        return rate / BOARD_PEAK[board]
     fb = _published(tables["fwd_bwd"], causal, head_dim, seq)
     if "forward" not in tables:
         rate = fb

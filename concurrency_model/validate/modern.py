@@ -103,9 +103,9 @@ ASSUMPTIONS = {
                            "exceeds DP (Megatron-Core's MoE parallel folding with expert TP 1: the expert group spans "
                            "the tensor ranks) EP / TP, whose devices hold and run the same share of the experts; "
                            "routing balanced (the runs force it: moe_router_force_load_balancing), dropless, or with "
-                           "'(tokendrop)' capacity buffers of factor 1.0 (apply_moe_token_drop); ZeRO 0 (expert "
-                           "parallelism is modelled without the distributed optimizer: the optimizer state is not "
-                           "sharded, so memory is overstated); recompute the least of none / selective / full that "
+                           "'(tokendrop)' capacity buffers of factor 1.0 (apply_moe_token_drop); ZeRO 1 (the "
+                           "distributed optimizer: the experts' state sharded over the expert-data-parallel ranks, "
+                           "the rest over the data-parallel ones); recompute the least of none / selective / full that "
                            "fits (the recipes recompute chosen modules, e.g. DeepSeek's mla_up_proj and mlp, not "
                            "expressible); MXFP8 / FP8-MX -> mxfp8, FP8 / FP8-CS -> fp8, BF16 -> bf16, the 25.09 rows "
                            "(no precision column) mxfp8 on B200 and fp8 on H100 as the 25.11 table gives for the same "
@@ -113,14 +113,16 @@ ASSUMPTIONS = {
                            "Mamba-Transformer MoE) not mapped",
     "nemo": "clusters dgx-h100 and dgx-b200; framework megatron with the distributed optimizer (ZeRO 1), sequence "
             "parallelism with TP, overlapped gradient reduction, VP > 1 -> interleaved, FP8 -> fp8 (Transformer "
-            "Engine's recipe, attention in bf16); recompute: the least of none / selective / full that fits in "
-            "memory (the tables do not say; NeMo's long-sequence page mentions full recompute for the runs "
-            "without CP); SFT rows as pre-training of the same sequence, LoRA and Nemotron rows not mapped (rank "
-            "not published; squared-ReLU Nemotron not modelled); GPT-3 5B / 20B / 175B as NeMo's GPTConfig shapes "
-            "with vocabulary 51200; long-sequence rows: microbatch 1 (not published), context parallelism as ring "
-            "(Transformer Engine's p2p default), the layout TP x PP x DP x CP as published (the B200 table's "
-            "'# of GPUs' is 4 x that product in every row; per-GPU throughput is compared, so the layout is "
-            "taken), sequence nK = n x 1024 tokens",
+            "Engine's recipe, attention in bf16 on cuDNN's fused attention: timing.attention 'cudnn'); recompute: "
+            "the least of none / selective / full that fits in memory with the caching allocator's headroom (the "
+            "tables do not say; NeMo's long-sequence page mentions full recompute for the runs without CP); SFT "
+            "rows as pre-training of the same sequence, LoRA and Nemotron rows not mapped (rank not published; "
+            "squared-ReLU Nemotron not modelled); GPT-3 5B / 20B / 175B as NeMo's GPTConfig shapes with vocabulary "
+            "51200; long-sequence rows: microbatch 1 (not published), context parallelism as ring (Transformer "
+            "Engine's p2p default), the layout TP x PP x DP x CP as published (the B200 table's '# of GPUs' is 4 x "
+            "that product in every row; the page's previous version, NVIDIA/NeMo @ 14d427f5, printed the product "
+            "itself: 2, 4, ..., 256; per-GPU throughput is compared, so the layout is taken), sequence nK = n x "
+            "1024 tokens",
 }
 _FOOTNOTE = re.compile(r"\[\^[^\]]*\]")
 
@@ -257,7 +259,7 @@ def _moe_fields(b: dict, model: str, system: str, precision: str, ep: float, tp:
                                           f"data replicas, the experts' GEMMs split over TP") if x)
         e //= tp
     b["expert"] = e
-    b["zero_stage"], b["recompute"] = 0, "auto"
+    b["zero_stage"], b["recompute"] = 1, "auto"  # the distributed optimizer (parallel.expert: ZeRO 1 with experts)
     if precision.startswith("not stated"):
         b["dtype"] = MOE_SYSTEMS.get(system, "fp8")
     elif "MX" in precision.upper():
@@ -410,11 +412,14 @@ def model_spec(r) -> dict:
         # llm-foundry's benchmarks ran its Triton FlashAttention (ASSUMPTIONS["llmfoundry"]): FlashAttention-1's class
         return {"kind": "gpt", "layers": layers, "hidden": hidden, "heads": heads, "seq_len": int(r["seq"]),
                 "vocab": MPT_VOCAB, "fused_attention": "flash1"}
+    # Megatron-Core's attention is Transformer Engine's DotProductAttention, whose FusedAttention backend is cuDNN's
+    # fused attention (timing.attention "cudnn"); the other stacks run FlashAttention-2 / PyTorch SDPA (True)
+    fused = "cudnn" if r.get("framework") == "megatron" else True
     if str(r["model"]).upper() in NEMO_GPT3:
         layers, hidden, heads = NEMO_GPT3[str(r["model"]).upper()]
         return {"kind": "gpt", "layers": layers, "hidden": hidden, "heads": heads, "seq_len": int(r["seq"]),
-                "vocab": NEMO_VOCAB["gpt3"], "fused_attention": True}
-    spec = {"hf_config": r["model"], "seq_len": int(r["seq"]), "fused_attention": True}
+                "vocab": NEMO_VOCAB["gpt3"], "fused_attention": fused}
+    spec = {"hf_config": r["model"], "seq_len": int(r["seq"]), "fused_attention": fused}
     cf = r.get("capacity_factor", np.nan)
     return {**spec, "capacity_factor": float(cf)} if cf is not None and np.isfinite(cf) else spec
 
@@ -451,13 +456,24 @@ def _predict(r: dict) -> dict:
     except ValueError as e:
         return {"status": "unmappable", "reason": str(e)}
     tries = RECOMPUTE_ORDER if r["recompute"] == "auto" else (r["recompute"],)
-    for i, mode in enumerate(tries):  # "auto": the least recompute that fits (nemo: ASSUMPTIONS)
+    # "auto" (nemo, megatron_bridge_moe: ASSUMPTIONS): the least recompute whose memory fits with the caching
+    # allocator's headroom (memory_per_device "fits"); one that fits only without it ("at risk") is taken when no
+    # mode fits whole
+    e, risky, err = None, None, None
+    for mode in tries:
         try:
-            e = estimate({**sc, "training": {**sc["training"], "recompute": mode}})
+            got = estimate({**sc, "training": {**sc["training"], "recompute": mode}})
+        except ValueError as x:
+            err = x
+            continue
+        if not got.memory_at_risk or len(tries) == 1:
+            e = got
             break
-        except ValueError as err:
-            if i == len(tries) - 1:
-                return {"status": "refused", "reason": " ".join(str(err).split())}
+        risky = risky or (mode, got)
+    if e is None and risky is not None:
+        mode, e = risky
+    if e is None:
+        return {"status": "refused", "reason": " ".join(str(err).split())}
     tokens = r["global_batch"] * r["seq"] / r["gpus"]
     out = {"status": "ok", "reason": "", "predicted_time_s": e.step_time_s,
            "predicted_tps": tokens / e.step_time_s, "predicted_tps_p10": tokens / e.step_time_p90_s,
@@ -492,16 +508,42 @@ def evaluate(df: pd.DataFrame, workers: int | None = None) -> pd.DataFrame:
     return res
 
 
+def fp8_tensor_ok(cfg: dict, t: int) -> bool:
+    """Whether Transformer Engine can run a model's GEMMs in FP8 at tensor-parallel degree ``t``: FP8 execution needs
+    every GEMM operand's last dimension divisible by 16 and the product of the others by 8 (NVIDIA/TransformerEngine
+    @ v1.4 = 0fbc76af ``transformer_engine/pytorch/utils.py`` ``check_dim_for_fp8_exec``, asserted on the input and
+    the weight in ``module/linear.py``). A tensor rank holds the widths ``heads x head_dim / t`` (attention output
+    projection's input), ``intermediate / t`` (the MLP's down projection's input) and ``(q + 2 kv) head_dim / t``
+    (the QKV projection's output). ``cfg``: a Hugging Face config.
+
+    >>> cfg = {"hidden_size": 4096, "num_attention_heads": 32, "intermediate_size": 11008}   # Llama 2 7B
+    >>> [t for t in (1, 2, 4, 8, 16, 32) if fp8_tensor_ok(cfg, t)]          # 11008 / 32 = 344 = 21.5 x 16
+    [1, 2, 4, 8, 16]
+    """
+    h, a = cfg["hidden_size"], cfg["num_attention_heads"]
+    d = cfg.get("head_dim") or h // a
+    kv = cfg.get("num_key_value_heads") or a
+    widths16 = (a * d, cfg["intermediate_size"])
+    widths8 = ((a + 2 * kv) * d, 2 * cfg["intermediate_size"])
+    return all(w % (16 * t) == 0 for w in widths16) and all(w % (8 * t) == 0 for w in widths8)
+
+
 def _without_cp(r: dict) -> list[dict]:
     """The layouts without context parallelism a long-sequence row's "without CP" value may have come from: the
-    same GPUs and batch, TP 1-8 (at most the query groups: NeMo's footnote, "the maximum TP size is limited by the
-    number of query groups") x PP 1-2, the rest data parallel, recompute as little as fits."""
+    same GPUs and batch; TP a power of 2 up to the query groups (NeMo's footnote: "the maximum TP size is limited by
+    the number of query groups", so past a node where the groups allow) whose GEMMs Transformer Engine can run in
+    FP8 (:func:`fp8_tensor_ok`: 16 for Llama 2 7B, whose 11,008-wide MLP does not split into 32 widths of 16) x PP a
+    power of 2 dividing the layers; the rest data parallel; recompute the least that fits with the allocator's
+    headroom (the footnote: "even with full activation recomputation it is impossible to run ... without CP")."""
     cfg = load_hf_config(r["model"])[0]
     groups = cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    layers = cfg["num_hidden_layers"]
     out = []
-    for t in (1, 2, 4, 8):
-        for p in (1, 2):
-            if t > groups or r["gpus"] % (t * p) or r["global_batch"] % (r["gpus"] // (t * p)):
+    for t in (1, 2, 4, 8, 16, 32, 64):
+        if t > groups or (r["dtype"] == "fp8" and not fp8_tensor_ok(cfg, t)):
+            continue
+        for p in (1, 2, 4, 8, 16, 32):
+            if layers % p or r["gpus"] % (t * p) or r["global_batch"] % (r["gpus"] // (t * p)):
                 continue
             out.append({**r, "tensor": t, "pipeline": p, "context": 1, "data": r["gpus"] // (t * p),
                         "sequence_parallel": t > 1, "recompute": "auto"})
