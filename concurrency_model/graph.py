@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import networkx as nx
-import pandas as pd
 import sympy as sp
 
 from .cost import ZERO, Cost, OpCost, clog2, to_python as num
 from .ops.optimizer import optimizer_update
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
 
 PASSES = ("forward", "backward", "training")
 
@@ -184,6 +187,7 @@ class Graph:
     def table(self) -> pd.DataFrame:
         """One row per layer: shape, parameters, forward FLOP and MACs, depth, bytes, stored activations,
         backward FLOP. Numbers when the batch is a number, expressions otherwise."""
+        import pandas as pd  # heavy (0.4 s): loaded when a table is built
         rows = []
         for n in self.layers():
             c = n.cost

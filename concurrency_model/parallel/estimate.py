@@ -63,9 +63,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property, partial
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ..routing import check_applies
 from .layer_table import by_kind, layer_table
@@ -82,6 +82,9 @@ from ..uncertainty import band
 from .run import run_cost
 from .data_parallel import GRAD_BYTES
 from .runtime import default_framework
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
 
 
 @dataclass
@@ -200,6 +203,7 @@ class Estimate:
     def to_frame(self) -> pd.DataFrame:
         """One row per breakdown component: ``seconds``, ``in_step`` (the parts that add up to the step,
         :data:`.compose.STEP_PARTS`) and their ``share`` of it (NaN for totals and overlapped seconds)."""
+        import pandas as pd  # heavy (0.4 s): loaded when a table is built
         return pd.DataFrame([{"component": k, "seconds": v, "in_step": k in compose.STEP_PARTS,
                               "share": v / self.step_time_s if k in compose.STEP_PARTS else float("nan")}
                              for k, v in self.breakdown.items()])
