@@ -95,18 +95,19 @@ class Graph:
         total = sum((n.cost.params for n in self.layers()), sp.Integer(0))
         return int(total) if total.is_number else total
 
-    def forward(self) -> Cost:
-        """Forward pass: W sums, D is the longest path through the DAG."""
+    def forward(self, depth: bool = True) -> Cost:
+        """Forward pass: W sums, D is the longest path through the DAG (``depth=False``: D left 0, the same W
+        without the critical path's ``Max`` terms, which cost a large model seconds of sympy)."""
         done: dict[str, sp.Expr] = {}
         total = ZERO
         for n in self._order():
-            start = sp.Max(*(done[i] for i in n.inputs)) if n.inputs else sp.Integer(0)
+            start = sp.Max(*(done[i] for i in n.inputs)) if n.inputs and depth else sp.Integer(0)
             if n.cost is None:
                 done[n.name] = start
                 continue
             done[n.name] = start + n.cost.forward.depth
             total = total + n.cost.forward.with_(depth=0)
-        return total.with_(depth=sp.Max(*done.values()))
+        return total.with_(depth=sp.Max(*done.values()) if depth else 0)
 
     def _requires_grad(self) -> dict[str, bool]:
         req: dict[str, bool] = {}
@@ -114,8 +115,9 @@ class Graph:
             req[n.name] = _has_weights(n) or any(req[i] for i in n.inputs)
         return req
 
-    def backward(self) -> Cost:
-        """Backward pass, measured from the moment the loss gradient is available."""
+    def backward(self, depth: bool = True) -> Cost:
+        """Backward pass, measured from the moment the loss gradient is available (``depth=False``: as
+        :meth:`forward`)."""
         req = self._requires_grad()
         gin_done: dict[str, sp.Expr] = {}
         ends = [sp.Integer(0)]
@@ -124,7 +126,7 @@ class Graph:
             consumers = [c for c in self.dag.successors(n.name) if c in gin_done]
             if consumers:
                 k = len(consumers)
-                t = sp.Max(*(gin_done[c] for c in consumers)) + clog2(k)
+                t = sp.Max(*(gin_done[c] for c in consumers)) + clog2(k) if depth else sp.Integer(0)
                 if k > 1:  # sum the k gradient contributions
                     total = total + Cost(flop=(k - 1) * self.batch * n.numel,
                                          bytes=(k + 1) * self.value_bytes * self.batch * n.numel)
@@ -141,7 +143,7 @@ class Graph:
                 total = total + gi.with_(depth=0)
                 gin_done[n.name] = t + gi.depth
                 ends.append(gin_done[n.name])
-        return total.with_(depth=sp.Max(*ends))
+        return total.with_(depth=sp.Max(*ends) if depth else 0)
 
     def update(self, optimizer: str = "sgd") -> Cost:
         return optimizer_update(optimizer, self.params if self.params else 0, self.value_bytes).forward

@@ -121,7 +121,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         g = self.graph(b)
         if self.lora_rank:
             return training_flop(g, self.lora_rank)
-        return float(g.forward().flop + g.backward().flop)
+        return float(g.forward(depth=False).flop + g.backward(depth=False).flop)  # W only: no critical path
 
     @cached_property
     def params(self) -> float:
