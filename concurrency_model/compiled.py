@@ -229,6 +229,12 @@ def lambdified(label: str, token, build: Callable[[], tuple], cse: bool = False)
     return f
 
 
+def reset() -> None:
+    """Forget this process's decision to turn the cache off (after the directory was made writable, or
+    ``$CONCURRENCY_MODEL_CACHE_DIR`` changed) and the sources' hash: the next function tries the cache again."""
+    _state.update(off=None, sources=None)
+
+
 def entries(directory: Path | None = None) -> list[Path]:
     """The cached files in ``directory`` (default :func:`cache_dir`), and temporary files left by a process that
     was stopped while writing; nothing else the directory holds."""
