@@ -190,9 +190,14 @@ def lambdified(label: str, token, build: Callable[[], tuple], cse: bool = False)
     """
     if not re.fullmatch(r"[a-z0-9_.]+", label):
         raise ValueError(f"label: letters, digits, '_' and '.' only, got {label!r}")
-    key = key_of(label, token)
-    path = cache_dir() / f"{label}-{key[:40]}{SUFFIX}"
+    path = None
     if _state["off"] is None:
+        try:
+            key = key_of(label, token)
+            path = cache_dir() / f"{label}-{key[:40]}{SUFFIX}"
+        except OSError as e:  # the package's own files unreadable: no key, no cache
+            _warn_off(f"cannot read the package's sources ({type(e).__name__}: {e})")
+    if path is not None:
         t0 = time.perf_counter()
         try:
             text = path.read_text(encoding="utf-8")
@@ -216,11 +221,12 @@ def lambdified(label: str, token, build: Callable[[], tuple], cse: bool = False)
                 _reject(path, why)
     t0 = time.perf_counter()
     args, exprs = build()
-    text = _seal(key, _generate(list(args), exprs, cse))
-    f = _load(text, str(path))
+    code = _generate(list(args), exprs, cse)
+    text = code if path is None else _seal(key, code)
+    f = _load(text, f"<compiled {label}>" if path is None else str(path))
     STATS["builds"] += 1
     STATS["build_s"] += time.perf_counter() - t0
-    if _state["off"] is None:
+    if path is not None and _state["off"] is None:
         try:
             _write(path, text)
             STATS["written"] += 1
