@@ -15,7 +15,6 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import networkx as nx
 import sympy as sp
 
 from .cost import ZERO, Cost, OpCost, clog2, to_python as num
@@ -65,8 +64,18 @@ class Graph:
         self.name = name
         self.batch = sp.sympify(batch)
         self.value_bytes = value_bytes
-        self.dag = nx.DiGraph()
         self.nodes: dict[str, Node] = {}
+        self._consumers: dict[str, dict[str, None]] = {}  # node -> the nodes reading it, in the order added
+
+    @property
+    def dag(self):
+        """The graph as a ``networkx.DiGraph`` (an edge from each input to its reader), built when asked for:
+        networkx (0.1 s to import) is loaded only then. A new DiGraph on each access."""
+        import networkx as nx
+        g = nx.DiGraph()
+        g.add_nodes_from(self.nodes)
+        g.add_edges_from((i, c) for i, readers in self._consumers.items() for c in readers)
+        return g
 
     # -- construction (used by the builder) ------------------------------------------------------
     def add(self, node: Node) -> Node:
@@ -76,9 +85,8 @@ class Graph:
             if i not in self.nodes:
                 raise ValueError(f"inputs: unknown node {i!r}")
         self.nodes[node.name] = node
-        self.dag.add_node(node.name)
         for i in node.inputs:
-            self.dag.add_edge(i, node.name)
+            self._consumers.setdefault(i, {})[node.name] = None
         return node
 
     def _order(self) -> list[Node]:
@@ -123,7 +131,7 @@ class Graph:
         ends = [sp.Integer(0)]
         total = ZERO
         for n in reversed(self._order()):
-            consumers = [c for c in self.dag.successors(n.name) if c in gin_done]
+            consumers = [c for c in self._consumers.get(n.name, ()) if c in gin_done]
             if consumers:
                 k = len(consumers)
                 t = sp.Max(*(gin_done[c] for c in consumers)) + clog2(k) if depth else sp.Integer(0)
