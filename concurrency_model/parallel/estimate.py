@@ -366,9 +366,10 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     outside = sum(runtime[k] for k in allocator.OUTSIDE)
     mem["reserved_bytes"] = allocator.reserved_bytes(mem["total_bytes"] - outside, runtime["fragmentation"], outside,
                                                      mem["capacity_bytes"])
-    parts = compose.state_parts(w.state_params(e), tr["optimizer"], tr["dtype"], tr["zero_stage"], p == 1,
-                                w.replicated_params, frozen, t, p, par["data"] * c)
-    mem.update({f"{k}_bytes": float(v) for k, v in parts.items()})  # the model state's split, for the breakdown
+    # the model state's split, for the breakdown: the compiled function the sweep evaluates (the same bits)
+    parts = compose.state_parts_fn(w.state_params(e), tr["optimizer"], tr["dtype"], tr["zero_stage"], p == 1,
+                                   w.replicated_params, frozen)(float(t), float(p), float(par["data"] * c))
+    mem.update({f"{k}_bytes": float(v) for k, v in parts.items()})
     return trained, mem
 
 
