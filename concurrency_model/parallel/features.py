@@ -168,8 +168,18 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         if self.fc_only:
             self.check_layerwise(t)
             return
-        layers = self.graph(1).layers()
-        (check_channel_split if self.channel_split else check_tensor_split)(layers, t)
+        why = self._tensor_refusal(t)
+        if why:
+            raise ValueError(why)
+
+    @lru_cache(maxsize=None)
+    def _tensor_refusal(self, t: int) -> str | None:
+        """Why tensor degree ``t`` does not split the model's layers (None: it does), once per degree."""
+        try:
+            (check_channel_split if self.channel_split else check_tensor_split)(self.graph(1).layers(), t)
+        except ValueError as e:
+            return str(e)
+        return None
 
     def layers(self, b: int, t: int, sp: bool, c: int = 1, algorithm: str = "ring", e: int = 1) -> tuple:
         """Per layer: kernel parts per pass and the tensor-parallel triples (forward, backward) of one
