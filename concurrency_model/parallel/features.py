@@ -14,6 +14,7 @@ Context parallelism: :mod:`.context` (its methods are mixed into :class:`Workloa
 from __future__ import annotations
 
 import json
+import weakref
 from functools import cached_property, lru_cache
 
 import numpy as np
@@ -42,7 +43,18 @@ MEMORY_SHAPE = ("s", "h", "a", "layers", "vocab", "fused")
 
 def transformer_shape(graph):
     """``s, h, a, layers, vocab, kv`` (key/value heads x head size) and ``fused`` (a fused attention kernel) of a
-    transformer graph (from its attention and embedding nodes), else None."""
+    transformer graph (from its attention and embedding nodes), else None; found once a graph (and again if
+    nodes were added since)."""
+    known = _SHAPES.get(graph)
+    if known is None or known[0] != len(graph.nodes):
+        known = _SHAPES[graph] = (len(graph.nodes), _shape_of(graph))
+    return None if known[1] is None else dict(known[1])
+
+
+_SHAPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # graph -> (its node count, its shape)
+
+
+def _shape_of(graph):
     att = [n for n in graph.layers() if n.kind == "attention"]
     if not att:
         return None
