@@ -329,8 +329,8 @@ def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: i
         if not single_stage and framework != "ideal":
             loss = sp.Max(0, last_extra + loss, evaluate=False)  # unevaluated: sympy's Max search costs seconds
         groups = (d * c, t, p, c)
-        parts = allocator.framework_parts(framework, zero_stage, stage, unit, wb, d * c, groups, logits, rebuild, hopper,
-                                          not single_stage, framework == "fsdp2" and not single_stage)
+        parts = allocator.framework_parts(framework, zero_stage, stage, unit, wb, d * c, groups, logits, rebuild,
+                                          hopper, not single_stage, framework == "fsdp2" and not single_stage)
         parts["loss_buffers"] = 0 if framework == "ideal" else loss
         transient = act + sum(sp.sympify(parts[k]) for k in allocator.TRANSIENT
                               if k != "gradient_buffers" or framework in ("fsdp", "fsdp2"))
