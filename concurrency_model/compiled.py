@@ -25,6 +25,8 @@ and a later process executes that file instead of building the expression and la
   user's own, and nothing is ever unpickled.
 * **No cache.** A directory that cannot be created or written turns the cache off for the process with one line
   on stderr; the functions are built as without a cache and the answers are the same.
+* **Size.** A hit touches its file; the first process to write an entry removes the entries nobody used for
+  :data:`PRUNE_AFTER_S` (30 days), so entries of older versions and edited sources do not pile up.
 
 :data:`STATS` counts hits, builds and their seconds in this process (``concurrency-model cache info`` shows the
 directory's entries; ``cache clear`` removes them).
@@ -51,11 +53,13 @@ SUFFIX = ".py"
 FUNC = "_lambdifygenerated"  # the name lambdify gives the generated function
 _NAME = re.compile(r"^[a-z0-9_.]+-[0-9a-f]{40}\.py$")  # a cached file: label-key.py
 _TEMP = ".tmp-"  # prefix of files being written
+PRUNE_AFTER_S = 30 * 86400  # an entry unused (neither read nor written) this long is removed when another is written
 
 #: this process's counts: ``hits`` (functions read from the cache), ``builds`` (expressions built and lambdified),
 #: ``build_s`` and ``load_s`` (their seconds), ``rejected`` (corrupt files ignored), ``written``
 STATS = {"hits": 0, "builds": 0, "build_s": 0.0, "load_s": 0.0, "rejected": 0, "written": 0}
-_state = {"off": None, "sources": None}  # why the cache is off in this process (None: on); the sources' hash
+# why the cache is off in this process (None: on); the sources' hash; whether this process pruned the directory
+_state = {"off": None, "sources": None, "pruned": False}
 
 
 class CacheWarning(UserWarning):
@@ -214,6 +218,10 @@ def lambdified(label: str, token, build: Callable[[], tuple], cse: bool = False)
                 except Exception as e:  # noqa: BLE001  a file that passed the checksum but does not run
                     verdict, why = "corrupt", f"{type(e).__name__}: {e}"
             if verdict == "ok":
+                try:
+                    os.utime(path)  # used now: kept by the pruning
+                except OSError:
+                    pass
                 STATS["hits"] += 1
                 STATS["load_s"] += time.perf_counter() - t0
                 return f
@@ -232,13 +240,32 @@ def lambdified(label: str, token, build: Callable[[], tuple], cse: bool = False)
             STATS["written"] += 1
         except OSError as e:
             _warn_off(f"cannot write {path.parent} ({type(e).__name__}: {e.strerror or e})")
+        else:
+            if not _state["pruned"]:
+                _state["pruned"] = True
+                prune(path.parent)
     return f
+
+
+def prune(directory: Path | None = None, older_than_s: float = PRUNE_AFTER_S) -> int:
+    """Remove the cached files (and temporary files) of ``directory`` (default :func:`cache_dir`) not used for
+    ``older_than_s`` seconds (their modification time: a hit touches its file); how many were removed."""
+    cutoff = time.time() - older_than_s
+    removed = 0
+    for p in entries(directory):
+        try:
+            if p.stat().st_mtime < cutoff:
+                p.unlink()
+                removed += 1
+        except OSError:  # gone already, or not ours to remove
+            pass
+    return removed
 
 
 def reset() -> None:
     """Forget this process's decision to turn the cache off (after the directory was made writable, or
     ``$CONCURRENCY_MODEL_CACHE_DIR`` changed) and the sources' hash: the next function tries the cache again."""
-    _state.update(off=None, sources=None)
+    _state.update(off=None, sources=None, pruned=False)
 
 
 def entries(directory: Path | None = None) -> list[Path]:

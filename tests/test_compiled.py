@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 from pathlib import Path
 
@@ -228,3 +229,20 @@ def test_cli_info_and_clear_leave_other_files_alone(cache, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["removed"] == 1 and not compiled.entries() and (cache / "notes.txt").read_text() == "mine"
     assert main(["cache", "clear"]) == 0 and "removed 0" in capsys.readouterr().out
+
+
+def test_entries_unused_for_a_month_are_pruned_by_the_next_writer(cache):
+    build, calls = counted(X + 2 * Y)
+    compiled.lambdified("t.old", (), build)
+    compiled.lambdified("t.used", (), build)
+    old, used = (next(p for p in compiled.entries() if p.name.startswith(k)) for k in ("t.old-", "t.used-"))
+    month_ago = time.time() - compiled.PRUNE_AFTER_S - 60
+    for p in (old, used):
+        os.utime(p, (month_ago, month_ago))
+    (cache / "notes.txt").write_text("mine")
+    os.utime(cache / "notes.txt", (month_ago, month_ago))
+    compiled.reset()  # a new process
+    compiled.lambdified("t.used", (), build)  # a hit: touched
+    compiled.lambdified("t.new", (), build)  # the first write of this process prunes
+    names = {p.name.split("-")[0] for p in compiled.entries()}
+    assert names == {"t.used", "t.new"} and (cache / "notes.txt").exists()
