@@ -2,17 +2,39 @@
 
 After T. Ben-Nun and T. Hoefler, "Demystifying Parallel and Distributed Deep Learning: An In-Depth
 Concurrency Analysis", ACM Computing Surveys 52(4), 2019.
+
+Importing the package loads none of sympy, numpy, pandas, networkx, scipy or matplotlib: the public names
+below are bound on first use by a module-level ``__getattr__`` (PEP 562), so ``import concurrency_model`` and
+the CLI's start cost milliseconds and each command loads only what it uses.
 """
 from __future__ import annotations
 
+from importlib import import_module
+
 __version__ = "0.1.0"
 
-from .cost import Cost, OpCost, chain, clog2, par, seq  # noqa: E402
-from .graph import Graph, Node  # noqa: E402
-from .models import NAMES as MODEL_NAMES  # noqa: E402
-from .models import Builder, get_model  # noqa: E402
-from .frontends import from_hf_config, from_onnx, from_torch  # noqa: E402  (lazy: no torch/onnx import)
+# public name -> (module, attribute), imported when first asked for (PEP 562)
+_LAZY = {"Cost": (".cost", "Cost"), "OpCost": (".cost", "OpCost"), "chain": (".cost", "chain"),
+         "clog2": (".cost", "clog2"), "par": (".cost", "par"), "seq": (".cost", "seq"),
+         "Graph": (".graph", "Graph"), "Node": (".graph", "Node"), "MODEL_NAMES": (".models", "NAMES"),
+         "Builder": (".models", "Builder"), "get_model": (".models", "get_model"),
+         "from_hf_config": (".frontends", "from_hf_config"), "from_onnx": (".frontends", "from_onnx"),
+         "from_torch": (".frontends", "from_torch")}
 
+
+def __getattr__(name: str):
+    """The public names of :data:`__all__`, imported on first use; a submodule's name falls through to the
+    import system (``AttributeError``)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attr = _LAZY[name]
+    value = getattr(import_module(module, __name__), attr)
+    globals()[name] = value  # bound once: later look-ups do not come here
+    return value
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def estimate(scenario):

@@ -7,11 +7,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from importlib import import_module
 
 from . import __version__
-from .commands import calibrate, collective, estimate, infer, op, presets, report, sweep, validate, workdepth
 
-COMMANDS = (workdepth, op, collective, estimate, sweep, infer, calibrate, validate, report, presets)
+# the commands, each a module of :mod:`.commands` with ``register(subparsers)``: a call imports only the module of
+# the command it runs (and so only the libraries that command uses); help and unknown commands import them all
+COMMANDS = ("workdepth", "op", "collective", "estimate", "sweep", "infer", "calibrate", "validate", "report", "presets",
+            "cache")
 
 
 # the optional extras (pyproject.toml) and how to install them; torch first, pinned (see .ci/run)
@@ -38,17 +41,24 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser with every command, or with command ``only`` alone (the others' modules not imported).
+
+    >>> build_parser("presets").parse_args(["presets", "--json"]).json
+    True
+    """
     p = Parser(prog="concurrency-model", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    for command in COMMANDS:
-        command.register(sub)
+    for name in COMMANDS if only is None else (only,):
+        import_module(f".commands.{name}", __package__).register(sub)
     return p
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # the command is the first argument (the parser's only other option, --version, exits): build that one alone
+    args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
     try:
         out = args.run(args)
     except ValueError as e:

@@ -56,11 +56,12 @@ ports or the GPU's own links), so ``groups_sharing`` does not divide it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
 from .checks import count, number
-from .hardware import Device, device_from_dict, load_device, read_spec
+from .hardware import Device, device_from_dict, is_preset_name, load_device, read_spec
 
 TIER_KINDS = ("nvlink", "nvswitch", "pcie", "infiniband", "roce", "ethernet", "omnipath", "loopback")
 PLACEMENT_KINDS = ("intra", "inter", "mixed")
@@ -319,7 +320,15 @@ def load_cluster(spec) -> Cluster:
         return cluster_from_dict(spec, origin="cluster")
     if not isinstance(spec, (str, Path)):
         raise ValueError(f"cluster: expected a preset name, file path or object, got {type(spec).__name__}")
+    if is_preset_name(spec):  # package data: read once a process (a Cluster is frozen)
+        return _preset_cluster(spec)
     data, origin = read_spec(spec, _preset_dir(), "cluster", cluster_names)
+    return cluster_from_dict(data, origin=origin)
+
+
+@lru_cache(maxsize=None)
+def _preset_cluster(name: str) -> Cluster:
+    data, origin = read_spec(name, _preset_dir(), "cluster", cluster_names)
     return cluster_from_dict(data, origin=origin)
 
 

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import networkx as nx
-import pandas as pd
 import sympy as sp
 
 from .cost import ZERO, Cost, OpCost, clog2, to_python as num
 from .ops.optimizer import optimizer_update
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
 
 PASSES = ("forward", "backward", "training")
 
@@ -62,8 +64,18 @@ class Graph:
         self.name = name
         self.batch = sp.sympify(batch)
         self.value_bytes = value_bytes
-        self.dag = nx.DiGraph()
         self.nodes: dict[str, Node] = {}
+        self._consumers: dict[str, dict[str, None]] = {}  # node -> the nodes reading it, in the order added
+
+    @property
+    def dag(self):
+        """The graph as a ``networkx.DiGraph`` (an edge from each input to its reader), built when asked for:
+        networkx (0.1 s to import) is loaded only then. A new DiGraph on each access."""
+        import networkx as nx
+        g = nx.DiGraph()
+        g.add_nodes_from(self.nodes)
+        g.add_edges_from((i, c) for i, readers in self._consumers.items() for c in readers)
+        return g
 
     # -- construction (used by the builder) ------------------------------------------------------
     def add(self, node: Node) -> Node:
@@ -73,9 +85,8 @@ class Graph:
             if i not in self.nodes:
                 raise ValueError(f"inputs: unknown node {i!r}")
         self.nodes[node.name] = node
-        self.dag.add_node(node.name)
         for i in node.inputs:
-            self.dag.add_edge(i, node.name)
+            self._consumers.setdefault(i, {})[node.name] = None
         return node
 
     def _order(self) -> list[Node]:
@@ -92,18 +103,19 @@ class Graph:
         total = sum((n.cost.params for n in self.layers()), sp.Integer(0))
         return int(total) if total.is_number else total
 
-    def forward(self) -> Cost:
-        """Forward pass: W sums, D is the longest path through the DAG."""
+    def forward(self, depth: bool = True) -> Cost:
+        """Forward pass: W sums, D is the longest path through the DAG (``depth=False``: D left 0, the same W
+        without the critical path's ``Max`` terms, which cost a large model seconds of sympy)."""
         done: dict[str, sp.Expr] = {}
         total = ZERO
         for n in self._order():
-            start = sp.Max(*(done[i] for i in n.inputs)) if n.inputs else sp.Integer(0)
+            start = sp.Max(*(done[i] for i in n.inputs)) if n.inputs and depth else sp.Integer(0)
             if n.cost is None:
                 done[n.name] = start
                 continue
             done[n.name] = start + n.cost.forward.depth
             total = total + n.cost.forward.with_(depth=0)
-        return total.with_(depth=sp.Max(*done.values()))
+        return total.with_(depth=sp.Max(*done.values()) if depth else 0)
 
     def _requires_grad(self) -> dict[str, bool]:
         req: dict[str, bool] = {}
@@ -111,17 +123,18 @@ class Graph:
             req[n.name] = _has_weights(n) or any(req[i] for i in n.inputs)
         return req
 
-    def backward(self) -> Cost:
-        """Backward pass, measured from the moment the loss gradient is available."""
+    def backward(self, depth: bool = True) -> Cost:
+        """Backward pass, measured from the moment the loss gradient is available (``depth=False``: as
+        :meth:`forward`)."""
         req = self._requires_grad()
         gin_done: dict[str, sp.Expr] = {}
         ends = [sp.Integer(0)]
         total = ZERO
         for n in reversed(self._order()):
-            consumers = [c for c in self.dag.successors(n.name) if c in gin_done]
+            consumers = [c for c in self._consumers.get(n.name, ()) if c in gin_done]
             if consumers:
                 k = len(consumers)
-                t = sp.Max(*(gin_done[c] for c in consumers)) + clog2(k)
+                t = sp.Max(*(gin_done[c] for c in consumers)) + clog2(k) if depth else sp.Integer(0)
                 if k > 1:  # sum the k gradient contributions
                     total = total + Cost(flop=(k - 1) * self.batch * n.numel,
                                          bytes=(k + 1) * self.value_bytes * self.batch * n.numel)
@@ -138,7 +151,7 @@ class Graph:
                 total = total + gi.with_(depth=0)
                 gin_done[n.name] = t + gi.depth
                 ends.append(gin_done[n.name])
-        return total.with_(depth=sp.Max(*ends))
+        return total.with_(depth=sp.Max(*ends) if depth else 0)
 
     def update(self, optimizer: str = "sgd") -> Cost:
         return optimizer_update(optimizer, self.params if self.params else 0, self.value_bytes).forward
@@ -184,6 +197,7 @@ class Graph:
     def table(self) -> pd.DataFrame:
         """One row per layer: shape, parameters, forward FLOP and MACs, depth, bytes, stored activations,
         backward FLOP. Numbers when the batch is a number, expressions otherwise."""
+        import pandas as pd  # heavy (0.4 s): loaded when a table is built
         rows = []
         for n in self.layers():
             c = n.cost

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -215,8 +216,23 @@ def load_device(name_or_path) -> Device:
     """
     if isinstance(name_or_path, Device):
         return name_or_path
+    if is_preset_name(name_or_path):  # package data: read once a process (a Device is frozen)
+        return _preset_device(str(name_or_path))
     data, origin = read_spec(name_or_path, _preset_dir(), "hardware", device_names)
     return device_from_dict(data, origin=origin)
+
+
+@lru_cache(maxsize=None)
+def _preset_device(name: str) -> Device:
+    data, origin = read_spec(name, _preset_dir(), "hardware", device_names)
+    return device_from_dict(data, origin=origin)
+
+
+def is_preset_name(spec) -> bool:
+    """Whether ``spec`` names a preset rather than a file (as :func:`read_spec` tells them apart): a string not
+    ending in ``.json`` that names no existing path."""
+    text = str(spec)
+    return isinstance(spec, str) and not text.endswith(".json") and not Path(text).exists()
 
 
 def read_spec(spec, preset_dir, field_name: str, names) -> tuple[dict, str]:

@@ -26,9 +26,12 @@ import json
 from datetime import date
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
 
 SCALES = ("flops", "mem_bw", "launch", "intra_bw", "inter_bw")  # the hardware scales a step function takes
 MODEL = "model"  # the model-form factor on the whole step
@@ -117,6 +120,7 @@ def group_sigma(log_ratio, groups) -> float:
     >>> round(group_sigma([0.1, 0.3, -0.2, -0.2], ["a", "a", "b", "b"]), 4)   # medians 0.2, -0.2; scatter 0.1/sqrt(2)
     0.2121
     """
+    import pandas as pd  # heavy (0.4 s): loaded when a table is built
     r = pd.Series(np.asarray(log_ratio, dtype=float))
     if not len(r):
         return float("nan")

@@ -2,7 +2,7 @@
 import pytest
 import sympy as sp
 
-from concurrency_model import Builder
+from concurrency_model import Builder, get_model
 from concurrency_model.ops.dense import linear
 from concurrency_model.ops.elementwise import activation, add
 from concurrency_model.ops.optimizer import optimizer_update
@@ -91,3 +91,14 @@ def test_builder_errors_name_the_field():
         b.input((3,), name="input")
     with pytest.raises(ValueError, match="conv"):
         b.conv(b.input((3,), name="vec"), 4, 3)
+
+
+@pytest.mark.parametrize("name", ["googlenet", "densenet121", "gpt2", "lstm-lm"])
+def test_work_without_the_critical_path_is_the_same_work(name):
+    """``forward(depth=False)`` / ``backward(depth=False)`` (what ``training_flop`` sums) give the same W, bytes and
+    parameters as the full passes, depth 0; ``dag`` has one edge per (input, reader) pair."""
+    g = get_model(name, batch=3)
+    for full, quick in ((g.forward(), g.forward(depth=False)), (g.backward(), g.backward(depth=False))):
+        assert quick.flop == full.flop and quick.bytes == full.bytes and quick.depth == 0 and full.depth > 0
+    edges = {(i, n.name) for n in g.nodes.values() for i in n.inputs}
+    assert set(g.dag.edges) == edges and set(g.dag.nodes) == set(g.nodes)

@@ -32,16 +32,17 @@ def gpt2_sweep():
                 "fused_attention": True}, "cluster": "dgx-a100", "parallel": {"global_batch": 4},
       "training": {"dtype": "bf16"}}, [16]),
 ])
-def test_sweep_equals_estimate_on_random_configurations(spec, gpus):
+def test_sweep_equals_estimate_to_the_last_bit_on_random_configurations(spec, gpus):
     r = sweep(spec, gpus)
     rng = np.random.default_rng(7)
     rows = r.frame.iloc[rng.choice(r.feasible, size=min(25, r.feasible), replace=False)]
     for _, row in rows.iterrows():
         e = estimate(r.scenario(row))
-        assert abs(e.step_time_s - row["step_time_s"]) <= 1e-9 * e.step_time_s
-        assert e.memory_bytes_per_device == pytest.approx(row["memory_bytes_per_device"], rel=1e-12)
+        # one compiled function, one point or arrays (:mod:`concurrency_model.compiled`): equal to the last bit
+        assert e.step_time_s == row["step_time_s"]
+        assert e.memory_bytes_per_device == row["memory_bytes_per_device"]
         for k in ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes"):
-            assert e.memory[k] == pytest.approx(row[k], rel=1e-12, abs=1e-3)
+            assert e.memory[k] == row[k]
 
 
 def test_space_counts_and_fixed_fields(gpt2_sweep):

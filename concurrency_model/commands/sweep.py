@@ -56,7 +56,8 @@ def show(out: dict) -> None:
         print(out["csv"], end="")
         return
     print(f"{out['feasible']:,} feasible of {out['evaluated']:,} configurations in {out['elapsed_s']:.2f} s "
-          f"({out['configs_per_s']:,.0f} per second after {out['compile_s']:.2f} s of compilation)")
+          f"({out['compile_s']:.2f} s compiling, then {out['evaluated_per_s']:,.0f} evaluated and "
+          f"{out['feasible_per_s']:,.0f} feasible per second)")
     for reason, n in sorted(out["rejected"].items(), key=lambda kv: -kv[1]):
         print(f"  rejected {n:>10,}  {reason}")
     _table(out["best"], out.get("currency", "USD"))

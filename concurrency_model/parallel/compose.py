@@ -42,6 +42,7 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
+from ..compiled import lambdified
 from ..units import dtype_bytes
 from . import allocator, memory, pipeline
 
@@ -101,9 +102,18 @@ def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
 @lru_cache(maxsize=None)
 def step_fn(schedule: str, zero_stage: int, overlap: bool, outputs: tuple = STEP_OUTPUTS):
     """``f(**inputs) -> dict`` of ``outputs`` (default :data:`STEP_OUTPUTS`), numpy-vectorised (lambdify
-    with ``cse=True``)."""
-    e = step_expressions(schedule, zero_stage, overlap)
-    f = sp.lambdify([_SYM[k] for k in STEP_INPUTS], [e[k] for k in outputs], "numpy", cse=True)
+    with ``cse=True``, through the persistent cache of :mod:`concurrency_model.compiled`: one point or arrays,
+    the same generated code).
+
+    >>> f = step_fn("gpipe", 0, False, ("step",))
+    >>> ones = dict.fromkeys(STEP_INPUTS, 1.0) | {"straggle": 0.0, "p": 2.0, "m": 4.0}
+    >>> float(f(**ones)["step"])  # (m + p - 1)(t_f + t_b) + 2 (p - 1) t_p2p + opt + ar + m x_dp: 55 + 2 + 1 + 1 + 4
+    63.0
+    """
+    def build():
+        e = step_expressions(schedule, zero_stage, overlap)
+        return [_SYM[k] for k in STEP_INPUTS], [e[k] for k in outputs]
+    f = lambdified("step", (schedule, zero_stage, overlap, outputs), build, cse=True)
 
     def run(**inputs):
         out = f(*(inputs[k] for k in STEP_INPUTS))
@@ -188,13 +198,15 @@ def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedu
 def _context_fn(s, ring: bool, kv_bytes_per_token: float):
     """``f(b, t, c, act)``: activations ``act`` of one device without context parallelism, divided over
     ``c`` devices, plus ring attention's receive buffers (:func:`memory_fn`)."""
-    b, t, c = _SYM["b"], _SYM["t"], _SYM["c"]
-    a = sp.Symbol("act", nonnegative=True)
-    expr = a / c
-    if ring and s:
-        expr += sp.Piecewise((4 * 2 * b * (sp.Integer(s) / c) * sp.nsimplify(kv_bytes_per_token) / t, c > 1),
-                             (0, True))
-    return sp.lambdify([b, t, c, a], expr, "numpy")
+    def build():
+        b, t, c = _SYM["b"], _SYM["t"], _SYM["c"]
+        a = sp.Symbol("act", nonnegative=True)
+        expr = a / c
+        if ring and s:
+            expr += sp.Piecewise((4 * 2 * b * (sp.Integer(s) / c) * sp.nsimplify(kv_bytes_per_token) / t, c > 1),
+                                 (0, True))
+        return [b, t, c, a], expr
+    return lambdified("context", (s, ring, kv_bytes_per_token), build)
 
 
 @lru_cache(maxsize=None)
@@ -202,13 +214,17 @@ def state_parts_fn(params: float, optimizer: str, dtype: str, zero_stage: int, s
                    replicated: float = 0.0, frozen_weight_bytes: float = 0.0):
     """``f(t, p, d) -> {"weights", "gradients", "optimizer"}`` bytes a device (:func:`state_parts`) on arrays of
     tensor degrees, stages and ZeRO ranks: a sweep's rows (:mod:`concurrency_model.sweep`)."""
-    t, p, d = _SYM["t"], _SYM["p"], _SYM["d"]
-    parts = state_parts(params, optimizer, dtype, zero_stage, single_stage, replicated, frozen_weight_bytes, t, p, d)
-    fns = {k: sp.lambdify([t, p, d], sp.sympify(v), "numpy") for k, v in parts.items()}
+    def build():
+        t, p, d = _SYM["t"], _SYM["p"], _SYM["d"]
+        parts = state_parts(params, optimizer, dtype, zero_stage, single_stage, replicated, frozen_weight_bytes,
+                            t, p, d)
+        return [t, p, d], [sp.sympify(parts[k]) for k in STATE_PARTS]
+    f = lambdified("state_parts", (params, optimizer, dtype, zero_stage, single_stage, replicated,
+                                   frozen_weight_bytes), build)
 
     def run(t_, p_, d_) -> dict:
         shape = np.broadcast_shapes(*(np.shape(x) for x in (t_, p_, d_)))
-        return {k: np.broadcast_to(np.asarray(f(t_, p_, d_), dtype=float), shape) for k, f in fns.items()}
+        return {k: np.broadcast_to(np.asarray(x, dtype=float), shape) for k, x in zip(STATE_PARTS, f(t_, p_, d_))}
     return run
 
 
@@ -248,16 +264,18 @@ def frozen_bytes(weight_bytes, zero_stage: int, single_stage: bool, t, p, d):
 
 @lru_cache(maxsize=None)
 def _activation_fn(schedule: str, recompute: str, sequence_parallel: bool, shape: tuple | None, single_stage: bool):
-    b, t, p, m, v, g = (_SYM[k] for k in ("b", "t", "p", "m", "v", "act_graph"))
-    p_ = 1 if single_stage else p
-    v_ = v if schedule == "interleaved" else 1
-    if shape is not None:
-        sq, h, a, layers, vocab, fused = shape
-        act = memory.activation_bytes_per_device(sq, b, h, a, layers, t, sequence_parallel, recompute, p_, schedule,
-                                                 m, v_, 0, vocab, fused_attention=fused)
-    else:
-        act = g / p_ * memory._in_flight(schedule, p_, m, v_, 0)
-    return sp.lambdify([b, t, p, m, v, g], sp.sympify(act), "numpy")
+    def build():
+        b, t, p, m, v, g = (_SYM[k] for k in ("b", "t", "p", "m", "v", "act_graph"))
+        p_ = 1 if single_stage else p
+        v_ = v if schedule == "interleaved" else 1
+        if shape is not None:
+            sq, h, a, layers, vocab, fused = shape
+            act = memory.activation_bytes_per_device(sq, b, h, a, layers, t, sequence_parallel, recompute, p_,
+                                                     schedule, m, v_, 0, vocab, fused_attention=fused)
+        else:
+            act = g / p_ * memory._in_flight(schedule, p_, m, v_, 0)
+        return [b, t, p, m, v, g], sp.sympify(act)
+    return lambdified("activation", (schedule, recompute, sequence_parallel, shape, single_stage), build)
 
 
 FRAMEWORK_OUTPUTS = allocator.PARTS + ("fragmentation", "headroom")  # :func:`framework_memory_fn`'s arrays
@@ -285,39 +303,43 @@ def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: i
     [0.0]
     """
     allocator.check_framework(framework)
-    b, t, p, m, v, d, c = (_SYM[k] for k in ("b", "t", "p", "m", "v", "d", "c"))
-    act = sp.Symbol("act", nonnegative=True)
-    p_ = sp.Integer(1) if single_stage else p
-    v_ = v if schedule == "interleaved" else 1
-    wb = dtype_bytes(state_dtype(dtype))
-    stage = (sp.nsimplify(params) - sp.nsimplify(replicated)) / (t * p_) + sp.nsimplify(replicated) / p_
-    unit, logits, rebuild, last_extra = stage, sp.Integer(0), sp.Integer(0), sp.Integer(0)
-    if shape is not None:
-        sq, h, a, layers, vocab, fused = shape
-        unit = sp.nsimplify(params) / (layers * t)
-        logits = sq * b * vocab / (t * c)
-        args = (sq, b, h, a, layers, t, sequence_parallel, recompute, p_, schedule, m, v_)
-        first = sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, fused_attention=fused))
-        if framework != "ideal":
-            rebuild = (sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, True, fused)) - first) / c
-        if not single_stage:  # the last stage: its activations and fp32 logits against the first stage's
-            q = sp.Symbol("q", positive=True, integer=True)  # the last stage, p - 1, substituted below
-            last = sp.sympify(memory.activation_bytes_per_device(*args, q, fused_attention=fused)).subs(q, p_ - 1)
-            last += 4 * sq * b * h / t + 4 * sq * b * vocab / t  # its final norm, output input, fp32 logits (§4.3)
-            last_extra = (last - first) / c
-    loss = sp.sympify(allocator.loss_buffer_bytes(framework, logits))
-    if not single_stage and framework != "ideal":
-        loss = sp.Max(0, last_extra + loss, evaluate=False)  # unevaluated: sympy's Max search costs seconds
-    groups = (d * c, t, p, c)
-    parts = allocator.framework_parts(framework, zero_stage, stage, unit, wb, d * c, groups, logits, rebuild, hopper,
-                                      not single_stage, framework == "fsdp2" and not single_stage)
-    parts["loss_buffers"] = 0 if framework == "ideal" else loss
-    transient = act + sum(sp.sympify(parts[k]) for k in allocator.TRANSIENT
-                          if k != "gradient_buffers" or framework in ("fsdp", "fsdp2"))
-    out = {**parts, "fragmentation": allocator.fragmentation_bytes(framework, transient),
-           "headroom": allocator.headroom_bytes(framework, transient, groups)}
-    syms = [b, t, p, m, v, d, c, act]
-    f = sp.lambdify(syms, [sp.sympify(out[k]) for k in FRAMEWORK_OUTPUTS], "numpy", cse=True)
+
+    def build():
+        b, t, p, m, v, d, c = (_SYM[k] for k in ("b", "t", "p", "m", "v", "d", "c"))
+        act = sp.Symbol("act", nonnegative=True)
+        p_ = sp.Integer(1) if single_stage else p
+        v_ = v if schedule == "interleaved" else 1
+        wb = dtype_bytes(state_dtype(dtype))
+        stage = (sp.nsimplify(params) - sp.nsimplify(replicated)) / (t * p_) + sp.nsimplify(replicated) / p_
+        unit, logits, rebuild, last_extra = stage, sp.Integer(0), sp.Integer(0), sp.Integer(0)
+        if shape is not None:
+            sq, h, a, layers, vocab, fused = shape
+            unit = sp.nsimplify(params) / (layers * t)
+            logits = sq * b * vocab / (t * c)
+            args = (sq, b, h, a, layers, t, sequence_parallel, recompute, p_, schedule, m, v_)
+            first = sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, fused_attention=fused))
+            if framework != "ideal":
+                rebuild = (sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, True, fused)) - first) / c
+            if not single_stage:  # the last stage: its activations and fp32 logits against the first stage's
+                q = sp.Symbol("q", positive=True, integer=True)  # the last stage, p - 1, substituted below
+                last = sp.sympify(memory.activation_bytes_per_device(*args, q, fused_attention=fused)).subs(q, p_ - 1)
+                last += 4 * sq * b * h / t + 4 * sq * b * vocab / t  # final norm, output input, fp32 logits (§4.3)
+                last_extra = (last - first) / c
+        loss = sp.sympify(allocator.loss_buffer_bytes(framework, logits))
+        if not single_stage and framework != "ideal":
+            loss = sp.Max(0, last_extra + loss, evaluate=False)  # unevaluated: sympy's Max search costs seconds
+        groups = (d * c, t, p, c)
+        parts = allocator.framework_parts(framework, zero_stage, stage, unit, wb, d * c, groups, logits, rebuild,
+                                          hopper, not single_stage, framework == "fsdp2" and not single_stage)
+        parts["loss_buffers"] = 0 if framework == "ideal" else loss
+        transient = act + sum(sp.sympify(parts[k]) for k in allocator.TRANSIENT
+                              if k != "gradient_buffers" or framework in ("fsdp", "fsdp2"))
+        out = {**parts, "fragmentation": allocator.fragmentation_bytes(framework, transient),
+               "headroom": allocator.headroom_bytes(framework, transient, groups)}
+        syms = [b, t, p, m, v, d, c, act]
+        return syms, [sp.sympify(out[k]) for k in FRAMEWORK_OUTPUTS]
+    f = lambdified("framework_memory", (framework, params, dtype, zero_stage, schedule, recompute, sequence_parallel,
+                                        shape, single_stage, hopper, replicated), build, cse=True)
 
     def run(b_, t_, p_a, m_, v_a, d_, act_, c_=1) -> dict:
         args = (b_, t_, p_a, m_, v_a, d_, c_, act_)

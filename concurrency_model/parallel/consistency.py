@@ -378,14 +378,16 @@ def step_factors(replicas, consistency: str = "synchronous", straggler_cv=0.0, s
     >>> s.round(4).tolist(), f.tolist()
     ([0.0, 0.0717], [0.25, 0.25])
     """
-    from scipy.special import ndtri
-
     check_name("consistency", consistency, CONSISTENCY)
     P = np.asarray(replicas, dtype=float)
-    z = ndtri((P - 0.375) / (P + 0.25))  # Blom 1958: z_1 = 0
     window = {"synchronous": 1, "ssp": staleness + 1, "local_sgd": local_steps, "asynchronous": math.inf}[consistency]
-    straggle = 0.0 * z if window == math.inf else float(straggler_cv) * z / math.sqrt(window)
+    if window == math.inf or not straggler_cv:  # nobody waits: 0 (z_P is finite and >= 0), without importing scipy
+        straggle = np.zeros_like(P)
+    else:
+        from scipy.special import ndtri
+        z = ndtri((P - 0.375) / (P + 0.25))  # Blom 1958: z_1 = 0
+        straggle = float(straggler_cv) * z / math.sqrt(window)
     sync_frac = 1.0 / local_steps if consistency == "local_sgd" else 1.0
     if np.ndim(P) == 0:  # one number in, floats out
         return float(straggle), sync_frac
-    return straggle, np.full_like(z, sync_frac)
+    return straggle, np.full_like(P, sync_frac)

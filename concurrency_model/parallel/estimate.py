@@ -63,9 +63,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property, partial
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ..routing import check_applies
 from .layer_table import by_kind, layer_table
@@ -82,6 +82,9 @@ from ..uncertainty import band
 from .run import CURRENCY, WAIT_PARTS, busy_share, run_cost
 from .data_parallel import GRAD_BYTES
 from .runtime import default_framework
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
 
 
 @dataclass
@@ -202,6 +205,7 @@ class Estimate:
     def to_frame(self) -> pd.DataFrame:
         """One row per breakdown component: ``seconds``, ``in_step`` (the parts that add up to the step,
         :data:`.compose.STEP_PARTS`) and their ``share`` of it (NaN for totals and overlapped seconds)."""
+        import pandas as pd  # heavy (0.4 s): loaded when a table is built
         return pd.DataFrame([{"component": k, "seconds": v, "in_step": k in compose.STEP_PARTS,
                               "share": v / self.step_time_s if k in compose.STEP_PARTS else float("nan")}
                              for k, v in self.breakdown.items()])
@@ -231,7 +235,9 @@ def estimate(scenario) -> Estimate:
                          consistency=consistency_of(tr, par["data"] * par["context"]), batch_norm=tr["batch_norm"])
     out = {k: float(x) for k, x in compose.step_fn(par["schedule"], tr["zero_stage"], tr["overlap"])(**inputs).items()}
     breakdown = {k: float(x) for k, x in compose.breakdown(inputs, out).items()}
-    step = out["step"]
+    # the step from the function the sweep evaluates (the step alone: its own common subexpressions, so its own
+    # order of additions), so that a configuration's step time is the sweep's to the last bit
+    step = float(compose.step_fn(par["schedule"], tr["zero_stage"], tr["overlap"], ("step",))(**inputs)["step"])
     b = par["microbatch_size"]
     model_flop = w.training_flop(b) * (par["global_batch"] / b)
     run = None
@@ -367,10 +373,11 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     outside = sum(runtime[k] for k in allocator.OUTSIDE)
     mem["reserved_bytes"] = allocator.reserved_bytes(mem["total_bytes"] - outside, runtime["fragmentation"], outside,
                                                      mem["capacity_bytes"])
-    parts = compose.state_parts(w.state_params(e), tr["optimizer"], tr["dtype"], tr["zero_stage"], p == 1,
-                                w.replicated_params, frozen, t, p, par["data"] * c)
-    parts["optimizer"] += x_opt
-    mem.update({f"{k}_bytes": float(v) for k, v in parts.items()})  # the model state's split, for the breakdown
+    # the model state's split, for the breakdown: the compiled function the sweep evaluates (the same bits)
+    parts = dict(compose.state_parts_fn(w.state_params(e), tr["optimizer"], tr["dtype"], tr["zero_stage"], p == 1,
+                                        w.replicated_params, frozen)(float(t), float(p), float(par["data"] * c)))
+    parts["optimizer"] = parts["optimizer"] + x_opt
+    mem.update({f"{k}_bytes": float(v) for k, v in parts.items()})
     return trained, mem
 
 

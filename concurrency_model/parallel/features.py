@@ -14,6 +14,7 @@ Context parallelism: :mod:`.context` (its methods are mixed into :class:`Workloa
 from __future__ import annotations
 
 import json
+import weakref
 from functools import cached_property, lru_cache
 
 import numpy as np
@@ -43,7 +44,18 @@ MEMORY_SHAPE = ("s", "h", "a", "layers", "vocab", "fused")
 
 def transformer_shape(graph):
     """``s, h, a, layers, vocab, kv`` (key/value heads x head size) and ``fused`` (a fused attention kernel) of a
-    transformer graph (from its attention and embedding nodes), else None."""
+    transformer graph (from its attention and embedding nodes), else None; found once a graph (and again if
+    nodes were added since)."""
+    known = _SHAPES.get(graph)
+    if known is None or known[0] != len(graph.nodes):
+        known = _SHAPES[graph] = (len(graph.nodes), _shape_of(graph))
+    return None if known[1] is None else dict(known[1])
+
+
+_SHAPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # graph -> (its node count, its shape)
+
+
+def _shape_of(graph):
     att = [n for n in graph.layers() if n.kind == "attention"]
     if not att:
         return None
@@ -122,7 +134,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         g = self.graph(b)
         if self.lora_rank:
             return training_flop(g, self.lora_rank)
-        return float(g.forward().flop + g.backward().flop)
+        return float(g.forward(depth=False).flop + g.backward(depth=False).flop)  # W only: no critical path
 
     @cached_property
     def params(self) -> float:
@@ -169,8 +181,18 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         if self.fc_only:
             self.check_layerwise(t)
             return
-        layers = self.graph(1).layers()
-        (check_channel_split if self.channel_split else check_tensor_split)(layers, t)
+        why = self._tensor_refusal(t)
+        if why:
+            raise ValueError(why)
+
+    @lru_cache(maxsize=None)
+    def _tensor_refusal(self, t: int) -> str | None:
+        """Why tensor degree ``t`` does not split the model's layers (None: it does), once per degree."""
+        try:
+            (check_channel_split if self.channel_split else check_tensor_split)(self.graph(1).layers(), t)
+        except ValueError as e:
+            return str(e)
+        return None
 
     def layers(self, b: int, t: int, sp: bool, c: int = 1, algorithm: str = "ring", e: int = 1) -> tuple:
         """Per layer: kernel parts per pass and the tensor-parallel triples (forward, backward) of one

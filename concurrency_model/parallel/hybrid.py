@@ -21,14 +21,17 @@ Table 1; unconfirmed).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import sympy as sp
 
 from ..comm._common import check_ranks
 from ..cost import to_python
 from ..units import dtype_bytes
 from .model_parallel import channel_split, comm_time, fc_split, network
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
 
 #: Krizhevsky (2014) trained on NVIDIA K20 GPUs (recalled, not in shared/reference: unconfirmed). There is
 #: no Kepler preset; the closest is the PCIe Maxwell Tesla M40 (6.8 TFLOP/s fp32, about twice a K20).
@@ -100,6 +103,7 @@ def scheme_step(model="alexnet", scheme="hybrid", P=8, batch=128, device=DEFAULT
     >>> sorted(r["comm"]["op"].unique()), r["step_s"] > r["compute_s"] > 0
     (['allgather', 'allreduce', 'reduce_scatter'], True)
     """
+    import pandas as pd  # heavy (0.4 s): loaded when a table is built
     from ..models import get_model
     from ..timing import device as as_device
     if scheme not in SCHEMES:
@@ -165,6 +169,7 @@ def one_weird_trick(model="alexnet", P=8, batch=128, device=DEFAULT_DEVICE, dtyp
 def one_weird_trick_table(Ps=(1, 2, 4, 8), **kwargs) -> pd.DataFrame:
     """One row per device count and scheme: ``P, scheme, step_s, compute_s, comm_s, update_s, speedup``
     (keyword arguments as :func:`one_weird_trick`)."""
+    import pandas as pd  # heavy (0.4 s): loaded when a table is built
     rows = []
     for P in Ps:
         r = one_weird_trick(P=P, **kwargs)
@@ -229,6 +234,7 @@ def batch_norm_sync(graph, P, dtype="fp32", cluster=None, alpha=None, beta=None,
     >>> len(r["layers"]), r["local_batch"], r["local_batch_ok"], int(r["layers"]["extra_depth"].iloc[0])
     (53, 32, True, 9)
     """
+    import pandas as pd  # heavy (0.4 s): loaded when a table is built
     from ..ops.norm import batch_norm
     P = check_ranks(P, "P")
     N = graph.batch

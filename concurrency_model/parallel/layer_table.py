@@ -11,10 +11,14 @@ optimizer and host waits (``Estimate.breakdown``).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from .features import layer_seconds
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
 
 BOUNDS = ("compute", "memory", "launch")
 
@@ -43,6 +47,7 @@ def layer_table(w, stage: dict, recompute: str, c: int, algorithm: str, e: int, 
     the layout ``b, t, sp, c, algorithm, e``): ``layer``, ``kind``, the parts of :func:`.features.layer_seconds`,
     ``total_s``, ``share`` of the stage's microbatch and ``bound``; ``attrs``: ``stage`` (its index), ``stages``,
     its ``first_layer`` and ``end_layer`` (exclusive) among the model's and ``microbatch_s``."""
+    import pandas as pd  # heavy (0.4 s): loaded when a table is built
     lo, hi = stage["slowest"]
     rows = w.layers(b, t, sp, c, algorithm, e)[lo:hi]
     table = pd.DataFrame([{"layer": r["name"], "kind": r["kind"], **layer_seconds(r, recompute),

@@ -349,7 +349,8 @@ def memory_per_device(model_state, activations, device_capacity_bytes, reserve_f
         parts[str(name)] = _nonneg(f"extra.{name}", value)
     total = sum(parts.values(), sp.Integer(0))
     upper = total + _nonneg("headroom", headroom)
-    usable = cap * (1 - sp.nsimplify(reserve_fraction))
+    # nothing reserved: the capacity itself (nsimplify's search costs an estimate a tenth of its time)
+    usable = cap * (1 - sp.nsimplify(reserve_fraction)) if reserve_fraction else cap
     out = {k + "_bytes": _out(v) for k, v in parts.items()}
     out.update(total_bytes=_out(total), upper_bytes=_out(upper), capacity_bytes=_out(cap), usable_bytes=_out(usable))
     if not (upper.is_number and usable.is_number):

@@ -6,12 +6,14 @@ and replication terms. :mod:`.pipeline` re-exports both functions.
 from __future__ import annotations
 
 import bisect
-from typing import Sequence
+from typing import Sequence, TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ..checks import count, number
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
 
 __all__ = ["partition", "partition_graph"]
 
@@ -103,6 +105,7 @@ def partition_graph(graph, stages: int, device, dtype: str = "fp32") -> pd.DataF
     >>> list(df["stage"]), int(df["layers"].sum()) == len(get_model("lenet5", batch=8).layers())
     ([0, 1], True)
     """
+    import pandas as pd  # heavy (0.4 s): loaded when a table is built
     from ..timing.graph import layer_times
 
     lt = layer_times(graph, device, dtype)

@@ -32,14 +32,17 @@ gives **no** bubble or latency formula, so nothing here is "the paper's"):
 from __future__ import annotations
 
 import numbers
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import sympy as sp
 
 from .. import symbols as S
 from ..checks import count
 from ..comm._common import check_name, check_ranks, check_rate, is_num
 from .partition import partition, partition_graph  # noqa: F401 (re-exported: pipeline.partition)
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "async", "zb-h1")
 FLUSH = ("gpipe", "1f1b", "interleaved", "zb-h1")  # synchronous schedules: a flush ends every step
@@ -340,6 +343,7 @@ def timeline(schedule: str, p: int, m: int, t_f: float, t_b: float, v: int = 1, 
     >>> float(df["end_s"].max()), float(timeline("zb-h1", 4, 8, 1.0, 2.0, t_w=1.0)["end_s"].max())
     (33.0, 27.0)
     """
+    import pandas as pd  # heavy (0.4 s): loaded when a table is built
     p, m, v = (int(x) for x in _check(schedule, p, m, v, need_numbers=True))
     count("steps", steps)
     tf, tb, tw = (float(x) for x in _times(t_f, t_b, t_w))

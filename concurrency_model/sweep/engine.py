@@ -191,16 +191,18 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     bar = Progress(len(lay) * H, "sweep", enabled=progress)
     feats = _features(w, lay, state, sc_, sync_of(sc), tr["host_overhead_s"], tr["batch_norm"])
     feats["consistency"] = consistency_of(tr, (lay["data"] * lay["context"]).to_numpy(dtype=float))
+    # every compile counts in compile_s: the step function of each (schedule, ZeRO stage) group too
+    # with a run, the step's waits too: the busy share prices its energy (:func:`..parallel.run.busy_share`)
+    outs = ("step", "bubble", "host_wait", "straggler_wait") if busy is not None else ("step",)
+    groups = [(compose.step_fn(schedule, int(zero), tr["overlap"], outs), int(zero), idx)
+              for (schedule, zero), idx in lay.groupby(["schedule", "zero_stage"]).indices.items()]
     compile_s, eval_s = time.perf_counter() - t0, 0.0
-    for (schedule, zero), idx in lay.groupby(["schedule", "zero_stage"]).indices.items():
-        # with a run, the step's waits too: the busy share prices its energy (:func:`..parallel.run.busy_share`)
-        outs = ("step", "bubble", "host_wait", "straggler_wait") if busy is not None else ("step",)
-        fn = compose.step_fn(schedule, int(zero), tr["overlap"], outs)
+    for fn, zero, idx in groups:
         c1 = time.perf_counter()
         per = max(1, CHUNK // H)
         for lo in range(0, len(idx), per):
             i = idx[lo:lo + per]
-            inputs = _inputs(feats, i, int(zero), sc_)
+            inputs = _inputs(feats, i, zero, sc_)
             out = fn(**inputs)
             step[i] = out["step"]
             if busy is not None:  # the seconds in kernels: the step less its waits (host wait as breakdown's)

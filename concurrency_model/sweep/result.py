@@ -44,8 +44,20 @@ class SweepResult:
 
     @property
     def configs_per_s(self) -> float:
-        """Configurations evaluated per second after compilation."""
+        """Configurations evaluated per second after compilation, the rejected ones counted (the contract's
+        ``configs_per_s``; the same as :attr:`evaluated_per_s`)."""
+        return self.evaluated_per_s
+
+    @property
+    def evaluated_per_s(self) -> float:
+        """Configurations evaluated per second of evaluation, those rejected before it (layout rules, memory)
+        counted."""
         return self.evaluated / self.eval_s if self.eval_s > 0 else float("inf")
+
+    @property
+    def feasible_per_s(self) -> float:
+        """Feasible configurations (those given a step time) per second of evaluation."""
+        return self.feasible / self.eval_s if self.eval_s > 0 else float("inf")
 
     def rows(self, flat_index) -> pd.DataFrame:
         """Configurations by flat index into ``step_time_s`` (layout columns, scales, step time)."""
@@ -193,7 +205,9 @@ class SweepResult:
         ``runner_up``: the fastest of another layout and what separates it from the best (:meth:`runner_up`)."""
         ru = self.runner_up()
         return {"evaluated": self.evaluated, "feasible": self.feasible, "elapsed_s": self.elapsed_s,
-                "compile_s": self.compile_s, "configs_per_s": self.configs_per_s, "rejected": self.rejected,
+                "compile_s": self.compile_s, "eval_s": self.eval_s, "configs_per_s": self.configs_per_s,
+                "evaluated_per_s": self.evaluated_per_s, "feasible_per_s": self.feasible_per_s,
+                "rejected": self.rejected,
                 "best": [self._row_dict(r) for _, r in self.top(top).iterrows()],
                 "per_gpus": [self._row_dict(r) for _, r in self.fastest_per_gpus().iterrows()],
                 **({"runner_up": {**ru["runner_up"], "separates": ru["separates"]}} if ru else {})}

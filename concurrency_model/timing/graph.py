@@ -14,8 +14,8 @@ pass time is the sum over layers; the optimizer update is one element-wise kerne
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import sympy as sp
 
 from .. import routing
@@ -28,6 +28,9 @@ from .layers import attention_kernels, conv_coeffs
 from .parts import Parts, total
 from .recurrent import rnn_parts
 from .sparse import STRUCTURED, csr_coeffs, structured_coeffs
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
 
 PASSES = ("forward", "grad_input", "grad_weight")
 VIEWS = ("flatten", "reshape", "select")
@@ -288,6 +291,7 @@ def layer_times(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
     >>> bool(t.loc[t["op"] == "conv2d", "forward_s"].sum() > 0), float(t.loc[0, "grad_input_s"])  # no ∇x of the image
     (True, 0.0)
     """
+    import pandas as pd  # heavy (0.4 s): loaded when a table is built
     return pd.DataFrame([{"name": r["name"], "op": r["op"], **{f"{p}_s": r[p].total() for p in PASSES},
                           "algorithm": r["algorithm"]} for r in layer_parts(graph, dev, dtype, tensor, sequence_parallel)])
 

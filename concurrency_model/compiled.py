@@ -1,0 +1,300 @@
+"""Lambdified functions cached across processes as generated Python source.
+
+Every cost is one sympy expression lambdified once per structural variant (DESIGN.md); building the expression
+and ``sympy.lambdify(..., "numpy", cse=...)`` cost a fresh process seconds, every CLI call, notebook cell and
+report figure again. :func:`lambdified` keeps the function lambdify generates as a ``.py`` file in the user's
+cache directory (``platformdirs.user_cache_dir("concurrency-model")/compiled``, or ``$CONCURRENCY_MODEL_CACHE_DIR``)
+and a later process executes that file instead of building the expression and lambdifying it.
+
+* **The code.** The file is lambdify's own generated function (``sympy.printing.numpy.NumPyPrinter`` with the
+  settings lambdify gives it, sympy 1.14 ``sympy/utilities/lambdify.py``: unqualified names), preceded by the
+  imports of the names the printer used (``printer.module_imports``). A function is always run from that text,
+  fresh or cached, in a namespace holding only those imports: one code path in the process that wrote it and in
+  every process that reads it, so their results agree to the last bit.
+* **The key.** ``sha256`` of the package version, the sympy version, the hash of the package's own sources (every
+  ``.py`` and ``.json`` file under it: a change to the code that builds an expression, by anyone, gives new keys,
+  with or without a new version number), the function's label and the arguments of the factory that builds the
+  expression (``repr``, exact for floats). The key is known before the expression is built, so a hit skips both
+  the build and lambdify. The file names its key and version in its header; one whose header names another
+  key or version is stale and rebuilt.
+* **Integrity.** The last line is the sha256 of the text above it: a file cut short, edited or garbled fails the
+  check (or does not compile, or lacks the function) and is ignored with a one-line ``CacheWarning``, then rebuilt.
+  Files are written to a temporary name in the same directory and renamed (``os.replace``, atomic on POSIX and
+  Windows), so two processes filling the cache at once each write a whole file and a reader sees one or the other,
+  never a mixture. The file is executed as Python, as any module on ``sys.path`` is: the cache directory is the
+  user's own, and nothing is ever unpickled.
+* **No cache.** A directory that cannot be created or written turns the cache off for the process with one line
+  on stderr; the functions are built as without a cache and the answers are the same.
+* **Size.** A hit touches its file; the first process to write an entry removes the entries nobody used for
+  :data:`PRUNE_AFTER_S` (30 days), so entries of older versions and edited sources do not pile up.
+
+:data:`STATS` counts hits, builds and their seconds in this process (``concurrency-model cache info`` shows the
+directory's entries; ``cache clear`` removes them).
+"""
+from __future__ import annotations
+
+import builtins
+import hashlib
+import inspect
+import os
+import re
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Callable
+
+from . import __version__
+
+ENV = "CONCURRENCY_MODEL_CACHE_DIR"  # the cache directory, instead of the user's cache directory
+FORMAT = 1  # the layout of a cached file; part of the key
+SUFFIX = ".py"
+FUNC = "_lambdifygenerated"  # the name lambdify gives the generated function
+_NAME = re.compile(r"^[a-z0-9_.]+-[0-9a-f]{40}\.py$")  # a cached file: label-key.py
+_TEMP = ".tmp-"  # prefix of files being written
+PRUNE_AFTER_S = 30 * 86400  # an entry unused (neither read nor written) this long is removed when another is written
+
+#: this process's counts: ``hits`` (functions read from the cache), ``builds`` (expressions built and lambdified),
+#: ``build_s`` and ``load_s`` (their seconds), ``rejected`` (corrupt files ignored), ``written``
+STATS = {"hits": 0, "builds": 0, "build_s": 0.0, "load_s": 0.0, "rejected": 0, "written": 0}
+# why the cache is off in this process (None: on); the sources' hash; whether this process pruned the directory
+_state = {"off": None, "sources": None, "pruned": False}
+
+
+class CacheWarning(UserWarning):
+    """A cached file was ignored (corrupt) and rebuilt."""
+
+
+def cache_dir() -> Path:
+    """The directory of the cached functions: ``$CONCURRENCY_MODEL_CACHE_DIR`` if set, else the user's cache
+    directory for ``concurrency-model`` (``platformdirs.user_cache_dir``: ``~/.cache/concurrency-model`` on Linux)
+    with ``compiled`` below it.
+
+    >>> cache_dir().is_absolute()
+    True
+    """
+    env = os.environ.get(ENV)
+    if env:
+        return Path(env).expanduser()
+    import platformdirs  # small; only where no directory is given
+    return Path(platformdirs.user_cache_dir("concurrency-model")) / "compiled"
+
+
+def sources_hash() -> str:
+    """sha256 of the package's own sources (every ``.py`` and ``.json`` file under it, by relative path), once a
+    process: part of every key, so that any change to the code that builds an expression gives new keys."""
+    if _state["sources"] is None:
+        root = Path(__file__).resolve().parent
+        h = hashlib.sha256()
+        for p in sorted(q for q in root.rglob("*") if q.suffix in (".py", ".json") and "__pycache__" not in q.parts):
+            h.update(p.relative_to(root).as_posix().encode() + b"\0")
+            h.update(p.read_bytes() + b"\0")
+        _state["sources"] = h.hexdigest()
+    return _state["sources"]
+
+
+def key_of(label: str, token) -> str:
+    """The cache key of function ``label`` built from factory arguments ``token`` (see the module).
+
+    >>> key_of("step", ("1f1b", 0, True)) == key_of("step", ("1f1b", 0, True)) != key_of("step", ("1f1b", 1, True))
+    True
+    """
+    import sympy  # its version prints the code; already imported wherever a function is lambdified
+    text = "\n".join((f"format {FORMAT}", f"concurrency_model {__version__}", f"sympy {sympy.__version__}",
+                      f"sources {sources_hash()}", f"label {label}", f"token {token!r}"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _warn_off(why: str) -> None:
+    """Turn the cache off for this process, with one line on stderr."""
+    if _state["off"] is None:
+        _state["off"] = why
+        print(f"concurrency-model: compiled-function cache off: {why}; functions are built in each process",
+              file=sys.stderr)
+
+
+def _reject(path: Path, why: str) -> None:
+    """A corrupt cached file: one line (a :class:`CacheWarning` shown without a source line), then rebuilt."""
+    STATS["rejected"] += 1
+    warnings.warn_explicit(f"compiled-function cache: ignored {path} ({why}); rebuilt", CacheWarning,
+                           "concurrency-model", 0)
+
+
+def _generate(args: list, exprs, cse: bool) -> str:
+    """lambdify's generated function (its own printer and settings) with the imports of the names it uses."""
+    import sympy as sp  # heavy; loaded by whoever builds an expression anyway
+    from sympy.printing.numpy import NumPyPrinter
+
+    # the printer lambdify builds for modules="numpy" (sympy/utilities/lambdify.py), kept to read its imports
+    printer = NumPyPrinter({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": True,
+                            "user_functions": {}})
+    f = sp.lambdify(args, exprs, "numpy", printer=printer, cse=cse)
+    body = inspect.getsource(f)
+    imports = [f"from {mod} import {', '.join(sorted(names))}" for mod, names in sorted(printer.module_imports.items())]
+    return "\n".join(imports) + "\n" + body
+
+
+def _seal(key: str, code: str) -> str:
+    head = (f"# concurrency_model compiled function: generated by sympy's NumPyPrinter through lambdify; do not edit\n"
+            f"# key {key}\n# version {__version__}\n")
+    text = head + code.rstrip("\n") + "\n"
+    return text + f"# sha256 {hashlib.sha256(text.encode()).hexdigest()}\n"
+
+
+def _unseal(text: str, key: str) -> tuple[str, str | None]:
+    """``("ok" | "stale" | "corrupt", why)`` of a cached file's text for ``key``."""
+    body, sep, last = text.rstrip("\n").rpartition("\n")
+    if not sep or last != f"# sha256 {hashlib.sha256((body + chr(10)).encode()).hexdigest()}":
+        return "corrupt", "its checksum does not match its text"
+    lines = body.split("\n")
+    if len(lines) < 4 or lines[1] != f"# key {key}" or lines[2] != f"# version {__version__}":
+        return "stale", None
+    return "ok", None
+
+
+def _load(text: str, origin: str) -> Callable:
+    """Run a generated file's text in a namespace of its own imports (and lambdify's builtins) and return its
+    function."""
+    namespace = {"builtins": builtins, "range": range, "__name__": "concurrency_model.compiled"}
+    exec(compile(text, origin, "exec"), namespace)
+    f = namespace[FUNC]
+    if not callable(f):
+        raise TypeError(f"{FUNC} is not a function")
+    return f
+
+
+def _write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (a temporary file in the same directory, then ``os.replace``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=_TEMP, dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def lambdified(label: str, token, build: Callable[[], tuple], cse: bool = False) -> Callable:
+    """``sympy.lambdify(args, exprs, "numpy", cse=cse)`` of ``(args, exprs) = build()``, through the persistent
+    cache: on a hit neither ``build`` nor lambdify runs. ``label`` names the function (letters, digits, ``_``,
+    ``.``) and ``token`` holds every argument ``build`` depends on besides the package's code (their ``repr``
+    is part of the key).
+
+    >>> import sympy as sp
+    >>> x, y = sp.symbols("x y", positive=True)
+    >>> f = lambdified("doc.hypot", (), lambda: ([x, y], [sp.sqrt(x**2 + y**2), sp.Max(x, y)]))
+    >>> [float(v) for v in f(3.0, 4.0)]
+    [5.0, 4.0]
+    """
+    if not re.fullmatch(r"[a-z0-9_.]+", label):
+        raise ValueError(f"label: letters, digits, '_' and '.' only, got {label!r}")
+    path = None
+    if _state["off"] is None:
+        try:
+            key = key_of(label, token)
+            path = cache_dir() / f"{label}-{key[:40]}{SUFFIX}"
+        except OSError as e:  # the package's own files unreadable: no key, no cache
+            _warn_off(f"cannot read the package's sources ({type(e).__name__}: {e})")
+    if path is not None:
+        t0 = time.perf_counter()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError:  # absent, or unreadable (then writing it says so below)
+            text = None
+        except UnicodeDecodeError as e:  # garbled
+            text = None
+            _reject(path, f"{type(e).__name__}: {e}")
+        if text is not None:
+            verdict, why = _unseal(text, key)
+            if verdict == "ok":
+                try:
+                    f = _load(text, str(path))
+                except Exception as e:  # noqa: BLE001  a file that passed the checksum but does not run
+                    verdict, why = "corrupt", f"{type(e).__name__}: {e}"
+            if verdict == "ok":
+                try:
+                    os.utime(path)  # used now: kept by the pruning
+                except OSError:
+                    pass
+                STATS["hits"] += 1
+                STATS["load_s"] += time.perf_counter() - t0
+                return f
+            if verdict == "corrupt":
+                _reject(path, why)
+    t0 = time.perf_counter()
+    args, exprs = build()
+    code = _generate(list(args), exprs, cse)
+    text = code if path is None else _seal(key, code)
+    f = _load(text, f"<compiled {label}>" if path is None else str(path))
+    STATS["builds"] += 1
+    STATS["build_s"] += time.perf_counter() - t0
+    if path is not None and _state["off"] is None:
+        try:
+            _write(path, text)
+            STATS["written"] += 1
+        except OSError as e:
+            _warn_off(f"cannot write {path.parent} ({type(e).__name__}: {e.strerror or e})")
+        else:
+            if not _state["pruned"]:
+                _state["pruned"] = True
+                prune(path.parent)
+    return f
+
+
+def prune(directory: Path | None = None, older_than_s: float = PRUNE_AFTER_S) -> int:
+    """Remove the cached files (and temporary files) of ``directory`` (default :func:`cache_dir`) not used for
+    ``older_than_s`` seconds (their modification time: a hit touches its file); how many were removed."""
+    cutoff = time.time() - older_than_s
+    removed = 0
+    for p in entries(directory):
+        try:
+            if p.stat().st_mtime < cutoff:
+                p.unlink()
+                removed += 1
+        except OSError:  # gone already, or not ours to remove
+            pass
+    return removed
+
+
+def reset() -> None:
+    """Forget this process's decision to turn the cache off (after the directory was made writable, or
+    ``$CONCURRENCY_MODEL_CACHE_DIR`` changed) and the sources' hash: the next function tries the cache again."""
+    _state.update(off=None, sources=None, pruned=False)
+
+
+def entries(directory: Path | None = None) -> list[Path]:
+    """The cached files in ``directory`` (default :func:`cache_dir`), and temporary files left by a process that
+    was stopped while writing; nothing else the directory holds."""
+    d = cache_dir() if directory is None else Path(directory)
+    if not d.is_dir():
+        return []
+    return sorted(p for p in d.iterdir() if p.is_file() and (_NAME.match(p.name) or p.name.startswith(_TEMP)))
+
+
+def info() -> dict:
+    """``dir``, ``entries``, ``bytes`` of the cache directory and whether the cache is ``enabled`` in this process
+    (``reason`` when it is not)."""
+    files = entries()
+    out = {"dir": str(cache_dir()), "entries": sum(1 for p in files if _NAME.match(p.name)),
+           "bytes": sum(p.stat().st_size for p in files), "enabled": _state["off"] is None}
+    return out if _state["off"] is None else {**out, "reason": _state["off"]}
+
+
+def clear() -> dict:
+    """Remove the cached files (and temporary files left behind) from the cache directory: ``dir``, ``removed``,
+    ``bytes``. Other files in the directory are left alone."""
+    removed = size = 0
+    for p in entries():
+        try:
+            n = p.stat().st_size
+            p.unlink()
+        except FileNotFoundError:  # another process removed it first
+            continue
+        removed, size = removed + 1, size + n
+    return {"dir": str(cache_dir()), "removed": removed, "bytes": size}
