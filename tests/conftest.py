@@ -1,12 +1,18 @@
 """Shared test helpers."""
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 DATA = Path(__file__).resolve().parents[1] / "data"
+
+# the compiled-function cache of the test run: its own folder (inherited by the CLI subprocesses), never the user's
+_CACHE = tempfile.TemporaryDirectory(prefix="concurrency-model-test-cache-")
+os.environ.setdefault("CONCURRENCY_MODEL_CACHE_DIR", _CACHE.name)
 
 
 @pytest.fixture
