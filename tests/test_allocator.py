@@ -50,12 +50,14 @@ def test_gpt2_fsdp_parts_by_hand():
     assert ideal.memory_p90_bytes_per_device == ideal.memory_bytes_per_device  # ideal: no band
 
 
-def test_megatron_keeps_fp32_main_grads_and_a_fused_loss():
-    """Megatron-LM: a 4-byte main_grad beside the 2-byte gradient of every local parameter, whatever the
-    distributed optimizer shards; its fused cross entropy needs 2 bytes a logit beyond the fp32 logits."""
+def test_megatron_grads_in_the_parameters_dtype_and_a_fused_loss():
+    """Megatron-Core: ``grad_reduce_in_fp32`` defaults False, so the main_grad buffer is the 2-byte gradient the model
+    state already counts (no extra buffer, whatever the distributed optimizer shards); its fused cross entropy needs
+    2 bytes a logit beyond the fp32 logits. The model state is ZeRO-1's 2 + 2 + 12 / d bytes a parameter."""
     psi, b, s, vocab = 124_439_808, 4, 1024, 50_257
     m = estimate(with_training(GPT2, framework="megatron", zero_stage=1)).memory
-    assert m["gradient_buffers_bytes"] == pytest.approx(2 * psi, rel=1e-12)
+    assert m["gradient_buffers_bytes"] == 0
+    assert m["model_state_bytes"] == pytest.approx((2 + 2 + 12 / 2) * psi, rel=1e-12)
     assert m["loss_buffers_bytes"] == pytest.approx(2 * s * b * vocab, rel=1e-12)
     assert m["gathered_parameters_bytes"] == 0
 

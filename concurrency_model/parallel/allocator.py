@@ -32,10 +32,18 @@ Inside the caching allocator (counted in ``reserved_bytes``):
   (``reshard_after_forward = not pp_enabled``, ``torchtitan/.../parallelize.py`` ``apply_fsdp``); DeepSpeed
   ZeRO-3 (``deepspeed``) the unit in use plus ``stage3_prefetch_bucket_size`` = 5e7 elements fetched ahead, at most
   ``stage3_max_live_parameters`` = 1e9 (``deepspeed/runtime/zero/config.py``); a unit is one transformer block;
-* gradient buffers: Megatron-LM keeps a contiguous fp32 ``main_grad`` buffer of every local parameter
-  (``megatron/core/distributed/param_and_grad_buffer.py``, ``grad_reduce_in_fp32``; the distributed optimizer
-  shards the optimizer state, not this buffer), ``4 - w`` bytes a parameter beyond the ``w``-byte gradient of
-  :mod:`.memory`; FSDP and FSDP2 (ZeRO-2/3) hold one unit's unsharded gradients (``w`` bytes) and their
+* gradient buffers: Megatron-Core's contiguous ``main_grad`` buffer of every local parameter
+  (``megatron/core/distributed/param_and_grad_buffer.py``) is in the parameters' dtype, the ``w``-byte gradient
+  :mod:`.memory` already counts: ``DistributedDataParallelConfig.grad_reduce_in_fp32`` defaults to False
+  (NVIDIA/Megatron-LM @ 2a75ac12, the submodule of NVIDIA-NeMo/Megatron-Bridge @ 067f987d,
+  ``megatron/core/distributed/distributed_data_parallel_config.py``) and Megatron-Bridge's performance recipes
+  set it False (``src/megatron/bridge/perf_recipes/_common.py`` ``_benchmark_common`` and ``_perf_precision``), as
+  the reduction's time already assumes (:data:`.data_parallel.GRAD_BYTES`). The distributed optimizer makes its
+  fp32 gradient shard only in the step (``megatron/core/optimizer/distrib_optimizer.py``:
+  ``shard_main_param.grad = shard_model_grad.float()``), after the backward pass has freed the activations: never
+  at the peak, so 0. (Megatron-LM's own ``pretrain_gpt.py`` promotes bf16 runs to fp32 accumulation unless
+  ``--grad-reduce-in-bf16``, ``megatron/training/arguments.py``: ``grad_reduce_in_fp32=True`` there costs
+  ``4 - w`` more bytes a parameter; not modelled: the toolkit follows Megatron-Core's default.) FSDP and FSDP2 (ZeRO-2/3) hold one unit's unsharded gradients (``w`` bytes) and their
   fp32 reduce-scatter input (torchtitan's ``mixed_precision_reduce = "float32"``); FSDP2 under pipeline parallelism
   skips the reduce-scatter until the last microbatch and accumulates every unsharded gradient of the stage in the
   reduce dtype, fp32 (``_fsdp_param_group.py`` ``post_backward``: "May have an accumulated gradient of the reduce
@@ -176,16 +184,14 @@ def gradient_buffer_bytes(framework: str, zero_stage: int, stage_params, unit_pa
     docstring); ``data``: the ZeRO ranks, ``accumulating``: FSDP2 under pipeline parallelism with more than one
     microbatch (unsharded fp32 gradients accumulated over the microbatches).
 
-    >>> gradient_buffer_bytes("megatron", 1, 1e9, 1e8, 2, data=8) / 1e9   # fp32 main_grad, 2 more bytes each
-    2.0
+    >>> gradient_buffer_bytes("megatron", 1, 1e9, 1e8, 2, data=8)   # main_grad in bf16: counted by .memory
+    0
     >>> gradient_buffer_bytes("fsdp2", 3, 1e9, 1e8, 2) / 1e6             # one unit: bf16 + fp32 reduce input
     600.0
     """
     check_framework(framework)
     stage, unit = sp.sympify(stage_params), sp.sympify(unit_params)
-    if framework == "megatron":
-        return _out((4 - weight_bytes) * stage / (data if zero_stage >= 2 else 1))
-    if framework == "ideal" or zero_stage < 2:
+    if framework in ("ideal", "megatron") or zero_stage < 2:
         return 0
     if framework.startswith("deepspeed"):  # v0.3.13 has the same prefetch and live-parameter defaults
         return _out(sp.Min(DS_REDUCE_BUCKET, stage) * weight_bytes)

@@ -146,7 +146,8 @@ def breakdown(inputs: dict, out: dict) -> dict:
 
 def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedule: str, recompute: str,
               sequence_parallel: bool, shape: tuple | None, single_stage: bool, context_algorithm: str = "ring",
-              kv_hidden: int | None = None, replicated: float = 0.0, frozen_weight_bytes: float = 0.0):
+              kv_hidden: int | None = None, replicated: float = 0.0, frozen_weight_bytes: float = 0.0,
+              sac: tuple | None = None):
     """``f(b, t, p, m, v, d, act_graph=0, c=1) -> (model_state_bytes, activation_bytes)`` per device,
     numpy-vectorised.
 
@@ -167,12 +168,14 @@ def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedu
     reduces gradients and shards its distributed optimizer over the data- and context-parallel group);
     ``replicated`` of the ``params`` are not split by the tensor degree (the convolutions of Krizhevsky's
     hybrid, :mod:`.layerwise`); ``frozen_weight_bytes`` of the whole model are weights only (LoRA's base model,
-    :mod:`.lora`: split over tensor and stages, and over data-parallel ranks under ZeRO-3, :func:`frozen_bytes`)."""
+    :mod:`.lora`: split over tensor and stages, and over data-parallel ranks under ZeRO-3, :func:`frozen_bytes`).
+    ``sac``: a transformer block's matrix products (:func:`.memory.per_op_sac_outputs`) when ``selective`` is
+    torchtitan's per-op policy (:func:`.memory.per_op_sac_bytes`; :func:`sac_of` says when)."""
     parts = state_parts_fn(params, optimizer, dtype, zero_stage, single_stage, replicated, frozen_weight_bytes)
 
     def state(t, p, d):
         return sum(parts(t, p, d).values())
-    act = _activation_fn(schedule, recompute, sequence_parallel, shape, single_stage)
+    act = _activation_fn(schedule, recompute, sequence_parallel, shape, single_stage, sac)
     ctx = _context_fn(None if shape is None else shape[0], context_algorithm == "ring",
                       (kv_hidden or (shape[1] if shape else 0)) * dtype_bytes(dtype))
 
@@ -247,26 +250,41 @@ def frozen_bytes(weight_bytes, zero_stage: int, single_stage: bool, t, p, d):
 
 
 @lru_cache(maxsize=None)
-def _activation_fn(schedule: str, recompute: str, sequence_parallel: bool, shape: tuple | None, single_stage: bool):
+def _activation_fn(schedule: str, recompute: str, sequence_parallel: bool, shape: tuple | None, single_stage: bool,
+                   sac: tuple | None = None):
     b, t, p, m, v, g = (_SYM[k] for k in ("b", "t", "p", "m", "v", "act_graph"))
     p_ = 1 if single_stage else p
     v_ = v if schedule == "interleaved" else 1
     if shape is not None:
         sq, h, a, layers, vocab, fused = shape
         act = memory.activation_bytes_per_device(sq, b, h, a, layers, t, sequence_parallel, recompute, p_, schedule,
-                                                 m, v_, 0, vocab, fused_attention=fused)
+                                                 m, v_, 0, vocab, fused_attention=fused, sac=sac)
     else:
         act = g / p_ * memory._in_flight(schedule, p_, m, v_, 0)
     return sp.lambdify([b, t, p, m, v, g], sp.sympify(act), "numpy")
 
 
 FRAMEWORK_OUTPUTS = allocator.PARTS + ("fragmentation", "headroom")  # :func:`framework_memory_fn`'s arrays
+SAC_FRAMEWORKS = ("fsdp2",)  # runtimes whose "selective" recompute is torchtitan's per-op policy (:func:`sac_of`)
+
+
+def sac_of(framework: str, graph) -> tuple | None:
+    """What :func:`memory_fn` and :func:`framework_memory_fn` take as ``sac``: the block's matrix products
+    (:func:`.memory.per_op_sac_outputs`) under ``fsdp2``, the runtime as torchtitan configures it, whose
+    ``selective`` activation checkpointing is its per-op policy (``selective_ac_option = 'op'``, :mod:`.memory`);
+    None otherwise (Korthikanti et al.'s selective recompute, Megatron's).
+
+    >>> from concurrency_model.models import get_model
+    >>> len(sac_of("fsdp2", get_model("gpt2", batch=1))), sac_of("megatron", get_model("gpt2", batch=1))
+    (6, None)
+    """
+    return memory.per_op_sac_outputs(graph) if framework in SAC_FRAMEWORKS else None
 
 
 @lru_cache(maxsize=None)
 def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: int, schedule: str, recompute: str,
                         sequence_parallel: bool, shape: tuple | None, single_stage: bool, hopper: bool,
-                        replicated: float = 0.0):
+                        replicated: float = 0.0, sac: tuple | None = None):
     """``f(b, t, p, m, v, d, act, c=1) -> dict`` of :data:`FRAMEWORK_OUTPUTS` per device, numpy-vectorised: the parts
     :func:`.allocator.framework_parts` adds to :func:`memory_fn`'s model state and activations ``act`` under runtime
     ``framework``, the allocator's ``fragmentation`` and the band's ``headroom`` above the central figure
@@ -275,7 +293,7 @@ def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: i
 
     A unit (what ZeRO-3 gathers at a time) is one transformer block, ``params / layers`` over the tensor degree
     [D: the embeddings' share spread over the blocks]; a graph without blocks is one unit. The loss sits on the
-    last stage, :func:`memory_fn`'s figure is the first stage's: with several stages the loss buffers count what
+    last stage, :func:`memory_fn`'s figure is the first stage's (``sac``: as :func:`memory_fn`'s): with several stages the loss buffers count what
     the last stage's activations, fp32 logits and loss exceed the first stage's by (never less than 0), so the
     total is the larger of the two stages. The recompute buffer is :func:`.memory.activation_bytes_per_device`'s
     ``recompute_buffer`` (one layer's activations rebuilt in the backward pass).
@@ -297,12 +315,13 @@ def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: i
         unit = sp.nsimplify(params) / (layers * t)
         logits = sq * b * vocab / (t * c)
         args = (sq, b, h, a, layers, t, sequence_parallel, recompute, p_, schedule, m, v_)
-        first = sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, fused_attention=fused))
+        first = sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, fused_attention=fused, sac=sac))
         if framework != "ideal":
-            rebuild = (sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, True, fused)) - first) / c
+            rebuild = (sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, True, fused, sac)) - first) / c
         if not single_stage:  # the last stage: its activations and fp32 logits against the first stage's
             q = sp.Symbol("q", positive=True, integer=True)  # the last stage, p - 1, substituted below
-            last = sp.sympify(memory.activation_bytes_per_device(*args, q, fused_attention=fused)).subs(q, p_ - 1)
+            last = sp.sympify(memory.activation_bytes_per_device(*args, q, fused_attention=fused, sac=sac)).subs(
+                q, p_ - 1)
             last += 4 * sq * b * h / t + 4 * sq * b * vocab / t  # its final norm, output input, fp32 logits (§4.3)
             last_extra = (last - first) / c
     loss = sp.sympify(allocator.loss_buffer_bytes(framework, logits))
