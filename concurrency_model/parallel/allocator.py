@@ -57,7 +57,9 @@ Inside the caching allocator (counted in ``reserved_bytes``):
   entropy works in place on one fp32 copy beside the 16-bit logits: 6 bytes
   (``megatron/core/tensor_parallel/cross_entropy.py``);
 * the recompute buffer: what a recomputing backward rebuilds for one layer
-  (:func:`.memory.activation_bytes_per_device`'s ``recompute_buffer``).
+  (:func:`.memory.activation_bytes_per_device`'s ``recompute_buffer``; under ``fsdp2``, whose ``selective`` is
+  torchtitan's per-op policy, what one layer's activations exceed the outputs that policy saves,
+  :func:`.memory.per_op_sac_bytes`).
 
 The band's upper end adds the caching allocator's headroom: freed blocks it keeps cached in segments still
 partly in use (``c10/cuda/CUDACachingAllocator.cpp``: best-fit splitting of cached blocks, 512-byte rounding,
