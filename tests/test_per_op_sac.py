@@ -81,3 +81,23 @@ def test_never_more_than_korthikanti_selective(heads, head_dim, s, b, t):
 def test_bad_split_is_refused():
     with pytest.raises(ValueError, match=r"^outputs: split must be 'column' or 'row'"):
         memory.per_op_sac_bytes(8, 1, 64, 1, outputs=((64, "diagonal"),))
+
+
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_dtensor_sequence_parallel_saves_the_gathered_inputs(recompute):
+    """Tensor 2 with sequence parallelism: torchtitan's column-parallel products save their all-gathered inputs whole
+    (attention's and the MLP's, 2 x 2 s b h bytes) where Megatron keeps the shards (2 x 2 s b h / 2): 4 s b h / 2 more
+    a layer stored without recompute, and in the buffer that full recompute rebuilds."""
+    s = 8192
+    spec = {**SPEC, "parallel": {"data": 4, "tensor": 2, "sequence_parallel": True, "microbatch_size": 1,
+                                 "global_batch": 4}}
+    m = {fw: estimate({**spec, "training": {**SPEC["training"], "framework": fw, "recompute": recompute}}).memory
+         for fw in ("fsdp", "fsdp2")}
+    extra = 4 * s * H * (1 - 1 / 2)
+    if recompute == "none":
+        assert m["fsdp2"]["activations_bytes"] - m["fsdp"]["activations_bytes"] == pytest.approx(32 * extra, rel=1e-12)
+        assert m["fsdp2"]["recompute_buffer_bytes"] == m["fsdp"]["recompute_buffer_bytes"] == 0
+    else:
+        assert m["fsdp2"]["activations_bytes"] == pytest.approx(m["fsdp"]["activations_bytes"], rel=1e-12)
+        assert m["fsdp2"]["recompute_buffer_bytes"] - m["fsdp"]["recompute_buffer_bytes"] == pytest.approx(extra,
+                                                                                                           rel=1e-12)

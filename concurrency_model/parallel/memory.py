@@ -284,9 +284,15 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
     ``5 a s^2 b / t`` attention term (nothing with ``fused_attention``, which never stores it;
     :func:`transformer_activation_bytes`).
 
-    ``sac``: the block's matrix products (:func:`per_op_sac_outputs`): ``selective`` is then torchtitan's per-op
-    policy (:func:`per_op_sac_bytes` a layer instead of Korthikanti's), and its recompute buffer what one layer's
-    ``none`` activations exceed that by.
+    ``sac``: the block's matrix products (:func:`per_op_sac_outputs`), given for torchtitan's runtime (FSDP2 with
+    DTensor tensor parallelism): ``selective`` is then its per-op policy (:func:`per_op_sac_bytes` a layer instead
+    of Korthikanti's), and its recompute buffer what one layer's ``none`` activations exceed that by; and with
+    sequence parallelism the attention and MLP inputs, all-gathered from their sequence shards before the
+    column-parallel products (torchtitan @ 9dec370 ``parallelize_llama.py``: ``PrepareModuleInput`` from
+    ``Shard(1)`` to ``Replicate()``), are saved whole by those products for their weight gradients (PyTorch autograd
+    keeps a matrix product's inputs), ``2 x 2 s b h`` bytes where Korthikanti's Eq. 4 counts ``2 x 2 s b h / t``
+    (Megatron-LM saves the shard and gathers again in the backward pass): ``4 s b h (1 - 1/t)`` more a layer without
+    recompute and in the full recompute's buffer (the per-op policy recomputes the gathers: not saved).
 
     >>> activation_bytes_per_device(2048, 1, 12288, 96, 96, t=8, sequence_parallel=True,
     ...     recompute="selective", pipeline=8) == 34 * 2048 * 12288 * 96 / 8   # Eq. 6
@@ -303,17 +309,22 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
         raise ValueError(f"stage: must be < pipeline ({p}), got {st}")
     if not isinstance(recompute_buffer, bool):
         raise ValueError(f"recompute_buffer: must be True or False, got {recompute_buffer!r}")
+    s_, b_, h_, a_, t_ = (sp.sympify(x) for x in (s, b, h, a, t))
+    # DTensor's sequence parallelism (torchtitan, ``sac`` given) saves the two gathered inputs of the column-parallel
+    # layers whole, where Megatron keeps them sharded (docstring)
+    gathered = 4 * s_ * b_ * h_ * (1 - 1 / t_) if sac is not None and sequence_parallel else sp.Integer(0)
     per_mb = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, recompute, 1, fused_attention))
     op_sac = sac is not None and recompute == "selective"
     if op_sac:
         per_mb = sp.sympify(per_op_sac_bytes(s, b, h, a, t, sequence_parallel, sac))
+    elif recompute != "full":
+        per_mb += gathered
     total = per_mb * L / p * _in_flight(schedule, p, m, v, st)
-    s_, b_, h_, a_, t_ = (sp.sympify(x) for x in (s, b, h, a, t))
+    none = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, "none", 1, fused_attention))
     if recompute_buffer and op_sac:
-        none = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, "none", 1, fused_attention))
-        total += sp.Max(0, none - per_mb)
+        total += sp.Max(0, none + gathered - per_mb)
     elif recompute_buffer and recompute == "full":
-        total += sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, "none", 1, fused_attention))
+        total += none + gathered
     elif recompute_buffer and recompute == "selective" and not fused_attention:
         total += 5 * a_ * s_ ** 2 * b_ / t_
     if vocab is not None:
