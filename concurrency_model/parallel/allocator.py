@@ -36,20 +36,20 @@ Inside the caching allocator (counted in ``reserved_bytes``):
   (``megatron/core/distributed/param_and_grad_buffer.py``) is in the parameters' dtype, the ``w``-byte gradient
   :mod:`.memory` already counts: ``DistributedDataParallelConfig.grad_reduce_in_fp32`` defaults to False
   (NVIDIA/Megatron-LM @ 2a75ac12, the submodule of NVIDIA-NeMo/Megatron-Bridge @ 067f987d,
-  ``megatron/core/distributed/distributed_data_parallel_config.py``) and Megatron-Bridge's performance recipes
-  set it False (``src/megatron/bridge/perf_recipes/_common.py`` ``_benchmark_common`` and ``_perf_precision``), as
-  the reduction's time already assumes (:data:`.data_parallel.GRAD_BYTES`). The distributed optimizer makes its
-  fp32 gradient shard only in the step (``megatron/core/optimizer/distrib_optimizer.py``:
-  ``shard_main_param.grad = shard_model_grad.float()``), after the backward pass has freed the activations: never
-  at the peak, so 0. (Megatron-LM's own ``pretrain_gpt.py`` promotes bf16 runs to fp32 accumulation unless
-  ``--grad-reduce-in-bf16``, ``megatron/training/arguments.py``: ``grad_reduce_in_fp32=True`` there costs
-  ``4 - w`` more bytes a parameter; not modelled: the toolkit follows Megatron-Core's default.) FSDP and FSDP2 (ZeRO-2/3) hold one unit's unsharded gradients (``w`` bytes) and their
-  fp32 reduce-scatter input (torchtitan's ``mixed_precision_reduce = "float32"``); FSDP2 under pipeline parallelism
-  skips the reduce-scatter until the last microbatch and accumulates every unsharded gradient of the stage in the
-  reduce dtype, fp32 (``_fsdp_param_group.py`` ``post_backward``: "May have an accumulated gradient of the reduce
-  dtype if the previous backward did not reduce-scatter"; ``torch/distributed/pipelining/stage.py``
-  ``backward_maybe_with_nosync``); DeepSpeed ZeRO-2/3 one ``reduce_bucket_size`` = 5e8-element bucket
-  (``deepspeed/runtime/zero/config.py``);
+  ``megatron/core/distributed/distributed_data_parallel_config.py``) and Megatron-Bridge's performance recipes set it
+  False (``src/megatron/bridge/perf_recipes/_common.py`` ``_benchmark_common`` and ``_perf_precision``), as the
+  reduction's time already assumes (:data:`.data_parallel.GRAD_BYTES`). The distributed optimizer makes its fp32
+  gradient shard only in the step (``megatron/core/optimizer/distrib_optimizer.py``: ``shard_main_param.grad =
+  shard_model_grad.float()``), after the backward pass has freed the activations: never at the peak, so 0.
+  (Megatron-LM's own ``pretrain_gpt.py`` promotes bf16 runs to fp32 accumulation unless ``--grad-reduce-in-bf16``,
+  ``megatron/training/arguments.py``: ``grad_reduce_in_fp32=True`` there costs ``4 - w`` more bytes a parameter; not
+  modelled: the toolkit follows Megatron-Core's default.) FSDP and FSDP2 (ZeRO-2/3) hold one unit's unsharded
+  gradients (``w`` bytes) and their fp32 reduce-scatter input (torchtitan's ``mixed_precision_reduce = "float32"``);
+  FSDP2 under pipeline parallelism skips the reduce-scatter until the last microbatch and accumulates every unsharded
+  gradient of the stage in the reduce dtype, fp32 (``_fsdp_param_group.py`` ``post_backward``: "May have an
+  accumulated gradient of the reduce dtype if the previous backward did not reduce-scatter";
+  ``torch/distributed/pipelining/stage.py`` ``backward_maybe_with_nosync``); DeepSpeed ZeRO-2/3 one
+  ``reduce_bucket_size`` = 5e8-element bucket (``deepspeed/runtime/zero/config.py``);
 * the loss: :mod:`.memory` counts fp32 logits, 4 bytes a logit. PyTorch's ``cross_entropy`` on upcast logits
   keeps at the backward's start the saved ``log_softmax`` output (``derivatives.yaml``: its backward uses the
   result), the incoming gradient of that output and the gradient of the logits, three fp32 tensors: 12 bytes a

@@ -291,12 +291,13 @@ def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: i
     (:func:`.allocator.headroom_bytes`; ``ideal``: all 0). ``d``: the data-parallel degree (ZeRO shards over
     ``d x c``).
 
-    A unit (what ZeRO-3 gathers at a time) is one transformer block, ``params / layers`` over the tensor degree
-    [D: the embeddings' share spread over the blocks]; a graph without blocks is one unit. The loss sits on the
-    last stage, :func:`memory_fn`'s figure is the first stage's (``sac``: as :func:`memory_fn`'s): with several stages the loss buffers count what
-    the last stage's activations, fp32 logits and loss exceed the first stage's by (never less than 0), so the
-    total is the larger of the two stages. The recompute buffer is :func:`.memory.activation_bytes_per_device`'s
-    ``recompute_buffer`` (one layer's activations rebuilt in the backward pass).
+    A unit (what ZeRO-3 gathers at a time) is one transformer block, ``params / layers`` over the tensor degree [D: the
+    embeddings' share spread over the blocks]; a graph without blocks is one unit. The loss sits on the last stage,
+    :func:`memory_fn`'s figure is the first stage's (``sac``: as :func:`memory_fn`'s): with several stages the loss
+    buffers count what the last stage's activations, fp32 logits and loss exceed the first stage's by (never less
+    than 0), so the total is the larger of the two stages. The recompute buffer is
+    :func:`.memory.activation_bytes_per_device`'s ``recompute_buffer`` (one layer's activations rebuilt in the
+    backward pass).
 
     >>> f = framework_memory_fn("ideal", 1e9, "bf16", 0, "1f1b", "none", False, None, True, False)
     >>> sorted({float(x) for x in f(1, 1, 1, 1, 1, 8, 5e9).values()})

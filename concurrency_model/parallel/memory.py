@@ -11,13 +11,13 @@ Sources (tags as in ``shared/reference/training-formulas.md``):
   ``grad_dtype="fp32"``) [P].
 * Transformer activations: Korthikanti et al. 2022, §4.1 Eq. 1 and Table 2 (bytes per layer, 16-bit
   activations, 1-byte dropout masks) [S, confirmed against Megatron-LM ``theoretical_memory_usage.py``].
-* Pipeline in-flight microbatches: Korthikanti §4.2.3 (first stage of 1F1B holds p microbatches, so L
-  layers' worth; interleaved multiplies by ``1 + (p-1)/(p v)``; the same count as Megatron-Core's schedule:
-  NVIDIA/Megatron-LM @ 2a75ac12 ``megatron/core/pipeline_parallel/schedules.py`` runs ``2 (p - 1) + (v - 1) g``
-  warm-up chunks on the first stage, ``g`` = ``microbatch_group_size_per_vp_stage``, p by default, then one more
-  in the steady state: ``p (v + 1) - 1`` chunks of ``L / (p v)`` layers = ``L (1 + (p-1)/(p v))``), Narayanan
-  et al. 2021 §2.2.1 (GPipe stashes all m microbatches, 1F1B p or fewer), PipeDream weight stashing (one version per in-flight
-  input; Narayanan et al. ICML 2021 §2, §3).
+* Pipeline in-flight microbatches: Korthikanti §4.2.3 (first stage of 1F1B holds p microbatches, so L layers' worth;
+  interleaved multiplies by ``1 + (p-1)/(p v)``; the same count as Megatron-Core's schedule: NVIDIA/Megatron-LM @
+  2a75ac12 ``megatron/core/pipeline_parallel/schedules.py`` runs ``2 (p - 1) + (v - 1) g`` warm-up chunks on the
+  first stage, ``g`` = ``microbatch_group_size_per_vp_stage``, p by default, then one more in the steady state: ``p
+  (v + 1) - 1`` chunks of ``L / (p v)`` layers = ``L (1 + (p-1)/(p v))``), Narayanan et al. 2021 §2.2.1 (GPipe
+  stashes all m microbatches, 1F1B p or fewer), PipeDream weight stashing (one version per in-flight input; Narayanan
+  et al. ICML 2021 §2, §3).
 * torchtitan's selective activation checkpointing (``selective_ac_option = 'op'``, the default of its Llama 3
   configs): pytorch/torchtitan @ 9dec370 ``torchtitan/parallelisms/parallelize_llama.py``
   ``_apply_ac_to_transformer_block``: per transformer block, the outputs of the ops in ``_save_list`` are saved
