@@ -154,3 +154,21 @@ def test_the_run_that_ran_out_of_memory_is_not_said_to_fit():
         b = int(ran["microbatch"])
         assert memory_at(s, workload(s.model, s.cluster, s.training["dtype"]), b, s.microbatches)[1]["total_bytes"] \
             <= s.cluster.device.mem_capacity, ran["label"]
+
+
+def test_training_loss_sets_the_loss_buffers(tmp_path, capsys):
+    """``training.loss``: GPT-2 under fsdp, microbatch 4 of 1,024 tokens, vocabulary 50,257: ``upcast`` (the default)
+    holds 12 bytes a logit, 8 beyond the fp32 logits the analysis counts; ``vocab_parallel`` 6 (2 beyond); ``fused``
+    4 (none beyond: flash-attention's kernel keeps the 16-bit logits and their 16-bit gradient)."""
+    logits = 4 * 1024 * 50_257
+    got = {loss: estimate(with_training(GPT2, framework="fsdp", zero_stage=3, loss=loss)).memory["loss_buffers_bytes"]
+           for loss in (None, "upcast", "vocab_parallel", "fused")}
+    assert got == {None: 8 * logits, "upcast": 8 * logits, "vocab_parallel": 2 * logits, "fused": 0}
+    assert estimate(with_training(GPT2, framework="megatron", loss=None)).memory["loss_buffers_bytes"] == 2 * logits
+    with pytest.raises(ValueError, match=r"^training.loss: unknown 'fusd'; did you mean 'fused'\?"):
+        estimate(with_training(GPT2, framework="fsdp", loss="fusd"))
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(with_training(GPT2, loss="fusd")))
+    assert main(["estimate", "--scenario", str(f)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "training.loss" in err and "did you mean 'fused'" in err

@@ -53,9 +53,14 @@ Inside the caching allocator (counted in ``reserved_bytes``):
 * the loss: :mod:`.memory` counts fp32 logits, 4 bytes a logit. PyTorch's ``cross_entropy`` on upcast logits
   keeps at the backward's start the saved ``log_softmax`` output (``derivatives.yaml``: its backward uses the
   result), the incoming gradient of that output and the gradient of the logits, three fp32 tensors: 12 bytes a
-  logit (fsdp, fsdp2, deepspeed: the Hugging Face and torchtitan losses); Megatron's fused vocab-parallel cross
-  entropy works in place on one fp32 copy beside the 16-bit logits: 6 bytes
-  (``megatron/core/tensor_parallel/cross_entropy.py``);
+  logit (``training.loss = "upcast"``, the default of fsdp, fsdp2, deepspeed: the Hugging Face and torchtitan
+  losses); Megatron's fused vocab-parallel cross entropy works in place on one fp32 copy beside the 16-bit logits: 6
+  bytes (``"vocab_parallel"``, megatron's default; ``megatron/core/tensor_parallel/cross_entropy.py``); a fused
+  kernel on the 16-bit logits (``"fused"``: Dao-AILab/flash-attention v1.0.3 ``flash_attn/losses/cross_entropy.py``
+  and ``csrc/xentropy/xentropy_kernel.cu``: the forward saves the logits and a fp32 log-sum-exp a row, the backward
+  writes the gradient into ``empty_like(logits)``; llm-foundry's MPT default ``loss_fn='fused_crossentropy'``,
+  mosaicml/llm-foundry @ 8c8dd48f ``llmfoundry/models/mpt/modeling_mpt.py``) keeps the 16-bit logits and their
+  16-bit gradient: 4 bytes;
 * the recompute buffer: what a recomputing backward rebuilds for one layer
   (:func:`.memory.activation_bytes_per_device`'s ``recompute_buffer``; under ``fsdp2``, whose ``selective`` is
   torchtitan's per-op policy, what one layer's activations exceed the outputs that policy saves,
@@ -79,6 +84,7 @@ from __future__ import annotations
 
 import sympy as sp
 
+from ..checks import did_you_mean
 from ..cost import to_python as _out
 from ..units import KiB, MiB
 from .runtime import FRAMEWORKS
@@ -97,7 +103,10 @@ CUBLASLT_WORKSPACE = 1024 * KiB
 DS_PREFETCH_BUCKET = 50_000_000  # stage3_prefetch_bucket_size (elements)
 DS_MAX_LIVE = 1_000_000_000  # stage3_max_live_parameters
 DS_REDUCE_BUCKET = 500_000_000  # reduce_bucket_size (elements)
-LOSS_BYTES_PER_LOGIT = {"ideal": 4, "megatron": 6, "deepspeed": 12, "deepspeed-0.3": 12, "fsdp": 12, "fsdp2": 12}
+LOSSES = {"upcast": 12, "vocab_parallel": 6, "fused": 4}  # training.loss: bytes a logit at the loss' peak
+FRAMEWORK_LOSS = {"megatron": "vocab_parallel", "deepspeed": "upcast", "deepspeed-0.3": "upcast", "fsdp": "upcast",
+                  "fsdp2": "upcast"}  # each runtime's loss when training.loss is null
+LOSS_BYTES_PER_LOGIT = {"ideal": 4, **{fw: LOSSES[loss] for fw, loss in FRAMEWORK_LOSS.items()}}
 # caching-allocator block sizes (c10/cuda/CUDACachingAllocator.cpp)
 MIN_BLOCK, SMALL_SIZE, SMALL_BUFFER = 512, 1 * MiB, 2 * MiB
 MIN_LARGE_ALLOC, LARGE_BUFFER, ROUND_LARGE = 10 * MiB, 20 * MiB, 2 * MiB
@@ -202,20 +211,39 @@ def gradient_buffer_bytes(framework: str, zero_stage: int, stage_params, unit_pa
     return _out((weight_bytes + 4) * unit)
 
 
-def loss_buffer_bytes(framework: str, logits):
-    """The loss' bytes beyond the 4-byte fp32 logits :mod:`.memory` counts: ``(LOSS_BYTES_PER_LOGIT - 4)`` per
-    logit of the last stage (``logits`` = tokens x vocabulary on one device).
+def check_loss(loss: str | None) -> str | None:
+    """``loss`` if it is None (the runtime's own, :data:`FRAMEWORK_LOSS`) or one of :data:`LOSSES`, else ``ValueError``
+    naming the field.
+
+    >>> check_loss("fused"), check_loss(None)
+    ('fused', None)
+    """
+    if loss is not None and loss not in LOSSES:
+        raise ValueError(f"training.loss: unknown {loss!r}{did_you_mean(loss, LOSSES)}; allowed: {', '.join(LOSSES)}")
+    return loss
+
+
+def loss_buffer_bytes(framework: str, logits, loss: str | None = None):
+    """The loss' bytes beyond the 4-byte fp32 logits :mod:`.memory` counts: ``LOSSES[loss] - 4`` per logit of the
+    last stage (``logits`` = tokens x vocabulary on one device), ``loss`` None: the runtime's own
+    (:data:`FRAMEWORK_LOSS`); 0 for ``ideal``.
 
     >>> loss_buffer_bytes("fsdp2", 1000), loss_buffer_bytes("megatron", 1000), loss_buffer_bytes("ideal", 1000)
     (8000, 2000, 0)
+    >>> loss_buffer_bytes("fsdp", 1000, "fused")   # 16-bit logits and gradient: what .memory counts already
+    0
     """
     check_framework(framework)
-    return _out((LOSS_BYTES_PER_LOGIT[framework] - 4) * sp.sympify(logits))
+    check_loss(loss)
+    per = 4 if framework == "ideal" else LOSSES[loss or FRAMEWORK_LOSS[framework]]
+    return _out((per - 4) * sp.sympify(logits))
 
 
 def framework_parts(framework: str, zero_stage: int, stage_params, unit_params, weight_bytes: int, data, groups,
-                    logits, recompute_buffer, hopper: bool, pipelined: bool, accumulating: bool) -> dict:
-    """Every part of :data:`PARTS` for one device (numbers or sympy expressions), 0 for ``ideal``.
+                    logits, recompute_buffer, hopper: bool, pipelined: bool, accumulating: bool,
+                    loss: str | None = None) -> dict:
+    """Every part of :data:`PARTS` for one device (numbers or sympy expressions), 0 for ``ideal``; ``loss``:
+    ``training.loss`` (:func:`loss_buffer_bytes`).
 
     >>> p = framework_parts("fsdp2", 3, 1e9, 1e8, 2, 8, [8], 1000, 0, True, False, False)
     >>> p["gathered_parameters"] / 1e6, p["loss_buffers"], p["cuda_context"]
@@ -230,7 +258,7 @@ def framework_parts(framework: str, zero_stage: int, stage_params, unit_params, 
                                                             weight_bytes, pipelined),
             "gradient_buffers": gradient_buffer_bytes(framework, zero_stage, stage_params, unit_params, weight_bytes,
                                                       data, accumulating),
-            "loss_buffers": loss_buffer_bytes(framework, logits),
+            "loss_buffers": loss_buffer_bytes(framework, logits, loss),
             "recompute_buffer": _out(sp.sympify(recompute_buffer))}
 
 
@@ -281,5 +309,5 @@ def reserved_bytes(allocated, headroom, outside, capacity) -> float:
 
 __all__ = ["framework_parts", "headroom_bytes", "reserved_bytes", "segment_bytes", "nccl_bytes", "workspace_bytes",
            "gathered_parameter_bytes", "gradient_buffer_bytes", "loss_buffer_bytes", "check_framework", "PARTS",
-           "fragmentation_bytes", "is_hopper",
+           "fragmentation_bytes", "is_hopper", "check_loss", "LOSSES", "FRAMEWORK_LOSS",
            "OUTSIDE", "TRANSIENT", "FRAGMENTATION"]

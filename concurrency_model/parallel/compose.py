@@ -284,7 +284,7 @@ def sac_of(framework: str, graph) -> tuple | None:
 @lru_cache(maxsize=None)
 def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: int, schedule: str, recompute: str,
                         sequence_parallel: bool, shape: tuple | None, single_stage: bool, hopper: bool,
-                        replicated: float = 0.0, sac: tuple | None = None):
+                        replicated: float = 0.0, sac: tuple | None = None, loss: str | None = None):
     """``f(b, t, p, m, v, d, act, c=1) -> dict`` of :data:`FRAMEWORK_OUTPUTS` per device, numpy-vectorised: the parts
     :func:`.allocator.framework_parts` adds to :func:`memory_fn`'s model state and activations ``act`` under runtime
     ``framework``, the allocator's ``fragmentation`` and the band's ``headroom`` above the central figure
@@ -293,7 +293,8 @@ def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: i
 
     A unit (what ZeRO-3 gathers at a time) is one transformer block, ``params / layers`` over the tensor degree [D: the
     embeddings' share spread over the blocks]; a graph without blocks is one unit. The loss sits on the last stage,
-    :func:`memory_fn`'s figure is the first stage's (``sac``: as :func:`memory_fn`'s): with several stages the loss
+    :func:`memory_fn`'s figure is the first stage's (``sac``: as :func:`memory_fn`'s; ``loss``: ``training.loss``,
+    :func:`.allocator.loss_buffer_bytes`): with several stages the loss
     buffers count what the last stage's activations, fp32 logits and loss exceed the first stage's by (never less
     than 0), so the total is the larger of the two stages. The recompute buffer is
     :func:`.memory.activation_bytes_per_device`'s ``recompute_buffer`` (one layer's activations rebuilt in the
@@ -325,13 +326,13 @@ def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: i
                 q, p_ - 1)
             last += 4 * sq * b * h / t + 4 * sq * b * vocab / t  # its final norm, output input, fp32 logits (§4.3)
             last_extra = (last - first) / c
-    loss = sp.sympify(allocator.loss_buffer_bytes(framework, logits))
+    loss_bytes = sp.sympify(allocator.loss_buffer_bytes(framework, logits, loss))
     if not single_stage and framework != "ideal":
-        loss = sp.Max(0, last_extra + loss, evaluate=False)  # unevaluated: sympy's Max search costs seconds
+        loss_bytes = sp.Max(0, last_extra + loss_bytes, evaluate=False)  # unevaluated: sympy's Max search costs seconds
     groups = (d * c, t, p, c)
     parts = allocator.framework_parts(framework, zero_stage, stage, unit, wb, d * c, groups, logits, rebuild, hopper,
-                                      not single_stage, framework == "fsdp2" and not single_stage)
-    parts["loss_buffers"] = 0 if framework == "ideal" else loss
+                                      not single_stage, framework == "fsdp2" and not single_stage, loss)
+    parts["loss_buffers"] = 0 if framework == "ideal" else loss_bytes
     transient = act + sum(sp.sympify(parts[k]) for k in allocator.TRANSIENT
                           if k != "gradient_buffers" or framework in ("fsdp", "fsdp2"))
     out = {**parts, "fragmentation": allocator.fragmentation_bytes(framework, transient),

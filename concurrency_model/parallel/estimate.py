@@ -355,8 +355,8 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
         fw, w.state_params(e), tr["dtype"], tr["zero_stage"],
         "1f1b" if schedule == "interleaved" and v == 1 else schedule,
         rec, par["sequence_parallel"], None if shape is None else tuple(shape[k] for k in MEMORY_SHAPE), p == 1,
-        allocator.is_hopper(sc.cluster.device.name), w.replicated_params, sac)(b, t, p, m, v, par["data"], act,
-                                                                                c).items()}
+        allocator.is_hopper(sc.cluster.device.name), w.replicated_params, sac, tr["loss"])(b, t, p, m, v, par["data"],
+                                                                                            act, c).items()}
     extra = {k: runtime[k] for k in allocator.PARTS} if fw != "ideal" else None  # ideal: today's figures exactly
     mem = memory.memory_per_device(state, act, sc.cluster.device, extra=extra, headroom=runtime["headroom"])
     outside = sum(runtime[k] for k in allocator.OUTSIDE)

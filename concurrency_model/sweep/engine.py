@@ -159,7 +159,8 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
         frozen = compose.frozen_bytes(frozen_bytes, int(z_), bool(one), L["tensor"].to_numpy(float),
                                       L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))
         runtime = compose.framework_memory_fn(fw, w.state_params(int(e_)), tr["dtype"], int(z_), s_, r_,
-                                              bool(q_), shape_t, bool(one), hopper, w.replicated_params, sac)(
+                                              bool(q_), shape_t, bool(one), hopper, w.replicated_params, sac,
+                                              tr["loss"])(
             *(L[c].to_numpy(dtype=float) for c in ("microbatch_size", "tensor", "pipeline", "microbatches",
                                                    "interleave", "data")), ac, L["context"].to_numpy(dtype=float))
         extra = sum(runtime[k] for k in allocator.PARTS)  # what the runtime adds (0 for "ideal")

@@ -88,7 +88,9 @@ ASSUMPTIONS = {
                   "--attn_impl defaulted to 'triton', llm-foundry's copy of HazyResearch's Triton FlashAttention, "
                   "until 7f0fdae66 (2024-03), after both tables: submit_benchmarks.py at b2a43a147); the MPT "
                   "yamls' shapes with learned positions of "
-                  "the row's sequence length; AdamW (the yamls' decoupled_adamw)",
+                  "the row's sequence length; AdamW (the yamls' decoupled_adamw); loss fused (MPT's default "
+                  "loss_fn 'fused_crossentropy', flash-attention's xentropy kernel: modeling_mpt.py @ 8c8dd48f; "
+                  "the GPU yamls do not override it)",
     "megatron_bridge": "the dense Llama rows (the mixtures of experts are the set megatron_bridge_moe) on DGX-H100 "
                        "(cluster dgx-h100); framework megatron; distributed optimizer -> ZeRO 1, the FSDP column's Megatron-FSDP "
                        "-> ZeRO 3 over the data-parallel degree; sequence parallelism with TP, no recompute and "
@@ -163,7 +165,7 @@ def _base(dataset: str, i: int, label: str, group: str) -> dict:
             "schedule": "1f1b", "sequence_parallel": False, "microbatch": np.nan, "global_batch": np.nan,
             "dtype": "bf16", "recompute": "none", "zero_stage": 0, "framework": "ideal", "overlap": True,
             "measured_tps": np.nan, "measured_memory_bytes": np.nan, "measured_tflops": np.nan, "unmappable": "",
-            "note": "", "expert": 1, "capacity_factor": np.nan}
+            "note": "", "expert": 1, "capacity_factor": np.nan, "loss": None}
 
 
 def torchtitan_rows() -> pd.DataFrame:
@@ -213,7 +215,7 @@ def llmfoundry_rows() -> pd.DataFrame:
                  microbatch=int(r["micro_batch_size"]), global_batch=int(r["global_batch_size_seqs"]),
                  dtype="fp8" if "fp8" in str(r["precision"]) else "bf16",
                  recompute="full" if bool(r["activation_checkpointing"]) else "none",
-                 zero_stage={"FULL_SHARD": 3, "SHARD_GRAD_OP": 2}.get(strategy, 0), framework="fsdp",
+                 zero_stage={"FULL_SHARD": 3, "SHARD_GRAD_OP": 2}.get(strategy, 0), framework="fsdp", loss="fused",
                  measured_tps=float(r["throughput_tok_per_s_per_gpu"]),
                  measured_tflops=float(r["model_tflops_per_gpu"]),
                  cluster={"h100_80gb": "dgx-h100", "a100_80gb": "dgx-a100"}.get(gpu, ""))
@@ -444,7 +446,7 @@ def scenario_for(r) -> dict:
     return {"model": model_spec(r), "cluster": r["cluster"], "parallel": par,
             "training": {"dtype": r["dtype"], "recompute": r["recompute"], "optimizer": "adam",
                          "zero_stage": int(r["zero_stage"]), "overlap": bool(r["overlap"]),
-                         "framework": r["framework"]}}
+                         "framework": r["framework"], "loss": r.get("loss")}}
 
 
 def _predict(r: dict) -> dict:
