@@ -27,6 +27,7 @@ from .ops.optimizer import RULES
 from .parallel.lora import BASE_BYTES
 from .parallel.layerwise import TENSOR_LAYERS
 from .parallel import pipeline
+from .parallel.allocator import LOSSES
 from .parallel.runtime import FRAMEWORKS, default_framework, runs_with, runtime_of
 from .routing import check_imbalance
 from .units import DTYPE_BYTES, KV_DTYPES
@@ -40,7 +41,7 @@ TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_sta
             "sync": "allreduce", "ps_servers": 0, "compression": "none", "host_overhead_s": None,
             "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
             "gossip_topology": "ring", "batch_norm": "local", "max_global_batch": DEFAULT_CEILING, "lora_rank": 0,
-            "lora_base_dtype": None, "framework": None, "bucket_bytes": None, "prefetch": None}
+            "lora_base_dtype": None, "framework": None, "bucket_bytes": None, "prefetch": None, "loss": None}
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "threshold", "topk", "dgc", "powersgd",
                 "sfb")
 INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,
@@ -54,7 +55,8 @@ CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tens
            "sync": ("allreduce", "parameter_server", "gossip"), "compression": COMPRESSIONS,
            "gossip_topology": TOPOLOGIES, "consistency": CONSISTENCY, "batch_norm": BATCH_NORM,
            "lora_base_dtype": tuple(BASE_BYTES), "batching": BATCHING,
-           "kv_dtype": KV_DTYPES, "framework": FRAMEWORKS}  # a field whose default is null may stay null
+           "kv_dtype": KV_DTYPES, "framework": FRAMEWORKS,
+           "loss": tuple(LOSSES)}  # a field whose default is null may stay null
 TOP = ("model", "cluster", "parallel", "training", "run", "inference", "name", "notes")
 
 # Plausible ranges of the numeric fields, (low, high, why): far enough past every real model, machine and run that

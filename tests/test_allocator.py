@@ -50,12 +50,14 @@ def test_gpt2_fsdp_parts_by_hand():
     assert ideal.memory_p90_bytes_per_device == ideal.memory_bytes_per_device  # ideal: no band
 
 
-def test_megatron_keeps_fp32_main_grads_and_a_fused_loss():
-    """Megatron-LM: a 4-byte main_grad beside the 2-byte gradient of every local parameter, whatever the
-    distributed optimizer shards; its fused cross entropy needs 2 bytes a logit beyond the fp32 logits."""
+def test_megatron_grads_in_the_parameters_dtype_and_a_fused_loss():
+    """Megatron-Core: ``grad_reduce_in_fp32`` defaults False, so the main_grad buffer is the 2-byte gradient the model
+    state already counts (no extra buffer, whatever the distributed optimizer shards); its fused cross entropy needs
+    2 bytes a logit beyond the fp32 logits. The model state is ZeRO-1's 2 + 2 + 12 / d bytes a parameter."""
     psi, b, s, vocab = 124_439_808, 4, 1024, 50_257
     m = estimate(with_training(GPT2, framework="megatron", zero_stage=1)).memory
-    assert m["gradient_buffers_bytes"] == pytest.approx(2 * psi, rel=1e-12)
+    assert m["gradient_buffers_bytes"] == 0
+    assert m["model_state_bytes"] == pytest.approx((2 + 2 + 12 / 2) * psi, rel=1e-12)
     assert m["loss_buffers_bytes"] == pytest.approx(2 * s * b * vocab, rel=1e-12)
     assert m["gathered_parameters_bytes"] == 0
 
@@ -135,3 +137,38 @@ def test_allocator_blocks_and_bad_framework():
         [2 * MiB, 2 * MiB, 20 * MiB, 20 * MiB, 10 * MiB]
     with pytest.raises(ValueError, match=r"^training.framework: unknown 'torch'"):
         allocator.check_framework("torch")
+
+
+def test_the_run_that_ran_out_of_memory_is_not_said_to_fit():
+    """Narayanan et al. 2021 Table 2's caption: the 530B model "did not fit on 560 GPUs with microbatch 4 under
+    ZeRO-3" (A100 80GB). The estimate never calls it "fits"; the runs that did run are not refused."""
+    from concurrency_model.validate import training
+    rows = training.narayanan_rows()
+    r = rows[rows["label"].str.contains("529.6B on 640")].iloc[0].copy()
+    r["gpus"], r["data"], r["microbatch"], r["global_batch"] = 560, 560, 4, 2240
+    s = load_scenario(training.scenario_for(r))
+    m = memory_at(s, workload(s.model, s.cluster, s.training["dtype"]), 4, s.microbatches)[1]
+    assert not m["fits"] and m["upper_bytes"] > s.cluster.device.mem_capacity
+    for _, ran in rows.iterrows():  # every published row, 530B on 640 GPUs included, is estimated
+        s = load_scenario(training.scenario_for(ran))
+        b = int(ran["microbatch"])
+        assert memory_at(s, workload(s.model, s.cluster, s.training["dtype"]), b, s.microbatches)[1]["total_bytes"] \
+            <= s.cluster.device.mem_capacity, ran["label"]
+
+
+def test_training_loss_sets_the_loss_buffers(tmp_path, capsys):
+    """``training.loss``: GPT-2 under fsdp, microbatch 4 of 1,024 tokens, vocabulary 50,257: ``upcast`` (the default)
+    holds 12 bytes a logit, 8 beyond the fp32 logits the analysis counts; ``vocab_parallel`` 6 (2 beyond); ``fused``
+    4 (none beyond: flash-attention's kernel keeps the 16-bit logits and their 16-bit gradient)."""
+    logits = 4 * 1024 * 50_257
+    got = {loss: estimate(with_training(GPT2, framework="fsdp", zero_stage=3, loss=loss)).memory["loss_buffers_bytes"]
+           for loss in (None, "upcast", "vocab_parallel", "fused")}
+    assert got == {None: 8 * logits, "upcast": 8 * logits, "vocab_parallel": 2 * logits, "fused": 0}
+    assert estimate(with_training(GPT2, framework="megatron", loss=None)).memory["loss_buffers_bytes"] == 2 * logits
+    with pytest.raises(ValueError, match=r"^training.loss: unknown 'fusd'; did you mean 'fused'\?"):
+        estimate(with_training(GPT2, framework="fsdp", loss="fusd"))
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(with_training(GPT2, loss="fusd")))
+    assert main(["estimate", "--scenario", str(f)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "training.loss" in err and "did you mean 'fused'" in err

@@ -32,24 +32,39 @@ Inside the caching allocator (counted in ``reserved_bytes``):
   (``reshard_after_forward = not pp_enabled``, ``torchtitan/.../parallelize.py`` ``apply_fsdp``); DeepSpeed
   ZeRO-3 (``deepspeed``) the unit in use plus ``stage3_prefetch_bucket_size`` = 5e7 elements fetched ahead, at most
   ``stage3_max_live_parameters`` = 1e9 (``deepspeed/runtime/zero/config.py``); a unit is one transformer block;
-* gradient buffers: Megatron-LM keeps a contiguous fp32 ``main_grad`` buffer of every local parameter
-  (``megatron/core/distributed/param_and_grad_buffer.py``, ``grad_reduce_in_fp32``; the distributed optimizer
-  shards the optimizer state, not this buffer), ``4 - w`` bytes a parameter beyond the ``w``-byte gradient of
-  :mod:`.memory`; FSDP and FSDP2 (ZeRO-2/3) hold one unit's unsharded gradients (``w`` bytes) and their
-  fp32 reduce-scatter input (torchtitan's ``mixed_precision_reduce = "float32"``); FSDP2 under pipeline parallelism
-  skips the reduce-scatter until the last microbatch and accumulates every unsharded gradient of the stage in the
-  reduce dtype, fp32 (``_fsdp_param_group.py`` ``post_backward``: "May have an accumulated gradient of the reduce
-  dtype if the previous backward did not reduce-scatter"; ``torch/distributed/pipelining/stage.py``
-  ``backward_maybe_with_nosync``); DeepSpeed ZeRO-2/3 one ``reduce_bucket_size`` = 5e8-element bucket
-  (``deepspeed/runtime/zero/config.py``);
+* gradient buffers: Megatron-Core's contiguous ``main_grad`` buffer of every local parameter
+  (``megatron/core/distributed/param_and_grad_buffer.py``) is in the parameters' dtype, the ``w``-byte gradient
+  :mod:`.memory` already counts: ``DistributedDataParallelConfig.grad_reduce_in_fp32`` defaults to False
+  (NVIDIA/Megatron-LM @ 2a75ac12, the submodule of NVIDIA-NeMo/Megatron-Bridge @ 067f987d,
+  ``megatron/core/distributed/distributed_data_parallel_config.py``) and Megatron-Bridge's performance recipes set it
+  False (``src/megatron/bridge/perf_recipes/_common.py`` ``_benchmark_common`` and ``_perf_precision``), as the
+  reduction's time already assumes (:data:`.data_parallel.GRAD_BYTES`). The distributed optimizer makes its fp32
+  gradient shard only in the step (``megatron/core/optimizer/distrib_optimizer.py``: ``shard_main_param.grad =
+  shard_model_grad.float()``), after the backward pass has freed the activations: never at the peak, so 0.
+  (Megatron-LM's own ``pretrain_gpt.py`` promotes bf16 runs to fp32 accumulation unless ``--grad-reduce-in-bf16``,
+  ``megatron/training/arguments.py``: ``grad_reduce_in_fp32=True`` there costs ``4 - w`` more bytes a parameter; not
+  modelled: the toolkit follows Megatron-Core's default.) FSDP and FSDP2 (ZeRO-2/3) hold one unit's unsharded
+  gradients (``w`` bytes) and their fp32 reduce-scatter input (torchtitan's ``mixed_precision_reduce = "float32"``);
+  FSDP2 under pipeline parallelism skips the reduce-scatter until the last microbatch and accumulates every unsharded
+  gradient of the stage in the reduce dtype, fp32 (``_fsdp_param_group.py`` ``post_backward``: "May have an
+  accumulated gradient of the reduce dtype if the previous backward did not reduce-scatter";
+  ``torch/distributed/pipelining/stage.py`` ``backward_maybe_with_nosync``); DeepSpeed ZeRO-2/3 one
+  ``reduce_bucket_size`` = 5e8-element bucket (``deepspeed/runtime/zero/config.py``);
 * the loss: :mod:`.memory` counts fp32 logits, 4 bytes a logit. PyTorch's ``cross_entropy`` on upcast logits
   keeps at the backward's start the saved ``log_softmax`` output (``derivatives.yaml``: its backward uses the
   result), the incoming gradient of that output and the gradient of the logits, three fp32 tensors: 12 bytes a
-  logit (fsdp, fsdp2, deepspeed: the Hugging Face and torchtitan losses); Megatron's fused vocab-parallel cross
-  entropy works in place on one fp32 copy beside the 16-bit logits: 6 bytes
-  (``megatron/core/tensor_parallel/cross_entropy.py``);
+  logit (``training.loss = "upcast"``, the default of fsdp, fsdp2, deepspeed: the Hugging Face and torchtitan
+  losses); Megatron's fused vocab-parallel cross entropy works in place on one fp32 copy beside the 16-bit logits: 6
+  bytes (``"vocab_parallel"``, megatron's default; ``megatron/core/tensor_parallel/cross_entropy.py``); a fused
+  kernel on the 16-bit logits (``"fused"``: Dao-AILab/flash-attention v1.0.3 ``flash_attn/losses/cross_entropy.py``
+  and ``csrc/xentropy/xentropy_kernel.cu``: the forward saves the logits and a fp32 log-sum-exp a row, the backward
+  writes the gradient into ``empty_like(logits)``; llm-foundry's MPT default ``loss_fn='fused_crossentropy'``,
+  mosaicml/llm-foundry @ 8c8dd48f ``llmfoundry/models/mpt/modeling_mpt.py``) keeps the 16-bit logits and their
+  16-bit gradient: 4 bytes;
 * the recompute buffer: what a recomputing backward rebuilds for one layer
-  (:func:`.memory.activation_bytes_per_device`'s ``recompute_buffer``).
+  (:func:`.memory.activation_bytes_per_device`'s ``recompute_buffer``; under ``fsdp2``, whose ``selective`` is
+  torchtitan's per-op policy, what one layer's activations exceed the outputs that policy saves,
+  :func:`.memory.per_op_sac_bytes`).
 
 The band's upper end adds the caching allocator's headroom: freed blocks it keeps cached in segments still
 partly in use (``c10/cuda/CUDACachingAllocator.cpp``: best-fit splitting of cached blocks, 512-byte rounding,
@@ -69,6 +84,7 @@ from __future__ import annotations
 
 import sympy as sp
 
+from ..checks import did_you_mean
 from ..cost import to_python as _out
 from ..units import KiB, MiB
 from .runtime import FRAMEWORKS
@@ -87,7 +103,10 @@ CUBLASLT_WORKSPACE = 1024 * KiB
 DS_PREFETCH_BUCKET = 50_000_000  # stage3_prefetch_bucket_size (elements)
 DS_MAX_LIVE = 1_000_000_000  # stage3_max_live_parameters
 DS_REDUCE_BUCKET = 500_000_000  # reduce_bucket_size (elements)
-LOSS_BYTES_PER_LOGIT = {"ideal": 4, "megatron": 6, "deepspeed": 12, "deepspeed-0.3": 12, "fsdp": 12, "fsdp2": 12}
+LOSSES = {"upcast": 12, "vocab_parallel": 6, "fused": 4}  # training.loss: bytes a logit at the loss' peak
+FRAMEWORK_LOSS = {"megatron": "vocab_parallel", "deepspeed": "upcast", "deepspeed-0.3": "upcast", "fsdp": "upcast",
+                  "fsdp2": "upcast"}  # each runtime's loss when training.loss is null
+LOSS_BYTES_PER_LOGIT = {"ideal": 4, **{fw: LOSSES[loss] for fw, loss in FRAMEWORK_LOSS.items()}}
 # caching-allocator block sizes (c10/cuda/CUDACachingAllocator.cpp)
 MIN_BLOCK, SMALL_SIZE, SMALL_BUFFER = 512, 1 * MiB, 2 * MiB
 MIN_LARGE_ALLOC, LARGE_BUFFER, ROUND_LARGE = 10 * MiB, 20 * MiB, 2 * MiB
@@ -176,16 +195,14 @@ def gradient_buffer_bytes(framework: str, zero_stage: int, stage_params, unit_pa
     docstring); ``data``: the ZeRO ranks, ``accumulating``: FSDP2 under pipeline parallelism with more than one
     microbatch (unsharded fp32 gradients accumulated over the microbatches).
 
-    >>> gradient_buffer_bytes("megatron", 1, 1e9, 1e8, 2, data=8) / 1e9   # fp32 main_grad, 2 more bytes each
-    2.0
+    >>> gradient_buffer_bytes("megatron", 1, 1e9, 1e8, 2, data=8)   # main_grad in bf16: counted by .memory
+    0
     >>> gradient_buffer_bytes("fsdp2", 3, 1e9, 1e8, 2) / 1e6             # one unit: bf16 + fp32 reduce input
     600.0
     """
     check_framework(framework)
     stage, unit = sp.sympify(stage_params), sp.sympify(unit_params)
-    if framework == "megatron":
-        return _out((4 - weight_bytes) * stage / (data if zero_stage >= 2 else 1))
-    if framework == "ideal" or zero_stage < 2:
+    if framework in ("ideal", "megatron") or zero_stage < 2:
         return 0
     if framework.startswith("deepspeed"):  # v0.3.13 has the same prefetch and live-parameter defaults
         return _out(sp.Min(DS_REDUCE_BUCKET, stage) * weight_bytes)
@@ -194,20 +211,39 @@ def gradient_buffer_bytes(framework: str, zero_stage: int, stage_params, unit_pa
     return _out((weight_bytes + 4) * unit)
 
 
-def loss_buffer_bytes(framework: str, logits):
-    """The loss' bytes beyond the 4-byte fp32 logits :mod:`.memory` counts: ``(LOSS_BYTES_PER_LOGIT - 4)`` per
-    logit of the last stage (``logits`` = tokens x vocabulary on one device).
+def check_loss(loss: str | None) -> str | None:
+    """``loss`` if it is None (the runtime's own, :data:`FRAMEWORK_LOSS`) or one of :data:`LOSSES`, else ``ValueError``
+    naming the field.
+
+    >>> check_loss("fused"), check_loss(None)
+    ('fused', None)
+    """
+    if loss is not None and loss not in LOSSES:
+        raise ValueError(f"training.loss: unknown {loss!r}{did_you_mean(loss, LOSSES)}; allowed: {', '.join(LOSSES)}")
+    return loss
+
+
+def loss_buffer_bytes(framework: str, logits, loss: str | None = None):
+    """The loss' bytes beyond the 4-byte fp32 logits :mod:`.memory` counts: ``LOSSES[loss] - 4`` per logit of the
+    last stage (``logits`` = tokens x vocabulary on one device), ``loss`` None: the runtime's own
+    (:data:`FRAMEWORK_LOSS`); 0 for ``ideal``.
 
     >>> loss_buffer_bytes("fsdp2", 1000), loss_buffer_bytes("megatron", 1000), loss_buffer_bytes("ideal", 1000)
     (8000, 2000, 0)
+    >>> loss_buffer_bytes("fsdp", 1000, "fused")   # 16-bit logits and gradient: what .memory counts already
+    0
     """
     check_framework(framework)
-    return _out((LOSS_BYTES_PER_LOGIT[framework] - 4) * sp.sympify(logits))
+    check_loss(loss)
+    per = 4 if framework == "ideal" else LOSSES[loss or FRAMEWORK_LOSS[framework]]
+    return _out((per - 4) * sp.sympify(logits))
 
 
 def framework_parts(framework: str, zero_stage: int, stage_params, unit_params, weight_bytes: int, data, groups,
-                    logits, recompute_buffer, hopper: bool, pipelined: bool, accumulating: bool) -> dict:
-    """Every part of :data:`PARTS` for one device (numbers or sympy expressions), 0 for ``ideal``.
+                    logits, recompute_buffer, hopper: bool, pipelined: bool, accumulating: bool,
+                    loss: str | None = None) -> dict:
+    """Every part of :data:`PARTS` for one device (numbers or sympy expressions), 0 for ``ideal``; ``loss``:
+    ``training.loss`` (:func:`loss_buffer_bytes`).
 
     >>> p = framework_parts("fsdp2", 3, 1e9, 1e8, 2, 8, [8], 1000, 0, True, False, False)
     >>> p["gathered_parameters"] / 1e6, p["loss_buffers"], p["cuda_context"]
@@ -222,7 +258,7 @@ def framework_parts(framework: str, zero_stage: int, stage_params, unit_params, 
                                                             weight_bytes, pipelined),
             "gradient_buffers": gradient_buffer_bytes(framework, zero_stage, stage_params, unit_params, weight_bytes,
                                                       data, accumulating),
-            "loss_buffers": loss_buffer_bytes(framework, logits),
+            "loss_buffers": loss_buffer_bytes(framework, logits, loss),
             "recompute_buffer": _out(sp.sympify(recompute_buffer))}
 
 
@@ -273,5 +309,5 @@ def reserved_bytes(allocated, headroom, outside, capacity) -> float:
 
 __all__ = ["framework_parts", "headroom_bytes", "reserved_bytes", "segment_bytes", "nccl_bytes", "workspace_bytes",
            "gathered_parameter_bytes", "gradient_buffer_bytes", "loss_buffer_bytes", "check_framework", "PARTS",
-           "fragmentation_bytes", "is_hopper",
+           "fragmentation_bytes", "is_hopper", "check_loss", "LOSSES", "FRAMEWORK_LOSS",
            "OUTSIDE", "TRANSIENT", "FRAGMENTATION"]

@@ -156,7 +156,8 @@ def breakdown(inputs: dict, out: dict) -> dict:
 
 def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedule: str, recompute: str,
               sequence_parallel: bool, shape: tuple | None, single_stage: bool, context_algorithm: str = "ring",
-              kv_hidden: int | None = None, replicated: float = 0.0, frozen_weight_bytes: float = 0.0):
+              kv_hidden: int | None = None, replicated: float = 0.0, frozen_weight_bytes: float = 0.0,
+              sac: tuple | None = None):
     """``f(b, t, p, m, v, d, act_graph=0, c=1) -> (model_state_bytes, activation_bytes)`` per device,
     numpy-vectorised.
 
@@ -177,12 +178,14 @@ def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedu
     reduces gradients and shards its distributed optimizer over the data- and context-parallel group);
     ``replicated`` of the ``params`` are not split by the tensor degree (the convolutions of Krizhevsky's
     hybrid, :mod:`.layerwise`); ``frozen_weight_bytes`` of the whole model are weights only (LoRA's base model,
-    :mod:`.lora`: split over tensor and stages, and over data-parallel ranks under ZeRO-3, :func:`frozen_bytes`)."""
+    :mod:`.lora`: split over tensor and stages, and over data-parallel ranks under ZeRO-3, :func:`frozen_bytes`).
+    ``sac``: a transformer block's matrix products (:func:`.memory.per_op_sac_outputs`) when ``selective`` is
+    torchtitan's per-op policy (:func:`.memory.per_op_sac_bytes`; :func:`sac_of` says when)."""
     parts = state_parts_fn(params, optimizer, dtype, zero_stage, single_stage, replicated, frozen_weight_bytes)
 
     def state(t, p, d):
         return sum(parts(t, p, d).values())
-    act = _activation_fn(schedule, recompute, sequence_parallel, shape, single_stage)
+    act = _activation_fn(schedule, recompute, sequence_parallel, shape, single_stage, sac)
     ctx = _context_fn(None if shape is None else shape[0], context_algorithm == "ring",
                       (kv_hidden or (shape[1] if shape else 0)) * dtype_bytes(dtype))
 
@@ -263,7 +266,8 @@ def frozen_bytes(weight_bytes, zero_stage: int, single_stage: bool, t, p, d):
 
 
 @lru_cache(maxsize=None)
-def _activation_fn(schedule: str, recompute: str, sequence_parallel: bool, shape: tuple | None, single_stage: bool):
+def _activation_fn(schedule: str, recompute: str, sequence_parallel: bool, shape: tuple | None, single_stage: bool,
+                   sac: tuple | None = None):
     def build():
         b, t, p, m, v, g = (_SYM[k] for k in ("b", "t", "p", "m", "v", "act_graph"))
         p_ = 1 if single_stage else p
@@ -271,32 +275,48 @@ def _activation_fn(schedule: str, recompute: str, sequence_parallel: bool, shape
         if shape is not None:
             sq, h, a, layers, vocab, fused = shape
             act = memory.activation_bytes_per_device(sq, b, h, a, layers, t, sequence_parallel, recompute, p_,
-                                                     schedule, m, v_, 0, vocab, fused_attention=fused)
+                                                     schedule, m, v_, 0, vocab, fused_attention=fused, sac=sac)
         else:
             act = g / p_ * memory._in_flight(schedule, p_, m, v_, 0)
         return [b, t, p, m, v, g], sp.sympify(act)
-    return lambdified("activation", (schedule, recompute, sequence_parallel, shape, single_stage), build)
+    return lambdified("activation", (schedule, recompute, sequence_parallel, shape, single_stage, sac), build)
 
 
 FRAMEWORK_OUTPUTS = allocator.PARTS + ("fragmentation", "headroom")  # :func:`framework_memory_fn`'s arrays
+SAC_FRAMEWORKS = ("fsdp2",)  # runtimes whose "selective" recompute is torchtitan's per-op policy (:func:`sac_of`)
+
+
+def sac_of(framework: str, graph) -> tuple | None:
+    """What :func:`memory_fn` and :func:`framework_memory_fn` take as ``sac``: the block's matrix products
+    (:func:`.memory.per_op_sac_outputs`) under ``fsdp2``, the runtime as torchtitan configures it, whose
+    ``selective`` activation checkpointing is its per-op policy (``selective_ac_option = 'op'``, :mod:`.memory`);
+    None otherwise (Korthikanti et al.'s selective recompute, Megatron's).
+
+    >>> from concurrency_model.models import get_model
+    >>> len(sac_of("fsdp2", get_model("gpt2", batch=1))), sac_of("megatron", get_model("gpt2", batch=1))
+    (6, None)
+    """
+    return memory.per_op_sac_outputs(graph) if framework in SAC_FRAMEWORKS else None
 
 
 @lru_cache(maxsize=None)
 def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: int, schedule: str, recompute: str,
                         sequence_parallel: bool, shape: tuple | None, single_stage: bool, hopper: bool,
-                        replicated: float = 0.0):
+                        replicated: float = 0.0, sac: tuple | None = None, loss: str | None = None):
     """``f(b, t, p, m, v, d, act, c=1) -> dict`` of :data:`FRAMEWORK_OUTPUTS` per device, numpy-vectorised: the parts
     :func:`.allocator.framework_parts` adds to :func:`memory_fn`'s model state and activations ``act`` under runtime
     ``framework``, the allocator's ``fragmentation`` and the band's ``headroom`` above the central figure
     (:func:`.allocator.headroom_bytes`; ``ideal``: all 0). ``d``: the data-parallel degree (ZeRO shards over
     ``d x c``).
 
-    A unit (what ZeRO-3 gathers at a time) is one transformer block, ``params / layers`` over the tensor degree
-    [D: the embeddings' share spread over the blocks]; a graph without blocks is one unit. The loss sits on the
-    last stage, :func:`memory_fn`'s figure is the first stage's: with several stages the loss buffers count what
-    the last stage's activations, fp32 logits and loss exceed the first stage's by (never less than 0), so the
-    total is the larger of the two stages. The recompute buffer is :func:`.memory.activation_bytes_per_device`'s
-    ``recompute_buffer`` (one layer's activations rebuilt in the backward pass).
+    A unit (what ZeRO-3 gathers at a time) is one transformer block, ``params / layers`` over the tensor degree [D: the
+    embeddings' share spread over the blocks]; a graph without blocks is one unit. The loss sits on the last stage,
+    :func:`memory_fn`'s figure is the first stage's (``sac``: as :func:`memory_fn`'s; ``loss``: ``training.loss``,
+    :func:`.allocator.loss_buffer_bytes`): with several stages the loss
+    buffers count what the last stage's activations, fp32 logits and loss exceed the first stage's by (never less
+    than 0), so the total is the larger of the two stages. The recompute buffer is
+    :func:`.memory.activation_bytes_per_device`'s ``recompute_buffer`` (one layer's activations rebuilt in the
+    backward pass).
 
     >>> f = framework_memory_fn("ideal", 1e9, "bf16", 0, "1f1b", "none", False, None, True, False)
     >>> sorted({float(x) for x in f(1, 1, 1, 1, 1, 8, 5e9).values()})
@@ -317,21 +337,23 @@ def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: i
             unit = sp.nsimplify(params) / (layers * t)
             logits = sq * b * vocab / (t * c)
             args = (sq, b, h, a, layers, t, sequence_parallel, recompute, p_, schedule, m, v_)
-            first = sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, fused_attention=fused))
+            first = sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, fused_attention=fused, sac=sac))
             if framework != "ideal":
-                rebuild = (sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, True, fused)) - first) / c
+                rebuild = (sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, True, fused, sac))
+                           - first) / c
             if not single_stage:  # the last stage: its activations and fp32 logits against the first stage's
                 q = sp.Symbol("q", positive=True, integer=True)  # the last stage, p - 1, substituted below
-                last = sp.sympify(memory.activation_bytes_per_device(*args, q, fused_attention=fused)).subs(q, p_ - 1)
+                last = sp.sympify(memory.activation_bytes_per_device(*args, q, fused_attention=fused, sac=sac)).subs(
+                    q, p_ - 1)
                 last += 4 * sq * b * h / t + 4 * sq * b * vocab / t  # final norm, output input, fp32 logits (§4.3)
                 last_extra = (last - first) / c
-        loss = sp.sympify(allocator.loss_buffer_bytes(framework, logits))
+        loss_bytes = sp.sympify(allocator.loss_buffer_bytes(framework, logits, loss))
         if not single_stage and framework != "ideal":
-            loss = sp.Max(0, last_extra + loss, evaluate=False)  # unevaluated: sympy's Max search costs seconds
+            loss_bytes = sp.Max(0, last_extra + loss_bytes, evaluate=False)  # unevaluated: Max's search costs seconds
         groups = (d * c, t, p, c)
         parts = allocator.framework_parts(framework, zero_stage, stage, unit, wb, d * c, groups, logits, rebuild,
-                                          hopper, not single_stage, framework == "fsdp2" and not single_stage)
-        parts["loss_buffers"] = 0 if framework == "ideal" else loss
+                                          hopper, not single_stage, framework == "fsdp2" and not single_stage, loss)
+        parts["loss_buffers"] = 0 if framework == "ideal" else loss_bytes
         transient = act + sum(sp.sympify(parts[k]) for k in allocator.TRANSIENT
                               if k != "gradient_buffers" or framework in ("fsdp", "fsdp2"))
         out = {**parts, "fragmentation": allocator.fragmentation_bytes(framework, transient),
@@ -339,7 +361,7 @@ def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: i
         syms = [b, t, p, m, v, d, c, act]
         return syms, [sp.sympify(out[k]) for k in FRAMEWORK_OUTPUTS]
     f = lambdified("framework_memory", (framework, params, dtype, zero_stage, schedule, recompute, sequence_parallel,
-                                        shape, single_stage, hopper, replicated), build, cse=True)
+                                        shape, single_stage, hopper, replicated, sac, loss), build, cse=True)
 
     def run(b_, t_, p_a, m_, v_a, d_, act_, c_=1) -> dict:
         args = (b_, t_, p_a, m_, v_a, d_, c_, act_)

@@ -349,21 +349,23 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     shape = transformer_shape(w.graph(b))
     act_graph = w.activation_bytes(b, rec, t) if shape is None else 0.0
     frozen = w.frozen_weight_bytes(e)
+    fw = tr["framework"] or default_framework(tr["zero_stage"])  # null: the runtime the ZeRO stage implies
+    sac = compose.sac_of(fw, w.graph(1))  # torchtitan's per-op selective checkpointing under fsdp2
     mem_fn = compose.memory_fn(w.state_params(e), tr["optimizer"], tr["dtype"], tr["zero_stage"],
                                "1f1b" if schedule == "interleaved" and v == 1 else schedule, rec,
                                par["sequence_parallel"],
                                None if shape is None else tuple(shape[k] for k in MEMORY_SHAPE),
                                p == 1, par["context_algorithm"], shape["kv"] if shape else None, w.replicated_params,
-                               frozen)
+                               frozen, sac)
     state, act = (float(x) for x in mem_fn(b, t, p, m, v, par["data"], act_graph, c))
     # the optimizer's pass streams the trained parameters' state, not the frozen weights (:mod:`.lora`)
     trained = state - compose.frozen_bytes(frozen, tr["zero_stage"], p == 1, t, p, par["data"] * c)
-    fw = tr["framework"] or default_framework(tr["zero_stage"])  # null: the runtime the ZeRO stage implies
     runtime = {k: float(x) for k, x in compose.framework_memory_fn(
         fw, w.state_params(e), tr["dtype"], tr["zero_stage"],
         "1f1b" if schedule == "interleaved" and v == 1 else schedule,
         rec, par["sequence_parallel"], None if shape is None else tuple(shape[k] for k in MEMORY_SHAPE), p == 1,
-        allocator.is_hopper(sc.cluster.device.name), w.replicated_params)(b, t, p, m, v, par["data"], act, c).items()}
+        allocator.is_hopper(sc.cluster.device.name), w.replicated_params, sac, tr["loss"])(b, t, p, m, v, par["data"],
+                                                                                            act, c).items()}
     extra = {k: runtime[k] for k in allocator.PARTS} if fw != "ideal" else None  # ideal: today's figures exactly
     # ZeRO 1 with expert parallelism: the experts' optimizer state is sharded over d / e ranks, not d (:mod:`.expert`)
     x_opt = w.expert_optimizer_extra(e, tr["zero_stage"], tr["optimizer"], compose.state_dtype(tr["dtype"]), t, p,

@@ -11,10 +11,21 @@ Sources (tags as in ``shared/reference/training-formulas.md``):
   ``grad_dtype="fp32"``) [P].
 * Transformer activations: Korthikanti et al. 2022, §4.1 Eq. 1 and Table 2 (bytes per layer, 16-bit
   activations, 1-byte dropout masks) [S, confirmed against Megatron-LM ``theoretical_memory_usage.py``].
-* Pipeline in-flight microbatches: Korthikanti §4.2.3 (first stage of 1F1B holds p microbatches, so L
-  layers' worth; interleaved multiplies by ``1 + (p-1)/(p v)``), Narayanan et al. 2021 §2.2.1 (GPipe
-  stashes all m microbatches, 1F1B p or fewer), PipeDream weight stashing (one version per in-flight
-  input; Narayanan et al. ICML 2021 §2, §3).
+* Pipeline in-flight microbatches: Korthikanti §4.2.3 (first stage of 1F1B holds p microbatches, so L layers' worth;
+  interleaved multiplies by ``1 + (p-1)/(p v)``; the same count as Megatron-Core's schedule: NVIDIA/Megatron-LM @
+  2a75ac12 ``megatron/core/pipeline_parallel/schedules.py`` runs ``2 (p - 1) + (v - 1) g`` warm-up chunks on the
+  first stage, ``g`` = ``microbatch_group_size_per_vp_stage``, p by default, then one more in the steady state: ``p
+  (v + 1) - 1`` chunks of ``L / (p v)`` layers = ``L (1 + (p-1)/(p v))``), Narayanan et al. 2021 §2.2.1 (GPipe
+  stashes all m microbatches, 1F1B p or fewer), PipeDream weight stashing (one version per in-flight input; Narayanan
+  et al. ICML 2021 §2, §3).
+* torchtitan's selective activation checkpointing (``selective_ac_option = 'op'``, the default of its Llama 3
+  configs): pytorch/torchtitan @ 9dec370 ``torchtitan/parallelisms/parallelize_llama.py``
+  ``_apply_ac_to_transformer_block``: per transformer block, the outputs of the ops in ``_save_list`` are saved
+  (``aten.mm``, the flash / efficient SDPA kernels, ``reduce_scatter_tensor``, ``abs``, ``max``), "except every
+  second mm", everything else recomputed in the backward pass; the block's matrix products run in
+  ``torchtitan/models/llama/model.py``'s order ``wq, wk, wv`` (attention) ``wo``, ``w1, w3, w2``
+  (:func:`per_op_sac_outputs`, :func:`per_op_sac_bytes`). ``abs`` outputs (float8's amax) are left out: torchao's
+  float8 of the time takes the amax in one fused reduction under ``torch.compile`` [D].
 * Generic graphs, full recompute: Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost",
   §4.1: checkpoint every ~sqrt(n) layers, memory ``O(n/k) + O(k)``, minimised at ``k = sqrt(n)``, for the
   price of one extra forward pass.
@@ -173,6 +184,56 @@ def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = Fals
     return _out(per * n_layers)
 
 
+def per_op_sac_outputs(graph) -> tuple | None:
+    """The matrix products of one transformer block of ``graph`` in execution order, as ``(width, split)`` pairs
+    (``split``: ``column`` or ``row``, the tensor-parallel cut), for :func:`per_op_sac_bytes`; a fused QKV projection
+    (output ``h + 2 kv``) is counted as torchtitan's three products ``wq, wk, wv`` (module docstring). None for a
+    graph without attention, or whose first block has no linear layer.
+
+    >>> from concurrency_model.models import get_model
+    >>> per_op_sac_outputs(get_model("gpt2", batch=1))   # q, k, v of the fused qkv, proj, fc1, fc2
+    ((768, 'column'), (768, 'column'), (768, 'column'), (768, 'row'), (3072, 'column'), (768, 'row'))
+    """
+    nodes = graph.layers()
+    att = [n for n in nodes if n.kind == "attention"]
+    if not att:
+        return None
+    a = att[0].attrs
+    h, kv = a["heads"] * a["head_dim"], a.get("kv_heads", a["heads"]) * a["head_dim"]
+    prefix = att[0].name.rsplit(".", 1)[0] + "."
+    out = []
+    for n in nodes:
+        if n.kind != "linear" or not n.name.startswith(prefix):
+            continue
+        width, split = int(n.attrs["c_out"]), str(n.attrs.get("split", "column"))
+        out += [(h, split), (kv, split), (kv, split)] if width == h + 2 * kv else [(width, split)]
+    return tuple(out) or None
+
+
+def per_op_sac_bytes(s, b, h, a, t=1, sequence_parallel: bool = False, outputs: tuple = (), value_bytes: int = 2):
+    """Stored bytes of one transformer block for one microbatch under torchtitan's per-op selective activation
+    checkpointing (module docstring): the block's input (sequence-sharded under sequence parallelism), the
+    attention kernel's output and its fp32 log-sum-exp (``a`` values a token), and the outputs of the 1st, 3rd, 5th
+    ... matrix product of ``outputs`` (:func:`per_op_sac_outputs`): a column-parallel product's output is split
+    over the ``t`` ranks, a row-parallel one's is the full partial sum before its reduction; with sequence
+    parallelism (``t > 1``) each row-parallel product's reduce-scatter output (``h / t``) is saved too.
+
+    >>> per_op_sac_bytes(8192, 2, 4096, 32, outputs=((4096, "column"), (1024, "column"), (1024, "column"),
+    ...     (4096, "row"), (14336, "column"), (14336, "column"), (4096, "row"))) / (8192 * 2)   # Llama 3 8B
+    63616.0
+    """
+    s, b, h, a, t = (_check.size(n, v) for n, v in (("s", s), ("b", b), ("h", h), ("a", a), ("t", t)))
+    values = h / (t if sequence_parallel else 1) + h / t
+    for i, (width, split) in enumerate(outputs):
+        if split not in ("column", "row"):
+            raise ValueError(f"outputs: split must be 'column' or 'row', got {split!r}")
+        if i % 2 == 0:  # the 1st, 3rd, ... product (torchtitan counts from 1 and recomputes the even ones)
+            values += sp.Integer(width) / (t if split == "column" else 1)
+        if split == "row" and sequence_parallel:
+            values += h / t
+    return _out(value_bytes * s * b * values + 4 * a * s * b / t)
+
+
 def _in_flight(schedule: str, p, m, v=1, stage: int = 0):
     """Microbatches whose activations stage ``stage`` holds at its peak, in units of the stage's layers:
     :func:`concurrency_model.parallel.pipeline.in_flight_microbatches` (its docstring gives the sources),
@@ -207,7 +268,8 @@ def weight_stash_bytes(stage_weight_bytes, schedule: str, pipeline=1, stage: int
 def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool = False,
                                 recompute: str = "none", pipeline=1, schedule: str = "1f1b",
                                 microbatches=None, interleave=1, stage: int = 0, vocab=None,
-                                recompute_buffer: bool = False, fused_attention: bool = False):
+                                recompute_buffer: bool = False, fused_attention: bool = False,
+                                sac: tuple | None = None):
     """Peak activation bytes on one device of pipeline stage ``stage``.
 
     ``transformer_activation_bytes`` of the stage's ``layers / pipeline`` layers (b = microbatch size)
@@ -225,6 +287,16 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
     ``5 a s^2 b / t`` attention term (nothing with ``fused_attention``, which never stores it;
     :func:`transformer_activation_bytes`).
 
+    ``sac``: the block's matrix products (:func:`per_op_sac_outputs`), given for torchtitan's runtime (FSDP2 with
+    DTensor tensor parallelism): ``selective`` is then its per-op policy (:func:`per_op_sac_bytes` a layer instead
+    of Korthikanti's), and its recompute buffer what one layer's ``none`` activations exceed that by; and with
+    sequence parallelism the attention and MLP inputs, all-gathered from their sequence shards before the
+    column-parallel products (torchtitan @ 9dec370 ``parallelize_llama.py``: ``PrepareModuleInput`` from
+    ``Shard(1)`` to ``Replicate()``), are saved whole by those products for their weight gradients (PyTorch autograd
+    keeps a matrix product's inputs), ``2 x 2 s b h`` bytes where Korthikanti's Eq. 4 counts ``2 x 2 s b h / t``
+    (Megatron-LM saves the shard and gathers again in the backward pass): ``4 s b h (1 - 1/t)`` more a layer without
+    recompute and in the full recompute's buffer (the per-op policy recomputes the gathers: not saved).
+
     >>> activation_bytes_per_device(2048, 1, 12288, 96, 96, t=8, sequence_parallel=True,
     ...     recompute="selective", pipeline=8) == 34 * 2048 * 12288 * 96 / 8   # Eq. 6
     True
@@ -240,11 +312,22 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
         raise ValueError(f"stage: must be < pipeline ({p}), got {st}")
     if not isinstance(recompute_buffer, bool):
         raise ValueError(f"recompute_buffer: must be True or False, got {recompute_buffer!r}")
-    per_mb = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, recompute, 1, fused_attention))
-    total = per_mb * L / p * _in_flight(schedule, p, m, v, st)
     s_, b_, h_, a_, t_ = (sp.sympify(x) for x in (s, b, h, a, t))
-    if recompute_buffer and recompute == "full":
-        total += sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, "none", 1, fused_attention))
+    # DTensor's sequence parallelism (torchtitan, ``sac`` given) saves the two gathered inputs of the column-parallel
+    # layers whole, where Megatron keeps them sharded (docstring)
+    gathered = 4 * s_ * b_ * h_ * (1 - 1 / t_) if sac is not None and sequence_parallel else sp.Integer(0)
+    per_mb = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, recompute, 1, fused_attention))
+    op_sac = sac is not None and recompute == "selective"
+    if op_sac:
+        per_mb = sp.sympify(per_op_sac_bytes(s, b, h, a, t, sequence_parallel, sac))
+    elif recompute != "full":
+        per_mb += gathered
+    total = per_mb * L / p * _in_flight(schedule, p, m, v, st)
+    none = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, "none", 1, fused_attention))
+    if recompute_buffer and op_sac:
+        total += sp.Max(0, none + gathered - per_mb)
+    elif recompute_buffer and recompute == "full":
+        total += none + gathered
     elif recompute_buffer and recompute == "selective" and not fused_attention:
         total += 5 * a_ * s_ ** 2 * b_ / t_
     if vocab is not None:
@@ -370,5 +453,6 @@ def memory_per_device(model_state, activations, device_capacity_bytes, reserve_f
     return out
 
 
-__all__ = ["model_state_bytes", "transformer_activation_bytes", "activation_bytes_per_device",
+__all__ = ["model_state_bytes", "transformer_activation_bytes", "activation_bytes_per_device", "per_op_sac_bytes",
+           "per_op_sac_outputs",
            "weight_stash_bytes", "graph_activation_bytes", "memory_per_device", "fsdp_zero_stage"]

@@ -147,18 +147,20 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
         act_graph = np.array([per_b[k] for k in keyed])
     for (s_, r_, q_, z_, one, a_, e_), idx in keys.groupby(["s", "r", "q", "z", "one", "a", "e"]).indices.items():
         frozen_bytes = w.frozen_weight_bytes(int(e_))
+        fw = tr["framework"] or default_framework(int(z_))  # null: the runtime each layout's ZeRO stage implies
+        sac = compose.sac_of(fw, w.graph(1))  # torchtitan's per-op selective checkpointing under fsdp2
         f = compose.memory_fn(w.state_params(int(e_)), tr["optimizer"], tr["dtype"], int(z_), s_, r_, bool(q_),
                               shape_t, bool(one), a_, shape["kv"] if shape else None, w.replicated_params,
-                              frozen_bytes)
+                              frozen_bytes, sac)
         L = lay.iloc[idx]
         st, ac = f(*(L[c].to_numpy(dtype=float) for c in ("microbatch_size", "tensor", "pipeline", "microbatches",
                                                          "interleave", "data")), act_graph[idx],
                    L["context"].to_numpy(dtype=float))
         frozen = compose.frozen_bytes(frozen_bytes, int(z_), bool(one), L["tensor"].to_numpy(float),
                                       L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))
-        fw = tr["framework"] or default_framework(int(z_))  # null: the runtime each layout's ZeRO stage implies
         runtime = compose.framework_memory_fn(fw, w.state_params(int(e_)), tr["dtype"], int(z_), s_, r_,
-                                              bool(q_), shape_t, bool(one), hopper, w.replicated_params)(
+                                              bool(q_), shape_t, bool(one), hopper, w.replicated_params, sac,
+                                              tr["loss"])(
             *(L[c].to_numpy(dtype=float) for c in ("microbatch_size", "tensor", "pipeline", "microbatches",
                                                    "interleave", "data")), ac, L["context"].to_numpy(dtype=float))
         extra = sum(runtime[k] for k in allocator.PARTS)  # what the runtime adds (0 for "ideal")

@@ -254,7 +254,8 @@ def _modern_rows(name: str) -> pd.DataFrame:
 
 def _modern(name: str, df: pd.DataFrame) -> pd.DataFrame:
     """Rows of one modern set (:mod:`.modern`) predicted, in the registry's shape: tokens/s per GPU, or peak memory
-    per GPU in bytes (``-memory``; rows without a published memory left out)."""
+    per GPU in bytes (``-memory``: the caching allocator's reserved peak, which torchtitan logs; rows without a
+    published memory left out)."""
     from . import modern
     what = MODERN[name][1]
     if what == "memory":
@@ -263,7 +264,7 @@ def _modern(name: str, df: pd.DataFrame) -> pd.DataFrame:
     note = np.where(r["status"] == "ok", r["note"], r["reason"].fillna(""))
     if what == "memory":
         return _frame(name, "preset", r["source_row"], r["label"], r["group"].to_numpy(), r["measured_memory_bytes"],
-                      r["predicted_memory_bytes"], "B", r["status"].to_numpy(), note)
+                      r["predicted_reserved_bytes"], "B", r["status"].to_numpy(), note)
     return _frame(name, "preset", r["source_row"], r["label"], r["group"].to_numpy(), r["measured_tps"],
                   r["predicted_tps"], "tokens/s per GPU", r["status"].to_numpy(), note, r["predicted_tps_p10"],
                   r["predicted_tps_p90"])

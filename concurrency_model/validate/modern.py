@@ -6,7 +6,10 @@ Megatron-Bridge (``data/``; origins and caveats in ``data/SOURCES.md``).
   limit, Meta Grand Teton hosts), 32-64 H200 and 8 B200. Compared on tokens/s per GPU (torchtitan's ``tps``:
   the tokens of a rank's batch over the step time and ``cp x tp x pp``, ``train.py`` at 9dec370, i.e. global
   tokens / (step x GPUs)) and on peak memory (``max_reserved`` of the CUDA caching allocator, in GiB = 2^30
-  bytes: ``torchtitan/metrics.py`` at 9dec370 ``_to_gib``), against ``memory_bytes_per_device``.
+  bytes: ``torchtitan/metrics.py`` at 9dec370 ``_to_gib``), against the estimate's reserved figure
+  (``predicted_reserved_bytes``: the allocated peak less what sits outside the allocator, plus its cached headroom,
+  :func:`~concurrency_model.parallel.allocator.reserved_bytes`), the quantity torchtitan logs; the central
+  ``memory_bytes_per_device`` (every byte on the device) is kept as ``predicted_memory_bytes``.
 * ``llmfoundry``: mosaicml/llm-foundry @ 8c8dd48f ``scripts/train/benchmarking/README.md``, MPT 125M-70B under
   pure FSDP on A100 80GB and H100 80GB. Compared on tokens/s per GPU.
 * ``megatron_bridge``: NVIDIA-NeMo/Megatron-Bridge @ 067f987d ``docs/performance-summary*.md``. Compared on
@@ -85,7 +88,9 @@ ASSUMPTIONS = {
                   "--attn_impl defaulted to 'triton', llm-foundry's copy of HazyResearch's Triton FlashAttention, "
                   "until 7f0fdae66 (2024-03), after both tables: submit_benchmarks.py at b2a43a147); the MPT "
                   "yamls' shapes with learned positions of "
-                  "the row's sequence length; AdamW (the yamls' decoupled_adamw)",
+                  "the row's sequence length; AdamW (the yamls' decoupled_adamw); loss fused (MPT's default "
+                  "loss_fn 'fused_crossentropy', flash-attention's xentropy kernel: modeling_mpt.py @ 8c8dd48f; "
+                  "the GPU yamls do not override it)",
     "megatron_bridge": "the dense Llama rows (the mixtures of experts are the set megatron_bridge_moe) on DGX-H100 "
                        "(cluster dgx-h100); framework megatron; distributed optimizer -> ZeRO 1, the FSDP column's Megatron-FSDP "
                        "-> ZeRO 3 over the data-parallel degree; sequence parallelism with TP, no recompute and "
@@ -162,7 +167,7 @@ def _base(dataset: str, i: int, label: str, group: str) -> dict:
             "schedule": "1f1b", "sequence_parallel": False, "microbatch": np.nan, "global_batch": np.nan,
             "dtype": "bf16", "recompute": "none", "zero_stage": 0, "framework": "ideal", "overlap": True,
             "measured_tps": np.nan, "measured_memory_bytes": np.nan, "measured_tflops": np.nan, "unmappable": "",
-            "note": "", "expert": 1, "capacity_factor": np.nan}
+            "note": "", "expert": 1, "capacity_factor": np.nan, "loss": None}
 
 
 def torchtitan_rows() -> pd.DataFrame:
@@ -212,7 +217,7 @@ def llmfoundry_rows() -> pd.DataFrame:
                  microbatch=int(r["micro_batch_size"]), global_batch=int(r["global_batch_size_seqs"]),
                  dtype="fp8" if "fp8" in str(r["precision"]) else "bf16",
                  recompute="full" if bool(r["activation_checkpointing"]) else "none",
-                 zero_stage={"FULL_SHARD": 3, "SHARD_GRAD_OP": 2}.get(strategy, 0), framework="fsdp",
+                 zero_stage={"FULL_SHARD": 3, "SHARD_GRAD_OP": 2}.get(strategy, 0), framework="fsdp", loss="fused",
                  measured_tps=float(r["throughput_tok_per_s_per_gpu"]),
                  measured_tflops=float(r["model_tflops_per_gpu"]),
                  cluster={"h100_80gb": "dgx-h100", "a100_80gb": "dgx-a100"}.get(gpu, ""))
@@ -446,7 +451,7 @@ def scenario_for(r) -> dict:
     return {"model": model_spec(r), "cluster": r["cluster"], "parallel": par,
             "training": {"dtype": r["dtype"], "recompute": r["recompute"], "optimizer": "adam",
                          "zero_stage": int(r["zero_stage"]), "overlap": bool(r["overlap"]),
-                         "framework": r["framework"]}}
+                         "framework": r["framework"], "loss": r.get("loss")}}
 
 
 def _predict(r: dict) -> dict:
@@ -478,6 +483,8 @@ def _predict(r: dict) -> dict:
     out = {"status": "ok", "reason": "", "predicted_time_s": e.step_time_s,
            "predicted_tps": tokens / e.step_time_s, "predicted_tps_p10": tokens / e.step_time_p90_s,
            "predicted_tps_p90": tokens / e.step_time_p10_s, "predicted_memory_bytes": e.memory_bytes_per_device,
+           # what the caching allocator reserves at its peak, the figure torchtitan logs (module docstring)
+           "predicted_reserved_bytes": e.memory.get("reserved_bytes", e.memory_bytes_per_device),
            "recompute_used": mode}
     if np.isfinite(r.get("flops_per_token", np.nan)):
         out["predicted_tflops"] = out["predicted_tps"] * r["flops_per_token"] / 1e12
@@ -485,7 +492,7 @@ def _predict(r: dict) -> dict:
 
 
 PREDICTED = ("predicted_time_s", "predicted_tps", "predicted_tps_p10", "predicted_tps_p90", "predicted_memory_bytes",
-             "recompute_used", "predicted_tflops")
+             "predicted_reserved_bytes", "recompute_used", "predicted_tflops")
 
 
 def evaluate(df: pd.DataFrame, workers: int | None = None) -> pd.DataFrame:
@@ -503,7 +510,7 @@ def evaluate(df: pd.DataFrame, workers: int | None = None) -> pd.DataFrame:
         if k not in res:
             res[k] = np.nan
     res["ape_tps"] = (res["predicted_tps"] - res["measured_tps"]).abs() / res["measured_tps"]
-    res["ape_memory"] = (res["predicted_memory_bytes"] - res["measured_memory_bytes"]).abs() / \
+    res["ape_memory"] = (res["predicted_reserved_bytes"] - res["measured_memory_bytes"]).abs() / \
         res["measured_memory_bytes"]
     return res
 
