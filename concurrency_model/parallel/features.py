@@ -32,6 +32,7 @@ from .data_parallel import BUCKET_BYTES, GRAD_BYTES, DataParallelMixin  # noqa: 
 from .expert import ExpertMixin
 from .layerwise import LayerwiseMixin
 from .lora import LoraMixin, training_flop
+from .recompute import recompute_shares
 from .spatial import SpatialMixin, spatial_rows
 from .triples import ZERO_TRIPLE, _add, collective_triple, triple_seconds  # noqa: F401 (re-exported)
 
@@ -55,14 +56,16 @@ def transformer_shape(graph):
 
 def layer_seconds(row: dict, recompute: str) -> dict:
     """One layer's seconds a microbatch on its device (a row of :meth:`Workload.layers`), by part: its passes,
-    what ``recompute`` runs again (``full``: the forward with its collectives; ``selective``: an attention core's
-    forward, Korthikanti et al. §5), and its tensor-, expert- and context-parallel communication (a ring
-    attention's or a spatial split's exchanges again with any recompute). The stage partition balances their
-    sum."""
+    what ``recompute`` runs again (``full``: the forward with its collectives; ``selective``: the row's ``again``
+    share of its forward and its ``tp_again`` collectives, by the workload's policy, :mod:`.recompute`: an attention
+    core's forward, Korthikanti et al. §5, or torchtitan's per-op policy), and its tensor-, expert- and
+    context-parallel communication (a ring attention's or a spatial split's exchanges again with any recompute).
+    The stage partition balances their sum."""
     full = recompute == "full"
-    again = full or (recompute == "selective" and row["kind"] == "attention")
-    return {"forward_s": row["f_s"], "backward_s": row["b_s"], "recompute_s": row["f_s"] if again else 0.0,
-            "tensor_comm_s": row["tp_f_s"] * (1 + full) + row["tp_b_s"],
+    share = 1.0 if full else row.get("again", 0.0) if recompute == "selective" else 0.0
+    tp_again = row.get("tp_again_s", 0.0) if recompute == "selective" else 0.0
+    return {"forward_s": row["f_s"], "backward_s": row["b_s"], "recompute_s": row["f_s"] * share,
+            "tensor_comm_s": row["tp_f_s"] * (1 + full) + row["tp_b_s"] + tp_again,
             "expert_comm_s": row["ep_f_s"] * (1 + full) + row["ep_b_s"],
             "context_comm_s": row.get("cp_f_s", 0.0) * (1 + (recompute != "none")) + row.get("cp_b_s", 0.0)}
 
@@ -72,8 +75,11 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
     everything that does not change with the layout's continuous numbers is computed once and cached."""
 
     def __init__(self, model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
-                 lora_base_dtype: str | None = None, expert_imbalance=1.0):
+                 lora_base_dtype: str | None = None, expert_imbalance=1.0, selective: str = "attention",
+                 fp8_recipe: str = "te"):
         self.model, self.cluster, self.dtype, self.tensor_layers = model, cluster, dtype, tensor_layers
+        # the runtime's kernels (:func:`.runtime.kernel_policies`): a selective recompute's policy, 8-bit casts
+        self.selective, self.fp8_recipe = selective, fp8_recipe
         self.expert_imbalance = expert_imbalance  # parallel.expert_imbalance (:mod:`concurrency_model.routing`)
         # lora_rank > 0: the base frozen (its block linears stored as lora_base_dtype when given), adapters trained
         self.lora_rank, self.lora_base_dtype = lora_rank, lora_base_dtype
@@ -191,28 +197,31 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         g = self.graph(b, c)
         slabs, ends = spatial_rows(g, c) if c > 1 and self.spatial else ({}, {})
         rows = layer_parts(g, self.dev, self.dtype, tensor=t, sequence_parallel=sp, spatial=slabs, expert=e,
-                           imbalance=self.expert_imbalance)
+                           imbalance=self.expert_imbalance, fp8_recipe=self.fp8_recipe)
         nodes = g.layers()
         k = 0  # layers before index k: the hybrid's data-parallel convolutions, on b / t samples (:mod:`.layerwise`)
         if self.fc_only and t > 1:
             k = self.fc_boundary
-            rows = layer_parts(self.graph(b // t), self.dev, self.dtype)[:k] + rows[k:]
+            rows = layer_parts(self.graph(b // t), self.dev, self.dtype, fp8_recipe=self.fp8_recipe)[:k] + rows[k:]
         rpn = min(t, self.cluster.domain_gpus)  # the tensor group fills an NVLink domain (cluster.py)
         op = "reduce_scatter" if sp else "allreduce"
         channels = t > 1 and self.channel_split
         whole = replicated(g) if channels else set()
         out = []
         passes = {}  # identical nodes share their Parts (layer_parts times each kind once): add them up once
+        shares = recompute_shares(nodes, self.selective)  # what a selective recompute runs again (:mod:`.recompute`)
         for i, (n, r) in enumerate(zip(nodes, rows)):
-            tf = tb = ZERO_TRIPLE
+            tf = tb = again_tp = ZERO_TRIPLE
             by_channels = channels and i >= k
             split = n.attrs.get("split")
             if t > 1 and split in ("row", "column") and not is_lm_head(n):
                 nbytes = b * n.attrs["rows_per_sample"] * (n.attrs["c_out"] if split == "row" else n.attrs["c_in"]) \
                     * self.vb
                 one = self._coll(op, nbytes, t, rpn, 1)
+                again_tp = one  # recomputed by the per-op policy: a collective whose output it does not save
                 if sp:
-                    one = _add(one, self._coll("allgather", nbytes, t, rpn, 1))
+                    again_tp = self._coll("allgather", nbytes, t, rpn, 1)  # the reduce-scatter's output is saved
+                    one = _add(one, again_tp)
                 if split == "row":
                     tf = one
                 else:
@@ -246,7 +255,11 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                    "f_s": f_s, "b_s": b_s, "tp_f_s": float(triple_seconds(tf)),
                    "tp_b_s": float(triple_seconds(tb)), "ep_f": ef, "ep_b": eb,
                    "ep_f_s": float(triple_seconds(ef)), "ep_b_s": float(triple_seconds(eb)),
-                   "bn_c": int(n.shape[0]) // (t if by_channels else 1) if n.kind == "batch_norm" else 0, **cp}
+                   "bn_c": int(n.shape[0]) // (t if by_channels else 1) if n.kind == "batch_norm" else 0,
+                   "again": shares.get(n.name, 0.0), **cp}
+            op_again = self.selective == "op" and split == "row" and n.name in shares
+            row["tp_again"] = again_tp if op_again else ZERO_TRIPLE
+            row["tp_again_s"] = float(triple_seconds(row["tp_again"]))
             if "halo_f" in cp:
                 row["cp_f_s"], row["cp_b_s"] = float(triple_seconds(cp["halo_f"])), float(triple_seconds(cp["halo_b"]))
             elif cp:
@@ -270,8 +283,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         def rec(r):  # (parts, tensor-parallel triple, expert-parallel triple) run again in the backward pass
             if recompute == "full":
                 return r["f"], r["tp_f"], r["ep_f"]
-            if recompute == "selective" and r["kind"] == "attention":
-                return r["f"], ZERO_TRIPLE, ZERO_TRIPLE
+            if recompute == "selective" and r["again"] > 0:
+                return r["f"].times(r["again"]), r["tp_again"], ZERO_TRIPLE
             return NO_PARTS, ZERO_TRIPLE, ZERO_TRIPLE
 
         recs = [rec(r) for r in rows]
@@ -387,11 +400,15 @@ _CACHE: dict = {}
 
 
 def workload(model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
-             lora_base_dtype: str | None = None, expert_imbalance=1.0) -> Workload:
-    """A cached :class:`Workload` (the last few are kept, so repeated estimates reuse layer timings)."""
-    key = (model_key(model), repr(cluster), dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance)
+             lora_base_dtype: str | None = None, expert_imbalance=1.0, selective: str = "attention",
+             fp8_recipe: str = "te") -> Workload:
+    """A cached :class:`Workload` (the last few are kept, so repeated estimates reuse layer timings);
+    ``selective``, ``fp8_recipe``: the runtime's kernels (:func:`.runtime.kernel_policies`)."""
+    key = (model_key(model), repr(cluster), dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance,
+           selective, fp8_recipe)
     if key not in _CACHE:
         if len(_CACHE) >= 8:
             _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = Workload(model, cluster, dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance)
+        _CACHE[key] = Workload(model, cluster, dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance,
+                               selective, fp8_recipe)
     return _CACHE[key]
