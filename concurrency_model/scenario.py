@@ -35,7 +35,8 @@ SCHEDULES = pipeline.SCHEDULES
 CONTEXT_ALGORITHMS = ("ring", "ulysses")
 PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_parallel": False,
             "microbatch_size": 1, "global_batch": None, "schedule": "1f1b", "context": 1,
-            "context_algorithm": "ring", "expert": 1, "tensor_layers": "all", "expert_imbalance": 1.0}
+            "context_algorithm": "ring", "expert": 1, "tensor_layers": "all", "expert_imbalance": 1.0,
+            "tp_overlap": False}  # tp_overlap: async tensor parallelism (parallel.features.overlap_exposed)
 TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_stage": 0, "overlap": True,
             "sync": "allreduce", "ps_servers": 0, "compression": "none", "host_overhead_s": None,
             "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
@@ -299,6 +300,9 @@ def load_scenario(spec) -> Scenario:
                          "of the gradients")
     par["expert_imbalance"] = check_imbalance("parallel.expert_imbalance", par["expert_imbalance"])
     _check_tensor_layers(par, tr)
+    if par["tp_overlap"] and par["tensor"] > 1 and not par["sequence_parallel"]:
+        raise ValueError("parallel.tp_overlap: async tensor parallelism micro-pipelines the sequence-parallel "
+                         "all-gathers and reduce-scatters with their GEMMs; set parallel.sequence_parallel true")
     if tr["compression"] == "sfb":
         _check_sfb(par, tr)
         if tr["lora_rank"]:

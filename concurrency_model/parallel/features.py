@@ -54,6 +54,30 @@ def transformer_shape(graph):
             "kv": a.get("kv_heads", a["heads"]) * a["head_dim"], "fused": bool(a.get("fused", False))}
 
 
+def overlap_exposed(comm_s: float, gemm_s: float, t: int) -> float:
+    """The share of a tensor-parallel collective of ``comm_s`` seconds left exposed when it is micro-pipelined with
+    the GEMMs of ``gemm_s`` seconds it feeds or follows over ``t`` ranks: PyTorch's async tensor parallelism
+    (``torch._inductor.config._micro_pipeline_tp``, torchtitan's ``enable_async_tensor_parallel``; pytorch/pytorch
+    ``torch/distributed/_symmetric_memory/__init__.py`` ``_pipelined_all_gather_and_consume``,
+    ``_pipelined_produce_and_all2all``): the gather is cut into ``t`` shards, the local shard's GEMM runs first and
+    each of the other ``t - 1`` shards is copied (copy engine, the copies one after another) while another shard's
+    GEMM runs; the reduce-scatter mirrors it. The step lasts ``gemm / t + max(gemm (t - 1) / t, comm)``, so
+    ``max(0, comm - gemm (t - 1) / t)`` of the collective is exposed. The buffer copies and the reduction of the
+    partial sums are not counted; a row's collectives are paired with its own GEMMs in that pass [D] (the
+    all-gather feeds the neighbouring products of the block, of similar size).
+
+    >>> round(overlap_exposed(1.0, 0.8, 8), 6), overlap_exposed(1.0, 2.0, 8), overlap_exposed(0.0, 1.0, 8)
+    (0.3, 0.0, 0.0)
+    """
+    if comm_s <= 0:
+        return 0.0
+    return max(0.0, comm_s - gemm_s * (t - 1) / t) / comm_s
+
+
+def _scaled(triple: tuple, k: float) -> tuple:
+    return tuple(float(x) * k for x in triple)
+
+
 def layer_seconds(row: dict, recompute: str) -> dict:
     """One layer's seconds a microbatch on its device (a row of :meth:`Workload.layers`), by part: its passes,
     what ``recompute`` runs again (``full``: the forward with its collectives; ``selective``: the row's ``again``
@@ -76,10 +100,11 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
 
     def __init__(self, model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
                  lora_base_dtype: str | None = None, expert_imbalance=1.0, selective: str = "attention",
-                 fp8_recipe: str = "te"):
+                 fp8_recipe: str = "te", tp_overlap: bool = False):
         self.model, self.cluster, self.dtype, self.tensor_layers = model, cluster, dtype, tensor_layers
         # the runtime's kernels (:func:`.runtime.kernel_policies`): a selective recompute's policy, 8-bit casts
         self.selective, self.fp8_recipe = selective, fp8_recipe
+        self.tp_overlap = tp_overlap  # parallel.tp_overlap: async TP (:func:`overlap_exposed`)
         self.expert_imbalance = expert_imbalance  # parallel.expert_imbalance (:mod:`concurrency_model.routing`)
         # lora_rank > 0: the base frozen (its block linears stored as lora_base_dtype when given), adapters trained
         self.lora_rank, self.lora_base_dtype = lora_rank, lora_base_dtype
@@ -226,6 +251,10 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                     tf = one
                 else:
                     tb = one
+                if sp and self.tp_overlap:  # async TP: each collective micro-pipelined with the row's GEMMs
+                    tf = _scaled(tf, overlap_exposed(float(triple_seconds(tf)), r["forward"].total(), t))
+                    g_b = r["grad_input"].total() + r["grad_weight"].total()
+                    tb = _scaled(tb, overlap_exposed(float(triple_seconds(tb)), g_b, t))
             elif by_channels and gathers_input(n) and n.inputs[0] not in whole:
                 # the paper's model parallelism (§6.2): gather the input forward, reduce-scatter ∇x backward
                 # (of the device's rows in a spatial split as well)
@@ -401,14 +430,15 @@ _CACHE: dict = {}
 
 def workload(model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
              lora_base_dtype: str | None = None, expert_imbalance=1.0, selective: str = "attention",
-             fp8_recipe: str = "te") -> Workload:
+             fp8_recipe: str = "te", tp_overlap: bool = False) -> Workload:
     """A cached :class:`Workload` (the last few are kept, so repeated estimates reuse layer timings);
-    ``selective``, ``fp8_recipe``: the runtime's kernels (:func:`.runtime.kernel_policies`)."""
+    ``selective``, ``fp8_recipe``: the runtime's kernels (:func:`.runtime.kernel_policies`); ``tp_overlap``:
+    ``parallel.tp_overlap``."""
     key = (model_key(model), repr(cluster), dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance,
-           selective, fp8_recipe)
+           selective, fp8_recipe, tp_overlap)
     if key not in _CACHE:
         if len(_CACHE) >= 8:
             _CACHE.pop(next(iter(_CACHE)))
         _CACHE[key] = Workload(model, cluster, dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance,
-                               selective, fp8_recipe)
+                               selective, fp8_recipe, tp_overlap)
     return _CACHE[key]

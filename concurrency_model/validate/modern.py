@@ -73,9 +73,11 @@ ASSUMPTIONS = {
                   "degree (data = fsdp); global batch = local batch x fsdp; without PP microbatch = local batch, "
                   "with PP torchtitan's default of as many microbatches as stages (9dec370 pipelining_utils.py), "
                   "interleaved 1F1B with 2 stages a rank (generate_split_points); TP with sequence parallelism "
-                  "(parallelize_llama.py: SequenceParallel norms); async TP mapped as TP; float8 (tensorwise or "
-                  "rowwise) -> fp8; selective AC -> selective, full -> full; torch.compile not modelled (the rows "
-                  "with and without it get the same prediction); fused (flash) attention; AdamW; sequence 8192 "
+                  "(parallelize_llama.py: SequenceParallel norms); async TP -> parallel.tp_overlap; float8 (tensorwise "
+                  "or rowwise) -> fp8 (as fsdp2 runs it: torchao's tensorwise casts; rowwise not told apart); "
+                  "selective AC -> selective (fsdp2: torchtitan's per-op policy), full -> full; torch.compile not "
+                  "modelled (the rows with and without it get the same prediction); fused (flash) attention; "
+                  "AdamW; sequence 8192 "
                   "where the table does not state it (seq_len_note)",
     "llmfoundry": "cluster dgx-h100 for h100_80gb (the MosaicML platform's H100 network is not stated) and dgx-a100 "
                   "for a100_80gb (the A100 section's 1,600 Gb/s node-to-node RoCE = 8 x 200 Gb/s, the preset's "
@@ -160,7 +162,7 @@ def _base(dataset: str, i: int, label: str, group: str) -> dict:
             "schedule": "1f1b", "sequence_parallel": False, "microbatch": np.nan, "global_batch": np.nan,
             "dtype": "bf16", "recompute": "none", "zero_stage": 0, "framework": "ideal", "overlap": True,
             "measured_tps": np.nan, "measured_memory_bytes": np.nan, "measured_tflops": np.nan, "unmappable": "",
-            "note": "", "expert": 1, "capacity_factor": np.nan}
+            "note": "", "expert": 1, "capacity_factor": np.nan, "tp_overlap": False}
 
 
 def torchtitan_rows() -> pd.DataFrame:
@@ -181,8 +183,9 @@ def torchtitan_rows() -> pd.DataFrame:
                  dtype="fp8" if "float8" in str(r["precision"]).lower() else "bf16",
                  recompute="full" if str(r["activation_checkpointing"]).startswith("full") else "selective",
                  zero_stage=3, framework="fsdp2", measured_tps=number(r["tps_per_gpu"]),
+                 tp_overlap=r["async_tp"] == "yes" and tp > 1,
                  note="; ".join(x for x in ("torch.compile" if r["torch_compile"] == "yes" else "",
-                                            "async TP (as TP)" if r["async_tp"] == "yes" else "") if x))
+                                            "async TP" if r["async_tp"] == "yes" else "") if x))
         unit = str(r["memory_unit"])
         if unit.startswith("GiB"):
             b["measured_memory_bytes"] = number(r["peak_memory"]) * GIB
@@ -434,6 +437,8 @@ def scenario_for(r) -> dict:
            "context": int(r["context"]), "interleave": int(r["interleave"]), "schedule": r["schedule"],
            "sequence_parallel": bool(r["sequence_parallel"]), "microbatch_size": int(r["microbatch"]),
            "global_batch": int(r["global_batch"])}
+    if bool(r.get("tp_overlap", False)):
+        par["tp_overlap"] = True
     if int(r.get("expert", 1) or 1) > 1:
         par["expert"] = int(r["expert"])
     if par["data"] * par["tensor"] * par["pipeline"] * par["context"] != r["gpus"]:
