@@ -27,7 +27,7 @@ from .ops.optimizer import RULES
 from .parallel.lora import BASE_BYTES
 from .parallel.layerwise import TENSOR_LAYERS
 from .parallel import pipeline
-from .parallel.runtime import FRAMEWORKS, default_framework, runs_with, runtime_of
+from .parallel.runtime import FP8_RECIPES, FRAMEWORKS, default_framework, kernel_policies, runs_with, runtime_of
 from .routing import check_imbalance
 from .units import DTYPE_BYTES, KV_DTYPES
 
@@ -41,7 +41,7 @@ TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_sta
             "sync": "allreduce", "ps_servers": 0, "compression": "none", "host_overhead_s": None,
             "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
             "gossip_topology": "ring", "batch_norm": "local", "max_global_batch": DEFAULT_CEILING, "lora_rank": 0,
-            "lora_base_dtype": None, "framework": None, "bucket_bytes": None, "prefetch": None}
+            "lora_base_dtype": None, "framework": None, "bucket_bytes": None, "prefetch": None, "fp8_recipe": None}
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "threshold", "topk", "dgc", "powersgd",
                 "sfb")
 INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,
@@ -55,7 +55,7 @@ CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tens
            "sync": ("allreduce", "parameter_server", "gossip"), "compression": COMPRESSIONS,
            "gossip_topology": TOPOLOGIES, "consistency": CONSISTENCY, "batch_norm": BATCH_NORM,
            "lora_base_dtype": tuple(BASE_BYTES), "batching": BATCHING,
-           "kv_dtype": KV_DTYPES, "framework": FRAMEWORKS}  # a field whose default is null may stay null
+           "kv_dtype": KV_DTYPES, "framework": FRAMEWORKS, "fp8_recipe": FP8_RECIPES}  # a field whose default is null may stay null
 TOP = ("model", "cluster", "parallel", "training", "run", "inference", "name", "notes")
 
 # Plausible ranges of the numeric fields, (low, high, why): far enough past every real model, machine and run that
@@ -300,6 +300,10 @@ def load_scenario(spec) -> Scenario:
                          "of the gradients")
     par["expert_imbalance"] = check_imbalance("parallel.expert_imbalance", par["expert_imbalance"])
     _check_tensor_layers(par, tr)
+    if tr["fp8_recipe"] is not None and not kernel_policies(tr["framework"], tr["zero_stage"])[1].startswith("torchao"):
+        raise ValueError(f"training.fp8_recipe: torchao's {tr['fp8_recipe']} scaling runs under framework fsdp2 "
+                         f"(torchtitan); framework {tr['framework'] or default_framework(tr['zero_stage'])!r} casts as "
+                         "Transformer Engine does")
     if par["tp_overlap"] and par["tensor"] > 1 and not par["sequence_parallel"]:
         raise ValueError("parallel.tp_overlap: async tensor parallelism micro-pipelines the sequence-parallel "
                          "all-gathers and reduce-scatters with their GEMMs; set parallel.sequence_parallel true")

@@ -25,7 +25,7 @@ from ..models.transformer import check_tensor_split, is_lm_head
 from ..timing.graph import layer_parts
 from ..timing.loss import cross_entropy_parts
 from ..timing.parts import Parts, total
-from ..units import dtype_bytes, value_dtype
+from ..units import EIGHT_BIT_VALUES, dtype_bytes, value_dtype
 from . import pipeline
 from .context import NO_PARTS, ContextMixin, context_exposed  # noqa: F401 (re-exported)
 from .data_parallel import BUCKET_BYTES, GRAD_BYTES, DataParallelMixin  # noqa: F401 (BUCKET_BYTES re-exported)
@@ -105,6 +105,13 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         # the runtime's kernels (:func:`.runtime.kernel_policies`): a selective recompute's policy, 8-bit casts
         self.selective, self.fp8_recipe = selective, fp8_recipe
         self.tp_overlap = tp_overlap  # parallel.tp_overlap: async TP (:func:`overlap_exposed`)
+        # torchtitan's tensor parallelism with torchao's tensorwise float8 (Float8ColwiseParallel,
+        # Float8RowwiseParallel, PrepareFloat8ModuleInput: pytorch/torchtitan @ 9dec370 and 820504e
+        # parallelize_llama.py apply_tp; pytorch/ao @ eab345c torchao/float8/float8_tensor_parallel.py) casts a
+        # sequence-parallel all-gather's input, and the output gradient gathered backward, to 8 bits before the
+        # collective: 1 byte a value against the activations' 2; rowwise gathers in 16 bits ("For now, float8
+        # all-gather with TP is only supported for tensorwise", 820504e)
+        self.gather_share = 0.5 if fp8_recipe == "torchao" and dtype in EIGHT_BIT_VALUES else 1.0
         self.expert_imbalance = expert_imbalance  # parallel.expert_imbalance (:mod:`concurrency_model.routing`)
         # lora_rank > 0: the base frozen (its block linears stored as lora_base_dtype when given), adapters trained
         self.lora_rank, self.lora_base_dtype = lora_rank, lora_base_dtype
@@ -223,6 +230,11 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         slabs, ends = spatial_rows(g, c) if c > 1 and self.spatial else ({}, {})
         rows = layer_parts(g, self.dev, self.dtype, tensor=t, sequence_parallel=sp, spatial=slabs, expert=e,
                            imbalance=self.expert_imbalance, fp8_recipe=self.fp8_recipe)
+        s = self.dev.efficiency.sustained  # a training step's sustained math rate (hardware.Efficiency)
+        if s != 1.0:
+            slowed: dict = {}  # by identity, so that identical layers keep sharing their Parts
+            rows = [{**r, **{p: slowed.setdefault(id(r[p]), r[p].with_math_rate(s))
+                             for p in ("forward", "grad_input", "grad_weight")}} for r in rows]
         nodes = g.layers()
         k = 0  # layers before index k: the hybrid's data-parallel convolutions, on b / t samples (:mod:`.layerwise`)
         if self.fc_only and t > 1:
@@ -244,8 +256,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                     * self.vb
                 one = self._coll(op, nbytes, t, rpn, 1)
                 again_tp = one  # recomputed by the per-op policy: a collective whose output it does not save
-                if sp:
-                    again_tp = self._coll("allgather", nbytes, t, rpn, 1)  # the reduce-scatter's output is saved
+                if sp:  # the reduce-scatter's output is saved; torchao's tensorwise float8 gathers in 8 bits
+                    again_tp = self._coll("allgather", nbytes * self.gather_share, t, rpn, 1)
                     one = _add(one, again_tp)
                 if split == "row":
                     tf = one

@@ -135,17 +135,22 @@ PROFILES = {
 }
 
 
-def kernel_policies(framework: str | None, zero_stage: int = 0) -> tuple[str, str]:
+FP8_RECIPES = ("tensorwise", "rowwise")  # training.fp8_recipe: torchao's scalings (torchtitan float8.recipe_name)
+
+
+def kernel_policies(framework: str | None, zero_stage: int = 0, fp8_recipe: str | None = None) -> tuple[str, str]:
     """``(selective, float8)`` of a runtime (``None``: the one the ZeRO stage implies): the policy of a
     ``selective`` recompute (:mod:`.recompute`) and the casts of 8-bit training
-    (:func:`concurrency_model.timing.graph.cast_parts`); an unknown name gets the ideal runtime's (the scenario
-    check names it).
+    (:func:`concurrency_model.timing.graph.cast_parts`); ``fp8_recipe`` ``rowwise`` (``training.fp8_recipe``) turns
+    torchao's tensorwise casts into its rowwise ones. An unknown name gets the ideal runtime's (the scenario check
+    names it).
 
-    >>> kernel_policies("fsdp2"), kernel_policies(None, 3)
-    (('op', 'torchao'), ('attention', 'te'))
+    >>> kernel_policies("fsdp2"), kernel_policies(None, 3), kernel_policies("fsdp2", fp8_recipe="rowwise")
+    (('op', 'torchao'), ('attention', 'te'), ('op', 'torchao-rowwise'))
     """
     rt = PROFILES.get(framework or default_framework(zero_stage), PROFILES["ideal"])
-    return rt.selective, rt.float8
+    casts = rt.float8 + "-rowwise" if rt.float8 == "torchao" and fp8_recipe == "rowwise" else rt.float8
+    return rt.selective, casts
 
 
 def default_framework(zero_stage: int) -> str:

@@ -112,8 +112,8 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     H = len(hw)
     tr = sc.training
     w = workload(sc.model, sc.cluster, tr["dtype"], sc.parallel["tensor_layers"], tr["lora_rank"],
-                 tr["lora_base_dtype"], sc.parallel.get("expert_imbalance", 1.0), *kernel_policies(tr["framework"]),
-                 sc.parallel.get("tp_overlap", False))
+                 tr["lora_base_dtype"], sc.parallel.get("expert_imbalance", 1.0),
+                 *kernel_policies(tr["framework"], 0, tr.get("fp8_recipe")), sc.parallel.get("tp_overlap", False))
     check_lora(tr["lora_rank"], tr["lora_base_dtype"], w.graph(1))
     check_applies(w.expert_imbalance, w.expert_count)
     w.check_batch_norm(tr["batch_norm"])

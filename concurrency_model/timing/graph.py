@@ -85,7 +85,7 @@ CAST_FUSED_BEFORE = ("layer_norm", "rms_norm", "gelu", "silu", "relu", "mul")  #
 CAST_FUSED_AFTER = ("gelu", "silu", "relu", "mul")  # their backward writes the GEMM's output gradient in 8 bits
 
 
-CAST_RECIPES = ("te", "torchao")
+CAST_RECIPES = ("te", "torchao", "torchao-rowwise")
 
 
 def cast_parts(rows: int, c_in: int, c_out: int, dev, dtype: str, fused_in: bool = False,
@@ -111,6 +111,12 @@ def cast_parts(rows: int, c_in: int, c_out: int, dev, dtype: str, fused_in: bool
     microbatch (Float8Linear casts in its forward). Placed: the input's and the weight's forward cast with the
     forward, the weight's second cast with ∇x, the output gradient's with ∇w.
 
+    ``torchao-rowwise``: torchao's rowwise scaling, the same file's ``float8_recipe_name == "rowwise"``: the input and
+    the output gradient each in two kernels, one reading 2 bytes a value and writing the 8-bit row-major copy (1) and
+    a 16-bit transposed copy (2), one casting that copy (read 2, write 1); with ``fuse_with_prev`` the first read is
+    fused into the producer; the weight in three (cast 2 + 1 for the forward; transpose 2 + 2 and cast 2 + 1 for ∇x).
+    The rowwise-scaled GEMM runs at the fp8 rate here: its own speed is not modelled (no source gives it).
+
     >>> f = cast_parts(2048, 4096, 4096, "h100-sxm5-80gb", "fp8")
     >>> round(float(f["forward"].memory.sum() * 0.8 * 3.35e12 / (2048 * 4096)), 6)  # 3 bytes a value, memory 0.8
     3.0
@@ -127,8 +133,15 @@ def cast_parts(rows: int, c_in: int, c_out: int, dev, dtype: str, fused_in: bool
         raise ValueError(f"fp8 recipe: unknown {recipe!r}{did_you_mean(recipe, CAST_RECIPES)}; allowed: "
                          f"{', '.join(CAST_RECIPES)}")
     out = {}
+    x, w, dy = rows * c_in, c_in * c_out, rows * c_out
+    if recipe == "torchao-rowwise":
+        out["forward"] = Parts.from_coeffs(roofline_coeffs(
+            0.0, (6.0 if fused_in else 8.0) * x + 3.0 * w, dev, vdt, kernels=3), dev)
+        out["grad_input"] = Parts.from_coeffs(roofline_coeffs(0.0, 7.0 * w, dev, vdt, kernels=2), dev)
+        out["grad_weight"] = Parts.from_coeffs(roofline_coeffs(0.0, (6.0 if fused_out else 8.0) * dy, dev, vdt,
+                                                               kernels=2), dev)
+        return out
     if recipe == "torchao":
-        x, w, dy = rows * c_in, c_in * c_out, rows * c_out
         out["forward"] = Parts.from_coeffs(roofline_coeffs(
             0.0, (0.0 if fused_in else 2.0 * x) + 4.0 * x + 2.0 * w + 3.0 * w, dev, vdt,
             kernels=(2 if fused_in else 3) + 3), dev)

@@ -73,8 +73,8 @@ ASSUMPTIONS = {
                   "degree (data = fsdp); global batch = local batch x fsdp; without PP microbatch = local batch, "
                   "with PP torchtitan's default of as many microbatches as stages (9dec370 pipelining_utils.py), "
                   "interleaved 1F1B with 2 stages a rank (generate_split_points); TP with sequence parallelism "
-                  "(parallelize_llama.py: SequenceParallel norms); async TP -> parallel.tp_overlap; float8 (tensorwise "
-                  "or rowwise) -> fp8 (as fsdp2 runs it: torchao's tensorwise casts; rowwise not told apart); "
+                  "(parallelize_llama.py: SequenceParallel norms); async TP -> parallel.tp_overlap; float8 -> fp8 with "
+                  "torchao's casts (fsdp2), float8 rowwise -> training.fp8_recipe rowwise; "
                   "selective AC -> selective (fsdp2: torchtitan's per-op policy), full -> full; torch.compile not "
                   "modelled (the rows with and without it get the same prediction); fused (flash) attention; "
                   "AdamW; sequence 8192 "
@@ -162,7 +162,7 @@ def _base(dataset: str, i: int, label: str, group: str) -> dict:
             "schedule": "1f1b", "sequence_parallel": False, "microbatch": np.nan, "global_batch": np.nan,
             "dtype": "bf16", "recompute": "none", "zero_stage": 0, "framework": "ideal", "overlap": True,
             "measured_tps": np.nan, "measured_memory_bytes": np.nan, "measured_tflops": np.nan, "unmappable": "",
-            "note": "", "expert": 1, "capacity_factor": np.nan, "tp_overlap": False}
+            "note": "", "expert": 1, "capacity_factor": np.nan, "tp_overlap": False, "fp8_recipe": None}
 
 
 def torchtitan_rows() -> pd.DataFrame:
@@ -184,6 +184,7 @@ def torchtitan_rows() -> pd.DataFrame:
                  recompute="full" if str(r["activation_checkpointing"]).startswith("full") else "selective",
                  zero_stage=3, framework="fsdp2", measured_tps=number(r["tps_per_gpu"]),
                  tp_overlap=r["async_tp"] == "yes" and tp > 1,
+                 fp8_recipe="rowwise" if "rowwise" in str(r["precision"]).lower() else None,
                  note="; ".join(x for x in ("torch.compile" if r["torch_compile"] == "yes" else "",
                                             "async TP" if r["async_tp"] == "yes" else "") if x))
         unit = str(r["memory_unit"])
@@ -443,10 +444,11 @@ def scenario_for(r) -> dict:
         par["expert"] = int(r["expert"])
     if par["data"] * par["tensor"] * par["pipeline"] * par["context"] != r["gpus"]:
         raise ValueError(f"not mappable: data x tensor x pipeline x context != {int(r['gpus'])} GPUs")
-    return {"model": model_spec(r), "cluster": r["cluster"], "parallel": par,
-            "training": {"dtype": r["dtype"], "recompute": r["recompute"], "optimizer": "adam",
-                         "zero_stage": int(r["zero_stage"]), "overlap": bool(r["overlap"]),
-                         "framework": r["framework"]}}
+    training = {"dtype": r["dtype"], "recompute": r["recompute"], "optimizer": "adam",
+                "zero_stage": int(r["zero_stage"]), "overlap": bool(r["overlap"]), "framework": r["framework"]}
+    if isinstance(r.get("fp8_recipe"), str):
+        training["fp8_recipe"] = r["fp8_recipe"]
+    return {"model": model_spec(r), "cluster": r["cluster"], "parallel": par, "training": training}
 
 
 def _predict(r: dict) -> dict:
