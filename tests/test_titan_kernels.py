@@ -117,3 +117,56 @@ def test_async_tp_hides_tensor_parallel_collectives():
     assert fused.breakdown["forward_s"] == plain.breakdown["forward_s"]  # the GEMMs themselves unchanged
     with pytest.raises(ValueError, match="parallel.tp_overlap"):
         estimate({**sc, "parallel": {**sc["parallel"], "tp_overlap": True, "sequence_parallel": False}})
+
+
+def test_torchao_rowwise_cast_bytes_hand_count():
+    # roofline_utils rowwise: input / output gradient 5 + 3 bytes a value in two kernels (3 + 3 with the first read
+    # fused), weight 3 forward and 4 + 3 for ∇x
+    dev = load_cluster("dgx-h100").device
+    bw = float(dev.mem_bw) * dev.efficiency.memory
+    rows, ci, co = 512, 256, 1024
+    x, w, dy = rows * ci, ci * co, rows * co
+    c = cast_parts(rows, ci, co, dev, "fp8", recipe="torchao-rowwise")
+    got = {p: float((c[p].memory * c[p].count).sum()) * bw for p in c}
+    assert got == pytest.approx({"forward": 8 * x + 3 * w, "grad_input": 7 * w, "grad_weight": 8 * dy})
+    f = cast_parts(rows, ci, co, dev, "fp8", True, True, recipe="torchao-rowwise")
+    assert float((f["forward"].memory * f["forward"].count).sum()) * bw == pytest.approx(6 * x + 3 * w)
+
+
+def test_tensorwise_float8_gathers_in_eight_bits():
+    # torchtitan's Float8ColwiseParallel / PrepareFloat8ModuleInput: the sequence-parallel all-gathers carry 1 byte a
+    # value under torchao's tensorwise recipe, 2 under rowwise (and under Transformer Engine's recipe here)
+    tw = Workload(SMALL, load_cluster("dgx-h100"), "fp8", fp8_recipe="torchao")
+    rw = Workload(SMALL, load_cluster("dgx-h100"), "fp8", fp8_recipe="torchao-rowwise")
+    bf = Workload(SMALL, load_cluster("dgx-h100"), "bf16", fp8_recipe="torchao")
+    assert (tw.gather_share, rw.gather_share, bf.gather_share) == (0.5, 1.0, 1.0)
+    tw_tp, rw_tp = (sum(w.stage(4, 4, True, "none", 1)["tp_f"]) for w in (tw, rw))
+    assert tw_tp < rw_tp  # the reduce-scatters stay 16-bit, the gathers halve
+
+
+def test_fp8_recipe_field():
+    wide = {**SMALL, "hidden": 2048, "heads": 16, "seq_len": 1024}  # big enough for bytes, not launches, to count
+    sc = {"model": wide, "cluster": "dgx-h100", "parallel": {"microbatch_size": 32, "global_batch": 32},
+          "training": {"dtype": "fp8", "framework": "fsdp2", "zero_stage": 3}}
+    tw = estimate(sc)
+    rw = estimate({**sc, "training": {**sc["training"], "fp8_recipe": "rowwise"}})
+    assert rw.step_time_s > tw.step_time_s  # more cast traffic (rowwise: fewer kernels, more bytes)
+    with pytest.raises(ValueError, match="training.fp8_recipe"):
+        estimate({**sc, "training": {**sc["training"], "framework": "megatron", "zero_stage": 1,
+                                     "fp8_recipe": "rowwise"}})
+    with pytest.raises(ValueError, match="did you mean 'rowwise'"):
+        estimate({**sc, "training": {**sc["training"], "fp8_recipe": "rowise"}})
+
+
+def test_sustained_rate_slows_a_training_step_not_a_kernel():
+    from dataclasses import replace
+    from concurrency_model.timing import gemm_time
+    cl = load_cluster("dgx-h100")
+    assert cl.device.efficiency.sustained == 0.85  # fitted on llm-foundry H100 bf16 (benchmarks/fit_h100_sustained.py)
+    full = replace(cl, device=replace(cl.device, efficiency=replace(cl.device.efficiency, sustained=1.0)))
+    slow, fast = Workload(SMALL, cl, "bf16"), Workload(SMALL, full, "bf16")
+    a, b = slow.layers(4, 1, False), fast.layers(4, 1, False)
+    for x, y in zip(a, b):  # arithmetic at 0.85 the rate, memory traffic as it was
+        assert np.allclose(x["f"].compute * 0.85, y["f"].compute) and np.allclose(x["f"].memory, y["f"].memory)
+    assert gemm_time(4096, 4096, 4096, cl.device, "bf16").time_s == gemm_time(4096, 4096, 4096, full.device,
+                                                                               "bf16").time_s

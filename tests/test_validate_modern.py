@@ -189,8 +189,10 @@ def test_grand_teton_presets_match_their_sources():
     for k in ("tf32", "bf16", "fp16", "fp8", "int8"):
         assert abs(d.peak(k) - sxm.peak(k) * (500 / 700) ** (1 / 3)) <= 0.05e12
     assert 835.5e12 < d.peak("bf16") < 989.4e12 and d.peak("fp32") == sxm.peak("fp32")
-    # the same GH100 die: the sustained GEMM fraction of the SXM5 (fitted on llm-foundry H100 bf16), its L2 bandwidth
-    assert d.efficiency.compute == sxm.efficiency.compute
+    # the same GH100 die: the sustained math rate of the SXM5 (fitted on llm-foundry H100 bf16), its L2 bandwidth;
+    # torchao's achievable fractions measured on this board (roofline_utils.py: 0.78 of the GEMM peak, 0.92 of 2.4 TB/s)
+    assert d.efficiency.sustained == sxm.efficiency.sustained == 0.85
+    assert (d.efficiency.compute, d.efficiency.memory) == (0.78, 0.92)
     assert d.efficiency.l2_factor * d.mem_bw == sxm.efficiency.l2_factor * sxm.mem_bw
     c = load_cluster("grand-teton-h100")
     assert c.device == d and (c.gpus_per_node, c.nics_per_node) == (8, 8)
