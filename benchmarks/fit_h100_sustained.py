@@ -7,7 +7,8 @@ H100 training set fast (llm-foundry H100 bf16, torchtitan, NeMo's H100 rows): a 
 math than a short microbenchmark (the board's power limit lowers its clocks under sustained load). ``sustained`` scales
 the arithmetic of every kernel of a training step (not single-kernel timings). The constant is one number for every
 GH100 board (H100 SXM5, H200, torchtitan's H100 96 GB), fitted here once: the grid value with the least median APE
-of tokens/s over every ``--every``-th row of the fit set. Every other set is held out (torchtitan, Megatron-Bridge, NeMo, TensorRT-LLM: ``benchmarks/accuracy.py``).
+of tokens/s over every ``--every``-th row of the fit set. Every other set is held out (torchtitan, Megatron-Bridge,
+NeMo: ``benchmarks/accuracy.py``; inference is not scaled).
 Prints JSON: median APE per grid value and the best value. About 4 minutes on 2 cores with ``--every 3``.
 
     python benchmarks/fit_h100_sustained.py [--every K] [--workers N]

@@ -55,7 +55,8 @@ CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tens
            "sync": ("allreduce", "parameter_server", "gossip"), "compression": COMPRESSIONS,
            "gossip_topology": TOPOLOGIES, "consistency": CONSISTENCY, "batch_norm": BATCH_NORM,
            "lora_base_dtype": tuple(BASE_BYTES), "batching": BATCHING,
-           "kv_dtype": KV_DTYPES, "framework": FRAMEWORKS, "fp8_recipe": FP8_RECIPES}  # a field whose default is null may stay null
+           "kv_dtype": KV_DTYPES, "framework": FRAMEWORKS,
+           "fp8_recipe": FP8_RECIPES}  # a field whose default is null may stay null
 TOP = ("model", "cluster", "parallel", "training", "run", "inference", "name", "notes")
 
 # Plausible ranges of the numeric fields, (low, high, why): far enough past every real model, machine and run that

@@ -10,6 +10,12 @@ both go through here, so one configuration gets the same seconds from both.
 Communication is kept as *triples* (:mod:`.triples`), whose links a sweep can rescale.
 
 Context parallelism: :mod:`.context` (its methods are mixed into :class:`Workload`).
+
+The runtime's kernels (:func:`.runtime.kernel_policies`) are fixed per workload: what a ``selective`` recompute runs
+again (:mod:`.recompute`), the casts of 8-bit training (:func:`~concurrency_model.timing.graph.cast_parts`; torchao's
+tensorwise float8 also gathers the tensor-parallel activations in 8 bits), and ``parallel.tp_overlap``
+(:func:`overlap_exposed`). A device's ``efficiency.sustained`` (:class:`~concurrency_model.hardware.Efficiency`) scales
+the arithmetic of every kernel of a training step.
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ from ..cluster import place
 from ..models import get_model
 from ..models.channel_split import check_channel_split, gathers_input, is_channel_split, replicated
 from ..models.transformer import check_tensor_split, is_lm_head
+from ..timing import roofline_coeffs
 from ..timing.graph import layer_parts
 from ..timing.loss import cross_entropy_parts
 from ..timing.parts import Parts, total
@@ -62,9 +69,11 @@ def overlap_exposed(comm_s: float, gemm_s: float, t: int) -> float:
     ``_pipelined_produce_and_all2all``): the gather is cut into ``t`` shards, the local shard's GEMM runs first and
     each of the other ``t - 1`` shards is copied (copy engine, the copies one after another) while another shard's
     GEMM runs; the reduce-scatter mirrors it. The step lasts ``gemm / t + max(gemm (t - 1) / t, comm)``, so
-    ``max(0, comm - gemm (t - 1) / t)`` of the collective is exposed. The buffer copies and the reduction of the
-    partial sums are not counted; a row's collectives are paired with its own GEMMs in that pass [D] (the
-    all-gather feeds the neighbouring products of the block, of similar size).
+    ``max(0, comm - gemm (t - 1) / t)`` of the collective is exposed. What the fusion adds on the compute stream is
+    counted with the row's kernels (:meth:`Workload.layers`): the local shard's copy into the symmetric buffer (read
+    and write ``n / t`` of the gathered ``n`` bytes) and the reduction of the ``t`` partial sums a rank receives (read
+    ``n``, write ``n / t``), ``n (1 + 3 / t)`` bytes at the memory bandwidth. A row's collectives are paired with its
+    own GEMMs in that pass [D] (the all-gather feeds the neighbouring products of the block, of similar size).
 
     >>> round(overlap_exposed(1.0, 0.8, 8), 6), overlap_exposed(1.0, 2.0, 8), overlap_exposed(0.0, 1.0, 8)
     (0.3, 0.0, 0.0)
@@ -249,6 +258,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         shares = recompute_shares(nodes, self.selective)  # what a selective recompute runs again (:mod:`.recompute`)
         for i, (n, r) in enumerate(zip(nodes, rows)):
             tf = tb = again_tp = ZERO_TRIPLE
+            fused_bytes = 0.0  # async TP's buffer copy and partial-sum reduction of this row's collectives
             by_channels = channels and i >= k
             split = n.attrs.get("split")
             if t > 1 and split in ("row", "column") and not is_lm_head(n):
@@ -267,6 +277,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                     tf = _scaled(tf, overlap_exposed(float(triple_seconds(tf)), r["forward"].total(), t))
                     g_b = r["grad_input"].total() + r["grad_weight"].total()
                     tb = _scaled(tb, overlap_exposed(float(triple_seconds(tb)), g_b, t))
+                    fused_bytes = nbytes * (1 + 3 / t)
             elif by_channels and gathers_input(n) and n.inputs[0] not in whole:
                 # the paper's model parallelism (§6.2): gather the input forward, reduce-scatter ∇x backward
                 # (of the device's rows in a spatial split as well)
@@ -277,6 +288,13 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
             if key not in passes:
                 passes[key] = self._passes(n, r, b, t, e)
             f, bw, f_s, b_s = passes[key]
+            if fused_bytes:  # on the compute stream, in the pass of the row's collective (:func:`overlap_exposed`)
+                extra = Parts.from_coeffs(roofline_coeffs(0.0, fused_bytes, self.dev, value_dtype(self.dtype)),
+                                          self.dev)
+                if split == "row":
+                    f, f_s = f + extra, f_s + extra.total()
+                else:
+                    bw, b_s = bw + extra, b_s + extra.total()
             if is_lm_head(n):  # the loss on its logits (training only)
                 vocab = -(-n.attrs["c_out"] // t)
                 ce_f, ce_b = cross_entropy_parts(b * n.attrs["rows_per_sample"], vocab, self.vb, self.dev)

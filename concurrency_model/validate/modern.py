@@ -67,8 +67,9 @@ NEMO_GPT3 = {"GPT3-5B": (24, 4096, 32), "GPT3-20B": (44, 6144, 48), "GPT3-175B":
 NEMO_VOCAB = {"gpt3": 51200, "llama2": 32000, "llama3": 128256}
 RECOMPUTE_ORDER = ("none", "selective", "full")  # recompute "auto": the least of these that fits in memory
 ASSUMPTIONS = {
-    "torchtitan": "cluster grand-teton-h100 for the H100 rows (96 GB HBM2e at 2.4 TB/s, SXM5 peaks as the upper "
-                  "bound: the 500 W cap is not modelled), dgx-h200 for the Trainy/WhiteFiber H200 rows (8 per host "
+    "torchtitan": "cluster grand-teton-h100 for the H100 rows (96 GB HBM2e at 2.4 TB/s, the SXM5 tensor peaks at "
+                  "the clock of the 500 W cap, torchao's achievable fractions on this board, the GH100's sustained "
+                  "rate fitted on llm-foundry), dgx-h200 for the Trainy/WhiteFiber H200 rows (8 per host "
                   "on NVLink, 400 Gb/s ConnectX-7 per GPU, as DGX H200); framework fsdp2, ZeRO 3 over the FSDP "
                   "degree (data = fsdp); global batch = local batch x fsdp; without PP microbatch = local batch, "
                   "with PP torchtitan's default of as many microbatches as stages (9dec370 pipelining_utils.py), "
