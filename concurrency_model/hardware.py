@@ -74,6 +74,10 @@ class Efficiency:
     rnn_unfused: float = 0.36
     sigma: float = 0.0
     fitted_on: str = "default"
+    # the math rate a training step sustains over the kernel model's (a long run's clocks under its power limit),
+    # applied to the compute part of every kernel of a training step (:mod:`concurrency_model.parallel.features`),
+    # not to single-kernel timings; 1 = none (default); fitted per device family on training data
+    sustained: float = 1.0
 
     def __post_init__(self):
         for f in fields(self):
@@ -82,7 +86,7 @@ class Efficiency:
                 continue
             if isinstance(v, numbers.Real) and v < 0:
                 raise ValueError(f"efficiency.{f.name}: must be >= 0, got {v}")
-        for name in ("compute", "memory"):
+        for name in ("compute", "memory", "sustained"):
             v = getattr(self, name)
             if isinstance(v, numbers.Real) and not 0 < v <= 1:
                 raise ValueError(f"efficiency.{name}: must be in (0, 1], got {v}")

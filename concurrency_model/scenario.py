@@ -28,7 +28,7 @@ from .parallel.lora import BASE_BYTES
 from .parallel.layerwise import TENSOR_LAYERS
 from .parallel import pipeline
 from .parallel.allocator import LOSSES
-from .parallel.runtime import FRAMEWORKS, default_framework, runs_with, runtime_of
+from .parallel.runtime import FP8_RECIPES, FRAMEWORKS, default_framework, kernel_policies, runs_with, runtime_of
 from .routing import check_imbalance
 from .units import DTYPE_BYTES, KV_DTYPES
 
@@ -36,12 +36,14 @@ SCHEDULES = pipeline.SCHEDULES
 CONTEXT_ALGORITHMS = ("ring", "ulysses")
 PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_parallel": False,
             "microbatch_size": 1, "global_batch": None, "schedule": "1f1b", "context": 1,
-            "context_algorithm": "ring", "expert": 1, "tensor_layers": "all", "expert_imbalance": 1.0}
+            "context_algorithm": "ring", "expert": 1, "tensor_layers": "all", "expert_imbalance": 1.0,
+            "tp_overlap": False}  # tp_overlap: async tensor parallelism (parallel.features.overlap_exposed)
 TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_stage": 0, "overlap": True,
             "sync": "allreduce", "ps_servers": 0, "compression": "none", "host_overhead_s": None,
             "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
             "gossip_topology": "ring", "batch_norm": "local", "max_global_batch": DEFAULT_CEILING, "lora_rank": 0,
-            "lora_base_dtype": None, "framework": None, "bucket_bytes": None, "prefetch": None, "loss": None}
+            "lora_base_dtype": None, "framework": None, "bucket_bytes": None, "prefetch": None, "loss": None,
+            "fp8_recipe": None}
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "threshold", "topk", "dgc", "powersgd",
                 "sfb")
 INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,
@@ -56,7 +58,7 @@ CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tens
            "gossip_topology": TOPOLOGIES, "consistency": CONSISTENCY, "batch_norm": BATCH_NORM,
            "lora_base_dtype": tuple(BASE_BYTES), "batching": BATCHING,
            "kv_dtype": KV_DTYPES, "framework": FRAMEWORKS,
-           "loss": tuple(LOSSES)}  # a field whose default is null may stay null
+           "loss": tuple(LOSSES), "fp8_recipe": FP8_RECIPES}  # a field whose default is null may stay null
 TOP = ("model", "cluster", "parallel", "training", "run", "inference", "name", "notes")
 
 # Plausible ranges of the numeric fields, (low, high, why): far enough past every real model, machine and run that
@@ -302,6 +304,13 @@ def load_scenario(spec) -> Scenario:
                          "distributed optimizer) and an uncompressed all-reduce of the gradients")
     par["expert_imbalance"] = check_imbalance("parallel.expert_imbalance", par["expert_imbalance"])
     _check_tensor_layers(par, tr)
+    if tr["fp8_recipe"] is not None and not kernel_policies(tr["framework"], tr["zero_stage"])[1].startswith("torchao"):
+        raise ValueError(f"training.fp8_recipe: torchao's {tr['fp8_recipe']} scaling runs under framework fsdp2 "
+                         f"(torchtitan); framework {tr['framework'] or default_framework(tr['zero_stage'])!r} casts as "
+                         "Transformer Engine does")
+    if par["tp_overlap"] and par["tensor"] > 1 and not par["sequence_parallel"]:
+        raise ValueError("parallel.tp_overlap: async tensor parallelism micro-pipelines the sequence-parallel "
+                         "all-gathers and reduce-scatters with their GEMMs; set parallel.sequence_parallel true")
     if tr["compression"] == "sfb":
         _check_sfb(par, tr)
         if tr["lora_rank"]:

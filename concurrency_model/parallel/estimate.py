@@ -81,7 +81,7 @@ from .features import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, transformer_sh
 from ..uncertainty import band
 from .run import CURRENCY, WAIT_PARTS, busy_share, run_cost
 from .data_parallel import GRAD_BYTES
-from .runtime import default_framework
+from .runtime import default_framework, kernel_policies
 
 if TYPE_CHECKING:  # annotations only
     import pandas as pd
@@ -314,7 +314,8 @@ def prepare(sc: Scenario) -> tuple:
     schedule, rec, zero = par["schedule"], tr["recompute"], tr["zero_stage"]
     c, alg, e = par.get("context", 1), par.get("context_algorithm", "ring"), par.get("expert", 1)
     w = workload(sc.model, cl, tr["dtype"], par["tensor_layers"], tr["lora_rank"], tr["lora_base_dtype"],
-                 par.get("expert_imbalance", 1.0))
+                 par.get("expert_imbalance", 1.0), *kernel_policies(tr["framework"], zero, tr.get("fp8_recipe")),
+                 par.get("tp_overlap", False))
     check_lora(tr["lora_rank"], tr["lora_base_dtype"], w.graph(1))
     w.check_tensor(t)
     w.check_context(c, t, alg)

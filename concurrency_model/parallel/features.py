@@ -10,6 +10,12 @@ both go through here, so one configuration gets the same seconds from both.
 Communication is kept as *triples* (:mod:`.triples`), whose links a sweep can rescale.
 
 Context parallelism: :mod:`.context` (its methods are mixed into :class:`Workload`).
+
+The runtime's kernels (:func:`.runtime.kernel_policies`) are fixed per workload: what a ``selective`` recompute runs
+again (:mod:`.recompute`), the casts of 8-bit training (:func:`~concurrency_model.timing.graph.cast_parts`; torchao's
+tensorwise float8 also gathers the tensor-parallel activations in 8 bits), and ``parallel.tp_overlap``
+(:func:`overlap_exposed`). A device's ``efficiency.sustained`` (:class:`~concurrency_model.hardware.Efficiency`) scales
+the arithmetic of every kernel of a training step.
 """
 from __future__ import annotations
 
@@ -23,10 +29,11 @@ from ..cluster import place
 from ..models import get_model
 from ..models.channel_split import check_channel_split, gathers_input, is_channel_split, replicated
 from ..models.transformer import check_tensor_split, is_lm_head
+from ..timing import roofline_coeffs
 from ..timing.graph import layer_parts
 from ..timing.loss import cross_entropy_parts
 from ..timing.parts import Parts, total
-from ..units import dtype_bytes, value_dtype
+from ..units import EIGHT_BIT_VALUES, dtype_bytes, value_dtype
 from . import pipeline
 from .context import NO_PARTS, ContextMixin, context_exposed  # noqa: F401 (re-exported)
 from .data_parallel import BUCKET_BYTES, GRAD_BYTES, DataParallelMixin  # noqa: F401 (BUCKET_BYTES re-exported)
@@ -34,6 +41,7 @@ from .expert import ExpertMixin
 from .host import softmax_fallback_kernels
 from .layerwise import LayerwiseMixin
 from .lora import LoraMixin, training_flop
+from .recompute import recompute_shares
 from .spatial import SpatialMixin, spatial_rows
 from .triples import ZERO_TRIPLE, _add, collective_triple, triple_seconds  # noqa: F401 (re-exported)
 
@@ -66,16 +74,44 @@ def _shape_of(graph):
             "kv": a.get("kv_heads", a["heads"]) * a["head_dim"], "fused": bool(a.get("fused", False))}
 
 
+def overlap_exposed(comm_s: float, gemm_s: float, t: int) -> float:
+    """The share of a tensor-parallel collective of ``comm_s`` seconds left exposed when it is micro-pipelined with
+    the GEMMs of ``gemm_s`` seconds it feeds or follows over ``t`` ranks: PyTorch's async tensor parallelism
+    (``torch._inductor.config._micro_pipeline_tp``, torchtitan's ``enable_async_tensor_parallel``; pytorch/pytorch
+    ``torch/distributed/_symmetric_memory/__init__.py`` ``_pipelined_all_gather_and_consume``,
+    ``_pipelined_produce_and_all2all``): the gather is cut into ``t`` shards, the local shard's GEMM runs first and
+    each of the other ``t - 1`` shards is copied (copy engine, the copies one after another) while another shard's
+    GEMM runs; the reduce-scatter mirrors it. The step lasts ``gemm / t + max(gemm (t - 1) / t, comm)``, so
+    ``max(0, comm - gemm (t - 1) / t)`` of the collective is exposed. What the fusion adds on the compute stream is
+    counted with the row's kernels (:meth:`Workload.layers`): the local shard's copy into the symmetric buffer (read
+    and write ``n / t`` of the gathered ``n`` bytes) and the reduction of the ``t`` partial sums a rank receives (read
+    ``n``, write ``n / t``), ``n (1 + 3 / t)`` bytes at the memory bandwidth. A row's collectives are paired with its
+    own GEMMs in that pass [D] (the all-gather feeds the neighbouring products of the block, of similar size).
+
+    >>> round(overlap_exposed(1.0, 0.8, 8), 6), overlap_exposed(1.0, 2.0, 8), overlap_exposed(0.0, 1.0, 8)
+    (0.3, 0.0, 0.0)
+    """
+    if comm_s <= 0:
+        return 0.0
+    return max(0.0, comm_s - gemm_s * (t - 1) / t) / comm_s
+
+
+def _scaled(triple: tuple, k: float) -> tuple:
+    return tuple(float(x) * k for x in triple)
+
+
 def layer_seconds(row: dict, recompute: str) -> dict:
     """One layer's seconds a microbatch on its device (a row of :meth:`Workload.layers`), by part: its passes,
-    what ``recompute`` runs again (``full``: the forward with its collectives; ``selective``: an attention core's
-    forward, Korthikanti et al. §5), and its tensor-, expert- and context-parallel communication (a ring
-    attention's or a spatial split's exchanges again with any recompute). The stage partition balances their
-    sum."""
+    what ``recompute`` runs again (``full``: the forward with its collectives; ``selective``: the row's ``again``
+    share of its forward and its ``tp_again`` collectives, by the workload's policy, :mod:`.recompute`: an attention
+    core's forward, Korthikanti et al. §5, or torchtitan's per-op policy), and its tensor-, expert- and
+    context-parallel communication (a ring attention's or a spatial split's exchanges again with any recompute).
+    The stage partition balances their sum."""
     full = recompute == "full"
-    again = full or (recompute == "selective" and row["kind"] == "attention")
-    return {"forward_s": row["f_s"], "backward_s": row["b_s"], "recompute_s": row["f_s"] if again else 0.0,
-            "tensor_comm_s": row["tp_f_s"] * (1 + full) + row["tp_b_s"],
+    share = 1.0 if full else row.get("again", 0.0) if recompute == "selective" else 0.0
+    tp_again = row.get("tp_again_s", 0.0) if recompute == "selective" else 0.0
+    return {"forward_s": row["f_s"], "backward_s": row["b_s"], "recompute_s": row["f_s"] * share,
+            "tensor_comm_s": row["tp_f_s"] * (1 + full) + row["tp_b_s"] + tp_again,
             "expert_comm_s": row["ep_f_s"] * (1 + full) + row["ep_b_s"],
             "context_comm_s": row.get("cp_f_s", 0.0) * (1 + (recompute != "none")) + row.get("cp_b_s", 0.0)}
 
@@ -85,8 +121,19 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
     everything that does not change with the layout's continuous numbers is computed once and cached."""
 
     def __init__(self, model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
-                 lora_base_dtype: str | None = None, expert_imbalance=1.0):
+                 lora_base_dtype: str | None = None, expert_imbalance=1.0, selective: str = "attention",
+                 fp8_recipe: str = "te", tp_overlap: bool = False):
         self.model, self.cluster, self.dtype, self.tensor_layers = model, cluster, dtype, tensor_layers
+        # the runtime's kernels (:func:`.runtime.kernel_policies`): a selective recompute's policy, 8-bit casts
+        self.selective, self.fp8_recipe = selective, fp8_recipe
+        self.tp_overlap = tp_overlap  # parallel.tp_overlap: async TP (:func:`overlap_exposed`)
+        # torchtitan's tensor parallelism with torchao's tensorwise float8 (Float8ColwiseParallel,
+        # Float8RowwiseParallel, PrepareFloat8ModuleInput: pytorch/torchtitan @ 9dec370 and 820504e
+        # parallelize_llama.py apply_tp; pytorch/ao @ eab345c torchao/float8/float8_tensor_parallel.py) casts a
+        # sequence-parallel all-gather's input, and the output gradient gathered backward, to 8 bits before the
+        # collective: 1 byte a value against the activations' 2; rowwise gathers in 16 bits ("For now, float8
+        # all-gather with TP is only supported for tensorwise", 820504e)
+        self.gather_share = 0.5 if fp8_recipe == "torchao" and dtype in EIGHT_BIT_VALUES else 1.0
         self.expert_imbalance = expert_imbalance  # parallel.expert_imbalance (:mod:`concurrency_model.routing`)
         # lora_rank > 0: the base frozen (its block linears stored as lora_base_dtype when given), adapters trained
         self.lora_rank, self.lora_base_dtype = lora_rank, lora_base_dtype
@@ -214,32 +261,46 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         g = self.graph(b, c)
         slabs, ends = spatial_rows(g, c) if c > 1 and self.spatial else ({}, {})
         rows = layer_parts(g, self.dev, self.dtype, tensor=t, sequence_parallel=sp, spatial=slabs, expert=e,
-                           imbalance=self.expert_imbalance)
+                           imbalance=self.expert_imbalance, fp8_recipe=self.fp8_recipe)
+        s = self.dev.efficiency.sustained  # a training step's sustained math rate (hardware.Efficiency)
+        if s != 1.0:
+            slowed: dict = {}  # by identity, so that identical layers keep sharing their Parts
+            rows = [{**r, **{p: slowed.setdefault(id(r[p]), r[p].with_math_rate(s))
+                             for p in ("forward", "grad_input", "grad_weight")}} for r in rows]
         nodes = g.layers()
         k = 0  # layers before index k: the hybrid's data-parallel convolutions, on b / t samples (:mod:`.layerwise`)
         if self.fc_only and t > 1:
             k = self.fc_boundary
-            rows = layer_parts(self.graph(b // t), self.dev, self.dtype)[:k] + rows[k:]
+            rows = layer_parts(self.graph(b // t), self.dev, self.dtype, fp8_recipe=self.fp8_recipe)[:k] + rows[k:]
         rpn = min(t, self.cluster.domain_gpus)  # the tensor group fills an NVLink domain (cluster.py)
         op = "reduce_scatter" if sp else "allreduce"
         channels = t > 1 and self.channel_split
         whole = replicated(g) if channels else set()
         out = []
         passes = {}  # identical nodes share their Parts (layer_parts times each kind once): add them up once
+        shares = recompute_shares(nodes, self.selective)  # what a selective recompute runs again (:mod:`.recompute`)
         for i, (n, r) in enumerate(zip(nodes, rows)):
-            tf = tb = ZERO_TRIPLE
+            tf = tb = again_tp = ZERO_TRIPLE
+            fused_bytes = 0.0  # async TP's buffer copy and partial-sum reduction of this row's collectives
             by_channels = channels and i >= k
             split = n.attrs.get("split")
             if t > 1 and split in ("row", "column") and not is_lm_head(n):
                 nbytes = b * n.attrs["rows_per_sample"] * (n.attrs["c_out"] if split == "row" else n.attrs["c_in"]) \
                     * self.vb
                 one = self._coll(op, nbytes, t, rpn, 1)
-                if sp:
-                    one = _add(one, self._coll("allgather", nbytes, t, rpn, 1))
+                again_tp = one  # recomputed by the per-op policy: a collective whose output it does not save
+                if sp:  # the reduce-scatter's output is saved; torchao's tensorwise float8 gathers in 8 bits
+                    again_tp = self._coll("allgather", nbytes * self.gather_share, t, rpn, 1)
+                    one = _add(one, again_tp)
                 if split == "row":
                     tf = one
                 else:
                     tb = one
+                if sp and self.tp_overlap:  # async TP: each collective micro-pipelined with the row's GEMMs
+                    tf = _scaled(tf, overlap_exposed(float(triple_seconds(tf)), r["forward"].total(), t))
+                    g_b = r["grad_input"].total() + r["grad_weight"].total()
+                    tb = _scaled(tb, overlap_exposed(float(triple_seconds(tb)), g_b, t))
+                    fused_bytes = nbytes * (1 + 3 / t)
             elif by_channels and gathers_input(n) and n.inputs[0] not in whole:
                 # the paper's model parallelism (§6.2): gather the input forward, reduce-scatter ∇x backward
                 # (of the device's rows in a spatial split as well)
@@ -250,6 +311,13 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
             if key not in passes:
                 passes[key] = self._passes(n, r, b, t, e)
             f, bw, f_s, b_s = passes[key]
+            if fused_bytes:  # on the compute stream, in the pass of the row's collective (:func:`overlap_exposed`)
+                extra = Parts.from_coeffs(roofline_coeffs(0.0, fused_bytes, self.dev, value_dtype(self.dtype)),
+                                          self.dev)
+                if split == "row":
+                    f, f_s = f + extra, f_s + extra.total()
+                else:
+                    bw, b_s = bw + extra, b_s + extra.total()
             if is_lm_head(n):  # the loss on its logits (training only)
                 vocab = -(-n.attrs["c_out"] // t)
                 ce_f, ce_b = cross_entropy_parts(b * n.attrs["rows_per_sample"], vocab, self.vb, self.dev)
@@ -269,7 +337,11 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                    "f_s": f_s, "b_s": b_s, "tp_f_s": float(triple_seconds(tf)),
                    "tp_b_s": float(triple_seconds(tb)), "ep_f": ef, "ep_b": eb,
                    "ep_f_s": float(triple_seconds(ef)), "ep_b_s": float(triple_seconds(eb)),
-                   "bn_c": int(n.shape[0]) // (t if by_channels else 1) if n.kind == "batch_norm" else 0, **cp}
+                   "bn_c": int(n.shape[0]) // (t if by_channels else 1) if n.kind == "batch_norm" else 0,
+                   "again": shares.get(n.name, 0.0), **cp}
+            op_again = self.selective == "op" and split == "row" and n.name in shares
+            row["tp_again"] = again_tp if op_again else ZERO_TRIPLE
+            row["tp_again_s"] = float(triple_seconds(row["tp_again"]))
             if "halo_f" in cp:
                 row["cp_f_s"], row["cp_b_s"] = float(triple_seconds(cp["halo_f"])), float(triple_seconds(cp["halo_b"]))
             elif cp:
@@ -293,8 +365,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         def rec(r):  # (parts, tensor-parallel triple, expert-parallel triple) run again in the backward pass
             if recompute == "full":
                 return r["f"], r["tp_f"], r["ep_f"]
-            if recompute == "selective" and r["kind"] == "attention":
-                return r["f"], ZERO_TRIPLE, ZERO_TRIPLE
+            if recompute == "selective" and r["again"] > 0:
+                return r["f"].times(r["again"]), r["tp_again"], ZERO_TRIPLE
             return NO_PARTS, ZERO_TRIPLE, ZERO_TRIPLE
 
         recs = [rec(r) for r in rows]
@@ -417,11 +489,16 @@ _CACHE: dict = {}
 
 
 def workload(model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
-             lora_base_dtype: str | None = None, expert_imbalance=1.0) -> Workload:
-    """A cached :class:`Workload` (the last few are kept, so repeated estimates reuse layer timings)."""
-    key = (model_key(model), repr(cluster), dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance)
+             lora_base_dtype: str | None = None, expert_imbalance=1.0, selective: str = "attention",
+             fp8_recipe: str = "te", tp_overlap: bool = False) -> Workload:
+    """A cached :class:`Workload` (the last few are kept, so repeated estimates reuse layer timings);
+    ``selective``, ``fp8_recipe``: the runtime's kernels (:func:`.runtime.kernel_policies`); ``tp_overlap``:
+    ``parallel.tp_overlap``."""
+    key = (model_key(model), repr(cluster), dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance,
+           selective, fp8_recipe, tp_overlap)
     if key not in _CACHE:
         if len(_CACHE) >= 8:
             _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = Workload(model, cluster, dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance)
+        _CACHE[key] = Workload(model, cluster, dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance,
+                               selective, fp8_recipe, tp_overlap)
     return _CACHE[key]

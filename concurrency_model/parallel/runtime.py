@@ -41,7 +41,15 @@ is latency-bound where the ideal model sees bandwidth only.
   parameters' dtype); the checkpointed forward runs inside the unit's backward, with its parameters gathered.
 * ``fsdp2``: PyTorch ``fully_shard`` (``torch/distributed/fsdp/_fully_shard``): the same unit-wise all-gather
   and reduce-scatter with one unit prefetched, per-parameter sharding (no flat parameter), reducing in fp32 as
-  torchtitan configures it (``mixed_precision_reduce = "float32"``, torchtitan's job config).
+  torchtitan configures it (``mixed_precision_reduce = "float32"``, torchtitan's job config). As torchtitan runs
+  it, ``recompute = "selective"`` is torchtitan's per-op policy (:mod:`.recompute` ``op``) and ``fp8`` is
+  torchao's float8 training with dynamic tensorwise scaling (:func:`concurrency_model.timing.graph.cast_parts`
+  ``torchao``: pytorch/torchtitan @ 9dec370 ``torchtitan/float8.py`` converts the ``nn.Linear`` layers with
+  torchao's ``convert_to_float8_training``).
+
+Kernels the runtime decides (``selective``, ``float8``): what a ``selective`` recompute runs again (``attention``:
+Korthikanti et al.'s attention core; ``op``: torchtitan's per-op policy) and whose casts an 8-bit training dtype
+pays (``te``: Transformer Engine's fused casts; ``torchao``: torchao's amax and cast kernels).
 
 The first unit of each pass cannot be prefetched (nothing runs before it), so a prefetching runtime exposes
 its gather once a pass [D]. ``training.bucket_bytes`` and ``training.prefetch`` override a runtime's bucket
@@ -87,6 +95,8 @@ class Runtime:
     persist_elements: float = 0.0
     max_zero_with_pipeline: int = 3
     reduce_bytes: int | None = None
+    selective: str = "attention"
+    float8: str = "te"
 
     def bucket(self, ranks: int) -> float:
         """Parameters in one reduction bucket over ``ranks`` data-parallel ranks.
@@ -119,8 +129,28 @@ PROFILES = {
                              persist_elements=1e5, max_zero_with_pipeline=1),
     "fsdp": Runtime("fsdp", gather="block", reduce="block", prefetch=1),
     # torchtitan's FSDP2 reduces in fp32 (job config mixed_precision_reduce = "float32", pytorch/torchtitan)
-    "fsdp2": Runtime("fsdp2", gather="block", reduce="block", prefetch=1, reduce_bytes=4),
+    # torchtitan: per-op selective checkpointing (parallelize_llama.py _save_list), torchao float8 (float8.py)
+    "fsdp2": Runtime("fsdp2", gather="block", reduce="block", prefetch=1, reduce_bytes=4, selective="op",
+                     float8="torchao"),
 }
+
+
+FP8_RECIPES = ("tensorwise", "rowwise")  # training.fp8_recipe: torchao's scalings (torchtitan float8.recipe_name)
+
+
+def kernel_policies(framework: str | None, zero_stage: int = 0, fp8_recipe: str | None = None) -> tuple[str, str]:
+    """``(selective, float8)`` of a runtime (``None``: the one the ZeRO stage implies): the policy of a
+    ``selective`` recompute (:mod:`.recompute`) and the casts of 8-bit training
+    (:func:`concurrency_model.timing.graph.cast_parts`); ``fp8_recipe`` ``rowwise`` (``training.fp8_recipe``) turns
+    torchao's tensorwise casts into its rowwise ones. An unknown name gets the ideal runtime's (the scenario check
+    names it).
+
+    >>> kernel_policies("fsdp2"), kernel_policies(None, 3), kernel_policies("fsdp2", fp8_recipe="rowwise")
+    (('op', 'torchao'), ('attention', 'te'), ('op', 'torchao-rowwise'))
+    """
+    rt = PROFILES.get(framework or default_framework(zero_stage), PROFILES["ideal"])
+    casts = rt.float8 + "-rowwise" if rt.float8 == "torchao" and fp8_recipe == "rowwise" else rt.float8
+    return rt.selective, casts
 
 
 def default_framework(zero_stage: int) -> str:

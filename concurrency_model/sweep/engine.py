@@ -31,7 +31,7 @@ import pandas as pd
 from ..checks import number
 from ..parallel import allocator, compose
 from ..parallel.features import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, transformer_shape, workload
-from ..parallel.runtime import default_framework
+from ..parallel.runtime import default_framework, kernel_policies
 from ..parallel.estimate import assemble, consistency_of, host_per_kernel, host_seconds, sync_of
 from ..parallel.lora import check_lora
 from ..routing import check_applies
@@ -112,7 +112,8 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     H = len(hw)
     tr = sc.training
     w = workload(sc.model, sc.cluster, tr["dtype"], sc.parallel["tensor_layers"], tr["lora_rank"],
-                 tr["lora_base_dtype"], sc.parallel.get("expert_imbalance", 1.0))
+                 tr["lora_base_dtype"], sc.parallel.get("expert_imbalance", 1.0),
+                 *kernel_policies(tr["framework"], 0, tr.get("fp8_recipe")), sc.parallel.get("tp_overlap", False))
     check_lora(tr["lora_rank"], tr["lora_base_dtype"], w.graph(1))
     check_applies(w.expert_imbalance, w.expert_count)
     w.check_batch_norm(tr["batch_norm"])

@@ -22,6 +22,7 @@ from .. import routing
 from ..models.channel_split import is_channel_split, replicated
 from ..models.transformer import is_lm_head
 from ..ops.optimizer import RULES
+from ..checks import did_you_mean
 from ..units import EIGHT_BIT_VALUES, dtype_bytes, value_dtype
 from . import _f, device, gemm_coeffs, roofline, roofline_coeffs
 from .layers import attention_kernels, conv_coeffs
@@ -87,26 +88,70 @@ CAST_FUSED_BEFORE = ("layer_norm", "rms_norm", "gelu", "silu", "relu", "mul")  #
 CAST_FUSED_AFTER = ("gelu", "silu", "relu", "mul")  # their backward writes the GEMM's output gradient in 8 bits
 
 
+CAST_RECIPES = ("te", "torchao", "torchao-rowwise")
+
+
 def cast_parts(rows: int, c_in: int, c_out: int, dev, dtype: str, fused_in: bool = False,
-               fused_out: bool = False) -> dict:
-    """The cast kernels of a fully connected layer whose GEMMs run in an 8-bit ``dtype`` (Transformer Engine's
-    recipe, [D] as recalled): forward, its ``rows x c_in`` input read in 16 bits and written in 8 (3 bytes a
-    value); with ∇w, the output gradient cast and transposed (Hopper's fp8 GEMMs take only the TN layout: read
-    2, write 1 + 1 bytes a value of ``rows x c_out``) and the input's transposed 8-bit copy (1 byte a value,
-    written with the forward cast in TE and counted here). ``fused_in``: the input comes from a kernel that
-    writes it in 8 bits itself (TE's LayerNormLinear, LayerNormMLP: layer norm or activation with the cast, 8-bit
-    value and transposed copy in place of the 16-bit value: no kernel, no bytes more); ``fused_out``: the output
-    gradient comes from an activation's backward that casts it (dgelu with cast and transpose). The fp8
+               fused_out: bool = False, recipe: str = "te") -> dict:
+    """The cast kernels of a fully connected layer whose GEMMs run in an 8-bit ``dtype``, by ``recipe``.
+
+    ``te``: Transformer Engine's recipe ([D] as recalled): forward, its ``rows x c_in`` input read in 16 bits and
+    written in 8 (3 bytes a value); with ∇w, the output gradient cast and transposed (Hopper's fp8 GEMMs take only
+    the TN layout: read 2, write 1 + 1 bytes a value of ``rows x c_out``) and the input's transposed 8-bit copy (1
+    byte a value, written with the forward cast in TE and counted here). ``fused_in``: the input comes from a kernel
+    that writes it in 8 bits itself (TE's LayerNormLinear, LayerNormMLP: layer norm or activation with the cast,
+    8-bit value and transposed copy in place of the 16-bit value: no kernel, no bytes more); ``fused_out``: the
+    output gradient comes from an activation's backward that casts it (dgelu with cast and transpose). The fp8
     copies of the weights, cast once a step (TE caches them over the microbatches), are not counted.
+
+    ``torchao``: torchao's float8 training with dynamic tensorwise scaling, as its roofline model counts the
+    kernels (pytorch/ao @ 6243040 ``torchao/testing/float8/roofline_utils.py``
+    ``get_tensor_memory_traffic_ovhd_s``, ``float8_recipe_name == "tensorwise"``): the input and the output
+    gradient each take an amax pass (read 2 bytes a value, then a second tiny reduction kernel) and one cast
+    kernel that writes both layouts (read 2, write 1 + 1); the amax read is fused into the producer where it is an
+    element-wise kernel (``fused_in`` / ``fused_out``, the roofline's ``fuse_with_prev``); the ``c_in x c_out``
+    weight takes an amax pass and two casts (read 2, write 1), one for the forward and one for ∇x, in every
+    microbatch (Float8Linear casts in its forward). Placed: the input's and the weight's forward cast with the
+    forward, the weight's second cast with ∇x, the output gradient's with ∇w.
+
+    ``torchao-rowwise``: torchao's rowwise scaling, the same file's ``float8_recipe_name == "rowwise"``: the input and
+    the output gradient each in two kernels, one reading 2 bytes a value and writing the 8-bit row-major copy (1) and
+    a 16-bit transposed copy (2), one casting that copy (read 2, write 1); with ``fuse_with_prev`` the first read is
+    fused into the producer; the weight in three (cast 2 + 1 for the forward; transpose 2 + 2 and cast 2 + 1 for ∇x).
+    The rowwise-scaled GEMM runs at the fp8 rate here: its own speed is not modelled (no source gives it).
 
     >>> f = cast_parts(2048, 4096, 4096, "h100-sxm5-80gb", "fp8")
     >>> round(float(f["forward"].memory.sum() * 0.8 * 3.35e12 / (2048 * 4096)), 6)  # 3 bytes a value, memory 0.8
     3.0
     >>> len(cast_parts(2048, 4096, 4096, "h100-sxm5-80gb", "fp8", True, True))  # both fused: no cast kernel
     0
+    >>> t = cast_parts(4096, 4096, 4096, "h100-sxm5-80gb", "fp8", recipe="torchao")
+    >>> round(float(t["forward"].memory.sum() * 0.8 * 3.35e12 / 4096 ** 2), 6)  # input 2 + 4, weight 2 + 3
+    11.0
+    >>> float(t["grad_weight"].count.sum()), round(float(t["forward"].launch.sum() / 3.8e-6), 9)  # 1 row; 6 kernels
+    (1.0, 6.0)
     """
     dev, vdt = device(dev), value_dtype(dtype)
+    if recipe not in CAST_RECIPES:
+        raise ValueError(f"fp8 recipe: unknown {recipe!r}{did_you_mean(recipe, CAST_RECIPES)}; allowed: "
+                         f"{', '.join(CAST_RECIPES)}")
     out = {}
+    x, w, dy = rows * c_in, c_in * c_out, rows * c_out
+    if recipe == "torchao-rowwise":
+        out["forward"] = Parts.from_coeffs(roofline_coeffs(
+            0.0, (6.0 if fused_in else 8.0) * x + 3.0 * w, dev, vdt, kernels=3), dev)
+        out["grad_input"] = Parts.from_coeffs(roofline_coeffs(0.0, 7.0 * w, dev, vdt, kernels=2), dev)
+        out["grad_weight"] = Parts.from_coeffs(roofline_coeffs(0.0, (6.0 if fused_out else 8.0) * dy, dev, vdt,
+                                                               kernels=2), dev)
+        return out
+    if recipe == "torchao":
+        out["forward"] = Parts.from_coeffs(roofline_coeffs(
+            0.0, (0.0 if fused_in else 2.0 * x) + 4.0 * x + 2.0 * w + 3.0 * w, dev, vdt,
+            kernels=(2 if fused_in else 3) + 3), dev)
+        out["grad_input"] = Parts.from_coeffs(roofline_coeffs(0.0, 3.0 * w, dev, vdt, kernels=1), dev)
+        out["grad_weight"] = Parts.from_coeffs(roofline_coeffs(
+            0.0, (0.0 if fused_out else 2.0 * dy) + 4.0 * dy, dev, vdt, kernels=2 if fused_out else 3), dev)
+        return out
     if not fused_in:
         out["forward"] = Parts.from_coeffs(roofline_coeffs(0.0, 3.0 * rows * c_in, dev, vdt), dev)
     if not (fused_in and fused_out):  # the transposed input goes with the forward cast's kernel in TE
@@ -140,7 +185,7 @@ def _num(e) -> float:
 def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input: bool, tensor: int = 1,
                 shard: float = 1.0, channels: bool = False, rows: int | None = None,
                 weight_bytes: float | None = None, weight_sparsity=None, expert: int = 1,
-                imbalance=1.0, fusion: tuple = (False, False)) -> tuple[dict, str]:
+                imbalance=1.0, fusion: tuple = (False, False), fp8_recipe: str = "te") -> tuple[dict, str]:
     """Kernels (:class:`~.parts.Parts`) of one node per pass, and the convolution algorithm; with tensor
     parallelism ``tensor`` the node's share of the work: column-split GEMMs cut their outputs, row-split
     GEMMs their inputs, attention its heads; with ``channels`` (the paper's split of a CNN,
@@ -152,7 +197,8 @@ def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
     ``weight_sparsity``: its weights pruned, ``"2:4"`` (forward GEMM on the sparse tensor cores) or a fraction of
     zeros (forward as a CSR product, :mod:`.sparse`). The experts of a mixture-of-experts layer run as one GEMM
     per expert reached (:func:`expert_gemms`; ``expert``: the expert-parallel degree, ``imbalance`` its routing).
-    ``fusion``: ``(fused_in, fused_out)`` of an 8-bit layer's casts (:func:`cast_parts`)."""
+    ``fusion``: ``(fused_in, fused_out)`` of an 8-bit layer's casts and ``fp8_recipe`` their recipe
+    (:func:`cast_parts`)."""
     a = node.attrs
     out = {p: Parts.empty() for p in PASSES}
     algorithm = ""
@@ -187,7 +233,7 @@ def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
                 c = gemm_coeffs(*shape, dev, mdt, g, weight_bytes=weight_bytes if p == "forward" else None)
             out[p] = Parts.from_coeffs(c, dev)
         if mdt in EIGHT_BIT_VALUES:
-            for p, casts in cast_parts(g * rows, ci, co, dev, mdt, *fusion).items():
+            for p, casts in cast_parts(g * rows, ci, co, dev, mdt, *fusion, recipe=fp8_recipe).items():
                 out[p] = out[p] + casts
     elif node.kind == "attention":
         from ..ops.attention import attention
@@ -243,7 +289,7 @@ def _shards(graph, tensor: int, sequence_parallel: bool, channels: bool) -> dict
 
 def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_parallel: bool = False,
                 spatial: dict | None = None, weight_bytes: float | None = None,
-                weight_sparsity=None, expert: int = 1, imbalance=1.0) -> list[dict]:
+                weight_sparsity=None, expert: int = 1, imbalance=1.0, fp8_recipe: str = "te") -> list[dict]:
     """Per layer: ``name, op, algorithm`` and the :class:`~.parts.Parts` of its ``forward``, ``grad_input``
     and ``grad_weight`` passes (see :func:`layer_times`). Nodes with the same kind, attributes, work and
     tensor share are timed once (the 96 blocks of GPT-3 cost one block's kernel choices). ``spatial``:
@@ -251,7 +297,8 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
     ``weight_bytes``: bytes per weight of the :func:`quantizable` layers (weight-only quantization at
     inference, :mod:`concurrency_model.inference`); ``weight_sparsity``: the same layers pruned (``"2:4"`` or
     a fraction of zeros, see :func:`_node_parts`); ``expert``, ``imbalance``: the expert-parallel degree and
-    ``parallel.expert_imbalance`` (:func:`expert_gemms`)."""
+    ``parallel.expert_imbalance`` (:func:`expert_gemms`); ``fp8_recipe``: the casts of an 8-bit ``dtype``
+    (:func:`cast_parts`)."""
     dev = device(dev)
     batch = int(_num(graph.batch))
     scale = dtype_bytes(value_dtype(dtype)) / float(graph.value_bytes)
@@ -272,7 +319,7 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
         if key not in memo:
             wb, ws = (weight_bytes, weight_sparsity) if quantizable(node) else (None, None)
             memo[key] = _node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine, wb, ws,
-                                    expert, imbalance, fusion.get(node.name, (False, False)))
+                                    expert, imbalance, fusion.get(node.name, (False, False)), fp8_recipe)
         parts, algorithm = memo[key]
         rows.append({"name": node.name, "op": node.kind, "algorithm": algorithm, **parts})
     return rows

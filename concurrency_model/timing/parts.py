@@ -50,6 +50,14 @@ class Parts:
         """The same kernels ``k`` times as often."""
         return Parts(self.compute, self.memory, self.extra, self.launch, self.count * k)
 
+    def with_math_rate(self, k: float) -> "Parts":
+        """The same kernels with their arithmetic at ``k`` times the rate (memory, extra and launch unchanged).
+
+        >>> Parts(*(np.array([x]) for x in (2.0, 1.0, 0.5, 0.1, 1.0))).with_math_rate(0.5).total()
+        4.6
+        """
+        return Parts(self.compute / k, self.memory, self.extra, self.launch, self.count)
+
     def with_work(self, k: float) -> "Parts":
         """The same kernels doing ``k`` times their work and traffic (launches unchanged)."""
         return Parts(self.compute * k, self.memory * k, self.extra * k, self.launch, self.count)

@@ -70,15 +70,18 @@ NEMO_GPT3 = {"GPT3-5B": (24, 4096, 32), "GPT3-20B": (44, 6144, 48), "GPT3-175B":
 NEMO_VOCAB = {"gpt3": 51200, "llama2": 32000, "llama3": 128256}
 RECOMPUTE_ORDER = ("none", "selective", "full")  # recompute "auto": the least of these that fits in memory
 ASSUMPTIONS = {
-    "torchtitan": "cluster grand-teton-h100 for the H100 rows (96 GB HBM2e at 2.4 TB/s, SXM5 peaks as the upper "
-                  "bound: the 500 W cap is not modelled), dgx-h200 for the Trainy/WhiteFiber H200 rows (8 per host "
+    "torchtitan": "cluster grand-teton-h100 for the H100 rows (96 GB HBM2e at 2.4 TB/s, the SXM5 tensor peaks at "
+                  "the clock of the 500 W cap, torchao's achievable fractions on this board, the GH100's sustained "
+                  "rate fitted on llm-foundry), dgx-h200 for the Trainy/WhiteFiber H200 rows (8 per host "
                   "on NVLink, 400 Gb/s ConnectX-7 per GPU, as DGX H200); framework fsdp2, ZeRO 3 over the FSDP "
                   "degree (data = fsdp); global batch = local batch x fsdp; without PP microbatch = local batch, "
                   "with PP torchtitan's default of as many microbatches as stages (9dec370 pipelining_utils.py), "
                   "interleaved 1F1B with 2 stages a rank (generate_split_points); TP with sequence parallelism "
-                  "(parallelize_llama.py: SequenceParallel norms); async TP mapped as TP; float8 (tensorwise or "
-                  "rowwise) -> fp8; selective AC -> selective, full -> full; torch.compile not modelled (the rows "
-                  "with and without it get the same prediction); fused (flash) attention; AdamW; sequence 8192 "
+                  "(parallelize_llama.py: SequenceParallel norms); async TP -> parallel.tp_overlap; float8 -> fp8 with "
+                  "torchao's casts (fsdp2), float8 rowwise -> training.fp8_recipe rowwise; "
+                  "selective AC -> selective (fsdp2: torchtitan's per-op policy), full -> full; torch.compile not "
+                  "modelled (the rows with and without it get the same prediction); fused (flash) attention; "
+                  "AdamW; sequence 8192 "
                   "where the table does not state it (seq_len_note)",
     "llmfoundry": "cluster dgx-h100 for h100_80gb (the MosaicML platform's H100 network is not stated) and dgx-a100 "
                   "for a100_80gb (the A100 section's 1,600 Gb/s node-to-node RoCE = 8 x 200 Gb/s, the preset's "
@@ -167,7 +170,8 @@ def _base(dataset: str, i: int, label: str, group: str) -> dict:
             "schedule": "1f1b", "sequence_parallel": False, "microbatch": np.nan, "global_batch": np.nan,
             "dtype": "bf16", "recompute": "none", "zero_stage": 0, "framework": "ideal", "overlap": True,
             "measured_tps": np.nan, "measured_memory_bytes": np.nan, "measured_tflops": np.nan, "unmappable": "",
-            "note": "", "expert": 1, "capacity_factor": np.nan, "loss": None}
+            "note": "", "expert": 1, "capacity_factor": np.nan, "loss": None, "tp_overlap": False,
+            "fp8_recipe": None}
 
 
 def torchtitan_rows() -> pd.DataFrame:
@@ -188,8 +192,10 @@ def torchtitan_rows() -> pd.DataFrame:
                  dtype="fp8" if "float8" in str(r["precision"]).lower() else "bf16",
                  recompute="full" if str(r["activation_checkpointing"]).startswith("full") else "selective",
                  zero_stage=3, framework="fsdp2", measured_tps=number(r["tps_per_gpu"]),
+                 tp_overlap=r["async_tp"] == "yes" and tp > 1,
+                 fp8_recipe="rowwise" if "rowwise" in str(r["precision"]).lower() else None,
                  note="; ".join(x for x in ("torch.compile" if r["torch_compile"] == "yes" else "",
-                                            "async TP (as TP)" if r["async_tp"] == "yes" else "") if x))
+                                            "async TP" if r["async_tp"] == "yes" else "") if x))
         unit = str(r["memory_unit"])
         if unit.startswith("GiB"):
             b["measured_memory_bytes"] = number(r["peak_memory"]) * GIB
@@ -444,14 +450,18 @@ def scenario_for(r) -> dict:
            "context": int(r["context"]), "interleave": int(r["interleave"]), "schedule": r["schedule"],
            "sequence_parallel": bool(r["sequence_parallel"]), "microbatch_size": int(r["microbatch"]),
            "global_batch": int(r["global_batch"])}
+    if bool(r.get("tp_overlap", False)):
+        par["tp_overlap"] = True
     if int(r.get("expert", 1) or 1) > 1:
         par["expert"] = int(r["expert"])
     if par["data"] * par["tensor"] * par["pipeline"] * par["context"] != r["gpus"]:
         raise ValueError(f"not mappable: data x tensor x pipeline x context != {int(r['gpus'])} GPUs")
-    return {"model": model_spec(r), "cluster": r["cluster"], "parallel": par,
-            "training": {"dtype": r["dtype"], "recompute": r["recompute"], "optimizer": "adam",
-                         "zero_stage": int(r["zero_stage"]), "overlap": bool(r["overlap"]),
-                         "framework": r["framework"], "loss": r.get("loss")}}
+    training = {"dtype": r["dtype"], "recompute": r["recompute"], "optimizer": "adam",
+                "zero_stage": int(r["zero_stage"]), "overlap": bool(r["overlap"]), "framework": r["framework"],
+                "loss": r.get("loss")}
+    if isinstance(r.get("fp8_recipe"), str):
+        training["fp8_recipe"] = r["fp8_recipe"]
+    return {"model": model_spec(r), "cluster": r["cluster"], "parallel": par, "training": training}
 
 
 def _predict(r: dict) -> dict:

@@ -1,0 +1,90 @@
+"""What a ``selective`` recompute runs again in the backward pass, by policy: the share of each layer's forward.
+
+* ``attention`` (Korthikanti et al. 2022 §5, Megatron-LM's ``--recompute-granularity selective``): the attention
+  core of every transformer block, nothing else.
+* ``op``: torchtitan's per-op selective activation checkpointing (``activation_checkpoint.mode = "selective"``,
+  ``selective_ac_option = "op"``, the default of its Llama 3 8B config: pytorch/torchtitan @ 9dec370
+  ``train_configs/llama3_8b.toml``; the policy in ``torchtitan/parallelisms/parallelize_llama.py``
+  ``_apply_ac_to_transformer_block``, ``_save_list``, unchanged at 820504e and e7c0cae in
+  ``torchtitan/models/llama3/parallelize_llama.py``). Each transformer block is checkpointed with a policy that
+  saves the outputs of the ops in ``_save_list`` and recomputes every other op: saved are the matrix products
+  (``aten.mm``) except every second one of the block ("Saves output of all compute ops, except every second mm":
+  the block's counter of ``mm`` calls, even counts recomputed), the fused attention (``_scaled_dot_product_flash
+  _attention`` / ``_efficient_attention``), ``reduce_scatter_tensor`` (a sequence-parallel reduce-scatter's
+  output) and ``max`` (float8's amax). Recomputed: the other products, every norm, rotary embedding,
+  activation, product and residual add of the block, and the collectives whose outputs are not saved (the
+  sequence-parallel all-gathers, or without sequence parallelism the all-reduces). A Llama block calls ``wq, wk,
+  wv`` (attention), ``wo``, then ``w1, w3, w2`` (``w2(silu(w1(x)) * w3(x))``, torchtitan ``models/llama/model.py``):
+  ``wk``, ``wo`` and ``w3`` are recomputed. The toolkit's graphs fuse the three projections into one ``qkv`` layer
+  (output ``(heads + 2 kv_heads) x head_dim``): it counts as three products, of which the key's share is
+  recomputed. Layers outside the blocks (embedding, final norm, output layer, loss) are not checkpointed.
+
+A layer belongs to a block when its name starts with ``<name>.<index>.`` (``layers.3.``, ``h.3.``: the builders'
+block prefixes, :mod:`concurrency_model.models`).
+"""
+from __future__ import annotations
+
+import re
+
+from ..checks import did_you_mean
+
+POLICIES = ("attention", "op")
+_BLOCK = re.compile(r"^([A-Za-z_]+\.\d+)\.")
+
+
+def block_of(name: str) -> str | None:
+    """The transformer block a layer name belongs to, or None.
+
+    >>> block_of("layers.3.mlp.up_proj"), block_of("h.0.qkv"), block_of("lm_head")
+    ('layers.3', 'h.0', None)
+    """
+    m = _BLOCK.match(name)
+    return m.group(1) if m else None
+
+
+def _products(node, heads: dict) -> list[float]:
+    """The column shares of the matrix products a linear layer stands for: three for a fused q/k/v projection of
+    its block's attention (``heads``: ``heads, kv_heads, head_dim``), else one."""
+    a = node.attrs
+    if heads:
+        q, kv = heads["heads"] * heads["head_dim"], heads.get("kv_heads", heads["heads"]) * heads["head_dim"]
+        if a.get("c_out") == q + 2 * kv:
+            return [q / (q + 2 * kv), kv / (q + 2 * kv), kv / (q + 2 * kv)]
+    return [1.0]
+
+
+def recompute_shares(nodes, policy: str) -> dict:
+    """``{layer name: share of its forward run again}`` for a ``selective`` recompute under ``policy``
+    (:data:`POLICIES`); layers left out are not recomputed. ``nodes``: a graph's layers in order.
+
+    >>> from concurrency_model.models import get_model
+    >>> g = get_model({"hf_config": "llama-3.1-8b", "seq_len": 128}, batch=1)
+    >>> s = recompute_shares(g.layers(), "op")
+    >>> s["layers.0.qkv"], s["layers.0.proj"], s["layers.0.mlp.gate_proj"], s["layers.0.mlp.up_proj"]
+    (0.16666666666666666, 1.0, 0.0, 1.0)
+    >>> s["layers.0.attention"], s["layers.0.input_norm"], "lm_head" in s
+    (0.0, 1.0, False)
+    >>> recompute_shares(g.layers(), "attention")["layers.0.attention"]
+    1.0
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"recompute policy: unknown {policy!r}{did_you_mean(policy, POLICIES)}; allowed: "
+                         f"{', '.join(POLICIES)}")
+    if policy == "attention":
+        return {n.name: 1.0 for n in nodes if n.kind == "attention"}
+    heads = {block_of(n.name): n.attrs for n in nodes if n.kind == "attention" and block_of(n.name)}
+    count: dict = {}
+    out = {}
+    for n in nodes:
+        blk = block_of(n.name)
+        if blk is None:
+            continue
+        if n.kind == "linear":
+            again = 0.0
+            for share in _products(n, heads.get(blk, {})):
+                count[blk] = count.get(blk, 0) + 1
+                again += share if count[blk] % 2 == 0 else 0.0  # every second mm of the block is recomputed
+            out[n.name] = again
+        else:
+            out[n.name] = 0.0 if n.kind == "attention" else 1.0  # the fused attention is saved, the rest recomputed
+    return out
