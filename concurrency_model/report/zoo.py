@@ -56,7 +56,7 @@ def work_depth(frame: pd.DataFrame | None = None, ax=None):
     for k in range(3, 13, 3):  # iso-parallelism lines W = 10^k D
         ax.plot(xs, xs * 10.0**k, color="0.75", lw=0.8, ls="--", zorder=0)
         ax.text(xs[0] * 1.15, xs[0] * 1.15 * 10.0**k * 1.4, f"W/D = $10^{{{k}}}$", color="0.45", fontsize=7,
-                rotation=0, va="bottom")
+                rotation=0, va="bottom", clip_on=True)  # clipped: a line's label outside the limits takes no room
     seq = df["model"].isin(SEQUENCE)
     ax.scatter(d[~seq], w[~seq], s=36, color="tab:green", edgecolor="k", lw=0.5, zorder=3, label="image models")
     ax.scatter(d[seq], w[seq], s=36, color="tab:purple", marker="D", edgecolor="k", lw=0.5, zorder=3,
