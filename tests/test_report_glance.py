@@ -44,6 +44,14 @@ def test_summary_grades_against_the_mode_shown():
     assert "&#9888;" in page  # the warning of the dataset far above its target
 
 
+def test_a_target_for_another_mode_is_named_not_graded():
+    """deepbench-gemm's targets are for the datasheet and held-out fits; its quick (preset) rows are not graded."""
+    df = rows("deepbench-gemm", "preset", [0.01, 0.02])
+    s = glance.validation_summary(error_table(df), df).iloc[0]
+    assert s["target"] == "median <= 10% in datasheet mode" and s["result"] == "not run"
+    assert "not run here" in glance.summary_html(glance.validation_summary(error_table(df), df))
+
+
 def test_summary_uses_the_worst_group_where_the_target_is_per_system():
     """nccl-tests' held-out target is per system: one system at 5%, one at 30% -> missed, shown with its 30%."""
     df = pd.concat([rows("nccl-tests-allreduce", "held-out", [0.05, 0.05], group="a100"),

@@ -97,7 +97,8 @@ def validation_summary(table: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     """One row a dataset: ``dataset, mode, rows, rows_total, median_ape_pct`` (from :func:`.accuracy.error_table`),
     ``target`` (the dataset's target in the mode shown, in words), ``worst_pct`` (the target's statistic, worst over
     its scope, from :func:`~concurrency_model.validate.targets.check` of ``rows``), ``result`` (``met``, ``near``,
-    ``missed``, ``not run`` or ``""`` without a target) and ``far`` (the statistic above
+    ``missed``; ``not run`` where the target is for a mode not run, then ``target`` names that mode; ``""`` without a
+    target) and ``far`` (the statistic above
     :data:`~concurrency_model.validate.targets.FAR` times the target).
 
     >>> rows = pd.DataFrame({"dataset": "megatron-2021", "mode": "preset", "group": "", "status": "ok",
@@ -111,9 +112,13 @@ def validation_summary(table: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     out = []
     for r in table.itertuples():
         mode = r.mode
-        shown = [t for t in targets_for(str(r.dataset)) if t[0] == mode]
+        every = targets_for(str(r.dataset))
+        shown = [t for t in every if t[0] == mode]
         c = checks.get((r.dataset, mode)) if shown else None
         target, worst, result, far = "", None, "", False
+        if every and not shown:  # its target is for another mode (e.g. the datasheet fits, not run in quick mode)
+            _, stat, scope, limit = every[0]
+            target, result = f"{stat} <= {limit:.0%} in {every[0][0]} mode", "not run"
         if shown:
             _, stat, scope, limit = shown[0]
             target = f"{stat} <= {limit:.0%}" + {"all": "", "each": ", each system",
@@ -148,7 +153,7 @@ def summary_html(summary: pd.DataFrame) -> str:
         if not pd.isna(r.rows_total) and r.rows_total != r.rows:
             rows += f" of {int(r.rows_total):,}"
         med = "" if pd.isna(r.median_ape_pct) else f"{r.median_ape_pct:.1f}%"
-        res = r.result or "no target"
+        res = {"": "no target", "not run": "not run here"}.get(r.result, r.result)
         plain = r.target.startswith("median") and "," not in r.target  # the target's statistic is the median shown
         if r.result and not plain and r.worst_pct is not None and not pd.isna(r.worst_pct):
             res += f" ({r.worst_pct:.1f}%)"

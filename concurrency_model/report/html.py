@@ -30,6 +30,8 @@ table.glance td:nth-child(3) { width: 34%; }
 .glance-grid table { font-size: 0.8em; margin: 0.4em 0; }
 .glance-grid td, .glance-grid th { padding: 1px 6px; }
 .glance-grid td:nth-child(2), .glance-grid td:nth-child(3) { text-align: right; white-space: nowrap; }
+.glance-grid td:nth-child(4), .glance-grid td:nth-child(5) { white-space: nowrap; }
+.glance-grid td:first-child { overflow-wrap: anywhere; }
 @media (min-width: 1000px) { .glance-grid { display: grid; grid-template-columns: 1fr 1fr; column-gap: 18px;
   align-items: start; } }
 figcaption { font-size: 0.9em; color: #555; margin-top: 0.3em; }
