@@ -60,7 +60,8 @@ def main(argv=None) -> int:
     print(f"{'part':<16}{'wall s':>9}{'CPU s':>9}")
     for name, w in sorted(res["timings_s"].items(), key=lambda kv: -res["cpu_s"].get(kv[0], 0)):
         print(f"{name:<16}{w:>9.1f}{res['cpu_s'].get(name, float('nan')):>9.1f}")
-    print(f"{'(page, pool)':<16}{'':>9}{res['cpu_s']['all'] - sum(v for k, v in res['cpu_s'].items() if k != 'all'):>9.1f}")
+    rest = res["cpu_s"]["all"] - sum(v for k, v in res["cpu_s"].items() if k != "all")
+    print(f"{'(the rest)':<16}{'':>9}{rest:>9.1f}  the page, the pool, the validation's own workers")
     print(f"{len(widths)} figures, {min(widths)}-{max(widths)} px wide; page {page / 1e6:.1f} MB; "
           f"failed parts: {len(res['errors'])}")
     return 0

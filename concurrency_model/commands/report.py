@@ -6,11 +6,11 @@ Writes ``DIR/report.html`` (default ``reports/``; self-contained, figures embedd
 A directory that is not empty and was not written by this command is refused unless ``--force``; an
 earlier report is replaced whole at the end (the new one is built beside it and swapped in with one rename, so
 that a report stopped half-way leaves the old one intact). One report at a time writes into a directory: a
-second is refused with one line naming the lock file (``.DIR.report-lock`` beside ``DIR``). Progress goes to stderr,
-one line a part as it is done (also when stderr is not a terminal); ``--json`` prints ``{out, figures, html,
-elapsed_s, timings_s, cpu_s, errors}``. ``--full`` validates every row (the validation's quick mode samples the slow
-sets); ``--workers`` sets the processes the parts are built in (default: the CPUs, at most 2). A section that could not be computed is shown on the page with its error, named on
-stderr, and the exit code is 1.
+second is refused with one line naming the lock file (``.DIR.report-lock`` beside ``DIR``). Progress goes to
+stderr, one line a part as it is done (also when stderr is not a terminal); ``--json`` prints ``{out, figures,
+html, elapsed_s, timings_s, cpu_s, errors}``. ``--full`` validates every row (the validation's quick mode samples
+the slow sets); ``--workers`` sets the processes the parts are built in (default: the CPUs, at most 2). A
+section that could not be computed is shown on the page with its error, named on stderr, and the exit code is 1.
 """
 from __future__ import annotations
 
@@ -42,6 +42,7 @@ def register(sub) -> None:
     r.add_argument("--force", action="store_true", help="write into a non-empty directory this command did not write")
     r.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     r.add_argument("--full", action="store_true", help="validate every row (slower; default: the quick validation)")
-    r.add_argument("--workers", type=int, default=None, help="processes to build the parts in (default: CPUs, at most 2)")
+    r.add_argument("--workers", type=int, default=None,
+                   help="processes to build the parts in (default: the CPUs, at most 2)")
     add_json(r)
     r.set_defaults(run=run, show=show)

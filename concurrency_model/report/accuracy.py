@@ -107,7 +107,8 @@ def error_table(df: pd.DataFrame) -> pd.DataFrame:
         src, date = source_of(str(name))
         pct = (lambda v: None if v is None else 100 * float(v))
         out.append({"dataset": name, "mode": s.get("mode"), "rows": s.get("rows"), "rows_total": s.get("rows_total"),
-                    "not_predicted": s.get("not_predicted") or 0, "sampled": s.get("sampled") or "", "median_ape_pct": pct(s.get("median_ape")),
+                    "not_predicted": s.get("not_predicted") or 0,
+                    "sampled": s.get("sampled") or "", "median_ape_pct": pct(s.get("median_ape")),
                     "mean_ape_pct": pct(s.get("mean_ape")), "max_ape_pct": pct(s.get("max_ape")),
                     "within_20_pct": float((g["ape"].astype(float) <= 0.2).mean() * 100) if len(g) else None,
                     "in_band_pct": pct(s.get("band_coverage")), "band_note": s.get("band_note") or "",

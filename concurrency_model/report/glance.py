@@ -16,6 +16,8 @@ import html
 import numpy as np
 import pandas as pd
 
+from ..parallel.compose import STEP_PARTS
+from ..parallel.run import run_cost
 from ..validate.targets import FAR, check, grade, targets_for
 from .html import Section
 
@@ -52,12 +54,10 @@ def headline(result, best, ru: dict | None, parts: dict, board_power_w: float, s
     >>> h["step_p10_s"] <= h["step_s"] <= h["step_p90_s"], round(sum(s for _, s, _ in h["where"]), 9) <= h["step_s"]
     (True, True)
     """
-    from ..parallel.run import run_cost
-
     second = ru["estimates"][1] if ru else None
     b = best.breakdown
     step = float(best.step_time_s)
-    shares = sorted(((parts.get(k, k), float(b[k])) for k in _step_parts() if b[k]), key=lambda kv: -kv[1])
+    shares = sorted(((parts.get(k, k), float(b[k])) for k in STEP_PARTS if b[k]), key=lambda kv: -kv[1])
     par, tr = best.scenario.parallel, best.scenario.training
     busy = float(b["compute_s"]) / step
     batch = par["global_batch"]
@@ -85,12 +85,6 @@ def headline(result, best, ru: dict | None, parts: dict, board_power_w: float, s
                    separates=[(parts.get(x["part"], x["part"]), float(x["runner_up_minus_best_s"]))
                               for x in ru["separates"][:SHOWN_PARTS]])
     return out
-
-
-def _step_parts():
-    from ..parallel.compose import STEP_PARTS
-
-    return STEP_PARTS
 
 
 def validation_summary(table: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
@@ -130,10 +124,6 @@ def validation_summary(table: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
                     "median_ape_pct": r.median_ape_pct, "target": target,
                     "worst_pct": None if worst is None else 100 * worst, "result": result, "far": bool(far)})
     return pd.DataFrame(out)
-
-
-def _num(v, fmt: str) -> str:
-    return "" if v is None or (isinstance(v, float) and not np.isfinite(v)) else format(v, fmt)
 
 
 def summary_html(summary: pd.DataFrame) -> str:

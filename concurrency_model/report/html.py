@@ -23,7 +23,7 @@ p, li { max-width: 100%; overflow-wrap: anywhere; }
 code { background: #f1f1f1; padding: 0 3px; border-radius: 3px; font-size: 0.92em; }
 figure { margin: 1.2em 0; }
 figure img { display: block; max-width: 100%; height: auto; border: 1px solid #e4e4e4; }
-.gallery { display: flex; flex-wrap: wrap; gap: 8px 16px; }
+.gallery { display: flex; flex-wrap: wrap; gap: 4px 12px; }
 .gallery figure { margin: 0.4em 0; max-width: 100%; }
 table.glance th { width: 12em; }
 table.glance td:nth-child(3) { width: 34%; }
@@ -101,8 +101,8 @@ def render(title: str, lead: str, sections: list, meta: str = "", notes: list | 
     out.append(lead)
     for n in notes or []:
         out.append(f"<p class='note'>{n}</p>")
-    nav = ("<nav><h2>Contents</h2>" + about + "<ol>" + "".join(f"<li><a href='#{s.anchor}'>{html.escape(s.title)}</a></li>"
-                                                   for s in sections[front:]) + "</ol></nav>")
+    links = "".join(f"<li><a href='#{s.anchor}'>{html.escape(s.title)}</a></li>" for s in sections[front:])
+    nav = f"<nav><h2>Contents</h2>{about}<ol>{links}</ol></nav>"
     for i, s in enumerate(sections):
         if i == front:
             out.append(nav)

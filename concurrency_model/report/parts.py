@@ -16,7 +16,8 @@ from . import glance, sweep3d
 from .accuracy import error_table, validation_rows
 from .examples import examples_section
 from .finetune import finetune_section
-from .sections import (cnn_parallel_section, comm_section, distribution_section, dp_section, pipeline_section,
+from .sections import (cnn_parallel_section, comm_section, distribution_section, dp_section, failed_section,
+                       pipeline_section,
                        roofline_section, sweep_section, validation_section, zoo_sections)
 from .serving import inference_section
 
@@ -74,8 +75,6 @@ def run_part(name: str, quick: bool = True) -> dict:
     >>> r["error"], [s.anchor for s in r["sections"]], len(r["figures"]), r["cpu_s"] > 0
     (None, ['pipeline'], 1, True)
     """
-    from .sections import failed_section
-
     title, build = PARTS[name]
     t, c = time.perf_counter(), time.process_time()
     figs: list = []

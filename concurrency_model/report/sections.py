@@ -87,7 +87,8 @@ def roofline_section(figs):
              f"(<code>timing.graph.layer_times</code>) on the <code>a100-sxm4-80gb</code> preset in fp16: "
              f"arithmetic intensity (FLOP per byte of minimum memory traffic) against predicted FLOP/s. The roof "
              f"is the datasheet peak and bandwidth ({dev.peak('fp16') / 1e12:.0f} TFLOP/s dense fp16, "
-             f"{dev.mem_bw / 1e9:,.0f} GB/s: NVIDIA's A100 datasheet and Ampere architecture whitepaper) times the fitted efficiencies; points "
+             f"{dev.mem_bw / 1e9:,.0f} GB/s: NVIDIA's A100 datasheet and Ampere architecture whitepaper) times the "
+             f"fitted efficiencies; points "
              f"below it are GEMM wave/tile quantisation, launch overhead or small shapes; convolutions above it "
              f"run as Winograd, which needs fewer FLOP than the direct count the intensity uses. Predicted kernel "
              f"times are checked against DeepBench in the last section.</p>")
@@ -163,7 +164,8 @@ def minibatch_section(figs) -> Section:
              "parallelism divides the minibatch among the devices, so the minibatch bounds it (§6.1). "
              f"<code>estimate</code> places every scenario's global batch (key <code>batch_region</code>): here "
              f"ResNet-50 in fp16 with momentum SGD on {small} and {p} V100s of DGX-1 nodes, at most "
-             f"{minibatch.MICROBATCH} images a GPU a microbatch. Region A (its edge is a convention of this toolkit, not the paper's) is "
+             f"{minibatch.MICROBATCH} images a GPU a microbatch. Region A (its edge is a convention of this "
+             "toolkit, not the paper's) is "
              "where a GPU, given its share of the batch, runs below 80% of the images/s it reaches at the best "
              "microbatch that fits (the kernels' small-size efficiency and the host's 60 us a kernel): on "
              f"{p} GPUs up to {edge:,} images a step ({edge // p} a GPU){none}. Region C is above "
@@ -344,7 +346,7 @@ def _finite(v, default):
     return default if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
 
-VALIDATION_FIGURE_IN = (4.4, 4.0)  # one small figure a dataset (440 x 400 px), two a row on the page
+VALIDATION_FIGURE_IN = (3.5, 3.5)  # one small figure a dataset (350 x 350 px), three a row on the page
 
 
 def validation_section(figs, vdf, table, summary, quick):

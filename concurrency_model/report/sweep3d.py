@@ -152,7 +152,8 @@ def step_breakdown(est=None, ax=None):
     ax.set_xlim(0, max(max(vals), est.step_time_p90_s) * 1.3)
     ax.set_xlabel("seconds per step")
     par, tr = est.scenario.parallel, est.scenario.training
-    ax.set_title(f"step {step:.2f} s = the sum of the bars above the rule; (d, t, p) = ({par['data']}, {par['tensor']}, "
+    ax.set_title(f"step {step:.2f} s = the sum of the bars above the rule; (d, t, p) = ({par['data']}, "
+                 f"{par['tensor']}, "
                  f"{par['pipeline']}), microbatch {par['microbatch_size']},\n{par['schedule']}, recompute "
                  f"{tr['recompute']}, ZeRO {tr['zero_stage']}, {est.achieved_flops_per_device / 1e12:.0f} TFLOP/s "
                  f"per GPU, {est.memory_bytes_per_device / 1e9:.0f} GB per GPU", fontsize=8.5, loc="left")
