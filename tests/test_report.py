@@ -59,7 +59,7 @@ def test_json_keys_files_and_progress(report):
     for path in out["figures"]:
         with open(path, "rb") as f:
             w, h = png_size(f.read())
-        assert 400 <= w <= 1100 and 200 <= h <= 4000, (path, w, h)  # at most the page's 1,100 px
+        assert 300 <= w <= 1100 and 200 <= h <= 4000, (path, w, h)  # at most the page's 1,100 px
     assert "report:" in err  # progress on stderr (the summary line when stderr is not a terminal)
     for part in ("validation", "3d sweep", "zoo", "examples"):  # a line a part, though stderr is a pipe
         assert re.search(rf"^report: \d+/\d+ {part}: [0-9.]+ s \([0-9.]+ s of CPU\)$", err, re.M), (part, err)
@@ -77,7 +77,7 @@ def test_every_image_is_an_embedded_png(report):
         assert m, src[:60]
         data = base64.b64decode(m.group(1), validate=True)
         w, h = png_size(data)
-        assert len(data) > 5000 and 400 <= w <= 1100 and 200 <= h <= 4000, (w, h, len(data))
+        assert len(data) > 5000 and 300 <= w <= 1100 and 200 <= h <= 4000, (w, h, len(data))
 
 
 def test_sections_and_error_table(report):
