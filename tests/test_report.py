@@ -204,7 +204,7 @@ def test_screenshot_is_not_blank(report, tmp_path):
 
 FIRST_SCREEN = """<script>
 window.addEventListener("load", () => {
-  const box = e => e ? e.getBoundingClientRect() : null;
+  const box = e => e ? e.getBoundingClientRect() : {top: -1, bottom: -1};  // -1: not on the page
   const imgs = Array.from(document.images);
   const links = Array.from(document.querySelectorAll("a[href]")).map(a => a.getAttribute("href"));
   const pre = document.createElement("pre");

@@ -162,3 +162,23 @@ def test_zoo_labels_do_not_overlap():
     boxes = [t.get_window_extent(r) for t in ax[0, 0].texts if not t.get_text().startswith("W/D")]
     assert len(boxes) == 6
     assert not any(overlaps(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_a_failing_part_is_one_section_saying_why(monkeypatch):
+    """run_part catches a part's exception: one section naming it, no figures, and the error in one line."""
+    from concurrency_model.report import parts
+
+    def boom(figs, quick):
+        figs.append("half a figure")
+        raise RuntimeError("no data <here>")
+    monkeypatch.setitem(parts.PARTS, "zoo", ("The zoo", boom))
+    r = parts.run_part("zoo")
+    assert r["error"] == "RuntimeError: no data <here>" and r["figures"] == [] and r["extra"] == {}
+    assert len(r["sections"]) == 1 and "no data &lt;here&gt;" in r["sections"][0].intro
+    assert r["cpu_s"] >= 0 and r["wall_s"] >= 0
+
+
+def test_every_part_is_started_once():
+    from concurrency_model.report import parts
+
+    assert sorted(parts.ORDER) == sorted(parts.PARTS)
