@@ -57,8 +57,8 @@ def about() -> str:
 def zoo_sections(figs):
     zf = zoo.zoo_frame()
     fig, ax = figure(11, 5.2, 1, 2, width_ratios=[1.25, 1])
+    zoo.average_parallelism(zf, ax=ax[0, 1])  # first: the labels of work_depth are placed in the final layout
     zoo.work_depth(zf, ax=ax[0, 0])
-    zoo.average_parallelism(zf, ax=ax[0, 1])
     f = add_figure(figs, "zoo_work_depth", fig, "work against depth and average parallelism of the zoo models",
                    "Left: W against D, log-log; dashed lines of equal W/D. Right: W/D of the forward pass and of the "
                    "training step.")

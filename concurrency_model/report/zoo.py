@@ -65,13 +65,17 @@ def work_depth(frame: pd.DataFrame | None = None, ax=None):
     ax.set_yscale("log")
     ax.set_xlim(xs[0], xs[1] * 1.5)
     ax.set_ylim(w.min() / 5, w.max() * 5)
-    texts = [ax.text(x, y, name, fontsize=7) for x, y, name in zip(d, w, df["model"])]
-    adjust_text(texts, x=d, y=w, ax=ax, arrowprops={"arrowstyle": "-", "color": "0.5", "lw": 0.5})
     ax.set_xlabel("depth D of a training step (operations on the critical path)")
     ax.set_ylabel("work W of a training step (FLOP)")
     ax.set_title("Work and depth of the model zoo (batch 1, training step)")
     ax.grid(True, which="major", alpha=0.3)
     legend_outside(ax, "below", ncol=2, fontsize=8, below=-0.13)
+    # labels placed last, once the legend has taken its room: adjustText moves them in the final axes
+    texts = [ax.text(x, y, name, fontsize=7) for x, y, name in zip(d, w, df["model"])]
+    # room around each label (adjustText's default 1.05, 1.2); a bound on iterations, not adjustText's default of one
+    # second of wall time, so that the same figure comes out on a loaded machine (about 1.8 s of CPU for the zoo)
+    adjust_text(texts, x=d, y=w, ax=ax, expand=(1.3, 1.6), iter_lim=1000,
+                arrowprops={"arrowstyle": "-", "color": "0.5", "lw": 0.5})
     return ax
 
 
