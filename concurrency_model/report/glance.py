@@ -189,8 +189,8 @@ def glance_section(head: dict | None, summary: pd.DataFrame | None, errors: dict
                      f"{run['price_per_gpu_hour']:.2f} {run['currency']} a GPU-hour; failures not included"))
         trs = "".join(f"<tr><th>{q}</th><td>{a}</td><td><small>{b}</small></td></tr>" for q, a, b in rows)
         parts.append(f"<p>The headline scenario: GPT-3 175B trained on {h['gpus']:,} A100-80GB GPUs (DGX A100 "
-                     f"nodes), global batch {h['global_batch']:,}, fp16 with Adam; every layout searched (3D "
-                     f"parallelism section).</p><table class='glance'>{trs}</table>")
+                     f"nodes), global batch {h['global_batch']:,}, fp16 with Adam; every layout searched "
+                     f"(<a href='#sweep'>3D parallelism</a>).</p><table class='glance'>{trs}</table>")
     else:
         parts.append(f"<p class='note'>The headline could not be computed: {html.escape(errors.get('3d sweep', ''))}"
                      "</p>")
@@ -199,7 +199,8 @@ def glance_section(head: dict | None, summary: pd.DataFrame | None, errors: dict
         parts.append(f"<p>Validation against published measurements, one row a dataset (median error: the median "
                      f"absolute percentage error of the rows compared; the target's statistic in brackets where it is "
                      f"not that median; &#9888;: more than {FAR:g} times the target). Targets met: {n['met']}, near "
-                     f"(within 1.5 times): {n['near']}, missed: {n['missed']}. Details in the validation section.</p>"
+                     f"(within 1.5 times): {n['near']}, missed: {n['missed']}. Details: "
+                     f"<a href='#validation'>predicted against measured</a>.</p>"
                      f"<div class='glance-grid'>{summary_html(summary)}</div>")
     elif "validation" in errors:
         parts.append(f"<p class='note'>The validation could not be computed: {html.escape(errors['validation'])}</p>")
