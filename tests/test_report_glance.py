@@ -184,3 +184,12 @@ def test_every_part_is_started_once():
     from concurrency_model.report import parts
 
     assert sorted(parts.ORDER) == sorted(parts.PARTS)
+
+
+def test_report_workers_must_be_a_positive_count(tmp_path, capsys):
+    from concurrency_model.cli import main
+
+    assert main(["report", "--out", str(tmp_path / "r"), "--workers", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--workers: must be a positive integer, got 0" in err[0]
+    assert not (tmp_path / "r").exists()
