@@ -48,6 +48,23 @@ class Progress:
         self.note = note
         self._draw()
 
+    def log(self, text: str) -> None:
+        """Write ``text`` as a line of its own, also when the stream is not a terminal (a step's outcome in a log);
+        on a terminal the bar is redrawn below it.
+
+        >>> import io
+        >>> out = io.StringIO()
+        >>> Progress(3, "report", stream=out).log("zoo: 1.2 s")
+        >>> out.getvalue()
+        'report: zoo: 1.2 s\\n'
+        """
+        if not self.enabled:
+            return
+        clear = "\r" + " " * 120 + "\r" if self.tty else ""
+        self.stream.write(f"{clear}{self.label}: {text}\n")
+        self.stream.flush()
+        self._draw()
+
     def _draw(self) -> None:
         if not (self.enabled and self.tty):
             return

@@ -59,8 +59,11 @@ def test_json_keys_files_and_progress(report):
     for path in out["figures"]:
         with open(path, "rb") as f:
             w, h = png_size(f.read())
-        assert 400 <= w <= 3000 and 200 <= h <= 4000, (path, w, h)
+        assert 300 <= w <= 1100 and 200 <= h <= 4000, (path, w, h)  # at most the page's 1,100 px
     assert "report:" in err  # progress on stderr (the summary line when stderr is not a terminal)
+    for part in ("validation", "3d sweep", "zoo", "examples"):  # a line a part, though stderr is a pipe
+        assert re.search(rf"^report: \d+/\d+ {part}: [0-9.]+ s \([0-9.]+ s of CPU\)$", err, re.M), (part, err)
+    assert {"validation", "3d sweep"} <= set(out["cpu_s"]) and out["cpu_s"]["all"] > 0
 
 
 def test_every_image_is_an_embedded_png(report):
@@ -74,15 +77,20 @@ def test_every_image_is_an_embedded_png(report):
         assert m, src[:60]
         data = base64.b64decode(m.group(1), validate=True)
         w, h = png_size(data)
-        assert len(data) > 5000 and 400 <= w <= 3000 and 200 <= h <= 4000, (w, h, len(data))
+        assert len(data) > 5000 and 300 <= w <= 1100 and 200 <= h <= 4000, (w, h, len(data))
 
 
 def test_sections_and_error_table(report):
     out, _ = report
     with open(out["html"], encoding="utf-8") as f:
         page = f.read()
-    for anchor in ("zoo", "roofline", "collectives", "dp", "pipeline", "sweep", "inference", "validation", "examples"):
+    for anchor in ("glance", "zoo", "roofline", "collectives", "dp", "pipeline", "sweep", "inference", "validation",
+                   "examples"):
         assert f"id='{anchor}'" in page
+    assert page.index("id='glance'") < page.index("id='examples'") < page.index("<nav>") < page.index("id='zoo'")
+    for unknown in ("[D]", "paper-models", "reference/", "DESIGN.md"):  # nothing a reader does not have
+        assert unknown not in page, unknown
+    assert not re.search(r"all rows.{0,40}\d+ of \d+|\d+ of \d+.{0,40}all rows", page)
     assert "<code>concurrency-model estimate --scenario gpt3-175b-3d</code>" in page  # the examples' commands
     table = page[page.index("<table class='errors'>"):]
     assert "date of the data" in table and table.count("<tr>") >= 4
@@ -192,3 +200,45 @@ def test_screenshot_is_not_blank(report, tmp_path):
     assert shot.is_file(), p.stderr[-2000:]
     img = imread(shot)
     assert img.shape[1] == 1280 and float(np.std(img[..., :3])) > 0.05
+
+
+FIRST_SCREEN = """<script>
+window.addEventListener("load", () => {
+  const box = e => e ? e.getBoundingClientRect() : {top: -1, bottom: -1};  // -1: not on the page
+  const imgs = Array.from(document.images);
+  const links = Array.from(document.querySelectorAll("a[href]")).map(a => a.getAttribute("href"));
+  const pre = document.createElement("pre");
+  pre.id = "first-screen";
+  pre.textContent = JSON.stringify({
+    glanceTop: box(document.getElementById("glance")).top,
+    headlineBottom: box(document.querySelector("table.glance")).bottom,
+    summaryTop: box(document.querySelector(".glance-grid")).top,
+    examplesTop: box(document.getElementById("examples")).top,
+    scales: imgs.map(i => i.getBoundingClientRect().width / i.naturalWidth),
+    broken: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).length,
+    dangling: links.filter(h => !(h.startsWith("#") && document.getElementById(h.slice(1)))),
+    height: document.documentElement.scrollHeight});
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")),
+                    reason="chromium not installed")
+def test_first_screen_figure_scale_and_links(report, tmp_path):
+    """At 1280 x 900 and 100% zoom: "At a glance" and its headline answers are on the first screen (900 px) and the
+    validation summary starts below them, the examples right after the glance; no figure is shown below 90% of its
+    size; every link points at an element of the page and every image loads."""
+    out, _ = report
+    with open(out["html"], encoding="utf-8") as f:
+        page = f.read().replace("</body>", FIRST_SCREEN + "</body>")
+    probe = tmp_path / "first.html"
+    probe.write_text(page, encoding="utf-8")
+    p = chromium("--window-size=1280,900", "--virtual-time-budget=10000", "--dump-dom", probe.as_uri())
+    m = re.search(r'<pre id="first-screen">(.*?)</pre>', p.stdout, re.S)
+    assert m, p.stderr[-2000:]
+    res = json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert 0 < res["glanceTop"] < res["headlineBottom"] <= 900, res
+    assert res["headlineBottom"] <= res["summaryTop"] < res["examplesTop"], res
+    assert len(res["scales"]) == len(out["figures"]) and min(res["scales"]) >= 0.9, sorted(res["scales"])[:5]
+    assert res["broken"] == 0 and res["dangling"] == [], res

@@ -5,14 +5,16 @@ writes ``DIR/report.html`` (self-contained: the figures are embedded as PNG data
 figures as ``DIR/figures/*.png``. Figure functions live in small modules by topic (:mod:`.zoo`,
 :mod:`.comm`, :mod:`.parallel`, :mod:`.minibatch`, :mod:`.sweep3d`, :mod:`.inference`, :mod:`.finetune`,
 :mod:`.accuracy`); each takes ``ax=None`` and returns the Axes (:mod:`.finetune`'s plot its two), so they also work
-in a notebook. The last section (:mod:`.examples`) lists the shipped example scenarios with their commands.
+in a notebook. The page opens with "At a glance" (:mod:`.glance`: the headline answers with their bands and the
+validation summary), then the shipped example scenarios with their commands (:mod:`.examples`), then the contents
+and the other sections; :mod:`.parts` builds each part in a worker process.
 """
 from __future__ import annotations
 
 import json
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -83,16 +85,19 @@ def report_lock(out):
         path.unlink(missing_ok=True)
 
 
-def build_report(out_dir="reports", force: bool = False, progress: bool = True, quick: bool = True) -> dict:
+def build_report(out_dir="reports", force: bool = False, progress: bool = True, quick: bool = True,
+                 workers: int | None = None) -> dict:
     """Compute every figure and write ``out_dir/report.html`` and ``out_dir/figures/*.png``.
 
-    Returns ``{"out", "html", "figures", "elapsed_s", "timings_s", "errors"}``: the directory, the page, the
-    PNG paths, the wall time in all and per step, and the sections that failed (each shown on the page
-    with its error instead of its figures; empty when all went well). ``progress`` draws a bar on stderr;
-    ``quick`` is the validation's quick mode. Heavy parts (the validation, the sweep, the scaling
-    estimates) run in two worker processes while the figures are drawn.
+    Returns ``{"out", "html", "figures", "elapsed_s", "timings_s", "cpu_s", "errors"}``: the directory, the page,
+    the PNG paths, the wall time in all and per part, the process seconds per part (and ``"all"``: this process
+    and its workers together), and the parts that failed (each shown on the page with its error instead of its
+    figures; empty when all went well). ``progress`` writes a line on stderr as each part is done (also when
+    stderr is not a terminal); ``quick`` is the validation's quick mode. The parts (:mod:`.parts`) are built in
+    ``workers`` processes (default: the CPUs, at most 2), the longest first.
     """
     from ..progress import Progress
+    from .parts import PARTS
 
     t0 = time.perf_counter()
     out = Path(out_dir)
@@ -101,62 +106,58 @@ def build_report(out_dir="reports", force: bool = False, progress: bool = True, 
         # built beside the old one and swapped in with one rename: a report stopped half-way leaves the old whole
         stage = stage_dir(out, "--out")
         try:
-            with Progress(13, "report", enabled=progress) as bar:  # 12 sections and the page
-                result = _build(out, quick, bar, t0, into=stage)
+            with Progress(len(PARTS) + 1, "report", enabled=progress) as bar:  # the parts and the page
+                result = _build(out, quick, bar, t0, into=stage, workers=workers)
             swap_in(stage, out, OURS)
         finally:
             discard(stage)  # not swapped in, or (swapped) the old report
     return result
 
 
-def _build(out: Path, quick: bool, bar, t0: float, into: Path | None = None) -> dict:
-    """The sections, written into ``into`` (default ``out``); the paths returned are those under ``out``."""
+def _cpu_s() -> float:
+    """Process seconds of this process and its finished (waited-for) children, user and system."""
+    import resource
+
+    return sum(getattr(resource.getrusage(w), f) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+               for f in ("ru_utime", "ru_stime"))
+
+
+def _build(out: Path, quick: bool, bar, t0: float, into: Path | None = None, workers: int | None = None) -> dict:
+    """The parts, built in a process pool and written into ``into`` (default ``out``); the paths returned are those
+    under ``out``."""
     into = out if into is None else into
-    from . import accuracy, parallel, sweep3d
+    from . import parts
+    from .glance import glance_section
     from .html import render, write_atomic
-    from .sections import (cnn_parallel_section, comm_section, distribution_section, dp_section, escape,
-                           failed_section, lead, meta, pipeline_section, roofline_section, sweep_section,
-                           validation_section, zoo_sections)
-    from .finetune import finetune_section
-    from .serving import inference_section
-    from .examples import examples_section
+    from .sections import about, escape, lead, meta
 
-    figs, sections, errors, timings = [], [], [], {}
-
-    def run(name: str, title: str, build, *args) -> None:
-        """One step: its sections, or one section saying what failed."""
-        bar.update(0, name)
-        t = time.perf_counter()
-        try:
-            made = build(figs, *args)
-        except Exception as e:  # noqa: BLE001 -- a failed figure must not lose the rest of the report
-            errors.append({"section": name, "error": f"{type(e).__name__}: {e}"})
-            made = [failed_section(name, title, e)]
-        sections.extend(made)
-        timings[name] = round(time.perf_counter() - t, 2)
-        bar.update(1, name)
-
-    workers = max(1, min(2, os.cpu_count() or 1))
-    with ProcessPoolExecutor(workers) as pool, ThreadPoolExecutor(1) as threads:
-        pool.submit(int, 0).result()  # start the workers now, before any thread exists
-        # the slow parts run in the workers (the validation may start its own pool there: no threads to fork)
-        fut_val = pool.submit(accuracy.validation_rows, quick)
-        fut_sweep = pool.submit(sweep3d.sweep_result)
-        fut_dp = threads.submit(parallel.dp_scaling_frame, mapper=pool.map)
-        run("zoo", "Work, depth and average parallelism of the model zoo", zoo_sections)
-        run("roofline", "The zoo's layers on a roofline", roofline_section)
-        run("collectives", "Collective algorithms: crossovers and measurements", comm_section)
-        run("data parallel", "Data-parallel scaling against measurements", dp_section, fut_dp)
-        run("cnn parallel", "Model parallelism of CNNs: channels, rows and the one weird trick", cnn_parallel_section)
-        run("pipeline", "Pipeline schedules", pipeline_section)
-        run("distribution", "Training distribution: synchronisation and consistency", distribution_section)
-        run("3d sweep", "3D parallelism of GPT-3 175B", sweep_section, fut_sweep)
-        run("fine-tuning", "Fine-tuning: full, LoRA and QLoRA", finetune_section)
-        run("inference", "Inference: latency, batching and quantized weights", inference_section)
-        run("validation", "Predicted against measured", validation_section, fut_val, quick)
-        run("examples", "Try it: the example scenarios", examples_section)
-
+    cpu0 = _cpu_s()
+    _preload()
+    workers = workers or max(1, min(2, os.cpu_count() or 1))
+    done = {}
+    if workers == 1:
+        for name in parts.ORDER:
+            bar.update(0, name)
+            done[name] = parts.run_part(name, quick)
+            _tell(bar, done[name])
+    else:
+        # forked workers inherit the imports above (sympy, matplotlib, the report's modules) instead of repeating them
+        with ProcessPoolExecutor(workers) as pool:
+            futures = {pool.submit(parts.run_part, name, quick): name for name in parts.ORDER}
+            for fut in as_completed(futures):
+                done[futures[fut]] = r = fut.result()
+                _tell(bar, r)
     bar.update(0, "writing the page")
+    figs, sections, errors = [], [], []
+    extra = {k: v for r in done.values() for k, v in r["extra"].items()}
+    for name in parts.PARTS:
+        r = done[name]
+        figs += r["figures"]
+        sections += r["sections"]
+        if r["error"]:
+            errors.append({"section": name, "error": r["error"]})
+    failed = {e["section"]: e["error"] for e in errors}
+    sections.insert(0, glance_section(extra.get("headline"), extra.get("summary"), failed))
     (into / FIGURE_DIR).mkdir(exist_ok=True)
     paths = []
     for f in figs:
@@ -164,11 +165,32 @@ def _build(out: Path, quick: bool, bar, t0: float, into: Path | None = None) -> 
         paths.append(str(out / FIGURE_DIR / f"{f.name}.png"))
     elapsed = time.perf_counter() - t0
     notes = [f"The {e['section']} section failed: {escape(e['error'])}" for e in errors]
-    page = render("concurrency_model report", lead(), sections, meta=meta(elapsed), notes=notes)
+    page = render("concurrency_model report", lead(), sections, meta=meta(elapsed), notes=notes, front=2,
+                  about=about())
     html_path = out / HTML_NAME
     write_atomic(into / HTML_NAME, page.encode("utf-8"))
     write_atomic(into / MARKER, json.dumps({"written_by": "concurrency-model report", "html": HTML_NAME,
                                             "figures": [Path(p).name for p in paths]}).encode())
     bar.update(1, "done")
+    timings = {name: round(done[name]["wall_s"], 2) for name in parts.PARTS}
+    cpu = {name: round(done[name]["cpu_s"], 2) for name in parts.PARTS}
+    cpu["all"] = round(_cpu_s() - cpu0, 2)
     return {"out": str(out), "html": str(html_path), "figures": paths, "elapsed_s": round(elapsed, 2),
-            "timings_s": timings, "errors": errors}
+            "timings_s": timings, "cpu_s": cpu, "errors": errors}
+
+
+def _preload() -> None:
+    """Import the heavy modules every part uses before the workers fork, so that each inherits them."""
+    import matplotlib.backends.backend_agg  # noqa: F401
+    import matplotlib.figure  # noqa: F401
+
+    from ..parallel import estimate  # noqa: F401
+    from ..sweep import sweep  # noqa: F401
+    from ..validate import registry  # noqa: F401
+
+
+def _tell(bar, r: dict) -> None:
+    """One line for a finished part (its wall and process seconds, or its error) and the bar one step on."""
+    bar.update(1, r["name"])
+    state = f"failed ({r['error']})" if r["error"] else f"{r['wall_s']:.1f} s ({r['cpu_s']:.1f} s of CPU)"
+    bar.log(f"{bar.done}/{bar.total} {r['name']}: {state}")

@@ -32,12 +32,44 @@ def group_lines(ax, frame, by: str, x: str, y: str, scale: float = 1.0, label: s
         ax.plot(g[x], scale * g[y], marker="o", label=label.format(name))
 
 
+MAX_WIDTH_IN = 11.0  # at png_bytes' 100 dpi: 1,100 px, shown unscaled in the page's 1,104 px column (html.CSS)
+
+
 def figure(width: float, height: float, nrows: int = 1, ncols: int = 1, **kw):
-    """A pyplot-free ``Figure`` of ``width x height`` inches and its ``nrows x ncols`` array of Axes."""
+    """A pyplot-free ``Figure`` of ``width x height`` inches and its ``nrows x ncols`` array of Axes; at most
+    :data:`MAX_WIDTH_IN` wide, so that a browser at 100% zoom shows it unscaled.
+
+    >>> figure(12, 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: width: 12 inches is wider than the page's 11.0 (1,100 px at 100 dpi)
+    """
     from matplotlib.figure import Figure
+
+    if width > MAX_WIDTH_IN:
+        raise ValueError(f"width: {width:g} inches is wider than the page's {MAX_WIDTH_IN} (1,100 px at 100 dpi)")
 
     fig = Figure(figsize=(width, height), layout="constrained")
     return fig, fig.subplots(nrows, ncols, squeeze=False, **kw)
+
+
+def legend_outside(ax, where: str = "right", **kw):
+    """The Axes' legend outside its data: to the ``right`` of the axes (top-aligned) or ``below`` them (centred,
+    in columns); ``kw`` go to :meth:`~matplotlib.axes.Axes.legend`. Constrained layout makes room for it.
+
+    >>> import matplotlib.pyplot as plt
+    >>> ax = plt.subplots()[1]
+    >>> _ = ax.plot([0, 1], label="a")
+    >>> legend_outside(ax).get_bbox_to_anchor().bounds == ax.bbox.bounds
+    False
+    """
+    kw.setdefault("fontsize", 7)
+    if where == "right":
+        return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kw)
+    if where == "below":
+        kw.setdefault("frameon", False)
+        return ax.legend(loc="upper center", bbox_to_anchor=(0.5, kw.pop("below", -0.16)), **kw)
+    raise ValueError(f"where: {where!r}; allowed: right, below")
 
 
 def png_bytes(fig, dpi: int = 100) -> bytes:

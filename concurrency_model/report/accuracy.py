@@ -14,7 +14,7 @@ import textwrap
 import numpy as np
 import pandas as pd
 
-from ._plot import new_axes
+from ._plot import legend_outside, new_axes
 
 # (pattern on the dataset name, source as data/SOURCES.md names it, date of the measurements)
 SOURCES = (
@@ -107,12 +107,35 @@ def error_table(df: pd.DataFrame) -> pd.DataFrame:
         src, date = source_of(str(name))
         pct = (lambda v: None if v is None else 100 * float(v))
         out.append({"dataset": name, "mode": s.get("mode"), "rows": s.get("rows"), "rows_total": s.get("rows_total"),
+                    "not_predicted": s.get("not_predicted") or 0,
                     "sampled": s.get("sampled") or "", "median_ape_pct": pct(s.get("median_ape")),
                     "mean_ape_pct": pct(s.get("mean_ape")), "max_ape_pct": pct(s.get("max_ape")),
                     "within_20_pct": float((g["ape"].astype(float) <= 0.2).mean() * 100) if len(g) else None,
                     "in_band_pct": pct(s.get("band_coverage")), "band_note": s.get("band_note") or "",
                     "source": src, "date": date, "error": s.get("error")})
     return pd.DataFrame(out)
+
+
+def rows_note(sampled: str, rows, rows_total, not_predicted, mode) -> str:
+    """Why a dataset compares fewer rows than its file holds, in words: the sample taken (quick mode), the rows the
+    model could not predict, or the rows a held-out fit used; ``""`` when every row is compared. Never "all rows"
+    beside a smaller count.
+
+    >>> rows_note("all rows", 4, 19, 15, "preset")
+    '15 not predicted (outside what the model expresses)'
+    >>> rows_note("all rows", 12, 12, 0, "preset"), rows_note("all rows", 18, 36, 0, "held-out")
+    ('', 'the other rows fitted the constants')
+    """
+    def count(v):
+        return None if v is None or pd.isna(v) else int(v)
+
+    rows, total, missing = count(rows), count(rows_total), count(not_predicted) or 0
+    notes = [] if not sampled or sampled == "all rows" else [sampled]
+    if missing:
+        notes.append(f"{missing:,} not predicted (outside what the model expresses)")
+    elif not notes and rows is not None and total is not None and rows < total and mode == "held-out":
+        notes.append("the other rows fitted the constants")
+    return "; ".join(notes)
 
 
 def error_table_html(table: pd.DataFrame) -> str:
@@ -128,7 +151,8 @@ def error_table_html(table: pd.DataFrame) -> str:
         rows = "" if r.rows is None or pd.isna(r.rows) else f"{int(r.rows):,}"
         if r.rows_total is not None and not pd.isna(r.rows_total):
             rows += f" of {int(r.rows_total):,}"
-        rows += f"<br><small>{_html.escape(r.sampled)}</small>" if r.sampled else ""
+        why = rows_note(r.sampled, r.rows, r.rows_total, getattr(r, "not_predicted", 0), r.mode)
+        rows += f"<br><small>{_html.escape(why)}</small>" if why else ""
         rows += f"<br><b>error:</b> {_html.escape(str(r.error))}" if r.error else ""
         cells = [_html.escape(str(r.dataset)), _html.escape(str(r.mode or "")), rows, pct(r.median_ape_pct),
                  pct(r.mean_ape_pct), pct(r.max_ape_pct), pct(r.within_20_pct, 0),
@@ -192,5 +216,5 @@ def validation_scatter(df: pd.DataFrame, dataset: str | None = None, ax=None):
     ax.set_title(f"{textwrap.fill(name + mode, 40)}\n{len(g):,} rows, median APE {ape.median():.1f}%, "
                  f"{(ape <= 20).mean():.0%} within ±20%", fontsize=9)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    legend_outside(ax, "below", ncol=3, below=-0.2)
     return ax

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pandas as pd
 
-from ._plot import new_axes
+from ._plot import legend_outside, new_axes
 
 MODELS = ("alexnet", "vgg16", "resnet50")
 #: 8 A100 of one node, global batch 256 (32 images per GPU), fp16, no host gaps
@@ -85,7 +85,7 @@ def splits_plot(frame: pd.DataFrame, ax=None):
     ax.set_xticks(range(len(models)), models)
     ax.set_ylabel("step time / data-parallel step")
     ax.set_title("8 A100, 32 images per GPU, fp16 (labels: GB per GPU)")
-    ax.legend(fontsize=8)
+    legend_outside(ax, "below", ncol=2)
     return ax
 
 
@@ -99,5 +99,5 @@ def trick_plot(frame: pd.DataFrame, ax=None):
     ax.set_xlabel("GPUs")
     ax.set_ylabel("speedup over one GPU")
     ax.set_title("AlexNet, fp32, PCIe box")
-    ax.legend(fontsize=8)
+    legend_outside(ax, "below", ncol=2)
     return ax

@@ -12,7 +12,7 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from ._plot import bytes_axis, fmt_bytes, new_axes
+from ._plot import bytes_axis, fmt_bytes, legend_outside, new_axes
 from ..uncertainty import lognormal_band, spreads
 
 SYSTEMS = {"oci_a100_2x8_roce": "OCI A100 2 x 8 (RoCE)", "gcp_a3mega_h100_2x8_tcpxo": "GCP A3-Mega H100 2 x 8"}
@@ -113,7 +113,7 @@ def collective_crossovers(frame: dict | None = None, ax=None):
     ax.set_title(f"{SYSTEMS.get(f['system'], f['system'])}: all-reduce on P = {f['ranks']} ranks, "
                  f"alpha = {f['alpha'] * 1e6:.1f} µs, 1/beta = {1 / f['beta'] / 1e9:.0f} GB/s (fitted)", fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(0.0, 0.55))
+    legend_outside(ax, "right")
     return ax
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ._plot import group_lines, new_axes
+from ._plot import group_lines, legend_outside, new_axes
 
 BASE = {"model": "vgg16", "cluster": "dgx1-v100", "parallel": {"microbatch_size": 64},
         "training": {"dtype": "fp16", "optimizer": "momentum", "overlap": False}}
@@ -89,7 +89,7 @@ def search_strategies(frame: pd.DataFrame | None = None, ax=None):
     ax.set(xlabel=f"GPUs ({TRIAL_GPUS} per trial)", ylabel="days",
            title=f"search: {TRIALS} trials of VGG-16, {TRIAL_STEPS:,} steps each")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    legend_outside(ax, "right")
     return ax
 
 
@@ -102,7 +102,7 @@ def sync_schemes(frame: pd.DataFrame | None = None, ax=None):
     ax.set(xlabel="workers (V100, 8 per node)", ylabel="step time (ms)",
            title="VGG-16, 64 images per GPU: synchronisation schemes")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    legend_outside(ax, "right")
     return ax
 
 
@@ -114,5 +114,5 @@ def consistency_models(frame: pd.DataFrame | None = None, ax=None):
     ax.set(xlabel="straggler_cv (std / mean of a replica's compute time)", ylabel="step time (ms)",
            title="64 workers: consistency models under stragglers")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    legend_outside(ax, "right")
     return ax

@@ -67,7 +67,7 @@ def finetune_plot(df: pd.DataFrame, axes) -> None:
 
 def finetune_section(figs) -> list[Section]:
     df = finetune_frame()
-    fig, ax = figure(14, 4.2, 1, 2)
+    fig, ax = figure(11, 4.4, 1, 2)
     finetune_plot(df, ax[0])
     f = add_figure(figs, "finetuning", fig, "step seconds and GB a GPU of full, LoRA and QLoRA fine-tuning of "
                    "Llama-2-7B", f"Model only: {BATCH} sequences of 4,096 tokens a step, bf16, full recompute, "
@@ -83,5 +83,5 @@ def finetune_section(figs) -> list[Section]:
              f"{full['state_gb'] + full['activations_gb']:.1f} GB a GPU under ZeRO-1 against "
              f"{lora['state_gb'] + lora['activations_gb']:.1f}, and QLoRA fits one GPU "
              f"({q1['state_gb'] + q1['activations_gb']:.1f} GB, {q1['step_s']:.0f} s a step), which full fine-tuning "
-             "does not. [D], model only.</p>")
+             "does not. Model only: no measurements of these cases are in data/.</p>")
     return [Section("finetuning", "Fine-tuning: full, LoRA and QLoRA", intro, [f])]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ._plot import group_lines, new_axes
+from ._plot import group_lines, legend_outside, new_axes
 
 QUANT_MODEL = {"hf_config": "llama-2-7b"}
 QUANT_CLUSTER = "dgx-h100"
@@ -152,7 +152,7 @@ def budget_plot(frame: pd.DataFrame | None = None, ax=None):
     ax.set_xticks(list(chunked["budget"]), [f"{b:,.0f}" for b in chunked["budget"]])
     ax.minorticks_off()
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    legend_outside(ax, "below", ncol=2)
     return ax
 
 
@@ -168,7 +168,7 @@ def load_plot(frame: pd.DataFrame | None = None, ax=None):
     ax.set(xlabel="load (requests a second)", ylabel="ms", yscale="log",
            title="Llama-2-7B on one H100, continuous batching under a load")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    legend_outside(ax, "below", ncol=2)
     return ax
 
 
@@ -209,7 +209,7 @@ def moe_plot(frame: pd.DataFrame | None = None, ax=None):
     ax.set(xlabel="decode ms per token", ylabel="tokens/s per GPU",
            title="Mixtral 8x7B on 8 H100s: tensor against expert parallelism")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    legend_outside(ax, "below", ncol=2)
     return ax
 
 
@@ -256,7 +256,7 @@ def disaggregation_plot(frame: pd.DataFrame | None = None, ax=None):
     ax.set(xlabel="load (requests a second)", ylabel="H100s",
            title=f"Llama-2-7B within {first:g} ms to the first token and {token:g} ms a token")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    legend_outside(ax, "below", ncol=2)
     return ax
 
 
@@ -276,7 +276,7 @@ def batching_plot(frame: pd.DataFrame | None = None, ax=None):
     ax.set_ylim(0, frame["tokens_per_s"].max() * 1.3)
     ax.set(ylabel="tokens/s", title="32 sequences on one H100: static against continuous batching")
     ax.grid(alpha=0.3, axis="y")
-    ax.legend(fontsize=8, loc="upper right")
+    legend_outside(ax, "below", ncol=2)
     return ax
 
 
@@ -292,7 +292,7 @@ def front_plot(frame: pd.DataFrame | None = None, ax=None):
     ax.set_xscale("log")
     ax.set(xlabel="decode ms per token", ylabel="tokens/s per GPU", title="Llama-2-7B on H100s: serving front")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7)
+    legend_outside(ax, "below", ncol=2)
     return ax
 
 
@@ -311,7 +311,7 @@ def ft_plot(frame: pd.DataFrame | None = None, ax=None):
     ax.set_yscale("log")
     ax.set(ylabel="ms", title="GPT 13B on A100 40GB: FasterTransformer against the model")
     ax.grid(alpha=0.3, axis="y", which="both")
-    ax.legend(fontsize=8)
+    legend_outside(ax, "below", ncol=2)
     return ax
 
 
@@ -324,5 +324,5 @@ def quant_plot(frame: pd.DataFrame | None = None, ax=None):
     ax.set(xlabel="sequences in the batch", ylabel="decode ms per token",
            title="Llama-2-7B on one H100: quantized and 2:4-pruned weights")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    legend_outside(ax, "below", ncol=2)
     return ax

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ._plot import new_axes
+from ._plot import legend_outside, new_axes
 
 BATCHES = tuple(2 ** k for k in range(7, 18))  # 128 .. 131,072 images a step
 GPUS = (32, 256)
@@ -79,5 +79,5 @@ def batch_regions(frame: pd.DataFrame | None = None, ax=None):
     ax.set_ylabel("images/s per GPU (predicted)")
     ax.set_title("The paper's minibatch regions (§3, Fig. 6a): ResNet-50, fp16, DGX-1 V100 nodes", fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    legend_outside(ax, "right")
     return ax

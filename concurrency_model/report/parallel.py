@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ._plot import new_axes
+from ._plot import legend_outside, new_axes
 
 DP_DEGREES = (1, 2, 4, 8, 16, 32, 64, 128)
 DP_TABLES = ("2020_mp_weak_scaling_dgxa100", "2020_dp_x_mp_scaling_dgxa100")
@@ -95,13 +95,13 @@ def dp_scaling(frame: pd.DataFrame | None = None, ax=None):
     ax.set_xticks(ds, [str(int(d)) for d in ds])
     cols = [c for c in ("predicted_s", "measured_s", "p10_s", "p90_s") if c in df]
     lo, hi = df[cols].min().min(), df[cols].max().max()
-    ax.set_ylim(lo * 0.9, hi + (hi - lo * 0.9) * 0.45)  # room for the legend
+    ax.set_ylim(lo * 0.9, hi + (hi - lo * 0.9) * 0.05)
     ax.set_xlabel("data-parallel degree d (model replicas; GPUs = d x tensor)")
     ax.set_ylabel("iteration time (s; axis not from 0)")
     ax.set_title("Data-parallel weak scaling, 16 sequences per replica, DGX-A100 (Megatron-LM README 2020-09)",
                  fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, ncol=2, loc="upper left")
+    legend_outside(ax, "below", ncol=2, below=-0.14)
     return ax
 
 

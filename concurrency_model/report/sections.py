@@ -39,19 +39,26 @@ def meta(elapsed: float) -> str:
 
 
 def lead() -> str:
-    return ("<p>Symbolic cost models of parallel and distributed deep learning after Ben-Nun &amp; Hoefler, "
-            "<i>Demystifying Parallel and Distributed Deep Learning</i> (ACM CSUR 2019): work and depth of "
-            "operators and networks, device time on a roofline, collectives in the alpha-beta model, and "
-            "data, tensor and pipeline parallelism composed into a training step. Every figure below is "
-            "computed by the toolkit from its embedded presets and the measurements in <code>data/</code> "
-            "(sources in <code>data/SOURCES.md</code>); where a figure shows measurements, it says which.</p>")
+    """The page's first paragraph: what the report answers, in one sentence."""
+    return ("<p>How fast a deep-learning model trains or serves on a given cluster, where the time and the memory "
+            "go, which parallel layout is best, and how close these predictions come to published "
+            "measurements: every number below is computed by <code>concurrency_model</code> from its built-in "
+            "device presets and the measurements shipped in its <code>data/</code> folder.</p>")
+
+
+def about() -> str:
+    """What the sections after the contents are, for a reader who wants the models behind the numbers."""
+    return ("<p>The models follow Ben-Nun &amp; Hoefler, <i>Demystifying Parallel and Distributed Deep Learning</i> "
+            "(ACM Computing Surveys 2019): work and depth of operators and networks, device time on a roofline, "
+            "collectives in the alpha-beta model, and data, tensor and pipeline parallelism composed into a "
+            "training step. Where a figure shows measurements, it says which and where they were published.</p>")
 
 
 def zoo_sections(figs):
     zf = zoo.zoo_frame()
     fig, ax = figure(11, 5.2, 1, 2, width_ratios=[1.25, 1])
+    zoo.average_parallelism(zf, ax=ax[0, 1])  # first: the labels of work_depth are placed in the final layout
     zoo.work_depth(zf, ax=ax[0, 0])
-    zoo.average_parallelism(zf, ax=ax[0, 1])
     f = add_figure(figs, "zoo_work_depth", fig, "work against depth and average parallelism of the zoo models",
                    "Left: W against D, log-log; dashed lines of equal W/D. Right: W/D of the forward pass and of the "
                    "training step.")
@@ -66,6 +73,9 @@ def zoo_sections(figs):
 
 
 def roofline_section(figs):
+    from ..hardware import load_device
+
+    dev = load_device("a100-sxm4-80gb")
     rf = zoo.roofline_frame()
     fig, ax = figure(11, 6.2)
     zoo.roofline(rf, ax=ax[0, 0])
@@ -76,7 +86,9 @@ def roofline_section(figs):
              f"batch 1: {len(rf):,} layers of {rf['kind'].nunique()} kinds) as predicted by the device-time model "
              f"(<code>timing.graph.layer_times</code>) on the <code>a100-sxm4-80gb</code> preset in fp16: "
              f"arithmetic intensity (FLOP per byte of minimum memory traffic) against predicted FLOP/s. The roof "
-             f"is the datasheet peak and bandwidth (reference/hardware.md) times the fitted efficiencies; points "
+             f"is the datasheet peak and bandwidth ({dev.peak('fp16') / 1e12:.0f} TFLOP/s dense fp16, "
+             f"{dev.mem_bw / 1e9:,.0f} GB/s: NVIDIA's A100 datasheet and Ampere architecture whitepaper) times the "
+             f"fitted efficiencies; points "
              f"below it are GEMM wave/tile quantisation, launch overhead or small shapes; convolutions above it "
              f"run as Winograd, which needs fewer FLOP than the direct count the intensity uses. Predicted kernel "
              f"times are checked against DeepBench in the last section.</p>")
@@ -107,8 +119,8 @@ def comm_section(figs):
     return [Section("collectives", "Collective algorithms: crossovers and measurements", intro, [f])]
 
 
-def dp_section(figs, fut_dp):
-    dp = fut_dp.result()
+def dp_section(figs):
+    dp = parallel.dp_scaling_frame()
     fig, ax = figure(11, 5.5)
     parallel.dp_scaling(dp, ax=ax[0, 0])
     f = add_figure(figs, "dp_scaling", fig, "data-parallel weak scaling, predicted and measured",
@@ -153,7 +165,8 @@ def minibatch_section(figs) -> Section:
              "parallelism divides the minibatch among the devices, so the minibatch bounds it (§6.1). "
              f"<code>estimate</code> places every scenario's global batch (key <code>batch_region</code>): here "
              f"ResNet-50 in fp16 with momentum SGD on {small} and {p} V100s of DGX-1 nodes, at most "
-             f"{minibatch.MICROBATCH} images a GPU a microbatch. Region A (the edge is a toolkit convention [D]) is "
+             f"{minibatch.MICROBATCH} images a GPU a microbatch. Region A (its edge is a convention of this "
+             "toolkit, not the paper's) is "
              "where a GPU, given its share of the batch, runs below 80% of the images/s it reaches at the best "
              "microbatch that fits (the kernels' small-size efficiency and the host's 60 us a kernel): on "
              f"{p} GPUs up to {edge:,} images a step ({edge // p} a GPU){none}. Region C is above "
@@ -165,14 +178,14 @@ def minibatch_section(figs) -> Section:
 
 def distribution_section(figs):
     sync, cons, search = distribution.sync_frame(), distribution.consistency_frame(), distribution.search_frame()
-    fig, ax = figure(17, 5.2, 1, 3)
+    fig, ax = figure(11, 11.5, 3, 1)
     distribution.sync_schemes(sync, ax=ax[0, 0])
-    distribution.consistency_models(cons, ax=ax[0, 1])
-    distribution.search_strategies(search, ax=ax[0, 2])
+    distribution.consistency_models(cons, ax=ax[1, 0])
+    distribution.search_strategies(search, ax=ax[2, 0])
     f = add_figure(figs, "distribution", fig, "step time under each synchronisation scheme and consistency model; "
                    "days of a hyperparameter search under three strategies",
-                   "Left: data-parallel VGG-16 on 8 to 256 V100 (no overlap). Middle: 64 workers, the all-reduce "
-                   "overlapped, against the spread of a replica's compute time. Right: a search whose trials "
+                   "Top: data-parallel VGG-16 on 8 to 256 V100 (no overlap). Middle: 64 workers, the all-reduce "
+                   "overlapped, against the spread of a replica's compute time. Bottom: a search whose trials "
                    "are such trainings on one node each.")
     days = search.set_index(["search", "gpus"])["days"]
     most = search["gpus"].max()
@@ -186,7 +199,7 @@ def distribution_section(figs):
     c = cons.set_index(["mode", "straggler_cv"])["step_s"]
     sync_t, ssp_t = c[("synchronous", 0.1)], c[("SSP, staleness 3", 0.1)]
     intro = ("<p>The paper's training distribution (§7), through <code>estimate</code>: VGG-16 (a 277 MB fp16 "
-             "gradient) data parallel on DGX-1 V100 nodes, 64 images per GPU. Left, the synchronisation of "
+             "gradient) data parallel on DGX-1 V100 nodes, 64 images per GPU. Top, the synchronisation of "
              f"each step at {sync['workers'].max()} workers: the all-reduce (hierarchical: NVLink inside a node) "
              f"{1e3 * top['allreduce']:.0f} ms a step, parameter servers sharded one per worker "
              f"{1e3 * top['parameter servers (one shard per worker)']:.0f} ms (each node's 4 NICs carry its 8 "
@@ -206,18 +219,19 @@ def distribution_section(figs):
              "parameter servers' traffic. The paper names these schemes without cost formulas: every time is "
              "derived in the alpha-beta model (<code>parallel.distribution</code>, <code>.consistency</code>, "
              "<code>.compression</code>), model only, and what staleness or gossip costs in convergence is not "
-             "modelled. Right, hyperparameter search (§7.5): "
+             "modelled. Bottom, hyperparameter search (§7.5): "
              f"{distribution.TRIALS} trials, each {distribution.TRIAL_STEPS:,} steps on one node. Random search "
              f"runs every trial at once ({took('random search')} on {most:,} GPUs); SMBO waits for each round of 8 "
              f"proposals ({took('SMBO, 8 proposals a round')} on any count from 64 GPUs up) and evolution for each "
              f"generation of 64 ({took('evolution, population 64')} from 512 GPUs up): the strategy, not the "
-             "machine, sets the depth (<code>parallel.search</code>, paper-models §5.5 [D]).</p>")
+             "machine, sets the depth (<code>parallel.search</code>; the paper's §7.5 names the strategies, the costs "
+             "are this toolkit's).</p>")
     return [Section("distribution", "Training distribution: synchronisation, consistency and search", intro, [f])]
 
 
 def cnn_parallel_section(figs):
     splits, trick = cnn_parallel.splits_frame(), cnn_parallel.trick_frame()
-    fig, ax = figure(13, 5.0, 1, 2, width_ratios=[1.4, 1])
+    fig, ax = figure(11, 5.4, 1, 2, width_ratios=[1.4, 1])
     cnn_parallel.splits_plot(splits, ax=ax[0, 0])
     cnn_parallel.trick_plot(trick, ax=ax[0, 1])
     f = add_figure(figs, "cnn_parallel", fig, "data, channel, spatial and hybrid splits of three CNNs; the one weird "
@@ -244,7 +258,8 @@ def cnn_parallel_section(figs):
              f"leaves it level ({rel.loc['resnet50', hy]:.2f}x). Right, Krizhevsky's setting, 8 GPUs on PCIe: "
              f"the hybrid reaches {at8['one weird trick']:.1f}x one GPU (his paper: 6.25x), data parallelism "
              f"{at8['data parallel']:.1f}x and model parallelism {at8['model parallel']:.1f}x, the order he "
-             "reported. Per-layer formulas: paper-models §4.2 and §4.4 [D].</p>")
+             "reported. Per-layer formulas: the paper's §4.2 (convolution) and §6.2 (model parallelism), as "
+             "derived by this toolkit.</p>")
     return [Section("cnn-parallel", "Model parallelism of CNNs: channels, rows and the one weird trick", intro, [f])]
 
 
@@ -266,10 +281,9 @@ def pipeline_section(figs):
     return [Section("pipeline", "Pipeline schedules", intro, [f])]
 
 
-def sweep_section(figs, fut_sweep):
-    res = fut_sweep.result()
-    best = sweep3d.best_estimate(res)
-    ru = res.runner_up()
+def sweep_section(figs, res, best, ru):
+    """The 3D sweep's figures and text from its result ``res``, the estimate of its fastest configuration ``best``
+    and ``res.runner_up()`` (``ru``), computed once by the caller (:mod:`.parts`)."""
     fig, ax = figure(11, 4.6)
     sweep3d.sweep_heatmap(res.frame, ax=ax[0, 0], runner_up=ru["runner_up"] if ru else None)
     f1 = add_figure(figs, "sweep_heatmap", fig, "best step time of gpt3-175b over tensor and pipeline degrees",
@@ -285,8 +299,8 @@ def sweep_section(figs, fut_sweep):
     fig, ax = figure(11, 4.2)
     sweep3d.step_breakdown(best, ax=ax[0, 0])
     f2 = add_figure(figs, "step_breakdown", fig, "step-time breakdown of the fastest configuration",
-                    "The coloured bars add up to the step; the grey bar is data-parallel traffic hidden behind the "
-                    "backward pass.")
+                    "The bars above the rule add up to the step. The hatched bar below it is data-parallel traffic "
+                    "that runs while the backward pass computes: it takes no time of its own and is not added.")
     fig, ax = figure(11, 4.2)
     sweep3d.memory_tradeoff(res, ax=ax[0, 0])
     f3 = add_figure(figs, "memory_tradeoff", fig, "memory per GPU of the fastest configuration per ZeRO stage and "
@@ -298,8 +312,8 @@ def sweep_section(figs, fut_sweep):
     from ..parallel.run import run_cost
     busy = best.breakdown["compute_s"] / best.step_time_s
     args = (best.step_time_s, par["global_batch"], sweep3d.GPUS, busy, best.scenario.cluster.device.board_power_w)
-    plain = run_cost({"tokens": 300e9}, *args, seq_len=2048)
-    failing = run_cost({"tokens": 300e9, **sweep3d.FAILURES}, *args, seq_len=2048)
+    plain = run_cost({"tokens": 300e9}, *args, seq_len=sweep3d.SEQ_LEN)
+    failing = run_cost({"tokens": 300e9, **sweep3d.FAILURES}, *args, seq_len=sweep3d.SEQ_LEN)
     intro = (f"<p>GPT-3 175B on {sweep3d.GPUS} A100-80GB GPUs (<code>dgx-a100</code> preset, 128 nodes), global "
              f"batch {sweep3d.GLOBAL_BATCH}, fp16 with Adam: <code>sweep</code> evaluated {res.evaluated:,} "
              f"configurations of data, tensor, pipeline, microbatch, schedule, interleave, sequence parallelism, "
@@ -328,32 +342,39 @@ def sweep_section(figs, fut_sweep):
     return [Section("sweep", "3D parallelism of GPT-3 175B", intro, [f1, *extra, f2, f3])]
 
 
-PANELS_PER_FIGURE = 9
+def _finite(v, default):
+    """``v`` as a float, or ``default`` where ``v`` is None or NaN."""
+    return default if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
 
-def validation_section(figs, fut_val, quick):
-    vdf = fut_val.result()
+VALIDATION_FIGURE_IN = (3.5, 3.5)  # one small figure a dataset (350 x 350 px), three a row on the page
+
+
+def validation_section(figs, vdf, table, summary, quick):
+    """Predicted against measured: one small figure a dataset (each beside its neighbour on a wide page), the error
+    table, and a warning for every dataset whose error is far above its target (``summary``:
+    :func:`.glance.validation_summary`)."""
     names = list(dict.fromkeys(vdf["dataset"]))
     shown = []
-    for k in range(0, max(1, len(names)), PANELS_PER_FIGURE):  # figures of at most 3 x 3 panels, readable at 100%
-        part = names[k:k + PANELS_PER_FIGURE]
-        ncols = min(3, max(1, len(part)))
-        nrows = max(1, math.ceil(len(part) / ncols))
-        fig, ax = figure(11, 3.6 * nrows + 0.3, nrows, ncols)
-        for a, name in zip(ax.flat, part):
-            accuracy.validation_scatter(vdf, name, ax=a)
-        for a in list(ax.flat)[len(part):]:
-            a.set_axis_off()
-        shown.append(add_figure(figs, "validation" if k == 0 else f"validation_{k // PANELS_PER_FIGURE + 1}", fig,
-                                f"predicted against measured, datasets {k + 1}-{k + len(part)}",
-                                "One panel per dataset: predicted against measured, y = x and the ±20% band."))
-    table = accuracy.error_table(vdf)
+    for k, name in enumerate(names):
+        fig, ax = figure(*VALIDATION_FIGURE_IN)
+        accuracy.validation_scatter(vdf, name, ax=ax[0, 0])
+        shown.append(add_figure(figs, f"validation_{k + 1:02d}", fig, f"predicted against measured: {name}",
+                                ""))
+    far = summary[summary["far"]] if len(summary) else summary
+    warn = "".join(f"<p class='note'>&#9888; {escape(r.dataset)}: {escape(r.target)} is the target, the error is "
+                   f"{_finite(r.worst_pct, r.median_ape_pct):.0f}% "
+                   "(more than twice the target): read its predictions as a rough guide only.</p>"
+                   for r in far.itertuples())
     intro = ("<p>Every dataset in data/ through its predictor (<code>validate.registry.validate</code>"
              f"{', quick mode: the slow training sets sampled' if quick else ''}), each in its main mode: "
              "<i>preset</i> (the device and cluster presets with default constants, none fitted on these data), "
              "<i>held-out</i> (constants fitted on the other half of the same system's rows) or <i>in-sample</i>. "
              "The error is the absolute percentage error (APE) per row; the table gives its median, mean and "
-             "maximum, the share of rows within ±20%, which rows were compared, and the source and date of the "
-             "measurements (data/SOURCES.md). The same registry backs <code>concurrency-model validate</code>.</p>")
+             "maximum, the share of rows within ±20%, how many rows were compared of how many the file holds (and "
+             "why the others were not), and the source and date of the measurements. The same registry backs "
+             "<code>concurrency-model validate</code>. Each figure: one dataset, predicted against measured on "
+             "log axes, the line y = x, the ±20% band and, where the predictor gives one, each prediction's 80% "
+             "band.</p>" + warn)
     return [Section("validation", "Predicted against measured", intro, shown,
-                    tables=[accuracy.error_table_html(table)])]
+                    tables=[accuracy.error_table_html(table)], gallery=True)]

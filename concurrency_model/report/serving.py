@@ -8,14 +8,22 @@ from .html import Section
 from .sections import add_figure
 
 
+def _top_row(fig, ax):
+    """One Axes across the top row of a 2 x 2 grid (the two there removed)."""
+    grid = ax[0, 0].get_gridspec()
+    ax[0, 0].remove()
+    ax[0, 1].remove()
+    return fig.add_subplot(grid[0, :])
+
+
 def inference_section(figs):
     ft, q, front = inference.ft_frame(), inference.quant_frame(), inference.front_frame()
     cb_frame, load, budget = inference.batching_frame(), inference.load_frame(), inference.budget_frame()
     cb = cb_frame.set_index(["output_lengths", "batching"])
-    fig2, ax2 = figure(20, 4.8, 1, 3)
-    inference.load_plot(load, ax=ax2[0, 0])
-    inference.batching_plot(cb_frame, ax=ax2[0, 1])
-    inference.budget_plot(budget, ax=ax2[0, 2])
+    fig2, ax2 = figure(11, 10, 2, 2)
+    inference.load_plot(load, ax=_top_row(fig2, ax2))
+    inference.batching_plot(cb_frame, ax=ax2[1, 0])
+    inference.budget_plot(budget, ax=ax2[1, 1])
     f2 = add_figure(figs, "continuous_batching", fig2, "time per token and to the first token against the load under "
                     "continuous batching; tokens/s of static and continuous batching; the first token and the longest "
                     "iteration against a token budget", "Model only: Llama-2-7B, 1,024-token prompts, 128 generated "
@@ -24,14 +32,14 @@ def inference_section(figs):
     capacity = float(load.loc[load["load_rps"].isna(), "requests_per_s"].iloc[0])
     light, heavy = load[load["load_rps"] == load["load_rps"].min()].iloc[0], \
         load[load["load_rps"] == load["load_rps"].max()].iloc[0]
-    fig, ax = figure(17, 5.0, 1, 3, width_ratios=[1.3, 1, 1])
-    inference.ft_plot(ft, ax=ax[0, 0])
-    inference.quant_plot(q, ax=ax[0, 1])
-    inference.front_plot(front, ax=ax[0, 2])
+    fig, ax = figure(11, 10, 2, 2)
+    inference.ft_plot(ft, ax=_top_row(fig, ax))
+    inference.quant_plot(q, ax=ax[1, 0])
+    inference.front_plot(front, ax=ax[1, 1])
     f = add_figure(figs, "inference", fig, "FasterTransformer GPT 13B latencies against the model; decode time of "
                    "Llama-2-7B with 16-bit, int8, int4 and 2:4-pruned weights; its serving front on H100s",
-                   "Left: prefill, decode per token and total latency of 10 generated tokens after 512 prompt "
-                   "tokens, batch 1, on one and two A100 40GB (tensor parallelism). Middle and right: model only.")
+                   "Top: prefill, decode per token and total latency of 10 generated tokens after 512 prompt "
+                   "tokens, batch 1, on one and two A100 40GB (tensor parallelism). Bottom: model only.")
     ape = (ft["predicted_s"] - ft["measured_s"]).abs() / ft["measured_s"]
     inside = ((ft["measured_s"] >= ft["p10_s"]) & (ft["measured_s"] <= ft["p90_s"])).mean()
     d = q.pivot(index="batch", columns="weights", values="decode_s_per_token")
@@ -43,10 +51,10 @@ def inference_section(figs):
     ss, sf = cb.loc[("fixed", "static")], cb.loc[("fixed", "continuous")]
     us, uc = cb.loc[("uniform", "static")], cb.loc[("uniform", "continuous")]
     intro = ("<p>Serving a causal decoder (<code>concurrency-model infer</code>): a prefill pass over the prompt, then "
-             "one decode step per generated token that reads the weights and the KV cache. Left, NVIDIA's "
+             "one decode step per generated token that reads the weights and the KV cache. First figure, top: NVIDIA's "
              "FasterTransformer GPT 13B measurements (the only inference timings in data/): the model is within "
              f"a median {100 * ape.median():.1f}% (worst {100 * ape.max():.1f}%) of the {len(ft)} latencies, "
-             f"{100 * inside:.0f}% of them inside the 80% bands. Right, weight-only quantization "
+             f"{100 * inside:.0f}% of them inside the 80% bands. Bottom left, weight-only quantization "
              "(<code>inference.weight_dtype</code>: the blocks' linear weights stored at 1 or 0.5 bytes, math "
              f"in fp16), model only: at batch {lo} a decode step takes {1e3 * d.loc[lo, 'fp16']:.2f} ms with fp16 "
              f"weights, {1e3 * d.loc[lo, 'int8']:.2f} with int8 and {1e3 * d.loc[lo, 'int4']:.2f} with int4 "
@@ -55,13 +63,15 @@ def inference_section(figs):
              f"{hi} the gain is {d.loc[hi, 'fp16'] / d.loc[hi, 'int8']:.2f}x and "
              f"{d.loc[hi, 'fp16'] / d.loc[hi, 'int4']:.2f}x, the step being the KV cache's and the GEMMs' "
              f"compute. Memory at batch {lo}: {mem['fp16'] / 1e9:.1f}, {mem['int8'] / 1e9:.1f} and "
-             f"{mem['int4'] / 1e9:.1f} GB. Scales and dequantization arithmetic are left out [D]. Pruned 2:4 "
+             f"{mem['int4'] / 1e9:.1f} GB. Scales and dequantization arithmetic are left out (a simplification of "
+             "this toolkit). Pruned 2:4 "
              "(<code>inference.weight_sparsity</code>: the same layers' GEMMs on the sparse tensor cores, twice the "
              "dense rate, half the weights kept with 2-bit indices, 1.125 bytes a weight): "
              f"{1e3 * d.loc[lo, '2:4']:.2f} ms at batch {lo} ({d.loc[lo, 'fp16'] / d.loc[lo, '2:4']:.2f}x, less "
              f"than int8's {d.loc[lo, 'fp16'] / d.loc[lo, 'int8']:.2f}x: more bytes a weight), "
              f"{1e3 * d.loc[hi, '2:4']:.2f} ms at batch {hi}, {mem['2:4'] / 1e9:.1f} GB; no measurement of "
-             "either is in data/. Right, the capacity question (<code>infer --sweep</code>): every tensor degree "
+             "either is in data/. Bottom right, the capacity question (<code>infer --sweep</code>): every tensor "
+             "degree "
              "in an H100 node and every batch up to the largest that fits in memory, 1,024-token prompts and 128 "
              f"generated tokens; {int(front['pareto'].sum())} of the {len(front)} configurations are on the front "
              f"of decode latency and tokens/s per GPU. The most tokens per GPU: tensor {one['tensor']} at batch "
@@ -85,14 +95,14 @@ def inference_section(figs):
              f"{1e3 * light['decode_s_per_token']:.1f} ms at {light['load_rps']:g} request a second and "
              f"{1e3 * heavy['decode_s_per_token']:.1f} ms at {heavy['load_rps']:g}, where a request also waits "
              f"{1e3 * heavy['queue_wait_s']:,.0f} ms for a free slot on average (Erlang C with the Allen-Cunneen "
-             "correction, <code>queue_wait_s</code>; second figure). A waiting prompt runs whole in the next "
+             "correction, <code>queue_wait_s</code>; second figure, top). A waiting prompt runs whole in the next "
              "iteration, which then stalls every other slot's next token; a token budget "
              "(<code>inference.max_batched_tokens</code>, chunked prefills) bounds every iteration instead: at "
              f"{inference.BUDGET_LOAD:g} requests a second the longest iteration falls from "
              f"{1e3 * whole['longest_iteration_s']:.1f} ms to {1e3 * small['longest_iteration_s']:.1f} ms under "
              f"{small['budget']:,.0f} tokens, and the first token comes after {1e3 * small['first_token_s']:.1f} ms "
              f"instead of {1e3 * whole['first_token_s']:.1f} ({small['prefill_chunks']:.0f} chunks and the wait for "
-             "the prefill lane); the mean time per token is the same (third panel). Model only.</p>")
+             "the prefill lane); the mean time per token is the same (second figure, bottom right). Model only.</p>")
     return [Section("inference", "Inference: latency, batching, compressed weights and capacity", intro, [f, f2]),
             moe_section(figs), disaggregation_section(figs)]
 
@@ -119,7 +129,7 @@ def moe_section(figs) -> Section:
              f"{tp.loc[hi, 'tokens_per_s']:,.0f} ({ep.loc[hi, 'tokens_per_s'] / tp.loc[hi, 'tokens_per_s']:.2f}x) "
              f"and the first token after {ep.loc[hi, 'first_token_s']:.2f} s against "
              f"{tp.loc[hi, 'first_token_s']:.2f} s. Balanced routing; the all-to-alls as collectives on the "
-             "node's NVLink [D]. Model only.</p>")
+             "node's NVLink (the toolkit's assumption, not a measured routing). Model only.</p>")
     return Section("moe-serving", "Serving a mixture of experts: tensor or expert parallelism", intro, [f])
 
 
@@ -140,6 +150,6 @@ def disaggregation_section(figs) -> Section:
              "carry the prompts, and a full engine makes requests wait for a slot); apart, "
              f"{top['load_rps']:g} requests a second take {top['disaggregated_gpus']} H100s against "
              f"{top['colocated_gpus']} colocated. Prompts batched in powers of two while a doubling saves 10% of a "
-             "prompt's time, one NIC a rank for the cache [D]. "
+             "prompt's time, one NIC a rank for the cache (both conventions of this toolkit). "
              "Model only.</p>")
     return Section("disaggregation", "Prefill and decode apart: the GPUs a load needs", intro, [f])

@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 
 from ..parallel.compose import STEP_PARTS
-from ._plot import new_axes
+from ._plot import legend_outside, new_axes
 
 MODEL, CLUSTER, GPUS, GLOBAL_BATCH, DTYPE = "gpt3-175b", "dgx-a100", 1024, 1536, "fp16"
+SEQ_LEN = 2048  # GPT-3's context (Brown et al. 2020, Table 2.1): tokens a sequence, for the run's steps
 # an illustrative failure model for the run's days (parallel.run; not a measured rate): a GPU (with its share of
 # the node) fails every 50,000 h, a checkpoint stalls training 2 minutes, a restart takes 10
 FAILURES = {"gpu_mtbf_hours": 50_000, "checkpoint_s": 120, "restart_s": 600}
@@ -114,7 +115,8 @@ def best_estimate(result):
 
 def step_breakdown(est=None, ax=None):
     """Where the step of one estimate goes: one horizontal bar per component of ``breakdown`` (they add up
-    to the step time), the overlapped data-parallel traffic shown apart.
+    to the step time), and below a rule, hatched and without a share of the step, the data-parallel traffic that
+    overlaps the backward pass (it takes no time of its own, so it is not one of the parts).
 
     >>> from concurrency_model.parallel.estimate import estimate
     >>> e = estimate({"model": "gpt2", "cluster": "dgx-a100", "parallel": {"data": 8, "global_batch": 64,
@@ -127,25 +129,31 @@ def step_breakdown(est=None, ax=None):
     ax = new_axes(ax, (8, 4))
     b = est.breakdown
     shown = [k for k in STEP_PARTS if b[k] or k in ("forward_s", "backward_s")]  # the parts of this step
-    names = [PARTS[k] for k in shown] + ["data-parallel comm (overlapped, hidden)"]
+    names = [PARTS[k] for k in shown] + ["not in the step: data-parallel\ncomm overlapped with backward"]
     vals = [float(b[k]) for k in shown] + [float(b.get("data_parallel_overlapped_s", 0.0))]
-    colors = [*[f"C{i}" for i in range(len(names) - 1)], "0.8"]
-    y = np.arange(len(names))
-    ax.barh(y, vals, color=colors, edgecolor="k", lw=0.4)
+    colors = [*[f"C{i}" for i in range(len(names) - 1)], "white"]
+    y = np.arange(len(names), dtype=float)
+    y[-1] += 0.6  # set apart below a rule: it runs during the backward bar, it is not one more part of the step
+    bars = ax.barh(y, vals, color=colors, edgecolor="k", lw=0.4)
+    bars[-1].set_hatch("///")
+    bars[-1].set_edgecolor("0.45")
+    ax.axhline((y[-2] + y[-1]) / 2, color="0.3", lw=0.8)
     step = est.step_time_s
-    for yi, v in zip(y, vals):
+    for yi, v in zip(y[:-1], vals[:-1]):
         ax.text(v + step * 0.01, yi, f"{v:.3g} s ({v / step:.1%})", va="center", fontsize=8)
+    ax.text(vals[-1] + step * 0.01, y[-1], f"{vals[-1]:.3g} s (not added)", va="center", fontsize=8, color="0.3")
     ax.set_yticks(y, names, fontsize=8)
     ax.invert_yaxis()
     # the step's 80% band (concurrency_model.uncertainty), against the largest bar's scale
     ax.axvspan(est.step_time_p10_s, est.step_time_p90_s, color="0.5", alpha=0.12, lw=0,
                label=f"step's 80% band {est.step_time_p10_s:.3g}-{est.step_time_p90_s:.3g} s")
     ax.axvline(step, color="k", lw=0.8, ls="--", label=f"step {step:.3g} s")
-    ax.legend(fontsize=7, loc="lower right")
+    legend_outside(ax, "right")
     ax.set_xlim(0, max(max(vals), est.step_time_p90_s) * 1.3)
     ax.set_xlabel("seconds per step")
     par, tr = est.scenario.parallel, est.scenario.training
-    ax.set_title(f"step {step:.2f} s = sum of the coloured bars; (d, t, p) = ({par['data']}, {par['tensor']}, "
+    ax.set_title(f"step {step:.2f} s = the sum of the bars above the rule; (d, t, p) = ({par['data']}, "
+                 f"{par['tensor']}, "
                  f"{par['pipeline']}), microbatch {par['microbatch_size']},\n{par['schedule']}, recompute "
                  f"{tr['recompute']}, ZeRO {tr['zero_stage']}, {est.achieved_flops_per_device / 1e12:.0f} TFLOP/s "
                  f"per GPU, {est.memory_bytes_per_device / 1e9:.0f} GB per GPU", fontsize=8.5, loc="left")
@@ -221,7 +229,7 @@ def memory_tradeoff(result=None, ax=None):
                       for r, _ in rows], fontsize=7.5)
     ax.set_xlim(0, cap * 1.3)
     ax.set_xlabel("GB per GPU")
-    ax.legend(fontsize=7, loc="lower right")
+    legend_outside(ax, "right")
     ax.set_title("the fastest configuration of each ZeRO stage and recompute policy: memory per GPU and step time",
                  fontsize=8.5, loc="left")
     ax.grid(True, axis="x", alpha=0.3)

@@ -1,14 +1,19 @@
 """Figures of the model zoo: work and depth, average parallelism, and the layers on a roofline.
 
 Data come from :func:`concurrency_model.get_model` (``Graph.forward()``, ``training()``) and
-:func:`concurrency_model.timing.graph.layer_times` (the device-time model).
+:func:`concurrency_model.timing.graph.layer_times` (the device-time model). The work-depth scatter's 15 labels
+crowd where models of one family sit close (the ResNets, BERT base and large); they are placed by adjustText
+(Flyamer, https://github.com/Phlya/adjustText), the common matplotlib add-on that moves text until no two labels
+and no label and point overlap, and draws a thin line to a label it had to move.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from ._plot import kind_color, new_axes
+from adjustText import adjust_text
+
+from ._plot import kind_color, legend_outside, new_axes
 
 # batch per model family for the roofline: images 32, sequences 8 (gpt3-175b 1: one sequence of 2048)
 ROOFLINE_BATCH = {"gpt3-175b": 1}
@@ -51,13 +56,11 @@ def work_depth(frame: pd.DataFrame | None = None, ax=None):
     for k in range(3, 13, 3):  # iso-parallelism lines W = 10^k D
         ax.plot(xs, xs * 10.0**k, color="0.75", lw=0.8, ls="--", zorder=0)
         ax.text(xs[0] * 1.15, xs[0] * 1.15 * 10.0**k * 1.4, f"W/D = $10^{{{k}}}$", color="0.45", fontsize=7,
-                rotation=0, va="bottom")
+                rotation=0, va="bottom", clip_on=True)  # clipped: a line's label outside the limits takes no room
     seq = df["model"].isin(SEQUENCE)
     ax.scatter(d[~seq], w[~seq], s=36, color="tab:green", edgecolor="k", lw=0.5, zorder=3, label="image models")
     ax.scatter(d[seq], w[seq], s=36, color="tab:purple", marker="D", edgecolor="k", lw=0.5, zorder=3,
                label="sequence models")
-    for i, (x, y, name) in enumerate(zip(d, w, df["model"])):
-        ax.annotate(name, (x, y), xytext=(5, -9 if i % 2 else 4), textcoords="offset points", fontsize=7)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(xs[0], xs[1] * 1.5)
@@ -66,7 +69,13 @@ def work_depth(frame: pd.DataFrame | None = None, ax=None):
     ax.set_ylabel("work W of a training step (FLOP)")
     ax.set_title("Work and depth of the model zoo (batch 1, training step)")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
+    legend_outside(ax, "below", ncol=2, fontsize=8, below=-0.13)
+    # labels placed last, once the legend has taken its room: adjustText moves them in the final axes
+    texts = [ax.text(x, y, name, fontsize=7) for x, y, name in zip(d, w, df["model"])]
+    # room around each label (adjustText's default 1.05, 1.2); a bound on iterations, not adjustText's default of one
+    # second of wall time, so that the same figure comes out on a loaded machine (about 1.8 s of CPU for the zoo)
+    adjust_text(texts, x=d, y=w, ax=ax, expand=(1.3, 1.6), iter_lim=1000,
+                arrowprops={"arrowstyle": "-", "color": "0.5", "lw": 0.5})
     return ax
 
 
@@ -87,7 +96,7 @@ def average_parallelism(frame: pd.DataFrame | None = None, ax=None):
     ax.set_xlabel("average parallelism W/D (log scale)")
     ax.set_title("Average parallelism of the model zoo (batch 1)")
     ax.grid(True, axis="x", which="major", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    legend_outside(ax, "below", ncol=2, fontsize=8, below=-0.13)
     return ax
 
 
@@ -156,5 +165,5 @@ def roofline(frame: pd.DataFrame | None = None, device: str = "a100-sxm4-80gb", 
     ax.set_ylabel("predicted FLOP/s")
     ax.set_title(f"Forward layers of {df['model'].nunique()} zoo models on {dev.name}, {dtype}")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right", ncol=2, title="layer kind (distinct points)", title_fontsize=7)
+    legend_outside(ax, "right", title="layer kind\n(distinct points)", title_fontsize=7)
     return ax
