@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from concurrency_model import estimate
-from concurrency_model.parallel import compose, memory
+from concurrency_model.parallel import compose, memory, recompute
 from concurrency_model.sweep import sweep
 
 # Llama 3 8B: h 4096, 8 key/value heads of 128 (kv 1024), SwiGLU width 14,336, 32 heads
@@ -32,7 +32,7 @@ def test_outputs_of_a_graph_split_the_fused_qkv():
     sc = load_scenario({"model": {"hf_config": "llama-3-8b", "seq_len": 8192, "fused_attention": True},
                         "cluster": "dgx-h100"})
     g = workload(sc.model, sc.cluster, "bf16").graph(1)
-    assert memory.per_op_sac_outputs(g) == LLAMA_BLOCK
+    assert recompute.block_products(g) == LLAMA_BLOCK
     assert compose.sac_of("fsdp2", g) == LLAMA_BLOCK and compose.sac_of("fsdp", g) is None
 
 

@@ -44,7 +44,7 @@ import sympy as sp
 
 from ..compiled import lambdified
 from ..units import dtype_bytes
-from . import allocator, memory, pipeline
+from . import allocator, memory, pipeline, recompute
 
 STEP_INPUTS = ("c_f", "c_b", "c_r", "c_w", "c_tf", "c_tb", "c_ef", "c_eb", "c_cf", "c_cb", "c_nf", "c_nb", "t_p2p",
                "p", "m", "v", "ar", "rs", "ag", "agb", "x_dp", "last", "opt", "kappa", "h_f", "h_b", "straggle",
@@ -179,7 +179,7 @@ def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedu
     ``replicated`` of the ``params`` are not split by the tensor degree (the convolutions of Krizhevsky's
     hybrid, :mod:`.layerwise`); ``frozen_weight_bytes`` of the whole model are weights only (LoRA's base model,
     :mod:`.lora`: split over tensor and stages, and over data-parallel ranks under ZeRO-3, :func:`frozen_bytes`).
-    ``sac``: a transformer block's matrix products (:func:`.memory.per_op_sac_outputs`) when ``selective`` is
+    ``sac``: a transformer block's matrix products (:func:`.recompute.block_products`) when ``selective`` is
     torchtitan's per-op policy (:func:`.memory.per_op_sac_bytes`; :func:`sac_of` says when)."""
     parts = state_parts_fn(params, optimizer, dtype, zero_stage, single_stage, replicated, frozen_weight_bytes)
 
@@ -288,7 +288,7 @@ SAC_FRAMEWORKS = ("fsdp2",)  # runtimes whose "selective" recompute is torchtita
 
 def sac_of(framework: str, graph) -> tuple | None:
     """What :func:`memory_fn` and :func:`framework_memory_fn` take as ``sac``: the block's matrix products
-    (:func:`.memory.per_op_sac_outputs`) under ``fsdp2``, the runtime as torchtitan configures it, whose
+    (:func:`.recompute.block_products`) under ``fsdp2``, the runtime as torchtitan configures it, whose
     ``selective`` activation checkpointing is its per-op policy (``selective_ac_option = 'op'``, :mod:`.memory`);
     None otherwise (Korthikanti et al.'s selective recompute, Megatron's).
 
@@ -296,7 +296,7 @@ def sac_of(framework: str, graph) -> tuple | None:
     >>> len(sac_of("fsdp2", get_model("gpt2", batch=1))), sac_of("megatron", get_model("gpt2", batch=1))
     (6, None)
     """
-    return memory.per_op_sac_outputs(graph) if framework in SAC_FRAMEWORKS else None
+    return recompute.block_products(graph) if framework in SAC_FRAMEWORKS else None
 
 
 @lru_cache(maxsize=None)

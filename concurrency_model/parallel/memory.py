@@ -24,7 +24,7 @@ Sources (tags as in ``shared/reference/training-formulas.md``):
   (``aten.mm``, the flash / efficient SDPA kernels, ``reduce_scatter_tensor``, ``abs``, ``max``), "except every
   second mm", everything else recomputed in the backward pass; the block's matrix products run in
   ``torchtitan/models/llama/model.py``'s order ``wq, wk, wv`` (attention) ``wo``, ``w1, w3, w2``
-  (:func:`per_op_sac_outputs`, :func:`per_op_sac_bytes`). ``abs`` outputs (float8's amax) are left out: torchao's
+  (:func:`.recompute.block_products`, :func:`per_op_sac_bytes`). ``abs`` outputs (float8's amax) are left out: torchao's
   float8 of the time takes the amax in one fused reduction under ``torch.compile`` [D].
 * Generic graphs, full recompute: Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost",
   §4.1: checkpoint every ~sqrt(n) layers, memory ``O(n/k) + O(k)``, minimised at ``k = sqrt(n)``, for the
@@ -184,37 +184,11 @@ def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = Fals
     return _out(per * n_layers)
 
 
-def per_op_sac_outputs(graph) -> tuple | None:
-    """The matrix products of one transformer block of ``graph`` in execution order, as ``(width, split)`` pairs
-    (``split``: ``column`` or ``row``, the tensor-parallel cut), for :func:`per_op_sac_bytes`; a fused QKV projection
-    (output ``h + 2 kv``) is counted as torchtitan's three products ``wq, wk, wv`` (module docstring). None for a
-    graph without attention, or whose first block has no linear layer.
-
-    >>> from concurrency_model.models import get_model
-    >>> per_op_sac_outputs(get_model("gpt2", batch=1))   # q, k, v of the fused qkv, proj, fc1, fc2
-    ((768, 'column'), (768, 'column'), (768, 'column'), (768, 'row'), (3072, 'column'), (768, 'row'))
-    """
-    nodes = graph.layers()
-    att = [n for n in nodes if n.kind == "attention"]
-    if not att:
-        return None
-    a = att[0].attrs
-    h, kv = a["heads"] * a["head_dim"], a.get("kv_heads", a["heads"]) * a["head_dim"]
-    prefix = att[0].name.rsplit(".", 1)[0] + "."
-    out = []
-    for n in nodes:
-        if n.kind != "linear" or not n.name.startswith(prefix):
-            continue
-        width, split = int(n.attrs["c_out"]), str(n.attrs.get("split", "column"))
-        out += [(h, split), (kv, split), (kv, split)] if width == h + 2 * kv else [(width, split)]
-    return tuple(out) or None
-
-
 def per_op_sac_bytes(s, b, h, a, t=1, sequence_parallel: bool = False, outputs: tuple = (), value_bytes: int = 2):
     """Stored bytes of one transformer block for one microbatch under torchtitan's per-op selective activation
     checkpointing (module docstring): the block's input (sequence-sharded under sequence parallelism), the
     attention kernel's output and its fp32 log-sum-exp (``a`` values a token), and the outputs of the 1st, 3rd, 5th
-    ... matrix product of ``outputs`` (:func:`per_op_sac_outputs`): a column-parallel product's output is split
+    ... matrix product of ``outputs`` (:func:`.recompute.block_products`): a column-parallel product's output is split
     over the ``t`` ranks, a row-parallel one's is the full partial sum before its reduction; with sequence
     parallelism (``t > 1``) each row-parallel product's reduce-scatter output (``h / t``) is saved too.
 
@@ -287,7 +261,7 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
     ``5 a s^2 b / t`` attention term (nothing with ``fused_attention``, which never stores it;
     :func:`transformer_activation_bytes`).
 
-    ``sac``: the block's matrix products (:func:`per_op_sac_outputs`), given for torchtitan's runtime (FSDP2 with
+    ``sac``: the block's matrix products (:func:`.recompute.block_products`), given for torchtitan's runtime (FSDP2 with
     DTensor tensor parallelism): ``selective`` is then its per-op policy (:func:`per_op_sac_bytes` a layer instead
     of Korthikanti's), and its recompute buffer what one layer's ``none`` activations exceed that by; and with
     sequence parallelism the attention and MLP inputs, all-gathered from their sequence shards before the
@@ -454,5 +428,4 @@ def memory_per_device(model_state, activations, device_capacity_bytes, reserve_f
 
 
 __all__ = ["model_state_bytes", "transformer_activation_bytes", "activation_bytes_per_device", "per_op_sac_bytes",
-           "per_op_sac_outputs",
            "weight_stash_bytes", "graph_activation_bytes", "memory_per_device", "fsdp_zero_stage"]

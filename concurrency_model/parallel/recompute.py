@@ -42,15 +42,45 @@ def block_of(name: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _products(node, heads: dict) -> list[float]:
-    """The column shares of the matrix products a linear layer stands for: three for a fused q/k/v projection of
-    its block's attention (``heads``: ``heads, kv_heads, head_dim``), else one."""
+def product_widths(node, heads: dict) -> list[int]:
+    """The output widths of the matrix products a linear layer stands for: ``q, k, v`` for a fused q/k/v projection
+    of its block's attention (``heads``: the attention's ``heads, kv_heads, head_dim``), else its one output.
+
+    >>> from concurrency_model.models import get_model
+    >>> g = get_model("gpt2", batch=1)
+    >>> att = next(n for n in g.layers() if n.kind == "attention").attrs
+    >>> product_widths(next(n for n in g.layers() if n.name.endswith("qkv")), att)
+    [768, 768, 768]
+    """
     a = node.attrs
     if heads:
         q, kv = heads["heads"] * heads["head_dim"], heads.get("kv_heads", heads["heads"]) * heads["head_dim"]
         if a.get("c_out") == q + 2 * kv:
-            return [q / (q + 2 * kv), kv / (q + 2 * kv), kv / (q + 2 * kv)]
-    return [1.0]
+            return [q, kv, kv]
+    return [int(a["c_out"])] if "c_out" in a else [1]
+
+
+def block_products(graph) -> tuple | None:
+    """The matrix products of one transformer block of ``graph`` in execution order, as ``(width, split)`` pairs
+    (``split``: ``column`` or ``row``, the tensor-parallel cut); a fused QKV projection counts as torchtitan's three
+    products ``wq, wk, wv`` (module docstring). What :func:`.memory.per_op_sac_bytes` stores every other one of;
+    None for a graph without attention, or whose first block has no linear layer.
+
+    >>> from concurrency_model.models import get_model
+    >>> block_products(get_model("gpt2", batch=1))   # q, k, v of the fused qkv, proj, fc1, fc2
+    ((768, 'column'), (768, 'column'), (768, 'column'), (768, 'row'), (3072, 'column'), (768, 'row'))
+    """
+    nodes = graph.layers()
+    att = [n for n in nodes if n.kind == "attention"]
+    if not att:
+        return None
+    prefix = att[0].name.rsplit(".", 1)[0] + "."
+    out = []
+    for n in nodes:
+        if n.kind == "linear" and n.name.startswith(prefix):
+            split = str(n.attrs.get("split", "column"))
+            out += [(w, split) for w in product_widths(n, att[0].attrs)]
+    return tuple(out) or None
 
 
 def recompute_shares(nodes, policy: str) -> dict:
@@ -81,7 +111,8 @@ def recompute_shares(nodes, policy: str) -> dict:
             continue
         if n.kind == "linear":
             again = 0.0
-            for share in _products(n, heads.get(blk, {})):
+            widths = product_widths(n, heads.get(blk, {}))
+            for share in (w / sum(widths) for w in widths):
                 count[blk] = count.get(blk, 0) + 1
                 again += share if count[blk] % 2 == 0 else 0.0  # every second mm of the block is recomputed
             out[n.name] = again
