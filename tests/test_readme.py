@@ -82,7 +82,10 @@ def test_the_install_blocks_and_their_outputs():
     """The two commands at the top, and the report's output lines in the form the report command prints them."""
     (report, report_out), (tests, tests_out) = SHOWN[:2]
     assert report.strip() == "pip install -e . && concurrency-model report"
-    assert tests.strip() == 'pip install torch==2.13.0 && pip install -e ".[test,torch,onnx]" && python -m pytest'
+    assert tests.strip() == ('pip install torch==2.13.0 && pip install -e ".[test,torch,onnx]" && '
+                             'python -m pytest -n auto --maxprocesses 4')
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
+    assert ci[-1] == tests.strip().split(" && ")[-1]  # CI runs exactly README's test command
     pattern = r"report: (\d+)/\1 in ([\d.]+) s\nwrote reports/report.html \(\d+ figures in (\d+) s\)\n"
     steps, wall = re.fullmatch(pattern, report_out).group(1, 2)
     assert steps == "13"  # concurrency_model.report: 12 sections and the page
