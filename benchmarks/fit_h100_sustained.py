@@ -32,7 +32,7 @@ GRID = (0.65, 0.70, 0.75, 0.80, 0.85, 0.90, 1.0)
 def fit_rows():
     """The fit set: llm-foundry's H100 bf16 rows that map to a scenario."""
     df = modern.rows("llmfoundry")
-    return df[(df["unmappable"] == "") & (df["cluster"] == "dgx-h100") & (df["dtype"] == "bf16")].reset_index(drop=True)
+    return df[(df["unmappable"] == "") & modern.in_sustained_fit(df)].reset_index(drop=True)
 
 
 def _cluster(sustained: float) -> dict:

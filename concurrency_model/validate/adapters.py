@@ -265,7 +265,10 @@ def _modern(name: str, df: pd.DataFrame) -> pd.DataFrame:
     if what == "memory":
         return _frame(name, "preset", r["source_row"], r["label"], r["group"].to_numpy(), r["measured_memory_bytes"],
                       r["predicted_reserved_bytes"], "B", r["status"].to_numpy(), note)
-    return _frame(name, "preset", r["source_row"], r["label"], r["group"].to_numpy(), r["measured_tps"],
+    # the set the GH100's sustained rate was fitted on: its fit rows in-sample, its other rows held out
+    fitted = (r["dataset"] == modern.SUSTAINED_FIT_SET).all()
+    mode = np.where(modern.in_sustained_fit(r), "in-sample", "held-out") if fitted else "preset"
+    return _frame(name, mode, r["source_row"], r["label"], r["group"].to_numpy(), r["measured_tps"],
                   r["predicted_tps"], "tokens/s per GPU", r["status"].to_numpy(), note, r["predicted_tps_p10"],
                   r["predicted_tps_p90"])
 

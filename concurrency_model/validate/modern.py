@@ -505,6 +505,21 @@ PREDICTED = ("predicted_time_s", "predicted_tps", "predicted_tps_p10", "predicte
              "predicted_reserved_bytes", "recompute_used", "predicted_tflops")
 
 
+SUSTAINED_FIT_SET = "llmfoundry"  # the set whose H100 bf16 rows fitted efficiency.sustained (:func:`in_sustained_fit`)
+
+
+def in_sustained_fit(df: pd.DataFrame) -> np.ndarray:
+    """The rows ``efficiency.sustained`` of the GH100 presets was fitted on (``benchmarks/fit_h100_sustained.py``):
+    llm-foundry's H100 bf16 runs. Validation reports them as ``in-sample``, every other row of every set as held out.
+
+    >>> df = pd.DataFrame({"dataset": ["llmfoundry", "llmfoundry", "torchtitan"], "cluster": ["dgx-h100", "dgx-a100",
+    ...                    "dgx-h100"], "dtype": ["bf16", "bf16", "bf16"]})
+    >>> in_sustained_fit(df).tolist()
+    [True, False, False]
+    """
+    return ((df["dataset"] == SUSTAINED_FIT_SET) & (df["cluster"] == "dgx-h100") & (df["dtype"] == "bf16")).to_numpy()
+
+
 def evaluate(df: pd.DataFrame, workers: int | None = None) -> pd.DataFrame:
     """Predict every row of ``df`` (from :func:`rows`): ``status``, ``reason``, the predictions of
     :data:`PREDICTED`, and ``ape_tps`` / ``ape_memory`` (fractions) where measured."""

@@ -50,7 +50,7 @@ TARGETS = {
     # expressible today (the table's "rows ... of" column gives the fraction)
     "torchtitan-llama3": [("preset", "median", "all", 0.08)],
     "torchtitan-llama3-memory": [("preset", "median", "all", 0.08)],
-    "llmfoundry-mpt": [("preset", "median", "all", 0.08)],
+    "llmfoundry-mpt": [("held-out", "median", "all", 0.08)],  # its H100 bf16 rows fitted efficiency.sustained
     "megatron-bridge": [("preset", "median", "all", 0.10)],
     # issue 36 item 2: the Megatron-Bridge mixtures of experts (DeepSeek-V3, Qwen3 30B-A3B / 235B-A22B, GPT-OSS 120B on
     # H100, B200, B300), reported apart from the dense rows, with the same target: median <= 10% on the rows
