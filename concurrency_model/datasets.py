@@ -26,6 +26,10 @@ SCHEMAS = {  # file stem -> (numeric columns that must be present, other require
     "nccltests_allreduce_sweeps": (("num_ranks", "num_nodes", "size_bytes", "oop_time_us"),
                                    ("run_id", "collective", "gpu_model", "system", "source_repo", "source_path",
                                     "source_commit")),
+    # vTrain's A100 all-reduce tables (nccl-tests output, trace/a100/AR_GPU*_1M_1024M_LUT), one row per line
+    "vtrain_allreduce_lut_a100": (("num_gpus", "size_bytes", "count_elements", "oop_time_ns", "oop_busbw_GBps",
+                                   "ip_time_ns", "ip_busbw_GBps"),
+                                  ("gpu", "dtype", "source_repo", "source_commit", "source_path")),
     # vTrain ground truth (VIA-Research/vTrain @ f8dda84, data/): no source columns in the files; see SOURCES.md
     "vtrain_ground_truth_single": (("# GPUs", "global batch", "micro batch", "hidden size", "attention heads",
                                     "# layers", "sequence length", "tensor parallelism", "data parallelism",

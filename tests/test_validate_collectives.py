@@ -78,6 +78,39 @@ def test_run_versions_and_environments():
     assert set(vc.RUN_ENV) == {"gcp_a3mega_h100_2x8_tcpxo"}
 
 
+# --- vTrain's A100 all-reduce tables ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def vtrain_preset():
+    return vc.vtrain_preset()
+
+
+def test_vtrain_rows_are_the_seven_tables_as_written():
+    r = vc.vtrain_rows()
+    assert len(r) == 7 * 1024 and set(r["nodes"]) == {1}
+    assert r.groupby("ranks")["size_bytes"].agg(["min", "max", "size"]).to_dict("list") == {
+        "min": [2.0**20] * 7, "max": [2.0**30] * 7, "size": [1024] * 7}
+    # 8 GPUs, 1 GiB: trace/a100/AR_GPU8_1M_1024M_LUT line "1073741824,268435456,float,8193000,229.35,..." (ns)
+    top = r[(r["ranks"] == 8) & (r["size_bytes"] == 2**30)].iloc[0]
+    assert top["measured_s"] == pytest.approx(8193000e-9)
+    # the printed busbw is the nccl-tests formula of the printed time, 2 (P-1)/P n / t, to the rounding
+    lut = vc.load("vtrain_allreduce_lut_a100")
+    busbw = 2 * (lut["num_gpus"] - 1) / lut["num_gpus"] * lut["size_bytes"] / lut["oop_time_ns"]
+    assert np.allclose(busbw, lut["oop_busbw_GBps"], rtol=1e-3, atol=0)  # times printed to 4 significant digits
+
+
+def test_vtrain_preset_8_gpus_1GiB_is_nccl_ring_simple_by_hand(vtrain_preset):
+    # dgx-a100: 300 GB/s x 0.767 = 230.1 GB/s per GPU in 12 channels; ring Simple busBw 230.1 GB/s, x P / nsteps
+    # = 8/14 -> algbw; latency baseLat 8.4 + 14 x hwLat 3.4 us (NCCL 2.23 tuning.cc) + the 3.8 us launch
+    r = vtrain_preset[(vtrain_preset["ranks"] == 8) & (vtrain_preset["size_bytes"] == 2**30)].iloc[0]
+    assert r["algorithm"] == "nccl:ring/Simple"
+    assert r["predicted_s"] == pytest.approx((8.4 + 14 * 3.4) * 1e-6 + 3.8e-6 + 2**30 / (230.1e9 * 8 / 14), rel=1e-9)
+
+
+def test_vtrain_buckets_split_the_tables_in_four(vtrain_preset):
+    b = vc.vtrain_bucket(vtrain_preset["size_bytes"])
+    assert dict(zip(*np.unique(b, return_counts=True))) == {"1-4M": 28, "5-16M": 84, "17-256M": 1680, "257M-1G": 5376}
+
+
 def test_size_buckets_cover_8KiB_to_8GiB_in_four():
     b = vc.size_bucket(np.array([8192.0, 131072.0, 262144.0, 4 * 2.0**20, 8 * 2.0**20, 2.0**27, 2.0**28, 2.0**33]))
     assert list(b) == ["8K-128K", "8K-128K", "256K-4M", "256K-4M", "8M-128M", "8M-128M", "256M-8G", "256M-8G"]
@@ -223,3 +256,14 @@ def test_machine_summary_pools_every_group_of_a_machine():
     assert ti["median_ape"] == pytest.approx(pooled["ape"].median())
     # held-out medians per machine: 1.1-9.7% today (KNL 9.7%, GTX 1080 Ti 8.9%); the target is 10%
     assert (machines["median_ape"] <= 10).all()
+
+
+def test_vtrain_allreduce_through_the_registry_points_at_its_file_lines():
+    from concurrency_model.validate import registry
+    df = registry.validate("vtrain-allreduce")
+    assert set(df["mode"]) == {"preset"} and len(df) == 7168 and df["row"].is_unique
+    lut = vc.load("vtrain_allreduce_lut_a100")
+    r = df.iloc[100]
+    assert lut.loc[r["row"] - 2, "oop_time_ns"] * 1e-9 == pytest.approx(r["measured"])
+    (s,) = registry.summarize(df)
+    assert s["median_ape"] == pytest.approx(df["ape"].median()) and s["file"] == "vtrain_allreduce_lut_a100.csv"

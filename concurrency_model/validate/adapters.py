@@ -14,7 +14,7 @@ COLUMNS = ["dataset", "mode", "row", "label", "group", "measured", "predicted", 
 KERNELS = {"deepbench-gemm": "gemm", "deepbench-conv": "conv", "deepbench-rnn": "rnn"}
 KERNEL_INFERENCE = ("deepbench-inference",)  # int8 GEMM / conv and fp32 RNN forward kernels, all three files
 KERNEL_SPARSE = ("deepbench-sparse",)  # pruned fp32 GEMMs (CSR) and the same products dense (:mod:`.sparse`)
-COLLECTIVES = {"deepbench-allreduce": "DeepBench", "nccl-tests-allreduce": "nccl-tests"}
+COLLECTIVES = {"deepbench-allreduce": "DeepBench", "nccl-tests-allreduce": "nccl-tests", "vtrain-allreduce": "vTrain"}
 TRAINING = {"vtrain-single": "vtrain_single", "vtrain-multi": "vtrain_multi", "megatron-2020": "megatron_2020",
             "megatron-2021": "megatron_2021", "narayanan2021-table2": "narayanan_table2"}
 # modern training stacks (:mod:`.modern`): name -> (its set, the compared quantity)
@@ -28,7 +28,8 @@ INFERENCE = ("fastertransformer-13b",)  # prefill, decode per token and total la
 TRTLLM = ("trtllm-hopper",)  # output tokens/s at full load, TensorRT-LLM's Hopper table (:mod:`.trtllm`)
 FILES = {"deepbench-gemm": "deepbench_gemm.csv", "deepbench-conv": "deepbench_conv.csv",
          "deepbench-rnn": "deepbench_rnn.csv", "deepbench-allreduce": "deepbench_allreduce.csv",
-         "nccl-tests-allreduce": "nccltests_allreduce_sweeps.csv", "vtrain-single": "vtrain_ground_truth_single.csv",
+         "nccl-tests-allreduce": "nccltests_allreduce_sweeps.csv", "vtrain-allreduce": "vtrain_allreduce_lut_a100.csv",
+         "vtrain-single": "vtrain_ground_truth_single.csv",
          "vtrain-multi": "vtrain_ground_truth_multi.csv", "megatron-2020": "megatron_readme_scaling.csv",
          "megatron-2021": "megatron_readme_scaling.csv",
          "narayanan2021-table2": "narayanan2021_table2_ptd_vs_zero3.csv",
@@ -58,6 +59,8 @@ NO_BAND = {
                   "mostly cancel; not propagated",
     "deepbench-sparse": "no band: its three boards share one chip (GP102), so no other device's residuals to "
                         "take a spread from",
+    "vtrain-allreduce": "no band: one system (one A100 node), so no other system's preset residuals to take a spread "
+                        "from",
     "horovod": "no band: scaling efficiency = ratio of two estimates (the scales mostly cancel); not propagated",
     "torchtitan-llama3-memory": "no band: memory is counted, not timed; the uncertainty model samples rates, not "
                                 "bytes",
@@ -170,6 +173,9 @@ def _kernel_sparse() -> pd.DataFrame:
 # --- collectives --------------------------------------------------------------------------------------------
 def _collective_rows(source: str) -> pd.DataFrame:
     """As :func:`.collectives.rows`, one source at a time and with the file line in ``row``."""
+    if source == "vTrain":
+        from .collectives import vtrain_rows
+        return vtrain_rows()
     if source == "nccl-tests":
         nt = datasets.load("nccltests_allreduce_sweeps")
         nt = nt[nt["collective"] == "all_reduce"]
@@ -188,7 +194,10 @@ def _collective_rows(source: str) -> pd.DataFrame:
 
 def _collective(name: str, mode: str, df: pd.DataFrame) -> pd.DataFrame:
     from . import collectives
-    p = collectives.fitted(df) if mode == "held-out" else collectives.preset(df)
+    if name == "vtrain-allreduce":
+        p = collectives.vtrain_preset(df)
+    else:
+        p = collectives.fitted(df) if mode == "held-out" else collectives.preset(df)
     p = p[p["size_bytes"] >= MIN_BYTES].reset_index(drop=True)
     label = [f"{int(r)} ranks, {int(n):,} B" for r, n in zip(p["ranks"], p["size_bytes"])]
     lo, hi = collective_band(p, mode)

@@ -43,18 +43,27 @@
   :func:`~concurrency_model.comm.on_cluster.collective_on_cluster` with ``auto``: what NCCL's tuning
   model runs (:mod:`concurrency_model.comm.nccl`), with the tables of the NCCL version the run states
   (:func:`nccl_version`: 2.19.3 for the A100 run; the H100 log states none, so the default).
+* ``vtrain``: vTrain's own all-reduce tables (``data/vtrain_allreduce_lut_a100.csv``: nccl-tests output on
+  2-8 GPUs of one A100 NVSwitch node, 1 MiB to 1 GiB in steps of 1 MiB; VIA-Research/vTrain @ f8dda84,
+  ``trace/a100/AR_GPU{2..8}_1M_1024M_LUT``) predicted from the ``dgx-a100`` preset alone (the cluster vTrain's
+  training sets are validated on), one node, ``auto`` (NCCL's tuning model). The out-of-place time is compared,
+  as for the nccl-tests sweeps (vTrain's predictor reads the in-place column; the two differ by a few per
+  cent). vTrain states no NCCL version (its Dockerfile builds on CUDA 11.8 and PyTorch 2.0.1; the tables were
+  taken with nccl-tests, whose build is not given), so the default tables (:data:`~concurrency_model.comm.
+  nccl.DEFAULT_VERSION`) are used. Target (issue 35 item 2): median APE <= 15% from 1 MiB.
 """
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pandas as pd
 
 from ..calibrate.allreduce_forms import TWO_LEVEL, flat, hierarchical_ring, identifiable
 from ..calibrate.fit_select import Fitted, GroupSearch, Protocols, Single, Switch, select
-import re
-
 from ..comm.nccl import DEFAULT_VERSION
-from ..comm.on_cluster import collective_on_cluster
+from ..cluster import place
+from ..comm.on_cluster import collective_on_cluster, nccl_on
 from ..datasets import load
 
 MIN_TARGET_BYTES = 64 * 1024
@@ -263,3 +272,56 @@ def summary(res: pd.DataFrame, min_bytes: float = MIN_TARGET_BYTES) -> pd.DataFr
     out = pd.DataFrame({"rows": g.size(), "median_ape": g.median(), "max_ape": g.max()}).reset_index()
     out["counted"] = out["rows"] >= MIN_HELD_OUT
     return out
+
+
+#: the cluster preset vTrain's all-reduce tables are predicted on (its single-node training rows use it too)
+VTRAIN_PRESET = "dgx-a100"
+#: size buckets of the vTrain tables (MiB, lower edges): the small / mid sizes where the gap was found and the
+#: bandwidth-bound rest
+VTRAIN_BUCKETS = (1, 5, 17, 257)
+
+
+def vtrain_rows() -> pd.DataFrame:
+    """vTrain's A100 all-reduce tables as measured rows: ``system`` (``vtrain_a100``), ``ranks``, ``nodes`` (1),
+    ``size_bytes``, ``measured_s`` (out-of-place time) and ``row`` (the file line).
+
+    >>> r = vtrain_rows()
+    >>> len(r), sorted(r["ranks"].unique().tolist()), int(r["size_bytes"].min()), int(r["size_bytes"].max())
+    (7168, [2, 3, 4, 5, 6, 7, 8], 1048576, 1073741824)
+    """
+    lut = load("vtrain_allreduce_lut_a100")
+    out = pd.DataFrame({"system": "vtrain_" + lut["gpu"], "source": "vTrain", "ranks": lut["num_gpus"],
+                        "nodes": 1, "size_bytes": lut["size_bytes"].astype(float),
+                        "measured_s": lut["oop_time_ns"] * 1e-9, "row": lut.index + 2})
+    return out.sort_values(["system", "ranks", "size_bytes"]).reset_index(drop=True)
+
+
+def vtrain_preset(df: pd.DataFrame | None = None, nccl_version: str | None = None) -> pd.DataFrame:
+    """vTrain's rows (:func:`vtrain_rows`) predicted on :data:`VTRAIN_PRESET`, all ranks on one node, with
+    NCCL's tuning model (``nccl_version``: default :data:`~concurrency_model.comm.nccl.DEFAULT_VERSION`); columns
+    as :func:`preset`'s."""
+    res = (vtrain_rows() if df is None else df).copy()
+    pred, algs = [], []
+    placements = {}  # one placement per group size (what collective_on_cluster does per call)
+    for ranks, size in zip(res["ranks"].astype(int), res["size_bytes"]):
+        p = placements.setdefault(ranks, place(VTRAIN_PRESET, ranks, ranks))
+        c = nccl_on("allreduce", size, p, nccl_version)
+        pred.append(c.time_s)
+        algs.append(c.name)
+    res["predicted_s"] = pred
+    res["algorithm"] = algs
+    res["ape"] = (res["predicted_s"] - res["measured_s"]).abs() / res["measured_s"] * 100
+    res["mode"] = "preset"
+    return res
+
+
+def vtrain_bucket(size_bytes) -> np.ndarray:
+    """The :data:`VTRAIN_BUCKETS` size bucket of each size: ``1-4M``, ``5-16M``, ``17-256M``, ``257M-1G``.
+
+    >>> [str(b) for b in vtrain_bucket([2**20, 16 * 2**20, 17 * 2**20, 2**30])]
+    ['1-4M', '5-16M', '17-256M', '257M-1G']
+    """
+    mib = np.asarray(size_bytes, float) / 2**20
+    b = VTRAIN_BUCKETS
+    return np.select([mib < b[1], mib < b[2], mib < b[3]], [f"{b[0]}-{b[1] - 1}M", f"{b[1]}-{b[2] - 1}M",
+                                                           f"{b[2]}-{b[3] - 1}M"], f"{b[3]}M-1G")

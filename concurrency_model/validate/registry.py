@@ -3,7 +3,8 @@
 Datasets (:func:`names`): ``deepbench-gemm``, ``deepbench-conv``, ``deepbench-rnn`` (kernel times,
 :mod:`.kernels`), ``deepbench-inference`` (DeepBench's int8 GEMM / convolution and fp32 RNN inference
 kernels, forward), ``deepbench-sparse`` (pruned GEMMs and the same products dense, :mod:`.sparse`);
-``deepbench-allreduce``, ``nccl-tests-allreduce`` (all-reduce times, :mod:`.collectives`, sizes >= 64 KiB);
+``deepbench-allreduce``, ``nccl-tests-allreduce``, ``vtrain-allreduce`` (all-reduce times, :mod:`.collectives`, sizes
+>= 64 KiB; vTrain's A100 tables start at 1 MiB);
 ``vtrain-single``, ``vtrain-multi``, ``megatron-2020``, ``megatron-2021``, ``narayanan2021-table2``
 (training iterations, :mod:`.training`); ``torchtitan-llama3``, ``torchtitan-llama3-memory``, ``llmfoundry-mpt``,
 ``megatron-bridge`` (its dense Llama rows), ``megatron-bridge-moe`` (its mixtures of experts: DeepSeek-V3, Qwen3 MoE,
@@ -33,7 +34,8 @@ most honest figure available at the speed asked for:
   *calibrated*), predicted on the rest.
 
 Main mode per dataset: kernels ``datasheet`` (``quick``: ``preset``, RNN ``in-sample``),
-``deepbench-allreduce`` ``held-out`` (no preset for those machines), ``nccl-tests-allreduce`` ``preset``,
+``deepbench-allreduce`` ``held-out`` (no preset for those machines), ``nccl-tests-allreduce`` and ``vtrain-allreduce``
+``preset``,
 training sets ``preset``, measured compute and network runs ``held-out``, measured kernels as DeepBench's
 (``datasheet``, quick ``preset``), measured steps ``preset``. ``all_modes=True`` adds the others where they
 exist (``held-out`` kernels, nccl-tests and ``in-sample`` compute profiles; ``datasheet`` only with
@@ -181,7 +183,8 @@ def _plan(asked: list[str], quick: bool, all_modes: bool, info: dict) -> list:
                 jobs.extend(([name], _trtllm, (df.iloc[i:i + 8],)) for i in range(0, len(df), 8))
             elif name in COLLECTIVES:
                 df = _collective_rows(COLLECTIVES[name])
-                modes = ["preset", "held-out"] if name == "nccl-tests-allreduce" else ["held-out"]
+                modes = (["preset", "held-out"] if name == "nccl-tests-allreduce" else ["preset"]
+                         if name == "vtrain-allreduce" else ["held-out"])
                 info[name].update(rows_total=len(df), mode=modes[0], sampled=f"sizes >= {MIN_BYTES // 1024} KiB"
                                   + ("; every other size held out" if modes[0] == "held-out" else ""))
                 jobs.extend(([name], _collective, (name, m, df)) for m in (modes if all_modes else modes[:1]))
