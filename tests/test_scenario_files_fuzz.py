@@ -4,7 +4,7 @@ token's decode latency never smaller at a larger batch.
 
 A local run draws ``CONCURRENCY_MODEL_FUZZ_FILES`` files (default 60, a few seconds); CI (``.ci/run``) sets it to the
 issue's 2,000: 800 training and 1,200 inference files, about 200 s on one core with the compiled-function cache
-(20 s for 200 files here).""""""
+(20 s for 200 files here)."""
 import json
 import math
 import os
