@@ -22,6 +22,7 @@ from .cluster import Cluster, load_cluster
 from .parallel.batch_size import DEFAULT_CEILING
 from .parallel.consistency import CONSISTENCY
 from .parallel.data_parallel import BATCH_NORM
+from .parallel.expert import DISPATCHERS
 from .parallel.gossip import TOPOLOGIES
 from .ops.optimizer import RULES
 from .parallel.lora import BASE_BYTES
@@ -35,7 +36,8 @@ SCHEDULES = pipeline.SCHEDULES
 CONTEXT_ALGORITHMS = ("ring", "ulysses")
 PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_parallel": False,
             "microbatch_size": 1, "global_batch": None, "schedule": "1f1b", "context": 1,
-            "context_algorithm": "ring", "expert": 1, "tensor_layers": "all", "expert_imbalance": 1.0}
+            "context_algorithm": "ring", "expert": 1, "tensor_layers": "all", "expert_imbalance": 1.0,
+            "moe_dispatcher": "alltoall", "expert_overlap": False}
 TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_stage": 0, "overlap": True,
             "sync": "allreduce", "ps_servers": 0, "compression": "none", "host_overhead_s": None,
             "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
@@ -54,7 +56,8 @@ CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tens
            "sync": ("allreduce", "parameter_server", "gossip"), "compression": COMPRESSIONS,
            "gossip_topology": TOPOLOGIES, "consistency": CONSISTENCY, "batch_norm": BATCH_NORM,
            "lora_base_dtype": tuple(BASE_BYTES), "batching": BATCHING,
-           "kv_dtype": KV_DTYPES, "framework": FRAMEWORKS}  # a field whose default is null may stay null
+           "kv_dtype": KV_DTYPES, "framework": FRAMEWORKS,
+           "moe_dispatcher": DISPATCHERS}  # a field whose default is null may stay null
 TOP = ("model", "cluster", "parallel", "training", "run", "inference", "name", "notes")
 
 # Plausible ranges of the numeric fields, (low, high, why): far enough past every real model, machine and run that
