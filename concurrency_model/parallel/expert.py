@@ -64,7 +64,8 @@ A2A Overlap": "Overlaps All-to-All with computation by merging FWD-BWD passes of
 all-to-alls of one microbatch's layer run while another microbatch's layer computes, so a MoE layer exposes only
 ``max(0, a2a - compute)`` of its forward plus backward all-to-alls, ``compute`` the forward plus backward seconds of
 one MoE layer's block (the model's compute over its MoE layers) [D]. The warm-up and cool-down microbatches, which
-have no partner, are not counted (one of ``m`` microbatches a stage).
+have no partner, are not counted (one of ``m`` microbatches a stage). The hidden part still costs the compute beside
+it the SMs the dispatcher's kernels hold (:data:`DISPATCH_SMS`, :func:`overlap_exposed`).
 """
 from __future__ import annotations
 
@@ -79,6 +80,12 @@ from .triples import ZERO_TRIPLE, _add
 
 DISPATCHERS = ("alltoall", "deepep", "hybridep")  # parallel.moe_dispatcher (module doc)
 DEDUPLICATING = ("deepep", "hybridep")
+# SMs the deduplicating dispatchers' kernels hold: HybridEP 32, as NVIDIA-NeMo/Megatron-Bridge @ 067f987d
+# src/megatron/bridge/perf_recipes/_common.py _benchmark_common sets moe_hybridep_num_sms for every hybridep recipe;
+# DeepEP 20, Megatron-Core's historical default (NVIDIA/Megatron-LM @ 2a75ac12
+# megatron/core/transformer/transformer_config.py, moe_deepep_num_sms: "historical default 20"). NCCL's all-to-all
+# kernels are not counted.
+DISPATCH_SMS = {"deepep": 20, "hybridep": 32}
 
 
 def check_dispatcher(value) -> str:
@@ -114,7 +121,7 @@ def dedup_bytes(tokens: float, token_bytes: float, experts: int, top_k: int, e: 
 
 
 def overlap_exposed(a2a_f: float, a2a_b: float, attn_f: float, attn_b: float, mlp_f: float,
-                    mlp_b: float) -> tuple[float, float]:
+                    mlp_b: float, sm_share: float = 0.0) -> tuple[float, float]:
     """``(forward, backward)`` shares of a MoE layer's all-to-all seconds that stay exposed when a microbatch's
     forward runs merged with another's backward (``parallel.expert_overlap``). ``a2a_f``, ``a2a_b``: the layer's
     dispatch plus combine seconds forward and backward (two equal all-to-alls each); ``attn_*``, ``mlp_*``: the
@@ -130,12 +137,18 @@ def overlap_exposed(a2a_f: float, a2a_b: float, attn_f: float, attn_b: float, ml
         exposed_f = max(0, a2a_f/2 - mlp_b) + max(0, a2a_f/2 - attn_b)
         exposed_b = max(0, a2a_b/2 - attn_f) + max(0, a2a_b/2 - mlp_f)
 
+    The hidden rest is not free where the dispatcher's kernels hold SMs (``sm_share``: their SMs over the device's,
+    :data:`DISPATCH_SMS`): the chunk beside it runs on the other SMs, ``sm_share`` of the hidden seconds longer [D].
+
     >>> overlap_exposed(4.0, 4.0, 1.0, 2.0, 1.5, 3.0)   # (2 - 3 -> 0, 2 - 2 -> 0) / 4; (2 - 1, 2 - 1.5) / 4
     (0.0, 0.375)
+    >>> overlap_exposed(4.0, 4.0, 1.0, 2.0, 1.5, 3.0, 0.25)   # + 0.25 of the hidden 4 and 2.5 seconds
+    (0.25, 0.53125)
     """
     def share(total, x, y):
         half = total / 2
-        return (max(0.0, half - x) + max(0.0, half - y)) / total if total > 0 else 0.0
+        exposed = max(0.0, half - x) + max(0.0, half - y)
+        return (exposed + sm_share * (total - exposed)) / total if total > 0 else 0.0
     return share(a2a_f, mlp_b, attn_b), share(a2a_b, attn_f, mlp_f)
 
 
@@ -198,6 +211,12 @@ class ExpertMixin:
         both = _add(one, one)  # dispatch and combine (forward); their gradients (backward)
         return both, both
 
+    @property
+    def dispatch_sm_share(self) -> float:
+        """The device's SMs the dispatcher's kernels hold (:data:`DISPATCH_SMS`; 0 for ``alltoall``)."""
+        sms = DISPATCH_SMS.get(self.moe_dispatcher, 0)
+        return min(1.0, sms / self.dev.multiprocessors) if sms and self.dev.multiprocessors else 0.0
+
     def expert_exposed(self, rows: tuple) -> tuple:
         """``rows`` (:meth:`~.features.Workload.layers`) with the all-to-all triples of every dispatch row scaled to
         what stays exposed under ``parallel.expert_overlap`` (module doc, :func:`overlap_exposed`); ``rows``
@@ -216,7 +235,7 @@ class ExpertMixin:
             attention = [rows[k] for k in mine if not i < k < end]
             kf, kb = overlap_exposed(r["ep_f_s"], r["ep_b_s"], sum(x["f_s"] for x in attention),
                                      sum(x["b_s"] for x in attention), sum(x["f_s"] for x in experts),
-                                     sum(x["b_s"] for x in experts))
+                                     sum(x["b_s"] for x in experts), self.dispatch_sm_share)
             out[i] = {**r, "ep_f": tuple(kf * x for x in r["ep_f"]), "ep_b": tuple(kb * x for x in r["ep_b"]),
                       "ep_f_s": kf * r["ep_f_s"], "ep_b_s": kb * r["ep_b_s"]}
         return tuple(out)
