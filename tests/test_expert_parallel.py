@@ -293,3 +293,13 @@ def test_cli_unknown_dispatcher_is_one_line_exit_2(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and r.stdout == "" and r.stderr.count("\n") == 1
     assert "parallel.moe_dispatcher: unknown 'hybrid'; did you mean 'hybridep'?" in r.stderr
+
+
+def test_sweep_carries_the_dispatcher_and_the_overlap():
+    base = {**BASE16, "parallel": {"global_batch": 64, "moe_dispatcher": "hybridep", "expert_overlap": True}}
+    r = sweep(base, [16])
+    flat = r.frame
+    row = flat[flat["expert"] == 16].sort_values("step_time_s").iloc[0]
+    sc = r.scenario(row)
+    assert sc["parallel"]["moe_dispatcher"] == "hybridep" and sc["parallel"]["expert_overlap"] is True
+    assert estimate(sc).step_time_s == pytest.approx(row["step_time_s"], rel=1e-9)
