@@ -108,7 +108,9 @@ ASSUMPTIONS = {
                            "the rest over the data-parallel ones); the token dispatcher (parallel.moe_dispatcher: "
                            "alltoall, or hybridep / deepep, which send a token once to each node and rank) and the EP "
                            "all-to-all overlap (parallel.expert_overlap) as the recipes at 067f987d set them "
-                           "(MOE_RUNTIME); recompute the least of none / selective / full that "
+                           "(MOE_RUNTIME), the overlap off where Megatron-Core refuses it (pipeline stages without "
+                           "virtual ones; full recompute, so a row that fits only with full recompute runs it "
+                           "without the overlap); recompute the least of none / selective / full that "
                            "fits (the recipes recompute chosen modules, e.g. DeepSeek's mla_up_proj and mlp, not "
                            "expressible); MXFP8 / FP8-MX -> mxfp8, FP8 / FP8-CS -> fp8, BF16 -> bf16, the 25.09 rows "
                            "(no precision column) mxfp8 on B200 and fp8 on H100 as the 25.11 table gives for the same "
@@ -299,6 +301,8 @@ def _moe_fields(b: dict, model: str, system: str, precision: str, ep: float, tp:
     b["moe_dispatcher"], b["expert_overlap"] = MOE_RUNTIME_BY_EP.get(
         (base, system, int(ep) if np.isfinite(ep) else 1),
         MOE_RUNTIME.get((base, system, int(b["gpus"])), MOE_RUNTIME.get((base, system), ("alltoall", False))))
+    # Megatron-Core's EP overlap needs virtual stages with pipelining (scenario.py): a row without them ran without it
+    b["expert_overlap"] = b["expert_overlap"] and (b["pipeline"] == 1 or b["interleave"] > 1)
     b["zero_stage"], b["recompute"] = 1, "auto"  # the distributed optimizer (parallel.expert: ZeRO 1 with experts)
     if precision.startswith("not stated"):
         b["dtype"] = MOE_SYSTEMS.get(system, "fp8")
@@ -505,8 +509,11 @@ def _predict(r: dict) -> dict:
     # mode fits whole
     e, risky, err = None, None, None
     for mode in tries:
+        par = sc["parallel"]
+        if mode == "full" and par.get("expert_overlap"):  # Megatron-Core refuses the two together (ASSUMPTIONS)
+            par = {**par, "expert_overlap": False}
         try:
-            got = estimate({**sc, "training": {**sc["training"], "recompute": mode}})
+            got = estimate({**sc, "parallel": par, "training": {**sc["training"], "recompute": mode}})
         except ValueError as x:
             err = x
             continue
