@@ -144,18 +144,15 @@ def _section(raw: dict, name: str, defaults: dict) -> dict:
     return out
 
 
-def _check_expert_overlap(par: dict, tr: dict) -> None:
-    """``ValueError`` naming ``parallel.expert_overlap`` where Megatron-Core refuses its EP all-to-all overlap
-    (NVIDIA/Megatron-LM @ 2a75ac12 ``megatron/core/transformer/transformer_config.py`` ``__post_init__``: with
-    pipeline stages it needs virtual ones, and it runs without full recompute)."""
-    if not par["expert_overlap"]:
-        return
-    if par["pipeline"] > 1 and par["interleave"] == 1:
+def _check_expert_overlap(par: dict) -> None:
+    """``ValueError`` naming ``parallel.expert_overlap`` where Megatron-Core's merged schedule cannot run: with
+    pipeline stages it needs virtual ones (NVIDIA/Megatron-LM @ 2a75ac12 ``megatron/core/transformer/
+    transformer_config.py`` ``__post_init__``). Megatron-Core also refuses it with full recompute (same place); the
+    toolkit models the pair (the recomputed forward's all-to-alls hidden as the forward's), as its three recompute
+    modes stand for the module lists runtimes recompute (``recompute_modules``), which Megatron-Core allows."""
+    if par["expert_overlap"] and par["pipeline"] > 1 and par["interleave"] == 1:
         raise ValueError(f"parallel.expert_overlap: with parallel.pipeline = {par['pipeline']} it needs interleaved "
                          "stages (parallel.interleave > 1), as Megatron-Core requires")
-    if tr["recompute"] == "full":
-        raise ValueError("parallel.expert_overlap: Megatron-Core runs it without full recompute; use "
-                         "training.recompute \"none\" or \"selective\"")
 
 
 def inference_section(raw: dict) -> dict:
@@ -316,7 +313,7 @@ def load_scenario(spec) -> Scenario:
         raise ValueError("parallel.expert: expert parallelism is modelled with ZeRO 0 or 1 (Megatron-Core's "
                          "distributed optimizer) and an uncompressed all-reduce of the gradients")
     par["expert_imbalance"] = check_imbalance("parallel.expert_imbalance", par["expert_imbalance"])
-    _check_expert_overlap(par, tr)
+    _check_expert_overlap(par)
     _check_tensor_layers(par, tr)
     if tr["compression"] == "sfb":
         _check_sfb(par, tr)

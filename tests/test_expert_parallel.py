@@ -305,23 +305,19 @@ def test_sweep_carries_the_dispatcher_and_the_overlap():
     assert estimate(sc).step_time_s == pytest.approx(row["step_time_s"], rel=1e-9)
 
 
-@pytest.mark.parametrize("parallel, training, message", [
-    ({"pipeline": 2, "data": 8, "expert": 8}, {},
-     r"^parallel.expert_overlap: with parallel.pipeline = 2 it needs interleaved stages"),
-    ({}, {"recompute": "full"}, r"^parallel.expert_overlap: Megatron-Core runs it without full recompute"),
-])
-def test_overlap_where_megatron_core_refuses_it(parallel, training, message):
+def test_overlap_needs_interleaved_stages_when_pipelined():
     sc = copy.deepcopy(BASE16)
-    sc["parallel"].update(expert_overlap=True, **parallel)
-    sc["training"].update(training)
-    with pytest.raises(ValueError, match=message):
+    sc["parallel"].update(expert_overlap=True, pipeline=2, data=8, expert=8)
+    with pytest.raises(ValueError, match=r"^parallel.expert_overlap: with parallel.pipeline = 2 it needs "
+                                         r"interleaved stages"):
         estimate(sc)
+    sc["parallel"].update(schedule="interleaved", interleave=2)
+    assert estimate(sc).breakdown["expert_parallel_comm_s"] >= 0.0
 
 
 def test_sweep_leaves_out_the_layouts_the_overlap_cannot_run():
     r = sweep({**BASE16, "parallel": {"global_batch": 64, "expert_overlap": True}}, [16])
     lay = r.layouts
-    assert not (lay["recompute"] == "full").any()
     assert not ((lay["pipeline"] > 1) & (lay["interleave"] == 1)).any()
-    assert r.rejected["expert_overlap: Megatron-Core runs it without full recompute, with interleaved stages when "
-                      "pipelined"] > 0
+    assert ((lay["pipeline"] > 1) & (lay["interleave"] > 1)).any()
+    assert r.rejected["expert_overlap: needs interleaved stages when pipelined"] > 0

@@ -108,9 +108,8 @@ ASSUMPTIONS = {
                            "the rest over the data-parallel ones); the token dispatcher (parallel.moe_dispatcher: "
                            "alltoall, or hybridep / deepep, which send a token once to each node and rank) and the EP "
                            "all-to-all overlap (parallel.expert_overlap) as the recipes at 067f987d set them "
-                           "(MOE_RUNTIME), the overlap off where Megatron-Core refuses it (pipeline stages without "
-                           "virtual ones; full recompute, so a row that fits only with full recompute runs it "
-                           "without the overlap); recompute the least of none / selective / full that "
+                           "(MOE_RUNTIME), the overlap off for a row with pipeline stages and no virtual ones "
+                           "(Megatron-Core refuses it there); recompute the least of none / selective / full that "
                            "fits (the recipes recompute chosen modules, e.g. DeepSeek's mla_up_proj and mlp, not "
                            "expressible); MXFP8 / FP8-MX -> mxfp8, FP8 / FP8-CS -> fp8, BF16 -> bf16, the 25.09 rows "
                            "(no precision column) mxfp8 on B200 and fp8 on H100 as the 25.11 table gives for the same "
@@ -509,11 +508,8 @@ def _predict(r: dict) -> dict:
     # mode fits whole
     e, risky, err = None, None, None
     for mode in tries:
-        par = sc["parallel"]
-        if mode == "full" and par.get("expert_overlap"):  # Megatron-Core refuses the two together (ASSUMPTIONS)
-            par = {**par, "expert_overlap": False}
         try:
-            got = estimate({**sc, "parallel": par, "training": {**sc["training"], "recompute": mode}})
+            got = estimate({**sc, "training": {**sc["training"], "recompute": mode}})
         except ValueError as x:
             err = x
             continue
