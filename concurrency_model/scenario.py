@@ -22,6 +22,7 @@ from .cluster import Cluster, load_cluster
 from .parallel.batch_size import DEFAULT_CEILING
 from .parallel.consistency import CONSISTENCY
 from .parallel.data_parallel import BATCH_NORM
+from .parallel.expert import DISPATCHERS
 from .parallel.gossip import TOPOLOGIES
 from .ops.optimizer import RULES
 from .parallel.lora import BASE_BYTES
@@ -37,7 +38,8 @@ CONTEXT_ALGORITHMS = ("ring", "ulysses")
 PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_parallel": False,
             "microbatch_size": 1, "global_batch": None, "schedule": "1f1b", "context": 1,
             "context_algorithm": "ring", "expert": 1, "tensor_layers": "all", "expert_imbalance": 1.0,
-            "tp_overlap": False}  # tp_overlap: async tensor parallelism (parallel.features.overlap_exposed)
+            "tp_overlap": False,  # tp_overlap: async tensor parallelism (parallel.features.overlap_exposed)
+            "moe_dispatcher": "alltoall", "expert_overlap": False}
 TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_stage": 0, "overlap": True,
             "sync": "allreduce", "ps_servers": 0, "compression": "none", "host_overhead_s": None,
             "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
@@ -58,7 +60,8 @@ CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tens
            "gossip_topology": TOPOLOGIES, "consistency": CONSISTENCY, "batch_norm": BATCH_NORM,
            "lora_base_dtype": tuple(BASE_BYTES), "batching": BATCHING,
            "kv_dtype": KV_DTYPES, "framework": FRAMEWORKS,
-           "loss": tuple(LOSSES), "fp8_recipe": FP8_RECIPES}  # a field whose default is null may stay null
+           "loss": tuple(LOSSES), "fp8_recipe": FP8_RECIPES,
+           "moe_dispatcher": DISPATCHERS}  # a field whose default is null may stay null
 TOP = ("model", "cluster", "parallel", "training", "run", "inference", "name", "notes")
 
 # Plausible ranges of the numeric fields, (low, high, why): far enough past every real model, machine and run that
@@ -143,6 +146,17 @@ def _section(raw: dict, name: str, defaults: dict) -> dict:
             low, high, why = COUNTS[k]
             count(where, v, low=low, high=high, why=why)
     return out
+
+
+def _check_expert_overlap(par: dict) -> None:
+    """``ValueError`` naming ``parallel.expert_overlap`` where Megatron-Core's merged schedule cannot run: with
+    pipeline stages it needs virtual ones (NVIDIA/Megatron-LM @ 2a75ac12 ``megatron/core/transformer/
+    transformer_config.py`` ``__post_init__``). Megatron-Core also refuses it with full recompute (same place); the
+    toolkit models the pair (the recomputed forward's all-to-alls hidden as the forward's), as its three recompute
+    modes stand for the module lists runtimes recompute (``recompute_modules``), which Megatron-Core allows."""
+    if par["expert_overlap"] and par["pipeline"] > 1 and par["interleave"] == 1:
+        raise ValueError(f"parallel.expert_overlap: with parallel.pipeline = {par['pipeline']} it needs interleaved "
+                         "stages (parallel.interleave > 1), as Megatron-Core requires")
 
 
 def inference_section(raw: dict) -> dict:
@@ -303,6 +317,7 @@ def load_scenario(spec) -> Scenario:
         raise ValueError("parallel.expert: expert parallelism is modelled with ZeRO 0 or 1 (Megatron-Core's "
                          "distributed optimizer) and an uncompressed all-reduce of the gradients")
     par["expert_imbalance"] = check_imbalance("parallel.expert_imbalance", par["expert_imbalance"])
+    _check_expert_overlap(par)
     _check_tensor_layers(par, tr)
     if tr["fp8_recipe"] is not None and not kernel_policies(tr["framework"], tr["zero_stage"])[1].startswith("torchao"):
         raise ValueError(f"training.fp8_recipe: torchao's {tr['fp8_recipe']} scaling runs under framework fsdp2 "

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
+from math import comb
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from concurrency_model import estimate
 from concurrency_model.cluster import load_cluster
+from concurrency_model.parallel.expert import dedup_bytes, overlap_exposed
 from concurrency_model.parallel.sensitivity import step_expression
+from concurrency_model.parallel.triples import collective_triple
+from concurrency_model.routing import targets_reached
 from concurrency_model.sweep import sweep
 
 CFG = json.loads((Path(__file__).parents[1] / "concurrency_model/presets/hf/mixtral-8x7b.json").read_text())
@@ -192,3 +199,125 @@ def test_every_expert_matrix_is_a_matrix_for_compression():
     # every fully connected matrix goes as factors, the experts' included; left dense: the embedding (256,000), the
     # router (8 x 256: its factors would be larger) and the norms
     assert rest == 1000 * 256 + 8 * 256 + 768
+
+
+# ---- dispatchers (parallel.moe_dispatcher) and the EP all-to-all overlap (parallel.expert_overlap) ----
+CFG16 = {**CFG, "num_local_experts": 16, "num_experts_per_tok": 4}  # 16 experts, top 4: one expert a rank at EP 16
+BASE16 = {"model": {"hf_config": CFG16, "seq_len": 1024}, "cluster": "dgx-a100",
+          "parallel": {"data": 16, "expert": 16, "microbatch_size": 4, "global_batch": 64}, "training": {}}
+
+
+def run16(**parallel):
+    sc = copy.deepcopy(BASE16)
+    sc["parallel"].update(parallel)
+    return estimate(sc)
+
+
+def test_hybridep_all_to_all_by_hand_two_nodes_of_eight():
+    # EP 16 over 2 DGX-A100 nodes (8 GPUs each), 16 experts one a rank, top 4, n = b s = 4 x 1,024 tokens of
+    # h = 1,024 bf16 values (2,048 bytes) a device. A token reaches another node unless all 4 of its experts are
+    # on its own: 1 - C(8, 4) / C(16, 4) = 1 - 70 / 1,820 = 25 / 26 copies over the network; it reaches its
+    # 4 ranks (one expert each), of which 1 / 8 on average is the receiving rank itself: 4 x 7 / 8 = 3.5 NVLink
+    # copies. NIC: 25 GB/s x 0.9 (one NIC a GPU); NVLink: 300 GB/s x 0.767; both tiers at once, the time the slower
+    c = load_cluster("dgx-a100")
+    token = 1024 * 2
+    net = 4 * 1024 * token * 25 / 26 / (c.inter.bw * c.inter.efficiency)
+    nvl = 4 * 1024 * token * 3.5 / (c.intra.bw * c.intra.efficiency)
+    assert net == pytest.approx(4096 * 2048 * 25 / 26 / 22.5e9) and net > nvl  # 350 us
+    lat = collective_triple("alltoall", 4 * 1024 * 4 * token, 16, c, 8, 1)[0]  # the NCCL all-to-all's latency
+    hyb, a2a = run16(moe_dispatcher="hybridep"), run16()
+    # 4 MoE layers x (dispatch + combine forward, their gradients backward), 1 microbatch
+    assert hyb.breakdown["expert_parallel_comm_s"] == pytest.approx(4 * 4 * (lat + net), rel=1e-9)
+    assert run16(moe_dispatcher="deepep").breakdown["expert_parallel_comm_s"] == pytest.approx(
+        hyb.breakdown["expert_parallel_comm_s"], rel=1e-12)  # the same scheme
+    # alltoall sends all 4 copies, half of them to the other node: about 2 / (25 / 26) = 2.08x the network bytes
+    assert a2a.breakdown["expert_parallel_comm_s"] > 2 * hyb.breakdown["expert_parallel_comm_s"]
+    assert hyb.breakdown["forward_s"] == a2a.breakdown["forward_s"]  # the experts' work is the same
+
+
+def test_dedup_inside_one_node_counts_ranks_not_copies():
+    # EP 8 in one node, 2 experts a rank, top 4: a token reaches 8 (1 - C(14, 4) / C(16, 4)) = 8 (1 - 1,001 /
+    # 1,820) = 3.6 ranks, not 4 copies (two of its experts on one rank share one), 7 / 8 of them off the device
+    nv, net = dedup_bytes(1.0, 1.0, 16, 4, 8, 8)
+    assert net == 0.0
+    assert nv == pytest.approx(8 * (1 - comb(14, 4) / comb(16, 4)) * 7 / 8, rel=1e-12)
+    assert nv < 4 * 7 / 8  # fewer than the alltoall's 4 copies, 7 / 8 of them off the device
+
+
+@given(st.integers(1, 6), st.integers(1, 8), st.integers(1, 4))
+def test_targets_reached_between_one_and_the_fewer_of_groups_and_top_k(log_groups, per_group, k):
+    groups = 2 ** log_groups
+    experts = groups * per_group
+    k = min(k, experts)
+    got = targets_reached(experts, k, groups)
+    assert 1.0 - 1e-12 <= got <= min(groups, k) + 1e-12
+    assert targets_reached(experts, k, experts) == pytest.approx(k, rel=1e-12)  # one expert a group: k groups
+
+
+@given(*[st.floats(0, 10) for _ in range(6)])
+def test_overlap_exposes_at_most_all_and_less_with_more_compute(af, ab, attn_f, attn_b, mlp_f, mlp_b):
+    kf, kb = overlap_exposed(af, ab, attn_f, attn_b, mlp_f, mlp_b)
+    assert 0.0 <= kf <= 1.0 and 0.0 <= kb <= 1.0
+    kf2, kb2 = overlap_exposed(af, ab, attn_f + 1, attn_b + 1, mlp_f + 1, mlp_b + 1)
+    assert kf2 <= kf and kb2 <= kb
+
+
+def test_overlap_hides_the_all_to_alls_behind_the_other_microbatch():
+    # alltoall over 2 nodes is slow next to this small model's layers: part stays exposed, never more than without
+    off, on = run16(), run16(expert_overlap=True)
+    assert 0.0 < on.breakdown["expert_parallel_comm_s"] < off.breakdown["expert_parallel_comm_s"]
+    assert on.breakdown["forward_s"] == off.breakdown["forward_s"]
+
+
+@pytest.mark.parametrize("parallel, message", [
+    ({"moe_dispatcher": "deeppe"}, r"^parallel.moe_dispatcher: unknown 'deeppe'; did you mean 'deepep'\?; "
+                                   r"allowed: alltoall, deepep, hybridep$"),
+    ({"expert_overlap": "yes"}, r"^parallel.expert_overlap: must be true or false"),
+])
+def test_bad_dispatcher_input_names_the_field(parallel, message):
+    with pytest.raises(ValueError, match=message):
+        run16(**parallel)
+
+
+def test_a_dense_model_has_no_dispatcher():
+    with pytest.raises(ValueError, match=r"^parallel.moe_dispatcher: needs a model with mixture-of-experts layers"):
+        estimate({"model": "gpt2", "parallel": {"moe_dispatcher": "hybridep"}})
+
+
+def test_cli_unknown_dispatcher_is_one_line_exit_2(tmp_path):
+    path = tmp_path / "s.json"
+    sc = copy.deepcopy(BASE16)
+    sc["parallel"]["moe_dispatcher"] = "hybrid"
+    path.write_text(json.dumps(sc))
+    r = subprocess.run([sys.executable, "-m", "concurrency_model", "estimate", "--scenario", str(path)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.count("\n") == 1
+    assert "parallel.moe_dispatcher: unknown 'hybrid'; did you mean 'hybridep'?" in r.stderr
+
+
+def test_sweep_carries_the_dispatcher_and_the_overlap():
+    base = {**BASE16, "parallel": {"global_batch": 64, "moe_dispatcher": "hybridep", "expert_overlap": True}}
+    r = sweep(base, [16])
+    flat = r.frame
+    row = flat[flat["expert"] == 16].sort_values("step_time_s").iloc[0]
+    sc = r.scenario(row)
+    assert sc["parallel"]["moe_dispatcher"] == "hybridep" and sc["parallel"]["expert_overlap"] is True
+    assert estimate(sc).step_time_s == pytest.approx(row["step_time_s"], rel=1e-9)
+
+
+def test_overlap_needs_interleaved_stages_when_pipelined():
+    sc = copy.deepcopy(BASE16)
+    sc["parallel"].update(expert_overlap=True, pipeline=2, data=8, expert=8)
+    with pytest.raises(ValueError, match=r"^parallel.expert_overlap: with parallel.pipeline = 2 it needs "
+                                         r"interleaved stages"):
+        estimate(sc)
+    sc["parallel"].update(schedule="interleaved", interleave=2)
+    assert estimate(sc).breakdown["expert_parallel_comm_s"] >= 0.0
+
+
+def test_sweep_leaves_out_the_layouts_the_overlap_cannot_run():
+    r = sweep({**BASE16, "parallel": {"global_batch": 64, "expert_overlap": True}}, [16])
+    lay = r.layouts
+    assert not ((lay["pipeline"] > 1) & (lay["interleave"] == 1)).any()
+    assert ((lay["pipeline"] > 1) & (lay["interleave"] > 1)).any()
+    assert r.rejected["expert_overlap: needs interleaved stages when pipelined"] > 0

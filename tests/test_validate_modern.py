@@ -173,6 +173,23 @@ def test_megatron_bridge_moe_rows_map_experts_folding_and_tokendrop():
     assert modern.scenario_for(moe.loc[17])["training"]["dtype"] == "bf16"  # GPT-OSS BF16
 
 
+
+def test_megatron_bridge_moe_rows_take_the_recipes_dispatcher_and_overlap():
+    moe = modern.rows("megatron_bridge_moe")
+    # DeepSeek-V3 on 256 B200 with EP 32: the fp8mx recipe's flex + deepep and EP overlap (PP 8 with VP 2)
+    assert {k: modern.scenario_for(moe.loc[14])["parallel"][k] for k in ("moe_dispatcher", "expert_overlap")} == \
+        {"moe_dispatcher": "deepep", "expert_overlap": True}
+    fold = modern.scenario_for(moe.loc[23])["parallel"]  # Qwen3 235B on 256 H100: alltoall with the overlap (VP 4)
+    assert "moe_dispatcher" not in fold and fold["expert_overlap"] is True
+    h100 = moe[(moe["model"] == "qwen3-30b-a3b") & (moe["cluster"] == "dgx-h100") & (moe["expert"] == 16)]
+    assert len(h100) == 3 and (h100["moe_dispatcher"] == "hybridep").all() and not h100["expert_overlap"].any()
+    # overlap needs virtual stages with pipelining: the B300 DeepSeek-V3 rows without VP run without it
+    pp = moe[(moe["model"] == "deepseek-v3") & (moe["cluster"] == "dgx-b300")]
+    assert (pp["expert_overlap"] == (pp["interleave"] > 1)).all() and (pp["moe_dispatcher"] == "hybridep").all()
+    gpt = moe[(moe["model"] == "gpt-oss-120b") & (moe["cluster"] == "dgx-h100")]  # recipes/gpt_oss: alltoall
+    assert (gpt["moe_dispatcher"] == "alltoall").all()
+
+
 def test_megatron_bridge_row_predicted(bridge):
     r = modern.evaluate(bridge.loc[[80]])
     assert r.loc[0, "status"] == "ok"

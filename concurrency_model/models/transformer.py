@@ -290,7 +290,8 @@ def _moe(b: Builder, x, ffn, experts, top_k, act, capacity_factor=None, router_b
     fixed = capacity_factor is not None
     disp = b.node("moe_dispatch", (x, gate), (slots, h),
                   OpCost("moe_dispatch", Cost(bytes=vb * (routed + padded)), Cost(bytes=vb * (routed + padded)),
-                         source="token permutation (data movement only)"), "dispatch", fixed_capacity=fixed)
+                         source="token permutation (data movement only)"), "dispatch", fixed_capacity=fixed,
+                  route_tokens=s, route_experts=experts, route_top_k=top_k)  # for the dispatchers (.parallel.expert)
     eb = expert_bias
     g = b.act(_expert_linear(b, disp, ffn, experts, "column", "experts.w1", top_k, fixed, eb), act)
     y = _mul(b, g, _expert_linear(b, disp, ffn, experts, "column", "experts.w3", top_k, fixed, eb),

@@ -29,15 +29,127 @@ buffer over its own group). A device so keeps ``K (P_dense + P_experts / e) / d_
 (:meth:`ExpertMixin.expert_optimizer_extra` adds the experts' part that the plain ZeRO-1 count, ``K (P_dense +
 P_experts / e) / d``, leaves out). The gradients are reduce-scattered and the updated weights all-gathered over
 the same two groups (:meth:`ExpertMixin.expert_sharded_sync`).
+
+Dispatchers (``parallel.moe_dispatcher``, :data:`DISPATCHERS`; Megatron-Core's token dispatchers, NVIDIA/Megatron-LM
+@ 2a75ac12, the commit Megatron-Bridge @ 067f987d pins as ``3rdparty/Megatron-LM``,
+``megatron/core/transformer/moe/README.md``, "Token dispatcher" table; the default, ``alltoall``, is what this module
+modelled before the field):
+
+* ``alltoall`` (``--moe-token-dispatcher-type alltoall``, "NCCL-based All-to-All communication for token
+  exchange"): the tokens permuted by expert, one copy a routed (token, expert) pair, an NCCL all-to-all over the
+  expert group (above);
+* ``deepep`` and ``hybridep`` (``--moe-token-dispatcher-type flex`` with ``--moe-flex-dispatcher-backend deepep`` /
+  ``hybridep``; the README: DeepEP "removes redundant tokens during cross-node communication, fuses intra/inter-node
+  communication into single kernel"; HybridEP is NVIDIA's kernel of the same scheme, deepseek-ai/DeepEP branch
+  ``hybrid-ep``): a token crosses the network once to every other node that holds one of its experts, to the GPU of
+  its own local index there, which forwards it over NVLink to each GPU of that node holding one of them; on its own
+  node it goes over NVLink once to each such GPU (deepseek-ai/DeepEP @ dd758caf ``docs/legacy.md``, "Normal kernels
+  with NVLink and RDMA forwarding"). Per device and all-to-all, with ``n = f b s`` tokens of ``h v / t`` bytes, the
+  group's ``N`` nodes of ``G`` ranks and :func:`~concurrency_model.routing.targets_reached` ``R(g)`` [D]::
+
+      network bytes  = n (h v / t) (N - 1) (1 - C(E - E/N, k) / C(E, k))     distinct other nodes
+      NVLink bytes   = n (h v / t) R(e) (1 - 1/G)                              distinct ranks, less the forwarder's own
+
+  each at its tier's bandwidth per rank (:func:`~concurrency_model.cluster.place`), the two tiers working at once
+  (one fused kernel): ``latency + max(NVLink, network)``, the latency the NCCL all-to-all's of the same group (as a
+  stand-in: DeepEP publishes bandwidths, not a latency model). DeepEP's normal kernels reach 43-58 GB/s over a
+  400 Gb/s CX7 NIC (~50 GB/s) and 153-158 GB/s over H800's ~160 GB/s NVLink (``docs/legacy.md`` table), so the
+  tiers' rates stand unchanged. The combine is the reverse (reduced on the forwarding GPU before it crosses the
+  network), the same bytes. With capacity buffers the tokens, not the padded rows, cross (the padding is the
+  receiver's); the dispatch kernels' SMs are not taken from the compute. Qwen3-30B-A3B at EP 16 over 2 DGX nodes
+  sends 0.997 copies of a token over the network against 4 with ``alltoall`` (:mod:`concurrency_model.routing`).
+
+Overlap (``parallel.expert_overlap``; Megatron-Core's ``--overlap-moe-expert-parallel-comm``, the same README, "EP
+A2A Overlap": "Overlaps All-to-All with computation by merging FWD-BWD passes of adjacent microbatches"): the
+all-to-alls of one microbatch's layer run while another microbatch's layer computes, so a MoE layer exposes only
+``max(0, a2a - compute)`` of its forward plus backward all-to-alls, ``compute`` the forward plus backward seconds of
+one MoE layer's block (the model's compute over its MoE layers) [D]. The warm-up and cool-down microbatches, which
+have no partner, are not counted (one of ``m`` microbatches a stage). The hidden part still costs the compute beside
+it the SMs the dispatcher's kernels hold (:data:`DISPATCH_SMS`, :func:`overlap_exposed`).
 """
 from __future__ import annotations
 
 from functools import cached_property
 
-from ..routing import dispatch_imbalance
+from ..checks import did_you_mean
+from ..cluster import place
+from ..routing import dispatch_imbalance, targets_reached
 from .data_parallel import group_placement
 from .memory import model_state_bytes
 from .triples import ZERO_TRIPLE, _add
+
+DISPATCHERS = ("alltoall", "deepep", "hybridep")  # parallel.moe_dispatcher (module doc)
+DEDUPLICATING = ("deepep", "hybridep")
+# SMs the deduplicating dispatchers' kernels hold: HybridEP 32, as NVIDIA-NeMo/Megatron-Bridge @ 067f987d
+# src/megatron/bridge/perf_recipes/_common.py _benchmark_common sets moe_hybridep_num_sms for every hybridep recipe;
+# DeepEP 20, Megatron-Core's historical default (NVIDIA/Megatron-LM @ 2a75ac12
+# megatron/core/transformer/transformer_config.py, moe_deepep_num_sms: "historical default 20"). NCCL's all-to-all
+# kernels are not counted.
+DISPATCH_SMS = {"deepep": 20, "hybridep": 32}
+
+
+def check_dispatcher(value) -> str:
+    """``value`` if it names a dispatcher of :data:`DISPATCHERS`, else a ``ValueError`` naming
+    ``parallel.moe_dispatcher`` (with "did you mean").
+
+    >>> check_dispatcher("hybridep")
+    'hybridep'
+    >>> check_dispatcher("deeppe")
+    Traceback (most recent call last):
+    ...
+    ValueError: parallel.moe_dispatcher: unknown 'deeppe'; did you mean 'deepep'?; allowed: alltoall, deepep, hybridep
+    """
+    if value not in DISPATCHERS:
+        raise ValueError(f"parallel.moe_dispatcher: unknown {value!r}{did_you_mean(str(value), DISPATCHERS)}; "
+                         f"allowed: {', '.join(DISPATCHERS)}")
+    return value
+
+
+def dedup_bytes(tokens: float, token_bytes: float, experts: int, top_k: int, e: int, ranks_per_node: int) -> tuple:
+    """``(NVLink bytes, network bytes)`` one device sends in one all-to-all of a deduplicating dispatcher
+    (``deepep``, ``hybridep``; module doc): ``tokens`` tokens of ``token_bytes`` each, routed uniformly to ``top_k``
+    of ``experts`` experts held by ``e`` ranks, ``ranks_per_node`` of them a node.
+
+    >>> nv, net = dedup_bytes(4096, 2048, 128, 8, 16, 8)   # Qwen3-30B-A3B, EP 16 over 2 nodes, 2 bytes x 1,024
+    >>> round(net / (4096 * 2048), 4), round(nv / (4096 * 2048), 4)   # copies a token over each tier
+    (0.9969, 5.7719)
+    """
+    nodes = e // ranks_per_node
+    net = tokens * token_bytes * (nodes - 1) * targets_reached(experts, top_k, nodes) / nodes  # the other nodes
+    nv = tokens * token_bytes * targets_reached(experts, top_k, e) * (1.0 - 1.0 / ranks_per_node)
+    return nv, net
+
+
+def overlap_exposed(a2a_f: float, a2a_b: float, attn_f: float, attn_b: float, mlp_f: float,
+                    mlp_b: float, sm_share: float = 0.0) -> tuple[float, float]:
+    """``(forward, backward)`` shares of a MoE layer's all-to-all seconds that stay exposed when a microbatch's
+    forward runs merged with another's backward (``parallel.expert_overlap``). ``a2a_f``, ``a2a_b``: the layer's
+    dispatch plus combine seconds forward and backward (two equal all-to-alls each); ``attn_*``, ``mlp_*``: the
+    seconds of its attention chunk (before the dispatch) and expert chunk, forward and backward.
+
+    Megatron-Core's merged layer (NVIDIA/Megatron-LM @ 2a75ac12
+    ``megatron/core/models/common/model_chunk_schedule_plan.py``, ``TransformerLayerSchedulePlan.run``) runs on
+    two streams: ``comm: combine_bwd | dispatch_fwd -> dispatch_bwd | combine_fwd`` beside ``comp:
+    pre_dispatch_fwd | mlp_bwd -> mlp_bwd_dw -> mlp_fwd | pre_dispatch_bwd``, so each all-to-all hides behind one
+    chunk: the backward combine behind the forward attention, the forward dispatch behind the backward experts,
+    the backward dispatch behind the forward experts, the forward combine behind the backward attention [D]::
+
+        exposed_f = max(0, a2a_f/2 - mlp_b) + max(0, a2a_f/2 - attn_b)
+        exposed_b = max(0, a2a_b/2 - attn_f) + max(0, a2a_b/2 - mlp_f)
+
+    The hidden rest is not free where the dispatcher's kernels hold SMs (``sm_share``: their SMs over the device's,
+    :data:`DISPATCH_SMS`): the chunk beside it runs on the other SMs, ``sm_share`` of the hidden seconds longer [D].
+
+    >>> overlap_exposed(4.0, 4.0, 1.0, 2.0, 1.5, 3.0)   # (2 - 3 -> 0, 2 - 2 -> 0) / 4; (2 - 1, 2 - 1.5) / 4
+    (0.0, 0.375)
+    >>> overlap_exposed(4.0, 4.0, 1.0, 2.0, 1.5, 3.0, 0.25)   # + 0.25 of the hidden 4 and 2.5 seconds
+    (0.25, 0.53125)
+    """
+    def share(total, x, y):
+        half = total / 2
+        exposed = max(0.0, half - x) + max(0.0, half - y)
+        return (exposed + sm_share * (total - exposed)) / total if total > 0 else 0.0
+    return share(a2a_f, mlp_b, attn_b), share(a2a_b, attn_f, mlp_f)
 
 
 class ExpertMixin:
@@ -63,6 +175,9 @@ class ExpertMixin:
     def check_expert(self, e: int, d: int) -> None:
         """``ValueError`` naming ``parallel.expert`` unless ``e`` divides the experts and the data-parallel
         degree ``d`` (the expert group is part of the data-parallel group)."""
+        if (self.moe_dispatcher != "alltoall" or self.expert_overlap) and not self.expert_count:
+            field = "moe_dispatcher" if self.moe_dispatcher != "alltoall" else "expert_overlap"
+            raise ValueError(f"parallel.{field}: needs a model with mixture-of-experts layers; this one has none")
         if e == 1:
             return
         if not self.expert_count:
@@ -88,8 +203,42 @@ class ExpertMixin:
         rpn, sharing = group_placement(self.cluster.domain_gpus, t, e)  # within an NVLink domain
         f = dispatch_imbalance(node, b, e, self.expert_imbalance)  # the busiest device receives f x the mean
         one = self._coll("alltoall", f * b * node.numel * self.vb / t, e, rpn, sharing)
+        if self.moe_dispatcher in DEDUPLICATING and "route_tokens" in node.attrs:
+            pl = place(self.cluster, e, rpn, sharing)
+            nv, net = dedup_bytes(f * b * node.attrs["route_tokens"], node.shape[1] * self.vb / t,
+                                  node.attrs["route_experts"], node.attrs["route_top_k"], e, pl.ranks_per_node)
+            one = (one[0], nv / pl.intra_bw, net / pl.inter_bw)  # the NCCL all-to-all's latency (module doc)
         both = _add(one, one)  # dispatch and combine (forward); their gradients (backward)
         return both, both
+
+    @property
+    def dispatch_sm_share(self) -> float:
+        """The device's SMs the dispatcher's kernels hold (:data:`DISPATCH_SMS`; 0 for ``alltoall``)."""
+        sms = DISPATCH_SMS.get(self.moe_dispatcher, 0)
+        return min(1.0, sms / self.dev.multiprocessors) if sms and self.dev.multiprocessors else 0.0
+
+    def expert_exposed(self, rows: tuple) -> tuple:
+        """``rows`` (:meth:`~.features.Workload.layers`) with the all-to-all triples of every dispatch row scaled to
+        what stays exposed under ``parallel.expert_overlap`` (module doc, :func:`overlap_exposed`); ``rows``
+        unchanged without overlap. A layer's expert chunk is its rows between its dispatch and its combine, its
+        attention chunk the layer's other rows (norms, attention, router, residual adds)."""
+        if not self.expert_overlap:
+            return rows
+        out = list(rows)
+        for i, r in enumerate(rows):
+            if r["kind"] != "moe_dispatch" or r["ep_f_s"] + r["ep_b_s"] <= 0:
+                continue
+            layer = r["name"].rsplit(".", 2)[0] + "."  # "layers.3.mlp.dispatch" -> "layers.3."
+            mine = [k for k, x in enumerate(rows) if x["name"].startswith(layer)]
+            end = next((k for k in mine if k > i and rows[k]["kind"] == "moe_combine"), i)
+            experts = [rows[k] for k in mine if i < k < end]
+            attention = [rows[k] for k in mine if not i < k < end]
+            kf, kb = overlap_exposed(r["ep_f_s"], r["ep_b_s"], sum(x["f_s"] for x in attention),
+                                     sum(x["b_s"] for x in attention), sum(x["f_s"] for x in experts),
+                                     sum(x["b_s"] for x in experts), self.dispatch_sm_share)
+            out[i] = {**r, "ep_f": tuple(kf * x for x in r["ep_f"]), "ep_b": tuple(kb * x for x in r["ep_b"]),
+                      "ep_f_s": kf * r["ep_f_s"], "ep_b_s": kb * r["ep_b_s"]}
+        return tuple(out)
 
     def expert_gradient_sync(self, t: int, p: int, d: int, e: int, rpn: int, sharing: int) -> tuple:
         """The gradient all-reduces of one step with expert parallelism: the non-expert gradients over the

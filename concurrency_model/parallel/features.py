@@ -122,7 +122,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
 
     def __init__(self, model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
                  lora_base_dtype: str | None = None, expert_imbalance=1.0, selective: str = "attention",
-                 fp8_recipe: str = "te", tp_overlap: bool = False):
+                 fp8_recipe: str = "te", tp_overlap: bool = False, moe_dispatcher: str = "alltoall",
+                 expert_overlap: bool = False):
         self.model, self.cluster, self.dtype, self.tensor_layers = model, cluster, dtype, tensor_layers
         # the runtime's kernels (:func:`.runtime.kernel_policies`): a selective recompute's policy, 8-bit casts
         self.selective, self.fp8_recipe = selective, fp8_recipe
@@ -135,6 +136,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         # all-gather with TP is only supported for tensorwise", 820504e)
         self.gather_share = 0.5 if fp8_recipe == "torchao" and dtype in EIGHT_BIT_VALUES else 1.0
         self.expert_imbalance = expert_imbalance  # parallel.expert_imbalance (:mod:`concurrency_model.routing`)
+        # parallel.moe_dispatcher, parallel.expert_overlap (:mod:`.expert`)
+        self.moe_dispatcher, self.expert_overlap = moe_dispatcher, expert_overlap
         # lora_rank > 0: the base frozen (its block linears stored as lora_base_dtype when given), adapters trained
         self.lora_rank, self.lora_base_dtype = lora_rank, lora_base_dtype
         self.dev = cluster.device
@@ -349,7 +352,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                     c, 1, 0, cp["blk_f"].total(), cp["blk_b"].total(), float(triple_seconds(cp["kv"])),
                     float(triple_seconds(cp["a2a"]))))
             out.append(row)
-        return tuple(out)
+        return self.expert_exposed(tuple(out))
 
     @lru_cache(maxsize=None)
     def _coll(self, op, nbytes, ranks, rpn, sharing):
@@ -490,15 +493,17 @@ _CACHE: dict = {}
 
 def workload(model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
              lora_base_dtype: str | None = None, expert_imbalance=1.0, selective: str = "attention",
-             fp8_recipe: str = "te", tp_overlap: bool = False) -> Workload:
+             fp8_recipe: str = "te", tp_overlap: bool = False, moe_dispatcher: str = "alltoall",
+             expert_overlap: bool = False) -> Workload:
     """A cached :class:`Workload` (the last few are kept, so repeated estimates reuse layer timings);
     ``selective``, ``fp8_recipe``: the runtime's kernels (:func:`.runtime.kernel_policies`); ``tp_overlap``:
-    ``parallel.tp_overlap``."""
+    ``parallel.tp_overlap``; ``moe_dispatcher``, ``expert_overlap``: ``parallel.moe_dispatcher``,
+    ``parallel.expert_overlap``."""
     key = (model_key(model), repr(cluster), dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance,
-           selective, fp8_recipe, tp_overlap)
+           selective, fp8_recipe, tp_overlap, moe_dispatcher, expert_overlap)
     if key not in _CACHE:
         if len(_CACHE) >= 8:
             _CACHE.pop(next(iter(_CACHE)))
         _CACHE[key] = Workload(model, cluster, dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance,
-                               selective, fp8_recipe, tp_overlap)
+                               selective, fp8_recipe, tp_overlap, moe_dispatcher, expert_overlap)
     return _CACHE[key]

@@ -129,6 +129,10 @@ class SweepResult:
             par["tensor_layers"] = self.base["tensor_layers"]
         if self.base.get("expert_imbalance", 1.0) != 1.0:
             par["expert_imbalance"] = self.base["expert_imbalance"]
+        if self.base.get("moe_dispatcher", "alltoall") != "alltoall":
+            par["moe_dispatcher"] = self.base["moe_dispatcher"]
+        if self.base.get("expert_overlap", False):
+            par["expert_overlap"] = True
         tr = {**self.base["training"], "recompute": str(row["recompute"]), "zero_stage": int(row["zero_stage"])}
         out = {"model": self.base["model"], "cluster": self.base["cluster"], "parallel": par, "training": tr}
         if self.base.get("run"):

@@ -155,6 +155,9 @@ def _pipelines(w, out, rejected, given, fixed, gpus, global_batch, t, c, algorit
                         if e > 1 and zero:
                             rejected["expert: modelled with ZeRO 0 only"] += 1
                             continue
+                        if w.expert_overlap and p > 1 and v == 1:  # scenario.py's check
+                            rejected["expert_overlap: needs interleaved stages when pipelined"] += 1
+                            continue
                         if not runs_with(fixed.get("framework"), zero, p):
                             rejected["zero_stage: the runtime runs ZeRO-2 and -3 without pipeline stages"] += 1
                             continue

@@ -113,7 +113,11 @@ ASSUMPTIONS = {
                            "routing balanced (the runs force it: moe_router_force_load_balancing), dropless, or with "
                            "'(tokendrop)' capacity buffers of factor 1.0 (apply_moe_token_drop); ZeRO 1 (the "
                            "distributed optimizer: the experts' state sharded over the expert-data-parallel ranks, "
-                           "the rest over the data-parallel ones); recompute the least of none / selective / full that "
+                           "the rest over the data-parallel ones); the token dispatcher (parallel.moe_dispatcher: "
+                           "alltoall, or hybridep / deepep, which send a token once to each node and rank) and the EP "
+                           "all-to-all overlap (parallel.expert_overlap) as the recipes at 067f987d set them "
+                           "(MOE_RUNTIME), the overlap off for a row with pipeline stages and no virtual ones "
+                           "(Megatron-Core refuses it there); recompute the least of none / selective / full that "
                            "fits (the recipes recompute chosen modules, e.g. DeepSeek's mla_up_proj and mlp, not "
                            "expressible); MXFP8 / FP8-MX -> mxfp8, FP8 / FP8-CS -> fp8, BF16 -> bf16, the 25.09 rows "
                            "(no precision column) mxfp8 on B200 and fp8 on H100 as the 25.11 table gives for the same "
@@ -247,6 +251,40 @@ MOE_PRESETS = {"DeepSeekV3": "deepseek-v3", "Qwen3_30B_a3B": "qwen3-30b-a3b", "Q
 # "(tokendrop)" runs' expert capacity factor (buffers padded to it, moe_pad_expert_input_to_capacity True)
 TOKENDROP_CAPACITY = 1.0
 MOE_SYSTEMS = {"DGX-H100": "fp8", "DGX-B200": "mxfp8", "DGX-B300": "mxfp8"}  # 25.09 MoE rows (no precision column)
+# The token dispatcher and EP all-to-all overlap of the perf recipes (parallel.moe_dispatcher, parallel.expert_overlap;
+# Megatron-Bridge @ 067f987d, src/megatron/bridge/): (model, system) -> (dispatcher, overlap), (model, system, GPUs)
+# where a system's recipes differ by size. "hybridep"/"deepep": moe_token_dispatcher_type "flex" with that
+# moe_flex_dispatcher_backend; overlap: comm_overlap.overlap_moe_expert_parallel_comm. The one snapshot stands for
+# every container's rows (the tables do not publish the flags).
+MOE_RUNTIME = {
+    # perf_recipes/qwen/h100/qwen3_moe.py fp8cs: flex + hybridep, moe_a2a_overlap False, no EP overlap
+    ("Qwen3_30B_a3B", "DGX-H100"): ("hybridep", False),
+    # perf_recipes/qwen/b200/qwen3_moe.py fp8mx: flex + hybridep, overlap_moe_expert_parallel_comm True
+    ("Qwen3_30B_a3B", "DGX-B200"): ("hybridep", True),
+    # perf_recipes/qwen/b300/qwen3_moe.py fp8mx: flex + hybridep, _enable_hybridep_full_iteration_mxfp8 (qwen/common.py:
+    # overlap_moe_expert_parallel_comm True)
+    ("Qwen3_30B_a3B", "DGX-B300"): ("hybridep", True),
+    # perf_recipes/qwen/h100/qwen3_moe.py 256gpu fp8cs: alltoall, moe_a2a_overlap and overlap_moe_expert_parallel_comm
+    ("Qwen3_235B_a22B", "DGX-H100"): ("alltoall", True),
+    # perf_recipes/qwen/b200/qwen3_moe.py: 256gpu fp8mx flex + hybridep with the full-iteration helper (overlap);
+    # 64gpu fp8mx alltoall, moe_a2a_overlap False
+    ("Qwen3_235B_a22B", "DGX-B200"): ("hybridep", True), ("Qwen3_235B_a22B", "DGX-B200", 64): ("alltoall", False),
+    # perf_recipes/qwen/b300/qwen3_moe.py 256gpu fp8mx: flex + hybridep, the full-iteration helper (overlap)
+    ("Qwen3_235B_a22B", "DGX-B300"): ("hybridep", True),
+    # recipes/deepseek/h100/deepseek_v3.py (the base recipe of every DeepSeek-V3 perf recipe): hybridep through
+    # apply_flex_dispatcher_backend, overlap_moe_expert_parallel_comm False
+    ("DeepSeekV3", "DGX-H100"): ("hybridep", False), ("DeepSeekV3", "DGX-B200"): ("hybridep", False),
+    # perf_recipes/deepseek/b300/deepseek_v3.py fp8mx: _enable_deepseek_full_iteration_mxfp8 (deepseek/common.py:
+    # flex + hybridep, overlap_moe_expert_parallel_comm True)
+    ("DeepSeekV3", "DGX-B300"): ("hybridep", True),
+    # recipes/gpt_oss/h100/gpt_oss.py: moe_token_dispatcher_type "alltoall" (the flex backend unused without "flex");
+    # the B200 perf recipes keep it
+    ("GPT OSS 120B", "DGX-H100"): ("alltoall", False), ("GPT OSS 120B", "DGX-B200"): ("alltoall", False),
+    # perf_recipes/gpt_oss/b300/gpt_oss.py bf16 and fp8mx: flex + hybridep, no EP overlap
+    ("GPT OSS 120B", "DGX-B300"): ("hybridep", False),
+}
+# perf_recipes/deepseek/b200/deepseek_v3.py 256gpu fp8mx, EP 32: flex + deepep, overlap_moe_expert_parallel_comm True
+MOE_RUNTIME_BY_EP = {("DeepSeekV3", "DGX-B200", 32): ("deepep", True)}
 
 
 def is_moe_row(model: str) -> bool:
@@ -270,6 +308,11 @@ def _moe_fields(b: dict, model: str, system: str, precision: str, ep: float, tp:
                                           f"data replicas, the experts' GEMMs split over TP") if x)
         e //= tp
     b["expert"] = e
+    b["moe_dispatcher"], b["expert_overlap"] = MOE_RUNTIME_BY_EP.get(
+        (base, system, int(ep) if np.isfinite(ep) else 1),
+        MOE_RUNTIME.get((base, system, int(b["gpus"])), MOE_RUNTIME.get((base, system), ("alltoall", False))))
+    # Megatron-Core's EP overlap needs virtual stages with pipelining (scenario.py): a row without them ran without it
+    b["expert_overlap"] = b["expert_overlap"] and (b["pipeline"] == 1 or b["interleave"] > 1)
     b["zero_stage"], b["recompute"] = 1, "auto"  # the distributed optimizer (parallel.expert: ZeRO 1 with experts)
     if precision.startswith("not stated"):
         b["dtype"] = MOE_SYSTEMS.get(system, "fp8")
@@ -454,6 +497,10 @@ def scenario_for(r) -> dict:
         par["tp_overlap"] = True
     if int(r.get("expert", 1) or 1) > 1:
         par["expert"] = int(r["expert"])
+    if isinstance(r.get("moe_dispatcher"), str) and r["moe_dispatcher"] != "alltoall":
+        par["moe_dispatcher"] = r["moe_dispatcher"]
+    if isinstance(r.get("expert_overlap"), (bool, np.bool_)) and r["expert_overlap"]:
+        par["expert_overlap"] = True
     if par["data"] * par["tensor"] * par["pipeline"] * par["context"] != r["gpus"]:
         raise ValueError(f"not mappable: data x tensor x pipeline x context != {int(r['gpus'])} GPUs")
     training = {"dtype": r["dtype"], "recompute": r["recompute"], "optimizer": "adam",
