@@ -154,7 +154,7 @@ def test_report_stopped_while_writing_leaves_the_old_report(tmp_path):
         import time
         from concurrency_model import report
         from concurrency_model.report import html
-        def build(out, quick, bar, t0, into=None):  # the sections, instantly; then the page's writes, slowly
+        def build(out, quick, bar, t0, into=None, **_):  # the sections, instantly; then the page's writes, slowly
             (into / "figures").mkdir()
             for name in ("a", "c"):
                 html.write_atomic(into / "figures" / f"{{name}}.png", b"new")
