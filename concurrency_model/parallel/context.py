@@ -32,7 +32,7 @@ import sympy as sp
 from ..cluster import place
 from ..timing.graph import _node_parts
 from ..timing.parts import Parts
-from .triples import ZERO_TRIPLE, _add
+from .triples import ZERO_TRIPLE, add_triples
 
 NO_PARTS = Parts.empty()
 
@@ -126,7 +126,8 @@ class ContextMixin:
         q = self._coll("alltoall", b * sq * heads * d * self.vb, c, rpn, sharing)
         kv = self._coll("alltoall", b * sq * kv_heads * d * self.vb, c, rpn, sharing)
         return parts["forward"], parts["grad_input"] + parts["grad_weight"], \
-            {"blk_f": NO_PARTS, "blk_b": NO_PARTS, "kv": ZERO_TRIPLE, "a2a": _add(_add(q, q), _add(kv, kv))}
+            {"blk_f": NO_PARTS, "blk_b": NO_PARTS, "kv": ZERO_TRIPLE,
+             "a2a": add_triples(add_triples(q, q), add_triples(kv, kv))}
 
     def _ulysses_parts(self, node, b: int, t: int, c: int, needs_grad: bool) -> dict:
         """Kernels of the attention core on the whole sequence for ``heads / c`` heads, per pass (timed once

@@ -13,7 +13,7 @@ from collections import Counter
 from functools import lru_cache
 
 from .runtime import HOST_VIEW_S, Runtime, default_framework, runtime_of, units
-from .triples import ZERO_TRIPLE, _add
+from .triples import ZERO_TRIPLE, add_triples
 
 GRAD_BYTES = {"fp32": 4, "tf32": 4}  # gradients in the training dtype otherwise (2 bytes for fp16/bf16)
 BUCKET_BYTES = 25 * 2**20  # PyTorch DDP bucket_cap_mb = 25 (training-formulas §7)
@@ -74,7 +74,7 @@ class DataParallelMixin:
         out, sizes = ZERO_TRIPLE, self._units(runtime, kind, d)
         for n, k in Counter(sizes).items():
             one = self._coll(op, n / t * value_bytes, d, rpn, sharing)
-            out = _add(out, tuple(x * k / p for x in one))
+            out = add_triples(out, tuple(x * k / p for x in one))
         if runtime.list_copies:
             calls = len(sizes) / p
             out = (out[0] + calls * d * (float(self.dev.launch_overhead) + HOST_VIEW_S), out[1], out[2])
@@ -136,9 +136,9 @@ class DataParallelMixin:
         else:
             rs = self._coll("reduce_scatter", grad, d, rpn, sharing)
             ag = self._coll("allgather", params_dev * self.vb, d, rpn, sharing)
-        agb, x_dp = (_add(ag, ag) if runtime.regather_recompute and recompute == "full" else ag), ZERO_TRIPLE
+        agb, x_dp = (add_triples(ag, ag) if runtime.regather_recompute and recompute == "full" else ag), ZERO_TRIPLE
         if zero == 3 and runtime.serial:  # every ZeRO-3 collective waits for the compute before it: exposed
-            x_dp, ag, agb, rs = _add(_add(ag, agb), rs), ZERO_TRIPLE, ZERO_TRIPLE, ZERO_TRIPLE
+            x_dp, ag, agb, rs = add_triples(add_triples(ag, agb), rs), ZERO_TRIPLE, ZERO_TRIPLE, ZERO_TRIPLE
         elif zero == 3 and runtime.prefetch is not None and plain:  # the first unit of each pass: not prefetched
             first = next(iter(self._units(runtime, "gather", d)), 0.0)
             x_dp = tuple(2 * x for x in self._coll("allgather", first / t * self.vb, d, rpn, sharing))
@@ -177,7 +177,7 @@ class DataParallelMixin:
         else:
             busy = ZERO_TRIPLE
             for op, n in c.collectives(d):
-                busy = _add(busy, self._coll(op, float(n), d, rpn, sharing))
+                busy = add_triples(busy, self._coll(op, float(n), d, rpn, sharing))
         enc, dec = codec_seconds(c, d, self.dev)
         return (busy[0] + float(enc) + float(dec), busy[1], busy[2])
 
@@ -204,5 +204,5 @@ class DataParallelMixin:
         rpn, sharing = group_placement(self.cluster.domain_gpus, t, d)
         out = ZERO_TRIPLE
         for c in channels:
-            out = _add(out, self._coll("allreduce", float(2 * c * STAT_BYTES), d, rpn, sharing))
+            out = add_triples(out, self._coll("allreduce", float(2 * c * STAT_BYTES), d, rpn, sharing))
         return out

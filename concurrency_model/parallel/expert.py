@@ -76,7 +76,7 @@ from ..cluster import place
 from ..routing import dispatch_imbalance, targets_reached
 from .data_parallel import group_placement
 from .memory import model_state_bytes
-from .triples import ZERO_TRIPLE, _add
+from .triples import ZERO_TRIPLE, add_triples
 
 DISPATCHERS = ("alltoall", "deepep", "hybridep")  # parallel.moe_dispatcher (module doc)
 DEDUPLICATING = ("deepep", "hybridep")
@@ -208,7 +208,7 @@ class ExpertMixin:
             nv, net = dedup_bytes(f * b * node.attrs["route_tokens"], node.shape[1] * self.vb / t,
                                   node.attrs["route_experts"], node.attrs["route_top_k"], e, pl.ranks_per_node)
             one = (one[0], nv / pl.intra_bw, net / pl.inter_bw)  # the NCCL all-to-all's latency (module doc)
-        both = _add(one, one)  # dispatch and combine (forward); their gradients (backward)
+        both = add_triples(one, one)  # dispatch and combine (forward); their gradients (backward)
         return both, both
 
     @property
@@ -248,7 +248,7 @@ class ExpertMixin:
                            sharing)
         rpn_x = rpn // e if rpn % e == 0 else 1  # every e-th replica: rpn / e of them per node
         experts = self._coll("allreduce", self.expert_trainable_params / e * per_param, d // e, rpn_x, sharing)
-        return _add(dense, experts)
+        return add_triples(dense, experts)
 
     def expert_sharded_sync(self, t: int, p: int, d: int, e: int, rpn: int, sharing: int) -> tuple:
         """``(reduce_scatter, allgather)`` triples of the distributed optimizer (ZeRO 1) with expert parallelism:
@@ -257,9 +257,9 @@ class ExpertMixin:
         dense_params = (self.trainable_params - self.expert_trainable_params) / (t * p)
         expert_params = self.expert_trainable_params / e / (t * p)
         rpn_x = rpn // e if rpn % e == 0 else 1  # every e-th replica: rpn / e of them per node
-        rs = _add(self._coll("reduce_scatter", dense_params * self.grad_bytes, d, rpn, sharing),
+        rs = add_triples(self._coll("reduce_scatter", dense_params * self.grad_bytes, d, rpn, sharing),
                   self._coll("reduce_scatter", expert_params * self.grad_bytes, d // e, rpn_x, sharing))
-        ag = _add(self._coll("allgather", dense_params * self.vb, d, rpn, sharing),
+        ag = add_triples(self._coll("allgather", dense_params * self.vb, d, rpn, sharing),
                   self._coll("allgather", expert_params * self.vb, d // e, rpn_x, sharing))
         return rs, ag
 

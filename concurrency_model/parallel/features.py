@@ -43,7 +43,7 @@ from .layerwise import LayerwiseMixin
 from .lora import LoraMixin, training_flop
 from .recompute import recompute_shares
 from .spatial import SpatialMixin, spatial_rows
-from .triples import ZERO_TRIPLE, _add, collective_triple, triple_seconds  # noqa: F401 (re-exported)
+from .triples import ZERO_TRIPLE, add_triples, collective_triple, triple_seconds  # noqa: F401 (re-exported)
 
 
 # the entries of :func:`transformer_shape` that the memory model takes (:func:`.compose.memory_fn`), in its order
@@ -294,7 +294,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                 again_tp = one  # recomputed by the per-op policy: a collective whose output it does not save
                 if sp:  # the reduce-scatter's output is saved; torchao's tensorwise float8 gathers in 8 bits
                     again_tp = self._coll("allgather", nbytes * self.gather_share, t, rpn, 1)
-                    one = _add(one, again_tp)
+                    one = add_triples(one, again_tp)
                 if split == "row":
                     tf = one
                 else:
@@ -438,9 +438,10 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         one = att[0] if att else {"blk_f": NO_PARTS, "blk_b": NO_PARTS, "kv": ZERO_TRIPLE, "a2a": ZERO_TRIPLE}
         halo_f = halo_b = ZERO_TRIPLE  # a spatial split's exchanges (:mod:`.spatial`), a full recompute's again
         for r in rows[lo:hi]:
-            halo_f, halo_b = _add(halo_f, r.get("halo_f", ZERO_TRIPLE)), _add(halo_b, r.get("halo_b", ZERO_TRIPLE))
+            halo_f = add_triples(halo_f, r.get("halo_f", ZERO_TRIPLE))
+            halo_b = add_triples(halo_b, r.get("halo_b", ZERO_TRIPLE))
         if recompute == "full":
-            halo_b = _add(halo_b, halo_f)
+            halo_b = add_triples(halo_b, halo_f)
         context = {"c": cp, "algorithm": algorithm, "layers": len(att),
                    "rec_layers": len(att) if recompute != "none" else 0,
                    "blk_f": one["blk_f"].compact(), "blk_b": one["blk_b"].compact(), "kv": one["kv"], "a2a": one["a2a"],

@@ -15,7 +15,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from ..models.channel_split import check_channel_split, gathers_input
-from .triples import _add
+from .triples import add_triples
 from .data_parallel import BUCKET_BYTES, group_placement
 from .hybrid import _first_fc
 
@@ -67,7 +67,7 @@ class LayerwiseMixin:
         last = self._coll("allreduce", min(conv, BUCKET_BYTES), d * t, rpn, sharing)
         if d > 1:
             rpn, sharing = group_placement(gpn, t, d)
-            ar = _add(ar, self._coll("allreduce", fc, d, rpn, sharing))
+            ar = add_triples(ar, self._coll("allreduce", fc, d, rpn, sharing))
         return ar, last
 
     def activation_bytes(self, b: int, recompute: str, t: int) -> float:

@@ -33,7 +33,7 @@ import math
 from functools import cached_property
 
 from ..models.channel_split import CHANNEL_LOCAL
-from .triples import ZERO_TRIPLE, _add
+from .triples import ZERO_TRIPLE, add_triples
 from .data_parallel import STAT_BYTES
 from .model_parallel import halo_rows
 
@@ -128,5 +128,5 @@ class SpatialMixin:
         fwd = ZERO_TRIPLE
         for rows in sends:
             if rows:
-                fwd = _add(fwd, self._ring_triple(rows * row, t, c))
+                fwd = add_triples(fwd, self._ring_triple(rows * row, t, c))
         return fwd, fwd if needs_grad_input else ZERO_TRIPLE
