@@ -13,7 +13,7 @@ import sympy as sp
 
 from concurrency_model.cost import Cost
 from concurrency_model.ops import attention as att
-from concurrency_model.ops._check import size as check_size
+from concurrency_model.ops.checks import size as check_size
 from concurrency_model.ops.conv import conv2d, max_taps, out_size, table6
 from concurrency_model.ops.dense import gemm, linear
 from concurrency_model.ops.elementwise import ACTIVATIONS, activation, add, concat, dropout, scale

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sympy as sp
 
 from ..cost import Cost, OpCost, chain
-from . import _check
+from . import checks
 from .dense import gemm, linear
 from .elementwise import scale
 from .softmax import softmax
@@ -39,12 +39,12 @@ def attention(batch, heads, seq_q, head_dim, seq_kv=None, fused: bool = False, c
     >>> a.forward.macs, a.forward.flop, a.forward.depth
     (64, 216, 13)
     """
-    batch, heads = _check.size("batch", batch), _check.size("heads", heads)
-    sq, d = _check.size("seq_q", seq_q), _check.size("head_dim", head_dim)
-    skv = sq if seq_kv is None else _check.size("seq_kv", seq_kv)
+    batch, heads = checks.size("batch", batch), checks.size("heads", heads)
+    sq, d = checks.size("seq_q", seq_q), checks.size("head_dim", head_dim)
+    skv = sq if seq_kv is None else checks.size("seq_kv", seq_kv)
     if causal and (sq - skv).is_positive:  # causal queries are the last seq_q of the seq_kv positions [D]
         raise ValueError(f"causal: seq_q = {sq} queries exceed the seq_kv = {skv} positions they attend to")
-    vb = _check.value_bytes(value_bytes)
+    vb = checks.value_bytes(value_bytes)
     bh = batch * heads
     qk = _act_gemm(gemm(sq, skv, d, bh, vb))
     sc = scale(bh * sq * skv, vb)
@@ -79,10 +79,10 @@ def multi_head_attention(batch, seq, hidden, heads, fused: bool = False, causal:
     >>> int(mha.params) == 4 * 8 * 8 + 4 * 8
     True
     """
-    hidden, heads = _check.size("hidden", hidden), _check.size("heads", heads)
+    hidden, heads = checks.size("hidden", hidden), checks.size("heads", heads)
     if hidden % heads:
         raise ValueError(f"heads: hidden={hidden} must be divisible by heads={heads}")
-    tokens = _check.size("batch", batch) * _check.size("seq", seq)
+    tokens = checks.size("batch", batch) * checks.size("seq", seq)
     qkv = linear(tokens, hidden, 3 * hidden, bias, value_bytes)
     core = attention(batch, heads, seq, hidden // heads, fused=fused, causal=causal, value_bytes=value_bytes)
     out = linear(tokens, hidden, hidden, bias, value_bytes)

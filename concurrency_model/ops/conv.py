@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import sympy as sp
 
 from ..cost import Cost, OpCost, clog2
-from . import _check
+from . import checks
 
 ALGORITHMS = ("direct", "im2col", "fft", "winograd")
 SRC_TABLE6 = "paper §5.3 Table 6 and App. C (W-D per convolution algorithm)"
@@ -106,7 +106,7 @@ def max_taps(size, kernel, stride, pad, dilation, out):
 
 def _numeric(name: str, value, minimum: int = 1):
     """A size the toolkit keeps numeric (stride, padding, dilation, groups, tile size)."""
-    v = _check.size(name, value, minimum)
+    v = checks.size(name, value, minimum)
     if not v.is_number:
         raise ValueError(f"{name}: must be a number, not the symbol {v}")
     return v
@@ -129,8 +129,8 @@ def conv2d(n, c_in, c_out, h, w, kh, kw=None, stride=1, pad=0, dilation=1, group
     C*K*N*R**2*(H - R + 1)**2
     """
     kw = kh if kw is None else kw
-    algorithm = _check.choice("algorithm", algorithm, ALGORITHMS)
-    n, c_in, c_out, h, w, kh, kw = (_check.size(k, v) for k, v in
+    algorithm = checks.choice("algorithm", algorithm, ALGORITHMS)
+    n, c_in, c_out, h, w, kh, kw = (checks.size(k, v) for k, v in
                                     (("n", n), ("c_in", c_in), ("c_out", c_out), ("h", h), ("w", w),
                                      ("kh", kh), ("kw", kw)))
     groups = int(_numeric("groups", groups))
@@ -141,7 +141,7 @@ def conv2d(n, c_in, c_out, h, w, kh, kw=None, stride=1, pad=0, dilation=1, group
     if groups > 1 and _numbers(c_in, c_out) and (c_in % groups or c_out % groups):
         raise ValueError(f"groups: c_in={c_in} and c_out={c_out} must both be divisible by groups={groups}")
     ho, wo = out_size(h, kh, sh, ph, dh, "h"), out_size(w, kw, sw, pw, dw, "w")
-    vb = _check.value_bytes(value_bytes)
+    vb = checks.value_bytes(value_bytes)
     cig, cog = c_in / groups, c_out / groups
     nb = 1 if bias else 0
     weights = c_out * cig * kh * kw
@@ -225,8 +225,8 @@ def table6(method: str, N, C_in, C_out, H, W, K_y, K_x, m: int = 2, c=None) -> t
     >>> table6("direct", N, C, K, H, W, R, R)[0]
     C_in*C_out*K**2*N*(H - K + 1)*(-K + W + 1)
     """
-    method = _check.choice("method", method, ALGORITHMS)
-    N, C_in, C_out, H, W, K_y, K_x = (_check.size(k, v) for k, v in
+    method = checks.choice("method", method, ALGORITHMS)
+    N, C_in, C_out, H, W, K_y, K_x = (checks.size(k, v) for k, v in
                                       (("N", N), ("C_in", C_in), ("C_out", C_out), ("H", H), ("W", W),
                                        ("K_y", K_y), ("K_x", K_x)))
     m = _numeric("m", m)

@@ -8,7 +8,7 @@ Forward ``y = x w`` (N x C_in by C_in x C_out), ``∇x = ∇y wᵀ`` (sums over 
 from __future__ import annotations
 
 from ..cost import Cost, OpCost, clog2
-from . import _check
+from . import checks
 
 SRC_FC = "paper §4.1/App. B (FC = GEMM), Table 4; 2 FLOP per multiply-add (Narayanan et al. 2021, App.)"
 
@@ -22,8 +22,8 @@ def gemm(m, n, k, batch=1, value_bytes=4) -> OpCost:
     >>> c.forward.flop, c.forward.depth, c.forward.bytes, c.forward.macs
     (48, 3, 104, 24)
     """
-    m, n, k = _check.size("m", m), _check.size("n", n), _check.size("k", k)
-    batch, vb = _check.size("batch", batch), _check.value_bytes(value_bytes)
+    m, n, k = checks.size("m", m), checks.size("n", n), checks.size("k", k)
+    batch, vb = checks.size("batch", batch), checks.value_bytes(value_bytes)
     macs = batch * m * n * k
     fwd = Cost(flop=2 * macs, depth=1 + clog2(k), bytes=vb * batch * (m * k + k * n + m * n), macs=macs,
                act_bytes=vb * batch * (m * k + k * n))
@@ -43,8 +43,8 @@ def linear(n, c_in, c_out, bias: bool = True, value_bytes=4) -> OpCost:
     >>> fc.grad_input.flop, fc.grad_input.depth, fc.grad_weight.flop, fc.grad_weight.depth
     (48, 3, 52, 2)
     """
-    n, c_in, c_out = _check.size("n", n), _check.size("c_in", c_in), _check.size("c_out", c_out)
-    vb = _check.value_bytes(value_bytes)
+    n, c_in, c_out = checks.size("n", n), checks.size("c_in", c_in), checks.size("c_out", c_out)
+    vb = checks.value_bytes(value_bytes)
     macs = n * c_in * c_out
     nb = 1 if bias else 0
     params = c_in * c_out + nb * c_out

@@ -8,7 +8,7 @@ FLOP counters such as fvcore count these as 0 and ``torch.utils.flop_counter`` i
 from __future__ import annotations
 
 from ..cost import Cost, OpCost, clog2
-from . import _check
+from . import checks
 
 # (forward ops per element, forward depth, backward ops per element, backward depth)
 # relu: max(x,0) | mask * ∇y.  sigmoid: 1/(1+exp(-x)) = neg, exp, add, div | ∇y*y*(1-y): sub, mul, mul.
@@ -33,9 +33,9 @@ def activation(kind: str, elements, value_bytes=4) -> OpCost:
     >>> a.forward.flop, a.forward.depth, a.grad_input.flop, a.grad_weight.flop
     (10, 1, 10, 0)
     """
-    kind = _check.choice("activation", kind, ACTIVATIONS)
-    n = _check.size("elements", elements)
-    vb = _check.value_bytes(value_bytes)
+    kind = checks.choice("activation", kind, ACTIVATIONS)
+    n = checks.size("elements", elements)
+    vb = checks.value_bytes(value_bytes)
     fo, fd, bo, bd = ACTIVATIONS[kind]
     # relu's backward needs only the sign (1 byte per element would do; frameworks keep the output)
     fwd = Cost(flop=fo * n, depth=fd, bytes=2 * vb * n, act_bytes=vb * n)
@@ -45,8 +45,8 @@ def activation(kind: str, elements, value_bytes=4) -> OpCost:
 
 def dropout(elements, value_bytes=4) -> OpCost:
     """Dropout (Srivastava et al. 2014): draw, compare, scale; keeps a 1-byte mask for backward."""
-    n = _check.size("elements", elements)
-    vb = _check.value_bytes(value_bytes)
+    n = checks.size("elements", elements)
+    vb = checks.value_bytes(value_bytes)
     fwd = Cost(flop=3 * n, depth=3, bytes=vb * 2 * n + n, act_bytes=n)
     gin = Cost(flop=n, depth=1, bytes=2 * vb * n + n)
     return OpCost("dropout", fwd, gin, source="element-wise: mask * x / (1 - p)")
@@ -55,17 +55,17 @@ def dropout(elements, value_bytes=4) -> OpCost:
 def add(elements, inputs: int = 2, value_bytes=4) -> OpCost:
     """Residual add of ``inputs`` tensors: ``(inputs - 1)`` adds per element as a tree; its gradient
     passes ∇y unchanged to every input (no work)."""
-    n = _check.size("elements", elements)
-    k = int(_check.size("inputs", inputs, 2))
-    vb = _check.value_bytes(value_bytes)
+    n = checks.size("elements", elements)
+    k = int(checks.size("inputs", inputs, 2))
+    vb = checks.value_bytes(value_bytes)
     fwd = Cost(flop=(k - 1) * n, depth=clog2(k), bytes=vb * (k + 1) * n)
     return OpCost("add", fwd, Cost(bytes=0), source="element-wise sum (He et al. 2016 residual)")
 
 
 def scale(elements, value_bytes=4) -> OpCost:
     """Multiply by a constant (e.g. attention's 1/sqrt(d)); its gradient is a multiply too."""
-    n = _check.size("elements", elements)
-    vb = _check.value_bytes(value_bytes)
+    n = checks.size("elements", elements)
+    vb = checks.value_bytes(value_bytes)
     return OpCost("scale", Cost(flop=n, depth=1, bytes=2 * vb * n), Cost(flop=n, depth=1, bytes=2 * vb * n),
                   source="element-wise")
 
@@ -80,9 +80,9 @@ def channel_scale(maps, spatial, value_bytes=4) -> OpCost:
     >>> c.forward.flop, c.grad_input.flop, c.grad_input.depth
     (6272, 18688, 7)
     """
-    m = _check.size("maps", maps)
-    hw = _check.size("spatial", spatial)
-    vb = _check.value_bytes(value_bytes)
+    m = checks.size("maps", maps)
+    hw = checks.size("spatial", spatial)
+    vb = checks.value_bytes(value_bytes)
     n = m * hw
     fwd = Cost(flop=n, depth=1, bytes=vb * (2 * n + m))
     back = Cost(flop=2 * n + m * (hw - 1), depth=1 + clog2(hw), bytes=vb * (3 * n + 2 * m))
@@ -91,6 +91,6 @@ def channel_scale(maps, spatial, value_bytes=4) -> OpCost:
 
 def concat(elements, value_bytes=4) -> OpCost:
     """Concatenation: a copy (no arithmetic, depth 0); its gradient is a split (views, no copy)."""
-    n = _check.size("elements", elements)
-    vb = _check.value_bytes(value_bytes)
+    n = checks.size("elements", elements)
+    vb = checks.value_bytes(value_bytes)
     return OpCost("concat", Cost(bytes=2 * vb * n), source="data movement only")

@@ -6,7 +6,7 @@ reduction of ``tokens`` values with depth ``ceil(log2 tokens)`` (paper §2.5).
 from __future__ import annotations
 
 from ..cost import Cost, OpCost, clog2
-from . import _check
+from . import checks
 
 INDEX_BYTES = 8  # int64 token ids
 
@@ -18,8 +18,8 @@ def embedding(tokens, vocab, dim, value_bytes=4) -> OpCost:
     >>> e.params, e.forward.flop, e.grad_weight.flop, e.grad_weight.depth
     (30, 0, 12, 2)
     """
-    tokens, vocab, dim = _check.size("tokens", tokens), _check.size("vocab", vocab), _check.size("dim", dim)
-    vb = _check.value_bytes(value_bytes)
+    tokens, vocab, dim = checks.size("tokens", tokens), checks.size("vocab", vocab), checks.size("dim", dim)
+    vb = checks.value_bytes(value_bytes)
     fwd = Cost(bytes=2 * vb * tokens * dim + INDEX_BYTES * tokens, params=vocab * dim,
                act_bytes=INDEX_BYTES * tokens)
     gw = Cost(flop=tokens * dim, depth=clog2(tokens), bytes=3 * vb * tokens * dim + INDEX_BYTES * tokens)

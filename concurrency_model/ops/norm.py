@@ -16,7 +16,7 @@ does not depend on the minibatch, "from O(log N) to O(1)" (paper §6.1.1, [S1]).
 from __future__ import annotations
 
 from ..cost import ZERO, Cost, OpCost, clog2
-from . import _check
+from . import checks
 
 SRC_BN = "paper Table 4 (BN: O(NCHW) work, O(log N) depth), App. B; Ioffe & Szegedy 2015"
 
@@ -43,9 +43,9 @@ def batch_norm(n, c, spatial=1, affine: bool = True, value_bytes=4) -> OpCost:
     >>> bn.forward.flop, bn.forward.depth, bn.params
     (30, 13, 2)
     """
-    n = _check.size("n", n)
-    c, spatial = _check.size("c", c), _check.size("spatial", spatial)
-    vb = _check.value_bytes(value_bytes)
+    n = checks.size("n", n)
+    c, spatial = checks.size("c", c), checks.size("spatial", spatial)
+    vb = checks.value_bytes(value_bytes)
     return _normalize(c, n * spatial, 2 * c if affine else 0, vb, n * c * spatial, "batch_norm", SRC_BN,
                       affine=affine)
 
@@ -57,8 +57,8 @@ def layer_norm(rows, features, affine: bool = True, value_bytes=4) -> OpCost:
     >>> ln.forward.flop, ln.forward.depth, ln.params
     (90, 13, 8)
     """
-    rows, features = _check.size("rows", rows), _check.size("features", features)
-    vb = _check.value_bytes(value_bytes)
+    rows, features = checks.size("rows", rows), checks.size("features", features)
+    vb = checks.value_bytes(value_bytes)
     gw = Cost(flop=features * (3 * rows - 2), depth=1 + clog2(rows), bytes=vb * 2 * rows * features) \
         if affine else ZERO
     return _normalize(rows, features, 2 * features if affine else 0, vb, rows * features, "layer_norm",
@@ -67,11 +67,11 @@ def layer_norm(rows, features, affine: bool = True, value_bytes=4) -> OpCost:
 
 def group_norm(n, c, spatial, groups, affine: bool = True, value_bytes=4) -> OpCost:
     """Group normalization (Wu & He 2018): ``groups`` groups of ``c/groups`` channels per sample."""
-    n = _check.size("n", n)
-    c, spatial, groups = _check.size("c", c), _check.size("spatial", spatial), _check.size("groups", groups)
+    n = checks.size("n", n)
+    c, spatial, groups = checks.size("c", c), checks.size("spatial", spatial), checks.size("groups", groups)
     if c % groups:
         raise ValueError(f"groups: c={c} must be divisible by groups={groups}")
-    vb = _check.value_bytes(value_bytes)
+    vb = checks.value_bytes(value_bytes)
     el = n * c * spatial
     gw = Cost(flop=c * (3 * n * spatial - 2), depth=1 + clog2(n * spatial), bytes=vb * 2 * el) if affine else ZERO
     return _normalize(n * groups, c // groups * spatial, 2 * c if affine else 0, vb, el, "group_norm",
@@ -83,8 +83,8 @@ def rms_norm(rows, features, value_bytes=4) -> OpCost:
 
     Forward per row: square (h), sum (h-1), divide, + eps, rsqrt (3), times rstd (h), times g (h).
     """
-    rows, h = _check.size("rows", rows), _check.size("features", features)
-    vb = _check.value_bytes(value_bytes)
+    rows, h = checks.size("rows", rows), checks.size("features", features)
+    vb = checks.value_bytes(value_bytes)
     el = rows * h
     fwd = Cost(flop=rows * (4 * h + 2), depth=clog2(h) + 6, bytes=vb * (2 * el + h), params=h, act_bytes=vb * el)
     gin = Cost(flop=rows * (6 * h), depth=clog2(h) + 5, bytes=vb * (3 * el + h))
@@ -103,8 +103,8 @@ def weight_norm(c_out, fan_in, value_bytes=4) -> OpCost:
     >>> wn.forward.flop, wn.forward.depth, wn.params
     (50, 7, 2)
     """
-    c_out, k = _check.size("c_out", c_out), _check.size("fan_in", fan_in)
-    vb = _check.value_bytes(value_bytes)
+    c_out, k = checks.size("c_out", c_out), checks.size("fan_in", fan_in)
+    vb = checks.value_bytes(value_bytes)
     fwd = Cost(flop=c_out * (3 * k + 1), depth=clog2(k) + 4, bytes=vb * (2 * c_out * k + c_out), params=c_out)
     # ∇v = (g/||v||)(∇w - w (w·∇w)/||w||²): dot (2k-1), scale and subtract (3k); ∇g = (∇w·v)/||v|| (2k)
     gin = Cost(flop=c_out * (5 * k), depth=clog2(k) + 4, bytes=vb * 3 * c_out * k)

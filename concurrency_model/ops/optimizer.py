@@ -28,7 +28,7 @@ Operations per parameter, each elementary operation once:
 from __future__ import annotations
 
 from ..cost import Cost, OpCost, clog2
-from . import _check
+from . import checks
 
 # ops per parameter, depth, tensors read + written per parameter
 RULES = {"sgd": (2, 2, 3), "momentum": (4, 4, 5), "nesterov": (6, 6, 5), "adagrad": (7, 7, 5), "rmsprop": (9, 8, 5),
@@ -42,9 +42,9 @@ def optimizer_update(kind: str, params, value_bytes=4) -> OpCost:
     >>> u.forward.flop, u.forward.depth, u.forward.bytes
     (140, 9, 280)
     """
-    kind = _check.choice("optimizer", kind, RULES)
-    n = _check.size("params", params, 0)
-    vb = _check.value_bytes(value_bytes)
+    kind = checks.choice("optimizer", kind, RULES)
+    n = checks.size("params", params, 0)
+    vb = checks.value_bytes(value_bytes)
     ops, depth, tensors = RULES[kind]
     if kind == "lamb" and n:
         depth += clog2(n)

@@ -8,7 +8,7 @@ divide. ∇x: max routes ∇y to the arg-max, avg spreads ∇y/K over the window
 from __future__ import annotations
 
 from ..cost import Cost, OpCost, clog2
-from . import _check
+from . import checks
 from .conv import max_taps, out_size, pair
 
 KINDS = ("max", "avg")
@@ -23,16 +23,16 @@ def pool2d(kind: str, n, c, h, w, kh, kw=None, stride=None, pad=0, value_bytes=4
     >>> p.forward.flop, p.forward.depth
     (12, 2)
     """
-    kind = _check.choice("pool", kind, KINDS)
+    kind = checks.choice("pool", kind, KINDS)
     kw = kh if kw is None else kw
     stride = (kh, kw) if stride is None else stride
     (sh, sw), (ph, pw) = pair("stride", stride), pair("pad", pad)
-    n = _check.size("n", n)
-    c, h, w, kh, kw = (int(_check.size(k, v)) for k, v in (("c", c), ("h", h), ("w", w), ("kh", kh), ("kw", kw)))
-    sh, sw, ph, pw = int(_check.size("stride", sh)), int(_check.size("stride", sw)), \
-        int(_check.size("pad", ph, 0)), int(_check.size("pad", pw, 0))
+    n = checks.size("n", n)
+    c, h, w, kh, kw = (int(checks.size(k, v)) for k, v in (("c", c), ("h", h), ("w", w), ("kh", kh), ("kw", kw)))
+    sh, sw, ph, pw = int(checks.size("stride", sh)), int(checks.size("stride", sw)), \
+        int(checks.size("pad", ph, 0)), int(checks.size("pad", pw, 0))
     ho, wo = out_size(h, kh, sh, ph, 1, "h", ceil_mode), out_size(w, kw, sw, pw, 1, "w", ceil_mode)
-    vb = _check.value_bytes(value_bytes)
+    vb = checks.value_bytes(value_bytes)
     outs, ins, k = n * c * ho * wo, n * c * h * w, kh * kw
     is_avg = int(kind == "avg")  # an int: bool * sympy expression raises TypeError
     fwd = Cost(flop=outs * (k - 1 + is_avg), depth=clog2(kh) + clog2(kw) + is_avg, bytes=vb * (ins + outs),

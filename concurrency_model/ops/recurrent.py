@@ -15,7 +15,7 @@ Backward (BPTT) doubles the matrix products (∇x/∇h and ∇W) and costs about
 from __future__ import annotations
 
 from ..cost import Cost, OpCost, clog2
-from . import _check
+from . import checks
 
 CELLS = {"rnn": (1, 1, 1), "lstm": (4, 18, 8), "gru": (3, 15, 9)}  # gates, cell ops per unit, cell depth
 
@@ -30,10 +30,10 @@ def recurrent(cell: str, seq_len, batch, input_size, hidden, layers: int = 1, bi
     >>> recurrent("rnn", 20, 1, 4, 4).forward.depth - recurrent("rnn", 10, 1, 4, 4).forward.depth
     60
     """
-    cell = _check.choice("cell", cell, CELLS)
-    T, n = _check.size("seq_len", seq_len), _check.size("batch", batch)
-    i0, h, L = _check.size("input_size", input_size), _check.size("hidden", hidden), _check.size("layers", layers)
-    vb = _check.value_bytes(value_bytes)
+    cell = checks.choice("cell", cell, CELLS)
+    T, n = checks.size("seq_len", seq_len), checks.size("batch", batch)
+    i0, h, L = checks.size("input_size", input_size), checks.size("hidden", hidden), checks.size("layers", layers)
+    vb = checks.value_bytes(value_bytes)
     g, cell_ops, cell_depth = CELLS[cell]
     nb = 2 if bias else 0
     inputs = [i0] + [h] * (int(L) - 1)

@@ -6,7 +6,7 @@ Every summation inside the operator models is an instance of it.
 from __future__ import annotations
 
 from ..cost import Cost, OpCost, clog2
-from . import _check
+from . import checks
 
 
 def reduction(n, tree: bool = True, value_bytes=4) -> OpCost:
@@ -18,8 +18,8 @@ def reduction(n, tree: bool = True, value_bytes=4) -> OpCost:
     >>> reduction(8, tree=False).forward.depth
     7
     """
-    n = _check.size("n", n)
-    vb = _check.value_bytes(value_bytes)
+    n = checks.size("n", n)
+    vb = checks.value_bytes(value_bytes)
     depth = clog2(n) if tree else n - 1
     fwd = Cost(flop=n - 1, depth=depth, bytes=vb * (n + 1))
     # the gradient of a sum broadcasts ∇y to every input: n copies, depth 1

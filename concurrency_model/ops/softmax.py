@@ -7,7 +7,7 @@ Forward per row: max (k-1), x - max (k), exp (k), sum (k-1), divide (k): ``W = 5
 from __future__ import annotations
 
 from ..cost import Cost, OpCost, clog2
-from . import _check
+from . import checks
 
 
 def softmax(rows, k, value_bytes=4) -> OpCost:
@@ -17,8 +17,8 @@ def softmax(rows, k, value_bytes=4) -> OpCost:
     >>> sm.forward.flop, sm.forward.depth, sm.grad_input.flop
     (36, 7, 30)
     """
-    rows, k = _check.size("rows", rows), _check.size("k", k)
-    vb = _check.value_bytes(value_bytes)
+    rows, k = checks.size("rows", rows), checks.size("k", k)
+    vb = checks.value_bytes(value_bytes)
     el = rows * k
     fwd = Cost(flop=rows * (5 * k - 2), depth=2 * clog2(k) + 3, bytes=2 * vb * el, act_bytes=vb * el)
     gin = Cost(flop=rows * (4 * k - 1), depth=clog2(k) + 3, bytes=3 * vb * el)

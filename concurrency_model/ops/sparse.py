@@ -20,7 +20,7 @@ import numpy as np
 import sympy as sp
 
 from ..cost import Cost, OpCost, clog2
-from . import _check
+from . import checks
 
 SRC_SPARSE = ("CSR: Saad 2003 §3.4; 2:4: NVIDIA Ampere architecture [R1]; W = 2 nnz n (one multiply-add per "
               "nonzero and column), paper §2.5 depth of a reduction")
@@ -71,9 +71,9 @@ def sparse_gemm(m, n, k, nnz, value_bytes=4, index_bytes=INDEX_BYTES) -> OpCost:
     >>> c.grad_weight.flop, c.grad_weight.depth, c.params
     (48, 3, 8)
     """
-    m, n, k = _check.size("m", m), _check.size("n", n), _check.size("k", k)
-    nnz = _check.size("nnz", nnz, minimum=0)
-    vb, ib = _check.value_bytes(value_bytes), _check.value_bytes(index_bytes)
+    m, n, k = checks.size("m", m), checks.size("n", n), checks.size("k", k)
+    nnz = checks.size("nnz", nnz, minimum=0)
+    vb, ib = checks.value_bytes(value_bytes), checks.value_bytes(index_bytes)
     if nnz.is_number and nnz > m * k:
         raise ValueError(f"nnz: at most m * k = {m * k} nonzeros, got {nnz}")
     a_bytes = nnz * (vb + ib) + (m + 1) * ib
@@ -87,8 +87,8 @@ def structured_gemm(m, n, k, value_bytes=2) -> OpCost:
     >>> c.forward.flop, c.forward.bytes      # half the dense 192 FLOP; 16 values * (2 B + 2 bits) + (24 + 12) * 2
     (96, 108)
     """
-    m, n, k = _check.size("m", m), _check.size("n", n), _check.size("k", k)
-    vb = _check.value_bytes(value_bytes)
+    m, n, k = checks.size("m", m), checks.size("n", n), checks.size("k", k)
+    vb = checks.value_bytes(value_bytes)
     nnz = m * k / 2
     return _passes("structured_gemm", m, n, k, nnz, nnz * (vb + sp.Rational(METADATA_BITS, 8)), vb)
 

@@ -44,7 +44,7 @@ from ..checks import number
 from ..cost import to_python as _out
 from ..hardware import Device
 from ..models.channel_split import gathers_input, replicated
-from ..ops import _check
+from ..ops import checks as op_checks
 from ..units import GB, dtype_bytes
 from . import pipeline
 from .pipeline import in_flight_microbatches
@@ -114,13 +114,13 @@ def model_state_bytes(params, optimizer: str = "adam", dtype: str = "bf16", mast
     >>> model_state_bytes(1e9, data=8, zero_stage=1)["total"] / 1e9
     5.5
     """
-    psi = _check.size("params", params, 0)
+    psi = op_checks.size("params", params, 0)
     opt = _choice("optimizer", optimizer, tuple(OPTIMIZER_STATES))
     wb = _dtype("dtype", dtype)
     gb = _dtype("grad_dtype", grad_dtype) if grad_dtype is not None else wb
-    t = _check.size("tensor", tensor)
-    p = _check.size("pipeline", pipeline)
-    d = _check.size("data", data)
+    t = op_checks.size("tensor", tensor)
+    p = op_checks.size("pipeline", pipeline)
+    d = op_checks.size("data", data)
     if isinstance(zero_stage, bool) or zero_stage not in (0, 1, 2, 3):
         raise ValueError(f"zero_stage: must be one of 0, 1, 2, 3, got {zero_stage!r}")
     if not isinstance(master_fp32, bool):
@@ -163,9 +163,9 @@ def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = Fals
     >>> transformer_activation_bytes(2048, 1, 12288, 96, fused_attention=True) / (2048 * 12288)
     34.0
     """
-    s, b, h, a = (_check.size(n, v) for n, v in (("s", s), ("b", b), ("h", h), ("a", a)))
-    t = _check.size("t", t)
-    n_layers = _check.size("layers", layers, 0)
+    s, b, h, a = (op_checks.size(n, v) for n, v in (("s", s), ("b", b), ("h", h), ("a", a)))
+    t = op_checks.size("t", t)
+    n_layers = op_checks.size("layers", layers, 0)
     _choice("recompute", recompute, RECOMPUTE)
     for name, flag in (("sequence_parallel", sequence_parallel), ("fused_attention", fused_attention)):
         if not isinstance(flag, bool):
@@ -196,7 +196,7 @@ def per_op_sac_bytes(s, b, h, a, t=1, sequence_parallel: bool = False, outputs: 
     ...     (4096, "row"), (14336, "column"), (14336, "column"), (4096, "row"))) / (8192 * 2)   # Llama 3 8B
     63616.0
     """
-    s, b, h, a, t = (_check.size(n, v) for n, v in (("s", s), ("b", b), ("h", h), ("a", a), ("t", t)))
+    s, b, h, a, t = (op_checks.size(n, v) for n, v in (("s", s), ("b", b), ("h", h), ("a", a), ("t", t)))
     values = h / (t if sequence_parallel else 1) + h / t
     for i, (width, split) in enumerate(outputs):
         if split not in ("column", "row"):
@@ -231,8 +231,8 @@ def weight_stash_bytes(stage_weight_bytes, schedule: str, pipeline=1, stage: int
     30
     """
     w = _nonneg("stage_weight_bytes", stage_weight_bytes)
-    p = _check.size("pipeline", pipeline)
-    st = _check.size("stage", stage, 0)
+    p = op_checks.size("pipeline", pipeline)
+    st = op_checks.size("stage", stage, 0)
     if st.is_number and p.is_number and st >= p:
         raise ValueError(f"stage: must be < pipeline ({p}), got {st}")
     _choice("schedule", schedule, SCHEDULES)
@@ -275,13 +275,13 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
     ...     recompute="selective", pipeline=8) == 34 * 2048 * 12288 * 96 / 8   # Eq. 6
     True
     """
-    p = _check.size("pipeline", pipeline)
+    p = op_checks.size("pipeline", pipeline)
     if microbatches is None and schedule == "gpipe":
         raise ValueError("microbatches: required for schedule 'gpipe' (it stashes all m)")
-    m = None if microbatches is None else _check.size("microbatches", microbatches)
-    v = _check.size("interleave", interleave)
-    st = _check.size("stage", stage, 0)
-    L = _check.size("layers", layers)
+    m = None if microbatches is None else op_checks.size("microbatches", microbatches)
+    v = op_checks.size("interleave", interleave)
+    st = op_checks.size("stage", stage, 0)
+    L = op_checks.size("layers", layers)
     if st.is_number and p.is_number and st >= p:
         raise ValueError(f"stage: must be < pipeline ({p}), got {st}")
     if not isinstance(recompute_buffer, bool):
@@ -305,7 +305,7 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
     elif recompute_buffer and recompute == "selective" and not fused_attention:
         total += 5 * a_ * s_ ** 2 * b_ / t_
     if vocab is not None:
-        V = _check.size("vocab", vocab)
+        V = op_checks.size("vocab", vocab)
         if st == 0:
             total += s_ * b_ * h_ / t_ * _in_flight(schedule, p, m, v, st)
         if st == p - 1:

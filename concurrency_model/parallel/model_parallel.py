@@ -35,7 +35,7 @@ from ..comm.collectives import collective_time
 from ..comm.on_cluster import collective_on_cluster
 from ..comm.select import auto
 from ..cost import to_python
-from ..ops import _check
+from ..ops import checks as op_checks
 from ..ops.conv import conv2d, out_size
 from ..ops.dense import linear
 from ..symbols import alpha as ALPHA
@@ -342,7 +342,7 @@ def expert_parallel(tokens, hidden, ffn_hidden, experts, P, top_k=1, capacity_fa
     >>> s.comm[0].bytes, 1024 * 512 * 2 * 1.25 * 2, s.info["capacity"]
     (2621440, 2621440.0, 1280)
     """
-    P, tokens = check_ranks(P, "P"), _check.size("tokens", tokens)
+    P, tokens = check_ranks(P, "P"), op_checks.size("tokens", tokens)
     experts, top_k = int(check_ranks(experts, "experts")), int(check_ranks(top_k, "top_k"))
     if top_k > experts:
         raise ValueError(f"top_k: {top_k} exceeds experts = {experts}")

@@ -23,7 +23,7 @@ import sympy as sp
 
 from ..checks import number
 from ..cost import Cost
-from ..ops import _check
+from ..ops import checks as op_checks
 
 STRATEGIES = ("grid", "random", "smbo", "evolution")
 
@@ -35,13 +35,13 @@ def independent_trials(trial: Cost, trials) -> Cost:
     >>> c.flop, c.depth, c.average_parallelism
     (80, 4, 20)
     """
-    return trial.repeat(_check.size("trials", trials), parallel=True)
+    return trial.repeat(op_checks.size("trials", trials), parallel=True)
 
 
 def rounds(trials, parallel) -> sp.Expr:
     """Rounds of a search with ``parallel`` trials a round: ``ceil(trials / parallel)`` (numbers or positive
     integer symbols)."""
-    return sp.ceiling(_check.size("trials", trials) / _check.size("parallel", parallel))
+    return sp.ceiling(op_checks.size("trials", trials) / op_checks.size("parallel", parallel))
 
 
 def smbo(trial: Cost, trials, q) -> Cost:
@@ -52,7 +52,7 @@ def smbo(trial: Cost, trials, q) -> Cost:
     >>> c.flop, c.depth
     (100, 12)
     """
-    t = _check.size("trials", trials)
+    t = op_checks.size("trials", trials)
     return trial.repeat(t, parallel=True).with_(depth=rounds(t, q) * trial.depth)
 
 
@@ -63,8 +63,8 @@ def evolution(trial: Cost, generations, population) -> Cost:
     >>> c.flop, c.depth
     (150, 12)
     """
-    k = _check.size("population", population)
-    return trial.repeat(k, parallel=True).repeat(_check.size("generations", generations))
+    k = op_checks.size("population", population)
+    return trial.repeat(k, parallel=True).repeat(op_checks.size("generations", generations))
 
 
 def search_seconds(strategy: str, trial_s: float, trials: int, workers: int, q: int | None = None,
@@ -85,13 +85,13 @@ def search_seconds(strategy: str, trial_s: float, trials: int, workers: int, q: 
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy: unknown {strategy!r}; allowed: {', '.join(STRATEGIES)}")
     number("trial_s", trial_s), number("proposal_s", proposal_s, low_ok=True)
-    _check.size("trials", trials), _check.size("workers", workers)
+    op_checks.size("trials", trials), op_checks.size("workers", workers)
     if strategy in ("grid", "random"):
         return float(rounds(trials, workers) * trial_s)
     name, per_round = ("q", q) if strategy == "smbo" else ("population", population)
     if per_round is None:
         raise ValueError(f"{name}: {strategy} needs the trials per round")
-    n, k = int(_check.size("trials", trials)), int(_check.size(name, per_round))
+    n, k = int(op_checks.size("trials", trials)), int(op_checks.size(name, per_round))
     full, rest = divmod(n, k)
     pause = proposal_s if strategy == "smbo" else 0.0
     seconds = full * (rounds(k, workers) * trial_s + pause)

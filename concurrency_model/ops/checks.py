@@ -1,4 +1,5 @@
-"""Input checks shared by the operator models: sizes are positive integers or positive sympy symbols."""
+"""Input checks shared by the operator models (and the parallel models built on them): sizes are positive integers
+or positive sympy symbols."""
 from __future__ import annotations
 
 import numbers
