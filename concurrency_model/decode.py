@@ -23,7 +23,7 @@ from .models.transformer import is_lm_head
 from .ops.attention import attention as attention_op
 from .parallel.host import issued
 from .serving import FREE
-from .timing import _f, gemm_coeffs
+from .timing import decided_float, gemm_coeffs
 from .timing.graph import layer_parts
 from .timing.layers import attention_kernels
 from .timing.parts import Parts, total
@@ -136,10 +136,10 @@ def kv_attention(batch: int, heads: int, kv_heads: int, head_dim: int, dev, dtyp
                              .forward.flop), _L)
     a_f, c_f = (float(flop.coeff_monomial(_L)), float(flop.coeff_monomial(1)))
     e = dev.efficiency
-    rate = _f(dev.vector_flops.get(dtype, dev.peak(dtype)), dev.decide) * e.compute
-    bw = _f(dev.mem_bw, dev.decide) * e.memory
+    rate = decided_float(dev.vector_flops.get(dtype, dev.peak(dtype)), dev.decide) * e.compute
+    bw = decided_float(dev.mem_bw, dev.decide) * e.memory
     a_m, c_m = batch * kb * head_dim * 2 * hk, batch * head_dim * (2 * hq * vb + 2 * hk * kb) * queries
-    return a_f / rate, c_f / rate, a_m / bw, c_m / bw, _f(dev.launch_overhead, dev.decide)
+    return a_f / rate, c_f / rate, a_m / bw, c_m / bw, decided_float(dev.launch_overhead, dev.decide)
 
 
 COMM = ("tensor_comm_s", "expert_comm_s", "pipeline_p2p_s")  # a breakdown's communication

@@ -127,7 +127,7 @@ def test_a_gpu_calibration_predicts_its_cuda_gemms_with_the_gpu_profile(tmp_path
     import pandas as pd
     from concurrency_model.hardware import load_device
     from concurrency_model.timing import gemm_coeffs
-    from concurrency_model.validate.adapters import _measured_compute, measured_gemms
+    from concurrency_model.validate.adapters import measured_compute, measured_gemms
     src = datasets.data_dir() / "measured" / "compute-cpu-host-20261202"
     folder = tmp_path / "compute-gpu-test"
     shutil.copytree(src, folder)
@@ -146,7 +146,7 @@ def test_a_gpu_calibration_predicts_its_cuda_gemms_with_the_gpu_profile(tmp_path
     assert len(measured_gemms(folder)) == len(rows[rows["op"] == "gemm"]) + 3  # this torch row has no profile
     today = measured_gemms(datasets.data_dir() / "measured" / "compute-cpu-host-20261204")
     assert set(today["backend"]) == {"numpy", "torch"}  # that run wrote profile-torch.json
-    got = _measured_compute("m", folder, "in-sample")
+    got = measured_compute("m", folder, "in-sample")
     cuda = got[got["label"].str.startswith("cuda ")]
     assert len(cuda) == 3 and set(cuda["group"]) == {"cuda fp16"}
     assert cuda["ape"].max() < 1e-12  # the GPU's own profile, not the host's

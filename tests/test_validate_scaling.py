@@ -188,7 +188,7 @@ def test_parameter_server_sync():
         pytest.skip("concurrency_model.parallel.distribution is not there")
     from concurrency_model.cluster import tier_from_dict
     cl, n = vs.systems()["dgx1-p100"], 1e8
-    alpha, beta = tier_from_dict(vs._pcie("")).alpha_beta()
+    alpha, beta = tier_from_dict(vs.pcie_notes("")).alpha_beta()
     assert vs.ps_sync_seconds(n, 1, cl, "cpu") == pytest.approx(2 * alpha + 2 * n * beta)  # over PCIe
     # two GPUs share a host uplink: twice the bytes on it from 2 GPUs on
     assert vs.ps_sync_seconds(n, 8, cl, "cpu") == pytest.approx(2 * alpha + 4 * n * beta)

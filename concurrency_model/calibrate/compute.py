@@ -93,25 +93,25 @@ def meta() -> dict:
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
 
-def _cpu_clock(fn, inner: int) -> float:
+def cpu_clock(fn, inner: int) -> float:
     t = time.perf_counter()
     for _ in range(inner):
         fn()
     return time.perf_counter() - t
 
 
-def _cuda_clock(torch):
+def cuda_clock(torch):
     def clock(fn, inner: int) -> float:  # CUDA events time the stream, not the host's launches
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
-        _cpu_clock(fn, inner)
+        cpu_clock(fn, inner)
         b.record()
         b.synchronize()
         return a.elapsed_time(b) * 1e-3
     return clock
 
 
-def bench(fns, repeats: int = 7, warmup: int = 1, budget_s: float = 0.3, clock=_cpu_clock, bar=None,
+def bench(fns, repeats: int = 7, warmup: int = 1, budget_s: float = 0.3, clock=cpu_clock, bar=None,
           notes=None) -> list:
     """``[(median seconds per call, timed samples, calls per sample), ...]`` of the callables ``fns``.
 
@@ -121,7 +121,7 @@ def bench(fns, repeats: int = 7, warmup: int = 1, budget_s: float = 0.3, clock=_
     ``budget_s`` per callable is spent, but never before ``MIN_REPS``. ``bar`` advances once per sample."""
     inner = []
     for fn in fns:
-        _cpu_clock(fn, warmup)
+        cpu_clock(fn, warmup)
         inner.append(int(min(MAX_INNER, max(1, MIN_SAMPLE_S // max(clock(fn, 1), 1e-9)))))
     samples, deadline = [[] for _ in fns], time.perf_counter() + budget_s * len(fns)
     for p in range(max(repeats, 1)):
@@ -151,8 +151,8 @@ def _torch(backend: str):
     """``(torch, device string, clock, device name)`` for ``torch`` (CPU) or ``cuda``."""
     import torch
     if backend == "cuda":
-        return torch, "cuda", _cuda_clock(torch), torch.cuda.get_device_name(0)
-    return torch, "cpu", _cpu_clock, "cpu"
+        return torch, "cuda", cuda_clock(torch), torch.cuda.get_device_name(0)
+    return torch, "cpu", cpu_clock, "cpu"
 
 
 def measure(shapes, dtype: str = "fp32", backend: str = "numpy", repeats: int = 7, warmup: int = 1,
@@ -163,7 +163,7 @@ def measure(shapes, dtype: str = "fp32", backend: str = "numpy", repeats: int = 
     shapes = [tuple(int(x) for x in s) for s in shapes]
     if backend == "numpy" and dtype not in NP_DTYPES:
         raise ValueError(f"dtype: numpy GEMMs run in {', '.join(NP_DTYPES)}, not {dtype!r}")
-    rng, fns, clock, device = np.random.default_rng(0), [], _cpu_clock, "cpu"
+    rng, fns, clock, device = np.random.default_rng(0), [], cpu_clock, "cpu"
     if backend != "numpy":
         torch, dev, clock, device = _torch(backend)
         tdt = {"fp32": torch.float32, "fp64": torch.float64, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
@@ -189,7 +189,7 @@ def measure_memory(backend: str = "numpy", nbytes: int = COPY_BYTES, repeats: in
     count = max(int(nbytes) // 8, 1)
     if backend == "numpy":
         x, y, z, w = np.ones(count), np.empty(count), np.ones(4), np.empty(4)
-        copy, tiny, clock, device = (lambda: np.copyto(y, x)), (lambda: np.add(z, z, out=w)), _cpu_clock, "cpu"
+        copy, tiny, clock, device = (lambda: np.copyto(y, x)), (lambda: np.add(z, z, out=w)), cpu_clock, "cpu"
     else:
         torch, dev, clock, device = _torch(backend)
         x, y, z = (torch.ones(count, dtype=torch.float64, device=dev), torch.empty(count, dtype=torch.float64,
@@ -257,7 +257,7 @@ def ape(predicted, measured) -> np.ndarray:
     return 100.0 * np.abs(np.asarray(predicted, float) / np.asarray(measured, float) - 1.0)
 
 
-def _host(cuda: bool) -> dict:
+def host_info(cuda: bool) -> dict:
     """Name, vendor, kind, capacity, multiprocessors, L2, model (and how each was read) of the host or GPU."""
     if cuda:
         import torch
@@ -301,7 +301,7 @@ def profile(rows: pd.DataFrame, bandwidth: float | None = None, launch: float | 
         raise ValueError("rows: no copy row to take the memory bandwidth from; pass bandwidth")
     bandwidth = float((c["bytes"] / c["median_s"]).max()) if bandwidth is None else bandwidth
     launch = (float(t["median_s"].min()) if len(t) else 0.0) if launch is None else launch
-    r0, h, lib = rows.iloc[0], _host(backend == "cuda"), "numpy.matmul" if backend == "numpy" else "torch.matmul"
+    r0, h, lib = rows.iloc[0], host_info(backend == "cuda"), "numpy.matmul" if backend == "numpy" else "torch.matmul"
     if backend == "torch":  # torch's CPU kernels: the host's memory and cores, torch's calls
         h["how_launch"] = "median time of back-to-back tiny add_ on one value (torch, CPU)"
     by = (f"measured by concurrency-model calibrate compute on {r0['host']}, {r0['date']}, numpy "

@@ -110,7 +110,7 @@ MODEL_TEXT = {"all_reduce": "ring: 2(P-1) alpha + 2(P-1)/P n beta", "all_gather"
 LOSS = "soft_l1"  # of the fits: the odd slow size (a busy host) pulls less, as in compute's fits
 
 
-def _g(x: float) -> float:  # six significant digits
+def six_digits(x: float) -> float:  # six significant digits
     return float(f"{x:.6g}")
 
 
@@ -129,8 +129,8 @@ def fits(rows: pd.DataFrame, ranks: int | None = None) -> dict:
         big = r.loc[r["size_bytes"].idxmax()]
         per_byte, t_big = float(MODELS[coll](float(big["size_bytes"]), float(ranks), 0.0, 1.0)), big["time_us"] * 1e-6
         bound = per_byte * f.beta < 0.01 * t_big
-        out[coll] = {"alpha_s": _g(f.alpha), "beta_s_per_byte": _g(f.beta),
-                     "bw_Bps": _g(per_byte / t_big if bound else f.bw), "bw_lower_bound": bool(bound),
+        out[coll] = {"alpha_s": six_digits(f.alpha), "beta_s_per_byte": six_digits(f.beta),
+                     "bw_Bps": six_digits(per_byte / t_big if bound else f.bw), "bw_lower_bound": bool(bound),
                      "model": MODEL_TEXT[coll], "median_ape_pct": round(f.median_ape, 2),
                      "p90_ape_pct": round(f.p90_ape, 2), "rows": f.n, "num_ranks": ranks}
     return out

@@ -29,7 +29,7 @@ import pandas as pd
 
 from ..datasets import load
 from ..progress import Progress
-from .compute import _cpu_clock, _cuda_clock, _host, bench
+from .compute import cpu_clock, cuda_clock, host_info, bench
 from .files import atomic_write, check_targets, partial_path
 
 OPS = ("gemm", "conv", "rnn")
@@ -122,7 +122,7 @@ def device_label(torch, cuda: bool) -> tuple[str, str]:
 
 def _meta(torch, dev: str) -> dict:
     name, soft = device_label(torch, dev == "cuda")
-    return {"device": name, "host_cpu": _host(False)["model"], "software": soft,
+    return {"device": name, "host_cpu": host_info(False)["model"], "software": soft,
             "source_repo": "concurrency_model calibrate kernels",
             "source_commit": _commit(), "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "host": platform.node()}
@@ -137,7 +137,7 @@ def measure(op: str, dtype: str, table: pd.DataFrame, backend: str = "cuda", rep
     if dtype not in PRECISIONS:
         raise ValueError(f"dtypes: unknown {dtype!r}; allowed: {', '.join(PRECISIONS)}")
     dev = "cuda" if backend == "cuda" else "cpu"
-    clock = _cuda_clock(torch) if dev == "cuda" else _cpu_clock
+    clock = cuda_clock(torch) if dev == "cuda" else cpu_clock
     tdt = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
     _flags(torch, dtype)
     out, missing = table.copy(), []

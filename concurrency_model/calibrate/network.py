@@ -46,7 +46,7 @@ import pandas as pd
 
 from ..progress import Progress
 from .files import atomic_write, check_targets
-from .fit_comm import LOSS, MODEL_TEXT, _g, fits
+from .fit_comm import LOSS, MODEL_TEXT, six_digits, fits
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall")
 SIZES = tuple(2**k for k in range(10, 27))  # 1 KiB .. 64 MiB
@@ -145,7 +145,7 @@ def _measure(rank: int, p: int, backend: str, plan: dict, emit, hooks: dict) -> 
                     "collective": coll, "num_ranks": p, "num_nodes": nodes, "size_bytes": count * 4,
                     "count_elements": count, "dtype": "float",
                     "redop": "sum" if coll in ("all_reduce", "reduce_scatter") else "none",
-                    "time_us": round(sec * 1e6, 3), "algbw_GBps": _g(algbw), "busbw_GBps": _g(algbw * BUSBW[coll](p)),
+                    "time_us": round(sec * 1e6, 3), "algbw_GBps": six_digits(algbw), "busbw_GBps": six_digits(algbw * BUSBW[coll](p)),
                     "repetitions": reps, "torch_op": name}))
             except Exception as e:  # noqa: BLE001 - any failure of one size is recorded, the run goes on
                 say("missing", (coll, size, f"{type(e).__name__}: {e}".splitlines()[0][:200]))

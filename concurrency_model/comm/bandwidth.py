@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from ._common import as_value, check_n, check_name, check_ranks, check_rate
+from .checks import as_value, check_n, check_name, check_ranks, check_rate
 from .collectives import OPS
 
 __all__ = ["algbw", "busbw", "busbw_factor"]

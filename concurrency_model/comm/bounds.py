@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from ._common import active, check_n, check_name, check_rate, check_ranks, clog2
+from .checks import active, check_n, check_name, check_rate, check_ranks, clog2
 from .collectives import OPS
 
 __all__ = ["lower_bound"]

@@ -31,7 +31,7 @@ import math
 
 import sympy as sp
 
-from ._common import active, is_num
+from .checks import active, is_num
 
 CHAIN_OPS = ("broadcast", "reduce", "allreduce")
 

@@ -34,7 +34,7 @@ from typing import Callable
 
 import sympy as sp
 
-from ._common import active, check_n, check_name, check_rate, check_ranks, clog2, flog2, nonpow2
+from .checks import active, check_n, check_name, check_rate, check_ranks, clog2, flog2, nonpow2
 from .chain import chain_time, optimal_segments
 
 __all__ = ["ALGORITHMS", "OPS", "collective_time", "p2p_time"]

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from ._common import check_n, check_ranks
+from .checks import check_n, check_ranks
 from .collectives import collective_time
 
 __all__ = ["hierarchical_allreduce", "hierarchical_allgather", "hierarchical_reduce_scatter", "hierarchical_pipelined"]

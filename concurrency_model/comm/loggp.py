@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from ._common import active, check_n, check_rate, check_ranks
+from .checks import active, check_n, check_rate, check_ranks
 
 __all__ = ["loggp_p2p", "loggp_messages", "to_alpha_beta", "loggp_ring_allreduce"]
 

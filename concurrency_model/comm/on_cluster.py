@@ -53,7 +53,7 @@ def inter_beta(placement: Placement, op: str | None = None, algorithm: str | Non
     return placement.inter[1] * r
 
 
-def _flat(placement: Placement, op: str | None = None, algorithm: str | None = None) -> tuple:
+def flat_alpha_beta(placement: Placement, op: str | None = None, algorithm: str | None = None) -> tuple:
     if placement.kind == "intra":
         return placement.intra
     beta = inter_beta(placement, op, algorithm)
@@ -69,7 +69,7 @@ def time_on(op: str, algorithm: str, n, placement: Placement, gamma=0) -> float:
             raise ValueError(f"algorithm: hierarchical applies to {', '.join(HIERARCHICAL)}, not {op}")
         return float(hierarchical_pipelined(op, n, placement.ranks_per_node, placement.nodes, *placement.intra,
                                             *placement.inter, gamma))
-    alpha, beta = _flat(placement, op, algorithm)
+    alpha, beta = flat_alpha_beta(placement, op, algorithm)
     return float(collective_time(op, algorithm, n, placement.ranks, alpha, beta, gamma))
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from ._common import check_n, check_rate, check_ranks
+from .checks import check_n, check_rate, check_ranks
 
 __all__ = ["PAPER_FORMS", "message_bytes", "T_tree", "T_bfly", "T_pipe", "T_rabe", "T_lower",
            "T_lower_latency", "T_lower_bandwidth"]

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import sympy as sp
 
-from ._common import check_n, check_name, check_rate, check_ranks, is_num
+from .checks import check_n, check_name, check_rate, check_ranks, is_num
 from .collectives import ALGORITHMS, OPS, check_op_algorithm, collective_time
 from ..symbols import n_bytes
 

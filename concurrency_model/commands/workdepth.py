@@ -34,8 +34,8 @@ def model_arg(text: str, input_shapes=None):
     if input_shapes:
         if not (isinstance(model, dict) and "onnx" in model):
             raise ValueError("input_shape: only an ONNX model takes input shapes")
-        from ..frontends.onnx_import import _parse_shape_arg
-        model = {**model, "input_shapes": dict(_parse_shape_arg(t) for t in input_shapes)}
+        from ..frontends.onnx_import import parse_shape_arg
+        model = {**model, "input_shapes": dict(parse_shape_arg(t) for t in input_shapes)}
     return model
 
 

@@ -75,7 +75,7 @@ def _attrs(node) -> dict:
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
-def _parse_shape_arg(text: str) -> tuple[str, list[int]]:
+def parse_shape_arg(text: str) -> tuple[str, list[int]]:
     """``name=1x3x224x224`` -> ("name", [1, 3, 224, 224]) (the CLI's ``--input-shape``)."""
     name, _, dims = text.rpartition("=")
     try:
@@ -105,7 +105,7 @@ def load(path_or_model, input_shapes: dict | None = None):
     given = {}
     for k, v in (input_shapes or {}).items():
         if isinstance(v, str):
-            v = _parse_shape_arg(f"{k}={v}")[1]
+            v = parse_shape_arg(f"{k}={v}")[1]
         given[k] = [int(d) for d in v]
     inputs = [i for i in g.input if i.name not in inits]
     names = {i.name for i in inputs}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from ..comm._common import active, as_value, check_ranks, is_num
+from ..comm.checks import active, as_value, check_ranks, is_num
 from ..comm.collectives import ALGORITHMS, collective_time
 from ..symbols import mem_bw, peak_flops
 from .compression import Compressed, compress

@@ -63,7 +63,7 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from ..comm._common import as_value, check_n, check_name, check_ranks, check_rate, is_num
+from ..comm.checks import as_value, check_n, check_name, check_ranks, check_rate, is_num
 from .sparse_comm import sparse_allreduce_rounds, sparse_allreduce_time, sufficient_factors
 
 __all__ = ["SCHEMES", "COLLECTIVES", "Compressed", "compress", "qsgd_bits", "weight_matrices",

@@ -25,7 +25,7 @@ import numpy as np
 import sympy as sp
 
 from ..checks import count
-from ..comm._common import as_value, check_name, check_ranks, is_num
+from ..comm.checks import as_value, check_name, check_ranks, is_num
 
 __all__ = ["DISTRIBUTIONS", "expected_order_statistic", "expected_max", "expected_max_monte_carlo",
            "sync_step_time", "ssp_step_time", "ssp_simulate", "async_throughput", "staleness_pmf",

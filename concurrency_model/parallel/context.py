@@ -30,7 +30,7 @@ import numpy as np
 import sympy as sp
 
 from ..cluster import place
-from ..timing.graph import _node_parts
+from ..timing.graph import node_parts
 from ..timing.parts import Parts
 from .triples import ZERO_TRIPLE, add_triples
 
@@ -137,7 +137,7 @@ class ContextMixin:
         memo = self.__dict__.setdefault("_ulysses_memo", {})
         if key not in memo:
             whole = _Node("attention", {**a, "heads": a["heads"] // c, "seq": a["seq"] * c})
-            memo[key] = _node_parts(whole, self.dev, self.dtype, b, 1.0, needs_grad, t)[0]
+            memo[key] = node_parts(whole, self.dev, self.dtype, b, 1.0, needs_grad, t)[0]
         return memo[key]
 
     def _context_group(self, t: int, c: int) -> tuple:
@@ -162,7 +162,7 @@ class ContextMixin:
 
 
 class _Node:
-    """The fields of a graph node that :func:`~concurrency_model.timing.graph._node_parts` reads for an
+    """The fields of a graph node that :func:`~concurrency_model.timing.graph.node_parts` reads for an
     attention core (Ulysses times it on the whole sequence for a share of the heads)."""
 
     def __init__(self, kind: str, attrs: dict):

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import sympy as sp
 
-from ..comm._common import active, as_value, check_n, check_name, check_ranks, check_rate
+from ..comm.checks import active, as_value, check_n, check_name, check_ranks, check_rate
 from ..comm.collectives import ALGORITHMS, collective_time
 from . import compression as _cmp
 from .gossip import (LATENCY, TOPOLOGIES, consensus_rounds, gossip_degree, gossip_offsets,  # noqa: F401

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from ..comm._common import as_value, check_n, check_name, check_ranks, check_rate, is_num
+from ..comm.checks import as_value, check_n, check_name, check_ranks, check_rate, is_num
 
 __all__ = ["TOPOLOGIES", "LATENCY", "gossip_degree", "gossip_offsets", "mixing_matrix", "spectral_gap",
            "consensus_rounds", "gossip_round_time", "gossip_time"]

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import sympy as sp
 
-from ..comm._common import check_ranks
+from ..comm.checks import check_ranks
 from ..cost import to_python
 from ..units import dtype_bytes
 from .model_parallel import channel_split, comm_time, fc_split, network
@@ -58,7 +58,7 @@ def _update_s(params, dev, dtype, optimizer):
     return float(roofline(0.0, UPDATE_BYTES_PER_PARAM[optimizer] * dtype_bytes(dtype) * params, dev, dtype).time_s)
 
 
-def _first_fc(layers) -> int:
+def first_fc(layers) -> int:
     k = next((i for i, n in enumerate(layers) if n.kind == "linear"), None)
     if k is None or any(n.kind not in ("linear", "relu", "dropout", "gelu", "tanh", "sigmoid", "softmax")
                         for n in layers[k:]):
@@ -118,7 +118,7 @@ def scheme_step(model="alexnet", scheme="hybrid", P=8, batch=128, device=DEFAULT
     g = get_model(model, batch=batch, value_bytes=vb)
     layers = g.layers()
     local = _times(g, dev, dtype)  # batch samples, or P batch samples with 1/P of the channels (same count)
-    k = 0 if scheme == "model" else len(layers) if scheme == "data" else _first_fc(layers)
+    k = 0 if scheme == "model" else len(layers) if scheme == "data" else first_fc(layers)
     compute, comm, replicated, split_params = 0.0, [], 0, 0
     for i, node in enumerate(layers):
         params = int(node.cost.params)

@@ -17,7 +17,7 @@ from functools import cached_property
 from ..models.channel_split import check_channel_split, gathers_input
 from .triples import add_triples
 from .data_parallel import BUCKET_BYTES, group_placement
-from .hybrid import _first_fc
+from .hybrid import first_fc
 
 TENSOR_LAYERS = ("all", "fc")
 
@@ -35,7 +35,7 @@ class LayerwiseMixin:
     def fc_boundary(self) -> int:
         """Index of the first fully connected layer: the layers before it are the convolutional part."""
         try:
-            return _first_fc(self.graph(1).layers())
+            return first_fc(self.graph(1).layers())
         except ValueError:
             raise ValueError("parallel.tensor_layers: \"fc\" needs convolutional layers followed by fully connected "
                              "(and element-wise) layers only") from None

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from ..comm._common import check_ranks
+from ..comm.checks import check_ranks
 from ..comm.collectives import collective_time
 from ..comm.on_cluster import collective_on_cluster
 from ..comm.select import auto
@@ -121,12 +121,12 @@ def comm_time(op: str, nbytes, P, net) -> tuple:
     return collective_time(op, ALGORITHM[op], nbytes, P, a, b), ALGORITHM[op]
 
 
-def _comms(rows, P, net) -> tuple:
+def row_comms(rows, P, net) -> tuple:
     timed = [(r, *comm_time(r[1], r[3], P, net)) for r in rows]
     return tuple(Comm(ph, op, w, to_python(n), to_python(t), a) for (ph, op, w, n), t, a in timed if a != "none")
 
 
-def _compute_s(flop: dict, timer, dev, dtype: str, numeric: bool):
+def rows_compute_s(flop: dict, timer, dev, dtype: str, numeric: bool):
     total = sum(flop.values(), sp.Integer(0))
     if dev is None:
         return total / F_SYM
@@ -143,7 +143,7 @@ def _conv_timer(n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, passes, dty
     return timer
 
 
-def _rows_timer(n, c_in, c_out, h, ho, r, w, kh, kw, stride, pad, dilation, passes, dtype):
+def rows_timer(n, c_in, c_out, h, ho, r, w, kh, kw, stride, pad, dilation, passes, dtype):
     """The timer of ``r`` of a convolution's ``ho`` output rows: the layer on an input height that gives ``r``
     rows, or (too few rows for that) the whole layer's time scaled by ``r / ho``."""
     h_in = (r - 1) * stride + dilation * (kh - 1) + 1 - 2 * pad  # an input height giving r output rows
@@ -159,7 +159,7 @@ def _gemm_timer(shapes, dtype, batch=1):
     return timer
 
 
-def _flops(op, needs_grad_input: bool) -> dict:
+def op_flops(op, needs_grad_input: bool) -> dict:
     return {p: (getattr(op, p).flop if p != "grad_input" or needs_grad_input else sp.Integer(0)) for p in PASSES}
 
 
@@ -173,13 +173,13 @@ def _by_channels(make, P, split, c_in, c_out, y_bytes, x_bytes, gather_output, g
         if op not in REDUCTIONS:
             raise ValueError(f"{name}: unknown {op!r}; allowed: allreduce, reduce, reduce_scatter, None")
     _divides(P, c_out if split == "output" else c_in, "c_out" if split == "output" else "c_in")
-    layer = _flops(make(True), needs_gi)
+    layer = op_flops(make(True), needs_gi)
     if split == "output":  # the work is linear in c_out, bias and ∇b included
         rows = [("forward", "allgather", "outputs", y_bytes if gather_output else 0)]
         if needs_gi and grad_input:
             rows.append(("backward", grad_input, "partial ∇x", x_bytes))
         return layer, {p: f / P for p, f in layer.items()}, dict(layer), (c_in, c_out / P), rows
-    nob = _flops(make(False), needs_gi)  # linear in c_in without the bias, which one device adds
+    nob = op_flops(make(False), needs_gi)  # linear in c_in without the bias, which one device adds
     flop = {p: nob[p] / P + (layer[p] - nob[p]) for p in PASSES}
     rows = [("forward", reduction or "allreduce", "partial outputs", y_bytes)]
     return layer, flop, {p: nob[p] + (layer[p] - nob[p]) for p in PASSES}, (c_in / P, c_out), rows
@@ -216,8 +216,8 @@ def channel_split(n, c_in, c_out, h, w, kh, P, kw=None, stride=1, pad=0, dilatio
         reduction, needs_grad_input)
     numeric, passes = _numeric(n, P), PASSES if needs_grad_input else PASSES[::2]
     timer = _conv_timer(n, *sub, h, w, kh, kw, stride, pad, dilation, passes, dtype)
-    return Split(f"channel_{split}", P, flop, flop_sum, layer, _compute_s(flop, timer, device, dtype, numeric),
-                 _comms(rows, P, network(cluster, alpha, beta, ranks_per_node)), {"channels_per_device": sub})
+    return Split(f"channel_{split}", P, flop, flop_sum, layer, rows_compute_s(flop, timer, device, dtype, numeric),
+                 row_comms(rows, P, network(cluster, alpha, beta, ranks_per_node)), {"channels_per_device": sub})
 
 
 def fc_split(rows, c_in, c_out, P, split="output", gather_output=True, grad_input="allreduce",
@@ -247,8 +247,8 @@ def fc_split(rows, c_in, c_out, P, split="output", gather_output=True, grad_inpu
         rows * c_out * vb, rows * c_in * vb, gather_output, grad_input, reduction, needs_grad_input)
     shapes = [(rows, co, ci), (rows, ci, co), (ci, co, rows)]
     timer = _gemm_timer(shapes if needs_grad_input else shapes[::2], dtype)
-    return Split(f"fc_{split}", P, flop, flop_sum, layer, _compute_s(flop, timer, device, dtype, _numeric(rows, P)),
-                 _comms(comm, P, network(cluster, alpha, beta, ranks_per_node)), {"features_per_device": (ci, co)})
+    return Split(f"fc_{split}", P, flop, flop_sum, layer, rows_compute_s(flop, timer, device, dtype, _numeric(rows, P)),
+                 row_comms(comm, P, network(cluster, alpha, beta, ranks_per_node)), {"features_per_device": (ci, co)})
 
 
 def halo_rows(kh: int, stride: int = 1, pad: int = 0, dilation: int = 1) -> tuple:
@@ -296,7 +296,7 @@ def spatial_split(n, c_in, c_out, h, w, kh, P, kw=None, stride=1, pad=0, dilatio
     if P.is_number and P > ho:
         raise ValueError(f"P: {P} devices exceed the {ho} output rows of the spatial split")
     slab = sp.ceiling(sp.Integer(ho) / P)
-    layer = _flops(full, needs_grad_input)
+    layer = op_flops(full, needs_grad_input)
     flop = {p: f * slab / ho for p, f in layer.items()}  # the work is proportional to the output rows
     top, bottom = halo_rows(kh, stride, pad, dilation)
     row = n * c_in * w * vb
@@ -308,9 +308,9 @@ def spatial_split(n, c_in, c_out, h, w, kh, P, kw=None, stride=1, pad=0, dilatio
     rows.append(("backward", "allreduce", "∇w of the replicated weights", full.params * vb))
     numeric, passes = _numeric(n, P), PASSES if needs_grad_input else PASSES[::2]
     r = int(slab) if numeric else 0
-    timer = _rows_timer(n, c_in, c_out, h, ho, r, w, kh, kw, stride, pad, dilation, passes, dtype)
-    return Split("spatial", P, flop, dict(layer), layer, _compute_s(flop, timer, device, dtype, numeric),
-                 _comms(rows, P, network(cluster, alpha, beta, ranks_per_node)),
+    timer = rows_timer(n, c_in, c_out, h, ho, r, w, kh, kw, stride, pad, dilation, passes, dtype)
+    return Split("spatial", P, flop, dict(layer), layer, rows_compute_s(flop, timer, device, dtype, numeric),
+                 row_comms(rows, P, network(cluster, alpha, beta, ranks_per_node)),
                  {"rows_per_device": to_python(slab), "halo_rows": (top, bottom)})
 
 
@@ -366,8 +366,8 @@ def expert_parallel(tokens, hidden, ffn_hidden, experts, P, top_k=1, capacity_fa
                                                  ("backward", "∇ combine"), ("backward", "∇ dispatch"))]
     timer = _gemm_timer([(r, f, d), (r, d, f), (r, d, f), (r, f, d), (d, f, r), (f, d, r)], dtype, local)
     total = {p: v * P for p, v in flop.items()}
-    return Split("expert", P, flop, total, total, _compute_s(flop, timer, device, dtype, _numeric(tokens, P)),
-                 _comms(comm, P, network(cluster, alpha, beta, ranks_per_node)), info,
+    return Split("expert", P, flop, total, total, rows_compute_s(flop, timer, device, dtype, _numeric(tokens, P)),
+                 row_comms(comm, P, network(cluster, alpha, beta, ranks_per_node)), info,
                  "Switch Transformer §2.2 Eq. 3, §5.4; DeepSpeed sharded_moe.py (training-formulas §5.3); [D]")
 
 
@@ -389,7 +389,7 @@ def head_split(batch, seq, hidden, heads, P, device=None, dtype="bf16", cluster=
     P = check_ranks(P, "P")
     _divides(P, heads, "heads")
     vb = dtype_bytes(dtype)
-    layer = _flops(multi_head_attention(batch, seq, hidden, heads, value_bytes=vb), True)
+    layer = op_flops(multi_head_attention(batch, seq, hidden, heads, value_bytes=vb), True)
     flop = {p: f / P for p, f in layer.items()}
     n, t, hp = batch * seq * hidden * vb, batch * seq, hidden / P
     comm = [("forward", "allreduce", "attention output (g)", n), ("backward", "allreduce", "∇ input (f)", n)]
@@ -399,6 +399,6 @@ def head_split(batch, seq, hidden, heads, P, device=None, dtype="bf16", cluster=
                              (t, hp, hidden), (hp, hidden, t)], dtype)(dev)
         return gemms + sum(float(attention_time(int(batch), int(heads / P), seq, hidden // heads, dev, dtype,
                                                 pass_=p).time_s) for p in ("forward", "backward"))
-    return Split("heads", P, flop, dict(layer), layer, _compute_s(flop, timer, device, dtype, _numeric(batch, P)),
-                 _comms(comm, P, network(cluster, alpha, beta, ranks_per_node)), {"heads_per_device": heads / P},
+    return Split("heads", P, flop, dict(layer), layer, rows_compute_s(flop, timer, device, dtype, _numeric(batch, P)),
+                 row_comms(comm, P, network(cluster, alpha, beta, ranks_per_node)), {"heads_per_device": heads / P},
                  "Shoeybi et al. 2019 §3 (training-formulas §5.1)")

@@ -38,7 +38,7 @@ import sympy as sp
 
 from .. import symbols as S
 from ..checks import count
-from ..comm._common import check_name, check_ranks, check_rate, is_num
+from ..comm.checks import check_name, check_ranks, check_rate, is_num
 from .partition import partition, partition_graph  # noqa: F401 (re-exported: pipeline.partition)
 
 if TYPE_CHECKING:  # annotations only

@@ -26,7 +26,7 @@ import sympy as sp
 from ..checks import count
 from ..ops.conv import conv2d, out_size
 from ..units import dtype_bytes
-from .model_parallel import PASSES, Split, _comms, _compute_s, _flops, _rows_timer, halo_rows, network
+from .model_parallel import PASSES, Split, row_comms, rows_compute_s, op_flops, rows_timer, halo_rows, network
 
 SRC_REDUNDANT = ("paper §6.2: redundant computation (each processor holds overlapping neurons, computing more "
                  "but communicating less) [S2]; the deep-halo byte and FLOP counts [D]")
@@ -109,16 +109,16 @@ def redundant_spatial(n, h, w, layers, P: int, depth: int = 1, needs_grad_input:
             r = max(rows)
             rows_busiest.append(r)
             needs = needs_grad_input or g > 0 or j > 0
-            per_layer = _flops(c["cost"], needs)
+            per_layer = op_flops(c["cost"], needs)
             mine = {p: f * sp.Rational(r, c["h_out"]) for p, f in per_layer.items()}  # the busiest device's share
             for p in PASSES:
                 layer_flop[p] += per_layer[p]
                 flop[p] += mine[p]
                 flop_sum[p] += per_layer[p] * sp.Rational(sum(rows), c["h_out"])
             passes = PASSES if needs else PASSES[::2]
-            timer = _rows_timer(n, c["c_in"], c["c_out"], c["h_in"], c["h_out"], r, w, c["kh"], c["kw"], 1, c["pad"],
+            timer = rows_timer(n, c["c_in"], c["c_out"], c["h_in"], c["h_out"], r, w, c["kh"], c["kw"], 1, c["pad"],
                                 c["dilation"], passes, dtype)
-            compute += _compute_s(mine, timer, device, dtype, True)
+            compute += rows_compute_s(mine, timer, device, dtype, True)
             comm_rows.append(("backward", "allreduce", f"∇w of layer {c['c_in']}->{c['c_out']}",
                               c["cost"].params * vb))
         top, bottom = sum(c["halo"][0] for c in group), sum(c["halo"][1] for c in group)
@@ -129,7 +129,7 @@ def redundant_spatial(n, h, w, layers, P: int, depth: int = 1, needs_grad_input:
         if needs_grad_input or g > 0:
             comm_rows += [("backward", "p2p", f"group {g} ∇x halo to {who}", row * k) for who, k in sides if k]
     return Split("spatial_redundant", sp.Integer(P), flop, flop_sum, layer_flop, compute,
-                 _comms(comm_rows, sp.Integer(P), net),
+                 row_comms(comm_rows, sp.Integer(P), net),
                  {"depth": depth, "groups": len(groups), "rows": rows_busiest}, SRC_REDUNDANT)
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from ..comm._common import as_value, check_n, check_ranks, check_rate, is_num
+from ..comm.checks import as_value, check_n, check_ranks, check_rate, is_num
 
 __all__ = ["sparse_allreduce_rounds", "sparse_allreduce_time", "sufficient_factors"]
 

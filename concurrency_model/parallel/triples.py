@@ -16,7 +16,7 @@ import numpy as np
 
 from ..comm.collectives import collective_time
 from ..comm.hierarchical import hierarchical_pipelined
-from ..comm.on_cluster import _flat, collective_on_cluster, inter_beta, nccl_on
+from ..comm.on_cluster import flat_alpha_beta, collective_on_cluster, inter_beta, nccl_on
 
 ZERO_TRIPLE = (0.0, 0.0, 0.0)
 
@@ -50,7 +50,7 @@ def collective_triple(op: str, nbytes: float, ranks: int, cluster, ranks_per_nod
         return (float(hierarchical_pipelined(op, nbytes, g, n, ai, 0, ae, 0)),
                 float(hierarchical_pipelined(op, nbytes, g, n, 0, bi, 0, 0)),
                 float(hierarchical_pipelined(op, nbytes, g, n, 0, 0, 0, be)))
-    alpha, beta = _flat(pl, op, alg)
+    alpha, beta = flat_alpha_beta(pl, op, alg)
     lat = float(collective_time(op, alg, nbytes, ranks, alpha, 0))
     busy = float(collective_time(op, alg, nbytes, ranks, 0, beta))
     on_inter = pl.kind == "inter" or (pl.kind == "mixed" and inter_beta(pl, op, alg) >= pl.intra[1])

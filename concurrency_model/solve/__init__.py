@@ -22,7 +22,7 @@ Every optimum and root here is derived in this module [D]; none is a formula of 
 """
 from __future__ import annotations
 
-from ._common import BUBBLE, EFFICIENCY, LINK_BW, T_COMPUTE, T_FIXED, T_SAMPLE, Solution
+from .base import BUBBLE, EFFICIENCY, LINK_BW, T_COMPUTE, T_FIXED, T_SAMPLE, Solution
 from .collective import bandwidth_for_time, bandwidth_to_hide, crossover_bytes, max_data_parallel
 from .pipeline import max_pipeline_stages, optimal_microbatches
 

@@ -8,10 +8,10 @@ from functools import lru_cache
 import sympy as sp
 
 from .. import symbols as S
-from ..comm._common import check_name, check_ranks
+from ..comm.checks import check_name, check_ranks
 from ..comm.collectives import ALGORITHMS, check_op_algorithm, collective_time
 from ..comm.select import crossover
-from ._common import _BUDGET, _L, _X, EFFICIENCY, LINK_BW, T_COMPUTE, Solution, _fraction, _number, _real_root
+from .base import BUDGET, LOG_P, X_INT, EFFICIENCY, LINK_BW, T_COMPUTE, Solution, fraction, real_above, real_root
 
 
 @lru_cache(maxsize=256)
@@ -54,8 +54,8 @@ def crossover_bytes(op: str, alg_a: str, alg_b: str, P: int, alpha_s: float, bet
     check_op_algorithm(op, alg_a, "alg_a")
     check_op_algorithm(op, alg_b, "alg_b")
     P = int(check_ranks(P))
-    a, b = _number("alpha_s", alpha_s), _number("beta_s_per_byte", beta_s_per_byte)
-    g = _number("gamma_s_per_byte", gamma_s_per_byte, strict=False)
+    a, b = real_above("alpha_s", alpha_s), real_above("beta_s_per_byte", beta_s_per_byte)
+    g = real_above("gamma_s_per_byte", gamma_s_per_byte, strict=False)
     value = crossover(op, alg_a, alg_b, P, a, b, g)
     value = None if value is None else float(value)
     expr = _crossover_expr(op, alg_a, alg_b, P)
@@ -66,7 +66,7 @@ def crossover_bytes(op: str, alg_a: str, alg_b: str, P: int, alpha_s: float, bet
 
 
 # -- 2. microbatch count minimising a pipeline step ---------------------------------------------------
-_DP_ARGS = (S.n_bytes, S.alpha, S.beta, S.gamma_red, _BUDGET)
+_DP_ARGS = (S.n_bytes, S.alpha, S.beta, S.gamma_red, BUDGET)
 
 
 @lru_cache(maxsize=32)
@@ -77,16 +77,16 @@ def _dp_roots(algorithm: str, strong: bool):
     if algorithm == "pipelined_chain":
         return (), (), None, False
     if algorithm == "ring":
-        T = collective_time("allreduce", "ring", S.n_bytes, _X, S.alpha, S.beta, S.gamma_red)
-        lhs, var, roots = T - (_BUDGET / _X if strong else _BUDGET), _X, None
-        roots = tuple(sp.solve(lhs, _X))
+        T = collective_time("allreduce", "ring", S.n_bytes, X_INT, S.alpha, S.beta, S.gamma_red)
+        lhs, var, roots = T - (BUDGET / X_INT if strong else BUDGET), X_INT, None
+        roots = tuple(sp.solve(lhs, X_INT))
     else:
-        Li, z, var = sp.Symbol("L", integer=True, positive=True), sp.Dummy("z"), _L
+        Li, z, var = sp.Symbol("L", integer=True, positive=True), sp.Dummy("z"), LOG_P
         T = sp.expand_log(collective_time("allreduce", algorithm, S.n_bytes, 2 ** Li, S.alpha, S.beta,
-                                          S.gamma_red), force=True).xreplace({Li: _L})
-        lhs = sp.expand(T - (_BUDGET / 2 ** _L if strong else _BUDGET))
+                                          S.gamma_red), force=True).xreplace({Li: LOG_P})
+        lhs = sp.expand(T - (BUDGET / 2 ** LOG_P if strong else BUDGET))
         # every log-step cost at P = 2**L is  A L + c0 + c1 2**-L : solve that form once, substitute
-        poly = sp.Poly(lhs.subs(2 ** _L, 1 / z), _L, z)
+        poly = sp.Poly(lhs.subs(2 ** LOG_P, 1 / z), LOG_P, z)
         roots = ()
         if set(poly.monoms()) <= {(1, 0), (0, 0), (0, 1)}:
             coef = {c: poly.coeff_monomial(mono) for c, mono in zip(_LW_COEFS, ((1, 0), (0, 0), (0, 1)))}
@@ -102,7 +102,7 @@ _LW_COEFS = (sp.Symbol("A", positive=True), sp.Symbol("c0", real=True), sp.Symbo
 def _lambert_roots():
     """Roots in L of ``A L + c0 + c1 2**-L = 0`` (Lambert W; with c1 = 0 simply ``-c0/A``)."""
     A, c0, c1 = _LW_COEFS
-    return tuple(sp.solve(A * _L + c0 + c1 * 2 ** (-_L), _L))
+    return tuple(sp.solve(A * LOG_P + c0 + c1 * 2 ** (-LOG_P), LOG_P))
 
 
 def _largest_ok(ok, seed_log2: float | None, cap: int) -> int:
@@ -170,10 +170,10 @@ def max_data_parallel(compute_s: float, grad_bytes: float, alpha_s: float, beta_
     >>> max_data_parallel(0.1, 1e8, 1e-5, 1e-10, 0.8, algorithm="tree").value
     2
     """
-    C, n = _number("compute_s", compute_s), _number("grad_bytes", grad_bytes)
-    a, b = _number("alpha_s", alpha_s), _number("beta_s_per_byte", beta_s_per_byte)
-    g = _number("gamma_s_per_byte", gamma_s_per_byte, strict=False)
-    E = _fraction("efficiency", efficiency)
+    C, n = real_above("compute_s", compute_s), real_above("grad_bytes", grad_bytes)
+    a, b = real_above("alpha_s", alpha_s), real_above("beta_s_per_byte", beta_s_per_byte)
+    g = real_above("gamma_s_per_byte", gamma_s_per_byte, strict=False)
+    E = fraction("efficiency", efficiency)
     check_name("algorithm", algorithm, ALGORITHMS["allreduce"] + ("auto",))
     check_name("scaling", scaling, ("weak", "strong"))
     if not isinstance(overlap, bool):
@@ -197,10 +197,10 @@ def max_data_parallel(compute_s: float, grad_bytes: float, alpha_s: float, beta_
         def solves(r: float) -> bool:  # the root really solves T = budget (the right Lambert W branch)
             return abs(float(lhs_fn(r, *args))) <= 1e-6 * k_num
 
-        root = _real_root(roots, fns, args, solves, positive=not log2)
+        root = real_root(roots, fns, args, solves, positive=not log2)
         expr = cont = seed = None
         if root is not None:
-            expr, cont = root[0].xreplace({_BUDGET: budget}), root[1]
+            expr, cont = root[0].xreplace({BUDGET: budget}), root[1]
             seed = cont if log2 else math.log2(cont)
             if log2:  # the root is lg P
                 expr, cont = 2 ** expr, (2.0 ** cont if cont < 1000 else math.inf)
@@ -294,9 +294,9 @@ def bandwidth_to_hide(op: str, algorithm: str, size_bytes: float, P: int, alpha_
     3000000000.0
     """
     check_op_algorithm(op, algorithm)
-    n, P = _number("size_bytes", size_bytes), int(check_ranks(P))
-    a, C = _number("alpha_s", alpha_s, strict=False), _number("compute_s", compute_s)
-    g = _number("gamma_s_per_byte", gamma_s_per_byte, strict=False)
+    n, P = real_above("size_bytes", size_bytes), int(check_ranks(P))
+    a, C = real_above("alpha_s", alpha_s, strict=False), real_above("compute_s", compute_s)
+    g = real_above("gamma_s_per_byte", gamma_s_per_byte, strict=False)
     inputs = {S.n_bytes: n, S.P: P, S.alpha: a, S.gamma_red: g, T_COMPUTE: C}
     if algorithm == "pipelined_chain":
         value = _bw_value(None, C, lambda x: float(collective_time(op, algorithm, n, P, a, x, g)))
@@ -336,8 +336,8 @@ def bandwidth_for_time(comm_time: sp.Expr, compute_s: float, values: dict | None
     """
     if not isinstance(comm_time, sp.Expr) or S.beta not in comm_time.free_symbols:
         raise ValueError(f"comm_time: must be a sympy expression in symbols.beta, got {comm_time!r}")
-    C = _number("compute_s", compute_s)
-    inputs = {k: _number(f"values[{k}]", x, strict=False) for k, x in (values or {}).items()}
+    C = real_above("compute_s", compute_s)
+    inputs = {k: real_above(f"values[{k}]", x, strict=False) for k, x in (values or {}).items()}
     T = comm_time.xreplace(inputs)
     if T.free_symbols - {S.beta}:
         raise ValueError(f"values: no number for {sorted(map(str, T.free_symbols - {S.beta}))}")

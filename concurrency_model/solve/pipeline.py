@@ -8,16 +8,16 @@ from functools import lru_cache
 import sympy as sp
 
 from .. import symbols as S
-from ..comm._common import check_name, check_ranks
+from ..comm.checks import check_name, check_ranks
 from ..parallel import pipeline as pp
-from ._common import _X, BUBBLE, T_FIXED, T_SAMPLE, Solution, _fraction, _number
+from .base import X_INT, BUBBLE, T_FIXED, T_SAMPLE, Solution, fraction, real_above
 
 
 @lru_cache(maxsize=8)
 def _microbatch_expr(schedule: str):
     """Stationary point of step(m) with t_f + t_b = t_fixed + t_sample B / m, or None."""
-    step = pp.step_time_expr(schedule).xreplace({pp.T_F: T_FIXED + T_SAMPLE * S.B / _X, pp.T_B: 0, S.m: _X})
-    sols = [s for s in sp.solve(sp.diff(step, _X), _X) if s.is_positive is not False]
+    step = pp.step_time_expr(schedule).xreplace({pp.T_F: T_FIXED + T_SAMPLE * S.B / X_INT, pp.T_B: 0, S.m: X_INT})
+    sols = [s for s in sp.solve(sp.diff(step, X_INT), X_INT) if s.is_positive is not False]
     return sols[0] if len(sols) == 1 else None
 
 
@@ -63,8 +63,8 @@ def optimal_microbatches(schedule: str, p: int, global_batch: int, t_fixed_s: fl
     """
     check_name("schedule", schedule, pp.SCHEDULES)
     p, B, v = int(check_ranks(p, "p")), int(check_ranks(global_batch, "global_batch")), int(check_ranks(v, "v"))
-    a, c = _number("t_fixed_s", t_fixed_s), _number("t_per_sample_s", t_per_sample_s)
-    t_p2p = _number("t_p2p_s", t_p2p_s, strict=False)
+    a, c = real_above("t_fixed_s", t_fixed_s), real_above("t_per_sample_s", t_per_sample_s)
+    t_p2p = real_above("t_p2p_s", t_p2p_s, strict=False)
     if schedule != "interleaved" and v != 1:
         raise ValueError(f"v: only the interleaved schedule takes v chunks per device; {schedule!r} needs v=1")
     valid = [d for d in sp.divisors(B) if schedule != "interleaved" or d % p == 0]
@@ -92,8 +92,8 @@ def optimal_microbatches(schedule: str, p: int, global_batch: int, t_fixed_s: fl
 # -- 3. largest data-parallel P at a target efficiency ------------------------------------------------
 @lru_cache(maxsize=2)
 def _stages_expr(of: str) -> sp.Expr:
-    form = (_X - 1) / (S.v * S.m) if of == "ideal" else (_X - 1) / (S.v * S.m + _X - 1)
-    return sp.solve(sp.Eq(form, BUBBLE), _X)[0]
+    form = (X_INT - 1) / (S.v * S.m) if of == "ideal" else (X_INT - 1) / (S.v * S.m + X_INT - 1)
+    return sp.solve(sp.Eq(form, BUBBLE), X_INT)[0]
 
 
 def max_pipeline_stages(schedule: str, m: int, bubble_fraction: float, v: int = 1,
@@ -130,7 +130,7 @@ def max_pipeline_stages(schedule: str, m: int, bubble_fraction: float, v: int = 
     check_name("schedule", schedule, pp.SCHEDULES)
     check_name("of", of, ("ideal", "step"))
     m, v = int(check_ranks(m, "m")), int(check_ranks(v, "v"))
-    f = _fraction("bubble_fraction", bubble_fraction)
+    f = fraction("bubble_fraction", bubble_fraction)
     if schedule != "interleaved" and v != 1:
         raise ValueError(f"v: only the interleaved schedule takes v chunks per device; {schedule!r} needs v=1")
     inputs = {S.m: m, S.v: v, BUBBLE: f}

@@ -41,7 +41,7 @@ class OpTime:
     def __add__(self, other: "OpTime") -> "OpTime":
         """Kernels one after another; the bound is the one of the longer part."""
         d = {**other.decide, **self.decide}
-        mine, theirs = _f(self.time_s - self.overhead_s, d), _f(other.time_s - other.overhead_s, d)
+        mine, theirs = decided_float(self.time_s - self.overhead_s, d), decided_float(other.time_s - other.overhead_s, d)
         return OpTime(self.time_s + other.time_s, self.compute_s + other.compute_s, self.memory_s + other.memory_s,
                       self.overhead_s + other.overhead_s, self.flop + other.flop, self.bytes + other.bytes,
                       self.bound if mine >= theirs else other.bound, {**other.detail, **self.detail}, d)
@@ -57,7 +57,7 @@ class OpTime:
                 "overhead_s": _out(self.overhead_s), **self.detail}
 
 
-def _f(x, decide: dict | None = None) -> float:
+def decided_float(x, decide: dict | None = None) -> float:
     """A float for decisions; symbols are replaced by ``decide``."""
     if isinstance(x, (int, float, np.floating, np.integer)):
         return float(x)
@@ -103,7 +103,7 @@ class Coeffs:
     vector: bool = False  # element-wise work: the non-tensor rate
 
     def seconds(self, dev: Device) -> np.ndarray:
-        bw, launch = _f(dev.mem_bw, dev.decide), _f(dev.launch_overhead, dev.decide)
+        bw, launch = decided_float(dev.mem_bw, dev.decide), decided_float(dev.launch_overhead, dev.decide)
         return (np.maximum(np.maximum(self.a_math / self.rate, self.a_feed / bw), self.a_mem / bw)
                 + self.a_extra / bw + self.launches * launch)
 
@@ -116,7 +116,7 @@ class Coeffs:
             float(self.a_math[i]) / rate
         mem = float(self.a_mem[i]) / bw
         over = float(self.a_extra[i]) / bw + float(self.launches[i]) * launch
-        bound = "compute" if _f(comp, dev.decide) >= _f(mem, dev.decide) \
+        bound = "compute" if decided_float(comp, dev.decide) >= decided_float(mem, dev.decide) \
             else "memory"
         detail = {k: (v[i].item() if isinstance(v, np.ndarray) else v) for k, v in self.info.items()}
         return OpTime(_max(comp, mem) + over, comp, mem, over, _num(self.flop[i]), _num(self.bytes[i]), bound, detail,
@@ -136,7 +136,7 @@ def roofline_coeffs(flop, bytes_, dev: Device, dtype: str = "fp32", kernels=1, v
     e = dev.efficiency
     rate = dev.vector_flops.get(dtype, dev.peak(dtype)) if vector else dev.peak(dtype)
     zero = np.zeros_like(flop)
-    return Coeffs(flop / e.compute, zero, bytes_ / e.memory, zero, kernels, np.full(len(flop), _f(rate, dev.decide)),
+    return Coeffs(flop / e.compute, zero, bytes_ / e.memory, zero, kernels, np.full(len(flop), decided_float(rate, dev.decide)),
                   flop, bytes_, {}, dtype, vector)
 
 
@@ -144,7 +144,7 @@ def roofline(flop, bytes_, dev, dtype: str = "fp32", kernels: int = 1, vector: b
     """Roofline time of one element-wise or memory-bound kernel (see :func:`roofline_coeffs`)."""
     dev = device(dev)
     if isinstance(flop, sp.Basic) or isinstance(bytes_, sp.Basic):
-        flop, bytes_ = _f(flop), _f(bytes_)
+        flop, bytes_ = decided_float(flop), decided_float(bytes_)
     return roofline_coeffs(flop, bytes_, dev, dtype, kernels, vector).assemble(dev)
 
 
@@ -154,9 +154,9 @@ def gemm_coeffs(m, n, k, dev: Device, dtype: str = "fp32", batch=1, math_dtype: 
     per value of B (k x n) when it is stored narrower than ``dtype`` (weight-only quantization, :mod:`.gemm`)."""
     m, n, k, batch = np.broadcast_arrays(*(np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in (m, n, k, batch)))
     vb = dtype_bytes(dtype)
-    rate = np.full(len(m), _f(dev.peak(math_dtype or dtype), dev.decide))
-    kern = _gemm.kernel(m, n, k, batch, vb, dev.multiprocessors, rate, _f(dev.mem_bw, dev.decide),
-                        _f(dev.launch_overhead, dev.decide), dev.efficiency, weight_bytes)
+    rate = np.full(len(m), decided_float(dev.peak(math_dtype or dtype), dev.decide))
+    kern = _gemm.kernel(m, n, k, batch, vb, dev.multiprocessors, rate, decided_float(dev.mem_bw, dev.decide),
+                        decided_float(dev.launch_overhead, dev.decide), dev.efficiency, weight_bytes)
     tiles = _gemm.TILES[kern["tile"]]
     info = {"tile": np.array([f"{a}x{b}" for a, b in tiles]), "split_k": kern["split"], "waves": kern["waves"]}
     wb = vb if weight_bytes is None else weight_bytes

@@ -44,7 +44,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..units import dtype_bytes
-from . import Coeffs, _f, gemm_coeffs
+from . import Coeffs, decided_float, gemm_coeffs
 from . import gemm as _gemm
 
 CONV_PASSES = ("forward", "grad_input", "grad_weight")
@@ -71,7 +71,7 @@ def implicit_gemm(m, n, k, batch, dev, dtype: str, math_dtype: str | None) -> Co
     e = dev.efficiency
     m, n, k, batch = (np.atleast_1d(np.asarray(x, dtype=np.float64)) for x in np.broadcast_arrays(m, n, k, batch))
     vb, sms = dtype_bytes(dtype), dev.multiprocessors
-    peak, bw = _f(dev.peak(math_dtype or dtype), dev.decide), _f(dev.mem_bw, dev.decide)
+    peak, bw = decided_float(dev.peak(math_dtype or dtype), dev.decide), decided_float(dev.mem_bw, dev.decide)
     tm, tn = (_gemm.TILES[:, i][:, None].astype(np.float64) for i in (0, 1))
     ctas = np.maximum(1.0, np.floor(_gemm.FULL_TILE / (tm * tn)))
     waves = np.ceil(np.ceil(m / tm) * np.ceil(n / tn) * batch / (sms * ctas))
@@ -198,7 +198,7 @@ def _winograd(n, c_in, c_out, ho, wo, pass_, dev, dtype, math_dtype, io, gain, f
     md = math_dtype or dtype
     # fused Winograd runs in fp32 on the CUDA cores (cuDNN: FLOAT and PSEUDO_HALF configurations only)
     fp32 = dev.vector_flops.get("fp32", dev.peak_flops.get("fp32", dev.peak(md)))
-    slow = _f(dev.peak(md), dev.decide) / _f(fp32, dev.decide)
+    slow = decided_float(dev.peak(md), dev.decide) / decided_float(fp32, dev.decide)
     g.a_math = g.a_math * slow
     g.a_mem = np.maximum(g.a_mem * 0, io)
     wg.append(_scaled(g, gain * e.winograd, algorithm="winograd", n=rows))
@@ -234,8 +234,8 @@ def _fft(n, c_in, c_out, h, w, kh, kw, ho, wo, stride, pad, dilation, groups, pa
     if not (layouts[0][3] | layouts[1][3]).any():
         return None, base & False
     cands, masks = [], []
-    bw = _f(dev.mem_bw, dev.decide)
-    vec = _f(dev.vector_flops.get("fp32", dev.peak_flops.get("fp32", dev.peak(math_dtype or dtype))), dev.decide)
+    bw = decided_float(dev.mem_bw, dev.decide)
+    vec = decided_float(dev.vector_flops.get("fp32", dev.peak_flops.get("fp32", dev.peak(math_dtype or dtype))), dev.decide)
     for m, th, tw, ok in layouts:
         tflop, spectra = np.zeros(rows), np.zeros(rows)
         for i in np.flatnonzero(ok):

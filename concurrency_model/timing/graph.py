@@ -24,7 +24,7 @@ from ..models.transformer import is_lm_head
 from ..ops.optimizer import RULES
 from ..checks import did_you_mean
 from ..units import EIGHT_BIT_VALUES, dtype_bytes, value_dtype
-from . import _f, device, gemm_coeffs, roofline, roofline_coeffs
+from . import decided_float, device, gemm_coeffs, roofline, roofline_coeffs
 from .layers import attention_kernels, conv_coeffs
 from .parts import Parts, total
 from .recurrent import rnn_parts
@@ -182,7 +182,7 @@ def _num(e) -> float:
     return float(e)
 
 
-def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input: bool, tensor: int = 1,
+def node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input: bool, tensor: int = 1,
                 shard: float = 1.0, channels: bool = False, rows: int | None = None,
                 weight_bytes: float | None = None, weight_sparsity=None, expert: int = 1,
                 imbalance=1.0, fusion: tuple = (False, False), fp8_recipe: str = "te") -> tuple[dict, str]:
@@ -296,7 +296,7 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
     ``{node: output rows on this device}`` of a spatial split (:mod:`~concurrency_model.parallel.spatial`).
     ``weight_bytes``: bytes per weight of the :func:`quantizable` layers (weight-only quantization at
     inference, :mod:`concurrency_model.inference`); ``weight_sparsity``: the same layers pruned (``"2:4"`` or
-    a fraction of zeros, see :func:`_node_parts`); ``expert``, ``imbalance``: the expert-parallel degree and
+    a fraction of zeros, see :func:`node_parts`); ``expert``, ``imbalance``: the expert-parallel degree and
     ``parallel.expert_imbalance`` (:func:`expert_gemms`); ``fp8_recipe``: the casts of an 8-bit ``dtype``
     (:func:`cast_parts`)."""
     dev = device(dev)
@@ -318,7 +318,7 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
                *(getattr(getattr(node.cost, p), f) for p in PASSES for f in ("flop", "bytes")))
         if key not in memo:
             wb, ws = (weight_bytes, weight_sparsity) if quantizable(node) else (None, None)
-            memo[key] = _node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine, wb, ws,
+            memo[key] = node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine, wb, ws,
                                     expert, imbalance, fusion.get(node.name, (False, False)), fp8_recipe)
         parts, algorithm = memo[key]
         rows.append({"name": node.name, "op": node.kind, "algorithm": algorithm, **parts})
@@ -350,7 +350,7 @@ def step_time(graph, dev, dtype: str = "fp32", optimizer: str = "adam") -> dict:
     if optimizer not in UPDATE_BYTES_PER_PARAM:
         raise ValueError(f"optimizer: unknown {optimizer!r}; allowed: {', '.join(UPDATE_BYTES_PER_PARAM)}")
     params = float(graph.params)
-    update = _f(roofline(0.0, UPDATE_BYTES_PER_PARAM[optimizer] * dtype_bytes(value_dtype(dtype)) * params, dev,
+    update = decided_float(roofline(0.0, UPDATE_BYTES_PER_PARAM[optimizer] * dtype_bytes(value_dtype(dtype)) * params, dev,
                             value_dtype(dtype)).time_s)
     fwd, bwd = float(t["forward_s"].sum()), float((t["grad_input_s"] + t["grad_weight_s"]).sum())
     return {"forward_s": fwd, "backward_s": bwd, "update_s": update, "step_s": fwd + bwd + update}

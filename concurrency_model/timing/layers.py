@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..units import dtype_bytes
-from . import OpTime, _f, gemm_coeffs, positive_int, roofline, roofline_coeffs
+from . import OpTime, decided_float, gemm_coeffs, positive_int, roofline, roofline_coeffs
 from . import device as as_device
 from .attention import HALF_PRECISION, BOARD_PEAK, benchmark_flop, kernel_name
 from .attention import efficiency as fused_efficiency
@@ -70,7 +70,7 @@ def attention_kernels(cost, b: int, hd: int, s: int, d: int, dev, dtype: str, fu
         published = _published_kernel(cost, b, hd, s, d, dev, dtype, fused, causal, pass_, s_kv)
         if published is not None:
             return [(published, 1)]
-        return [(roofline_coeffs(_f(cost.flop), _f(cost.bytes), dev, dtype, kernels=1, vector=False), 1)]
+        return [(roofline_coeffs(decided_float(cost.flop), decided_float(cost.bytes), dev, dtype, kernels=1, vector=False), 1)]
     k = 1 if pass_ == "forward" else 2
     bh = b * hd
     vb = dtype_bytes(dtype)
@@ -102,9 +102,9 @@ def _published_kernel(cost, b: int, hd: int, s: int, d: int, dev, dtype: str, fu
     pairs = (s * (t - s) + s * (s + 1) / 2) / (s * t) if causal else 1.0  # ops.attention's causal pairs
     pairs = 0.5 if causal and s == t else pairs  # the benchmark's count over a whole causal sequence
     flop = benchmark_flop(b, hd, s, d, t, pairs, pass_)
-    c = roofline_coeffs(flop / eff, _f(cost.bytes), dev, dtype, kernels=1, vector=False)
+    c = roofline_coeffs(flop / eff, decided_float(cost.bytes), dev, dtype, kernels=1, vector=False)
     c.a_math = c.a_math * dev.efficiency.compute  # roofline_coeffs divided by the GEMM efficiency: undo
-    c.flop = np.atleast_1d(np.asarray(_f(cost.flop), dtype=np.float64))
+    c.flop = np.atleast_1d(np.asarray(decided_float(cost.flop), dtype=np.float64))
     c.info = {"kernel": kernel}
     return c
 

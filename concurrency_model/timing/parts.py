@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import Coeffs, _f
+from . import Coeffs, decided_float
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class Parts:
     @staticmethod
     def from_coeffs(c: Coeffs, dev, count=1.0, scale: float = 1.0) -> "Parts":
         """The rows of ``c`` on ``dev`` (each ``count`` times, times ``scale``, e.g. an efficiency)."""
-        bw, launch = _f(dev.mem_bw, dev.decide), _f(dev.launch_overhead, dev.decide)
+        bw, launch = decided_float(dev.mem_bw, dev.decide), decided_float(dev.launch_overhead, dev.decide)
         n = len(c.a_math)
         return Parts(c.a_math / c.rate * scale, np.maximum(c.a_feed, c.a_mem) / bw * scale, c.a_extra / bw * scale,
                      c.launches * launch * scale, np.broadcast_to(np.asarray(count, dtype=float), (n,)).copy())

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..ops.sparse import INDEX_BYTES, METADATA_BITS, STRUCTURED, nnz_of, parse_sparsity
 from ..units import dtype_bytes
-from . import Coeffs, OpTime, _f, device, gemm_coeffs, positive_int
+from . import Coeffs, OpTime, decided_float, device, gemm_coeffs, positive_int
 
 __all__ = ["STRUCTURED", "parse_sparsity", "csr_coeffs", "structured_coeffs", "sparse_core", "sparse_gemm_time",
            "break_even_n"]
@@ -46,7 +46,7 @@ def csr_coeffs(m, n, k, sparsity: float, dev, dtype: str = "fp32", batch=1) -> C
     rate = dev.vector_flops.get(dtype, dev.peak(dtype))
     zero = np.zeros_like(m)
     info = {"format": "csr", "nnz": nnz.astype(np.int64), "csr_in_l2": cached}
-    return Coeffs(flop / e.compute, zero, a_mem, zero, np.ones_like(m), np.full(m.shape, _f(rate, dev.decide)),
+    return Coeffs(flop / e.compute, zero, a_mem, zero, np.ones_like(m), np.full(m.shape, decided_float(rate, dev.decide)),
                   flop, batch * (csr + dense), info, dtype, vector=True)
 
 
@@ -88,7 +88,7 @@ def sparse_gemm_time(m, n, k, dev, dtype: str = "fp32", sparsity=0.9, batch: int
     else:
         t = csr_coeffs(m, n, k, s, dev, dtype, batch).assemble(dev)
     dense = gemm_coeffs(m, n, k, dev, dtype, batch).assemble(dev)
-    ts, td = _f(t.time_s, dev.decide), _f(dense.time_s, dev.decide)
+    ts, td = decided_float(t.time_s, dev.decide), decided_float(dense.time_s, dev.decide)
     keep = {key: t.detail[key] for key in ("format", "nnz", "csr_in_l2", "tile", "split_k") if key in t.detail}
     detail = {**keep, "sparsity": s, "dense_time_s": td, "speedup_vs_dense": td / ts}
     return replace(t, detail=detail)

@@ -79,7 +79,7 @@ def no_band_reason(name: str) -> str:
 _KERNEL_KEYS = ["source_file", "sheet", "source_row"]  # unique per row of a DeepBench file
 
 
-def _frame(name, mode, row, label, group, measured, predicted, unit, status="ok", note="", p10=np.nan,
+def read_frame(name, mode, row, label, group, measured, predicted, unit, status="ok", note="", p10=np.nan,
            p90=np.nan) -> pd.DataFrame:
     measured, predicted = np.asarray(measured, dtype=float), np.asarray(predicted, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -91,7 +91,7 @@ def _frame(name, mode, row, label, group, measured, predicted, unit, status="ok"
 
 
 # --- kernels ------------------------------------------------------------------------------------------------
-def _kernel_rows(op: str, benchmark: str = "train") -> pd.DataFrame:
+def kernel_rows(op: str, benchmark: str = "train") -> pd.DataFrame:
     """:func:`.kernels.rows` with each row's file line in ``row``."""
     from . import kernels
     raw = datasets.load(f"deepbench_{op}")
@@ -104,11 +104,11 @@ _KERNEL_LABEL = {"gemm": "{pass} m={m} n={n} k={k}",
                  "rnn": "{pass} {cell} hidden={hidden_units} n={n} t={timesteps}"}
 
 
-def _kernel_frame(name: str, mode: str, p: pd.DataFrame) -> pd.DataFrame:
+def kernel_frame(name: str, mode: str, p: pd.DataFrame) -> pd.DataFrame:
     label = [_KERNEL_LABEL[r["op"]].format(**r) for r in p.to_dict("records")]
     group = (p["preset"] + " " + p["math_dtype"]).to_numpy()
     lo, hi = (p[c] if c in p else np.nan for c in ("p10_s", "p90_s"))
-    return _frame(name, mode, p["row"], label, group, p["measured_s"], p["predicted_s"], "s", p10=lo, p90=hi)
+    return read_frame(name, mode, p["row"], label, group, p["measured_s"], p["predicted_s"], "s", p10=lo, p90=hi)
 
 
 def _log_ratio(p: pd.DataFrame) -> np.ndarray:
@@ -130,7 +130,7 @@ def kernel_band(p: pd.DataFrame, reference: pd.DataFrame, other_devices: bool = 
     return p.reset_index(drop=True).assign(p10_s=lo, p90_s=hi)
 
 
-def _kernel_datasheet(df: pd.DataFrame, preset: str) -> pd.DataFrame:
+def kernel_datasheet(df: pd.DataFrame, preset: str) -> pd.DataFrame:
     """Rows of ``preset`` predicted with constants fitted on the other devices' rows; the band from the
     other devices' rows under the same constants (:func:`kernel_band`)."""
     from . import kernels
@@ -140,7 +140,7 @@ def _kernel_datasheet(df: pd.DataFrame, preset: str) -> pd.DataFrame:
     return kernel_band(mine, everyone)
 
 
-def _kernel_held_out(df: pd.DataFrame) -> pd.DataFrame:
+def kernel_held_out(df: pd.DataFrame) -> pd.DataFrame:
     """One device's rows: constants fitted on every other row, predicted on the rest; the band from the
     training half's residuals (:func:`kernel_band`)."""
     from . import kernels
@@ -149,29 +149,29 @@ def _kernel_held_out(df: pd.DataFrame) -> pd.DataFrame:
     return kernel_band(kernels.predict(test, eff), kernels.predict(train, eff), other_devices=False)
 
 
-def _kernel_inference(per_op: list) -> pd.DataFrame:
+def kernel_inference(per_op: list) -> pd.DataFrame:
     """DeepBench's inference kernels (int8 GEMMs and convolutions, fp32 RNNs, forward; ``per_op``: each op's
-    :func:`_kernel_rows` of ``"inference"``, one op at a time as each has its own columns) with the presets
+    :func:`kernel_rows` of ``"inference"``, one op at a time as each has its own columns) with the presets
     and the default constants; bands as the training kernels' preset mode (:func:`kernel_band`)."""
     from . import kernels
     parts = []
     for rows in per_op:
         p = kernels.predict(rows)
-        parts.append(_kernel_frame("deepbench-inference", "preset", kernel_band(p, p)))
+        parts.append(kernel_frame("deepbench-inference", "preset", kernel_band(p, p)))
     return pd.concat(parts, ignore_index=True)
 
 
-def _kernel_sparse() -> pd.DataFrame:
+def kernel_sparse() -> pd.DataFrame:
     from . import sparse
     r = sparse.evaluate()
     note = np.where(r["status"] == "ok", "measured speed-up " + r["measured_speedup"].map("{:.2f}".format)
                     + ", predicted " + r["predicted_speedup"].map("{:.2f}".format), "")
-    return _frame("deepbench-sparse", "preset", r["row"], r["label"], r["preset"].fillna(r["device"]) + " "
+    return read_frame("deepbench-sparse", "preset", r["row"], r["label"], r["preset"].fillna(r["device"]) + " "
                   + r["kind"], r["measured"], r["predicted"], "s", r["status"], note)
 
 
 # --- collectives --------------------------------------------------------------------------------------------
-def _collective_rows(source: str) -> pd.DataFrame:
+def collective_rows(source: str) -> pd.DataFrame:
     """As :func:`.collectives.rows`, one source at a time and with the file line in ``row``."""
     if source == "vTrain":
         from .collectives import vtrain_rows
@@ -192,7 +192,7 @@ def _collective_rows(source: str) -> pd.DataFrame:
     return out.sort_values(["system", "ranks", "size_bytes"]).reset_index(drop=True)
 
 
-def _collective(name: str, mode: str, df: pd.DataFrame) -> pd.DataFrame:
+def collective_frame(name: str, mode: str, df: pd.DataFrame) -> pd.DataFrame:
     from . import collectives
     if name == "vtrain-allreduce":
         p = collectives.vtrain_preset(df)
@@ -201,7 +201,7 @@ def _collective(name: str, mode: str, df: pd.DataFrame) -> pd.DataFrame:
     p = p[p["size_bytes"] >= MIN_BYTES].reset_index(drop=True)
     label = [f"{int(r)} ranks, {int(n):,} B" for r, n in zip(p["ranks"], p["size_bytes"])]
     lo, hi = collective_band(p, mode)
-    return _frame(name, mode, p["row"], label, p["system"].to_numpy(), p["measured_s"], p["predicted_s"], "s",
+    return read_frame(name, mode, p["row"], label, p["system"].to_numpy(), p["measured_s"], p["predicted_s"], "s",
                   p10=lo, p90=hi)
 
 
@@ -219,7 +219,7 @@ def collective_band(p: pd.DataFrame, mode: str) -> tuple[np.ndarray, np.ndarray]
 
 
 # --- training -----------------------------------------------------------------------------------------------
-def _training_rows(name: str) -> pd.DataFrame:
+def training_rows(name: str) -> pd.DataFrame:
     from . import training
     key = TRAINING[name]
     if key == "vtrain_single":  # the odd rows: the even ones fit the host seconds per kernel
@@ -237,7 +237,7 @@ def training_mode(name: str) -> str:
     return "held-out" if name == "vtrain-single" else "preset"
 
 
-def _training_chunk(name: str, df: pd.DataFrame) -> pd.DataFrame:
+def training_chunk(name: str, df: pd.DataFrame) -> pd.DataFrame:
     from . import training
     r = training.evaluate(df, workers=1)
     by_time = training.METRIC[TRAINING[name]] == "iteration_time"
@@ -250,18 +250,18 @@ def _training_chunk(name: str, df: pd.DataFrame) -> pd.DataFrame:
              "{global_batch:g}, hidden {hidden:g}, {layers:g} layers".format(**x) for x in r.to_dict("records")]
     group = r["gpus"].map(lambda g: f"{int(g)} GPUs") if name.startswith("vtrain") else \
         r["label"].astype(str).str.split(" ").str[0]
-    return _frame(name, training_mode(name), r["source_row"], label, group.to_numpy(), meas, pred,
+    return read_frame(name, training_mode(name), r["source_row"], label, group.to_numpy(), meas, pred,
                   "s" if by_time else "TFLOP/s per GPU", r["status"].to_numpy(), r["reason"].fillna("").to_numpy(),
                   lo.to_numpy(), hi.to_numpy())
 
 
 # --- modern training stacks ---------------------------------------------------------------------------------
-def _modern_rows(name: str) -> pd.DataFrame:
+def modern_rows(name: str) -> pd.DataFrame:
     from . import modern
     return modern.rows(MODERN[name][0])
 
 
-def _modern(name: str, df: pd.DataFrame) -> pd.DataFrame:
+def modern_frame(name: str, df: pd.DataFrame) -> pd.DataFrame:
     """Rows of one modern set (:mod:`.modern`) predicted, in the registry's shape: tokens/s per GPU, or peak memory
     per GPU in bytes (``-memory``: the caching allocator's reserved peak, which torchtitan logs; rows without a
     published memory left out)."""
@@ -272,51 +272,51 @@ def _modern(name: str, df: pd.DataFrame) -> pd.DataFrame:
     r = modern.evaluate(df, workers=1)
     note = np.where(r["status"] == "ok", r["note"], r["reason"].fillna(""))
     if what == "memory":
-        return _frame(name, "preset", r["source_row"], r["label"], r["group"].to_numpy(), r["measured_memory_bytes"],
+        return read_frame(name, "preset", r["source_row"], r["label"], r["group"].to_numpy(), r["measured_memory_bytes"],
                       r["predicted_reserved_bytes"], "B", r["status"].to_numpy(), note)
     # the set the GH100's sustained rate was fitted on: its fit rows in-sample, its other rows held out
     fitted = (r["dataset"] == modern.SUSTAINED_FIT_SET).all()
     mode = np.where(modern.in_sustained_fit(r), "in-sample", "held-out") if fitted else "preset"
-    return _frame(name, mode, r["source_row"], r["label"], r["group"].to_numpy(), r["measured_tps"],
+    return read_frame(name, mode, r["source_row"], r["label"], r["group"].to_numpy(), r["measured_tps"],
                   r["predicted_tps"], "tokens/s per GPU", r["status"].to_numpy(), note, r["predicted_tps_p10"],
                   r["predicted_tps_p90"])
 
 
 # --- data-parallel scaling and pipeline speedups ------------------------------------------------------------
-def _scaling_rows(name: str) -> pd.DataFrame:
+def scaling_rows(name: str) -> pd.DataFrame:
     from . import scaling
     return scaling.ROWS[SCALING[name]]()
 
 
-def _scaling(name: str, df: pd.DataFrame) -> pd.DataFrame:
+def scaling_frame(name: str, df: pd.DataFrame) -> pd.DataFrame:
     from . import scaling
     r = scaling.evaluate(df)
     note = np.where(r["status"] == "ok", r["note"], r["reason"].fillna(""))
-    return _frame(name, "preset", r["source_row"], r["label"], r["group"].to_numpy(), r["measured"], r["predicted"],
+    return read_frame(name, "preset", r["source_row"], r["label"], r["group"].to_numpy(), r["measured"], r["predicted"],
                   scaling.METRIC[SCALING[name]][1], r["status"].to_numpy(), note, r["predicted_p10"].to_numpy(),
                   r["predicted_p90"].to_numpy())
 
 
-def _inference() -> pd.DataFrame:
+def inference_frame() -> pd.DataFrame:
     from . import inference
     f = inference.frame()
-    return _frame("fastertransformer-13b", "preset", f["row"], f["label"], f["group"], f["measured"], f["predicted"],
+    return read_frame("fastertransformer-13b", "preset", f["row"], f["label"], f["group"], f["measured"], f["predicted"],
                   "s", p10=f["p10"], p90=f["p90"])
 
 
-def _trtllm_rows() -> pd.DataFrame:
+def trtllm_rows() -> pd.DataFrame:
     from . import trtllm
     return trtllm.rows()
 
 
-def _trtllm(df: pd.DataFrame) -> pd.DataFrame:
+def trtllm_frame(df: pd.DataFrame) -> pd.DataFrame:
     """Rows of TensorRT-LLM's Hopper table (:mod:`.trtllm`) predicted at full load, in the registry's shape: output
     tokens/s of the system; rows without a model preset (MoE) ``unmappable`` with the reason."""
     from . import trtllm
     r = trtllm.evaluate(df, workers=1)
     note = np.where(r["status"] == "ok", "slots " + r["slots"].fillna(0).astype(int).astype(str) + " ("
                     + r["limited_by"].fillna("").astype(str) + ")", r["reason"].fillna(""))
-    return _frame("trtllm-hopper", "preset", r["source_line"], r["label"], r["group"].to_numpy(), r["measured"],
+    return read_frame("trtllm-hopper", "preset", r["source_line"], r["label"], r["group"].to_numpy(), r["measured"],
                   r["predicted"], "output tokens/s", r["status"].to_numpy(), note)
 
 
@@ -338,7 +338,7 @@ def measured_gemms(folder) -> pd.DataFrame:
     return df[keep].assign(row=lambda d: d.index + 2, backend=backend[keep]).reset_index(drop=True)
 
 
-def _measured_compute(name: str, folder, mode: str) -> pd.DataFrame:
+def measured_compute(name: str, folder, mode: str) -> pd.DataFrame:
     """A ``compute-*`` run's GEMMs predicted with the profile of their backend (held-out: its efficiencies
     refitted on every other GEMM of the backend, the peaks kept)."""
     from ..calibrate.compute import fit_gemm
@@ -364,7 +364,7 @@ def _measured_compute(name: str, folder, mode: str) -> pd.DataFrame:
         tag = "" if backend == "numpy" else f"{backend} "  # the host's rows keep their labels of before
         label = [f"{tag}gemm {m}x{n}x{k}" for m, n, k in zip(df["m"].astype(int), df["n"].astype(int),
                                                             df["k"].astype(int))]
-        parts.append(_frame(name, mode, df["row"], label, (tag + df["dtype"].astype(str)).to_numpy(), df["median_s"],
+        parts.append(read_frame(name, mode, df["row"], label, (tag + df["dtype"].astype(str)).to_numpy(), df["median_s"],
                             seconds(dev, df), "s", p10=lo, p90=hi))
     return pd.concat(parts, ignore_index=True)
 
@@ -378,7 +378,7 @@ def _residual_band(predicted, groups, train_log_ratio, train_groups) -> tuple[np
     return lognormal_band(predicted, sigma)
 
 
-def _measured_network(name: str, folder) -> pd.DataFrame:
+def measured_network(name: str, folder) -> pd.DataFrame:
     from ..calibrate.fit_comm import LOSS, MODELS, fit_alpha_beta, predict
     df = datasets.load_measured(folder).assign(row=lambda d: d.index + 2)
     parts = []
@@ -395,6 +395,6 @@ def _measured_network(name: str, folder) -> pd.DataFrame:
         fit_r = np.log(np.asarray(predict(MODELS[coll], f, train["size_bytes"], int(ranks)), dtype=float)
                        / (train["time_us"].to_numpy(float) * 1e-6))  # the calibration residuals
         lo, hi = _residual_band(pred, np.zeros(len(test)), fit_r, np.zeros(len(train)))
-        parts.append(_frame(name, "held-out", test["row"], [f"{int(s):,} B" for s in test["size_bytes"]],
+        parts.append(read_frame(name, "held-out", test["row"], [f"{int(s):,} B" for s in test["size_bytes"]],
                             f"{coll} {int(ranks)} ranks", test["time_us"] * 1e-6, pred, "s", p10=lo, p90=hi))
-    return pd.concat(parts, ignore_index=True) if parts else _frame(name, "held-out", [], [], [], [], [], "s")
+    return pd.concat(parts, ignore_index=True) if parts else read_frame(name, "held-out", [], [], [], [], [], "s")

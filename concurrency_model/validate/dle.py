@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from .scaling_data import DLE_CNNS, _read
+from .scaling_data import DLE_CNNS, read_set
 
 PRECISION = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "mixed precision": "fp16"}  # the tables' names
 
@@ -52,7 +52,7 @@ def dle_rows(dataset: str = "dle_resnet50") -> pd.DataFrame:
     (24, 12)
     """
     dirs, model, zoo = DLE_CNNS[dataset]
-    df = _read(dataset)
+    df = read_set(dataset)
     df = df[df["model_dir"].str.split("/").str[-1].isin(dirs)]
     rows = []
     for (readme, _, _), g in df.groupby(["readme", "table_index", "row_index"], sort=False):
@@ -109,7 +109,7 @@ def dle_bert_rows() -> pd.DataFrame:
     >>> len(df), int((df["reason"] == "").sum())
     (212, 179)
     """
-    df = _read("dle_bert")
+    df = read_set("dle_bert")
     df = df[(df["model_dir"] == BERT_DIR) & df["section_heading"].str.contains("Pre-training", case=False)]
     rows = []
     for (readme, table, _), g in df.groupby(["readme", "table_index", "row_index"], sort=False):

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .. import datasets
-from .adapters import _frame, _kernel_frame, kernel_band
+from .adapters import read_frame, kernel_frame, kernel_band
 
 DECODE_TOKENS = 64  # the decode rows' positions seq .. seq + 63 (calibrate.steps' cache window)
 
@@ -58,8 +58,8 @@ def kernels_frame(name: str, folder, mode: str) -> pd.DataFrame:
     if mode == "calibrated":
         return _kernels_calibrated(name, folder, mine)
     if mode == "held-out":
-        from .adapters import _kernel_held_out
-        p = pd.concat([_kernel_held_out(g) for _, g in mine.groupby("preset", sort=False)], ignore_index=True)
+        from .adapters import kernel_held_out
+        p = pd.concat([kernel_held_out(g) for _, g in mine.groupby("preset", sort=False)], ignore_index=True)
     elif mode in ("preset", "datasheet"):
         ref = kernels.all_rows()  # the reference devices' rows (their file lines are not needed)
         both = pd.concat([ref.assign(origin="deepbench"), mine.assign(origin="measured")], ignore_index=True)
@@ -74,7 +74,7 @@ def kernels_frame(name: str, folder, mode: str) -> pd.DataFrame:
                         other_devices=False)
     else:
         raise ValueError(f"mode: unknown {mode!r}; allowed: preset, datasheet, held-out, calibrated")
-    out = pd.concat([_kernel_frame(name, mode, g).assign(group=lambda d, op=op: op + " " + d["group"])
+    out = pd.concat([kernel_frame(name, mode, g).assign(group=lambda d, op=op: op + " " + d["group"])
                      for op, g in p.groupby("op", sort=False)], ignore_index=True)
     return out
 
@@ -101,7 +101,7 @@ def _kernels_calibrated(name: str, folder, mine: pd.DataFrame) -> pd.DataFrame:
     p["p10_s"], p["p90_s"] = lognormal_band(p["predicted_s"].to_numpy(float),
                                             np.full(len(p), dev.efficiency.sigma))
     p["preset"] = dev.name
-    return pd.concat([_kernel_frame(name, "calibrated", g).assign(group=lambda d, op=op: op + " " + d["group"])
+    return pd.concat([kernel_frame(name, "calibrated", g).assign(group=lambda d, op=op: op + " " + d["group"])
                       for op, g in p.groupby("op", sort=False)], ignore_index=True)
 
 
@@ -187,10 +187,10 @@ def steps_frame(name: str, folder, what: str = "time", mode: str = "preset") -> 
             got, status, note = dict.fromkeys(("time_s", "p10_s", "p90_s", "memory_bytes"), np.nan), \
                 "not predicted", " ".join(str(e).split())
         if what == "time":
-            parts.append(_frame(name, mode, [i + 2], [label], f"{r['kind']} {r['device']}",
+            parts.append(read_frame(name, mode, [i + 2], [label], f"{r['kind']} {r['device']}",
                                 [r["median_ms"] * 1e-3], [got["time_s"]], "s", status, note, p10=[got["p10_s"]],
                                 p90=[got["p90_s"]]))
         else:
-            parts.append(_frame(name, mode, [i + 2], [label], f"memory {r['device']}", [peak],
+            parts.append(read_frame(name, mode, [i + 2], [label], f"memory {r['device']}", [peak],
                                 [got["memory_bytes"]], "B", status, note))
-    return pd.concat(parts, ignore_index=True) if parts else _frame(name, mode, [], [], [], [], [], "s")
+    return pd.concat(parts, ignore_index=True) if parts else read_frame(name, mode, [], [], [], [], [], "s")

@@ -64,11 +64,11 @@ from ..progress import Progress
 from . import modern
 
 from .adapters import (COLLECTIVES, COLUMNS, FILES, INFERENCE, KERNEL_INFERENCE, KERNEL_SPARSE, KERNELS,
-                       MIN_BYTES, MODERN, QUICK_EVERY, SCALING, TRAINING, TRTLLM, _collective, _collective_rows,
-                       _inference, _kernel_datasheet, _kernel_frame, _kernel_held_out, _kernel_inference, _kernel_rows,
-                       _kernel_sparse, _measured_compute, _measured_network, _modern, _modern_rows, _trtllm,
-                       _trtllm_rows,
-                       _scaling, _scaling_rows, _training_chunk, _training_rows, kernel_band, no_band_reason,
+                       MIN_BYTES, MODERN, QUICK_EVERY, SCALING, TRAINING, TRTLLM, collective_frame, collective_rows,
+                       inference_frame, kernel_datasheet, kernel_frame, kernel_held_out, kernel_inference, kernel_rows,
+                       kernel_sparse, measured_compute, measured_network, modern_frame, modern_rows, trtllm_frame,
+                       trtllm_rows,
+                       scaling_frame, scaling_rows, training_chunk, training_rows, kernel_band, no_band_reason,
                        training_mode)
 
 
@@ -108,7 +108,7 @@ def _plan(asked: list[str], quick: bool, all_modes: bool, info: dict) -> list:
     for name in asked:
         if name in KERNELS:
             try:
-                kern[name] = _kernel_rows(KERNELS[name])
+                kern[name] = kernel_rows(KERNELS[name])
             except ValueError as e:
                 fail(name, e)
     for name, df in kern.items():
@@ -118,7 +118,7 @@ def _plan(asked: list[str], quick: bool, all_modes: bool, info: dict) -> list:
         pool = dict(kern)
         for other in set(KERNELS) - set(kern):
             try:
-                pool[other] = _kernel_rows(KERNELS[other])
+                pool[other] = kernel_rows(KERNELS[other])
             except ValueError:
                 pass
         everything = pd.concat(pool.values(), ignore_index=True)
@@ -135,17 +135,17 @@ def _plan(asked: list[str], quick: bool, all_modes: bool, info: dict) -> list:
     for name in asked:
         try:
             if name in TRAINING:
-                df = _training_rows(name)
+                df = training_rows(name)
                 info[name].update(rows_total=len(df), mode=training_mode(name))
                 every = QUICK_EVERY.get(name, 1) if quick else 1
                 if every > 1:
                     df = df.iloc[::every].reset_index(drop=True)
                     info[name]["sampled"] = f"1 row in {every}, in file order (quick)"
                 for _, g in df.groupby(["hidden", "layers"], sort=False, dropna=False):  # a model's rows share
-                    jobs.extend(([name], _training_chunk, (name, g.iloc[i:i + 8]))   # the estimate's caches
+                    jobs.extend(([name], training_chunk, (name, g.iloc[i:i + 8]))   # the estimate's caches
                                 for i in range(0, len(g), 8))
             elif name in MODERN:
-                df = _modern_rows(name)
+                df = modern_rows(name)
                 if MODERN[name][1] == "memory":
                     df = df[df["measured_memory_bytes"].notna()].reset_index(drop=True)
                 # the set that fitted the GH100's sustained rate is reported held out (its fit rows in-sample)
@@ -155,39 +155,39 @@ def _plan(asked: list[str], quick: bool, all_modes: bool, info: dict) -> list:
                 if every > 1:
                     df = df.iloc[::every].reset_index(drop=True)
                     info[name]["sampled"] = f"1 row in {every}, in file order (quick)"
-                jobs.extend(([name], _modern, (name, df.iloc[i:i + 8])) for i in range(0, len(df), 8))
+                jobs.extend(([name], modern_frame, (name, df.iloc[i:i + 8])) for i in range(0, len(df), 8))
             elif name in SCALING:
-                df = _scaling_rows(name)
+                df = scaling_rows(name)
                 info[name].update(rows_total=len(df), mode="preset")
-                jobs.append(([name], _scaling, (name, df)))
+                jobs.append(([name], scaling_frame, (name, df)))
             elif name in KERNEL_INFERENCE:
                 from .kernels import OPS
-                per_op = [_kernel_rows(op, "inference") for op in OPS]
+                per_op = [kernel_rows(op, "inference") for op in OPS]
                 info[name].update(mode="preset", rows_total=sum(len(x) for x in per_op))
-                jobs.append(([name], _kernel_inference, (per_op,)))
+                jobs.append(([name], kernel_inference, (per_op,)))
             elif name in KERNEL_SPARSE:
                 from . import sparse
                 info[name].update(mode="preset", rows_total=2 * len(sparse.rows()))
-                jobs.append(([name], _kernel_sparse, ()))
+                jobs.append(([name], kernel_sparse, ()))
             elif name in INFERENCE:
                 from . import inference
                 info[name].update(rows_total=len(inference.rows()) * len(inference.METRICS), mode="preset")
-                jobs.append(([name], _inference, ()))
+                jobs.append(([name], inference_frame, ()))
             elif name in TRTLLM:
-                df = _trtllm_rows()
+                df = trtllm_rows()
                 info[name].update(rows_total=len(df), mode="preset")
                 every = QUICK_EVERY.get(name, 1) if quick else 1
                 if every > 1:  # ~2 s a mappable row
                     df = df.iloc[::every].reset_index(drop=True)
                     info[name]["sampled"] = f"1 row in {every}, in file order (quick)"
-                jobs.extend(([name], _trtllm, (df.iloc[i:i + 8],)) for i in range(0, len(df), 8))
+                jobs.extend(([name], trtllm_frame, (df.iloc[i:i + 8],)) for i in range(0, len(df), 8))
             elif name in COLLECTIVES:
-                df = _collective_rows(COLLECTIVES[name])
+                df = collective_rows(COLLECTIVES[name])
                 modes = (["preset", "held-out"] if name == "nccl-tests-allreduce" else ["preset"]
                          if name == "vtrain-allreduce" else ["held-out"])
                 info[name].update(rows_total=len(df), mode=modes[0], sampled=f"sizes >= {MIN_BYTES // 1024} KiB"
                                   + ("; every other size held out" if modes[0] == "held-out" else ""))
-                jobs.extend(([name], _collective, (name, m, df)) for m in (modes if all_modes else modes[:1]))
+                jobs.extend(([name], collective_frame, (name, m, df)) for m in (modes if all_modes else modes[:1]))
             elif name in measured:
                 _plan_measured(name, measured[name], quick, all_modes, info, jobs)
         except ValueError as e:
@@ -221,10 +221,10 @@ def _plan_measured(name: str, folder, quick: bool, all_modes: bool, info: dict, 
         return
     info[name].update(mode="held-out", sampled="held-out: every other row per group")
     if kind == "compute":
-        jobs.extend(([name], _measured_compute, (name, folder, m))
+        jobs.extend(([name], measured_compute, (name, folder, m))
                     for m in (["held-out", "in-sample"] if all_modes else ["held-out"]))
     else:
-        jobs.append(([name], _measured_network, (name, folder)))
+        jobs.append(([name], measured_network, (name, folder)))
     if kind == "compute":
         from .adapters import measured_gemms
         info[name]["rows_total"] = len(measured_gemms(folder))
@@ -237,11 +237,11 @@ def _cost(job) -> float:
     fn, args = job[1], job[2]
     if fn is _kernels_job:
         return 0.0 if args[0] == "preset" else 1e4
-    if fn is _training_chunk:
+    if fn is training_chunk:
         return float(args[1]["layers"].fillna(0).sum())
-    if fn is _modern:  # ~0.3 s a row on one core (a 405B or 70B row ~1 s)
+    if fn is modern_frame:  # ~0.3 s a row on one core (a 405B or 70B row ~1 s)
         return 30.0 * len(args[1])
-    if fn is _trtllm:  # ~2 s a mappable row (a search over the slots, then the full-load iteration)
+    if fn is trtllm_frame:  # ~2 s a mappable row (a search over the slots, then the full-load iteration)
         return 200.0 * float((args[0]["unmappable"] == "").sum())
     return 0.0
 
@@ -249,14 +249,14 @@ def _cost(job) -> float:
 def _kernels_job(mode: str, df: pd.DataFrame, preset, wanted: list) -> pd.DataFrame:
     from . import kernels
     if mode == "datasheet":
-        p = _kernel_datasheet(df, preset)
+        p = kernel_datasheet(df, preset)
     elif mode == "held-out":
-        p = _kernel_held_out(df)
+        p = kernel_held_out(df)
     else:
         p = kernels.predict(df)
         p = kernel_band(p, p)  # leave-one-device-out spreads of the same predictions
     op_names = {op: n for n, op in KERNELS.items()}
-    parts = [_kernel_frame(op_names[op], mode if not (mode == "preset" and op == "rnn") else "in-sample", g)
+    parts = [kernel_frame(op_names[op], mode if not (mode == "preset" and op == "rnn") else "in-sample", g)
              for op, g in p.groupby("op", sort=False) if op_names[op] in wanted]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
 

@@ -57,7 +57,7 @@ import pandas as pd
 from ..cluster import load_cluster, tier_from_dict
 from .dle import dle_bert_rows, dle_rows
 from .scaling_data import (ASSUMPTIONS, DATASETS, DLE_CNNS, FILES, METRIC, PS_PENDING, SCHEMAS,  # noqa: F401
-                           TARGETS, _pcie, horovod_rows, pcie_efficiency, systems, tf_cnn_rows, torchgpipe_rows)
+                           TARGETS, pcie_notes, horovod_rows, pcie_efficiency, systems, tf_cnn_rows, torchgpipe_rows)
 
 #: each dataset's row loader (:data:`DATASETS`)
 ROWS = {"tf_cnn_benchmarks": tf_cnn_rows, "torchgpipe": torchgpipe_rows, "horovod": horovod_rows,
@@ -166,7 +166,7 @@ def ps_sync_seconds(nbytes: float, gpus: int, cluster, where: str) -> float:
     dist = _ps_model()
     if where == "gpu":
         return float(dist.ps_on_cluster(nbytes, gpus, cluster, servers=gpus, server_placement="colocated"))
-    alpha, beta = tier_from_dict(_pcie("GPU to host")).alpha_beta()
+    alpha, beta = tier_from_dict(pcie_notes("GPU to host")).alpha_beta()
     if gpus == 1:
         return 2 * alpha + 2 * nbytes * beta
     return float(dist.ps_time(nbytes, gpus, alpha, beta, servers=-(-gpus // 2)))
@@ -274,8 +274,8 @@ def _predict_dle_bert(r: dict) -> dict:
 
 @lru_cache(maxsize=None)
 def _dle_cluster(name: str):
-    from .training import DGX2, _dgx_a100_40gb
-    return load_cluster({"dgx-2": DGX2, "dgx-a100-40gb": {"name": "dgx-a100-40gb", **_dgx_a100_40gb()}}.get(name,
+    from .training import DGX2, dgx_a100_40gb
+    return load_cluster({"dgx-2": DGX2, "dgx-a100-40gb": {"name": "dgx-a100-40gb", **dgx_a100_40gb()}}.get(name,
                                                                                                           name))
 
 

@@ -101,7 +101,7 @@ def pcie_efficiency() -> float:
     return float(busbw.median() / PCIE_GEN3_X16_BPS)
 
 
-def _pcie(notes: str) -> dict:
+def pcie_notes(notes: str) -> dict:
     return {"name": "pcie-gen3-x16", "kind": "pcie", "bw_Bps": PCIE_GEN3_X16_BPS, "latency_s": 5e-6,
             "efficiency": round(pcie_efficiency(), 4),
             "sources": {"bw_Bps": "hardware.md 3B: PCIe Gen3 x16 15.75 GB/s per direction [R1]",
@@ -135,25 +135,25 @@ def systems() -> dict:
                                             "efficiency": "as the dgx1-v100 preset (estimate, 0.8)"}},
                       "inter": edr, "sources": {"device": "hardware.md 3A DGX-1 (P100): 8 x Tesla P100 SXM2 16GB"}},
         "gce-k80x8": {"name": "gce-n1-standard-32-k80x8", "device": "k80-gk210-12gb", "gpus_per_node": 8,
-                      "nics_per_node": 1, "intra": _pcie("4 K80 boards (8 GPUs) on PCIe Gen3"),
+                      "nics_per_node": 1, "intra": pcie_notes("4 K80 boards (8 GPUs) on PCIe Gen3"),
                       "inter": _net("gce-network", "ethernet", 10, 3e-5, "unused (one instance)",
                                     "unused placeholder (the rows use one instance)"),
                       "sources": {"device": "tf_cnn_benchmarks rows: 8x NVIDIA Tesla K80 (8 GPUs = 4 boards)"}},
         "ec2-p2.8xlarge": {"name": "ec2-p2.8xlarge", "device": "k80-gk210-12gb", "gpus_per_node": 8,
-                           "nics_per_node": 1, "intra": _pcie("4 K80 boards (8 GPUs) on PCIe Gen3"),
+                           "nics_per_node": 1, "intra": pcie_notes("4 K80 boards (8 GPUs) on PCIe Gen3"),
                            "inter": _net("ec2-10gbe", "ethernet", 10, 3e-5, "one link per instance; TensorFlow "
                                          "1.x sends over gRPC/TCP",
                                          "AWS EC2 instance types: p2.8xlarge '10 Gigabit' network performance "
                                          "(not in shared/reference; unconfirmed)"),
                            "sources": {"device": "tf_cnn_benchmarks rows: p2.8xlarge, 8x NVIDIA Tesla K80"}},
         "horovod-pascal": {"name": "horovod-128x4-pascal", "device": "p100-pcie-16gb", "gpus_per_node": 4,
-                           "nics_per_node": 1, "intra": _pcie("4 GPUs per server on PCIe Gen3"),
+                           "nics_per_node": 1, "intra": pcie_notes("4 GPUs per server on PCIe Gen3"),
                            "inter": _net("roce-25g", "roce", 25, 5e-6, "one NIC per server (assumed)",
                                          "horovod docs/benchmarks.rst: RoCE-capable 25 Gbit/s network"),
                            "sources": {"device": "horovod docs: 'Pascal GPUs' (model not stated); the PCIe "
                                                  "P100 assumed"}},
         "p40x8": {"name": "torchgpipe-8xp40", "device": "p40-24gb", "gpus_per_node": 8, "nics_per_node": 1,
-                  "intra": _pcie("8 P40 on PCIe Gen3 (Intel E5-2650 v4 host)"),
+                  "intra": pcie_notes("8 P40 on PCIe Gen3 (Intel E5-2650 v4 host)"),
                   "inter": _net("unused", "ethernet", 10, 3e-5, "unused (one host)", "unused placeholder"),
                   "sources": {"device": "torchgpipe benchmarks: 8x NVIDIA Tesla P40 (PCIe)"}},
     }
@@ -164,7 +164,7 @@ TF_SYSTEM = {"NVIDIA® DGX-1™": "dgx1-p100", "n1-standard-32-k80x8": "gce-k80x
 
 
 # --- loaders ------------------------------------------------------------------------------------------------
-def _read(key: str) -> pd.DataFrame:
+def read_set(key: str) -> pd.DataFrame:
     stem = FILES[key]
     numeric, other, optional = SCHEMAS[stem]
     return datasets.read_checked(datasets.data_dir() / f"{stem}.csv", numeric, other, optional)
@@ -193,7 +193,7 @@ def tf_cnn_rows() -> pd.DataFrame:
     >>> [r[k] for k in ("zoo_model", "system", "gpus", "batch_per_gpu", "sync", "measured")]
     ['vgg16', 'dgx1-p100', 1, 64, 'allreduce', 154.0]
     """
-    df = _read("tf_cnn_benchmarks")
+    df = read_set("tf_cnn_benchmarks")
     rows = []
     for i, r in df.iterrows():
         zoo, why = _zoo(r["model"])
@@ -216,7 +216,7 @@ def tf_cnn_rows() -> pd.DataFrame:
 def torchgpipe_rows() -> pd.DataFrame:
     """torchgpipe speed benchmarks: one row per published speedup (ResNet-101 against the plain model on
     one GPU; AmoebaNet-D and U-Net rows kept with ``reason``)."""
-    df = _read("torchgpipe")
+    df = read_set("torchgpipe")
     rows = []
     for i, r in df.iterrows():
         zoo, why = _zoo(r["model"])
@@ -236,7 +236,7 @@ def torchgpipe_rows() -> pd.DataFrame:
 
 def horovod_rows() -> pd.DataFrame:
     """Horovod docs: 512-GPU scaling efficiency, one row per model."""
-    df = _read("horovod")
+    df = read_set("horovod")
     rows = []
     for i, r in df.iterrows():
         zoo, why = _zoo(r["model"])

@@ -144,7 +144,7 @@ def megatron_rows() -> pd.DataFrame:
         mp = r["model_parallel_size"]
         if tid.startswith("2020_"):
             t, p = r["tensor_mp"], 1
-            cluster = DGX2 if "dgx2" in tid else {"name": "dgx-a100 (40GB)", **_dgx_a100_40gb()}
+            cluster = DGX2 if "dgx2" in tid else {"name": "dgx-a100 (40GB)", **dgx_a100_40gb()}
             dataset = "megatron_2020"
         else:
             t = min(mp, 8)
@@ -157,7 +157,7 @@ def megatron_rows() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _dgx_a100_40gb() -> dict:
+def dgx_a100_40gb() -> dict:
     import json
     from importlib import resources
     spec = json.loads(resources.files("concurrency_model.presets.clusters").joinpath("dgx-a100.json").read_text())

@@ -14,9 +14,9 @@ T_COMPUTE = sp.Symbol("t_compute", positive=True)  # compute a transfer should h
 EFFICIENCY = sp.Symbol("E", positive=True)  # target parallel efficiency, 0 < E < 1
 BUBBLE = sp.Symbol("f_bubble", positive=True)  # target pipeline bubble fraction
 LINK_BW = sp.Symbol("bw", positive=True)  # link bandwidth 1/beta, bytes/s
-_BUDGET = sp.Symbol("K", positive=True)  # allowed allreduce seconds (internal)
-_L = sp.Symbol("L", nonnegative=True)  # log2 P, continuous (internal)
-_X = sp.Symbol("x", positive=True)  # a positive real stand-in for an integer unknown (internal)
+BUDGET = sp.Symbol("K", positive=True)  # allowed allreduce seconds (internal)
+LOG_P = sp.Symbol("L", nonnegative=True)  # log2 P, continuous (internal)
+X_INT = sp.Symbol("x", positive=True)  # a positive real stand-in for an integer unknown (internal)
 
 
 @dataclass(frozen=True)
@@ -38,17 +38,17 @@ class Solution:
 
 
 # -- input checks -------------------------------------------------------------------------------------
-def _number(name: str, x, lower: float = 0.0, strict: bool = True) -> float:
+def real_above(name: str, x, lower: float = 0.0, strict: bool = True) -> float:
     """A finite real ``> lower`` (``>= lower`` when not strict), else ``ValueError`` naming ``name``."""
     return number(name, x, low=lower, low_ok=not strict)
 
 
-def _fraction(name: str, x) -> float:
+def fraction(name: str, x) -> float:
     """A number strictly between 0 and 1."""
     return number(name, x, high=1)
 
 
-def _real_root(sols, fns, args, check, positive: bool = True) -> tuple[sp.Expr, float] | None:
+def real_root(sols, fns, args, check, positive: bool = True) -> tuple[sp.Expr, float] | None:
     """The root ``sols[i]`` whose value ``fns[i](*args)`` (mpmath, 30 digits) is real (and positive) and
     passes ``check``; the largest such."""
     import mpmath
