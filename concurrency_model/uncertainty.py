@@ -3,7 +3,7 @@
 Every prediction scales the device's peak FLOP/s, memory bandwidth and launch overhead, and the links'
 bandwidth, by efficiencies that are fitted (or defaults) and off by a device- or system-level factor. The
 log of that factor is taken as normal with the spread of the calibration residuals
-(``presets/uncertainty.json``, made by :func:`derive_spreads`):
+(``presets/uncertainty.json``, made by :func:`concurrency_model.validate.spreads.derive_spreads`):
 
 * ``flops``, ``mem_bw``, ``launch``: the standard deviation across DeepBench devices of each device's median
   log(predicted/measured) kernel time (GEMM and convolution, default constants): the systematic part, which
@@ -23,7 +23,6 @@ each with spreads derived without it (:func:`lognormal_band`, :func:`coverage`).
 from __future__ import annotations
 
 import json
-from datetime import date
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,7 +38,6 @@ FILE = Path(__file__).parent / "presets" / "uncertainty.json"
 SAMPLES = 400
 QUANTILES = (0.1, 0.9)
 Z90 = 1.2815515655446004  # standard normal 90th percentile: an 80% band is exp(-+Z90 sigma) of a log-normal
-MODEL_EVERY = 8  # derive_spreads: every 8th calibration row (90 of the 720 even rows; ~15 s on 1 core)
 
 
 @lru_cache(maxsize=None)
@@ -136,40 +134,3 @@ def leave_one_out_sigma(log_ratio, groups, held) -> float:
     r, g = np.asarray(log_ratio, dtype=float), np.asarray(groups)
     keep = g != held
     return group_sigma(r[keep], g[keep])
-
-
-def model_spread(every: int = MODEL_EVERY) -> tuple[float, int]:
-    """``(sigma_model, rows)``: :func:`log_spread` of the step times predicted for every ``every``-th
-    calibration row of ``HOST_S_PER_KERNEL`` (:func:`~concurrency_model.validate.training.vtrain_fit_rows`,
-    the even rows of vTrain single node; the odd ones stay held out)."""
-    from .validate import training
-    r = training.evaluate(training.vtrain_fit_rows().iloc[::every].reset_index(drop=True), workers=1)
-    r = r[(r["status"] == "ok") & np.isfinite(r["predicted_time_s"])]
-    return log_spread(r["predicted_time_s"], r["measured_time_s"]), len(r)
-
-
-def derive_spreads() -> dict:
-    """The spreads from the data (see the module); writes nothing."""
-    from .validate import collectives, kernels
-    k = kernels.predict(kernels.all_rows())
-    k = k[k["op"].isin(["gemm", "conv"])]
-    per_device = np.log(k["predicted_s"] / k["measured_s"]).groupby(k["preset"]).median()
-    c = collectives.preset()
-    c = c[c["size_bytes"] >= collectives.MIN_TARGET_BYTES]
-    net = float(np.std(np.log(c["predicted_s"] / c["measured_s"])))
-    device = float(np.std(per_device))
-    model, model_rows = model_spread()
-    return {"sigma": {"flops": device, "mem_bw": device, "launch": device, "intra_bw": net, "inter_bw": net,
-                      MODEL: model},
-            "fitted_on": {"flops, mem_bw, launch": f"DeepBench GEMM and conv, {len(per_device)} devices, default "
-                          "constants: std of per-device median log(predicted/measured)",
-                          "intra_bw, inter_bw": f"nccl-tests all_reduce >= 64 KiB, {len(c)} rows, cluster presets: "
-                          "std of log(predicted/measured)",
-                          MODEL: f"vTrain single node, every {MODEL_EVERY}th of the even rows HOST_S_PER_KERNEL is "
-                          f"fitted on ({model_rows} steps): std of log(predicted/measured) step time"},
-            "date": date.today().isoformat()}
-
-
-if __name__ == "__main__":  # python -m concurrency_model.uncertainty: rewrite presets/uncertainty.json
-    FILE.write_text(json.dumps(derive_spreads(), indent=1) + "\n")
-    print(FILE.read_text())

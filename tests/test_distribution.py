@@ -14,6 +14,7 @@ from concurrency_model import get_model
 from concurrency_model.cluster import load_cluster
 from concurrency_model.comm import collective_time
 from concurrency_model.comm.on_cluster import collective_on_cluster
+from concurrency_model.parallel import compressed_sync as CS
 from concurrency_model.parallel import compression as C
 from concurrency_model.parallel import consistency as K
 from concurrency_model.parallel import distribution as D
@@ -338,25 +339,25 @@ def test_powersgd_in_a_scenario():
 
 def test_compressed_sync_time():
     m, Pn, al, be = 10**6, 8, 1e-6, 1e-9
-    assert C.compressed_sync_time("fp32", m, Pn, al, be) == pytest.approx(
+    assert CS.compressed_sync_time("fp32", m, Pn, al, be) == pytest.approx(
         float(collective_time("allreduce", "ring", 4e6, Pn, al, be)))
     c = C.compress("topk", m)  # device=None: the codec in the symbols F and B_mem
-    codec = sum(C.codec_seconds(c, Pn))
-    assert same(C.compressed_sync_time(c, None, Pn, al, be) - codec,
+    codec = sum(CS.codec_seconds(c, Pn))
+    assert same(CS.compressed_sync_time(c, None, Pn, al, be) - codec,
                 collective_time("allgather", "ring", Pn * c.messages[0], Pn, al, be))
     c = C.compress("1bit", m)
     comm = collective_time("alltoall", "pairwise", c.messages[0], Pn, al, be) + \
         collective_time("allgather", "ring", c.messages[0], Pn, al, be)
-    assert same(C.compressed_sync_time(c, None, Pn, al, be) - sum(C.codec_seconds(c, Pn)), comm)
-    enc, dec = C.codec_seconds(c, Pn, "v100-sxm2-32gb")
+    assert same(CS.compressed_sync_time(c, None, Pn, al, be) - sum(CS.codec_seconds(c, Pn)), comm)
+    enc, dec = CS.codec_seconds(c, Pn, "v100-sxm2-32gb")
     one = roofline(c.encode_flop, float(c.encode_bytes), "v100-sxm2-32gb", "fp32", c.kernels).time_s
     assert enc == pytest.approx((1 + 1 / Pn) * one)
-    assert C.compressed_sync_time(c, None, Pn, al, be, device="v100-sxm2-32gb") == pytest.approx(
+    assert CS.compressed_sync_time(c, None, Pn, al, be, device="v100-sxm2-32gb") == pytest.approx(
         float(comm) + enc + dec)
     # fp16 over a slow link beats fp32 once the codec is paid
-    assert C.compressed_sync_time("fp16", 10**8, 64, 5e-6, 1e-10, device="v100-sxm2-32gb") < \
-        C.compressed_sync_time("fp32", 10**8, 64, 5e-6, 1e-10)
-    e = C.compressed_sync_time("fp16", n, P, a, b)
+    assert CS.compressed_sync_time("fp16", 10**8, 64, 5e-6, 1e-10, device="v100-sxm2-32gb") < \
+        CS.compressed_sync_time("fp32", 10**8, 64, 5e-6, 1e-10)
+    e = CS.compressed_sync_time("fp16", n, P, a, b)
     assert {s.name for s in e.free_symbols} == {"n", "P", "alpha", "beta", "F", "B_mem"}
 
 
@@ -389,7 +390,7 @@ def test_one_worker_costs_nothing(nb, al, be, S, lat):
     assert D.allreduce_time(nb, 1, al, be) == 0
     for topo in D.TOPOLOGIES:
         assert D.gossip_time(nb, 1, al, be, topo) == 0
-    assert C.compressed_sync_time("1bit", int(nb), 1, al, be, device="v100-sxm2-32gb") == 0
+    assert CS.compressed_sync_time("1bit", int(nb), 1, al, be, device="v100-sxm2-32gb") == 0
 
 
 @settings(max_examples=80, deadline=None)
@@ -454,7 +455,7 @@ def test_symbolic_matches_numeric():
     (lambda: C.compress("int8", 100, collective="ring"), "collective"),
     (lambda: C.compress("powersgd", 100), "shape"),
     (lambda: C.compress("powersgd", 100, shape=(10, 10), rank=0), "rank"),
-    (lambda: C.compressed_sync_time("fp16", 100, 0, 1e-6, 1e-9), "P"),
+    (lambda: CS.compressed_sync_time("fp16", 100, 0, 1e-6, 1e-9), "P"),
 ])
 def test_bad_input_names_the_field(call, field):
     with pytest.raises(ValueError, match=rf"^{field}\b"):
@@ -465,8 +466,8 @@ def test_symbolic_degree_and_codec_match_numeric():
     for topo in D.TOPOLOGIES:
         for Pn in (1, 2, 3, 8, 16, 100):
             assert int(D.gossip_degree(topo, P).subs(P, Pn)) == D.gossip_degree(topo, Pn)
-    e = C.compressed_sync_time("qsgd", 10**6, P, a, b, device="v100-sxm2-32gb")
+    e = CS.compressed_sync_time("qsgd", 10**6, P, a, b, device="v100-sxm2-32gb")
     for Pn in (1, 2, 8):
-        want = C.compressed_sync_time("qsgd", 10**6, Pn, 1e-6, 1e-9, device="v100-sxm2-32gb")
+        want = CS.compressed_sync_time("qsgd", 10**6, Pn, 1e-6, 1e-9, device="v100-sxm2-32gb")
         assert float(e.subs({P: Pn, a: 1e-6, b: 1e-9})) == pytest.approx(want)
     assert C.compress("fp16", "lenet5").elements == get_model("lenet5").params

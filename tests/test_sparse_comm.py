@@ -17,6 +17,7 @@ from concurrency_model.cluster import load_cluster
 from concurrency_model.comm import collective_time
 from concurrency_model.comm.on_cluster import collective_on_cluster
 from concurrency_model.hardware import load_device
+from concurrency_model.parallel import compressed_sync as CS
 from concurrency_model.parallel import compression as C
 from concurrency_model.parallel.sparse_comm import sparse_allreduce_rounds, sparse_allreduce_time, sufficient_factors
 from concurrency_model.symbols import P, alpha, beta
@@ -54,27 +55,27 @@ def test_topk_sparse_allreduce_and_codec():
     assert c.collective == "sparse_allreduce" and c.messages == (8000,) and c.dense_bytes == 4e6
     assert c.collectives(Pn) == [("p2p", 8000.0), ("p2p", 16000.0), ("p2p", 32000.0), ("p2p", 64000.0)]
     assert c.sent_bytes(Pn) == 120000
-    enc, dec = C.codec_seconds(c, Pn)  # device None: the roofline in the symbols F and B_mem
+    enc, dec = CS.codec_seconds(c, Pn)  # device None: the roofline in the symbols F and B_mem
     F, B = (next(x for x in dec.free_symbols if x.name == k) for k in ("F", "B_mem"))
     # one encode; merges of 120000 received bytes = 15 messages' worth, each read plus a scatter of 1000 values
     assert sp.simplify(dec - 15 * sp.Max(16000 / B, 1000 / F)) == 0
     assert sp.simplify(enc - sp.Max(12008000 / B, 2 * m / F)) == 0
-    assert sp.simplify(C.compressed_sync_time(c, None, Pn, al, be) - (4 * al + 120000 * be + enc + dec)) == 0
+    assert sp.simplify(CS.compressed_sync_time(c, None, Pn, al, be) - (4 * al + 120000 * be + enc + dec)) == 0
     # symbolic P, then P = 16, agrees with the numbers (codec on a V100)
     v100 = "v100-sxm2-32gb"
-    e = C.compressed_sync_time(c, None, P, alpha, beta, device=v100)
-    enc, dec = C.codec_seconds(c, Pn, v100)
+    e = CS.compressed_sync_time(c, None, P, alpha, beta, device=v100)
+    enc, dec = CS.codec_seconds(c, Pn, v100)
     assert float(e.subs({P: Pn, alpha: al, beta: be})) == pytest.approx(4 * al + 120000 * be + enc + dec)
     # the sparse allreduce wins over gathering all P messages once P is large
     gather = C.compress("topk", m, ratio=0.001)
-    assert C.compressed_sync_time(c, None, 1024, al, be, device=v100) < \
-        C.compressed_sync_time(gather, None, 1024, al, be, device=v100)
+    assert CS.compressed_sync_time(c, None, 1024, al, be, device=v100) < \
+        CS.compressed_sync_time(gather, None, 1024, al, be, device=v100)
 
 
 def test_sparse_allreduce_on_a_cluster_uses_the_node_first():
     cl = load_cluster("dgx1-v100")
     c = C.compress("topk", 10**7, ratio=0.001, collective="sparse_allreduce")
-    r = C.compressed_sync_on_cluster(c, None, 32, cl)
+    r = CS.compressed_sync_on_cluster(c, None, 32, cl)
     rounds = sparse_allreduce_rounds(c.messages[0], c.dense_bytes, 32)
     intra = sum(collective_on_cluster("p2p", n, 2, cl, 2)[1] for n in rounds[:3])  # partners 1, 2, 4 away
     inter = sum(collective_on_cluster("p2p", n, 2, cl, 1, groups_sharing=8)[1] for n in rounds[3:])
@@ -117,7 +118,7 @@ def test_sfb_hand_values():
     assert len(ct.gemms_decode) == 8 and (1000, 64, 4) not in ct.gemms_decode  # 4 GEMMs a block, no LM head
     assert float(ct.messages[1]) / 4 + sum(a * b for a, b, _ in ct.gemms_decode) == tiny.params
     # the decode rebuilds the remote gradients: P - 1 times the GEMMs
-    enc, dec = C.codec_seconds(c, 8)  # device None: read the factors, then the GEMMs, 7 times
+    enc, dec = CS.codec_seconds(c, 8)  # device None: read the factors, then the GEMMs, 7 times
     F, B = (next(x for x in dec.free_symbols if x.name == k) for k in ("F", "B_mem"))
     gemm_flop = 2 * 32 * (9216 * 4096 + 4096 * 4096 + 4096 * 1000)
     assert enc == 0 and sp.simplify(dec - 7 * (4 * factors / B + gemm_flop / F)) == 0
@@ -126,8 +127,8 @@ def test_sfb_hand_values():
 def test_sfb_beats_the_allreduce_where_fc_layers_dominate():
     cl = load_cluster("dgx1-v100")
     slow = replace(cl, inter=replace(cl.inter, bw=1.25e9), gpus_per_node=1, nics_per_node=1)  # 10 GbE, one GPU a node
-    sfb = C.compressed_sync_on_cluster("sfb", "alexnet", 8, slow, batch=32, workers=8)
-    dense = C.compressed_sync_on_cluster("fp32", get_model("alexnet").params, 8, slow)
+    sfb = CS.compressed_sync_on_cluster("sfb", "alexnet", 8, slow, batch=32, workers=8)
+    dense = CS.compressed_sync_on_cluster("fp32", get_model("alexnet").params, 8, slow)
     assert sfb["time_s"] < dense["time_s"] / 3
 
 

@@ -87,7 +87,8 @@ def test_model_spread_in_the_file_is_the_calibration_fit_s(monkeypatch):
     seen = {}
     monkeypatch.setattr(training, "vtrain_fit_rows", lambda: pd.DataFrame({"i": range(16)}))
     monkeypatch.setattr(training, "evaluate", lambda df, workers: seen.setdefault("rows", list(df["i"])) and fake)
-    sigma, rows = uncertainty.model_spread(every=8)
+    from concurrency_model.validate import spreads
+    sigma, rows = spreads.model_spread(every=8)
     assert seen["rows"] == [0, 8] and rows == 3   # every 8th calibration row; the refused row is left out
     assert sigma == pytest.approx(np.std([0.0, math.log(2.0), 0.0]), rel=1e-12)  # 0.3267
     assert sigma == pytest.approx(0.32675, abs=1e-5)

@@ -66,8 +66,7 @@ import sympy as sp
 from ..comm.checks import as_value, check_n, check_name, check_ranks, check_rate, is_num
 from .sparse_comm import sparse_allreduce_rounds, sparse_allreduce_time, sufficient_factors
 
-__all__ = ["SCHEMES", "COLLECTIVES", "Compressed", "compress", "qsgd_bits", "weight_matrices",
-           "codec_seconds", "compressed_sync_time", "compressed_sync_on_cluster"]
+__all__ = ["SCHEMES", "COLLECTIVES", "Compressed", "compress", "qsgd_bits", "weight_matrices"]
 
 SCHEMES = ("fp32", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "threshold", "topk", "dgc", "powersgd", "sfb")
 COLLECTIVES = ("allreduce", "allgather", "compressed_allreduce", "sparse_allreduce", "two_allreduces", "sfb")
@@ -325,15 +324,3 @@ def compress(scheme: str, gradient, *, value_bytes=4, bucket_size=512, levels=7,
                       decode_flop=ab, decode_bytes=3 * vb * ab, kernels=3,
                       gemms_encode=tuple((a, r, b) for a, b in keep) + tuple((b, r, a) for a, b in keep),
                       gemms_decode=tuple((a, b, r) for a, b in keep), **kw)
-
-
-_SYNC = ("codec_seconds", "compressed_sync_time", "compressed_sync_on_cluster")
-
-
-def __getattr__(name):
-    """The time of a compressed synchronisation (:mod:`.compressed_sync`, which imports this module) as part
-    of this module's API, loaded when first asked for."""
-    if name in _SYNC:
-        from . import compressed_sync
-        return getattr(compressed_sync, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,7 +29,8 @@ import sympy as sp
 
 from ..comm.checks import active, as_value, check_n, check_name, check_ranks, check_rate
 from ..comm.collectives import ALGORITHMS, collective_time
-from . import compression as _cmp
+from .compressed_sync import compressed_sync_on_cluster
+from .compression import SCHEMES as COMPRESSION_SCHEMES
 from .gossip import (LATENCY, TOPOLOGIES, consensus_rounds, gossip_degree, gossip_offsets,  # noqa: F401
                      gossip_round_time, gossip_time, mixing_matrix, spectral_gap)  # (re-exported)
 
@@ -271,7 +272,7 @@ def compare_distribution(model, cluster, P, *, ranks_per_node: int | None = None
     vb = dtype_bytes(grad_dtype)
     n = float(g.params * vb)
     for x in compressions:
-        check_name("compressions", x, _cmp.SCHEMES)
+        check_name("compressions", x, COMPRESSION_SCHEMES)
     rows = []
     for p in ([P] if isinstance(P, (int, np.integer)) else list(P)):
         p = int(check_ranks(p))
@@ -288,7 +289,7 @@ def compare_distribution(model, cluster, P, *, ranks_per_node: int | None = None
         add("ps_sharded", ps_on_cluster(n, p, c, S, server_placement, ranks_per_node), servers=S)
         add("ps_hierarchical", ps_hierarchical_on_cluster(n, p, c, 1, server_placement, ranks_per_node),
             servers=1)
-        r = _cmp.compressed_sync_on_cluster("fp32", g, p, c, ranks_per_node, value_bytes=vb)
+        r = compressed_sync_on_cluster("fp32", g, p, c, ranks_per_node, value_bytes=vb)
         add("allreduce", r["comm_s"], algorithm=r["algorithm"], sent_bytes=r["sent_bytes"])
         for topo in ("ring", "exponential"):
             t = gossip_on_cluster(n, p, c, topo, ranks_per_node)
@@ -297,7 +298,7 @@ def compare_distribution(model, cluster, P, *, ranks_per_node: int | None = None
             add(f"gossip_{topo}", t, algorithm=f"degree {deg}", sent_bytes=deg * n, consensus_rounds=rounds,
                 consensus_s=rounds * t)
         for x in compressions:
-            r = _cmp.compressed_sync_on_cluster(x, g, p, c, ranks_per_node, value_bytes=vb, **compression_options)
+            r = compressed_sync_on_cluster(x, g, p, c, ranks_per_node, value_bytes=vb, **compression_options)
             rows.append({**base, "scheme": f"allreduce+{x}", "compression": x, **r})
     cols = ["P", "scheme", "compression", "algorithm", "servers", "message_bytes", "sent_bytes", "comm_s", "encode_s",
             "decode_s", "time_s", "consensus_rounds", "consensus_s"]
