@@ -339,9 +339,53 @@ def load_scenario(spec) -> Scenario:
         raise ValueError(f"training.{e}") from None
     run = None
     if raw.get("run") is not None:
-        from .parallel.run import check_run
         run = check_run(raw["run"])
     return Scenario(raw["model"], cluster, par, tr, run)
+
+
+# -- the run section (DESIGN.md "A scenario file"; its figures in :mod:`.parallel.run`) --------------------------------
+RUN_FIELDS = ("tokens", "samples", "epochs", "price_per_gpu_hour", "currency", "board_power_w", "gpu_mtbf_hours",
+              "checkpoint_s", "restart_s", "checkpoint_interval_s")
+CURRENCY = "USD"  # run.currency's default: the label of cost, the currency price_per_gpu_hour is given in
+RUN_ZERO_OK = ("restart_s",)
+# Plausible ranges, (high, why): past every real run, so that a typo is refused naming its field [D]; the yardsticks,
+# as recalled: 1.5e13 tokens (Llama 3, Dubey et al. 2024), a GPU board's 700-1,000 W (H100 / B200 datasheets), GPU
+# MTBFs of 10^4-10^5 hours (Kokolis et al. 2024, "Revisiting reliability in large-scale ML research clusters").
+RUN_RANGES = {"tokens": (1e18, "tokens of a run, 10^4 times the largest published"),
+          "samples": (1e18, "samples of a run"), "epochs": (1e6, "passes over the samples"),
+          "price_per_gpu_hour": (1e4, "money a GPU-hour"), "board_power_w": (1e5, "watts a GPU board draws"),
+          "gpu_mtbf_hours": (1e9, "hours between failures of one GPU"),
+          "checkpoint_s": (1e6, "seconds a checkpoint stalls training; 10^6 s is 11.6 days"),
+          "restart_s": (1e6, "seconds to restart after a failure; 10^6 s is 11.6 days"),
+          "checkpoint_interval_s": (1e9, "seconds of work between checkpoints")}
+
+
+def check_run(run: dict) -> dict:
+    """The ``run`` object with its numbers checked (``ValueError`` naming ``run.FIELD``)."""
+    if not isinstance(run, dict):
+        raise ValueError("run: expected an object with tokens or samples")
+    unknown = sorted(set(run) - set(RUN_FIELDS))
+    if unknown:
+        raise ValueError(f"run.{unknown[0]}: unknown field{did_you_mean(unknown[0], RUN_FIELDS)}; allowed: "
+                         f"{', '.join(RUN_FIELDS)}")
+    if ("tokens" in run) == ("samples" in run):
+        raise ValueError("run: give exactly one of tokens or samples")
+    run = dict(run)
+    if "currency" in run:
+        run["currency"] = currency("run.currency", run["currency"])
+    for k, v in run.items():
+        if k == "currency":
+            continue
+        high, why = RUN_RANGES[k]
+        number(f"run.{k}", v, low_ok=k in RUN_ZERO_OK, high=high, high_ok=True, why=why)
+    if "epochs" in run and "samples" not in run:
+        raise ValueError("run.epochs: goes with samples, not tokens")
+    failing = [k for k in ("restart_s", "checkpoint_interval_s", "checkpoint_s") if k in run]
+    if failing and "gpu_mtbf_hours" not in run:
+        raise ValueError(f"run.{failing[0]}: checkpoints and restarts go with failures; give run.gpu_mtbf_hours")
+    if "gpu_mtbf_hours" in run and "checkpoint_s" not in run:
+        raise ValueError("run.gpu_mtbf_hours: give run.checkpoint_s too, the seconds a checkpoint stalls training")
+    return dict(run)
 
 
 def _check_sfb(par: dict, tr: dict) -> None:

@@ -64,3 +64,8 @@ def dtype_bytes(dtype: str) -> float:
         return DTYPE_BYTES[dtype]
     except KeyError:
         raise ValueError(f"dtype: unknown {dtype!r}; allowed: {', '.join(DTYPE_BYTES)}") from None
+
+
+def state_dtype(dtype: str) -> str:
+    """The dtype the model state is kept in (fp8 training keeps bf16 weights)."""
+    return dtype if dtype in ("fp32", "tf32", "fp16", "bf16", "fp64") else "bf16"

@@ -7,7 +7,7 @@ import pytest
 
 from concurrency_model.cluster import cluster_names
 from concurrency_model.lengths import DISTRIBUTIONS
-from concurrency_model.parallel.run import FIELDS as RUN_FIELDS
+from concurrency_model.scenario import RUN_FIELDS
 from concurrency_model.scenario import BATCHING, CHOICES, INFERENCE, PARALLEL, TOP, TRAINING, load_scenario
 from concurrency_model.serving import WEIGHT_BYTES
 

@@ -8,8 +8,7 @@ import re
 
 from ..checks import count, currency
 from ..cost import to_json as num
-from ..parallel.run import CURRENCY
-from ..scenario import read_scenario, with_settings
+from ..scenario import CURRENCY, read_scenario, with_settings
 
 
 def int_at_least(minimum: int):
@@ -91,7 +90,7 @@ def scenario_of(a) -> dict:
 
 
 def currency_of(raw: dict, section: str) -> str:
-    """The currency of a scenario's ``run`` or ``inference`` prices (:data:`..parallel.run.CURRENCY` by default).
+    """The currency of a scenario's ``run`` or ``inference`` prices (:data:`..scenario.CURRENCY` by default).
 
     >>> currency_of({"run": {"tokens": 1e9, "currency": "eur"}}, "run"), currency_of({}, "inference")
     ('EUR', 'USD')

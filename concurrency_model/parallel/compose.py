@@ -43,7 +43,7 @@ import numpy as np
 import sympy as sp
 
 from ..compiled import lambdified
-from ..units import dtype_bytes
+from ..units import dtype_bytes, state_dtype
 from . import allocator, memory, pipeline, recompute
 
 STEP_INPUTS = ("c_f", "c_b", "c_r", "c_w", "c_tf", "c_tb", "c_ef", "c_eb", "c_cf", "c_cb", "c_nf", "c_nb", "t_p2p",
@@ -247,11 +247,6 @@ def state_parts(params: float, optimizer: str, dtype: str, zero_stage: int, sing
             out = {k: out[k] + got[k] for k in out}
     out["weights"] += frozen_bytes(sp.nsimplify(frozen_weight_bytes), zero_stage, single_stage, t, p, d)
     return out
-
-
-def state_dtype(dtype: str) -> str:
-    """The dtype the model state is kept in (fp8 training keeps bf16 weights)."""
-    return dtype if dtype in ("fp32", "tf32", "fp16", "bf16", "fp64") else "bf16"
 
 
 def frozen_bytes(weight_bytes, zero_stage: int, single_stage: bool, t, p, d):

@@ -70,7 +70,7 @@ import numpy as np
 from ..routing import check_applies
 from .layer_table import by_kind, layer_table
 from .remedies import fits_with
-from ..scenario import Scenario, load_scenario
+from ..scenario import CURRENCY, Scenario, load_scenario
 from . import allocator, compose, memory
 from .batch_size import BatchRegion, region
 from .consistency import step_factors
@@ -79,7 +79,8 @@ from .host import host_per_kernel, host_seconds
 from .lora import check_lora
 from .features import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, transformer_shape, triple_seconds, workload
 from ..uncertainty import band
-from .run import CURRENCY, WAIT_PARTS, busy_share, run_cost
+from ..units import state_dtype
+from .run import WAIT_PARTS, busy_share, run_cost
 from .data_parallel import GRAD_BYTES
 from .runtime import default_framework, kernel_policies
 
@@ -369,7 +370,7 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
                                                                                             act, c).items()}
     extra = {k: runtime[k] for k in allocator.PARTS} if fw != "ideal" else None  # ideal: today's figures exactly
     # ZeRO 1 with expert parallelism: the experts' optimizer state is sharded over d / e ranks, not d (:mod:`.expert`)
-    x_opt = w.expert_optimizer_extra(e, tr["zero_stage"], tr["optimizer"], compose.state_dtype(tr["dtype"]), t, p,
+    x_opt = w.expert_optimizer_extra(e, tr["zero_stage"], tr["optimizer"], state_dtype(tr["dtype"]), t, p,
                                      par["data"] * c)
     state, trained = state + x_opt, trained + x_opt
     mem = memory.memory_per_device(state, act, sc.cluster.device, extra=extra, headroom=runtime["headroom"])

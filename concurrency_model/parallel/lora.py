@@ -43,7 +43,7 @@ from ..models.transformer import is_lm_head
 from ..timing import gemm_coeffs, roofline_coeffs
 from ..timing.graph import expert_gemms
 from ..timing.parts import Parts, total
-from ..units import WEIGHT_BYTES, dtype_bytes
+from ..units import WEIGHT_BYTES, dtype_bytes, state_dtype
 
 BASE_BYTES = {k: WEIGHT_BYTES[k] for k in ("nf4", "int4", "int8", "fp8")}  # lora_base_dtype -> bytes a stored weight
 
@@ -151,7 +151,6 @@ class LoraMixin:
         """Bytes of the weights held without gradients (LoRA's base model) on a device of an expert group of ``e``
         (``1/e`` of the experts'): in the state's dtype, the adapted layers' at ``lora_base_dtype`` when given
         (QLoRA)."""
-        from .compose import state_dtype
         if not self.lora_rank:
             return 0.0
         whole, stored = dtype_bytes(state_dtype(self.dtype)), base_bytes(self.lora_base_dtype or self.dtype)
