@@ -26,7 +26,7 @@ from .serving import FREE
 from .timing import decided_float, gemm_coeffs
 from .timing.graph import layer_parts
 from .timing.layers import attention_kernels
-from .timing.parts import Parts, total
+from .timing.parts import Parts, bound_of, total
 from .units import dtype_bytes, value_dtype
 
 _L = sp.Symbol("L", positive=True, integer=True)  # context length of a step
@@ -81,11 +81,10 @@ def pass_rows(graph, dev, dtype: str, t: int, batch: int, step: bool, weight_byt
 
 def pass_kinds(rows, breakdown: dict) -> list[dict]:
     """A step by kind of layer, largest first: ``kind``, ``layers``, ``seconds``, ``share`` and ``bound`` (compute,
-    memory or launch, :func:`~concurrency_model.parallel.layer_table.bound_of`) of :func:`pass_rows`' ``rows`` (the
+    memory or launch, :func:`~concurrency_model.timing.parts.bound_of`) of :func:`pass_rows`' ``rows`` (the
     kernels of the step's ``compute_s``), then the rest of its ``breakdown`` (the cache's attention, communication,
     host waits) as rows of their own."""
     others = {k: v for k, v in breakdown.items() if k != "compute_s"}
-    from .parallel.layer_table import bound_of
 
     kinds = {}
     for kind, parts in rows:

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from concurrency_model import estimate
 from concurrency_model.cli import main
-from concurrency_model.parallel.layer_table import BOUNDS, bound_of
+from concurrency_model.timing.parts import BOUNDS, bound_of
 from concurrency_model.timing.parts import Parts
 
 

@@ -13,32 +13,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
-
+from ..timing.parts import bound_of
 from .features import layer_seconds
 
 if TYPE_CHECKING:  # annotations only
     import pandas as pd
-
-BOUNDS = ("compute", "memory", "launch")
-
-
-def bound_of(*parts) -> str:
-    """What most of the kernels' seconds wait for: ``compute`` (kernels whose math term is the larger),
-    ``memory`` (whose traffic term is, with the traffic outside the roofline) or ``launch``.
-
-    >>> from concurrency_model.timing.parts import Parts
-    >>> p = Parts(*(np.array(x) for x in ([3e-6, 1e-6], [1e-6, 2e-6], [0.0, 0.0], [0.0, 0.0], [1.0, 1.0])))
-    >>> bound_of(p), bound_of(p.times(0.0))
-    ('compute', 'launch')
-    """
-    seconds = dict.fromkeys(BOUNDS, 0.0)
-    for p in parts:
-        math_bound = p.compute >= p.memory
-        seconds["compute"] += float((np.where(math_bound, p.compute, 0.0) * p.count).sum())
-        seconds["memory"] += float(((np.where(math_bound, 0.0, p.memory) + p.extra) * p.count).sum())
-        seconds["launch"] += float((p.launch * p.count).sum())
-    return max(BOUNDS, key=lambda k: (seconds[k], k == "launch"))  # nothing at all: launch
 
 
 def layer_table(w, stage: dict, recompute: str, c: int, algorithm: str, e: int, b: int, t: int,

@@ -107,3 +107,24 @@ def total(parts) -> Parts:
     if not parts:
         return Parts.empty()
     return Parts(*(np.concatenate([getattr(p, f) for p in parts]) for f in _FIELDS))
+
+
+BOUNDS = ("compute", "memory", "launch")
+
+
+def bound_of(*parts) -> str:
+    """What most of the kernels' seconds wait for: ``compute`` (kernels whose math term is the larger),
+    ``memory`` (whose traffic term is, with the traffic outside the roofline) or ``launch``.
+
+    >>> from concurrency_model.timing.parts import Parts
+    >>> p = Parts(*(np.array(x) for x in ([3e-6, 1e-6], [1e-6, 2e-6], [0.0, 0.0], [0.0, 0.0], [1.0, 1.0])))
+    >>> bound_of(p), bound_of(p.times(0.0))
+    ('compute', 'launch')
+    """
+    seconds = dict.fromkeys(BOUNDS, 0.0)
+    for p in parts:
+        math_bound = p.compute >= p.memory
+        seconds["compute"] += float((np.where(math_bound, p.compute, 0.0) * p.count).sum())
+        seconds["memory"] += float(((np.where(math_bound, 0.0, p.memory) + p.extra) * p.count).sum())
+        seconds["launch"] += float((p.launch * p.count).sum())
+    return max(BOUNDS, key=lambda k: (seconds[k], k == "launch"))  # nothing at all: launch
