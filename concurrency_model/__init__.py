@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-__version__ = "0.1.0"
+from .version import __version__
 
 # public name -> (module, attribute), imported when first asked for (PEP 562)
 _LAZY = {"Cost": (".cost", "Cost"), "OpCost": (".cost", "OpCost"), "chain": (".cost", "chain"),

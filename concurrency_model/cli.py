@@ -9,7 +9,7 @@ import json
 import sys
 from importlib import import_module
 
-from . import __version__
+from .version import __version__
 
 # the commands, each a module of :mod:`.commands` with ``register(subparsers)``: a call imports only the module of
 # the command it runs (and so only the libraries that command uses); help and unknown commands import them all

@@ -45,7 +45,7 @@ import warnings
 from pathlib import Path
 from typing import Callable
 
-from . import __version__
+from .version import __version__
 
 ENV = "CONCURRENCY_MODEL_CACHE_DIR"  # the cache directory, instead of the user's cache directory
 FORMAT = 1  # the layout of a cached file; part of the key

@@ -32,7 +32,7 @@ def add_figure(figs: list, name: str, fig, alt: str, caption: str) -> Figure:
 
 
 def meta(elapsed: float) -> str:
-    from .. import __version__
+    from ..version import __version__
 
     return (f"concurrency_model {__version__}, written {time.strftime('%Y-%m-%d %H:%M %Z')} in {elapsed:.0f} s "
             f"by <code>concurrency-model report</code>.")
