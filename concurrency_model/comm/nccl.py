@@ -47,6 +47,10 @@ Per pair, with ``P`` ranks on ``N`` nodes, ``k = P / N`` ranks per node (``tunin
 * **time** = ``latency + nBytes / bandwidth`` (``ncclTopoGetAlgoTime``), where ``nBytes`` is the vector for
   allreduce / broadcast / reduce and the whole gathered buffer for allgather / reduce-scatter
   (``info.h``: ``nBytes *= nRanks``), as this toolkit's ``n``.
+* **channels of a small call**: NCCL estimates every pair at all the graph's channels, then gives the call
+  fewer, one per ``nt x threshold`` bytes (``enqueue.cc``; :func:`channels_used`), and the call runs at
+  that share of the bandwidth (``ncclTopoGetAlgoTime``'s ``bw / nChannels x nc``): ``time_s`` is that run
+  time, ``model_s`` NCCL's estimate.
 * **per-call cost**: nccl-tests times a loop of back-to-back calls on one stream (``all_reduce_perf``), so
   each call also pays one kernel launch, the device preset's ``launch_overhead_s`` (~3.8 us back-to-back,
   hardware.md [R32]); NCCL's own model leaves it out because it is the same for every pair.
@@ -199,8 +203,8 @@ class Layout:
 class Choice:
     """One (algorithm, protocol) pair: seconds of latency (launch included), the bandwidth in bytes/s it runs at
     on the ``channels`` NCCL gives this call (:func:`channels_used`), ``time_s`` for the message at that
-    bandwidth, which tier bounds it, and ``model_s``: NCCL's own estimate, at every channel of the graph, which
-    is what NCCL chooses the pair by (``topoGetAlgoInfo`` times the pairs before it sets the channel count)."""
+    bandwidth, which tier bounds it, and ``model_s``: NCCL's own estimate, at every channel of the graph
+    (``topoGetAlgoInfo`` times the pairs before it sets the channel count)."""
 
     algorithm: str
     protocol: str
@@ -403,7 +407,9 @@ def channels_used(alg: str, proto: str, n: float, lay: Layout, graph_channels: i
     LL128, 512 x 64 = 32 KiB for Simple, ring LL x ``P``). Taken continuous, ``n / (nt x threshold)`` between
     1 and the graph's channels, so that a call's time never falls as it grows; NCCL's whole channels (the
     floor) give at most one channel's share more. ``ring_bus_gbps``: the ring graph's ``bwIntra x
-    nChannels`` (256 threads for ring Simple at most ``PCI_BW``).
+    nChannels`` (256 threads for ring Simple at most ``PCI_BW``). The call's bandwidth is then the pair's x
+    ``nc / nChannels``, as ``ncclTopoGetAlgoTime`` (``src/graph/tuning.cc``, v2.19.3-1 - v2.21.5-1) scales it
+    for a channel count set in advance (``bw / comm->nChannels * info->nChannels``).
 
     >>> lay = Layout(16, 2, 80, True, False, 230e9, 11.25e9, 16)
     >>> channels_used("tree", "LL", 8192, lay, 16), channels_used("tree", "Simple", 2**20, lay, 16)
@@ -444,7 +450,7 @@ def choices(op: str, n: float, lay: Layout, version: str = DEFAULT_VERSION) -> l
             continue
         g = graphs["ring" if alg == "pat" else alg]
         nc = channels_used(alg, PROTOCOLS[p], n, lay, g[0], ring_bus)
-        run_bw = bw if nc >= g[0] else _bandwidth(op, alg, p, lay, version, {**graphs, alg: (nc, *g[1:])})[0]
+        run_bw = bw * nc / g[0]  # ncclTopoGetAlgoTime's own scaling for a preset nChannels: bw / nChannels * nc
         lat = _latency(op, alg, p, lay, version)
         if alg == "tree":
             ls = _log2i(nbytes >> 6) if version not in _LEGACY else max(0, _log2i(nbytes >> 6))
@@ -462,15 +468,20 @@ def choices(op: str, n: float, lay: Layout, version: str = DEFAULT_VERSION) -> l
 
 
 def nccl_choice(op: str, n: float, lay: Layout, version: str = DEFAULT_VERSION) -> Choice:
-    """The pair NCCL runs: the least of NCCL's own estimates (``model_s``) among :func:`choices` (ties to the first
-    listed, as NCCL's strict ``<``); its ``time_s`` is what it costs on the channels NCCL then gives it.
+    """The pair NCCL runs and its cost: the least ``time_s`` of :func:`choices` (ties to the first listed, as
+    NCCL's strict ``<``). NCCL itself takes the least of its estimates at every channel (``model_s``), then
+    gives a small call fewer channels; the two picks differ only below the size that fills the channels of
+    NCCL's pick (``nChannels x nt x threshold``: 384 KiB for ring LL on 8 A100s), near a size where NCCL
+    switches pairs. Taking the least run time there keeps a call's time from falling as it grows (NCCL's
+    own pick can: ring LL on 3 of 8 channels just below its switch to LL128, which runs on all 8) [D]. The
+    nccl-tests sweeps in ``data/`` get the same pair and time either way.
 
-    8 KiB all-reduce on 8 A100s of one node (230 GB/s per GPU, 12 channels of 19.2 GB/s): ring LL, ``6.6 + 14 x
-    0.6 = 15`` us plus 8192 B at ``min(87.7, 230 / 2) x 8 / 14`` GB/s in NCCL's estimate; it runs on one channel
-    (8 KiB is below 512 threads x 8 B x 8 ranks), at ``19.2 / 2 x 8 / 14`` GB/s:
+    8 KiB all-reduce on 8 A100s of one node (230 GB/s per GPU, 12 channels): ring LL, ``6.6 + 14 x 0.6 = 15`` us
+    plus 8192 B at ``min(87.7, 230 / 2) x 8 / 14`` GB/s in NCCL's estimate; it runs on one channel of the 12
+    (8 KiB is below 512 threads x 8 B x 8 ranks), at 1/12 of that bandwidth:
 
     >>> c = nccl_choice("allreduce", 8192, Layout(8, 1, 80, True, False, 230e9))
     >>> c.name, round(c.model_s * 1e6, 2), c.channels, round(c.time_s * 1e6, 2)
-    ('nccl:ring/LL', 15.16, 1.0, 16.5)
+    ('nccl:ring/LL', 15.16, 1.0, 16.96)
     """
-    return min(choices(op, n, lay, version), key=lambda c: c.model_s)
+    return min(choices(op, n, lay, version), key=lambda c: c.time_s)
