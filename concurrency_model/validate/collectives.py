@@ -236,18 +236,27 @@ def run_settings(system: str) -> dict:
 
 def preset(df: pd.DataFrame | None = None) -> pd.DataFrame:
     """The nccl-tests sweeps predicted from the cluster presets (no fitting); ``algorithm`` is the
-    (algorithm, protocol) NCCL's model runs."""
+    (algorithm, protocol) NCCL's model runs, ``latency_s`` its latency (launch included), ``channels`` the
+    channels the call runs on and ``nccl_estimate_s`` NCCL's own estimate at every channel
+    (:class:`~concurrency_model.comm.nccl.Choice`): where a row misses, these say which part does."""
     df = rows() if df is None else df
     res = df[df["system"].isin(PRESETS)].copy()
     settings = {system: run_settings(system) for system in res["system"].unique()}
-    pred, algs = [], []
+    pred, algs, lat, chans, est = [], [], [], [], []
     for _, r in res.iterrows():
-        alg, t, _ = collective_on_cluster("allreduce", r["size_bytes"], int(r["ranks"]), PRESETS[r["system"]],
-                                          int(r["ranks"] // r["nodes"]), **settings[r["system"]])
+        alg, t, pl = collective_on_cluster("allreduce", r["size_bytes"], int(r["ranks"]), PRESETS[r["system"]],
+                                           int(r["ranks"] // r["nodes"]), **settings[r["system"]])
+        c = nccl_on("allreduce", r["size_bytes"], pl, **settings[r["system"]])
         pred.append(t)
         algs.append(alg)
+        lat.append(c.latency_s)
+        chans.append(c.channels)
+        est.append(c.model_s)
     res["predicted_s"] = pred
     res["algorithm"] = algs
+    res["latency_s"] = lat
+    res["channels"] = chans
+    res["nccl_estimate_s"] = est
     res["ape"] = (res["predicted_s"] - res["measured_s"]).abs() / res["measured_s"] * 100
     res["mode"] = "preset"
     return res
