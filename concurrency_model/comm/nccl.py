@@ -470,11 +470,12 @@ def choices(op: str, n: float, lay: Layout, version: str = DEFAULT_VERSION) -> l
 def nccl_choice(op: str, n: float, lay: Layout, version: str = DEFAULT_VERSION) -> Choice:
     """The pair NCCL runs and its cost: the least ``time_s`` of :func:`choices` (ties to the first listed, as
     NCCL's strict ``<``). NCCL itself takes the least of its estimates at every channel (``model_s``), then
-    gives a small call fewer channels; the two picks differ only below the size that fills the channels of
-    NCCL's pick (``nChannels x nt x threshold``: 384 KiB for ring LL on 8 A100s), near a size where NCCL
-    switches pairs. Taking the least run time there keeps a call's time from falling as it grows (NCCL's
-    own pick can: ring LL on 3 of 8 channels just below its switch to LL128, which runs on all 8) [D]. The
-    nccl-tests sweeps in ``data/`` get the same pair and time either way.
+    gives a small call fewer channels; the two picks differ only where NCCL's pick runs on fewer channels
+    than its graph has (below ``nChannels x nt x threshold``: 384 KiB for ring LL on 8 A100s) and another
+    pair then runs faster. Taking the least run time keeps a call's time from falling as it grows, which
+    NCCL's own pick does not (a 400 KB allgather on 4 x 8 H100, v2.19: ring LL on 3 of 8 channels, 96 us,
+    just below NCCL's switch to LL128, which runs on all 8 at 86 us) [D]. The nccl-tests sweeps in ``data/``
+    get the same pair and time either way.
 
     8 KiB all-reduce on 8 A100s of one node (230 GB/s per GPU, 12 channels): ring LL, ``6.6 + 14 x 0.6 = 15`` us
     plus 8192 B at ``min(87.7, 230 / 2) x 8 / 14`` GB/s in NCCL's estimate; it runs on one channel of the 12
