@@ -473,9 +473,9 @@ def nccl_choice(op: str, n: float, lay: Layout, version: str = DEFAULT_VERSION) 
     gives a small call fewer channels; the two picks differ only where NCCL's pick runs on fewer channels
     than its graph has (below ``nChannels x nt x threshold``: 384 KiB for ring LL on 8 A100s) and another
     pair then runs faster. Taking the least run time keeps a call's time from falling as it grows, which
-    NCCL's own pick does not (a 400 KB allgather on 4 x 8 H100, v2.19: ring LL on 3 of 8 channels, 96 us,
-    just below NCCL's switch to LL128, which runs on all 8 at 86 us) [D]. The nccl-tests sweeps in ``data/``
-    get the same pair and time either way.
+    NCCL's own pick does not (a 413 KB allgather on 4 x 8 H100, v2.19: NCCL's pick, ring LL, runs on 3 of 8
+    channels in 96 us, where LL128 takes 84; at twice the size NCCL picks LL128, 86 us) [D]. The nccl-tests
+    sweeps in ``data/`` get the same pair and time either way.
 
     8 KiB all-reduce on 8 A100s of one node (230 GB/s per GPU, 12 channels): ring LL, ``6.6 + 14 x 0.6 = 15`` us
     plus 8192 B at ``min(87.7, 230 / 2) x 8 / 14`` GB/s in NCCL's estimate; it runs on one channel of the 12
