@@ -23,17 +23,25 @@ H100_NVL = 450e9 * 0.822
 
 
 def test_8KiB_allreduce_on_one_a100_node_is_ring_LL_by_hand():
-    # ring LL: base 6.6 us + 2(P-1) = 14 NVLink hops of 0.6 us; busBw min(llMaxBw Ampere N1 87.7,
-    # 230.1 / 2) = 87.7 GB/s, x P / 2(P-1) = 8/14 -> 50.1 GB/s algbw
+    # ring LL: base 6.6 us + 2(P-1) = 14 NVLink hops of 0.6 us; NCCL's estimate at all 12 channels: busBw
+    # min(llMaxBw Ampere N1 87.7, 230.1 / 2) = 87.7 GB/s, x P / 2(P-1) = 8/14 -> 50.1 GB/s algbw
     alg, t, _ = collective_on_cluster("allreduce", 8192, 8, "dgx-a100")
     assert alg == "nccl:ring/LL"
-    assert t == pytest.approx((6.6 + 14 * 0.6) * 1e-6 + LAUNCH + 8192 / (87.7e9 * 8 / 14), rel=1e-12)
-    # the runner-up, tree LL: 6.8 + 2 x 7 x 0.6 us; min(0.92 x 230.1, 12 x 24) / 3.8, x 1/2, x 0.7 (8 KiB)
     lay = nccl_layout(place("dgx-a100", 8))
+    ring = nccl.nccl_choice("allreduce", 8192, lay)
+    assert ring.model_s == pytest.approx((6.6 + 14 * 0.6) * 1e-6 + LAUNCH + 8192 / (87.7e9 * 8 / 14), rel=1e-12)
+    # it runs on one channel of 12 (enqueue.cc: 8 KiB < 512 threads x 8 B x 8 ranks), 1/12 of that bandwidth
+    assert ring.channels == 1
+    assert t == ring.time_s == pytest.approx((6.6 + 14 * 0.6) * 1e-6 + LAUNCH + 8192 / (87.7e9 * 8 / 14 / 12),
+                                             rel=1e-12)
+    # the runner-up, tree LL: 6.8 + 2 x 7 x 0.6 us; min(0.92 x 230.1, 12 x 24) / 3.8, x 1/2, x 0.7 (8 KiB) in
+    # NCCL's estimate; it would run on 2 channels (8 KiB / (512 x 8 B)) of 230.1 / 12 GB/s
     tree = next(c for c in nccl.choices("allreduce", 8192, lay) if c.name == "nccl:tree/LL")
     bw = 0.92 * A100_NVL / 1e9 / 3.8 * 0.5 * 0.7
-    assert tree.time_s == pytest.approx((6.8 + 14 * 0.6) * 1e-6 + LAUNCH + 8192 / (bw * 1e9), rel=1e-12)
-    assert tree.time_s > t
+    assert tree.model_s == pytest.approx((6.8 + 14 * 0.6) * 1e-6 + LAUNCH + 8192 / (bw * 1e9), rel=1e-12)
+    assert tree.channels == 2
+    assert tree.time_s == pytest.approx((6.8 + 14 * 0.6) * 1e-6 + LAUNCH + 8192 / (bw * 1e9 * 2 / 12), rel=1e-12)
+    assert tree.model_s > ring.model_s and tree.time_s > ring.time_s
 
 
 def test_1GiB_allreduce_on_one_h100_node_is_nvls_by_hand():
@@ -186,12 +194,13 @@ def test_env_settings_follow_nccls_parse_list():
 
 def test_env_restricts_the_pairs_nccl_may_run():
     # GCP's TCPXO profile: ring and tree with Simple, no NVLS; the 8 KiB allreduce on one H100 node, NVLS or
-    # LL by default, becomes ring / Simple: 8.4 + 14 x 3.4 us + launch (v2.23), 8192 B at 8 x 30 GB/s x 8/14
+    # LL by default, becomes ring / Simple: 8.4 + 14 x 3.4 us + launch (v2.23), 8192 B on one channel (below
+    # 512 threads x 64 B) of the 12 the 369.9 GB/s graph has, x 8/14
     env = {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0"}
     alg, t, _ = collective_on_cluster("allreduce", 8192, 8, "dgx-h100", nccl_env=env)
     assert alg == "nccl:ring/Simple"
     nch = round(H100_NVL / 30e9)
-    assert t == pytest.approx((8.4 + 14 * 3.4) * 1e-6 + LAUNCH + 8192 / (nch * H100_NVL / nch * 8 / 14), rel=1e-12)
+    assert t == pytest.approx((8.4 + 14 * 3.4) * 1e-6 + LAUNCH + 8192 / (H100_NVL / nch * 8 / 14), rel=1e-12)
     assert collective_on_cluster("allreduce", 8192, 8, "dgx-h100")[0] != "nccl:ring/Simple"
     # an environment that leaves the op nothing to run is an error naming the field
     with pytest.raises(ValueError, match="nccl_env"):
@@ -227,3 +236,39 @@ def test_an_environment_only_removes_pairs_so_never_speeds_a_collective_up(n, ca
         assert "nccl_env" in str(e)
         return
     assert t >= default * (1 - 1e-12)
+
+
+def test_small_calls_run_on_the_channels_nccls_enqueue_gives_them():
+    # enqueue.cc drops a channel while n < nc x nt x threshold: tree LL 512 x 8 B = 4 KiB a channel, LL128
+    # 640 x 8 = 5 KiB, Simple 512 x 64 = 32 KiB, ring LL x nRanks (16 ranks: 64 KiB); at least one channel
+    lay = nccl_layout(place("oci-bm-gpu4-8", 16))  # 16 channels, one per 100 Gb/s port
+    assert nccl.channels_used("tree", "LL", 8192, lay, 16) == 2.0
+    assert nccl.channels_used("tree", "LL", 100, lay, 16) == 1.0
+    assert nccl.channels_used("tree", "LL128", 40 * 1024, lay, 16) == 8.0
+    assert nccl.channels_used("ring", "Simple", 128 * 1024, lay, 16) == 4.0
+    assert nccl.channels_used("ring", "LL", 128 * 1024, lay, 16) == 2.0
+    assert nccl.channels_used("ring", "Simple", 2**20, lay, 16) == 16.0
+    # ring Simple on a graph at most PCI_BW (12 GB/s) fast runs 256 threads: 16 KiB a channel
+    assert nccl.channels_used("ring", "Simple", 64 * 1024, lay, 16, ring_bus_gbps=12.0) == 4.0
+    # NVLS and PAT keep every channel
+    assert nccl.channels_used("nvls", "Simple", 8, lay, 8) == 8.0
+    # the time is at the channels the pair runs on: the 2 x 8 A100 RoCE
+    # 8 KiB all-reduce is tree LL (v2.19): min(16 x 230.1 / 16 x 0.92 / 3.8, llMaxBw AMD 2 nodes 22.5) GB/s, x 1/2,
+    # x 0.7 (treeCorrectionFactor LL, 8 KiB), on 2 of 16 channels (ncclTopoGetAlgoTime's bw / nChannels x nc)
+    c = nccl.nccl_choice("allreduce", 8192, lay, "2.19")
+    assert (c.name, c.channels) == ("nccl:tree/LL", 2.0)
+    bw = 22.5e9 * 0.5 * 0.7 * 2 / 16
+    assert c.time_s == pytest.approx(c.latency_s + 8192 / bw, rel=1e-12)
+    assert c.time_s > c.model_s
+
+
+@settings(max_examples=100, deadline=None)
+@given(n=SIZES, case=CASES, op=st.sampled_from(nccl.OPS), version=st.sampled_from(nccl.VERSIONS))
+def test_a_call_never_runs_faster_than_nccls_estimate_at_every_channel(n, case, op, version):
+    # fewer channels only remove bandwidth: the run time is at least NCCL's estimate, and equal from the size
+    # that fills every channel (32 KiB x channels for Simple, the largest per-channel threshold but ring LL's)
+    cluster, ranks, rpn = case
+    lay = nccl_layout(place(cluster, ranks, rpn))
+    for c in nccl.choices(op, n, lay, version):
+        assert 1.0 <= c.channels
+        assert c.time_s >= c.model_s * (1 - 1e-12)

@@ -42,6 +42,21 @@ def test_preset_a100_8GiB_is_nccl_219_tree_simple_by_hand():
     assert r["ape"] == pytest.approx(20.6, abs=0.05)
 
 
+def test_preset_a100_8KiB_is_tree_LL_on_2_of_16_channels_by_hand():
+    # 8 KiB on the 2 x 8 A100 RoCE run (NCCL 2.19.3): tree LL, latency 6.8 + 2 (7 x 0.6 + 1 x 5.0) = 25.2 us + 3.8
+    # launch; NCCL's estimate at 16 channels: min(0.92 x 230.1 / 3.8, llMaxBw AMD 2 nodes 22.5) GB/s x 1/2 x 0.7
+    # (treeCorrectionFactor); enqueue.cc runs it on 8192 / (512 threads x 8 B) = 2 channels: 2/16 of that.
+    # Measured 48.16 us: the prediction (37.32 us) is 10.84 us short
+    pre = vc.preset()
+    r = pre[(pre["system"] == "oci_a100_2x8_roce") & (pre["size_bytes"] == 8192)].iloc[0]
+    assert (r["algorithm"], r["channels"]) == ("nccl:tree/LL", 2.0)
+    bw = 22.5e9 * 0.5 * 0.7
+    assert r["latency_s"] == pytest.approx(29.0e-6, rel=1e-9)
+    assert r["nccl_estimate_s"] == pytest.approx(29.0e-6 + 8192 / bw, rel=1e-9)
+    assert r["predicted_s"] == pytest.approx(29.0e-6 + 8192 / (bw * 2 / 16), rel=1e-9)
+    assert r["measured_s"] - r["predicted_s"] == pytest.approx(10.84e-6, abs=0.005e-6)
+
+
 def test_preset_a100_ring_would_be_bound_by_the_ports():
     # the same 8 GiB on 8 NICs of 200 Gb/s (dgx-a100): ring / Simple at 8 x 22.5 x 16/30 = 96 GB/s algbw, below
     # the tree that 16 ports of half the speed let NCCL's model pick (the preset matters, not only the sum)

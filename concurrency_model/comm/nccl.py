@@ -47,6 +47,10 @@ Per pair, with ``P`` ranks on ``N`` nodes, ``k = P / N`` ranks per node (``tunin
 * **time** = ``latency + nBytes / bandwidth`` (``ncclTopoGetAlgoTime``), where ``nBytes`` is the vector for
   allreduce / broadcast / reduce and the whole gathered buffer for allgather / reduce-scatter
   (``info.h``: ``nBytes *= nRanks``), as this toolkit's ``n``.
+* **channels of a small call**: NCCL estimates every pair at all the graph's channels, then gives the call
+  fewer, one per ``nt x threshold`` bytes (``enqueue.cc``; :func:`channels_used`), and the call runs at
+  that share of the bandwidth (``ncclTopoGetAlgoTime``'s ``bw / nChannels x nc``): ``time_s`` is that run
+  time, ``model_s`` NCCL's estimate.
 * **per-call cost**: nccl-tests times a loop of back-to-back calls on one stream (``all_reduce_perf``), so
   each call also pays one kernel launch, the device preset's ``launch_overhead_s`` (~3.8 us back-to-back,
   hardware.md [R32]); NCCL's own model leaves it out because it is the same for every pair.
@@ -148,6 +152,15 @@ _TREE_CORRECTION = (
 #: per-channel bandwidth of a one-node ring / tree graph after ncclTopoDupChannels (search.cc speed arrays:
 #: 40 GB/s halved pre-sm90, 60 GB/s halved from sm90), GB/s
 _INTRA_CHANNEL_GBPS = {False: 20.0, True: 30.0}
+#: threads per channel before the channel-count loop (``tuning.cc`` ``maxThreads``; ``device.h``
+#: NCCL_LL_MAX_NTHREADS 512, NCCL_LL128_MAX_NTHREADS 640, NCCL_SIMPLE_MAX_NTHREADS 512, ring Simple 256 where
+#: the ring graph's ``bwIntra * nChannels <= PCI_BW`` = 12 GB/s, ``topo.h``), by protocol
+_MAX_THREADS = (512, 640, 512)
+#: bytes per thread before NCCL adds a channel (``comm.h`` NCCL_LL/LL128/SIMPLE_THREAD_THRESHOLD 8 / 8 / 64;
+#: ``tuning.cc``: ring LL x nRanks), by protocol; the same in v2.19.3, v2.21.5 and v2.23.4
+_THREAD_THRESHOLD = (8, 8, 64)
+#: ``topo.h`` PCI_BW (GB/s): a ring graph at most this fast runs Simple with 256 threads
+_PCI_BW_GBPS = 12.0
 
 
 @dataclass(frozen=True)
@@ -188,8 +201,10 @@ class Layout:
 
 @dataclass(frozen=True)
 class Choice:
-    """One (algorithm, protocol) pair as NCCL's model prices it: seconds of latency (launch included),
-    bandwidth in bytes/s, ``time_s`` for the message, and which tier bounds the bandwidth."""
+    """One (algorithm, protocol) pair: seconds of latency (launch included), the bandwidth in bytes/s it runs at
+    on the ``channels`` NCCL gives this call (:func:`channels_used`), ``time_s`` for the message at that
+    bandwidth, which tier bounds it, and ``model_s``: NCCL's own estimate, at every channel of the graph
+    (``topoGetAlgoInfo`` times the pairs before it sets the channel count)."""
 
     algorithm: str
     protocol: str
@@ -197,6 +212,8 @@ class Choice:
     bw_Bps: float
     time_s: float
     bound: str  # "intra" or "inter"
+    model_s: float = 0.0
+    channels: float = 1.0
 
     @property
     def name(self) -> str:
@@ -381,6 +398,31 @@ def _latency(op, alg, p, lay, version) -> float:
     return base + intra + 2 * _log2i(N) * inter  # nvls_tree
 
 
+def channels_used(alg: str, proto: str, n: float, lay: Layout, graph_channels: int, ring_bus_gbps: float = math.inf
+                  ) -> float:
+    """Channels NCCL gives one ``n``-byte call of ``alg`` / ``proto`` (ring and tree; NVLS and PAT keep every
+    channel). NCCL's loop (``src/enqueue.cc``: ``topoGetAlgoInfo`` at v2.19.3-1, ``getChannnelThreadInfo`` at
+    v2.21.5-1, ``topoGetAlgoInfo`` at v2.23.4-1) drops a channel while ``n < nc * nt * threshold``, down to one:
+    each channel carries at least ``nt x threshold`` bytes (512 x 8 = 4 KiB for tree LL, 640 x 8 = 5 KiB for
+    LL128, 512 x 64 = 32 KiB for Simple, ring LL x ``P``). Taken continuous, ``n / (nt x threshold)`` between
+    1 and the graph's channels, so that a call's time never falls as it grows; NCCL's whole channels (the
+    floor) give at most one channel's share more. ``ring_bus_gbps``: the ring graph's ``bwIntra x
+    nChannels`` (256 threads for ring Simple at most ``PCI_BW``). The call's bandwidth is then the pair's x
+    ``nc / nChannels``, as ``ncclTopoGetAlgoTime`` (``src/graph/tuning.cc``, v2.19.3-1 - v2.21.5-1) scales it
+    for a channel count set in advance (``bw / comm->nChannels * info->nChannels``).
+
+    >>> lay = Layout(16, 2, 80, True, False, 230e9, 11.25e9, 16)
+    >>> channels_used("tree", "LL", 8192, lay, 16), channels_used("tree", "Simple", 2**20, lay, 16)
+    (2.0, 16.0)
+    """
+    if alg not in ("ring", "tree"):
+        return float(graph_channels)
+    p = PROTOCOLS.index(proto)
+    nt = 256 if (alg == "ring" and p == _SIMPLE and ring_bus_gbps <= _PCI_BW_GBPS) else _MAX_THREADS[p]
+    per_channel = nt * _THREAD_THRESHOLD[p] * (lay.ranks if (alg == "ring" and p == _LL) else 1)
+    return float(graph_channels) if n >= graph_channels * per_channel else max(1.0, n / per_channel)
+
+
 def choices(op: str, n: float, lay: Layout, version: str = DEFAULT_VERSION) -> list[Choice]:
     """Every enabled (algorithm, protocol) pair of ``op`` on ``n`` bytes, priced as NCCL prices it.
 
@@ -393,7 +435,7 @@ def choices(op: str, n: float, lay: Layout, version: str = DEFAULT_VERSION) -> l
     if version not in VERSIONS:
         raise ValueError(f"nccl_version: unknown {version!r}; allowed: {', '.join(VERSIONS)}")
     if lay.ranks < 2:
-        return [Choice("none", "none", 0.0, math.inf, 0.0, "intra")]
+        return [Choice("none", "none", 0.0, math.inf, 0.0, "intra", 0.0, 0.0)]
     graphs = _graphs(lay)
     out = []
     nbytes = int(n)
@@ -401,33 +443,46 @@ def choices(op: str, n: float, lay: Layout, version: str = DEFAULT_VERSION) -> l
     if not enabled:
         raise ValueError(f"nccl_env: no algorithm / protocol left enabled for {op} (algorithms {lay.algorithms}, "
                          f"protocols {lay.protocols})")
+    ring_bus = graphs["ring"][0] * graphs["ring"][1]
     for alg, p in enabled:
         bw, bound = _bandwidth(op, alg, p, lay, version, graphs)
         if bw <= 0:
             continue
+        g = graphs["ring" if alg == "pat" else alg]
+        nc = channels_used(alg, PROTOCOLS[p], n, lay, g[0], ring_bus)
+        run_bw = bw * nc / g[0]  # ncclTopoGetAlgoTime's own scaling for a preset nChannels: bw / nChannels * nc
         lat = _latency(op, alg, p, lay, version)
         if alg == "tree":
             ls = _log2i(nbytes >> 6) if version not in _LEGACY else max(0, _log2i(nbytes >> 6))
             if 0 <= ls < 23:
                 bw *= _TREE_CORRECTION[p][ls]
+                run_bw *= _TREE_CORRECTION[p][ls]
         if alg == "ring" and p == _SIMPLE and lay.nodes > 1 and op == "allreduce" and \
                 nbytes / (graphs["ring"][0] * lay.ranks) >= 64:
             lat *= 1.4 if lay.cc >= 80 else 1.9
         lat_s = lat * 1e-6 + lay.launch_s
-        bw_Bps = bw * 1e9
-        out.append(Choice(alg, PROTOCOLS[p], lat_s, bw_Bps, lat_s + n / bw_Bps, bound))
+        bw_Bps = run_bw * 1e9
+        out.append(Choice(alg, PROTOCOLS[p], lat_s, bw_Bps, lat_s + n / bw_Bps, bound,
+                          model_s=lat_s + n / (bw * 1e9), channels=nc))
     return out
 
 
 def nccl_choice(op: str, n: float, lay: Layout, version: str = DEFAULT_VERSION) -> Choice:
-    """The pair NCCL runs: the least time of :func:`choices` (ties to the first listed, as NCCL's strict
-    ``<``).
+    """The pair NCCL runs and its cost: the least ``time_s`` of :func:`choices` (ties to the first listed, as
+    NCCL's strict ``<``). NCCL itself takes the least of its estimates at every channel (``model_s``), then
+    gives a small call fewer channels; the two picks differ only where NCCL's pick runs on fewer channels
+    than its graph has (below ``nChannels x nt x threshold``: 384 KiB for ring LL on 8 A100s) and another
+    pair then runs faster. Taking the least run time keeps a call's time from falling as it grows, which
+    NCCL's own pick does not (a 413 KB allgather on 4 x 8 H100, v2.19: NCCL's pick, ring LL, runs on 3 of 8
+    channels in 96 us, where LL128 takes 84; at twice the size NCCL picks LL128, 86 us) [D]. The nccl-tests
+    sweeps in ``data/`` get the same pair and time either way.
 
-    8 KiB all-reduce on 8 A100s of one node (230 GB/s per GPU): ring LL, ``6.6 + 14 x 0.6 = 15`` us plus
-    8192 B at ``min(87.7, 230 / 2) x 8 / 14`` GB/s:
+    8 KiB all-reduce on 8 A100s of one node (230 GB/s per GPU, 12 channels): ring LL, ``6.6 + 14 x 0.6 = 15`` us
+    plus 8192 B at ``min(87.7, 230 / 2) x 8 / 14`` GB/s in NCCL's estimate; it runs on one channel of the 12
+    (8 KiB is below 512 threads x 8 B x 8 ranks), at 1/12 of that bandwidth:
 
     >>> c = nccl_choice("allreduce", 8192, Layout(8, 1, 80, True, False, 230e9))
-    >>> c.name, round(c.time_s * 1e6, 2)
-    ('nccl:ring/LL', 15.16)
+    >>> c.name, round(c.model_s * 1e6, 2), c.channels, round(c.time_s * 1e6, 2)
+    ('nccl:ring/LL', 15.16, 1.0, 16.96)
     """
     return min(choices(op, n, lay, version), key=lambda c: c.time_s)

@@ -37,12 +37,20 @@
   1-5 (every size >= 64 KiB already): P100 / NCCL 2.0 MPI / multi-node has 4 (16 ranks on 2 nodes,
   400 KB - 26 MB: 2 held out), GTX 1080 Ti / Baidu ring / multi-node 3 (2 for training, 1 held out). Holding
   out more would leave 1 training row, which cannot fix the two constants of any form.
-* ``preset``: the nccl-tests sweeps from the cluster presets alone (``dgx-a100`` for the 2 x 8 A100 run,
-  the nearest preset: OCI's nodes have A100-40GB on RoCE; ``gcp-a3-mega`` for the 2 x 8 H100 run, its own
+* ``preset``: the nccl-tests sweeps from the cluster presets alone (``oci-bm-gpu4-8`` for the 2 x 8 A100 run,
+  its own system: A100-40GB, 16 x 100 Gb/s RoCE ports a node; ``gcp-a3-mega`` for the 2 x 8 H100 run, its own
   system: 200 Gb/s GPUDirect-TCPXO NICs where DGX H100 has 400 Gb/s InfiniBand), through
   :func:`~concurrency_model.comm.on_cluster.collective_on_cluster` with ``auto``: what NCCL's tuning
-  model runs (:mod:`concurrency_model.comm.nccl`), with the tables of the NCCL version the run states
-  (:func:`nccl_version`: 2.19.3 for the A100 run; the H100 log states none, so the default).
+  model runs (:mod:`concurrency_model.comm.nccl`), on the channels NCCL gives the call, with the tables of
+  the NCCL version the run states (:func:`nccl_version`: 2.19.3 for the A100 run; 2.21.5 for the H100 run,
+  :data:`STATED_ELSEWHERE`). Where the rows miss (``benchmarks/collective_accuracy.py`` prints it per size
+  bucket): the A100 run measures a median 12 / 13 us more than the prediction at 8-128 KiB / 256 KiB - 4 MiB,
+  where the latency is 75-78% of the prediction (tree LL / LL128: NCCL's tables give 25.2 / 48.5 us; LL128's
+  bandwidth is within 10% from 8 MiB), so the miss is a per-call latency across the two nodes that NCCL's
+  tables do not hold; no source found gives it. The H100 run's choice is made by GCP's tuner plugin (module doc of
+  :mod:`concurrency_model.comm.nccl`), whose rules are not public: from 1 to 16 MiB it measures about
+  20 GB/s of algorithm bandwidth (the ring on all 8 channels would give about 96), jumping to about 170 from
+  32 MiB, a switch of algorithm or channel count the plugin's configuration would state.
 * ``vtrain``: vTrain's own all-reduce tables (``data/vtrain_allreduce_lut_a100.csv``: nccl-tests output on
   2-8 GPUs of one A100 NVSwitch node, 1 MiB to 1 GiB in steps of 1 MiB; VIA-Research/vTrain @ f8dda84,
   ``trace/a100/AR_GPU{2..8}_1M_1024M_LUT``) predicted from the ``dgx-a100`` preset alone (the cluster vTrain's
@@ -83,7 +91,11 @@ STATED_ELSEWHERE = {"gcp_a3mega_h100_2x8_tcpxo": "2.21"}
 #: GCP's ``nccl-env-profile.sh`` (its README), which for the plugin releases of May - Oct 2024 (NCCL 2.21.5) sets
 #: NCCL_ALGO=Ring,Tree, NCCL_PROTO=Simple, NCCL_NVLS_ENABLE=0 (gpudirect-tcpxo/README.md @ 0a2b482, "NCCL
 #: configs" of each release; the guest config checker enforces them). The OCI run sets none of the three
-#: (oci-hpc-oke README.md @ 1402938: NCCL_IB_* and NCCL_CROSS_NIC only).
+#: (oci-hpc-oke README.md @ 1402938: NCCL_IB_* and NCCL_CROSS_NIC only). The A3-Mega profile also sets
+#: NCCL_MIN_NCHANNELS=4 (``src/graph/connect.cc``: raises the channel count to 4 at least; the 8 NICs already give
+#: 8) and NCCL_BUFFSIZE=8388608 (the chunk sizes, outside NCCL's tuning model), and loads the tuner plugin with
+#: ``a3plus_tuner_config.textproto``, which no public repository holds (searched: google/nccl-plugin-gpudirect-tcpxo
+#: @ 04815d1, GoogleCloudPlatform/container-engine-accelerators @ 0a2b482).
 RUN_ENV = {"gcp_a3mega_h100_2x8_tcpxo": {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0"}}
 
 
@@ -236,18 +248,27 @@ def run_settings(system: str) -> dict:
 
 def preset(df: pd.DataFrame | None = None) -> pd.DataFrame:
     """The nccl-tests sweeps predicted from the cluster presets (no fitting); ``algorithm`` is the
-    (algorithm, protocol) NCCL's model runs."""
+    (algorithm, protocol) NCCL's model runs, ``latency_s`` its latency (launch included), ``channels`` the
+    channels the call runs on and ``nccl_estimate_s`` NCCL's own estimate at every channel
+    (:class:`~concurrency_model.comm.nccl.Choice`): where a row misses, these say which part does."""
     df = rows() if df is None else df
     res = df[df["system"].isin(PRESETS)].copy()
     settings = {system: run_settings(system) for system in res["system"].unique()}
-    pred, algs = [], []
+    pred, algs, lat, chans, est = [], [], [], [], []
     for _, r in res.iterrows():
-        alg, t, _ = collective_on_cluster("allreduce", r["size_bytes"], int(r["ranks"]), PRESETS[r["system"]],
-                                          int(r["ranks"] // r["nodes"]), **settings[r["system"]])
+        alg, t, pl = collective_on_cluster("allreduce", r["size_bytes"], int(r["ranks"]), PRESETS[r["system"]],
+                                           int(r["ranks"] // r["nodes"]), **settings[r["system"]])
+        c = nccl_on("allreduce", r["size_bytes"], pl, **settings[r["system"]])
         pred.append(t)
         algs.append(alg)
+        lat.append(c.latency_s)
+        chans.append(c.channels)
+        est.append(c.model_s)
     res["predicted_s"] = pred
     res["algorithm"] = algs
+    res["latency_s"] = lat
+    res["channels"] = chans
+    res["nccl_estimate_s"] = est
     res["ape"] = (res["predicted_s"] - res["measured_s"]).abs() / res["measured_s"] * 100
     res["mode"] = "preset"
     return res
