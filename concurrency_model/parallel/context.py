@@ -30,8 +30,11 @@ import numpy as np
 import sympy as sp
 
 from ..cluster import place
+from ..ops.attention import attention
 from ..timing.graph import _node_parts
-from ..timing.parts import Parts
+from ..timing.layers import attention_kernels
+from ..timing.parts import Parts, total
+from ..units import dtype_bytes, value_dtype
 from .triples import ZERO_TRIPLE, add_triples
 
 NO_PARTS = Parts.empty()
@@ -116,10 +119,15 @@ class ContextMixin:
         sq, d = a["seq"], a["head_dim"]  # s / c tokens on this device
         heads, kv_heads = max(1, a["heads"] // t), max(1, a.get("kv_heads", a["heads"]) // t)
         if algorithm == "ring":
-            # c blocks of (s/c) x (s/c) per layer and pass (module doc); one block's K and V per send
+            # one block's K and V per send; causal: the diagonal step's causal block and c - 1 off-diagonal
+            # non-causal steps (module doc), each of which hides a send; no mask: c blocks of (s/c) x (s/c)
             nbytes = 2 * b * sq * kv_heads * d * self.vb
-            return f.times(c), bw.times(c), {"blk_f": f, "blk_b": bw, "kv": self._ring_triple(nbytes, t, c),
-                                             "a2a": ZERO_TRIPLE}
+            steps = {"kv": self._ring_triple(nbytes, t, c), "a2a": ZERO_TRIPLE}
+            if not a.get("causal"):
+                return f.times(c), bw.times(c), {"blk_f": f, "blk_b": bw, **steps}
+            off = self._ring_off_diagonal(node, b, t, c, len(row["grad_input"].count) > 0)
+            return f + off["forward"].times(c - 1), bw + off["backward"].times(c - 1), \
+                {"blk_f": off["forward"], "blk_b": off["backward"], **steps}
         # Ulysses: attention on the whole sequence for heads / c; Q, K, V and O all-to-all over c devices
         parts = self._ulysses_parts(node, b, t, c, len(row["grad_input"].count) > 0)
         rpn, sharing = self._context_group(t, c)
@@ -128,6 +136,30 @@ class ContextMixin:
         return parts["forward"], parts["grad_input"] + parts["grad_weight"], \
             {"blk_f": NO_PARTS, "blk_b": NO_PARTS, "kv": ZERO_TRIPLE,
              "a2a": add_triples(add_triples(q, q), add_triples(kv, kv))}
+
+    def _ring_off_diagonal(self, node, b: int, t: int, c: int, needs_grad: bool) -> dict:
+        """``forward`` and ``backward`` Parts of one off-diagonal step of the load-balanced causal ring (module doc):
+        a kernel without mask of ``s / c`` queries against ``s / (2 c)`` keys, or of ``s / (2 c)`` against ``s / c``
+        (Transformer Engine v1.4 ``AttnFuncWithCP``: ``attn_mask_type="no_mask"`` off the diagonal), timed as the
+        square kernel without mask of as many query-key pairs, side ``s / (c sqrt 2)`` [D] (the published rates are
+        of square kernels; a rectangle's lies between those of its two sides). At the training step's sustained rate
+        (``efficiency.sustained``, as :meth:`layers` scales every kernel)."""
+        a = node.attrs
+        key = (repr(sorted(a.items())), b, t, c, needs_grad)
+        memo = self.__dict__.setdefault("_ring_memo", {})
+        if key not in memo:
+            heads, d = max(1, a["heads"] // t), a["head_dim"]
+            side = max(1, round(a["seq"] / 2 ** 0.5))
+            vdt = value_dtype(self.dtype)
+            op = attention(b, heads, side, d, fused=a["fused"], causal=False, value_bytes=dtype_bytes(vdt))
+            out = {"forward": NO_PARTS, "backward": NO_PARTS}
+            for p, cost in (("forward", op.forward), ("backward", op.backward)):
+                if p == "forward" or needs_grad:
+                    kernels = attention_kernels(cost, b, heads, side, d, self.dev, vdt, a["fused"], False, p)
+                    out[p] = total(Parts.from_coeffs(k, self.dev, n) for k, n in kernels).with_math_rate(
+                        self.dev.efficiency.sustained)
+            memo[key] = out
+        return memo[key]
 
     def _ulysses_parts(self, node, b: int, t: int, c: int, needs_grad: bool) -> dict:
         """Kernels of the attention core on the whole sequence for ``heads / c`` heads, per pass (timed once
