@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from importlib import resources
 
 import numpy as np
 import pytest
@@ -142,6 +143,31 @@ def test_ulysses_all_to_all_bytes_by_hand():
     with pytest.raises(ValueError, match=r"^parallel.context: Ulysses needs the 16 attention heads divisible by "
                                          r"tensor x context = 32"):
         estimate(sc(tensor=4, context=8, context_algorithm="ulysses"))
+
+
+def test_context_kernels_run_at_the_sustained_rate_as_every_other_kernel():
+    # the H100 preset's efficiency.sustained 0.85 scales the arithmetic of every kernel of a training step: the
+    # ring's off-diagonal steps and Ulysses' whole-sequence kernels too, so with the attention layers compute-bound
+    # the step's compute at 0.85 is that at 1.0 over 0.85 (less the memory-bound kernels, which it leaves alone)
+    for alg in ("ring", "ulysses"):
+        par = {"context": 4, "context_algorithm": alg}
+        slow = estimate({**sc(**par), "cluster": "dgx-h100"})
+        att = slow.layer_kinds()
+        att = att[att.kind == "attention"].iloc[0]
+        fast = estimate({**sc(**par), "cluster": _sustained_one("dgx-h100")})
+        fatt = fast.layer_kinds()
+        fatt = fatt[fatt.kind == "attention"].iloc[0]
+        for p in ("forward_s", "backward_s"):
+            assert att[p] == pytest.approx(fatt[p] / 0.85, rel=0.02), (alg, p)  # launches and traffic: < 2%
+
+
+def _sustained_one(name: str) -> dict:
+    """A cluster preset's dict with its device's ``efficiency.sustained`` set to 1."""
+    presets = resources.files("concurrency_model") / "presets"
+    cl = json.loads((presets / "clusters" / f"{name}.json").read_text())
+    dev = json.loads((presets / "devices" / f"{cl['device']}.json").read_text())
+    dev["efficiency"] = {**dev.get("efficiency", {}), "sustained": 1.0}
+    return {**cl, "name": f"{name}-sustained-1", "device": dev}
 
 
 def test_context_one_is_the_estimate_without_context_parallelism():

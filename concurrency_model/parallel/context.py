@@ -163,13 +163,15 @@ class ContextMixin:
 
     def _ulysses_parts(self, node, b: int, t: int, c: int, needs_grad: bool) -> dict:
         """Kernels of the attention core on the whole sequence for ``heads / c`` heads, per pass (timed once
-        per kind of attention layer)."""
+        per kind of attention layer), at the training step's sustained rate (``efficiency.sustained``, as
+        :meth:`layers` scales every kernel)."""
         a = node.attrs
         key = (repr(sorted(a.items())), b, t, c, needs_grad)
         memo = self.__dict__.setdefault("_ulysses_memo", {})
         if key not in memo:
             whole = _Node("attention", {**a, "heads": a["heads"] // c, "seq": a["seq"] * c})
-            memo[key] = _node_parts(whole, self.dev, self.dtype, b, 1.0, needs_grad, t)[0]
+            parts = _node_parts(whole, self.dev, self.dtype, b, 1.0, needs_grad, t)[0]
+            memo[key] = {p: x.with_math_rate(self.dev.efficiency.sustained) for p, x in parts.items()}
         return memo[key]
 
     def _context_group(self, t: int, c: int) -> tuple:
