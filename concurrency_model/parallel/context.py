@@ -12,8 +12,16 @@ model's) and only the attention core changes:
   gives each device two chunks of ``s / (2c)`` tokens, ``i`` and ``2c - 1 - i``; its step on its own
   block is exactly the causal block at ``s / c`` (``(s/c)^2 / 2 + s / (2c)`` score entries per head), every
   other step half a full block (``(s/c)^2 / 2``) [D, hand-checked: the total over the ``c`` devices is
-  ``s (s + 1) / 2``]. So ``c`` causal blocks at ``s / c`` are charged (``s^2 / (2c) + s / 2`` against the
-  exact ``s^2 / (2c) + s / (2c)``). The communication and its overlap: :func:`context_exposed`;
+  ``s (s + 1) / 2``]. The diagonal step is charged as the causal kernel at ``s / c``; each of the ``c - 1``
+  others as a kernel without mask, which is what Transformer Engine runs there (NVIDIA/TransformerEngine v1.4
+  = 0fbc76af ``transformer_engine/pytorch/attention.py`` ``AttnFuncWithCP.forward``: ``attn_mask_type=
+  "no_mask"`` on all ``s / c`` queries against the first half of an earlier rank's K/V, or on the second half of
+  the queries against a later rank's whole K/V; the backward mirrors it), timed as the square kernel of as many
+  pairs, side ``s / (c sqrt 2)`` (:meth:`ContextMixin._ring_off_diagonal`): exactly ``s^2 / (2c) + s / (2c)``
+  pairs per device. Transformer Engine's is the ring NeMo and Megatron-Core run: up to v1.9 it is the only
+  one; ``cp_comm_type`` came later with ``"all_gather"`` (#1060, 2024-08, not modelled), ``"a2a"`` (#1160,
+  2024-09: Ulysses below) and ``"a2a+p2p"`` (#1209, 2024-10, not modelled), its default staying ``"p2p"``.
+  The communication and its overlap: :func:`context_exposed`;
 * ``ulysses`` (Jacobs et al. 2023, "DeepSpeed Ulysses", §3.1): an all-to-all of Q, K and V turns ``s / c``
   tokens of all (``a / t``) heads into all ``s`` tokens of ``a / (t c)`` heads, attention runs on the
   whole sequence for those heads, and an all-to-all of the output turns it back: 4 all-to-alls forward

@@ -39,11 +39,14 @@ On a board without cuDNN figures (the A100 and H100 here) ``cudnn`` takes ``flas
 ``docs/examples/attention/attention.ipynb``, 2024-06): "As of Transformer Engine 1.7, cuDNN 9.0 and flash-attn
 2.4.2 ... flash-attention outperforms cuDNN attention on Ampere architectures, and cuDNN attention has 20-50%
 advantages on Hopper architectures" (its H100 PCIe table, forward + backward in bf16: 1.35 at 512 tokens, head 64,
-no mask; 1.38 at 2k, head 128, causal; 1.59 at 8k causal with 32 heads over 4 groups). The lower end, 1.2, is taken
-on Hopper: it is the documented least advantage over the sequences and masks of the table, and NeMo's 2024-03 runs
-predate cuDNN 9.0 in NeMo's own image (NVIDIA/NeMo @ cb3f2bc7 ``Dockerfile``: ``pytorch:24.01-py3``, Transformer
-Engine 1.2; its cuDNN 8.9.7 as recalled). Transformer Engine runs cuDNN's kernel only on Hopper: "Select
-FusedAttention on sm90 and FlashAttention on others for performance" (TransformerEngine v1.2 = da30634a to v1.4 =
+no mask; 1.38 at 2k, head 128, causal; 1.59 at 8k causal with 32 heads over 4 groups; that run printed cuDNN 9.2.0
+and Transformer Engine 1.8.0.dev0). The lower end, 1.2, is taken on Hopper: it is the least advantage documented,
+and the NeMo runs checked here are older than that documentation's software (NeMo's own image when its 24.03
+release was built, NVIDIA/NeMo @ cb3f2bc7 ``Dockerfile`` of 2024-03-13: ``pytorch:24.01-py3``, whose cuDNN is 8.9.7
+as recalled, with Transformer Engine at da30634a, "Transformer Engine 1.2.0"). With the doc's 1.38 instead, NeMo's
+median error is 17.7% (its H100 long-sequence rows 13-23% fast) and Megatron-Bridge's 4.9%: the rate depends on the
+cuDNN release, which the presets do not carry. Transformer Engine runs cuDNN's kernel only on Hopper: "Select
+FusedAttention on sm90 and FlashAttention on others for performance" (TransformerEngine @ da30634a and v1.4 =
 0fbc76af ``transformer_engine/pytorch/attention.py``, ``DotProductAttention.forward``), so on the A100 the
 ``cudnn`` kernel of a Megatron-Core stack is FlashAttention-2 itself (factor 1). The later cuDNN of the FlashAttention-3
 paper's figure (flash-attention @ 7ef24848 ``assets/flash3_fp16_fwd.png``: forward, causal, head 128, 539 TFLOP/s at
