@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from importlib import resources
 
 import numpy as np
 import pytest
@@ -45,6 +46,25 @@ def block_seconds(seq: int, heads: int) -> tuple[float, float]:
     return out[0], out[1]
 
 
+def off_block_seconds(seq: int, heads: int) -> tuple[float, float]:
+    """One off-diagonal step of the load-balanced causal ring (``seq`` queries against ``seq / 2`` keys, no mask),
+    forward and backward, by hand: the square kernel of as many pairs, side ``round(seq / sqrt 2)``, without mask,
+    at FlashAttention-2's A100 speed (same figure, (a): no mask, head 64: 132 / - / 162 / 171 / 175 TFLOP/s forward +
+    backward at 512 / 1k / 2k / 4k / 8k; the 1k label is hidden, so 512 and 2k bound it), linear in log2(side), in
+    the benchmark's count (forward ``4 h side^2 d``, backward 2.5 x), + 3.8 us."""
+    side = round(seq / 2 ** 0.5)                                  # 1448, 2896, 5793
+    lo, hi, r_lo, r_hi = {1448: (512, 2048, 132e12, 162e12), 2896: (2048, 4096, 162e12, 171e12),
+                          5793: (4096, 8192, 171e12, 175e12)}[side]
+    rate = r_lo + (r_hi - r_lo) * (np.log2(side) - np.log2(lo)) / (np.log2(hi) - np.log2(lo))
+    op = attention(1, heads, side, H // A, fused=True, causal=False, value_bytes=VB)
+    fwd = 4 * heads * side ** 2 * (H // A)
+    out = []
+    for cost, flop in ((op.forward, fwd), (op.backward, 2.5 * fwd)):
+        assert flop / rate > float(cost.bytes) / (2.039e12 * 0.8)  # compute-bound kernels
+        out.append(flop / rate + 3.8e-6)
+    return out[0], out[1]
+
+
 def kv_send_seconds(seq: int, heads: int, across_nodes: bool) -> float:
     """One ring step's send of K and V (``2 x seq x heads x 64`` bf16 values), Hockney ``alpha + n / bw``:
     NVSwitch 300 GB/s x 0.767, 2 us; HDR InfiniBand 25 GB/s x 0.9 per NIC (one NIC per GPU), 5 us."""
@@ -61,15 +81,17 @@ def test_the_preset_numbers_used_by_hand():
 
 @pytest.mark.parametrize("t,c,across,hidden_f,hidden_b", [
     (1, 2, False, True, True),    # 8192-token blocks on NVSwitch: every send hidden but the last dK/dV hop
-    (1, 8, False, True, True),    # 2048-token blocks on NVSwitch: hidden (38.5 us of K/V, 65.2 us of block)
-    (8, 2, True, False, True),    # 2 heads per device across nodes: comm-bound forward (191 us of K/V, 108 us of
-                                  # block), hidden backward (264 us)
+    (1, 8, False, True, True),    # 2048-token blocks on NVSwitch: hidden (38.5 us of K/V, 59.4 us of step)
+    (8, 2, True, False, True),    # 2 heads per device across nodes: comm-bound forward (191 us of K/V, 103 us of
+                                  # step), hidden backward (252 us)
     (4, 4, True, False, False),   # 4096-token blocks across nodes: comm-bound both ways, (c - 2) term too
 ])
 def test_ring_attention_time_against_hand_values(t, c, across, hidden_f, hidden_b, loss_seconds):
     e = estimate(sc(tensor=t, context=c))
     assert e.scenario.gpus == t * c
-    blk_f, blk_b = block_seconds(S // c, A // t)
+    blk_f, blk_b = off_block_seconds(S // c, A // t)  # the sends hide behind the off-diagonal steps
+    diag_f, diag_b = block_seconds(S // c, A // t)
+    assert blk_f < diag_f and blk_b < diag_b  # as many pairs without the mask: FlashAttention-2's faster no-mask rate
     kv = kv_send_seconds(S // c, A // t, across)
     assert (kv <= blk_f) == hidden_f and (kv <= blk_b) == hidden_b
     # Liu et al. 2023: c - 1 sends forward, each behind one block; backward (ring-flash-attention): block 0
@@ -78,8 +100,8 @@ def test_ring_attention_time_against_hand_values(t, c, across, hidden_f, hidden_
     bwd = 2 * max(0.0, kv - blk_b) + (c - 2) * max(0.0, 2 * kv - blk_b) + kv
     assert e.breakdown["context_parallel_comm_s"] == pytest.approx(L * (fwd + bwd), rel=1e-9)
     assert [float(x) for x in context_exposed(c, L, 0, blk_f, blk_b, kv, 0.0)] == pytest.approx([L * fwd, L * bwd])
-    # compute: the device's share (s / c tokens) plus c - 1 more attention blocks per layer and pass, and the
-    # loss on its s / c tokens' logits (its vocabulary share 1024 / t)
+    # compute: the device's share (s / c tokens, whose causal attention is the diagonal step) plus c - 1
+    # off-diagonal steps per layer and pass, and the loss on its s / c tokens' logits (its vocabulary share 1024 / t)
     share = layer_times(get_model({**GPT, "seq_len": S // c, "max_positions": S}, batch=1, value_bytes=VB), DEV,
                         "bf16", tensor=t)
     loss_f, loss_b = loss_seconds(S // c, 1024 // t)
@@ -94,7 +116,7 @@ def test_ring_attention_time_against_hand_values(t, c, across, hidden_f, hidden_
 def test_ring_recompute_runs_the_forward_ring_again():
     base = estimate(sc(tensor=4, context=4)).breakdown["context_parallel_comm_s"]
     again = estimate(sc(tensor=4, context=4, training={"recompute": "selective"})).breakdown
-    blk_f, _ = block_seconds(S // 4, A // 4)
+    blk_f, _ = off_block_seconds(S // 4, A // 4)
     kv = kv_send_seconds(S // 4, A // 4, True)
     assert again["context_parallel_comm_s"] == pytest.approx(base + L * 3 * (kv - blk_f), rel=1e-9)
 
@@ -121,6 +143,31 @@ def test_ulysses_all_to_all_bytes_by_hand():
     with pytest.raises(ValueError, match=r"^parallel.context: Ulysses needs the 16 attention heads divisible by "
                                          r"tensor x context = 32"):
         estimate(sc(tensor=4, context=8, context_algorithm="ulysses"))
+
+
+def test_context_kernels_run_at_the_sustained_rate_as_every_other_kernel():
+    # the H100 preset's efficiency.sustained 0.85 scales the arithmetic of every kernel of a training step: the
+    # ring's off-diagonal steps and Ulysses' whole-sequence kernels too, so with the attention layers compute-bound
+    # the step's compute at 0.85 is that at 1.0 over 0.85 (less the memory-bound kernels, which it leaves alone)
+    for alg in ("ring", "ulysses"):
+        par = {"context": 4, "context_algorithm": alg}
+        slow = estimate({**sc(**par), "cluster": "dgx-h100"})
+        att = slow.layer_kinds()
+        att = att[att.kind == "attention"].iloc[0]
+        fast = estimate({**sc(**par), "cluster": _sustained_one("dgx-h100")})
+        fatt = fast.layer_kinds()
+        fatt = fatt[fatt.kind == "attention"].iloc[0]
+        for p in ("forward_s", "backward_s"):
+            assert att[p] == pytest.approx(fatt[p] / 0.85, rel=0.02), (alg, p)  # launches and traffic: < 2%
+
+
+def _sustained_one(name: str) -> dict:
+    """A cluster preset's dict with its device's ``efficiency.sustained`` set to 1."""
+    presets = resources.files("concurrency_model") / "presets"
+    cl = json.loads((presets / "clusters" / f"{name}.json").read_text())
+    dev = json.loads((presets / "devices" / f"{cl['device']}.json").read_text())
+    dev["efficiency"] = {**dev.get("efficiency", {}), "sustained": 1.0}
+    return {**cl, "name": f"{name}-sustained-1", "device": dev}
 
 
 def test_context_one_is_the_estimate_without_context_parallelism():

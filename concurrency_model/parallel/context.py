@@ -12,8 +12,16 @@ model's) and only the attention core changes:
   gives each device two chunks of ``s / (2c)`` tokens, ``i`` and ``2c - 1 - i``; its step on its own
   block is exactly the causal block at ``s / c`` (``(s/c)^2 / 2 + s / (2c)`` score entries per head), every
   other step half a full block (``(s/c)^2 / 2``) [D, hand-checked: the total over the ``c`` devices is
-  ``s (s + 1) / 2``]. So ``c`` causal blocks at ``s / c`` are charged (``s^2 / (2c) + s / 2`` against the
-  exact ``s^2 / (2c) + s / (2c)``). The communication and its overlap: :func:`context_exposed`;
+  ``s (s + 1) / 2``]. The diagonal step is charged as the causal kernel at ``s / c``; each of the ``c - 1``
+  others as a kernel without mask, which is what Transformer Engine runs there (NVIDIA/TransformerEngine v1.4
+  = 0fbc76af ``transformer_engine/pytorch/attention.py`` ``AttnFuncWithCP.forward``: ``attn_mask_type=
+  "no_mask"`` on all ``s / c`` queries against the first half of an earlier rank's K/V, or on the second half of
+  the queries against a later rank's whole K/V; the backward mirrors it), timed as the square kernel of as many
+  pairs, side ``s / (c sqrt 2)`` (:meth:`ContextMixin._ring_off_diagonal`): exactly ``s^2 / (2c) + s / (2c)``
+  pairs per device. Transformer Engine's is the ring NeMo and Megatron-Core run: up to v1.9 it is the only
+  one; ``cp_comm_type`` came later with ``"all_gather"`` (#1060, 2024-08, not modelled), ``"a2a"`` (#1160,
+  2024-09: Ulysses below) and ``"a2a+p2p"`` (#1209, 2024-10, not modelled), its default staying ``"p2p"``.
+  The communication and its overlap: :func:`context_exposed`;
 * ``ulysses`` (Jacobs et al. 2023, "DeepSpeed Ulysses", §3.1): an all-to-all of Q, K and V turns ``s / c``
   tokens of all (``a / t``) heads into all ``s`` tokens of ``a / (t c)`` heads, attention runs on the
   whole sequence for those heads, and an all-to-all of the output turns it back: 4 all-to-alls forward
@@ -30,8 +38,11 @@ import numpy as np
 import sympy as sp
 
 from ..cluster import place
+from ..ops.attention import attention
 from ..timing.graph import node_parts
-from ..timing.parts import Parts
+from ..timing.layers import attention_kernels
+from ..timing.parts import Parts, total
+from ..units import dtype_bytes, value_dtype
 from .triples import ZERO_TRIPLE, add_triples
 
 NO_PARTS = Parts.empty()
@@ -116,10 +127,15 @@ class ContextMixin:
         sq, d = a["seq"], a["head_dim"]  # s / c tokens on this device
         heads, kv_heads = max(1, a["heads"] // t), max(1, a.get("kv_heads", a["heads"]) // t)
         if algorithm == "ring":
-            # c blocks of (s/c) x (s/c) per layer and pass (module doc); one block's K and V per send
+            # one block's K and V per send; causal: the diagonal step's causal block and c - 1 off-diagonal
+            # non-causal steps (module doc), each of which hides a send; no mask: c blocks of (s/c) x (s/c)
             nbytes = 2 * b * sq * kv_heads * d * self.vb
-            return f.times(c), bw.times(c), {"blk_f": f, "blk_b": bw, "kv": self._ring_triple(nbytes, t, c),
-                                             "a2a": ZERO_TRIPLE}
+            steps = {"kv": self._ring_triple(nbytes, t, c), "a2a": ZERO_TRIPLE}
+            if not a.get("causal"):
+                return f.times(c), bw.times(c), {"blk_f": f, "blk_b": bw, **steps}
+            off = self._ring_off_diagonal(node, b, t, c, len(row["grad_input"].count) > 0)
+            return f + off["forward"].times(c - 1), bw + off["backward"].times(c - 1), \
+                {"blk_f": off["forward"], "blk_b": off["backward"], **steps}
         # Ulysses: attention on the whole sequence for heads / c; Q, K, V and O all-to-all over c devices
         parts = self._ulysses_parts(node, b, t, c, len(row["grad_input"].count) > 0)
         rpn, sharing = self._context_group(t, c)
@@ -129,15 +145,41 @@ class ContextMixin:
             {"blk_f": NO_PARTS, "blk_b": NO_PARTS, "kv": ZERO_TRIPLE,
              "a2a": add_triples(add_triples(q, q), add_triples(kv, kv))}
 
+    def _ring_off_diagonal(self, node, b: int, t: int, c: int, needs_grad: bool) -> dict:
+        """``forward`` and ``backward`` Parts of one off-diagonal step of the load-balanced causal ring (module doc):
+        a kernel without mask of ``s / c`` queries against ``s / (2 c)`` keys, or of ``s / (2 c)`` against ``s / c``
+        (Transformer Engine v1.4 ``AttnFuncWithCP``: ``attn_mask_type="no_mask"`` off the diagonal), timed as the
+        square kernel without mask of as many query-key pairs, side ``s / (c sqrt 2)`` [D] (the published rates are
+        of square kernels; a rectangle's lies between those of its two sides). At the training step's sustained rate
+        (``efficiency.sustained``, as :meth:`layers` scales every kernel)."""
+        a = node.attrs
+        key = (repr(sorted(a.items())), b, t, c, needs_grad)
+        memo = self.__dict__.setdefault("_ring_memo", {})
+        if key not in memo:
+            heads, d = max(1, a["heads"] // t), a["head_dim"]
+            side = max(1, round(a["seq"] / 2 ** 0.5))
+            vdt = value_dtype(self.dtype)
+            op = attention(b, heads, side, d, fused=a["fused"], causal=False, value_bytes=dtype_bytes(vdt))
+            out = {"forward": NO_PARTS, "backward": NO_PARTS}
+            for p, cost in (("forward", op.forward), ("backward", op.backward)):
+                if p == "forward" or needs_grad:
+                    kernels = attention_kernels(cost, b, heads, side, d, self.dev, vdt, a["fused"], False, p)
+                    out[p] = total(Parts.from_coeffs(k, self.dev, n) for k, n in kernels).with_math_rate(
+                        self.dev.efficiency.sustained)
+            memo[key] = out
+        return memo[key]
+
     def _ulysses_parts(self, node, b: int, t: int, c: int, needs_grad: bool) -> dict:
         """Kernels of the attention core on the whole sequence for ``heads / c`` heads, per pass (timed once
-        per kind of attention layer)."""
+        per kind of attention layer), at the training step's sustained rate (``efficiency.sustained``, as
+        :meth:`layers` scales every kernel)."""
         a = node.attrs
         key = (repr(sorted(a.items())), b, t, c, needs_grad)
         memo = self.__dict__.setdefault("_ulysses_memo", {})
         if key not in memo:
             whole = _Node("attention", {**a, "heads": a["heads"] // c, "seq": a["seq"] * c})
-            memo[key] = node_parts(whole, self.dev, self.dtype, b, 1.0, needs_grad, t)[0]
+            parts = node_parts(whole, self.dev, self.dtype, b, 1.0, needs_grad, t)[0]
+            memo[key] = {p: x.with_math_rate(self.dev.efficiency.sustained) for p, x in parts.items()}
         return memo[key]
 
     def _context_group(self, t: int, c: int) -> tuple:

@@ -34,9 +34,23 @@ key/value heads of 128, sequence 512-128k, forward and backward apart, in the sa
 GB300 at bb37575d (v1.15, cuDNN 9.13.0) stands for Blackwell Ultra (the B300 takes it as a fraction of the GB300's
 2.5 PFLOP/s bf16 peak, as the H200 takes the H100's). Only the causal
 head-128 series is published: it stands for every head size and, as a lower bound, for the non-causal kernel.
-On a board without cuDNN figures (the A100 and H100 here) ``cudnn`` takes ``flash2``'s: cuDNN's attention is at
-least as fast as FlashAttention-2 there (the B200 file itself: FlashAttention-2 2.7.4 at 400-444 TFLOP/s forward
-from 8k, cuDNN 1,197-1,448), so FlashAttention-2's figure is its lower bound on Hopper.
+On a board without cuDNN figures (the A100 and H100 here) ``cudnn`` takes ``flash2``'s, times
+:data:`CUDNN_OVER_FLASH2` on Hopper. Transformer Engine's documentation (NVIDIA/TransformerEngine @ 43569381
+``docs/examples/attention/attention.ipynb``, 2024-06): "As of Transformer Engine 1.7, cuDNN 9.0 and flash-attn
+2.4.2 ... flash-attention outperforms cuDNN attention on Ampere architectures, and cuDNN attention has 20-50%
+advantages on Hopper architectures" (its H100 PCIe table, forward + backward in bf16: 1.35 at 512 tokens, head 64,
+no mask; 1.38 at 2k, head 128, causal; 1.59 at 8k causal with 32 heads over 4 groups; that run printed cuDNN 9.2.0
+and Transformer Engine 1.8.0.dev0). The lower end, 1.2, is taken on Hopper: it is the least advantage documented,
+and the NeMo runs checked here are older than that documentation's software (NeMo's own image when its 24.03
+release was built, NVIDIA/NeMo @ cb3f2bc7 ``Dockerfile`` of 2024-03-13: ``pytorch:24.01-py3``, whose cuDNN is 8.9.7
+as recalled, with Transformer Engine at da30634a, "Transformer Engine 1.2.0"). With the doc's 1.38 instead, NeMo's
+median error is 17.7% (its H100 long-sequence rows 13-23% fast) and Megatron-Bridge's 4.9%: the rate depends on the
+cuDNN release, which the presets do not carry. Transformer Engine runs cuDNN's kernel only on Hopper: "Select
+FusedAttention on sm90 and FlashAttention on others for performance" (TransformerEngine @ da30634a and v1.4 =
+0fbc76af ``transformer_engine/pytorch/attention.py``, ``DotProductAttention.forward``), so on the A100 the
+``cudnn`` kernel of a Megatron-Core stack is FlashAttention-2 itself (factor 1). The later cuDNN of the FlashAttention-3
+paper's figure (flash-attention @ 7ef24848 ``assets/flash3_fp16_fwd.png``: forward, causal, head 128, 539 TFLOP/s at
+16k against FlashAttention-2's 335) is not taken: it is a later release than the runs checked here.
 """
 from __future__ import annotations
 
@@ -108,6 +122,9 @@ SOURCES = {("cudnn", "b200-sxm-180gb"): _CUDNN_B200,
 BOARD_PEAK = {"a100-sxm4-80gb": 312e12, "h100-sxm5-80gb": 989.4e12, "b200-sxm-180gb": 2250e12,
               "gb300-288gb": 2500e12}
 FWD, BWD = 1.0, 2.5  # the benchmark's FLOP of each pass, in units of the forward's
+# cuDNN's attention over FlashAttention-2's on a board without cuDNN figures of its own: Hopper 1.2, the least of
+# Transformer Engine's documented 20-50% (module doc); elsewhere 1 (Transformer Engine runs FlashAttention-2 there)
+CUDNN_OVER_FLASH2 = {"h100-sxm5-80gb": 1.2}
 
 
 def kernel_name(fused) -> str | None:
@@ -173,10 +190,14 @@ def efficiency(board: str, kernel: str, pass_: str, causal: bool, head_dim: int,
     189.0
     >>> round(efficiency("b200-sxm-180gb", "cudnn", "backward", True, 128, 32768) * 2250, 1)   # printed 1124.432
     1124.4
+    >>> round(efficiency("h100-sxm5-80gb", "cudnn", "forward", True, 128, 8192) * 989.4, 1)    # 1.2 x 333
+    399.6
     """
     tables = figures(board, kernel)
     if tables is None:
         return None
+    if kernel == "cudnn" and tables is not FIGURES["cudnn"].get(board):  # FlashAttention-2's figures stand in
+        return CUDNN_OVER_FLASH2.get(board, 1.0) * efficiency(board, "flash2", pass_, causal, head_dim, seq)
     lengths = tables.get("seq", SEQ)
     if "backward" in tables:  # both passes published apart
         rate = _published(tables[pass_], causal, head_dim, seq, lengths)
