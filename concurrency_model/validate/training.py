@@ -56,7 +56,8 @@ ASSUMPTIONS = {
                      "taken from the 2021-01 row of the same hidden size",
     "narayanan_table2": "Selene = dgx-a100 (A100-SXM4-80GB); PTD: tensor x pipeline from the llm-analysis "
                         "run scripts (8x12, 8x35), data = GPUs / 96 or / 280; ZeRO-3: tensor = pipeline = 1, "
-                        "data = GPUs, zero_stage 3 under DeepSpeed of March 2021 (framework deepspeed-0.3, v0.3.13); "
+                        "data = GPUs, zero_stage 3 under DeepSpeed of March 2021 (framework deepspeed-0.3, v0.3.13, "
+                        "configured as DeepSpeedExamples @ 2cd968f ran Megatron's GPT under ZeRO-3); "
                         "175B = 96 x 12288, 96 heads; 530B = 105 x 20480, "
                         "128 heads; seq 2048, vocab 51200; full recompute; fp16; Adam; 1f1b",
 }
