@@ -146,9 +146,9 @@ def test_the_layout_choice_for_gpt3_on_1024_a100s():
     zero3 = rows[(rows["zero_stage"] == 3) & (rows["layers"] == 96)]
     tflops = [round(float(narayanan_flops(x["global_batch"], x["seq"], x["layers"], x["hidden"]))
                     / estimate(scenario_for(x)).step_time_s / x["gpus"] / 1e12) for _, x in zero3.iterrows()]
-    assert tflops == [166, 110, 51] and list(zero3["measured_tflops"]) == [144, 88, 44]
+    assert tflops == [154, 96, 41] and list(zero3["measured_tflops"]) == [144, 88, 44]
     for figure in ("18.64 s a\nstep", "15.3-24.3 s", "50.2 GB", "18.8 s", "71.4 GB", "+0.47 s", "-0.13 s", "-0.10 s",
-                   "21.9 s", "4.2 s", "166 / 110 / 51", "144 / 88 / 44"):
+                   "21.9 s", "4.2 s", "154 / 96 / 41", "144 / 88 / 44"):
         assert figure in LAYOUT, figure
 
 

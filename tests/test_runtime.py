@@ -4,6 +4,7 @@ the ideal model."""
 import json
 import math
 import subprocess
+from dataclasses import replace
 import sys
 
 import pytest
@@ -13,7 +14,8 @@ from hypothesis import strategies as st
 from concurrency_model import estimate
 from concurrency_model.cluster import load_cluster
 from concurrency_model.parallel.features import workload
-from concurrency_model.parallel.runtime import HOST_VIEW_S, PROFILES, runtime_of, units
+from concurrency_model.parallel.runtime import (HOST_COPY_S, HOST_GATHER_COPY_S, HOST_VIEW_S, PROFILES, runtime_of,
+                                               units)
 from concurrency_model.parallel.triples import collective_triple, triple_seconds
 
 CLUSTER = load_cluster("dgx-a100")
@@ -60,8 +62,9 @@ def test_fsdp_prefetch_exposes_the_first_unit_of_each_pass():
 
 def test_deepspeed_03_is_serialised_with_list_copies():
     """DeepSpeed 0.3.13: one call per tensor over 1e5 elements (gathers) or per gradient tensor (reductions), the
-    recomputed forward gathering again, nothing overlapped, and d copy kernels per call (PyTorch 1.8's list-form
-    collectives)."""
+    recomputed forward gathering again, nothing overlapped, d copies per call (PyTorch 1.8's list-form collectives:
+    a Python view, a copy_ and a copy kernel per rank), the device's own copies (3 bytes a byte gathered, 4 a byte
+    reduced, 2 more for a gradient that fits the 5e7-element bucket) and the persistent tensors gathered back once."""
     w = workload(GPT2, CLUSTER, "bf16")
     d = 16
     spec = ("deepspeed-0.3", None, None, 2, True)
@@ -69,13 +72,40 @@ def test_deepspeed_03_is_serialised_with_list_copies():
     assert dp["ag"] == dp["agb"] == dp["rs"] == (0.0, 0.0, 0.0)
     rows = w.param_tensors()
     big = [r[2] for r in rows if r[2] >= 1e5]
-    assert len(big) == 12 * 4 + 2
-    launch = float(CLUSTER.device.launch_overhead) + HOST_VIEW_S  # a copy kernel and a Python view per rank
+    small = [r[2] for r in rows if r[2] < 1e5]
+    assert len(big) == 12 * 4 + 2 and len(small) == 12 * 8 + 2
+    dev = CLUSTER.device
+    per_rank = float(dev.launch_overhead) + HOST_VIEW_S + HOST_COPY_S  # a view, a copy_ and a copy kernel per rank
     ag = [sum(x) for x in zip(*(collective_triple("allgather", n * 2, d, CLUSTER, 8, 1) for n in big))]
     rs = [sum(x) for x in zip(*(collective_triple("reduce_scatter", r[2] * 2, d, CLUSTER, 8, 1) for r in rows))]
-    copies = (3 * len(big) + len(rows)) * d * launch  # forward, recompute and backward gathers, every reduction
-    expect = (3 * ag[0] + rs[0] + copies, 3 * ag[1] + rs[1], 3 * ag[2] + rs[2])
+    copies = (3 * len(big) + len(rows)) * d * per_rank  # forward, recompute and backward gathers, every reduction
+    # every GPT-2 tensor is under the 5e7-element bucket: 4 + 2 bytes a byte reduced, 3 a byte gathered, 3 gathers
+    moved = (3 * 3 * sum(big) + 6 * w.params) * 2 / float(dev.efficiency.memory) / float(dev.mem_bw)
+    # the persistent tensors: one gather of their parts (ceil(n / 16) values a rank), then a copy per rank whose part
+    # starts inside the tensor: ceil(n / ceil(n / 16)) of them (768 values: 16 ranks of 48; 2,304: 16 of 144)
+    parts = [math.ceil(n / d) for n in small]
+    one = collective_triple("allgather", sum(parts) * d * 2, d, CLUSTER, 8, 1)
+    host = d * per_rank + sum(math.ceil(n / k) for n, k in zip(small, parts)) * (float(dev.launch_overhead)
+                                                                                 + HOST_GATHER_COPY_S)
+    assert sum(math.ceil(n / k) for n, k in zip(small, parts)) == len(small) * d
+    expect = (3 * ag[0] + rs[0] + copies + moved + one[0] + host, 3 * ag[1] + rs[1] + one[1],
+              3 * ag[2] + rs[2] + one[2])
     assert dp["x_dp"] == pytest.approx(expect, rel=1e-9)
+
+
+def test_deepspeed_03_reduction_copies_by_bucket():
+    """A gradient over the 5e7-element bucket is reduced in place (4 bytes a byte through memory); one under it is
+    first copied into the bucket (6): hand count on a 2-tensor model."""
+    w = workload(GPT2, CLUSTER, "bf16")
+    rt = PROFILES["deepspeed-0.3"]
+    dev = CLUSTER.device
+    bw = float(dev.efficiency.memory) * float(dev.mem_bw)
+    for bucket, per_byte in ((1.0, 4.0), (1e9, 6.0)):  # every tensor over the bucket, then every one under it
+        r = replace(rt, bucket_elements=bucket, list_copies=False)
+        x = w._calls("reduce_scatter", r, "reduce", 2, 1, 1, 16, 8, 1)
+        plain = w._calls("reduce_scatter", replace(r, copy_bytes=(0.0, 0.0), bucket_copy_bytes=0.0), "reduce", 2, 1,
+                         1, 16, 8, 1)
+        assert x[0] - plain[0] == pytest.approx(per_byte * w.params * 2 / bw, rel=1e-9)
 
 
 def test_serialised_runtime_exposes_every_zero3_collective():

@@ -64,3 +64,17 @@ def test_refused_and_unmappable_rows_are_counted():
     s = vt.summary(res)
     assert s["vtrain_multi"]["refused"] == 1 and res["reason"].iloc[0].startswith("memory")
     assert s["megatron_2020"]["unmappable"] == 3 and s["megatron_2020"]["predicted"] == 0
+
+
+def test_vtrain_multi_nodes_have_the_800_gbps_their_configurations_state():
+    """vTrain's multi-node rows run on nodes of 800 Gb/s (4 HDR ports of 25 GB/s), half the dgx-a100 preset's; a
+    row whose tensor group spans two nodes (tensor 16) is then slower by its cross-node all-reduces only."""
+    from concurrency_model import estimate
+    rows = vt.vtrain_rows("multi")
+    c = rows["cluster"].iloc[0]
+    assert c["nics_per_node"] == 4 and c["inter"]["bw_Bps"] == 25e9 and c["gpus_per_node"] == 8
+    r = rows[rows["tensor"] == 16].iloc[0]
+    slow = estimate(vt.scenario_for(r))
+    fast = estimate(vt.scenario_for({**r.to_dict(), "cluster": "dgx-a100"}))
+    assert slow.breakdown["tensor_parallel_comm_s"] > fast.breakdown["tensor_parallel_comm_s"]
+    assert slow.breakdown["forward_s"] == pytest.approx(fast.breakdown["forward_s"], rel=1e-12)

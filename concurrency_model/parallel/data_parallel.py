@@ -9,10 +9,11 @@ all-reduces of synchronous batch normalization inside the passes (:meth:`DataPar
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
 from functools import lru_cache
 
-from .runtime import HOST_VIEW_S, Runtime, default_framework, runtime_of, units
+from .runtime import HOST_COPY_S, HOST_GATHER_COPY_S, HOST_VIEW_S, Runtime, default_framework, runtime_of, units
 from .triples import ZERO_TRIPLE, add_triples
 
 GRAD_BYTES = {"fp32": 4, "tf32": 4}  # gradients in the training dtype otherwise (2 bytes for fp16/bf16)
@@ -76,9 +77,45 @@ class DataParallelMixin:
             one = self._coll(op, n / t * value_bytes, d, rpn, sharing)
             out = add_triples(out, tuple(x * k / p for x in one))
         if runtime.list_copies:
-            calls = len(sizes) / p
-            out = (out[0] + calls * d * (float(self.dev.launch_overhead) + HOST_VIEW_S), out[1], out[2])
+            per_rank = float(self.dev.launch_overhead) + HOST_VIEW_S + HOST_COPY_S
+            out = (out[0] + len(sizes) / p * d * per_rank, out[1], out[2])
+        copied = runtime.copy_bytes[kind == "reduce"] * sum(sizes)
+        if kind == "reduce":
+            copied += runtime.bucket_copy_bytes * sum(n for n in sizes if n <= runtime.bucket_elements)
+        if copied:  # the device's own copies around the calls, at its memory rate, serial with them
+            seconds = copied / (t * p) * value_bytes / float(self.dev.efficiency.memory) / float(self.dev.mem_bw)
+            out = (out[0] + seconds, out[1], out[2])
         return out
+
+    def persistent_regather(self, runtime: Runtime, t: int, p: int, d: int, rpn: int, sharing: int) -> tuple:
+        """Triple of gathering a stage's persistent parameters (under ``runtime.persist_elements``) back once, as
+        DeepSpeed 0.3.13 does (``stage3.py``: ``backward`` ends in ``_partition_all_parameters``, which releases every
+        parameter, the persistent ones too; ``_post_step`` gathers those back with ``all_gather`` on the list, which
+        takes ``partition_parameters.py`` ``_allgather_params``): one list-form all-gather of their parts (``d`` views
+        and ``d`` copies, :meth:`_calls`), then, per parameter, a copy from each rank whose part starts inside the
+        parameter (parts of ``ceil(n / d)`` values), each a Python copy-out and a copy kernel. Once a microbatch [D]:
+        with gradient accumulation the next microbatch's forward gathers them again per module instead, at a like
+        cost.
+
+        >>> from concurrency_model.cluster import load_cluster
+        >>> from concurrency_model.parallel.features import workload
+        >>> from concurrency_model.parallel.runtime import PROFILES
+        >>> w = workload("gpt2", load_cluster("dgx-a100"), "bf16")   # 98 tensors under 1e5 elements, 16 ranks
+        >>> w.persistent_regather(PROFILES["ideal"], 1, 1, 16, 8, 1)
+        (0.0, 0.0, 0.0)
+        >>> # in ms: mostly 98 tensors x 16 ranks of copy-outs, 10.58 us each
+        >>> round(w.persistent_regather(PROFILES["deepspeed-0.3"], 1, 1, 16, 8, 1)[0] * 1e3, 2)
+        16.75
+        """
+        rows = [r for r in self.param_tensors() if r[2] < runtime.persist_elements]
+        if not rows or not runtime.regather_persistent:
+            return ZERO_TRIPLE
+        parts = [math.ceil(r[2] / t / d) for r in rows]
+        one = self._coll("allgather", sum(parts) * d * self.vb, d, rpn, sharing)
+        copies = sum(math.ceil(r[2] / t / k) for r, k in zip(rows, parts))
+        host = d * (float(self.dev.launch_overhead) + HOST_VIEW_S + HOST_COPY_S) \
+            + copies * (float(self.dev.launch_overhead) + HOST_GATHER_COPY_S)
+        return tuple(x / p for x in (one[0] + host, one[1], one[2]))
 
     @lru_cache(maxsize=None)
     def data_parallel(self, t: int, p: int, d: int, sync: str = "allreduce", servers: int = 0,
@@ -93,7 +130,8 @@ class DataParallelMixin:
         ``zero`` implies; :func:`.estimate.runtime_spec`) cuts them into its calls, each at its own cost: ``ag``
         is the forward pass's gathers, ``agb`` the backward pass's (twice with a runtime that gathers again for a
         ``full`` ``recompute``), ``x_dp`` the seconds a microbatch the runtime exposes outright (a serialised runtime:
-        all of ZeRO-3's gathers and reductions, which then leave ``ag``, ``agb`` and ``rs``; a prefetching one:
+        all of ZeRO-3's gathers and reductions, which then leave ``ag``, ``agb`` and ``rs``, and the persistent tensors'
+        gathering back, :meth:`persistent_regather`; a prefetching one:
         the first unit's gather of each pass), with ZeRO stage ``zero`` 3 only.
 
         ``sync="parameter_server"`` replaces the gradient allreduce by a push and pull through ``servers``
@@ -139,6 +177,8 @@ class DataParallelMixin:
         agb, x_dp = (add_triples(ag, ag) if runtime.regather_recompute and recompute == "full" else ag), ZERO_TRIPLE
         if zero == 3 and runtime.serial:  # every ZeRO-3 collective waits for the compute before it: exposed
             x_dp, ag, agb, rs = add_triples(add_triples(ag, agb), rs), ZERO_TRIPLE, ZERO_TRIPLE, ZERO_TRIPLE
+            if plain:
+                x_dp = add_triples(x_dp, self.persistent_regather(runtime, t, p, d, rpn, sharing))
         elif zero == 3 and runtime.prefetch is not None and plain:  # the first unit of each pass: not prefetched
             first = next(iter(self._units(runtime, "gather", d)), 0.0)
             x_dp = tuple(2 * x for x in self._coll("allgather", first / t * self.vb, d, rpn, sharing))

@@ -23,17 +23,29 @@ is latency-bound where the ideal model sees bandwidth only.
   ``reduce_bucket_size`` = 5e8 elements (stages 1-2 gather parameters in ``allgather_bucket_size`` = 5e8);
   with activation checkpointing the recomputed forward fetches the parameters again.
 * ``deepspeed-0.3``: DeepSpeed v0.3.13 (12a53b4, March 2021: the ZeRO-3 release of the time of Narayanan et
-  al. 2021's Table 2), ``deepspeed/runtime/zero/partition_parameters.py`` and ``stage3.py``: one all-gather
-  per parameter tensor (``_allgather_param``, preceded by ``torch.cuda.synchronize()``) and one
-  reduce-scatter per gradient tensor (``_reduce_scatter_gradient``); every module fetch ends in
-  ``_synchronize_communication`` (``torch.cuda.synchronize()``), so no gather or reduction overlaps the
-  compute queued before it. Both collectives use PyTorch's list form (``torch.distributed.all_gather`` /
-  ``reduce_scatter`` with a list of ``d`` tensors); PyTorch's ``ProcessGroupNCCL`` of that time (1.8,
-  ``torch/lib/c10d/ProcessGroupNCCL.cpp``) copies each of the ``d`` outputs out of (inputs into) a flat
-  buffer: ``d`` copies a call, each a kernel launch (the device's ``launch_overhead_s``); and DeepSpeed builds
-  the ``d`` tensors of each call in a Python loop of ``Tensor.narrow`` views (``for i in range(world_size)`` in
-  ``_allgather_param`` and ``_reduce_scatter_gradient``), :data:`HOST_VIEW_S` each. Both are host work on the
-  critical path, since the device is synchronised before each call.
+  al. 2021's Table 2), ``deepspeed/runtime/zero/partition_parameters.py`` and ``stage3.py``, configured as DeepSpeed
+  published Megatron's GPT under ZeRO-3 then (microsoft/DeepSpeedExamples @ 2cd968f, 2021-03-08,
+  ``Megatron-LM-v1.1.5-ZeRO3/examples/ds_zero_stage_3_config.json`` and ``ds_pretrain_gpt2-zero3.sh``:
+  ``contiguous_gradients`` and ``reduce_scatter`` on, ``reduce_bucket_size`` 5e7, ``stage3_max_reuse_distance`` 1e8;
+  its persistence key is misspelt, ``stage3_param_persitance_threshold``, so the default 1e5 holds): one all-gather
+  per parameter tensor (``_allgather_param``, preceded by ``torch.cuda.synchronize()``) and one reduce-scatter per
+  gradient tensor (``_reduce_scatter_gradient``); every module fetch ends in ``_synchronize_communication``
+  (``torch.cuda.synchronize()``), so no gather or reduction overlaps the compute queued before it; with a reuse
+  distance of 1e8 elements no gathered layer is kept for the backward pass. Both collectives use PyTorch's list
+  form (``torch.distributed.all_gather`` / ``reduce_scatter`` with a list of ``d`` tensors); PyTorch's
+  ``ProcessGroupNCCL`` of that time (1.8, ``torch/lib/c10d/ProcessGroupNCCL.cpp``) copies each of the ``d`` outputs
+  out of (inputs into) a flat buffer: ``d`` copies a call, each a ``copy_`` (:data:`HOST_COPY_S`) and a kernel launch
+  (the device's ``launch_overhead_s``); and DeepSpeed builds the ``d`` tensors of each call in a Python loop of
+  ``Tensor.narrow`` views (``for i in range(world_size)`` in ``_allgather_param`` and ``_reduce_scatter_gradient``),
+  :data:`HOST_VIEW_S` each. Both are host work on the critical path, since the device is synchronised before each
+  call. On the device each gather also zeroes its flat tensor (``torch.zeros``) and PyTorch copies the flat output
+  into the views: 3 bytes read or written a byte gathered; each reduction divides the gradient by ``d``
+  (``average_tensor``, ``div_``) and PyTorch flattens the views into its input: 4 bytes a byte, and 2 more for a
+  gradient of at most ``reduce_bucket_size`` elements, first copied into the contiguous bucket
+  (``reduce_independent_p_g_buckets_and_remove_grads``; a larger one is reduced in place). The ``backward`` ends in
+  ``_partition_all_parameters``, which releases the persistent parameters too, and ``_post_step`` gathers them back
+  in one coalesced ``_allgather_params``, whose copy-out loops over parameters and ranks in Python
+  (:data:`HOST_GATHER_COPY_S` a copy).
 * ``fsdp``: PyTorch FSDP (FullyShardedDataParallel, ``torch/distributed/fsdp``): one flat parameter per wrapped
   module (wrapped per transformer block by the usual auto-wrap policies), its all-gather issued one unit
   ahead (``BackwardPrefetch.BACKWARD_PRE`` by default; in the forward the host runs ahead of the device),
@@ -62,9 +74,19 @@ from dataclasses import dataclass, replace
 
 from ..checks import count, did_you_mean, number
 
-#: seconds of one ``Tensor.narrow`` view built from Python, measured on this project's 2-core AMD EPYC VM with
-#: torch 2.13 (``benchmarks/host_view_cost.py``: 3.9 us a view and list append, 2026-12-06)
-HOST_VIEW_S = 3.9e-6
+# Host seconds of DeepSpeed 0.3's per-rank Python and dispatcher work (``benchmarks/host_view_cost.py``, CPU seconds
+# of the process, the median of three runs of 7 x 10 x 1,536, on this project's 2-core AMD EPYC VM with torch 2.13,
+# 2026-12-06; CPU time rather than wall time, since the VM's cores are shared: the wall figures ran 2-3x higher under
+# load). A GPU adds the copy kernel's launch (the device's ``launch_overhead_s``) to each copy.
+#: one ``Tensor.narrow`` view built from Python and appended to a list (1.71-2.40 us)
+HOST_VIEW_S = 1.95e-6
+#: one small ``Tensor.copy_`` dispatched (the dispatcher and TensorIterator around the copy kernel): PyTorch 1.8's
+#: list-form collectives copy each of the ``d`` outputs (inputs) with ``copy_`` from C++ (1.36-1.48 us; Python's call
+#: included, an upper bound of the C++ loop's)
+HOST_COPY_S = 1.41e-6
+#: one parameter's copy-out from one rank's part of a coalesced gather (``_allgather_params``: a view of the rank's
+#: part, the parameter's flat view, a view of its slice, ``copy_``; 6.17-6.86 us)
+HOST_GATHER_COPY_S = 6.78e-6
 FRAMEWORKS = ("ideal", "megatron", "deepspeed", "deepspeed-0.3", "fsdp", "fsdp2")
 
 
@@ -81,7 +103,12 @@ class Runtime:
     forward gathers its parameters again; ``list_copies``: ``d`` copy kernels and ``d`` views a call (list-form
     collectives); ``persist_elements``: parameters under this many elements stay gathered;
     ``max_zero_with_pipeline``: the highest ZeRO stage it runs with pipeline stages; ``reduce_bytes``: bytes a
-    gradient value on the wire (``None``: the training dtype's gradients)."""
+    gradient value on the wire (``None``: the training dtype's gradients); ``copy_bytes``: the bytes a call reads and
+    writes in the device's memory besides the collective's own, per byte of the call, for a gather and for a
+    reduction (buffers zeroed, flattened, divided), and ``bucket_copy_bytes`` more for a gradient of at most
+    ``bucket_elements`` copied into a contiguous bucket first; ``regather_persistent``: the persistent parameters are
+    released after every backward pass and gathered back once a microbatch in one coalesced call, copied out per
+    parameter and rank from Python."""
 
     name: str
     gather: str = "pass"
@@ -95,6 +122,9 @@ class Runtime:
     persist_elements: float = 0.0
     max_zero_with_pipeline: int = 3
     reduce_bytes: int | None = None
+    copy_bytes: tuple = (0.0, 0.0)
+    bucket_copy_bytes: float = 0.0
+    regather_persistent: bool = False
     selective: str = "attention"
     float8: str = "te"
 
@@ -124,9 +154,11 @@ PROFILES = {
     "deepspeed": Runtime("deepspeed", gather="module", reduce="bucket", bucket_elements=5e8,
                          gather_bucket_elements=5e8, prefetch=1, regather_recompute=True, persist_elements=1e5,
                          max_zero_with_pipeline=1),
-    "deepspeed-0.3": Runtime("deepspeed-0.3", gather="tensor", reduce="tensor", bucket_elements=5e8,
+    # DeepSpeed v0.3.13 ZeRO-3 as DeepSpeedExamples @ 2cd968f ran Megatron's GPT (module doc): reduce_bucket_size 5e7
+    "deepspeed-0.3": Runtime("deepspeed-0.3", gather="tensor", reduce="tensor", bucket_elements=5e7,
                              gather_bucket_elements=5e8, prefetch=0, regather_recompute=True, list_copies=True,
-                             persist_elements=1e5, max_zero_with_pipeline=1),
+                             persist_elements=1e5, max_zero_with_pipeline=1, copy_bytes=(3.0, 4.0),
+                             bucket_copy_bytes=2.0, regather_persistent=True),
     "fsdp": Runtime("fsdp", gather="block", reduce="block", prefetch=1),
     # torchtitan's FSDP2 reduces in fp32 (job config mixed_precision_reduce = "float32", pytorch/torchtitan)
     # torchtitan: per-op selective checkpointing (parallelize_llama.py _save_list), torchao float8 (float8.py)

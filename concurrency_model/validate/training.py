@@ -21,8 +21,10 @@ refuses (memory, divisibility) or that cannot be mapped (no time or shape publis
 """
 from __future__ import annotations
 
+import json
 import os
 from concurrent.futures import ProcessPoolExecutor
+from importlib import resources
 
 import numpy as np
 import pandas as pd
@@ -37,7 +39,9 @@ TARGETS = {"vtrain_single": ("mean_ape", 8.0), "vtrain_multi": ("mean_ape", 12.0
            "megatron_2021": ("median_ape", 10.0), "narayanan_table2": ("median_ape", 10.0)}
 PUBLISHED_SIMULATOR_MAPE = {"vtrain_single": 8.37, "vtrain_multi": 14.73}  # vTrain's own (Bang et al. 2024)
 ASSUMPTIONS = {
-    "vtrain": "cluster dgx-a100 (A100-SXM4-80GB; the files give no memory size), vocab 51200, fp16, Adam, "
+    "vtrain": "cluster dgx-a100 (A100-SXM4-80GB; the files give no memory size), multi-node with 800 Gb/s a node as "
+              "vTrain's configurations of those runs state (4 HDR ports, vtrain_multi_cluster), vocab 51200, fp16, "
+              "Adam, "
               "schedule 1f1b, no sequence parallelism, unfused attention (Megatron's fused scale-mask-softmax where "
               "its conditions hold, parallel.host.softmax_fused), ZeRO 0, gradient all-reduce after the "
               "backward pass (Megatron's local DDP); full recompute in both sets. vTrain's own configurations "
@@ -56,7 +60,8 @@ ASSUMPTIONS = {
                      "taken from the 2021-01 row of the same hidden size",
     "narayanan_table2": "Selene = dgx-a100 (A100-SXM4-80GB); PTD: tensor x pipeline from the llm-analysis "
                         "run scripts (8x12, 8x35), data = GPUs / 96 or / 280; ZeRO-3: tensor = pipeline = 1, "
-                        "data = GPUs, zero_stage 3 under DeepSpeed of March 2021 (framework deepspeed-0.3, v0.3.13); "
+                        "data = GPUs, zero_stage 3 under DeepSpeed of March 2021 (framework deepspeed-0.3, v0.3.13, "
+                        "configured as DeepSpeedExamples @ 2cd968f ran Megatron's GPT under ZeRO-3); "
                         "175B = 96 x 12288, 96 heads; 530B = 105 x 20480, "
                         "128 heads; seq 2048, vocab 51200; full recompute; fp16; Adam; 1f1b",
 }
@@ -110,7 +115,24 @@ def _vtrain(name: str) -> pd.DataFrame:
         # full recompute in both sets: vTrain's configurations of these runs have use_checkpoint true (ASSUMPTIONS)
         "cluster": "dgx-a100", "recompute": "full", "zero_stage": 0, "label": "",
     })
+    if name.endswith("multi"):  # the nodes' 800 Gb/s (ASSUMPTIONS): one node's cluster dict, nodes from the GPUs
+        out["cluster"] = [vtrain_multi_cluster()] * len(out)
     return out
+
+
+def vtrain_multi_cluster() -> dict:
+    """The cluster of vTrain's multi-node runs: a DGX A100 node whose network totals 800 Gb/s, as every one of its
+    configurations says (VIA-Research/vTrain @ f8dda847 ``config/validation/multi/*.json``: ``inter_node_bandwidth``
+    800, "total bandwidth of inter-node communication in Gbps", ``src/config.py``), half the ``dgx-a100`` preset's
+    8 x 200 Gb/s: taken as 4 of the preset's HDR 200 Gb/s ports (the split is not stated).
+
+    >>> c = vtrain_multi_cluster(); c["nics_per_node"] * c["inter"]["bw_Bps"] * 8 / 1e9   # Gb/s a node
+    800.0
+    """
+    spec = _dgx_a100_spec()
+    spec["nics_per_node"] = 4
+    spec["inter"] = {**spec["inter"], "sources": {**spec["inter"]["sources"], "nics": "vTrain's 800 Gb/s a node"}}
+    return {"name": "dgx-a100 (4 x HDR: vTrain's 800 Gb/s a node)", **spec}
 
 
 def vtrain_rows(which: str = "single") -> pd.DataFrame:
@@ -157,11 +179,15 @@ def megatron_rows() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def dgx_a100_40gb() -> dict:
-    import json
-    from importlib import resources
+def _dgx_a100_spec() -> dict:
+    """The ``dgx-a100`` preset's file as a dict, without its name."""
     spec = json.loads(resources.files("concurrency_model.presets.clusters").joinpath("dgx-a100.json").read_text())
     spec.pop("name")
+    return spec
+
+
+def dgx_a100_40gb() -> dict:
+    spec = _dgx_a100_spec()
     spec["device"] = "a100-sxm4-40gb"
     return spec
 
