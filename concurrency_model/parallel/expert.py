@@ -225,13 +225,16 @@ class ExpertMixin:
         nbytes = f * b * node.numel * self.vb / t
         one = self._coll("alltoall", nbytes, e, rpn, sharing)
         pl = place(self.cluster, e, rpn, sharing)
+        # the network's rate through an oversubscribed core: every network byte of an all-to-all crosses it
+        # (comm.on_cluster.CORE_BOUND)
+        net_bw = pl.inter_bw / self.cluster.inter.oversubscription
         if self.moe_dispatcher in DEDUPLICATING and "route_tokens" in node.attrs:
             nv, net = dedup_bytes(f * b * node.attrs["route_tokens"], node.shape[1] * self.vb / t,
                                   node.attrs["route_experts"], node.attrs["route_top_k"], e, pl.ranks_per_node)
-            one = (one[0], nv / pl.intra_bw, net / pl.inter_bw)  # the NCCL all-to-all's latency (module doc)
+            one = (one[0], nv / pl.intra_bw, net / net_bw)  # the NCCL all-to-all's latency (module doc)
         elif pl.nodes > 1:  # NCCL's all-to-all over nodes: each peer's share on its own tier (module doc)
             nv, net = alltoall_bytes(nbytes, e, pl.ranks_per_node)
-            one = (one[0], nv / pl.intra_bw, net / pl.inter_bw)
+            one = (one[0], nv / pl.intra_bw, net / net_bw)
         both = add_triples(one, one)  # dispatch and combine (forward); their gradients (backward)
         return both, both
 
