@@ -28,6 +28,7 @@ from .ops.optimizer import RULES
 from .parallel.lora import BASE_BYTES
 from .parallel.layerwise import TENSOR_LAYERS
 from .parallel import pipeline
+from .parallel.partition import STAGE_SPLITS
 from .parallel.allocator import LOSSES
 from .parallel.runtime import FP8_RECIPES, FRAMEWORKS, default_framework, kernel_policies, runs_with, runtime_of
 from .routing import check_imbalance
@@ -39,7 +40,8 @@ PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_pa
             "microbatch_size": 1, "global_batch": None, "schedule": "1f1b", "context": 1,
             "context_algorithm": "ring", "expert": 1, "tensor_layers": "all", "expert_imbalance": 1.0,
             "tp_overlap": False,  # tp_overlap: async tensor parallelism (parallel.features.overlap_exposed)
-            "moe_dispatcher": "alltoall", "expert_overlap": False}
+            "moe_dispatcher": "alltoall", "expert_overlap": False,
+            "stage_split": "balanced"}  # stage_split: how pipeline stages are cut (parallel.partition)
 TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_stage": 0, "overlap": True,
             "sync": "allreduce", "ps_servers": 0, "compression": "none", "host_overhead_s": None,
             "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
@@ -61,7 +63,7 @@ CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tens
            "lora_base_dtype": tuple(BASE_BYTES), "batching": BATCHING,
            "kv_dtype": KV_DTYPES, "framework": FRAMEWORKS,
            "loss": tuple(LOSSES), "fp8_recipe": FP8_RECIPES,
-           "moe_dispatcher": DISPATCHERS}  # a field whose default is null may stay null
+           "moe_dispatcher": DISPATCHERS, "stage_split": STAGE_SPLITS}  # a field whose default is null may stay null
 TOP = ("model", "cluster", "parallel", "training", "run", "inference", "name", "notes")
 
 # Plausible ranges of the numeric fields, (low, high, why): far enough past every real model, machine and run that

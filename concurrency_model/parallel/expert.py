@@ -14,6 +14,13 @@ capacity are in :func:`.model_parallel.expert_parallel`):
   all-to-alls of ``b s top_k h`` values per device forward, their gradients backward, two more in a
   recomputed forward; with tensor parallelism ``t`` each tensor rank sends ``1/t`` of them (the ``t``
   groups share the node's links). They are on the critical path (the experts wait for their tokens);
+  an expert group over several nodes moves each peer's ``1/e`` share on its own tier, the node's other ranks'
+  over NVLink and the other nodes' over the network, the two at once (:func:`alltoall_bytes`; NCCL's all-to-all is
+  one ``ncclSend`` / ``ncclRecv`` pair a peer fused in a group, whose calls "can be seen as progressing
+  independently": NCCL user guide, docs.nvidia.com/deeplearning/nccl/user-guide/docs/usage/p2p.html, "All-to-all";
+  Megatron-Core's dispatcher calls ``torch.distributed.all_to_all_single``, NVIDIA/Megatron-LM @ 2a75ac12
+  ``megatron/core/tensor_parallel/mappings.py`` ``_AllToAll``), not the whole message at the network's rate: on 2
+  DGX nodes 8 of 16 shares cross the network, not 15;
 * the experts' work per device is unchanged: each device still runs ``b s top_k`` routed rows;
 * the experts' weights, gradients and optimizer state are divided by ``e`` (:meth:`ExpertMixin.state_params`);
 * the non-expert gradients are all-reduced over the ``d`` replicas, the expert gradients over the ``d / e``
@@ -120,6 +127,19 @@ def dedup_bytes(tokens: float, token_bytes: float, experts: int, top_k: int, e: 
     return nv, net
 
 
+def alltoall_bytes(nbytes: float, e: int, ranks_per_node: int) -> tuple:
+    """``(NVLink bytes, network bytes)`` one device sends in an NCCL all-to-all of ``nbytes`` over ``e`` ranks,
+    ``ranks_per_node`` of them a node (module doc): an equal ``nbytes / e`` to every rank, its own share kept, the
+    ``ranks_per_node - 1`` others of its node over NVLink, the ``e - ranks_per_node`` of the other nodes over the
+    network.
+
+    >>> nv, net = alltoall_bytes(16.0, 16, 8)   # EP 16 over 2 DGX nodes: 7 shares over NVLink, 8 over the network
+    >>> nv, net
+    (7.0, 8.0)
+    """
+    return nbytes * (ranks_per_node - 1) / e, nbytes * (e - ranks_per_node) / e
+
+
 def overlap_exposed(a2a_f: float, a2a_b: float, attn_f: float, attn_b: float, mlp_f: float,
                     mlp_b: float, sm_share: float = 0.0) -> tuple[float, float]:
     """``(forward, backward)`` shares of a MoE layer's all-to-all seconds that stay exposed when a microbatch's
@@ -202,12 +222,19 @@ class ExpertMixin:
             return ZERO_TRIPLE, ZERO_TRIPLE
         rpn, sharing = group_placement(self.cluster.domain_gpus, t, e)  # within an NVLink domain
         f = dispatch_imbalance(node, b, e, self.expert_imbalance)  # the busiest device receives f x the mean
-        one = self._coll("alltoall", f * b * node.numel * self.vb / t, e, rpn, sharing)
+        nbytes = f * b * node.numel * self.vb / t
+        one = self._coll("alltoall", nbytes, e, rpn, sharing)
+        pl = place(self.cluster, e, rpn, sharing)
+        # the network's rate through an oversubscribed core: every network byte of an all-to-all crosses it
+        # (comm.on_cluster.CORE_BOUND)
+        net_bw = pl.inter_bw / self.cluster.inter.oversubscription
         if self.moe_dispatcher in DEDUPLICATING and "route_tokens" in node.attrs:
-            pl = place(self.cluster, e, rpn, sharing)
             nv, net = dedup_bytes(f * b * node.attrs["route_tokens"], node.shape[1] * self.vb / t,
                                   node.attrs["route_experts"], node.attrs["route_top_k"], e, pl.ranks_per_node)
-            one = (one[0], nv / pl.intra_bw, net / pl.inter_bw)  # the NCCL all-to-all's latency (module doc)
+            one = (one[0], nv / pl.intra_bw, net / net_bw)  # the NCCL all-to-all's latency (module doc)
+        elif pl.nodes > 1:  # NCCL's all-to-all over nodes: each peer's share on its own tier (module doc)
+            nv, net = alltoall_bytes(nbytes, e, pl.ranks_per_node)
+            one = (one[0], nv / pl.intra_bw, net / net_bw)
         both = add_triples(one, one)  # dispatch and combine (forward); their gradients (backward)
         return both, both
 

@@ -20,6 +20,7 @@ the arithmetic of every kernel of a training step.
 from __future__ import annotations
 
 import json
+import re
 import weakref
 from functools import cached_property, lru_cache
 
@@ -41,9 +42,12 @@ from .expert import ExpertMixin
 from .host import softmax_fallback_kernels
 from .layerwise import LayerwiseMixin
 from .lora import LoraMixin, training_flop
+from .partition import layer_split
 from .recompute import recompute_shares
 from .spatial import SpatialMixin, spatial_rows
 from .triples import ZERO_TRIPLE, add_triples, collective_triple, triple_seconds  # noqa: F401 (re-exported)
+
+LAYER_NAME = re.compile(r"(?:layers|h)\.(\d+)\.")  # a transformer block's nodes, as the builders name them
 
 
 # the entries of :func:`transformer_shape` that the memory model takes (:func:`.compose.memory_fn`), in its order
@@ -123,8 +127,9 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
     def __init__(self, model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
                  lora_base_dtype: str | None = None, expert_imbalance=1.0, selective: str = "attention",
                  fp8_recipe: str = "te", tp_overlap: bool = False, moe_dispatcher: str = "alltoall",
-                 expert_overlap: bool = False):
+                 expert_overlap: bool = False, stage_split: str = "balanced"):
         self.model, self.cluster, self.dtype, self.tensor_layers = model, cluster, dtype, tensor_layers
+        self.stage_split = stage_split  # parallel.stage_split: how pipeline stages are cut (:mod:`.partition`)
         # the runtime's kernels (:func:`.runtime.kernel_policies`): a selective recompute's policy, 8-bit casts
         self.selective, self.fp8_recipe = selective, fp8_recipe
         self.tp_overlap = tp_overlap  # parallel.tp_overlap: async TP (:func:`overlap_exposed`)
@@ -217,6 +222,17 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         crossing = np.cumsum(live)[:len(nodes)]
         ends = [i + 1 for i in range(len(nodes) - 1) if crossing[i] <= 1] + [len(nodes)]
         return tuple(zip([0] + ends[:-1], ends))
+
+    @lru_cache(maxsize=None)
+    def unit_layers(self) -> tuple:
+        """The decoder layer of each of :meth:`units` (the number in a node name ``layers.N.`` or ``h.N.``, as the
+        builders name transformer blocks), ``None`` for a unit outside them (:func:`.partition.layer_split`)."""
+        nodes = self.graph(1).layers()
+        out = []
+        for a, _ in self.units():
+            m = LAYER_NAME.match(nodes[a].name)
+            out.append(int(m.group(1)) if m else None)
+        return tuple(out)
 
     @cached_property
     def channel_split(self) -> bool:
@@ -411,7 +427,9 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
 
         The stages are PipeDream's partition (:func:`.pipeline.partition`) of each layer's nominal seconds,
         or, with ``host`` seconds per kernel (:func:`.host.host_per_kernel`), of the larger of a layer's GPU
-        and host seconds, as torchgpipe's ``balance_by_time`` measures each layer's wall time; the slowest
+        and host seconds, as torchgpipe's ``balance_by_time`` measures each layer's wall time; with
+        ``parallel.stage_split`` ``layers``, Megatron-Core's even split of the decoder layers
+        (:func:`.partition.layer_split`); the slowest
         is the one whose GPU or host seconds are the largest (a pass lasts the longer of the two,
         :mod:`.compose`)."""
         return self._stage(b, t, sp, recompute, p, c, algorithm if c > 1 else "ring", e, host if p > 1 else 0.0)
@@ -424,7 +442,9 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         units = self.units()
         if p > 1:
             per_unit = [sum(np.maximum(per_layer[a:z], host_s[a:z])) for a, z in units]
-            stages = [(units[a][0], units[z - 1][1]) for a, z in pipeline.partition(per_unit, p)]
+            cut = (layer_split(self.unit_layers(), p) if self.stage_split == "layers"
+                   else pipeline.partition(per_unit, p))
+            stages = [(units[a][0], units[z - 1][1]) for a, z in cut]
         else:
             stages = [(0, len(per_layer))]
         lo, hi = max(stages, key=lambda r: max(sum(per_layer[r[0]:r[1]]), host_s[r[0]:r[1]].sum()))
@@ -495,16 +515,16 @@ _CACHE: dict = {}
 def workload(model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
              lora_base_dtype: str | None = None, expert_imbalance=1.0, selective: str = "attention",
              fp8_recipe: str = "te", tp_overlap: bool = False, moe_dispatcher: str = "alltoall",
-             expert_overlap: bool = False) -> Workload:
+             expert_overlap: bool = False, stage_split: str = "balanced") -> Workload:
     """A cached :class:`Workload` (the last few are kept, so repeated estimates reuse layer timings);
     ``selective``, ``fp8_recipe``: the runtime's kernels (:func:`.runtime.kernel_policies`); ``tp_overlap``:
     ``parallel.tp_overlap``; ``moe_dispatcher``, ``expert_overlap``: ``parallel.moe_dispatcher``,
-    ``parallel.expert_overlap``."""
+    ``parallel.expert_overlap``; ``stage_split``: ``parallel.stage_split``."""
     key = (model_key(model), repr(cluster), dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance,
-           selective, fp8_recipe, tp_overlap, moe_dispatcher, expert_overlap)
+           selective, fp8_recipe, tp_overlap, moe_dispatcher, expert_overlap, stage_split)
     if key not in _CACHE:
         if len(_CACHE) >= 8:
             _CACHE.pop(next(iter(_CACHE)))
         _CACHE[key] = Workload(model, cluster, dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance,
-                               selective, fp8_recipe, tp_overlap, moe_dispatcher, expert_overlap)
+                               selective, fp8_recipe, tp_overlap, moe_dispatcher, expert_overlap, stage_split)
     return _CACHE[key]

@@ -1,7 +1,17 @@
-"""Pipeline stage partitioning: contiguous layer ranges that minimise the slowest stage.
+"""Pipeline stage partitioning: contiguous layer ranges that minimise the slowest stage, or Megatron-Core's
+even split of the decoder layers.
 
 Source: PipeDream's dynamic program (Narayanan et al. 2019, SOSP, §3.1), here without its communication
-and replication terms. :mod:`.pipeline` re-exports both functions.
+and replication terms (:func:`partition`, ``parallel.stage_split`` ``balanced``). :mod:`.pipeline` re-exports it.
+
+``parallel.stage_split`` ``layers`` (:func:`layer_split`): Megatron-Core's default, the ``L`` decoder layers split
+evenly, ``L / p`` a stage, the embedding on the first stage and the output layer with the loss on the last, on top
+of their layers (NVIDIA/Megatron-LM @ 2a75ac12, the commit Megatron-Bridge @ 067f987d pins, ``megatron/core/
+transformer/transformer_block.py`` ``get_num_layers_to_build``: ``num_layers / pipeline_model_parallel_size``
+unless ``pipeline_model_parallel_layout``, ``num_layers_in_first/last_pipeline_stage`` or
+``account_for_embedding/loss_in_pipeline_split`` are set; Megatron-Core asserts the division). With virtual
+stages each stage holds ``v`` chunks of ``L / (p v)`` layers, the same ``L / p`` in all; the contiguous split
+stands for them (the same cost where the layers are alike).
 """
 from __future__ import annotations
 
@@ -15,7 +25,9 @@ from ..checks import count, number
 if TYPE_CHECKING:  # annotations only
     import pandas as pd
 
-__all__ = ["partition", "partition_graph"]
+__all__ = ["partition", "partition_graph", "layer_split"]
+
+STAGE_SPLITS = ("balanced", "layers")  # parallel.stage_split (module doc)
 
 
 def partition(stage_costs: Sequence[float], stages: int) -> list[tuple[int, int]]:
@@ -90,6 +102,33 @@ def partition(stage_costs: Sequence[float], stages: int) -> list[tuple[int, int]
         out.append((i, j))
         j = i
     return out[::-1]
+
+
+def layer_split(unit_layers: Sequence[int | None], stages: int) -> list[tuple[int, int]]:
+    """Megatron-Core's even split (module doc): ``[start, stop)`` ranges of units, ``unit_layers`` naming each unit's
+    decoder layer (``None``: a unit outside them, the embedding before the first layer or the output layer after
+    the last, which stays with its neighbour's stage). ``ValueError`` naming ``parallel.stage_split`` unless the
+    ``stages`` divide the layers.
+
+    >>> layer_split([None, 0, 0, 1, 1, 2, 2, 3, 3, None], 2)   # embedding, 4 layers of 2 units, output layer
+    [(0, 5), (5, 10)]
+    >>> layer_split([None, 0, 1, 2, None], 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: parallel.stage_split: 'layers' splits the decoder layers evenly; 2 stages do not divide 3 layers
+    """
+    k = count("stages", stages)
+    layers = sorted({x for x in unit_layers if x is not None})
+    if not layers or len(layers) % k:
+        raise ValueError(f"parallel.stage_split: 'layers' splits the decoder layers evenly; {k} stages do not divide "
+                         f"{len(layers)} layers")
+    per = len(layers) // k
+    rank = {x: i for i, x in enumerate(layers)}
+    stage, out = 0, []
+    for x in unit_layers:  # units outside the layers keep the stage of the unit before them (the first: stage 0)
+        stage = stage if x is None else rank[x] // per
+        out.append(stage)
+    return [(out.index(s), len(out) - out[::-1].index(s)) for s in range(k)]
 
 
 def partition_graph(graph, stages: int, device, dtype: str = "fp32") -> pd.DataFrame:

@@ -114,7 +114,8 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     w = workload(sc.model, sc.cluster, tr["dtype"], sc.parallel["tensor_layers"], tr["lora_rank"],
                  tr["lora_base_dtype"], sc.parallel.get("expert_imbalance", 1.0),
                  *kernel_policies(tr["framework"], 0, tr.get("fp8_recipe")), sc.parallel.get("tp_overlap", False),
-                 sc.parallel.get("moe_dispatcher", "alltoall"), sc.parallel.get("expert_overlap", False))
+                 sc.parallel.get("moe_dispatcher", "alltoall"), sc.parallel.get("expert_overlap", False),
+                 sc.parallel.get("stage_split", "balanced"))
     check_lora(tr["lora_rank"], tr["lora_base_dtype"], w.graph(1))
     check_applies(w.expert_imbalance, w.expert_count)
     w.check_batch_norm(tr["batch_norm"])
@@ -220,6 +221,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
                         "expert_imbalance": sc.parallel.get("expert_imbalance", 1.0),
                         "moe_dispatcher": sc.parallel.get("moe_dispatcher", "alltoall"),
                         "expert_overlap": sc.parallel.get("expert_overlap", False),
+                        "stage_split": sc.parallel.get("stage_split", "balanced"),
                         "run": sc.run, "board_power_w": float(sc.cluster.device.board_power_w),
                         "seq_len": shape["s"] if shape else None}, busy)
 

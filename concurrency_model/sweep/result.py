@@ -133,6 +133,8 @@ class SweepResult:
             par["moe_dispatcher"] = self.base["moe_dispatcher"]
         if self.base.get("expert_overlap", False):
             par["expert_overlap"] = True
+        if self.base.get("stage_split", "balanced") != "balanced":
+            par["stage_split"] = self.base["stage_split"]
         tr = {**self.base["training"], "recompute": str(row["recompute"]), "zero_stage": int(row["zero_stage"])}
         out = {"model": self.base["model"], "cluster": self.base["cluster"], "parallel": par, "training": tr}
         if self.base.get("run"):

@@ -117,6 +117,9 @@ def _pipelines(w, out, rejected, given, fixed, gpus, global_batch, t, c, algorit
         if p > w.layer_count:
             rejected["pipeline: more stages than the blocks the model can be cut into"] += 1
             continue
+        if p > 1 and w.stage_split == "layers" and (not shape or depth % p):  # Megatron-Core's even split
+            rejected["stage_split: layers needs the pipeline stages to divide the decoder layers"] += 1
+            continue
         d = n // p
         if "data" in fixed and fixed["data"] != d:
             rejected["data: fixed data x tensor x pipeline differs from the GPU count"] += 1

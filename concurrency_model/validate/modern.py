@@ -117,8 +117,11 @@ ASSUMPTIONS = {
                            "alltoall, or hybridep / deepep, which send a token once to each node and rank) and the EP "
                            "all-to-all overlap (parallel.expert_overlap) as the recipes at 067f987d set them "
                            "(MOE_RUNTIME), the overlap off for a row with pipeline stages and no virtual ones "
-                           "(Megatron-Core refuses it there); recompute the least of none / selective / full that "
-                           "fits (the recipes recompute chosen modules, e.g. DeepSeek's mla_up_proj and mlp, not "
+                           "(Megatron-Core refuses it there); the pipeline stages cut as the recipes cut them "
+                           "(MOE_STAGE_SPLIT: Megatron-Core's even split of the layers, the output layer on top of the "
+                           "last stage's, for GPT-OSS and Qwen3-30B-A3B; balanced for the recipes with explicit "
+                           "layouts or counted embedding and loss); recompute the least of none / selective / full "
+                           "that fits (the recipes recompute chosen modules, e.g. DeepSeek's mla_up_proj and mlp, not "
                            "expressible); MXFP8 / FP8-MX -> mxfp8, FP8 / FP8-CS -> fp8, BF16 -> bf16, the 25.09 rows "
                            "(no precision column) mxfp8 on B200 and fp8 on H100 as the 25.11 table gives for the same "
                            "models; GPT-OSS's sliding-window layers as full causal attention; Nemotron 3 (hybrid "
@@ -285,6 +288,15 @@ MOE_RUNTIME = {
 }
 # perf_recipes/deepseek/b200/deepseek_v3.py 256gpu fp8mx, EP 32: flex + deepep, overlap_moe_expert_parallel_comm True
 MOE_RUNTIME_BY_EP = {("DeepSeekV3", "DGX-B200", 32): ("deepep", True)}
+# How the recipes cut the pipeline stages (parallel.stage_split; Megatron-Bridge @ 067f987d src/megatron/bridge/):
+# "layers", Megatron-Core's default even split with the output layer and loss on top of the last stage's layers,
+# where a recipe sets no pipeline_model_parallel_layout and no account_for_embedding/loss_in_pipeline_split:
+# recipes/gpt_oss/h100/gpt_oss.py gpt_oss_120b_pretrain_64gpu_h100_bf16_config (layout None, both account_for False)
+# and recipes/qwen/h100/qwen3_moe.py qwen3_30b_a3b_pretrain_8gpu_h100_bf16_config (PP 2, layout None, no account_for).
+# The others stay "balanced": DeepSeek-V3's recipes give explicit layouts (recipes/deepseek/h100/deepseek_v3.py
+# _get_deepseek_v3_pipeline_layout), Qwen3-235B's count the embedding and the loss as layers (qwen3_moe.py
+# qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config, account_for_* True)
+MOE_STAGE_SPLIT = {"GPT OSS 120B": "layers", "Qwen3_30B_a3B": "layers"}
 
 
 def is_moe_row(model: str) -> bool:
@@ -314,6 +326,7 @@ def _moe_fields(b: dict, model: str, system: str, precision: str, ep: float, tp:
     # Megatron-Core's EP overlap needs virtual stages with pipelining (scenario.py): a row without them ran without it
     b["expert_overlap"] = b["expert_overlap"] and (b["pipeline"] == 1 or b["interleave"] > 1)
     b["zero_stage"], b["recompute"] = 1, "auto"  # the distributed optimizer (parallel.expert: ZeRO 1 with experts)
+    b["stage_split"] = MOE_STAGE_SPLIT.get(base, "balanced")
     if precision.startswith("not stated"):
         b["dtype"] = MOE_SYSTEMS.get(system, "fp8")
     elif "MX" in precision.upper():
@@ -501,6 +514,8 @@ def scenario_for(r) -> dict:
         par["moe_dispatcher"] = r["moe_dispatcher"]
     if isinstance(r.get("expert_overlap"), (bool, np.bool_)) and r["expert_overlap"]:
         par["expert_overlap"] = True
+    if r.get("stage_split") == "layers" and par["pipeline"] > 1:
+        par["stage_split"] = "layers"
     if par["data"] * par["tensor"] * par["pipeline"] * par["context"] != r["gpus"]:
         raise ValueError(f"not mappable: data x tensor x pipeline x context != {int(r['gpus'])} GPUs")
     training = {"dtype": r["dtype"], "recompute": r["recompute"], "optimizer": "adam",
