@@ -1,0 +1,110 @@
+"""A training target (a shipped MLPerf benchmark's curve or a user's CSV) and the time, GPU-hours and cost to it.
+
+``training.target`` in a scenario: ``{"benchmark": NAME}`` (an MLPerf benchmark, :func:`.points.benchmarks`) or
+``{"csv": PATH}`` (a user's convergence runs, :func:`.points.from_csv`), or the name or path alone; optionally
+``"unit"``, which must equal the curve's (``samples``, ``tokens``, ``epochs``, ...), so that a target meant in one
+unit is never read in another.
+
+Time to target = steps(B) x step time (issue 40: the steps from the fitted curve at the scenario's global batch
+``B``, the step time from the estimate; every step of a run has the same shape, as in :mod:`..parallel.run`);
+GPU-hours = GPUs x time / 3600; cost = GPU-hours x ``run.price_per_gpu_hour`` where the scenario gives one. The
+band is the curve's p10 / p90 times the same step time (the step time's own band is not folded in).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from ..checks import did_you_mean, number
+from .fit import Curve, fit
+from .points import benchmarks, from_csv, mlperf
+
+KEYS = ("benchmark", "csv", "unit")
+
+
+@lru_cache(maxsize=64)
+def _mlperf_curve(name: str) -> Curve:
+    return fit(mlperf(name))
+
+
+@lru_cache(maxsize=16)
+def _csv_curve(path: str, mtime: float) -> Curve:
+    return fit(from_csv(path))
+
+
+def _key(field: str, key: str) -> str:
+    """The name of ``key`` of a target under ``field``: ``training.target.benchmark``, or a CLI flag as it is."""
+    return field if field.startswith("--") else f"{field}.{key}"
+
+
+def curve_of(spec, field: str = "training.target") -> Curve:
+    """The fitted curve a target names (``ValueError`` naming ``field`` and its key for a bad one).
+
+    >>> curve_of({"benchmark": "bert", "unit": "samples"}).points.name
+    'bert'
+    >>> curve_of({"benchmark": "bert", "unit": "epochs"})
+    Traceback (most recent call last):
+    ...
+    ValueError: training.target.unit: 'epochs' does not match bert's curve, which is in samples
+    """
+    if isinstance(spec, str):
+        spec = {"csv": spec} if spec.lower().endswith(".csv") else {"benchmark": spec}
+    if not isinstance(spec, dict):
+        raise ValueError(f"{field}: expected an object such as {{\"benchmark\": \"bert\"}} or {{\"csv\": "
+                         f"\"runs.csv\"}}, got {spec!r}")
+    for k in spec:
+        if k not in KEYS:
+            raise ValueError(f"{field}.{k}: unknown key{did_you_mean(str(k), KEYS)}; allowed: {', '.join(KEYS)}")
+    if ("benchmark" in spec) == ("csv" in spec):
+        raise ValueError(f"{field}: give exactly one of benchmark (an MLPerf benchmark: {', '.join(benchmarks())}) "
+                         "or csv (a file of convergence runs)")
+    if "benchmark" in spec:
+        if not isinstance(spec["benchmark"], str):
+            raise ValueError(f"{_key(field, 'benchmark')}: expected a name, got {spec['benchmark']!r}")
+        mlperf(spec["benchmark"], _key(field, "benchmark"))  # the name checked, with its field
+        c = _mlperf_curve(spec["benchmark"])
+    else:
+        path = Path(str(spec["csv"]))
+        if not path.is_file():
+            raise ValueError(f"{_key(field, 'csv')}: {path} not found")
+        c = _csv_curve(str(path.resolve()), path.stat().st_mtime)
+    unit = spec.get("unit")
+    if unit is not None and str(unit) != c.points.unit:
+        raise ValueError(f"{field}.unit: {unit!r} does not match {c.points.name}'s curve, which is in "
+                         f"{c.points.unit}")
+    return c
+
+
+def time_to_target(curve: Curve, batch, step_time_s, gpus, price_per_gpu_hour=None,
+                   batch_field: str = "parallel.global_batch") -> dict:
+    """Steps, seconds, GPU-hours and cost to the target at global batch ``batch`` with ``step_time_s`` per step on
+    ``gpus`` GPUs: each with its p10 / p90 (the curve's band), and the curve's value, unit and form.
+
+    >>> from concurrency_model.convergence.fit import Curve
+    >>> from concurrency_model.convergence.points import Points
+    >>> import numpy as np
+    >>> c = Curve(Points("x", "samples", "samples", np.array([1.0, 2]), np.array([1.0, 2]), ((), ()), 1.0, ""),
+    ...           "mccandlish", {"mccandlish": {"E_min": 1e6, "B_noise": 1000.0}}, {}, (0.9, 1.1))
+    >>> out = time_to_target(c, 250, 0.5, 8, 2.0)      # E = 1.25e6 samples, 5,000 steps of 0.5 s on 8 GPUs
+    >>> out["steps_to_target"], out["time_to_target_s"], out["gpu_hours_to_target"], out["cost_to_target"]
+    (5000.0, 2500.0, 5.555555555555555, 11.11111111111111)
+    """
+    p = curve.predict(batch, batch_field)
+    if p["steps_to_target"] is None:
+        curve.steps()  # raises: the unit has no known samples per unit
+    step = number("step_time_s", step_time_s)
+    n = number("gpus", gpus)
+    steps = p["steps_to_target"]
+    lo, hi = curve.band
+    out = {"target": curve.points.name, "value_to_target": p["value_to_target"], "unit": p["unit"],
+           "form": p["form"], "steps_to_target": steps, "steps_to_target_p10": steps * lo,
+           "steps_to_target_p90": steps * hi, "time_to_target_s": steps * step,
+           "time_to_target_p10_s": steps * lo * step, "time_to_target_p90_s": steps * hi * step,
+           "gpu_hours_to_target": steps * step * n / 3600}
+    if price_per_gpu_hour is not None:
+        out["cost_to_target"] = out["gpu_hours_to_target"] * number("run.price_per_gpu_hour", price_per_gpu_hour,
+                                                                    low_ok=True)
+    return out
+
+
+__all__ = ["curve_of", "time_to_target", "KEYS"]
