@@ -172,3 +172,29 @@ def test_converge_command_json_and_bad_input(capsys):
             code = e.code
         err = capsys.readouterr().err
         assert code == 2 and msg in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_estimate_time_to_target_is_steps_times_step_time(tmp_path):
+    from concurrency_model.parallel.estimate import estimate
+    # a user's runs on McCandlish's curve exactly: E = 1e5 (1 + B / 64) samples, so at B = 64, 2e5 samples = 3,125 steps
+    rows = "\n".join(f"{b},{1e5 * (1 + b / 64)},samples" for b in (16, 32, 64, 128, 256))
+    f = _csv(tmp_path, "global_batch_size,value_to_converge,convergence_unit\n" + rows + "\n")
+    sc = {"model": {"kind": "gpt", "layers": 2, "hidden": 256, "heads": 4, "seq_len": 128, "vocab": 1000},
+          "cluster": "dgx-a100", "parallel": {"data": 8, "microbatch_size": 8, "global_batch": 64},
+          "training": {"target": {"csv": str(f), "unit": "samples"}},
+          "run": {"samples": 1000, "price_per_gpu_hour": 3.0}}
+    out = estimate(sc).to_dict()
+    step = out["step_time_s"]
+    assert out["steps_to_target"] == pytest.approx(3125, rel=1e-4)
+    assert out["time_to_target_s"] == pytest.approx(3125 * step, rel=1e-4)
+    assert out["gpu_hours_to_target"] == pytest.approx(3125 * step * 8 / 3600, rel=1e-4)
+    assert out["cost_to_target"] == pytest.approx(3.0 * out["gpu_hours_to_target"])
+    assert out["time_to_target_p10_s"] <= out["time_to_target_s"] <= out["time_to_target_p90_s"]
+    assert out["value_to_target_unit"] == "samples" and out["target_curve"] == "runs"
+    with pytest.raises(ValueError, match=r"^training.target.unit: 'tokens' does not match runs's curve"):
+        estimate({**sc, "training": {"target": {"csv": str(f), "unit": "tokens"}}})
+    with pytest.raises(ValueError, match=r"^training.target: cosmoflow's curve is in epochs .* cannot be derived"):
+        estimate({**sc, "training": {"target": "cosmoflow"}})
+    with pytest.raises(ValueError, match=r"^training.target.benchmrk: unknown key; did you mean 'benchmark'"):
+        estimate({**sc, "training": {"target": {"benchmrk": "bert"}}})
+    assert "time_to_target_s" not in estimate({**sc, "training": {}}).to_dict()

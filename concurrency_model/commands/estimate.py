@@ -116,6 +116,12 @@ def show(out: dict) -> None:
         if "expected_failures" in r:
             print(f"  with failures: {r['expected_failures']:,.1f} expected, a checkpoint every "
                   f"{r['checkpoint_interval_s'] / 60:,.1f} min ({r['failure_free_days']:,.2f} days without failures)")
+    if "time_to_target_s" in out:  # training.target: time to a quality target (issue 40)
+        cost = f", cost {out['cost_to_target']:,.0f} {out['currency']}" if "cost_to_target" in out else ""
+        print(f"to {out['target_curve']}'s target: {out['steps_to_target']:,.0f} steps ({out['value_to_target']:,.4g} "
+              f"{out['value_to_target_unit']}, {out['target_form']} curve), {out['time_to_target_s'] / 3600:,.3g} h "
+              f"(80% band {out['time_to_target_p10_s'] / 3600:,.3g}-{out['time_to_target_p90_s'] / 3600:,.3g}), "
+              f"{out['gpu_hours_to_target']:,.4g} GPU-hours{cost}")
     for note in out.get("notes", []):
         print(f"note: {note}")
     _breakdown(out["step_time_s"], out["breakdown"])

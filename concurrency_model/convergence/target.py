@@ -37,8 +37,9 @@ def _key(field: str, key: str) -> str:
     return field if field.startswith("--") else f"{field}.{key}"
 
 
-def curve_of(spec, field: str = "training.target") -> Curve:
-    """The fitted curve a target names (``ValueError`` naming ``field`` and its key for a bad one).
+def curve_of(spec, field: str = "training.target", steps: bool = False) -> Curve:
+    """The fitted curve a target names (``ValueError`` naming ``field`` and its key for a bad one; with ``steps``,
+    also for a curve whose unit has no known samples per unit, whose steps cannot be derived).
 
     >>> curve_of({"benchmark": "bert", "unit": "samples"}).points.name
     'bert'
@@ -72,13 +73,17 @@ def curve_of(spec, field: str = "training.target") -> Curve:
     if unit is not None and str(unit) != c.points.unit:
         raise ValueError(f"{field}.unit: {unit!r} does not match {c.points.name}'s curve, which is in "
                          f"{c.points.unit}")
+    if steps and c.points.samples_per_unit is None:
+        raise ValueError(f"{field}: {c.points.name}'s curve is in {c.points.unit} ({c.points.unit_source}) with no "
+                         "known samples per unit, so its steps cannot be derived (a CSV can give samples_per_unit)")
     return c
 
 
 def time_to_target(curve: Curve, batch, step_time_s, gpus, price_per_gpu_hour=None,
                    batch_field: str = "parallel.global_batch") -> dict:
     """Steps, seconds, GPU-hours and cost to the target at global batch ``batch`` with ``step_time_s`` per step on
-    ``gpus`` GPUs: each with its p10 / p90 (the curve's band), and the curve's value, unit and form.
+    ``gpus`` GPUs: each with its p10 / p90 (the curve's band), and the curve's name (``target_curve``), value
+    (``value_to_target`` in ``value_to_target_unit``) and form (``target_form``).
 
     >>> from concurrency_model.convergence.fit import Curve
     >>> from concurrency_model.convergence.points import Points
@@ -91,13 +96,14 @@ def time_to_target(curve: Curve, batch, step_time_s, gpus, price_per_gpu_hour=No
     """
     p = curve.predict(batch, batch_field)
     if p["steps_to_target"] is None:
-        curve.steps()  # raises: the unit has no known samples per unit
+        raise ValueError(f"training.target: {curve.points.name}'s curve is in {curve.points.unit} with no known "
+                         "samples per unit, so its steps cannot be derived")
     step = number("step_time_s", step_time_s)
     n = number("gpus", gpus)
     steps = p["steps_to_target"]
     lo, hi = curve.band
-    out = {"target": curve.points.name, "value_to_target": p["value_to_target"], "unit": p["unit"],
-           "form": p["form"], "steps_to_target": steps, "steps_to_target_p10": steps * lo,
+    out = {"target_curve": curve.points.name, "value_to_target": p["value_to_target"],
+           "value_to_target_unit": p["unit"], "target_form": p["form"], "steps_to_target": steps, "steps_to_target_p10": steps * lo,
            "steps_to_target_p90": steps * hi, "time_to_target_s": steps * step,
            "time_to_target_p10_s": steps * lo * step, "time_to_target_p90_s": steps * hi * step,
            "gpu_hours_to_target": steps * step * n / 3600}
