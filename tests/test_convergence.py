@@ -198,3 +198,45 @@ def test_estimate_time_to_target_is_steps_times_step_time(tmp_path):
     with pytest.raises(ValueError, match=r"^training.target.benchmrk: unknown key; did you mean 'benchmark'"):
         estimate({**sc, "training": {"target": {"benchmrk": "bert"}}})
     assert "time_to_target_s" not in estimate({**sc, "training": {}}).to_dict()
+
+
+@settings(max_examples=60, deadline=None)
+@given(s_min=st.floats(1.0, 1e6), b_noise=st.floats(1.0, 1e6), batch=st.floats(1.0, 1e6), tau=st.floats(0, 100),
+       delta=st.floats(1e-4, 1.0), omega=st.floats(0, 1e3), workers=st.integers(1, 4096))
+def test_penalties_never_lower_the_steps_and_vanish_at_their_neutral_values(s_min, b_noise, batch, tau, delta, omega,
+                                                                           workers):
+    from concurrency_model.convergence.penalties import steps_with
+    sync = s_min * (1 + b_noise / batch)  # McCandlish's S(B)
+    assert float(steps_with("staleness", s_min, b_noise, batch, tau=0)) == pytest.approx(sync)
+    assert float(steps_with("error_feedback", s_min, b_noise, batch, delta=1.0)) == pytest.approx(sync)
+    assert float(steps_with("unbiased", s_min, b_noise, batch, omega=0.0, workers=workers)) == pytest.approx(sync)
+    for kind, kw in (("staleness", {"tau": tau}), ("error_feedback", {"delta": delta}),
+                     ("unbiased", {"omega": omega, "workers": workers})):
+        assert float(steps_with(kind, s_min, b_noise, batch, **kw)) >= sync * (1 - 1e-12)
+
+
+def test_qsgd_omega_and_bad_penalty_input():
+    from concurrency_model.convergence.penalties import qsgd_omega, steps_with
+    assert qsgd_omega(100, 1) == pytest.approx(10.0)  # min(100 / 1, sqrt(100) / 1)
+    assert qsgd_omega(100, 20) == pytest.approx(0.25)  # min(100 / 400, 10 / 20)
+    with pytest.raises(ValueError, match=r"^kind: unknown 'local_sgd'"):
+        steps_with("local_sgd", 1.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match=r"^delta: must be a number in \(0, 1\]"):
+        steps_with("error_feedback", 1.0, 1.0, 1.0, delta=2.0)
+    with pytest.raises(ValueError, match=r"^batch: must be a positive number"):
+        steps_with("staleness", 1.0, 1.0, 0)
+
+
+def test_estimate_staleness_penalty_is_labelled_model_only(tmp_path):
+    from concurrency_model.parallel.estimate import estimate
+    rows = "\n".join(f"{b},{1e5 * (1 + b / 64)},samples" for b in (16, 32, 64, 128, 256))
+    f = _csv(tmp_path, "global_batch_size,value_to_converge,convergence_unit\n" + rows + "\n")
+    sc = {"model": {"kind": "gpt", "layers": 2, "hidden": 256, "heads": 4, "seq_len": 128, "vocab": 1000},
+          "cluster": "dgx-a100", "parallel": {"data": 8, "microbatch_size": 8, "global_batch": 64},
+          "training": {"target": {"csv": str(f)}, "consistency": "ssp", "staleness": 2}}
+    out = estimate(sc).to_dict()
+    # S_min = E_min / B_noise = 1e5 / 64 = 1,562.5; synchronous 2 S_min = 3,125; staleness 2: 3 S_min + S_min = 6,250
+    assert out["steps_to_target"] == pytest.approx(3125, rel=1e-4)
+    assert out["steps_to_target_model_only"] == pytest.approx(6250, rel=1e-4)
+    assert out["time_to_target_model_only_s"] == pytest.approx(6250 * out["step_time_s"], rel=1e-4)
+    assert out["convergence_penalty"] == "staleness tau=2.0 (model only)"

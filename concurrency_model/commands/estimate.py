@@ -122,6 +122,9 @@ def show(out: dict) -> None:
               f"{out['value_to_target_unit']}, {out['target_form']} curve), {out['time_to_target_s'] / 3600:,.3g} h "
               f"(80% band {out['time_to_target_p10_s'] / 3600:,.3g}-{out['time_to_target_p90_s'] / 3600:,.3g}), "
               f"{out['gpu_hours_to_target']:,.4g} GPU-hours{cost}")
+        if "steps_to_target_model_only" in out:
+            print(f"  with {out['convergence_penalty']}: {out['steps_to_target_model_only']:,.0f} steps, "
+                  f"{out['time_to_target_model_only_s'] / 3600:,.3g} h")
     for note in out.get("notes", []):
         print(f"note: {note}")
     _breakdown(out["step_time_s"], out["breakdown"])

@@ -251,9 +251,12 @@ def estimate(scenario) -> Estimate:
     lo, hi = step_band(sc, w, stage, state, key)
     target = None
     if tr["target"] is not None:  # time to a quality target: steps at the global batch x this step (issue 40)
-        from ..convergence.target import curve_of, time_to_target
-        target = time_to_target(curve_of(tr["target"], steps=True), par["global_batch"], step, sc.gpus,
-                                (sc.run or {}).get("price_per_gpu_hour"))
+        from ..convergence.target import curve_of, penalty_of, time_to_target, with_penalty
+        curve = curve_of(tr["target"], steps=True)
+        target = time_to_target(curve, par["global_batch"], step, sc.gpus, (sc.run or {}).get("price_per_gpu_hour"))
+        penalty = penalty_of(tr, par["data"])  # stale or local updates: their step penalty, model only
+        if penalty is not None:
+            target = with_penalty(curve, target, par["global_batch"], step, sc.gpus, penalty)
     return Estimate(step, lo, hi, par["global_batch"] / step, model_flop, model_flop / step / sc.gpus,
                     float(mem["total_bytes"]), breakdown, mem, sc, stage["stages"], run,
                     ("rows" if w.spatial else "sequence") if par["context"] > 1 else "",
