@@ -85,8 +85,9 @@ def main() -> None:
     for k in kinds:
         e, x = np.array(loo[k]), np.array(list(extra[k].values()))
         cov = inside[k][0] / inside[k][1] if inside[k][1] else float("nan")
+        medians = [v for v in per_bench[k].values() if v is not None]
         print(f"{k:<13} leave-one-batch-out median APE {100 * np.median(e):.1f}% over {len(e)} held-out batches "
-              f"(median of the benchmarks' medians {100 * np.median([v for v in per_bench[k].values() if v is not None]):.1f}%; "
+              f"(median of the benchmarks' medians {100 * np.median(medians):.1f}%; "
               f"target <= 10%); extrapolation to the largest batch median APE {100 * np.median(x):.1f}% over "
               f"{len(x)} benchmarks (target <= 15%); band coverage {100 * cov:.1f}% of {inside[k][1]} runs "
               f"(target 70-90%)")

@@ -84,7 +84,8 @@ def test_fit_recovers_mccandlish_parameters_and_holds_out_exactly():
 def test_band_combines_run_spread_and_curve_error():
     assert band([0.9, 1.0, 1.1], []) == pytest.approx((0.92, 1.08))
     lo, hi = band([1.0], [math.log(1.2), math.log(0.8)])  # a curve 20% high or low: the run at 1/1.2 or 1/0.8
-    assert lo == pytest.approx(1 / 1.2 + 0.1 * (1 / 0.8 - 1 / 1.2)) and hi == pytest.approx(1 / 0.8 - 0.1 * (1 / 0.8 - 1 / 1.2))
+    width = 1 / 0.8 - 1 / 1.2
+    assert lo == pytest.approx(1 / 1.2 + 0.1 * width) and hi == pytest.approx(1 / 0.8 - 0.1 * width)
 
 
 def test_mlperf_points_units_and_steps():

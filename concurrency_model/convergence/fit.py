@@ -26,7 +26,7 @@ from scipy.optimize import least_squares
 
 from ..checks import number
 from .forms import FORMS, PARAMS, lambdified, samples, steps
-from .points import Points, mlperf
+from .points import Points
 
 MIN_POINTS = {form: len(PARAMS[form]) for form in FORMS}  # to fit; one more for a held-out error
 SPAN = 10.0  # natural-log decades the batch parameters may leave the batches seen by (e^10 ~ 2e4 x)
@@ -161,6 +161,7 @@ class Curve:
         """``value_to_target`` (in ``unit``), its ``p10`` / ``p90``, and ``steps_to_target`` (``None`` where the
         samples per unit are unknown) at global batch ``batch``.
 
+        >>> from concurrency_model.convergence.points import mlperf
         >>> c = fit(mlperf("bert"))
         >>> out = c.predict(4096)
         >>> out["unit"], out["value_to_target_p10"] < out["value_to_target"] < out["value_to_target_p90"]
@@ -177,6 +178,7 @@ class Curve:
 def fit(points: Points) -> Curve:
     """Fit every form that ``points`` allow, keep the one with the smaller held-out error, band by the runs.
 
+    >>> from concurrency_model.convergence.points import mlperf
     >>> c = fit(mlperf("resnet"))
     >>> c.form in FORMS, sorted(c.held_out)
     (True, ['mccandlish', 'three_regime'])
@@ -210,4 +212,5 @@ def band(ratios, residuals) -> tuple:
     return tuple(float(q) for q in np.quantile(both, QUANTILES))
 
 
-__all__ = ["fit", "fit_form", "evaluate", "held_out_errors", "held_out_residuals", "band", "run_ratios", "Curve", "MIN_POINTS", "QUANTILES"]
+__all__ = ["fit", "fit_form", "evaluate", "held_out_errors", "held_out_residuals", "band", "run_ratios", "Curve",
+           "MIN_POINTS", "QUANTILES"]

@@ -95,9 +95,8 @@ class Points:
 @lru_cache(maxsize=1)
 def _tables():
     latest = read_checked(data_dir() / LATEST, ("global_batch_size", "olympic_mean_rcp_checker", "n_runs"),
-                          ("benchmark_family", "ruleset_version", "convergence_unit", "derived_steps_how", "source_path",
-                           "source_key"),
-                          ())
+                          ("benchmark_family", "ruleset_version", "convergence_unit", "derived_steps_how",
+                           "source_path", "source_key"))
     runs = read_checked(data_dir() / RUNS, ("global_batch_size", "run_index", "value_to_converge"),
                         ("benchmark", "ruleset_version", "convergence_unit", "source_path", "source_key"))
     runs = runs.merge(latest[["source_path", "source_key", "benchmark_family"]], on=["source_path", "source_key"])
@@ -182,4 +181,5 @@ def from_csv(path, field: str = "csv") -> Points:
     return Points(path.stem, unit, str(df["convergence_unit"].iloc[0]), batch, value, runs, k, f"user CSV {path}")
 
 
-__all__ = ["Points", "samples_per_unit", "benchmarks", "mlperf", "from_csv", "short_unit", "USER_COLUMNS", "LATEST", "RUNS"]
+__all__ = ["Points", "samples_per_unit", "benchmarks", "mlperf", "from_csv", "short_unit", "USER_COLUMNS", "LATEST",
+           "RUNS"]

@@ -105,7 +105,8 @@ def time_to_target(curve: Curve, batch, step_time_s, gpus, price_per_gpu_hour=No
     steps = p["steps_to_target"]
     lo, hi = curve.band
     out = {"target_curve": curve.points.name, "value_to_target": p["value_to_target"],
-           "value_to_target_unit": p["unit"], "target_form": p["form"], "steps_to_target": steps, "steps_to_target_p10": steps * lo,
+           "value_to_target_unit": p["unit"], "target_form": p["form"], "steps_to_target": steps,
+           "steps_to_target_p10": steps * lo,
            "steps_to_target_p90": steps * hi, "time_to_target_s": steps * step,
            "time_to_target_p10_s": steps * lo * step, "time_to_target_p90_s": steps * hi * step,
            "gpu_hours_to_target": steps * step * n / 3600}
