@@ -241,3 +241,22 @@ def test_estimate_staleness_penalty_is_labelled_model_only(tmp_path):
     assert out["steps_to_target_model_only"] == pytest.approx(6250, rel=1e-4)
     assert out["time_to_target_model_only_s"] == pytest.approx(6250 * out["step_time_s"], rel=1e-4)
     assert out["convergence_penalty"] == "staleness tau=2.0 (model only)"
+
+
+def test_estimate_target_flag(tmp_path, capsys):
+    import json
+
+    from concurrency_model.cli import main
+    rows = "\n".join(f"{b},{1e5 * (1 + b / 64)},samples" for b in (16, 32, 64, 128, 256))
+    f = _csv(tmp_path, "global_batch_size,value_to_converge,convergence_unit\n" + rows + "\n")
+    sc = tmp_path / "sc.json"
+    sc.write_text(json.dumps({"model": {"kind": "gpt", "layers": 2, "hidden": 256, "heads": 4, "seq_len": 128,
+                                        "vocab": 1000}, "cluster": "dgx-a100",
+                              "parallel": {"data": 8, "microbatch_size": 8, "global_batch": 64}}))
+    assert main(["estimate", "--scenario", str(sc), "--target", str(f), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["steps_to_target"] == pytest.approx(3125, rel=1e-4)
+    assert out["time_to_target_s"] == pytest.approx(3125 * out["step_time_s"], rel=1e-4)
+    assert main(["estimate", "--scenario", str(sc), "--target", "bertt"]) == 2
+    err = capsys.readouterr().err
+    assert "training.target.benchmark: unknown MLPerf benchmark 'bertt'" in err and len(err.splitlines()) == 1

@@ -10,6 +10,8 @@ from .compare import add_compare, compared, print_rows
 
 def run(a) -> dict:
     raw = scenario_of(a)
+    if a.target is not None:  # --target NAME_OR_CSV: training.target (issue 40)
+        raw = {**raw, "training": {**(raw.get("training") or {}), "target": a.target}}
     if a.compare:
         if a.sensitivities or a.layers:
             raise ValueError(f"--compare: not with {'--sensitivities' if a.sensitivities else '--layers'}")
@@ -176,6 +178,9 @@ def register(sub) -> None:
     e.add_argument("--layers", nargs="?", const=10, type=positive_int, metavar="N",
                    help="add one microbatch on the slowest pipeline stage by kind of layer and its N slowest layers "
                         "(default 10), each with what bounds it (compute, memory or launch)")
+    e.add_argument("--target", metavar="NAME_OR_CSV", default=None,
+                   help="time, GPU-hours and cost to a quality target: an MLPerf benchmark (bert, resnet, gpt3, ...) "
+                        "or a CSV of your convergence runs (sets training.target; concurrency-model converge)")
     add_compare(e)
     add_json(e)
     e.set_defaults(run=run, show=show)
