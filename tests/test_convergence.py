@@ -260,3 +260,17 @@ def test_estimate_target_flag(tmp_path, capsys):
     assert main(["estimate", "--scenario", str(sc), "--target", "bertt"]) == 2
     err = capsys.readouterr().err
     assert "training.target.benchmark: unknown MLPerf benchmark 'bertt'" in err and len(err.splitlines()) == 1
+
+
+def test_time_to_target_sweep_front_and_bad_input():
+    import pandas as pd
+
+    from concurrency_model.sweep.to_target import pareto_front, sweep_to_target
+    df = pd.DataFrame({"time_to_target_s": [10.0, 20.0, 15.0, 30.0], "gpu_hours_to_target": [8.0, 4.0, 9.0, 5.0]})
+    # (15 s, 9 h) is beaten by (10 s, 8 h), (30 s, 5 h) by (20 s, 4 h): the front is the other two, quickest first
+    assert pareto_front(df)["time_to_target_s"].tolist() == [10.0, 20.0]
+    sc = {"model": {"kind": "gpt", "layers": 2, "hidden": 256, "heads": 4, "seq_len": 128, "vocab": 1000}}
+    with pytest.raises(ValueError, match=r"^training.target: a time-to-target sweep needs a target"):
+        sweep_to_target(sc, 8, [64])
+    with pytest.raises(ValueError, match=r"^batches: must be a positive integer, got 0"):
+        sweep_to_target(sc, 8, [0], target="bert")

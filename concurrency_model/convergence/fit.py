@@ -97,7 +97,14 @@ def evaluate(form: str, params: dict, batch) -> np.ndarray:
 
 def held_out_residuals(form: str, points: Points) -> np.ndarray:
     """Leave-one-batch-out residuals ``ln(predicted / value)`` of ``form`` on ``points`` (empty when the form
-    cannot be fitted on all but one batch, or has no degree of freedom left to test)."""
+    cannot be fitted on all but one batch, or has no degree of freedom left to test).
+
+    >>> b = np.array([32.0, 64, 128])
+    >>> pts = Points("x", "samples", "samples", b, 10 * (1 + b / 64), ((),) * 3, 1.0, "")
+    >>> r = held_out_residuals("mccandlish", pts)
+    >>> bool(np.abs(r).max() < 1e-6), held_out_residuals("three_regime", Points("x", "", "", b, b, ((),) * 3, 1.0, ""))
+    (True, array([], dtype=float64))
+    """
     n = len(points.batch)
     if n - 1 < MIN_POINTS[form] or (form == "mccandlish" and n < 3):
         return np.array([])

@@ -66,12 +66,17 @@ def sweep_to_target(scenario, gpus, batches, target=None) -> dict:
     df = pd.DataFrame(rows, columns=COLUMNS).sort_values("time_to_target_s", kind="stable").reset_index(drop=True)
     best = df.iloc[0]
     fast = df.loc[df["throughput_samples_per_s"].idxmax()]
-    return {"rows": df, "time_best": best, "throughput_best": fast, "pareto": _pareto(df),
+    return {"rows": df, "time_best": best, "throughput_best": fast, "pareto": pareto_front(df),
             "why": why(best, fast, curve.points.unit), "skipped": skipped, "curve": curve}
 
 
-def _pareto(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows no other beats on both time and GPU-hours to the target, quickest first."""
+def pareto_front(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows no other beats on both time and GPU-hours to the target, quickest first.
+
+    >>> df = pd.DataFrame({"time_to_target_s": [10.0, 20.0, 15.0], "gpu_hours_to_target": [8.0, 4.0, 9.0]})
+    >>> pareto_front(df)["time_to_target_s"].tolist()
+    [10.0, 20.0]
+    """
     order = df.sort_values(["gpu_hours_to_target", "time_to_target_s"], kind="stable")
     keep, best = [], np.inf
     for i, r in order.iterrows():
@@ -102,4 +107,4 @@ def why(best: pd.Series, fast: pd.Series, unit: str) -> str:
             f"target {fast['time_to_target_s'] / best['time_to_target_s']:.3g}x later")
 
 
-__all__ = ["sweep_to_target", "why", "COLUMNS"]
+__all__ = ["sweep_to_target", "pareto_front", "why", "COLUMNS"]
