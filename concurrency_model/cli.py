@@ -14,7 +14,7 @@ from .version import __version__
 # the commands, each a module of :mod:`.commands` with ``register(subparsers)``: a call imports only the module of
 # the command it runs (and so only the libraries that command uses); help and unknown commands import them all
 COMMANDS = ("workdepth", "op", "collective", "estimate", "sweep", "infer", "calibrate", "validate", "report", "presets",
-            "cache")
+            "cache", "converge")
 
 
 # the optional extras (pyproject.toml) and how to install them; torch first, pinned (see .ci/run)

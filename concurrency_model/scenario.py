@@ -47,7 +47,7 @@ TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_sta
             "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
             "gossip_topology": "ring", "batch_norm": "local", "max_global_batch": DEFAULT_CEILING, "lora_rank": 0,
             "lora_base_dtype": None, "framework": None, "bucket_bytes": None, "prefetch": None, "loss": None,
-            "fp8_recipe": None}
+            "fp8_recipe": None, "target": None}
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "threshold", "topk", "dgc", "powersgd",
                 "sfb")
 INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,
@@ -334,6 +334,9 @@ def load_scenario(spec) -> Scenario:
             raise ValueError("training.compression: sfb sends the factors of whole fully connected layers' gradients; "
                              "with LoRA (training.lora_rank) only the adapters have gradients")
     in_range("training.host_overhead_s", tr["host_overhead_s"], none_ok=True)  # host s a kernel
+    if tr["target"] is not None:  # a quality target: its curve fitted and its unit checked now (issue 40)
+        from .convergence.target import curve_of
+        curve_of(tr["target"], "training.target", steps=True)
     cluster = load_cluster(raw.get("cluster", "dgx-a100"))
     try:
         cluster.device.peak(tr["dtype"])  # the device must have math in this dtype

@@ -10,6 +10,8 @@ from .compare import add_compare, compared, print_rows
 
 def run(a) -> dict:
     raw = scenario_of(a)
+    if a.target is not None:  # --target NAME_OR_CSV: training.target (issue 40)
+        raw = {**raw, "training": {**(raw.get("training") or {}), "target": a.target}}
     if a.compare:
         if a.sensitivities or a.layers:
             raise ValueError(f"--compare: not with {'--sensitivities' if a.sensitivities else '--layers'}")
@@ -116,6 +118,15 @@ def show(out: dict) -> None:
         if "expected_failures" in r:
             print(f"  with failures: {r['expected_failures']:,.1f} expected, a checkpoint every "
                   f"{r['checkpoint_interval_s'] / 60:,.1f} min ({r['failure_free_days']:,.2f} days without failures)")
+    if "time_to_target_s" in out:  # training.target: time to a quality target (issue 40)
+        cost = f", cost {out['cost_to_target']:,.0f} {out['currency']}" if "cost_to_target" in out else ""
+        print(f"to {out['target_curve']}'s target: {out['steps_to_target']:,.0f} steps ({out['value_to_target']:,.4g} "
+              f"{out['value_to_target_unit']}, {out['target_form']} curve), {out['time_to_target_s'] / 3600:,.3g} h "
+              f"(80% band {out['time_to_target_p10_s'] / 3600:,.3g}-{out['time_to_target_p90_s'] / 3600:,.3g}), "
+              f"{out['gpu_hours_to_target']:,.4g} GPU-hours{cost}")
+        if "steps_to_target_model_only" in out:
+            print(f"  with {out['convergence_penalty']}: {out['steps_to_target_model_only']:,.0f} steps, "
+                  f"{out['time_to_target_model_only_s'] / 3600:,.3g} h")
     for note in out.get("notes", []):
         print(f"note: {note}")
     _breakdown(out["step_time_s"], out["breakdown"])
@@ -167,6 +178,9 @@ def register(sub) -> None:
     e.add_argument("--layers", nargs="?", const=10, type=positive_int, metavar="N",
                    help="add one microbatch on the slowest pipeline stage by kind of layer and its N slowest layers "
                         "(default 10), each with what bounds it (compute, memory or launch)")
+    e.add_argument("--target", metavar="NAME_OR_CSV", default=None,
+                   help="time, GPU-hours and cost to a quality target: an MLPerf benchmark (bert, resnet, gpt3, ...) "
+                        "or a CSV of your convergence runs (sets training.target; concurrency-model converge)")
     add_compare(e)
     add_json(e)
     e.set_defaults(run=run, show=show)

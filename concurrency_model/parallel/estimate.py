@@ -110,6 +110,8 @@ class Estimate:
     layers_of: object = field(default=None, repr=False)  # () -> the layer table (:mod:`.layer_table`)
     # the band's upper end (the caching allocator's reserved headroom, :mod:`.allocator`); None: the central figure
     memory_p90_bytes_per_device: float | None = None
+    # steps, seconds, GPU-hours (and cost) to training.target's quality, with bands (:mod:`..convergence.target`)
+    target: dict | None = None
 
     @property
     def memory_at_risk(self) -> bool:
@@ -170,7 +172,7 @@ class Estimate:
                                                           else {}),
                              **({"expert_imbalance_factor": self.expert_imbalance_factor}
                                 if self.scenario.parallel.get("expert", 1) > 1 else {})},
-                "training": self.training, **(self.run or {}),
+                "training": self.training, **(self.run or {}), **(self.target or {}),
                 **({"currency": self.scenario.run.get("currency", CURRENCY)} if (self.run or {}).get("cost") is not None
                    else {}),  # the unit of cost (:mod:`.run`)
                 **({"batch_region": self.batch_region.to_dict()} if self.batch_region else {}),
@@ -248,12 +250,20 @@ def estimate(scenario) -> Estimate:
                        busy_share(step, sum(breakdown[k] for k in WAIT_PARTS)),
                        float(sc.cluster.device.board_power_w), shape["s"] if shape else None)
     lo, hi = step_band(sc, w, stage, state, key)
+    target = None
+    if tr["target"] is not None:  # time to a quality target: steps at the global batch x this step (issue 40)
+        from ..convergence.target import curve_of, penalty_of, time_to_target, with_penalty
+        curve = curve_of(tr["target"], steps=True)
+        target = time_to_target(curve, par["global_batch"], step, sc.gpus, (sc.run or {}).get("price_per_gpu_hour"))
+        penalty = penalty_of(tr, par["data"])  # stale or local updates: their step penalty, model only
+        if penalty is not None:
+            target = with_penalty(curve, target, par["global_batch"], step, sc.gpus, penalty)
     return Estimate(step, lo, hi, par["global_batch"] / step, model_flop, model_flop / step / sc.gpus,
                     float(mem["total_bytes"]), breakdown, mem, sc, stage["stages"], run,
                     ("rows" if w.spatial else "sequence") if par["context"] > 1 else "",
                     partial(batch_region, sc, w, key), w.routing_factor(b, par.get("expert", 1)),
                     partial(layer_table, w, stage, tr["recompute"], par["context"], par["context_algorithm"],
-                            par["expert"], b, key[1], key[2]), float(mem["upper_bytes"]))
+                            par["expert"], b, key[1], key[2]), float(mem["upper_bytes"]), target)
 
 
 def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | None = None) -> tuple[float, float]:

@@ -14,6 +14,7 @@ import time
 
 from . import glance, sweep3d
 from .accuracy import error_table, validation_rows
+from .convergence import convergence_section
 from .examples import examples_section
 from .finetune import finetune_section
 from .sections import (cnn_parallel_section, comm_section, distribution_section, dp_section, failed_section,
@@ -58,12 +59,13 @@ PARTS = {
     "pipeline": ("Pipeline schedules", _plain(pipeline_section)),
     "distribution": ("Training distribution: synchronisation and consistency", _plain(distribution_section)),
     "3d sweep": ("3D parallelism of GPT-3 175B", _sweep),
+    "time to train": ("Time to train: batch against utilisation", _plain(convergence_section)),
     "fine-tuning": ("Fine-tuning: full, LoRA and QLoRA", _plain(finetune_section)),
     "inference": ("Inference: latency, batching and quantized weights", _plain(inference_section)),
     "validation": ("Predicted against measured", _validation),
 }
 # started longest first (per-part process seconds of benchmarks/report_speed.py)
-ORDER = ("validation", "3d sweep", "inference", "data parallel", "examples", "collectives", "roofline",
+ORDER = ("validation", "3d sweep", "inference", "data parallel", "time to train", "examples", "collectives", "roofline",
          "distribution", "fine-tuning", "cnn parallel", "zoo", "pipeline")
 
 
