@@ -89,6 +89,9 @@ CAST_FUSED_AFTER = ("gelu", "silu", "relu", "mul")  # their backward writes the 
 
 
 CAST_RECIPES = ("te", "torchao", "torchao-rowwise")
+# torchao rowwise: the forward GEMM's rate on PyTorch's CUTLASS rowwise kernel over the tensorwise cuBLAS kernel's,
+# the middle of "most shapes are within 90-100% of tensor-wise efficiency" (pytorch/pytorch issue 147971, H100)
+ROWWISE_FORWARD_RATE = 0.95
 
 
 def cast_parts(rows: int, c_in: int, c_out: int, dev, dtype: str, fused_in: bool = False,
@@ -118,7 +121,17 @@ def cast_parts(rows: int, c_in: int, c_out: int, dev, dtype: str, fused_in: bool
     the output gradient each in two kernels, one reading 2 bytes a value and writing the 8-bit row-major copy (1) and
     a 16-bit transposed copy (2), one casting that copy (read 2, write 1); with ``fuse_with_prev`` the first read is
     fused into the producer; the weight in three (cast 2 + 1 for the forward; transpose 2 + 2 and cast 2 + 1 for ∇x).
-    The rowwise-scaled GEMM runs at the fp8 rate here: its own speed is not modelled (no source gives it).
+    Its GEMMs: the forward runs with fast accumulation (torchao @ 6243040 ``torchao/float8/config.py``:
+    ``gemm_config_output`` ``use_fast_accum=True``) on PyTorch's CUTLASS rowwise kernel, which reaches 90-100% of the
+    tensorwise cuBLAS kernel's efficiency on most shapes (pytorch/pytorch issue 147971, 2025-02-26, H100, fast
+    accumulation; a tail to 50% not modelled): :data:`ROWWISE_FORWARD_RATE`, the middle of that range. The two
+    backward GEMMs run without fast accumulation, where torchao calls the tensorwise cuBLAS kernel with unit scales
+    and multiplies the output by the outer product of the row and column scales afterwards
+    (``torchao/float8/float8_ops.py`` ``addmm_float8_unwrapped`` at 6243040: "The rowwise CUTLASS-based kernel is so
+    slow without fast-accum that we'd rather use the tensorwise cuBLAS-based kernel and do the scaling manually");
+    under torch.compile that is one more kernel per GEMM (pytorch/ao issue 2184, 2025-05-08: "at least one extra
+    triton kernel *per GEMM* ... just for the rescaling"): it reads and writes the 16-bit output (4 bytes a value of
+    ``rows x c_in`` with ∇x, of ``c_in x c_out`` with ∇w).
 
     >>> f = cast_parts(2048, 4096, 4096, "h100-sxm5-80gb", "fp8")
     >>> round(float(f["forward"].memory.sum() * 0.8 * 3.35e12 / (2048 * 4096)), 6)  # 3 bytes a value, memory 0.8
@@ -130,6 +143,12 @@ def cast_parts(rows: int, c_in: int, c_out: int, dev, dtype: str, fused_in: bool
     11.0
     >>> float(t["grad_weight"].count.sum()), round(float(t["forward"].launch.sum() / 3.8e-6), 9)  # 1 row; 6 kernels
     (1.0, 6.0)
+    >>> r = cast_parts(4096, 4096, 4096, "h100-sxm5-80gb", "fp8", recipe="torchao-rowwise")
+    >>> round(float(r["grad_input"].memory.sum() * 0.8 * 3.35e12 / 4096 ** 2), 6)  # weight 7, the output's rescale 4
+    11.0
+    >>> dev = device("h100-sxm5-80gb")   # the forward GEMM's 1/0.95 - 1 of its flop more on the tensor cores
+    >>> round(float(r["forward"].compute.sum() * dev.peak("fp8") * dev.efficiency.compute / (2 * 4096 ** 3)), 6)
+    0.052632
     """
     dev, vdt = device(dev), value_dtype(dtype)
     if recipe not in CAST_RECIPES:
@@ -138,11 +157,15 @@ def cast_parts(rows: int, c_in: int, c_out: int, dev, dtype: str, fused_in: bool
     out = {}
     x, w, dy = rows * c_in, c_in * c_out, rows * c_out
     if recipe == "torchao-rowwise":
+        # the forward GEMM's lower rate on CUTLASS's rowwise kernel, as the tensor-core time it adds
+        slower = Parts.from_coeffs(roofline_coeffs(
+            (1.0 / ROWWISE_FORWARD_RATE - 1.0) * 2.0 * rows * c_in * c_out, 0.0, dev, dtype, kernels=0, vector=False),
+            dev)
         out["forward"] = Parts.from_coeffs(roofline_coeffs(
-            0.0, (6.0 if fused_in else 8.0) * x + 3.0 * w, dev, vdt, kernels=3), dev)
-        out["grad_input"] = Parts.from_coeffs(roofline_coeffs(0.0, 7.0 * w, dev, vdt, kernels=2), dev)
-        out["grad_weight"] = Parts.from_coeffs(roofline_coeffs(0.0, (6.0 if fused_out else 8.0) * dy, dev, vdt,
-                                                               kernels=2), dev)
+            0.0, (6.0 if fused_in else 8.0) * x + 3.0 * w, dev, vdt, kernels=3), dev) + slower
+        out["grad_input"] = Parts.from_coeffs(roofline_coeffs(0.0, 7.0 * w + 4.0 * x, dev, vdt, kernels=3), dev)
+        out["grad_weight"] = Parts.from_coeffs(roofline_coeffs(0.0, (6.0 if fused_out else 8.0) * dy + 4.0 * w, dev,
+                                                               vdt, kernels=3), dev)
         return out
     if recipe == "torchao":
         out["forward"] = Parts.from_coeffs(roofline_coeffs(
