@@ -95,7 +95,7 @@ ROWWISE_FORWARD_RATE = 0.95
 
 
 def cast_parts(rows: int, c_in: int, c_out: int, dev, dtype: str, fused_in: bool = False,
-               fused_out: bool = False, recipe: str = "te") -> dict:
+               fused_out: bool = False, recipe: str = "te", input_cast: bool = True) -> dict:
     """The cast kernels of a fully connected layer whose GEMMs run in an 8-bit ``dtype``, by ``recipe``.
 
     ``te``: Transformer Engine's recipe ([D] as recalled): forward, its ``rows x c_in`` input read in 16 bits and
@@ -116,6 +116,9 @@ def cast_parts(rows: int, c_in: int, c_out: int, dev, dtype: str, fused_in: bool
     weight takes an amax pass and two casts (read 2, write 1), one for the forward and one for ∇x, in every
     microbatch (Float8Linear casts in its forward). Placed: the input's and the weight's forward cast with the
     forward, the weight's second cast with ∇x, the output gradient's with ∇w.
+
+    ``input_cast`` False (torchao): the input arrives cast by another linear reading the same tensor (the second and
+    third of torchtitan's separate q, k, v projections, :func:`projection_widths`): no input cast here.
 
     ``torchao-rowwise``: torchao's rowwise scaling, the same file's ``float8_recipe_name == "rowwise"``: the input and
     the output gradient each in two kernels, one reading 2 bytes a value and writing the 8-bit row-major copy (1) and
@@ -161,16 +164,17 @@ def cast_parts(rows: int, c_in: int, c_out: int, dev, dtype: str, fused_in: bool
         slower = Parts.from_coeffs(roofline_coeffs(
             (1.0 / ROWWISE_FORWARD_RATE - 1.0) * 2.0 * rows * c_in * c_out, 0.0, dev, dtype, kernels=0, vector=False),
             dev)
-        out["forward"] = Parts.from_coeffs(roofline_coeffs(
-            0.0, (6.0 if fused_in else 8.0) * x + 3.0 * w, dev, vdt, kernels=3), dev) + slower
+        xin = (6.0 if fused_in else 8.0) * x if input_cast else 0.0
+        out["forward"] = Parts.from_coeffs(roofline_coeffs(0.0, xin + 3.0 * w, dev, vdt,
+                                                           kernels=3 if input_cast else 1), dev) + slower
         out["grad_input"] = Parts.from_coeffs(roofline_coeffs(0.0, 7.0 * w + 4.0 * x, dev, vdt, kernels=3), dev)
         out["grad_weight"] = Parts.from_coeffs(roofline_coeffs(0.0, (6.0 if fused_out else 8.0) * dy + 4.0 * w, dev,
                                                                vdt, kernels=3), dev)
         return out
     if recipe == "torchao":
+        xin = (0.0 if fused_in else 2.0 * x) + 4.0 * x if input_cast else 0.0
         out["forward"] = Parts.from_coeffs(roofline_coeffs(
-            0.0, (0.0 if fused_in else 2.0 * x) + 4.0 * x + 2.0 * w + 3.0 * w, dev, vdt,
-            kernels=(2 if fused_in else 3) + 3), dev)
+            0.0, xin + 2.0 * w + 3.0 * w, dev, vdt, kernels=((2 if fused_in else 3) if input_cast else 0) + 3), dev)
         out["grad_input"] = Parts.from_coeffs(roofline_coeffs(0.0, 3.0 * w, dev, vdt, kernels=1), dev)
         out["grad_weight"] = Parts.from_coeffs(roofline_coeffs(
             0.0, (0.0 if fused_out else 2.0 * dy) + 4.0 * dy, dev, vdt, kernels=2 if fused_out else 3), dev)
@@ -198,6 +202,38 @@ def cast_fusion(graph) -> dict:
             for n in nodes if n.kind == "linear"}
 
 
+def projection_widths(graph) -> dict:
+    """``{qkv linear: (q, k, v output widths)}`` of the attention blocks whose fused QKV projection a runtime runs as
+    three linears on the same input: torchtitan's Llama has ``wq``, ``wk``, ``wv`` (pytorch/torchtitan @ 820504e
+    ``torchtitan/models/llama3/model.py`` ``Attention``; @ 9dec370 ``torchtitan/models/llama/model.py``), each a
+    ``Float8Linear`` under torchao, with its own GEMMs and casts; with tensor parallelism each is its own
+    ``ColwiseParallel`` shard, so that a rank runs ``k`` and ``v`` GEMMs of ``kv_heads x head_dim / t`` columns
+    (torchtitan issue 1207: under TP 8, float8 rowwise made ``wk`` and ``wv`` about 40% slower than bf16). The
+    input is cast once (:func:`cast_parts` ``input_cast``): an input cast in float8 before the TP all-gather
+    (torchtitan's float8 TP) or the same cast of the same tensor, merged by AOTAutograd's common-subexpression
+    elimination under torch.compile (as recalled).
+
+    >>> from concurrency_model.frontends.hf import from_hf_config
+    >>> projection_widths(from_hf_config("llama-3.1-8b"))["layers.0.qkv"]    # 32 heads, 8 KV heads, 128 wide
+    (4096, 1024, 1024)
+    """
+    nodes = {n.name: n for n in graph.layers()}
+    out = {}
+    for n in nodes.values():
+        if n.kind != "attention":
+            continue
+        src = nodes.get(n.inputs[0]) if n.inputs else None
+        while src is not None and src.kind != "linear" and src.inputs:
+            src = nodes.get(src.inputs[0])
+        if src is None or src.kind != "linear":
+            continue
+        q = n.attrs["heads"] * n.attrs["head_dim"]
+        kv, rest = divmod(src.attrs["c_out"] - q, 2)
+        if kv > 0 and not rest:
+            out[src.name] = (q, kv, kv)
+    return out
+
+
 def _num(e) -> float:
     e = sp.sympify(e)
     if e.free_symbols:
@@ -208,7 +244,8 @@ def _num(e) -> float:
 def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input: bool, tensor: int = 1,
                 shard: float = 1.0, channels: bool = False, rows: int | None = None,
                 weight_bytes: float | None = None, weight_sparsity=None, expert: int = 1,
-                imbalance=1.0, fusion: tuple = (False, False), fp8_recipe: str = "te") -> tuple[dict, str]:
+                imbalance=1.0, fusion: tuple = (False, False), fp8_recipe: str = "te",
+                widths: tuple | None = None) -> tuple[dict, str]:
     """Kernels (:class:`~.parts.Parts`) of one node per pass, and the convolution algorithm; with tensor
     parallelism ``tensor`` the node's share of the work: column-split GEMMs cut their outputs, row-split
     GEMMs their inputs, attention its heads; with ``channels`` (the paper's split of a CNN,
@@ -221,7 +258,8 @@ def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
     zeros (forward as a CSR product, :mod:`.sparse`). The experts of a mixture-of-experts layer run as one GEMM
     per expert reached (:func:`expert_gemms`; ``expert``: the expert-parallel degree, ``imbalance`` its routing).
     ``fusion``: ``(fused_in, fused_out)`` of an 8-bit layer's casts and ``fp8_recipe`` their recipe
-    (:func:`cast_parts`)."""
+    (:func:`cast_parts`). ``widths``: a column-split fully connected layer run as separate linears of these output
+    widths on the same input (:func:`projection_widths`), each with its GEMMs and casts, the input cast once."""
     a = node.attrs
     out = {p: Parts.empty() for p in PASSES}
     algorithm = ""
@@ -240,24 +278,27 @@ def _node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_inpu
             out[p] = Parts.from_coeffs(c, dev)
             algorithm = algorithm or str(c.info["algorithm"][0])
     elif node.kind == "linear":
-        rows, ci, co = batch * a["rows_per_sample"], a["c_in"], a["c_out"]
-        if tensor > 1 and (a.get("split") == "column" or channels):
-            co = -(-co // tensor)
-        elif tensor > 1 and a.get("split") == "row":
-            ci = -(-ci // tensor)
-        g, rows = expert_gemms(a, rows, expert, imbalance)
-        mdt = vdt if is_lm_head(node) else dtype  # Megatron keeps the output layer out of fp8
-        for p, shape in zip(PASSES, ((rows, co, ci), (rows, ci, co), (ci, co, rows))):
-            if p == "forward" and weight_sparsity == STRUCTURED:  # A = the weights' transpose (co x ci)
-                c = structured_coeffs(shape[1], shape[0], shape[2], dev, mdt, g, value_bytes=weight_bytes)
-            elif p == "forward" and weight_sparsity is not None:
-                c = csr_coeffs(shape[1], shape[0], shape[2], weight_sparsity, dev, mdt, g)
-            else:
-                c = gemm_coeffs(*shape, dev, mdt, g, weight_bytes=weight_bytes if p == "forward" else None)
-            out[p] = Parts.from_coeffs(c, dev)
-        if mdt in EIGHT_BIT_VALUES:
-            for p, casts in cast_parts(g * rows, ci, co, dev, mdt, *fusion, recipe=fp8_recipe).items():
-                out[p] = out[p] + casts
+        separate = bool(widths) and a.get("split") == "column" and not channels
+        for i, width in enumerate(widths if separate else (a["c_out"],)):
+            rows, ci, co = batch * a["rows_per_sample"], a["c_in"], width
+            if tensor > 1 and (a.get("split") == "column" or channels):
+                co = -(-co // tensor)
+            elif tensor > 1 and a.get("split") == "row":
+                ci = -(-ci // tensor)
+            g, rows = expert_gemms(a, rows, expert, imbalance)
+            mdt = vdt if is_lm_head(node) else dtype  # Megatron keeps the output layer out of fp8
+            for p, shape in zip(PASSES, ((rows, co, ci), (rows, ci, co), (ci, co, rows))):
+                if p == "forward" and weight_sparsity == STRUCTURED:  # A = the weights' transpose (co x ci)
+                    c = structured_coeffs(shape[1], shape[0], shape[2], dev, mdt, g, value_bytes=weight_bytes)
+                elif p == "forward" and weight_sparsity is not None:
+                    c = csr_coeffs(shape[1], shape[0], shape[2], weight_sparsity, dev, mdt, g)
+                else:
+                    c = gemm_coeffs(*shape, dev, mdt, g, weight_bytes=weight_bytes if p == "forward" else None)
+                out[p] = out[p] + Parts.from_coeffs(c, dev)
+            if mdt in EIGHT_BIT_VALUES:
+                for p, casts in cast_parts(g * rows, ci, co, dev, mdt, *fusion, recipe=fp8_recipe,
+                                           input_cast=i == 0).items():
+                    out[p] = out[p] + casts
     elif node.kind == "attention":
         from ..ops.attention import attention
         heads = max(1, a["heads"] // tensor)
@@ -321,7 +362,8 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
     inference, :mod:`concurrency_model.inference`); ``weight_sparsity``: the same layers pruned (``"2:4"`` or
     a fraction of zeros, see :func:`_node_parts`); ``expert``, ``imbalance``: the expert-parallel degree and
     ``parallel.expert_imbalance`` (:func:`expert_gemms`); ``fp8_recipe``: the casts of an 8-bit ``dtype``
-    (:func:`cast_parts`)."""
+    (:func:`cast_parts`); the ``torchao`` recipes also run the fused QKV projection as separate q, k, v linears
+    (:func:`projection_widths`)."""
     dev = device(dev)
     batch = int(_num(graph.batch))
     scale = dtype_bytes(value_dtype(dtype)) / float(graph.value_bytes)
@@ -330,6 +372,8 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
     shards = _shards(graph, tensor, sequence_parallel, channels) if tensor > 1 else {}
     memo, rows = {}, []
     fusion = cast_fusion(graph) if dtype in EIGHT_BIT_VALUES else {}
+    # torchao's recipes are torchtitan's (runtime fsdp2), whose Llama runs q, k and v as three linears
+    widths = projection_widths(graph) if fp8_recipe.startswith("torchao") else {}
     for node in graph.layers():
         needs = any(req[i] for i in node.inputs)
         shard = shards.get(node.name, 1.0)
@@ -337,12 +381,13 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
         if mine is not None:
             shard *= mine / node.shape[1]
         key = (node.kind, repr(sorted((k, v) for k, v in node.attrs.items() if k != "name")), needs, shard, mine,
-               is_lm_head(node), fusion.get(node.name),
+               is_lm_head(node), fusion.get(node.name), widths.get(node.name),
                *(getattr(getattr(node.cost, p), f) for p in PASSES for f in ("flop", "bytes")))
         if key not in memo:
             wb, ws = (weight_bytes, weight_sparsity) if quantizable(node) else (None, None)
             memo[key] = _node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine, wb, ws,
-                                    expert, imbalance, fusion.get(node.name, (False, False)), fp8_recipe)
+                                    expert, imbalance, fusion.get(node.name, (False, False)), fp8_recipe,
+                                    widths.get(node.name))
         parts, algorithm = memo[key]
         rows.append({"name": node.name, "op": node.kind, "algorithm": algorithm, **parts})
     return rows
