@@ -7,6 +7,7 @@ from hypothesis import given, settings, strategies as st
 from concurrency_model.cluster import load_cluster
 from concurrency_model.models import get_model
 from concurrency_model.parallel.estimate import estimate
+from concurrency_model.parallel.context import pytorch_ring_bytes
 from concurrency_model.parallel.features import Workload, overlap_exposed
 from concurrency_model.parallel.recompute import block_of, recompute_shares
 from concurrency_model.parallel.runtime import kernel_policies
@@ -220,3 +221,35 @@ def test_sustained_rate_slows_a_training_step_not_a_kernel():
         assert np.allclose(x["f"].compute * 0.90, y["f"].compute) and np.allclose(x["f"].memory, y["f"].memory)
     assert gemm_time(4096, 4096, 4096, cl.device, "bf16").time_s == gemm_time(4096, 4096, 4096, full.device,
                                                                                "bf16").time_s
+
+
+def test_pytorch_ring_merge_and_accumulation_bytes_hand_count():
+    # per value of Q (= O = K = V repeated): forward (c - 1)(8 + 42) + 12, backward 12 + 8 (c - 1) + 46 c + 18
+    from concurrency_model.parallel.context import pytorch_ring_bytes
+    assert pytorch_ring_bytes(4, 1000.0) == (3 * 50 * 1000.0 + 12000.0, (12 + 24 + 184 + 18) * 1000.0)
+    f2, b2 = pytorch_ring_bytes(2, 1.0)
+    f8, b8 = pytorch_ring_bytes(8, 1.0)
+    assert f8 > f2 and b8 > b2  # every step more passes
+
+
+def test_pytorch_ring_charged_to_torchtitan_attention_only():
+    # torchtitan (torchao's recipes) runs PyTorch's ring: its attention rows carry the fp32 merge and accumulation
+    # passes; Transformer Engine's ring (te) does not; nothing but the attention rows changes
+    cl = load_cluster("dgx-h100")
+    te, ao = Workload(SMALL, cl, "bf16"), Workload(SMALL, cl, "bf16", fp8_recipe="torchao")
+    rows_te, rows_ao = te.layers(2, 1, False, c=2), ao.layers(2, 1, False, c=2)
+    bw = float(cl.device.mem_bw) * cl.device.efficiency.memory
+    values = 2 * (128 // 2) * 4 * (256 // 4)  # microbatch 2 x 64 local tokens x 4 heads x 64 wide
+    fwd, bwd = pytorch_ring_bytes(2, values)
+
+    def mem(parts):
+        return float((parts.memory * parts.count).sum()) * bw
+    seen = 0
+    for x, y in zip(rows_te, rows_ao):
+        if x["kind"] == "attention":
+            seen += 1
+            assert mem(y["f"]) - mem(x["f"]) == pytest.approx(fwd)
+            assert mem(y["b"]) + mem(y["w"]) - mem(x["b"]) - mem(x["w"]) == pytest.approx(bwd)
+        elif x["kind"] not in ("linear",):  # the linears differ by torchtitan's q, k, v split
+            assert mem(y["f"]) == pytest.approx(mem(x["f"]))
+    assert seen == 2
