@@ -220,7 +220,7 @@ def test_grand_teton_presets_match_their_sources():
     assert 835.5e12 < d.peak("bf16") < 989.4e12 and d.peak("fp32") == sxm.peak("fp32")
     # the same GH100 die: the sustained math rate of the SXM5 (fitted on llm-foundry H100 bf16), its L2 bandwidth;
     # torchao's achievable fractions measured on this board (roofline_utils.py: 0.78 of the GEMM peak, 0.92 of 2.4 TB/s)
-    assert d.efficiency.sustained == sxm.efficiency.sustained == 0.85
+    assert d.efficiency.sustained == sxm.efficiency.sustained == 0.90
     assert (d.efficiency.compute, d.efficiency.memory) == (0.78, 0.92)
     assert d.efficiency.l2_factor * d.mem_bw == sxm.efficiency.l2_factor * sxm.mem_bw
     c = load_cluster("grand-teton-h100")

@@ -31,6 +31,18 @@ model's) and only the attention core changes:
 The context group sits next to the tensor group (Megatron-LM's rank order tensor, context, data,
 pipeline): inside a node when ``tensor x context`` fits in one, else across nodes; data-parallel
 gradients are reduced over ``data x context`` ranks (the context ranks hold the same weights).
+
+PyTorch's ring (``context_parallel``, which torchtitan runs: the runtime whose float8 casts are torchao's) merges and
+accumulates in fp32 with separate kernels (pytorch/pytorch ``torch/distributed/tensor/experimental/_attention.py``,
+read as stored at 0123248a; the benchmark's torch, 1963fc8, not read): ``_ContextParallelOptions.convert_to_f32``
+True; each step after the first casts the block's output to fp32 and merges it into the running output with
+``out - sigmoid(lse_block - lse) (out - out_block)`` (``_SDPAMerger``, element-wise kernels over the fp32 output, and a
+``torch.cat`` copy of it where only half the queries took part); the K and V to send are copied into one buffer
+(``torch.cat``) at every step but the last; the backward zero-fills fp32 gradients of Q, K and V, adds each step's
+gradients into them, copies the K and V gradients into one fp32 buffer for the next rank at every step, and casts all
+three back at the end. Those passes are charged here (:func:`pytorch_ring_bytes`), on Q, K and V of every head:
+torchtitan repeats K and V to the query heads before the attention (``repeat_kv`` in
+``torchtitan/models/llama/model.py`` @ 9dec370).
 """
 from __future__ import annotations
 
@@ -39,6 +51,7 @@ import sympy as sp
 
 from ..cluster import place
 from ..ops.attention import attention
+from ..timing import roofline_coeffs
 from ..timing.graph import node_parts
 from ..timing.layers import attention_kernels
 from ..timing.parts import Parts, total
@@ -87,6 +100,27 @@ def context_exposed(c, layers, rec_layers, blk_f, blk_b, kv, a2a):
     return layers * fwd, layers * bwd + rec_layers * fwd
 
 
+def pytorch_ring_bytes(c: int, values: float) -> tuple:
+    """Bytes moved by the merge, copy and accumulation kernels of PyTorch's ring attention (module doc) in one layer,
+    ``(forward, backward)``, for ``c`` context ranks and ``values`` = batch x local tokens x heads x head dim (one of
+    Q, O, K or V, K and V repeated to the query heads), 16-bit activations.
+
+    Forward: at each of the ``c - 1`` steps after the first, the K and V send buffer (read and write 2 bytes a value
+    of K and V: 8) and the merge: the block's output to fp32 (read 2, write 4), ``out - out_block`` (read 8, write 4),
+    the product with the sigmoid (read 4, write 4), ``out -`` it (read 8, write 4) and, on half the steps, the
+    ``torch.cat`` of the fp32 output (read 4, write 4: 4 on average), 42; the first block's output to fp32 and the
+    result back to 16 bits (6 + 6). Backward: the fp32 zeros of dQ, dK, dV (12), the K and V send buffer at
+    ``c - 1`` steps (8), at each of the ``c`` steps the three gradient additions (read 4 + 2, write 4: 30) and the
+    fp32 dK, dV send buffer (read 4, write 4 a value of each: 16), and the three casts back (18).
+
+    >>> pytorch_ring_bytes(1, 1.0), pytorch_ring_bytes(8, 1.0)
+    ((12.0, 76.0), (362.0, 454.0))
+    """
+    forward = (c - 1) * (8.0 + 42.0) + 12.0
+    backward = 12.0 + (c - 1) * 8.0 + c * (30.0 + 16.0) + 18.0
+    return forward * values, backward * values
+
+
 class ContextMixin:
     """The context-parallel parts of :class:`~.features.Workload` (which provides ``graph``, ``cluster``,
     ``dev``, ``dtype``, ``vb`` and ``_coll``)."""
@@ -132,10 +166,16 @@ class ContextMixin:
             nbytes = 2 * b * sq * kv_heads * d * self.vb
             steps = {"kv": self._ring_triple(nbytes, t, c), "a2a": ZERO_TRIPLE}
             if not a.get("causal"):
-                return f.times(c), bw.times(c), {"blk_f": f, "blk_b": bw, **steps}
-            off = self._ring_off_diagonal(node, b, t, c, len(row["grad_input"].count) > 0)
-            return f + off["forward"].times(c - 1), bw + off["backward"].times(c - 1), \
-                {"blk_f": off["forward"], "blk_b": off["backward"], **steps}
+                fc, bc, blocks = f.times(c), bw.times(c), {"blk_f": f, "blk_b": bw}
+            else:
+                off = self._ring_off_diagonal(node, b, t, c, len(row["grad_input"].count) > 0)
+                fc, bc = f + off["forward"].times(c - 1), bw + off["backward"].times(c - 1)
+                blocks = {"blk_f": off["forward"], "blk_b": off["backward"]}
+            if str(getattr(self, "fp8_recipe", "")).startswith("torchao"):  # torchtitan: PyTorch's ring (module doc)
+                fwd, bwd = pytorch_ring_bytes(c, b * sq * heads * d)
+                fc = fc + Parts.from_coeffs(roofline_coeffs(0.0, fwd, self.dev, "bf16", kernels=7 * c), self.dev)
+                bc = bc + Parts.from_coeffs(roofline_coeffs(0.0, bwd, self.dev, "bf16", kernels=6 * c), self.dev)
+            return fc, bc, {**blocks, **steps}
         # Ulysses: attention on the whole sequence for heads / c; Q, K, V and O all-to-all over c devices
         parts = self._ulysses_parts(node, b, t, c, len(row["grad_input"].count) > 0)
         rpn, sharing = self._context_group(t, c)

@@ -57,7 +57,9 @@ is latency-bound where the ideal model sees bandwidth only.
   it, ``recompute = "selective"`` is torchtitan's per-op policy (:mod:`.recompute` ``op``) and ``fp8`` is
   torchao's float8 training with dynamic tensorwise scaling (:func:`concurrency_model.timing.graph.cast_parts`
   ``torchao``: pytorch/torchtitan @ 9dec370 ``torchtitan/float8.py`` converts the ``nn.Linear`` layers with
-  torchao's ``convert_to_float8_training``).
+  torchao's ``convert_to_float8_training``). torchtitan's Llama runs ``wq``, ``wk``, ``wv`` as three linears
+  (:func:`concurrency_model.timing.graph.projection_widths`) and its context parallelism is PyTorch's ring
+  (:func:`concurrency_model.parallel.context.pytorch_ring_bytes`): both follow from the torchao kernel policy.
 
 Kernels the runtime decides (``selective``, ``float8``): what a ``selective`` recompute runs again (``attention``:
 Korthikanti et al.'s attention core; ``op``: torchtitan's per-op policy) and whose casts an 8-bit training dtype

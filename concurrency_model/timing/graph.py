@@ -89,10 +89,13 @@ CAST_FUSED_AFTER = ("gelu", "silu", "relu", "mul")  # their backward writes the 
 
 
 CAST_RECIPES = ("te", "torchao", "torchao-rowwise")
+# torchao rowwise: the forward GEMM's rate on PyTorch's CUTLASS rowwise kernel over the tensorwise cuBLAS kernel's,
+# the middle of "most shapes are within 90-100% of tensor-wise efficiency" (pytorch/pytorch issue 147971, H100)
+ROWWISE_FORWARD_RATE = 0.95
 
 
 def cast_parts(rows: int, c_in: int, c_out: int, dev, dtype: str, fused_in: bool = False,
-               fused_out: bool = False, recipe: str = "te") -> dict:
+               fused_out: bool = False, recipe: str = "te", input_cast: bool = True) -> dict:
     """The cast kernels of a fully connected layer whose GEMMs run in an 8-bit ``dtype``, by ``recipe``.
 
     ``te``: Transformer Engine's recipe ([D] as recalled): forward, its ``rows x c_in`` input read in 16 bits and
@@ -114,11 +117,24 @@ def cast_parts(rows: int, c_in: int, c_out: int, dev, dtype: str, fused_in: bool
     microbatch (Float8Linear casts in its forward). Placed: the input's and the weight's forward cast with the
     forward, the weight's second cast with ∇x, the output gradient's with ∇w.
 
+    ``input_cast`` False (torchao): the input arrives cast by another linear reading the same tensor (the second and
+    third of torchtitan's separate q, k, v projections, :func:`projection_widths`): no input cast here.
+
     ``torchao-rowwise``: torchao's rowwise scaling, the same file's ``float8_recipe_name == "rowwise"``: the input and
     the output gradient each in two kernels, one reading 2 bytes a value and writing the 8-bit row-major copy (1) and
     a 16-bit transposed copy (2), one casting that copy (read 2, write 1); with ``fuse_with_prev`` the first read is
     fused into the producer; the weight in three (cast 2 + 1 for the forward; transpose 2 + 2 and cast 2 + 1 for ∇x).
-    The rowwise-scaled GEMM runs at the fp8 rate here: its own speed is not modelled (no source gives it).
+    Its GEMMs: the forward runs with fast accumulation (torchao @ 6243040 ``torchao/float8/config.py``:
+    ``gemm_config_output`` ``use_fast_accum=True``) on PyTorch's CUTLASS rowwise kernel, which reaches 90-100% of the
+    tensorwise cuBLAS kernel's efficiency on most shapes (pytorch/pytorch issue 147971, 2025-02-26, H100, fast
+    accumulation; a tail to 50% not modelled): :data:`ROWWISE_FORWARD_RATE`, the middle of that range. The two
+    backward GEMMs run without fast accumulation, where torchao calls the tensorwise cuBLAS kernel with unit scales
+    and multiplies the output by the outer product of the row and column scales afterwards
+    (``torchao/float8/float8_ops.py`` ``addmm_float8_unwrapped`` at 6243040: "The rowwise CUTLASS-based kernel is so
+    slow without fast-accum that we'd rather use the tensorwise cuBLAS-based kernel and do the scaling manually");
+    under torch.compile that is one more kernel per GEMM (pytorch/ao issue 2184, 2025-05-08: "at least one extra
+    triton kernel *per GEMM* ... just for the rescaling"): it reads and writes the 16-bit output (4 bytes a value of
+    ``rows x c_in`` with ∇x, of ``c_in x c_out`` with ∇w).
 
     >>> f = cast_parts(2048, 4096, 4096, "h100-sxm5-80gb", "fp8")
     >>> round(float(f["forward"].memory.sum() * 0.8 * 3.35e12 / (2048 * 4096)), 6)  # 3 bytes a value, memory 0.8
@@ -130,6 +146,12 @@ def cast_parts(rows: int, c_in: int, c_out: int, dev, dtype: str, fused_in: bool
     11.0
     >>> float(t["grad_weight"].count.sum()), round(float(t["forward"].launch.sum() / 3.8e-6), 9)  # 1 row; 6 kernels
     (1.0, 6.0)
+    >>> r = cast_parts(4096, 4096, 4096, "h100-sxm5-80gb", "fp8", recipe="torchao-rowwise")
+    >>> round(float(r["grad_input"].memory.sum() * 0.8 * 3.35e12 / 4096 ** 2), 6)  # weight 7, the output's rescale 4
+    11.0
+    >>> dev = device("h100-sxm5-80gb")   # the forward GEMM's 1/0.95 - 1 of its flop more on the tensor cores
+    >>> round(float(r["forward"].compute.sum() * dev.peak("fp8") * dev.efficiency.compute / (2 * 4096 ** 3)), 6)
+    0.052632
     """
     dev, vdt = device(dev), value_dtype(dtype)
     if recipe not in CAST_RECIPES:
@@ -138,16 +160,21 @@ def cast_parts(rows: int, c_in: int, c_out: int, dev, dtype: str, fused_in: bool
     out = {}
     x, w, dy = rows * c_in, c_in * c_out, rows * c_out
     if recipe == "torchao-rowwise":
-        out["forward"] = Parts.from_coeffs(roofline_coeffs(
-            0.0, (6.0 if fused_in else 8.0) * x + 3.0 * w, dev, vdt, kernels=3), dev)
-        out["grad_input"] = Parts.from_coeffs(roofline_coeffs(0.0, 7.0 * w, dev, vdt, kernels=2), dev)
-        out["grad_weight"] = Parts.from_coeffs(roofline_coeffs(0.0, (6.0 if fused_out else 8.0) * dy, dev, vdt,
-                                                               kernels=2), dev)
+        # the forward GEMM's lower rate on CUTLASS's rowwise kernel, as the tensor-core time it adds
+        slower = Parts.from_coeffs(roofline_coeffs(
+            (1.0 / ROWWISE_FORWARD_RATE - 1.0) * 2.0 * rows * c_in * c_out, 0.0, dev, dtype, kernels=0, vector=False),
+            dev)
+        xin = (6.0 if fused_in else 8.0) * x if input_cast else 0.0
+        out["forward"] = Parts.from_coeffs(roofline_coeffs(0.0, xin + 3.0 * w, dev, vdt,
+                                                           kernels=3 if input_cast else 1), dev) + slower
+        out["grad_input"] = Parts.from_coeffs(roofline_coeffs(0.0, 7.0 * w + 4.0 * x, dev, vdt, kernels=3), dev)
+        out["grad_weight"] = Parts.from_coeffs(roofline_coeffs(0.0, (6.0 if fused_out else 8.0) * dy + 4.0 * w, dev,
+                                                               vdt, kernels=3), dev)
         return out
     if recipe == "torchao":
+        xin = (0.0 if fused_in else 2.0 * x) + 4.0 * x if input_cast else 0.0
         out["forward"] = Parts.from_coeffs(roofline_coeffs(
-            0.0, (0.0 if fused_in else 2.0 * x) + 4.0 * x + 2.0 * w + 3.0 * w, dev, vdt,
-            kernels=(2 if fused_in else 3) + 3), dev)
+            0.0, xin + 2.0 * w + 3.0 * w, dev, vdt, kernels=((2 if fused_in else 3) if input_cast else 0) + 3), dev)
         out["grad_input"] = Parts.from_coeffs(roofline_coeffs(0.0, 3.0 * w, dev, vdt, kernels=1), dev)
         out["grad_weight"] = Parts.from_coeffs(roofline_coeffs(
             0.0, (0.0 if fused_out else 2.0 * dy) + 4.0 * dy, dev, vdt, kernels=2 if fused_out else 3), dev)
@@ -175,6 +202,38 @@ def cast_fusion(graph) -> dict:
             for n in nodes if n.kind == "linear"}
 
 
+def projection_widths(graph) -> dict:
+    """``{qkv linear: (q, k, v output widths)}`` of the attention blocks whose fused QKV projection a runtime runs as
+    three linears on the same input: torchtitan's Llama has ``wq``, ``wk``, ``wv`` (pytorch/torchtitan @ 820504e
+    ``torchtitan/models/llama3/model.py`` ``Attention``; @ 9dec370 ``torchtitan/models/llama/model.py``), each a
+    ``Float8Linear`` under torchao, with its own GEMMs and casts; with tensor parallelism each is its own
+    ``ColwiseParallel`` shard, so that a rank runs ``k`` and ``v`` GEMMs of ``kv_heads x head_dim / t`` columns
+    (torchtitan issue 1207: under TP 8, float8 rowwise made ``wk`` and ``wv`` about 40% slower than bf16). The
+    input is cast once (:func:`cast_parts` ``input_cast``): an input cast in float8 before the TP all-gather
+    (torchtitan's float8 TP) or the same cast of the same tensor, merged by AOTAutograd's common-subexpression
+    elimination under torch.compile (as recalled).
+
+    >>> from concurrency_model.frontends.hf import from_hf_config
+    >>> projection_widths(from_hf_config("llama-3.1-8b"))["layers.0.qkv"]    # 32 heads, 8 KV heads, 128 wide
+    (4096, 1024, 1024)
+    """
+    nodes = {n.name: n for n in graph.layers()}
+    out = {}
+    for n in nodes.values():
+        if n.kind != "attention":
+            continue
+        src = nodes.get(n.inputs[0]) if n.inputs else None
+        while src is not None and src.kind != "linear" and src.inputs:
+            src = nodes.get(src.inputs[0])
+        if src is None or src.kind != "linear":
+            continue
+        q = n.attrs["heads"] * n.attrs["head_dim"]
+        kv, rest = divmod(src.attrs["c_out"] - q, 2)
+        if kv > 0 and not rest:
+            out[src.name] = (q, kv, kv)
+    return out
+
+
 def _num(e) -> float:
     e = sp.sympify(e)
     if e.free_symbols:
@@ -185,7 +244,8 @@ def _num(e) -> float:
 def node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input: bool, tensor: int = 1,
                 shard: float = 1.0, channels: bool = False, rows: int | None = None,
                 weight_bytes: float | None = None, weight_sparsity=None, expert: int = 1,
-                imbalance=1.0, fusion: tuple = (False, False), fp8_recipe: str = "te") -> tuple[dict, str]:
+                imbalance=1.0, fusion: tuple = (False, False), fp8_recipe: str = "te",
+                widths: tuple | None = None) -> tuple[dict, str]:
     """Kernels (:class:`~.parts.Parts`) of one node per pass, and the convolution algorithm; with tensor
     parallelism ``tensor`` the node's share of the work: column-split GEMMs cut their outputs, row-split
     GEMMs their inputs, attention its heads; with ``channels`` (the paper's split of a CNN,
@@ -198,7 +258,8 @@ def node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input
     zeros (forward as a CSR product, :mod:`.sparse`). The experts of a mixture-of-experts layer run as one GEMM
     per expert reached (:func:`expert_gemms`; ``expert``: the expert-parallel degree, ``imbalance`` its routing).
     ``fusion``: ``(fused_in, fused_out)`` of an 8-bit layer's casts and ``fp8_recipe`` their recipe
-    (:func:`cast_parts`)."""
+    (:func:`cast_parts`). ``widths``: a column-split fully connected layer run as separate linears of these output
+    widths on the same input (:func:`projection_widths`), each with its GEMMs and casts, the input cast once."""
     a = node.attrs
     out = {p: Parts.empty() for p in PASSES}
     algorithm = ""
@@ -217,24 +278,27 @@ def node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input
             out[p] = Parts.from_coeffs(c, dev)
             algorithm = algorithm or str(c.info["algorithm"][0])
     elif node.kind == "linear":
-        rows, ci, co = batch * a["rows_per_sample"], a["c_in"], a["c_out"]
-        if tensor > 1 and (a.get("split") == "column" or channels):
-            co = -(-co // tensor)
-        elif tensor > 1 and a.get("split") == "row":
-            ci = -(-ci // tensor)
-        g, rows = expert_gemms(a, rows, expert, imbalance)
-        mdt = vdt if is_lm_head(node) else dtype  # Megatron keeps the output layer out of fp8
-        for p, shape in zip(PASSES, ((rows, co, ci), (rows, ci, co), (ci, co, rows))):
-            if p == "forward" and weight_sparsity == STRUCTURED:  # A = the weights' transpose (co x ci)
-                c = structured_coeffs(shape[1], shape[0], shape[2], dev, mdt, g, value_bytes=weight_bytes)
-            elif p == "forward" and weight_sparsity is not None:
-                c = csr_coeffs(shape[1], shape[0], shape[2], weight_sparsity, dev, mdt, g)
-            else:
-                c = gemm_coeffs(*shape, dev, mdt, g, weight_bytes=weight_bytes if p == "forward" else None)
-            out[p] = Parts.from_coeffs(c, dev)
-        if mdt in EIGHT_BIT_VALUES:
-            for p, casts in cast_parts(g * rows, ci, co, dev, mdt, *fusion, recipe=fp8_recipe).items():
-                out[p] = out[p] + casts
+        separate = bool(widths) and a.get("split") == "column" and not channels
+        for i, width in enumerate(widths if separate else (a["c_out"],)):
+            rows, ci, co = batch * a["rows_per_sample"], a["c_in"], width
+            if tensor > 1 and (a.get("split") == "column" or channels):
+                co = -(-co // tensor)
+            elif tensor > 1 and a.get("split") == "row":
+                ci = -(-ci // tensor)
+            g, rows = expert_gemms(a, rows, expert, imbalance)
+            mdt = vdt if is_lm_head(node) else dtype  # Megatron keeps the output layer out of fp8
+            for p, shape in zip(PASSES, ((rows, co, ci), (rows, ci, co), (ci, co, rows))):
+                if p == "forward" and weight_sparsity == STRUCTURED:  # A = the weights' transpose (co x ci)
+                    c = structured_coeffs(shape[1], shape[0], shape[2], dev, mdt, g, value_bytes=weight_bytes)
+                elif p == "forward" and weight_sparsity is not None:
+                    c = csr_coeffs(shape[1], shape[0], shape[2], weight_sparsity, dev, mdt, g)
+                else:
+                    c = gemm_coeffs(*shape, dev, mdt, g, weight_bytes=weight_bytes if p == "forward" else None)
+                out[p] = out[p] + Parts.from_coeffs(c, dev)
+            if mdt in EIGHT_BIT_VALUES:
+                for p, casts in cast_parts(g * rows, ci, co, dev, mdt, *fusion, recipe=fp8_recipe,
+                                           input_cast=i == 0).items():
+                    out[p] = out[p] + casts
     elif node.kind == "attention":
         from ..ops.attention import attention
         heads = max(1, a["heads"] // tensor)
@@ -298,7 +362,8 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
     inference, :mod:`concurrency_model.inference`); ``weight_sparsity``: the same layers pruned (``"2:4"`` or
     a fraction of zeros, see :func:`node_parts`); ``expert``, ``imbalance``: the expert-parallel degree and
     ``parallel.expert_imbalance`` (:func:`expert_gemms`); ``fp8_recipe``: the casts of an 8-bit ``dtype``
-    (:func:`cast_parts`)."""
+    (:func:`cast_parts`); the ``torchao`` recipes also run the fused QKV projection as separate q, k, v linears
+    (:func:`projection_widths`)."""
     dev = device(dev)
     batch = int(_num(graph.batch))
     scale = dtype_bytes(value_dtype(dtype)) / float(graph.value_bytes)
@@ -307,6 +372,8 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
     shards = _shards(graph, tensor, sequence_parallel, channels) if tensor > 1 else {}
     memo, rows = {}, []
     fusion = cast_fusion(graph) if dtype in EIGHT_BIT_VALUES else {}
+    # torchao's recipes are torchtitan's (runtime fsdp2), whose Llama runs q, k and v as three linears
+    widths = projection_widths(graph) if fp8_recipe.startswith("torchao") else {}
     for node in graph.layers():
         needs = any(req[i] for i in node.inputs)
         shard = shards.get(node.name, 1.0)
@@ -314,12 +381,13 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
         if mine is not None:
             shard *= mine / node.shape[1]
         key = (node.kind, repr(sorted((k, v) for k, v in node.attrs.items() if k != "name")), needs, shard, mine,
-               is_lm_head(node), fusion.get(node.name),
+               is_lm_head(node), fusion.get(node.name), widths.get(node.name),
                *(getattr(getattr(node.cost, p), f) for p in PASSES for f in ("flop", "bytes")))
         if key not in memo:
             wb, ws = (weight_bytes, weight_sparsity) if quantizable(node) else (None, None)
             memo[key] = node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine, wb, ws,
-                                    expert, imbalance, fusion.get(node.name, (False, False)), fp8_recipe)
+                                   expert, imbalance, fusion.get(node.name, (False, False)), fp8_recipe,
+                                   widths.get(node.name))
         parts, algorithm = memo[key]
         rows.append({"name": node.name, "op": node.kind, "algorithm": algorithm, **parts})
     return rows
