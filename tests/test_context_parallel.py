@@ -146,9 +146,11 @@ def test_ulysses_all_to_all_bytes_by_hand():
 
 
 def test_context_kernels_run_at_the_sustained_rate_as_every_other_kernel():
-    # the H100 preset's efficiency.sustained 0.85 scales the arithmetic of every kernel of a training step: the
+    # the H100 preset's efficiency.sustained (0.90) scales the arithmetic of every kernel of a training step: the
     # ring's off-diagonal steps and Ulysses' whole-sequence kernels too, so with the attention layers compute-bound
-    # the step's compute at 0.85 is that at 1.0 over 0.85 (less the memory-bound kernels, which it leaves alone)
+    # the step's compute at 0.90 is that at 1.0 over 0.90 (less the memory-bound kernels, which it leaves alone)
+    sustained = load_cluster("dgx-h100").device.efficiency.sustained
+    assert sustained < 1
     for alg in ("ring", "ulysses"):
         par = {"context": 4, "context_algorithm": alg}
         slow = estimate({**sc(**par), "cluster": "dgx-h100"})
@@ -158,7 +160,7 @@ def test_context_kernels_run_at_the_sustained_rate_as_every_other_kernel():
         fatt = fast.layer_kinds()
         fatt = fatt[fatt.kind == "attention"].iloc[0]
         for p in ("forward_s", "backward_s"):
-            assert att[p] == pytest.approx(fatt[p] / 0.85, rel=0.02), (alg, p)  # launches and traffic: < 2%
+            assert att[p] == pytest.approx(fatt[p] / sustained, rel=0.02), (alg, p)  # launches and traffic: < 2%
 
 
 def _sustained_one(name: str) -> dict:
