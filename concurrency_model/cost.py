@@ -24,6 +24,8 @@ Expr = sp.Expr
 
 
 def _sym(x) -> sp.Expr:
+    if type(x) is int:  # what sympify makes of an int, without its dispatch
+        return sp.Integer(x)
     return x if isinstance(x, sp.Basic) else sp.sympify(x)
 
 
@@ -32,10 +34,11 @@ _ZERO = sp.S.Zero  # sp.Integer(0) is this singleton
 
 def _plus(a: sp.Expr, b: sp.Expr) -> sp.Expr:
     """``a + b`` of two sympy values, skipping sympy's addition where one is zero (a model adds hundreds of
-    thousands of zero fields; ``x + 0`` is ``x`` in sympy, so the result is the same)."""
-    if b is _ZERO:
+    thousands of zero fields): ``x + 0`` is ``x`` in sympy, except a float zero, which becomes the integer 0
+    (``Float._new`` of a zero, sympy 1.14 ``sympy/core/numbers.py``), so that one is added as sympy adds it."""
+    if b is _ZERO and not (a.is_Float and a.is_zero):
         return a
-    if a is _ZERO:
+    if a is _ZERO and not (b.is_Float and b.is_zero):
         return b
     return a + b
 

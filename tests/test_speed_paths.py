@@ -1,0 +1,72 @@
+"""The fast paths of the cost algebra and the operators' memo give exactly what the plain computation gives."""
+from __future__ import annotations
+
+import pytest
+import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from concurrency_model.cost import FIELDS, Cost
+from concurrency_model.ops import attention as att
+from concurrency_model.symbols import N
+
+# a field value: zero (skipped by the fast addition), an integer, a rational, a float or an expression in N
+values = st.one_of(st.just(0), st.integers(-10**12, 10**12), st.fractions(max_denominator=1000).map(sp.Rational),
+                   st.floats(-1e12, 1e12, allow_nan=False).map(sp.Float), st.integers(1, 9).map(lambda k: k * N))
+costs = st.builds(lambda vs: Cost(*vs), st.lists(values, min_size=len(FIELDS), max_size=len(FIELDS)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(costs, costs)
+def test_then_is_the_fieldwise_sympy_sum(a, b):
+    s = a + b
+    for name in FIELDS:
+        want = sp.sympify(getattr(a, name)) + sp.sympify(getattr(b, name))
+        assert getattr(s, name) == want and type(getattr(s, name)) is type(want), name
+    assert s == Cost(**{n: getattr(s, n) for n in FIELDS}) and hash(s) == hash(Cost(**{n: getattr(s, n) for n in FIELDS}))
+
+
+@settings(max_examples=100, deadline=None)
+@given(costs, values)
+def test_with_replaces_one_field_and_sympifies(a, v):
+    c = a.with_(depth=v)
+    assert c.depth == sp.sympify(v) and isinstance(c.depth, sp.Basic)
+    assert all(getattr(c, n) == getattr(a, n) for n in FIELDS if n != "depth")
+
+
+def test_with_unknown_field_is_refused():
+    with pytest.raises(TypeError, match="flops"):
+        Cost(flop=1).with_(flops=2)
+
+
+def test_zero_fields_keep_their_sympy_type():
+    c = Cost(flop=3) + Cost(bytes=sp.Float(2.5))
+    assert (c.flop, c.bytes, c.depth) == (3, 2.5, 0)
+    assert isinstance(c.flop, sp.Integer) and isinstance(c.bytes, sp.Float) and c.depth is sp.S.Zero
+
+
+def test_attention_memo_returns_what_a_fresh_computation_gives():
+    args = dict(batch=2, heads=4, seq_q=8, head_dim=16, fused=True, causal=True, value_bytes=2)
+    att.MEMO.clear()
+    first = att.attention(**args)
+    assert att.attention(**args) is first  # asked again: the same frozen OpCost
+    att.MEMO.clear()
+    assert att.attention(**args) == first
+    # the symbolic batch is not memoized and agrees once substituted
+    sym = att.attention(**{**args, "batch": N})
+    assert sym.forward.subs({N: 2}) == first.forward
+
+
+def test_attention_memo_keeps_types_apart():
+    att.MEMO.clear()
+    a = att.attention(1, 1, 4, 2, value_bytes=2)
+    b = att.attention(1, 1, 4, 2, value_bytes=2.0)
+    assert a is not b and len(att.MEMO) == 2
+    assert (a.forward.macs, a.forward.flop, a.forward.depth) == (64, 216, 13)  # the docstring's hand count
+
+
+def test_attention_errors_are_not_memoized():
+    with pytest.raises(ValueError, match="causal"):
+        att.attention(1, 1, 8, 2, seq_kv=4, causal=True)
+    with pytest.raises(ValueError, match="causal"):  # raised again, not a cached result
+        att.attention(1, 1, 8, 2, seq_kv=4, causal=True)
