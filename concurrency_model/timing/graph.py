@@ -313,14 +313,15 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
         mine = (spatial or {}).get(node.name)
         if mine is not None:
             shard *= mine / node.shape[1]
+        f, gi, gw = node.cost.forward, node.cost.grad_input, node.cost.grad_weight  # PASSES, in order
         key = (node.kind, repr(sorted((k, v) for k, v in node.attrs.items() if k != "name")), needs, shard, mine,
-               is_lm_head(node), fusion.get(node.name),
-               *(getattr(getattr(node.cost, p), f) for p in PASSES for f in ("flop", "bytes")))
-        if key not in memo:
+               is_lm_head(node), fusion.get(node.name), f.flop, f.bytes, gi.flop, gi.bytes, gw.flop, gw.bytes)
+        hit = memo.get(key)  # one lookup: hashing the key's sympy numbers is most of a hit's cost
+        if hit is None:
             wb, ws = (weight_bytes, weight_sparsity) if quantizable(node) else (None, None)
-            memo[key] = _node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine, wb, ws,
-                                    expert, imbalance, fusion.get(node.name, (False, False)), fp8_recipe)
-        parts, algorithm = memo[key]
+            hit = memo[key] = _node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine, wb,
+                                          ws, expert, imbalance, fusion.get(node.name, (False, False)), fp8_recipe)
+        parts, algorithm = hit
         rows.append({"name": node.name, "op": node.kind, "algorithm": algorithm, **parts})
     return rows
 
