@@ -51,7 +51,9 @@ ENV = "CONCURRENCY_MODEL_CACHE_DIR"  # the cache directory, instead of the user'
 FORMAT = 1  # the layout of a cached file; part of the key
 SUFFIX = ".py"
 FUNC = "_lambdifygenerated"  # the name lambdify gives the generated function
-_NAME = re.compile(r"^[a-z0-9_.]+-[0-9a-f]{40}\.py$")  # a cached file: label-key.py
+_NAME = re.compile(r"^[a-z0-9_.]+-[0-9a-f]{40}\.(py|npz)$")  # a cached file: label-key.py, label-key.npz
+ARRAYS_SUFFIX = ".npz"  # numbers (:func:`arrays`): a checked header line, then numpy's .npz, loaded without pickle
+_ARRAYS_MAGIC = b"concurrency_model arrays 1"
 _TEMP = ".tmp-"  # prefix of files being written
 PRUNE_AFTER_S = 30 * 86400  # an entry unused (neither read nor written) this long is removed when another is written
 
@@ -245,6 +247,99 @@ def lambdified(label: str, token, build: Callable[[], tuple], cse: bool = False)
                 _state["pruned"] = True
                 prune(path.parent)
     return f
+
+
+def arrays(label: str, token, build: Callable[[], dict]) -> dict:
+    """``build()``, a dict of numpy arrays (names: letters, digits, ``_``, ``.`` and ``/``), through the persistent
+    cache: on a hit ``build`` does not run and the arrays are read back bit for bit. Keyed as :func:`lambdified`
+    (``label``, ``token``, the versions and the package's sources). The file is a header line (a magic string, the
+    key, the version and the sha256 of the rest) followed by ``numpy.savez`` of the arrays, read with
+    ``allow_pickle=False``: an object array is never written nor read. A file whose header names another key or
+    version is stale and rebuilt; one whose checksum fails, or that numpy cannot read, is corrupt: one
+    :class:`CacheWarning` line, then rebuilt. Written atomically, as functions are; with the cache off, ``build()``.
+
+    >>> import numpy as np
+    >>> a = arrays("doc.squares", (3,), lambda: {"x": np.arange(3.0) ** 2})
+    >>> a["x"].tolist()
+    [0.0, 1.0, 4.0]
+    """
+    import io
+
+    import numpy as np
+
+    if not re.fullmatch(r"[a-z0-9_.]+", label):
+        raise ValueError(f"label: letters, digits, '_' and '.' only, got {label!r}")
+    path = None
+    if _state["off"] is None:
+        try:
+            key = key_of(label, token)
+            path = cache_dir() / f"{label}-{key[:40]}{ARRAYS_SUFFIX}"
+        except OSError as e:
+            _warn_off(f"cannot read the package's sources ({type(e).__name__}: {e})")
+    if path is not None:
+        t0 = time.perf_counter()
+        try:
+            blob = path.read_bytes()
+        except OSError:
+            blob = None
+        if blob is not None:
+            head, sep, payload = blob.partition(b"\n")
+            fields = head.split(b" ")
+            if not sep or len(fields) < 4 or b" ".join(fields[:-3]) != _ARRAYS_MAGIC:
+                _reject(path, "not a cached arrays file")
+            elif fields[-3].decode("ascii", "replace") != key or fields[-2].decode("ascii", "replace") != __version__:
+                pass  # stale: rebuilt below
+            elif fields[-1].decode("ascii", "replace") != hashlib.sha256(payload).hexdigest():
+                _reject(path, "its checksum does not match its contents")
+            else:
+                try:
+                    with np.load(io.BytesIO(payload), allow_pickle=False) as z:
+                        out = {name: z[name] for name in z.files}
+                except Exception as e:  # noqa: BLE001  a file that passed the checksum but numpy cannot read
+                    _reject(path, f"{type(e).__name__}: {e}")
+                else:
+                    try:
+                        os.utime(path)
+                    except OSError:
+                        pass
+                    STATS["hits"] += 1
+                    STATS["load_s"] += time.perf_counter() - t0
+                    return out
+    t0 = time.perf_counter()
+    out = {name: np.asarray(v) for name, v in build().items()}
+    bad = [n for n, v in out.items() if v.dtype == object or not re.fullmatch(r"[A-Za-z0-9_./]+", n)]
+    if bad:
+        raise ValueError(f"arrays {label}: {bad[0]!r} is an object array or a name numpy's .npz cannot hold")
+    STATS["builds"] += 1
+    STATS["build_s"] += time.perf_counter() - t0
+    if path is not None and _state["off"] is None:
+        buf = io.BytesIO()
+        np.savez(buf, **out)
+        payload = buf.getvalue()
+        head = b" ".join((_ARRAYS_MAGIC, key.encode(), __version__.encode(),
+                          hashlib.sha256(payload).hexdigest().encode()))
+        try:
+            _write_bytes(path, head + b"\n" + payload)
+            STATS["written"] += 1
+        except OSError as e:
+            _warn_off(f"cannot write {path.parent} ({type(e).__name__}: {e.strerror or e})")
+    return out
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (a temporary file in the same directory, then ``os.replace``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=_TEMP, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def prune(directory: Path | None = None, older_than_s: float = PRUNE_AFTER_S) -> int:
