@@ -209,6 +209,20 @@ FIELDS = tuple(f.name for f in fields(Cost))  # the fields in their order, witho
 ZERO = Cost()
 
 
+def max_of(*values) -> sp.Expr:
+    """``sympy.Max`` of sympy values, without sympy's Max when every value is an integer (its argument collapsing is
+    quadratic: the critical path of a zoo CNN's thousands of nodes cost seconds): the Max of integers is the largest
+    of them, so the result is the same.
+
+    >>> max_of(3, sp.Integer(7), 5), max_of(2, sp.Symbol("n"))
+    (7, Max(2, n))
+    """
+    vals = [_sym(v) for v in values]
+    if vals and all(isinstance(v, sp.Integer) for v in vals):
+        return max(vals)
+    return sp.Max(*vals)
+
+
 def seq(*costs: Cost) -> Cost:
     """Sequential composition of several costs."""
     out = ZERO

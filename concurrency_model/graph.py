@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import sympy as sp
 
-from .cost import ZERO, Cost, OpCost, clog2, to_python as num
+from .cost import ZERO, Cost, OpCost, clog2, max_of, to_python as num
 from .ops.optimizer import optimizer_update
 
 if TYPE_CHECKING:  # annotations only
@@ -109,13 +109,13 @@ class Graph:
         done: dict[str, sp.Expr] = {}
         total = ZERO
         for n in self._order():
-            start = sp.Max(*(done[i] for i in n.inputs)) if n.inputs and depth else sp.Integer(0)
+            start = max_of(*(done[i] for i in n.inputs)) if n.inputs and depth else sp.Integer(0)
             if n.cost is None:
                 done[n.name] = start
                 continue
             done[n.name] = start + n.cost.forward.depth
             total = total + n.cost.forward.with_(depth=0)
-        return total.with_(depth=sp.Max(*done.values()) if depth else 0)
+        return total.with_(depth=max_of(*done.values()) if depth else 0)
 
     def _requires_grad(self) -> dict[str, bool]:
         req: dict[str, bool] = {}
@@ -134,7 +134,7 @@ class Graph:
             consumers = [c for c in self._consumers.get(n.name, ()) if c in gin_done]
             if consumers:
                 k = len(consumers)
-                t = sp.Max(*(gin_done[c] for c in consumers)) + clog2(k) if depth else sp.Integer(0)
+                t = max_of(*(gin_done[c] for c in consumers)) + clog2(k) if depth else sp.Integer(0)
                 if k > 1:  # sum the k gradient contributions
                     total = total + Cost(flop=(k - 1) * self.batch * n.numel,
                                          bytes=(k + 1) * self.value_bytes * self.batch * n.numel)
@@ -151,7 +151,7 @@ class Graph:
                 total = total + gi.with_(depth=0)
                 gin_done[n.name] = t + gi.depth
                 ends.append(gin_done[n.name])
-        return total.with_(depth=sp.Max(*ends) if depth else 0)
+        return total.with_(depth=max_of(*ends) if depth else 0)
 
     def update(self, optimizer: str = "sgd") -> Cost:
         return optimizer_update(optimizer, self.params if self.params else 0, self.value_bytes).forward

@@ -70,3 +70,30 @@ def test_attention_errors_are_not_memoized():
         att.attention(1, 1, 8, 2, seq_kv=4, causal=True)
     with pytest.raises(ValueError, match="causal"):  # raised again, not a cached result
         att.attention(1, 1, 8, 2, seq_kv=4, causal=True)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(-10**15, 10**15), min_size=1, max_size=40))
+def test_max_of_integers_is_sympys_max(xs):
+    from concurrency_model.cost import max_of
+    got, want = max_of(*xs), sp.Max(*xs)
+    assert got == want and type(got) is type(want)
+
+
+def test_max_of_falls_back_to_sympy_with_symbols_and_floats():
+    from concurrency_model.cost import max_of
+    assert max_of(2, N) == sp.Max(2, N)
+    assert max_of(sp.Float(2.5), 2) == sp.Max(sp.Float(2.5), 2)
+
+
+def test_a_cnn_depth_is_the_same_through_the_fast_max():
+    from concurrency_model.models import get_model
+    g = get_model("googlenet", batch=4)
+    d = g.forward().depth
+    assert isinstance(d, sp.Integer) and d > 0
+    # the longest path recomputed from the per-node depths with sympy's own Max
+    done = {}
+    for n in g.nodes.values():
+        start = sp.Max(*(done[i] for i in n.inputs)) if n.inputs else sp.Integer(0)
+        done[n.name] = start + (n.cost.forward.depth if n.cost is not None else 0)
+    assert d == sp.Max(*done.values())
