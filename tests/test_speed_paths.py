@@ -97,3 +97,25 @@ def test_a_cnn_depth_is_the_same_through_the_fast_max():
         start = sp.Max(*(done[i] for i in n.inputs)) if n.inputs else sp.Integer(0)
         done[n.name] = start + (n.cost.forward.depth if n.cost is not None else 0)
     assert d == sp.Max(*done.values())
+
+
+def test_layer_parts_is_the_same_asked_again_and_follows_added_nodes():
+    import copy
+
+    from concurrency_model.graph import Node
+    from concurrency_model.models import get_model
+    from concurrency_model.timing.graph import layer_parts
+
+    def totals(rows):
+        return [(r["name"], r["algorithm"], *(r[p].total() for p in ("forward", "grad_input", "grad_weight")))
+                for r in rows]
+    g = copy.deepcopy(get_model("gpt2", batch=3, value_bytes=2))
+    first = totals(layer_parts(g, "a100-sxm4-80gb", "fp16", tensor=2))
+    other = totals(layer_parts(g, "a100-sxm4-80gb", "fp16", tensor=1))
+    assert totals(layer_parts(g, "a100-sxm4-80gb", "fp16", tensor=2)) == first != other
+    fresh = copy.deepcopy(get_model("gpt2", batch=3, value_bytes=2))  # never asked before: nothing remembered
+    assert totals(layer_parts(fresh, "a100-sxm4-80gb", "fp16", tensor=2)) == first
+    last = g.layers()[-1]
+    g.add(Node("again", last.kind, (last.name,), last.shape, last.cost, dict(last.attrs)))
+    rows = totals(layer_parts(g, "a100-sxm4-80gb", "fp16", tensor=2))
+    assert len(rows) == len(first) + 1 and rows[-1][1:] == first[-1][1:]
