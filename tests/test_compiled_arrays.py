@@ -167,3 +167,42 @@ def test_a_sweep_is_the_same_without_a_cache_with_a_cold_and_with_a_warm_one(tmp
     compiled.reset()
     for step, lay in (cold, warm):
         assert step.tobytes() == none[0].tobytes() and lay.equals(none[1])
+
+
+def test_two_processes_asking_for_the_same_entry_build_it_once(tmp_path):
+    env = {**os.environ, compiled.ENV: str(tmp_path), "PYTHONPATH": str(ROOT)}
+    code = textwrap.dedent("""
+        import time
+        import sympy as sp
+        from concurrency_model import compiled
+        x = sp.Symbol("x")
+        def build():
+            time.sleep(2.0)  # a slow build: the other process asks while it runs
+            return [x], 3 * x
+        assert compiled.lambdified("t.once", (), build)(2.0) == 6.0
+        print(compiled.STATS["builds"])
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1] for o in outs]
+    assert sorted(int(o[0]) for o in outs) == [0, 1]  # one built it, the other waited and read it
+    assert [f.suffix for f in tmp_path.iterdir()] == [compiled.SUFFIX]  # no lock left behind
+
+
+def test_a_lock_left_by_a_stopped_process_does_not_block(cache, monkeypatch):
+    build, calls = counted(VALUES)
+    key = compiled.key_of("t.left", ())
+    cache.mkdir(parents=True)
+    lock = cache / f".tmp-lock-t.left-{key[:40]}{compiled.ARRAYS_SUFFIX}"
+    lock.write_text("")
+    monkeypatch.setattr(compiled, "LOCK_WAIT_S", 0.2)  # a fresh lock: waited for, then built without it
+    assert same(compiled.arrays("t.left", (), build), VALUES) and len(calls) == 1
+    assert lock.exists()  # not ours: left alone
+    [entry] = [p for p in compiled.entries() if not p.name.startswith(".tmp-")]
+    entry.unlink()
+    os.utime(lock, (0, 0))  # an old lock: not waited for (a wait would outlast the test's timeout)
+    monkeypatch.setattr(compiled, "LOCK_WAIT_S", 1e9)
+    assert same(compiled.arrays("t.left", (), build), VALUES) and len(calls) == 2
+    compiled.clear()
+    assert not any(cache.iterdir())  # clear removes a lock left behind
