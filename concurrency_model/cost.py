@@ -223,6 +223,23 @@ def max_of(*values) -> sp.Expr:
     return sp.Max(*vals)
 
 
+def sum_work(costs) -> Cost:
+    """Every field but depth summed over ``costs`` in their order, depth 0: what adding up ``c.with_(depth=0)`` of
+    each gives (the same sympy additions in the same order), without a Cost for each partial sum (a model's pass
+    adds thousands).
+
+    >>> sum_work([Cost(flop=2, depth=5), Cost(flop=3, bytes=4, depth=7)])
+    Cost(flop=5, depth=0, bytes=4, params=0, act_bytes=0, macs=0)
+    """
+    sums = dict(ZERO.__dict__)
+    rest = [k for k in FIELDS if k != "depth"]
+    for c in costs:
+        d = c.__dict__
+        for k in rest:
+            sums[k] = _plus(sums[k], d[k])
+    return Cost._of(sums)
+
+
 def seq(*costs: Cost) -> Cost:
     """Sequential composition of several costs."""
     out = ZERO

@@ -120,3 +120,24 @@ def test_layer_parts_is_the_same_asked_again_and_follows_added_nodes():
     g.add(Node("again", last.kind, (last.name,), last.shape, last.cost, dict(last.attrs)))
     rows = totals(layer_parts(g, "a100-sxm4-80gb", "fp16", tensor=2))
     assert len(rows) == len(first) + 1 and rows[-1][1:] == first[-1][1:]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(costs, max_size=12))
+def test_sum_work_is_adding_each_cost_without_its_depth(cs):
+    from concurrency_model.cost import ZERO, sum_work
+    want = ZERO
+    for c in cs:
+        want = want + c.with_(depth=0)
+    got = sum_work(cs)
+    assert all(getattr(got, n) == getattr(want, n) and type(getattr(got, n)) is type(getattr(want, n))
+               for n in FIELDS)
+
+
+def test_a_pass_without_depth_has_the_work_of_the_pass_with_it():
+    from concurrency_model.models import get_model
+    g = get_model("resnet50", batch=2)
+    for run in (g.forward, g.backward):
+        a, b = run(depth=False), run()
+        assert a.depth == 0 and b.depth > 0
+        assert all(getattr(a, n) == getattr(b, n) for n in FIELDS if n != "depth")
