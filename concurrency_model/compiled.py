@@ -51,7 +51,9 @@ ENV = "CONCURRENCY_MODEL_CACHE_DIR"  # the cache directory, instead of the user'
 FORMAT = 1  # the layout of a cached file; part of the key
 SUFFIX = ".py"
 FUNC = "_lambdifygenerated"  # the name lambdify gives the generated function
-_NAME = re.compile(r"^[a-z0-9_.]+-[0-9a-f]{40}\.py$")  # a cached file: label-key.py
+_NAME = re.compile(r"^[a-z0-9_.]+-[0-9a-f]{40}\.(py|npz)$")  # a cached file: label-key.py, label-key.npz
+ARRAYS_SUFFIX = ".npz"  # numbers (:func:`arrays`): a checked header line, then numpy's .npz, loaded without pickle
+_ARRAYS_MAGIC = b"concurrency_model arrays 1"
 _TEMP = ".tmp-"  # prefix of files being written
 PRUNE_AFTER_S = 30 * 86400  # an entry unused (neither read nor written) this long is removed when another is written
 
@@ -202,31 +204,98 @@ def lambdified(label: str, token, build: Callable[[], tuple], cse: bool = False)
         except OSError as e:  # the package's own files unreadable: no key, no cache
             _warn_off(f"cannot read the package's sources ({type(e).__name__}: {e})")
     if path is not None:
-        t0 = time.perf_counter()
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError:  # absent, or unreadable (then writing it says so below)
-            text = None
-        except UnicodeDecodeError as e:  # garbled
-            text = None
-            _reject(path, f"{type(e).__name__}: {e}")
-        if text is not None:
-            verdict, why = _unseal(text, key)
-            if verdict == "ok":
-                try:
-                    f = _load(text, str(path))
-                except Exception as e:  # noqa: BLE001  a file that passed the checksum but does not run
-                    verdict, why = "corrupt", f"{type(e).__name__}: {e}"
-            if verdict == "ok":
-                try:
-                    os.utime(path)  # used now: kept by the pruning
-                except OSError:
-                    pass
-                STATS["hits"] += 1
-                STATS["load_s"] += time.perf_counter() - t0
+        f = _read_function(path, key)
+        if f is not None:
+            return f
+    lock, waited = _claim(path)  # another process building the same entry: wait for it rather than build it too
+    try:
+        if waited:  # written while this process waited
+            f = _read_function(path, key)
+            if f is not None:
                 return f
-            if verdict == "corrupt":
-                _reject(path, why)
+        return _build_function(label, path, key if path is not None else None, build, cse)
+    finally:
+        _release(lock)
+
+
+LOCK_WAIT_S = 120.0  # the longest a process waits for another's build of the same entry before building it itself
+LOCK_STALE_S = 600.0  # a build lock older than this was left by a process that stopped: ignored
+_held = [0]  # build locks this process holds
+
+
+def _claim(path: Path | None) -> tuple[Path | None, bool]:
+    """``(lock, waited)``: a lock file beside ``path`` made by this process (removed by :func:`_release`), so that
+    processes filling the cache at once (the report's workers) build each entry once; or ``None`` when another
+    process holds it, after waiting until its entry is written (``waited``: read it again), its lock goes, or
+    :data:`LOCK_WAIT_S`. A process that holds a lock (a build inside a build) never waits, so no two processes wait
+    for each other. The lock is a temporary file of the directory (``.tmp-``): ``clear`` and the pruning remove one
+    left by a process that was stopped."""
+    if path is None or _held[0] or _state["off"] is not None:
+        return None, False
+    lock = path.with_name(f"{_TEMP}lock-{path.name}")
+    deadline, waited = time.monotonic() + LOCK_WAIT_S, False
+    while True:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            try:
+                age = time.time() - lock.stat().st_mtime
+            except OSError:  # released just now: try again
+                continue
+            if path.exists() and waited:
+                return None, True
+            if age > LOCK_STALE_S or time.monotonic() > deadline:
+                return None, waited
+            time.sleep(0.02)
+            waited = True
+        except OSError:  # the directory cannot be written: writing the entry says so
+            return None, False
+        else:
+            _held[0] += 1
+            return lock, waited
+
+
+def _release(lock: Path | None) -> None:
+    if lock is not None:
+        _held[0] -= 1
+        try:
+            lock.unlink()
+        except OSError:
+            pass
+
+
+def _read_function(path: Path, key: str) -> Callable | None:
+    """The cached function of ``path`` if its file is whole and of ``key``; None if absent or stale; a corrupt file
+    is reported (one warning line) and None."""
+    t0 = time.perf_counter()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:  # absent, or unreadable (then writing it says so below)
+        return None
+    except UnicodeDecodeError as e:  # garbled
+        _reject(path, f"{type(e).__name__}: {e}")
+        return None
+    verdict, why = _unseal(text, key)
+    if verdict == "ok":
+        try:
+            f = _load(text, str(path))
+        except Exception as e:  # noqa: BLE001  a file that passed the checksum but does not run
+            verdict, why = "corrupt", f"{type(e).__name__}: {e}"
+    if verdict == "ok":
+        try:
+            os.utime(path)  # used now: kept by the pruning
+        except OSError:
+            pass
+        STATS["hits"] += 1
+        STATS["load_s"] += time.perf_counter() - t0
+        return f
+    if verdict == "corrupt":
+        _reject(path, why)
+    return None
+
+
+def _build_function(label: str, path: Path | None, key: str | None, build: Callable, cse: bool) -> Callable:
     t0 = time.perf_counter()
     args, exprs = build()
     code = _generate(list(args), exprs, cse)
@@ -245,6 +314,123 @@ def lambdified(label: str, token, build: Callable[[], tuple], cse: bool = False)
                 _state["pruned"] = True
                 prune(path.parent)
     return f
+
+
+def arrays(label: str, token, build: Callable[[], dict]) -> dict:
+    """``build()``, a dict of numpy arrays (names: letters, digits, ``_``, ``.`` and ``/``), through the persistent
+    cache: on a hit ``build`` does not run and the arrays are read back bit for bit. Keyed as :func:`lambdified`
+    (``label``, ``token``, the versions and the package's sources). The file is a header line (a magic string, the
+    key, the version and the sha256 of the rest) followed by ``numpy.savez`` of the arrays, read with
+    ``allow_pickle=False``: an object array is never written nor read. A file whose header names another key or
+    version is stale and rebuilt; one whose checksum fails, or that numpy cannot read, is corrupt: one
+    :class:`CacheWarning` line, then rebuilt. Written atomically, as functions are; with the cache off, ``build()``.
+
+    >>> import numpy as np
+    >>> a = arrays("doc.squares", (3,), lambda: {"x": np.arange(3.0) ** 2})
+    >>> a["x"].tolist()
+    [0.0, 1.0, 4.0]
+    """
+    if not re.fullmatch(r"[a-z0-9_.]+", label):
+        raise ValueError(f"label: letters, digits, '_' and '.' only, got {label!r}")
+    path = None
+    if _state["off"] is None:
+        try:
+            key = key_of(label, token)
+            path = cache_dir() / f"{label}-{key[:40]}{ARRAYS_SUFFIX}"
+        except OSError as e:
+            _warn_off(f"cannot read the package's sources ({type(e).__name__}: {e})")
+    if path is not None:
+        out = _read_arrays(path, key)
+        if out is not None:
+            return out
+    lock, waited = _claim(path)
+    try:
+        if waited:
+            out = _read_arrays(path, key)
+            if out is not None:
+                return out
+        return _build_arrays(label, path, key if path is not None else None, build)
+    finally:
+        _release(lock)
+
+
+def _read_arrays(path: Path, key: str) -> dict | None:
+    """The cached arrays of ``path`` if its file is whole and of ``key``; None if absent or stale; a corrupt file is
+    reported (one warning line) and None."""
+    import io
+
+    import numpy as np
+
+    t0 = time.perf_counter()
+    try:
+        blob = path.read_bytes()
+    except OSError:
+        return None
+    head, sep, payload = blob.partition(b"\n")
+    fields = head.split(b" ")
+    if not sep or len(fields) < 4 or b" ".join(fields[:-3]) != _ARRAYS_MAGIC:
+        _reject(path, "not a cached arrays file")
+        return None
+    if fields[-3].decode("ascii", "replace") != key or fields[-2].decode("ascii", "replace") != __version__:
+        return None  # stale: rebuilt
+    if fields[-1].decode("ascii", "replace") != hashlib.sha256(payload).hexdigest():
+        _reject(path, "its checksum does not match its contents")
+        return None
+    try:
+        with np.load(io.BytesIO(payload), allow_pickle=False) as z:
+            out = {name: z[name] for name in z.files}
+    except Exception as e:  # noqa: BLE001  a file that passed the checksum but numpy cannot read
+        _reject(path, f"{type(e).__name__}: {e}")
+        return None
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+    STATS["hits"] += 1
+    STATS["load_s"] += time.perf_counter() - t0
+    return out
+
+
+def _build_arrays(label: str, path: Path | None, key: str | None, build: Callable[[], dict]) -> dict:
+    import io
+
+    import numpy as np
+
+    t0 = time.perf_counter()
+    out = {name: np.asarray(v) for name, v in build().items()}
+    bad = [n for n, v in out.items() if v.dtype == object or not re.fullmatch(r"[A-Za-z0-9_./]+", n)]
+    if bad:
+        raise ValueError(f"arrays {label}: {bad[0]!r} is an object array or a name numpy's .npz cannot hold")
+    STATS["builds"] += 1
+    STATS["build_s"] += time.perf_counter() - t0
+    if path is not None and _state["off"] is None:
+        buf = io.BytesIO()
+        np.savez(buf, **out)
+        payload = buf.getvalue()
+        head = b" ".join((_ARRAYS_MAGIC, key.encode(), __version__.encode(),
+                          hashlib.sha256(payload).hexdigest().encode()))
+        try:
+            _write_bytes(path, head + b"\n" + payload)
+            STATS["written"] += 1
+        except OSError as e:
+            _warn_off(f"cannot write {path.parent} ({type(e).__name__}: {e.strerror or e})")
+    return out
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (a temporary file in the same directory, then ``os.replace``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=_TEMP, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def prune(directory: Path | None = None, older_than_s: float = PRUNE_AFTER_S) -> int:

@@ -15,7 +15,7 @@ Sequential composition (``a + b`` or :meth:`Cost.then`) adds everything; paralle
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Mapping
 
 import sympy as sp
@@ -24,7 +24,23 @@ Expr = sp.Expr
 
 
 def _sym(x) -> sp.Expr:
+    if type(x) is int:  # what sympify makes of an int, without its dispatch
+        return sp.Integer(x)
     return x if isinstance(x, sp.Basic) else sp.sympify(x)
+
+
+_ZERO = sp.S.Zero  # sp.Integer(0) is this singleton
+
+
+def _plus(a: sp.Expr, b: sp.Expr) -> sp.Expr:
+    """``a + b`` of two sympy values, skipping sympy's addition where one is zero (a model adds hundreds of
+    thousands of zero fields): ``x + 0`` is ``x`` in sympy, except a float zero, which becomes the integer 0
+    (``Float._new`` of a zero, sympy 1.14 ``sympy/core/numbers.py``), so that one is added as sympy adds it."""
+    if b is _ZERO and not (a.is_Float and a.is_zero):
+        return a
+    if a is _ZERO and not (b.is_Float and b.is_zero):
+        return b
+    return a + b
 
 
 def to_python(e):
@@ -104,13 +120,25 @@ class Cost:
     macs: Expr = sp.Integer(0)
 
     def __post_init__(self):
-        for f in fields(self):
-            object.__setattr__(self, f.name, _sym(getattr(self, f.name)))
+        d = self.__dict__  # frozen: set the sympified values past the dataclass's __setattr__
+        for name in FIELDS:
+            v = d[name]
+            if not isinstance(v, sp.Basic):
+                d[name] = sp.sympify(v)
+
+    @classmethod
+    def _of(cls, values: dict) -> "Cost":
+        """A Cost of ``values`` (every field, each already a sympy value) without the dataclass's ``__init__``:
+        composition builds hundreds of thousands of them."""
+        c = object.__new__(cls)
+        c.__dict__.update(values)
+        return c
 
     # -- composition -----------------------------------------------------------------------------
     def then(self, other: "Cost") -> "Cost":
         """Sequential composition: W, D and everything else add."""
-        return Cost(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+        a, b = self.__dict__, other.__dict__
+        return Cost._of({k: _plus(a[k], b[k]) for k in FIELDS})
 
     def alongside(self, other: "Cost") -> "Cost":
         """Parallel composition: W adds, D is the maximum of the two depths."""
@@ -122,7 +150,7 @@ class Cost:
     def repeat(self, k, parallel: bool = False) -> "Cost":
         """``k`` copies, one after another (depth ``k*D``) or side by side (depth ``D``)."""
         k = _sym(k)
-        out = {f.name: getattr(self, f.name) * k for f in fields(self)}
+        out = {name: getattr(self, name) * k for name in FIELDS}
         if parallel:
             out["depth"] = self.depth
         return Cost(**out)
@@ -134,24 +162,24 @@ class Cost:
     # -- evaluation ------------------------------------------------------------------------------
     def subs(self, mapping: Mapping) -> "Cost":
         """Substitute symbols in every field."""
-        return Cost(*(getattr(self, f.name).subs(mapping) for f in fields(self)))
+        return Cost(*(getattr(self, name).subs(mapping) for name in FIELDS))
 
     def evaluate(self, mapping: Mapping | None = None) -> dict[str, float]:
         """Every field as a float after substituting ``mapping``; ``ValueError`` if a symbol is left."""
         out = {}
-        for f in fields(self):
-            e = getattr(self, f.name)
+        for name in FIELDS:
+            e = getattr(self, name)
             if mapping:
                 e = e.subs(mapping)
             if e.free_symbols:
                 names = ", ".join(sorted(s.name for s in e.free_symbols))
-                raise ValueError(f"{f.name}: unbound symbols {names}; pass values for them")
-            out[f.name] = float(e)
+                raise ValueError(f"{name}: unbound symbols {names}; pass values for them")
+            out[name] = float(e)
         return out
 
     @property
     def free_symbols(self) -> set:
-        return set().union(*(getattr(self, f.name).free_symbols for f in fields(self)))
+        return set().union(*(getattr(self, name).free_symbols for name in FIELDS))
 
     # -- derived quantities ----------------------------------------------------------------------
     @property
@@ -171,10 +199,45 @@ class Cost:
         return sp.Max(self.flop / p, self.depth), self.flop / p + self.depth
 
     def with_(self, **changes) -> "Cost":
-        return replace(self, **{k: _sym(v) for k, v in changes.items()})
+        unknown = [k for k in changes if k not in FIELDS]
+        if unknown:
+            raise TypeError(f"Cost has no field {unknown[0]!r}")
+        return Cost._of({**self.__dict__, **{k: _sym(v) for k, v in changes.items()}})
 
 
+FIELDS = tuple(f.name for f in fields(Cost))  # the fields in their order, without dataclasses.fields() each time
 ZERO = Cost()
+
+
+def max_of(*values) -> sp.Expr:
+    """``sympy.Max`` of sympy values, without sympy's Max when every value is an integer (its argument collapsing is
+    quadratic: the critical path of a zoo CNN's thousands of nodes cost seconds): the Max of integers is the largest
+    of them, so the result is the same.
+
+    >>> max_of(3, sp.Integer(7), 5), max_of(2, sp.Symbol("n"))
+    (7, Max(2, n))
+    """
+    vals = [_sym(v) for v in values]
+    if vals and all(isinstance(v, sp.Integer) for v in vals):
+        return max(vals)
+    return sp.Max(*vals)
+
+
+def sum_work(costs) -> Cost:
+    """Every field but depth summed over ``costs`` in their order, depth 0: what adding up ``c.with_(depth=0)`` of
+    each gives (the same sympy additions in the same order), without a Cost for each partial sum (a model's pass
+    adds thousands).
+
+    >>> sum_work([Cost(flop=2, depth=5), Cost(flop=3, bytes=4, depth=7)])
+    Cost(flop=5, depth=0, bytes=4, params=0, act_bytes=0, macs=0)
+    """
+    sums = dict(ZERO.__dict__)
+    rest = [k for k in FIELDS if k != "depth"]
+    for c in costs:
+        d = c.__dict__
+        for k in rest:
+            sums[k] = _plus(sums[k], d[k])
+    return Cost._of(sums)
 
 
 def seq(*costs: Cost) -> Cost:
@@ -189,7 +252,7 @@ def par(*costs: Cost) -> Cost:
     """Parallel composition of several costs (depth is the maximum)."""
     if not costs:
         return ZERO
-    out = {f.name: sum((getattr(c, f.name) for c in costs), sp.Integer(0)) for f in fields(Cost)}
+    out = {name: sum((getattr(c, name) for c in costs), sp.Integer(0)) for name in FIELDS}
     depths = [c.depth for c in costs if c.depth != 0]  # depths are >= 0: a zero never decides the max
     if all(d.is_Number for d in depths):  # numbers: their largest, without sympy's Max (a model builds thousands)
         out["depth"] = max(depths, default=sp.Integer(0))

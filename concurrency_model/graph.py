@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import sympy as sp
 
-from .cost import ZERO, Cost, OpCost, clog2, to_python as num
+from .cost import Cost, OpCost, clog2, max_of, sum_work, to_python as num
 from .ops.optimizer import optimizer_update
 
 if TYPE_CHECKING:  # annotations only
@@ -106,16 +106,14 @@ class Graph:
     def forward(self, depth: bool = True) -> Cost:
         """Forward pass: W sums, D is the longest path through the DAG (``depth=False``: D left 0, the same W
         without the critical path's ``Max`` terms, which cost a large model seconds of sympy)."""
+        if not depth:
+            return sum_work(n.cost.forward for n in self._order() if n.cost is not None)
         done: dict[str, sp.Expr] = {}
-        total = ZERO
         for n in self._order():
-            start = sp.Max(*(done[i] for i in n.inputs)) if n.inputs and depth else sp.Integer(0)
-            if n.cost is None:
-                done[n.name] = start
-                continue
-            done[n.name] = start + n.cost.forward.depth
-            total = total + n.cost.forward.with_(depth=0)
-        return total.with_(depth=sp.Max(*done.values()) if depth else 0)
+            start = max_of(*(done[i] for i in n.inputs)) if n.inputs else sp.Integer(0)
+            done[n.name] = start if n.cost is None else start + n.cost.forward.depth
+        return sum_work(n.cost.forward for n in self._order() if n.cost is not None).with_(
+            depth=max_of(*done.values()))
 
     def _requires_grad(self) -> dict[str, bool]:
         req: dict[str, bool] = {}
@@ -129,29 +127,30 @@ class Graph:
         req = self._requires_grad()
         gin_done: dict[str, sp.Expr] = {}
         ends = [sp.Integer(0)]
-        total = ZERO
+        work = []  # the costs added up in this order (their depths aside)
         for n in reversed(self._order()):
             consumers = [c for c in self._consumers.get(n.name, ()) if c in gin_done]
             if consumers:
                 k = len(consumers)
-                t = sp.Max(*(gin_done[c] for c in consumers)) + clog2(k) if depth else sp.Integer(0)
+                t = max_of(*(gin_done[c] for c in consumers)) + clog2(k) if depth else sp.Integer(0)
                 if k > 1:  # sum the k gradient contributions
-                    total = total + Cost(flop=(k - 1) * self.batch * n.numel,
-                                         bytes=(k + 1) * self.value_bytes * self.batch * n.numel)
+                    work.append(Cost(flop=(k - 1) * self.batch * n.numel,
+                                     bytes=(k + 1) * self.value_bytes * self.batch * n.numel))
             else:
                 t = sp.Integer(0)
             if n.cost is None or not req[n.name]:
                 continue
             if _has_weights(n):
                 gw = n.cost.grad_weight
-                total = total + gw.with_(depth=0)
-                ends.append(t + gw.depth)
+                work.append(gw)
+                if depth:
+                    ends.append(t + gw.depth)
             if any(req[i] for i in n.inputs):
                 gi = n.cost.grad_input
-                total = total + gi.with_(depth=0)
-                gin_done[n.name] = t + gi.depth
+                work.append(gi)
+                gin_done[n.name] = t + gi.depth if depth else t
                 ends.append(gin_done[n.name])
-        return total.with_(depth=sp.Max(*ends) if depth else 0)
+        return sum_work(work).with_(depth=max_of(*ends) if depth else 0)
 
     def update(self, optimizer: str = "sgd") -> Cost:
         return optimizer_update(optimizer, self.params if self.params else 0, self.value_bytes).forward

@@ -39,6 +39,26 @@ def attention(batch, heads, seq_q, head_dim, seq_kv=None, fused: bool = False, c
     >>> a.forward.macs, a.forward.flop, a.forward.depth
     (64, 216, 13)
     """
+    args = (batch, heads, seq_q, head_dim, seq_kv, fused, causal, value_bytes)
+    key = tuple((type(a), a) for a in args) if all(type(a) in _PLAIN for a in args) else None
+    hit = MEMO.get(key) if key is not None else None
+    if hit is None:
+        hit = _attention(*args)
+        if key is not None:
+            if len(MEMO) >= MEMO_SIZE:
+                MEMO.clear()
+            MEMO[key] = hit
+    return hit
+
+
+# a model's layers ask for the same attention core again and again (every block of a decoder): the OpCost, frozen,
+# is computed once per arguments of these plain types (with their types, so 2 and 2.0 are not confused)
+_PLAIN = frozenset({int, float, bool, str, type(None), sp.Integer})
+MEMO: dict = {}
+MEMO_SIZE = 4096
+
+
+def _attention(batch, heads, seq_q, head_dim, seq_kv, fused, causal, value_bytes) -> OpCost:
     batch, heads = checks.size("batch", batch), checks.size("heads", heads)
     sq, d = checks.size("seq_q", seq_q), checks.size("head_dim", head_dim)
     skv = sq if seq_kv is None else checks.size("seq_kv", seq_kv)

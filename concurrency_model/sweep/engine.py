@@ -21,6 +21,7 @@ decisions are made numerically for the numbers at hand).
 """
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import Counter
 from itertools import product
@@ -28,9 +29,10 @@ from itertools import product
 import numpy as np
 import pandas as pd
 
+from .. import compiled
 from ..checks import number
 from ..parallel import allocator, compose
-from ..parallel.features import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, transformer_shape, workload
+from ..parallel.features import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, model_key, transformer_shape, workload
 from ..parallel.runtime import default_framework, kernel_policies
 from ..parallel.estimate import assemble, consistency_of, host_per_kernel, host_seconds, sync_of
 from ..parallel.lora import check_lora
@@ -194,7 +196,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     step = np.empty((len(lay), H))
     busy = np.empty((len(lay), H)) if sc.run else None
     bar = Progress(len(lay) * H, "sweep", enabled=progress)
-    feats = _features(w, lay, state, sc_, sync_of(sc), tr["host_overhead_s"], tr["batch_norm"])
+    feats = _cached_features(sc, w, lay, state, sc_)
     feats["consistency"] = consistency_of(tr, (lay["data"] * lay["context"]).to_numpy(dtype=float))
     # every compile counts in compile_s: the step function of each (schedule, ZeRO stage) group too
     # with a run, the step's waits too: the busy share prices its energy (:func:`..parallel.run.busy_share`)
@@ -224,6 +226,62 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
                         "stage_split": sc.parallel.get("stage_split", "balanced"),
                         "run": sc.run, "board_power_w": float(sc.cluster.device.board_power_w),
                         "seq_len": shape["s"] if shape else None}, busy)
+
+
+# the layout columns :func:`_features` reads
+FEATURE_COLUMNS = ("microbatch_size", "tensor", "sequence_parallel", "recompute", "pipeline", "context",
+                   "context_algorithm", "expert", "data", "zero_stage", "microbatches", "interleave")
+
+
+def _stable_model(model) -> bool:
+    """Whether a model spec names the same model in every process: a zoo name, or a spec (a family member, a
+    shipped Hugging Face preset) without a file whose contents could change and without a built graph."""
+    if isinstance(model, str):
+        return True
+    if not isinstance(model, dict) or "onnx" in model:
+        return False
+    source = model.get("hf_config")
+    if source is None:
+        return True
+    from ..frontends.hf import preset_names
+    return isinstance(source, str) and source in preset_names()
+
+
+def _cached_features(sc, w, lay: pd.DataFrame, state: np.ndarray, scales: dict) -> dict:
+    """:func:`_features` through the persistent cache of :mod:`concurrency_model.compiled` (its arrays, keyed by
+    the workload's identity, the layouts, their model-state bytes and the hardware scales, with the package's
+    sources): a later process sweeping the same scenario reads the stage tables, partitions and communication
+    triples instead of timing every layer and partitioning every layout again. A model that is not the same in
+    every process (a graph object, a file) is not cached."""
+    tr, par = sc.training, sc.parallel
+    args = (w, lay, state, scales, sync_of(sc), tr["host_overhead_s"], tr["batch_norm"])
+    if not _stable_model(sc.model):
+        return _features(*args)
+    h = hashlib.sha256()
+    for c in FEATURE_COLUMNS:
+        h.update(c.encode() + b"\0" + "\0".join(map(repr, lay[c].tolist())).encode() + b"\0")
+    for name, a in (("state", state), *sorted(scales.items())):
+        a = np.ascontiguousarray(a, dtype=float)
+        h.update(name.encode() + b"\0" + repr(a.shape).encode() + a.tobytes())
+    token = (model_key(sc.model), repr(sc.cluster), tr["dtype"], par["tensor_layers"], tr["lora_rank"],
+             tr["lora_base_dtype"], par.get("expert_imbalance", 1.0), kernel_policies(tr["framework"], 0,
+                                                                                    tr.get("fp8_recipe")),
+             par.get("tp_overlap", False), par.get("moe_dispatcher", "alltoall"), par.get("expert_overlap", False),
+             args[4:], h.hexdigest())
+
+    def build() -> dict:
+        f = _features(*args)
+        return {f"{k}/{n}" if isinstance(v, dict) else k: a for k, v in f.items() if k != "opt_w"
+                for n, a in (v.items() if isinstance(v, dict) else [(None, v)])}
+    flat = compiled.arrays("sweep_features", token, build)
+    out: dict = {"opt_w": w}
+    for name, a in flat.items():
+        k, _, n = name.partition("/")
+        if n:
+            out.setdefault(k, {})[n] = a
+        else:
+            out[k] = a
+    return out
 
 
 def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict,

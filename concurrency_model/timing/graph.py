@@ -14,6 +14,7 @@ pass time is the sum over layers; the optimizer update is one element-wise kerne
 from __future__ import annotations
 
 import math
+import weakref
 from typing import TYPE_CHECKING
 
 import sympy as sp
@@ -367,30 +368,50 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
     dev = device(dev)
     batch = int(_num(graph.batch))
     scale = dtype_bytes(value_dtype(dtype)) / float(graph.value_bytes)
-    req = graph._requires_grad()
+    req, kinds = _static(graph)
     channels = tensor > 1 and is_channel_split(graph.layers())
     shards = _shards(graph, tensor, sequence_parallel, channels) if tensor > 1 else {}
     memo, rows = {}, []
     fusion = cast_fusion(graph) if dtype in EIGHT_BIT_VALUES else {}
     # torchao's recipes are torchtitan's (runtime fsdp2), whose Llama runs q, k and v as three linears
     widths = projection_widths(graph) if fp8_recipe.startswith("torchao") else {}
-    for node in graph.layers():
+    for node, kind in zip(graph.layers(), kinds):
         needs = any(req[i] for i in node.inputs)
         shard = shards.get(node.name, 1.0)
         mine = (spatial or {}).get(node.name)
         if mine is not None:
             shard *= mine / node.shape[1]
-        key = (node.kind, repr(sorted((k, v) for k, v in node.attrs.items() if k != "name")), needs, shard, mine,
-               is_lm_head(node), fusion.get(node.name), widths.get(node.name),
-               *(getattr(getattr(node.cost, p), f) for p in PASSES for f in ("flop", "bytes")))
-        if key not in memo:
+        key = (kind, needs, shard, mine, fusion.get(node.name), widths.get(node.name))
+        hit = memo.get(key)
+        if hit is None:
             wb, ws = (weight_bytes, weight_sparsity) if quantizable(node) else (None, None)
-            memo[key] = node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine, wb, ws,
-                                   expert, imbalance, fusion.get(node.name, (False, False)), fp8_recipe,
-                                   widths.get(node.name))
-        parts, algorithm = memo[key]
+            hit = memo[key] = node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine, wb,
+                                         ws, expert, imbalance, fusion.get(node.name, (False, False)), fp8_recipe,
+                                         widths.get(node.name))
+        parts, algorithm = hit
         rows.append({"name": node.name, "op": node.kind, "algorithm": algorithm, **parts})
     return rows
+
+
+_STATIC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # graph -> (its node count, _static's answer)
+
+
+def _static(graph) -> tuple[dict, list[int]]:
+    """What :func:`layer_parts` needs of a graph whatever it is asked: which nodes need an input gradient, and per
+    layer the number of its kind, two layers having the same number when their kind, attributes, output-layer role
+    and work and traffic in every pass (``flop``, ``bytes`` of each of :data:`PASSES`) are equal; once a graph (and
+    again if nodes were added since), as a serving search times one graph at several degrees and batches."""
+    known = _STATIC.get(graph)
+    if known is None or known[0] != len(graph.nodes):
+        ids: dict = {}
+        kinds = []
+        for node in graph.layers():
+            f, gi, gw = node.cost.forward, node.cost.grad_input, node.cost.grad_weight  # PASSES, in order
+            static = (node.kind, repr(sorted((k, v) for k, v in node.attrs.items() if k != "name")),
+                      is_lm_head(node), f.flop, f.bytes, gi.flop, gi.bytes, gw.flop, gw.bytes)
+            kinds.append(ids.setdefault(static, len(ids)))
+        known = _STATIC[graph] = (len(graph.nodes), (graph._requires_grad(), kinds))
+    return known[1]
 
 
 def layer_times(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_parallel: bool = False) -> pd.DataFrame:
