@@ -95,3 +95,18 @@ def test_sweep_rejects_stages_that_do_not_divide_the_layers():
             "parallel": {"global_batch": 60, "pipeline": 5, "stage_split": "layers"}}
     with pytest.raises(ValueError, match=r"rejected: stage_split: layers needs the pipeline stages to divide"):
         sweep(spec, [10])
+
+
+def test_a_warm_sweep_cache_never_serves_another_stage_split():
+    # the sweep keeps its stage tables and partitions across processes (compiled.arrays); a scenario differing only
+    # in a field that changes them must not read the other's: the balanced sweep first, then the even split, whose
+    # rows must still be estimate's
+    spec = {"model": "gpt2", "cluster": "dgx-a100", "parallel": {"global_batch": 64}, "training": {"dtype": "fp16"}}
+    sweep(spec, [8])
+    split = {**spec, "parallel": {"global_batch": 64, "stage_split": "layers"}}
+    r = sweep(split, [8])
+    piped = r.frame.iloc[:r.feasible]
+    piped = piped[piped["pipeline"] > 1].head(5)
+    assert len(piped)
+    for _, row in piped.iterrows():
+        assert estimate(r.scenario(row)).step_time_s == row["step_time_s"]

@@ -263,11 +263,10 @@ def _cached_features(sc, w, lay: pd.DataFrame, state: np.ndarray, scales: dict) 
     for name, a in (("state", state), *sorted(scales.items())):
         a = np.ascontiguousarray(a, dtype=float)
         h.update(name.encode() + b"\0" + repr(a.shape).encode() + a.tobytes())
-    token = (model_key(sc.model), repr(sc.cluster), tr["dtype"], par["tensor_layers"], tr["lora_rank"],
-             tr["lora_base_dtype"], par.get("expert_imbalance", 1.0), kernel_policies(tr["framework"], 0,
-                                                                                    tr.get("fp8_recipe")),
-             par.get("tp_overlap", False), par.get("moe_dispatcher", "alltoall"), par.get("expert_overlap", False),
-             args[4:], h.hexdigest())
+    # every parallel and training field is in the key, not a list of those known to matter: a field added later
+    # (a runtime's behaviour, a stage split) can then never read another scenario's tables
+    token = (model_key(sc.model), repr(sc.cluster), repr(sorted(par.items())), repr(sorted(tr.items())), args[4:],
+             kernel_policies(tr["framework"], 0, tr.get("fp8_recipe")), h.hexdigest())
 
     def build() -> dict:
         f = _features(*args)
