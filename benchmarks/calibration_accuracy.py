@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from concurrency_model.calibrate import compute
-from concurrency_model.hardware import load_device
+from concurrency_model.hardware.devices import load_device
 from concurrency_model.timing import gemm_coeffs
 
 HELD_OUT = [(112, 112, 112), (192, 384, 256), (896, 896, 896), (1280, 640, 960), (384, 1536, 512),

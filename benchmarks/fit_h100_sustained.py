@@ -30,7 +30,7 @@ from importlib import resources
 
 import numpy as np
 
-from concurrency_model.parallel.estimate import estimate
+from concurrency_model.training.estimate import estimate
 from concurrency_model.validate import modern
 
 GRID = (0.65, 0.70, 0.75, 0.80, 0.85, 0.90, 1.0)

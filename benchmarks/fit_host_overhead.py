@@ -1,7 +1,7 @@
 """Fit of the host seconds per kernel (``parallel.host.HOST_S_PER_KERNEL``) on vTrain's single-node runs.
 
 An eager framework issues every kernel from the CPU; a pass lasts at least its kernels times the host's
-seconds per kernel (``parallel.compose``). The constant is one number for every GPU scenario, fitted here
+seconds per kernel (``training.compose``). The constant is one number for every GPU scenario, fitted here
 once: the value on a grid that gives the least mean APE over the even rows (file order) of
 ``vtrain_ground_truth_single`` (Megatron-DeepSpeed on 2-8 A100, hosts of 2 x AMD EPYC 7742). The odd rows
 and every other training set are held out (``benchmarks/training_accuracy.py``). Prints JSON: mean APE per
@@ -19,7 +19,7 @@ from functools import partial
 
 import numpy as np
 
-from concurrency_model.parallel.estimate import estimate
+from concurrency_model.training.estimate import estimate
 from concurrency_model.validate import training as vt
 
 GRID_S = tuple(x * 1e-6 for x in range(0, 161, 5))

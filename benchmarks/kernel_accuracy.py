@@ -26,7 +26,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from concurrency_model.hardware import load_device
+from concurrency_model.hardware.devices import load_device
 from concurrency_model.units import dtype_bytes
 from concurrency_model.validate import kernels
 from concurrency_model.validate import sparse as sparse_validation

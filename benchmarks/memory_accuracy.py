@@ -28,8 +28,8 @@ import statistics
 import numpy as np
 
 from concurrency_model.parallel import allocator
-from concurrency_model.parallel.estimate import memory_at
-from concurrency_model.parallel.features import workload
+from concurrency_model.training.estimate import memory_at
+from concurrency_model.training.workload import workload
 from concurrency_model.scenario import load_scenario
 from concurrency_model.validate import modern
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from concurrency_model.parallel.estimate import estimate
+from concurrency_model.training.estimate import estimate
 from concurrency_model.validate import modern
 
 

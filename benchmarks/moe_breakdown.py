@@ -25,8 +25,8 @@ import copy
 
 import pandas as pd
 
-from concurrency_model.cluster import load_cluster
-from concurrency_model.parallel.estimate import estimate
+from concurrency_model.hardware.clusters import load_cluster
+from concurrency_model.training.estimate import estimate
 from concurrency_model.validate.modern import evaluate, rows, scenario_for
 
 PARTS = ("attention_s", "expert_gemm_s", "other_gemm_s", "lm_head_s", "elementwise_s", "ep_comm_s")

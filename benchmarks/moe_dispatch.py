@@ -21,7 +21,7 @@ import argparse
 
 import pandas as pd
 
-from concurrency_model.parallel.estimate import estimate
+from concurrency_model.training.estimate import estimate
 from concurrency_model.validate.modern import evaluate, rows
 
 # step seconds, SKILL.md tables: (dispatcher, overlap) -> measured

@@ -5,7 +5,7 @@ Data: NVIDIA DeepLearningExamples ResNet-50 on one DGX (1 vs 8 or 16 GPUs: the N
 the Horovod documentation's 512-GPU efficiencies (the network tier), both with overlapped all-reduces
 (Horovod's tensor fusion, PyTorch DDP / TF). Compared on weak-scaling efficiency (throughput on N GPUs over
 N x one GPU, each from the same source), so that the single-GPU kernel error cancels. With kappa the step
-grows by kappa x the overlapped all-reduce seconds (``concurrency_model.parallel.compose``); kappa is
+grows by kappa x the overlapped all-reduce seconds (``concurrency_model.training.compose``); kappa is
 searched on [0, 1] (1 = no overlap at all), minimising the mean |log(predicted / measured efficiency)|.
 
     python benchmarks/overlap_interference.py

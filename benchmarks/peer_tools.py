@@ -29,7 +29,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from concurrency_model.cluster import load_cluster
+from concurrency_model.hardware.clusters import load_cluster
 from concurrency_model.validate import training as vt
 
 SINGLE_EVERY = 2  # as training_accuracy.py

@@ -34,8 +34,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core, as the target says
 
 import numpy as np  # noqa: E402
 
-from concurrency_model.parallel import compose  # noqa: E402
-from concurrency_model.parallel.estimate import prepare, step_inputs  # noqa: E402
+from concurrency_model.training import compose  # noqa: E402
+from concurrency_model.training.estimate import prepare, step_inputs  # noqa: E402
 from concurrency_model.scenario import load_scenario  # noqa: E402
 from concurrency_model.sweep import sweep  # noqa: E402
 
@@ -93,7 +93,7 @@ def child(what: str, cache: str) -> dict:
 
 def first_answer() -> dict:
     """Cold (empty cache), warm-cache and in-process figures, measured in this run (see the module)."""
-    from concurrency_model.parallel.estimate import estimate
+    from concurrency_model.training.estimate import estimate
 
     with tempfile.TemporaryDirectory(prefix="cm-bench-cache-") as cache:
         bare = child("import", cache)["cpu_s"]  # the cache is not touched by an import

@@ -5,7 +5,7 @@ several global batches. :func:`concurrency_model.validate.training.microbatch_sl
 against the microbatches a step, ``m``: the slope is the seconds a microbatch (``t_f + t_b`` of the 1F1B step,
 Narayanan et al. 2021 §2.2.1), the intercept the seconds a step (bubble, gradient all-reduce, optimizer). The
 same split of the estimate: its per-microbatch seconds ``max(GPU, host)`` forward plus backward
-(:mod:`concurrency_model.parallel.compose`) and the rest of its step. A second fit, of the per-microbatch
+(:mod:`concurrency_model.training.compose`) and the rest of its step. A second fit, of the per-microbatch
 seconds against the layer count (12-24 layers of one hidden size), gives seconds a layer and a microbatch,
 measured and modelled (GPU and host apart), by tensor degree and microbatch: where the host issues the kernels
 (small GEMMs) the measured seconds a layer over the model's kernels a layer is the host's seconds per kernel.
@@ -25,7 +25,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 import pandas as pd
 
-from concurrency_model.parallel.estimate import estimate, prepare, step_inputs, sync_of
+from concurrency_model.training.estimate import estimate, prepare, step_inputs, sync_of
 from concurrency_model.parallel.host import host_seconds
 from concurrency_model.scenario import load_scenario
 from concurrency_model.validate import training as vt

@@ -38,9 +38,9 @@ def __dir__() -> list:
 
 
 def estimate(scenario):
-    """One training step of a scenario (file path or dict): :func:`concurrency_model.parallel.estimate.estimate`.
-    Sweeps: :func:`concurrency_model.sweep.sweep`; inference: :func:`concurrency_model.inference.infer`."""
-    from .parallel.estimate import estimate as run
+    """One training step of a scenario (file path or dict): :func:`concurrency_model.training.estimate.estimate`.
+    Sweeps: :func:`concurrency_model.sweep.sweep`; inference: :func:`concurrency_model.serving.decoder.infer`."""
+    from .training.estimate import estimate as run
     return run(scenario)
 
 

@@ -4,7 +4,7 @@ TOML; every field in docs/scenario.md.
 Fields left out take these defaults; the number of devices is ``data * tensor * pipeline * context``
 (``context``: context-parallel degree, the sequence of every sample split over that many devices, by
 ``context_algorithm`` ``ring`` (ring attention) or ``ulysses`` (all-to-all of heads), or a CNN's feature maps
-split by rows; see :mod:`concurrency_model.parallel.features`; ``tensor_layers``: ``all`` or ``fc``,
+split by rows; see :mod:`concurrency_model.training.workload`; ``tensor_layers``: ``all`` or ``fc``,
 Krizhevsky's hybrid, :mod:`concurrency_model.parallel.layerwise`). Every check raises ``ValueError`` naming
 the field (``parallel.tensor: ...``); the checks that need the model (``parallel.context`` dividing its
 sequence length) are made when the scenario is estimated.
@@ -18,20 +18,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .checks import count, currency, did_you_mean, file_text, json_object, number
-from .cluster import Cluster, load_cluster
+from .hardware.clusters import Cluster, load_cluster
+from .ops.optimizer import RULES
+from .ops.routing import check_imbalance
+from .parallel import pipeline
+from .parallel.allocator import LOSSES
 from .parallel.batch_size import DEFAULT_CEILING
 from .parallel.consistency import CONSISTENCY
 from .parallel.data_parallel import BATCH_NORM
 from .parallel.expert import DISPATCHERS
 from .parallel.gossip import TOPOLOGIES
-from .ops.optimizer import RULES
-from .parallel.lora import BASE_BYTES
 from .parallel.layerwise import TENSOR_LAYERS
-from .parallel import pipeline
+from .parallel.lora import BASE_BYTES
 from .parallel.partition import STAGE_SPLITS
-from .parallel.allocator import LOSSES
 from .parallel.runtime import FP8_RECIPES, FRAMEWORKS, default_framework, kernel_policies, runs_with, runtime_of
-from .routing import check_imbalance
 from .units import DTYPE_BYTES, KV_DTYPES
 
 SCHEDULES = pipeline.SCHEDULES
@@ -39,7 +39,7 @@ CONTEXT_ALGORITHMS = ("ring", "ulysses")
 PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_parallel": False,
             "microbatch_size": 1, "global_batch": None, "schedule": "1f1b", "context": 1,
             "context_algorithm": "ring", "expert": 1, "tensor_layers": "all", "expert_imbalance": 1.0,
-            "tp_overlap": False,  # tp_overlap: async tensor parallelism (parallel.features.overlap_exposed)
+            "tp_overlap": False,  # tp_overlap: async tensor parallelism (training.workload.overlap_exposed)
             "moe_dispatcher": "alltoall", "expert_overlap": False,
             "stage_split": "balanced"}  # stage_split: how pipeline stages are cut (parallel.partition)
 TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_stage": 0, "overlap": True,
@@ -54,7 +54,7 @@ INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", 
              "weight_sparsity": None, "host_overhead_s": 0.0, "speculative": None, "batching": "static",
              "price_per_gpu_hour": None, "output_lengths": "fixed", "load_rps": None, "prefix_len": 0,
              "prompt_lengths": "fixed", "max_batched_tokens": None, "kv_dtype": None, "currency": "USD"}
-BATCHING = ("static", "continuous")  # inference.batching (:mod:`concurrency_model.continuous`)
+BATCHING = ("static", "continuous")  # inference.batching (:mod:`concurrency_model.serving.continuous_batching`)
 CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tensor_layers": TENSOR_LAYERS,
            "recompute": ("none", "selective", "full"),
            "optimizer": tuple(RULES), "dtype": tuple(DTYPE_BYTES),
@@ -113,7 +113,7 @@ class Scenario:
     cluster: Cluster
     parallel: dict
     training: dict
-    run: dict | None = None  # a whole training run (:mod:`concurrency_model.parallel.run`)
+    run: dict | None = None  # a whole training run (:mod:`concurrency_model.training.run`)
 
     @property
     def gpus(self) -> int:

@@ -13,7 +13,7 @@ Times are seconds, the median of repetitions after warm-up (``time.perf_counter`
 
 Small operations run in batches so that one sample lasts at least ``MIN_SAMPLE_S`` (as
 ``timeit.Timer.autorange`` does); the samples of a set of shapes are interleaved (:func:`bench`). The
-profile (:func:`profile`) has the preset-file format of :mod:`concurrency_model.hardware`; its
+profile (:func:`profile`) has the preset-file format of :mod:`concurrency_model.hardware.devices`; its
 efficiencies are fitted to the GEMM rows by :func:`concurrency_model.calibrate.fit.fit_efficiency`
 (least squares on log time ratios: every row weighs by its relative error).
 """
@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..hardware import Device, Efficiency, device_from_dict
+from ..hardware.devices import Device, Efficiency, device_from_dict
 from ..progress import Progress
 from ..timing import gemm_coeffs
 from .files import atomic_write, check_targets, discard, stage_dir, swap_in

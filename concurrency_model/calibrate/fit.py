@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 from scipy.optimize import least_squares
 
-from ..hardware import Efficiency
+from ..hardware.devices import Efficiency
 
 BOUNDS = {"compute": (0.05, 1.0), "memory": (0.05, 1.0), "k_startup": (0.0, 2048.0), "l2_factor": (0.5, 20.0),
           "conv": (0.3, 5.0), "conv_wgrad": (0.3, 5.0), "winograd": (0.3, 5.0), "rnn": (0.3, 5.0),

@@ -46,7 +46,7 @@ import pandas as pd
 
 from ..progress import Progress
 from .files import atomic_write, check_targets
-from .fit_comm import LOSS, MODEL_TEXT, six_digits, fits
+from .fit_comm import LOSS, MODEL_TEXT, fits, six_digits
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall")
 SIZES = tuple(2**k for k in range(10, 27))  # 1 KiB .. 64 MiB
@@ -220,14 +220,14 @@ def _device_name(backend: str) -> str:
     """``cpu-host``, or the device preset of the first GPU (``NVIDIA H200`` -> ``h200-sxm-141gb``)."""
     if backend != "nccl":
         return "cpu-host"
-    from ..hardware import device_names
+    from ..hardware.devices import device_names
     words = "".join(c if c.isalnum() else " " for c in __import__("torch").cuda.get_device_name(0).lower()).split()
     return next((d for w in words if w not in ("nvidia", "amd", "tesla") for d in device_names()
                  if d.split("-")[0] == w), "-".join(words))
 
 
 def profile(rows: pd.DataFrame, device: str | None = None) -> dict:
-    """A cluster file (the shape :mod:`concurrency_model.cluster` loads) for the rows' host: its link is
+    """A cluster file (the shape :mod:`concurrency_model.hardware.clusters` loads) for the rows' host: its link is
     the all-reduce fit at the largest rank count (``bw_Bps = 1/beta``, ``latency_s = alpha``); the
     inter-node tier, not measured, copies it (``nodes`` 1: as many nodes as the ranks need)."""
     ranks = int(rows["num_ranks"].max())

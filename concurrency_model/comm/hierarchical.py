@@ -19,7 +19,7 @@ Allgather and reduce-scatter [D], by the same construction, keep the inter-node 
     T_AG = AG_inter(n/g, N) + AG_intra(n, g)       (gather across nodes first, then inside the node)
 
 (``n`` = the total size, as for the flat operations; the result is the flat one up to a permutation of
-the blocks among ranks.)  Tiers, placement and cluster presets live elsewhere (``concurrency_model.cluster``);
+the blocks among ranks.)  Tiers, placement and cluster presets live elsewhere (``concurrency_model.hardware.clusters``);
 these functions take the two tiers' alpha and beta directly.
 """
 from __future__ import annotations

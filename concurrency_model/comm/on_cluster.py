@@ -1,4 +1,4 @@
-"""Collectives of one communicator placed on a cluster's tiers (:mod:`concurrency_model.cluster`).
+"""Collectives of one communicator placed on a cluster's tiers (:mod:`concurrency_model.hardware.clusters`).
 
 * inside one node (``intra``) or one rank per node (``inter``): the flat algorithms with that tier's
   alpha and beta;
@@ -23,16 +23,15 @@ allgather, reduce-scatter, Rabenseifner's reduce and allreduce), Bruck's allgath
 reduce-scatter: their inter-node seconds per byte are r times longer whenever they span nodes (a bound:
 their nearest rounds may stay under one leaf switch). With pods (the tier's ``pod_nodes``: full bisection
 inside a pod), a group inside one pod is not slowed, and one across pods by r times the share of a node's
-peers outside its pod (:meth:`~concurrency_model.cluster.Tier.core_factor`). Rings, the two-level ring, trees and pipeline sends
+peers outside its pod (:meth:`~concurrency_model.hardware.clusters.Tier.core_factor`). Rings, the two-level ring, trees and pipeline sends
 pass traffic between neighbours, placed so that little of it crosses the core, and keep the NIC rate [D].
 """
 from __future__ import annotations
 
-from ..cluster import Placement, place
+from ..hardware.clusters import Placement, place
 from . import nccl
 from .collectives import ALGORITHMS, collective_time
-from .hierarchical import PHASES as HIERARCHICAL
-from .hierarchical import hierarchical_pipelined
+from .hierarchical import PHASES as HIERARCHICAL, hierarchical_pipelined
 
 
 def algorithms(op: str) -> tuple[str, ...]:

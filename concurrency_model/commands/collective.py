@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import argparse
 
-from ..cluster import cluster_names
 from ..comm import ALGORITHMS, OPS, algbw, auto, busbw, collective_time, lower_bound
 from ..comm.nccl import split_name
 from ..comm.on_cluster import algorithms, collective_on_cluster
+from ..hardware.clusters import cluster_names
 from . import add_json, byte_count, positive_int
 
 NAMES = ("auto", "hierarchical", *sorted({a for algs in ALGORITHMS.values() for a in algs}))

@@ -1,9 +1,9 @@
 """``concurrency-model estimate --scenario FILE``: step time, breakdown and memory of a training scenario."""
 from __future__ import annotations
 
-from ..parallel.compose import STEP_PARTS
 from ..parallel.allocator import PARTS
-from ..parallel.estimate import MEMORY_PARTS, estimate
+from ..training.compose import STEP_PARTS
+from ..training.estimate import MEMORY_PARTS, estimate
 from . import add_json, add_scenario, positive_int, scenario_of
 from .compare import add_compare, compared, print_rows
 
@@ -29,7 +29,7 @@ def run(a) -> dict:
         if ru:
             out["runner_up"] = {**ru["runner_up"], "separates": ru["separates"], "faster": ru["faster"]}
     if a.sensitivities:
-        from ..parallel.sensitivity import bound_by, sensitivities
+        from ..training.sensitivity import bound_by, sensitivities
         out["sensitivities"] = sensitivities(raw).to_dict(orient="records")
         out["bound_by"] = bound_by(raw)
     return out

@@ -1,12 +1,12 @@
 """``concurrency-model infer --scenario FILE``: prefill and decode latency, throughput and memory of an
-inference scenario (:mod:`concurrency_model.inference`); for a model without causal attention (a CNN, an
-encoder) one forward pass's latency and samples/s (:mod:`concurrency_model.forward_inference`)."""
+inference scenario (:mod:`concurrency_model.serving.decoder`); for a model without causal attention (a CNN, an
+encoder) one forward pass's latency and samples/s (:mod:`concurrency_model.serving.forward_pass`)."""
 from __future__ import annotations
 
-from ..capacity import KV_FREE_FRACTION, max_batch, max_throughput, serving_sweep
 from ..checks import number
-from ..disaggregated import plan
-from ..inference import infer
+from ..serving.capacity import KV_FREE_FRACTION, max_batch, max_throughput, serving_sweep
+from ..serving.decoder import infer
+from ..serving.disaggregated import plan
 from . import add_json, add_scenario, currency_of, scenario_of
 from .compare import add_compare, compared, print_rows
 
@@ -88,9 +88,9 @@ def _degrees(text: str | None) -> tuple | None:
 
 
 def disaggregate(raw: dict, a) -> dict:
-    """``infer --disaggregate``: the plans of :func:`concurrency_model.disaggregated.plan`, the best (the fewest GPUs
+    """``infer --disaggregate``: the plans of :func:`concurrency_model.serving.disaggregated.plan`, the best (the fewest GPUs
     that meet the targets), and for comparison the colocated continuous-batching fleet for the same load and
-    targets (:func:`~concurrency_model.capacity.serving_sweep`)."""
+    targets (:func:`~concurrency_model.serving.capacity.serving_sweep`)."""
     if a.load is None:
         raise ValueError("--disaggregate: needs --load RPS (the requests a second both pools are sized for)")
     first = None if a.max_first_token_ms is None else a.max_first_token_ms / 1e3

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .. import timing
-from ..hardware import DTYPES, device_names, load_device
+from ..hardware.devices import DTYPES, device_names, load_device
 from ..timing.sparse import break_even_n, sparse_gemm_time
 from . import add_json, nonnegative_int, positive_int
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import inspect
 import textwrap
 
-from ..cluster import cluster_names, load_cluster
-from ..hardware import device_names, load_device
+from ..hardware.clusters import cluster_names, load_cluster
+from ..hardware.devices import device_names, load_device
 from . import add_json
 
 WHAT = ("devices", "clusters", "models", "scenarios")

@@ -5,10 +5,10 @@ import json
 
 import sympy as sp
 
-from ..generation import generation_cost
 from ..models import NAMES, get_model
 from ..ops.conv import ALGORITHMS, table6
 from ..ops.optimizer import RULES
+from ..serving.generation import generation_cost
 from . import add_json, num, positive_int
 
 TOP_LAYERS = 15  # layers shown in the readable table

@@ -18,7 +18,7 @@ def lenet5(b: Builder, image_size: int = 32, classes: int = 10) -> str:
     output layer is a fully connected layer. This is the form of most modern re-implementations.
 
     Compared with the paper's Appendix A (Ben-Nun & Hoefler: W = 665,832, D = 41 [S1]), this network at
-    batch 1 has W = 853,946 and D = 61 (``tests/test_zoo.py`` holds both). The paper's W lies between our
+    batch 1 has W = 853,946 and D = 61 (``tests/models/test_zoo.py`` holds both). The paper's W lies between our
     multiply-add count (416,520: one operation per multiply-add) and our FLOP count (2 per multiply-add,
     plus bias adds, pooling and tanh): the appendix evidently counts differently, and LeCun's partial C3
     (60 of 96 map pairs, 150,000 instead of 240,000 multiply-adds) lowers it further. Our depth is larger

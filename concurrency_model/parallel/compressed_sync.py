@@ -109,7 +109,7 @@ def compressed_sync_on_cluster(scheme, gradient, P: int, cluster, ranks_per_node
     >>> r["algorithm"], r["message_bytes"]
     ('nccl:tree/LL128', 51114064.0)
     """
-    from ..cluster import load_cluster, place
+    from ..hardware.clusters import load_cluster, place
     from ..comm.on_cluster import algorithms, collective_on_cluster, inter_beta
 
     cl = load_cluster(cluster)

@@ -49,7 +49,7 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
-from ..cluster import place
+from ..hardware.clusters import place
 from ..ops.attention import attention
 from ..timing import roofline_coeffs
 from ..timing.graph import node_parts

@@ -97,8 +97,8 @@ class DataParallelMixin:
         with gradient accumulation the next microbatch's forward gathers them again per module instead, at a like
         cost.
 
-        >>> from concurrency_model.cluster import load_cluster
-        >>> from concurrency_model.parallel.features import workload
+        >>> from concurrency_model.hardware.clusters import load_cluster
+        >>> from concurrency_model.training.workload import workload
         >>> from concurrency_model.parallel.runtime import PROFILES
         >>> w = workload("gpt2", load_cluster("dgx-a100"), "bf16")   # 98 tensors under 1e5 elements, 16 ranks
         >>> w.persistent_regather(PROFILES["ideal"], 1, 1, 16, 8, 1)
@@ -124,7 +124,7 @@ class DataParallelMixin:
         """Triples of the data-parallel collectives over ``d`` ranks that share the node's NICs with the
         other tensor ranks: gradient allreduce ``ar``, reduce-scatter ``rs``, parameter allgather ``ag``
         and the last DDP bucket ``last_ar`` / ``last_rs`` (25 MiB, Li et al. 2020 §4.2), and ``kappa``, the
-        overlap slowdown of the tier they cross (:class:`~concurrency_model.cluster.Tier`).
+        overlap slowdown of the tier they cross (:class:`~concurrency_model.hardware.clusters.Tier`).
 
         ``runtime`` (the arguments of :func:`.runtime.runtime_of`, its framework null for the one ZeRO stage
         ``zero`` implies; :func:`.estimate.runtime_spec`) cuts them into its calls, each at its own cost: ``ag``

@@ -104,7 +104,7 @@ def _transfer_time(src, dst, nbytes, node, nic_cap, node_bw, intra_bw, a_intra, 
                    oversubscription: float = 1.0, pod_nodes: int = 0) -> float:
     """One phase of concurrent transfers: ``alpha`` of the slowest tier used + the busiest link.
 
-    Links [D, as :func:`concurrency_model.cluster.place`]: a GPU's intra-node port (``intra_bw`` each way),
+    Links [D, as :func:`concurrency_model.hardware.clusters.place`]: a GPU's intra-node port (``intra_bw`` each way),
     a GPU's own NIC share (``nic_cap``, at most one NIC), a node's NICs together (``node_bw``); all full
     duplex and busy at the same time. With an ``oversubscription`` r > 1 (the inter tier's), also the
     fabric's bisection: the bytes from the first half of the nodes to the second (and back) through
@@ -169,7 +169,7 @@ def ps_on_cluster(n, P: int, cluster, servers: int = 1, server_placement: str = 
                   ranks_per_node: int | None = None, server_nics: int | None = None) -> float:
     """Seconds of a synchronous PS push + pull on ``cluster`` [D].
 
-    Workers fill nodes (:func:`concurrency_model.cluster.place`). ``dedicated`` servers are extra machines
+    Workers fill nodes (:func:`concurrency_model.hardware.clusters.place`). ``dedicated`` servers are extra machines
     with ``server_nics`` NICs of the network tier (default: as many as a worker node); ``colocated`` puts
     shard ``j`` on a GPU of worker node ``j mod nodes`` (traffic to a shard on the same node goes over the
     intra-node tier, to the same GPU is free). Each phase is timed by the busiest link
@@ -178,7 +178,7 @@ def ps_on_cluster(n, P: int, cluster, servers: int = 1, server_placement: str = 
     >>> round(ps_on_cluster(1e8, 16, "dgx1-v100") * 1e3, 2)      # 16 x 100 MB into 4 EDR NICs, twice
     71.12
     """
-    from ..cluster import load_cluster, place
+    from ..hardware.clusters import load_cluster, place
 
     c = load_cluster(cluster)
     n = float(check_n(n))
@@ -198,7 +198,7 @@ def ps_hierarchical_on_cluster(n, P: int, cluster, servers: int = 1, server_plac
     >>> round(ps_hierarchical_on_cluster(1e8, 16, "dgx1-v100") * 1e3, 2)  # leaders: 100 MB on one NIC, twice
     19.88
     """
-    from ..cluster import load_cluster, place
+    from ..hardware.clusters import load_cluster, place
 
     c = load_cluster(cluster)
     n = float(check_n(n))
@@ -223,7 +223,7 @@ def gossip_on_cluster(n, P: int, cluster, topology: str = "ring", ranks_per_node
     >>> round(gossip_on_cluster(1e8, 16, "dgx1-v100", "ring") * 1e3, 2)    # the node-boundary workers
     8.89
     """
-    from ..cluster import load_cluster, place
+    from ..hardware.clusters import load_cluster, place
 
     c = load_cluster(cluster)
     n = float(check_n(n))
@@ -262,7 +262,7 @@ def compare_distribution(model, cluster, P, *, ranks_per_node: int | None = None
     >>> df.set_index("scheme").time_s.round(4).to_dict()["allreduce"]
     0.0033
     """
-    from ..cluster import load_cluster
+    from ..hardware.clusters import load_cluster
     from ..graph import Graph
     from ..models import get_model
     from ..units import dtype_bytes

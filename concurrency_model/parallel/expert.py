@@ -6,7 +6,7 @@ data-parallel replicas (it sits inside the data-parallel group, consecutive rank
 fits), each device holding ``E / e`` of the ``E`` experts of every MoE layer. Per MoE layer and microbatch,
 derived [D] with balanced routing (dropless, or with the fixed-capacity buffers of a model built with a
 ``capacity_factor``, whose padded rows the dispatch node carries), or without buffers at the busiest device's
-rows, ``parallel.expert_imbalance`` times the mean (:mod:`concurrency_model.routing`; dropped tokens under a
+rows, ``parallel.expert_imbalance`` times the mean (:mod:`concurrency_model.ops.routing`; dropped tokens under a
 capacity are in :func:`.model_parallel.expert_parallel`):
 
 * an all-to-all dispatches every routed token (``top_k`` copies of each of the device's ``b s`` tokens, ``h``
@@ -52,19 +52,19 @@ modelled before the field):
   its own local index there, which forwards it over NVLink to each GPU of that node holding one of them; on its own
   node it goes over NVLink once to each such GPU (deepseek-ai/DeepEP @ dd758caf ``docs/legacy.md``, "Normal kernels
   with NVLink and RDMA forwarding"). Per device and all-to-all, with ``n = f b s`` tokens of ``h v / t`` bytes, the
-  group's ``N`` nodes of ``G`` ranks and :func:`~concurrency_model.routing.targets_reached` ``R(g)`` [D]::
+  group's ``N`` nodes of ``G`` ranks and :func:`~concurrency_model.ops.routing.targets_reached` ``R(g)`` [D]::
 
       network bytes  = n (h v / t) (N - 1) (1 - C(E - E/N, k) / C(E, k))     distinct other nodes
       NVLink bytes   = n (h v / t) R(e) (1 - 1/G)                              distinct ranks, less the forwarder's own
 
-  each at its tier's bandwidth per rank (:func:`~concurrency_model.cluster.place`), the two tiers working at once
+  each at its tier's bandwidth per rank (:func:`~concurrency_model.hardware.clusters.place`), the two tiers working at once
   (one fused kernel): ``latency + max(NVLink, network)``, the latency the NCCL all-to-all's of the same group (as a
   stand-in: DeepEP publishes bandwidths, not a latency model). DeepEP's normal kernels reach 43-58 GB/s over a
   400 Gb/s CX7 NIC (~50 GB/s) and 153-158 GB/s over H800's ~160 GB/s NVLink (``docs/legacy.md`` table), so the
   tiers' rates stand unchanged. The combine is the reverse (reduced on the forwarding GPU before it crosses the
   network), the same bytes. With capacity buffers the tokens, not the padded rows, cross (the padding is the
   receiver's); the dispatch kernels' SMs are not taken from the compute. Qwen3-30B-A3B at EP 16 over 2 DGX nodes
-  sends 0.997 copies of a token over the network against 4 with ``alltoall`` (:mod:`concurrency_model.routing`).
+  sends 0.997 copies of a token over the network against 4 with ``alltoall`` (:mod:`concurrency_model.ops.routing`).
 
 Overlap (``parallel.expert_overlap``; Megatron-Core's ``--overlap-moe-expert-parallel-comm``, the same README, "EP
 A2A Overlap": "Overlaps All-to-All with computation by merging FWD-BWD passes of adjacent microbatches"): the
@@ -79,8 +79,8 @@ from __future__ import annotations
 from functools import cached_property
 
 from ..checks import did_you_mean
-from ..cluster import place
-from ..routing import dispatch_imbalance, targets_reached
+from ..hardware.clusters import place
+from ..ops.routing import dispatch_imbalance, targets_reached
 from .data_parallel import group_placement
 from .memory import model_state_bytes
 from .triples import ZERO_TRIPLE, add_triples
@@ -210,14 +210,14 @@ class ExpertMixin:
 
     def routing_factor(self, b: int, e: int) -> float:
         """The busiest device's routed rows over the mean in a microbatch of ``b`` samples (the first MoE layer's,
-        :func:`~concurrency_model.routing.dispatch_imbalance`); 1 without expert parallelism."""
+        :func:`~concurrency_model.ops.routing.dispatch_imbalance`); 1 without expert parallelism."""
         node = next((n for n in self.graph(b).layers() if n.kind == "moe_dispatch"), None)
         return 1.0 if node is None else dispatch_imbalance(node, b, e, self.expert_imbalance)
 
     def expert_triples(self, node, b: int, t: int, e: int) -> tuple:
         """``(forward, backward)`` triples of the dispatch and combine all-to-alls of one MoE layer (on its
         ``moe_dispatch`` node; zero elsewhere and for ``e = 1``), at the busiest device's volume
-        (``parallel.expert_imbalance``, :mod:`concurrency_model.routing`)."""
+        (``parallel.expert_imbalance``, :mod:`concurrency_model.ops.routing`)."""
         if e == 1 or node.kind != "moe_dispatch":
             return ZERO_TRIPLE, ZERO_TRIPLE
         rpn, sharing = group_placement(self.cluster.domain_gpus, t, e)  # within an NVLink domain
@@ -226,8 +226,8 @@ class ExpertMixin:
         one = self._coll("alltoall", nbytes, e, rpn, sharing)
         pl = place(self.cluster, e, rpn, sharing)
         # the network's rate through an oversubscribed core: every network byte of an all-to-all crosses it
-        # (comm.on_cluster.CORE_BOUND)
-        net_bw = pl.inter_bw / self.cluster.inter.oversubscription
+        # (comm.on_cluster.CORE_BOUND), unless the group's nodes share a pod (Tier.core_factor)
+        net_bw = pl.inter_bw / self.cluster.inter.core_factor(pl.nodes)
         if self.moe_dispatcher in DEDUPLICATING and "route_tokens" in node.attrs:
             nv, net = dedup_bytes(f * b * node.attrs["route_tokens"], node.shape[1] * self.vb / t,
                                   node.attrs["route_experts"], node.attrs["route_top_k"], e, pl.ranks_per_node)

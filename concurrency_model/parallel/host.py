@@ -10,7 +10,7 @@ import numpy as np
 # Host (CPU) seconds to issue one modelled kernel in an eager framework step: Python, the dispatcher, autograd
 # and cudaLaunchKernel (5-20 us for the launch call alone, hardware.md 3D [R31]), for the modelled kernel and
 # the host-only and small ops around it (views, RNG-state forks, copies) that the graph does not list. A pass
-# of a stage lasts at least its kernels times this (parallel.compose: pass = max(GPU, host); the host runs
+# of a stage lasts at least its kernels times this (training.compose: pass = max(GPU, host); the host runs
 # ahead of the GPU within a pass, so the two overlap: no wait when the GPU is the slower). Fitted once on a
 # 5 us grid (0-160 us): least mean APE over every 4th even row of vtrain_single (Megatron-DeepSpeed on 2-8
 # A100, hosts of 2 x AMD EPYC 7742, full recompute; benchmarks/fit_host_overhead.py: 7.9% at 60 us), held

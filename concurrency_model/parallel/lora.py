@@ -30,7 +30,7 @@ out.
 
 **A quantized base** (``training.lora_base_dtype`` = ``nf4`` / ``int4``, ``int8`` or ``fp8``; QLoRA, Dettmers et al.
 2023): the adapted layers' frozen weights are stored at 0.5 or 1 byte (their blockwise scales left out, as in
-:mod:`concurrency_model.inference`) and dequantized to the training dtype before each use, the forward GEMM and
+:mod:`concurrency_model.serving.decoder`) and dequantized to the training dtype before each use, the forward GEMM and
 the input-gradient GEMM each running in the training dtype on the copy (bitsandbytes' training path, as
 recalled): a memory-bound kernel reading the stored weights and writing the copy beside every such GEMM [D]. The
 memory shrinks, the step grows.

@@ -42,7 +42,7 @@ import sympy as sp
 
 from ..checks import number
 from ..cost import to_python as _out
-from ..hardware import Device
+from ..hardware.devices import Device
 from ..models.channel_split import gathers_input, replicated
 from ..ops import checks as op_checks
 from ..units import GB, dtype_bytes
@@ -385,7 +385,7 @@ def memory_per_device(model_state, activations, device_capacity_bytes, reserve_f
 
     ``model_state`` and ``activations`` are numbers or dicts with a ``total`` (as returned by
     :func:`model_state_bytes`); ``device_capacity_bytes`` is a number or a
-    :class:`~concurrency_model.hardware.Device` (its ``mem_capacity`` and ``name``). Never raises for a
+    :class:`~concurrency_model.hardware.devices.Device` (its ``mem_capacity`` and ``name``). Never raises for a
     configuration that does not fit: ``fits`` is False and ``reason`` says by how much and what is largest.
 
     >>> r = memory_per_device(70e9, 22.3e9, 80e9, device_name="a100-sxm4-80gb")

@@ -17,7 +17,7 @@ DeepSpeed ``sharded_moe.py``; training-formulas §5.3 [P]) and heads (Shoeybi et
 Parameters shared by the split functions
 ----------------------------------------
 P : devices, an integer >= 1 or a positive integer symbol; must divide what is split
-device : a preset name or :class:`~concurrency_model.hardware.Device`; None: seconds in the symbol ``F``
+device : a preset name or :class:`~concurrency_model.hardware.devices.Device`; None: seconds in the symbol ``F``
 dtype : value type of the layer and its messages
 cluster, ranks_per_node : a cluster (preset name or object) for the collectives, numbers only
 alpha, beta : latency (s), inverse bandwidth (s/byte) without ``cluster`` (default: the symbols)
@@ -38,11 +38,8 @@ from ..cost import to_python
 from ..ops import checks as op_checks
 from ..ops.conv import conv2d, out_size
 from ..ops.dense import linear
-from ..symbols import alpha as ALPHA
-from ..symbols import beta as BETA
-from ..symbols import peak_flops as F_SYM
-from ..timing import attention_time, conv_coeffs, gemm_coeffs
-from ..timing import device as as_device
+from ..symbols import alpha as ALPHA, beta as BETA, peak_flops as F_SYM
+from ..timing import attention_time, conv_coeffs, device as as_device, gemm_coeffs
 from ..units import dtype_bytes
 
 PASSES = ("forward", "grad_input", "grad_weight")

@@ -19,6 +19,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..calibrate.files import discard, stage_dir, swap_in
+from ..progress import Progress
+from . import parts
+from .glance import glance_section
+from .html import render, write_atomic
+from .parts import PARTS
+from .sections import about, escape, lead, meta
 
 MARKER = ".concurrency-model-report"
 HTML_NAME = "report.html"
@@ -96,8 +102,6 @@ def build_report(out_dir="reports", force: bool = False, progress: bool = True, 
     stderr is not a terminal); ``quick`` is the validation's quick mode. The parts (:mod:`.parts`) are built in
     ``workers`` processes (default: the CPUs, at most 2), the longest first.
     """
-    from ..progress import Progress
-    from .parts import PARTS
 
     t0 = time.perf_counter()
     out = Path(out_dir)
@@ -126,10 +130,6 @@ def _build(out: Path, quick: bool, bar, t0: float, into: Path | None = None, wor
     """The parts, built in a process pool and written into ``into`` (default ``out``); the paths returned are those
     under ``out``."""
     into = out if into is None else into
-    from . import parts
-    from .glance import glance_section
-    from .html import render, write_atomic
-    from .sections import about, escape, lead, meta
 
     cpu0 = _cpu_s()
     _preload()
@@ -184,7 +184,7 @@ def _preload() -> None:
     import matplotlib.backends.backend_agg  # noqa: F401
     import matplotlib.figure  # noqa: F401
 
-    from ..parallel import estimate  # noqa: F401
+    from ..training import estimate  # noqa: F401
     from ..sweep import sweep  # noqa: F401
     from ..validate import registry  # noqa: F401
 

@@ -14,6 +14,7 @@ import textwrap
 import numpy as np
 import pandas as pd
 
+from ..validate.registry import summarize, validate
 from ._plot import legend_outside, new_axes
 
 # (pattern on the dataset name, source as data/SOURCES.md names it, date of the measurements)
@@ -72,7 +73,6 @@ def source_of(dataset: str) -> tuple[str, str]:
 
 def validation_rows(quick: bool = True) -> pd.DataFrame:
     """:func:`concurrency_model.validate.registry.validate` of every dataset (``quick``: its quick mode)."""
-    from ..validate.registry import validate
 
     return validate(None, quick=quick, progress=None)
 
@@ -97,7 +97,6 @@ def error_table(df: pd.DataFrame) -> pd.DataFrame:
     >>> [float(x) for x in error_table(df).loc[0, ["rows", "median_ape_pct", "within_20_pct"]]]
     [2.0, 20.0, 50.0]
     """
-    from ..validate.registry import summarize
 
     ok = predicted_rows(df)
     out = []

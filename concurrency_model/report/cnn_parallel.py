@@ -9,6 +9,10 @@ from dataclasses import replace
 
 import pandas as pd
 
+from ..hardware.clusters import load_cluster
+from ..hardware.devices import load_device
+from ..parallel import hybrid
+from ..training.estimate import estimate
 from ._plot import legend_outside, new_axes
 
 MODELS = ("alexnet", "vgg16", "resnet50")
@@ -23,9 +27,6 @@ def pcie_box():
     """Krizhevsky's machine as :mod:`concurrency_model.parallel.hybrid` models it: the ``dgx1-v100`` preset
     with M40s for his K20s (``hybrid.DEFAULT_DEVICE``) on PCIe inside the node (``hybrid.PCIE_ALPHA_S``,
     ``hybrid.PCIE_BETA_S_PER_BYTE``: 8 GB/s at 75%, 10 us a message)."""
-    from ..cluster import load_cluster
-    from ..hardware import load_device
-    from ..parallel import hybrid
 
     box = load_cluster("dgx1-v100")
     pcie = replace(box.intra, name="pcie-gen2", kind="pcie", bw=1 / hybrid.PCIE_BETA_S_PER_BYTE,
@@ -34,7 +35,6 @@ def pcie_box():
 
 
 def _estimate(model, cluster, parallel: dict, dtype: str, optimizer: str):
-    from ..parallel.estimate import estimate
 
     return estimate({"model": model, "cluster": cluster,
                      "parallel": {**parallel, "global_batch": parallel.get("data", 1) * parallel["microbatch_size"]},

@@ -12,8 +12,12 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from ._plot import bytes_axis, fmt_bytes, legend_outside, new_axes
+from ..calibrate.fit_comm import fit_alpha_beta
+from ..comm import ALGORITHMS, auto, collective_time, crossover, lower_bound
+from ..comm.on_cluster import collective_on_cluster
 from ..uncertainty import lognormal_band, spreads
+from ..validate.collectives import PRESETS, ring, rows, run_settings
+from ._plot import bytes_axis, fmt_bytes, legend_outside, new_axes
 
 SYSTEMS = {"oci_a100_2x8_roce": "OCI A100 2 x 8 (RoCE)", "gcp_a3mega_h100_2x8_tcpxo": "GCP A3-Mega H100 2 x 8"}
 COLORS = {"recursive_doubling": "tab:blue", "tree": "tab:orange", "ring": "tab:green", "rabenseifner": "tab:red",
@@ -37,10 +41,6 @@ def collective_frame(system: str = "oci_a100_2x8_roce", points_per_octave: int =
     >>> f["ranks"], sorted(f["curves"].columns)[:2]
     (16, ['auto', 'double_binary_tree'])
     """
-    from ..calibrate.fit_comm import fit_alpha_beta
-    from ..comm import ALGORITHMS, auto, collective_time, crossover, lower_bound
-    from ..comm.on_cluster import collective_on_cluster
-    from ..validate.collectives import PRESETS, ring, rows, run_settings
 
     if system not in SYSTEMS:
         raise ValueError(f"system: unknown {system!r}; allowed: {', '.join(SYSTEMS)}")

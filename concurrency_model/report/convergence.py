@@ -1,11 +1,14 @@
 """The report's "Time to train: batch against utilisation" section (issue 40): MLPerf's reference convergence points
 with the fitted curves (:mod:`concurrency_model.convergence`), and ResNet-50's time to MLPerf's ResNet target over
-GPUs and global batch (steps at the batch x the step :func:`~concurrency_model.parallel.estimate.estimate` gives)."""
+GPUs and global batch (steps at the batch x the step :func:`~concurrency_model.training.estimate.estimate` gives)."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from ..convergence.fit import evaluate
+from ..convergence.target import curve_of
+from ..training.estimate import estimate
 from ._plot import figure
 from .html import Section
 from .sections import add_figure
@@ -26,8 +29,6 @@ def curves_frame(names=BENCHMARKS) -> pd.DataFrame:
     >>> f["benchmark"].unique().tolist(), bool((f["fitted"].dropna() > 0).all())
     (['gpt3'], True)
     """
-    from ..convergence.fit import evaluate
-    from ..convergence.target import curve_of
 
     rows = []
     for name in names:
@@ -53,7 +54,6 @@ def surface_frame(gpus=GPUS, batches=BATCHES) -> pd.DataFrame:
     >>> bool(f["steps_to_target"].iloc[0] > f["steps_to_target"].iloc[1])
     True
     """
-    from ..parallel.estimate import estimate
 
     rows = []
     for p in gpus:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..parallel.search import search_seconds
+from ..training.estimate import estimate
 from ._plot import group_lines, legend_outside, new_axes
 
 BASE = {"model": "vgg16", "cluster": "dgx1-v100", "parallel": {"microbatch_size": 64},
@@ -34,7 +36,6 @@ SEARCH_GPUS = (8, 32, 128, 512, 2048, 4096)
 
 
 def _step(data: int, **training) -> dict:
-    from ..parallel.estimate import estimate
 
     e = estimate({**BASE, "parallel": {**BASE["parallel"], "data": data, "global_batch": 64 * data},
                   "training": {**BASE["training"], **training}})
@@ -70,7 +71,6 @@ def search_frame(gpus=SEARCH_GPUS) -> pd.DataFrame:
     >>> sorted(f["search"].unique()) == sorted(SEARCHES), bool((f["days"] > 0).all())
     (True, True)
     """
-    from ..parallel.search import search_seconds
 
     trial_s = TRIAL_STEPS * _step(TRIAL_GPUS, overlap=True)["step_s"]
     return pd.DataFrame([{"search": name, "gpus": g,

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import html
 
+from ..scenario import example_names, read_scenario
+from ..serving.decoder import infer
+from ..training.estimate import estimate
 from ._plot import figure, kind_color
 from .html import Section
 from .sections import add_figure
@@ -14,11 +17,8 @@ SHOWN_KINDS = 6  # kinds a bar names; the rest are "other"
 
 def example_rows() -> list[dict]:
     """``name, command, what, result`` of every shipped example (:func:`concurrency_model.scenario.example_names`):
-    ``estimate`` for training scenarios (with the :class:`~concurrency_model.parallel.estimate.Estimate` as
+    ``estimate`` for training scenarios (with the :class:`~concurrency_model.training.estimate.Estimate` as
     ``estimate``), ``infer`` for those with an ``inference`` object."""
-    from ..inference import infer
-    from ..parallel.estimate import estimate
-    from ..scenario import example_names, read_scenario
 
     rows = []
     for name in example_names():
@@ -41,7 +41,7 @@ def example_rows() -> list[dict]:
 
 def layer_kinds_plot(named: list, ax) -> None:
     """One bar a training example (``named``: ``(name, Estimate)``): its slowest stage's microbatch by kind of
-    layer (:meth:`~concurrency_model.parallel.estimate.Estimate.layer_kinds`) as shares, the largest kinds named,
+    layer (:meth:`~concurrency_model.training.estimate.Estimate.layer_kinds`) as shares, the largest kinds named,
     memory- or launch-bound kinds hatched, the microbatch's milliseconds at the bar's end."""
     from matplotlib.patches import Patch
 

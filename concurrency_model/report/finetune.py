@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..training.estimate import estimate
 from ._plot import figure
 from .html import Section
 from .sections import add_figure
@@ -18,7 +19,6 @@ CASES = (("full, ZeRO-1", 8, {"zero_stage": 1}), ("full, ZeRO-3", 8, {"zero_stag
 
 def finetune_frame() -> pd.DataFrame:
     """One row a case: step seconds by part, model-state and activation GB a GPU (NaN where it does not fit)."""
-    from ..parallel.estimate import estimate
 
     rows = []
     for label, gpus, extra in CASES:

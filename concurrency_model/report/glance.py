@@ -16,8 +16,8 @@ import html
 import numpy as np
 import pandas as pd
 
-from ..parallel.compose import STEP_PARTS
-from ..parallel.run import run_cost
+from ..training.compose import STEP_PARTS
+from ..training.run import run_cost
 from ..validate.targets import FAR, check, grade, targets_for
 from .html import Section
 

@@ -1,18 +1,23 @@
 """Inference in the report: the FasterTransformer GPT 13B latencies against the model, and what batch size
-and weight-only quantization do to a decode step (:mod:`concurrency_model.inference`).
+and weight-only quantization do to a decode step (:mod:`concurrency_model.serving.decoder`).
 
 The FasterTransformer rows are the ones of ``concurrency-model validate --dataset fastertransformer-13b``
 (:mod:`concurrency_model.validate.inference`); the quantization panel is model only (``data/`` has no
 quantized-serving measurements): Llama-2-7B from its Hugging Face config on one H100 (``dgx-h100``), 1,024-token
 prompts and 128 generated tokens, at 16-bit, int8 and int4 weights, and 16-bit weights pruned 2:4 (sparse tensor
 cores, :mod:`concurrency_model.timing.sparse`); the serving front is the same model on H100s under
-:func:`concurrency_model.capacity.serving_sweep` (every tensor degree in a node and batch that fits).
+:func:`concurrency_model.serving.capacity.serving_sweep` (every tensor degree in a node and batch that fits).
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from ..serving.capacity import replicas_for_load, serving_sweep
+from ..serving.decoder import infer, predict
+from ..serving.disaggregated import plan
+from ..serving.output_lengths import lengths
+from ..validate import inference as vi
 from ._plot import group_lines, legend_outside, new_axes
 
 QUANT_MODEL = {"hf_config": "llama-2-7b"}
@@ -26,7 +31,6 @@ LOAD_RPS = 100.0  # requests a second the serving front is sized for
 def ft_frame() -> pd.DataFrame:
     """``label, what, measured_s, predicted_s, p10_s, p90_s`` per FasterTransformer row and latency
     (prefill, decode per token, total)."""
-    from ..validate import inference as vi
 
     res = vi.evaluate()
     rows = []
@@ -45,7 +49,6 @@ def quant_frame(batches=BATCHES, weights=WEIGHTS) -> pd.DataFrame:
     >>> bool(f.loc["int8", "decode_s_per_token"] < f.loc["fp16", "decode_s_per_token"])
     True
     """
-    from ..inference import predict
 
     rows = []
     for w in weights:
@@ -61,9 +64,8 @@ FRONT_TARGET_S = 0.020  # an illustrative decode target per token for the servin
 
 
 def front_frame() -> pd.DataFrame:
-    """:func:`~concurrency_model.capacity.serving_sweep` of :data:`QUANT_MODEL` on :data:`QUANT_CLUSTER`, with
+    """:func:`~concurrency_model.serving.capacity.serving_sweep` of :data:`QUANT_MODEL` on :data:`QUANT_CLUSTER`, with
     the GPUs each configuration needs for :data:`LOAD_RPS` requests a second."""
-    from ..capacity import serving_sweep
 
     return serving_sweep({"model": QUANT_MODEL, "cluster": QUANT_CLUSTER,
                           "inference": {"prompt_len": PROMPT, "decode_len": DECODE}}, FRONT_TARGET_S,
@@ -73,8 +75,7 @@ def front_frame() -> pd.DataFrame:
 def batching_frame(batch: int = 32) -> pd.DataFrame:
     """``batching, output_lengths, first_token_s, decode_s_per_token, tokens_per_s`` of :data:`QUANT_MODEL` on
     one GPU at ``batch`` sequences: static and continuous batching, equal lengths and lengths uniform around
-    :data:`DECODE` (:mod:`concurrency_model.continuous`, :mod:`concurrency_model.lengths`)."""
-    from ..inference import infer
+    :data:`DECODE` (:mod:`concurrency_model.serving.continuous_batching`, :mod:`concurrency_model.serving.output_lengths`)."""
 
     rows = []
     for kind in ("fixed", "uniform"):
@@ -95,10 +96,9 @@ BUDGET_LOAD = 6.0  # requests a second of the token-budget figure
 
 def load_frame(loads=LOADS, slots: int = SLOTS) -> pd.DataFrame:
     """``load_rps, slots_in_use, first_token_s, queue_wait_s, decode_s_per_token`` of :data:`QUANT_MODEL` on one GPU
-    with ``slots`` continuous-batching slots under each load (Little's law, :mod:`concurrency_model.continuous`; the
-    wait for a slot, :mod:`concurrency_model.queueing`), and the capacity (``load_rps`` NaN: every slot busy) as the
+    with ``slots`` continuous-batching slots under each load (Little's law, :mod:`concurrency_model.serving.continuous_batching`; the
+    wait for a slot, :mod:`concurrency_model.serving.queueing`), and the capacity (``load_rps`` NaN: every slot busy) as the
     last row."""
-    from ..inference import infer
 
     rows = []
     for load in (*loads, None):
@@ -119,8 +119,7 @@ def budget_frame(budgets=BUDGETS, load: float = BUDGET_LOAD) -> pd.DataFrame:
     """``budget`` (NaN: whole prompts), ``first_token_s``, ``longest_iteration_s``, ``decode_s_per_token`` and
     ``prefill_chunks`` of :data:`QUANT_MODEL` on one GPU, :data:`SLOTS` continuous-batching slots under ``load``
     requests a second, with the prompts scheduled whole and in chunks under each token budget
-    (:class:`~concurrency_model.continuous.Chunked`); budgets that cannot carry the load are left out."""
-    from ..inference import infer
+    (:class:`~concurrency_model.serving.continuous_batching.Chunked`); budgets that cannot carry the load are left out."""
 
     rows = []
     for budget in (None, *budgets):
@@ -181,8 +180,7 @@ MOE_BATCHES = (8, 16, 32, 64, 128, 256)
 def moe_frame(batches=MOE_BATCHES, layouts=MOE_LAYOUTS) -> pd.DataFrame:
     """``layout, batch, first_token_s, decode_s_per_token, tokens_per_s, comm_s`` (a decode step's tensor and
     expert communication), ``memory_bytes`` of Mixtral 8x7B on one DGX H100 in bf16, 1,024-token prompts and
-    128 generated tokens, under each layout (:mod:`concurrency_model.inference`: expert parallelism)."""
-    from ..inference import infer
+    128 generated tokens, under each layout (:mod:`concurrency_model.serving.decoder`: expert parallelism)."""
 
     rows = []
     for name, par in layouts.items():
@@ -220,12 +218,9 @@ DIS_FIRST_S, DIS_TOKEN_S = 0.1, 0.015  # the targets of the disaggregation figur
 def disaggregation_frame(loads=DIS_LOADS, first_s: float = DIS_FIRST_S, token_s: float = DIS_TOKEN_S) -> pd.DataFrame:
     """``load_rps, colocated_gpus, disaggregated_gpus`` of :data:`QUANT_MODEL` on H100s within ``first_s`` to the
     first token and ``token_s`` a token: the fewest GPUs of a colocated continuous-batching fleet (every
-    configuration of :func:`~concurrency_model.capacity.serving_sweep`, its replicas for each load) and of
-    disaggregated prefill and decode pools (:func:`concurrency_model.disaggregated.plan`); None where none meets
+    configuration of :func:`~concurrency_model.serving.capacity.serving_sweep`, its replicas for each load) and of
+    disaggregated prefill and decode pools (:func:`concurrency_model.serving.disaggregated.plan`); None where none meets
     the targets."""
-    from ..capacity import replicas_for_load, serving_sweep
-    from ..disaggregated import plan
-    from ..lengths import lengths
 
     sc = {"model": QUANT_MODEL, "cluster": QUANT_CLUSTER, "inference": {"prompt_len": PROMPT, "decode_len": DECODE}}
     colo = serving_sweep({**sc, "inference": {**sc["inference"], "batching": "continuous"}}, token_s,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..parallel.batch_size import LARGE_BATCH_RULES, UNDERUSED
+from ..training.estimate import estimate
 from ._plot import legend_outside, new_axes
 
 BATCHES = tuple(2 ** k for k in range(7, 18))  # 128 .. 131,072 images a step
@@ -20,13 +22,12 @@ SCENARIO = {"model": "resnet50", "cluster": "dgx1-v100", "training": {"dtype": "
 def regions_frame(batches=BATCHES, gpus=GPUS) -> pd.DataFrame:
     """One row per GPU count and global batch (at least one image a GPU): ``gpus, global_batch,
     microbatch, images_per_s, images_per_s_per_gpu, device_utilization, region`` from
-    :func:`~concurrency_model.parallel.estimate.estimate` (ResNet-50, fp16, momentum SGD, DGX-1 V100 nodes).
+    :func:`~concurrency_model.training.estimate.estimate` (ResNet-50, fp16, momentum SGD, DGX-1 V100 nodes).
 
     >>> f = regions_frame(batches=(256, 16384), gpus=(256,))
     >>> f["region"].tolist()
     ['A', 'C']
     """
-    from ..parallel.estimate import estimate
 
     rows = []
     for p in gpus:
@@ -49,7 +50,6 @@ def batch_regions(frame: pd.DataFrame | None = None, ax=None):
     >>> batch_regions(regions_frame(batches=(256, 16384), gpus=(256,))).get_xscale()
     'log'
     """
-    from ..parallel.batch_size import LARGE_BATCH_RULES, UNDERUSED
 
     df = regions_frame() if frame is None else frame
     ax = new_axes(ax)

@@ -5,7 +5,7 @@ GPT-2 1.2B-8.3B (tensor parallel 1-8) on one DGX-A100 with 16 sequences per mode
 models 128-way data parallel (batch 2048) on a DGX-A100 cluster: measured iteration times at
 d = 1 and d = 128. The other measured training sets vary the configuration at a fixed GPU count (vTrain)
 or the model with the GPU count (Megatron 2021, Narayanan et al. 2021 Table 2), so they give no
-data-parallel scaling curve. Predictions: :func:`concurrency_model.parallel.estimate.estimate` on the
+data-parallel scaling curve. Predictions: :func:`concurrency_model.training.estimate.estimate` on the
 scenarios of :mod:`concurrency_model.validate.training` with ``data`` (and the batch) varied.
 """
 from __future__ import annotations
@@ -13,6 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..parallel import pipeline
+from ..training.estimate import estimate
+from ..validate.training import megatron_rows, scenario_for
 from ._plot import legend_outside, new_axes
 
 DP_DEGREES = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -20,8 +23,6 @@ DP_TABLES = ("2020_mp_weak_scaling_dgxa100", "2020_dp_x_mp_scaling_dgxa100")
 
 
 def _dp_point(job):
-    from ..parallel.estimate import estimate
-    from ..validate.training import scenario_for
 
     row, d = job
     r = dict(row, data=d, gpus=row["tensor"] * row["pipeline"] * d, global_batch=int(row["microbatch"]) * d)
@@ -43,7 +44,6 @@ def dp_scaling_frame(degrees=DP_DEGREES, models=None, mapper=map) -> pd.DataFram
     >>> f[["d", "measured_s"]].values.tolist()
     [[1.0, 1.076], [128.0, 1.153]]
     """
-    from ..validate.training import megatron_rows
 
     rows = megatron_rows()
     rows = rows[rows["label"].str.split().str[0].isin(DP_TABLES)].copy()
@@ -118,7 +118,6 @@ def pipeline_timeline(schedule: str = "1f1b", p: int = 4, m: int = 8, t_f: float
     >>> pipeline_timeline("gpipe", 2, 2).get_xlabel()
     'time (s)'
     """
-    from ..parallel import pipeline
 
     ax = new_axes(ax, (10, 2.5))
     t_w = (t_b / 2 if t_w is None else t_w) if schedule == "zb-h1" else 0.0

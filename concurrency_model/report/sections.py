@@ -7,6 +7,9 @@ import html
 import math
 import time
 
+from ..hardware.devices import load_device
+from ..training.run import run_cost
+from ..version import __version__
 from . import accuracy, cnn_parallel, comm, distribution, minibatch, parallel, sweep3d, zoo
 from ._plot import figure, fmt_bytes, png_bytes
 from .html import Figure, Section
@@ -32,7 +35,6 @@ def add_figure(figs: list, name: str, fig, alt: str, caption: str) -> Figure:
 
 
 def meta(elapsed: float) -> str:
-    from ..version import __version__
 
     return (f"concurrency_model {__version__}, written {time.strftime('%Y-%m-%d %H:%M %Z')} in {elapsed:.0f} s "
             f"by <code>concurrency-model report</code>.")
@@ -73,7 +75,6 @@ def zoo_sections(figs):
 
 
 def roofline_section(figs):
-    from ..hardware import load_device
 
     dev = load_device("a100-sxm4-80gb")
     rf = zoo.roofline_frame()
@@ -309,7 +310,6 @@ def sweep_section(figs, res, best, ru):
                     "model state over the data-parallel ranks, recompute trades activations for compute.")
     par, tr = best.scenario.parallel, best.scenario.training
     rejected = "; ".join(f"{k} ({v:,})" for k, v in sorted(res.rejected.items(), key=lambda kv: -kv[1]))
-    from ..parallel.run import run_cost
     busy = best.breakdown["compute_s"] / best.step_time_s
     args = (best.step_time_s, par["global_batch"], sweep3d.GPUS, busy, best.scenario.cluster.device.board_power_w)
     plain = run_cost({"tokens": 300e9}, *args, seq_len=sweep3d.SEQ_LEN)

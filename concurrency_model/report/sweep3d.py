@@ -3,22 +3,24 @@
 The grid is :func:`concurrency_model.sweep.sweep` of gpt3-175b on 1024 GPUs of the ``dgx-a100`` preset,
 global batch 1536, fp16 with Adam, every other field searched (data, tensor, pipeline, microbatch,
 schedule, interleave, sequence parallelism, recompute, ZeRO stage); the breakdown is
-:func:`~concurrency_model.parallel.estimate.estimate` of the fastest configuration.
+:func:`~concurrency_model.training.estimate.estimate` of the fastest configuration.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from ..parallel.compose import STEP_PARTS
+from ..sweep import sweep
+from ..training.compose import STEP_PARTS
+from ..training.estimate import MEMORY_PARTS, estimate
 from ._plot import legend_outside, new_axes
 
 MODEL, CLUSTER, GPUS, GLOBAL_BATCH, DTYPE = "gpt3-175b", "dgx-a100", 1024, 1536, "fp16"
 SEQ_LEN = 2048  # GPT-3's context (Brown et al. 2020, Table 2.1): tokens a sequence, for the run's steps
-# an illustrative failure model for the run's days (parallel.run; not a measured rate): a GPU (with its share of
+# an illustrative failure model for the run's days (training.run; not a measured rate): a GPU (with its share of
 # the node) fails every 50,000 h, a checkpoint stalls training 2 minutes, a restart takes 10
 FAILURES = {"gpu_mtbf_hours": 50_000, "checkpoint_s": 120, "restart_s": 600}
-# a label for each of the breakdown's parts that add up to the step (parallel.compose.STEP_PARTS)
+# a label for each of the breakdown's parts that add up to the step (training.compose.STEP_PARTS)
 PARTS = {"forward_s": "forward", "backward_s": "backward", "recompute_s": "recompute",
          "tensor_parallel_comm_s": "tensor-parallel comm", "expert_parallel_comm_s": "expert-parallel all-to-all",
          "context_parallel_comm_s": "context-parallel comm", "batch_norm_sync_s": "batch-norm sync",
@@ -35,7 +37,6 @@ def base_scenario() -> dict:
 
 def sweep_result(scenario: dict | None = None, gpus: int = GPUS):
     """:func:`concurrency_model.sweep.sweep` of :func:`base_scenario` (or ``scenario``) on ``gpus`` devices."""
-    from ..sweep import sweep
 
     return sweep(scenario or base_scenario(), gpus)
 
@@ -108,7 +109,6 @@ def sweep_heatmap(frame: pd.DataFrame | None = None, ax=None, title: str | None 
 
 def best_estimate(result):
     """``estimate`` of the fastest configuration of a :class:`~concurrency_model.sweep.SweepResult`."""
-    from ..parallel.estimate import estimate
 
     return estimate(result.scenario(result.top(1).iloc[0]))
 
@@ -118,7 +118,7 @@ def step_breakdown(est=None, ax=None):
     to the step time), and below a rule, hatched and without a share of the step, the data-parallel traffic that
     overlaps the backward pass (it takes no time of its own, so it is not one of the parts).
 
-    >>> from concurrency_model.parallel.estimate import estimate
+    >>> from concurrency_model.training.estimate import estimate
     >>> e = estimate({"model": "gpt2", "cluster": "dgx-a100", "parallel": {"data": 8, "global_batch": 64,
     ...               "microbatch_size": 8}})
     >>> step_breakdown(e).get_xlabel()
@@ -163,9 +163,9 @@ def step_breakdown(est=None, ax=None):
 
 def runner_up_breakdown(best, second, ax=None):
     """The best configuration's and the runner-up's step side by side, part by part (the breakdown's parts that
-    add up to the step, :data:`~concurrency_model.parallel.compose.STEP_PARTS`): what separates them.
+    add up to the step, :data:`~concurrency_model.training.compose.STEP_PARTS`): what separates them.
 
-    >>> from concurrency_model.parallel.estimate import estimate
+    >>> from concurrency_model.training.estimate import estimate
     >>> a = estimate({"model": "gpt2", "parallel": {"data": 8, "global_batch": 64, "microbatch_size": 8}})
     >>> b = estimate({"model": "gpt2", "parallel": {"data": 4, "tensor": 2, "global_batch": 64, "microbatch_size": 8}})
     >>> runner_up_breakdown(a, b).get_xlabel()
@@ -202,7 +202,6 @@ def memory_tradeoff(result=None, ax=None):
     ...                 "parallel": {"global_batch": 512}})).get_xlabel()
     'GB per GPU'
     """
-    from ..parallel.estimate import MEMORY_PARTS, estimate
 
     result = result if result is not None else sweep_result()
     frame = result.frame

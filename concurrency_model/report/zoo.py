@@ -13,6 +13,10 @@ import pandas as pd
 
 from adjustText import adjust_text
 
+from .. import MODEL_NAMES, get_model
+from ..hardware.devices import load_device
+from ..timing.graph import layer_times
+from ..units import dtype_bytes
 from ._plot import kind_color, legend_outside, new_axes
 
 # batch per model family for the roofline: images 32, sequences 8 (gpt3-175b 1: one sequence of 2048)
@@ -29,7 +33,6 @@ def zoo_frame(batch: int = 1, models=None) -> pd.DataFrame:
     >>> int(zoo_frame(models=["lenet5"]).loc[0, "forward_depth"])
     61
     """
-    from .. import MODEL_NAMES, get_model
 
     rows = []
     for name in models or MODEL_NAMES:
@@ -109,9 +112,6 @@ def roofline_frame(device: str = "a100-sxm4-80gb", dtype: str = "fp16", models=N
     >>> bool((f["intensity"] > 0).all() and (f["flops"] > 0).all())
     True
     """
-    from .. import MODEL_NAMES, get_model
-    from ..timing.graph import layer_times
-    from ..units import dtype_bytes
 
     rows = []
     for name in models or MODEL_NAMES:
@@ -139,7 +139,6 @@ def roofline(frame: pd.DataFrame | None = None, device: str = "a100-sxm4-80gb", 
     >>> roofline(roofline_frame(models=["lenet5"])).get_xlabel()
     'arithmetic intensity (FLOP / byte of minimum traffic)'
     """
-    from ..hardware import load_device
 
     df = roofline_frame(device, dtype) if frame is None else frame
     dev = load_device(device)

@@ -1,9 +1,9 @@
 """What-if sweeps over layouts and hardware (:mod:`.engine`, :mod:`.space`, :mod:`.result`) and sensitivities."""
 from __future__ import annotations
 
-from ..parallel.compose import STEP_PARTS
-from ..parallel.estimate import estimate
 from ..scenario import read_scenario
+from ..training.compose import STEP_PARTS
+from ..training.estimate import estimate
 from .engine import sweep
 from .result import SCALES, SweepResult
 

@@ -2,10 +2,10 @@
 
 What is computed once (the "compilation"): the model for each microbatch size, its layers' kernels for
 each tensor degree, the pipeline partitions, the collectives, and the lambdified step and memory
-expressions of :mod:`concurrency_model.parallel.compose`, one per structural variant (schedule, ZeRO
+expressions of :mod:`concurrency_model.training.compose`, one per structural variant (schedule, ZeRO
 stage, overlap; for memory also recompute and sequence parallelism). What is evaluated on numpy arrays:
 those expressions for every (layout, hardware point), in chunks. A configuration gets the same step time
-here as from :func:`~concurrency_model.parallel.estimate.estimate` (same features, same expressions).
+here as from :func:`~concurrency_model.training.estimate.estimate` (same features, same expressions).
 
 Memory: ``memory_bytes_per_device`` is the central figure (model state, activations and what the runtime
 ``training.framework`` adds, :mod:`~concurrency_model.parallel.allocator`), ``memory_p90_bytes_per_device`` the
@@ -31,14 +31,15 @@ import pandas as pd
 
 from .. import compiled
 from ..checks import number
-from ..parallel import allocator, compose
-from ..parallel.features import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, model_key, transformer_shape, workload
-from ..parallel.runtime import default_framework, kernel_policies
-from ..parallel.estimate import assemble, consistency_of, host_per_kernel, host_seconds, sync_of
+from ..ops.routing import check_applies
+from ..parallel import allocator
 from ..parallel.lora import check_lora
-from ..routing import check_applies
+from ..parallel.runtime import default_framework, kernel_policies
 from ..progress import Progress
 from ..scenario import load_scenario, read_scenario
+from ..training import compose
+from ..training.estimate import assemble, consistency_of, host_per_kernel, host_seconds, sync_of
+from ..training.workload import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, model_key, transformer_shape, workload
 from .result import SCALES, SweepResult
 from .space import layouts
 
@@ -287,7 +288,7 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict,
               sync: tuple = ("allreduce", 0, "none", "ring", ("ideal",)),
               host_s: float | None = None, batch_norm: str = "local") -> dict:
     """Per layout: indices into per-stage tables of compute seconds on the grid and host issue seconds
-    (``host_s`` per kernel, :func:`~concurrency_model.parallel.estimate.host_seconds`), communication triples
+    (``host_s`` per kernel, :func:`~concurrency_model.training.estimate.host_seconds`), communication triples
     (with ``batch_norm`` ``sync``, the stage's batch-norm all-reduces over the layout's data replicas)."""
     keys = list(zip(lay["microbatch_size"].astype(int), lay["tensor"].astype(int), lay["sequence_parallel"].astype(bool),
                     lay["recompute"], lay["pipeline"].astype(int), lay["context"].astype(int),
@@ -337,8 +338,8 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict,
 
 def _inputs(f: dict, i: np.ndarray, zero: int, scales: dict) -> dict:
     """Inputs of the lambdified step for layouts ``i`` (rows) on every hardware point (columns); the
-    context-parallel exposure by :func:`~concurrency_model.parallel.features.context_exposed`, as
-    :func:`~concurrency_model.parallel.estimate.step_inputs` computes it."""
+    context-parallel exposure by :func:`~concurrency_model.training.workload.context_exposed`, as
+    :func:`~concurrency_model.training.estimate.step_inputs` computes it."""
     s_in, s_out = scales["intra_bw"][None, :], scales["inter_bw"][None, :]
 
     def comm(tr):

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..parallel.compose import STEP_PARTS
-from ..parallel.estimate import estimate, prepare, step_band
 from ..parallel.runtime import default_framework
-from ..parallel.run import run_cost
 from ..scenario import load_scenario
+from ..training.compose import STEP_PARTS
+from ..training.estimate import estimate, prepare, step_band
+from ..training.run import run_cost
 
 SCALES = ("flops", "mem_bw", "launch", "intra_bw", "inter_bw")
 #: what makes two configurations different layouts (not a variant of one: microbatch, recompute, schedule)
@@ -172,8 +172,8 @@ class SweepResult:
     def runner_up(self) -> dict | None:
         """The fastest configuration and the fastest of another layout (another :data:`LAYOUT_KEY`: degrees or
         ZeRO stage), each estimated, and what separates them: the breakdown's parts that add up to the step
-        (:data:`~concurrency_model.parallel.compose.STEP_PARTS`), runner-up minus best, largest first; the two
-        :class:`~concurrency_model.parallel.estimate.Estimate` in ``estimates``. ``None`` when every feasible
+        (:data:`~concurrency_model.training.compose.STEP_PARTS`), runner-up minus best, largest first; the two
+        :class:`~concurrency_model.training.estimate.Estimate` in ``estimates``. ``None`` when every feasible
         configuration shares one layout."""
         flat = self.step_time_s.ravel()
         order = np.argsort(flat, kind="stable")

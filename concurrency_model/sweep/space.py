@@ -31,8 +31,8 @@ from collections import Counter
 from itertools import product
 from math import isqrt
 
-from ..parallel.features import Workload, transformer_shape
 from ..parallel.runtime import runs_with
+from ..training.workload import Workload, transformer_shape
 
 SEARCHED = ("tensor", "pipeline", "context", "context_algorithm", "expert", "microbatch_size", "schedule",
             "interleave", "sequence_parallel", "recompute", "zero_stage")

@@ -20,7 +20,7 @@ import sympy as sp
 
 from ..checks import count
 from ..cost import to_json as _out
-from ..hardware import Device, load_device
+from ..hardware.devices import Device, load_device
 from ..units import dtype_bytes
 from . import gemm as _gemm
 

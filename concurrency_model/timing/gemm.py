@@ -32,7 +32,7 @@ def kernel(m, n, k, batch, value_bytes, sms, peak, bw, launch, eff, weight_bytes
     """Best kernel for each row. ``m, n, k, batch``: int arrays of one length (or scalars); ``weight_bytes``:
     bytes per value of B (default ``value_bytes``);
     ``peak`` (per row or one), ``bw``, ``launch``: numbers used for the choice; ``eff``: an
-    :class:`~concurrency_model.hardware.Efficiency`.
+    :class:`~concurrency_model.hardware.devices.Efficiency`.
 
     Returns arrays: ``a_math, a_feed, a_mem, a_red, launches`` (see the module docstring), ``time``
     (seconds, with the launch overheads), ``tile`` index into ``TILES``, ``split``, ``waves``.

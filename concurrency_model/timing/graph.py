@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 
 import sympy as sp
 
-from .. import routing
+from ..checks import did_you_mean
 from ..models.channel_split import is_channel_split, replicated
 from ..models.transformer import is_lm_head
+from ..ops import routing
 from ..ops.optimizer import RULES
-from ..checks import did_you_mean
 from ..units import EIGHT_BIT_VALUES, dtype_bytes, value_dtype
 from . import decided_float, device, gemm_coeffs, roofline, roofline_coeffs
 from .layers import attention_kernels, conv_coeffs
@@ -65,7 +65,7 @@ def expert_gemms(attrs: dict, rows: int, expert: int = 1, imbalance=1.0) -> tupl
     with capacity buffers, else their expected number under uniform independent routing, ``E_d (1 - (1 -
     k / E)^T)`` for the ``T = rows * expert / k`` tokens of the expert group (a batch-1 decode step of a top-2
     model reads 2 experts' weights, a training microbatch all of them). Without capacity buffers the
-    busiest device of the group runs :func:`~concurrency_model.routing.imbalance` times the mean rows
+    busiest device of the group runs :func:`~concurrency_model.ops.routing.imbalance` times the mean rows
     (``imbalance``: ``parallel.expert_imbalance``).
 
     >>> expert_gemms({"experts": 8, "top_k": 2}, 2), expert_gemms({"experts": 8, "top_k": 2}, 8)
@@ -360,7 +360,7 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
     tensor share are timed once (the 96 blocks of GPT-3 cost one block's kernel choices). ``spatial``:
     ``{node: output rows on this device}`` of a spatial split (:mod:`~concurrency_model.parallel.spatial`).
     ``weight_bytes``: bytes per weight of the :func:`quantizable` layers (weight-only quantization at
-    inference, :mod:`concurrency_model.inference`); ``weight_sparsity``: the same layers pruned (``"2:4"`` or
+    inference, :mod:`concurrency_model.serving.decoder`); ``weight_sparsity``: the same layers pruned (``"2:4"`` or
     a fraction of zeros, see :func:`node_parts`); ``expert``, ``imbalance``: the expert-parallel degree and
     ``parallel.expert_imbalance`` (:func:`expert_gemms`); ``fp8_recipe``: the casts of an 8-bit ``dtype``
     (:func:`cast_parts`); the ``torchao`` recipes also run the fused QKV projection as separate q, k, v linears

@@ -21,7 +21,7 @@ def cross_entropy_parts(rows: float, vocab: float, value_bytes: int, dev) -> tup
     cross-entropy over ``rows`` tokens and ``vocab`` logits each (one tensor rank's share of the
     vocabulary), one memory-bound kernel per step of :data:`CE_FORWARD` / :data:`CE_BACKWARD`.
 
-    >>> from concurrency_model.hardware import load_device
+    >>> from concurrency_model.hardware.devices import load_device
     >>> f, b = cross_entropy_parts(1024, 51200, 2, load_device("a100-sxm4-80gb"))
     >>> int(f.count.sum()), int(b.count.sum())   # cast + 5 forward kernels, 1 + cast back backward
     (6, 2)

@@ -8,6 +8,12 @@ import numpy as np
 import pandas as pd
 
 from .. import datasets
+from ..calibrate.compute import fit_gemm
+from ..calibrate.fit_comm import LOSS, MODELS, fit_alpha_beta, predict
+from ..hardware.devices import load_device
+from ..timing import gemm_coeffs
+from ..uncertainty import group_sigma, leave_one_out_sigma, lognormal_band
+from . import collectives, inference, kernels, modern, scaling, sparse, training, trtllm
 
 COLUMNS = ["dataset", "mode", "row", "label", "group", "measured", "predicted", "unit", "ape", "status", "note",
            "p10", "p90"]  # p10/p90: the prediction's 80% band where the predictor gives one (training steps)
@@ -93,7 +99,6 @@ def read_frame(name, mode, row, label, group, measured, predicted, unit, status=
 # --- kernels ------------------------------------------------------------------------------------------------
 def kernel_rows(op: str, benchmark: str = "train") -> pd.DataFrame:
     """:func:`.kernels.rows` with each row's file line in ``row``."""
-    from . import kernels
     raw = datasets.load(f"deepbench_{op}")
     lines = raw[_KERNEL_KEYS].assign(row=raw.index + 2)
     return kernels.rows(op, benchmark).merge(lines, on=_KERNEL_KEYS, how="left")
@@ -121,7 +126,6 @@ def kernel_band(p: pd.DataFrame, reference: pd.DataFrame, other_devices: bool = 
     same way), of the *other* devices when ``other_devices`` (leave-one-device-out: the systematic part is
     the other devices' median log ratios, the scatter their per-kernel spread), else of all of them (a
     held-out half: the training half of the same device)."""
-    from ..uncertainty import group_sigma, lognormal_band
     sigma = np.full(len(p), np.nan)
     for (op, preset), idx in p.reset_index(drop=True).groupby(["op", "preset"], sort=False).indices.items():
         ref = reference[(reference["op"] == op) & ((reference["preset"] != preset) if other_devices else True)]
@@ -133,7 +137,6 @@ def kernel_band(p: pd.DataFrame, reference: pd.DataFrame, other_devices: bool = 
 def kernel_datasheet(df: pd.DataFrame, preset: str) -> pd.DataFrame:
     """Rows of ``preset`` predicted with constants fitted on the other devices' rows; the band from the
     other devices' rows under the same constants (:func:`kernel_band`)."""
-    from . import kernels
     eff = kernels.fit(df[df["preset"] != preset], label=f"DeepBench without {preset}")
     everyone = kernels.predict(df.reset_index(drop=True), {d: eff for d in df["preset"].unique()})
     mine = everyone[everyone["preset"] == preset]
@@ -143,7 +146,6 @@ def kernel_datasheet(df: pd.DataFrame, preset: str) -> pd.DataFrame:
 def kernel_held_out(df: pd.DataFrame) -> pd.DataFrame:
     """One device's rows: constants fitted on every other row, predicted on the rest; the band from the
     training half's residuals (:func:`kernel_band`)."""
-    from . import kernels
     train, test = kernels.halves(df.reset_index(drop=True))
     eff = {df["preset"].iloc[0]: kernels.fit(train, label="half of the device")}
     return kernel_band(kernels.predict(test, eff), kernels.predict(train, eff), other_devices=False)
@@ -153,7 +155,6 @@ def kernel_inference(per_op: list) -> pd.DataFrame:
     """DeepBench's inference kernels (int8 GEMMs and convolutions, fp32 RNNs, forward; ``per_op``: each op's
     :func:`kernel_rows` of ``"inference"``, one op at a time as each has its own columns) with the presets
     and the default constants; bands as the training kernels' preset mode (:func:`kernel_band`)."""
-    from . import kernels
     parts = []
     for rows in per_op:
         p = kernels.predict(rows)
@@ -162,7 +163,6 @@ def kernel_inference(per_op: list) -> pd.DataFrame:
 
 
 def kernel_sparse() -> pd.DataFrame:
-    from . import sparse
     r = sparse.evaluate()
     note = np.where(r["status"] == "ok", "measured speed-up " + r["measured_speedup"].map("{:.2f}".format)
                     + ", predicted " + r["predicted_speedup"].map("{:.2f}".format), "")
@@ -193,7 +193,6 @@ def collective_rows(source: str) -> pd.DataFrame:
 
 
 def collective_frame(name: str, mode: str, df: pd.DataFrame) -> pd.DataFrame:
-    from . import collectives
     if name == "vtrain-allreduce":
         p = collectives.vtrain_preset(df)
     else:
@@ -209,7 +208,6 @@ def collective_band(p: pd.DataFrame, mode: str) -> tuple[np.ndarray, np.ndarray]
     """The 80% band of each all-reduce: ``held-out``, the system's leave-one-out spread on its training
     rows (``loo_sigma``); ``preset``, the other systems' preset residuals (:func:`~concurrency_model.
     uncertainty.leave_one_out_sigma`, by system)."""
-    from ..uncertainty import leave_one_out_sigma, lognormal_band
     if mode == "held-out":
         sigma = p["loo_sigma"].to_numpy(float)
     else:
@@ -220,7 +218,6 @@ def collective_band(p: pd.DataFrame, mode: str) -> tuple[np.ndarray, np.ndarray]
 
 # --- training -----------------------------------------------------------------------------------------------
 def training_rows(name: str) -> pd.DataFrame:
-    from . import training
     key = TRAINING[name]
     if key == "vtrain_single":  # the odd rows: the even ones fit the host seconds per kernel
         return training.vtrain_held_out_rows()
@@ -238,7 +235,6 @@ def training_mode(name: str) -> str:
 
 
 def training_chunk(name: str, df: pd.DataFrame) -> pd.DataFrame:
-    from . import training
     r = training.evaluate(df, workers=1)
     by_time = training.METRIC[TRAINING[name]] == "iteration_time"
     meas, pred = (r["measured_time_s"], r["predicted_time_s"]) if by_time else (r["measured_tflops"],
@@ -257,7 +253,6 @@ def training_chunk(name: str, df: pd.DataFrame) -> pd.DataFrame:
 
 # --- modern training stacks ---------------------------------------------------------------------------------
 def modern_rows(name: str) -> pd.DataFrame:
-    from . import modern
     return modern.rows(MODERN[name][0])
 
 
@@ -265,7 +260,6 @@ def modern_frame(name: str, df: pd.DataFrame) -> pd.DataFrame:
     """Rows of one modern set (:mod:`.modern`) predicted, in the registry's shape: tokens/s per GPU, or peak memory
     per GPU in bytes (``-memory``: the caching allocator's reserved peak, which torchtitan logs; rows without a
     published memory left out)."""
-    from . import modern
     what = MODERN[name][1]
     if what == "memory":
         df = df[df["measured_memory_bytes"].notna()]
@@ -284,12 +278,10 @@ def modern_frame(name: str, df: pd.DataFrame) -> pd.DataFrame:
 
 # --- data-parallel scaling and pipeline speedups ------------------------------------------------------------
 def scaling_rows(name: str) -> pd.DataFrame:
-    from . import scaling
     return scaling.ROWS[SCALING[name]]()
 
 
 def scaling_frame(name: str, df: pd.DataFrame) -> pd.DataFrame:
-    from . import scaling
     r = scaling.evaluate(df)
     note = np.where(r["status"] == "ok", r["note"], r["reason"].fillna(""))
     return read_frame(name, "preset", r["source_row"], r["label"], r["group"].to_numpy(), r["measured"], r["predicted"],
@@ -298,21 +290,18 @@ def scaling_frame(name: str, df: pd.DataFrame) -> pd.DataFrame:
 
 
 def inference_frame() -> pd.DataFrame:
-    from . import inference
     f = inference.frame()
     return read_frame("fastertransformer-13b", "preset", f["row"], f["label"], f["group"], f["measured"], f["predicted"],
                   "s", p10=f["p10"], p90=f["p90"])
 
 
 def trtllm_rows() -> pd.DataFrame:
-    from . import trtllm
     return trtllm.rows()
 
 
 def trtllm_frame(df: pd.DataFrame) -> pd.DataFrame:
     """Rows of TensorRT-LLM's Hopper table (:mod:`.trtllm`) predicted at full load, in the registry's shape: output
     tokens/s of the system; rows without a model preset (MoE) ``unmappable`` with the reason."""
-    from . import trtllm
     r = trtllm.evaluate(df, workers=1)
     note = np.where(r["status"] == "ok", "slots " + r["slots"].fillna(0).astype(int).astype(str) + " ("
                     + r["limited_by"].fillna("").astype(str) + ")", r["reason"].fillna(""))
@@ -341,9 +330,6 @@ def measured_gemms(folder) -> pd.DataFrame:
 def measured_compute(name: str, folder, mode: str) -> pd.DataFrame:
     """A ``compute-*`` run's GEMMs predicted with the profile of their backend (held-out: its efficiencies
     refitted on every other GEMM of the backend, the peaks kept)."""
-    from ..calibrate.compute import fit_gemm
-    from ..hardware import load_device
-    from ..timing import gemm_coeffs
 
     def seconds(d, rows):
         out = np.empty(len(rows))
@@ -372,14 +358,12 @@ def measured_compute(name: str, folder, mode: str) -> pd.DataFrame:
 def _residual_band(predicted, groups, train_log_ratio, train_groups) -> tuple[np.ndarray, np.ndarray]:
     """80% band of each prediction from its group's training residuals (:func:`~concurrency_model.
     uncertainty.group_sigma` of that group's training rows alone)."""
-    from ..uncertainty import group_sigma, lognormal_band
     r, tg, g = np.asarray(train_log_ratio, dtype=float), np.asarray(train_groups), np.asarray(groups)
     sigma = np.array([group_sigma(r[tg == x], tg[tg == x]) for x in g])
     return lognormal_band(predicted, sigma)
 
 
 def measured_network(name: str, folder) -> pd.DataFrame:
-    from ..calibrate.fit_comm import LOSS, MODELS, fit_alpha_beta, predict
     df = datasets.load_measured(folder).assign(row=lambda d: d.index + 2)
     parts = []
     for (coll, ranks), g in df.groupby(["collective", "num_ranks"], sort=False):

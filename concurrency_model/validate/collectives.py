@@ -70,9 +70,9 @@ import pandas as pd
 from ..calibrate.allreduce_forms import TWO_LEVEL, flat, hierarchical_ring, identifiable
 from ..calibrate.fit_select import Fitted, GroupSearch, Protocols, Single, Switch, select
 from ..comm.nccl import DEFAULT_VERSION
-from ..cluster import place
 from ..comm.on_cluster import collective_on_cluster, nccl_on
 from ..datasets import load
+from ..hardware.clusters import place
 
 MIN_TARGET_BYTES = 64 * 1024
 #: Systems with fewer held-out rows (>= 64 KiB) than this are reported but not counted for the target:

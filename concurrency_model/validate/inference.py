@@ -1,4 +1,4 @@
-"""FasterTransformer inference latencies against :func:`~concurrency_model.inference.infer`.
+"""FasterTransformer inference latencies against :func:`~concurrency_model.serving.decoder.infer`.
 
 ``data/fastertransformer_13b_inference_latency.csv`` (origin in ``data/SOURCES.md``): a 13B GPT-style
 model served by FasterTransformer on one and two A100 40GB, batch 1, a 512-token prompt and 10 generated
@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..datasets import data_dir, read_checked
+from ..serving.decoder import infer
 
 FILE = "fastertransformer_13b_inference_latency.csv"
 NUMERIC = ("num_gpus", "tensor_parallel", "batch_size", "prompt_len", "generated_tokens", "prefill_latency_ms",
@@ -71,7 +72,6 @@ def scenario_for(r) -> dict:
 
 def evaluate(df: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per measured row: measured and predicted seconds of each metric and its APE."""
-    from ..inference import infer
     df = rows() if df is None else df
     out = []
     for r in df.to_dict("records"):

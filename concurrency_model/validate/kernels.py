@@ -18,8 +18,9 @@ import numpy as np
 import pandas as pd
 
 from .. import timing
+from ..calibrate.fit import fit_efficiency
 from ..datasets import load
-from ..hardware import Device, load_device
+from ..hardware.devices import Device, Efficiency, load_device
 
 DEVICES = {
     "NVIDIA V100": "v100-sxm2-32gb",
@@ -130,7 +131,7 @@ def seconds(op: str, df: pd.DataFrame, dev: Device) -> np.ndarray:
 def predict(df: pd.DataFrame, efficiency: dict | None = None) -> pd.DataFrame:
     """``df`` (rows of one or more ops, see :func:`rows`) with ``predicted_s`` and ``ape`` (%).
 
-    ``efficiency`` maps a preset name to an :class:`~concurrency_model.hardware.Efficiency` to use
+    ``efficiency`` maps a preset name to an :class:`~concurrency_model.hardware.devices.Efficiency` to use
     instead of the preset's.
     """
     df = df.reset_index(drop=True)
@@ -164,8 +165,6 @@ def fit(df: pd.DataFrame, start=None, label: str = "fit"):
     """One :class:`Efficiency` for all rows of ``df`` (one device, or several for a global fit), fitted in
     stages: the GEMM constants on GEMM rows, then the convolution factor on conv rows and the recurrent
     factor on RNN rows with the GEMM constants held."""
-    from ..calibrate.fit import fit_efficiency
-    from ..hardware import Efficiency
     eff = start or Efficiency()
     sigmas = []
     for op, params in STAGES:

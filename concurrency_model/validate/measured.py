@@ -25,7 +25,14 @@ import numpy as np
 import pandas as pd
 
 from .. import datasets
-from .adapters import read_frame, kernel_frame, kernel_band
+from ..hardware.devices import load_device
+from ..parallel.host import host_per_kernel
+from ..serving.decoder import infer
+from ..training.estimate import estimate
+from ..uncertainty import lognormal_band
+from . import kernels
+from .adapters import kernel_band, kernel_frame, read_frame
+from .kernels import preset_of
 
 DECODE_TOKENS = 64  # the decode rows' positions seq .. seq + 63 (calibrate.steps' cache window)
 
@@ -33,7 +40,6 @@ DECODE_TOKENS = 64  # the decode rows' positions seq .. seq + 63 (calibrate.step
 # --- kernels ------------------------------------------------------------------------------------------------
 def kernel_rows(folder) -> pd.DataFrame:
     """:func:`.kernels.rows` of every ``deepbench_{op}.csv`` in ``folder``, with the file line in ``row``."""
-    from . import kernels
     folder, parts = Path(folder), []
     for op in kernels.OPS:
         file = f"deepbench_{op}.csv"
@@ -53,7 +59,6 @@ def kernel_rows(folder) -> pd.DataFrame:
 def kernels_frame(name: str, folder, mode: str) -> pd.DataFrame:
     """Predicted vs measured for a ``kernels-*`` folder in ``mode`` (module docstring); ``group`` is
     ``OP PRESET DTYPE``."""
-    from . import kernels
     mine = kernel_rows(folder)
     if mode == "calibrated":
         return _kernels_calibrated(name, folder, mine)
@@ -90,9 +95,6 @@ def run_profile(folder) -> Path | None:
 def _kernels_calibrated(name: str, folder, mine: pd.DataFrame) -> pd.DataFrame:
     """The rows predicted on the run's own profile (``calibrated``: fitted to other GEMMs of the same machine
     and library); the 80% band from that fit's log spread (its ``sigma``)."""
-    from ..hardware import load_device
-    from ..uncertainty import lognormal_band
-    from . import kernels
     path = run_profile(folder)
     if path is None:
         raise ValueError(f"{Path(folder).name}/profile.json: not found (the run's own device file)")
@@ -129,11 +131,6 @@ def predict_step(r: dict, device=None) -> dict:
     """``{"time_s", "p10_s", "p90_s", "memory_bytes"}`` predicted for one row of ``gpt_steps.csv``: the time
     with its 80% band (:mod:`concurrency_model.uncertainty`, as ``estimate`` and ``infer`` give it), and the
     memory for training rows only. ``device``: a device file to predict on instead of the row's preset."""
-    from ..hardware import load_device
-    from ..inference import infer
-    from ..parallel.estimate import estimate
-    from ..parallel.host import host_per_kernel
-    from .kernels import preset_of
     preset = str(device) if device is not None else preset_of(str(r["device"]))
     if preset is None:
         raise ValueError(f"device: {r['device']!r} has no preset")

@@ -1,4 +1,4 @@
-"""Modern training stacks against :func:`~concurrency_model.parallel.estimate.estimate`: torchtitan, llm-foundry and
+"""Modern training stacks against :func:`~concurrency_model.training.estimate.estimate`: torchtitan, llm-foundry and
 Megatron-Bridge (``data/``; origins and caveats in ``data/SOURCES.md``).
 
 * ``torchtitan``: pytorch/torchtitan @ b5bcd76c ``benchmarks/*.md`` and ``torchtitan/components/quantization/
@@ -46,6 +46,7 @@ import pandas as pd
 
 from ..datasets import load
 from ..frontends.hf import load_hf_config
+from ..training.estimate import estimate
 
 DATASETS = ("torchtitan", "llmfoundry", "megatron_bridge", "megatron_bridge_moe", "nemo")
 GIB = 2 ** 30  # torchtitan prints memory in GiB (metrics.py _to_gib at 9dec370: 1024^3 bytes)
@@ -53,7 +54,7 @@ GIB = 2 ** 30  # torchtitan prints memory in GiB (metrics.py _to_gib at 9dec370:
 # (expansion_ratio 4, vocab_size 50368, attn_impl flash). Those yamls keep llm-foundry's MPTConfig defaults
 # (llmfoundry/models/mpt/configuration_mpt.py: learned_pos_emb True, no_bias False, alibi False in
 # models/utils/config_defaults.py), so the benchmarked models have learned positions and biases: the zoo's GPT
-# with tied embeddings reproduces every row's published num_params exactly (tests/test_validate_modern.py).
+# with tied embeddings reproduces every row's published num_params exactly (tests/validate/test_validate_modern.py).
 MPT_SHAPES = {"125m": (12, 768, 12), "350m": (24, 1024, 16), "760m": (24, 1536, 12), "1b": (24, 2048, 16),
               "3b": (32, 2560, 20), "7b": (32, 4096, 32), "13b": (40, 5120, 40), "30b": (48, 7168, 56),
               "70b": (80, 8192, 64)}
@@ -527,7 +528,6 @@ def scenario_for(r) -> dict:
 
 
 def _predict(r: dict) -> dict:
-    from ..parallel.estimate import estimate
     try:
         sc = scenario_for(r)
     except ValueError as e:

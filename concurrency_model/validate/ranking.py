@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
+from . import modern, training
 
 TARGET = 0.8  # issue 35: Spearman >= 0.8 on every multi-layout set
 MIN_LAYOUTS = 3  # groups with fewer layouts are listed but not averaged into a set's Spearman
@@ -99,7 +100,6 @@ def sample_groups(df: pd.DataFrame, keys: list, every: int = 1, cap: int | None 
 
 
 def _training_frame(dataset: str, quick: bool, workers: int) -> pd.DataFrame:
-    from . import training
     if dataset == "narayanan_table2":
         df = training.narayanan_rows()
     else:
@@ -121,7 +121,6 @@ def _training_frame(dataset: str, quick: bool, workers: int) -> pd.DataFrame:
 
 
 def _modern_frame(dataset: str, quick: bool, workers: int) -> pd.DataFrame:
-    from . import modern
     df = modern.rows(dataset)
     df = df[df["unmappable"] == ""].reset_index(drop=True)
     if quick and dataset == "llmfoundry":

@@ -61,15 +61,14 @@ import pandas as pd
 
 from .. import datasets, uncertainty
 from ..progress import Progress
-from . import modern
-
-from .adapters import (COLLECTIVES, COLUMNS, FILES, INFERENCE, KERNEL_INFERENCE, KERNEL_SPARSE, KERNELS,
-                       MIN_BYTES, MODERN, QUICK_EVERY, SCALING, TRAINING, TRTLLM, collective_frame, collective_rows,
-                       inference_frame, kernel_datasheet, kernel_frame, kernel_held_out, kernel_inference, kernel_rows,
-                       kernel_sparse, measured_compute, measured_network, modern_frame, modern_rows, trtllm_frame,
-                       trtllm_rows,
-                       scaling_frame, scaling_rows, training_chunk, training_rows, kernel_band, no_band_reason,
-                       training_mode)
+from . import kernels, modern
+from .adapters import (COLLECTIVES, COLUMNS, FILES, INFERENCE, KERNEL_INFERENCE, KERNEL_SPARSE, KERNELS, MIN_BYTES,
+                       MODERN, QUICK_EVERY, SCALING, TRAINING, TRTLLM, collective_frame, collective_rows,
+                       inference_frame, kernel_band, kernel_datasheet, kernel_frame, kernel_held_out, kernel_inference,
+                       kernel_rows, kernel_sparse, measured_compute, measured_network, modern_frame, modern_rows,
+                       no_band_reason, scaling_frame, scaling_rows, training_chunk, training_mode, training_rows,
+                       trtllm_frame, trtllm_rows)
+from .measured import run_profile
 
 
 
@@ -199,7 +198,6 @@ def _plan_measured(name: str, folder, quick: bool, all_modes: bool, info: dict, 
     """Jobs for one folder of the toolkit's own measurements (``compute``, ``network``, ``kernels``,
     ``steps``; :mod:`.measured` for the last two)."""
     kind = folder.name.split("-")[0]
-    from .measured import run_profile
     own = run_profile(folder) is not None  # the run's own device file: predicted on it first
     if kind == "kernels":
         from .measured import kernel_rows, kernels_frame
@@ -247,7 +245,6 @@ def _cost(job) -> float:
 
 
 def _kernels_job(mode: str, df: pd.DataFrame, preset, wanted: list) -> pd.DataFrame:
-    from . import kernels
     if mode == "datasheet":
         p = kernel_datasheet(df, preset)
     elif mode == "held-out":

@@ -1,4 +1,4 @@
-"""Data-parallel scaling and pipeline speedups against :func:`~concurrency_model.parallel.estimate.estimate`.
+"""Data-parallel scaling and pipeline speedups against :func:`~concurrency_model.training.estimate.estimate`.
 
 Six published sets (``data/``; origins in ``data/SOURCES.md``), each compared on what it publishes:
 
@@ -22,7 +22,7 @@ objects built from the device presets and the sources' descriptions (:func:`syst
 on these rows. The one constant that is not a datasheet number, the achievable fraction of a PCIe Gen3 x16
 link in an NCCL all-reduce, is fitted on *other* data: DeepBench's one-node all-reduces on dual-root PCIe
 machines (:func:`pcie_efficiency`). Devices without DeepBench kernel data (K80, P40) use the default
-efficiency constants of :class:`~concurrency_model.hardware.Efficiency` and their boost-clock peaks.
+efficiency constants of :class:`~concurrency_model.hardware.devices.Efficiency` and their boost-clock peaks.
 
 Synchronisation (derived; byte counts per GPU of a gradient of ``n`` bytes over ``P`` ranks):
 
@@ -54,10 +54,15 @@ from functools import lru_cache, partial
 import numpy as np
 import pandas as pd
 
-from ..cluster import load_cluster, tier_from_dict
+from ..hardware.clusters import load_cluster, tier_from_dict
 from .dle import dle_bert_rows, dle_rows
 from .scaling_data import (ASSUMPTIONS, DATASETS, DLE_CNNS, FILES, METRIC, PS_PENDING, SCHEMAS,  # noqa: F401
                            TARGETS, pcie_notes, horovod_rows, pcie_efficiency, systems, tf_cnn_rows, torchgpipe_rows)
+from ..models import get_model
+from ..scenario import load_scenario
+from ..training.estimate import estimate
+from ..training.workload import BUCKET_BYTES
+from .training import DGX2, dgx_a100_40gb
 
 #: each dataset's row loader (:data:`DATASETS`)
 ROWS = {"tf_cnn_benchmarks": tf_cnn_rows, "torchgpipe": torchgpipe_rows, "horovod": horovod_rows,
@@ -93,8 +98,6 @@ def step(spec: dict) -> tuple[float, dict, str]:
     (``step_time_p10_s``, ``step_time_p90_s``; :mod:`concurrency_model.uncertainty`)."""
     from dataclasses import replace
 
-    from ..parallel.estimate import estimate
-    from ..scenario import load_scenario
     try:
         e = estimate(spec)
         return e.step_time_s, _with_band(e), ""
@@ -176,10 +179,8 @@ def ps_throughput(model: str, cluster, gpus: int, batch_per_gpu: int, where: str
     """Images/s with parameter servers: the one-GPU step (forward, backward, update) plus the exposed part
     of :func:`ps_sync_seconds`, overlapped as the estimate overlaps an all-reduce (derived): the push hides
     behind the backward pass and the pull behind the forward pass, except the last 25 MiB of the push
-    (:data:`concurrency_model.parallel.features.BUCKET_BYTES`); exposed = min(sync, max(0, push - backward)
+    (:data:`concurrency_model.training.workload.BUCKET_BYTES`); exposed = min(sync, max(0, push - backward)
     + max(0, pull - forward) + last)."""
-    from ..models import get_model
-    from ..parallel.features import BUCKET_BYTES
     t1, bd, note = step(scenario(model, cluster, 1, batch_per_gpu))
     n = float(get_model(model).params) * 4.0  # fp32 gradients and weights
     sync = ps_sync_seconds(n, gpus, cluster, where)
@@ -274,7 +275,6 @@ def _predict_dle_bert(r: dict) -> dict:
 
 @lru_cache(maxsize=None)
 def _dle_cluster(name: str):
-    from .training import DGX2, dgx_a100_40gb
     return load_cluster({"dgx-2": DGX2, "dgx-a100-40gb": {"name": "dgx-a100-40gb", **dgx_a100_40gb()}}.get(name,
                                                                                                           name))
 

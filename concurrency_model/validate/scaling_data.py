@@ -7,7 +7,7 @@ from functools import lru_cache
 import pandas as pd
 
 from .. import datasets
-from ..cluster import load_cluster
+from ..hardware.clusters import load_cluster
 
 # NVIDIA DeepLearningExamples CNN tables: dataset -> (model directories, model name, zoo model)
 DLE_CNNS = {"dle_resnet50": (("RN50v1.5", "resnet50v1.5"), "ResNet-50 v1.5", "resnet50"),  # v1.5 = torchvision's
@@ -122,7 +122,7 @@ def _net(name, kind, gbit, latency, notes, source) -> dict:
 @lru_cache(maxsize=None)
 def systems() -> dict:
     """The clusters of the sources (DGX-1 P100, GCE and EC2 K80, Horovod's servers, torchgpipe's P40 host), as
-    :class:`~concurrency_model.cluster.Cluster` objects."""
+    :class:`~concurrency_model.hardware.clusters.Cluster` objects."""
     edr = _net("infiniband-edr", "infiniband", 100, 5e-6, "4 per node; unused (one node)",
                "hardware.md 3A DGX-1 (P100): 4 x InfiniBand EDR 100 Gb/s [R24]")
     spec = {

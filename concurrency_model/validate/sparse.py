@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..datasets import load
-from ..hardware import load_device
+from ..hardware.devices import load_device
 from ..timing.sparse import sparse_gemm_time
 from .kernels import DEVICES
 

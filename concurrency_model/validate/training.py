@@ -1,4 +1,4 @@
-"""Measured training iterations against :func:`~concurrency_model.parallel.estimate.estimate`.
+"""Measured training iterations against :func:`~concurrency_model.training.estimate.estimate`.
 
 Four published sets (``data/``; origins in ``data/SOURCES.md``):
 
@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ..datasets import load
+from ..training.estimate import estimate
 
 VOCAB = 51200  # Megatron's GPT-2 BPE vocabulary padded (50257 -> 51200), as in the Megatron README rows
 DATASETS = ("vtrain_single", "vtrain_multi", "megatron_2020", "megatron_2021", "narayanan_table2")
@@ -249,7 +250,6 @@ def scenario_for(r) -> dict:
 
 
 def _predict(r: dict) -> dict:
-    from ..parallel.estimate import estimate
     try:
         sc = scenario_for(r)
     except ValueError as e:

@@ -1,4 +1,4 @@
-"""TensorRT-LLM's Hopper throughput table against :func:`~concurrency_model.capacity.max_throughput`.
+"""TensorRT-LLM's Hopper throughput table against :func:`~concurrency_model.serving.capacity.max_throughput`.
 
 ``data/trtllm_perf_overview_hopper.csv`` (origin in ``data/SOURCES.md``): NVIDIA/TensorRT-LLM @ 00f37686,
 ``docs/source/performance/perf-overview.md``: ``trtllm-bench throughput`` (PyTorch backend) fed every request at once,
@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..datasets import data_dir, read_checked
+from ..serving.capacity import max_throughput
 
 FILE = "trtllm_perf_overview_hopper.csv"
 NUMERIC = ("num_gpus", "tp", "pp", "isl", "osl")
@@ -89,7 +90,6 @@ def scenario_for(r: dict) -> dict:
 
 
 def _predict(r: dict) -> dict:
-    from ..capacity import max_throughput
     try:
         sc = scenario_for(r)
     except ValueError:

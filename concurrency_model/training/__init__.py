@@ -1,0 +1,1 @@
+"""A training step composed from the parallel strategies: workload, step expression, estimate, run."""

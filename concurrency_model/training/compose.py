@@ -1,0 +1,365 @@
+"""One training step as a sympy expression of its parts, lambdified once per structural variant.
+
+The variant is what changes the expression's shape: the pipeline ``schedule``, the ZeRO stage and
+whether communication overlaps compute. The symbols (:data:`STEP_INPUTS`) are per-microbatch seconds
+of the slowest pipeline stage (``c_f, c_b, c_r``: forward, backward, recompute compute; ``c_w``: the
+weight-gradient kernels inside ``c_b``, which the zb-h1 schedule defers; ``c_tf, c_tb``:
+tensor-parallel collectives; ``c_ef, c_eb``: the expert-parallel all-to-alls; ``c_cf, c_cb``: the exposed
+context-parallel communication, forward and backward with recompute, :func:`.features.context_exposed`;
+``c_nf, c_nb``: synchronous batch norm's all-reduces, :meth:`.data_parallel.DataParallelMixin.batch_norm_sync`),
+the stage-to-stage transfer ``t_p2p``, the degrees ``p, m, v``, the data-parallel collectives (``ar, rs, ag``:
+gradient allreduce, reduce-scatter, parameter allgather; ``agb``: ZeRO-3's gathers in the backward pass;
+``x_dp``: the seconds a microbatch the runtime never overlaps, :mod:`.runtime`; ``last``: the last gradient
+bucket) and the optimizer step ``opt``. Composition
+(DESIGN.md "How the pieces meet"):
+
+* pipeline: :func:`~.pipeline.step_time_expr` with ``t_f = c_f + c_tf + c_ef + c_cf + c_nf`` and
+  ``t_b = c_b + c_r + c_tb + c_eb + c_cb + c_nb`` (tensor-, expert- and context-parallel communication and
+  the batch-norm all-reduces on the critical path);
+  each at least the host's time to issue its kernels (``h_f``, ``h_b``: ``max(t_f, h_f)``; an eager
+  framework issues every kernel from the CPU and runs ahead of the GPU within a pass,
+  :data:`.host.HOST_S_PER_KERNEL`);
+  the transfers on its critical path are ``2(p-1) t_p2p`` (interleaved ``2(vp-1) t_p2p``); the bubble
+  is what is left of the step after ``m (t_f + t_b)`` and those transfers;
+* data parallelism, per ZeRO stage (Rajbhandari et al. 2020 §5, §7): 0 allreduces the accumulated
+  gradients once; 1 reduce-scatters them and gathers the updated parameters; 2 reduce-scatters each
+  microbatch's gradients; 3 also gathers the parameters in each microbatch's forward and backward pass.
+  With overlap each transfer hides behind the compute it follows (wait-free backprop, Li et al. 2020;
+  ZeRO prefetching): what does not fit is exposed, and always the last 25 MiB bucket;
+* the step: pipeline + exposed data-parallel time + optimizer;
+* consistency (:func:`.consistency.step_factors`, [D]): the replicas' compute (pipeline + optimizer) waits
+  ``straggle`` times itself for the slowest replica, and the data-parallel terms count ``sync_frac`` times
+  (local SGD synchronises every ``1 / sync_frac`` steps); 0 and 1 for synchronous SGD without stragglers.
+
+Memory per device (:func:`memory_fn`) is the same kind of expression in ``b, t, p, m, v, d, c``, from
+:mod:`.memory`; what the runtime (``training.framework``) adds to it and the band's upper end
+(:func:`framework_memory_fn`) from :mod:`.allocator`.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import sympy as sp
+
+from ..compiled import lambdified
+from ..parallel import allocator, memory, pipeline, recompute
+from ..units import dtype_bytes, state_dtype
+
+STEP_INPUTS = ("c_f", "c_b", "c_r", "c_w", "c_tf", "c_tb", "c_ef", "c_eb", "c_cf", "c_cb", "c_nf", "c_nb", "t_p2p",
+               "p", "m", "v", "ar", "rs", "ag", "agb", "x_dp", "last", "opt", "kappa", "h_f", "h_b", "straggle",
+               "sync_frac")
+STEP_OUTPUTS = ("step", "step_pp", "bubble", "p2p_exposed", "dp_total", "dp_exposed", "dp_interference", "host_wait",
+                "straggler_wait")
+MEMORY_INPUTS = ("b", "t", "p", "m", "v", "d", "act_graph", "c")
+_SYM = {name: sp.Symbol(name, positive=True) for name in STEP_INPUTS + MEMORY_INPUTS}
+SYMBOLS = _SYM
+
+
+@lru_cache(maxsize=None)
+def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
+    """The step and its parts (:data:`STEP_OUTPUTS`) as sympy expressions in :data:`STEP_INPUTS`.
+
+    >>> e = step_expressions("1f1b", 0, False)
+    >>> e["step"].subs({SYMBOLS["p"]: 1, SYMBOLS["h_f"]: 0, SYMBOLS["h_b"]: 0, SYMBOLS["straggle"]: 0,
+    ...                 SYMBOLS["sync_frac"]: 1, SYMBOLS["x_dp"]: 0})
+    ar + m*(c_b + c_cb + c_cf + c_eb + c_ef + c_f + c_nb + c_nf + c_r + c_tb + c_tf) + opt
+    """
+    s = {k: _SYM[k] for k in STEP_INPUTS}
+    gpu_f = s["c_f"] + s["c_tf"] + s["c_ef"] + s["c_cf"] + s["c_nf"]
+    gpu_b = s["c_b"] + s["c_r"] + s["c_tb"] + s["c_eb"] + s["c_cb"] + s["c_nb"]
+    # a pass lasts at least as long as the host takes to issue its kernels (h_f, h_b)
+    t_f, t_b = sp.Max(gpu_f, s["h_f"]), sp.Max(gpu_b, s["h_b"])
+    p, m, v, t_p2p = s["p"], s["m"], s["v"], s["t_p2p"]
+    step_pp = pipeline.step_time_expr(schedule).xreplace(
+        {pipeline.T_F: t_f, pipeline.T_B: t_b, pipeline.T_W: s["c_w"], pipeline.T_P2P: t_p2p, pipeline.S.p: p,
+         pipeline.S.m: m, pipeline.S.v: v})
+    p2p_exposed = 2 * ((v * p if schedule == "interleaved" else p) - 1) * t_p2p
+    bubble = sp.Max(0, step_pp - m * (t_f + t_b) - p2p_exposed)
+    ar, rs, ag = s["ar"], s["rs"], s["ag"]
+    # (seconds, compute it can hide behind, times per step) of each synchronisation
+    parts = {0: [(ar, t_b, 1)], 1: [(rs, t_b, 1), (ag, 0, 1)], 2: [(rs, t_b, m), (ag, 0, 1)],
+             3: [(ag, t_f, m), (s["agb"] + rs, t_b, m)]}[zero_stage]
+    hidden_total = sum(c * k for c, _, k in parts)
+    exposed_outright = m * s["x_dp"]  # what the runtime never overlaps (:mod:`.runtime`)
+    dp_total = hidden_total + exposed_outright
+    if overlap:
+        dp_exposed = sp.Min(hidden_total, sum(sp.Max(0, c - hide) * k for c, hide, k in parts) + s["last"]) \
+            + exposed_outright
+        # overlap interference: the compute beside the overlapped transfers runs slower by kappa seconds per
+        # second of transfer (the tier's overlap_slowdown; Rashidi et al. 2021)
+        interference = s["kappa"] * (dp_total - dp_exposed)
+    else:
+        dp_exposed, interference = dp_total, sp.Integer(0)
+    f = s["sync_frac"]
+    straggler_wait = s["straggle"] * (step_pp + s["opt"])
+    return {"step": step_pp + s["opt"] + straggler_wait + f * (dp_exposed + interference), "step_pp": step_pp,
+            "bubble": bubble, "p2p_exposed": p2p_exposed, "dp_total": f * dp_total, "dp_exposed": f * dp_exposed,
+            "dp_interference": f * interference, "host_wait": m * (t_f - gpu_f + t_b - gpu_b),
+            "straggler_wait": straggler_wait}
+
+
+@lru_cache(maxsize=None)
+def step_fn(schedule: str, zero_stage: int, overlap: bool, outputs: tuple = STEP_OUTPUTS):
+    """``f(**inputs) -> dict`` of ``outputs`` (default :data:`STEP_OUTPUTS`), numpy-vectorised (lambdify
+    with ``cse=True``, through the persistent cache of :mod:`concurrency_model.compiled`: one point or arrays,
+    the same generated code).
+
+    >>> f = step_fn("gpipe", 0, False, ("step",))
+    >>> ones = dict.fromkeys(STEP_INPUTS, 1.0) | {"straggle": 0.0, "p": 2.0, "m": 4.0}
+    >>> float(f(**ones)["step"])  # (m + p - 1)(t_f + t_b) + 2 (p - 1) t_p2p + opt + ar + m x_dp: 55 + 2 + 1 + 1 + 4
+    63.0
+    """
+    def build():
+        e = step_expressions(schedule, zero_stage, overlap)
+        return [_SYM[k] for k in STEP_INPUTS], [e[k] for k in outputs]
+    f = lambdified("step", (schedule, zero_stage, overlap, outputs), build, cse=True)
+
+    def run(**inputs):
+        out = f(*(inputs[k] for k in STEP_INPUTS))
+        shape = np.broadcast_shapes(*(np.shape(inputs[k]) for k in STEP_INPUTS))
+        return {k: np.broadcast_to(np.asarray(x, dtype=float), shape) for k, x in zip(outputs, out)}
+    return run
+
+
+# the breakdown's parts that add up to the step (the others are totals or the overlapped share beside them)
+STEP_PARTS = ("forward_s", "backward_s", "recompute_s", "tensor_parallel_comm_s", "expert_parallel_comm_s",
+              "context_parallel_comm_s", "batch_norm_sync_s", "pipeline_p2p_s", "bubble_s", "data_parallel_exposed_s",
+              "overlap_interference_s", "optimizer_s", "host_wait_s", "straggler_wait_s")
+
+
+def breakdown(inputs: dict, out: dict) -> dict:
+    """Named seconds of a step (the ``estimate`` contract's ``breakdown``) from the inputs and outputs of
+    :func:`step_fn`; arrays in, arrays out. The :data:`STEP_PARTS` add up to the step.
+
+    No part is below 0. Three are differences of terms equal by construction when nothing is exposed: the host's
+    wait ``m (max(gpu, host) - gpu)``, the overlapped transfers ``total - exposed`` (``exposed = min(total, ...)``)
+    and their interference; lambdify evaluates each side with its own order of additions, so that where the two are
+    equal the float difference is a rounding residue of either sign (-1.4e-17 s): such a residue is 0."""
+    m = inputs["m"]
+    out = {**out, **{k: np.maximum(0.0, out[k]) for k in ("host_wait", "dp_interference")}}
+    b = {"forward_s": m * inputs["c_f"], "backward_s": m * inputs["c_b"], "recompute_s": m * inputs["c_r"],
+         "tensor_parallel_comm_s": m * (inputs["c_tf"] + inputs["c_tb"]),
+         "expert_parallel_comm_s": m * (inputs["c_ef"] + inputs["c_eb"]),
+         "context_parallel_comm_s": m * (inputs["c_cf"] + inputs["c_cb"]),
+         "batch_norm_sync_s": m * (inputs["c_nf"] + inputs["c_nb"]), "pipeline_p2p_s": out["p2p_exposed"],
+         "bubble_s": out["bubble"], "data_parallel_comm_s": out["dp_total"],
+         "data_parallel_exposed_s": out["dp_exposed"],
+         "data_parallel_overlapped_s": np.maximum(0.0, out["dp_total"] - out["dp_exposed"]),
+         "overlap_interference_s": out["dp_interference"], "optimizer_s": inputs["opt"],
+         "host_wait_s": out["host_wait"], "straggler_wait_s": out["straggler_wait"]}
+    b["compute_s"] = b["forward_s"] + b["backward_s"] + b["recompute_s"]
+    b["communication_s"] = (b["tensor_parallel_comm_s"] + b["expert_parallel_comm_s"] + b["context_parallel_comm_s"]
+                            + b["batch_norm_sync_s"] + out["p2p_exposed"] + out["dp_exposed"])
+    return b
+
+
+def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedule: str, recompute: str,
+              sequence_parallel: bool, shape: tuple | None, single_stage: bool, context_algorithm: str = "ring",
+              kv_hidden: int | None = None, replicated: float = 0.0, frozen_weight_bytes: float = 0.0,
+              sac: tuple | None = None):
+    """``f(b, t, p, m, v, d, act_graph=0, c=1) -> (model_state_bytes, activation_bytes)`` per device,
+    numpy-vectorised.
+
+    ``shape`` = ``(s, h, a, layers, vocab, fused)`` of a transformer (:data:`.features.MEMORY_SHAPE`; Korthikanti
+    et al. 2022, via :func:`.memory.activation_bytes_per_device`); None for other graphs, whose stored activations per
+    microbatch ``act_graph`` (:func:`.memory.graph_activation_bytes`) are spread over the ``p`` stages and
+    held for the schedule's in-flight microbatches. ``single_stage``: p = 1 (the first stage is also the
+    last, which holds the logits).
+
+    Context parallelism over ``c`` devices (:mod:`.features`): each holds ``s / c`` tokens, so every
+    Korthikanti term linear in ``s`` is divided by ``c``, and so is the attention-score term ``5 a s^2 b / t``:
+    ring attention stores the scores of its ``s / c`` queries against all ``s`` keys, Ulysses those of all
+    ``s`` queries of ``a / c`` heads, ``5 a s^2 b / (t c)`` either way [D]. The activations are the
+    formula's at ``s`` over ``c``. Ring attention adds its transient receive buffers (one layer at a time):
+    K and V of the block in use and of the block arriving, and in the backward pass dK and dV of both too,
+    ``4 x 2 b (s / c) (kv_hidden / t)`` values (``kv_hidden``: key/value heads x head size, default ``h``;
+    Liu et al. 2023 §3, [D]). The model state is sharded by ZeRO over ``data x context`` ranks (Megatron-LM
+    reduces gradients and shards its distributed optimizer over the data- and context-parallel group);
+    ``replicated`` of the ``params`` are not split by the tensor degree (the convolutions of Krizhevsky's
+    hybrid, :mod:`.layerwise`); ``frozen_weight_bytes`` of the whole model are weights only (LoRA's base model,
+    :mod:`.lora`: split over tensor and stages, and over data-parallel ranks under ZeRO-3, :func:`frozen_bytes`).
+    ``sac``: a transformer block's matrix products (:func:`.recompute.block_products`) when ``selective`` is
+    torchtitan's per-op policy (:func:`.memory.per_op_sac_bytes`; :func:`sac_of` says when)."""
+    parts = state_parts_fn(params, optimizer, dtype, zero_stage, single_stage, replicated, frozen_weight_bytes)
+
+    def state(t, p, d):
+        return sum(parts(t, p, d).values())
+    act = _activation_fn(schedule, recompute, sequence_parallel, shape, single_stage, sac)
+    ctx = _context_fn(None if shape is None else shape[0], context_algorithm == "ring",
+                      (kv_hidden or (shape[1] if shape else 0)) * dtype_bytes(dtype))
+
+    def run(b, t, p, m, v, d, act_graph=0.0, c=1):
+        shape_ = np.broadcast_shapes(*(np.shape(x) for x in (b, t, p, m, v, d, act_graph, c)))
+        c = np.asarray(c, dtype=float)
+        return (np.broadcast_to(np.asarray(state(t, p, d * c), dtype=float), shape_),
+                np.broadcast_to(np.asarray(ctx(b, t, c, act(b, t, p, m, v, act_graph)), dtype=float), shape_))
+    return run
+
+
+@lru_cache(maxsize=None)
+def _context_fn(s, ring: bool, kv_bytes_per_token: float):
+    """``f(b, t, c, act)``: activations ``act`` of one device without context parallelism, divided over
+    ``c`` devices, plus ring attention's receive buffers (:func:`memory_fn`)."""
+    def build():
+        b, t, c = _SYM["b"], _SYM["t"], _SYM["c"]
+        a = sp.Symbol("act", nonnegative=True)
+        expr = a / c
+        if ring and s:
+            expr += sp.Piecewise((4 * 2 * b * (sp.Integer(s) / c) * sp.nsimplify(kv_bytes_per_token) / t, c > 1),
+                                 (0, True))
+        return [b, t, c, a], expr
+    return lambdified("context", (s, ring, kv_bytes_per_token), build)
+
+
+@lru_cache(maxsize=None)
+def state_parts_fn(params: float, optimizer: str, dtype: str, zero_stage: int, single_stage: bool,
+                   replicated: float = 0.0, frozen_weight_bytes: float = 0.0):
+    """``f(t, p, d) -> {"weights", "gradients", "optimizer"}`` bytes a device (:func:`state_parts`) on arrays of
+    tensor degrees, stages and ZeRO ranks: a sweep's rows (:mod:`concurrency_model.sweep`)."""
+    def build():
+        t, p, d = _SYM["t"], _SYM["p"], _SYM["d"]
+        parts = state_parts(params, optimizer, dtype, zero_stage, single_stage, replicated, frozen_weight_bytes,
+                            t, p, d)
+        return [t, p, d], [sp.sympify(parts[k]) for k in STATE_PARTS]
+    f = lambdified("state_parts", (params, optimizer, dtype, zero_stage, single_stage, replicated,
+                                   frozen_weight_bytes), build)
+
+    def run(t_, p_, d_) -> dict:
+        shape = np.broadcast_shapes(*(np.shape(x) for x in (t_, p_, d_)))
+        return {k: np.broadcast_to(np.asarray(x, dtype=float), shape) for k, x in zip(STATE_PARTS, f(t_, p_, d_))}
+    return run
+
+
+STATE_PARTS = ("weights", "gradients", "optimizer")  # the model state's parts (:func:`state_parts`)
+
+
+def state_parts(params: float, optimizer: str, dtype: str, zero_stage: int, single_stage: bool, replicated: float,
+                frozen_weight_bytes: float, t, p, d) -> dict:
+    """One device's ``weights``, ``gradients`` and ``optimizer`` bytes (:func:`.memory.model_state_bytes`, ZeRO
+    §3.1, §5) at tensor ``t``, ``p`` stages and ``d`` ZeRO ranks (numbers or sympy symbols), the frozen weights
+    counted as weights (:func:`memory_fn`)."""
+    out = dict.fromkeys(STATE_PARTS, 0)
+    for n, tensor in ((params - replicated, t), (replicated, 1)):
+        if n:
+            got = memory.model_state_bytes(n, optimizer, state_dtype(dtype), tensor=tensor,
+                                           pipeline=1 if single_stage else p, data=d, zero_stage=zero_stage)
+            out = {k: out[k] + got[k] for k in out}
+    out["weights"] += frozen_bytes(sp.nsimplify(frozen_weight_bytes), zero_stage, single_stage, t, p, d)
+    return out
+
+
+def frozen_bytes(weight_bytes, zero_stage: int, single_stage: bool, t, p, d):
+    """One device's share of a model's ``weight_bytes`` of frozen weights (:func:`memory_fn`): split over the
+    tensor ranks and the stages, and over the data-parallel ranks under ZeRO-3, which shards the parameters;
+    numbers, numpy arrays or sympy symbols for ``t, p, d``.
+
+    >>> frozen_bytes(14e9, 3, False, 2, 2, 8)  # 7 B weights in bf16 over 2 x 2 ranks, sharded over 8 by ZeRO-3
+    437500000.0
+    """
+    return weight_bytes / (t * (1 if single_stage else p)) / (d if zero_stage == 3 else 1)
+
+
+@lru_cache(maxsize=None)
+def _activation_fn(schedule: str, recompute: str, sequence_parallel: bool, shape: tuple | None, single_stage: bool,
+                   sac: tuple | None = None):
+    def build():
+        b, t, p, m, v, g = (_SYM[k] for k in ("b", "t", "p", "m", "v", "act_graph"))
+        p_ = 1 if single_stage else p
+        v_ = v if schedule == "interleaved" else 1
+        if shape is not None:
+            sq, h, a, layers, vocab, fused = shape
+            act = memory.activation_bytes_per_device(sq, b, h, a, layers, t, sequence_parallel, recompute, p_,
+                                                     schedule, m, v_, 0, vocab, fused_attention=fused, sac=sac)
+        else:
+            act = g / p_ * memory._in_flight(schedule, p_, m, v_, 0)
+        return [b, t, p, m, v, g], sp.sympify(act)
+    return lambdified("activation", (schedule, recompute, sequence_parallel, shape, single_stage, sac), build)
+
+
+FRAMEWORK_OUTPUTS = allocator.PARTS + ("fragmentation", "headroom")  # :func:`framework_memory_fn`'s arrays
+SAC_FRAMEWORKS = ("fsdp2",)  # runtimes whose "selective" recompute is torchtitan's per-op policy (:func:`sac_of`)
+
+
+def sac_of(framework: str, graph) -> tuple | None:
+    """What :func:`memory_fn` and :func:`framework_memory_fn` take as ``sac``: the block's matrix products
+    (:func:`.recompute.block_products`) under ``fsdp2``, the runtime as torchtitan configures it, whose
+    ``selective`` activation checkpointing is its per-op policy (``selective_ac_option = 'op'``, :mod:`.memory`);
+    None otherwise (Korthikanti et al.'s selective recompute, Megatron's).
+
+    >>> from concurrency_model.models import get_model
+    >>> len(sac_of("fsdp2", get_model("gpt2", batch=1))), sac_of("megatron", get_model("gpt2", batch=1))
+    (6, None)
+    """
+    return recompute.block_products(graph) if framework in SAC_FRAMEWORKS else None
+
+
+@lru_cache(maxsize=None)
+def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: int, schedule: str, recompute: str,
+                        sequence_parallel: bool, shape: tuple | None, single_stage: bool, hopper: bool,
+                        replicated: float = 0.0, sac: tuple | None = None, loss: str | None = None):
+    """``f(b, t, p, m, v, d, act, c=1) -> dict`` of :data:`FRAMEWORK_OUTPUTS` per device, numpy-vectorised: the parts
+    :func:`.allocator.framework_parts` adds to :func:`memory_fn`'s model state and activations ``act`` under runtime
+    ``framework``, the allocator's ``fragmentation`` and the band's ``headroom`` above the central figure
+    (:func:`.allocator.headroom_bytes`; ``ideal``: all 0). ``d``: the data-parallel degree (ZeRO shards over
+    ``d x c``).
+
+    A unit (what ZeRO-3 gathers at a time) is one transformer block, ``params / layers`` over the tensor degree [D: the
+    embeddings' share spread over the blocks]; a graph without blocks is one unit. The loss sits on the last stage,
+    :func:`memory_fn`'s figure is the first stage's (``sac``: as :func:`memory_fn`'s; ``loss``: ``training.loss``,
+    :func:`.allocator.loss_buffer_bytes`): with several stages the loss
+    buffers count what the last stage's activations, fp32 logits and loss exceed the first stage's by (never less
+    than 0), so the total is the larger of the two stages. The recompute buffer is
+    :func:`.memory.activation_bytes_per_device`'s ``recompute_buffer`` (one layer's activations rebuilt in the
+    backward pass).
+
+    >>> f = framework_memory_fn("ideal", 1e9, "bf16", 0, "1f1b", "none", False, None, True, False)
+    >>> sorted({float(x) for x in f(1, 1, 1, 1, 1, 8, 5e9).values()})
+    [0.0]
+    """
+    allocator.check_framework(framework)
+
+    def build():
+        b, t, p, m, v, d, c = (_SYM[k] for k in ("b", "t", "p", "m", "v", "d", "c"))
+        act = sp.Symbol("act", nonnegative=True)
+        p_ = sp.Integer(1) if single_stage else p
+        v_ = v if schedule == "interleaved" else 1
+        wb = dtype_bytes(state_dtype(dtype))
+        stage = (sp.nsimplify(params) - sp.nsimplify(replicated)) / (t * p_) + sp.nsimplify(replicated) / p_
+        unit, logits, rebuild, last_extra = stage, sp.Integer(0), sp.Integer(0), sp.Integer(0)
+        if shape is not None:
+            sq, h, a, layers, vocab, fused = shape
+            unit = sp.nsimplify(params) / (layers * t)
+            logits = sq * b * vocab / (t * c)
+            args = (sq, b, h, a, layers, t, sequence_parallel, recompute, p_, schedule, m, v_)
+            first = sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, fused_attention=fused, sac=sac))
+            if framework != "ideal":
+                rebuild = (sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, True, fused, sac))
+                           - first) / c
+            if not single_stage:  # the last stage: its activations and fp32 logits against the first stage's
+                q = sp.Symbol("q", positive=True, integer=True)  # the last stage, p - 1, substituted below
+                last = sp.sympify(memory.activation_bytes_per_device(*args, q, fused_attention=fused, sac=sac)).subs(
+                    q, p_ - 1)
+                last += 4 * sq * b * h / t + 4 * sq * b * vocab / t  # final norm, output input, fp32 logits (§4.3)
+                last_extra = (last - first) / c
+        loss_bytes = sp.sympify(allocator.loss_buffer_bytes(framework, logits, loss))
+        if not single_stage and framework != "ideal":
+            loss_bytes = sp.Max(0, last_extra + loss_bytes, evaluate=False)  # unevaluated: Max's search costs seconds
+        groups = (d * c, t, p, c)
+        parts = allocator.framework_parts(framework, zero_stage, stage, unit, wb, d * c, groups, logits, rebuild,
+                                          hopper, not single_stage, framework == "fsdp2" and not single_stage, loss)
+        parts["loss_buffers"] = 0 if framework == "ideal" else loss_bytes
+        transient = act + sum(sp.sympify(parts[k]) for k in allocator.TRANSIENT
+                              if k != "gradient_buffers" or framework in ("fsdp", "fsdp2"))
+        out = {**parts, "fragmentation": allocator.fragmentation_bytes(framework, transient),
+               "headroom": allocator.headroom_bytes(framework, transient, groups)}
+        syms = [b, t, p, m, v, d, c, act]
+        return syms, [sp.sympify(out[k]) for k in FRAMEWORK_OUTPUTS]
+    f = lambdified("framework_memory", (framework, params, dtype, zero_stage, schedule, recompute, sequence_parallel,
+                                        shape, single_stage, hopper, replicated, sac, loss), build, cse=True)
+
+    def run(b_, t_, p_a, m_, v_a, d_, act_, c_=1) -> dict:
+        args = (b_, t_, p_a, m_, v_a, d_, c_, act_)
+        shape_ = np.broadcast_shapes(*(np.shape(x) for x in args))
+        return {k: np.broadcast_to(np.asarray(x, dtype=float), shape_) for k, x in zip(FRAMEWORK_OUTPUTS, f(*args))}
+    return run

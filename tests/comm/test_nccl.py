@@ -1,0 +1,274 @@
+"""NCCL's tuning model (comm.nccl) and its use by collective_on_cluster, the triples and the CLI.
+
+Hand-derived figures use NCCL's tables (v2.23.4-1 unless named; src/graph/tuning.cc) and the presets'
+effective bandwidths: dgx-a100 NVLink 300 GB/s x 0.767 = 230.1 GB/s per GPU, NIC 25 GB/s x 0.9 = 22.5;
+dgx-h100 NVLink 450 x 0.822 = 369.9, NIC 50 x 0.9 = 45; launch 3.8 us (the device presets).
+"""
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from concurrency_model.cli import main
+from concurrency_model.hardware.clusters import place
+from concurrency_model.comm import collective_time, lower_bound
+from concurrency_model.comm import nccl
+from concurrency_model.comm.on_cluster import collective_on_cluster, nccl_layout
+from concurrency_model.parallel.triples import collective_triple, triple_seconds
+
+LAUNCH = 3.8e-6
+A100_NVL = 300e9 * 0.767
+H100_NVL = 450e9 * 0.822
+
+
+def test_8KiB_allreduce_on_one_a100_node_is_ring_LL_by_hand():
+    # ring LL: base 6.6 us + 2(P-1) = 14 NVLink hops of 0.6 us; NCCL's estimate at all 12 channels: busBw
+    # min(llMaxBw Ampere N1 87.7, 230.1 / 2) = 87.7 GB/s, x P / 2(P-1) = 8/14 -> 50.1 GB/s algbw
+    alg, t, _ = collective_on_cluster("allreduce", 8192, 8, "dgx-a100")
+    assert alg == "nccl:ring/LL"
+    lay = nccl_layout(place("dgx-a100", 8))
+    ring = nccl.nccl_choice("allreduce", 8192, lay)
+    assert ring.model_s == pytest.approx((6.6 + 14 * 0.6) * 1e-6 + LAUNCH + 8192 / (87.7e9 * 8 / 14), rel=1e-12)
+    # it runs on one channel of 12 (enqueue.cc: 8 KiB < 512 threads x 8 B x 8 ranks), 1/12 of that bandwidth
+    assert ring.channels == 1
+    assert t == ring.time_s == pytest.approx((6.6 + 14 * 0.6) * 1e-6 + LAUNCH + 8192 / (87.7e9 * 8 / 14 / 12),
+                                             rel=1e-12)
+    # the runner-up, tree LL: 6.8 + 2 x 7 x 0.6 us; min(0.92 x 230.1, 12 x 24) / 3.8, x 1/2, x 0.7 (8 KiB) in
+    # NCCL's estimate; it would run on 2 channels (8 KiB / (512 x 8 B)) of 230.1 / 12 GB/s
+    tree = next(c for c in nccl.choices("allreduce", 8192, lay) if c.name == "nccl:tree/LL")
+    bw = 0.92 * A100_NVL / 1e9 / 3.8 * 0.5 * 0.7
+    assert tree.model_s == pytest.approx((6.8 + 14 * 0.6) * 1e-6 + LAUNCH + 8192 / (bw * 1e9), rel=1e-12)
+    assert tree.channels == 2
+    assert tree.time_s == pytest.approx((6.8 + 14 * 0.6) * 1e-6 + LAUNCH + 8192 / (bw * 1e9 * 2 / 12), rel=1e-12)
+    assert tree.model_s > ring.model_s and tree.time_s > ring.time_s
+
+
+def test_1GiB_allreduce_on_one_h100_node_is_nvls_by_hand():
+    # NVLS (NVSwitch, sm90): latency hwLat NVLink NVLS 25 us; 8 heads of 369.9 / 9 GB/s, x 5/6
+    alg, t, _ = collective_on_cluster("allreduce", 2**30, 8, "dgx-h100")
+    assert alg == "nccl:nvls/Simple"
+    assert t == pytest.approx(25e-6 + LAUNCH + 2**30 / (8 * H100_NVL / 9 * 5 / 6), rel=1e-12)
+    # A100 has no NVLink SHARP: no NVLS pair at all
+    assert not any(c.algorithm.startswith("nvls") for c in nccl.choices("allreduce", 2**30,
+                                                                          nccl_layout(place("dgx-a100", 8))))
+
+
+def test_v219_tables_differ_where_nccl_changed_them():
+    # tree Simple: v2.19 base 0 + 2 x 7 x 28 us NVLink hops; v2.23 8.4 + 2 x 7 x 4.0
+    lay = nccl_layout(place("dgx-a100", 8))
+
+    def tree_simple(v):
+        return next(c for c in nccl.choices("allreduce", 2**30, lay, v) if c.name == "nccl:tree/Simple")
+    assert tree_simple("2.19").latency_s == pytest.approx(2 * 7 * 28e-6 + LAUNCH)
+    assert tree_simple("2.23").latency_s == pytest.approx((8.4 + 2 * 7 * 4.0) * 1e-6 + LAUNCH)
+    with pytest.raises(ValueError, match="nccl_version"):
+        nccl.choices("allreduce", 8, lay, "2.18")
+
+
+def test_protocol_moves_from_LL_to_LL128_to_Simple_as_size_grows():
+    protos = [nccl.split_name(collective_on_cluster("allreduce", 2**k, 8, "dgx-a100")[0])[1] for k in range(3, 34)]
+    order = {"LL": 0, "LL128": 1, "Simple": 2}
+    assert [order[p] for p in protos] == sorted(order[p] for p in protos)
+    assert set(protos) == set(order)
+    # ring LL -> LL128 where 15 + n / 50.1 = 40.6 + n / (211.7 x 8/14) us: n = 2.19 MB, between 2 and 4 MiB
+    assert protos[21 - 3] == "LL" and protos[22 - 3] == "LL128"
+
+
+def test_pat_only_with_one_rank_per_node_from_v223():
+    lay = nccl_layout(place("dgx-h100", 4, ranks_per_node=1))
+    pats = [c for c in nccl.choices("allgather", 2**20, lay) if c.algorithm == "pat"]
+    assert len(pats) == 1
+    # 8 + log2(4) x 14 / 3.5 + 2.8 x 4 us; bandwidth 0.85 x the ring graph (one 45 GB/s NIC)
+    assert pats[0].latency_s == pytest.approx((8 + 2 * 14 / 3.5 + 2.8 * 4) * 1e-6 + LAUNCH)
+    assert pats[0].bw_Bps == pytest.approx(0.85 * 45e9)
+    assert not [c for c in nccl.choices("allgather", 2**20, lay, "2.19") if c.algorithm == "pat"]
+    assert not [c for c in nccl.choices("allgather", 2**20, nccl_layout(place("dgx-h100", 16)))
+                if c.algorithm == "pat"]
+
+
+def test_explicit_algorithms_and_cpu_clusters_keep_alpha_beta():
+    p = place("dgx-a100", 8)
+    alg, t, _ = collective_on_cluster("allreduce", 2**20, 8, "dgx-a100", algorithm="ring")
+    assert alg == "ring" and t == pytest.approx(float(collective_time("allreduce", "ring", 2**20, 8, *p.intra)))
+    alg, _, _ = collective_on_cluster("allreduce", 2**20, 4, "cpu-host")
+    assert not alg.startswith("nccl:") and nccl_layout(place("cpu-host", 4)) is None
+    # alltoall is grouped send/recv in NCCL, outside its tuning model: the alpha-beta algorithms stay
+    assert collective_on_cluster("alltoall", 2**20, 8, "dgx-a100")[0] in ("bruck", "pairwise")
+
+
+@pytest.mark.parametrize("cluster,ranks", [("dgx-a100", 8), ("dgx-a100", 16), ("dgx-h100", 16), ("dgx1-v100", 16)])
+@pytest.mark.parametrize("op", nccl.OPS)
+def test_triple_gives_the_on_cluster_time_and_rescales_the_bounding_tier(cluster, ranks, op):
+    n = 3 * 2**22
+    _, t, p = collective_on_cluster(op, n, ranks, cluster)
+    tr = collective_triple(op, n, ranks, cluster, p.ranks_per_node)
+    assert triple_seconds(tr) == pytest.approx(t, rel=1e-12)
+    assert min(tr[1], tr[2]) == 0 and tr[0] > 0
+    if p.nodes == 1:
+        assert tr[2] == 0
+
+
+def test_cli_json_protocol_keys(capsys):
+    main(["collective", "allreduce", "--bytes", "8KiB", "--ranks", "8", "--cluster", "dgx-a100", "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert d["algorithm"] == "nccl:ring/LL" and d["protocol"] == "LL"
+    assert {"time_s", "algbw_Bps", "busbw_Bps"} <= set(d)
+    main(["collective", "allreduce", "--bytes", "8KiB", "--ranks", "8", "--alpha", "1e-6", "--beta", "1e-10",
+          "--json"])
+    assert json.loads(capsys.readouterr().out)["protocol"] is None
+
+
+SIZES = st.integers(min_value=1, max_value=2**33)
+CASES = st.sampled_from([("dgx-a100", 8, None), ("dgx-a100", 16, None), ("dgx-h100", 8, None), ("dgx-h100", 32, None),
+                         ("dgx1-v100", 8, None), ("dgx-a100", 4, 1), ("gcp-a3-mega", 16, None),
+                         ("oci-bm-gpu4-8", 16, None)])
+
+
+@settings(max_examples=150, deadline=None)
+@given(n=SIZES, case=CASES, op=st.sampled_from(nccl.OPS), version=st.sampled_from(nccl.VERSIONS))
+def test_doubling_the_message_never_makes_it_faster(n, case, op, version):
+    # NCCL's tree correction factor rises by at most 4/3 from one power of two to the next, so t(2n) >= t(n)
+    # (within a power-of-two bin the time grows with n; across a bin's edge the tree's may dip)
+    cluster, ranks, rpn = case
+    t1 = collective_on_cluster(op, n, ranks, cluster, rpn, nccl_version=version)[1]
+    t2 = collective_on_cluster(op, 2 * n, ranks, cluster, rpn, nccl_version=version)[1]
+    assert t2 >= t1
+
+
+@settings(max_examples=150, deadline=None)
+@given(n=SIZES, case=st.sampled_from([("dgx-a100", 8), ("dgx-a100", 4), ("dgx1-v100", 8), ("dgx-a100", 2)]),
+       op=st.sampled_from(nccl.OPS), version=st.sampled_from(nccl.VERSIONS))
+def test_without_nvls_one_node_is_never_below_the_alpha_beta_lower_bound(n, case, op, version):
+    # Chan et al. 2007's bound on the node's tier (alpha = its latency, beta = 1 / effective bandwidth): NCCL's
+    # ring moves the bound's bytes, its tree fewer per second; across nodes NCCL's tree and NVLS beat the
+    # flat bound of the slower tier (in-network or two-level), so the property is one node without NVLS
+    cluster, ranks = case
+    _, t, p = collective_on_cluster(op, n, ranks, cluster, nccl_version=version)
+    assert t >= float(lower_bound(op, n, ranks, *p.intra)) * (1 - 1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(n=SIZES, ranks=st.sampled_from([2, 4, 8]))
+def test_nvls_allreduce_still_moves_every_byte_through_the_gpus_links(n, ranks):
+    # NVLink SHARP reduces in the switch, beating the alpha-beta bound, but each GPU still sends its n bytes
+    _, t, p = collective_on_cluster("allreduce", n, ranks, "dgx-h100")
+    assert t >= n / p.intra_bw
+
+
+# --- v2.21 tables, a run's NCCL environment, NICs beyond one per GPU -------------------------------------
+def test_v221_is_v219_but_for_nvls_latency_hopper_ll_caps_and_ring_ll():
+    # NVIDIA/nccl v2.21.5-1 tuning.cc: NVLS NVLink latency 25 us (v2.19: 23), Hopper llMaxBws 141 (v2.19: 87.7,
+    # the Ampere row), ring LL busBw x 1/2 (v2.19: x 1/4 or 1/3); tree Simple keeps v2.19's 0 + 28 us hops
+    h100 = nccl_layout(place("dgx-h100", 8))
+
+    def pick(v, name, n=2**30, lay=h100):
+        return next(c for c in nccl.choices("allreduce", n, lay, v) if c.name == name)
+    assert pick("2.21", "nccl:nvls/Simple").latency_s == pytest.approx(25e-6 + LAUNCH)
+    assert pick("2.19", "nccl:nvls/Simple").latency_s == pytest.approx(23e-6 + LAUNCH)
+    # ring LL on one H100 node: min(llMaxBw, busBw x 1/2) x 8/14
+    assert pick("2.21", "nccl:ring/LL").bw_Bps == pytest.approx(141e9 * 8 / 14)
+    assert pick("2.19", "nccl:ring/LL").bw_Bps == pytest.approx(87.7e9 * 8 / 14)
+    assert pick("2.21", "nccl:tree/Simple").latency_s == pytest.approx(2 * 7 * 28e-6 + LAUNCH)
+    # across nodes v2.21 counts 2N network steps in a ring allreduce, as v2.19 (v2.23: 2(N-1))
+    two = nccl_layout(place("dgx-h100", 16))
+    ring = {v: pick(v, "nccl:ring/LL", 8, two).latency_s for v in ("2.19", "2.21")}
+    assert ring["2.21"] == ring["2.19"] == pytest.approx((6.6 + 26 * 1.0 + 4 * 2.7) * 1e-6 + LAUNCH)
+
+
+def test_env_settings_follow_nccls_parse_list():
+    assert nccl.env_settings(None) == {}
+    assert nccl.env_settings({"NCCL_PROTO": "^LL128"}) == {"protocols": ("LL", "Simple")}
+    assert nccl.env_settings({"NCCL_ALGO": "ring"}) == {"algorithms": ("ring",)}
+    assert nccl.env_settings({"NCCL_ALGO": "nvls,NVLSTree"}) == {"algorithms": ("nvls", "nvls_tree")}
+    assert nccl.env_settings({"NCCL_NVLS_ENABLE": "1"}) == {}
+    with pytest.raises(ValueError, match=r"nccl_env\.NCCL_ALGO: unknown 'Rnig'; did you mean 'ring'"):
+        nccl.env_settings({"NCCL_ALGO": "Rnig"})
+    with pytest.raises(ValueError, match=r"nccl_env\.NCCL_PORTO: unknown variable; did you mean 'NCCL_PROTO'"):
+        nccl.env_settings({"NCCL_PORTO": "Simple"})
+    with pytest.raises(ValueError, match=r"nccl_env\.NCCL_NVLS_ENABLE: expected 0 or 1"):
+        nccl.env_settings({"NCCL_NVLS_ENABLE": "no"})
+    with pytest.raises(ValueError, match=r"nccl_env: expected an object"):
+        nccl.env_settings("NCCL_PROTO=Simple")
+
+
+def test_env_restricts_the_pairs_nccl_may_run():
+    # GCP's TCPXO profile: ring and tree with Simple, no NVLS; the 8 KiB allreduce on one H100 node, NVLS or
+    # LL by default, becomes ring / Simple: 8.4 + 14 x 3.4 us + launch (v2.23), 8192 B on one channel (below
+    # 512 threads x 64 B) of the 12 the 369.9 GB/s graph has, x 8/14
+    env = {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0"}
+    alg, t, _ = collective_on_cluster("allreduce", 8192, 8, "dgx-h100", nccl_env=env)
+    assert alg == "nccl:ring/Simple"
+    nch = round(H100_NVL / 30e9)
+    assert t == pytest.approx((8.4 + 14 * 3.4) * 1e-6 + LAUNCH + 8192 / (H100_NVL / nch * 8 / 14), rel=1e-12)
+    assert collective_on_cluster("allreduce", 8192, 8, "dgx-h100")[0] != "nccl:ring/Simple"
+    # an environment that leaves the op nothing to run is an error naming the field
+    with pytest.raises(ValueError, match="nccl_env"):
+        collective_on_cluster("broadcast", 8192, 8, "dgx-h100", nccl_env={"NCCL_ALGO": "Tree"})
+
+
+def test_a_node_with_two_ports_per_gpu_gives_a_channel_per_port():
+    # oci-bm-gpu4-8: 16 x 100 Gb/s ports for 8 GPUs (oci-hpc-oke manifests/topology/BM.GPU4.8.xml)
+    lay = nccl_layout(place("oci-bm-gpu4-8", 16))
+    assert (lay.nics, lay.nic_bw, lay.amd_host) == (16.0, 12.5e9 * 0.9, True)
+    assert nccl_layout(place("dgx-a100", 16)).nics == 8.0
+    # a group of 4 ranks per node reaches its 8 ports
+    assert nccl_layout(place("oci-bm-gpu4-8", 8, 4)).nics == 8.0
+
+
+ENV_ALGOS = st.lists(st.sampled_from(["Ring", "Tree", "NVLS", "NVLSTree", "PAT", "CollNetDirect"]), min_size=1,
+                     unique=True)
+ENV_PROTOS = st.lists(st.sampled_from(["LL", "LL128", "Simple"]), min_size=1, unique=True)
+
+
+@settings(max_examples=150, deadline=None)
+@given(n=SIZES, case=st.sampled_from([("dgx-a100", 16), ("dgx-h100", 8), ("dgx-h100", 32), ("oci-bm-gpu4-8", 16)]),
+       algos=ENV_ALGOS, protos=ENV_PROTOS, version=st.sampled_from(nccl.VERSIONS))
+def test_an_environment_only_removes_pairs_so_never_speeds_a_collective_up(n, case, algos, protos, version):
+    # on NVLink nodes of compute capability 8.0 / 9.0 LL128 is on by default, so NCCL_ALGO / NCCL_PROTO can only
+    # shrink the set NCCL takes the least time of (an environment that leaves nothing raises)
+    cluster, ranks = case
+    default = collective_on_cluster("allreduce", n, ranks, cluster, nccl_version=version)[1]
+    env = {"NCCL_ALGO": ",".join(algos), "NCCL_PROTO": ",".join(protos)}
+    try:
+        t = collective_on_cluster("allreduce", n, ranks, cluster, nccl_version=version, nccl_env=env)[1]
+    except ValueError as e:
+        assert "nccl_env" in str(e)
+        return
+    assert t >= default * (1 - 1e-12)
+
+
+def test_small_calls_run_on_the_channels_nccls_enqueue_gives_them():
+    # enqueue.cc drops a channel while n < nc x nt x threshold: tree LL 512 x 8 B = 4 KiB a channel, LL128
+    # 640 x 8 = 5 KiB, Simple 512 x 64 = 32 KiB, ring LL x nRanks (16 ranks: 64 KiB); at least one channel
+    lay = nccl_layout(place("oci-bm-gpu4-8", 16))  # 16 channels, one per 100 Gb/s port
+    assert nccl.channels_used("tree", "LL", 8192, lay, 16) == 2.0
+    assert nccl.channels_used("tree", "LL", 100, lay, 16) == 1.0
+    assert nccl.channels_used("tree", "LL128", 40 * 1024, lay, 16) == 8.0
+    assert nccl.channels_used("ring", "Simple", 128 * 1024, lay, 16) == 4.0
+    assert nccl.channels_used("ring", "LL", 128 * 1024, lay, 16) == 2.0
+    assert nccl.channels_used("ring", "Simple", 2**20, lay, 16) == 16.0
+    # ring Simple on a graph at most PCI_BW (12 GB/s) fast runs 256 threads: 16 KiB a channel
+    assert nccl.channels_used("ring", "Simple", 64 * 1024, lay, 16, ring_bus_gbps=12.0) == 4.0
+    # NVLS and PAT keep every channel
+    assert nccl.channels_used("nvls", "Simple", 8, lay, 8) == 8.0
+    # the time is at the channels the pair runs on: the 2 x 8 A100 RoCE
+    # 8 KiB all-reduce is tree LL (v2.19): min(16 x 230.1 / 16 x 0.92 / 3.8, llMaxBw AMD 2 nodes 22.5) GB/s, x 1/2,
+    # x 0.7 (treeCorrectionFactor LL, 8 KiB), on 2 of 16 channels (ncclTopoGetAlgoTime's bw / nChannels x nc)
+    c = nccl.nccl_choice("allreduce", 8192, lay, "2.19")
+    assert (c.name, c.channels) == ("nccl:tree/LL", 2.0)
+    bw = 22.5e9 * 0.5 * 0.7 * 2 / 16
+    assert c.time_s == pytest.approx(c.latency_s + 8192 / bw, rel=1e-12)
+    assert c.time_s > c.model_s
+
+
+@settings(max_examples=100, deadline=None)
+@given(n=SIZES, case=CASES, op=st.sampled_from(nccl.OPS), version=st.sampled_from(nccl.VERSIONS))
+def test_a_call_never_runs_faster_than_nccls_estimate_at_every_channel(n, case, op, version):
+    # fewer channels only remove bandwidth: the run time is at least NCCL's estimate, and equal from the size
+    # that fills every channel (32 KiB x channels for Simple, the largest per-channel threshold but ring LL's)
+    cluster, ranks, rpn = case
+    lay = nccl_layout(place(cluster, ranks, rpn))
+    for c in nccl.choices(op, n, lay, version):
+        assert 1.0 <= c.channels
+        assert c.time_s >= c.model_s * (1 - 1e-12)

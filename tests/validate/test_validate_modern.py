@@ -1,0 +1,229 @@
+"""Modern training sets (:mod:`concurrency_model.validate.modern`): the cell parser, the row -> scenario rule of
+each set on hand-picked rows, the unmappable reasons, and the Grand Teton presets against their sources."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from concurrency_model.hardware.clusters import load_cluster
+from concurrency_model.hardware.devices import load_device
+from concurrency_model.models import get_model
+from concurrency_model.validate import modern
+from concurrency_model.validate.registry import names
+
+
+@pytest.fixture(scope="module")
+def titan():
+    return modern.rows("torchtitan")
+
+
+@pytest.fixture(scope="module")
+def foundry():
+    return modern.rows("llmfoundry")
+
+
+@pytest.fixture(scope="module")
+def bridge():
+    return modern.rows("megatron_bridge")
+
+
+# -- cells as published ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cell, value, alt", [
+    ("37556 (36108)", 37556.0, 36108.0), ("5,762", 5762.0, None), ("1,071", 1071.0, None),
+    ("30624 (29521)", 30624.0, 29521.0), ("475[^nemotron-3-super-b200-nvfp4-note]", 475.0, None),
+    ("597.3", 597.3, None), (" 829 ", 829.0, None), ("n/a", None, None), ("", None, None), (16, 16.0, None),
+])
+def test_cells_parse(cell, value, alt):
+    got = modern.number(cell)
+    assert (math.isnan(got) if value is None else got == value)
+    a = modern.alternative(cell)
+    assert (math.isnan(a) if alt is None else a == alt)
+
+
+# -- torchtitan --------------------------------------------------------------------------------------------------
+
+def test_torchtitan_fsdp_row(titan):
+    r = titan.iloc[0]  # Table 1 FSDP: Llama 3.1 8B, 8 GPUs, local batch 2, selective AC, bf16, 5,762 tps, 82.4 GiB
+    sc = modern.scenario_for(r)
+    assert sc["model"] == {"hf_config": "llama-3.1-8b", "seq_len": 8192, "fused_attention": True}
+    assert sc["cluster"] == "grand-teton-h100"
+    p, t = sc["parallel"], sc["training"]
+    assert (p["data"], p["tensor"], p["pipeline"], p["context"]) == (8, 1, 1, 1)
+    assert (p["microbatch_size"], p["global_batch"]) == (2, 16)
+    assert (t["dtype"], t["recompute"], t["zero_stage"], t["framework"]) == ("bf16", "selective", 3, "fsdp2")
+    assert r["measured_tps"] == 5762 and r["measured_memory_bytes"] == pytest.approx(82.4 * 2 ** 30)
+    assert titan.iloc[1]["note"] == "torch.compile" and titan.iloc[2]["dtype"] == "fp8"  # + Float8
+
+
+def test_torchtitan_context_parallel_row(titan):
+    p = modern.scenario_for(titan.iloc[4])["parallel"]  # Table 2 FSDP 4, CP 2 at 65,536 tokens, local batch 1
+    assert (p["data"], p["context"], p["global_batch"], p["microbatch_size"]) == (4, 2, 4, 1)
+    assert modern.scenario_for(titan.iloc[4])["model"]["seq_len"] == 65536
+    assert modern.scenario_for(titan.iloc[4])["training"]["recompute"] == "full"
+
+
+def test_torchtitan_pipeline_rows(titan):
+    # Table 5, 405B on 512 GPUs (FSDP 8, TP 8, PP 8), local batch 32: torchtitan's default of as many microbatches
+    # as stages (8) -> microbatch 4; interleaved 1F1B: 2 stages a rank
+    one, inter = (modern.scenario_for(titan.iloc[i]) for i in (12, 13))
+    p = one["parallel"]
+    assert (p["data"], p["tensor"], p["pipeline"], p["microbatch_size"], p["global_batch"]) == (8, 8, 8, 4, 256)
+    assert p["sequence_parallel"] and (p["schedule"], p["interleave"]) == ("1f1b", 1)
+    assert (inter["parallel"]["schedule"], inter["parallel"]["interleave"]) == ("interleaved", 2)
+    assert one["training"]["dtype"] == "fp8" and titan.iloc[12]["note"] == "torch.compile; async TP"
+    assert p["tp_overlap"] and "tp_overlap" not in modern.scenario_for(titan.iloc[9])["parallel"]  # Table 4: 2D
+
+
+def test_torchtitan_h200_and_b200(titan):
+    h200 = titan[titan["label"].str.startswith("Trainy")]
+    assert set(h200["cluster"]) == {"dgx-h200"} and (h200["unmappable"] == "").all()
+    b200 = titan[titan["label"].str.startswith("MXFP8")]
+    assert len(b200) == 4
+    assert set(b200["unmappable"]) == {"not mappable: no preset for B200 (and the model is not stated)"}
+    assert b200["measured_memory_bytes"].isna().all()  # published in GB, a unit not compared
+    with pytest.raises(ValueError, match="no preset for B200"):
+        modern.scenario_for(b200.iloc[0])
+
+
+def test_torchtitan_selective_rows_are_estimated_with_the_reserved_figure():
+    """Table 1 (Llama 3.1 8B, FSDP 8, local batch 2, torchtitan's per-op selective checkpointing) ran in 82.4 GiB: it
+    is estimated, not refused, and the memory compared is the allocator's reserved figure (what torchtitan logs)."""
+    r = modern.evaluate(modern.rows("torchtitan").iloc[:1])
+    assert r.loc[0, "status"] == "ok" and r.loc[0, "recompute_used"] == "selective"
+    assert r.loc[0, "predicted_reserved_bytes"] > r.loc[0, "predicted_memory_bytes"] - 1e9  # cached headroom added
+    assert r.loc[0, "ape_memory"] == pytest.approx(abs(r.loc[0, "predicted_reserved_bytes"] / (82.4 * 2 ** 30) - 1))
+    assert r.loc[0, "ape_memory"] < 0.15
+
+
+def test_a_configuration_over_the_device_is_still_refused():
+    """The same row at local batch 4: its activations alone (~2 x 33 GB) and the loss exceed the 96 GiB board."""
+    row = modern.rows("torchtitan").iloc[:1].assign(microbatch=4, global_batch=32)
+    r = modern.evaluate(row)
+    assert r.loc[0, "status"] == "refused" and r.loc[0, "reason"].startswith("memory:")
+    assert np.isnan(r.loc[0, "ape_tps"])
+
+
+# -- llm-foundry -------------------------------------------------------------------------------------------------
+
+def test_llmfoundry_rows(foundry):
+    sc = modern.scenario_for(foundry.iloc[0])  # 70b on 512 H100, FULL_SHARD, AC, mbs 8, global 4096 sequences
+    assert sc["model"] == {"kind": "gpt", "layers": 80, "hidden": 8192, "heads": 64, "seq_len": 2048, "vocab": 50368,
+                           "fused_attention": "flash1"}  # llm-foundry ran its Triton FlashAttention
+    assert (sc["cluster"], sc["parallel"]["data"], sc["parallel"]["microbatch_size"]) == ("dgx-h100", 512, 8)
+    assert sc["training"]["zero_stage"] == 3 and sc["training"]["recompute"] == "full"
+    assert sc["training"]["framework"] == "fsdp"
+    sgo = modern.scenario_for(foundry.iloc[12])  # 3b SHARD_GRAD_OP, no AC
+    assert sgo["training"]["zero_stage"] == 2 and sgo["training"]["recompute"] == "none"
+    assert modern.scenario_for(foundry.iloc[70])["training"]["dtype"] == "fp8"  # amp_fp8
+    assert modern.scenario_for(foundry.iloc[77])["cluster"] == "dgx-a100"
+    assert (foundry["unmappable"] == "").all() and foundry.loc[0, "measured_tps"] == 1007
+
+
+def test_mpt_shapes_reproduce_every_published_parameter_count(foundry):
+    from concurrency_model.datasets import load
+    published = load("llmfoundry_mpt_train_throughput")["num_params"]
+    for (model, seq), idx in foundry.groupby(["model", "seq"]).groups.items():
+        spec = modern.model_spec(foundry.loc[idx[0]])
+        assert get_model(spec).params == published[idx[0]], (model, seq)
+        assert (published[idx] == published[idx[0]]).all()
+
+
+# -- Megatron-Bridge ---------------------------------------------------------------------------------------------
+
+def test_megatron_bridge_rows(bridge):
+    sc = modern.scenario_for(bridge.iloc[0])  # 26.06 405B on 1024 H100: TP 8, PP 8, CP 2, VP 8, GBS 1536, FP8
+    p, t = sc["parallel"], sc["training"]
+    assert (p["data"], p["tensor"], p["pipeline"], p["context"]) == (8, 8, 8, 2)
+    assert (p["schedule"], p["interleave"], p["sequence_parallel"]) == ("interleaved", 8, True)
+    assert (t["dtype"], t["zero_stage"], t["framework"], t["recompute"]) == ("fp8", 1, "megatron", "none")
+    fsdp = modern.scenario_for(bridge.loc[80])  # 25.11 Llama 3 8B on 8 H100, FSDP 8, FP8-CS
+    assert fsdp["training"]["zero_stage"] == 3 and fsdp["parallel"]["data"] == 8
+    assert fsdp["model"]["hf_config"] == "llama-3-8b" and fsdp["parallel"]["sequence_parallel"] is False
+    assert bridge.loc[91, "dtype"] == "fp8"  # 25.09: no precision column (ASSUMPTIONS)
+    assert modern.megatron_bridge_rows().loc[30, "measured_tflops"] == 475  # a footnote marker in the cell
+
+
+def test_megatron_bridge_unmappable_reasons(bridge):
+    assert len(bridge) == 19 and not bridge["moe"].any()  # the dense Llama rows; the MoE rows are a set apart
+    assert (bridge["unmappable"] == "").sum() == 18  # dense Llama on DGX-H100 (14, not LoRA) and DGX-B200 (4)
+    moe = modern.rows("megatron_bridge_moe")
+    assert len(moe) == 78 and (moe["unmappable"] == "").sum() == 59  # all but the 19 Nemotron 3 rows
+    assert moe.loc[5, "unmappable"].startswith("not mappable: Nemotron_3_Nano is a hybrid Mamba")
+    assert bridge.loc[74, "unmappable"] == "" and bridge.loc[74, "cluster"] == "dgx-b200"  # issue 36: a preset now
+    assert bridge.loc[74, "measured_tps"] == 30624  # "30624 (29521)": the first configuration
+    assert bridge.loc[10, "unmappable"] == "not mappable: LoRA rank and target modules are not published"
+
+
+def test_megatron_bridge_moe_rows_map_experts_folding_and_tokendrop():
+    moe = modern.rows("megatron_bridge_moe")
+    sc = modern.scenario_for(moe.loc[14])  # 26.04.01 DeepSeek-V3 on 256 B200: PP 8, VP 2, EP 32, MXFP8, GBS 4096
+    p, t = sc["parallel"], sc["training"]
+    assert (p["data"], p["pipeline"], p["expert"], p["interleave"]) == (32, 8, 32, 2)
+    assert sc["model"] == {"hf_config": "deepseek-v3", "seq_len": 4096, "fused_attention": "cudnn"}
+    assert (t["dtype"], t["zero_stage"], t["recompute"], sc["cluster"]) == ("mxfp8", 1, "auto", "dgx-b200")
+    fold = modern.scenario_for(moe.loc[23])  # Qwen3 235B on 256 H100: TP 2, PP 8, EP 32 > DP 16: EP / TP = 16
+    assert (fold["parallel"]["data"], fold["parallel"]["tensor"], fold["parallel"]["expert"]) == (16, 2, 16)
+    assert "EP 32 over TP 2 x DP 16" in moe.loc[23, "note"]
+    drop = modern.scenario_for(moe.loc[89])  # 25.09 Qwen3 30B (tokendrop) on 8 B200: no precision column
+    assert drop["model"]["capacity_factor"] == 1.0 and drop["training"]["dtype"] == "mxfp8"
+    assert modern.scenario_for(moe.loc[95])["training"]["dtype"] == "fp8"  # the same on H100
+    assert modern.scenario_for(moe.loc[17])["training"]["dtype"] == "bf16"  # GPT-OSS BF16
+
+
+
+def test_megatron_bridge_moe_rows_take_the_recipes_dispatcher_and_overlap():
+    moe = modern.rows("megatron_bridge_moe")
+    # DeepSeek-V3 on 256 B200 with EP 32: the fp8mx recipe's flex + deepep and EP overlap (PP 8 with VP 2)
+    assert {k: modern.scenario_for(moe.loc[14])["parallel"][k] for k in ("moe_dispatcher", "expert_overlap")} == \
+        {"moe_dispatcher": "deepep", "expert_overlap": True}
+    fold = modern.scenario_for(moe.loc[23])["parallel"]  # Qwen3 235B on 256 H100: alltoall with the overlap (VP 4)
+    assert "moe_dispatcher" not in fold and fold["expert_overlap"] is True
+    h100 = moe[(moe["model"] == "qwen3-30b-a3b") & (moe["cluster"] == "dgx-h100") & (moe["expert"] == 16)]
+    assert len(h100) == 3 and (h100["moe_dispatcher"] == "hybridep").all() and not h100["expert_overlap"].any()
+    # overlap needs virtual stages with pipelining: the B300 DeepSeek-V3 rows without VP run without it
+    pp = moe[(moe["model"] == "deepseek-v3") & (moe["cluster"] == "dgx-b300")]
+    assert (pp["expert_overlap"] == (pp["interleave"] > 1)).all() and (pp["moe_dispatcher"] == "hybridep").all()
+    gpt = moe[(moe["model"] == "gpt-oss-120b") & (moe["cluster"] == "dgx-h100")]  # recipes/gpt_oss: alltoall
+    assert (gpt["moe_dispatcher"] == "alltoall").all()
+
+
+def test_megatron_bridge_row_predicted(bridge):
+    r = modern.evaluate(bridge.loc[[80]])
+    assert r.loc[0, "status"] == "ok"
+    # tokens/s per GPU = 128 sequences x 8192 tokens / (step x 8 GPUs)
+    assert r.loc[0, "predicted_tps"] == pytest.approx(128 * 8192 / (r.loc[0, "predicted_time_s"] * 8))
+    assert r.loc[0, "ape_tps"] == pytest.approx(abs(r.loc[0, "predicted_tps"] / 14451 - 1))
+
+
+def test_registered():
+    assert {"torchtitan-llama3", "torchtitan-llama3-memory", "llmfoundry-mpt", "megatron-bridge",
+            "megatron-bridge-moe"} <= set(names())
+    with pytest.raises(ValueError, match="dataset: unknown 'mpt'"):
+        modern.rows("mpt")
+
+
+# -- presets of torchtitan's hosts -------------------------------------------------------------------------------
+
+def test_grand_teton_presets_match_their_sources():
+    d = load_device("h100-sxm-96gb-hbm2e")
+    # torchtitan @ b5bcd76c benchmarks/llama3_h100_202412_torchtitan.md: 96GB HBM2e, 2.4 TB/sec, 500W limit
+    assert (d.mem_bw, d.mem_capacity, d.board_power_w) == (2.4e12, 96e9, 500)
+    assert "2.4 TB/sec" in d.sources["mem_bw_Bps"] and "500W" in d.sources["board_power_w"]
+    # the tensor peaks: H100 SXM5's at the clock the 500 W cap sustains, x (500 / 700)^(1/3), rounded to 0.1 TFLOP/s;
+    # inside torchtitan's interval (NVL 835.5 <= peak <= SXM 989.4); the CUDA-core rates stay SXM5's
+    sxm = load_device("h100-sxm5-80gb")
+    for k in ("tf32", "bf16", "fp16", "fp8", "int8"):
+        assert abs(d.peak(k) - sxm.peak(k) * (500 / 700) ** (1 / 3)) <= 0.05e12
+    assert 835.5e12 < d.peak("bf16") < 989.4e12 and d.peak("fp32") == sxm.peak("fp32")
+    # the same GH100 die: the sustained math rate of the SXM5 (fitted on llm-foundry H100 bf16), its L2 bandwidth;
+    # torchao's achievable fractions measured on this board (roofline_utils.py: 0.78 of the GEMM peak, 0.92 of 2.4 TB/s)
+    assert d.efficiency.sustained == sxm.efficiency.sustained == 0.90
+    assert (d.efficiency.compute, d.efficiency.memory) == (0.78, 0.92)
+    assert d.efficiency.l2_factor * d.mem_bw == sxm.efficiency.l2_factor * sxm.mem_bw
+    c = load_cluster("grand-teton-h100")
+    assert c.device == d and (c.gpus_per_node, c.nics_per_node) == (8, 8)
+    assert c.inter.bw == 400e9 / 8  # 400 Gb/s per GPU, bytes per second per direction
+    assert c.intra.bw == 450e9 and c.intra.kind == "nvswitch"
