@@ -147,8 +147,9 @@ class Runtime:
 PROFILES = {
     "ideal": Runtime("ideal"),
     # Megatron-Core DDP: bucket_size = max(40e6, 1e6 x dp) parameters (distributed_data_parallel_config.py)
+    # float8 "te-mcore": Transformer Engine's casts as Megatron-Core's layers fuse them (timing.graph.cast_fusion)
     "megatron": Runtime("megatron", gather="bucket", reduce="bucket", bucket_elements=40e6,
-                        bucket_floor_per_rank=1e6),
+                        bucket_floor_per_rank=1e6, float8="te-mcore"),
     # DeepSpeed config.py defaults: reduce_bucket_size 5e8, allgather_bucket_size 5e8, prefetch 5e7 (elements),
     # param_persistence_threshold 1e5
     # DeepSpeed's pipeline engine refuses ZeRO-2 and -3 ("incompatible with pipeline parallelism",

@@ -87,12 +87,39 @@ def expert_gemms(attrs: dict, rows: int, expert: int = 1, imbalance=1.0) -> tupl
 
 CAST_FUSED_BEFORE = ("layer_norm", "rms_norm", "gelu", "silu", "relu", "mul")  # write a GEMM's input in 8 bits
 CAST_FUSED_AFTER = ("gelu", "silu", "relu", "mul")  # their backward writes the GEMM's output gradient in 8 bits
+# Megatron-Core's Transformer Engine layer (NVIDIA/Megatron-LM @ 00611e6e megatron/core/models/gpt/gpt_layer_specs.py,
+# get_gpt_layer_with_transformer_engine_submodules and get_mlp_module_spec_for_backend at their defaults
+# use_te_op_fuser = use_te_activation_func = False): linear_qkv and linear_fc1 are TE's LayerNormLinear (the norm
+# writes the 8-bit input), linear_proj and linear_fc2 TE's plain Linear behind Megatron's own attention output and
+# its own activation kernel (MLP.forward's bias_swiglu / bias_gelu, 16-bit output): their inputs and every output
+# gradient are cast by TE's own kernels
+CAST_FUSED_BEFORE_MCORE = ("layer_norm", "rms_norm")
+CAST_FUSED_AFTER_MCORE: tuple = ()
 
 
-CAST_RECIPES = ("te", "torchao", "torchao-rowwise")
+CAST_RECIPES = ("te", "te-mcore", "torchao", "torchao-rowwise")
 # torchao rowwise: the forward GEMM's rate on PyTorch's CUTLASS rowwise kernel over the tensorwise cuBLAS kernel's,
 # the middle of "most shapes are within 90-100% of tensor-wise efficiency" (pytorch/pytorch issue 147971, H100)
 ROWWISE_FORWARD_RATE = 0.95
+
+
+# The 8-bit GEMMs' math rate in a training step over the 16-bit GEMMs' (both under efficiency.sustained), by CUDA
+# compute capability: Hopper's fitted on llm-foundry's H100 fp8 runs paired with its bf16 runs of the same model and
+# sequence (benchmarks/fit_fp8_rate.py: the ratio of the two runs' errors, so that what both share cancels); NeMo,
+# Megatron-Bridge and torchtitan held out. Elsewhere 1 (no paired data). Hopper 0.90: the least median |ratio error| of
+# the 5 pairs over 0.80-1.00 in steps of 0.02 (0.0097 against 0.0379 at 1; 0.80 gives 0.0116: a shallow optimum).
+# Held out at 0.90 against 1 (validate, quick / all rows): NeMo 11.5 -> 8.6 / 13.4 -> 9.7%, torchtitan 12.3 -> 9.8%,
+# Megatron-Bridge dense 6.9 -> 11.8% (its H100 rows, already 1-10% slow, 5-16% slow), llm-foundry held-out 8.2 -> 8.2%.
+EIGHT_BIT_RATE = {9.0: 0.90}
+
+
+def eight_bit_rate(dev) -> float:
+    """The math rate of 8-bit GEMMs in a training step over the 16-bit ones' on ``dev`` (:data:`EIGHT_BIT_RATE`).
+
+    >>> eight_bit_rate(device("a100-sxm4-80gb"))
+    1.0
+    """
+    return EIGHT_BIT_RATE.get(float(device(dev).compute_capability), 1.0)
 
 
 def cast_parts(rows: int, c_in: int, c_out: int, dev, dtype: str, fused_in: bool = False,
@@ -107,6 +134,7 @@ def cast_parts(rows: int, c_in: int, c_out: int, dev, dtype: str, fused_in: bool
     8-bit value and transposed copy in place of the 16-bit value: no kernel, no bytes more); ``fused_out``: the
     output gradient comes from an activation's backward that casts it (dgelu with cast and transpose). The fp8
     copies of the weights, cast once a step (TE caches them over the microbatches), are not counted.
+    ``te-mcore``: the same kernels in Megatron-Core's layers, whose fusions :func:`cast_fusion` gives.
 
     ``torchao``: torchao's float8 training with dynamic tensorwise scaling, as its roofline model counts the
     kernels (pytorch/ao @ 6243040 ``torchao/testing/float8/roofline_utils.py``
@@ -189,17 +217,28 @@ def cast_parts(rows: int, c_in: int, c_out: int, dev, dtype: str, fused_in: bool
     return out
 
 
-def cast_fusion(graph) -> dict:
+def cast_fusion(graph, recipe: str = "te") -> dict:
     """``{linear node: (fused_in, fused_out)}`` for :func:`cast_parts`: whether its input's producer is one of
-    :data:`CAST_FUSED_BEFORE`, and whether every consumer of its output is one of :data:`CAST_FUSED_AFTER`."""
+    :data:`CAST_FUSED_BEFORE`, and whether every consumer of its output is one of :data:`CAST_FUSED_AFTER`
+    (``recipe`` ``te-mcore``, Megatron-Core's layers: :data:`CAST_FUSED_BEFORE_MCORE`, :data:`CAST_FUSED_AFTER_MCORE`).
+
+    >>> from concurrency_model.frontends.hf import from_hf_config
+    >>> g = from_hf_config("llama-2-7b")
+    >>> [cast_fusion(g, r)["layers.0.mlp.down_proj"] for r in ("te", "te-mcore")]
+    [(True, False), (False, False)]
+    >>> [cast_fusion(g, r)["layers.0.mlp.up_proj"] for r in ("te", "te-mcore")]
+    [(True, True), (True, False)]
+    """
+    before, after = (CAST_FUSED_BEFORE_MCORE, CAST_FUSED_AFTER_MCORE) if recipe == "te-mcore" else \
+        (CAST_FUSED_BEFORE, CAST_FUSED_AFTER)
     nodes = graph.layers()
     kind = {n.name: n.kind for n in nodes}
     users: dict = {}
     for n in nodes:
         for i in n.inputs:
             users.setdefault(i, []).append(n.kind)
-    return {n.name: (bool(n.inputs) and kind.get(n.inputs[0]) in CAST_FUSED_BEFORE,
-                     bool(users.get(n.name)) and all(k in CAST_FUSED_AFTER for k in users[n.name]))
+    return {n.name: (bool(n.inputs) and kind.get(n.inputs[0]) in before,
+                     bool(users.get(n.name)) and all(k in after for k in users[n.name]))
             for n in nodes if n.kind == "linear"}
 
 
@@ -246,7 +285,7 @@ def node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input
                 shard: float = 1.0, channels: bool = False, rows: int | None = None,
                 weight_bytes: float | None = None, weight_sparsity=None, expert: int = 1,
                 imbalance=1.0, fusion: tuple = (False, False), fp8_recipe: str = "te",
-                widths: tuple | None = None) -> tuple[dict, str]:
+                widths: tuple | None = None, rate_8bit: float = 1.0) -> tuple[dict, str]:
     """Kernels (:class:`~.parts.Parts`) of one node per pass, and the convolution algorithm; with tensor
     parallelism ``tensor`` the node's share of the work: column-split GEMMs cut their outputs, row-split
     GEMMs their inputs, attention its heads; with ``channels`` (the paper's split of a CNN,
@@ -295,7 +334,9 @@ def node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input
                     c = csr_coeffs(shape[1], shape[0], shape[2], weight_sparsity, dev, mdt, g)
                 else:
                     c = gemm_coeffs(*shape, dev, mdt, g, weight_bytes=weight_bytes if p == "forward" else None)
-                out[p] = out[p] + Parts.from_coeffs(c, dev)
+                gemm = Parts.from_coeffs(c, dev)
+                slow = mdt in EIGHT_BIT_VALUES and rate_8bit != 1.0
+                out[p] = out[p] + (gemm.with_math_rate(rate_8bit) if slow else gemm)
             if mdt in EIGHT_BIT_VALUES:
                 for p, casts in cast_parts(g * rows, ci, co, dev, mdt, *fusion, recipe=fp8_recipe,
                                            input_cast=i == 0).items():
@@ -354,7 +395,8 @@ def _shards(graph, tensor: int, sequence_parallel: bool, channels: bool) -> dict
 
 def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_parallel: bool = False,
                 spatial: dict | None = None, weight_bytes: float | None = None,
-                weight_sparsity=None, expert: int = 1, imbalance=1.0, fp8_recipe: str = "te") -> list[dict]:
+                weight_sparsity=None, expert: int = 1, imbalance=1.0, fp8_recipe: str = "te",
+                rate_8bit: float = 1.0) -> list[dict]:
     """Per layer: ``name, op, algorithm`` and the :class:`~.parts.Parts` of its ``forward``, ``grad_input``
     and ``grad_weight`` passes (see :func:`layer_times`). Nodes with the same kind, attributes, work and
     tensor share are timed once (the 96 blocks of GPT-3 cost one block's kernel choices). ``spatial``:
@@ -364,7 +406,8 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
     a fraction of zeros, see :func:`node_parts`); ``expert``, ``imbalance``: the expert-parallel degree and
     ``parallel.expert_imbalance`` (:func:`expert_gemms`); ``fp8_recipe``: the casts of an 8-bit ``dtype``
     (:func:`cast_parts`); the ``torchao`` recipes also run the fused QKV projection as separate q, k, v linears
-    (:func:`projection_widths`)."""
+    (:func:`projection_widths`); ``rate_8bit``: the math rate of the 8-bit GEMMs over their kernel model's (a training
+    step's, :func:`eight_bit_rate`)."""
     dev = device(dev)
     batch = int(_num(graph.batch))
     scale = dtype_bytes(value_dtype(dtype)) / float(graph.value_bytes)
@@ -372,7 +415,7 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
     channels = tensor > 1 and is_channel_split(graph.layers())
     shards = _shards(graph, tensor, sequence_parallel, channels) if tensor > 1 else {}
     memo, rows = {}, []
-    fusion = cast_fusion(graph) if dtype in EIGHT_BIT_VALUES else {}
+    fusion = cast_fusion(graph, fp8_recipe) if dtype in EIGHT_BIT_VALUES else {}
     # torchao's recipes are torchtitan's (runtime fsdp2), whose Llama runs q, k and v as three linears
     widths = projection_widths(graph) if fp8_recipe.startswith("torchao") else {}
     for node, kind in zip(graph.layers(), kinds):
@@ -387,7 +430,7 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
             wb, ws = (weight_bytes, weight_sparsity) if quantizable(node) else (None, None)
             hit = memo[key] = node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine, wb,
                                          ws, expert, imbalance, fusion.get(node.name, (False, False)), fp8_recipe,
-                                         widths.get(node.name))
+                                         widths.get(node.name), rate_8bit)
         parts, algorithm = hit
         rows.append({"name": node.name, "op": node.kind, "algorithm": algorithm, **parts})
     return rows

@@ -31,7 +31,7 @@ from ..models import get_model
 from ..models.channel_split import check_channel_split, gathers_input, is_channel_split, replicated
 from ..models.transformer import check_tensor_split, is_lm_head
 from ..timing import roofline_coeffs
-from ..timing.graph import layer_parts
+from ..timing.graph import eight_bit_rate, layer_parts
 from ..timing.loss import cross_entropy_parts
 from ..timing.parts import Parts, total
 from ..units import EIGHT_BIT_VALUES, dtype_bytes, value_dtype
@@ -280,7 +280,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         g = self.graph(b, c)
         slabs, ends = spatial_rows(g, c) if c > 1 and self.spatial else ({}, {})
         rows = layer_parts(g, self.dev, self.dtype, tensor=t, sequence_parallel=sp, spatial=slabs, expert=e,
-                           imbalance=self.expert_imbalance, fp8_recipe=self.fp8_recipe)
+                           imbalance=self.expert_imbalance, fp8_recipe=self.fp8_recipe,
+                           rate_8bit=eight_bit_rate(self.dev))
         s = self.dev.efficiency.sustained  # a training step's sustained math rate (hardware.Efficiency)
         if s != 1.0:
             slowed: dict = {}  # by identity, so that identical layers keep sharing their Parts

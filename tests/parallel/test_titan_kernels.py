@@ -45,7 +45,8 @@ def test_policy_names_and_blocks():
         recompute_shares([], "opp")
     assert block_of("layers.10.mlp.w1") == "layers.10" and block_of("norm") is None
     assert kernel_policies("fsdp2") == ("op", "torchao")
-    assert kernel_policies("megatron") == kernel_policies("fsdp") == kernel_policies(None, 3) == ("attention", "te")
+    assert kernel_policies("fsdp") == kernel_policies(None, 3) == ("attention", "te")
+    assert kernel_policies("megatron") == ("attention", "te-mcore")  # TE's casts as Megatron-Core fuses them
 
 
 def _stage(selective="attention", recipe="te", dtype="bf16", recompute="selective", overlap=False, t=1, sp=False):

@@ -4,7 +4,8 @@ import pytest
 from concurrency_model import get_model
 from concurrency_model.symbols import N
 from concurrency_model.timing import conv_coeffs, gemm_coeffs
-from concurrency_model.timing.graph import layer_times, step_time
+from concurrency_model.frontends.hf import from_hf_config
+from concurrency_model.timing.graph import cast_fusion, layer_parts, layer_times, step_time
 from concurrency_model.hardware.devices import load_device
 
 V100 = load_device("v100-sxm2-32gb")
@@ -47,3 +48,48 @@ def test_symbolic_batch_is_refused():
         layer_times(get_model("lenet5", batch=N), V100)
     with pytest.raises(ValueError, match="optimizer"):
         step_time(get_model("lenet5"), V100, optimizer="lion")
+
+
+def test_megatron_core_cast_fusion_on_llama_block():
+    # Megatron-Core's TE layer (gpt_layer_specs @ 00611e6e): qkv and fc1 are LayerNormLinear (the norm writes the 8-bit
+    # input), proj and fc2 plain TE Linear behind Megatron's attention output and activation; no output gradient fused
+    g = from_hf_config("llama-2-7b")
+    f = cast_fusion(g, "te-mcore")
+    assert [f[f"layers.3.{k}"] for k in ("qkv", "proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")] == \
+        [(True, False), (False, False), (True, False), (True, False), (False, False)]
+    assert cast_fusion(g)["layers.3.mlp.down_proj"] == (True, False)  # TE's LayerNormMLP: activation + cast fused
+
+
+def test_megatron_core_casts_hand_bytes():
+    # Llama 2 7B, one 4,096-token microbatch: down_proj's input cast (read 2, write 1 bytes a value) forward and its
+    # transposed copy (1) with the weight gradient; gate and up each cast their output gradient (read 2, write 1 + 1)
+    dev = load_device("h100-sxm5-80gb")
+    g = from_hf_config("llama-2-7b", batch=1)  # seq 4096
+    rows = {r["name"]: r for r in layer_parts(g, dev, "fp8", fp8_recipe="te-mcore")}
+    te = {r["name"]: r for r in layer_parts(g, dev, "fp8", fp8_recipe="te")}
+    bw = 3.35e12 * 0.8
+
+    def mem(r, p):
+        return float((r[p].memory * r[p].count).sum())
+
+    x = 4096 * 11008
+    assert mem(rows["layers.0.mlp.down_proj"], "forward") - mem(te["layers.0.mlp.down_proj"], "forward") == \
+        pytest.approx(3 * x / bw, rel=1e-9)
+    assert mem(rows["layers.0.mlp.up_proj"], "grad_weight") - mem(te["layers.0.mlp.up_proj"], "grad_weight") == \
+        pytest.approx(4 * x / bw, rel=1e-9)
+
+
+def test_eight_bit_rate_scales_only_the_eight_bit_gemms():
+    dev = load_device("h100-sxm5-80gb")
+    g = get_model({"kind": "gpt", "layers": 1, "hidden": 1024, "heads": 8, "seq_len": 512, "vocab": 1000,
+                   "fused_attention": True}, batch=2)
+    a = {r["name"]: r for r in layer_parts(g, dev, "fp8")}
+    b = {r["name"]: r for r in layer_parts(g, dev, "fp8", rate_8bit=0.5)}
+    for name, r in a.items():
+        for p in ("forward", "grad_input", "grad_weight"):
+            ka, kb = r[p], b[name][p]
+            if r["op"] == "linear" and name != "lm_head":  # the output layer stays in 16 bits
+                assert kb.compute[0] == pytest.approx(2 * ka.compute[0])  # the GEMM row first, then the casts
+                assert (kb.compute[1:] == ka.compute[1:]).all() and (kb.memory == ka.memory).all()
+            else:
+                assert (kb.compute == ka.compute).all()

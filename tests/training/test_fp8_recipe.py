@@ -84,8 +84,10 @@ def test_fp8_training_keeps_bf16_activations_and_communication():
         assert fp8.breakdown[k] == pytest.approx(bf16.breakdown[k])  # 16-bit messages
     # the GEMMs' 2x, less the casts and the 16-bit rest: 1.35x on 1,024 H100s at the kernel model's math rate (1.37x
     # before the tensor-parallel collectives took NCCL's per-call latencies, comm.nccl); 1.38x with the GH100's
-    # sustained rate (efficiency.sustained 0.90 slows the math both dtypes share, not the casts' memory passes)
-    assert bf16.step_time_s / fp8.step_time_s == pytest.approx(1.38, abs=0.02)
+    # sustained rate (efficiency.sustained 0.90 slows the math both dtypes share, not the casts' memory passes); 1.36x
+    # with Megatron-Core's unfused casts (fc2's and proj's inputs, every output gradient: timing.graph.cast_fusion);
+    # 1.30x with Hopper's 8-bit GEMMs at 0.90 of their kernel model's rate (timing.graph.EIGHT_BIT_RATE)
+    assert bf16.step_time_s / fp8.step_time_s == pytest.approx(1.30, abs=0.01)
 
 
 def test_fp8_serving_keeps_16_bit_messages_and_an_fp8_cache():
