@@ -47,7 +47,8 @@ TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_sta
             "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
             "gossip_topology": "ring", "batch_norm": "local", "max_global_batch": DEFAULT_CEILING, "lora_rank": 0,
             "lora_base_dtype": None, "framework": None, "bucket_bytes": None, "prefetch": None, "loss": None,
-            "fp8_recipe": None, "target": None}
+            "fp8_recipe": None, "target": None,
+            "compile": True}  # compile false: eager PyTorch's norm and rotary kernels (timing.graph.eager_kernels)
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "threshold", "topk", "dgc", "powersgd",
                 "sfb")
 INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,

@@ -118,7 +118,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
                  tr["lora_base_dtype"], sc.parallel.get("expert_imbalance", 1.0),
                  *kernel_policies(tr["framework"], 0, tr.get("fp8_recipe")), sc.parallel.get("tp_overlap", False),
                  sc.parallel.get("moe_dispatcher", "alltoall"), sc.parallel.get("expert_overlap", False),
-                 sc.parallel.get("stage_split", "balanced"))
+                 sc.parallel.get("stage_split", "balanced"), tr.get("compile", True))
     check_lora(tr["lora_rank"], tr["lora_base_dtype"], w.graph(1))
     check_applies(w.expert_imbalance, w.expert_count)
     w.check_batch_norm(tr["batch_norm"])

@@ -328,7 +328,7 @@ def prepare(sc: Scenario) -> tuple:
     w = workload(sc.model, cl, tr["dtype"], par["tensor_layers"], tr["lora_rank"], tr["lora_base_dtype"],
                  par.get("expert_imbalance", 1.0), *kernel_policies(tr["framework"], zero, tr.get("fp8_recipe")),
                  par.get("tp_overlap", False), par.get("moe_dispatcher", "alltoall"), par.get("expert_overlap", False),
-                 par.get("stage_split", "balanced"))
+                 par.get("stage_split", "balanced"), tr.get("compile", True))
     check_lora(tr["lora_rank"], tr["lora_base_dtype"], w.graph(1))
     w.check_tensor(t)
     w.check_context(c, t, alg)
