@@ -27,6 +27,7 @@ from .parallel.batch_size import DEFAULT_CEILING
 from .parallel.consistency import CONSISTENCY
 from .parallel.data_parallel import BATCH_NORM
 from .parallel.expert import DISPATCHERS
+from .parallel.context import CONTEXT_ALGORITHMS
 from .parallel.gossip import TOPOLOGIES
 from .parallel.layerwise import TENSOR_LAYERS
 from .parallel.lora import BASE_BYTES
@@ -35,7 +36,6 @@ from .parallel.runtime import FP8_RECIPES, FRAMEWORKS, default_framework, kernel
 from .units import DTYPE_BYTES, KV_DTYPES
 
 SCHEDULES = pipeline.SCHEDULES
-CONTEXT_ALGORITHMS = ("ring", "ulysses")
 PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_parallel": False,
             "microbatch_size": 1, "global_batch": None, "schedule": "1f1b", "context": 1,
             "context_algorithm": "ring", "expert": 1, "tensor_layers": "all", "expert_imbalance": 1.0,

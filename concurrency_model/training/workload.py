@@ -370,7 +370,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
             elif cp:
                 row["cp_f_s"], row["cp_b_s"] = (float(x) for x in context_exposed(
                     c, 1, 0, cp["blk_f"].total(), cp["blk_b"].total(), float(triple_seconds(cp["kv"])),
-                    float(triple_seconds(cp["a2a"]))))
+                    float(triple_seconds(cp["a2a"])), float(algorithm == "allgather")))
             out.append(row)
         return self.expert_exposed(tuple(out))
 
@@ -466,7 +466,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
             halo_b = add_triples(halo_b, r.get("halo_b", ZERO_TRIPLE))
         if recompute == "full":
             halo_b = add_triples(halo_b, halo_f)
-        context = {"c": cp, "algorithm": algorithm, "layers": len(att),
+        context = {"c": cp, "algorithm": algorithm, "gathered": float(algorithm == "allgather"), "layers": len(att),
                    "rec_layers": len(att) if recompute != "none" else 0,
                    "blk_f": one["blk_f"].compact(), "blk_b": one["blk_b"].compact(), "kv": one["kv"], "a2a": one["a2a"],
                    "halo_f": halo_f, "halo_b": halo_b}
