@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+from hypothesis import given, settings, strategies as st
 import pytest
 
 from concurrency_model.hardware.devices import load_device
@@ -111,3 +112,17 @@ def test_torchtitan_rows_without_compile_map_to_eager():
                   for _, r in rows.iterrows()]]
     assert list(eager["label"]) == ["Table 1: FSDP", "Table 3: FSDP"]
     assert np.all(rows.loc[rows["label"] == "Table 1: FSDP + torch.compile", "compile"])
+
+
+@settings(max_examples=15, deadline=None)
+@given(heads=st.sampled_from([4, 8, 16]), group=st.sampled_from([1, 2, 4]), seq=st.sampled_from([64, 512, 4096]),
+       batch=st.integers(1, 4), tensor=st.sampled_from([1, 2, 4]), dtype=st.sampled_from(["bf16", "fp16", "fp8"]))
+def test_eager_never_faster_than_compiled(heads, group, seq, batch, tensor, dtype):
+    cfg = {"model_type": "llama", "hidden_size": 64 * heads, "num_attention_heads": heads,
+           "num_key_value_heads": heads // group, "intermediate_size": 176 * heads, "num_hidden_layers": 1,
+           "vocab_size": 1024, "max_position_embeddings": 8192}
+    g = get_model({"hf_config": cfg, "seq_len": seq}, batch=batch, value_bytes=2)
+    eager, fused = (layer_parts(g, H100, dtype, tensor=min(tensor, heads // group), eager=e) for e in (True, False))
+    for a, b in zip(eager, fused):
+        for p in ("forward", "grad_input", "grad_weight"):
+            assert a[p].total() >= b[p].total(), (a["name"], p)
