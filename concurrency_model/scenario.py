@@ -27,6 +27,7 @@ from .parallel.batch_size import DEFAULT_CEILING
 from .parallel.consistency import CONSISTENCY
 from .parallel.data_parallel import BATCH_NORM
 from .parallel.expert import DISPATCHERS
+from .parallel.context import CONTEXT_ALGORITHMS
 from .parallel.gossip import TOPOLOGIES
 from .parallel.layerwise import TENSOR_LAYERS
 from .parallel.lora import BASE_BYTES
@@ -35,7 +36,6 @@ from .parallel.runtime import FP8_RECIPES, FRAMEWORKS, default_framework, kernel
 from .units import DTYPE_BYTES, KV_DTYPES
 
 SCHEDULES = pipeline.SCHEDULES
-CONTEXT_ALGORITHMS = ("ring", "ulysses")
 PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_parallel": False,
             "microbatch_size": 1, "global_batch": None, "schedule": "1f1b", "context": 1,
             "context_algorithm": "ring", "expert": 1, "tensor_layers": "all", "expert_imbalance": 1.0,
@@ -47,7 +47,8 @@ TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_sta
             "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
             "gossip_topology": "ring", "batch_norm": "local", "max_global_batch": DEFAULT_CEILING, "lora_rank": 0,
             "lora_base_dtype": None, "framework": None, "bucket_bytes": None, "prefetch": None, "loss": None,
-            "fp8_recipe": None, "target": None}
+            "fp8_recipe": None, "target": None,
+            "compile": True}  # compile false: eager PyTorch's norm and rotary kernels (timing.graph.eager_kernels)
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "threshold", "topk", "dgc", "powersgd",
                 "sfb")
 INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,

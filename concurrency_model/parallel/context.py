@@ -22,6 +22,21 @@ model's) and only the attention core changes:
   one; ``cp_comm_type`` came later with ``"all_gather"`` (#1060, 2024-08, not modelled), ``"a2a"`` (#1160,
   2024-09: Ulysses below) and ``"a2a+p2p"`` (#1209, 2024-10, not modelled), its default staying ``"p2p"``.
   The communication and its overlap: :func:`context_exposed`;
+* ``allgather``: PyTorch's ``context_parallel`` with its default rotate method, which torchtitan runs
+  (pytorch/torchtitan @ 9dec370 ``torchtitan/config_manager.py``: ``--experimental.context_parallel_rotate_method``
+  default ``"allgather"``, "all-gather all kv shards on ranks after the first sub-SDPA computation"; pytorch/pytorch
+  ``torch/distributed/tensor/experimental/_attention.py`` read as stored at 0123248a: ``_AllGatherRotater``,
+  ``_ContextParallelOptions.rotate_method = ALL_GATHER``). The same load-balanced blocks as the ring (its
+  ``_is_causal_behavior`` and round-robin chunks: the causal block on the diagonal, ``c - 1`` blocks without mask of
+  half the pairs), but the key/value blocks arrive in one all-gather over the ``c`` ranks, issued before the first
+  (diagonal) block and waited for before the second: it hides behind one block, not ``c - 1``. The backward gathers
+  K and V again the same way and sends the fp32 dK, dV (``convert_to_f32``) to the next rank after every block,
+  point to point (``dkv_rotater`` with ``_RotateMethod.ALL_TO_ALL``: ``permute_tensor``, an all-to-all with one
+  non-empty split), each hop waited for after the next block and the last after the loop (exposed whole).
+  torchtitan repeats K and V to the query heads before the attention (``repeat_kv`` in
+  ``torchtitan/models/llama/model.py`` @ 9dec370), so under its kernel policy (torchao's) the blocks gathered and sent
+  are of every query head, as are the ring's. The merge and copy kernels are PyTorch's (:func:`pytorch_ring_bytes`).
+  Memory: the ring's key/value buffers (the ``c`` gathered blocks are not counted apart);
 * ``ulysses`` (Jacobs et al. 2023, "DeepSpeed Ulysses", §3.1): an all-to-all of Q, K and V turns ``s / c``
   tokens of all (``a / t``) heads into all ``s`` tokens of ``a / (t c)`` heads, attention runs on the
   whole sequence for those heads, and an all-to-all of the output turns it back: 4 all-to-alls forward
@@ -49,6 +64,7 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
+from ..checks import did_you_mean
 from ..hardware.clusters import place
 from ..ops.attention import attention
 from ..timing import roofline_coeffs
@@ -59,6 +75,9 @@ from ..units import dtype_bytes, value_dtype
 from .triples import ZERO_TRIPLE, add_triples
 
 NO_PARTS = Parts.empty()
+CONTEXT_ALGORITHMS = ("ring", "ulysses", "allgather")  # parallel.context_algorithm
+RINGS = ("ring", "allgather")  # the load-balanced blocks of a ring (module doc), their K/V passed round or gathered
+FP32_BYTES = 4  # PyTorch's context parallelism accumulates dK, dV in fp32 (``convert_to_f32``)
 
 
 def _pos(x):
@@ -67,7 +86,7 @@ def _pos(x):
     return sp.Max(0, x) if isinstance(x, sp.Basic) else np.maximum(0.0, x)
 
 
-def context_exposed(c, layers, rec_layers, blk_f, blk_b, kv, a2a):
+def context_exposed(c, layers, rec_layers, blk_f, blk_b, kv, a2a, gathered=0.0):
     """Exposed context-parallel seconds ``(forward, backward)`` of one microbatch on one pipeline stage.
 
     ``c``: context degree; ``layers``: attention layers of the stage; ``rec_layers``: those whose forward
@@ -90,13 +109,28 @@ def context_exposed(c, layers, rec_layers, blk_f, blk_b, kv, a2a):
     Ulysses (Jacobs et al. 2023 §3.1): the all-to-alls are on the critical path, ``a2a`` forward and
     ``a2a`` backward per layer.
 
+    All-gather (``gathered`` 1: PyTorch's ``_AllGatherRotater``, module doc), with ``kv`` the seconds of the all-gather
+    of the ``c`` key/value blocks and ``a2a`` those of one fp32 dK/dV hop to the next device, per layer:
+
+    * forward, the gather behind the diagonal block: ``max(0, kv - blk_f)``;
+    * backward, the gather again behind the first block, hops 1 to ``c - 1`` each behind the next block, the last
+      after the loop: ``max(0, kv - blk_b) + (c - 1) max(0, a2a - blk_b) + a2a`` [D from that loop].
+
+    ``gathered`` may be an array of 0 and 1 (a sweep's layouts).
+
     >>> [float(x) for x in context_exposed(4, 2, 0, 3.0, 6.0, 1.0, 0.0)]  # ring, compute-bound: the last hop
     [0.0, 2.0]
     >>> [float(x) for x in context_exposed(2, 1, 1, 1.0, 2.0, 3.0, 0.0)]  # ring, comm-bound, with recompute
     [2.0, 7.0]
+    >>> [float(x) for x in context_exposed(4, 1, 1, 1.0, 2.0, 3.0, 0.5, gathered=1)]  # all-gather: 2 + (1 + 0.5) + 2
+    [2.0, 3.5]
     """
-    fwd = (c - 1) * _pos(kv - blk_f) + a2a
-    bwd = 2 * _pos(kv - blk_b) + (c - 2) * _pos(2 * kv - blk_b) + kv + a2a
+    ring_f = (c - 1) * _pos(kv - blk_f) + a2a
+    ring_b = 2 * _pos(kv - blk_b) + (c - 2) * _pos(2 * kv - blk_b) + kv + a2a
+    gather_f = _pos(kv - blk_f)
+    gather_b = _pos(kv - blk_b) + (c - 1) * _pos(a2a - blk_b) + a2a
+    fwd = gathered * gather_f + (1 - gathered) * ring_f
+    bwd = gathered * gather_b + (1 - gathered) * ring_b
     return layers * fwd, layers * bwd + rec_layers * fwd
 
 
@@ -131,8 +165,10 @@ class ContextMixin:
         divisible by ``c`` (by ``2 c`` for ring attention with a causal mask: the load-balanced split into
         ``2 c`` chunks, Megatron-LM ``get_batch_on_this_cp_rank``), and for Ulysses its heads divisible by
         ``tensor x context`` (Jacobs et al. 2023 §3.1: each device attends whole heads)."""
-        if algorithm not in ("ring", "ulysses"):
-            raise ValueError(f"parallel.context_algorithm: unknown {algorithm!r}; allowed: ring, ulysses")
+        if algorithm not in CONTEXT_ALGORITHMS:
+            hint = did_you_mean(algorithm, CONTEXT_ALGORITHMS)
+            raise ValueError(f"parallel.context_algorithm: unknown {algorithm!r}{hint}; allowed: "
+                             f"{', '.join(CONTEXT_ALGORITHMS)}")
         if c == 1:
             return
         att = [n for n in self.graph(1).layers() if n.kind == "attention"]
@@ -144,9 +180,9 @@ class ContextMixin:
             raise ValueError(f"parallel.context: {c} > 1 is modelled for models whose attention layers are alike")
         a = att[0].attrs
         s = a["seq"]
-        chunks = 2 * c if algorithm == "ring" and a.get("causal") else c
+        chunks = 2 * c if algorithm in RINGS and a.get("causal") else c
         if s % chunks:
-            why = "" if chunks == c else f" (ring attention with a causal mask splits it into 2 x {c} chunks)"
+            why = "" if chunks == c else f" ({algorithm} attention with a causal mask splits it into 2 x {c} chunks)"
             raise ValueError(f"parallel.context: {c} does not divide the model's sequence length {s}{why}")
         if algorithm == "ulysses" and a["heads"] % (t * c):
             raise ValueError(f"parallel.context: Ulysses needs the {a['heads']} attention heads divisible by "
@@ -160,18 +196,25 @@ class ContextMixin:
         f, bw = row["forward"], row["grad_input"] + row["grad_weight"]
         sq, d = a["seq"], a["head_dim"]  # s / c tokens on this device
         heads, kv_heads = max(1, a["heads"] // t), max(1, a.get("kv_heads", a["heads"]) // t)
-        if algorithm == "ring":
+        if algorithm in RINGS:
             # one block's K and V per send; causal: the diagonal step's causal block and c - 1 off-diagonal
             # non-causal steps (module doc), each of which hides a send; no mask: c blocks of (s/c) x (s/c)
-            nbytes = 2 * b * sq * kv_heads * d * self.vb
-            steps = {"kv": self._ring_triple(nbytes, t, c), "a2a": ZERO_TRIPLE}
+            pytorch = str(getattr(self, "fp8_recipe", "")).startswith("torchao") or algorithm == "allgather"
+            width = heads if str(getattr(self, "fp8_recipe", "")).startswith("torchao") else kv_heads  # repeat_kv
+            nbytes = 2 * b * sq * width * d * self.vb
+            if algorithm == "allgather":  # the c blocks in one all-gather; the fp32 dK, dV hop (module doc)
+                rpn, sharing = self._context_group(t, c)
+                steps = {"kv": self._coll("allgather", c * nbytes, c, rpn, sharing),
+                         "a2a": self._ring_triple(2 * b * sq * width * d * FP32_BYTES, t, c)}
+            else:
+                steps = {"kv": self._ring_triple(nbytes, t, c), "a2a": ZERO_TRIPLE}
             if not a.get("causal"):
                 fc, bc, blocks = f.times(c), bw.times(c), {"blk_f": f, "blk_b": bw}
             else:
                 off = self._ring_off_diagonal(node, b, t, c, len(row["grad_input"].count) > 0)
                 fc, bc = f + off["forward"].times(c - 1), bw + off["backward"].times(c - 1)
                 blocks = {"blk_f": off["forward"], "blk_b": off["backward"]}
-            if str(getattr(self, "fp8_recipe", "")).startswith("torchao"):  # torchtitan: PyTorch's ring (module doc)
+            if pytorch:  # torchtitan, or PyTorch's all-gather method: PyTorch's merge and copy kernels (module doc)
                 fwd, bwd = pytorch_ring_bytes(c, b * sq * heads * d)
                 fc = fc + Parts.from_coeffs(roofline_coeffs(0.0, fwd, self.dev, "bf16", kernels=7 * c), self.dev)
                 bc = bc + Parts.from_coeffs(roofline_coeffs(0.0, bwd, self.dev, "bf16", kernels=6 * c), self.dev)

@@ -118,7 +118,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
                  tr["lora_base_dtype"], sc.parallel.get("expert_imbalance", 1.0),
                  *kernel_policies(tr["framework"], 0, tr.get("fp8_recipe")), sc.parallel.get("tp_overlap", False),
                  sc.parallel.get("moe_dispatcher", "alltoall"), sc.parallel.get("expert_overlap", False),
-                 sc.parallel.get("stage_split", "balanced"))
+                 sc.parallel.get("stage_split", "balanced"), tr.get("compile", True))
     check_lora(tr["lora_rank"], tr["lora_base_dtype"], w.graph(1))
     check_applies(w.expert_imbalance, w.expert_count)
     w.check_batch_norm(tr["batch_norm"])
@@ -299,7 +299,7 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict,
                                                                        "h_b")}
     tp = {c: np.empty((len(uniq), 3)) for c in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r", "kv", "a2a",
                                                  "halo_f", "halo_b")}
-    cp = {c: np.empty(len(uniq)) for c in ("c", "layers", "rec_layers")}
+    cp = {c: np.empty(len(uniq)) for c in ("c", "layers", "rec_layers", "gathered")}
     bn_channels = [()] * len(uniq)
     host = host_per_kernel(w.dev, host_s)  # the stage partition weighs each layer's host seconds too
     for k, n in uniq.items():
@@ -351,7 +351,7 @@ def _inputs(f: dict, i: np.ndarray, zero: int, scales: dict) -> dict:
     if (cp["c"] > 1).any():
         c_cf, c_cb = context_exposed(cp["c"], cp["layers"], cp["rec_layers"], f["tables"]["blk_f"][at],
                                      f["tables"]["blk_b"][at], comm(f["tp"]["kv"][f["at"]]),
-                                     comm(f["tp"]["a2a"][f["at"]]))
+                                     comm(f["tp"]["a2a"][f["at"]]), cp["gathered"])
         c_cf, c_cb = c_cf + comm(f["tp"]["halo_f"][f["at"]]), c_cb + comm(f["tp"]["halo_b"][f["at"]])
         one = cp["c"] == 1
         c_cf, c_cb = np.where(one, 0.0, c_cf), np.where(one, 0.0, c_cb)

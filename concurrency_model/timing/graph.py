@@ -10,6 +10,13 @@ aside), everything else in 16 bits (:func:`~concurrency_model.units.value_dtype`
 layer quantizes its input, and in training its output gradient (:func:`cast_parts`).
 Views (flatten, reshape, select) cost nothing. The layers run one after another (one stream), so the
 pass time is the sum over layers; the optimizer update is one element-wise kernel over the parameters.
+
+One kernel a node is what a compiler or a runtime's hand-fused kernels run (torch.compile's inductor generates one
+kernel for a norm's reduction and pointwise ops; Transformer Engine and Apex ship fused norms and rotary kernels).
+Eager PyTorch (``training.compile`` false, ``eager``) runs a module written as ATen ops one kernel an op: the RMS
+norm and the rotary embedding of torchtitan's Llama (:func:`eager_kernels`) are then charged per ATen kernel, with
+their fp32 upcasts and autograd's backward kernels. Fusions a compiler makes across nodes (SwiGLU's two ops, a
+residual add with the next norm) are not modelled: the graph's nodes stand for both.
 """
 from __future__ import annotations
 
@@ -274,6 +281,65 @@ def projection_widths(graph) -> dict:
     return out
 
 
+EAGER_KINDS = ("rms_norm", "rotary")  # the nodes eager PyTorch runs as several kernels (:func:`eager_kernels`)
+FP32_BYTES = 4
+
+
+def eager_kernels(kind: str, value_bytes: int) -> dict:
+    """``{pass: (bytes a value, kernels)}`` of a node of ``kind`` run by eager PyTorch as torchtitan writes it, for
+    activations of ``value_bytes`` (2: bf16 / fp16, 4: fp32); a value is one element of the norm's input, or one
+    rotated element of the queries and keys (for ``rotary``, the kernels are of the queries and keys together).
+
+    ``rms_norm`` (pytorch/torchtitan @ 9dec370 ``torchtitan/models/norms.py`` ``RMSNorm``, the Llama configs'
+    ``norm_type = "rmsnorm"``): ``self._norm(x.float()).type_as(x) * self.weight`` with ``_norm`` =
+    ``x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)``. Forward, one kernel an op: the upcast (read 2, write
+    4 bytes a value), ``pow`` (4 + 4), ``mean`` (4), ``+ eps`` and ``rsqrt`` on one value a row (no bytes counted),
+    the product (4 + 4), the downcast (4 + 2), the weight's product (2 + 2): 36 bytes, 8 kernels. Backward, autograd's
+    formulas (pytorch/pytorch ``tools/autograd/derivatives.yaml``: ``mul``: ``grad * other`` and ``grad * self``
+    summed to a broadcast operand's shape; ``_to_copy``: the gradient cast back; ``mean``: the gradient expanded and
+    divided; ``pow``: ``torch/csrc/autograd/FunctionsManual.cpp`` ``pow_backward``, ``grad * (exponent *
+    self.pow(exponent - 1))``, whose ``pow(x, 1)`` is a copy, as recalled of ATen's ``pow_Tensor_Scalar_out``; a
+    tensor used twice gets its gradients added): ∇x: ``grad * weight`` (2 + 2), cast up (2 + 4), ``grad * rstd``
+    (4 + 4), ``grad * x`` and its row sum (8 + 4, 4), the three per-row kernels of ``rsqrt``'s and ``+ eps``'s
+    backward, ``mean``'s (4), ``pow``'s copy, scale and product (8, 8, 8 + 4), the two gradients of ``x.float()``
+    added (8 + 4), cast down (4 + 2): 84 bytes, 14 kernels; ∇weight: ``grad * y`` (4 + 2) and its sum over rows
+    (2): 8 bytes, 2 kernels. In fp32 the casts are no-ops (``Tensor.to`` returns the tensor).
+
+    ``rotary`` (same commit, ``torchtitan/models/llama/model.py`` ``apply_rotary_emb``): the queries and the keys each
+    upcast (2 + 4), multiplied as complex numbers by the complex64 table (4 + 4; the table read once a position, not
+    counted), cast back (4 + 2): 20 bytes, 3 kernels each; the backward mirrors it (the cast's gradient up, the
+    product by the table's conjugate, down; the table is a buffer, without gradient): 20 bytes, 3 kernels each.
+
+    The graph's own nodes (one kernel each) read and write each value once: 4, 6 and 4 bytes of a norm, 4 and 4 of
+    the rotary embedding, in 16 bits.
+
+    >>> eager_kernels("rms_norm", 2)
+    {'forward': (36.0, 8), 'grad_input': (84.0, 14), 'grad_weight': (8.0, 2)}
+    >>> eager_kernels("rotary", 2), eager_kernels("rotary", 4)["forward"]
+    ({'forward': (20.0, 6), 'grad_input': (20.0, 6)}, (8.0, 2))
+    """
+    lo, hi = float(value_bytes), float(FP32_BYTES)
+    cast = lo < hi  # ``x.float()`` / ``type_as`` run a kernel only when the dtype changes
+    up = (lo + hi) if cast else 0.0
+    if kind == "rms_norm":
+        fwd = up + 2 * hi + hi + 2 * hi + up + 2 * lo
+        gin = 2 * lo + up + 2 * hi + 3 * hi + hi + hi + 2 * hi + 2 * hi + 3 * hi + 3 * hi + up
+        return {"forward": (fwd, 6 + 2 * cast), "grad_input": (gin, 12 + 2 * cast), "grad_weight": (4 * lo, 2)}
+    if kind == "rotary":
+        one = up + 2 * hi + up
+        return {"forward": (one, 2 * (1 + 2 * cast)), "grad_input": (one, 2 * (1 + 2 * cast))}
+    raise ValueError(f"eager kernels: no eager decomposition of {kind!r}; known: {', '.join(EAGER_KINDS)}")
+
+
+def _eager_values(node, batch: int) -> float:
+    """The values :func:`eager_kernels` counts of one node: a norm's input elements, the rotated elements of the
+    queries and keys (the rotary node's forward work is 3 FLOP a rotated element, :mod:`~concurrency_model.models.
+    transformer` ``_rotary``)."""
+    if node.kind == "rotary":
+        return _num(node.cost.forward.flop) / 3.0
+    return float(batch * math.prod(node.shape))
+
+
 def _num(e) -> float:
     e = sp.sympify(e)
     if e.free_symbols:
@@ -285,7 +351,7 @@ def node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input
                 shard: float = 1.0, channels: bool = False, rows: int | None = None,
                 weight_bytes: float | None = None, weight_sparsity=None, expert: int = 1,
                 imbalance=1.0, fusion: tuple = (False, False), fp8_recipe: str = "te",
-                widths: tuple | None = None, rate_8bit: float = 1.0) -> tuple[dict, str]:
+                widths: tuple | None = None, rate_8bit: float = 1.0, eager: bool = False) -> tuple[dict, str]:
     """Kernels (:class:`~.parts.Parts`) of one node per pass, and the convolution algorithm; with tensor
     parallelism ``tensor`` the node's share of the work: column-split GEMMs cut their outputs, row-split
     GEMMs their inputs, attention its heads; with ``channels`` (the paper's split of a CNN,
@@ -356,6 +422,11 @@ def node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input
             for p in PASSES:
                 out[p] = out[p] + total(Parts.from_coeffs(c, dev, k, dev.efficiency.rnn) for c, k in
                                         rnn_parts(a["cell"], a["hidden"], batch, a["timesteps"], dev, vdt, i, p))
+    elif eager and node.kind in EAGER_KINDS:
+        values = _eager_values(node, batch) * shard
+        for p, (per_value, kernels) in eager_kernels(node.kind, dtype_bytes(vdt)).items():
+            flop = _num(getattr(node.cost, p).flop) * shard
+            out[p] = Parts.from_coeffs(roofline_coeffs(flop, per_value * values, dev, vdt, kernels=kernels), dev)
     elif node.kind not in VIEWS:
         for p in PASSES:
             cost = getattr(node.cost, p)
@@ -396,7 +467,7 @@ def _shards(graph, tensor: int, sequence_parallel: bool, channels: bool) -> dict
 def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_parallel: bool = False,
                 spatial: dict | None = None, weight_bytes: float | None = None,
                 weight_sparsity=None, expert: int = 1, imbalance=1.0, fp8_recipe: str = "te",
-                rate_8bit: float = 1.0) -> list[dict]:
+                rate_8bit: float = 1.0, eager: bool = False) -> list[dict]:
     """Per layer: ``name, op, algorithm`` and the :class:`~.parts.Parts` of its ``forward``, ``grad_input``
     and ``grad_weight`` passes (see :func:`layer_times`). Nodes with the same kind, attributes, work and
     tensor share are timed once (the 96 blocks of GPT-3 cost one block's kernel choices). ``spatial``:
@@ -407,7 +478,7 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
     ``parallel.expert_imbalance`` (:func:`expert_gemms`); ``fp8_recipe``: the casts of an 8-bit ``dtype``
     (:func:`cast_parts`); the ``torchao`` recipes also run the fused QKV projection as separate q, k, v linears
     (:func:`projection_widths`); ``rate_8bit``: the math rate of the 8-bit GEMMs over their kernel model's (a training
-    step's, :func:`eight_bit_rate`)."""
+    step's, :func:`eight_bit_rate`); ``eager``: without torch.compile (:func:`eager_kernels`)."""
     dev = device(dev)
     batch = int(_num(graph.batch))
     scale = dtype_bytes(value_dtype(dtype)) / float(graph.value_bytes)
@@ -430,7 +501,7 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
             wb, ws = (weight_bytes, weight_sparsity) if quantizable(node) else (None, None)
             hit = memo[key] = node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine, wb,
                                          ws, expert, imbalance, fusion.get(node.name, (False, False)), fp8_recipe,
-                                         widths.get(node.name), rate_8bit)
+                                         widths.get(node.name), rate_8bit, eager)
         parts, algorithm = hit
         rows.append({"name": node.name, "op": node.kind, "algorithm": algorithm, **parts})
     return rows

@@ -186,7 +186,7 @@ def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedu
     def state(t, p, d):
         return sum(parts(t, p, d).values())
     act = _activation_fn(schedule, recompute, sequence_parallel, shape, single_stage, sac)
-    ctx = _context_fn(None if shape is None else shape[0], context_algorithm == "ring",
+    ctx = _context_fn(None if shape is None else shape[0], context_algorithm in ("ring", "allgather"),
                       (kv_hidden or (shape[1] if shape else 0)) * dtype_bytes(dtype))
 
     def run(b, t, p, m, v, d, act_graph=0.0, c=1):

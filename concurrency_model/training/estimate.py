@@ -328,7 +328,7 @@ def prepare(sc: Scenario) -> tuple:
     w = workload(sc.model, cl, tr["dtype"], par["tensor_layers"], tr["lora_rank"], tr["lora_base_dtype"],
                  par.get("expert_imbalance", 1.0), *kernel_policies(tr["framework"], zero, tr.get("fp8_recipe")),
                  par.get("tp_overlap", False), par.get("moe_dispatcher", "alltoall"), par.get("expert_overlap", False),
-                 par.get("stage_split", "balanced"))
+                 par.get("stage_split", "balanced"), tr.get("compile", True))
     check_lora(tr["lora_rank"], tr["lora_base_dtype"], w.graph(1))
     w.check_tensor(t)
     w.check_context(c, t, alg)
@@ -434,7 +434,8 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
     cp = stage.get("cp") or {"c": 1, "algorithm": "ring"}
     c, alg = cp["c"], cp["algorithm"]
     c_cf, c_cb = (0.0, 0.0) if c == 1 else context_exposed(
-        c, cp["layers"], cp["rec_layers"], seconds(cp["blk_f"]), seconds(cp["blk_b"]), comm(cp["kv"]), comm(cp["a2a"]))
+        c, cp["layers"], cp["rec_layers"], seconds(cp["blk_f"]), seconds(cp["blk_b"]), comm(cp["kv"]), comm(cp["a2a"]),
+        cp.get("gathered", 0.0))
     if c > 1:  # a CNN's spatial split: halo exchanges, batch-norm statistics, where the rows end
         c_cf, c_cb = c_cf + comm(cp["halo_f"]), c_cb + comm(cp["halo_b"])
     dp = w.data_parallel(t, p, d * c, *sync, e=stage.get("e", 1), zero=zero)

@@ -127,8 +127,11 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
     def __init__(self, model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
                  lora_base_dtype: str | None = None, expert_imbalance=1.0, selective: str = "attention",
                  fp8_recipe: str = "te", tp_overlap: bool = False, moe_dispatcher: str = "alltoall",
-                 expert_overlap: bool = False, stage_split: str = "balanced"):
+                 expert_overlap: bool = False, stage_split: str = "balanced", compile: bool = True):
         self.model, self.cluster, self.dtype, self.tensor_layers = model, cluster, dtype, tensor_layers
+        # training.compile false: eager PyTorch's kernels of the norms and rotary embeddings
+        # (:func:`~concurrency_model.timing.graph.eager_kernels`)
+        self.eager = not compile
         self.stage_split = stage_split  # parallel.stage_split: how pipeline stages are cut (:mod:`.partition`)
         # the runtime's kernels (:func:`.runtime.kernel_policies`): a selective recompute's policy, 8-bit casts
         self.selective, self.fp8_recipe = selective, fp8_recipe
@@ -281,7 +284,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         slabs, ends = spatial_rows(g, c) if c > 1 and self.spatial else ({}, {})
         rows = layer_parts(g, self.dev, self.dtype, tensor=t, sequence_parallel=sp, spatial=slabs, expert=e,
                            imbalance=self.expert_imbalance, fp8_recipe=self.fp8_recipe,
-                           rate_8bit=eight_bit_rate(self.dev))
+                           rate_8bit=eight_bit_rate(self.dev), eager=self.eager)
         s = self.dev.efficiency.sustained  # a training step's sustained math rate (hardware.Efficiency)
         if s != 1.0:
             slowed: dict = {}  # by identity, so that identical layers keep sharing their Parts
@@ -291,7 +294,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         k = 0  # layers before index k: the hybrid's data-parallel convolutions, on b / t samples (:mod:`.layerwise`)
         if self.fc_only and t > 1:
             k = self.fc_boundary
-            rows = layer_parts(self.graph(b // t), self.dev, self.dtype, fp8_recipe=self.fp8_recipe)[:k] + rows[k:]
+            rows = layer_parts(self.graph(b // t), self.dev, self.dtype, fp8_recipe=self.fp8_recipe,
+                               eager=self.eager)[:k] + rows[k:]
         rpn = min(t, self.cluster.domain_gpus)  # the tensor group fills an NVLink domain (cluster.py)
         op = "reduce_scatter" if sp else "allreduce"
         channels = t > 1 and self.channel_split
@@ -367,7 +371,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
             elif cp:
                 row["cp_f_s"], row["cp_b_s"] = (float(x) for x in context_exposed(
                     c, 1, 0, cp["blk_f"].total(), cp["blk_b"].total(), float(triple_seconds(cp["kv"])),
-                    float(triple_seconds(cp["a2a"]))))
+                    float(triple_seconds(cp["a2a"])), float(algorithm == "allgather")))
             out.append(row)
         return self.expert_exposed(tuple(out))
 
@@ -463,7 +467,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
             halo_b = add_triples(halo_b, r.get("halo_b", ZERO_TRIPLE))
         if recompute == "full":
             halo_b = add_triples(halo_b, halo_f)
-        context = {"c": cp, "algorithm": algorithm, "layers": len(att),
+        context = {"c": cp, "algorithm": algorithm, "gathered": float(algorithm == "allgather"), "layers": len(att),
                    "rec_layers": len(att) if recompute != "none" else 0,
                    "blk_f": one["blk_f"].compact(), "blk_b": one["blk_b"].compact(), "kv": one["kv"], "a2a": one["a2a"],
                    "halo_f": halo_f, "halo_b": halo_b}
@@ -516,16 +520,16 @@ _CACHE: dict = {}
 def workload(model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
              lora_base_dtype: str | None = None, expert_imbalance=1.0, selective: str = "attention",
              fp8_recipe: str = "te", tp_overlap: bool = False, moe_dispatcher: str = "alltoall",
-             expert_overlap: bool = False, stage_split: str = "balanced") -> Workload:
+             expert_overlap: bool = False, stage_split: str = "balanced", compile: bool = True) -> Workload:
     """A cached :class:`Workload` (the last few are kept, so repeated estimates reuse layer timings);
     ``selective``, ``fp8_recipe``: the runtime's kernels (:func:`.runtime.kernel_policies`); ``tp_overlap``:
     ``parallel.tp_overlap``; ``moe_dispatcher``, ``expert_overlap``: ``parallel.moe_dispatcher``,
-    ``parallel.expert_overlap``; ``stage_split``: ``parallel.stage_split``."""
+    ``parallel.expert_overlap``; ``stage_split``: ``parallel.stage_split``; ``compile``: ``training.compile``."""
     key = (model_key(model), repr(cluster), dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance,
-           selective, fp8_recipe, tp_overlap, moe_dispatcher, expert_overlap, stage_split)
+           selective, fp8_recipe, tp_overlap, moe_dispatcher, expert_overlap, stage_split, compile)
     if key not in _CACHE:
         if len(_CACHE) >= 8:
             _CACHE.pop(next(iter(_CACHE)))
         _CACHE[key] = Workload(model, cluster, dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance,
-                               selective, fp8_recipe, tp_overlap, moe_dispatcher, expert_overlap, stage_split)
+                               selective, fp8_recipe, tp_overlap, moe_dispatcher, expert_overlap, stage_split, compile)
     return _CACHE[key]

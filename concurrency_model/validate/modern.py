@@ -80,8 +80,11 @@ ASSUMPTIONS = {
                   "interleaved 1F1B with 2 stages a rank (generate_split_points); TP with sequence parallelism "
                   "(parallelize_llama.py: SequenceParallel norms); async TP -> parallel.tp_overlap; float8 -> fp8 with "
                   "torchao's casts (fsdp2), float8 rowwise -> training.fp8_recipe rowwise; "
-                  "selective AC -> selective (fsdp2: torchtitan's per-op policy), full -> full; torch.compile not "
-                  "modelled (the rows with and without it get the same prediction); fused (flash) attention; "
+                  "selective AC -> selective (fsdp2: torchtitan's per-op policy), full -> full; torch.compile no -> "
+                  "training.compile false (eager PyTorch's RMSNorm and rotary kernels, timing.graph.eager_kernels); "
+                  "CP -> parallel.context_algorithm allgather (torchtitan's default rotate method at 9dec370, "
+                  "config_manager.py context_parallel_rotate_method); "
+                  "fused (flash) attention; "
                   "AdamW; sequence 8192 "
                   "where the table does not state it (seq_len_note)",
     "llmfoundry": "cluster dgx-h100 for h100_80gb (the MosaicML platform's H100 network is not stated) and dgx-a100 "
@@ -179,7 +182,7 @@ def _base(dataset: str, i: int, label: str, group: str) -> dict:
             "dtype": "bf16", "recompute": "none", "zero_stage": 0, "framework": "ideal", "overlap": True,
             "measured_tps": np.nan, "measured_memory_bytes": np.nan, "measured_tflops": np.nan, "unmappable": "",
             "note": "", "expert": 1, "capacity_factor": np.nan, "loss": None, "tp_overlap": False,
-            "fp8_recipe": None}
+            "fp8_recipe": None, "compile": True, "context_algorithm": "ring"}
 
 
 def torchtitan_rows() -> pd.DataFrame:
@@ -202,6 +205,8 @@ def torchtitan_rows() -> pd.DataFrame:
                  zero_stage=3, framework="fsdp2", measured_tps=number(r["tps_per_gpu"]),
                  tp_overlap=r["async_tp"] == "yes" and tp > 1,
                  fp8_recipe="rowwise" if "rowwise" in str(r["precision"]).lower() else None,
+                 compile=str(r["torch_compile"]).strip().lower() != "no",
+                 context_algorithm="allgather" if cp > 1 else "ring",
                  note="; ".join(x for x in ("torch.compile" if r["torch_compile"] == "yes" else "",
                                             "async TP" if r["async_tp"] == "yes" else "") if x))
         unit = str(r["memory_unit"])
@@ -507,6 +512,8 @@ def scenario_for(r) -> dict:
            "context": int(r["context"]), "interleave": int(r["interleave"]), "schedule": r["schedule"],
            "sequence_parallel": bool(r["sequence_parallel"]), "microbatch_size": int(r["microbatch"]),
            "global_batch": int(r["global_batch"])}
+    if r.get("context_algorithm", "ring") != "ring" and par["context"] > 1:
+        par["context_algorithm"] = r["context_algorithm"]
     if bool(r.get("tp_overlap", False)):
         par["tp_overlap"] = True
     if int(r.get("expert", 1) or 1) > 1:
@@ -524,6 +531,8 @@ def scenario_for(r) -> dict:
                 "loss": r.get("loss")}
     if isinstance(r.get("fp8_recipe"), str):
         training["fp8_recipe"] = r["fp8_recipe"]
+    if r.get("compile") is False or r.get("compile") is np.False_:  # torchtitan's rows run without torch.compile
+        training["compile"] = False
     return {"model": model_spec(r), "cluster": r["cluster"], "parallel": par, "training": training}
 
 
