@@ -39,10 +39,18 @@ timed with (the defaults of :func:`concurrency_model.parallel.compression.compre
   depends on the gradient itself (scaled sign's ``delta = |g|_1^2 / (d |g|_2^2)``, PowerSGD's on the spectrum, a
   fixed threshold's on how many values pass it), which the curves do not give.
 
-Local SGD's period has no model here: in the i.i.d. setting its published analyses (Stich, "Local SGD converges
-fast and communicates little", ICLR 2019; Woodworth et al., "Is local SGD better than minibatch SGD?", ICML 2020)
-bound the extra steps by terms whose constants (the gradients' variance and the curvature in the model's own units)
-the MLPerf curves do not give, and a guessed interpolation would be a number without a source.
+Local SGD's period has no model here. Searched (2026-12-06, the pages and docs corpora): Stich, "Local SGD converges
+fast and communicates little", ICLR 2019 (arXiv 1805.09767; its abstract: on convex problems local SGD converges at
+mini-batch SGD's rate in gradients evaluated, with up to ``T^(1/2)`` fewer communication rounds) and Haddadpour et
+al., NeurIPS 2019 (``O((pT)^(1/3))`` rounds suffice under Polyak-Lojasiewicz) give asymptotic rates whose constants
+(the gradients' variance, the curvature in the model's own units) the MLPerf curves do not give; Woodworth et al.,
+"Is local SGD better than minibatch SGD?", ICML 2020, likewise; the one measurement at scale found, Ortiz et al.,
+"Trade-offs of local SGD at scale: an empirical study" (arXiv 2110.08133), reports a lower final accuracy (a target
+not reached) rather than more steps to a target. A guessed interpolation would be a number without a source.
+
+The three results marked "as recalled" (Stich & Karimireddy's delay in the deterministic term and ``tau ~ 1 / delta``,
+QSGD's Lemma 3.1, the k-contraction of top-k) were searched for the same day: the papers were found (titles,
+abstracts), their statements were not, so the label stays.
 
 >>> float(steps_with("staleness", 100.0, 1000.0, 1000, tau=1))   # S_min (1 + 1) + S_min = 3 S_min
 300.0
