@@ -85,9 +85,12 @@ def show_sweep(out: dict) -> None:
           f"{t['time_to_target_s'] / 3600:.3g} h; throughput pick: global batch {f['global_batch']:,} on "
           f"{f['gpus']:,} GPUs, {f['time_to_target_s'] / 3600:.3g} h")
     print(out["why"])
+    if t.get("convergence_penalty") is not None:
+        print(f"  with {t['convergence_penalty']}: {t['steps_to_target_model_only']:,.0f} steps, "
+              f"{t['time_to_target_model_only_s'] / 3600:.3g} h at the time-to-target pick")
     print("Pareto front, time against GPU-hours to the target: " + "; ".join(
         f"batch {r['global_batch']:,} on {r['gpus']:,} GPUs {r['time_to_target_s'] / 3600:.3g} h "
-        f"{r['gpu_hours_to_target']:,.0f} GPU-hours" for r in out["pareto"]))
+        f"{r['gpu_hours_to_target']:,.4g} GPU-hours" for r in out["pareto"]))
     if any(r.get("extrapolated") for r in out["rows"]):
         print(f"  * outside the batches {out['target']}'s curve was fitted on: the fitted form extrapolated")
     for b, m in out["skipped"].items():

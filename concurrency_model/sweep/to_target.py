@@ -8,7 +8,9 @@ throughput ``B / T(B)`` (more data parallelism, fewer bubbles) but costs more sa
 can differ; :func:`sweep_to_target` names both and why. The Pareto front is time against GPU-hours to the target
 (cost is GPU-hours times one price, so the same front). A batch outside the curve's measured batches is flagged
 ``extrapolated`` (the fitted form carried past its points). :func:`default_batches`: the scenario's batch times
-1/2, 1, 2 and 4 when the user names none (``sweep --target``).
+1/2, 1, 2 and 4 when the user names none (``sweep --target``). Stale or compressed updates
+(:func:`..convergence.target.penalty_of`) add ``steps_to_target_model_only`` and ``time_to_target_model_only_s`` to
+each row (**model only**, :mod:`..convergence.penalties`); the ranking stays by the measured curve's time.
 """
 from __future__ import annotations
 
@@ -16,13 +18,14 @@ import numpy as np
 import pandas as pd
 
 from ..checks import items, count
-from ..convergence.target import curve_of
-from ..scenario import read_scenario
+from ..convergence.target import curve_of, penalty_of, with_penalty
+from ..scenario import load_scenario, read_scenario
 from .engine import sweep
 
 COLUMNS = ("global_batch", "gpus", "data", "tensor", "pipeline", "microbatch_size", "schedule", "recompute",
            "zero_stage", "step_time_s", "throughput_samples_per_s", "value_to_target", "steps_to_target",
            "time_to_target_s", "time_to_target_p10_s", "time_to_target_p90_s", "gpu_hours_to_target", "extrapolated")
+MODEL_ONLY = ("steps_to_target_model_only", "time_to_target_model_only_s", "convergence_penalty")
 FACTORS = (0.5, 1, 2, 4)  # default batches around the scenario's: half to four times it
 
 
@@ -70,6 +73,7 @@ def sweep_to_target(scenario, gpus, batches, target=None, hardware: dict | None 
             skipped[b] = str(e).splitlines()[0]
             continue
         results[b] = r
+        training = load_scenario(sc).training
         pred = curve.predict(b, "batches")
         for _, row in r.fastest_per_gpus().iterrows():
             step = float(row["step_time_s"])
@@ -82,10 +86,15 @@ def sweep_to_target(scenario, gpus, batches, target=None, hardware: dict | None 
                          "extrapolated": not seen[0] <= b <= seen[1]})
             if price is not None:
                 rows[-1]["cost_to_target"] = rows[-1]["gpu_hours_to_target"] * float(price)
+            penalty = penalty_of(training, int(row["data"]))
+            if penalty is not None:
+                pen = with_penalty(curve, {"steps_to_target": steps}, b, step, float(row["gpus"]), penalty)
+                rows[-1].update({k: pen[k] for k in MODEL_ONLY})
     if not rows:
         raise ValueError(f"batches: no feasible layout at any of {', '.join(map(str, batches))} "
                          f"({'; '.join(f'{b}: {m}' for b, m in skipped.items())})")
-    cols = COLUMNS + (("cost_to_target",) if price is not None else ())
+    cols = COLUMNS + (("cost_to_target",) if price is not None else ()) \
+        + (MODEL_ONLY if any(MODEL_ONLY[0] in r for r in rows) else ())
     df = pd.DataFrame(rows, columns=cols).sort_values("time_to_target_s", kind="stable").reset_index(drop=True)
     best = df.iloc[0]
     fast = df.loc[df["throughput_samples_per_s"].idxmax()]

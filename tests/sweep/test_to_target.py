@@ -95,3 +95,27 @@ def test_sweep_target_unit_mismatch_names_the_field(tmp_path, capsys):
     assert main(["sweep", "--scenario", str(f), "--gpus", "8"]) == 2
     err = capsys.readouterr().err
     assert "training.target.unit: 'tokens' does not match bert's curve, which is in samples" in err
+
+
+def test_compressed_updates_add_model_only_columns_and_keep_the_ranking(runs):
+    sc = {"model": TINY, "cluster": "dgx-a100", "parallel": {"global_batch": 64},
+          "training": {"target": runs, "compression": "topk"}}
+    df = sweep_to_target(sc, 8, [32, 128])["rows"]
+    for _, r in df.iterrows():
+        b = r["global_batch"]
+        # top-k, error feedback at ratio 0.001: S = S_min (1 / 0.001 + 64 / B) against S_min (1 + 64 / B)
+        assert r["steps_to_target_model_only"] == pytest.approx(r["steps_to_target"] * (1000 + 64 / b) / (1 + 64 / b))
+        assert r["time_to_target_model_only_s"] == pytest.approx(r["steps_to_target_model_only"] * r["step_time_s"])
+        assert r["convergence_penalty"] == "error_feedback delta=0.001 (model only)"
+    assert list(df["time_to_target_s"]) == sorted(df["time_to_target_s"])
+    plain = sweep_to_target({**sc, "training": {"target": runs}}, 8, [32, 128])["rows"]
+    assert "steps_to_target_model_only" not in plain.columns
+
+
+def test_sweep_text_says_the_model_only_penalty(runs, tmp_path, capsys):
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps({"model": TINY, "cluster": "dgx-a100", "parallel": {"global_batch": 64},
+                             "training": {"target": runs, "compression": "qsgd"}}))
+    assert main(["sweep", "--scenario", str(f), "--gpus", "8", "--batches", "64"]) == 0
+    text = capsys.readouterr().out
+    assert "  with unbiased omega=3.23248814256707" in text and "(model only):" in text
