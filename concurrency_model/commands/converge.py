@@ -39,15 +39,11 @@ def run(a) -> dict:
             "source": pts.source}
 
 
-def _row(r) -> dict:
-    return {k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()}
-
-
 def run_sweep(a) -> dict:
     """``--scenario FILE --gpus N ... [--batches B ...]``: the sweep ranked by time to the target."""
     from ..convergence.target import curve_of
     from ..scenario import read_scenario, with_settings
-    from ..sweep.to_target import sweep_to_target
+    from ..sweep.to_target import sweep_to_target, to_dict
     if a.gpus is None:
         raise ValueError("--gpus: a time-to-target sweep needs the GPU counts (--gpus N [N ...])")
     raw = with_settings(read_scenario(a.scenario), a.set)
@@ -62,12 +58,7 @@ def run_sweep(a) -> dict:
     c = curve_of(spec, field, steps=True)
     # default: the target's own batches, so that nothing is extrapolated past its measured range
     batches = a.batches if a.batches is not None else [int(b) for b in c.points.batch]
-    out = sweep_to_target(raw, a.gpus, batches, target)
-    return {"target": c.points.name, "unit": c.points.unit, "form": c.form, "batches": batches,
-            "time_best": _row(out["time_best"]), "throughput_best": _row(out["throughput_best"]), "why": out["why"],
-            "pareto": [_row(r) for _, r in out["pareto"].iterrows()],
-            "rows": [_row(r) for _, r in out["rows"].iterrows()],
-            "skipped": {str(k): v for k, v in out["skipped"].items()}, "source": c.points.source}
+    return to_dict(sweep_to_target(raw, a.gpus, batches, target), batches)
 
 
 def _num(v) -> str:
@@ -75,6 +66,8 @@ def _num(v) -> str:
 
 
 def show_sweep(out: dict) -> None:
+    """The time-to-target sweep (:func:`concurrency_model.sweep.to_target.to_dict`) as a table, quickest first, the
+    two picks and why they differ (also ``sweep --target``)."""
     print(f"time to {out['target']}'s target ({out['form']} curve, {out['unit']}) at global batches "
           f"{', '.join(f'{b:,}' for b in out['batches'])}; the fastest layout at each batch and GPU count, quickest "
           "to the target first:")
@@ -83,7 +76,8 @@ def show_sweep(out: dict) -> None:
     for r in out["rows"]:
         band = f"{r['time_to_target_p10_s'] / 3600:.3g}-{r['time_to_target_p90_s'] / 3600:.3g}"
         layout = f"{r['data']}x{r['tensor']}x{r['pipeline']}"
-        print(f"  {r['global_batch']:>7,} {r['gpus']:>6,} {layout:>12} {r['step_time_s']:>9.4g} "
+        star = "*" if r.get("extrapolated") else " "
+        print(f"  {r['global_batch']:>6,}{star} {r['gpus']:>6,} {layout:>12} {r['step_time_s']:>9.4g} "
               f"{r['throughput_samples_per_s']:>11,.1f} {r['steps_to_target']:>9,.0f} "
               f"{r['time_to_target_s'] / 3600:>8.3g} {band:>15} {r['gpu_hours_to_target']:>11,.0f}")
     t, f = out["time_best"], out["throughput_best"]
@@ -91,6 +85,14 @@ def show_sweep(out: dict) -> None:
           f"{t['time_to_target_s'] / 3600:.3g} h; throughput pick: global batch {f['global_batch']:,} on "
           f"{f['gpus']:,} GPUs, {f['time_to_target_s'] / 3600:.3g} h")
     print(out["why"])
+    if t.get("convergence_penalty") is not None:
+        print(f"  with {t['convergence_penalty']}: {t['steps_to_target_model_only']:,.0f} steps, "
+              f"{t['time_to_target_model_only_s'] / 3600:.3g} h at the time-to-target pick")
+    print("Pareto front, time against GPU-hours to the target: " + "; ".join(
+        f"batch {r['global_batch']:,} on {r['gpus']:,} GPUs {r['time_to_target_s'] / 3600:.3g} h "
+        f"{r['gpu_hours_to_target']:,.4g} GPU-hours" for r in out["pareto"]))
+    if any(r.get("extrapolated") for r in out["rows"]):
+        print(f"  * outside the batches {out['target']}'s curve was fitted on: the fitted form extrapolated")
     for b, m in out["skipped"].items():
         print(f"  global batch {b}: no feasible layout ({m})")
 

@@ -1,11 +1,22 @@
 """``concurrency-model sweep --scenario FILE --gpus N [N ...] [--top K] [--scale NAME=V1,V2 ...]``: every
-configuration of a scenario, fastest first."""
+configuration of a scenario, fastest first.
+
+With a quality target (the scenario's ``training.target`` or ``--target NAME_OR_CSV``, issue 40) the sweep also
+ranks by time to that target with the global batch swept (``--batches B ...``, default the scenario's batch times
+1/2, 1, 2 and 4: :func:`concurrency_model.sweep.to_target.default_batches`): the JSON keeps every key of the plain
+sweep (of the scenario's own batch) and adds ``to_target`` (:func:`concurrency_model.sweep.to_target.to_dict`: the
+rows quickest first, the time-to-target and throughput picks, why they differ, the Pareto front of time against
+GPU-hours to the target); the text shows the time-to-target table in place of the step-time table.
+"""
 from __future__ import annotations
 
 import argparse
 
+from ..checks import count
 from ..sweep import SCALES, sweep
+from ..sweep.to_target import default_batches, sweep_to_target, to_dict
 from . import add_json, add_scenario, currency_of, positive_int, scenario_of
+from .converge import show_sweep
 
 
 def _scale(text: str) -> tuple[str, list[float]]:
@@ -23,8 +34,27 @@ def _scale(text: str) -> tuple[str, list[float]]:
 
 def run(a) -> dict:
     raw = scenario_of(a)
-    r = sweep(raw, a.gpus, hardware=dict(a.scale or []), progress=not a.json)
+    if a.target is not None:  # --target NAME_OR_CSV: training.target (issue 40)
+        raw = {**raw, "training": {**(raw.get("training") or {}), "target": a.target}}
+    target = (raw.get("training") or {}).get("target")
+    hardware = dict(a.scale or [])
+    if target is None:
+        if a.batches is not None:
+            raise ValueError("--batches: sweeping the global batch needs a quality target (--target NAME_OR_CSV or "
+                             "the scenario's training.target)")
+        r, tt = sweep(raw, a.gpus, hardware=hardware, progress=not a.json), None
+    else:
+        own = (raw.get("parallel") or {}).get("global_batch")
+        if own is None:
+            raise ValueError("parallel.global_batch: a sweep needs the global batch (the work of one step)")
+        own = count("parallel.global_batch", own)
+        batches = a.batches if a.batches is not None else default_batches(own)
+        tt = sweep_to_target(raw, a.gpus, batches, hardware=hardware)
+        # the plain sweep's keys, of the scenario's own batch (swept again only when it is not among the batches)
+        r = tt["results"].get(own) or sweep(raw, a.gpus, hardware=hardware, progress=not a.json)
     out = r.to_dict(top=a.top)
+    if tt is not None:
+        out["to_target"] = to_dict(tt, batches)
     if out["best"] and "cost" in out["best"][0]:
         out["currency"] = currency_of(raw, "run")  # the unit of every cost
     if a.csv:  # the rows of "best", in its order, with their 80% bands
@@ -54,6 +84,11 @@ def csv_in_units(df, currency: str | None = None):
 def show(out: dict) -> None:
     if "csv" in out:
         print(out["csv"], end="")
+        return
+    if "to_target" in out:  # ranked by time to the target: that table in place of the step-time table
+        print(f"{out['feasible']:,} feasible of {out['evaluated']:,} configurations at the scenario's global batch "
+              f"in {out['elapsed_s']:.2f} s; every batch swept:")
+        show_sweep(out["to_target"])
         return
     print(f"{out['feasible']:,} feasible of {out['evaluated']:,} configurations in {out['elapsed_s']:.2f} s "
           f"({out['compile_s']:.2f} s compiling, then {out['evaluated_per_s']:,.0f} evaluated and "
@@ -110,6 +145,11 @@ def register(sub) -> None:
     s.add_argument("--top", type=positive_int, default=10, help="configurations to list (default 10)")
     s.add_argument("--scale", action="append", type=_scale, metavar="NAME=V1,V2",
                    help=f"hardware grid, factors of the preset's numbers; NAME one of {', '.join(SCALES)}")
+    s.add_argument("--target", metavar="NAME_OR_CSV", default=None,
+                   help="rank by time to a quality target, the global batch swept: an MLPerf benchmark (bert, gpt3, "
+                        "...) or a CSV of your convergence runs (sets training.target; concurrency-model converge)")
+    s.add_argument("--batches", type=positive_int, nargs="+", default=None,
+                   help="global batches to sweep with a target (default: the scenario's batch x 1/2, 1, 2, 4)")
     fmt = s.add_mutually_exclusive_group()
     add_json(fmt)
     fmt.add_argument("--csv", action="store_true", help="print the top configurations as CSV")

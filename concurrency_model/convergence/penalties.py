@@ -22,23 +22,77 @@ is the ratio of the per-sample gradient variance to the squared gradient. A pena
   variance is ``((1 + omega) tr(Sigma) / B + omega |G|^2 / P)``; in McCandlish's terms [D]
   ``S = S_min (1 + omega / P) + (1 + omega) S_min B_noise / B``.
 
-Local SGD's period has no model here: in the i.i.d. setting its published analyses (Stich, "Local SGD converges
-fast and communicates little", ICLR 2019; Woodworth et al., "Is local SGD better than minibatch SGD?", ICML 2020)
-bound the extra steps by terms whose constants (the gradients' variance and the curvature in the model's own units)
-the MLPerf curves do not give, and a guessed interpolation would be a number without a source.
+A scenario's ``training.compression`` maps to these (:func:`compression_penalty`), with the options its step is
+timed with (the defaults of :func:`concurrency_model.parallel.compression.compress`: ``bucket_size`` 512, ``levels``
+7, ``ratio`` 0.001):
+
+* ``qsgd``: ``unbiased``, ``omega = min(d / s^2, sqrt(d) / s)`` on a bucket of ``d`` values with ``s`` levels
+  (Alistarh et al. 2017, Lemma 3.1, as recalled), over the data-parallel ``workers``;
+* ``topk`` and ``dgc``: ``error_feedback`` with ``delta = ratio`` (the fraction kept: top-k of ``d`` keeps at least
+  ``k / d`` of the squared norm; Stich, Cordonnier & Jaggi, "Sparsified SGD with memory", NeurIPS 2018, whose
+  abstract states that top-k and random-k with the error kept in memory converge at vanilla SGD's rate; the bound
+  ``delta = k / d`` as recalled from its definition of a k-contraction). DGC keeps the residual locally (Lin et al.
+  2018), which is error feedback. ``delta`` is the worst case over gradients, so ``S_min / delta`` is an upper bound
+  (1,000 x the deterministic term at DGC's 99.9% sparsity), not a prediction;
+* ``none``, ``fp16``, ``bf16``: no penalty (the same values, rounded);
+* ``int8``, ``1bit``, ``terngrad``, ``threshold``, ``powersgd``, ``sfb``: no model: their ``delta`` or ``omega``
+  depends on the gradient itself (scaled sign's ``delta = |g|_1^2 / (d |g|_2^2)``, PowerSGD's on the spectrum, a
+  fixed threshold's on how many values pass it), which the curves do not give.
+
+Local SGD's period has no model here. Searched (2026-12-06, the pages and docs corpora): Stich, "Local SGD converges
+fast and communicates little", ICLR 2019 (arXiv 1805.09767; its abstract: on convex problems local SGD converges at
+mini-batch SGD's rate in gradients evaluated, with up to ``T^(1/2)`` fewer communication rounds) and Haddadpour et
+al., NeurIPS 2019 (``O((pT)^(1/3))`` rounds suffice under Polyak-Lojasiewicz) give asymptotic rates whose constants
+(the gradients' variance, the curvature in the model's own units) the MLPerf curves do not give; Woodworth et al.,
+"Is local SGD better than minibatch SGD?", ICML 2020, likewise; the one measurement at scale found, Ortiz et al.,
+"Trade-offs of local SGD at scale: an empirical study" (arXiv 2110.08133), reports a lower final accuracy (a target
+not reached) rather than more steps to a target. A guessed interpolation would be a number without a source.
+
+The three results marked "as recalled" (Stich & Karimireddy's delay in the deterministic term and ``tau ~ 1 / delta``,
+QSGD's Lemma 3.1, the k-contraction of top-k) were searched for the same day: the papers were found (titles,
+abstracts), their statements were not, so the label stays.
 
 >>> float(steps_with("staleness", 100.0, 1000.0, 1000, tau=1))   # S_min (1 + 1) + S_min = 3 S_min
 300.0
 """
 from __future__ import annotations
 
+import inspect
+
 import sympy as sp
 
 from ..checks import count, number
+from ..parallel.compression import compress
 from ..symbols import B
 
 KINDS = ("staleness", "error_feedback", "unbiased")
 LABEL = "model only"  # no measurement of steps to a target under these has been found
+#: the options a scenario's compressed step is timed with (compress's defaults), so that the penalty matches them
+OPTIONS = {k: v.default for k, v in inspect.signature(compress).parameters.items()
+           if k in ("bucket_size", "levels", "ratio")}
+NO_PENALTY = ("none", "fp32", "fp16", "bf16")  # the gradient's own values, rounded
+NO_MODEL = ("int8", "1bit", "terngrad", "threshold", "powersgd", "sfb")  # delta or omega depends on the gradient
+
+
+def compression_penalty(scheme: str, workers: int) -> dict | None:
+    """The penalty (:func:`steps_with`'s ``kind`` and parameters) of a scenario's ``training.compression`` over
+    ``workers`` data-parallel replicas, **model only**: ``None`` for a scheme with no penalty or no model (the module
+    says which and why).
+
+    >>> compression_penalty("qsgd", 8)       # omega = min(512 / 49, sqrt(512) / 7) = 3.23 on a bucket of 512
+    {'kind': 'unbiased', 'omega': 3.2324881425670746, 'workers': 8}
+    >>> compression_penalty("dgc", 8), compression_penalty("1bit", 8)
+    ({'kind': 'error_feedback', 'delta': 0.001}, None)
+    """
+    if scheme in ("topk", "dgc"):
+        return {"kind": "error_feedback", "delta": float(OPTIONS["ratio"])}
+    if scheme == "qsgd":
+        return {"kind": "unbiased", "omega": qsgd_omega(OPTIONS["bucket_size"], OPTIONS["levels"]),
+                "workers": count("workers", workers)}
+    if scheme in NO_PENALTY or scheme in NO_MODEL:
+        return None
+    raise ValueError(f"training.compression: unknown {scheme!r}; allowed: {', '.join(NO_PENALTY + NO_MODEL)}, "
+                     "qsgd, topk, dgc")
 
 
 def qsgd_omega(d, levels) -> float:
@@ -76,4 +130,4 @@ def steps_with(kind: str, s_min, b_noise, batch=B, *, tau=0, delta=1.0, omega=0.
     return sp.sympify(s_min * (1 + w / p) + (1 + w) * noise)
 
 
-__all__ = ["KINDS", "LABEL", "steps_with", "qsgd_omega"]
+__all__ = ["KINDS", "LABEL", "OPTIONS", "NO_PENALTY", "NO_MODEL", "steps_with", "qsgd_omega", "compression_penalty"]

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..checks import did_you_mean, number
 from ..parallel.consistency import mean_staleness
 from .fit import Curve, fit
-from .penalties import LABEL, steps_with
+from .penalties import LABEL, compression_penalty, steps_with
 from .points import benchmarks, from_csv, mlperf
 
 KEYS = ("benchmark", "csv", "unit")
@@ -116,29 +116,37 @@ def time_to_target(curve: Curve, batch, step_time_s, gpus, price_per_gpu_hour=No
     return out
 
 
-def penalty_of(training: dict, replicas: int) -> dict | None:
-    """The step penalty (:mod:`.penalties`, model only) of a scenario's consistency model over ``replicas``
-    data-parallel replicas: ``ssp`` a staleness of its bound ``s``, ``asynchronous`` the mean staleness ``P - 1``
-    (:func:`concurrency_model.parallel.consistency.mean_staleness`); ``None`` for synchronous SGD and local SGD
-    (no model, :mod:`.penalties`). Gradient compression's penalty needs each scheme's ``delta`` or ``omega``:
-    :func:`.penalties.steps_with` has it, the scenario's schemes are not mapped to them yet.
+def penalty_of(training: dict, replicas: int) -> list | None:
+    """The step penalties (:mod:`.penalties`, model only) of a scenario's consistency model and gradient compression
+    over ``replicas`` data-parallel replicas: ``ssp`` a staleness of its bound ``s``, ``asynchronous`` the mean
+    staleness ``P - 1`` (:func:`concurrency_model.parallel.consistency.mean_staleness`), ``training.compression``
+    as :func:`.penalties.compression_penalty` maps it; ``None`` where neither has one (synchronous SGD, local SGD:
+    no model, :mod:`.penalties`; an uncompressed or unmodelled scheme).
 
     >>> penalty_of({"consistency": "ssp", "staleness": 2, "local_steps": 1}, 8)
-    {'kind': 'staleness', 'tau': 2.0}
+    [{'kind': 'staleness', 'tau': 2.0}]
+    >>> penalty_of({"consistency": "synchronous", "compression": "topk"}, 8)
+    [{'kind': 'error_feedback', 'delta': 0.001}]
     >>> penalty_of({"consistency": "local_sgd", "staleness": 0, "local_steps": 4}, 8) is None
     True
     """
+    out = []
     mode = training.get("consistency", "synchronous")
     if mode == "ssp":
-        return {"kind": "staleness", "tau": float(training["staleness"])}
+        out.append({"kind": "staleness", "tau": float(training["staleness"])})
     if mode == "asynchronous":
-        return {"kind": "staleness", "tau": float(mean_staleness(replicas))}
-    return None
+        out.append({"kind": "staleness", "tau": float(mean_staleness(replicas))})
+    comp = compression_penalty(training.get("compression", "none"), replicas)
+    if comp is not None:
+        out.append(comp)
+    return out or None
 
 
-def with_penalty(curve: Curve, out: dict, batch, step_time_s, gpus, penalty: dict) -> dict:
+def with_penalty(curve: Curve, out: dict, batch, step_time_s, gpus, penalty) -> dict:
     """``out`` of :func:`time_to_target` with the penalised steps and time beside it, labelled model only
-    (McCandlish's parameters of the curve: ``S_min = E_min k / B_noise``, ``k`` the samples per unit).
+    (McCandlish's parameters of the curve: ``S_min = E_min k / B_noise``, ``k`` the samples per unit). ``penalty``:
+    one penalty (a dict) or several (a list: staleness and compression together), whose factors on the steps
+    multiply (our assumption [D]: no published model combines them).
 
     >>> from concurrency_model.convergence.fit import Curve
     >>> from concurrency_model.convergence.points import Points
@@ -148,17 +156,24 @@ def with_penalty(curve: Curve, out: dict, batch, step_time_s, gpus, penalty: dic
     >>> o = with_penalty(c, time_to_target(c, 1000, 1.0, 8), 1000, 1.0, 8, {"kind": "staleness", "tau": 1.0})
     >>> o["steps_to_target"], o["steps_to_target_model_only"], o["convergence_penalty"]
     (200.0, 300.0, 'staleness tau=1.0 (model only)')
+    >>> two = [{"kind": "staleness", "tau": 1.0}, {"kind": "error_feedback", "delta": 0.5}]
+    >>> o = with_penalty(c, time_to_target(c, 1000, 1.0, 8), 1000, 1.0, 8, two)  # 200 x 1.5 x 1.5
+    >>> o["steps_to_target_model_only"], o["convergence_penalty"]
+    (450.0, 'staleness tau=1.0; error_feedback delta=0.5 (model only)')
     """
     p = curve.params["mccandlish"]
     k = curve.points.samples_per_unit
     s_min = p["E_min"] * k / p["B_noise"]
-    params = {key: v for key, v in penalty.items() if key != "kind"}
-    kw = {k: params[k] for k in ("tau", "delta", "omega", "workers") if k in params}
-    steps = float(steps_with(penalty["kind"], s_min, p["B_noise"], float(batch), **kw))
-    # the kept form's steps over McCandlish's, so that the penalty scales the curve the estimate uses
-    steps *= out["steps_to_target"] / float(steps_with("staleness", s_min, p["B_noise"], float(batch)))
-    return {**out, "convergence_penalty": f"{penalty['kind']} "
-            + " ".join(f"{key}={v}" for key, v in params.items()) + f" ({LABEL})",
+    plain = float(steps_with("staleness", s_min, p["B_noise"], float(batch)))
+    factor, words = 1.0, []
+    for one in ([penalty] if isinstance(penalty, dict) else list(penalty)):
+        params = {key: v for key, v in one.items() if key != "kind"}
+        kw = {key: params[key] for key in ("tau", "delta", "omega", "workers") if key in params}
+        factor *= float(steps_with(one["kind"], s_min, p["B_noise"], float(batch), **kw)) / plain
+        words.append(f"{one['kind']} " + " ".join(f"{key}={v}" for key, v in params.items()))
+    # the kept form's steps times the penalties' factors on McCandlish's, so that they scale the curve in use
+    steps = out["steps_to_target"] * factor
+    return {**out, "convergence_penalty": "; ".join(words) + f" ({LABEL})",
             "steps_to_target_model_only": steps, "time_to_target_model_only_s": steps * step_time_s,
             "gpu_hours_to_target_model_only": steps * step_time_s * gpus / 3600}
 

@@ -127,7 +127,11 @@ def convergence_section(figs) -> list[Section]:
              f"({fast['images_per_s']:,.0f} images/s, {fast['hours_to_target']:.2g} h to the target) but reaches "
              f"the target soonest at {int(best['global_batch']):,} ({best['images_per_s']:,.0f} images/s, "
              f"{best['hours_to_target']:.2g} h). The curves are tuned reference runs (hyperparameters re-tuned at "
-             "each batch).</p>")
+             "each batch). Stale updates (SSP, asynchronous SGD) and compressed ones (QSGD; top-k and DGC with error "
+             "feedback) add a step penalty to <code>estimate</code> and <code>sweep --target</code>: <b>model "
+             "only</b>, from published convergence bounds (<code>concurrency_model.convergence.penalties</code>); "
+             "no measurement of steps to a target under them has been found, and local SGD's period has no "
+             "model.</p>")
     return [Section("time-to-train", "Time to train: batch against utilisation", intro, [f])]
 
 

@@ -243,6 +243,36 @@ def test_estimate_staleness_penalty_is_labelled_model_only(tmp_path):
     assert out["convergence_penalty"] == "staleness tau=2.0 (model only)"
 
 
+def test_estimate_compression_penalty_is_labelled_model_only(tmp_path):
+    from concurrency_model.convergence.penalties import compression_penalty
+    from concurrency_model.training.estimate import estimate
+    rows = "\n".join(f"{b},{1e5 * (1 + b / 64)},samples" for b in (16, 32, 64, 128, 256))
+    f = _csv(tmp_path, "global_batch_size,value_to_converge,convergence_unit\n" + rows + "\n")
+    sc = {"model": {"kind": "gpt", "layers": 2, "hidden": 256, "heads": 4, "seq_len": 128, "vocab": 1000},
+          "cluster": "dgx-a100", "parallel": {"data": 8, "microbatch_size": 8, "global_batch": 64},
+          "training": {"target": {"csv": str(f)}, "compression": "qsgd"}}
+    out = estimate(sc).to_dict()
+    # QSGD, 7 levels on buckets of 512: omega = min(512 / 49, sqrt(512) / 7) = sqrt(512) / 7; 8 workers;
+    # S_min = 1,562.5: S = S_min (1 + omega / 8) + (1 + omega) S_min
+    w = 512 ** 0.5 / 7
+    assert out["steps_to_target"] == pytest.approx(3125, rel=1e-4)
+    assert out["steps_to_target_model_only"] == pytest.approx(1562.5 * (1 + w / 8 + 1 + w), rel=1e-4)
+    assert out["convergence_penalty"] == f"unbiased omega={w} workers=8 (model only)"
+    # top-k, error feedback at DGC's ratio 0.001: S_min / 0.001 + S_min = 1,001 S_min; with SSP 2 on top, x 1.5
+    out = estimate({**sc, "training": {**sc["training"], "compression": "topk"}}).to_dict()
+    assert out["steps_to_target_model_only"] == pytest.approx(1001 * 1562.5, rel=1e-4)
+    out = estimate({**sc, "training": {**sc["training"], "compression": "topk", "consistency": "ssp",
+                                       "staleness": 2}}).to_dict()
+    assert out["steps_to_target_model_only"] == pytest.approx(1001 * 1562.5 * 2, rel=1e-4)  # 6,250 / 3,125 = 2
+    for scheme in ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "threshold", "powersgd"):
+        assert compression_penalty(scheme, 8) is None, scheme
+        if scheme in ("none", "fp16", "int8", "1bit"):
+            assert "steps_to_target_model_only" not in estimate(
+                {**sc, "training": {**sc["training"], "compression": scheme}}).to_dict()
+    with pytest.raises(ValueError, match=r"^training.compression: unknown 'zip'"):
+        compression_penalty("zip", 8)
+
+
 def test_estimate_target_flag(tmp_path, capsys):
     import json
 
