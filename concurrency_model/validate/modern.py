@@ -316,6 +316,14 @@ MOE_STAGE_SPLIT = {"GPT OSS 120B": "layers", "Qwen3_30B_a3B": "layers"}
 # configs; training/comm_overlap.py _get_model_comm_overlap_cfgs turns it off below TP 2 or without sequence
 # parallelism. Rows whose recipe is not listed run without it (parallel.tp_overlap: the scenario's micro-pipelined
 # TP, :func:`~concurrency_model.training.workload.overlap_exposed`; ASSUMPTIONS megatron_bridge).
+# How TE's overlap differs from that model (NVIDIA/TransformerEngine @ d0067d0d): the ring exchange of the forward
+# gathers and the backward gathers of proj / fc2 (common/comm_gemm_overlap/comm_gemm_overlap.cpp
+# CommOverlapP2PBase::split_overlap_ag) cuts the gather into tp_size chunks, each chunk's GEMM beside the next
+# chunk's send: the same exposure; it hides more in two places the model does not take: under an FP8 recipe the
+# all-gather buffers are 8-bit (pytorch/module/base.py initialize_ub: fp8_buf for layers_all_gather_overlap), and
+# the qkv / fc1 backward runs "bulk" (CommOverlapBase::bulk_overlap): the input's re-gather beside the whole dgrad
+# GEMM and the dgrad's reduce-scatter beside the whole wgrad GEMM, on num_sm SMs taken beside the GEMM (2-32 in the
+# recipes' userbuffers configs, Megatron-Bridge training/comm_overlap.py), which hides less.
 RECIPE_TP_OVERLAP = {
     # perf_recipes/llama/h100/llama3.py llama3_70b_pretrain_64gpu_h100_{bf16,fp8cs}_config: the base recipe's overlap,
     # tp_comm_overlap_cfg userbuffers_{bf16,fp8}_h100_h8192_tp4_mbs1_seqlen8192
