@@ -99,16 +99,24 @@ ASSUMPTIONS = {
                   "loss_fn 'fused_crossentropy', flash-attention's xentropy kernel: modeling_mpt.py @ 8c8dd48f; "
                   "the GPU yamls do not override it)",
     "megatron_bridge": "the dense Llama rows (the mixtures of experts are the set megatron_bridge_moe) on DGX-H100 "
-                       "(cluster dgx-h100); framework megatron; distributed optimizer -> ZeRO 1, the FSDP column's Megatron-FSDP "
-                       "-> ZeRO 3 over the data-parallel degree; sequence parallelism with TP, no recompute and "
-                       "overlapped gradient reduction (Megatron-Bridge @ 067f987d recipes/llama/h100/llama3.py: "
-                       "recompute_granularity None, use_distributed_optimizer True, overlap_grad_reduce True; the 8B "
-                       "FP8 perf recipe recomputes 5 of 32 layers, not expressible: none); VP > 1 -> interleaved; "
-                       "FP8 / FP8-CS -> fp8, BF16 -> bf16; the 25.09 rows (no precision column) fp8, as the 25.11 "
-                       "table gives FP8-CS for the same layouts; SFT rows as pre-training of the same sequence; "
-                       "the first value of a cell with a bracketed alternative; fused attention; Adam. The dense "
-                       "Llama rows on DGX-B200 (cluster dgx-b200, datasheet presets, nothing fitted) are mapped "
-                       "by the same rule",
+                       "(cluster dgx-h100); framework megatron; distributed optimizer -> ZeRO 1, the FSDP column's "
+                       "Megatron-FSDP -> ZeRO 3 over the data-parallel degree; sequence parallelism with TP, no "
+                       "recompute and overlapped gradient reduction (Megatron-Bridge @ 067f987d "
+                       "recipes/llama/h100/llama3.py: recompute_granularity None, use_distributed_optimizer True, "
+                       "overlap_grad_reduce True; the 8B FP8 perf recipe recomputes 5 of 32 layers, not expressible: "
+                       "none); VP > 1 -> interleaved; FP8 / FP8-CS -> fp8, BF16 -> bf16; the 25.09 rows (no precision "
+                       "column) fp8, as the 25.11 table gives FP8-CS for the same layouts; SFT rows as pre-training of "
+                       "the same sequence; the first value of a cell with a bracketed alternative; fused attention; "
+                       "Adam. The dense Llama rows on DGX-B200 (cluster dgx-b200, datasheet presets, nothing fitted) "
+                       "are mapped by the same rule; Transformer Engine's userbuffers TP overlap "
+                       "(comm_overlap.tp_comm_overlap) -> parallel.tp_overlap where the row's recipe sets it "
+                       "(RECIPE_TP_OVERLAP: the 70B pretrain and SFT and 405B recipes on H100, the 405B ones on B200), "
+                       "priced as the micro-pipelined TP of training.workload.overlap_exposed (TE's ring exchange cuts "
+                       "a gather into TP chunks the same way; its fp8 all-gather buffers and bulk backward overlaps "
+                       "are not modelled); not expressible, left out: the SFT recipes' defer_embedding_wgrad_compute, "
+                       "Megatron-Core's overlap_param_gather and overlap_param_gather_with_optimizer_step (the "
+                       "composition exposes ZeRO 1's parameter gather whole), and CUDA graphs (the B200 8B recipes' "
+                       "full_iteration, ",
     "megatron_bridge_moe": "as megatron_bridge, with: the models' Hugging Face configs (presets deepseek-v3 with its "
                            "one MTP module, as the recipes' mtp_num_layers = 1, qwen3-30b-a3b, qwen3-235b-a22b, "
                            "gpt-oss-120b); the EP column as parallel.expert over the data replicas, and where EP "
@@ -129,7 +137,9 @@ ASSUMPTIONS = {
                            "expressible); MXFP8 / FP8-MX -> mxfp8, FP8 / FP8-CS -> fp8, BF16 -> bf16, the 25.09 rows "
                            "(no precision column) mxfp8 on B200 and fp8 on H100 as the 25.11 table gives for the same "
                            "models; GPT-OSS's sliding-window layers as full causal attention; Nemotron 3 (hybrid "
-                           "Mamba-Transformer MoE) not mapped",
+                           "Mamba-Transformer MoE) not mapped; training.overlap off for DeepSeek-V3 on H100, whose "
+                           "recipes set overlap_grad_reduce False (RECIPE_NO_GRAD_OVERLAP); no TP overlap (the TP 2 "
+                           "recipes, Qwen3-235B and DeepSeek-V3 on H100, set tp_comm_overlap False)",
     "nemo": "clusters dgx-h100 and dgx-b200; framework megatron with the distributed optimizer (ZeRO 1), sequence "
             "parallelism with TP, overlapped gradient reduction, VP > 1 -> interleaved, FP8 -> fp8 (Transformer "
             "Engine's recipe, attention in bf16 on cuDNN's fused attention: timing.attention 'cudnn'); recompute: "
@@ -303,6 +313,61 @@ MOE_RUNTIME_BY_EP = {("DeepSeekV3", "DGX-B200", 32): ("deepep", True)}
 # _get_deepseek_v3_pipeline_layout), Qwen3-235B's count the embedding and the loss as layers (qwen3_moe.py
 # qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config, account_for_* True)
 MOE_STAGE_SPLIT = {"GPT OSS 120B": "layers", "Qwen3_30B_a3B": "layers"}
+# Transformer Engine's userbuffers tensor-parallel overlap as the perf recipes set it (Megatron-Bridge @ 067f987d
+# src/megatron/bridge/, comm_overlap.tp_comm_overlap): (table model, system, task) -> on. It is on in the base recipes
+# the Llama perf recipes start from (recipes/llama/h100/llama3.py llama3_70b_pretrain_32gpu_h100_bf16_config and
+# llama31_405b_pretrain_256gpu_h100_bf16_config: CommOverlapConfig(tp_comm_overlap=True, tp_comm_overlap_cfg=
+# userbuffers_...)), which the perf recipes keep and give their own userbuffers_{bf16,fp8}_{h100,b200}_... layer
+# configs; training/comm_overlap.py _get_model_comm_overlap_cfgs turns it off below TP 2 or without sequence
+# parallelism. Rows whose recipe is not listed run without it (parallel.tp_overlap: the scenario's micro-pipelined
+# TP, :func:`~concurrency_model.training.workload.overlap_exposed`; ASSUMPTIONS megatron_bridge).
+# How TE's overlap differs from that model (NVIDIA/TransformerEngine @ d0067d0d): the ring exchange of the forward
+# gathers and the backward gathers of proj / fc2 (common/comm_gemm_overlap/comm_gemm_overlap.cpp
+# CommOverlapP2PBase::split_overlap_ag) cuts the gather into tp_size chunks, each chunk's GEMM beside the next
+# chunk's send: the same exposure; it hides more in two places the model does not take: under an FP8 recipe the
+# all-gather buffers are 8-bit (pytorch/module/base.py initialize_ub: fp8_buf for layers_all_gather_overlap), and
+# the qkv / fc1 backward runs "bulk" (CommOverlapBase::bulk_overlap): the input's re-gather beside the whole dgrad
+# GEMM and the dgrad's reduce-scatter beside the whole wgrad GEMM, on num_sm SMs taken beside the GEMM (2-32 in the
+# recipes' userbuffers configs, Megatron-Bridge training/comm_overlap.py), which hides less.
+RECIPE_TP_OVERLAP = {
+    # perf_recipes/llama/h100/llama3.py llama3_70b_pretrain_64gpu_h100_{bf16,fp8cs}_config: the base recipe's overlap,
+    # tp_comm_overlap_cfg userbuffers_{bf16,fp8}_h100_h8192_tp4_mbs1_seqlen8192
+    ("LLAMA3_70B", "DGX-H100", "pretrain"): True,
+    # llama3_70b_sft_32gpu_h100_{bf16,fp8cs}_config: tp_comm_overlap True (with defer_embedding_wgrad_compute)
+    ("LLAMA3_70B", "DGX-H100", "sft"): True,
+    # perf_recipes/llama/h100/llama31.py llama31_405b_pretrain_1024gpu_h100_{bf16,fp8cs}_config:
+    # userbuffers_{bf16,fp8}_h100_h16384_tp8_cp2_mbs1_seqlen8192
+    ("LLAMA3.1_405B", "DGX-H100", "pretrain"): True,
+    # perf_recipes/llama/b200/llama31.py llama31_405b_pretrain_128gpu_b200_{bf16,fp8cs,fp8mx}_config:
+    # userbuffers_{bf16,fp8}_b200_h16384_tp4_cp2_mbs1_seqlen8192 (off only in the nvfp4 recipe)
+    ("LLAMA3.1_405B", "DGX-B200", "pretrain"): True,
+    # perf_recipes/llama/{h100,b200}/llama3.py llama3_8b_*: CommOverlapConfig(tp_comm_overlap=False) (and TP 1)
+    ("LLAMA3_8B", "DGX-H100", "pretrain"): False, ("LLAMA3_8B", "DGX-B200", "pretrain"): False,
+    # the mixtures of experts with TP 2: off (perf_recipes/qwen/h100/qwen3_moe.py
+    # qwen3_235b_a22b_pretrain_256gpu_h100_*: tp_comm_overlap=False; recipes/deepseek/h100/deepseek_v3.py:
+    # CommOverlapConfig(tp_comm_overlap=False), kept by perf_recipes/deepseek/h100/deepseek_v3.py)
+    ("Qwen3_235B_a22B", "DGX-H100", "pretrain"): False, ("DeepSeekV3", "DGX-H100", "pretrain"): False,
+}
+# Recipes that turn Megatron-Core's overlapped gradient reduction off (training.overlap False): perf_recipes/deepseek/
+# h100/deepseek_v3.py, every DeepSeek-V3 H100 recipe: cfg.ddp.overlap_grad_reduce = False and
+# cfg.comm_overlap.overlap_grad_reduce = False (the B200 / B300 recipes set it True)
+RECIPE_NO_GRAD_OVERLAP = {("DeepSeekV3", "DGX-H100")}
+
+
+def recipe_tp_overlap(model: str, system: str, task: str, tp: int, sp: bool) -> bool:
+    """Whether a Megatron-Bridge row ran with Transformer Engine's tensor-parallel overlap (:data:`RECIPE_TP_OVERLAP`,
+    a table's model with its bracketed variant dropped): on where its recipe sets it, with TP >= 2 and sequence
+    parallelism (Megatron-Bridge @ 067f987d training/comm_overlap.py turns it off otherwise).
+
+    >>> recipe_tp_overlap("LLAMA3_70B", "DGX-H100", "Pre-Training Performance", 4, True)
+    True
+    >>> recipe_tp_overlap("LLAMA3_70B", "DGX-H100", "SFT Performance", 4, False)    # no sequence parallelism
+    False
+    >>> recipe_tp_overlap("Qwen3_235B_a22B (tokendrop)", "DGX-H100", "Pre-Training Performance", 2, True)
+    False
+    """
+    kind = "sft" if task.startswith("SFT") else "lora" if task.startswith("LoRA") else "pretrain"
+    return tp >= 2 and sp and RECIPE_TP_OVERLAP.get((model.split(" (")[0], system, kind), False)
 
 
 def is_moe_row(model: str) -> bool:
@@ -362,6 +427,8 @@ def megatron_bridge_rows() -> pd.DataFrame:
                  cluster={"DGX-H100": "dgx-h100", "DGX-B200": "dgx-b200", "DGX-B300": "dgx-b300"}.get(system, ""),
                  note="bracketed alternative not compared" if bool(r["values_have_parenthesized_alternative"]) else "")
         b["moe"] = is_moe_row(model)
+        b["tp_overlap"] = recipe_tp_overlap(model, system, task, tp, tp > 1)
+        b["overlap"] = (model.split(" (")[0], system) not in RECIPE_NO_GRAD_OVERLAP
         if model.startswith(MOE):
             _moe_fields(b, model, system, precision, number(r["ep"]), tp)
         if model.startswith("Nemotron"):

@@ -190,6 +190,29 @@ def test_megatron_bridge_moe_rows_take_the_recipes_dispatcher_and_overlap():
     assert (gpt["moe_dispatcher"] == "alltoall").all()
 
 
+def test_megatron_bridge_rows_take_the_recipes_tp_overlap(bridge):
+    # Megatron-Bridge @ 067f987d perf recipes: TE userbuffers TP overlap on for the 70B (pretrain, SFT) and 405B
+    # recipes on H100 and the 405B one on B200 (RECIPE_TP_OVERLAP); the 8B recipes (TP 1) set it False
+    on = {i: modern.scenario_for(bridge.loc[i])["parallel"].get("tp_overlap", False) for i in (0, 9, 11, 75, 74, 80)}
+    assert on == {0: True, 9: True, 11: True, 75: True, 74: False, 80: False}
+    tp = bridge[bridge["unmappable"] == ""]
+    assert (tp["tp_overlap"] == (tp["tensor"] > 1)).all()  # every dense row with TP here runs a recipe with it on
+    assert bridge["overlap"].all()  # the Llama recipes overlap the gradient reduction (ddp.overlap_grad_reduce)
+    moe = modern.rows("megatron_bridge_moe")
+    assert not moe["tp_overlap"].any()  # Qwen3-235B and DeepSeek-V3 on H100 (TP 2): tp_comm_overlap=False
+    # DeepSeek-V3's H100 recipes turn the overlapped gradient reduction off, the B200 ones keep it
+    assert modern.scenario_for(moe.loc[94])["training"]["overlap"] is False
+    assert modern.scenario_for(moe.loc[14])["training"]["overlap"] is True
+    assert not modern.recipe_tp_overlap("LLAMA3_70B", "DGX-H100", "LoRA Performance", 2, True)  # not listed: off
+
+
+def test_megatron_bridge_tp_overlap_hides_the_tensor_parallel_traffic(bridge):
+    r = bridge.loc[[9]].copy()  # 26.06 SFT Llama 3 70B on 32 H100, TP 4 with sequence parallelism
+    without = modern.evaluate(r.assign(tp_overlap=False))
+    with_overlap = modern.evaluate(r)
+    assert with_overlap.loc[0, "predicted_time_s"] < without.loc[0, "predicted_time_s"]
+
+
 def test_megatron_bridge_row_predicted(bridge):
     r = modern.evaluate(bridge.loc[[80]])
     assert r.loc[0, "status"] == "ok"
