@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..hardware.devices import device_names
 from ..progress import Progress
 from .files import atomic_write, check_targets
 from .fit_comm import LOSS, MODEL_TEXT, fits, six_digits
@@ -220,7 +221,6 @@ def _device_name(backend: str) -> str:
     """``cpu-host``, or the device preset of the first GPU (``NVIDIA H200`` -> ``h200-sxm-141gb``)."""
     if backend != "nccl":
         return "cpu-host"
-    from ..hardware.devices import device_names
     words = "".join(c if c.isalnum() else " " for c in __import__("torch").cuda.get_device_name(0).lower()).split()
     return next((d for w in words if w not in ("nvidia", "amd", "tesla") for d in device_names()
                  if d.split("-")[0] == w), "-".join(words))

@@ -15,7 +15,10 @@ import sympy as sp
 
 from ..comm.checks import active, as_value, check_ranks, is_num
 from ..comm.collectives import ALGORITHMS, collective_time
+from ..comm.on_cluster import algorithms, collective_on_cluster, inter_beta
+from ..hardware.clusters import load_cluster, place
 from ..symbols import mem_bw, peak_flops
+from ..timing import gemm_coeffs
 from .compression import Compressed, compress
 from .sparse_comm import sparse_allreduce_time
 
@@ -27,7 +30,6 @@ def _gemm_seconds(shapes, device) -> object:
         return 0
     if device is None:
         return sum(2 * a * b * c for a, b, c in shapes) / peak_flops
-    from ..timing import gemm_coeffs
     import numpy as np
 
     m, n, k = (np.array([int(s[i]) for s in shapes]) for i in range(3))
@@ -109,8 +111,6 @@ def compressed_sync_on_cluster(scheme, gradient, P: int, cluster, ranks_per_node
     >>> r["algorithm"], r["message_bytes"]
     ('nccl:tree/LL128', 51114064.0)
     """
-    from ..hardware.clusters import load_cluster, place
-    from ..comm.on_cluster import algorithms, collective_on_cluster, inter_beta
 
     cl = load_cluster(cluster)
     c = scheme if isinstance(scheme, Compressed) else compress(scheme, gradient, **options)

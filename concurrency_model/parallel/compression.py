@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from ..comm.checks import as_value, check_n, check_name, check_ranks, check_rate, is_num
+from ..timing.graph import matrix_copies
 from .sparse_comm import sparse_allreduce_rounds, sparse_allreduce_time, sufficient_factors
 
 __all__ = ["SCHEMES", "COLLECTIVES", "Compressed", "compress", "qsgd_bits", "weight_matrices"]
@@ -117,7 +118,6 @@ def weight_matrices(graph, tensor: int = 1) -> tuple[list[tuple[int, int]], int]
     >>> len(mats), mats[-1], sum(a * b for a, b in mats) + vec
     (54, (1000, 2048), 25557032)
     """
-    from ..timing.graph import matrix_copies
 
     mats, vec = [], 0
     for n in graph.layers():

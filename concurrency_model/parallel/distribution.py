@@ -29,6 +29,10 @@ import sympy as sp
 
 from ..comm.checks import active, as_value, check_n, check_name, check_ranks, check_rate
 from ..comm.collectives import ALGORITHMS, collective_time
+from ..graph import Graph
+from ..hardware.clusters import load_cluster, place
+from ..models import get_model
+from ..units import dtype_bytes
 from .compressed_sync import compressed_sync_on_cluster
 from .compression import SCHEMES as COMPRESSION_SCHEMES
 from .gossip import (LATENCY, TOPOLOGIES, consensus_rounds, gossip_degree, gossip_offsets,  # noqa: F401
@@ -178,7 +182,6 @@ def ps_on_cluster(n, P: int, cluster, servers: int = 1, server_placement: str = 
     >>> round(ps_on_cluster(1e8, 16, "dgx1-v100") * 1e3, 2)      # 16 x 100 MB into 4 EDR NICs, twice
     71.12
     """
-    from ..hardware.clusters import load_cluster, place
 
     c = load_cluster(cluster)
     n = float(check_n(n))
@@ -198,7 +201,6 @@ def ps_hierarchical_on_cluster(n, P: int, cluster, servers: int = 1, server_plac
     >>> round(ps_hierarchical_on_cluster(1e8, 16, "dgx1-v100") * 1e3, 2)  # leaders: 100 MB on one NIC, twice
     19.88
     """
-    from ..hardware.clusters import load_cluster, place
 
     c = load_cluster(cluster)
     n = float(check_n(n))
@@ -223,7 +225,6 @@ def gossip_on_cluster(n, P: int, cluster, topology: str = "ring", ranks_per_node
     >>> round(gossip_on_cluster(1e8, 16, "dgx1-v100", "ring") * 1e3, 2)    # the node-boundary workers
     8.89
     """
-    from ..hardware.clusters import load_cluster, place
 
     c = load_cluster(cluster)
     n = float(check_n(n))
@@ -262,10 +263,6 @@ def compare_distribution(model, cluster, P, *, ranks_per_node: int | None = None
     >>> df.set_index("scheme").time_s.round(4).to_dict()["allreduce"]
     0.0033
     """
-    from ..hardware.clusters import load_cluster
-    from ..graph import Graph
-    from ..models import get_model
-    from ..units import dtype_bytes
 
     c = load_cluster(cluster)
     g = model if isinstance(model, Graph) else get_model(model)

@@ -15,9 +15,10 @@ from __future__ import annotations
 from functools import cached_property
 
 from ..models.channel_split import check_channel_split, gathers_input
-from .triples import add_triples
 from .data_parallel import BUCKET_BYTES, group_placement
 from .hybrid import first_fc
+from .memory import graph_activation_bytes
+from .triples import add_triples
 
 TENSOR_LAYERS = ("all", "fc")
 
@@ -75,7 +76,6 @@ class LayerwiseMixin:
         CNN), split by channels over ``t`` devices (:func:`.memory.graph_activation_bytes`); under the
         hybrid, the convolutional part's for ``b / t`` samples and the fully connected part's for ``b``
         samples split by neurons (with ``full`` recompute the latter are kept, a few MB)."""
-        from .memory import graph_activation_bytes
         if not (self.fc_only and t > 1):
             return float(graph_activation_bytes(self.graph(b), recompute, t))
         k = self.fc_boundary

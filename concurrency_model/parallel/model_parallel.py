@@ -36,6 +36,7 @@ from ..comm.on_cluster import collective_on_cluster
 from ..comm.select import auto
 from ..cost import to_python
 from ..ops import checks as op_checks
+from ..ops.attention import multi_head_attention
 from ..ops.conv import conv2d, out_size
 from ..ops.dense import linear
 from ..symbols import alpha as ALPHA, beta as BETA, peak_flops as F_SYM
@@ -382,7 +383,6 @@ def head_split(batch, seq, hidden, heads, P, device=None, dtype="bf16", cluster=
     >>> [c.op for c in s.comm], s.comm[0].bytes == 4 * 128 * 1024 * 2
     (['allreduce', 'allreduce'], True)
     """
-    from ..ops.attention import multi_head_attention
     P = check_ranks(P, "P")
     _divides(P, heads, "heads")
     vb = dtype_bytes(dtype)

@@ -21,6 +21,7 @@ from typing import Sequence, TYPE_CHECKING
 import numpy as np
 
 from ..checks import count, number
+from ..timing.graph import layer_times
 
 if TYPE_CHECKING:  # annotations only
     import pandas as pd
@@ -145,7 +146,6 @@ def partition_graph(graph, stages: int, device, dtype: str = "fp32") -> pd.DataF
     ([0, 1], True)
     """
     import pandas as pd  # heavy (0.4 s): loaded when a table is built
-    from ..timing.graph import layer_times
 
     lt = layer_times(graph, device, dtype)
     fwd = lt["forward_s"].to_numpy(float)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import sympy as sp
 
 from ..comm.checks import as_value, check_n, check_ranks, check_rate, is_num
+from ..timing.graph import matrix_copies, owns_matrix
 
 __all__ = ["sparse_allreduce_rounds", "sparse_allreduce_time", "sufficient_factors"]
 
@@ -92,7 +93,6 @@ def sufficient_factors(graph, workers=None) -> tuple[tuple, object, object]:
     >>> layers, factors, rest     # the three fully connected layers; the convolutions and biases dense
     (((4096, 9216, 32), (4096, 4096, 32), (1000, 4096, 32)), 851200, 2478888)
     """
-    from ..timing.graph import matrix_copies, owns_matrix
 
     P = None if workers is None else check_ranks(workers, "workers")
     layers, factors, matrices = [], sp.Integer(0), sp.Integer(0)

@@ -43,9 +43,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..ops.conv import conv2d
 from ..units import dtype_bytes
-from . import Coeffs, decided_float, gemm_coeffs
-from . import gemm as _gemm
+from . import Coeffs, decided_float, gemm as _gemm, gemm_coeffs
 
 CONV_PASSES = ("forward", "grad_input", "grad_weight")
 WINOGRAD_M, WINOGRAD_R = 4, 3
@@ -211,7 +211,6 @@ def _fft_counts(n: int, a: int, b: int, hp: int, wp: int, kh: int, kw: int, vb: 
     ``n`` images (or tiles) of ``hp x wp`` (already padded) with ``a`` -> ``b`` channels: the operator
     library's formula (``5 hw log2 hw`` per transform, complex spectra written and read), less its
     pointwise products (``8 hw n a b``), which :func:`_fft` times as a complex GEMM."""
-    from ..ops.conv import conv2d
     c = conv2d(n, a, b, hp, wp, kh, kw, bias=False, algorithm="fft", value_bytes=vb).forward
     hw = hp * wp
     io = vb * (n * a * hw + b * a * kh * kw + n * b * (hp - kh + 1) * (wp - kw + 1))

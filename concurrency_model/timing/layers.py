@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ops.attention import attention
+from ..ops.conv import conv2d, pair
 from ..units import dtype_bytes
 from . import OpTime, decided_float, gemm_coeffs, positive_int, roofline, roofline_coeffs
 from . import device as as_device
@@ -29,7 +31,6 @@ def conv_time(n, c_in, c_out, h, w, kh, kw=None, stride=1, pad=0, dilation=1, gr
     >>> t.detail["algorithm"] in ("implicit_gemm", "winograd"), t.bound
     (True, 'compute')
     """
-    from ..ops.conv import conv2d, pair
     dev = as_device(device)
     kw = kh if kw is None else kw
     (sh, sw), (ph, pw), (dilation, dw) = pair("stride", stride), pair("pad", pad), pair("dilation", dilation)
@@ -45,7 +46,6 @@ def attention_time(batch, heads, seq, head_dim, dev, dtype: str = "fp16", fused:
                    causal: bool = False, pass_: str = "forward") -> OpTime:
     """Attention core: plain (batched QKᵀ and PV GEMMs around a memory-bound softmax; backward twice
     each GEMM) or fused (one compute-bound kernel, FlashAttention; backward recomputes QKᵀ)."""
-    from ..ops.attention import attention
     dev = as_device(dev)
     b, hd = positive_int("batch", batch), positive_int("heads", heads)
     s, d = positive_int("seq", seq), positive_int("head_dim", head_dim)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ops.recurrent import CELLS
 from ..units import dtype_bytes
 from . import Coeffs, OpTime, device, gemm_coeffs, positive_int, roofline_coeffs
 
@@ -39,7 +40,6 @@ def rnn_parts(cell: str, hidden, batch, timesteps, dev, dtype: str = "fp32", inp
     ``forward``: the input GEMM of all steps, then per step the recurrent GEMM and the cell kernel;
     ``grad_input``: the same shapes transposed (back-propagation through time); ``grad_weight``: two
     GEMMs summing over batch and time. ``input_size`` 0: no input projection (see the module)."""
-    from ..ops.recurrent import CELLS
     if cell not in CELLS:
         raise ValueError(f"cell: unknown {cell!r}; allowed: {', '.join(CELLS)}")
     if pass_ not in RNN_PASSES:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import replace
 from itertools import product
 
+from ..scenario import load_scenario
 from .workload import transformer_shape
 
 RECOMPUTE = ("none", "selective", "full")
@@ -32,7 +33,6 @@ def _modelled(sc, training: dict) -> bool:
     """Whether ``sc`` with these ``training`` fields passes :func:`~concurrency_model.scenario.load_scenario`'s
     checks, where the rules of what is modelled together live (ZeRO with a synchronous uncompressed all-reduce,
     no experts, no layer-wise hybrid)."""
-    from ..scenario import load_scenario
     try:
         load_scenario({"model": sc.model, "cluster": sc.cluster, "parallel": sc.parallel,
                        "training": {**sc.training, **training}})
