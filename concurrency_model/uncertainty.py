@@ -59,15 +59,26 @@ def bands(fn, n: int = SAMPLES, seed: int = 0) -> list[tuple[float, float]]:
     """The 80% band of each output of ``fn`` (a function of arrays of the five hardware scales returning a
     sequence of arrays, one per quantity), all on the same draws: each output times the model factor
     ``exp(N(0, sigma_model))``, drawn after the scales from the same generator; its 10th and 90th percentile."""
-    sigma = spreads()
-    rng = np.random.default_rng(seed)
-    scales = sample_scales(n, sigma=sigma, rng=rng)
-    factor = np.exp(rng.normal(0.0, sigma[MODEL], n))
+    scales, factor = _draws(n, seed, tuple(spreads().items()))
     out = []
     for t in fn(**scales):
         lo, hi = np.quantile(np.asarray(t, dtype=float) * factor, QUANTILES)
         out.append((float(lo), float(hi)))
     return out
+
+
+@lru_cache(maxsize=8)
+def _draws(n: int, seed: int, spread: tuple) -> tuple[dict, np.ndarray]:
+    """The draws of :func:`bands` (the five scales, then the model factor, from one generator seeded ``seed``, with
+    the ``spread`` items of :func:`spreads`): the same numbers at every call, so drawn once a process (an estimate's
+    band draws 2,400 normals otherwise); read-only, so that no caller changes them for the next."""
+    sigma = dict(spread)
+    rng = np.random.default_rng(seed)
+    scales = sample_scales(n, sigma=sigma, rng=rng)
+    factor = np.exp(rng.normal(0.0, sigma[MODEL], n))
+    for a in (*scales.values(), factor):
+        a.flags.writeable = False
+    return scales, factor
 
 
 def band(step_fn, n: int = SAMPLES, seed: int = 0) -> tuple[float, float]:

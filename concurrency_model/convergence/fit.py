@@ -13,6 +13,10 @@ band the prediction by the spread between runs.
   MLPerf's reference runs of one entry differ by seed), combined with the kept form's held-out residuals (the
   curve's own error) as independent factors (:func:`band`); its 10th and 90th percentiles (numpy's linear
   interpolation) times the curve give ``p10`` and ``p90`` [D].
+* Cache: the fits (each form's parameters and held-out residuals: hundreds of ``least_squares`` calls, seconds of
+  CPU) depend only on the points' batches and values; :func:`fit` keeps them through
+  :func:`concurrency_model.compiled.arrays`, keyed by those numbers (``repr``, exact) and the package's sources, so
+  a later process reads them back bit for bit instead of fitting again (the report's "Time to train" part).
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ import numpy as np
 import sympy as sp
 from scipy.optimize import least_squares
 
+from .. import compiled
 from ..checks import number
 from .forms import FORMS, PARAMS, lambdified, samples, steps
 from .points import Points
@@ -192,12 +197,22 @@ def fit(points: Points) -> Curve:
     """
     if len(points.batch) < 2:
         raise ValueError(f"points: at least two batch sizes are needed to fit, got {len(points.batch)}")
+    fitted = [f for f in FORMS if len(points.batch) >= MIN_POINTS[f]]
+    batch, value = np.asarray(points.batch, float), np.asarray(points.value, float)
+
+    def build() -> dict:
+        out = {}
+        for form in fitted:
+            p = fit_form(form, batch, value)
+            out[f"params/{form}"] = np.array([p[k] for k in PARAMS[form]], float)
+            out[f"resid/{form}"] = np.asarray(held_out_residuals(form, points), float)
+        return out
+    cached = compiled.arrays("convergence_fit", (tuple(batch.tolist()), tuple(value.tolist()), tuple(fitted)), build)
     params, held, resid = {}, {}, {}
-    for form in FORMS:
-        if len(points.batch) >= MIN_POINTS[form]:
-            params[form] = fit_form(form, points.batch, points.value)
-            resid[form] = held_out_residuals(form, points)
-            held[form] = float(np.median(np.abs(np.exp(resid[form]) - 1))) if len(resid[form]) else None
+    for form in fitted:
+        params[form] = dict(zip(PARAMS[form], (float(x) for x in cached[f"params/{form}"])))
+        resid[form] = cached[f"resid/{form}"]
+        held[form] = float(np.median(np.abs(np.exp(resid[form]) - 1))) if len(resid[form]) else None
     scored = [f for f in FORMS if held.get(f) is not None]
     form = min(scored, key=lambda f: (held[f], FORMS.index(f))) if scored else "mccandlish"
     return Curve(points, form, params, held, band(run_ratios(points), resid.get(form, np.array([]))))

@@ -304,3 +304,36 @@ def test_time_to_target_sweep_front_and_bad_input():
         sweep_to_target(sc, 8, [64])
     with pytest.raises(ValueError, match=r"^batches: must be a positive integer, got 0"):
         sweep_to_target(sc, 8, [0], target="bert")
+
+
+@pytest.fixture
+def fit_cache(tmp_path, monkeypatch):
+    from concurrency_model import compiled
+    monkeypatch.setenv(compiled.ENV, str(tmp_path / "cache"))
+    compiled.reset()
+    yield compiled
+    compiled.reset()
+
+
+def test_fit_cached_across_processes_bit_for_bit(fit_cache):
+    """The fits go through the persistent cache (:func:`concurrency_model.compiled.arrays`): a cold call fits and
+    writes one entry, a later one reads it back without fitting, and both equal the forms fitted directly; other
+    points (one batch fewer) get their own entry, never the first one's numbers."""
+    pts = mlperf("gpt3")
+    start = dict(fit_cache.STATS)
+
+    def counts():
+        return tuple(fit_cache.STATS[k] - start[k] for k in ("builds", "written", "hits"))
+    cold = fit(pts)
+    assert counts() == (1, 1, 0)
+    warm = fit(pts)
+    assert counts() == (1, 1, 1)
+    for form in ("mccandlish", "three_regime"):
+        direct = fit_form(form, pts.batch, pts.value)
+        assert cold.params[form] == warm.params[form] == direct
+        assert all(type(v) is float for v in warm.params[form].values())
+    assert (cold.form, cold.held_out, cold.band) == (warm.form, warm.held_out, warm.band)
+    fewer = fit(pts.without(0))
+    assert counts() == (2, 2, 1)
+    assert fewer.params["mccandlish"] == fit_form("mccandlish", pts.without(0).batch, pts.without(0).value)
+    assert fewer.params["mccandlish"] != cold.params["mccandlish"]

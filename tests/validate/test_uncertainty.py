@@ -146,3 +146,21 @@ def test_coverage_on_a_hand_example():
                        "ape": [0.0, 0.0, 0.0, 0.0], "status": ["ok", "ok", "ok", "refused"], "note": "",
                        "p10": [0.5, 2.5, 4.0, 1.0], "p90": [1.5, 3.0, 6.0, 2.0]})
     assert summarize(df)[0]["band_coverage"] == pytest.approx(2 / 3)   # the refused row is not counted
+
+
+def test_bands_draw_once_a_process_the_same_numbers_read_only():
+    seen = []
+
+    def fn(**s):
+        seen.append(s)
+        return [s["flops"] * 2.0]
+    first, again = uncertainty.bands(fn), uncertainty.bands(fn)
+    assert first == again and seen[0]["flops"] is seen[1]["flops"]
+    rng = np.random.default_rng(0)  # the numbers drawn afresh, as before the draws were kept
+    fresh = uncertainty.sample_scales(uncertainty.SAMPLES, rng=rng)
+    assert all(np.array_equal(fresh[k], seen[0][k]) for k in uncertainty.SCALES)
+    factor = np.exp(rng.normal(0.0, uncertainty.spreads()[uncertainty.MODEL], uncertainty.SAMPLES))
+    lo, hi = np.quantile(fresh["flops"] * 2.0 * factor, uncertainty.QUANTILES)
+    assert first == [(float(lo), float(hi))]
+    with pytest.raises(ValueError):
+        seen[0]["flops"][0] = 1.0  # kept for the next call: nobody changes them

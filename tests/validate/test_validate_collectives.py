@@ -282,3 +282,44 @@ def test_vtrain_allreduce_through_the_registry_points_at_its_file_lines():
     assert lut.loc[r["row"] - 2, "oop_time_ns"] * 1e-9 == pytest.approx(r["measured"])
     (s,) = registry.summarize(df)
     assert s["median_ape"] == pytest.approx(df["ape"].median()) and s["file"] == "vtrain_allreduce_lut_a100.csv"
+
+
+@pytest.fixture
+def frame_cache(tmp_path, monkeypatch):
+    from concurrency_model import compiled
+    monkeypatch.setenv(compiled.ENV, str(tmp_path / "cache"))
+    compiled.reset()
+    yield compiled
+    compiled.reset()
+
+
+def test_frame_cached_reads_back_the_frame_bit_for_bit_without_building(frame_cache):
+    import pandas as pd
+    df = pd.DataFrame({"x": [1.0, 2.0]})
+    calls = []
+
+    def build():
+        calls.append(1)
+        return pd.DataFrame({"a": [0.1 + 0.2, 1e-300], "n": [3, -4], "s": ["ring", "tree"]})
+    first, again = vc.frame_cached("test_frame", df, build), vc.frame_cached("test_frame", df, build)
+    assert len(calls) == 1
+    for f in (first, again):
+        pd.testing.assert_frame_equal(f, build(), check_exact=True)
+        assert f["a"].tolist() == [0.30000000000000004, 1e-300] and f["s"].tolist() == ["ring", "tree"]
+    vc.frame_cached("test_frame", pd.DataFrame({"x": [1.0, 2.0000000000000004]}), build)  # other rows: built again
+    assert len(calls) == 4
+    odd = []  # a column of objects that are not strings: never cached, built every time
+    for _ in range(2):
+        out = vc.frame_cached("test_frame_odd", df, lambda: odd.append(1) or pd.DataFrame({"o": [(1, 2)]}))
+    assert len(odd) == 2 and out["o"].tolist() == [(1, 2)]
+
+
+def test_fitted_cold_and_warm_cache_agree_exactly(frame_cache):
+    import pandas as pd
+    df = vc.rows()
+    df = df[df["system"].isin(sorted(set(df["system"]))[:3])].reset_index(drop=True)
+    start = frame_cache.STATS["hits"]
+    cold, warm = vc.fitted(df), vc.fitted(df)
+    assert frame_cache.STATS["hits"] == start + 1
+    pd.testing.assert_frame_equal(cold, warm, check_exact=True)
+    assert cold.to_csv() == warm.to_csv() and len(cold) > 0
