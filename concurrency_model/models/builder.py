@@ -16,15 +16,15 @@ from contextlib import contextmanager
 
 from ..cost import Cost, OpCost, clog2
 from ..graph import Graph, Node
-from ..ops import attention as _att
-from ..ops import conv as _convm
-from ..ops import dense as _dense
-from ..ops import elementwise as _elementwise
-from ..ops import embedding as _embedding
-from ..ops import norm as _norm
-from ..ops import pool as _pool
-from ..ops import recurrent as _recurrent
-from ..ops import softmax as _softmax
+from ..ops import attention as ops_attention
+from ..ops import conv as ops_conv
+from ..ops import dense as ops_dense
+from ..ops import elementwise as ops_elementwise
+from ..ops import embedding as ops_embedding
+from ..ops import norm as ops_norm
+from ..ops import pool as ops_pool
+from ..ops import recurrent as ops_recurrent
+from ..ops import softmax as ops_softmax
 
 MAX_LAYERS = 10_000  # layers of a family model, at most: a graph of more takes minutes to build (a typo, not a model)
 
@@ -56,7 +56,8 @@ class _Memo:
 
 
 att, convm, dense, elementwise, embedding, norm, pool, recurrent, softmax = (
-    _Memo(m) for m in (_att, _convm, _dense, _elementwise, _embedding, _norm, _pool, _recurrent, _softmax))
+    _Memo(m) for m in (ops_attention, ops_conv, ops_dense, ops_elementwise, ops_embedding, ops_norm, ops_pool,
+                       ops_recurrent, ops_softmax))
 
 
 class Builder:

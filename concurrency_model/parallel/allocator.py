@@ -85,7 +85,7 @@ from __future__ import annotations
 import sympy as sp
 
 from ..checks import did_you_mean
-from ..cost import to_python as _out
+from ..cost import to_python
 from ..units import KiB, MiB
 from .runtime import FRAMEWORKS
 
@@ -156,7 +156,7 @@ def nccl_bytes(groups, channels: int = NCCL_CHANNELS) -> int:
     147.0
     """
     per = channels * NCCL_CHANNEL_PEER_BYTES
-    return _out(sum((sp.Piecewise((per, sp.sympify(g) > 1), (0, True)) for g in groups), sp.Integer(0)))
+    return to_python(sum((sp.Piecewise((per, sp.sympify(g) > 1), (0, True)) for g in groups), sp.Integer(0)))
 
 
 def workspace_bytes(hopper: bool) -> int:
@@ -183,10 +183,10 @@ def gathered_parameter_bytes(framework: str, zero_stage: int, stage_params, unit
     if zero_stage < 3 or framework in ("ideal", "megatron"):
         return 0
     if framework == "fsdp2" and pipelined:
-        return _out(sp.sympify(stage_params) * weight_bytes)
+        return to_python(sp.sympify(stage_params) * weight_bytes)
     if framework.startswith("deepspeed"):  # v0.3.13 has the same prefetch and live-parameter defaults
-        return _out(sp.Min(DS_MAX_LIVE, unit_params + sp.Min(DS_PREFETCH_BUCKET, unit_params)) * weight_bytes)
-    return _out(2 * sp.sympify(unit_params) * weight_bytes)
+        return to_python(sp.Min(DS_MAX_LIVE, unit_params + sp.Min(DS_PREFETCH_BUCKET, unit_params)) * weight_bytes)
+    return to_python(2 * sp.sympify(unit_params) * weight_bytes)
 
 
 def gradient_buffer_bytes(framework: str, zero_stage: int, stage_params, unit_params, weight_bytes: int,
@@ -205,10 +205,10 @@ def gradient_buffer_bytes(framework: str, zero_stage: int, stage_params, unit_pa
     if framework in ("ideal", "megatron") or zero_stage < 2:
         return 0
     if framework.startswith("deepspeed"):  # v0.3.13 has the same prefetch and live-parameter defaults
-        return _out(sp.Min(DS_REDUCE_BUCKET, stage) * weight_bytes)
+        return to_python(sp.Min(DS_REDUCE_BUCKET, stage) * weight_bytes)
     if framework == "fsdp2" and accumulating:
-        return _out(4 * stage + weight_bytes * unit)
-    return _out((weight_bytes + 4) * unit)
+        return to_python(4 * stage + weight_bytes * unit)
+    return to_python((weight_bytes + 4) * unit)
 
 
 def check_loss(loss: str | None) -> str | None:
@@ -236,7 +236,7 @@ def loss_buffer_bytes(framework: str, logits, loss: str | None = None):
     check_framework(framework)
     check_loss(loss)
     per = 4 if framework == "ideal" else LOSSES[loss or FRAMEWORK_LOSS[framework]]
-    return _out((per - 4) * sp.sympify(logits))
+    return to_python((per - 4) * sp.sympify(logits))
 
 
 def framework_parts(framework: str, zero_stage: int, stage_params, unit_params, weight_bytes: int, data, groups,
@@ -259,7 +259,7 @@ def framework_parts(framework: str, zero_stage: int, stage_params, unit_params, 
             "gradient_buffers": gradient_buffer_bytes(framework, zero_stage, stage_params, unit_params, weight_bytes,
                                                       data, accumulating),
             "loss_buffers": loss_buffer_bytes(framework, logits, loss),
-            "recompute_buffer": _out(sp.sympify(recompute_buffer))}
+            "recompute_buffer": to_python(sp.sympify(recompute_buffer))}
 
 
 def fragmentation_bytes(framework: str, transient):
@@ -270,7 +270,7 @@ def fragmentation_bytes(framework: str, transient):
     1.1
     """
     check_framework(framework)
-    return 0 if framework == "ideal" else _out(sp.nsimplify(FRAGMENTATION) * sp.sympify(transient))
+    return 0 if framework == "ideal" else to_python(sp.nsimplify(FRAGMENTATION) * sp.sympify(transient))
 
 
 def headroom_bytes(framework: str, transient, groups):
@@ -283,7 +283,7 @@ def headroom_bytes(framework: str, transient, groups):
     if check_framework(framework) == "ideal":
         return 0
     extra = sp.sympify(nccl_bytes(groups, NCCL_MAX_CHANNELS)) - sp.sympify(nccl_bytes(groups))
-    return _out(sp.sympify(fragmentation_bytes(framework, transient)) + extra)
+    return to_python(sp.sympify(fragmentation_bytes(framework, transient)) + extra)
 
 
 def is_hopper(device_name: str) -> bool:

@@ -56,10 +56,10 @@ def codec_seconds(c: Compressed, P, device=None) -> tuple:
         enc = sp.Max(c.encode_flop / peak_flops, c.encode_bytes / mem_bw)
         dec = sp.Max(c.decode_flop / peak_flops, c.decode_bytes / mem_bw)
     else:
-        from ..timing import device as _device
+        from ..timing import device as load_device
         from ..timing import roofline
 
-        device = _device(device)
+        device = load_device(device)
         enc = roofline(float(c.encode_flop), float(c.encode_bytes), device, "fp32", c.kernels).time_s
         dec = roofline(float(c.decode_flop), float(c.decode_bytes), device, "fp32", 1).time_s
     enc = enc + _gemm_seconds(c.gemms_encode, device)

@@ -41,7 +41,7 @@ import numbers
 import sympy as sp
 
 from ..checks import number
-from ..cost import to_python as _out
+from ..cost import to_python
 from ..hardware.devices import Device
 from ..models.channel_split import gathers_input, replicated
 from ..ops import checks as op_checks
@@ -132,8 +132,8 @@ def model_state_bytes(params, optimizer: str = "adam", dtype: str = "bf16", mast
     weights = wb * local / (d if zero_stage >= 3 else 1)
     grads = gb * local / (d if zero_stage >= 2 else 1)
     state = k * local / (d if zero_stage >= 1 else 1)
-    return {"weights": _out(weights), "gradients": _out(grads), "optimizer": _out(state),
-            "total": _out(weights + grads + state)}
+    return {"weights": to_python(weights), "gradients": to_python(grads), "optimizer": to_python(state),
+            "total": to_python(weights + grads + state)}
 
 
 def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = False,
@@ -181,7 +181,7 @@ def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = Fals
         per = sbh / t * (34 + 5 * a * s / h)
     else:
         per = sbh * (10 + sp.Integer(24) / t + 5 * a * s / (h * t))
-    return _out(per * n_layers)
+    return to_python(per * n_layers)
 
 
 def per_op_sac_bytes(s, b, h, a, t=1, sequence_parallel: bool = False, outputs: tuple = (), value_bytes: int = 2):
@@ -205,7 +205,7 @@ def per_op_sac_bytes(s, b, h, a, t=1, sequence_parallel: bool = False, outputs: 
             values += sp.Integer(width) / (t if split == "column" else 1)
         if split == "row" and sequence_parallel:
             values += h / t
-    return _out(value_bytes * s * b * values + 4 * a * s * b / t)
+    return to_python(value_bytes * s * b * values + 4 * a * s * b / t)
 
 
 def _in_flight(schedule: str, p, m, v=1, stage: int = 0):
@@ -236,7 +236,7 @@ def weight_stash_bytes(stage_weight_bytes, schedule: str, pipeline=1, stage: int
     if st.is_number and p.is_number and st >= p:
         raise ValueError(f"stage: must be < pipeline ({p}), got {st}")
     _choice("schedule", schedule, SCHEDULES)
-    return _out(w * (p - st - 1) if schedule == "async" else 0)
+    return to_python(w * (p - st - 1) if schedule == "async" else 0)
 
 
 def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool = False,
@@ -310,7 +310,7 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
             total += s_ * b_ * h_ / t_ * _in_flight(schedule, p, m, v, st)
         if st == p - 1:
             total += 4 * s_ * b_ * h_ / t_ + 4 * s_ * b_ * V / t_
-    return _out(total)
+    return to_python(total)
 
 
 def _tensor_bytes(graph, name: str):
@@ -348,7 +348,7 @@ def graph_activation_bytes(graph, recompute: str = "none", tensor: int = 1):
         return n.cost.forward.act_bytes * share(n)
     stored = sum((act(n) for n in layers), sp.Integer(0))
     if recompute != "full" or len(layers) < 2:
-        return _out(stored)
+        return to_python(stored)
     k = math.ceil(math.sqrt(len(layers)))
     checkpoints: set[str] = set()
     segment_bytes = []
@@ -359,7 +359,7 @@ def graph_activation_bytes(graph, recompute: str = "none", tensor: int = 1):
         segment_bytes.append(sum((act(n) for n in seg), sp.Integer(0)))
     kept = sum((_tensor_bytes(graph, c) * (1 if c in whole else sp.Rational(1, tensor)) for c in sorted(checkpoints)),
                sp.Integer(0))
-    return _out(sp.Min(kept + sp.Max(*segment_bytes), stored))
+    return to_python(sp.Min(kept + sp.Max(*segment_bytes), stored))
 
 
 def _total(field: str, x):
@@ -408,8 +408,8 @@ def memory_per_device(model_state, activations, device_capacity_bytes, reserve_f
     upper = total + _nonneg("headroom", headroom)
     # nothing reserved: the capacity itself (nsimplify's search costs an estimate a tenth of its time)
     usable = cap * (1 - sp.nsimplify(reserve_fraction)) if reserve_fraction else cap
-    out = {k + "_bytes": _out(v) for k, v in parts.items()}
-    out.update(total_bytes=_out(total), upper_bytes=_out(upper), capacity_bytes=_out(cap), usable_bytes=_out(usable))
+    out = {k + "_bytes": to_python(v) for k, v in parts.items()}
+    out.update(total_bytes=to_python(total), upper_bytes=to_python(upper), capacity_bytes=to_python(cap), usable_bytes=to_python(usable))
     if not (upper.is_number and usable.is_number):
         out.update(fits=None, at_risk=None, reason="memory: symbolic; substitute numbers to decide")
         return out
@@ -422,7 +422,7 @@ def memory_per_device(model_state, activations, device_capacity_bytes, reserve_f
                           if float(v) or k in ("model_state", "activations"))  # no empty extra part
     verb = "fits in" if central_fits else "exceeds"
     risk = f", but its upper end {_gb(upper)} does not: at risk" if central_fits and not fits else ""
-    out.update(fits=fits, at_risk=central_fits and not fits, headroom_bytes=_out(usable - total),
+    out.update(fits=fits, at_risk=central_fits and not fits, headroom_bytes=to_python(usable - total),
                reason=f"memory: {_gb(total)} per device {verb} {limit} of {dev}{risk} ({breakdown})")
     return out
 

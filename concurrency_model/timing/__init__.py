@@ -19,10 +19,10 @@ import numpy as np
 import sympy as sp
 
 from ..checks import count
-from ..cost import to_json as _out
+from ..cost import to_json
 from ..hardware.devices import Device, load_device
 from ..units import dtype_bytes
-from . import gemm as _gemm
+from . import gemm as gemm_model
 
 @dataclass(frozen=True)
 class OpTime:
@@ -52,9 +52,9 @@ class OpTime:
                       self.flop * k, self.bytes * k, self.bound, self.detail, self.decide)
 
     def as_dict(self) -> dict:
-        return {"time_s": _out(self.time_s), "flop": _out(self.flop), "bytes": _out(self.bytes), "bound": self.bound,
-                "compute_s": _out(self.compute_s), "memory_s": _out(self.memory_s),
-                "overhead_s": _out(self.overhead_s), **self.detail}
+        return {"time_s": to_json(self.time_s), "flop": to_json(self.flop), "bytes": to_json(self.bytes), "bound": self.bound,
+                "compute_s": to_json(self.compute_s), "memory_s": to_json(self.memory_s),
+                "overhead_s": to_json(self.overhead_s), **self.detail}
 
 
 def decided_float(x, decide: dict | None = None) -> float:
@@ -155,9 +155,9 @@ def gemm_coeffs(m, n, k, dev: Device, dtype: str = "fp32", batch=1, math_dtype: 
     m, n, k, batch = np.broadcast_arrays(*(np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in (m, n, k, batch)))
     vb = dtype_bytes(dtype)
     rate = np.full(len(m), decided_float(dev.peak(math_dtype or dtype), dev.decide))
-    kern = _gemm.kernel(m, n, k, batch, vb, dev.multiprocessors, rate, decided_float(dev.mem_bw, dev.decide),
+    kern = gemm_model.kernel(m, n, k, batch, vb, dev.multiprocessors, rate, decided_float(dev.mem_bw, dev.decide),
                         decided_float(dev.launch_overhead, dev.decide), dev.efficiency, weight_bytes)
-    tiles = _gemm.TILES[kern["tile"]]
+    tiles = gemm_model.TILES[kern["tile"]]
     info = {"tile": np.array([f"{a}x{b}" for a, b in tiles]), "split_k": kern["split"], "waves": kern["waves"]}
     wb = vb if weight_bytes is None else weight_bytes
     return Coeffs(kern["a_math"], kern["a_feed"], kern["a_mem"], kern["a_red"], kern["launches"] + 1.0, rate,

@@ -45,7 +45,7 @@ import numpy as np
 
 from ..ops.conv import conv2d
 from ..units import dtype_bytes
-from . import Coeffs, decided_float, gemm as _gemm, gemm_coeffs
+from . import Coeffs, decided_float, gemm as gemm_model, gemm_coeffs
 
 CONV_PASSES = ("forward", "grad_input", "grad_weight")
 WINOGRAD_M, WINOGRAD_R = 4, 3
@@ -72,8 +72,8 @@ def implicit_gemm(m, n, k, batch, dev, dtype: str, math_dtype: str | None) -> Co
     m, n, k, batch = (np.atleast_1d(np.asarray(x, dtype=np.float64)) for x in np.broadcast_arrays(m, n, k, batch))
     vb, sms = dtype_bytes(dtype), dev.multiprocessors
     peak, bw = decided_float(dev.peak(math_dtype or dtype), dev.decide), decided_float(dev.mem_bw, dev.decide)
-    tm, tn = (_gemm.TILES[:, i][:, None].astype(np.float64) for i in (0, 1))
-    ctas = np.maximum(1.0, np.floor(_gemm.FULL_TILE / (tm * tn)))
+    tm, tn = (gemm_model.TILES[:, i][:, None].astype(np.float64) for i in (0, 1))
+    ctas = np.maximum(1.0, np.floor(gemm_model.FULL_TILE / (tm * tn)))
     waves = np.ceil(np.ceil(m / tm) * np.ceil(n / tn) * batch / (sms * ctas))
     kk = k + e.k_startup
     a_math = waves * ctas * 2 * tm * tn * kk * sms / e.compute
@@ -82,7 +82,7 @@ def implicit_gemm(m, n, k, batch, dev, dtype: str, math_dtype: str | None) -> Co
     t = np.maximum(np.maximum(a_math / peak, a_feed / bw), a_mem / bw)
     best = np.argmin(t, axis=0)
     r = np.arange(len(m))
-    info = {"tile": np.array([f"{a}x{b}" for a, b in _gemm.TILES[best]]), "split_k": np.ones(len(m), int),
+    info = {"tile": np.array([f"{a}x{b}" for a, b in gemm_model.TILES[best]]), "split_k": np.ones(len(m), int),
             "waves": waves[best, r]}
     return Coeffs(a_math[best, r], a_feed[best, r], a_mem, np.zeros(len(m)), np.ones(len(m)),
                   np.full(len(m), peak), 2 * m * n * k * batch, (m * k + k * n + m * n) * batch * vb, info,

@@ -38,6 +38,8 @@ def imports(name: str, path: Path, known: dict):
         for alias in node.names:
             full = f"{target}.{alias.name}"
             yield (full if full in known else target), alias.name, id(node) in top
+            if alias.asname and alias.asname.startswith("_"):  # a public name made private on import
+                yield (full if full in known else target), alias.asname, id(node) in top
 
 
 def test_no_private_name_is_imported_across_modules():
