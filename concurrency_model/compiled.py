@@ -166,13 +166,14 @@ def _load(text: str, origin: str) -> Callable:
     return f
 
 
-def _write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (a temporary file in the same directory, then ``os.replace``)."""
+def _write(path: Path, data: str | bytes) -> None:
+    """Write ``data`` (text, or bytes) to ``path`` atomically (a temporary file in the same directory, then
+    ``os.replace``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=_TEMP, dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -410,27 +411,11 @@ def _build_arrays(label: str, path: Path | None, key: str | None, build: Callabl
         head = b" ".join((_ARRAYS_MAGIC, key.encode(), __version__.encode(),
                           hashlib.sha256(payload).hexdigest().encode()))
         try:
-            _write_bytes(path, head + b"\n" + payload)
+            _write(path, head + b"\n" + payload)
             STATS["written"] += 1
         except OSError as e:
             _warn_off(f"cannot write {path.parent} ({type(e).__name__}: {e.strerror or e})")
     return out
-
-
-def _write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (a temporary file in the same directory, then ``os.replace``)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=_TEMP, dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def prune(directory: Path | None = None, older_than_s: float = PRUNE_AFTER_S) -> int:

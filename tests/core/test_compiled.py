@@ -24,16 +24,6 @@ X, Y = sp.symbols("x y", positive=True)
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    """An empty cache directory of this test's own, and this process's cache state as a fresh process has it."""
-    d = tmp_path / "cache"
-    monkeypatch.setenv(compiled.ENV, str(d))
-    compiled.reset()
-    yield d
-    compiled.reset()
-
-
 def counted(exprs):
     """A build function for :func:`compiled.lambdified` that counts its calls."""
     calls = []

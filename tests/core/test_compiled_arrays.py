@@ -20,15 +20,6 @@ from concurrency_model.sweep import sweep
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    d = tmp_path / "cache"
-    monkeypatch.setenv(compiled.ENV, str(d))
-    compiled.reset()
-    yield d
-    compiled.reset()
-
-
 def counted(values: dict):
     calls = []
 
