@@ -9,31 +9,44 @@ is the ratio of the per-sample gradient variance to the squared gradient. A pena
 
 * ``staleness`` ``tau`` (steps between the weights a gradient was computed on and the weights it updates: SSP's
   bound, or asynchronous SGD's mean staleness, :func:`concurrency_model.parallel.consistency.mean_staleness`):
-  ``S = S_min (1 + tau) + S_min B_noise / B``. Stich & Karimireddy, "The error-feedback framework: better rates for
-  SGD with delayed gradients and compressed updates", JMLR 21 (2020), arXiv 1909.05350: a delay ``tau`` enters only
-  the rate's deterministic term, multiplied by ``tau`` (as recalled; the constant here is ours, 1 + tau so that
-  ``tau = 0`` is synchronous SGD).
-* ``error_feedback`` with a ``delta``-contractive compressor (``|C(x) - x|^2 <= (1 - delta) |x|^2``; top-k of ``d``:
-  ``delta = k / d``): ``S = S_min / delta + S_min B_noise / B``. The same paper: compressed SGD with error feedback
-  behaves as SGD delayed by ``tau ~ 1 / delta`` (as recalled).
-* ``unbiased`` compression without error feedback, variance factor ``omega`` (``E|C(x) - x|^2 <= omega |x|^2``;
-  QSGD with ``s`` levels on ``d`` values: ``omega = min(d / s^2, sqrt(d) / s)``, Alistarh et al., "QSGD", NeurIPS
-  2017, Lemma 3.1, as recalled): each of ``P`` workers compresses its own gradient, so the averaged update's
-  variance is ``((1 + omega) tr(Sigma) / B + omega |G|^2 / P)``; in McCandlish's terms [D]
+  ``S = S_min (1 + tau) + S_min B_noise / B``. A delay slows only the deterministic term, by a factor of about
+  ``tau``, and leaves the noise term as it is: Arjevani, Shamir & Srebro, "A tight convergence analysis for
+  stochastic gradient descent with delayed updates", ALT 2020 (abstract: without noise the error "can be as bad as
+  non-delayed gradient descent ran on only 1/tau of the gradients", while stochastic noise makes the delay's effect
+  negligible); Koloskova, Stich & Jaggi, "Sharper convergence guarantees for asynchronous SGD", NeurIPS 2022
+  (arXiv 2206.08307, abstract: ``O(sigma^2 eps^-2 + tau_max eps^-1)`` iterations, the delay in the ``eps^-1``
+  term only). The constant is ours: ``1 + tau``, so that ``tau = 0`` is synchronous SGD.
+* ``error_feedback`` with a ``delta``-contractive compressor (``|C(x) - x|^2 <= (1 - delta) |x|^2``):
+  ``S = S_min / delta + S_min B_noise / B``. Beznosikov, Horvath, Richtarik & Safaryan, "On biased compression for
+  distributed learning" (arXiv 2002.12410, abstract): distributed compressed SGD with error feedback converges at
+  ``O(delta' L exp(-mu K / (delta' L)) + (C + delta' D) / (K mu))``, ``delta' >= 1`` their compression parameter
+  (``1 / delta`` here), ``C`` the stochastic noise, ``D`` the gradients' variance at the optimum (0 for the
+  over-parameterised models trained here): the compression stretches the deterministic term by ``1 / delta`` and
+  leaves the noise term as it is; Karimireddy et al., "Error feedback fixes SignSGD", ICML 2019 (abstract: error
+  feedback with any compressor reaches SGD's rate). Top-k of ``d`` keeps at least ``k / d`` of the squared norm, so
+  ``delta = k / d`` [D] (derived here: the ``k`` largest squares average at least the mean square;
+  ``tests/convergence`` checks it on random vectors).
+* ``unbiased`` compression without error feedback, variance factor ``omega`` (``E|C(x) - x|^2 <= omega |x|^2``).
+  QSGD's quantizer (Alistarh et al., NeurIPS 2017, section 3.1: each ``|x_i| / |x|`` rounded at random to one of the
+  ``s + 1`` levels ``0, 1/s, ..., 1`` around it, so that the result is unbiased) has, on ``d`` values,
+  ``omega = min(d / s^2, sqrt(d) / s)`` [D] (derived here: rounding ``a_i s`` up with probability ``p_i`` adds
+  ``p_i (1 - p_i) / s^2`` of ``|x|^2``; ``p_i (1 - p_i) <= 1`` gives ``d / s^2`` and ``p_i (1 - p_i) <= a_i s`` with
+  ``sum a_i <= sqrt(d)`` gives ``sqrt(d) / s``; the paper states the same bound as its Lemma 3.1, and
+  ``tests/convergence`` compares it with the exact variance). Each of ``P`` workers compresses its own gradient,
+  so the averaged update's variance is ``((1 + omega) tr(Sigma) / B + omega |G|^2 / P)``; in McCandlish's terms [D]
   ``S = S_min (1 + omega / P) + (1 + omega) S_min B_noise / B``.
 
 A scenario's ``training.compression`` maps to these (:func:`compression_penalty`), with the options its step is
 timed with (the defaults of :func:`concurrency_model.parallel.compression.compress`: ``bucket_size`` 512, ``levels``
 7, ``ratio`` 0.001):
 
-* ``qsgd``: ``unbiased``, ``omega = min(d / s^2, sqrt(d) / s)`` on a bucket of ``d`` values with ``s`` levels
-  (Alistarh et al. 2017, Lemma 3.1, as recalled), over the data-parallel ``workers``;
-* ``topk`` and ``dgc``: ``error_feedback`` with ``delta = ratio`` (the fraction kept: top-k of ``d`` keeps at least
-  ``k / d`` of the squared norm; Stich, Cordonnier & Jaggi, "Sparsified SGD with memory", NeurIPS 2018, whose
-  abstract states that top-k and random-k with the error kept in memory converge at vanilla SGD's rate; the bound
-  ``delta = k / d`` as recalled from its definition of a k-contraction). DGC keeps the residual locally (Lin et al.
-  2018), which is error feedback. ``delta`` is the worst case over gradients, so ``S_min / delta`` is an upper bound
-  (1,000 x the deterministic term at DGC's 99.9% sparsity), not a prediction;
+* ``qsgd``: ``unbiased``, ``omega = min(d / s^2, sqrt(d) / s)`` on a bucket of ``d`` values with ``s`` levels,
+  over the data-parallel ``workers``;
+* ``topk`` and ``dgc``: ``error_feedback`` with ``delta = ratio`` (the fraction kept); Stich, Cordonnier & Jaggi,
+  "Sparsified SGD with memory", NeurIPS 2018 (abstract: top-k and random-k with the error kept in memory converge at
+  vanilla SGD's rate). DGC keeps the residual locally (Lin et al. 2018), which is error feedback. ``delta`` is the
+  worst case over gradients, so ``S_min / delta`` is an upper bound (1,000 x the deterministic term at DGC's 99.9%
+  sparsity), not a prediction;
 * ``none``, ``fp16``, ``bf16``: no penalty (the same values, rounded);
 * ``int8``, ``1bit``, ``terngrad``, ``threshold``, ``powersgd``, ``sfb``: no model: their ``delta`` or ``omega``
   depends on the gradient itself (scaled sign's ``delta = |g|_1^2 / (d |g|_2^2)``, PowerSGD's on the spectrum, a
@@ -48,9 +61,8 @@ al., NeurIPS 2019 (``O((pT)^(1/3))`` rounds suffice under Polyak-Lojasiewicz) gi
 "Trade-offs of local SGD at scale: an empirical study" (arXiv 2110.08133), reports a lower final accuracy (a target
 not reached) rather than more steps to a target. A guessed interpolation would be a number without a source.
 
-The three results marked "as recalled" (Stich & Karimireddy's delay in the deterministic term and ``tau ~ 1 / delta``,
-QSGD's Lemma 3.1, the k-contraction of top-k) were searched for the same day: the papers were found (titles,
-abstracts), their statements were not, so the label stays.
+The abstracts above were found with the project's search tools on 2026-12-06 (pages corpus); the two bounds marked
+[D] are derived here and checked by tests rather than taken from the papers' text.
 
 >>> float(steps_with("staleness", 100.0, 1000.0, 1000, tau=1))   # S_min (1 + 1) + S_min = 3 S_min
 300.0
@@ -96,7 +108,8 @@ def compression_penalty(scheme: str, workers: int) -> dict | None:
 
 
 def qsgd_omega(d, levels) -> float:
-    """QSGD's variance factor ``min(d / s^2, sqrt(d) / s)`` (Alistarh et al. 2017, Lemma 3.1, as recalled).
+    """QSGD's variance factor ``min(d / s^2, sqrt(d) / s)`` on ``d`` values with ``s`` levels (Alistarh et al. 2017,
+    Lemma 3.1; derived in the module docstring [D]).
 
     >>> qsgd_omega(10**6, 2**7 - 1)
     7.874015748031496

@@ -228,6 +228,45 @@ def test_qsgd_omega_and_bad_penalty_input():
         steps_with("staleness", 1.0, 1.0, 0)
 
 
+@settings(max_examples=80, deadline=None)
+@given(values=st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=1, max_size=64), levels=st.integers(1, 64))
+def test_qsgd_variance_within_the_derived_bound(values, levels):
+    """QSGD's quantizer rounds a_i s = s |x_i| / |x| up with probability p_i = a_i s - floor(a_i s): unbiased, with
+    variance sum p_i (1 - p_i) / s^2 of |x|^2, computed here exactly, never above min(d / s^2, sqrt(d) / s)."""
+    from concurrency_model.convergence.penalties import qsgd_omega
+    x = np.array(values)
+    norm = np.linalg.norm(x)
+    if norm == 0:
+        return
+    a = np.abs(x) / norm * levels
+    p = a - np.floor(a)
+    assert np.all(np.floor(a) / levels + p / levels == pytest.approx(np.abs(x) / norm))  # E[rounded] = a_i: unbiased
+    omega_exact = float(np.sum(p * (1 - p))) / levels**2
+    assert omega_exact <= qsgd_omega(len(x), levels) * (1 + 1e-12)
+
+
+def test_qsgd_bound_reached_in_its_sqrt_branch_within_a_factor():
+    """A vector spread evenly, |x_i| / |x| = 1 / sqrt(d) with s = 1: each rounds up with p = 1 / sqrt(d), so the
+    exact variance is d p (1 - p) = sqrt(d) - 1, against the bound sqrt(d) / s = sqrt(d)."""
+    from concurrency_model.convergence.penalties import qsgd_omega
+    d = 10_000
+    p = 1 / math.sqrt(d)
+    assert d * p * (1 - p) == pytest.approx(99.0)
+    assert qsgd_omega(d, 1) == pytest.approx(100.0)
+
+
+@settings(max_examples=80, deadline=None)
+@given(values=st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=1, max_size=64), data=st.data())
+def test_topk_is_a_k_over_d_contraction(values, data):
+    """Top-k keeps at least k / d of the squared norm: |topk(x) - x|^2 <= (1 - k / d) |x|^2 (the penalties' delta)."""
+    x = np.array(values)
+    k = data.draw(st.integers(1, len(x)))
+    kept = np.zeros_like(x)
+    top = np.argsort(-np.abs(x))[:k]
+    kept[top] = x[top]
+    assert np.sum((kept - x) ** 2) <= (1 - k / len(x)) * np.sum(x**2) * (1 + 1e-12) + 1e-300
+
+
 def test_estimate_staleness_penalty_is_labelled_model_only(tmp_path):
     from concurrency_model.training.estimate import estimate
     rows = "\n".join(f"{b},{1e5 * (1 + b / 64)},samples" for b in (16, 32, 64, 128, 256))
