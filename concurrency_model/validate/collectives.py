@@ -325,6 +325,80 @@ def preset(df: pd.DataFrame | None = None) -> pd.DataFrame:
     return res
 
 
+#: the issue-35 target: median APE of every size bucket from 8 KiB at most this (per cent)
+BUCKET_TARGET_PCT = 15.0
+
+
+def preset_diagnosis(pre: pd.DataFrame | None = None, target_pct: float = BUCKET_TARGET_PCT) -> pd.DataFrame:
+    """Which part of each preset row (:func:`preset`, sizes >= 8 KiB) misses: its ``bucket`` (:func:`size_bucket`),
+    ``ratio`` (measured / predicted), ``excess_us`` (measured - predicted), ``latency_us`` (the chosen pair's
+    latency, launch included), ``run_GBps`` (the bandwidth the prediction moves the bytes at: size / (predicted -
+    latency)), ``measured_step_GBps`` (the measured bandwidth between this size and the next smaller one of the sweep:
+    d size / d time, NaN on a system's first row or where the time did not grow: what the bytes cost, free of the
+    per-call latency), ``estimate_us`` (NCCL's own estimate at every channel), ``bucket_ape`` (the bucket's median
+    APE) and ``missed`` (that median above ``target_pct``). A row whose ``measured_step_GBps`` is near
+    ``run_GBps`` and whose ``excess_us`` stays constant misses on latency; one whose step bandwidth is far from
+    ``run_GBps`` misses on the bandwidth (the pair, or its channels).
+
+    >>> p = pd.DataFrame({"system": "s", "size_bytes": [8192.0, 16384.0], "measured_s": [40e-6, 48e-6],
+    ...                   "predicted_s": [30e-6, 31e-6], "latency_s": 29e-6, "ape": [25.0, 35.4],
+    ...                   "algorithm": "nccl:tree/LL", "channels": [2.0, 4.0], "nccl_estimate_s": [30e-6, 31e-6]})
+    >>> d = preset_diagnosis(p)
+    >>> d["measured_step_GBps"].round(3).tolist(), d["run_GBps"].round(3).tolist(), d["missed"].tolist()
+    ([nan, 1.024], [8.192, 8.192], [True, True])
+    """
+    pre = (preset() if pre is None else pre).sort_values(["system", "size_bytes"])
+    g = pre.groupby("system", sort=False)
+    dn, dt = g["size_bytes"].diff(), g["measured_s"].diff()
+    step = (dn / dt.where(dt > 0)) / 1e9
+    d = pre.assign(measured_step_GBps=step)[pre["size_bytes"] >= 2**13].copy()
+    d["bucket"] = size_bucket(d["size_bytes"])
+    d["ratio"] = d["measured_s"] / d["predicted_s"]
+    d["excess_us"] = (d["measured_s"] - d["predicted_s"]) * 1e6
+    d["latency_us"] = d["latency_s"] * 1e6
+    d["run_GBps"] = d["size_bytes"] / (d["predicted_s"] - d["latency_s"]) / 1e9
+    d["estimate_us"] = d["nccl_estimate_s"] * 1e6
+    d["bucket_ape"] = d.groupby(["system", "bucket"], sort=False)["ape"].transform("median")
+    d["missed"] = d["bucket_ape"] > target_pct
+    return d.reset_index(drop=True)
+
+
+def bucket_misses(d: pd.DataFrame) -> pd.DataFrame:
+    """Per system and size bucket of :func:`preset_diagnosis`: ``median_ape``, ``missed``, the medians of ``ratio``,
+    ``excess_us``, ``run_GBps`` and ``measured_step_GBps``, the pairs chosen (``algorithms``), and the miss split in
+    two, each the median over the bucket's rows that have a step bandwidth: ``bytes_miss_us``, the measured time of the
+    bytes (size / ``measured_step_GBps``) less the predicted one (predicted - latency), and ``latency_miss_us``, the
+    rest of the measured time less the predicted latency. ``part`` names the larger of the two (``-`` for a bucket
+    within the target): ``latency``, a per-call time the prediction lacks or has too much of; ``bandwidth``, bytes
+    that cost what the chosen pair and its channels do not say.
+
+    >>> p = pd.DataFrame({"system": "s", "size_bytes": [8192.0, 16384.0, 32768.0], "measured_s": [40e-6, 41e-6, 43e-6],
+    ...                   "predicted_s": [30e-6, 31e-6, 33e-6], "latency_s": 29e-6, "ape": [25.0, 24.4, 23.3],
+    ...                   "algorithm": "nccl:tree/LL", "channels": 2.0, "nccl_estimate_s": 0.0})
+    >>> b = bucket_misses(preset_diagnosis(p))
+    >>> b[["bucket", "median_ape", "run_GBps", "measured_step_GBps", "bytes_miss_us", "latency_miss_us", "part"]
+    ...   ].values.tolist()
+    [['8K-128K', 24.4, 8.192, 8.192, 0.0, 10.0, 'latency']]
+    """
+    rows = []
+    for (system, bucket), g in d.groupby(["system", "bucket"], sort=False):
+        step = g["measured_step_GBps"]
+        bytes_meas = g["size_bytes"] / (step * 1e9) * 1e6
+        bytes_pred = (g["predicted_s"] - g["latency_s"]) * 1e6
+        bytes_miss = float((bytes_meas - bytes_pred).median())
+        latency_miss = float((g["measured_s"] * 1e6 - bytes_meas - g["latency_us"]).median())
+        missed = bool(g["missed"].iloc[0])
+        part = "-" if not missed else "bandwidth" if abs(bytes_miss) > abs(latency_miss) else "latency"
+        rows.append({"system": system, "bucket": bucket, "median_ape": round(float(g["ape"].median()), 2),
+                     "missed": missed, "ratio": round(float(g["ratio"].median()), 3),
+                     "excess_us": round(float(g["excess_us"].median()), 2),
+                     "run_GBps": round(float(g["run_GBps"].median()), 3),
+                     "measured_step_GBps": round(float(step.median()), 3),
+                     "bytes_miss_us": round(bytes_miss, 2) + 0.0, "latency_miss_us": round(latency_miss, 2) + 0.0,
+                     "algorithms": ", ".join(dict.fromkeys(g["algorithm"])), "part": part})
+    return pd.DataFrame(rows)
+
+
 def machine_summary(res: pd.DataFrame, min_bytes: float = MIN_TARGET_BYTES) -> pd.DataFrame:
     """Median and max APE per mode and *machine* over sizes >= ``min_bytes``: the DeepBench device (one
     spreadsheet, one cluster: every implementation and tier measured on it) or the nccl-tests run. The

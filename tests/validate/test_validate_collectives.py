@@ -1,5 +1,6 @@
 """Measured all-reduce data through the alpha-beta model: schema, fitting, model selection, presets."""
 import numpy as np
+import pandas as pd
 import pytest
 
 from concurrency_model.calibrate.allreduce_forms import flat, hierarchical_ring, identifiable, two_level
@@ -91,6 +92,51 @@ def test_run_versions_and_environments():
     assert vc.nccl_version(sw["oci_a100_2x8_roce"]) == "2.19"
     assert vc.STATED_ELSEWHERE == {"gcp_a3mega_h100_2x8_tcpxo": "2.21"}
     assert set(vc.RUN_ENV) == {"gcp_a3mega_h100_2x8_tcpxo"}
+
+
+def test_diagnosis_a100_16KiB_row_by_hand():
+    # 16 KiB on the 2 x 8 A100 run: tree LL on 4 of 16 channels, run bandwidth 22.5 GB/s (llMaxBw AMD 2 nodes) x 1/2
+    # x 0.7 (treeCorrectionFactor, 16 KiB) x 4/16 = 1.96875 GB/s; the measured step from 8 KiB: 8192 B in
+    # 49.40 - 48.16 us = 6.606 GB/s; the bucket 8K-128K median APE 24.45% misses the 15% target
+    d = vc.preset_diagnosis()
+    r = d[(d["system"] == "oci_a100_2x8_roce") & (d["size_bytes"] == 16384)].iloc[0]
+    assert r["run_GBps"] == pytest.approx(22.5 * 0.5 * 0.7 * 4 / 16, rel=1e-9)
+    assert r["measured_step_GBps"] == pytest.approx(8192 / 1.24e-6 / 1e9, rel=1e-6)
+    assert r["latency_us"] == pytest.approx(29.0, rel=1e-9)
+    assert r["excess_us"] == pytest.approx(49.40 - 29.0 - 16384 / 1.96875e3, abs=1e-6)
+    assert (r["bucket"], bool(r["missed"])) == ("8K-128K", True)
+    assert r["bucket_ape"] == pytest.approx(24.45, abs=0.005)
+    # below 8 KiB the rows are left out, and the first kept row takes its step from the 4 KiB row
+    assert d["size_bytes"].min() == 8192
+    first = d[(d["system"] == "oci_a100_2x8_roce") & (d["size_bytes"] == 8192)].iloc[0]
+    assert first["measured_step_GBps"] == pytest.approx(4096 / (48.16 - 44.54) / 1e3, rel=1e-6)
+
+
+def _synthetic(measured_bw, predicted_bw, latency=10e-6, measured_extra=0.0):
+    n = np.array([8192.0, 16384.0, 32768.0])
+    pred = latency + n / predicted_bw
+    meas = latency + measured_extra + n / measured_bw
+    return pd.DataFrame({"system": "s", "size_bytes": n, "measured_s": meas, "predicted_s": pred, "latency_s": latency,
+                         "ape": np.abs(pred - meas) / meas * 100, "algorithm": "nccl:ring/LL", "channels": 1.0,
+                         "nccl_estimate_s": pred})
+
+
+def test_bucket_misses_splits_a_bandwidth_miss_by_hand():
+    # the bytes measured at 1 GB/s, predicted at 2: the step bandwidth is 1 GB/s; the bytes' miss is n/1 - n/2 =
+    # 8.192 us at 16 KiB and 16.384 at 32 KiB (median 12.288); the latency's is 0
+    b = vc.bucket_misses(vc.preset_diagnosis(_synthetic(1e9, 2e9))).iloc[0]
+    assert b["measured_step_GBps"] == pytest.approx(1.0) and b["run_GBps"] == pytest.approx(2.0)
+    assert b["bytes_miss_us"] == pytest.approx(12.29, abs=0.005) and b["latency_miss_us"] == pytest.approx(0, abs=1e-9)
+    assert (bool(b["missed"]), b["part"]) == (True, "bandwidth")
+
+
+def test_bucket_misses_splits_a_latency_miss_by_hand():
+    # the same bandwidth, 7 us more per call: all of it is latency; within the target the part is "-"
+    b = vc.bucket_misses(vc.preset_diagnosis(_synthetic(2e9, 2e9, measured_extra=7e-6))).iloc[0]
+    assert b["bytes_miss_us"] == pytest.approx(0, abs=1e-6) and b["latency_miss_us"] == pytest.approx(7.0)
+    assert b["part"] == "latency"
+    ok = vc.bucket_misses(vc.preset_diagnosis(_synthetic(2e9, 2e9, measured_extra=1e-6))).iloc[0]
+    assert (bool(ok["missed"]), ok["part"]) == (False, "-")
 
 
 # --- vTrain's A100 all-reduce tables ------------------------------------------------------------------------
