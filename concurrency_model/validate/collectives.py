@@ -92,13 +92,19 @@ STATED_ELSEWHERE = {"gcp_a3mega_h100_2x8_tcpxo": "2.21"}
 #: the NCCL environment of a run (:func:`~concurrency_model.comm.nccl.env_settings`): the A3-Mega run sources
 #: GCP's ``nccl-env-profile.sh`` (its README), which for the plugin releases of May - Oct 2024 (NCCL 2.21.5) sets
 #: NCCL_ALGO=Ring,Tree, NCCL_PROTO=Simple, NCCL_NVLS_ENABLE=0 (gpudirect-tcpxo/README.md @ 0a2b482, "NCCL
-#: configs" of each release; the guest config checker enforces them). The OCI run sets none of the three
-#: (oci-hpc-oke README.md @ 1402938: NCCL_IB_* and NCCL_CROSS_NIC only). The A3-Mega profile also sets
+#: configs" of each release; the guest config checker enforces them). The OCI run sets none of the three; its
+#: manifest (oracle-quickstart/oci-hpc-oke manifests/a100-nccl-test.yaml @ 1402938) passes NCCL_IB_QPS_PER_CONNECTION=4
+#: (modelled: :func:`~concurrency_model.comm.nccl.qp_split_s`, NCCL 2.19.3 splits each message over the 4 queue
+#: pairs), NCCL_CROSS_NIC=1, NCCL_IB_GID_INDEX=3, NCCL_IB_TC=41, NCCL_IB_SL=0, NCCL_IB_HCA=mlx5, NCCL_SOCKET_IFNAME
+#: and NCCL_TOPO_FILE (the BM.GPU4.8 topology the preset reads), none of which NCCL's tuning model reads; mpirun
+#: binds each rank to its NUMA node (``--bind-to numa``) and the pods reach the 16 ports as SR-IOV virtual
+#: functions (``oci-rdma-sriov`` x 16). The A3-Mega profile also sets
 #: NCCL_MIN_NCHANNELS=4 (``src/graph/connect.cc``: raises the channel count to 4 at least; the 8 NICs already give
 #: 8) and NCCL_BUFFSIZE=8388608 (the chunk sizes, outside NCCL's tuning model), and loads the tuner plugin with
 #: ``a3plus_tuner_config.textproto``, which no public repository holds (searched: google/nccl-plugin-gpudirect-tcpxo
 #: @ 04815d1, GoogleCloudPlatform/container-engine-accelerators @ 0a2b482).
-RUN_ENV = {"gcp_a3mega_h100_2x8_tcpxo": {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0"}}
+RUN_ENV = {"gcp_a3mega_h100_2x8_tcpxo": {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0"},
+           "oci_a100_2x8_roce": {"NCCL_IB_QPS_PER_CONNECTION": "4"}}
 
 
 def ring(n, P, alpha, beta):
@@ -288,7 +294,7 @@ def run_settings(system: str) -> dict:
     (:func:`nccl_version`) or :data:`STATED_ELSEWHERE`, the environment :data:`RUN_ENV` (None: NCCL's defaults).
 
     >>> run_settings("gcp_a3mega_h100_2x8_tcpxo")["nccl_version"], run_settings("oci_a100_2x8_roce")
-    ('2.21', {'nccl_version': '2.19', 'nccl_env': None})
+    ('2.21', {'nccl_version': '2.19', 'nccl_env': {'NCCL_IB_QPS_PER_CONNECTION': '4'}})
     """
     if system not in PRESETS:
         raise ValueError(f"system: unknown {system!r}; allowed: {', '.join(PRESETS)}")
