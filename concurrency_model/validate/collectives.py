@@ -43,14 +43,33 @@
   :func:`~concurrency_model.comm.on_cluster.collective_on_cluster` with ``auto``: what NCCL's tuning
   model runs (:mod:`concurrency_model.comm.nccl`), on the channels NCCL gives the call, with the tables of
   the NCCL version the run states (:func:`nccl_version`: 2.19.3 for the A100 run; 2.21.5 for the H100 run,
-  :data:`STATED_ELSEWHERE`). Where the rows miss (``benchmarks/collective_accuracy.py`` prints it per size
-  bucket): the A100 run measures a median 12 / 13 us more than the prediction at 8-128 KiB / 256 KiB - 4 MiB,
-  where the latency is 75-78% of the prediction (tree LL / LL128: NCCL's tables give 25.2 / 48.5 us; LL128's
-  bandwidth is within 10% from 8 MiB), so the miss is a per-call latency across the two nodes that NCCL's
-  tables do not hold; no source found gives it. The H100 run's choice is made by GCP's tuner plugin (module doc of
-  :mod:`concurrency_model.comm.nccl`), whose rules are not public: from 1 to 16 MiB it measures about
-  20 GB/s of algorithm bandwidth (the ring on all 8 channels would give about 96), jumping to about 170 from
-  32 MiB, a switch of algorithm or channel count the plugin's configuration would state.
+  :data:`STATED_ELSEWHERE`), and the run's NCCL environment (:data:`RUN_ENV`). Where the rows miss:
+  :func:`preset_diagnosis` and :func:`bucket_misses` (printed by ``benchmarks/collective_accuracy.py`` for every
+  size bucket over the target) split each bucket's miss into the bytes' time (measured step bandwidth between
+  neighbouring sizes against the bandwidth the prediction runs at) and a per-call latency.
+
+  - nccl-tests' timing adds nothing per call to model: ``all_reduce_perf`` (NVIDIA/nccl-tests @ 1292b25, the last
+    commit before the A100 run's 2023-10 container, and @ 26ad4af, before the H100 run of 2024-08; ``src/common.cu``
+    ``BenchTime``, ``src/timer.cc``) times 20
+    back-to-back calls (after 5 warm-up calls) with the host's ``steady_clock`` from the first enqueue to the end of
+    one stream synchronisation, divides by 20 and averages the ranks (``-a 1``); it does not use CUDA events. A
+    call's figure is the GPU's back-to-back period, with the first call's enqueue and the final synchronisation
+    spread over the 20.
+  - The A100 run's manifest sets ``NCCL_IB_QPS_PER_CONNECTION=4``, and NCCL 2.19.3 splits each network message over
+    the 4 queue pairs (:func:`~concurrency_model.comm.nccl.qp_split_s`): 12 us a call on its tree. Without it the
+    run measured a median 12 / 13 us more than the prediction at 8-128 KiB / 256 KiB - 4 MiB (bucket medians 24.5 /
+    17.2%); with it 1.9 / 1.1%. Left: from 1 GiB tree / Simple runs at 118-135 GB/s measured step bandwidth against
+    105.8 predicted (the preset's 230.1 GB/s NVLink x NCCL's tree 0.92 x 1/2), and tree / LL128 at 256-512 MiB at
+    79-89 against 99.2, so 256 MiB - 8 GiB stays at 15.2%. Taking the 0.92 out brings that bucket to 10.8% but the
+    8-128 MiB one to 15.9% (LL128 shares it), so it stays.
+  - The H100 run's choice is made by GCP's tuner plugin (module doc of :mod:`concurrency_model.comm.nccl`), whose
+    rules are not public. NCCL 2.21.5 honours a channel count the tuner sets (``src/enqueue.cc`` ``getTunerInfo``:
+    ``userTuned``), and the measured steps point at one: from 512 KiB to 16 MiB every doubling costs 18-21 GB/s
+    (19.0-20.7 from 2 MiB), which is tree / Simple on one channel in NCCL's model (45 GB/s x 0.92 x 1/2 = 20.7;
+    NCCL's own enqueue would give such a call all 8 channels from 256 KiB, the ring then at 96 GB/s), and from 32
+    MiB 166-204 GB/s, 8 channels. Not modelled: it is an inference from the rows, not a configuration. The small
+    sizes (8 B - 4 KiB: 123-127 us) are below NCCL 2.21's ring / Simple latency (157 us, 218 us with its x1.4
+    multi-node factor from 8 KiB), which GCP's plugin and its 8 MiB ``NCCL_BUFFSIZE`` do not explain either.
 * ``vtrain``: vTrain's own all-reduce tables (``data/vtrain_allreduce_lut_a100.csv``: nccl-tests output on
   2-8 GPUs of one A100 NVSwitch node, 1 MiB to 1 GiB in steps of 1 MiB; VIA-Research/vTrain @ f8dda84,
   ``trace/a100/AR_GPU{2..8}_1M_1024M_LUT``) predicted from the ``dgx-a100`` preset alone (the cluster vTrain's
