@@ -212,8 +212,8 @@ class Layout:
 class Choice:
     """One (algorithm, protocol) pair: seconds of latency (launch and :func:`qp_split_s` included), the bandwidth
     in bytes/s it runs at on the ``channels`` NCCL gives this call (:func:`channels_used`), ``time_s`` for the
-    message at that bandwidth, which tier bounds it, and ``model_s``: NCCL's own estimate, at every channel of the graph
-    (``topoGetAlgoInfo`` times the pairs before it sets the channel count) and without :func:`qp_split_s`."""
+    message at that bandwidth, which tier bounds it, and ``model_s``: NCCL's own estimate, at every channel of the
+    graph (``topoGetAlgoInfo`` times the pairs before it sets the channel count) and without :func:`qp_split_s`."""
 
     algorithm: str
     protocol: str
@@ -443,7 +443,8 @@ def channels_used(alg: str, proto: str, n: float, lay: Layout, graph_channels: i
 
 
 #: ``NCCL_IB_SPLIT_DATA_ON_QPS`` by version (``src/transport/net_ib.cc``: 1 at v2.19.3-1, 0 from v2.20.5-1, so at
-#: v2.21.5-1 and v2.23.4-1)
+#: v2.21.5-1 and v2.23.4-1; NVIDIA/nccl issue #1401, 2024-08: a maintainer confirms 0 is the implementation's default
+#: and the documentation's split mode a mistake)
 SPLIT_DATA_ON_QPS_DEFAULT = {"2.19": True, "2.21": False, "2.23": False}
 
 
