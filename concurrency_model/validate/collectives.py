@@ -64,8 +64,8 @@
     8-128 MiB one to 15.9% (LL128 shares it), so it stays.
   - The H100 run's choice is made by GCP's tuner plugin (module doc of :mod:`concurrency_model.comm.nccl`), whose
     rules are not public. NCCL 2.21.5 honours a channel count the tuner sets (``src/enqueue.cc`` ``getTunerInfo``:
-    ``userTuned``), and the measured steps point at one: from 512 KiB to 16 MiB every doubling costs 18-21 GB/s
-    (19.0-20.7 from 2 MiB), which is tree / Simple on one channel in NCCL's model (45 GB/s x 0.92 x 1/2 = 20.7;
+    ``userTuned``), and the measured steps point at one: each doubling from 512 KiB to 16 MiB adds its bytes at
+    18.1-20.7 GB/s, which is tree / Simple on one channel in NCCL's model (45 GB/s x 0.92 x 1/2 = 20.7;
     NCCL's own enqueue would give such a call all 8 channels from 256 KiB, the ring then at 96 GB/s), and from 32
     MiB 166-204 GB/s, 8 channels. Not modelled: it is an inference from the rows, not a configuration. The small
     sizes (8 B - 4 KiB: 123-127 us) are below NCCL 2.21's ring / Simple latency (157 us, 218 us with its x1.4
