@@ -102,8 +102,7 @@ def comm_section(figs):
     for a, cf in zip(ax[:, 0], cfs):
         comm.collective_crossovers(cf, ax=a)
     f = add_figure(figs, "collectives", fig, "all-reduce algorithms, crossovers and measured nccl-tests points",
-                   "Top: A100 cluster (preset oci-bm-gpu4-8, its own shape: 16 x 100 Gb/s RoCE ports; NCCL 2.19 with "
-                   "the run's 4 queue pairs a connection). "
+                   "Top: A100 cluster (preset oci-bm-gpu4-8, its own shape: 16 x 100 Gb/s RoCE ports; NCCL 2.19). "
                    "Bottom: H100 cluster (preset gcp-a3-mega, its own system: 200 Gb/s NICs where dgx-h100 has "
                    "400; NCCL 2.21 with GCP's TCPXO profile).")
     cross = "; ".join(f"{comm.SYSTEMS[cf['system']]}: " + ", ".join(f"{a} to {b} at {fmt_bytes(x)}"
