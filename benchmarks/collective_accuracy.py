@@ -58,17 +58,24 @@ def main() -> None:
     bucketed = small.assign(bucket=vc.size_bucket(small["size_bytes"]))
     per_bucket = {system: g.groupby("bucket", sort=False)["ape"].median().round(2).to_dict()
                   for system, g in bucketed.groupby("system")}
-    # which part misses, per bucket: measured / predicted, the time measured beyond the prediction (us), the
-    # predicted latency's share, the channels the call runs on, and the APE of NCCL's own estimate (all channels)
-    bucketed = bucketed.assign(ratio=bucketed["measured_s"] / bucketed["predicted_s"],
-                               excess_us=(bucketed["measured_s"] - bucketed["predicted_s"]) * 1e6,
-                               latency_share=bucketed["latency_s"] / bucketed["predicted_s"],
-                               estimate_ape=(bucketed["nccl_estimate_s"] - bucketed["measured_s"]).abs()
-                               / bucketed["measured_s"] * 100)
-    misses = {system: {b: {k: round(float(x[k].median()), 2) for k in ("ratio", "excess_us", "latency_share",
-                                                                        "channels", "estimate_ape")}
-                       for b, x in g.groupby("bucket", sort=False)}
-              for system, g in bucketed.groupby("system")}
+    # which part misses, per bucket (validate.collectives.bucket_misses: the miss split into the bytes' time and the
+    # per-call latency) and, for every bucket over the target, its rows: measured against predicted with the
+    # (algorithm, protocol) chosen, its latency, the channels it runs on, the bandwidth it moves the bytes at against
+    # the measured step bandwidth from the next smaller size, and NCCL's own estimate at every channel
+    diag = vc.preset_diagnosis(pre)
+    misses = {system: {r.bucket: {k: getattr(r, k) for k in ("median_ape", "ratio", "excess_us", "run_GBps",
+                                                              "measured_step_GBps", "bytes_miss_us", "latency_miss_us",
+                                                              "algorithms", "part")}
+                       for r in g.itertuples()}
+              for system, g in vc.bucket_misses(diag).groupby("system")}
+    missed_rows = {system: [{"size_bytes": int(r.size_bytes), "bucket": r.bucket,
+                             "measured_us": round(r.measured_s * 1e6, 1), "predicted_us": round(r.predicted_s * 1e6, 1),
+                             "ape": round(r.ape, 1), "nccl": r.algorithm, "channels": r.channels,
+                             "latency_us": round(r.latency_us, 1), "run_GBps": round(r.run_GBps, 2),
+                             "measured_step_GBps": None if r.measured_step_GBps != r.measured_step_GBps
+                             else round(r.measured_step_GBps, 2), "nccl_estimate_us": round(r.estimate_us, 1)}
+                            for r in g[g["missed"]].itertuples()]
+                   for system, g in diag.groupby("system")}
     vt = vc.vtrain_preset()
     vt["bucket"] = vc.vtrain_bucket(vt["size_bytes"])
     at = vt[vt["size_bytes"].isin([2**20 * k for k in (1, 4, 16, 256)])]
@@ -88,7 +95,8 @@ def main() -> None:
         "preset_ape_per_size": per_size,
         "preset_median_ape_from_8KiB": small.groupby("system")["ape"].median().round(2).to_dict(),
         "preset_median_ape_per_size_bucket": per_bucket,
-        "preset_bucket_medians_measured_over_predicted": misses,
+        "preset_bucket_misses": misses,
+        "preset_rows_of_missed_buckets": missed_rows,
         "preset_buckets_within_15pct": f"{sum(v <= 15 for d in per_bucket.values() for v in d.values())} of "
                                        f"{sum(len(d) for d in per_bucket.values())}",
         "preset_large": vc.summary(pre, LARGE).round(2).to_dict("records"),

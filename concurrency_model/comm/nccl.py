@@ -54,6 +54,11 @@ Per pair, with ``P`` ranks on ``N`` nodes, ``k = P / N`` ranks per node (``tunin
 * **per-call cost**: nccl-tests times a loop of back-to-back calls on one stream (``all_reduce_perf``), so
   each call also pays one kernel launch, the device preset's ``launch_overhead_s`` (~3.8 us back-to-back,
   hardware.md [R32]); NCCL's own model leaves it out because it is the same for every pair.
+* **queue pairs** (:func:`qp_split_s`): a run with ``NCCL_IB_QPS_PER_CONNECTION`` = q > 1 whose NCCL splits each
+  message over the q queue pairs (``NCCL_IB_SPLIT_DATA_ON_QPS``, default 1 at v2.19.3-1, 0 from v2.20.5-1;
+  ``src/transport/net_ib.cc``) posts q sends a message where NCCL's tables count one: each network message of the
+  critical path pays q - 1 more of NCCL's network post overheads (``getNetOverhead``, 1 us Intel / 2 us AMD) in the
+  run time, not in NCCL's estimate (which does not read q) [D].
 * **enabled pairs**: LL128 only with NVLink inside the node and compute capability 7.0, 8.0 or 9.0 (the
   default ``protoEnable`` check); NVLS only where the node has NVLink SHARP: an NVSwitch node of compute
   capability >= 9.0 (``search.cc``: no NVLS graph without NVSwitches or below sm90); NVLS itself on one
@@ -172,7 +177,9 @@ class Layout:
     ``net_latency_s`` the network plugin's latency (0 for InfiniBand / RoCE); ``launch_s`` the per-call
     kernel launch; ``host_driven_net`` False for a device-offload network (no PAT); ``algorithms`` and
     ``protocols`` the pairs a run's ``NCCL_ALGO`` / ``NCCL_PROTO`` leave enabled (None: NCCL's defaults;
-    ``tuning.cc`` ``parseList``: only the listed ones, LL128 then without its default hardware check)."""
+    ``tuning.cc`` ``parseList``: only the listed ones, LL128 then without its default hardware check);
+    ``qps_per_connection`` and ``split_data_on_qps`` the run's ``NCCL_IB_QPS_PER_CONNECTION`` and
+    ``NCCL_IB_SPLIT_DATA_ON_QPS`` (None: the version's default), :func:`qp_split_s`."""
 
     ranks: int
     nodes: int
@@ -188,6 +195,8 @@ class Layout:
     host_driven_net: bool = True
     algorithms: tuple[str, ...] | None = None
     protocols: tuple[str, ...] | None = None
+    qps_per_connection: int = 1
+    split_data_on_qps: bool | None = None
 
     @property
     def per_node(self) -> int:
@@ -201,10 +210,10 @@ class Layout:
 
 @dataclass(frozen=True)
 class Choice:
-    """One (algorithm, protocol) pair: seconds of latency (launch included), the bandwidth in bytes/s it runs at
-    on the ``channels`` NCCL gives this call (:func:`channels_used`), ``time_s`` for the message at that
-    bandwidth, which tier bounds it, and ``model_s``: NCCL's own estimate, at every channel of the graph
-    (``topoGetAlgoInfo`` times the pairs before it sets the channel count)."""
+    """One (algorithm, protocol) pair: seconds of latency (launch and :func:`qp_split_s` included), the bandwidth
+    in bytes/s it runs at on the ``channels`` NCCL gives this call (:func:`channels_used`), ``time_s`` for the
+    message at that bandwidth, which tier bounds it, and ``model_s``: NCCL's own estimate, at every channel of the
+    graph (``topoGetAlgoInfo`` times the pairs before it sets the channel count) and without :func:`qp_split_s`."""
 
     algorithm: str
     protocol: str
@@ -235,7 +244,7 @@ def split_name(name: str) -> tuple[str, str | None]:
 
 
 #: the environment variables of a run that :func:`env_settings` reads
-ENV_VARS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE")
+ENV_VARS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_IB_QPS_PER_CONNECTION", "NCCL_IB_SPLIT_DATA_ON_QPS")
 
 
 def _names(field: str, value, allowed: tuple[str, ...]) -> tuple[str, ...]:
@@ -255,10 +264,14 @@ def _names(field: str, value, allowed: tuple[str, ...]) -> tuple[str, ...]:
 def env_settings(env: dict | None) -> dict:
     """The :class:`Layout` fields a run's NCCL environment sets: ``NCCL_ALGO`` -> ``algorithms``, ``NCCL_PROTO``
     -> ``protocols`` (NCCL's ``parseList``, case-insensitive, ``^`` excludes; ``tuning.cc``), ``NCCL_NVLS_ENABLE=0``
-    -> ``nvls=False``. Unknown variables or names raise ``ValueError`` naming ``nccl_env.<VAR>``.
+    -> ``nvls=False``, ``NCCL_IB_QPS_PER_CONNECTION`` (a whole number >= 1) -> ``qps_per_connection``,
+    ``NCCL_IB_SPLIT_DATA_ON_QPS`` (0 or 1) -> ``split_data_on_qps`` (:func:`qp_split_s`). Unknown variables or names
+    raise ``ValueError`` naming ``nccl_env.<VAR>``.
 
     >>> env_settings({"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0"})
     {'algorithms': ('tree', 'ring'), 'protocols': ('Simple',), 'nvls': False}
+    >>> env_settings({"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_IB_SPLIT_DATA_ON_QPS": "0"})
+    {'qps_per_connection': 4, 'split_data_on_qps': False}
     >>> env_settings({"NCCL_ALGO": "^NVLSTree"})["algorithms"]
     ('tree', 'ring', 'collnet_direct', 'collnet_chain', 'nvls', 'pat')
     >>> env_settings({"NCCL_PROTO": "simpel"})
@@ -279,8 +292,14 @@ def env_settings(env: dict | None) -> dict:
         elif var == "NCCL_PROTO":
             lower = tuple(p.lower() for p in PROTOCOLS)
             out["protocols"] = tuple(PROTOCOLS[lower.index(n)] for n in _names(f"nccl_env.{var}", value, lower))
+        elif var == "NCCL_IB_QPS_PER_CONNECTION":
+            if isinstance(value, bool) or not str(value).strip().isdigit() or int(str(value)) < 1:
+                raise ValueError(f"nccl_env.{var}: expected a whole number >= 1, got {value!r}")
+            out["qps_per_connection"] = int(str(value))
         elif str(value) not in ("0", "1"):
             raise ValueError(f"nccl_env.{var}: expected 0 or 1, got {value!r}")
+        elif var == "NCCL_IB_SPLIT_DATA_ON_QPS":
+            out["split_data_on_qps"] = str(value) == "1"
         elif str(value) == "0":
             out["nvls"] = False
     return out
@@ -423,6 +442,77 @@ def channels_used(alg: str, proto: str, n: float, lay: Layout, graph_channels: i
     return float(graph_channels) if n >= graph_channels * per_channel else max(1.0, n / per_channel)
 
 
+#: ``NCCL_IB_SPLIT_DATA_ON_QPS`` by version (``src/transport/net_ib.cc``: 1 at v2.19.3-1, 0 from v2.20.5-1, so at
+#: v2.21.5-1 and v2.23.4-1; NVIDIA/nccl issue #1401, 2024-08: a maintainer confirms 0 is the implementation's default
+#: and the documentation's split mode a mistake)
+SPLIT_DATA_ON_QPS_DEFAULT = {"2.19": True, "2.21": False, "2.23": False}
+
+
+def net_post_overhead_s(lay: Layout) -> float:
+    """NCCL's network post overhead (``getNetOverhead``, ``src/graph/tuning.cc`` v2.19.3-1 - v2.23.4-1: "Network
+    post overhead", 1 us on Intel hosts, 2 us on AMD; the tables read it only as the floor of a multi-node ring's
+    step, x3 for Simple), in seconds.
+
+    >>> net_post_overhead_s(Layout(16, 2, 80, True, False, 230e9, amd_host=True))
+    2e-06
+    """
+    return (2.0 if lay.amd_host else 1.0) * 1e-6
+
+
+def network_messages(op: str, alg: str, lay: Layout, version: str = DEFAULT_VERSION) -> int:
+    """Network messages one after another on a call's critical path: the ``interLat`` terms of ``tuning.cc``'s
+    latency (module doc): a ring allreduce's ``nInter`` (``2N`` in v2.19 / v2.21, ``2(N - 1)`` from v2.23), ``N -
+    1`` for ring allgather / reduce-scatter, and for broadcast / reduce (the ring crosses each node boundary once)
+    [D]; ``2 log2 N`` for the tree and NVLS-tree (up and down), ``log2 N`` for PAT, one for NVLS across nodes; 0 on
+    one node.
+
+    >>> lay = Layout(16, 2, 80, True, False, 230e9)
+    >>> [network_messages("allreduce", a, lay, "2.19") for a in ("ring", "tree")]
+    [4, 2]
+    """
+    N = lay.nodes
+    if N <= 1:
+        return 0
+    if alg == "ring":
+        if op == "allreduce":
+            return 2 * N if version in _LEGACY else 2 * (N - 1)
+        return N - 1
+    if alg in ("tree", "nvls_tree"):
+        return 2 * _log2i(N)
+    if alg == "pat":
+        return _log2i(N)
+    return 1  # nvls across nodes
+
+
+def qp_split_s(op: str, alg: str, lay: Layout, version: str = DEFAULT_VERSION) -> float:
+    """Seconds a call pays for a network message split over several queue pairs, which NCCL's tables leave out.
+
+    With ``NCCL_IB_QPS_PER_CONNECTION`` = q > 1 and ``NCCL_IB_SPLIT_DATA_ON_QPS`` = 1 (NCCL's default at v2.19.3-1,
+    0 from v2.20.5-1: :data:`SPLIT_DATA_ON_QPS_DEFAULT`), NCCL's IB transport cuts every message into q pieces and
+    posts each on its own queue pair, one ``ibv_post_send`` after another (``src/transport/net_ib.cc`` v2.19.3-1,
+    ``ncclIbMultiSend``); the receiver posts q receives and the request completes on q events (``ncclIbIrecv``:
+    ``req->events = nqps``), and the data's last piece leaves after the q-th post. NCCL's latency tables were set
+    with one queue pair (the default, ``NCCL_PARAM(IbQpsPerConn, ..., 1)``) and do not read q. Each of the q - 1
+    further posts is priced at NCCL's own network post overhead (:func:`net_post_overhead_s`, taken per post [D]:
+    tuning.cc has no per-queue-pair figure), on every network message of the critical path
+    (:func:`network_messages`). The GDR flush after a Simple receive is one per message whatever q, so the x3 of
+    Simple's overhead is not taken. 0 on one node, with one queue pair, or without the split.
+
+    The 2 x 8 A100 RoCE run (AMD host, ``NCCL_IB_QPS_PER_CONNECTION=4``, NCCL 2.19.3): a tree allreduce crosses
+    the network twice, 2 x 3 x 2 us = 12 us:
+
+    >>> lay = Layout(16, 2, 80, True, False, 230e9, amd_host=True, qps_per_connection=4)
+    >>> round(qp_split_s("allreduce", "tree", lay, "2.19") * 1e6, 6), qp_split_s("allreduce", "tree", lay, "2.21")
+    (12.0, 0.0)
+    """
+    if version not in SPLIT_DATA_ON_QPS_DEFAULT:
+        raise ValueError(f"nccl_version: unknown {version!r}; allowed: {', '.join(VERSIONS)}")
+    split = lay.split_data_on_qps if lay.split_data_on_qps is not None else SPLIT_DATA_ON_QPS_DEFAULT[version]
+    if lay.nodes <= 1 or lay.qps_per_connection <= 1 or not split:
+        return 0.0
+    return network_messages(op, alg, lay, version) * (lay.qps_per_connection - 1) * net_post_overhead_s(lay)
+
+
 def choices(op: str, n: float, lay: Layout, version: str = DEFAULT_VERSION) -> list[Choice]:
     """Every enabled (algorithm, protocol) pair of ``op`` on ``n`` bytes, priced as NCCL prices it.
 
@@ -461,8 +551,9 @@ def choices(op: str, n: float, lay: Layout, version: str = DEFAULT_VERSION) -> l
                 nbytes / (graphs["ring"][0] * lay.ranks) >= 64:
             lat *= 1.4 if lay.cc >= 80 else 1.9
         lat_s = lat * 1e-6 + lay.launch_s
+        run_lat_s = lat_s + qp_split_s(op, alg, lay, version)  # posts NCCL's tables do not count (qp_split_s)
         bw_Bps = run_bw * 1e9
-        out.append(Choice(alg, PROTOCOLS[p], lat_s, bw_Bps, lat_s + n / bw_Bps, bound,
+        out.append(Choice(alg, PROTOCOLS[p], run_lat_s, bw_Bps, run_lat_s + n / bw_Bps, bound,
                           model_s=lat_s + n / (bw * 1e9), channels=nc))
     return out
 

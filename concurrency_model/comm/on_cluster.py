@@ -75,7 +75,8 @@ def time_on(op: str, algorithm: str, n, placement: Placement, gamma=0) -> float:
 def nccl_layout(placement: Placement, nccl_env: dict | None = None) -> nccl.Layout | None:
     """What NCCL's tuning model sees of a placement (:class:`.nccl.Layout`), or None where NCCL does not run
     (no CUDA compute capability on the cluster's device: CPUs, other vendors' GPUs). ``nccl_env``: the run's
-    ``NCCL_ALGO`` / ``NCCL_PROTO`` / ``NCCL_NVLS_ENABLE`` (:func:`.nccl.env_settings`).
+    ``NCCL_ALGO`` / ``NCCL_PROTO`` / ``NCCL_NVLS_ENABLE`` / ``NCCL_IB_QPS_PER_CONNECTION`` /
+    ``NCCL_IB_SPLIT_DATA_ON_QPS`` (:func:`.nccl.env_settings`).
 
     >>> lay = nccl_layout(place("dgx-a100", 16))
     >>> lay.cc, lay.nodes, lay.nics, lay.amd_host, lay.nvls
@@ -114,8 +115,8 @@ def collective_on_cluster(op: str, n, ranks: int, cluster, ranks_per_node: int |
     """``(algorithm, seconds, placement)`` of a collective of ``ranks`` ranks on ``cluster``.
 
     ``auto`` on NVIDIA GPUs: NCCL's choice and cost (module doc; ``nccl_version`` one of
-    :data:`.nccl.VERSIONS`, default the newest; ``nccl_env`` the run's ``NCCL_ALGO`` / ``NCCL_PROTO`` /
-    ``NCCL_NVLS_ENABLE``, :func:`.nccl.env_settings`), named ``nccl:<algorithm>/<protocol>``
+    :data:`.nccl.VERSIONS`, default the newest; ``nccl_env`` the run's NCCL variables, :data:`.nccl.ENV_VARS`,
+    :func:`.nccl.env_settings`), named ``nccl:<algorithm>/<protocol>``
     (:func:`.nccl.split_name`); any other ``algorithm``: that alpha-beta algorithm.
 
     >>> alg, t, p = collective_on_cluster("allreduce", 2**30, 16, "dgx-a100")

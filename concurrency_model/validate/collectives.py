@@ -43,14 +43,33 @@
   :func:`~concurrency_model.comm.on_cluster.collective_on_cluster` with ``auto``: what NCCL's tuning
   model runs (:mod:`concurrency_model.comm.nccl`), on the channels NCCL gives the call, with the tables of
   the NCCL version the run states (:func:`nccl_version`: 2.19.3 for the A100 run; 2.21.5 for the H100 run,
-  :data:`STATED_ELSEWHERE`). Where the rows miss (``benchmarks/collective_accuracy.py`` prints it per size
-  bucket): the A100 run measures a median 12 / 13 us more than the prediction at 8-128 KiB / 256 KiB - 4 MiB,
-  where the latency is 75-78% of the prediction (tree LL / LL128: NCCL's tables give 25.2 / 48.5 us; LL128's
-  bandwidth is within 10% from 8 MiB), so the miss is a per-call latency across the two nodes that NCCL's
-  tables do not hold; no source found gives it. The H100 run's choice is made by GCP's tuner plugin (module doc of
-  :mod:`concurrency_model.comm.nccl`), whose rules are not public: from 1 to 16 MiB it measures about
-  20 GB/s of algorithm bandwidth (the ring on all 8 channels would give about 96), jumping to about 170 from
-  32 MiB, a switch of algorithm or channel count the plugin's configuration would state.
+  :data:`STATED_ELSEWHERE`), and the run's NCCL environment (:data:`RUN_ENV`). Where the rows miss:
+  :func:`preset_diagnosis` and :func:`bucket_misses` (printed by ``benchmarks/collective_accuracy.py`` for every
+  size bucket over the target) split each bucket's miss into the bytes' time (measured step bandwidth between
+  neighbouring sizes against the bandwidth the prediction runs at) and a per-call latency.
+
+  - nccl-tests' timing adds nothing per call to model: ``all_reduce_perf`` (NVIDIA/nccl-tests @ 1292b25, the last
+    commit before the A100 run's 2023-10 container, and @ 26ad4af, before the H100 run of 2024-08; ``src/common.cu``
+    ``BenchTime``, ``src/timer.cc``) times 20
+    back-to-back calls (after 5 warm-up calls) with the host's ``steady_clock`` from the first enqueue to the end of
+    one stream synchronisation, divides by 20 and averages the ranks (``-a 1``); it does not use CUDA events. A
+    call's figure is the GPU's back-to-back period, with the first call's enqueue and the final synchronisation
+    spread over the 20.
+  - The A100 run's manifest sets ``NCCL_IB_QPS_PER_CONNECTION=4``, and NCCL 2.19.3 splits each network message over
+    the 4 queue pairs (:func:`~concurrency_model.comm.nccl.qp_split_s`): 12 us a call on its tree. Without it the
+    run measured a median 12 / 13 us more than the prediction at 8-128 KiB / 256 KiB - 4 MiB (bucket medians 24.5 /
+    17.2%); with it 1.9 / 1.1%. Left: from 1 GiB tree / Simple runs at 118-135 GB/s measured step bandwidth against
+    105.8 predicted (the preset's 230.1 GB/s NVLink x NCCL's tree 0.92 x 1/2), and tree / LL128 at 256-512 MiB at
+    79-89 against 99.2, so 256 MiB - 8 GiB stays at 15.2%. Taking the 0.92 out brings that bucket to 10.8% but the
+    8-128 MiB one to 15.9% (LL128 shares it), so it stays.
+  - The H100 run's choice is made by GCP's tuner plugin (module doc of :mod:`concurrency_model.comm.nccl`), whose
+    rules are not public. NCCL 2.21.5 honours a channel count the tuner sets (``src/enqueue.cc`` ``getTunerInfo``:
+    ``userTuned``), and the measured steps point at one: each doubling from 512 KiB to 16 MiB adds its bytes at
+    18.1-20.7 GB/s, which is tree / Simple on one channel in NCCL's model (45 GB/s x 0.92 x 1/2 = 20.7;
+    NCCL's own enqueue would give such a call all 8 channels from 256 KiB, the ring then at 96 GB/s), and from 32
+    MiB 166-204 GB/s, 8 channels. Not modelled: it is an inference from the rows, not a configuration. The small
+    sizes (8 B - 4 KiB: 123-127 us) are below NCCL 2.21's ring / Simple latency (157 us, 218 us with its x1.4
+    multi-node factor from 8 KiB), which GCP's plugin and its 8 MiB ``NCCL_BUFFSIZE`` do not explain either.
 * ``vtrain``: vTrain's own all-reduce tables (``data/vtrain_allreduce_lut_a100.csv``: nccl-tests output on
   2-8 GPUs of one A100 NVSwitch node, 1 MiB to 1 GiB in steps of 1 MiB; VIA-Research/vTrain @ f8dda84,
   ``trace/a100/AR_GPU{2..8}_1M_1024M_LUT``) predicted from the ``dgx-a100`` preset alone (the cluster vTrain's
@@ -92,13 +111,19 @@ STATED_ELSEWHERE = {"gcp_a3mega_h100_2x8_tcpxo": "2.21"}
 #: the NCCL environment of a run (:func:`~concurrency_model.comm.nccl.env_settings`): the A3-Mega run sources
 #: GCP's ``nccl-env-profile.sh`` (its README), which for the plugin releases of May - Oct 2024 (NCCL 2.21.5) sets
 #: NCCL_ALGO=Ring,Tree, NCCL_PROTO=Simple, NCCL_NVLS_ENABLE=0 (gpudirect-tcpxo/README.md @ 0a2b482, "NCCL
-#: configs" of each release; the guest config checker enforces them). The OCI run sets none of the three
-#: (oci-hpc-oke README.md @ 1402938: NCCL_IB_* and NCCL_CROSS_NIC only). The A3-Mega profile also sets
+#: configs" of each release; the guest config checker enforces them). The OCI run sets none of the three; its
+#: manifest (oracle-quickstart/oci-hpc-oke manifests/a100-nccl-test.yaml @ 1402938) passes NCCL_IB_QPS_PER_CONNECTION=4
+#: (modelled: :func:`~concurrency_model.comm.nccl.qp_split_s`, NCCL 2.19.3 splits each message over the 4 queue
+#: pairs), NCCL_CROSS_NIC=1, NCCL_IB_GID_INDEX=3, NCCL_IB_TC=41, NCCL_IB_SL=0, NCCL_IB_HCA=mlx5, NCCL_SOCKET_IFNAME
+#: and NCCL_TOPO_FILE (the BM.GPU4.8 topology the preset reads), none of which NCCL's tuning model reads; mpirun
+#: binds each rank to its NUMA node (``--bind-to numa``) and the pods reach the 16 ports as SR-IOV virtual
+#: functions (``oci-rdma-sriov`` x 16). The A3-Mega profile also sets
 #: NCCL_MIN_NCHANNELS=4 (``src/graph/connect.cc``: raises the channel count to 4 at least; the 8 NICs already give
 #: 8) and NCCL_BUFFSIZE=8388608 (the chunk sizes, outside NCCL's tuning model), and loads the tuner plugin with
 #: ``a3plus_tuner_config.textproto``, which no public repository holds (searched: google/nccl-plugin-gpudirect-tcpxo
 #: @ 04815d1, GoogleCloudPlatform/container-engine-accelerators @ 0a2b482).
-RUN_ENV = {"gcp_a3mega_h100_2x8_tcpxo": {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0"}}
+RUN_ENV = {"gcp_a3mega_h100_2x8_tcpxo": {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0"},
+           "oci_a100_2x8_roce": {"NCCL_IB_QPS_PER_CONNECTION": "4"}}
 
 
 def ring(n, P, alpha, beta):
@@ -288,7 +313,7 @@ def run_settings(system: str) -> dict:
     (:func:`nccl_version`) or :data:`STATED_ELSEWHERE`, the environment :data:`RUN_ENV` (None: NCCL's defaults).
 
     >>> run_settings("gcp_a3mega_h100_2x8_tcpxo")["nccl_version"], run_settings("oci_a100_2x8_roce")
-    ('2.21', {'nccl_version': '2.19', 'nccl_env': None})
+    ('2.21', {'nccl_version': '2.19', 'nccl_env': {'NCCL_IB_QPS_PER_CONNECTION': '4'}})
     """
     if system not in PRESETS:
         raise ValueError(f"system: unknown {system!r}; allowed: {', '.join(PRESETS)}")
@@ -323,6 +348,80 @@ def preset(df: pd.DataFrame | None = None) -> pd.DataFrame:
     res["ape"] = (res["predicted_s"] - res["measured_s"]).abs() / res["measured_s"] * 100
     res["mode"] = "preset"
     return res
+
+
+#: the issue-35 target: median APE of every size bucket from 8 KiB at most this (per cent)
+BUCKET_TARGET_PCT = 15.0
+
+
+def preset_diagnosis(pre: pd.DataFrame | None = None, target_pct: float = BUCKET_TARGET_PCT) -> pd.DataFrame:
+    """Which part of each preset row (:func:`preset`, sizes >= 8 KiB) misses: its ``bucket`` (:func:`size_bucket`),
+    ``ratio`` (measured / predicted), ``excess_us`` (measured - predicted), ``latency_us`` (the chosen pair's
+    latency, launch included), ``run_GBps`` (the bandwidth the prediction moves the bytes at: size / (predicted -
+    latency)), ``measured_step_GBps`` (the measured bandwidth between this size and the next smaller one of the sweep:
+    d size / d time, NaN on a system's first row or where the time did not grow: what the bytes cost, free of the
+    per-call latency), ``estimate_us`` (NCCL's own estimate at every channel), ``bucket_ape`` (the bucket's median
+    APE) and ``missed`` (that median above ``target_pct``). A row whose ``measured_step_GBps`` is near
+    ``run_GBps`` and whose ``excess_us`` stays constant misses on latency; one whose step bandwidth is far from
+    ``run_GBps`` misses on the bandwidth (the pair, or its channels).
+
+    >>> p = pd.DataFrame({"system": "s", "size_bytes": [8192.0, 16384.0], "measured_s": [40e-6, 48e-6],
+    ...                   "predicted_s": [30e-6, 31e-6], "latency_s": 29e-6, "ape": [25.0, 35.4],
+    ...                   "algorithm": "nccl:tree/LL", "channels": [2.0, 4.0], "nccl_estimate_s": [30e-6, 31e-6]})
+    >>> d = preset_diagnosis(p)
+    >>> d["measured_step_GBps"].round(3).tolist(), d["run_GBps"].round(3).tolist(), d["missed"].tolist()
+    ([nan, 1.024], [8.192, 8.192], [True, True])
+    """
+    pre = (preset() if pre is None else pre).sort_values(["system", "size_bytes"])
+    g = pre.groupby("system", sort=False)
+    dn, dt = g["size_bytes"].diff(), g["measured_s"].diff()
+    step = (dn / dt.where(dt > 0)) / 1e9
+    d = pre.assign(measured_step_GBps=step)[pre["size_bytes"] >= 2**13].copy()
+    d["bucket"] = size_bucket(d["size_bytes"])
+    d["ratio"] = d["measured_s"] / d["predicted_s"]
+    d["excess_us"] = (d["measured_s"] - d["predicted_s"]) * 1e6
+    d["latency_us"] = d["latency_s"] * 1e6
+    d["run_GBps"] = d["size_bytes"] / (d["predicted_s"] - d["latency_s"]) / 1e9
+    d["estimate_us"] = d["nccl_estimate_s"] * 1e6
+    d["bucket_ape"] = d.groupby(["system", "bucket"], sort=False)["ape"].transform("median")
+    d["missed"] = d["bucket_ape"] > target_pct
+    return d.reset_index(drop=True)
+
+
+def bucket_misses(d: pd.DataFrame) -> pd.DataFrame:
+    """Per system and size bucket of :func:`preset_diagnosis`: ``median_ape``, ``missed``, the medians of ``ratio``,
+    ``excess_us``, ``run_GBps`` and ``measured_step_GBps``, the pairs chosen (``algorithms``), and the miss split in
+    two, each the median over the bucket's rows that have a step bandwidth: ``bytes_miss_us``, the measured time of the
+    bytes (size / ``measured_step_GBps``) less the predicted one (predicted - latency), and ``latency_miss_us``, the
+    rest of the measured time less the predicted latency. ``part`` names the larger of the two (``-`` for a bucket
+    within the target): ``latency``, a per-call time the prediction lacks or has too much of; ``bandwidth``, bytes
+    that cost what the chosen pair and its channels do not say.
+
+    >>> p = pd.DataFrame({"system": "s", "size_bytes": [8192.0, 16384.0, 32768.0], "measured_s": [40e-6, 41e-6, 43e-6],
+    ...                   "predicted_s": [30e-6, 31e-6, 33e-6], "latency_s": 29e-6, "ape": [25.0, 24.4, 23.3],
+    ...                   "algorithm": "nccl:tree/LL", "channels": 2.0, "nccl_estimate_s": 0.0})
+    >>> b = bucket_misses(preset_diagnosis(p))
+    >>> b[["bucket", "median_ape", "run_GBps", "measured_step_GBps", "bytes_miss_us", "latency_miss_us", "part"]
+    ...   ].values.tolist()
+    [['8K-128K', 24.4, 8.192, 8.192, 0.0, 10.0, 'latency']]
+    """
+    rows = []
+    for (system, bucket), g in d.groupby(["system", "bucket"], sort=False):
+        step = g["measured_step_GBps"]
+        bytes_meas = g["size_bytes"] / (step * 1e9) * 1e6
+        bytes_pred = (g["predicted_s"] - g["latency_s"]) * 1e6
+        bytes_miss = float((bytes_meas - bytes_pred).median())
+        latency_miss = float((g["measured_s"] * 1e6 - bytes_meas - g["latency_us"]).median())
+        missed = bool(g["missed"].iloc[0])
+        part = "-" if not missed else "bandwidth" if abs(bytes_miss) > abs(latency_miss) else "latency"
+        rows.append({"system": system, "bucket": bucket, "median_ape": round(float(g["ape"].median()), 2),
+                     "missed": missed, "ratio": round(float(g["ratio"].median()), 3),
+                     "excess_us": round(float(g["excess_us"].median()), 2),
+                     "run_GBps": round(float(g["run_GBps"].median()), 3),
+                     "measured_step_GBps": round(float(step.median()), 3),
+                     "bytes_miss_us": round(bytes_miss, 2) + 0.0, "latency_miss_us": round(latency_miss, 2) + 0.0,
+                     "algorithms": ", ".join(dict.fromkeys(g["algorithm"])), "part": part})
+    return pd.DataFrame(rows)
 
 
 def machine_summary(res: pd.DataFrame, min_bytes: float = MIN_TARGET_BYTES) -> pd.DataFrame:
