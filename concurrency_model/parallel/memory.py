@@ -26,6 +26,11 @@ Sources (tags as in ``shared/reference/training-formulas.md``):
   ``torchtitan/models/llama/model.py``'s order ``wq, wk, wv`` (attention) ``wo``, ``w1, w3, w2``
   (:func:`.recompute.block_products`, :func:`per_op_sac_bytes`). ``abs`` outputs (float8's amax) are left out: torchao's
   float8 of the time takes the amax in one fused reduction under ``torch.compile`` [D].
+* Mixture-of-experts transformer layers as Megatron-Core stores them (:func:`moe_layer_values`; NVIDIA/Megatron-LM @
+  2a75ac12, the commit Megatron-Bridge @ 067f987d pins: ``megatron/core/transformer/moe/moe_layer.py`` routes the
+  normed hidden states, ``token_dispatcher.py`` permutes one copy a routed (token, expert) pair, ``experts.py``
+  ``TEGroupedMLP`` runs fc1, the GLU activation and fc2 on those copies; Transformer Engine's linears keep their
+  inputs for the weight gradients, the activation its input): Korthikanti's terms with the model's own widths [D].
 * Generic graphs, full recompute: Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost",
   §4.1: checkpoint every ~sqrt(n) layers, memory ``O(n/k) + O(k)``, minimised at ``k = sqrt(n)``, for the
   price of one extra forward pass.
@@ -136,8 +141,42 @@ def model_state_bytes(params, optimizer: str = "adam", dtype: str = "bf16", mast
             "total": to_python(weights + grads + state)}
 
 
+def moe_layer_values(h, moe: tuple, fused_attention: bool = True, a=1, s=1) -> tuple:
+    """Bytes per token that one mixture-of-experts transformer layer stores for its backward pass, as ``(replicated,
+    split)``: what every tensor rank keeps whole without sequence parallelism and what is split over the ``t`` ranks
+    (with sequence parallelism both are). ``h``: the attention width (heads x head size, the ``h`` of
+    :func:`transformer_activation_bytes`); ``moe`` = ``(hidden, kv, experts, top_k, ffn, shared_ffn, head_norms)``:
+    the model's hidden size, the key/value width (key/value heads x head size), the routed experts, the experts a
+    token goes to, one expert's MLP width, the shared experts' width (0: none) and whether the queries and keys are
+    normed head by head (Qwen3's QK-norm). Korthikanti et al. 2022 §4.1's terms in 16-bit values (``H``: ``hidden``,
+    ``A``: ``h``, ``K``: ``kv``, ``k``: ``top_k``, ``F``: ``ffn``, ``E``: ``experts``) [D]:
+
+    * replicated: the two norms' inputs ``2 x 2H``, the attention and MLP blocks' normed inputs ``2 x 2H`` and the two
+      dropout masks ``2 x H`` (Korthikanti's ``10 s b h``), and the router's fp32 logits ``4E``;
+    * split: the queries, keys and values the attention keeps ``2A + 2 x 2K`` (with ``head_norms`` their inputs before
+      the norms too, ``2A + 2K``), the output projection's input ``2A``; the ``k`` copies of the token the dispatcher
+      permutes to its experts, each kept as fc1's input ``2H``, fc1's gate and up outputs ``4F`` (the GLU's input)
+      and the GLU's output ``2F`` (fc2's input); the shared experts' ``6 x shared_ffn`` likewise (their input is the
+      normed token already counted). Without a fused attention kernel the scores, their softmax and its mask add
+      Korthikanti's ``5 a s`` (``a`` heads, ``s`` tokens).
+
+    With ``hidden = h = kv`` the replicated part and the attention's split part are Korthikanti's ``10 h`` and ``8 h``
+    (Eq. 2's ``10 + 24 / t`` less the MLP's ``16 / t``).
+
+    >>> moe_layer_values(8192, (4096, 512, 128, 8, 1536, 0, True))   # Qwen3-235B-A22B, fused attention
+    (41472, 191488)
+    """
+    H, K, E, k, F, Fs, norms = moe
+    replicated = 10 * H + 4 * E
+    split = 2 * h + 4 * K + 2 * h + k * (2 * H + 6 * F) + 6 * Fs + ((2 * h + 2 * K) if norms else 0)
+    if not fused_attention:
+        split += 5 * a * s
+    return replicated, split
+
+
 def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = False,
-                                 recompute: str = "none", layers=1, fused_attention: bool = False):
+                                 recompute: str = "none", layers=1, fused_attention: bool = False,
+                                 moe: tuple | None = None):
     """Stored activation bytes of ``layers`` transformer layers for one microbatch on one device.
 
     Korthikanti et al. 2022, Eq. 1 / Table 2, 16-bit activations and 1-byte dropout masks [S]:
@@ -158,6 +197,10 @@ def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = Fals
     stores what ``selective`` does; the statistics' ``4 a s b`` bytes are left out (0.1% of ``34 s b h`` at a
     head size of 128).
 
+    ``moe``: a mixture-of-experts layer (:func:`moe_layer_values`, whose tuple it is): ``none`` (and ``selective``,
+    which recomputes only the attention core) stores :func:`moe_layer_values`' bytes a token, ``full`` the layer's
+    input of ``hidden`` values, ``2 s b hidden`` (``/ t`` with sequence parallelism).
+
     >>> transformer_activation_bytes(2048, 1, 12288, 96) / (2048 * 12288)  # 34 + 5as/h = 34 + 80
     114.0
     >>> transformer_activation_bytes(2048, 1, 12288, 96, fused_attention=True) / (2048 * 12288)
@@ -170,6 +213,14 @@ def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = Fals
     for name, flag in (("sequence_parallel", sequence_parallel), ("fused_attention", fused_attention)):
         if not isinstance(flag, bool):
             raise ValueError(f"{name}: must be True or False, got {flag!r}")
+    if moe is not None:
+        if recompute == "full":
+            per = 2 * s * b * moe[0] / (t if sequence_parallel else 1)
+        else:  # Megatron's selective recompute reruns the attention core only: with a fused kernel nothing is dropped
+            rep, split = moe_layer_values(h, moe, fused_attention or recompute == "selective", a, s)
+            rep, split = sp.sympify(rep), sp.sympify(split)
+            per = s * b * ((rep + split) / t if sequence_parallel else rep + split / t)
+        return to_python(per * n_layers)
     if fused_attention and recompute == "none":
         recompute = "selective"  # the same stored tensors (docstring)
     sbh = s * b * h
@@ -243,7 +294,7 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
                                 recompute: str = "none", pipeline=1, schedule: str = "1f1b",
                                 microbatches=None, interleave=1, stage: int = 0, vocab=None,
                                 recompute_buffer: bool = False, fused_attention: bool = False,
-                                sac: tuple | None = None):
+                                sac: tuple | None = None, moe: tuple | None = None):
     """Peak activation bytes on one device of pipeline stage ``stage``.
 
     ``transformer_activation_bytes`` of the stage's ``layers / pipeline`` layers (b = microbatch size)
@@ -271,6 +322,9 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
     (Megatron-LM saves the shard and gathers again in the backward pass): ``4 s b h (1 - 1/t)`` more a layer without
     recompute and in the full recompute's buffer (the per-op policy recomputes the gathers: not saved).
 
+    ``moe``: the layers are mixture-of-experts layers (:func:`moe_layer_values`): their own count a layer, and the
+    embedding and output terms in the model's ``hidden`` size (``moe[0]``) instead of ``h``.
+
     >>> activation_bytes_per_device(2048, 1, 12288, 96, 96, t=8, sequence_parallel=True,
     ...     recompute="selective", pipeline=8) == 34 * 2048 * 12288 * 96 / 8   # Eq. 6
     True
@@ -290,14 +344,15 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
     # DTensor's sequence parallelism (torchtitan, ``sac`` given) saves the two gathered inputs of the column-parallel
     # layers whole, where Megatron keeps them sharded (docstring)
     gathered = 4 * s_ * b_ * h_ * (1 - 1 / t_) if sac is not None and sequence_parallel else sp.Integer(0)
-    per_mb = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, recompute, 1, fused_attention))
+    per_mb = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, recompute, 1, fused_attention,
+                                                     moe))
     op_sac = sac is not None and recompute == "selective"
     if op_sac:
         per_mb = sp.sympify(per_op_sac_bytes(s, b, h, a, t, sequence_parallel, sac))
     elif recompute != "full":
         per_mb += gathered
     total = per_mb * L / p * _in_flight(schedule, p, m, v, st)
-    none = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, "none", 1, fused_attention))
+    none = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, "none", 1, fused_attention, moe))
     if recompute_buffer and op_sac:
         total += sp.Max(0, none + gathered - per_mb)
     elif recompute_buffer and recompute == "full":
@@ -306,10 +361,11 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
         total += 5 * a_ * s_ ** 2 * b_ / t_
     if vocab is not None:
         V = op_checks.size("vocab", vocab)
+        width = h_ if moe is None else sp.sympify(moe[0])  # the embedding's and the output layer's width
         if st == 0:
-            total += s_ * b_ * h_ / t_ * _in_flight(schedule, p, m, v, st)
+            total += s_ * b_ * width / t_ * _in_flight(schedule, p, m, v, st)
         if st == p - 1:
-            total += 4 * s_ * b_ * h_ / t_ + 4 * s_ * b_ * V / t_
+            total += 4 * s_ * b_ * width / t_ + 4 * s_ * b_ * V / t_
     return to_python(total)
 
 

@@ -161,7 +161,7 @@ def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedu
     """``f(b, t, p, m, v, d, act_graph=0, c=1) -> (model_state_bytes, activation_bytes)`` per device,
     numpy-vectorised.
 
-    ``shape`` = ``(s, h, a, layers, vocab, fused)`` of a transformer (:data:`.features.MEMORY_SHAPE`; Korthikanti
+    ``shape`` = ``(s, h, a, layers, vocab, fused, moe)`` of a transformer (:data:`.features.MEMORY_SHAPE`; Korthikanti
     et al. 2022, via :func:`.memory.activation_bytes_per_device`); None for other graphs, whose stored activations per
     microbatch ``act_graph`` (:func:`.memory.graph_activation_bytes`) are spread over the ``p`` stages and
     held for the schedule's in-flight microbatches. ``single_stage``: p = 1 (the first stage is also the
@@ -268,9 +268,10 @@ def _activation_fn(schedule: str, recompute: str, sequence_parallel: bool, shape
         p_ = 1 if single_stage else p
         v_ = v if schedule == "interleaved" else 1
         if shape is not None:
-            sq, h, a, layers, vocab, fused = shape
+            sq, h, a, layers, vocab, fused, moe = shape
             act = memory.activation_bytes_per_device(sq, b, h, a, layers, t, sequence_parallel, recompute, p_,
-                                                     schedule, m, v_, 0, vocab, fused_attention=fused, sac=sac)
+                                                     schedule, m, v_, 0, vocab, fused_attention=fused, sac=sac,
+                                                     moe=moe)
         else:
             act = g / p_ * memory._in_flight(schedule, p_, m, v_, 0)
         return [b, t, p, m, v, g], sp.sympify(act)
@@ -328,19 +329,21 @@ def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: i
         stage = (sp.nsimplify(params) - sp.nsimplify(replicated)) / (t * p_) + sp.nsimplify(replicated) / p_
         unit, logits, rebuild, last_extra = stage, sp.Integer(0), sp.Integer(0), sp.Integer(0)
         if shape is not None:
-            sq, h, a, layers, vocab, fused = shape
+            sq, h, a, layers, vocab, fused, moe = shape
             unit = sp.nsimplify(params) / (layers * t)
             logits = sq * b * vocab / (t * c)
             args = (sq, b, h, a, layers, t, sequence_parallel, recompute, p_, schedule, m, v_)
-            first = sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, fused_attention=fused, sac=sac))
+            first = sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, fused_attention=fused, sac=sac,
+                                                                  moe=moe))
             if framework != "ideal":
-                rebuild = (sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, True, fused, sac))
+                rebuild = (sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, True, fused, sac, moe))
                            - first) / c
             if not single_stage:  # the last stage: its activations and fp32 logits against the first stage's
                 q = sp.Symbol("q", positive=True, integer=True)  # the last stage, p - 1, substituted below
-                last = sp.sympify(memory.activation_bytes_per_device(*args, q, fused_attention=fused, sac=sac)).subs(
-                    q, p_ - 1)
-                last += 4 * sq * b * h / t + 4 * sq * b * vocab / t  # final norm, output input, fp32 logits (§4.3)
+                last = sp.sympify(memory.activation_bytes_per_device(*args, q, fused_attention=fused, sac=sac,
+                                                                     moe=moe)).subs(q, p_ - 1)
+                width = h if moe is None else moe[0]  # the model's hidden size (:func:`.memory.moe_layer_values`)
+                last += 4 * sq * b * width / t + 4 * sq * b * vocab / t  # final norm, output input, fp32 logits (§4.3)
                 last_extra = (last - first) / c
         loss_bytes = sp.sympify(allocator.loss_buffer_bytes(framework, logits, loss))
         if not single_stage and framework != "ideal":

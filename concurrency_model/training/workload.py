@@ -51,7 +51,7 @@ LAYER_NAME = re.compile(r"(?:layers|h)\.(\d+)\.")  # a transformer block's nodes
 
 
 # the entries of :func:`transformer_shape` that the memory model takes (:func:`.compose.memory_fn`), in its order
-MEMORY_SHAPE = ("s", "h", "a", "layers", "vocab", "fused")
+MEMORY_SHAPE = ("s", "h", "a", "layers", "vocab", "fused", "moe")
 
 
 def transformer_shape(graph):
@@ -74,8 +74,30 @@ def _shape_of(graph):
     a = att[0].attrs
     emb = [n for n in graph.layers() if n.kind == "embedding"]
     vocab = int(emb[0].cost.params) // (a["heads"] * a["head_dim"]) if emb else None
+    kv = a.get("kv_heads", a["heads"]) * a["head_dim"]
+    moe = _moe_of(graph, kv)
+    if moe is not None:  # the embedding is vocabulary x hidden, the hidden size not the attention's width
+        vocab = int(emb[0].cost.params) // moe[0] if emb else None
     return {"s": a["seq"], "h": a["heads"] * a["head_dim"], "a": a["heads"], "layers": len(att), "vocab": vocab,
-            "kv": a.get("kv_heads", a["heads"]) * a["head_dim"], "fused": bool(a.get("fused", False))}
+            "kv": kv, "fused": bool(a.get("fused", False)), "moe": moe}
+
+
+def _moe_of(graph, kv: int):
+    """The ``moe`` tuple of :func:`~concurrency_model.parallel.memory.moe_layer_values` of a mixture-of-experts
+    transformer (its first routed layer's experts: the hidden size and one expert's width from the down projection,
+    ``hidden x ffn`` a expert; the shared experts' width from theirs; QK-norm from a ``q_norm`` node), else None. A
+    model's dense layers (DeepSeek-V3's first three) are counted as its routed ones [D]."""
+    down = next((n for n in graph.layers() if n.kind == "linear" and n.attrs.get("experts", 1) > 1
+                 and n.attrs.get("split") == "row"), None)
+    if down is None:
+        return None
+    block = down.name.split(".mlp.")[0] + "."
+    nodes = [n for n in graph.layers() if n.name.startswith(block)]
+    shared = sum(n.attrs["c_in"] for n in nodes if n.kind == "linear" and "shared_expert" in n.name
+                 and n.attrs.get("split") == "row")
+    norms = any(n.name.endswith(".q_norm") for n in nodes)
+    d = down.attrs
+    return (int(d["c_out"]), int(kv), int(d["experts"]), int(d["top_k"]), int(d["c_in"]), int(shared), norms)
 
 
 def overlap_exposed(comm_s: float, gemm_s: float, t: int) -> float:

@@ -144,7 +144,9 @@ ASSUMPTIONS = {
             "parallelism with TP, overlapped gradient reduction, VP > 1 -> interleaved, FP8 -> fp8 (Transformer "
             "Engine's recipe, attention in bf16 on cuDNN's fused attention: timing.attention 'cudnn'); recompute: "
             "the least of none / selective / full that fits in memory with the caching allocator's headroom (the "
-            "tables do not say; NeMo's long-sequence page mentions full recompute for the runs without CP); SFT "
+            "tables do not say; NeMo's long-sequence page mentions full recompute for the runs without CP), and for "
+            "the best layout without CP of a long-sequence row never less than that of the table's next shorter "
+            "sequence (nemo_cp_speedups); SFT "
             "rows as pre-training of the same sequence, LoRA and Nemotron rows not mapped (rank not published; "
             "squared-ReLU Nemotron not modelled); GPT-3 5B / 20B / 175B as NeMo's GPTConfig shapes with vocabulary "
             "51200; long-sequence rows: microbatch 1 (not published), context parallelism as ring (Transformer "
@@ -720,37 +722,89 @@ def _without_cp(r: dict) -> list[dict]:
     return out
 
 
+def _outcome(job: tuple) -> tuple:
+    """``(status, predicted tokens/s per GPU, memory at risk)`` of one row of :func:`rows` under one recompute mode
+    (``job`` = ``(row, mode)``): what :func:`_predict`'s ``"auto"`` weighs, kept for every mode."""
+    r, mode = job
+    try:
+        sc = scenario_for(r)
+        e = estimate({**sc, "training": {**sc["training"], "recompute": mode}})
+    except ValueError:
+        return "refused", np.nan, True
+    return "ok", r["global_batch"] * r["seq"] / r["gpus"] / e.step_time_s, bool(e.memory_at_risk)
+
+
+def least_recompute(outcomes: dict, floor: str = "none") -> str | None:
+    """The recompute mode :func:`_predict`'s ``"auto"`` takes from ``outcomes`` (``{mode: (status, tokens/s, at
+    risk)}``, :func:`_outcome`), starting at ``floor``: the least of :data:`RECOMPUTE_ORDER` that fits with the
+    allocator's headroom, else the least that fits only without it, else None (every mode refused).
+
+    >>> ok, risky, no = ("ok", 1.0, False), ("ok", 2.0, True), ("refused", float("nan"), True)
+    >>> least_recompute({"none": risky, "selective": risky, "full": ok}), least_recompute({"none": ok, "full": ok})
+    ('full', 'none')
+    >>> least_recompute({"none": ok, "selective": ok, "full": risky}, floor="full"), least_recompute({"none": no})
+    ('full', None)
+    """
+    if floor not in RECOMPUTE_ORDER:
+        raise ValueError(f"floor: unknown {floor!r}; allowed: {', '.join(RECOMPUTE_ORDER)}")
+    modes = [m for m in RECOMPUTE_ORDER[RECOMPUTE_ORDER.index(floor):] if outcomes.get(m, ("refused",))[0] == "ok"]
+    whole = [m for m in modes if not outcomes[m][2]]
+    return whole[0] if whole else modes[0] if modes else None
+
+
 def nemo_cp_speedups(workers: int | None = None) -> pd.DataFrame:
     """The long-sequence rows with context parallelism (CP > 1) and a published "without CP" value: the published
     speed-up of CP over the best layout without it (``measured_speedup``) against the predicted one, the row's
     prediction over the best prediction of :func:`_without_cp` (``predicted_speedup``), and their ratio less one
-    (``error``). NeMo does not publish its layouts without CP; the best of those the estimate lets fit is taken."""
+    (``error``). NeMo does not publish its layouts without CP; the best of those the estimate lets fit is taken,
+    each with the least recompute that fits (:func:`least_recompute`) but never less than the best layout of the
+    next shorter sequence of the same table used (``baseline_recompute``): NeMo's page says its runs without CP
+    took "the most performant model- and data-parallel configurations without CP given the memory capacity
+    constraint" and that at the longest length "even with full activation recomputation it is impossible to run
+    ... without CP" (NVIDIA/NeMo @ 19fadb67 ``docs/source/performance/performance_long_sequence.md``, the text and
+    footnote 1): its search without CP raised the recompute as the sequence grew and kept it there. The published
+    column bears this out on the H100 table (the measured column alone, before any speed-up is formed): from 256K
+    to 512K tokens its TFLOP/s without CP fall 3.77x, the best layouts with full recompute at both lengths predict
+    3.76x, the least recompute that fits at each length alone (full at 256K, none at 512K: TP 16 x PP 4 fits
+    without it, 44.7 GB) 2.92x; from 512K to 1M 3.92x against 3.89x and 3.90x (no difference there). Where no
+    shorter row of a table needed a recompute, nothing changes."""
     df = rows("nemo")
     df = df[df["label"].str.startswith("long-seq")]
     df = df[(df["context"] > 1) & np.isfinite(df["without_cp_tflops"]) & (df["unmappable"] == "")]
     recs = df.to_dict("records")
     variants = [(i, v) for i, r in enumerate(recs) for v in _without_cp(r)]
-    todo = recs + [v for _, v in variants]
+    jobs = [(v, mode) for _, v in variants for mode in RECOMPUTE_ORDER]
     if (workers or 1) > 1:
         with ProcessPoolExecutor(min(workers, os.cpu_count() or 1)) as ex:
-            out = list(ex.map(_predict, todo))
+            out = list(ex.map(_predict, recs))
+            got = list(ex.map(_outcome, jobs, chunksize=max(1, len(jobs) // (4 * workers))))
     else:
-        out = [_predict(x) for x in todo]
-    res = []
-    for i, r in enumerate(recs):
-        mine = out[i]
-        alts = [(o["predicted_tps"], v) for (j, v), o in zip(variants, out[len(recs):])
-                if j == i and o["status"] == "ok"]
-        best_tps, best = max(alts, key=lambda x: x[0]) if alts else (np.nan, None)
+        out = [_predict(x) for x in recs]
+        got = [_outcome(j) for j in jobs]
+    n = len(RECOMPUTE_ORDER)
+    modes = [dict(zip(RECOMPUTE_ORDER, got[k:k + n])) for k in range(0, len(got), n)]
+    floor: dict = {}  # a table's (model, system) recompute so far, the rows taken in order of sequence length
+    res = {}
+    for i in sorted(range(len(recs)), key=lambda k: (recs[k]["group"], recs[k]["seq"])):
+        r, mine = recs[i], out[i]
+        alts = []
+        for (j, v), o in zip(variants, modes):
+            mode = least_recompute(o, floor.get(r["group"], "none")) if j == i else None
+            if mode is not None:
+                alts.append((o[mode][1], v, mode))
+        best_tps, best, used = max(alts, key=lambda x: x[0]) if alts else (np.nan, None, "")
+        if used:
+            floor[r["group"]] = used
         pred = mine.get("predicted_tps", np.nan) / best_tps if mine["status"] == "ok" else np.nan
-        res.append({"label": r["label"], "seq": r["seq"], "layout_cp": f"TP{r['tensor']} PP{r['pipeline']} "
-                    f"DP{r['data']} CP{r['context']}", "measured_tflops": r["measured_tflops"],
-                    "predicted_tflops": mine.get("predicted_tflops", np.nan),
-                    "without_cp_tflops": r["without_cp_tflops"],
-                    "predicted_without_cp_tflops": best_tps * r["flops_per_token"] / 1e12,
-                    "best_without_cp": "" if best is None else f"TP{best['tensor']} PP{best['pipeline']}",
-                    "measured_speedup": r["measured_tflops"] / r["without_cp_tflops"],
-                    "predicted_speedup": pred})
-    frame = pd.DataFrame(res)
+        res[i] = {"label": r["label"], "seq": r["seq"], "layout_cp": f"TP{r['tensor']} PP{r['pipeline']} "
+                  f"DP{r['data']} CP{r['context']}", "measured_tflops": r["measured_tflops"],
+                  "predicted_tflops": mine.get("predicted_tflops", np.nan),
+                  "without_cp_tflops": r["without_cp_tflops"],
+                  "predicted_without_cp_tflops": best_tps * r["flops_per_token"] / 1e12,
+                  "best_without_cp": "" if best is None else f"TP{best['tensor']} PP{best['pipeline']}",
+                  "baseline_recompute": used,
+                  "measured_speedup": r["measured_tflops"] / r["without_cp_tflops"],
+                  "predicted_speedup": pred}
+    frame = pd.DataFrame([res[i] for i in range(len(recs))])
     frame["error"] = frame["predicted_speedup"] / frame["measured_speedup"] - 1
     return frame

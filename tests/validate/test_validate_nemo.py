@@ -84,3 +84,31 @@ def test_layouts_without_cp_reach_tp16_and_deep_pipelines(nemo):
     # Llama 3 8B on B200 (8 query groups): TP at most 8, whatever FP8 allows
     r = nemo[nemo["label"] == "long-seq LLAMA3-8B (FP8) - B200: LLAMA3-8B seq 512K on 512 DGX-B200"].iloc[0]
     assert max(v["tensor"] for v in modern._without_cp(r.to_dict())) == 8
+
+
+def test_least_recompute_starts_at_the_floor_and_prefers_a_whole_fit():
+    # (status, tokens/s, memory at risk): "auto" takes the least mode that fits with the allocator's headroom, else the
+    # least that fits only without it; a floor from the table's shorter sequence rules out the modes below it
+    ok, risky, refused = ("ok", 10.0, False), ("ok", 12.0, True), ("refused", float("nan"), True)
+    three = {"none": ok, "selective": ok, "full": ok}
+    assert [modern.least_recompute(three, f) for f in modern.RECOMPUTE_ORDER] == ["none", "selective", "full"]
+    assert modern.least_recompute({"none": risky, "selective": risky, "full": ok}) == "full"
+    assert modern.least_recompute({"none": risky, "selective": refused, "full": refused}) == "none"
+    assert modern.least_recompute({"none": ok, "selective": ok, "full": risky}, "full") == "full"
+    assert modern.least_recompute({"none": ok, "selective": ok, "full": refused}, "full") is None
+    with pytest.raises(ValueError, match="^floor: unknown 'ful'"):
+        modern.least_recompute(three, "ful")
+
+
+def test_outcome_of_a_layout_without_cp_at_512k(nemo):
+    # Llama 2 7B, 512K tokens on 512 H100, batch 8, TP 16 x PP 4 x DP 8: one sequence a pipeline. Without recompute
+    # the first stage keeps 8 layers x 34 s h / t = 8 x 34 x 524288 x 4096 / 16 bytes = 36.5 GB: it fits in 80 GB
+    # whole; full recompute runs every layer's forward again, so it is slower and fits too
+    r = nemo[nemo["label"] == "long-seq LLAMA2-7B (FP8) - H100: LLAMA2-7B seq 512K on 512 DGX-H100"].iloc[0].to_dict()
+    v = next(v for v in modern._without_cp(r) if (v["tensor"], v["pipeline"]) == (16, 4))
+    assert v["data"] == 8
+    none, full = modern._outcome((v, "none")), modern._outcome((v, "full"))
+    assert none[0] == full[0] == "ok" and not none[2] and not full[2]
+    assert none[1] > full[1] > 0.7 * none[1]
+    assert modern.least_recompute({"none": none, "full": full}) == "none"
+    assert modern.least_recompute({"none": none, "full": full}, "full") == "full"
