@@ -60,6 +60,38 @@ def test_fsdp_prefetch_exposes_the_first_unit_of_each_pass():
     assert dp["agb"] == dp["ag"]  # the checkpointed forward runs inside the unit, parameters gathered
 
 
+def test_fsdp2_copies_around_its_collectives_by_hand():
+    """FSDP2 (no flat parameter) copies each gathered parameter out and each gradient into the fp32 reduce-scatter
+    input on the compute stream: GPT-2's 124,439,808 parameters over 16 ranks, gathered twice in bf16 (read and write
+    2 bytes each: 8 bytes a parameter) and reduced once (read 2, write 4): 14 bytes a parameter, exposed outright
+    (x_dp) at the A100's memory rate; FSDP's flat parameter has none, so the two differ by exactly that."""
+    w = workload(GPT2, CLUSTER, "bf16")
+    d, n = 16, 124_439_808
+    args = ("allreduce", 0, "none", "ring")
+    two = w.data_parallel(1, 1, d, *args, ("fsdp2", None, None, 2, True), "none", zero=3)
+    one = w.data_parallel(1, 1, d, *args, ("fsdp", None, None, 2, True), "none", zero=3)
+    rate = float(w.dev.efficiency.memory) * float(w.dev.mem_bw)
+    assert two["x_dp"][0] - one["x_dp"][0] == pytest.approx(n * 14 / rate, rel=1e-12)
+    assert two["x_dp"][1:] == one["x_dp"][1:]
+    # over 2 tensor ranks and 2 stages each device copies a quarter
+    quarter = w.inline_copies(PROFILES["fsdp2"], 2, 2, d, 2, 4)
+    assert quarter == pytest.approx(n / 4 * 14 / rate, rel=1e-12)
+    # fp32 training: 4-byte gathers and gradients, reduced in fp32: 2 x 2 x 4 + 4 + 4 = 24 bytes a parameter
+    w32 = workload(GPT2, CLUSTER, "fp32")
+    assert w32.inline_copies(PROFILES["fsdp2"], 1, 1, d, 2, 4) == pytest.approx(n * 24 / rate, rel=1e-12)
+
+
+def test_fsdp2_copies_slow_its_step_against_fsdp():
+    """The same scenario under FSDP2 and FSDP differs by FSDP2's copies (and its fp32 reduction): never faster."""
+    sc = {"model": GPT2, "parallel": {"data": 8, "microbatch_size": 4, "global_batch": 32},
+          "training": {"zero_stage": 3, "framework": "fsdp"}}
+    fsdp = estimate(sc)
+    sc["training"]["framework"] = "fsdp2"
+    fsdp2 = estimate(sc)
+    assert fsdp2.breakdown["data_parallel_exposed_s"] > fsdp.breakdown["data_parallel_exposed_s"]
+    assert fsdp2.step_time_s > fsdp.step_time_s
+
+
 def test_deepspeed_03_is_serialised_with_list_copies():
     """DeepSpeed 0.3.13: one call per tensor over 1e5 elements (gathers) or per gradient tensor (reductions), the
     recomputed forward gathering again, nothing overlapped, d copies per call (PyTorch 1.8's list-form collectives:
