@@ -188,6 +188,10 @@ PROFILES = {
 }
 
 
+# training.reduce_dtype: the dtype a runtime reduces gradients in, overriding its own (null): FSDP's and FSDP2's
+# ``MixedPrecision(reduce_dtype=...)``, e.g. Composer's ``mixed_precision: DEFAULT`` (fp32) or torchtitan's
+# ``mixed_precision_reduce``
+REDUCE_DTYPES = {"fp32": 4, "bf16": 2, "fp16": 2}
 FP8_RECIPES = ("tensorwise", "rowwise")  # training.fp8_recipe: torchao's scalings (torchtitan float8.recipe_name)
 
 
@@ -229,14 +233,17 @@ def runs_with(framework: str | None, zero_stage: int, pipeline: int) -> bool:
 
 
 def runtime_of(framework: str, bucket_bytes=None, prefetch=None, grad_bytes: int = 2,
-               overlap: bool = True) -> Runtime:
+               overlap: bool = True, reduce_dtype: str | None = None) -> Runtime:
     """The :class:`Runtime` of ``training.framework`` with the scenario's ``training.bucket_bytes`` (a reduction
-    bucket in bytes of ``grad_bytes``-byte gradients) and ``training.prefetch`` (units) applied; ``ValueError``
-    naming the field for a bad value. Megatron-Core reduces the whole gradient buffer in one call when the
-    reduction does not overlap the backward pass (``overlap=False``: ``bucket_size = None``).
+    bucket in bytes of ``grad_bytes``-byte gradients), ``training.prefetch`` (units) and ``training.reduce_dtype``
+    (the gradients' dtype on the wire, :data:`REDUCE_DTYPES`) applied; ``ValueError`` naming the field for a bad
+    value. Megatron-Core reduces the whole gradient buffer in one call when the reduction does not overlap the
+    backward pass (``overlap=False``: ``bucket_size = None``).
 
     >>> runtime_of("fsdp", prefetch=2).prefetch
     2
+    >>> runtime_of("fsdp").reduce_bytes, runtime_of("fsdp", reduce_dtype="fp32").reduce_bytes
+    (None, 4)
     >>> runtime_of("deepspeed", bucket_bytes=2**20).bucket_elements
     524288.0
     >>> runtime_of("fdsp")
@@ -257,6 +264,11 @@ deepspeed-0.3, fsdp, fsdp2
         rt = replace(rt, bucket_elements=elements, bucket_floor_per_rank=0.0, gather_bucket_elements=elements)
     if prefetch is not None:
         rt = replace(rt, prefetch=count("training.prefetch", prefetch, low=0, high=1024))
+    if reduce_dtype is not None:
+        if reduce_dtype not in REDUCE_DTYPES:
+            raise ValueError(f"training.reduce_dtype: unknown {reduce_dtype!r}"
+                             f"{did_you_mean(str(reduce_dtype), REDUCE_DTYPES)}; allowed: {', '.join(REDUCE_DTYPES)}")
+        rt = replace(rt, reduce_bytes=REDUCE_DTYPES[reduce_dtype])
     return rt
 
 

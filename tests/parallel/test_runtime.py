@@ -92,6 +92,26 @@ def test_fsdp2_copies_slow_its_step_against_fsdp():
     assert fsdp2.step_time_s > fsdp.step_time_s
 
 
+def test_reduce_dtype_sets_the_bytes_on_the_wire():
+    """``training.reduce_dtype`` fp32 makes FSDP's per-block reduce-scatter move 4-byte gradients: GPT-2's root unit
+    and its 12 blocks, each one call over 16 ranks, by hand; bf16 keeps FSDP's default (the parameters' dtype)."""
+    w = workload(GPT2, CLUSTER, "bf16")
+    d = 16
+    args = ("allreduce", 0, "none", "ring")
+    fp32 = w.data_parallel(1, 1, d, *args, ("fsdp", None, None, 2, True, "fp32"), "none", zero=3)
+    bf16 = w.data_parallel(1, 1, d, *args, ("fsdp", None, None, 2, True, "bf16"), "none", zero=3)
+    plain = w.data_parallel(1, 1, d, *args, ("fsdp", None, None, 2, True), "none", zero=3)
+    root = 38_597_376 + 786_432 + 2 * 768
+    calls = [collective_triple("reduce_scatter", n * 4, d, CLUSTER, 8, 1) for n in [root] + [7_087_872] * 12]
+    assert fp32["rs"] == pytest.approx(tuple(sum(c[i] for c in calls) for i in range(3)), rel=1e-12)
+    assert bf16["rs"] == plain["rs"] != fp32["rs"]
+    assert fp32["ag"] == plain["ag"]  # the parameters are still gathered in bf16
+    sc = {"model": GPT2, "parallel": {"data": d, "global_batch": 32},
+          "training": {"zero_stage": 3, "framework": "fsdp"}}
+    slow = estimate({**sc, "training": {**sc["training"], "reduce_dtype": "fp32"}})
+    assert slow.breakdown["data_parallel_comm_s"] > estimate(sc).breakdown["data_parallel_comm_s"]
+
+
 def test_deepspeed_03_is_serialised_with_list_copies():
     """DeepSpeed 0.3.13: one call per tensor over 1e5 elements (gathers) or per gradient tensor (reductions), the
     recomputed forward gathering again, nothing overlapped, d copies per call (PyTorch 1.8's list-form collectives:
@@ -173,6 +193,8 @@ def test_default_framework_follows_the_zero_stage():
     ("bucket_bytes", -5, "training.bucket_bytes: must be a number in (0, "),
     ("prefetch", 1.5, "training.prefetch: must be an integer in [0, 1024], got 1.5"),
     ("prefetch", "two", "training.prefetch: must be an integer in [0, 1024], got 'two'"),
+    ("reduce_dtype", "fp23", "training.reduce_dtype: unknown 'fp23'; did you mean 'fp32'?"),
+    ("reduce_dtype", 4, "training.reduce_dtype: unknown 4"),
 ])
 def test_bad_runtime_fields_name_the_field(field, value, message):
     with pytest.raises(ValueError) as e:
