@@ -81,6 +81,18 @@ def test_fsdp2_copies_around_its_collectives_by_hand():
     assert w32.inline_copies(PROFILES["fsdp2"], 1, 1, d, 2, 4) == pytest.approx(n * 24 / rate, rel=1e-12)
 
 
+@settings(max_examples=30, deadline=None)
+@given(t=st.sampled_from([1, 2, 4]), p=st.sampled_from([1, 2, 3]), d=st.sampled_from([2, 8, 64]),
+       gathers=st.integers(0, 3), wire=st.sampled_from([2, 4]))
+def test_fsdp2_copies_are_a_share_of_the_stage_whatever_the_group(t, p, d, gathers, wire):
+    """Each device copies its stage's unsharded parameters (1 / (t p) of the model's) whatever the data-parallel group:
+    ``gathers`` x 2 reads and writes of 2-byte values and one 2-byte read and ``wire``-byte write, at the memory rate."""
+    w = workload(GPT2, CLUSTER, "bf16")
+    rate = float(w.dev.efficiency.memory) * float(w.dev.mem_bw)
+    got = w.inline_copies(PROFILES["fsdp2"], t, p, d, gathers, wire)
+    assert got == pytest.approx(w.params / (t * p) * (gathers * 4 + 2 + wire) / rate, rel=1e-12)
+
+
 def test_fsdp2_copies_slow_its_step_against_fsdp():
     """The same scenario under FSDP2 and FSDP differs by FSDP2's copies (and its fp32 reduction): never faster."""
     sc = {"model": GPT2, "parallel": {"data": 8, "microbatch_size": 4, "global_batch": 32},
