@@ -75,8 +75,8 @@ NEMO_VOCAB = {"gpt3": 51200, "llama2": 32000, "llama3": 128256}
 # reduce_dtype, and PyTorch's FSDP then reduces in the parameters' dtype, bf16: torch.distributed.fsdp.MixedPrecision's
 # docstring, "If this is None but param_dtype is not None, then this takes on the param_dtype value", as recalled for
 # torch 2.0). The H100 tables came with llm-foundry @ b2a43a147 (2023-10-19, setup.py mosaicml>=0.16.4,<0.17) and
-# @ 5e85bd62d (2024-01-06, >=0.17.2): fp32; the A100 table with @ ef350d9e6 (2023-07-05; @ c6cfb4284 pins
-# mosaicml>=0.15.0,<0.16): bf16, FSDP's default. PURE: Composer's param, reduce and buffer dtypes all the precision's.
+# @ 5e85bd62d (2024-01-06, >=0.17.2): fp32; the A100 table with @ ef350d9e6 (2023-07-05, setup.py
+# composer>=0.15.0,<0.16): bf16, FSDP's default. PURE: Composer's param, reduce and buffer dtypes all the precision's.
 LLMFOUNDRY_FP32_REDUCE_SECTIONS = ("H100 80GB BF16", "H100 80GB FP8", "H100 80GB BF16 (Large Scale, >= 128 GPUs)")
 RECOMPUTE_ORDER = ("none", "selective", "full")  # recompute "auto": the least of these that fits in memory
 ASSUMPTIONS = {
