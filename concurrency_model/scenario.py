@@ -32,7 +32,8 @@ from .parallel.gossip import TOPOLOGIES
 from .parallel.layerwise import TENSOR_LAYERS
 from .parallel.lora import BASE_BYTES
 from .parallel.partition import STAGE_SPLITS
-from .parallel.runtime import FP8_RECIPES, FRAMEWORKS, default_framework, kernel_policies, runs_with, runtime_of
+from .parallel.runtime import (FP8_RECIPES, FRAMEWORKS, REDUCE_DTYPES, default_framework, kernel_policies, runs_with,
+                               runtime_of)
 from .units import DTYPE_BYTES, KV_DTYPES
 
 SCHEDULES = pipeline.SCHEDULES
@@ -47,7 +48,7 @@ TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_sta
             "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
             "gossip_topology": "ring", "batch_norm": "local", "max_global_batch": DEFAULT_CEILING, "lora_rank": 0,
             "lora_base_dtype": None, "framework": None, "bucket_bytes": None, "prefetch": None, "loss": None,
-            "fp8_recipe": None, "target": None,
+            "fp8_recipe": None, "target": None, "reduce_dtype": None,
             "compile": True}  # compile false: eager PyTorch's norm and rotary kernels (timing.graph.eager_kernels)
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "threshold", "topk", "dgc", "powersgd",
                 "sfb")
@@ -63,7 +64,7 @@ CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tens
            "gossip_topology": TOPOLOGIES, "consistency": CONSISTENCY, "batch_norm": BATCH_NORM,
            "lora_base_dtype": tuple(BASE_BYTES), "batching": BATCHING,
            "kv_dtype": KV_DTYPES, "framework": FRAMEWORKS,
-           "loss": tuple(LOSSES), "fp8_recipe": FP8_RECIPES,
+           "loss": tuple(LOSSES), "fp8_recipe": FP8_RECIPES, "reduce_dtype": tuple(REDUCE_DTYPES),
            "moe_dispatcher": DISPATCHERS, "stage_split": STAGE_SPLITS}  # a field whose default is null may stay null
 TOP = ("model", "cluster", "parallel", "training", "run", "inference", "name", "notes")
 
@@ -300,7 +301,8 @@ def load_scenario(spec) -> Scenario:
     if tr["zero_stage"] > 3:
         raise ValueError(f"training.zero_stage: must be 0, 1, 2 or 3, got {tr['zero_stage']}")
     # null: the runtime the ZeRO stage implies, resolved per layout (a sweep searches the stage)
-    runtime_of(tr["framework"] or default_framework(tr["zero_stage"]), tr["bucket_bytes"], tr["prefetch"])
+    runtime_of(tr["framework"] or default_framework(tr["zero_stage"]), tr["bucket_bytes"], tr["prefetch"],
+               reduce_dtype=tr["reduce_dtype"])
     if not runs_with(tr["framework"], tr["zero_stage"], par["pipeline"]):
         raise ValueError(f"training.zero_stage: {tr['framework'] or default_framework(tr['zero_stage'])} runs "
                          f"ZeRO-{tr['zero_stage']} without pipeline stages only (its pipeline engine refuses ZeRO-2 "

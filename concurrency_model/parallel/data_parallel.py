@@ -117,6 +117,32 @@ class DataParallelMixin:
             + copies * (float(self.dev.launch_overhead) + HOST_GATHER_COPY_S)
         return tuple(x / p for x in (one[0] + host, one[1], one[2]))
 
+    def inline_copies(self, runtime: Runtime, t: int, p: int, d: int, gathers: int, wire: float) -> float:
+        """Seconds a microbatch of the copies ``runtime`` makes on the compute stream around a stage's ZeRO-3
+        collectives (FSDP2's, :mod:`.runtime`): ``gathers`` all-gathers of the stage's parameters (``1 / (t p)`` of the
+        model's, in the parameters' ``vb`` bytes), each copied out at ``inline_gather_bytes`` per byte gathered, and one
+        reduction of its gradients, each value read in the gradients' bytes and written in the ``wire`` bytes of the
+        reduction, at the device's memory rate (the ``efficiency.memory`` fraction of ``mem_bw``) [D].
+
+        >>> from concurrency_model.hardware.clusters import load_cluster
+        >>> from concurrency_model.training.workload import workload
+        >>> from concurrency_model.parallel.runtime import PROFILES
+        >>> w = workload("gpt2", load_cluster("dgx-a100"), "bf16")
+        >>> w.inline_copies(PROFILES["fsdp"], 1, 1, 8, 2, 4)
+        0.0
+        >>> n, bw = w.trainable_params, float(w.dev.efficiency.memory) * float(w.dev.mem_bw)
+        >>> round(w.inline_copies(PROFILES["fsdp2"], 1, 1, 8, 2, 4) * bw / n, 9)  # 2 gathers x 2 x 2 bytes + 2 + 4
+        14.0
+        """
+        if not runtime.inline_gather_bytes and not runtime.inline_reduce_copy:
+            return 0.0
+        gathered = sum(self._units(runtime, "gather", d)) / (t * p)
+        reduced = sum(self._units(runtime, "reduce", d)) / (t * p)
+        moved = gathers * gathered * runtime.inline_gather_bytes * self.vb
+        if runtime.inline_reduce_copy:
+            moved += reduced * (self.grad_bytes + wire)
+        return moved / float(self.dev.efficiency.memory) / float(self.dev.mem_bw)
+
     @lru_cache(maxsize=None)
     def data_parallel(self, t: int, p: int, d: int, sync: str = "allreduce", servers: int = 0,
                       compression: str = "none", topology: str = "ring", runtime: tuple = ("ideal",),
@@ -182,6 +208,10 @@ class DataParallelMixin:
         elif zero == 3 and runtime.prefetch is not None and plain:  # the first unit of each pass: not prefetched
             first = next(iter(self._units(runtime, "gather", d)), 0.0)
             x_dp = tuple(2 * x for x in self._coll("allgather", first / t * self.vb, d, rpn, sharing))
+            # the runtime's own copies on the compute stream around the gathers and the reduction (FSDP2's)
+            gathers = 3 if runtime.regather_recompute and recompute == "full" else 2
+            wire = runtime.reduce_bytes or self.grad_bytes
+            x_dp = (x_dp[0] + self.inline_copies(runtime, t, p, d, gathers, wire), x_dp[1], x_dp[2])
         return {"ar": ar, "rs": rs, "ag": ag, "agb": agb, "x_dp": x_dp, "last_ar": last_ar,
                 "last_rs": self._coll("reduce_scatter", bucket, d, rpn, sharing),
                 # the overlap interference of the tier the group's traffic crosses

@@ -60,6 +60,19 @@ is latency-bound where the ideal model sees bandwidth only.
   torchao's ``convert_to_float8_training``). torchtitan's Llama runs ``wq``, ``wk``, ``wv`` as three linears
   (:func:`concurrency_model.timing.graph.projection_widths`) and its context parallelism is PyTorch's ring
   (:func:`concurrency_model.parallel.context.pytorch_ring_bytes`): both follow from the torchao kernel policy.
+  Without a flat parameter, FSDP2 copies around every call on the compute stream: after each all-gather,
+  ``foreach_all_gather_copy_out`` waits for it on the current stream and copies the gathered buffer out into each
+  parameter's unsharded tensor (``torch.split_with_sizes_copy``: every gathered byte read and written once); before
+  each reduce-scatter, ``foreach_reduce`` copies the unsharded gradients into the reduce-scatter input in the reduce
+  dtype (``foreach_reduce_scatter_copy_in``: ``torch.cat`` / ``_chunk_cat``, the gradient read, the fp32 value
+  written) and only then frees them. Read in pytorch/pytorch ``torch/distributed/_composable/fsdp/
+  _fsdp_collectives.py`` as stored at 01d66d21 (mid-2024: the copy-in on the reduce-scatter stream, which the
+  current stream waits for, ``current_stream.wait_event(copy_in_event)``) and ``torch/distributed/fsdp/_fully_shard/
+  _fsdp_collectives.py`` at 010ae4a8 (the copy-in on the current stream itself); the benchmark's torch, 1963fc8, lies
+  between them and was not read. Both copies are serial with the compute in either version (``inline_gather_bytes``,
+  ``inline_reduce_copy``). FSDP (``fsdp``) gathers into and reduces from its flat parameter's own padded storage
+  (``FlatParamHandle``): no such copies. The gradient pre- and post-division (``_div_if_needed``, run on the
+  reduce-scatter stream beside the compute, and dropped for ``ReduceOp.AVG`` in later versions) are not charged.
 
 Kernels the runtime decides (``selective``, ``float8``): what a ``selective`` recompute runs again (``attention``:
 Korthikanti et al.'s attention core; ``op``: torchtitan's per-op policy) and whose casts an 8-bit training dtype
@@ -110,7 +123,9 @@ class Runtime:
     reduction (buffers zeroed, flattened, divided), and ``bucket_copy_bytes`` more for a gradient of at most
     ``bucket_elements`` copied into a contiguous bucket first; ``regather_persistent``: the persistent parameters are
     released after every backward pass and gathered back once a microbatch in one coalesced call, copied out per
-    parameter and rank from Python."""
+    parameter and rank from Python; ``inline_gather_bytes``: bytes read and written on the compute stream per byte
+    gathered (FSDP2's copy-out); ``inline_reduce_copy``: the gradients copied into the reduction's input, in its
+    dtype, on the compute stream (FSDP2's copy-in)."""
 
     name: str
     gather: str = "pass"
@@ -127,6 +142,8 @@ class Runtime:
     copy_bytes: tuple = (0.0, 0.0)
     bucket_copy_bytes: float = 0.0
     regather_persistent: bool = False
+    inline_gather_bytes: float = 0.0
+    inline_reduce_copy: bool = False
     selective: str = "attention"
     float8: str = "te"
 
@@ -165,11 +182,16 @@ PROFILES = {
     "fsdp": Runtime("fsdp", gather="block", reduce="block", prefetch=1),
     # torchtitan's FSDP2 reduces in fp32 (job config mixed_precision_reduce = "float32", pytorch/torchtitan)
     # torchtitan: per-op selective checkpointing (parallelize_llama.py _save_list), torchao float8 (float8.py)
+    # FSDP2's copy-out after each gather and copy-in before each reduce-scatter, on the compute stream (module doc)
     "fsdp2": Runtime("fsdp2", gather="block", reduce="block", prefetch=1, reduce_bytes=4, selective="op",
-                     float8="torchao"),
+                     float8="torchao", inline_gather_bytes=2.0, inline_reduce_copy=True),
 }
 
 
+# training.reduce_dtype: the dtype a runtime reduces gradients in, overriding its own (null): FSDP's and FSDP2's
+# ``MixedPrecision(reduce_dtype=...)``, e.g. Composer's ``mixed_precision: DEFAULT`` (fp32) or torchtitan's
+# ``mixed_precision_reduce``
+REDUCE_DTYPES = {"fp32": 4, "bf16": 2, "fp16": 2}
 FP8_RECIPES = ("tensorwise", "rowwise")  # training.fp8_recipe: torchao's scalings (torchtitan float8.recipe_name)
 
 
@@ -211,14 +233,17 @@ def runs_with(framework: str | None, zero_stage: int, pipeline: int) -> bool:
 
 
 def runtime_of(framework: str, bucket_bytes=None, prefetch=None, grad_bytes: int = 2,
-               overlap: bool = True) -> Runtime:
+               overlap: bool = True, reduce_dtype: str | None = None) -> Runtime:
     """The :class:`Runtime` of ``training.framework`` with the scenario's ``training.bucket_bytes`` (a reduction
-    bucket in bytes of ``grad_bytes``-byte gradients) and ``training.prefetch`` (units) applied; ``ValueError``
-    naming the field for a bad value. Megatron-Core reduces the whole gradient buffer in one call when the
-    reduction does not overlap the backward pass (``overlap=False``: ``bucket_size = None``).
+    bucket in bytes of ``grad_bytes``-byte gradients), ``training.prefetch`` (units) and ``training.reduce_dtype``
+    (the gradients' dtype on the wire, :data:`REDUCE_DTYPES`) applied; ``ValueError`` naming the field for a bad
+    value. Megatron-Core reduces the whole gradient buffer in one call when the reduction does not overlap the
+    backward pass (``overlap=False``: ``bucket_size = None``).
 
     >>> runtime_of("fsdp", prefetch=2).prefetch
     2
+    >>> runtime_of("fsdp").reduce_bytes, runtime_of("fsdp", reduce_dtype="fp32").reduce_bytes
+    (None, 4)
     >>> runtime_of("deepspeed", bucket_bytes=2**20).bucket_elements
     524288.0
     >>> runtime_of("fdsp")
@@ -239,6 +264,11 @@ deepspeed-0.3, fsdp, fsdp2
         rt = replace(rt, bucket_elements=elements, bucket_floor_per_rank=0.0, gather_bucket_elements=elements)
     if prefetch is not None:
         rt = replace(rt, prefetch=count("training.prefetch", prefetch, low=0, high=1024))
+    if reduce_dtype is not None:
+        if reduce_dtype not in REDUCE_DTYPES:
+            raise ValueError(f"training.reduce_dtype: unknown {reduce_dtype!r}"
+                             f"{did_you_mean(str(reduce_dtype), REDUCE_DTYPES)}; allowed: {', '.join(REDUCE_DTYPES)}")
+        rt = replace(rt, reduce_bytes=REDUCE_DTYPES[reduce_dtype])
     return rt
 
 

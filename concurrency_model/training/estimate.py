@@ -286,10 +286,11 @@ def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | No
 
 
 def runtime_spec(tr: dict) -> tuple:
-    """``(framework, bucket_bytes, prefetch, gradient bytes, overlap)`` of a scenario's training section, which
-    :func:`.runtime.runtime_of` turns into a :class:`~.runtime.Runtime` once the ZeRO stage is known (a
+    """``(framework, bucket_bytes, prefetch, gradient bytes, overlap, reduce_dtype)`` of a scenario's training section,
+    which :func:`.runtime.runtime_of` turns into a :class:`~.runtime.Runtime` once the ZeRO stage is known (a
     ``framework`` left null follows the stage, :func:`.runtime.default_framework`)."""
-    return tr["framework"], tr["bucket_bytes"], tr["prefetch"], GRAD_BYTES.get(tr["dtype"], 2), tr["overlap"]
+    return tr["framework"], tr["bucket_bytes"], tr["prefetch"], GRAD_BYTES.get(tr["dtype"], 2), tr["overlap"], \
+        tr.get("reduce_dtype")
 
 
 def sync_of(sc: Scenario) -> tuple:

@@ -69,6 +69,15 @@ LLAMA = {"Llama 3.1 8B": "llama-3.1-8b", "Llama 3.1 70B": "llama-3.1-70b", "Llam
 # nemo/collections/common/parts/perf_metrics_utils.py LLM_VOCAB_SIZE_MAP)
 NEMO_GPT3 = {"GPT3-5B": (24, 4096, 32), "GPT3-20B": (44, 6144, 48), "GPT3-175B": (96, 12288, 96)}
 NEMO_VOCAB = {"gpt3": 51200, "llama2": 32000, "llama3": 128256}
+# The dtype llm-foundry's FSDP reduced gradients in, by table: Composer's ``mixed_precision: DEFAULT`` (every row but
+# the two PURE ones) reduces in fp32 from Composer v0.16.4 on (mosaicml/composer d745fcb1 "patch default", 2023-10-10:
+# ``reduce_dtype = torch.float32`` under DEFAULT in composer/trainer/mosaic_fsdp_utils.py; before it DEFAULT set no
+# reduce_dtype, and PyTorch's FSDP then reduces in the parameters' dtype, bf16: torch.distributed.fsdp.MixedPrecision's
+# docstring, "If this is None but param_dtype is not None, then this takes on the param_dtype value", as recalled for
+# torch 2.0). The H100 tables came with llm-foundry @ b2a43a147 (2023-10-19, setup.py mosaicml>=0.16.4,<0.17) and
+# @ 5e85bd62d (2024-01-06, >=0.17.2): fp32; the A100 table with @ ef350d9e6 (2023-07-05, setup.py
+# composer>=0.15.0,<0.16): bf16, FSDP's default. PURE: Composer's param, reduce and buffer dtypes all the precision's.
+LLMFOUNDRY_FP32_REDUCE_SECTIONS = ("H100 80GB BF16", "H100 80GB FP8", "H100 80GB BF16 (Large Scale, >= 128 GPUs)")
 RECOMPUTE_ORDER = ("none", "selective", "full")  # recompute "auto": the least of these that fits in memory
 ASSUMPTIONS = {
     "torchtitan": "cluster grand-teton-h100 for the H100 rows (96 GB HBM2e at 2.4 TB/s, the SXM5 tensor peaks at "
@@ -91,7 +100,9 @@ ASSUMPTIONS = {
                   "for a100_80gb (the A100 section's 1,600 Gb/s node-to-node RoCE = 8 x 200 Gb/s, the preset's "
                   "NIC rate); framework fsdp; FULL_SHARD -> ZeRO 3, SHARD_GRAD_OP -> ZeRO 2; data = GPUs "
                   "(tp = pp = 1); activation checkpointing -> full recompute; amp_bf16 / bf16 -> bf16, amp_fp8 -> "
-                  "fp8; FlashAttention-1-class attention (fused_attention \"flash1\": the benchmark script's "
+                  "fp8; mixed_precision DEFAULT -> training.reduce_dtype fp32 on the H100 tables (Composer >= 0.16.4 "
+                  "pinned), FSDP's default (bf16) on the A100 table and for PURE (LLMFOUNDRY_FP32_REDUCE_SECTIONS); "
+                  "FlashAttention-1-class attention (fused_attention \"flash1\": the benchmark script's "
                   "--attn_impl defaulted to 'triton', llm-foundry's copy of HazyResearch's Triton FlashAttention, "
                   "until 7f0fdae66 (2024-03), after both tables: submit_benchmarks.py at b2a43a147); the MPT "
                   "yamls' shapes with learned positions of "
@@ -251,7 +262,9 @@ def llmfoundry_rows() -> pd.DataFrame:
                  zero_stage={"FULL_SHARD": 3, "SHARD_GRAD_OP": 2}.get(strategy, 0), framework="fsdp", loss="fused",
                  measured_tps=float(r["throughput_tok_per_s_per_gpu"]),
                  measured_tflops=float(r["model_tflops_per_gpu"]),
-                 cluster={"h100_80gb": "dgx-h100", "a100_80gb": "dgx-a100"}.get(gpu, ""))
+                 cluster={"h100_80gb": "dgx-h100", "a100_80gb": "dgx-a100"}.get(gpu, ""),
+                 reduce_dtype="fp32" if str(r["mp_mode"]) == "DEFAULT" and str(r["table_section"]).strip()
+                 in LLMFOUNDRY_FP32_REDUCE_SECTIONS else None)
         if str(r["model"]) not in MPT_SHAPES:
             b["unmappable"] = f"not mappable: no shape for MPT-{r['model']}"
         elif not b["cluster"]:
@@ -600,6 +613,8 @@ def scenario_for(r) -> dict:
                 "loss": r.get("loss")}
     if isinstance(r.get("fp8_recipe"), str):
         training["fp8_recipe"] = r["fp8_recipe"]
+    if isinstance(r.get("reduce_dtype"), str):
+        training["reduce_dtype"] = r["reduce_dtype"]
     if r.get("compile") is False or r.get("compile") is np.False_:  # torchtitan's rows run without torch.compile
         training["compile"] = False
     return {"model": model_spec(r), "cluster": r["cluster"], "parallel": par, "training": training}

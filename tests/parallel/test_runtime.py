@@ -60,6 +60,70 @@ def test_fsdp_prefetch_exposes_the_first_unit_of_each_pass():
     assert dp["agb"] == dp["ag"]  # the checkpointed forward runs inside the unit, parameters gathered
 
 
+def test_fsdp2_copies_around_its_collectives_by_hand():
+    """FSDP2 (no flat parameter) copies each gathered parameter out and each gradient into the fp32 reduce-scatter
+    input on the compute stream: GPT-2's 124,439,808 parameters over 16 ranks, gathered twice in bf16 (read and write
+    2 bytes each: 8 bytes a parameter) and reduced once (read 2, write 4): 14 bytes a parameter, exposed outright
+    (x_dp) at the A100's memory rate; FSDP's flat parameter has none, so the two differ by exactly that."""
+    w = workload(GPT2, CLUSTER, "bf16")
+    d, n = 16, 124_439_808
+    args = ("allreduce", 0, "none", "ring")
+    two = w.data_parallel(1, 1, d, *args, ("fsdp2", None, None, 2, True), "none", zero=3)
+    one = w.data_parallel(1, 1, d, *args, ("fsdp", None, None, 2, True), "none", zero=3)
+    rate = float(w.dev.efficiency.memory) * float(w.dev.mem_bw)
+    assert two["x_dp"][0] - one["x_dp"][0] == pytest.approx(n * 14 / rate, rel=1e-12)
+    assert two["x_dp"][1:] == one["x_dp"][1:]
+    # over 2 tensor ranks and 2 stages each device copies a quarter
+    quarter = w.inline_copies(PROFILES["fsdp2"], 2, 2, d, 2, 4)
+    assert quarter == pytest.approx(n / 4 * 14 / rate, rel=1e-12)
+    # fp32 training: 4-byte gathers and gradients, reduced in fp32: 2 x 2 x 4 + 4 + 4 = 24 bytes a parameter
+    w32 = workload(GPT2, CLUSTER, "fp32")
+    assert w32.inline_copies(PROFILES["fsdp2"], 1, 1, d, 2, 4) == pytest.approx(n * 24 / rate, rel=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(t=st.sampled_from([1, 2, 4]), p=st.sampled_from([1, 2, 3]), d=st.sampled_from([2, 8, 64]),
+       gathers=st.integers(0, 3), wire=st.sampled_from([2, 4]))
+def test_fsdp2_copies_are_a_share_of_the_stage_whatever_the_group(t, p, d, gathers, wire):
+    """Each device copies its stage's unsharded parameters (1 / (t p) of the model's) whatever the data-parallel group:
+    ``gathers`` x 2 reads and writes of 2-byte values and one 2-byte read and ``wire``-byte write, at the memory rate."""
+    w = workload(GPT2, CLUSTER, "bf16")
+    rate = float(w.dev.efficiency.memory) * float(w.dev.mem_bw)
+    got = w.inline_copies(PROFILES["fsdp2"], t, p, d, gathers, wire)
+    assert got == pytest.approx(w.params / (t * p) * (gathers * 4 + 2 + wire) / rate, rel=1e-12)
+
+
+def test_fsdp2_copies_slow_its_step_against_fsdp():
+    """The same scenario under FSDP2 and FSDP differs by FSDP2's copies (and its fp32 reduction): never faster."""
+    sc = {"model": GPT2, "parallel": {"data": 8, "microbatch_size": 4, "global_batch": 32},
+          "training": {"zero_stage": 3, "framework": "fsdp"}}
+    fsdp = estimate(sc)
+    sc["training"]["framework"] = "fsdp2"
+    fsdp2 = estimate(sc)
+    assert fsdp2.breakdown["data_parallel_exposed_s"] > fsdp.breakdown["data_parallel_exposed_s"]
+    assert fsdp2.step_time_s > fsdp.step_time_s
+
+
+def test_reduce_dtype_sets_the_bytes_on_the_wire():
+    """``training.reduce_dtype`` fp32 makes FSDP's per-block reduce-scatter move 4-byte gradients: GPT-2's root unit
+    and its 12 blocks, each one call over 16 ranks, by hand; bf16 keeps FSDP's default (the parameters' dtype)."""
+    w = workload(GPT2, CLUSTER, "bf16")
+    d = 16
+    args = ("allreduce", 0, "none", "ring")
+    fp32 = w.data_parallel(1, 1, d, *args, ("fsdp", None, None, 2, True, "fp32"), "none", zero=3)
+    bf16 = w.data_parallel(1, 1, d, *args, ("fsdp", None, None, 2, True, "bf16"), "none", zero=3)
+    plain = w.data_parallel(1, 1, d, *args, ("fsdp", None, None, 2, True), "none", zero=3)
+    root = 38_597_376 + 786_432 + 2 * 768
+    calls = [collective_triple("reduce_scatter", n * 4, d, CLUSTER, 8, 1) for n in [root] + [7_087_872] * 12]
+    assert fp32["rs"] == pytest.approx(tuple(sum(c[i] for c in calls) for i in range(3)), rel=1e-12)
+    assert bf16["rs"] == plain["rs"] != fp32["rs"]
+    assert fp32["ag"] == plain["ag"]  # the parameters are still gathered in bf16
+    sc = {"model": GPT2, "parallel": {"data": d, "global_batch": 32},
+          "training": {"zero_stage": 3, "framework": "fsdp"}}
+    slow = estimate({**sc, "training": {**sc["training"], "reduce_dtype": "fp32"}})
+    assert slow.breakdown["data_parallel_comm_s"] > estimate(sc).breakdown["data_parallel_comm_s"]
+
+
 def test_deepspeed_03_is_serialised_with_list_copies():
     """DeepSpeed 0.3.13: one call per tensor over 1e5 elements (gathers) or per gradient tensor (reductions), the
     recomputed forward gathering again, nothing overlapped, d copies per call (PyTorch 1.8's list-form collectives:
@@ -141,6 +205,8 @@ def test_default_framework_follows_the_zero_stage():
     ("bucket_bytes", -5, "training.bucket_bytes: must be a number in (0, "),
     ("prefetch", 1.5, "training.prefetch: must be an integer in [0, 1024], got 1.5"),
     ("prefetch", "two", "training.prefetch: must be an integer in [0, 1024], got 'two'"),
+    ("reduce_dtype", "fp23", "training.reduce_dtype: unknown 'fp23'; did you mean 'fp32'?"),
+    ("reduce_dtype", 4, "training.reduce_dtype: unknown 4"),
 ])
 def test_bad_runtime_fields_name_the_field(field, value, message):
     with pytest.raises(ValueError) as e:

@@ -119,6 +119,13 @@ def test_llmfoundry_rows(foundry):
     assert sgo["training"]["zero_stage"] == 2 and sgo["training"]["recompute"] == "none"
     assert modern.scenario_for(foundry.iloc[70])["training"]["dtype"] == "fp8"  # amp_fp8
     assert modern.scenario_for(foundry.iloc[77])["cluster"] == "dgx-a100"
+    # Composer's DEFAULT mixed precision reduces in fp32 from v0.16.4, which the H100 tables' llm-foundry pinned; the
+    # A100 table's Composer 0.15 left FSDP's default (bf16), and PURE reduces in bf16
+    assert sc["training"]["reduce_dtype"] == "fp32" and sgo["training"]["reduce_dtype"] == "fp32"
+    assert "reduce_dtype" not in modern.scenario_for(foundry.iloc[79])["training"]   # A100, DEFAULT
+    assert "reduce_dtype" not in modern.scenario_for(foundry.iloc[77])["training"]   # A100, PURE
+    h100 = foundry["cluster"] == "dgx-h100"
+    assert (foundry.loc[h100, "reduce_dtype"] == "fp32").all() and foundry.loc[~h100, "reduce_dtype"].isna().all()
     assert (foundry["unmappable"] == "").all() and foundry.loc[0, "measured_tps"] == 1007
 
 
