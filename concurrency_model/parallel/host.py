@@ -6,8 +6,8 @@ A pass of a pipeline stage lasts at least its kernels times the host seconds per
 and the one before it has finished (CUDA stream order), so a GPU-heavy stretch (a large GEMM, a tensor-parallel
 all-reduce) that the host's later kernels cannot hide, and the last kernel, add to the larger of the two totals.
 That is the kernel-level dependency graph Daydream simulates (Zhu et al., "Daydream: Accurately Estimating the
-Efficacy of Optimizations for DNN Training", USENIX ATC 2020, §4: a CPU launch task before each GPU task, GPU tasks
-in stream order) with one host cost per kernel; a stage carries its passes' kernels in issue order (``queue``,
+Efficacy of Optimizations for DNN Training", USENIX ATC 2020: CPU launch tasks before their GPU tasks, GPU tasks in
+stream order, from CUPTI traces) with one host cost per kernel; a stage carries its passes' kernels in issue order (``queue``,
 :func:`issue_sequence`) for it.
 """
 from __future__ import annotations
@@ -132,8 +132,8 @@ def issue_sequence(rows, extra, recompute: str, launch_s: float) -> dict:
     its row. Forward: the rows in order. Backward, block by block from the last (a block: the rows whose names share
     all but the last dotted part, ``h.3.qkv`` .. ``h.3.fc2``, a transformer layer): a ``full`` recompute's forward of
     the block again (Megatron checkpoints each transformer layer and runs its forward just before its backward:
-    NVIDIA/Megatron-LM ``megatron/model/transformer.py`` ``_checkpointed_forward``, ``checkpoint_num_layers`` 1 by
-    default), a ``selective`` one's share of the rows that have one, then the block's rows backwards. Returns
+    microsoft/Megatron-DeepSpeed @ 2255b617 ``megatron/model/transformer.py`` ``_checkpointed_forward``, chunks of
+    ``--checkpoint-num-layers`` layers, 1 by default in ``megatron/arguments.py``), a ``selective`` one's share of the rows that have one, then the block's rows backwards. Returns
     ``{"f": (kernels, seconds), "b": (kernels, seconds)}`` as arrays.
 
     >>> from concurrency_model.timing.parts import Parts
