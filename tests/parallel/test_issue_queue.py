@@ -1,5 +1,5 @@
 """The stream's queue between the host that issues kernels and the GPU that runs them (parallel.host: Daydream's
-kernel-level graph, Zhu et al. ATC 2020 §4)."""
+kernel-level graph, Zhu et al. ATC 2020)."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
