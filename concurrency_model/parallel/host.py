@@ -147,7 +147,15 @@ def issue_sequence(rows, extra, recompute: str, launch_s: float) -> dict:
     >>> q["b"][0].tolist(), [round(float(x) * 1e6, 3) for x in q["b"][1]]   # recompute, its all-reduce, backward
     ([1.0, 0.0, 2.0], [6.0, 10.0, 12.0])
     """
+    seen: dict = {}  # identical layers share their Parts and triples: their items once
+
     def items(parts, triple=None, more=0.0):
+        key = (id(parts), triple, more)
+        if key not in seen:
+            seen[key] = (parts, _items(parts, triple, more))  # the parts kept alive: their id stays theirs
+        return seen[key][1]
+
+    def _items(parts, triple, more):
         k = list(parts.kernel_counts(launch_s)) if len(parts.count) else []
         k = [c if x <= 0 else n for c, x, n in zip(k, parts.extra, parts.count)]  # split-K: one call (:func:`issued`)
         g = list((np.maximum(parts.compute, parts.memory) + parts.extra + parts.launch) * parts.count)
