@@ -7,8 +7,8 @@ and the one before it has finished (CUDA stream order), so a GPU-heavy stretch (
 all-reduce) that the host's later kernels cannot hide, and the last kernel, add to the larger of the two totals.
 That is the kernel-level dependency graph Daydream simulates (Zhu et al., "Daydream: Accurately Estimating the
 Efficacy of Optimizations for DNN Training", USENIX ATC 2020: CPU launch tasks before their GPU tasks, GPU tasks in
-stream order, from CUPTI traces) with one host cost per kernel; a stage carries its passes' kernels in issue order (``queue``,
-:func:`issue_sequence`) for it.
+stream order, from CUPTI traces) with one host cost per kernel; a stage carries its passes' kernels in issue order
+(``queue``, :func:`issue_sequence`) for it.
 """
 from __future__ import annotations
 
@@ -133,8 +133,9 @@ def issue_sequence(rows, extra, recompute: str, launch_s: float) -> dict:
     all but the last dotted part, ``h.3.qkv`` .. ``h.3.fc2``, a transformer layer): a ``full`` recompute's forward of
     the block again (Megatron checkpoints each transformer layer and runs its forward just before its backward:
     microsoft/Megatron-DeepSpeed @ 2255b617 ``megatron/model/transformer.py`` ``_checkpointed_forward``, chunks of
-    ``--checkpoint-num-layers`` layers, 1 by default in ``megatron/arguments.py``), a ``selective`` one's share of the rows that have one, then the block's rows backwards. Returns
-    ``{"f": (kernels, seconds), "b": (kernels, seconds)}`` as arrays.
+    ``--checkpoint-num-layers`` layers, 1 by default in ``megatron/arguments.py``), a ``selective`` one's share of
+    the rows that have one, then the block's rows backwards. Returns ``{"f": (kernels, seconds), "b": (kernels,
+    seconds)}`` as arrays.
 
     >>> from concurrency_model.timing.parts import Parts
     >>> one = Parts(*(np.array([x]) for x in (2e-6, 1e-6, 0.0, 4e-6, 1.0)))   # 1 kernel of 6 us
