@@ -1,7 +1,14 @@
 """Host (CPU) overhead of an eager framework: the seconds to issue a stage's kernels.
 
 A pass of a pipeline stage lasts at least its kernels times the host seconds per kernel
-(:mod:`.compose`: pass = max(GPU seconds, host seconds)).
+(:mod:`.compose`: pass = max(GPU seconds, host seconds)), and at least what the stream's queue makes of the two
+(:func:`issue_queue_seconds`): the host issues the kernels one after another, the GPU runs each once it is issued
+and the one before it has finished (CUDA stream order), so a GPU-heavy stretch (a large GEMM, a tensor-parallel
+all-reduce) that the host's later kernels cannot hide, and the last kernel, add to the larger of the two totals.
+That is the kernel-level dependency graph Daydream simulates (Zhu et al., "Daydream: Accurately Estimating the
+Efficacy of Optimizations for DNN Training", USENIX ATC 2020: CPU launch tasks before their GPU tasks, GPU tasks in
+stream order, from CUPTI traces) with one host cost per kernel; a stage carries its passes' kernels in issue order
+(``queue``, :func:`issue_sequence`) for it.
 """
 from __future__ import annotations
 
@@ -14,7 +21,9 @@ import numpy as np
 # ahead of the GPU within a pass, so the two overlap: no wait when the GPU is the slower). Fitted once on a
 # 5 us grid (0-160 us): least mean APE over every 4th even row of vtrain_single (Megatron-DeepSpeed on 2-8
 # A100, hosts of 2 x AMD EPYC 7742, full recompute; benchmarks/fit_host_overhead.py: 7.9% at 60 us), held
-# out on the odd rows and every other set (benchmarks/training_accuracy.py).
+# out on the odd rows and every other set (benchmarks/training_accuracy.py). Refitted with the stream's queue
+# (issue_queue_seconds) on 50-70 us: 60 us again, 7.7% on the fit rows (12.9 / 9.6 / 9.1 / 12.4% at 50 / 55 / 65 /
+# 70 us), 7.4% on every 4th odd row.
 HOST_S_PER_KERNEL = 60e-6
 
 # Megatron's fused scale-mask-softmax (``FusedScaleMaskSoftmax``, NVIDIA Megatron-LM ``megatron/model/fused_softmax.py``
@@ -85,7 +94,114 @@ def issued(parts, launch_s: float) -> float:
 def host_seconds(stage: dict, dev, host: float | None = None) -> tuple[float, float]:
     """The host's seconds to issue a stage's forward and its backward (with recompute) pass per
     microbatch: the kernels it issues (:func:`issued`, and the stage's ``host_extra`` kernels the graph does not list)
-    times :func:`host_per_kernel`."""
+    times :func:`host_per_kernel`, plus the wait the stream's queue adds where the stage carries its kernels in order
+    (``queue``: :func:`queue_wait`)."""
     h, la = host_per_kernel(dev, host), float(dev.launch_overhead)
     xf, xb = stage.get("host_extra", (0, 0))  # kernels the graph does not list (:func:`softmax_fallback_kernels`)
-    return h * (issued(stage["f"], la) + xf), h * (issued(stage["b"], la) + issued(stage["r"], la) + xb)
+    q_f, q_b = queue_wait(stage, h)
+    return h * (issued(stage["f"], la) + xf) + q_f, h * (issued(stage["b"], la) + issued(stage["r"], la) + xb) + q_b
+
+
+def issue_queue_seconds(kernels, gpu_s, host: float) -> float:
+    """Seconds of a pass whose items the host issues in order, ``kernels[i]`` kernels at ``host`` seconds each, and
+    the GPU runs in order, item ``i`` for ``gpu_s[i]`` seconds once it is issued and item ``i - 1`` has finished
+    (module doc): ``F_i = max(F_{i-1}, H_i) + g_i`` with ``H_i = host x sum(kernels[:i+1])``, that is
+    ``max(H_n, max_i(H_i + sum(g[i:])))``. It is never less than ``max(H_n, sum(g))`` and never more than their sum.
+
+    >>> issue_queue_seconds([1, 1, 1], [1.0, 0.1, 0.1], 1.0)   # the GPU waits for each issue: 3 + the last 0.1
+    3.1
+    >>> issue_queue_seconds([1, 0, 1], [0.5, 3.0, 0.5], 1.0)   # a 3 s item after the first: 1 + 0.5 + 3 + 0.5
+    5.0
+    """
+    n = np.asarray(kernels, dtype=float)
+    g = np.asarray(gpu_s, dtype=float)
+    if n.size == 0:
+        return 0.0
+    issue = np.cumsum(n) * host
+    tail = np.cumsum(g[::-1])[::-1]
+    return float(max(issue[-1], np.max(issue + tail)))
+
+
+def issue_sequence(rows, extra, recompute: str, launch_s: float) -> dict:
+    """The items a stage's forward and backward passes issue, in order (:func:`issue_queue_seconds`), from its layer
+    rows (:meth:`~concurrency_model.training.workload.Workload.layers`: ``f``, ``b`` parts, ``tp_f``, ``tp_b``,
+    ``tp_again`` triples and ``again``) and their ``extra`` host-only kernels (forward, backward; per row).
+
+    Each kernel row of a part is one item (its kernels as :func:`issued` counts them, its seconds on the GPU); a
+    tensor-parallel collective is an item of no host kernel (it is not counted as one: :func:`host_seconds`) after
+    its row. Forward: the rows in order. Backward, block by block from the last (a block: the rows whose names share
+    all but the last dotted part, ``h.3.qkv`` .. ``h.3.fc2``, a transformer layer): a ``full`` recompute's forward of
+    the block again (Megatron checkpoints each transformer layer and runs its forward just before its backward:
+    microsoft/Megatron-DeepSpeed @ 2255b617 ``megatron/model/transformer.py`` ``_checkpointed_forward``, chunks of
+    ``--checkpoint-num-layers`` layers, 1 by default in ``megatron/arguments.py``), a ``selective`` one's share of
+    the rows that have one, then the block's rows backwards. Returns ``{"f": (kernels, seconds), "b": (kernels,
+    seconds)}`` as arrays.
+
+    >>> from concurrency_model.timing.parts import Parts
+    >>> one = Parts(*(np.array([x]) for x in (2e-6, 1e-6, 0.0, 4e-6, 1.0)))   # 1 kernel of 6 us
+    >>> z = (0.0, 0.0, 0.0)
+    >>> rows = [{"name": "h.0.a", "f": one, "b": one.times(2), "tp_f": (1e-6, 9e-6, 0.0), "tp_b": z,
+    ...          "tp_again": z, "again": 0.0}]
+    >>> q = issue_sequence(rows, [(0, 0)], "full", 4e-6)
+    >>> q["f"][0].tolist(), [round(float(x) * 1e6, 3) for x in q["f"][1]]
+    ([1.0, 0.0], [6.0, 10.0])
+    >>> q["b"][0].tolist(), [round(float(x) * 1e6, 3) for x in q["b"][1]]   # recompute, its all-reduce, backward
+    ([1.0, 0.0, 2.0], [6.0, 10.0, 12.0])
+    """
+    seen: dict = {}  # identical layers share their Parts and triples: their items once
+
+    def items(parts, triple=None, more=0.0):
+        key = (id(parts), triple, more)
+        if key not in seen:
+            seen[key] = (parts, _items(parts, triple, more))  # the parts kept alive: their id stays theirs
+        return seen[key][1]
+
+    def _items(parts, triple, more):
+        k = list(parts.kernel_counts(launch_s)) if len(parts.count) else []
+        k = [c if x <= 0 else n for c, x, n in zip(k, parts.extra, parts.count)]  # split-K: one call (:func:`issued`)
+        g = list((np.maximum(parts.compute, parts.memory) + parts.extra + parts.launch) * parts.count)
+        if more:
+            k, g = k + [float(more)], g + [0.0]
+        if triple is not None and (s := float(triple[0] + max(triple[1], triple[2]))) > 0:
+            k, g = k + [0.0], g + [s]
+        return k, g
+
+    fwd = ([], [])
+    blocks: list = []
+    for r, (xf, xb) in zip(rows, extra):
+        f = items(r["f"], r["tp_f"], xf)
+        fwd[0].extend(f[0])
+        fwd[1].extend(f[1])
+        again = (items(r["f"], r["tp_f"], xf) if recompute == "full" else
+                 items(r["f"].times(r["again"]), r["tp_again"]) if recompute == "selective" and r["again"] > 0 else
+                 ([], []))
+        b = items(r["b"], r["tp_b"], xb - (xf if recompute == "full" else 0.0))
+        block = r["name"].rsplit(".", 1)[0]
+        if not blocks or blocks[-1][0] != block:
+            blocks.append((block, []))
+        blocks[-1][1].append((again, (b[0][::-1], b[1][::-1])))
+    bwd = ([], [])
+    for _, members in reversed(blocks):
+        for part in [a for a, _ in members] + [b for _, b in reversed(members)]:
+            bwd[0].extend(part[0])
+            bwd[1].extend(part[1])
+    return {p: (np.array(k, dtype=float), np.array(g, dtype=float)) for p, (k, g) in (("f", fwd), ("b", bwd))}
+
+
+def queue_wait(stage: dict, host: float) -> tuple[float, float]:
+    """What the stream's queue adds to the larger of a pass's GPU and host seconds (:func:`issue_queue_seconds` less
+    ``max(H_n, sum(g))``), forward and backward, for a stage that carries ``queue`` (:func:`issue_sequence`); 0, 0
+    for one that does not, or at no host cost.
+
+    >>> q = {"f": (np.array([1.0, 1.0]), np.array([0.5, 0.5])), "b": (np.array([1.0]), np.array([3.0]))}
+    >>> queue_wait({"queue": q}, 1.0)   # 2 issues of 1 s, the last item's 0.5 s after; one issue, then 3 s
+    (0.5, 1.0)
+    """
+    q = stage.get("queue")
+    if q is None or host <= 0:
+        return 0.0, 0.0
+    out = []
+    for p in ("f", "b"):
+        k, g = q[p]
+        out.append(issue_queue_seconds(k, g, host) - max(float(k.sum()) * host, float(g.sum())))
+    return out[0], out[1]

@@ -39,7 +39,7 @@ from ..parallel import pipeline
 from ..parallel.context import NO_PARTS, ContextMixin, context_exposed  # noqa: F401 (re-exported)
 from ..parallel.data_parallel import BUCKET_BYTES, GRAD_BYTES, DataParallelMixin  # noqa: F401 (BUCKET_BYTES re-exported)
 from ..parallel.expert import ExpertMixin
-from ..parallel.host import softmax_fallback_kernels
+from ..parallel.host import issue_sequence, softmax_fallback_kernels
 from ..parallel.layerwise import LayerwiseMixin
 from ..parallel.lora import LoraMixin, training_flop
 from ..parallel.partition import layer_split
@@ -498,6 +498,9 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                    for k in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r")},
                 "e": e, "stages": stages, "slowest": (lo, hi), "host_extra": tuple(float(x) for x in
                                                                            c["host_extra"][lo:hi].sum(axis=0)),
+                # the passes' kernels in issue order: the stream's queue (:func:`.host.queue_wait`)
+                "queue": issue_sequence(rows[lo:hi], c["host_extra"][lo:hi], recompute,
+                                        float(self.dev.launch_overhead)),
                 "boundary_numel": rows[stages[0][1] - 1]["numel"] if p > 1 else 0,
                 "cp": context, "bn_channels": tuple(r["bn_c"] for r in rows[lo:hi] if r["bn_c"])}
 

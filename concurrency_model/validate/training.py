@@ -263,7 +263,7 @@ def _predict(r: dict) -> dict:
             "predicted_time_p10_s": e.step_time_p10_s, "predicted_time_p90_s": e.step_time_p90_s,
             "predicted_model_tflops": e.achieved_flops_per_device / 1e12,
             **{k: bd[k] for k in ("compute_s", "tensor_parallel_comm_s", "bubble_s", "pipeline_p2p_s",
-                                  "data_parallel_exposed_s", "optimizer_s")}}
+                                  "data_parallel_exposed_s", "optimizer_s", "host_wait_s")}}
 
 
 def evaluate(df: pd.DataFrame, workers: int | None = None) -> pd.DataFrame:
@@ -353,6 +353,25 @@ def microbatch_slopes(df: pd.DataFrame) -> pd.DataFrame:
         out.append({**dict(zip(keys, key)), "rows": len(g), "slope_s": float(slope), "intercept_s": float(icpt),
                     "first": g.index[0]})
     return pd.DataFrame(out)
+
+
+def error_table(res: pd.DataFrame, by) -> pd.DataFrame:
+    """The predicted rows of :func:`evaluate` grouped by the columns ``by`` (a name or a list): ``rows``, ``mean_ape``,
+    ``median_signed_pct`` (+: predicted slower, or for a TFLOP/s set faster), ``max_ape`` and ``ape_share`` (the
+    group's part of the total APE, so the groups that move a mean most come first), largest share first.
+
+    >>> res = pd.DataFrame({"status": "ok", "tensor": [1, 1, 8, 8], "ape": [2.0, 4.0, 10.0, 24.0],
+    ...                     "signed_error_pct": [2.0, -4.0, -10.0, -24.0]})
+    >>> error_table(res, "tensor")[["tensor", "rows", "mean_ape", "median_signed_pct", "ape_share"]].values.tolist()
+    [[8.0, 2.0, 17.0, -17.0, 0.85], [1.0, 2.0, 3.0, -1.0, 0.15]]
+    """
+    by = [by] if isinstance(by, str) else list(by)
+    ok = res[res["status"] == "ok"]
+    out = ok.groupby(by).agg(rows=("ape", "size"), mean_ape=("ape", "mean"), median_signed_pct=("signed_error_pct",
+                                                                                               "median"),
+                             max_ape=("ape", "max"), ape_sum=("ape", "sum")).reset_index()
+    out["ape_share"] = out.pop("ape_sum") / ok["ape"].sum()
+    return out.sort_values("ape_share", ascending=False, kind="stable").reset_index(drop=True)
 
 
 def sample(df: pd.DataFrame, every: int) -> pd.DataFrame:

@@ -78,3 +78,18 @@ def test_vtrain_multi_nodes_have_the_800_gbps_their_configurations_state():
     fast = estimate(vt.scenario_for({**r.to_dict(), "cluster": "dgx-a100"}))
     assert slow.breakdown["tensor_parallel_comm_s"] > fast.breakdown["tensor_parallel_comm_s"]
     assert slow.breakdown["forward_s"] == pytest.approx(fast.breakdown["forward_s"], rel=1e-12)
+
+
+def test_error_table_groups_the_predicted_rows():
+    # hand counts: rows not predicted are left out; shares add to 1; the largest share first
+    import pandas as pd
+    from concurrency_model.validate.training import error_table
+    res = pd.DataFrame({"status": ["ok", "ok", "ok", "refused", "ok"], "tensor": [1, 2, 2, 2, 1],
+                        "microbatch": [1, 1, 2, 2, 1], "ape": [1.0, 6.0, 3.0, 99.0, 2.0],
+                        "signed_error_pct": [1.0, -6.0, 3.0, 99.0, -2.0]})
+    t = error_table(res, ["tensor", "microbatch"])
+    # ties (0.25) keep the groups' order
+    assert t[["tensor", "microbatch", "rows"]].values.tolist() == [[2, 1, 1], [1, 1, 2], [2, 2, 1]]
+    assert t["ape_share"].tolist() == pytest.approx([0.5, 0.25, 0.25])
+    assert t.loc[1, "mean_ape"] == pytest.approx(1.5) and t.loc[1, "median_signed_pct"] == pytest.approx(-0.5)
+    assert error_table(res, "tensor")["rows"].tolist() == [2, 2]
