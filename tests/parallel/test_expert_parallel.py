@@ -49,7 +49,9 @@ def test_two_experts_groups_inside_a_node():
         16 * EXPERT_PARAMS / 2, rel=1e-12)
     # data 2 = expert 2: each expert lives on one replica, only the dense gradients are all-reduced
     assert two.breakdown["data_parallel_comm_s"] < 0.3 * one.breakdown["data_parallel_comm_s"]
-    assert two.step_time_s > one.step_time_s - one.breakdown["data_parallel_comm_s"]
+    # the step saves at most that all-reduce and the compute its overlap slowed (the tier's overlap_slowdown)
+    saved = one.breakdown["data_parallel_comm_s"] + one.breakdown["overlap_interference_s"]
+    assert two.step_time_s > one.step_time_s - saved
 
 
 def test_distributed_optimizer_shards_expert_state_over_the_expert_data_ranks():

