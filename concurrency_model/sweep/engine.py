@@ -39,7 +39,8 @@ from ..progress import Progress
 from ..scenario import load_scenario, read_scenario
 from ..training import compose
 from ..training.estimate import assemble, consistency_of, host_per_kernel, host_seconds, sync_of
-from ..training.workload import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, model_key, transformer_shape, workload
+from ..training.workload import (MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, model_key, stable_model, transformer_shape,
+                                 workload)
 from .result import SCALES, SweepResult
 from .space import layouts
 
@@ -234,20 +235,6 @@ FEATURE_COLUMNS = ("microbatch_size", "tensor", "sequence_parallel", "recompute"
                    "context_algorithm", "expert", "data", "zero_stage", "microbatches", "interleave")
 
 
-def _stable_model(model) -> bool:
-    """Whether a model spec names the same model in every process: a zoo name, or a spec (a family member, a
-    shipped Hugging Face preset) without a file whose contents could change and without a built graph."""
-    if isinstance(model, str):
-        return True
-    if not isinstance(model, dict) or "onnx" in model:
-        return False
-    source = model.get("hf_config")
-    if source is None:
-        return True
-    from ..frontends.hf import preset_names
-    return isinstance(source, str) and source in preset_names()
-
-
 def _cached_features(sc, w, lay: pd.DataFrame, state: np.ndarray, scales: dict) -> dict:
     """:func:`_features` through the persistent cache of :mod:`concurrency_model.compiled` (its arrays, keyed by
     the workload's identity, the layouts, their model-state bytes and the hardware scales, with the package's
@@ -256,7 +243,7 @@ def _cached_features(sc, w, lay: pd.DataFrame, state: np.ndarray, scales: dict) 
     every process (a graph object, a file) is not cached."""
     tr, par = sc.training, sc.parallel
     args = (w, lay, state, scales, sync_of(sc), tr["host_overhead_s"], tr["batch_norm"])
-    if not _stable_model(sc.model):
+    if not stable_model(sc.model):
         return _features(*args)
     h = hashlib.sha256()
     for c in FEATURE_COLUMNS:
