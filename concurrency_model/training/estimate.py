@@ -243,15 +243,14 @@ def estimate(scenario) -> Estimate:
     breakdown = {k: float(x) for k, x in compose.breakdown(inputs, out).items()}
     # the step from the function the sweep evaluates (the step alone: its own common subexpressions, so its own
     # order of additions), so that a configuration's step time is the sweep's to the last bit
-    fn = compose.step_fn(par["schedule"], tr["zero_stage"], tr["overlap"], ("step",))
-    step = float(fn(**inputs)["step"])
+    step = float(compose.step_fn(par["schedule"], tr["zero_stage"], tr["overlap"], ("step",))(**inputs)["step"])
     model_flop = rec["model_flop"]
     run = None
     if sc.run:
         run = run_cost(sc.run, step, par["global_batch"], sc.gpus,
                        busy_share(step, sum(breakdown[k] for k in WAIT_PARTS)),
                        float(sc.cluster.device.board_power_w), rec["seq_len"])
-    lo, hi = band_of(fn(**band_inputs_of(sc, rec))["step"])
+    lo, hi = band_of(band_steps_of(sc, rec))
     target = None
     if tr["target"] is not None:  # time to a quality target: steps at the global batch x this step (issue 40)
         from ..convergence.target import curve_of, penalty_of, time_to_target, with_penalty
@@ -308,7 +307,7 @@ def prepared(sc: Scenario) -> dict:
     """The numbers :func:`estimate` computes from the scenario alone, before it evaluates the step function
     (:data:`NUMBERS`): ``inputs`` of :func:`.compose.step_fn` at the presets' numbers, ``memory`` (:func:`memory_at`'s
     figures), ``stages``, ``model_flop``, ``routing_factor``, ``seq_len`` (a transformer's sequence, else None) and
-    ``spatial``; the step's inputs on the band's draws come from :func:`band_inputs_of`.
+    ``spatial``; the step on the band's draws comes from :func:`band_steps_of`.
 
     Built once by :func:`prepare` (the model, its layers' kernels, the partition, memory), then kept for the
     process (the last :data:`MEMO_SIZE` scenarios, by :func:`scenario_key`) and, for a model that is the same in
@@ -369,16 +368,19 @@ def _objects(sc: Scenario, rec: dict) -> tuple:
     return rec["objects"]
 
 
-def band_inputs_of(sc: Scenario, rec: dict) -> dict:
-    """:func:`band_inputs` of a :func:`prepared` scenario, kept in its record per spread of the fitted constants
-    (:func:`~concurrency_model.uncertainty.spreads`) and, across processes, in the cache of numbers."""
+def band_steps_of(sc: Scenario, rec: dict) -> np.ndarray:
+    """The step time of a :func:`prepared` scenario on each of :func:`~concurrency_model.uncertainty.draws`
+    (:func:`band_inputs` through the sweep's step function), kept in its record per spread of the fitted constants
+    (:func:`~concurrency_model.uncertainty.spreads`) and, across processes, in the cache of numbers (one array of
+    :data:`~concurrency_model.uncertainty.SAMPLES` values, not the inputs': 3 kB a scenario, not 70 kB)."""
     spread = tuple(uncertainty.spreads().items())  # through the module: a test may set another spread
     got = rec["band"].get(spread)
     if got is None:
         def build() -> dict:
-            return band_inputs(sc, *_objects(sc, rec)[:4])
-        got = compiled.arrays("estimate_band", (rec["key"], spread, SAMPLES, np.__version__), build) \
-            if rec["stable"] else build()
+            fn = compose.step_fn(sc.parallel["schedule"], sc.training["zero_stage"], sc.training["overlap"], ("step",))
+            return {"step": fn(**band_inputs(sc, *_objects(sc, rec)[:4]))["step"]}
+        got = (compiled.arrays("estimate_band", (rec["key"], spread, SAMPLES, np.__version__), build)
+               if rec["stable"] else build())["step"]
         rec["band"][spread] = got
     return got
 

@@ -51,7 +51,7 @@ def test_a_kept_and_a_cached_record_give_exactly_the_built_answer(fresh, monkeyp
     est._MEMO.clear()
     hits = compiled.STATS["hits"]
     cached = est.estimate(GPT2).to_dict()  # read from the cache
-    assert compiled.STATS["hits"] >= hits + 3  # the record, the band's inputs, the batch region
+    assert compiled.STATS["hits"] >= hits + 3  # the record, the band's steps, the batch region
     assert json.dumps(ref) == json.dumps(first) == json.dumps(again) == json.dumps(cached)
     assert ref["step_time_s"] > 0 and ref["run_days"] > 0
 
@@ -101,7 +101,7 @@ def test_the_band_follows_the_spread_of_the_constants(fresh, monkeypatch):
     assert e.step_time_p10_s < e.step_time_s < e.step_time_p90_s
     zero = dict.fromkeys(uncertainty.spreads(), 0.0)
     monkeypatch.setattr(uncertainty, "spreads", lambda: zero)
-    flat = est.estimate(GPT2)  # the same record, the band's inputs on the new draws
+    flat = est.estimate(GPT2)  # the same record, the step on the new draws
     assert flat.step_time_p10_s == pytest.approx(flat.step_time_s, rel=1e-12) == flat.step_time_p90_s
 
 
