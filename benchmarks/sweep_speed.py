@@ -12,9 +12,10 @@ the interpreter's start, the imports and the work): ``import concurrency_model``
 and in this process ``estimate()`` after the first call and the sweep a second time. Targets: a warm-cache
 estimate process <= 0.5 s, an in-process estimate <= 1 ms, a warm-cache sweep process <= 1.5 x (its evaluation
 + the import), the import <= 0.3 s. Beside them, the CPU seconds of a process that only imports what the estimate
-command and the sweep use (sympy, numpy; pandas for the sweep), the floor of a warm process. For reference, Calculon (calculon-ai/calculon @ caa4b11f, README.md): "Run a
-single calculation for LLM (~1 sec)" and its execution optimizer "~1 min"; issue 41 measured it side by side
-at 438 configurations a second and 0.46 s a CLI call (CPU, not published figures).
+command and the sweep use (sympy, numpy; pandas for the sweep), the floor of a warm process. For reference,
+Calculon (calculon-ai/calculon @ caa4b11f, README.md): "Run a single calculation for LLM (~1 sec)" and its
+execution optimizer "~1 min"; issue 41 measured it side by side at 438 configurations a second and 0.46 s a CLI
+call (CPU, not published figures).
 
     python benchmarks/sweep_speed.py [--big]     # --big: also the 1e7-configuration memory run
     python benchmarks/sweep_speed.py --first-answer-only   # only the first-answer figures (about a minute)

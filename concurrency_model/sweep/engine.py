@@ -243,7 +243,7 @@ def _memory(sc, w, lay: pd.DataFrame) -> dict:
     state, model_state, mem, act = np.zeros(len(lay)), np.zeros(len(lay)), np.zeros(len(lay)), np.zeros(len(lay))
     upper = np.zeros(len(lay))  # the band's upper end (:mod:`concurrency_model.parallel.allocator`)
     hopper = allocator.is_hopper(sc.cluster.device.name)
-    split = {k: np.zeros(len(lay)) for k in compose.STATE_PARTS}  # the model state's weights, gradients, optimizer state
+    split = {k: np.zeros(len(lay)) for k in compose.STATE_PARTS}  # the model state's weights, gradients, optimizer
     mem_schedule = np.where((lay["schedule"] == "interleaved") & (lay["interleave"] == 1), "1f1b", lay["schedule"])
     keys = pd.DataFrame({"s": mem_schedule, "r": lay["recompute"], "q": lay["sequence_parallel"],
                          "z": lay["zero_stage"], "one": lay["pipeline"] == 1, "a": lay["context_algorithm"],
