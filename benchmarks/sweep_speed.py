@@ -11,9 +11,11 @@ the interpreter's start, the imports and the work): ``import concurrency_model``
 (:mod:`concurrency_model.compiled`, a temporary ``$CONCURRENCY_MODEL_CACHE_DIR``), then with that cache warm;
 and in this process ``estimate()`` after the first call and the sweep a second time. Targets: a warm-cache
 estimate process <= 0.5 s, an in-process estimate <= 1 ms, a warm-cache sweep process <= 1.5 x (its evaluation
-+ the import), the import <= 0.3 s. For reference, Calculon (calculon-ai/calculon @ caa4b11f, README.md): "Run a
-single calculation for LLM (~1 sec)" and its execution optimizer "~1 min"; issue 41 measured it side by side
-at 438 configurations a second and 0.46 s a CLI call (CPU, not published figures).
++ the import), the import <= 0.3 s. Beside them, the CPU seconds of a process that only imports what the estimate
+command and the sweep use (sympy, numpy; pandas for the sweep), the floor of a warm process. For reference,
+Calculon (calculon-ai/calculon @ caa4b11f, README.md): "Run a single calculation for LLM (~1 sec)" and its
+execution optimizer "~1 min"; issue 41 measured it side by side at 438 configurations a second and 0.46 s a CLI
+call (CPU, not published figures).
 
     python benchmarks/sweep_speed.py [--big]     # --big: also the 1e7-configuration memory run
     python benchmarks/sweep_speed.py --first-answer-only   # only the first-answer figures (about a minute)
@@ -67,6 +69,9 @@ CALCULON = {"single_calculation_s": 1.0, "optimizer_s": 60.0,  # README.md @ caa
 # what a child process runs; each prints one JSON object ending with its process's CPU seconds
 CHILD = {
     "import": "import concurrency_model",
+    # what each process imports before any work (sympy, numpy; pandas for the sweep): where a warm process's time goes
+    "import_estimate": "import concurrency_model.commands.estimate",
+    "import_sweep": "import concurrency_model.sweep",
     "estimate": "from concurrency_model.cli import main; main(['estimate', '--scenario', 'gpt3-175b-3d', '--json'])",
     "sweep": "import json, sys; sys.path.insert(0, {bench!r}); import sweep_speed as b; "
              "from concurrency_model.sweep import sweep; r = sweep(b.SCENARIO, b.GPUS, hardware=b.GRID); "
@@ -97,6 +102,7 @@ def first_answer() -> dict:
 
     with tempfile.TemporaryDirectory(prefix="cm-bench-cache-") as cache:
         bare = child("import", cache)["cpu_s"]  # the cache is not touched by an import
+        uses = {k: min(child(f"import_{k}", cache)["cpu_s"] for _ in range(2)) for k in ("estimate", "sweep")}
         est_cold = child("estimate", cache)["cpu_s"]
         est_warm = min(child("estimate", cache)["cpu_s"] for _ in range(3))
         sw_cold = child("sweep", cache)
@@ -115,6 +121,7 @@ def first_answer() -> dict:
         again = sweep(SCENARIO, GPUS, hardware=GRID)
         sw_in = time.process_time() - c0
     out = {"import_s": round(bare, 3),
+           "import_of_what_it_uses_s": {k: round(v, 3) for k, v in uses.items()},
            "estimate_process_empty_cache_s": round(est_cold, 3), "estimate_process_warm_cache_s": round(est_warm, 3),
            "estimate_in_process_first_s": round(est_first, 3), "estimate_in_process_after_first_s": est_in,
            "sweep_process_empty_cache": {k: round(v, 4) if isinstance(v, float) else v for k, v in sw_cold.items()},

@@ -4,7 +4,9 @@ Every scenario field, preset field and API argument that must be a number or a c
 :func:`number` or :func:`count`, so that the same bad value gets the same message everywhere
 (``"parallel.data: must be a positive integer, got 0"``). Booleans are refused (``True`` is an ``int`` in
 Python, never a size); numpy scalars are accepted; with ``symbols_ok`` a sympy expression with free symbols
-passes unchecked (what-if sweeps put symbols in place of numbers). Integers follow one rule everywhere
+passes unchecked (what-if sweeps put symbols in place of numbers). sympy is not imported here: a sympy value can only
+exist once sympy is loaded, so it is looked up in ``sys.modules`` (a command that needs no expression, such as
+``cache`` or a cached estimate's checks, never pays sympy's import, issue 41). Integers follow one rule everywhere
 (:func:`count`): past :data:`EXACT` they are refused. Input files (scenarios, cluster and device files, Hugging Face
 configs) are read by :func:`file_text` and parsed by :func:`json_object`, whose errors name the field and the file
 (missing, a directory, unreadable, not UTF-8, not JSON, nested too deeply).
@@ -15,13 +17,19 @@ import difflib
 import json
 import math
 import numbers
+import sys
 from pathlib import Path
 
-import sympy as sp
+
+def _sympy_basic(v) -> bool:
+    """Whether ``v`` is a sympy value (an instance of ``sympy.Basic``), without importing sympy: none exists before
+    sympy is loaded."""
+    sp = sys.modules.get("sympy")
+    return sp is not None and isinstance(v, sp.Basic)
 
 
 def _symbolic(v) -> bool:
-    return isinstance(v, sp.Basic) and not v.is_number
+    return _sympy_basic(v) and not v.is_number
 
 
 def _range(low: float, low_ok: bool, high: float, high_ok: bool, why: str = "") -> str:
@@ -61,7 +69,7 @@ def number(field: str, v, *, low: float = 0.0, low_ok: bool = False, high: float
         return v
     # a plausible range (``why``) is spelt out for a value past its ceiling; below the floor, the floor says it all
     what = _range(low, low_ok, high, high_ok) if not why else _range(low, low_ok, math.inf, False)
-    if isinstance(v, bool) or not isinstance(v, (numbers.Real, sp.Basic)):
+    if isinstance(v, bool) or not (isinstance(v, numbers.Real) or _sympy_basic(v)):
         raise ValueError(f"{field}: must be {what}, got {v!r}")
     try:
         f = float(v)
@@ -107,7 +115,7 @@ def count(field: str, v, *, low: int = 1, high: int | None = None, none_ok: bool
         return None
     if symbols_ok and _symbolic(v):
         return v
-    integral = isinstance(v, numbers.Integral) or (isinstance(v, sp.Basic) and v.is_Integer)
+    integral = isinstance(v, numbers.Integral) or (_sympy_basic(v) and v.is_Integer)
     if isinstance(v, bool) or not integral or int(v) < low or (high is not None and int(v) > high):
         what = "a positive integer" if low == 1 else f"an integer >= {low}"
         if high is not None and not why:

@@ -96,14 +96,29 @@ def sources_hash() -> str:
     return _state["sources"]
 
 
+def sympy_version() -> str:
+    """The version of sympy, whose printer writes the code: part of every key. Read from the loaded module, or from
+    the installed distribution's metadata without importing sympy (a cached entry is read without it, issue 41).
+
+    >>> sympy_version().count(".") >= 1
+    True
+    """
+    loaded = sys.modules.get("sympy")
+    if loaded is not None:
+        return loaded.__version__
+    if _state.get("sympy") is None:
+        from importlib.metadata import version  # a few ms: only where sympy is not loaded
+        _state["sympy"] = version("sympy")
+    return _state["sympy"]
+
+
 def key_of(label: str, token) -> str:
     """The cache key of function ``label`` built from factory arguments ``token`` (see the module).
 
     >>> key_of("step", ("1f1b", 0, True)) == key_of("step", ("1f1b", 0, True)) != key_of("step", ("1f1b", 1, True))
     True
     """
-    import sympy  # its version prints the code; already imported wherever a function is lambdified
-    text = "\n".join((f"format {FORMAT}", f"concurrency_model {__version__}", f"sympy {sympy.__version__}",
+    text = "\n".join((f"format {FORMAT}", f"concurrency_model {__version__}", f"sympy {sympy_version()}",
                       f"sources {sources_hash()}", f"label {label}", f"token {token!r}"))
     return hashlib.sha256(text.encode()).hexdigest()
 

@@ -59,12 +59,32 @@ def bands(fn, n: int = SAMPLES, seed: int = 0) -> list[tuple[float, float]]:
     """The 80% band of each output of ``fn`` (a function of arrays of the five hardware scales returning a
     sequence of arrays, one per quantity), all on the same draws: each output times the model factor
     ``exp(N(0, sigma_model))``, drawn after the scales from the same generator; its 10th and 90th percentile."""
-    scales, factor = _draws(n, seed, tuple(spreads().items()))
-    out = []
-    for t in fn(**scales):
-        lo, hi = np.quantile(np.asarray(t, dtype=float) * factor, QUANTILES)
-        out.append((float(lo), float(hi)))
-    return out
+    return [band_of(t, n, seed) for t in fn(**draws(n, seed))]
+
+
+def draws(n: int = SAMPLES, seed: int = 0) -> dict:
+    """The draws of the five hardware scales that :func:`bands` evaluates a step on (read-only arrays, the same
+    objects at every call while :func:`spreads` is unchanged): a caller that keeps a step's inputs on them
+    (:func:`concurrency_model.training.estimate.prepared`) evaluates them with :func:`band_of`.
+
+    >>> d = draws(4)
+    >>> sorted(d), d["flops"].shape
+    (['flops', 'inter_bw', 'intra_bw', 'launch', 'mem_bw'], (4,))
+    """
+    return _draws(n, seed, tuple(spreads().items()))[0]
+
+
+def band_of(values, n: int = SAMPLES, seed: int = 0) -> tuple[float, float]:
+    """10th and 90th percentile of ``values`` (a step on :func:`draws` ``(n, seed)``, one value a draw) times the
+    model factor ``exp(N(0, sigma_model))`` of the same draws: :func:`band` of a step already evaluated.
+
+    >>> lo, hi = band_of(2.0 / draws()["flops"])
+    >>> (lo, hi) == band(lambda flops, mem_bw, launch, intra_bw, inter_bw: 2.0 / flops)
+    True
+    """
+    factor = _draws(n, seed, tuple(spreads().items()))[1]
+    lo, hi = np.quantile(np.asarray(values, dtype=float) * factor, QUANTILES)
+    return float(lo), float(hi)
 
 
 @lru_cache(maxsize=8)

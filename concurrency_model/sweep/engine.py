@@ -22,6 +22,7 @@ decisions are made numerically for the numbers at hand).
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections import Counter
 from itertools import product
@@ -39,7 +40,8 @@ from ..progress import Progress
 from ..scenario import load_scenario, read_scenario
 from ..training import compose
 from ..training.estimate import assemble, consistency_of, host_per_kernel, host_seconds, sync_of
-from ..training.workload import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, model_key, transformer_shape, workload
+from ..training.workload import (MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, model_key, stable_model, transformer_shape,
+                                 workload)
 from .result import SCALES, SweepResult
 from .space import layouts
 
@@ -119,64 +121,20 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
                  *kernel_policies(tr["framework"], 0, tr.get("fp8_recipe")), sc.parallel.get("tp_overlap", False),
                  sc.parallel.get("moe_dispatcher", "alltoall"), sc.parallel.get("expert_overlap", False),
                  sc.parallel.get("stage_split", "balanced"), tr.get("compile", True))
-    check_lora(tr["lora_rank"], tr["lora_base_dtype"], w.graph(1))
-    check_applies(w.expert_imbalance, w.expert_count)
-    w.check_batch_norm(tr["batch_norm"])
-
-    rows, rejected = [], Counter()
-    for n in gpu_counts:
-        lay, rej = layouts(w, n, global_batch, fixed)
-        rows += [{"gpus": n, **x} for x in lay]
-        rejected.update(rej)
+    # the scenario's identity: every parallel and training field, not a list of those known to matter
+    token = (model_key(sc.model), repr(sc.cluster), repr(sorted(sc.parallel.items())), repr(sorted(tr.items())),
+             repr(sorted(fixed.items())), global_batch, tuple(gpu_counts))
+    plan = _cached_plan(sc, w, token, gpu_counts, global_batch, fixed)
+    rows, rejected = plan["rows"], Counter(plan["rejected"])
     evaluated = (len(rows) + sum(rejected.values())) * H
     rejected = Counter({k: v * H for k, v in rejected.items()})
     if not rows:
         raise ValueError("sweep: no valid configuration; rejected: " +
                          "; ".join(f"{k} ({v})" for k, v in rejected.most_common()))
     lay = pd.DataFrame(rows, columns=list(LAYOUT_COLUMNS))
-
-    # memory per layout (hardware-independent), one lambdified expression per structural variant
-    shape = transformer_shape(w.graph(1))
-    shape_t = None if shape is None else tuple(shape[k] for k in MEMORY_SHAPE)
-    state, model_state, mem, act = np.zeros(len(lay)), np.zeros(len(lay)), np.zeros(len(lay)), np.zeros(len(lay))
-    upper = np.zeros(len(lay))  # the band's upper end (:mod:`concurrency_model.parallel.allocator`)
-    hopper = allocator.is_hopper(sc.cluster.device.name)
-    split = {k: np.zeros(len(lay)) for k in compose.STATE_PARTS}  # the model state's weights, gradients, optimizer state
-    mem_schedule = np.where((lay["schedule"] == "interleaved") & (lay["interleave"] == 1), "1f1b", lay["schedule"])
-    keys = pd.DataFrame({"s": mem_schedule, "r": lay["recompute"], "q": lay["sequence_parallel"],
-                         "z": lay["zero_stage"], "one": lay["pipeline"] == 1, "a": lay["context_algorithm"],
-                         "e": lay["expert"]})
-    act_graph = np.zeros(len(lay))
-    if shape is None:
-        keyed = list(zip(lay["microbatch_size"], lay["recompute"], lay["tensor"]))
-        per_b = {(b, r, t): w.activation_bytes(int(b), r, int(t)) for b, r, t in set(keyed)}
-        act_graph = np.array([per_b[k] for k in keyed])
-    for (s_, r_, q_, z_, one, a_, e_), idx in keys.groupby(["s", "r", "q", "z", "one", "a", "e"]).indices.items():
-        frozen_bytes = w.frozen_weight_bytes(int(e_))
-        fw = tr["framework"] or default_framework(int(z_))  # null: the runtime each layout's ZeRO stage implies
-        sac = compose.sac_of(fw, w.graph(1))  # torchtitan's per-op selective checkpointing under fsdp2
-        f = compose.memory_fn(w.state_params(int(e_)), tr["optimizer"], tr["dtype"], int(z_), s_, r_, bool(q_),
-                              shape_t, bool(one), a_, shape["kv"] if shape else None, w.replicated_params,
-                              frozen_bytes, sac)
-        L = lay.iloc[idx]
-        st, ac = f(*(L[c].to_numpy(dtype=float) for c in ("microbatch_size", "tensor", "pipeline", "microbatches",
-                                                         "interleave", "data")), act_graph[idx],
-                   L["context"].to_numpy(dtype=float))
-        frozen = compose.frozen_bytes(frozen_bytes, int(z_), bool(one), L["tensor"].to_numpy(float),
-                                      L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))
-        runtime = compose.framework_memory_fn(fw, w.state_params(int(e_)), tr["dtype"], int(z_), s_, r_,
-                                              bool(q_), shape_t, bool(one), hopper, w.replicated_params, sac,
-                                              tr["loss"])(
-            *(L[c].to_numpy(dtype=float) for c in ("microbatch_size", "tensor", "pipeline", "microbatches",
-                                                   "interleave", "data")), ac, L["context"].to_numpy(dtype=float))
-        extra = sum(runtime[k] for k in allocator.PARTS)  # what the runtime adds (0 for "ideal")
-        state[idx], mem[idx] = st - frozen, st + ac + extra  # the optimizer streams the trained state (:mod:`.lora`)
-        model_state[idx], act[idx], upper[idx] = st, ac, st + ac + extra + runtime["headroom"]
-        parts = compose.state_parts_fn(w.state_params(int(e_)), tr["optimizer"], tr["dtype"], int(z_), bool(one),
-                                       w.replicated_params, frozen_bytes)(
-            L["tensor"].to_numpy(float), L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))
-        for k in compose.STATE_PARTS:
-            split[k][idx] = parts[k]
+    mems = _cached_memory(sc, w, lay, token)
+    state, model_state, mem, act, upper = (mems[k] for k in ("state", "model_state", "mem", "act", "upper"))
+    split = {k: mems[f"split/{k}"] for k in compose.STATE_PARTS}
     # feasible when the central figure fits; "at risk" (kept, flagged) when the band's upper end does not
     capacity = float(sc.cluster.device.mem_capacity)
     fits = mem <= capacity
@@ -226,26 +184,108 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
                         "expert_overlap": sc.parallel.get("expert_overlap", False),
                         "stage_split": sc.parallel.get("stage_split", "balanced"),
                         "run": sc.run, "board_power_w": float(sc.cluster.device.board_power_w),
-                        "seq_len": shape["s"] if shape else None}, busy)
+                        "seq_len": plan["seq_len"]}, busy)
+
+
+def _json_array(obj) -> np.ndarray:
+    """``obj`` as JSON text in an array of bytes (:func:`compiled.arrays` holds arrays only; JSON is exact for
+    floats, ints, strings and booleans)."""
+    return np.frombuffer(json.dumps(obj, default=lambda x: x.item()).encode(), dtype=np.uint8)
+
+
+def _from_json_array(a: np.ndarray):
+    return json.loads(a.tobytes().decode())
+
+
+def _cached_plan(sc, w, token: tuple, gpu_counts: list, global_batch: int, fixed: dict) -> dict:
+    """The checks of the scenario's model, then ``rows`` (its valid layouts on each GPU count, :func:`.space.layouts`),
+    ``rejected`` (each reason's count) and ``seq_len`` (a transformer's sequence, else None): through the persistent
+    cache of :mod:`concurrency_model.compiled` for a model that is the same in every process
+    (:func:`~concurrency_model.training.workload.stable_model`), so that a later process sweeping the same scenario
+    neither builds the model nor enumerates its layouts again. A scenario the checks refuse is refused every time
+    (nothing is written)."""
+    def build() -> dict:
+        tr = sc.training
+        check_lora(tr["lora_rank"], tr["lora_base_dtype"], w.graph(1))
+        check_applies(w.expert_imbalance, w.expert_count)
+        w.check_batch_norm(tr["batch_norm"])
+        rows, rejected = [], Counter()
+        for n in gpu_counts:
+            lay, rej = layouts(w, n, global_batch, fixed)
+            rows += [{"gpus": n, **x} for x in lay]
+            rejected.update(rej)
+        shape = transformer_shape(w.graph(1))
+        return {"json": _json_array({"rows": [[r[c] for c in LAYOUT_COLUMNS] for r in rows],
+                                     "rejected": dict(rejected), "seq_len": shape["s"] if shape else None})}
+    got = _from_json_array((compiled.arrays("sweep_plan", token, build) if stable_model(sc.model) else build())["json"])
+    return {**got, "rows": [dict(zip(LAYOUT_COLUMNS, r)) for r in got["rows"]]}
+
+
+def _cached_memory(sc, w, lay: pd.DataFrame, token: tuple) -> dict:
+    """:func:`_memory` through the persistent cache of numbers (keyed by the scenario and the layouts), for a model
+    that is the same in every process."""
+    if not stable_model(sc.model):
+        return _memory(sc, w, lay)
+    h = hashlib.sha256()
+    for c in LAYOUT_COLUMNS:
+        h.update(c.encode() + b"\0" + "\0".join(map(repr, lay[c].tolist())).encode() + b"\0")
+    return compiled.arrays("sweep_memory", (token, h.hexdigest()), lambda: _memory(sc, w, lay))
+
+
+def _memory(sc, w, lay: pd.DataFrame) -> dict:
+    """Per layout (hardware-independent), one lambdified expression per structural variant: ``state`` (the trained
+    model state the optimizer streams), ``model_state``, ``act`` (activations), ``mem`` (the central figure, with
+    what the runtime adds), ``upper`` (the band's upper end) and ``split/<part>`` (weights, gradients, optimizer
+    state) bytes a device."""
+    tr = sc.training
+    shape = transformer_shape(w.graph(1))
+    shape_t = None if shape is None else tuple(shape[k] for k in MEMORY_SHAPE)
+    state, model_state, mem, act = np.zeros(len(lay)), np.zeros(len(lay)), np.zeros(len(lay)), np.zeros(len(lay))
+    upper = np.zeros(len(lay))  # the band's upper end (:mod:`concurrency_model.parallel.allocator`)
+    hopper = allocator.is_hopper(sc.cluster.device.name)
+    split = {k: np.zeros(len(lay)) for k in compose.STATE_PARTS}  # the model state's weights, gradients, optimizer
+    mem_schedule = np.where((lay["schedule"] == "interleaved") & (lay["interleave"] == 1), "1f1b", lay["schedule"])
+    keys = pd.DataFrame({"s": mem_schedule, "r": lay["recompute"], "q": lay["sequence_parallel"],
+                         "z": lay["zero_stage"], "one": lay["pipeline"] == 1, "a": lay["context_algorithm"],
+                         "e": lay["expert"]})
+    act_graph = np.zeros(len(lay))
+    if shape is None:
+        keyed = list(zip(lay["microbatch_size"], lay["recompute"], lay["tensor"]))
+        per_b = {(b, r, t): w.activation_bytes(int(b), r, int(t)) for b, r, t in set(keyed)}
+        act_graph = np.array([per_b[k] for k in keyed])
+    for (s_, r_, q_, z_, one, a_, e_), idx in keys.groupby(["s", "r", "q", "z", "one", "a", "e"]).indices.items():
+        frozen_bytes = w.frozen_weight_bytes(int(e_))
+        fw = tr["framework"] or default_framework(int(z_))  # null: the runtime each layout's ZeRO stage implies
+        sac = compose.sac_of(fw, w.graph(1))  # torchtitan's per-op selective checkpointing under fsdp2
+        f = compose.memory_fn(w.state_params(int(e_)), tr["optimizer"], tr["dtype"], int(z_), s_, r_, bool(q_),
+                              shape_t, bool(one), a_, shape["kv"] if shape else None, w.replicated_params,
+                              frozen_bytes, sac)
+        L = lay.iloc[idx]
+        st, ac = f(*(L[c].to_numpy(dtype=float) for c in ("microbatch_size", "tensor", "pipeline", "microbatches",
+                                                         "interleave", "data")), act_graph[idx],
+                   L["context"].to_numpy(dtype=float))
+        frozen = compose.frozen_bytes(frozen_bytes, int(z_), bool(one), L["tensor"].to_numpy(float),
+                                      L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))
+        runtime = compose.framework_memory_fn(fw, w.state_params(int(e_)), tr["dtype"], int(z_), s_, r_,
+                                              bool(q_), shape_t, bool(one), hopper, w.replicated_params, sac,
+                                              tr["loss"])(
+            *(L[c].to_numpy(dtype=float) for c in ("microbatch_size", "tensor", "pipeline", "microbatches",
+                                                   "interleave", "data")), ac, L["context"].to_numpy(dtype=float))
+        extra = sum(runtime[k] for k in allocator.PARTS)  # what the runtime adds (0 for "ideal")
+        state[idx], mem[idx] = st - frozen, st + ac + extra  # the optimizer streams the trained state (:mod:`.lora`)
+        model_state[idx], act[idx], upper[idx] = st, ac, st + ac + extra + runtime["headroom"]
+        parts = compose.state_parts_fn(w.state_params(int(e_)), tr["optimizer"], tr["dtype"], int(z_), bool(one),
+                                       w.replicated_params, frozen_bytes)(
+            L["tensor"].to_numpy(float), L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))
+        for k in compose.STATE_PARTS:
+            split[k][idx] = parts[k]
+    return {"state": state, "model_state": model_state, "mem": mem, "act": act, "upper": upper,
+            **{f"split/{k}": v for k, v in split.items()}}
 
 
 # the layout columns :func:`_features` reads
 FEATURE_COLUMNS = ("microbatch_size", "tensor", "sequence_parallel", "recompute", "pipeline", "context",
                    "context_algorithm", "expert", "data", "zero_stage", "microbatches", "interleave")
-
-
-def _stable_model(model) -> bool:
-    """Whether a model spec names the same model in every process: a zoo name, or a spec (a family member, a
-    shipped Hugging Face preset) without a file whose contents could change and without a built graph."""
-    if isinstance(model, str):
-        return True
-    if not isinstance(model, dict) or "onnx" in model:
-        return False
-    source = model.get("hf_config")
-    if source is None:
-        return True
-    from ..frontends.hf import preset_names
-    return isinstance(source, str) and source in preset_names()
 
 
 def _cached_features(sc, w, lay: pd.DataFrame, state: np.ndarray, scales: dict) -> dict:
@@ -256,7 +296,7 @@ def _cached_features(sc, w, lay: pd.DataFrame, state: np.ndarray, scales: dict) 
     every process (a graph object, a file) is not cached."""
     tr, par = sc.training, sc.parallel
     args = (w, lay, state, scales, sync_of(sc), tr["host_overhead_s"], tr["batch_norm"])
-    if not _stable_model(sc.model):
+    if not stable_model(sc.model):
         return _features(*args)
     h = hashlib.sha256()
     for c in FEATURE_COLUMNS:

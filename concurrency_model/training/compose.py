@@ -116,10 +116,24 @@ def step_fn(schedule: str, zero_stage: int, overlap: bool, outputs: tuple = STEP
     f = lambdified("step", (schedule, zero_stage, overlap, outputs), build, cse=True)
 
     def run(**inputs):
-        out = f(*(inputs[k] for k in STEP_INPUTS))
-        shape = np.broadcast_shapes(*(np.shape(inputs[k]) for k in STEP_INPUTS))
+        args = [inputs[k] for k in STEP_INPUTS]
+        out = f(*args)
+        shape = shape_of(args)
+        if not shape:  # one point (an estimate): 0-d arrays, without broadcasting each (a third of its time)
+            return {k: np.asarray(x, dtype=float) for k, x in zip(outputs, out)}
         return {k: np.broadcast_to(np.asarray(x, dtype=float), shape) for k, x in zip(outputs, out)}
     return run
+
+
+def shape_of(values) -> tuple:
+    """The broadcast shape of ``values`` (numbers and arrays), reading an array's ``shape`` directly.
+
+    >>> shape_of([1.0, np.zeros((2, 1)), np.zeros(3)]), shape_of([1, 2.0])
+    ((2, 3), ())
+    """
+    shapes = [x.shape if isinstance(x, np.ndarray) else () if isinstance(x, (int, float)) else np.shape(x)
+              for x in values]
+    return np.broadcast_shapes(*shapes) if any(shapes) else ()
 
 
 # the breakdown's parts that add up to the step (the others are totals or the overlapped share beside them)

@@ -61,13 +61,15 @@ not divide heads, hidden sizes, layers or the sequence length.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
 from functools import cached_property, partial
 from typing import TYPE_CHECKING
 
 import numpy as np
 import sympy as sp
 
+from .. import compiled, uncertainty
 from ..ops.routing import check_applies
 from ..parallel import allocator, memory
 from ..parallel.batch_size import BatchRegion, region
@@ -78,13 +80,14 @@ from ..parallel.host import host_per_kernel, host_seconds
 from ..parallel.lora import check_lora
 from ..parallel.runtime import default_framework, kernel_policies
 from ..scenario import CURRENCY, Scenario, load_scenario
-from ..uncertainty import band
+from ..uncertainty import SAMPLES, band_of, draws
 from ..units import state_dtype
 from . import compose
 from .layer_table import by_kind, layer_table
 from .remedies import fits_with
 from .run import WAIT_PARTS, busy_share, run_cost
-from .workload import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, transformer_shape, triple_seconds, workload
+from .workload import (MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, model_key, stable_model, transformer_shape,
+                       triple_seconds, workload)
 
 if TYPE_CHECKING:  # annotations only
     import pandas as pd
@@ -234,23 +237,20 @@ def estimate(scenario) -> Estimate:
     """
     sc = load_scenario(scenario)
     par, tr = sc.parallel, sc.training
-    w, stage, state, mem, key = prepare(sc)
-    inputs = step_inputs(w, stage, *key, state, sync=sync_of(sc), host=tr["host_overhead_s"],
-                         consistency=consistency_of(tr, par["data"] * par["context"]), batch_norm=tr["batch_norm"])
+    rec = prepared(sc)  # the numbers of the scenario alone, memoised (:func:`prepared`)
+    inputs, mem = rec["inputs"], dict(rec["memory"])
     out = {k: float(x) for k, x in compose.step_fn(par["schedule"], tr["zero_stage"], tr["overlap"])(**inputs).items()}
     breakdown = {k: float(x) for k, x in compose.breakdown(inputs, out).items()}
     # the step from the function the sweep evaluates (the step alone: its own common subexpressions, so its own
     # order of additions), so that a configuration's step time is the sweep's to the last bit
     step = float(compose.step_fn(par["schedule"], tr["zero_stage"], tr["overlap"], ("step",))(**inputs)["step"])
-    b = par["microbatch_size"]
-    model_flop = w.training_flop(b) * (par["global_batch"] / b)
+    model_flop = rec["model_flop"]
     run = None
     if sc.run:
-        shape = transformer_shape(w.graph(b))
         run = run_cost(sc.run, step, par["global_batch"], sc.gpus,
                        busy_share(step, sum(breakdown[k] for k in WAIT_PARTS)),
-                       float(sc.cluster.device.board_power_w), shape["s"] if shape else None)
-    lo, hi = step_band(sc, w, stage, state, key)
+                       float(sc.cluster.device.board_power_w), rec["seq_len"])
+    lo, hi = band_of(band_steps_of(sc, rec))
     target = None
     if tr["target"] is not None:  # time to a quality target: steps at the global batch x this step (issue 40)
         from ..convergence.target import curve_of, penalty_of, time_to_target, with_penalty
@@ -260,29 +260,150 @@ def estimate(scenario) -> Estimate:
         if penalty is not None:
             target = with_penalty(curve, target, par["global_batch"], step, sc.gpus, penalty)
     return Estimate(step, lo, hi, par["global_batch"] / step, model_flop, model_flop / step / sc.gpus,
-                    float(mem["total_bytes"]), breakdown, mem, sc, stage["stages"], run,
-                    ("rows" if w.spatial else "sequence") if par["context"] > 1 else "",
-                    partial(batch_region, sc, w, key), w.routing_factor(b, par.get("expert", 1)),
-                    partial(layer_table, w, stage, tr["recompute"], par["context"], par["context_algorithm"],
-                            par["expert"], b, key[1], key[2]), float(mem["upper_bytes"]), target)
+                    float(mem["total_bytes"]), breakdown, mem, sc, list(rec["stages"]), run,
+                    ("rows" if rec["spatial"] else "sequence") if par["context"] > 1 else "",
+                    partial(region_of, sc, rec), rec["routing_factor"], partial(layers_of, sc),
+                    float(mem["upper_bytes"]), target)
+
+
+def band_inputs(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | None = None) -> dict:
+    """The inputs of :func:`.compose.step_fn` on :func:`~concurrency_model.uncertainty.draws` of the fitted
+    constants' spread, around the hardware ``scales`` (default: the presets as they are): arrays, one value a
+    draw."""
+    at = {k: 1.0 for k in ("flops", "mem_bw", "launch", "intra_bw", "inter_bw")} | (scales or {})
+    d = draws()
+    f, b, la = d["flops"] * at["flops"], d["mem_bw"] * at["mem_bw"], d["launch"] * at["launch"]
+    i, e = d["intra_bw"] * at["intra_bw"], d["inter_bw"] * at["inter_bw"]
+    return step_inputs(w, stage, *key, state, lambda parts: parts.seconds(f, b, la),
+                       lambda tr: triple_seconds(tr, i, e), lambda st: w.optimizer_seconds(st, b, la),
+                       sync=sync_of(sc), host=sc.training["host_overhead_s"],
+                       consistency=consistency_of(sc.training, sc.parallel["data"] * sc.parallel["context"]),
+                       batch_norm=sc.training["batch_norm"])
 
 
 def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | None = None) -> tuple[float, float]:
     """10th and 90th percentile of the step time over the spread of the fitted constants, around the
-    hardware ``scales`` (default: the presets as they are)."""
-    at = {k: 1.0 for k in ("flops", "mem_bw", "launch", "intra_bw", "inter_bw")} | (scales or {})
+    hardware ``scales`` (default: the presets as they are): :func:`band_inputs` through the step function,
+    :func:`~concurrency_model.uncertainty.band_of`."""
     fn = compose.step_fn(sc.parallel["schedule"], sc.training["zero_stage"], sc.training["overlap"], ("step",))
+    return band_of(fn(**band_inputs(sc, w, stage, state, key, scales))["step"])
 
-    def step(flops, mem_bw, launch, intra_bw, inter_bw):
-        f, b, la = flops * at["flops"], mem_bw * at["mem_bw"], launch * at["launch"]
-        i, e = intra_bw * at["intra_bw"], inter_bw * at["inter_bw"]
-        inputs = step_inputs(w, stage, *key, state, lambda parts: parts.seconds(f, b, la),
-                             lambda tr: triple_seconds(tr, i, e), lambda st: w.optimizer_seconds(st, b, la),
-                             sync=sync_of(sc), host=sc.training["host_overhead_s"],
-                             consistency=consistency_of(sc.training, sc.parallel["data"] * sc.parallel["context"]),
-                             batch_norm=sc.training["batch_norm"])
-        return fn(**inputs)["step"]
-    return band(step)
+
+# -- the fast path (issue 41): what an estimate computes from the scenario alone, kept per scenario -----------------
+MEMO_SIZE = 64  # scenarios whose numbers a process keeps (the oldest goes first)
+_MEMO: dict = {}
+NUMBERS = ("inputs", "memory", "stages", "model_flop", "routing_factor", "seq_len", "spatial")  # a record's numbers
+
+
+def scenario_key(sc: Scenario) -> tuple:
+    """What :func:`prepare` and the step's inputs depend on: the model (:func:`.workload.model_key`), the cluster and
+    every parallel and training field (all of them, not a list of those known to matter, so that a field added
+    later can never read another scenario's numbers)."""
+    return (model_key(sc.model), repr(sc.cluster), repr(sorted(sc.parallel.items())),
+            repr(sorted(sc.training.items())))
+
+
+def prepared(sc: Scenario) -> dict:
+    """The numbers :func:`estimate` computes from the scenario alone, before it evaluates the step function
+    (:data:`NUMBERS`): ``inputs`` of :func:`.compose.step_fn` at the presets' numbers, ``memory`` (:func:`memory_at`'s
+    figures), ``stages``, ``model_flop``, ``routing_factor``, ``seq_len`` (a transformer's sequence, else None) and
+    ``spatial``; the step on the band's draws comes from :func:`band_steps_of`.
+
+    Built once by :func:`prepare` (the model, its layers' kernels, the partition, memory), then kept for the
+    process (the last :data:`MEMO_SIZE` scenarios, by :func:`scenario_key`) and, for a model that is the same in
+    every process (:func:`.workload.stable_model`), across processes in the cache of numbers of
+    :mod:`concurrency_model.compiled` (keyed as its compiled functions are: the package's sources and versions): a
+    later estimate of the scenario evaluates the compiled step function on these numbers without building the model.
+    The scalars travel as one JSON text (exact for floats and ints) in the process that builds them too, so a fresh
+    and a cached record are the same values. A scenario :func:`prepare` refuses raises its ``ValueError`` every time.
+
+    >>> sc = load_scenario({"model": "gpt2", "parallel": {"data": 8, "global_batch": 64, "microbatch_size": 8}})
+    >>> rec = prepared(sc)
+    >>> rec is prepared(sc), rec["stages"], rec["inputs"]["m"]
+    (True, [(0, 149)], 1)
+    """
+    k = scenario_key(sc)
+    rec = _MEMO.get(k)
+    if rec is None:
+        for old in _MEMO.values():  # the objects of prepare() stay with the newest record only (memory)
+            old["objects"] = None
+        # the model is held, so that an object model's id in the key is not reused while the record is kept
+        rec = {"key": k, "model": sc.model, "stable": stable_model(sc.model), "objects": None, "band": {}}
+
+        def build() -> dict:
+            w, stage, state, key, mem = _objects(sc, rec)
+            par, tr = sc.parallel, sc.training
+            inputs = step_inputs(w, stage, *key, state, sync=sync_of(sc), host=tr["host_overhead_s"],
+                                 consistency=consistency_of(tr, par["data"] * par["context"]),
+                                 batch_norm=tr["batch_norm"])
+            b = par["microbatch_size"]
+            shape = transformer_shape(w.graph(b))
+            numbers = {"inputs": inputs, "memory": mem, "stages": stage["stages"],
+                       "model_flop": w.training_flop(b) * (par["global_batch"] / b),
+                       "routing_factor": w.routing_factor(b, par.get("expert", 1)),
+                       "seq_len": shape["s"] if shape else None, "spatial": bool(w.spatial)}
+            return {"json": np.frombuffer(json.dumps(numbers, default=_plain).encode(), dtype=np.uint8)}
+        text = (compiled.arrays("estimate", k, build) if rec["stable"] else build())["json"]
+        rec.update(json.loads(text.tobytes().decode()))
+        rec["stages"] = [tuple(x) for x in rec["stages"]]
+        if len(_MEMO) >= MEMO_SIZE:
+            _MEMO.pop(next(iter(_MEMO)))
+        _MEMO[k] = rec
+    return rec
+
+
+def _plain(x):
+    """A numpy scalar as JSON writes the Python value (``json.dumps``' ``default``)."""
+    if isinstance(x, np.generic):
+        return x.item()
+    raise TypeError(f"not JSON: {type(x).__name__}")
+
+
+def _objects(sc: Scenario, rec: dict) -> tuple:
+    """``(w, stage, state, key, memory)`` of :func:`prepare` for a :func:`prepared` record, built when first needed
+    (a record read from the cache needs them only for the band on other spreads, the batch region or the layers)."""
+    if rec["objects"] is None:
+        w, stage, state, mem, key = prepare(sc)
+        rec["objects"] = (w, stage, state, key, mem)
+    return rec["objects"]
+
+
+def band_steps_of(sc: Scenario, rec: dict) -> np.ndarray:
+    """The step time of a :func:`prepared` scenario on each of :func:`~concurrency_model.uncertainty.draws`
+    (:func:`band_inputs` through the sweep's step function), kept in its record per spread of the fitted constants
+    (:func:`~concurrency_model.uncertainty.spreads`) and, across processes, in the cache of numbers (one array of
+    :data:`~concurrency_model.uncertainty.SAMPLES` values, not the inputs': 3 kB a scenario, not 70 kB)."""
+    spread = tuple(uncertainty.spreads().items())  # through the module: a test may set another spread
+    got = rec["band"].get(spread)
+    if got is None:
+        def build() -> dict:
+            fn = compose.step_fn(sc.parallel["schedule"], sc.training["zero_stage"], sc.training["overlap"], ("step",))
+            return {"step": fn(**band_inputs(sc, *_objects(sc, rec)[:4]))["step"]}
+        got = (compiled.arrays("estimate_band", (rec["key"], spread, SAMPLES, np.__version__), build)
+               if rec["stable"] else build())["step"]
+        rec["band"][spread] = got
+    return got
+
+
+def region_of(sc: Scenario, rec: dict) -> BatchRegion:
+    """:func:`batch_region` of a :func:`prepared` scenario, kept in its record and, across processes, in the cache
+    of numbers (the fields of the :class:`~.batch_size.BatchRegion` as JSON)."""
+    if "region" not in rec:
+        def build() -> dict:
+            w, _, _, key = _objects(sc, rec)[:4]
+            fields = asdict(batch_region(sc, w, key))
+            return {"json": np.frombuffer(json.dumps(fields, default=_plain).encode(), dtype=np.uint8)}
+        text = (compiled.arrays("estimate_region", rec["key"], build) if rec["stable"] else build())["json"]
+        rec["region"] = BatchRegion(**json.loads(text.tobytes().decode()))
+    return rec["region"]
+
+
+def layers_of(sc: Scenario):
+    """The layer table of the scenario's slowest stage (:func:`.layer_table.layer_table`)."""
+    w, stage, _, key = _objects(sc, prepared(sc))[:4]
+    par = sc.parallel
+    return layer_table(w, stage, sc.training["recompute"], par["context"], par["context_algorithm"], par["expert"],
+                       par["microbatch_size"], key[1], key[2])
 
 
 def runtime_spec(tr: dict) -> tuple:

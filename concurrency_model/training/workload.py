@@ -26,6 +26,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
+from ..frontends.hf import preset_names
 from ..hardware.clusters import place
 from ..models import get_model
 from ..models.channel_split import check_channel_split, gathers_input, is_channel_split, replicated
@@ -537,6 +538,24 @@ def model_key(model) -> str:
     if isinstance(model, dict):
         return json.dumps(model, sort_keys=True, default=str)
     return f"object:{id(model)}"
+
+
+def stable_model(model) -> bool:
+    """Whether a model spec names the same model in every process, so that numbers built from it may be cached across
+    processes (:mod:`concurrency_model.compiled`): a zoo name, or a spec (a family member, a shipped Hugging Face
+    preset) without a file whose contents could change and without a built graph.
+
+    >>> stable_model("gpt2"), stable_model({"hf_config": "/tmp/config.json"}), stable_model(object())
+    (True, False, False)
+    """
+    if isinstance(model, str):
+        return True
+    if not isinstance(model, dict) or "onnx" in model:
+        return False
+    source = model.get("hf_config")
+    if source is None:
+        return True
+    return isinstance(source, str) and source in preset_names()
 
 
 _CACHE: dict = {}

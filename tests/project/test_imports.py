@@ -34,6 +34,17 @@ def test_import_loads_no_heavy_library_and_names_resolve_on_use():
     assert "networkx" in loaded("from concurrency_model import get_model; get_model('lenet5').dag")
 
 
+def test_the_input_checks_load_no_heavy_library_and_still_take_sympy_values():
+    assert loaded("from concurrency_model.checks import count, number\nnumber('x', 2.0); count('n', 3)") == set()
+    from concurrency_model.checks import count, number
+    import sympy as sp
+    assert (number("x", sp.Float(2.5)), count("n", sp.Integer(3))) == (2.5, 3)
+    n = sp.Symbol("n", positive=True)
+    assert number("x", n, symbols_ok=True) is n
+    with pytest.raises(ValueError, match="x: must be a positive number, got n"):
+        number("x", n)
+
+
 def test_unknown_attribute_is_an_attribute_error_and_submodules_still_import():
     import concurrency_model
     with pytest.raises(AttributeError, match="no_such_name"):
