@@ -131,12 +131,12 @@ def penalty_of(training: dict, replicas: int) -> list | None:
     True
     """
     out = []
-    mode = training.get("consistency", "synchronous")
+    mode = training.consistency
     if mode == "ssp":
-        out.append({"kind": "staleness", "tau": float(training["staleness"])})
+        out.append({"kind": "staleness", "tau": float(training.staleness)})
     if mode == "asynchronous":
         out.append({"kind": "staleness", "tau": float(mean_staleness(replicas))})
-    comp = compression_penalty(training.get("compression", "none"), replicas)
+    comp = compression_penalty(training.compression, replicas)
     if comp is not None:
         out.append(comp)
     return out or None
