@@ -62,7 +62,7 @@ def busy_share(step_time_s, waits_s):
     return np.clip((step - np.asarray(waits_s, dtype=float)) / step, 0.0, 1.0)
 
 
-def with_failures(run: Run, work_s, gpus) -> dict:
+def with_failures(run: Run | dict, work_s, gpus) -> dict:
     """``wall_s, expected_failures, checkpoint_interval_s`` of ``work_s`` seconds of training on ``gpus``
     GPUs under the run's failures and checkpoints (module doc; Young 1974).
 
@@ -74,6 +74,7 @@ def with_failures(run: Run, work_s, gpus) -> dict:
     >>> round(r["checkpoint_interval_s"]), round(float(r["expected_failures"])), round(float(r["wall_s"]) / 86400, 2)
     (1148, 263, 33.4)
     """
+    run = run if isinstance(run, Run) else Run(**run)  # a plain dict of the fields (the Python API)
     work = np.asarray(work_s, dtype=float)
     if run.gpu_mtbf_hours is None:
         return {"wall_s": work, "expected_failures": np.zeros_like(work), "checkpoint_interval_s": None}
