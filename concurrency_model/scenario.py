@@ -8,6 +8,11 @@ split by rows; see :mod:`concurrency_model.training.workload`; ``tensor_layers``
 Krizhevsky's hybrid, :mod:`concurrency_model.parallel.layerwise`). Every check raises ``ValueError`` naming
 the field (``parallel.tensor: ...``); the checks that need the model (``parallel.context`` dividing its
 sequence length) are made when the scenario is estimated.
+
+A loaded :class:`Scenario` holds its sections typed (issue 37): frozen dataclasses :class:`Parallel`,
+:class:`Training`, :class:`Inference` and :class:`Run`, one field each with its default, parsed and checked by their
+``from_dict`` (one section) and :func:`check_layout` (parallel and training together); modules read them by
+attribute (``sc.parallel.tensor``), copy them with ``dataclasses.replace`` and write them with ``to_dict()``.
 """
 from __future__ import annotations
 
