@@ -321,7 +321,8 @@ class Run:
 @dataclass(frozen=True)
 class Scenario:
     """A parsed scenario: model, cluster and the typed sections. Plain dicts given for the sections (the
-    Python API) are parsed and checked as a file's are.
+    Python API) are parsed and checked as a file's are (but for the device's math in ``training.dtype``, which
+    :func:`load_scenario` checks).
 
     >>> sc = Scenario("gpt2", load_cluster("dgx-a100"), {"data": 8, "global_batch": 64}, {"zero_stage": 1})
     >>> sc.parallel.data, sc.training.zero_stage, sc.gpus, sc.microbatches
@@ -334,10 +335,13 @@ class Scenario:
     run: Run | None = None  # a whole training run (:mod:`concurrency_model.training.run`)
 
     def __post_init__(self):
+        plain = not isinstance(self.parallel, Parallel) or not isinstance(self.training, Training)
         if not isinstance(self.parallel, Parallel):
             object.__setattr__(self, "parallel", Parallel.from_dict(self.parallel))
         if not isinstance(self.training, Training):
             object.__setattr__(self, "training", Training.from_dict(self.training))
+        if plain:  # the typed sections were checked where they were made
+            check_layout(self.parallel, self.training)
         if self.run is not None and not isinstance(self.run, Run):
             object.__setattr__(self, "run", Run.from_dict(self.run))
 
