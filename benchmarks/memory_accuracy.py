@@ -42,8 +42,8 @@ def predict(r: dict) -> dict:
     out = {}
     for fw in ("ideal", "fsdp2"):
         sc = load_scenario(modern.scenario_for({**r, "framework": fw}))
-        w = workload(sc.model, sc.cluster, sc.training["dtype"])
-        out[fw] = memory_at(sc, w, sc.parallel["microbatch_size"], sc.microbatches)[1]
+        w = workload(sc.model, sc.cluster, sc.training.dtype)
+        out[fw] = memory_at(sc, w, sc.parallel.microbatch_size, sc.microbatches)[1]
     m = out["fsdp2"]
     outside = sum(m[f"{k}_bytes"] for k in allocator.OUTSIDE)
     transient = m["activations_bytes"] + sum(m[f"{k}_bytes"] for k in allocator.TRANSIENT)

@@ -57,7 +57,7 @@ def substitution_seconds(result, samples: int = 20) -> float:
         sc = load_scenario(result.scenario(r))
         w, stage, state, _, key = prepare(sc)
         inputs = step_inputs(w, stage, *key, state)
-        e = compose.step_expressions(sc.parallel["schedule"], sc.training["zero_stage"], sc.training["overlap"])
+        e = compose.step_expressions(sc.parallel.schedule, sc.training.zero_stage, sc.training.overlap)
         float(e["step"].xreplace({compose.SYMBOLS[k]: float(np.asarray(v)) for k, v in inputs.items()}))
     return (time.perf_counter() - t0) / len(rows)
 

@@ -37,10 +37,10 @@ def _model(rec: dict) -> dict:
     sc = load_scenario(vt.scenario_for(rec))
     w, stage, state, _, key = prepare(sc)
     tr = sc.training
-    x = step_inputs(w, stage, *key, state, sync=sync_of(sc), host=tr["host_overhead_s"])
+    x = step_inputs(w, stage, *key, state, sync=sync_of(sc), host=tr.host_overhead_s)
     gpu_f = x["c_f"] + x["c_tf"] + x["c_ef"] + x["c_nf"]
     gpu_b = x["c_b"] + x["c_r"] + x["c_tb"] + x["c_eb"] + x["c_nb"]
-    h_f, h_b = host_seconds(stage, w.dev, tr["host_overhead_s"])
+    h_f, h_b = host_seconds(stage, w.dev, tr.host_overhead_s)
     per_mb = max(gpu_f, h_f) + max(gpu_b, h_b)
     step = estimate(sc).step_time_s
     m = rec["global_batch"] / (rec["microbatch"] * rec["data"])

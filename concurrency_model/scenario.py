@@ -8,13 +8,18 @@ split by rows; see :mod:`concurrency_model.training.workload`; ``tensor_layers``
 Krizhevsky's hybrid, :mod:`concurrency_model.parallel.layerwise`). Every check raises ``ValueError`` naming
 the field (``parallel.tensor: ...``); the checks that need the model (``parallel.context`` dividing its
 sequence length) are made when the scenario is estimated.
+
+A loaded :class:`Scenario` holds its sections typed (issue 37): frozen dataclasses :class:`Parallel`,
+:class:`Training`, :class:`Inference` and :class:`Run`, one field each with its default, parsed and checked by their
+``from_dict`` (one section) and :func:`check_layout` (parallel and training together); modules read them by
+attribute (``sc.parallel.tensor``), copy them with ``dataclasses.replace`` and write them with ``to_dict()``.
 """
 from __future__ import annotations
 
 import copy
 import json
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from .checks import count, currency, did_you_mean, file_text, json_object, number
@@ -37,25 +42,141 @@ from .parallel.runtime import (FP8_RECIPES, FRAMEWORKS, REDUCE_DTYPES, default_f
 from .units import DTYPE_BYTES, KV_DTYPES
 
 SCHEDULES = pipeline.SCHEDULES
-PARALLEL = {"data": 1, "tensor": 1, "pipeline": 1, "interleave": 1, "sequence_parallel": False,
-            "microbatch_size": 1, "global_batch": None, "schedule": "1f1b", "context": 1,
-            "context_algorithm": "ring", "expert": 1, "tensor_layers": "all", "expert_imbalance": 1.0,
-            "tp_overlap": False,  # tp_overlap: async tensor parallelism (training.workload.overlap_exposed)
-            "moe_dispatcher": "alltoall", "expert_overlap": False,
-            "stage_split": "balanced"}  # stage_split: how pipeline stages are cut (parallel.partition)
-TRAINING = {"dtype": "bf16", "recompute": "none", "optimizer": "adam", "zero_stage": 0, "overlap": True,
-            "sync": "allreduce", "ps_servers": 0, "compression": "none", "host_overhead_s": None,
-            "consistency": "synchronous", "staleness": 0, "local_steps": 1, "straggler_cv": 0.0,
-            "gossip_topology": "ring", "batch_norm": "local", "max_global_batch": DEFAULT_CEILING, "lora_rank": 0,
-            "lora_base_dtype": None, "framework": None, "bucket_bytes": None, "prefetch": None, "loss": None,
-            "fp8_recipe": None, "target": None, "reduce_dtype": None,
-            "compile": True}  # compile false: eager PyTorch's norm and rotary kernels (timing.graph.eager_kernels)
+
+
+@dataclass(frozen=True, slots=True)
+class Parallel:
+    """The scenario's ``parallel`` section (DESIGN.md "A scenario file"), each field with its default; parse a
+    file's object with :meth:`from_dict` (every check of one section), copy with ``dataclasses.replace``.
+
+    >>> p = Parallel.from_dict({"data": 8, "tensor": 2})
+    >>> p.tensor, p.global_batch, Parallel().schedule
+    (2, 8, '1f1b')
+    """
+    data: int = 1
+    tensor: int = 1
+    pipeline: int = 1
+    interleave: int = 1
+    sequence_parallel: bool = False
+    microbatch_size: int = 1
+    global_batch: int | None = None  # null: data x microbatch_size (one microbatch a replica)
+    schedule: str = "1f1b"
+    context: int = 1
+    context_algorithm: str = "ring"
+    expert: int = 1
+    tensor_layers: str = "all"
+    expert_imbalance: float | str = 1.0
+    tp_overlap: bool = False  # async tensor parallelism (training.workload.overlap_exposed)
+    moe_dispatcher: str = "alltoall"
+    expert_overlap: bool = False
+    stage_split: str = "balanced"  # how pipeline stages are cut (parallel.partition)
+
+    def __post_init__(self):
+        if self.global_batch is None:  # as a file that leaves it out (Python callers giving a bare Parallel)
+            object.__setattr__(self, "global_batch", self.data * self.microbatch_size)
+
+    @classmethod
+    def from_dict(cls, given) -> Parallel:
+        """The section from a file's object (``None``: every default), checked field by field and as a whole
+        (``ValueError`` naming the field, with "did you mean" for a misspelt name or choice)."""
+        par = _section(given, "parallel", PARALLEL)
+        if par["global_batch"] is None:
+            par["global_batch"] = par["data"] * par["microbatch_size"]
+        if par["global_batch"] % (par["data"] * par["microbatch_size"]):
+            raise ValueError(f"parallel.global_batch: {par['global_batch']} is not divisible by data x "
+                             f"microbatch_size = {par['data'] * par['microbatch_size']}")
+        if par["interleave"] > 1 and par["schedule"] != "interleaved":
+            raise ValueError(f"parallel.interleave: {par['interleave']} chunks need schedule \"interleaved\"")
+        par["expert_imbalance"] = check_imbalance("parallel.expert_imbalance", par["expert_imbalance"])
+        out = cls(**par)
+        _check_expert_overlap(out)
+        if out.tp_overlap and out.tensor > 1 and not out.sequence_parallel:
+            raise ValueError("parallel.tp_overlap: async tensor parallelism micro-pipelines the sequence-parallel "
+                             "all-gathers and reduce-scatters with their GEMMs; set parallel.sequence_parallel true")
+        return out
+
+    def to_dict(self) -> dict:
+        """The fields as a JSON object, in the order of the scenario file's documentation."""
+        return {k: getattr(self, k) for k in PARALLEL}
+
+
+@dataclass(frozen=True, slots=True)
+class Training:
+    """The scenario's ``training`` section, each field with its default (:meth:`from_dict` checks a file's).
+
+    >>> Training.from_dict({"zero_stage": 1}).zero_stage, Training().dtype
+    (1, 'bf16')
+    """
+    dtype: str = "bf16"
+    recompute: str = "none"
+    optimizer: str = "adam"
+    zero_stage: int = 0
+    overlap: bool = True
+    sync: str = "allreduce"
+    ps_servers: int = 0
+    compression: str = "none"
+    host_overhead_s: float | None = None
+    consistency: str = "synchronous"
+    staleness: int = 0
+    local_steps: int = 1
+    straggler_cv: float = 0.0
+    gossip_topology: str = "ring"
+    batch_norm: str = "local"
+    max_global_batch: int = DEFAULT_CEILING
+    lora_rank: int = 0
+    lora_base_dtype: str | None = None
+    framework: str | None = None
+    bucket_bytes: float | None = None
+    prefetch: int | None = None
+    loss: str | None = None
+    fp8_recipe: str | None = None
+    target: object = None  # a quality target (:mod:`concurrency_model.convergence.target`)
+    reduce_dtype: str | None = None  # the gradients' dtype on the wire; null: the runtime's (parallel.runtime)
+    compile: bool = True  # false: eager PyTorch's norm and rotary kernels (timing.graph.eager_kernels)
+
+    @classmethod
+    def from_dict(cls, given) -> Training:
+        """The section from a file's object (``None``: every default), checked field by field and as a whole;
+        the checks that need the parallel section are :func:`check_layout`'s."""
+        tr = cls(**_section(given, "training", TRAINING))
+        if tr.zero_stage > 3:
+            raise ValueError(f"training.zero_stage: must be 0, 1, 2 or 3, got {tr.zero_stage}")
+        # null: the runtime the ZeRO stage implies, resolved per layout (a sweep searches the stage)
+        runtime_of(tr.framework or default_framework(tr.zero_stage), tr.bucket_bytes, tr.prefetch,
+                   reduce_dtype=tr.reduce_dtype)
+        if (tr.sync != "allreduce" or tr.compression != "none" or tr.consistency != "synchronous") and tr.zero_stage:
+            raise ValueError("training.zero_stage: parameter servers, gossip, gradient compression and consistency "
+                             f"models other than synchronous are modelled with ZeRO 0, got {tr.zero_stage}")
+        if tr.gossip_topology != "ring" and tr.sync != "gossip":
+            raise ValueError(f"training.gossip_topology: only used with sync 'gossip', got sync {tr.sync!r}")
+        _check_consistency(tr)
+        if tr.batch_norm == "sync" and (tr.consistency != "synchronous" or tr.sync == "gossip"):
+            raise ValueError("training.batch_norm: \"sync\" all-reduces every layer's statistics over all replicas "
+                             "in every step, which needs synchronous consistency and no gossip, got consistency "
+                             f"{tr.consistency!r} and sync {tr.sync!r}")
+        if tr.fp8_recipe is not None and not kernel_policies(tr.framework, tr.zero_stage)[1].startswith("torchao"):
+            raise ValueError(f"training.fp8_recipe: torchao's {tr.fp8_recipe} scaling runs under framework fsdp2 "
+                             f"(torchtitan); framework {tr.framework or default_framework(tr.zero_stage)!r} casts "
+                             "as Transformer Engine does")
+        if tr.compression == "sfb" and tr.sync != "allreduce":
+            raise ValueError(f"training.compression: sfb broadcasts the factors from worker to worker and "
+                             f"all-reduces the rest, which needs sync \"allreduce\", got {tr.sync!r}")
+        if tr.compression == "sfb" and tr.lora_rank:
+            raise ValueError("training.compression: sfb sends the factors of whole fully connected layers' "
+                             "gradients; with LoRA (training.lora_rank) only the adapters have gradients")
+        in_range("training.host_overhead_s", tr.host_overhead_s, none_ok=True)  # host s a kernel
+        if tr.target is not None:  # a quality target: its curve fitted and its unit checked now (issue 40)
+            from .convergence.target import curve_of
+            curve_of(tr.target, "training.target", steps=True)
+        return tr
+
+    def to_dict(self) -> dict:
+        """The fields as a JSON object, in the order of the scenario file's documentation."""
+        return {k: getattr(self, k) for k in TRAINING}
+
+
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "threshold", "topk", "dgc", "powersgd",
                 "sfb")
-INFERENCE = {"batch": 1, "prompt_len": 512, "decode_len": 128, "dtype": "fp16", "weight_dtype": None,
-             "weight_sparsity": None, "host_overhead_s": 0.0, "speculative": None, "batching": "static",
-             "price_per_gpu_hour": None, "output_lengths": "fixed", "load_rps": None, "prefix_len": 0,
-             "prompt_lengths": "fixed", "max_batched_tokens": None, "kv_dtype": None, "currency": "USD"}
 BATCHING = ("static", "continuous")  # inference.batching (:mod:`concurrency_model.serving.continuous_batching`)
 CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tensor_layers": TENSOR_LAYERS,
            "recompute": ("none", "selective", "full"),
@@ -66,6 +187,8 @@ CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tens
            "kv_dtype": KV_DTYPES, "framework": FRAMEWORKS,
            "loss": tuple(LOSSES), "fp8_recipe": FP8_RECIPES, "reduce_dtype": tuple(REDUCE_DTYPES),
            "moe_dispatcher": DISPATCHERS, "stage_split": STAGE_SPLITS}  # a field whose default is null may stay null
+PARALLEL = {f.name: f.default for f in fields(Parallel)}  # each field's default, in the documentation's order
+TRAINING = {f.name: f.default for f in fields(Training)}
 TOP = ("model", "cluster", "parallel", "training", "run", "inference", "name", "notes")
 
 # Plausible ranges of the numeric fields, (low, high, why): far enough past every real model, machine and run that
@@ -109,27 +232,136 @@ def in_range(field: str, v, *, none_ok: bool = False):
                   none_ok=none_ok, why=why)
 
 
+@dataclass(frozen=True, slots=True)
+class Inference:
+    """The scenario's ``inference`` section (:mod:`concurrency_model.serving.decoder`), each field with its
+    default; :meth:`from_dict` checks a file's.
+
+    >>> Inference.from_dict({"batch": 8}).batch, Inference().prompt_len
+    (8, 512)
+    """
+    batch: int = 1
+    prompt_len: int = 512
+    decode_len: int = 128
+    dtype: str = "fp16"
+    weight_dtype: str | None = None
+    weight_sparsity: object = None
+    host_overhead_s: float = 0.0
+    speculative: dict | None = None
+    batching: str = "static"  # (:mod:`concurrency_model.serving.continuous_batching`)
+    price_per_gpu_hour: float | None = None
+    output_lengths: object = "fixed"
+    load_rps: float | None = None
+    prefix_len: int = 0
+    prompt_lengths: object = "fixed"
+    max_batched_tokens: int | None = None
+    kv_dtype: str | None = None
+    currency: str = "USD"
+
+    @classmethod
+    def from_dict(cls, given) -> Inference:
+        """The section from a file's object (``None``: every default), checked (``ValueError`` naming the field)."""
+        out = _section(given, "inference", INFERENCE)  # positive integers, the CHOICES' names
+        in_range("inference.host_overhead_s", out["host_overhead_s"])  # host seconds per kernel
+        in_range("inference.price_per_gpu_hour", out["price_per_gpu_hour"], none_ok=True)
+        out["currency"] = currency("inference.currency", out["currency"])  # the label of the cost columns
+        if in_range("inference.load_rps", out["load_rps"], none_ok=True) is not None \
+                and out["batching"] != "continuous":
+            raise ValueError("inference.load_rps: a load is modelled with batching \"continuous\" (a static batch "
+                             "waits for its requests)")
+        if out["prefix_len"] >= out["prompt_len"]:
+            raise ValueError(f"inference.prefix_len: must be below prompt_len = {out['prompt_len']} (the last prompt "
+                             f"position runs to give the first token), got {out['prefix_len']}")
+        if out["prefix_len"] and out["speculative"] is not None:
+            raise ValueError("inference.prefix_len: a cached prefix with speculative decoding is not modelled")
+        if out["max_batched_tokens"] is not None:
+            low, high, why = COUNTS["max_batched_tokens"]
+            count("inference.max_batched_tokens", out["max_batched_tokens"], low=low, high=high, why=why)
+            if out["batching"] != "continuous" or out["speculative"] is not None:
+                raise ValueError("inference.max_batched_tokens: a token budget an iteration is modelled with "
+                                 "batching \"continuous\" and without speculative decoding")
+        return cls(**out)
+
+    def to_dict(self) -> dict:
+        """The fields as a JSON object, in the order of the scenario file's documentation."""
+        return {k: getattr(self, k) for k in INFERENCE}
+
+
+INFERENCE = {f.name: f.default for f in fields(Inference)}
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """The scenario's ``run`` section, a whole training run (:mod:`concurrency_model.training.run`): ``None``
+    is a field the file leaves out; :meth:`from_dict` checks a file's.
+
+    >>> r = Run.from_dict({"tokens": 3e11, "price_per_gpu_hour": 2})
+    >>> r.tokens, r.samples, r.to_dict()
+    (300000000000.0, None, {'tokens': 300000000000.0, 'price_per_gpu_hour': 2})
+    """
+    tokens: float | None = None
+    samples: float | None = None
+    epochs: float | None = None
+    price_per_gpu_hour: float | None = None
+    currency: str | None = None  # null: CURRENCY
+    board_power_w: float | None = None  # null: the device preset's
+    gpu_mtbf_hours: float | None = None
+    checkpoint_s: float | None = None
+    restart_s: float | None = None  # null: 0
+    checkpoint_interval_s: float | None = None  # null: Young's optimum
+
+    @classmethod
+    def from_dict(cls, run) -> Run:
+        """The section from a file's object, checked (``ValueError`` naming ``run.FIELD``); a :class:`Run`
+        is returned as it is."""
+        return run if isinstance(run, Run) else cls(**_check_run(run))
+
+    def to_dict(self) -> dict:
+        """The fields the file gives, as a JSON object."""
+        return {k: v for k in RUN_FIELDS if (v := getattr(self, k)) is not None}
+
+
 @dataclass(frozen=True)
 class Scenario:
+    """A parsed scenario: model, cluster and the typed sections. Plain dicts given for the sections (the
+    Python API) are parsed and checked as a file's are (but for the device's math in ``training.dtype``, which
+    :func:`load_scenario` checks).
+
+    >>> sc = Scenario("gpt2", load_cluster("dgx-a100"), {"data": 8, "global_batch": 64}, {"zero_stage": 1})
+    >>> sc.parallel.data, sc.training.zero_stage, sc.gpus, sc.microbatches
+    (8, 1, 8, 8)
+    """
     model: object  # zoo name or spec dict
     cluster: Cluster
-    parallel: dict
-    training: dict
-    run: dict | None = None  # a whole training run (:mod:`concurrency_model.training.run`)
+    parallel: Parallel
+    training: Training
+    run: Run | None = None  # a whole training run (:mod:`concurrency_model.training.run`)
+
+    def __post_init__(self):
+        plain = not isinstance(self.parallel, Parallel) or not isinstance(self.training, Training)
+        if not isinstance(self.parallel, Parallel):
+            object.__setattr__(self, "parallel", Parallel.from_dict(self.parallel))
+        if not isinstance(self.training, Training):
+            object.__setattr__(self, "training", Training.from_dict(self.training))
+        if plain:  # the typed sections were checked where they were made
+            check_layout(self.parallel, self.training)
+        if self.run is not None and not isinstance(self.run, Run):
+            object.__setattr__(self, "run", Run.from_dict(self.run))
 
     @property
     def gpus(self) -> int:
         p = self.parallel
-        return p["data"] * p["tensor"] * p["pipeline"] * p["context"]
+        return p.data * p.tensor * p.pipeline * p.context
 
     @property
     def microbatches(self) -> int:
         p = self.parallel
-        return p["global_batch"] // (p["data"] * p["microbatch_size"])
+        return p.global_batch // (p.data * p.microbatch_size)
 
 
-def _section(raw: dict, name: str, defaults: dict) -> dict:
-    given = raw.get(name)
+def _section(given, name: str, defaults: dict) -> dict:
+    """A section's object with the defaults filled in, each field checked against its default's kind, its
+    :data:`CHOICES` and :data:`COUNTS` (``ValueError`` naming the field)."""
     given = {} if given is None else given  # null: the defaults, as when left out
     if not isinstance(given, dict):
         raise ValueError(f"{name}: expected an object")
@@ -152,54 +384,40 @@ def _section(raw: dict, name: str, defaults: dict) -> dict:
     return out
 
 
-def _check_expert_overlap(par: dict) -> None:
+def _check_expert_overlap(par: Parallel) -> None:
     """``ValueError`` naming ``parallel.expert_overlap`` where Megatron-Core's merged schedule cannot run: with
     pipeline stages it needs virtual ones (NVIDIA/Megatron-LM @ 2a75ac12 ``megatron/core/transformer/
     transformer_config.py`` ``__post_init__``). Megatron-Core also refuses it with full recompute (same place); the
     toolkit models the pair (the recomputed forward's all-to-alls hidden as the forward's), as its three recompute
     modes stand for the module lists runtimes recompute (``recompute_modules``), which Megatron-Core allows."""
-    if par["expert_overlap"] and par["pipeline"] > 1 and par["interleave"] == 1:
-        raise ValueError(f"parallel.expert_overlap: with parallel.pipeline = {par['pipeline']} it needs interleaved "
+    if par.expert_overlap and par.pipeline > 1 and par.interleave == 1:
+        raise ValueError(f"parallel.expert_overlap: with parallel.pipeline = {par.pipeline} it needs interleaved "
                          "stages (parallel.interleave > 1), as Megatron-Core requires")
 
 
-def inference_section(raw: dict) -> dict:
-    """The scenario's ``inference`` object with defaults filled in (``ValueError`` naming the field)."""
+def inference_section(raw: dict) -> Inference:
+    """The scenario's ``inference`` object parsed, defaults filled in (``ValueError`` naming the field).
+
+    >>> inference_section({"inference": {"batch": 4}}).batch
+    4
+    """
     if raw.get("inference") is None:
         raise ValueError("inference: missing; give an object with batch, prompt_len, decode_len, dtype")
-    out = _section(raw, "inference", INFERENCE)  # positive integers, the CHOICES' names
-    in_range("inference.host_overhead_s", out["host_overhead_s"])  # host seconds per kernel
-    in_range("inference.price_per_gpu_hour", out["price_per_gpu_hour"], none_ok=True)
-    out["currency"] = currency("inference.currency", out["currency"])  # the label of the cost columns
-    if in_range("inference.load_rps", out["load_rps"], none_ok=True) is not None and out["batching"] != "continuous":
-        raise ValueError("inference.load_rps: a load is modelled with batching \"continuous\" (a static batch waits "
-                         "for its requests)")
-    if out["prefix_len"] >= out["prompt_len"]:
-        raise ValueError(f"inference.prefix_len: must be below prompt_len = {out['prompt_len']} (the last prompt "
-                         f"position runs to give the first token), got {out['prefix_len']}")
-    if out["prefix_len"] and out["speculative"] is not None:
-        raise ValueError("inference.prefix_len: a cached prefix with speculative decoding is not modelled")
-    if out["max_batched_tokens"] is not None:
-        low, high, why = COUNTS["max_batched_tokens"]
-        count("inference.max_batched_tokens", out["max_batched_tokens"], low=low, high=high, why=why)
-        if out["batching"] != "continuous" or out["speculative"] is not None:
-            raise ValueError("inference.max_batched_tokens: a token budget an iteration is modelled with batching "
-                             "\"continuous\" and without speculative decoding")
-    return out
+    return Inference.from_dict(raw["inference"])
 
 
-def _check_consistency(tr: dict) -> None:
+def _check_consistency(tr: Training) -> None:
     """``training.consistency`` and its parameters (:func:`concurrency_model.parallel.consistency.step_factors`):
     a parameter of another mode is refused rather than ignored."""
-    mode, cv = tr["consistency"], tr["straggler_cv"]
+    mode, cv = tr.consistency, tr.straggler_cv
     in_range("training.straggler_cv", cv)  # standard deviation / mean of a replica's compute time
-    if tr["staleness"] and mode != "ssp":
+    if tr.staleness and mode != "ssp":
         raise ValueError(f"training.staleness: only used with consistency \"ssp\", got consistency {mode!r}")
-    if mode == "ssp" and not tr["staleness"]:
+    if mode == "ssp" and not tr.staleness:
         raise ValueError("training.staleness: consistency \"ssp\" needs a staleness bound >= 1 (0 is synchronous)")
-    if tr["local_steps"] != 1 and mode != "local_sgd":
+    if tr.local_steps != 1 and mode != "local_sgd":
         raise ValueError(f"training.local_steps: only used with consistency \"local_sgd\", got consistency {mode!r}")
-    if mode == "asynchronous" and tr["sync"] != "parameter_server":
+    if mode == "asynchronous" and tr.sync != "parameter_server":
         raise ValueError("training.consistency: \"asynchronous\" updates go through parameter servers; set "
                          "training.sync to \"parameter_server\"")
 
@@ -279,7 +497,11 @@ def with_settings(raw: dict, settings, flag: str = "--set") -> dict:
 
 
 def load_scenario(spec) -> Scenario:
-    """A scenario from a JSON/TOML file path or a dict of the same shape."""
+    """A scenario from a JSON/TOML file path or a dict of the same shape, every section parsed and checked.
+
+    >>> load_scenario("gpt3-175b-3d").parallel.tensor
+    8
+    """
     if isinstance(spec, Scenario):
         return spec
     raw = read_scenario(spec)
@@ -289,66 +511,39 @@ def load_scenario(spec) -> Scenario:
                          f"{', '.join(TOP)}")
     if "model" not in raw:
         raise ValueError("model: missing (a zoo name or an object such as {\"kind\": \"gpt\", ...})")
-    par = _section(raw, "parallel", PARALLEL)
-    tr = _section(raw, "training", TRAINING)
-    if par["global_batch"] is None:
-        par["global_batch"] = par["data"] * par["microbatch_size"]
-    if par["global_batch"] % (par["data"] * par["microbatch_size"]):
-        raise ValueError(f"parallel.global_batch: {par['global_batch']} is not divisible by data x microbatch_size "
-                         f"= {par['data'] * par['microbatch_size']}")
-    if par["interleave"] > 1 and par["schedule"] != "interleaved":
-        raise ValueError(f"parallel.interleave: {par['interleave']} chunks need schedule \"interleaved\"")
-    if tr["zero_stage"] > 3:
-        raise ValueError(f"training.zero_stage: must be 0, 1, 2 or 3, got {tr['zero_stage']}")
-    # null: the runtime the ZeRO stage implies, resolved per layout (a sweep searches the stage)
-    runtime_of(tr["framework"] or default_framework(tr["zero_stage"]), tr["bucket_bytes"], tr["prefetch"],
-               reduce_dtype=tr["reduce_dtype"])
-    if not runs_with(tr["framework"], tr["zero_stage"], par["pipeline"]):
-        raise ValueError(f"training.zero_stage: {tr['framework'] or default_framework(tr['zero_stage'])} runs "
-                         f"ZeRO-{tr['zero_stage']} without pipeline stages only (its pipeline engine refuses ZeRO-2 "
-                         "and -3); use zero_stage 1, pipeline 1, or training.framework megatron / fsdp2")
-    if (tr["sync"] != "allreduce" or tr["compression"] != "none" or tr["consistency"] != "synchronous") \
-            and tr["zero_stage"]:
-        raise ValueError("training.zero_stage: parameter servers, gossip, gradient compression and consistency models "
-                         f"other than synchronous are modelled with ZeRO 0, got {tr['zero_stage']}")
-    if tr["gossip_topology"] != "ring" and tr["sync"] != "gossip":
-        raise ValueError(f"training.gossip_topology: only used with sync 'gossip', got sync {tr['sync']!r}")
-    _check_consistency(tr)
-    if tr["batch_norm"] == "sync" and (tr["consistency"] != "synchronous" or tr["sync"] == "gossip"):
-        raise ValueError("training.batch_norm: \"sync\" all-reduces every layer's statistics over all replicas in "
-                         "every step, which needs synchronous consistency and no gossip, got consistency "
-                         f"{tr['consistency']!r} and sync {tr['sync']!r}")
-    if par["expert"] > 1 and (tr["zero_stage"] > 1 or tr["sync"] != "allreduce" or tr["compression"] != "none"):
-        raise ValueError("parallel.expert: expert parallelism is modelled with ZeRO 0 or 1 (Megatron-Core's "
-                         "distributed optimizer) and an uncompressed all-reduce of the gradients")
-    par["expert_imbalance"] = check_imbalance("parallel.expert_imbalance", par["expert_imbalance"])
-    _check_expert_overlap(par)
-    _check_tensor_layers(par, tr)
-    if tr["fp8_recipe"] is not None and not kernel_policies(tr["framework"], tr["zero_stage"])[1].startswith("torchao"):
-        raise ValueError(f"training.fp8_recipe: torchao's {tr['fp8_recipe']} scaling runs under framework fsdp2 "
-                         f"(torchtitan); framework {tr['framework'] or default_framework(tr['zero_stage'])!r} casts as "
-                         "Transformer Engine does")
-    if par["tp_overlap"] and par["tensor"] > 1 and not par["sequence_parallel"]:
-        raise ValueError("parallel.tp_overlap: async tensor parallelism micro-pipelines the sequence-parallel "
-                         "all-gathers and reduce-scatters with their GEMMs; set parallel.sequence_parallel true")
-    if tr["compression"] == "sfb":
-        _check_sfb(par, tr)
-        if tr["lora_rank"]:
-            raise ValueError("training.compression: sfb sends the factors of whole fully connected layers' gradients; "
-                             "with LoRA (training.lora_rank) only the adapters have gradients")
-    in_range("training.host_overhead_s", tr["host_overhead_s"], none_ok=True)  # host s a kernel
-    if tr["target"] is not None:  # a quality target: its curve fitted and its unit checked now (issue 40)
-        from .convergence.target import curve_of
-        curve_of(tr["target"], "training.target", steps=True)
+    par = Parallel.from_dict(raw.get("parallel"))
+    tr = Training.from_dict(raw.get("training"))
+    check_layout(par, tr)
     cluster = load_cluster(raw.get("cluster", "dgx-a100"))
     try:
-        cluster.device.peak(tr["dtype"])  # the device must have math in this dtype
+        cluster.device.peak(tr.dtype)  # the device must have math in this dtype
     except ValueError as e:
         raise ValueError(f"training.{e}") from None
     run = None
     if raw.get("run") is not None:
         run = check_run(raw["run"])
     return Scenario(raw["model"], cluster, par, tr, run)
+
+
+def check_layout(par: Parallel, tr: Training) -> None:
+    """The checks of a parallel and a training section together (``ValueError`` naming the field).
+
+    >>> check_layout(Parallel(pipeline=2), Training(zero_stage=3, framework="deepspeed"))
+    Traceback (most recent call last):
+    ...
+    ValueError: training.zero_stage: deepspeed runs ZeRO-3 without pipeline stages only (its pipeline engine \
+refuses ZeRO-2 and -3); use zero_stage 1, pipeline 1, or training.framework megatron / fsdp2
+    """
+    if not runs_with(tr.framework, tr.zero_stage, par.pipeline):
+        raise ValueError(f"training.zero_stage: {tr.framework or default_framework(tr.zero_stage)} runs "
+                         f"ZeRO-{tr.zero_stage} without pipeline stages only (its pipeline engine refuses ZeRO-2 "
+                         "and -3); use zero_stage 1, pipeline 1, or training.framework megatron / fsdp2")
+    if par.expert > 1 and (tr.zero_stage > 1 or tr.sync != "allreduce" or tr.compression != "none"):
+        raise ValueError("parallel.expert: expert parallelism is modelled with ZeRO 0 or 1 (Megatron-Core's "
+                         "distributed optimizer) and an uncompressed all-reduce of the gradients")
+    _check_tensor_layers(par, tr)
+    if tr.compression == "sfb":
+        _check_sfb(par)
 
 
 # -- the run section (DESIGN.md "A scenario file"; its figures in :mod:`.parallel.run`) --------------------------------
@@ -368,8 +563,16 @@ RUN_RANGES = {"tokens": (1e18, "tokens of a run, 10^4 times the largest publishe
           "checkpoint_interval_s": (1e9, "seconds of work between checkpoints")}
 
 
-def check_run(run: dict) -> dict:
-    """The ``run`` object with its numbers checked (``ValueError`` naming ``run.FIELD``)."""
+def check_run(run) -> Run:
+    """The ``run`` object with its numbers checked (``ValueError`` naming ``run.FIELD``); a :class:`Run` as it is.
+
+    >>> check_run({"samples": 1e6, "epochs": 3}).epochs
+    3
+    """
+    return Run.from_dict(run)
+
+
+def _check_run(run: dict) -> dict:
     if not isinstance(run, dict):
         raise ValueError("run: expected an object with tokens or samples")
     unknown = sorted(set(run) - set(RUN_FIELDS))
@@ -393,34 +596,31 @@ def check_run(run: dict) -> dict:
         raise ValueError(f"run.{failing[0]}: checkpoints and restarts go with failures; give run.gpu_mtbf_hours")
     if "gpu_mtbf_hours" in run and "checkpoint_s" not in run:
         raise ValueError("run.gpu_mtbf_hours: give run.checkpoint_s too, the seconds a checkpoint stalls training")
-    return dict(run)
+    return run
 
 
-def _check_sfb(par: dict, tr: dict) -> None:
+def _check_sfb(par: Parallel) -> None:
     """Sufficient-factor broadcasting (:mod:`.parallel.sparse_comm`): whole fully connected layers' factors,
-    from worker to worker."""
-    bad = [k for k in ("tensor", "pipeline", "context", "expert") if par[k] != 1]
+    from worker to worker (its need of sync ``allreduce`` is :meth:`Training.from_dict`'s check)."""
+    bad = [k for k in ("tensor", "pipeline", "context", "expert") if getattr(par, k) != 1]
     if bad:
         raise ValueError(f"training.compression: sfb sends the factors of whole fully connected layers, modelled with "
-                         f"tensor, pipeline, context and expert 1; parallel.{bad[0]} = {par[bad[0]]}")
-    if tr["sync"] != "allreduce":
-        raise ValueError(f"training.compression: sfb broadcasts the factors from worker to worker and all-reduces the "
-                         f"rest, which needs sync \"allreduce\", got {tr['sync']!r}")
+                         f"tensor, pipeline, context and expert 1; parallel.{bad[0]} = {getattr(par, bad[0])}")
 
 
-def _check_tensor_layers(par: dict, tr: dict) -> None:
+def _check_tensor_layers(par: Parallel, tr: Training) -> None:
     """Krizhevsky's hybrid (``tensor_layers = "fc"``, :mod:`.parallel.layerwise`): each tensor rank runs the
     convolutions on its share of the group's microbatch; one stage, no context or expert split, ZeRO 0 and
     an uncompressed all-reduce."""
-    if par["tensor_layers"] != "fc" or par["tensor"] == 1:
+    if par.tensor_layers != "fc" or par.tensor == 1:
         return
-    if par["microbatch_size"] % par["tensor"]:
-        raise ValueError(f"parallel.microbatch_size: {par['microbatch_size']} is not divisible by tensor = "
-                         f"{par['tensor']} (tensor_layers \"fc\" shares each microbatch's convolutions out)")
-    others = {"pipeline": par["pipeline"] != 1, "context": par["context"] != 1, "expert": par["expert"] != 1,
-              "training.zero_stage": tr["zero_stage"] != 0, "training.sync": tr["sync"] != "allreduce",
-              "training.compression": tr["compression"] != "none"}
+    if par.microbatch_size % par.tensor:
+        raise ValueError(f"parallel.microbatch_size: {par.microbatch_size} is not divisible by tensor = "
+                         f"{par.tensor} (tensor_layers \"fc\" shares each microbatch's convolutions out)")
+    others = {"pipeline": par.pipeline != 1, "context": par.context != 1, "expert": par.expert != 1,
+              "training.zero_stage": tr.zero_stage != 0, "training.sync": tr.sync != "allreduce",
+              "training.compression": tr.compression != "none"}
     bad = [k for k, v in others.items() if v]
     if bad:
-        raise ValueError(f"parallel.tensor_layers: \"fc\" is modelled with pipeline, context and expert 1, ZeRO 0 and "
-                         f"an uncompressed all-reduce; {bad[0]} differs")
+        raise ValueError(f"parallel.tensor_layers: \"fc\" is modelled with pipeline, context and expert 1, ZeRO 0 "
+                         f"and an uncompressed all-reduce; {bad[0]} differs")

@@ -116,27 +116,29 @@ def time_to_target(curve: Curve, batch, step_time_s, gpus, price_per_gpu_hour=No
     return out
 
 
-def penalty_of(training: dict, replicas: int) -> list | None:
+def penalty_of(training, replicas: int) -> list | None:
     """The step penalties (:mod:`.penalties`, model only) of a scenario's consistency model and gradient compression
     over ``replicas`` data-parallel replicas: ``ssp`` a staleness of its bound ``s``, ``asynchronous`` the mean
     staleness ``P - 1`` (:func:`concurrency_model.parallel.consistency.mean_staleness`), ``training.compression``
     as :func:`.penalties.compression_penalty` maps it; ``None`` where neither has one (synchronous SGD, local SGD:
-    no model, :mod:`.penalties`; an uncompressed or unmodelled scheme).
+    no model, :mod:`.penalties`; an uncompressed or unmodelled scheme). ``training``: a scenario's
+    :class:`~concurrency_model.scenario.Training` (not imported: the scenario sits above this layer).
 
-    >>> penalty_of({"consistency": "ssp", "staleness": 2, "local_steps": 1}, 8)
+    >>> from concurrency_model.scenario import Training
+    >>> penalty_of(Training(consistency="ssp", staleness=2), 8)
     [{'kind': 'staleness', 'tau': 2.0}]
-    >>> penalty_of({"consistency": "synchronous", "compression": "topk"}, 8)
+    >>> penalty_of(Training(compression="topk"), 8)
     [{'kind': 'error_feedback', 'delta': 0.001}]
-    >>> penalty_of({"consistency": "local_sgd", "staleness": 0, "local_steps": 4}, 8) is None
+    >>> penalty_of(Training(consistency="local_sgd", local_steps=4), 8) is None
     True
     """
     out = []
-    mode = training.get("consistency", "synchronous")
+    mode = training.consistency
     if mode == "ssp":
-        out.append({"kind": "staleness", "tau": float(training["staleness"])})
+        out.append({"kind": "staleness", "tau": float(training.staleness)})
     if mode == "asynchronous":
         out.append({"kind": "staleness", "tau": float(mean_staleness(replicas))})
-    comp = compression_penalty(training.get("compression", "none"), replicas)
+    comp = compression_penalty(training.compression, replicas)
     if comp is not None:
         out.append(comp)
     return out or None

@@ -32,8 +32,8 @@ RESULT_COLORS = {"met": "#d7f0d2", "near": "#fff1c2", "missed": "#f8d3cf", "not 
 
 
 def _layout(par: dict, tr: dict) -> str:
-    return (f"data {par['data']} x tensor {par['tensor']} x pipeline {par['pipeline']}, microbatch "
-            f"{par['microbatch_size']}, {par['schedule']}, recompute {tr['recompute']}, ZeRO {tr['zero_stage']}")
+    return (f"data {par.data} x tensor {par.tensor} x pipeline {par.pipeline}, microbatch "
+            f"{par.microbatch_size}, {par.schedule}, recompute {tr.recompute}, ZeRO {tr.zero_stage}")
 
 
 def headline(result, best, ru: dict | None, parts: dict, board_power_w: float, seq_len: int, gpus: int) -> dict:
@@ -60,7 +60,7 @@ def headline(result, best, ru: dict | None, parts: dict, board_power_w: float, s
     shares = sorted(((parts.get(k, k), float(b[k])) for k in STEP_PARTS if b[k]), key=lambda kv: -kv[1])
     par, tr = best.scenario.parallel, best.scenario.training
     busy = float(b["compute_s"]) / step
-    batch = par["global_batch"]
+    batch = par.global_batch
     days = {}
     for key, t in (("days", step), ("days_p10", best.step_time_p10_s), ("days_p90", best.step_time_p90_s)):
         days[key] = run_cost({"tokens": RUN_TOKENS}, t, batch, gpus, busy, board_power_w, seq_len=seq_len)["run_days"]
@@ -72,7 +72,7 @@ def headline(result, best, ru: dict | None, parts: dict, board_power_w: float, s
            "memory_gb": best.memory_bytes_per_device / 1e9,
            "memory_p90_gb": (best.memory_p90_bytes_per_device or best.memory_bytes_per_device) / 1e9,
            "capacity_gb": float(mem["capacity_bytes"]) / 1e9, "fits": bool(mem.get("fits")),
-           "at_risk": bool(best.memory_at_risk), "best": _layout(par, tr), "framework": tr.get("framework") or "",
+           "at_risk": bool(best.memory_at_risk), "best": _layout(par, tr), "framework": tr.framework or "",
            "flops_per_gpu": float(best.achieved_flops_per_device), "evaluated": int(result.evaluated),
            "feasible": int(result.feasible), "gpus": gpus, "global_batch": batch,
            "run": {**days, "gpu_hours": priced["gpu_hours"], "cost": priced["cost"], "currency": CURRENCY,
@@ -80,7 +80,7 @@ def headline(result, best, ru: dict | None, parts: dict, board_power_w: float, s
            "runner_up": None, "runner_up_s": None, "separates": []}
     if second is not None:
         p2, t2 = second.scenario.parallel, second.scenario.training
-        out.update(runner_up=_layout(p2, t2), runner_up_framework=t2.get("framework") or "",
+        out.update(runner_up=_layout(p2, t2), runner_up_framework=t2.framework or "",
                    runner_up_s=float(second.step_time_s),
                    separates=[(parts.get(x["part"], x["part"]), float(x["runner_up_minus_best_s"]))
                               for x in ru["separates"][:SHOWN_PARTS]])

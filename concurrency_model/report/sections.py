@@ -311,7 +311,7 @@ def sweep_section(figs, res, best, ru):
     par, tr = best.scenario.parallel, best.scenario.training
     rejected = "; ".join(f"{k} ({v:,})" for k, v in sorted(res.rejected.items(), key=lambda kv: -kv[1]))
     busy = best.breakdown["compute_s"] / best.step_time_s
-    args = (best.step_time_s, par["global_batch"], sweep3d.GPUS, busy, best.scenario.cluster.device.board_power_w)
+    args = (best.step_time_s, par.global_batch, sweep3d.GPUS, busy, best.scenario.cluster.device.board_power_w)
     plain = run_cost({"tokens": 300e9}, *args, seq_len=sweep3d.SEQ_LEN)
     failing = run_cost({"tokens": 300e9, **sweep3d.FAILURES}, *args, seq_len=sweep3d.SEQ_LEN)
     intro = (f"<p>GPT-3 175B on {sweep3d.GPUS} A100-80GB GPUs (<code>dgx-a100</code> preset, 128 nodes), global "
@@ -319,8 +319,8 @@ def sweep_section(figs, res, best, ru):
              f"configurations of data, tensor, pipeline, microbatch, schedule, interleave, sequence parallelism, "
              f"recompute and ZeRO stage in {res.elapsed_s:.1f} s; {res.feasible:,} are feasible (rejected: "
              f"{escape(rejected)}). Each cell shows the fastest for its tensor and pipeline degree. The fastest "
-             f"overall: data {par['data']} x tensor {par['tensor']} x pipeline {par['pipeline']}, microbatch "
-             f"{par['microbatch_size']}, {par['schedule']}, recompute {tr['recompute']}, ZeRO {tr['zero_stage']}: "
+             f"overall: data {par.data} x tensor {par.tensor} x pipeline {par.pipeline}, microbatch "
+             f"{par.microbatch_size}, {par.schedule}, recompute {tr.recompute}, ZeRO {tr.zero_stage}: "
              f"{best.step_time_s:.2f} s per step ({best.achieved_flops_per_device / 1e12:.0f} TFLOP/s of model "
              f"FLOPs per GPU), below broken down by <code>estimate(...).breakdown</code>. 300 billion tokens "
              f"(Brown et al. 2020) take {plain['run_days']:.1f} days at that step; with failures "
@@ -331,10 +331,10 @@ def sweep_section(figs, res, best, ru):
     if ru:
         b, r = ru["estimates"]
         why = ", ".join(f"{sweep3d.PARTS[x['part']]} {x['runner_up_minus_best_s']:+.2f} s" for x in ru["separates"][:3])
-        intro += (f"<p>Runner-up of another layout: data {r.scenario.parallel['data']} x tensor "
-                  f"{r.scenario.parallel['tensor']} x pipeline {r.scenario.parallel['pipeline']}, ZeRO "
-                  f"{r.training['zero_stage']} under {escape(r.training['framework'])}, {r.step_time_s:.2f} s against "
-                  f"{b.step_time_s:.2f} s under {escape(b.training['framework'])}; what separates them (runner-up "
+        intro += (f"<p>Runner-up of another layout: data {r.scenario.parallel.data} x tensor "
+                  f"{r.scenario.parallel.tensor} x pipeline {r.scenario.parallel.pipeline}, ZeRO "
+                  f"{r.training.zero_stage} under {escape(r.training.framework)}, {r.step_time_s:.2f} s against "
+                  f"{b.step_time_s:.2f} s under {escape(b.training.framework)}; what separates them (runner-up "
                   f"minus best): {escape(why)}. Each runtime's collectives are priced call by call as it issues them "
                   f"(<code>training.framework</code>): the ZeRO-3 of DeepSpeed 2021 (<code>deepspeed-0.3</code>, "
                   f"one call per tensor, none overlapped) is the one Narayanan et al. 2021 measured (validation "

@@ -152,10 +152,10 @@ def step_breakdown(est=None, ax=None):
     ax.set_xlim(0, max(max(vals), est.step_time_p90_s) * 1.3)
     ax.set_xlabel("seconds per step")
     par, tr = est.scenario.parallel, est.scenario.training
-    ax.set_title(f"step {step:.2f} s = the sum of the bars above the rule; (d, t, p) = ({par['data']}, "
-                 f"{par['tensor']}, "
-                 f"{par['pipeline']}), microbatch {par['microbatch_size']},\n{par['schedule']}, recompute "
-                 f"{tr['recompute']}, ZeRO {tr['zero_stage']}, {est.achieved_flops_per_device / 1e12:.0f} TFLOP/s "
+    ax.set_title(f"step {step:.2f} s = the sum of the bars above the rule; (d, t, p) = ({par.data}, "
+                 f"{par.tensor}, "
+                 f"{par.pipeline}), microbatch {par.microbatch_size},\n{par.schedule}, recompute "
+                 f"{tr.recompute}, ZeRO {tr.zero_stage}, {est.achieved_flops_per_device / 1e12:.0f} TFLOP/s "
                  f"per GPU, {est.memory_bytes_per_device / 1e9:.0f} GB per GPU", fontsize=8.5, loc="left")
     ax.grid(True, axis="x", alpha=0.3)
     return ax
@@ -177,8 +177,8 @@ def runner_up_breakdown(best, second, ax=None):
 
     def label(e):
         p, t = e.scenario.parallel, e.training
-        return (f"(d, t, p) = ({p['data']}, {p['tensor']}, {p['pipeline']}), ZeRO {t['zero_stage']} "
-                f"({t['framework']}): {e.step_time_s:.2f} s")
+        return (f"(d, t, p) = ({p.data}, {p.tensor}, {p.pipeline}), ZeRO {t.zero_stage} "
+                f"({t.framework}): {e.step_time_s:.2f} s")
     for k, (e, color) in enumerate(((best, "C3"), (second, "C1"))):
         vals = [float(e.breakdown[x]) for x in shown]
         ax.barh(y + (k - 0.5) * 0.4, vals, height=0.4, color=color, edgecolor="k", lw=0.4,

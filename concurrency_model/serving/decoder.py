@@ -194,25 +194,25 @@ def infer(scenario) -> Inference:
     raw = read_scenario(scenario)
     inf = inference_section(raw)
     try:
-        sc = load_scenario({**raw, "training": raw.get("training") or {"dtype": inf["dtype"]}})
+        sc = load_scenario({**raw, "training": raw.get("training") or {"dtype": inf.dtype}})
     except ValueError as e:  # the device checked in the inference dtype: name that field
         if raw.get("training") or not str(e).startswith("training.dtype:"):
             raise
         raise ValueError("inference.dtype:" + str(e).split(":", 1)[1]) from None
     par = sc.parallel
     if not is_causal_decoder(sc.model):
-        if inf["prefix_len"]:
+        if inf.prefix_len:
             raise ValueError("inference.prefix_len: a cached prefix needs a causal decoder's KV cache")
         from .forward_pass import infer_forward
         return infer_forward(sc, raw["inference"], inf)
-    if par["context"] != 1:
+    if par.context != 1:
         raise ValueError(f"parallel.context: inference is modelled with tensor, pipeline and expert parallelism only, "
-                         f"got {par['context']}")
-    return predict(sc.model, sc.cluster, inf["batch"], inf["prompt_len"], inf["decode_len"], inf["dtype"],
-                   par["tensor"], par["pipeline"], inf["weight_dtype"], inf["host_overhead_s"], inf["weight_sparsity"],
-                   inf["speculative"], inf["batching"], inf["price_per_gpu_hour"], inf["output_lengths"],
-                   inf["load_rps"], par["data"], par["expert"], inf["prefix_len"], inf["prompt_lengths"],
-                   par["expert_imbalance"], inf["max_batched_tokens"], inf["kv_dtype"])
+                         f"got {par.context}")
+    return predict(sc.model, sc.cluster, inf.batch, inf.prompt_len, inf.decode_len, inf.dtype,
+                   par.tensor, par.pipeline, inf.weight_dtype, inf.host_overhead_s, inf.weight_sparsity,
+                   inf.speculative, inf.batching, inf.price_per_gpu_hour, inf.output_lengths,
+                   inf.load_rps, par.data, par.expert, inf.prefix_len, inf.prompt_lengths,
+                   par.expert_imbalance, inf.max_batched_tokens, inf.kv_dtype)
 
 
 def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype: str = "fp16", tensor: int = 1,

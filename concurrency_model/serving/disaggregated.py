@@ -105,7 +105,7 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
     for name, v in (("load_rps", load_rps), ("max_first_token_s", max_first_token_s), ("max_decode_s", max_decode_s)):
         number(name, v, none_ok=True)
     for k in ("speculative", "load_rps", "max_batched_tokens"):
-        if inf[k] is not None:
+        if getattr(inf, k) is not None:
             raise ValueError(f"inference.{k}: not in a disaggregated plan"
                              + (" (the load is the plan's own argument)" if k == "load_rps" else ""))
     par = raw.get("parallel") or {}
@@ -114,12 +114,12 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
                          "degree, --pipelines); give no parallelism")
     imb = check_imbalance("parallel.expert_imbalance", par.get("expert_imbalance", 1.0))
     cl = load_cluster(raw.get("cluster", "dgx-a100"))
-    dev, dtype, vb = cl.device, inf["dtype"], dtype_bytes(inf["dtype"])
-    P, O, S, host = inf["prompt_len"], inf["decode_len"], inf["prefix_len"], inf["host_overhead_s"]
+    dev, dtype, vb = cl.device, inf.dtype, dtype_bytes(inf.dtype)
+    P, O, S, host = inf.prompt_len, inf.decode_len, inf.prefix_len, inf.host_overhead_s
     model = raw.get("model")
-    _, shape, dist, prompts = served(model, dev, dtype, P, O, inf["output_lengths"], inf["prompt_lengths"], S,
-                                     inf["kv_dtype"])
-    sparsity = check_weight_sparsity(dev, dtype, inf["weight_sparsity"], inf["weight_dtype"])
+    _, shape, dist, prompts = served(model, dev, dtype, P, O, inf.output_lengths, inf.prompt_lengths, S,
+                                     inf.kv_dtype)
+    sparsity = check_weight_sparsity(dev, dtype, inf.weight_sparsity, inf.weight_dtype)
     P = S + max(1, round(prompts.mean))  # the mean prompt; a prefill replica holds the longest one's cache
     g_pre = model_graph(model, 1, P, vb)
     experts = expert_count(g_pre)
@@ -130,7 +130,7 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
         raise ValueError(f"pipelines: {max(stages)} stages for {shape['layers']} layers")
     # (tensor, expert group, stages): t x e GPUs of a stage inside a node (capacity.layouts)
     sides = [(t, e or 1, p) for t, e in layouts(cl.gpus_per_node, experts) if _splits(g_pre, t) for p in stages]
-    weights = {e: weights_bytes(g_pre, vb, inf["weight_dtype"], sparsity, e) for e in {e for _, e, _ in sides}}
+    weights = {e: weights_bytes(g_pre, vb, inf.weight_dtype, sparsity, e) for e in {e for _, e, _ in sides}}
     quantized = next(iter(weights.values()))[1]  # bytes a quantized weight: the same in every expert group
 
     prefill = {}  # (tensor, expert, stages, prompts a pass) -> seconds of the pass, for replicas that hold them

@@ -30,6 +30,8 @@ from ..models.channel_split import is_channel_split
 from ..models.transformer import check_tensor_split
 from ..parallel.host import issued
 from ..parallel.memory import memory_per_device
+from ..scenario import Inference as InferenceSection
+from ..scenario import Scenario
 from ..timing.graph import layer_parts
 from ..timing.parts import total
 from ..uncertainty import bands
@@ -121,7 +123,7 @@ def predict_forward(model, cluster, batch: int, dtype: str = "fp16", tensor: int
 DECODER_ONLY = ("speculative", "batching", "output_lengths", "prompt_lengths", "load_rps", "price_per_gpu_hour")
 
 
-def infer_forward(sc, given: dict, inf: dict) -> ForwardInference:
+def infer_forward(sc: Scenario, given: dict, inf: InferenceSection) -> ForwardInference:
     """:func:`concurrency_model.serving.decoder.infer` of a model without a KV cache: the scenario's checks, then
     :func:`predict_forward` (``given``: the inference fields the scenario states, ``inf``: with defaults)."""
     par = sc.parallel
@@ -136,13 +138,13 @@ def infer_forward(sc, given: dict, inf: dict) -> ForwardInference:
         raise ValueError("inference.prompt_len: an image model takes its image size from the model spec "
                          "({\"name\": ..., \"image_size\": ...})")
     for k in ("data", "pipeline", "context", "expert"):
-        if par[k] != 1:
+        if getattr(par, k) != 1:
             raise ValueError(f"parallel.{k}: inference of a model without a KV cache is modelled on one replica "
-                             f"and one stage, with tensor parallelism only; got {par[k]}")
+                             f"and one stage, with tensor parallelism only; got {getattr(par, k)}")
     try:
-        return predict_forward(sc.model, sc.cluster, inf["batch"], inf["dtype"], par["tensor"],
-                               inf["prompt_len"] if "prompt_len" in given else None, inf["weight_dtype"],
-                               inf["host_overhead_s"], inf["weight_sparsity"])
+        return predict_forward(sc.model, sc.cluster, inf.batch, inf.dtype, par.tensor,
+                               inf.prompt_len if "prompt_len" in given else None, inf.weight_dtype,
+                               inf.host_overhead_s, inf.weight_sparsity)
     except ValueError as e:  # the model's sequence length is the scenario's prompt_len
         raise ValueError(str(e).replace("seq_len:", "inference.prompt_len:", 1) if str(e).startswith("seq_len:")
                          else str(e)) from None

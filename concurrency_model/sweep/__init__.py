@@ -27,11 +27,11 @@ def runner_up(scenario) -> dict | None:
     raw = read_scenario(scenario)
     mine = estimate(raw)
     par = {k: v for k, v in (raw.get("parallel") or {}).items() if k not in LAYOUT_FIELDS}
-    par["global_batch"] = mine.scenario.parallel["global_batch"]
+    par["global_batch"] = mine.scenario.parallel.global_batch
     tr = {k: v for k, v in (raw.get("training") or {}).items() if k != "zero_stage"}
     res = sweep({**raw, "parallel": par, "training": tr}, mine.scenario.gpus)
-    other = res.against({"gpus": mine.scenario.gpus, **mine.scenario.parallel,
-                         "zero_stage": mine.scenario.training["zero_stage"]})
+    other = res.against({"gpus": mine.scenario.gpus, **mine.scenario.parallel.to_dict(),
+                         "zero_stage": mine.scenario.training.zero_stage})
     if other is None:
         return None
     e = other.pop("estimate")

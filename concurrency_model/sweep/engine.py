@@ -88,17 +88,17 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
               "interleave", "sequence_parallel", "recompute", "zero_stage", "framework")}
     # as load_scenario requires: parameter servers, gossip, compression and consistency models other than
     # synchronous with ZeRO 0; expert parallelism with an uncompressed all-reduce
-    plain = sc.training["sync"] == "allreduce" and sc.training["compression"] == "none"
-    if not (plain and sc.training["consistency"] == "synchronous"):
+    plain = sc.training.sync == "allreduce" and sc.training.compression == "none"
+    if not (plain and sc.training.consistency == "synchronous"):
         fixed.setdefault("zero_stage", 0)
     if not plain:
         fixed.setdefault("expert", 1)
     if {"data", "tensor", "pipeline"} <= set(fixed):
         fixed.pop("data")  # every degree given: the GPU count decides data (data = GPUs / (tensor x pipeline))
-    if sc.parallel["tensor_layers"] == "fc":  # as load_scenario requires of Krizhevsky's hybrid
+    if sc.parallel.tensor_layers == "fc":  # as load_scenario requires of Krizhevsky's hybrid
         for k, v in {"pipeline": 1, "context": 1, "expert": 1, "zero_stage": 0}.items():
             fixed.setdefault(k, v)
-    if sc.training["compression"] == "sfb":  # as load_scenario requires: whole layers' factors
+    if sc.training.compression == "sfb":  # as load_scenario requires: whole layers' factors
         for k in ("tensor", "pipeline", "context", "expert"):
             fixed.setdefault(k, 1)
     gpu_counts = [int(x) for x in _positive_list("gpus", gpus)]
@@ -116,13 +116,13 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     hw = pd.DataFrame(list(product(*grid.values())), columns=list(SCALES))
     H = len(hw)
     tr = sc.training
-    w = workload(sc.model, sc.cluster, tr["dtype"], sc.parallel["tensor_layers"], tr["lora_rank"],
-                 tr["lora_base_dtype"], sc.parallel.get("expert_imbalance", 1.0),
-                 *kernel_policies(tr["framework"], 0, tr.get("fp8_recipe")), sc.parallel.get("tp_overlap", False),
-                 sc.parallel.get("moe_dispatcher", "alltoall"), sc.parallel.get("expert_overlap", False),
-                 sc.parallel.get("stage_split", "balanced"), tr.get("compile", True))
+    w = workload(sc.model, sc.cluster, tr.dtype, sc.parallel.tensor_layers, tr.lora_rank,
+                 tr.lora_base_dtype, sc.parallel.expert_imbalance,
+                 *kernel_policies(tr.framework, 0, tr.fp8_recipe), sc.parallel.tp_overlap,
+                 sc.parallel.moe_dispatcher, sc.parallel.expert_overlap,
+                 sc.parallel.stage_split, tr.compile)
     # the scenario's identity: every parallel and training field, not a list of those known to matter
-    token = (model_key(sc.model), repr(sc.cluster), repr(sorted(sc.parallel.items())), repr(sorted(tr.items())),
+    token = (model_key(sc.model), repr(sc.cluster), repr(sorted(sc.parallel.to_dict().items())), repr(sorted(tr.to_dict().items())),
              repr(sorted(fixed.items())), global_batch, tuple(gpu_counts))
     plan = _cached_plan(sc, w, token, gpu_counts, global_batch, fixed)
     rows, rejected = plan["rows"], Counter(plan["rejected"])
@@ -160,7 +160,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     # every compile counts in compile_s: the step function of each (schedule, ZeRO stage) group too
     # with a run, the step's waits too: the busy share prices its energy (:func:`..parallel.run.busy_share`)
     outs = ("step", "bubble", "host_wait", "straggler_wait") if busy is not None else ("step",)
-    groups = [(compose.step_fn(schedule, int(zero), tr["overlap"], outs), int(zero), idx)
+    groups = [(compose.step_fn(schedule, int(zero), tr.overlap, outs), int(zero), idx)
               for (schedule, zero), idx in lay.groupby(["schedule", "zero_stage"]).indices.items()]
     compile_s, eval_s = time.perf_counter() - t0, 0.0
     for fn, zero, idx in groups:
@@ -177,12 +177,8 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
         eval_s += time.perf_counter() - c1
     bar.close()
     return SweepResult(lay, hw, step, evaluated, dict(rejected), compile_s, eval_s,
-                       {"model": sc.model, "cluster": raw.get("cluster", "dgx-a100"), "training": dict(tr),
-                        "tensor_layers": sc.parallel["tensor_layers"],
-                        "expert_imbalance": sc.parallel.get("expert_imbalance", 1.0),
-                        "moe_dispatcher": sc.parallel.get("moe_dispatcher", "alltoall"),
-                        "expert_overlap": sc.parallel.get("expert_overlap", False),
-                        "stage_split": sc.parallel.get("stage_split", "balanced"),
+                       {"model": sc.model, "cluster": raw.get("cluster", "dgx-a100"), "training": tr,
+                        "parallel": sc.parallel,
                         "run": sc.run, "board_power_w": float(sc.cluster.device.board_power_w),
                         "seq_len": plan["seq_len"]}, busy)
 
@@ -206,9 +202,9 @@ def _cached_plan(sc, w, token: tuple, gpu_counts: list, global_batch: int, fixed
     (nothing is written)."""
     def build() -> dict:
         tr = sc.training
-        check_lora(tr["lora_rank"], tr["lora_base_dtype"], w.graph(1))
+        check_lora(tr.lora_rank, tr.lora_base_dtype, w.graph(1))
         check_applies(w.expert_imbalance, w.expert_count)
-        w.check_batch_norm(tr["batch_norm"])
+        w.check_batch_norm(tr.batch_norm)
         rows, rejected = [], Counter()
         for n in gpu_counts:
             lay, rej = layouts(w, n, global_batch, fixed)
@@ -255,9 +251,9 @@ def _memory(sc, w, lay: pd.DataFrame) -> dict:
         act_graph = np.array([per_b[k] for k in keyed])
     for (s_, r_, q_, z_, one, a_, e_), idx in keys.groupby(["s", "r", "q", "z", "one", "a", "e"]).indices.items():
         frozen_bytes = w.frozen_weight_bytes(int(e_))
-        fw = tr["framework"] or default_framework(int(z_))  # null: the runtime each layout's ZeRO stage implies
+        fw = tr.framework or default_framework(int(z_))  # null: the runtime each layout's ZeRO stage implies
         sac = compose.sac_of(fw, w.graph(1))  # torchtitan's per-op selective checkpointing under fsdp2
-        f = compose.memory_fn(w.state_params(int(e_)), tr["optimizer"], tr["dtype"], int(z_), s_, r_, bool(q_),
+        f = compose.memory_fn(w.state_params(int(e_)), tr.optimizer, tr.dtype, int(z_), s_, r_, bool(q_),
                               shape_t, bool(one), a_, shape["kv"] if shape else None, w.replicated_params,
                               frozen_bytes, sac)
         L = lay.iloc[idx]
@@ -266,15 +262,15 @@ def _memory(sc, w, lay: pd.DataFrame) -> dict:
                    L["context"].to_numpy(dtype=float))
         frozen = compose.frozen_bytes(frozen_bytes, int(z_), bool(one), L["tensor"].to_numpy(float),
                                       L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))
-        runtime = compose.framework_memory_fn(fw, w.state_params(int(e_)), tr["dtype"], int(z_), s_, r_,
+        runtime = compose.framework_memory_fn(fw, w.state_params(int(e_)), tr.dtype, int(z_), s_, r_,
                                               bool(q_), shape_t, bool(one), hopper, w.replicated_params, sac,
-                                              tr["loss"])(
+                                              tr.loss)(
             *(L[c].to_numpy(dtype=float) for c in ("microbatch_size", "tensor", "pipeline", "microbatches",
                                                    "interleave", "data")), ac, L["context"].to_numpy(dtype=float))
         extra = sum(runtime[k] for k in allocator.PARTS)  # what the runtime adds (0 for "ideal")
         state[idx], mem[idx] = st - frozen, st + ac + extra  # the optimizer streams the trained state (:mod:`.lora`)
         model_state[idx], act[idx], upper[idx] = st, ac, st + ac + extra + runtime["headroom"]
-        parts = compose.state_parts_fn(w.state_params(int(e_)), tr["optimizer"], tr["dtype"], int(z_), bool(one),
+        parts = compose.state_parts_fn(w.state_params(int(e_)), tr.optimizer, tr.dtype, int(z_), bool(one),
                                        w.replicated_params, frozen_bytes)(
             L["tensor"].to_numpy(float), L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))
         for k in compose.STATE_PARTS:
@@ -295,7 +291,7 @@ def _cached_features(sc, w, lay: pd.DataFrame, state: np.ndarray, scales: dict) 
     triples instead of timing every layer and partitioning every layout again. A model that is not the same in
     every process (a graph object, a file) is not cached."""
     tr, par = sc.training, sc.parallel
-    args = (w, lay, state, scales, sync_of(sc), tr["host_overhead_s"], tr["batch_norm"])
+    args = (w, lay, state, scales, sync_of(sc), tr.host_overhead_s, tr.batch_norm)
     if not stable_model(sc.model):
         return _features(*args)
     h = hashlib.sha256()
@@ -306,8 +302,9 @@ def _cached_features(sc, w, lay: pd.DataFrame, state: np.ndarray, scales: dict) 
         h.update(name.encode() + b"\0" + repr(a.shape).encode() + a.tobytes())
     # every parallel and training field is in the key, not a list of those known to matter: a field added later
     # (a runtime's behaviour, a stage split) can then never read another scenario's tables
-    token = (model_key(sc.model), repr(sc.cluster), repr(sorted(par.items())), repr(sorted(tr.items())), args[4:],
-             kernel_policies(tr["framework"], 0, tr.get("fp8_recipe")), h.hexdigest())
+    token = (model_key(sc.model), repr(sc.cluster), repr(sorted(par.to_dict().items())),
+             repr(sorted(tr.to_dict().items())), args[4:],
+             kernel_policies(tr.framework, 0, tr.fp8_recipe), h.hexdigest())
 
     def build() -> dict:
         f = _features(*args)

@@ -125,20 +125,22 @@ class SweepResult:
                for k in ("data", "tensor", "pipeline", "interleave", "sequence_parallel", "microbatch_size",
                          "schedule", "context", "context_algorithm", "expert")}
         par["global_batch"] = int(row["data"] * row["microbatch_size"] * row["microbatches"])
-        if self.base.get("tensor_layers", "all") != "all":
-            par["tensor_layers"] = self.base["tensor_layers"]
-        if self.base.get("expert_imbalance", 1.0) != 1.0:
-            par["expert_imbalance"] = self.base["expert_imbalance"]
-        if self.base.get("moe_dispatcher", "alltoall") != "alltoall":
-            par["moe_dispatcher"] = self.base["moe_dispatcher"]
-        if self.base.get("expert_overlap", False):
+        given = self.base["parallel"]  # the scenario's fields a layout does not set, where not their defaults
+        if given.tensor_layers != "all":
+            par["tensor_layers"] = given.tensor_layers
+        if given.expert_imbalance != 1.0:
+            par["expert_imbalance"] = given.expert_imbalance
+        if given.moe_dispatcher != "alltoall":
+            par["moe_dispatcher"] = given.moe_dispatcher
+        if given.expert_overlap:
             par["expert_overlap"] = True
-        if self.base.get("stage_split", "balanced") != "balanced":
-            par["stage_split"] = self.base["stage_split"]
-        tr = {**self.base["training"], "recompute": str(row["recompute"]), "zero_stage": int(row["zero_stage"])}
+        if given.stage_split != "balanced":
+            par["stage_split"] = given.stage_split
+        tr = {**self.base["training"].to_dict(), "recompute": str(row["recompute"]),
+              "zero_stage": int(row["zero_stage"])}
         out = {"model": self.base["model"], "cluster": self.base["cluster"], "parallel": par, "training": tr}
         if self.base.get("run"):
-            out["run"] = dict(self.base["run"])
+            out["run"] = self.base["run"].to_dict()
         return out
 
     def band(self, row: pd.Series) -> tuple[float, float]:

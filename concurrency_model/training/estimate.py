@@ -62,7 +62,7 @@ not divide heads, hidden sizes, layers or the sequence length.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property, partial
 from typing import TYPE_CHECKING
 
@@ -79,7 +79,7 @@ from ..parallel.gossip import gossip_degree
 from ..parallel.host import host_per_kernel, host_seconds
 from ..parallel.lora import check_lora
 from ..parallel.runtime import default_framework, kernel_policies
-from ..scenario import CURRENCY, Scenario, load_scenario
+from ..scenario import CURRENCY, Scenario, Training, load_scenario
 from ..uncertainty import SAMPLES, band_of, draws
 from ..units import state_dtype
 from . import compose
@@ -172,22 +172,22 @@ class Estimate:
                 **({"memory_risk": self.memory["reason"]} if self.memory_at_risk else {}), "breakdown": self.breakdown,
                 "memory": {k: v for k, v in self.memory.items() if k != "reason"}, "gpus": self.scenario.gpus,
                 "cluster": self.scenario.cluster.name, "device": self.scenario.cluster.device.name,
-                "parallel": {**self.scenario.parallel, **({"context_split": self.context_split} if self.context_split
-                                                          else {}),
+                "parallel": {**self.scenario.parallel.to_dict(),
+                             **({"context_split": self.context_split} if self.context_split else {}),
                              **({"expert_imbalance_factor": self.expert_imbalance_factor}
-                                if self.scenario.parallel.get("expert", 1) > 1 else {})},
-                "training": self.training, **(self.run or {}), **(self.target or {}),
-                **({"currency": self.scenario.run.get("currency", CURRENCY)} if (self.run or {}).get("cost") is not None
+                                if self.scenario.parallel.expert > 1 else {})},
+                "training": self.training.to_dict(), **(self.run or {}), **(self.target or {}),
+                **({"currency": self.scenario.run.currency or CURRENCY} if (self.run or {}).get("cost") is not None
                    else {}),  # the unit of cost (:mod:`.run`)
                 **({"batch_region": self.batch_region.to_dict()} if self.batch_region else {}),
                 **({"notes": list(self.notes)} if self.notes else {})}
 
     @property
-    def training(self) -> dict:
+    def training(self) -> Training:
         """The scenario's training section with the runtime it was priced with (``framework``: a null one
         follows the ZeRO stage, :func:`.runtime.default_framework`)."""
         tr = self.scenario.training
-        return {**tr, "framework": tr["framework"] or default_framework(tr["zero_stage"])}
+        return replace(tr, framework=tr.framework or default_framework(tr.zero_stage))
 
     @cached_property
     def _layers(self) -> pd.DataFrame:
@@ -219,10 +219,10 @@ class Estimate:
 
     def __repr__(self) -> str:
         p = self.scenario.parallel
-        extra = "".join(f" x {k} {p[k]}" for k in ("context", "expert") if p.get(k, 1) > 1)
+        extra = "".join(f" x {k} {getattr(p, k)}" for k in ("context", "expert") if getattr(p, k) > 1)
         return (f"Estimate(step {self.step_time_s:.4g} s, 80% band {self.step_time_p10_s:.4g}-"
-                f"{self.step_time_p90_s:.4g} s; {self.scenario.gpus} devices as data {p['data']} x tensor "
-                f"{p['tensor']} x pipeline {p['pipeline']}{extra}; {self.throughput_samples_per_s:,.4g} samples/s; "
+                f"{self.step_time_p90_s:.4g} s; {self.scenario.gpus} devices as data {p.data} x tensor "
+                f"{p.tensor} x pipeline {p.pipeline}{extra}; {self.throughput_samples_per_s:,.4g} samples/s; "
                 f"{self.memory_bytes_per_device / 1e9:,.3g} GB per device)")
 
 
@@ -239,29 +239,29 @@ def estimate(scenario) -> Estimate:
     par, tr = sc.parallel, sc.training
     rec = prepared(sc)  # the numbers of the scenario alone, memoised (:func:`prepared`)
     inputs, mem = rec["inputs"], dict(rec["memory"])
-    out = {k: float(x) for k, x in compose.step_fn(par["schedule"], tr["zero_stage"], tr["overlap"])(**inputs).items()}
+    out = {k: float(x) for k, x in compose.step_fn(par.schedule, tr.zero_stage, tr.overlap)(**inputs).items()}
     breakdown = {k: float(x) for k, x in compose.breakdown(inputs, out).items()}
     # the step from the function the sweep evaluates (the step alone: its own common subexpressions, so its own
     # order of additions), so that a configuration's step time is the sweep's to the last bit
-    step = float(compose.step_fn(par["schedule"], tr["zero_stage"], tr["overlap"], ("step",))(**inputs)["step"])
+    step = float(compose.step_fn(par.schedule, tr.zero_stage, tr.overlap, ("step",))(**inputs)["step"])
     model_flop = rec["model_flop"]
     run = None
     if sc.run:
-        run = run_cost(sc.run, step, par["global_batch"], sc.gpus,
+        run = run_cost(sc.run, step, par.global_batch, sc.gpus,
                        busy_share(step, sum(breakdown[k] for k in WAIT_PARTS)),
                        float(sc.cluster.device.board_power_w), rec["seq_len"])
     lo, hi = band_of(band_steps_of(sc, rec))
     target = None
-    if tr["target"] is not None:  # time to a quality target: steps at the global batch x this step (issue 40)
+    if tr.target is not None:  # time to a quality target: steps at the global batch x this step (issue 40)
         from ..convergence.target import curve_of, penalty_of, time_to_target, with_penalty
-        curve = curve_of(tr["target"], steps=True)
-        target = time_to_target(curve, par["global_batch"], step, sc.gpus, (sc.run or {}).get("price_per_gpu_hour"))
-        penalty = penalty_of(tr, par["data"])  # stale or local updates: their step penalty, model only
+        curve = curve_of(tr.target, steps=True)
+        target = time_to_target(curve, par.global_batch, step, sc.gpus, sc.run.price_per_gpu_hour if sc.run else None)
+        penalty = penalty_of(tr, par.data)  # stale or local updates: their step penalty, model only
         if penalty is not None:
-            target = with_penalty(curve, target, par["global_batch"], step, sc.gpus, penalty)
-    return Estimate(step, lo, hi, par["global_batch"] / step, model_flop, model_flop / step / sc.gpus,
+            target = with_penalty(curve, target, par.global_batch, step, sc.gpus, penalty)
+    return Estimate(step, lo, hi, par.global_batch / step, model_flop, model_flop / step / sc.gpus,
                     float(mem["total_bytes"]), breakdown, mem, sc, list(rec["stages"]), run,
-                    ("rows" if rec["spatial"] else "sequence") if par["context"] > 1 else "",
+                    ("rows" if rec["spatial"] else "sequence") if par.context > 1 else "",
                     partial(region_of, sc, rec), rec["routing_factor"], partial(layers_of, sc),
                     float(mem["upper_bytes"]), target)
 
@@ -276,16 +276,16 @@ def band_inputs(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | 
     i, e = d["intra_bw"] * at["intra_bw"], d["inter_bw"] * at["inter_bw"]
     return step_inputs(w, stage, *key, state, lambda parts: parts.seconds(f, b, la),
                        lambda tr: triple_seconds(tr, i, e), lambda st: w.optimizer_seconds(st, b, la),
-                       sync=sync_of(sc), host=sc.training["host_overhead_s"],
-                       consistency=consistency_of(sc.training, sc.parallel["data"] * sc.parallel["context"]),
-                       batch_norm=sc.training["batch_norm"])
+                       sync=sync_of(sc), host=sc.training.host_overhead_s,
+                       consistency=consistency_of(sc.training, sc.parallel.data * sc.parallel.context),
+                       batch_norm=sc.training.batch_norm)
 
 
 def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | None = None) -> tuple[float, float]:
     """10th and 90th percentile of the step time over the spread of the fitted constants, around the
     hardware ``scales`` (default: the presets as they are): :func:`band_inputs` through the step function,
     :func:`~concurrency_model.uncertainty.band_of`."""
-    fn = compose.step_fn(sc.parallel["schedule"], sc.training["zero_stage"], sc.training["overlap"], ("step",))
+    fn = compose.step_fn(sc.parallel.schedule, sc.training.zero_stage, sc.training.overlap, ("step",))
     return band_of(fn(**band_inputs(sc, w, stage, state, key, scales))["step"])
 
 
@@ -299,8 +299,8 @@ def scenario_key(sc: Scenario) -> tuple:
     """What :func:`prepare` and the step's inputs depend on: the model (:func:`.workload.model_key`), the cluster and
     every parallel and training field (all of them, not a list of those known to matter, so that a field added
     later can never read another scenario's numbers)."""
-    return (model_key(sc.model), repr(sc.cluster), repr(sorted(sc.parallel.items())),
-            repr(sorted(sc.training.items())))
+    return (model_key(sc.model), repr(sc.cluster), repr(sorted(sc.parallel.to_dict().items())),
+            repr(sorted(sc.training.to_dict().items())))
 
 
 def prepared(sc: Scenario) -> dict:
@@ -333,14 +333,14 @@ def prepared(sc: Scenario) -> dict:
         def build() -> dict:
             w, stage, state, key, mem = _objects(sc, rec)
             par, tr = sc.parallel, sc.training
-            inputs = step_inputs(w, stage, *key, state, sync=sync_of(sc), host=tr["host_overhead_s"],
-                                 consistency=consistency_of(tr, par["data"] * par["context"]),
-                                 batch_norm=tr["batch_norm"])
-            b = par["microbatch_size"]
+            inputs = step_inputs(w, stage, *key, state, sync=sync_of(sc), host=tr.host_overhead_s,
+                                 consistency=consistency_of(tr, par.data * par.context),
+                                 batch_norm=tr.batch_norm)
+            b = par.microbatch_size
             shape = transformer_shape(w.graph(b))
             numbers = {"inputs": inputs, "memory": mem, "stages": stage["stages"],
-                       "model_flop": w.training_flop(b) * (par["global_batch"] / b),
-                       "routing_factor": w.routing_factor(b, par.get("expert", 1)),
+                       "model_flop": w.training_flop(b) * (par.global_batch / b),
+                       "routing_factor": w.routing_factor(b, par.expert),
                        "seq_len": shape["s"] if shape else None, "spatial": bool(w.spatial)}
             return {"json": np.frombuffer(json.dumps(numbers, default=_plain).encode(), dtype=np.uint8)}
         text = (compiled.arrays("estimate", k, build) if rec["stable"] else build())["json"]
@@ -377,7 +377,7 @@ def band_steps_of(sc: Scenario, rec: dict) -> np.ndarray:
     got = rec["band"].get(spread)
     if got is None:
         def build() -> dict:
-            fn = compose.step_fn(sc.parallel["schedule"], sc.training["zero_stage"], sc.training["overlap"], ("step",))
+            fn = compose.step_fn(sc.parallel.schedule, sc.training.zero_stage, sc.training.overlap, ("step",))
             return {"step": fn(**band_inputs(sc, *_objects(sc, rec)[:4]))["step"]}
         got = (compiled.arrays("estimate_band", (rec["key"], spread, SAMPLES, np.__version__), build)
                if rec["stable"] else build())["step"]
@@ -402,16 +402,16 @@ def layers_of(sc: Scenario):
     """The layer table of the scenario's slowest stage (:func:`.layer_table.layer_table`)."""
     w, stage, _, key = _objects(sc, prepared(sc))[:4]
     par = sc.parallel
-    return layer_table(w, stage, sc.training["recompute"], par["context"], par["context_algorithm"], par["expert"],
-                       par["microbatch_size"], key[1], key[2])
+    return layer_table(w, stage, sc.training.recompute, par.context, par.context_algorithm, par.expert,
+                       par.microbatch_size, key[1], key[2])
 
 
 def runtime_spec(tr: dict) -> tuple:
     """``(framework, bucket_bytes, prefetch, gradient bytes, overlap, reduce_dtype)`` of a scenario's training section,
     which :func:`.runtime.runtime_of` turns into a :class:`~.runtime.Runtime` once the ZeRO stage is known (a
     ``framework`` left null follows the stage, :func:`.runtime.default_framework`)."""
-    return tr["framework"], tr["bucket_bytes"], tr["prefetch"], GRAD_BYTES.get(tr["dtype"], 2), tr["overlap"], \
-        tr.get("reduce_dtype")
+    return tr.framework, tr.bucket_bytes, tr.prefetch, GRAD_BYTES.get(tr.dtype, 2), tr.overlap, \
+        tr.reduce_dtype
 
 
 def sync_of(sc: Scenario) -> tuple:
@@ -419,23 +419,23 @@ def sync_of(sc: Scenario) -> tuple:
     (:meth:`.features.Workload.data_parallel`); sufficient factors are per sample, so ``sfb`` comes with the
     global batch: ``("sfb", global_batch)``."""
     tr = sc.training
-    comp = ("sfb", sc.parallel["global_batch"]) if tr["compression"] == "sfb" else tr["compression"]
-    return tr["sync"], tr["ps_servers"], comp, tr["gossip_topology"], runtime_spec(tr), tr["recompute"]
+    comp = ("sfb", sc.parallel.global_batch) if tr.compression == "sfb" else tr.compression
+    return tr.sync, tr.ps_servers, comp, tr.gossip_topology, runtime_spec(tr), tr.recompute
 
 
-def consistency_of(training: dict, replicas) -> dict:
+def consistency_of(training: Training, replicas) -> dict:
     """``straggle``, ``sync_frac`` (:func:`.consistency.step_factors`, per number of data-parallel
     ``replicas``: a number or an array) and ``exposed`` (local SGD's averaging is not overlapped) of a
     scenario's training section. With gossip a worker waits for its neighbours only (D-PSGD, Lian et al.
     2017): the expected maximum is over ``degree + 1`` replicas [D], a lower bound (delays also travel
     along the graph)."""
-    if training["sync"] == "gossip":
-        hood = np.vectorize(lambda d: gossip_degree(training["gossip_topology"], int(d)) + 1, otypes=[float])
+    if training.sync == "gossip":
+        hood = np.vectorize(lambda d: gossip_degree(training.gossip_topology, int(d)) + 1, otypes=[float])
         replicas = np.minimum(replicas, hood(replicas))
         replicas = float(replicas) if np.ndim(replicas) == 0 else replicas
-    straggle, frac = step_factors(replicas, training["consistency"], training["straggler_cv"], training["staleness"],
-                                  training["local_steps"])
-    return {"straggle": straggle, "sync_frac": frac, "exposed": training["consistency"] == "local_sgd"}
+    straggle, frac = step_factors(replicas, training.consistency, training.straggler_cv, training.staleness,
+                                  training.local_steps)
+    return {"straggle": straggle, "sync_frac": frac, "exposed": training.consistency == "local_sgd"}
 
 
 def prepare(sc: Scenario) -> tuple:
@@ -443,25 +443,25 @@ def prepare(sc: Scenario) -> tuple:
     ``(b, t, sp, recompute, p, d, m, v, zero)`` that :func:`step_inputs` takes (the context-parallel
     degree and algorithm travel in the stage, ``stage["cp"]``)."""
     par, tr, cl = sc.parallel, sc.training, sc.cluster
-    d, t, p, v = par["data"], par["tensor"], par["pipeline"], par["interleave"]
-    b, m, sp = par["microbatch_size"], sc.microbatches, par["sequence_parallel"]
-    schedule, rec, zero = par["schedule"], tr["recompute"], tr["zero_stage"]
-    c, alg, e = par.get("context", 1), par.get("context_algorithm", "ring"), par.get("expert", 1)
-    w = workload(sc.model, cl, tr["dtype"], par["tensor_layers"], tr["lora_rank"], tr["lora_base_dtype"],
-                 par.get("expert_imbalance", 1.0), *kernel_policies(tr["framework"], zero, tr.get("fp8_recipe")),
-                 par.get("tp_overlap", False), par.get("moe_dispatcher", "alltoall"), par.get("expert_overlap", False),
-                 par.get("stage_split", "balanced"), tr.get("compile", True))
-    check_lora(tr["lora_rank"], tr["lora_base_dtype"], w.graph(1))
+    d, t, p, v = par.data, par.tensor, par.pipeline, par.interleave
+    b, m, sp = par.microbatch_size, sc.microbatches, par.sequence_parallel
+    schedule, rec, zero = par.schedule, tr.recompute, tr.zero_stage
+    c, alg, e = par.context, par.context_algorithm, par.expert
+    w = workload(sc.model, cl, tr.dtype, par.tensor_layers, tr.lora_rank, tr.lora_base_dtype,
+                 par.expert_imbalance, *kernel_policies(tr.framework, zero, tr.fp8_recipe),
+                 par.tp_overlap, par.moe_dispatcher, par.expert_overlap,
+                 par.stage_split, tr.compile)
+    check_lora(tr.lora_rank, tr.lora_base_dtype, w.graph(1))
     w.check_tensor(t)
     w.check_context(c, t, alg)
     w.check_expert(e, d)
     check_applies(w.expert_imbalance, w.expert_count)
-    w.check_batch_norm(tr["batch_norm"])
+    w.check_batch_norm(tr.batch_norm)
     if p > w.layer_count:
         raise ValueError(f"parallel.pipeline: {p} stages exceed the {w.layer_count} blocks the model can be cut into")
     if schedule == "interleaved" and m % p:
         raise ValueError(f"parallel.schedule: interleaved needs the {m} microbatches to be a multiple of pipeline={p}")
-    stage = w.stage(b, t, sp, rec, p, c, alg, e, host_per_kernel(w.dev, tr["host_overhead_s"]))
+    stage = w.stage(b, t, sp, rec, p, c, alg, e, host_per_kernel(w.dev, tr.host_overhead_s))
     # memory first: a configuration that does not fit is refused, not estimated
     state, mem = memory_at(sc, w, b, m)
     if mem["at_risk"]:  # the central figure fits, the band's upper end does not: estimated, and said so
@@ -480,40 +480,40 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     """Model-state bytes and :func:`.memory.memory_per_device` of the scenario's layout at microbatch ``b``
     with ``m`` microbatches a step."""
     par, tr = sc.parallel, sc.training
-    t, p, v, c, e = par["tensor"], par["pipeline"], par["interleave"], par["context"], par["expert"]
-    rec, schedule = tr["recompute"], par["schedule"]
+    t, p, v, c, e = par.tensor, par.pipeline, par.interleave, par.context, par.expert
+    rec, schedule = tr.recompute, par.schedule
     shape = transformer_shape(w.graph(b))
     act_graph = w.activation_bytes(b, rec, t) if shape is None else 0.0
     frozen = w.frozen_weight_bytes(e)
-    fw = tr["framework"] or default_framework(tr["zero_stage"])  # null: the runtime the ZeRO stage implies
+    fw = tr.framework or default_framework(tr.zero_stage)  # null: the runtime the ZeRO stage implies
     sac = compose.sac_of(fw, w.graph(1))  # torchtitan's per-op selective checkpointing under fsdp2
-    mem_fn = compose.memory_fn(w.state_params(e), tr["optimizer"], tr["dtype"], tr["zero_stage"],
+    mem_fn = compose.memory_fn(w.state_params(e), tr.optimizer, tr.dtype, tr.zero_stage,
                                "1f1b" if schedule == "interleaved" and v == 1 else schedule, rec,
-                               par["sequence_parallel"],
+                               par.sequence_parallel,
                                None if shape is None else tuple(shape[k] for k in MEMORY_SHAPE),
-                               p == 1, par["context_algorithm"], shape["kv"] if shape else None, w.replicated_params,
+                               p == 1, par.context_algorithm, shape["kv"] if shape else None, w.replicated_params,
                                frozen, sac)
-    state, act = (float(x) for x in mem_fn(b, t, p, m, v, par["data"], act_graph, c))
+    state, act = (float(x) for x in mem_fn(b, t, p, m, v, par.data, act_graph, c))
     # the optimizer's pass streams the trained parameters' state, not the frozen weights (:mod:`.lora`)
-    trained = state - compose.frozen_bytes(frozen, tr["zero_stage"], p == 1, t, p, par["data"] * c)
+    trained = state - compose.frozen_bytes(frozen, tr.zero_stage, p == 1, t, p, par.data * c)
     runtime = {k: float(x) for k, x in compose.framework_memory_fn(
-        fw, w.state_params(e), tr["dtype"], tr["zero_stage"],
+        fw, w.state_params(e), tr.dtype, tr.zero_stage,
         "1f1b" if schedule == "interleaved" and v == 1 else schedule,
-        rec, par["sequence_parallel"], None if shape is None else tuple(shape[k] for k in MEMORY_SHAPE), p == 1,
-        allocator.is_hopper(sc.cluster.device.name), w.replicated_params, sac, tr["loss"])(b, t, p, m, v, par["data"],
+        rec, par.sequence_parallel, None if shape is None else tuple(shape[k] for k in MEMORY_SHAPE), p == 1,
+        allocator.is_hopper(sc.cluster.device.name), w.replicated_params, sac, tr.loss)(b, t, p, m, v, par.data,
                                                                                             act, c).items()}
     extra = {k: runtime[k] for k in allocator.PARTS} if fw != "ideal" else None  # ideal: today's figures exactly
     # ZeRO 1 with expert parallelism: the experts' optimizer state is sharded over d / e ranks, not d (:mod:`.expert`)
-    x_opt = w.expert_optimizer_extra(e, tr["zero_stage"], tr["optimizer"], state_dtype(tr["dtype"]), t, p,
-                                     par["data"] * c)
+    x_opt = w.expert_optimizer_extra(e, tr.zero_stage, tr.optimizer, state_dtype(tr.dtype), t, p,
+                                     par.data * c)
     state, trained = state + x_opt, trained + x_opt
     mem = memory.memory_per_device(state, act, sc.cluster.device, extra=extra, headroom=runtime["headroom"])
     outside = sum(runtime[k] for k in allocator.OUTSIDE)
     mem["reserved_bytes"] = allocator.reserved_bytes(mem["total_bytes"] - outside, runtime["fragmentation"], outside,
                                                      mem["capacity_bytes"])
     # the model state's split, for the breakdown: the compiled function the sweep evaluates (the same bits)
-    parts = dict(compose.state_parts_fn(w.state_params(e), tr["optimizer"], tr["dtype"], tr["zero_stage"], p == 1,
-                                        w.replicated_params, frozen)(float(t), float(p), float(par["data"] * c)))
+    parts = dict(compose.state_parts_fn(w.state_params(e), tr.optimizer, tr.dtype, tr.zero_stage, p == 1,
+                                        w.replicated_params, frozen)(float(t), float(p), float(par.data * c)))
     parts["optimizer"] = parts["optimizer"] + x_opt
     mem.update({f"{k}_bytes": float(v) for k, v in parts.items()})
     return trained, mem
@@ -525,17 +525,17 @@ def batch_region(sc: Scenario, w, key: tuple) -> BatchRegion:
     each pass at least the host's issue time, as :mod:`.compose` has it."""
     par, tr = sc.parallel, sc.training
     b, t, sp, rec, p, d, m = key[:7]
-    host = host_per_kernel(w.dev, tr["host_overhead_s"])
+    host = host_per_kernel(w.dev, tr.host_overhead_s)
 
     def rate(x):
-        st = w.stage(int(x), t, sp, rec, p, par["context"], par["context_algorithm"], par["expert"], host)
-        h_f, h_b = host_seconds(st, w.dev, tr["host_overhead_s"])
+        st = w.stage(int(x), t, sp, rec, p, par.context, par.context_algorithm, par.expert, host)
+        h_f, h_b = host_seconds(st, w.dev, tr.host_overhead_s)
         return x / (max(st["f"].seconds(), h_f) + max(st["b"].seconds() + st["r"].seconds(), h_b))
 
     def fits(x):
-        return x == b or memory_at(sc, w, int(x), max(1, par["global_batch"] // (d * int(x))))[1]["fits"]
-    unit = t if par["tensor_layers"] == "fc" else 1  # the hybrid splits each microbatch over the tensor group
-    return region(par["global_batch"], tr["max_global_batch"], par["global_batch"] // d, rate, fits, unit)
+        return x == b or memory_at(sc, w, int(x), max(1, par.global_batch // (d * int(x))))[1]["fits"]
+    unit = t if par.tensor_layers == "fc" else 1  # the hybrid splits each microbatch over the tensor group
+    return region(par.global_batch, tr.max_global_batch, par.global_batch // d, rate, fits, unit)
 
 
 def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: int, m, v, zero: int, state_bytes,
@@ -616,7 +616,7 @@ def step_expression(scenario) -> tuple[sp.Expr, dict]:
                    for c, mm, e, la, n in zip(parts.compute, parts.memory, parts.extra, parts.launch, parts.count))
 
     def host_wait(stage):  # the host's issue seconds, scaled by s_host
-        return tuple(x * s["s_host"] for x in host_seconds(stage, w.dev, sc.training["host_overhead_s"]))
+        return tuple(x * s["s_host"] for x in host_seconds(stage, w.dev, sc.training.host_overhead_s))
 
     def comm(tr):
         return float(tr[0]) * s["s_latency"] + sp.Max(float(tr[1]) / s["s_intra"], float(tr[2]) / s["s_inter"], evaluate=False)
@@ -627,10 +627,10 @@ def step_expression(scenario) -> tuple[sp.Expr, dict]:
 
     b, t, spar, rec, p, d, m, v, zero = key
     inputs = step_inputs(w, stage, b, t, spar, rec, p, d, s["m"], v, zero, state, seconds, comm, optimizer,
-                         sync=sync_of(sc), host=sc.training["host_overhead_s"], host_wait=host_wait,
-                         consistency=consistency_of(sc.training, d * sc.parallel["context"]),
-                         batch_norm=sc.training["batch_norm"])
-    expr = compose.step_expressions(sc.parallel["schedule"], zero, sc.training["overlap"])["step"]
+                         sync=sync_of(sc), host=sc.training.host_overhead_s, host_wait=host_wait,
+                         consistency=consistency_of(sc.training, d * sc.parallel.context),
+                         batch_norm=sc.training.batch_norm)
+    expr = compose.step_expressions(sc.parallel.schedule, zero, sc.training.overlap)["step"]
     expr = expr.xreplace({compose.SYMBOLS[k]: sp.sympify(x) for k, x in inputs.items()})
     values = {sym: (m if k == "m" else 1) for k, sym in s.items()}
     return expr, values

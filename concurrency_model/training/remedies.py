@@ -34,8 +34,8 @@ def _modelled(sc, training: dict) -> bool:
     checks, where the rules of what is modelled together live (ZeRO with a synchronous uncompressed all-reduce,
     no experts, no layer-wise hybrid)."""
     try:
-        load_scenario({"model": sc.model, "cluster": sc.cluster, "parallel": sc.parallel,
-                       "training": {**sc.training, **training}})
+        load_scenario({"model": sc.model, "cluster": sc.cluster, "parallel": sc.parallel.to_dict(),
+                       "training": {**sc.training.to_dict(), **training}})
     except ValueError:
         return False
     return True
@@ -46,15 +46,15 @@ def candidates(sc, transformer: bool) -> list[list[tuple[str, dict, dict]]]:
     ``(setting, parallel changes, training changes)``."""
     par, tr = sc.parallel, sc.training
     out = []
-    if transformer and par["tensor"] > 1 and not par["sequence_parallel"]:
+    if transformer and par.tensor > 1 and not par.sequence_parallel:
         out.append([("parallel.sequence_parallel=true", {"sequence_parallel": True}, {})])
-    if par["data"] * par["context"] > 1:  # ZeRO shards over the replicas, where the scenario's runtime runs it
-        out.append([(f"training.zero_stage={z}", {}, {"zero_stage": z}) for z in range(tr["zero_stage"] + 1, 4)
+    if par.data * par.context > 1:  # ZeRO shards over the replicas, where the scenario's runtime runs it
+        out.append([(f"training.zero_stage={z}", {}, {"zero_stage": z}) for z in range(tr.zero_stage + 1, 4)
                     if _modelled(sc, {"zero_stage": z})])
-    lighter = RECOMPUTE[RECOMPUTE.index(tr["recompute"]) + 1:]  # outside attention selective is none (.memory)
+    lighter = RECOMPUTE[RECOMPUTE.index(tr.recompute) + 1:]  # outside attention selective is none (.memory)
     out.append([(f"training.recompute={r}", {}, {"recompute": r}) for r in lighter if transformer or r == "full"])
-    unit = par["tensor"] if par["tensor_layers"] == "fc" else 1
-    b = par["microbatch_size"]
+    unit = par.tensor if par.tensor_layers == "fc" else 1
+    b = par.microbatch_size
     out.append([(f"parallel.microbatch_size={x}", {"microbatch_size": x}, {})
                 for x in range(b - 1, 0, -1) if b % x == 0 and x % unit == 0])
     return [group for group in out if group]
@@ -64,8 +64,8 @@ def layouts(sc, w) -> list[list[tuple[str, dict, dict]]]:
     """The same devices as more tensor ranks (inside a node) or more pipeline stages and fewer replicas, the
     smallest change first (a layout without context, expert or layer-wise splits)."""
     par = sc.parallel
-    d, t, p = par["data"], par["tensor"], par["pipeline"]
-    if par["context"] > 1 or par["expert"] > 1 or par["tensor_layers"] != "all":
+    d, t, p = par.data, par.tensor, par.pipeline
+    if par.context > 1 or par.expert > 1 or par.tensor_layers != "all":
         return []
     tensor, pipeline = [], []
     f = 2
@@ -77,16 +77,16 @@ def layouts(sc, w) -> list[list[tuple[str, dict, dict]]]:
                 tensor.append((f"parallel.tensor={t * f} parallel.data={d // f}", {"tensor": t * f, **fewer}, {}))
             except ValueError:
                 pass
-        m = par["global_batch"] // (d // f * par["microbatch_size"])
-        if p * f <= w.layer_count and (par["schedule"] != "interleaved" or m % (p * f) == 0):
+        m = par.global_batch // (d // f * par.microbatch_size)
+        if p * f <= w.layer_count and (par.schedule != "interleaved" or m % (p * f) == 0):
             pipeline.append((f"parallel.pipeline={p * f} parallel.data={d // f}", {"pipeline": p * f, **fewer}, {}))
         f *= 2
     return [group for group in (tensor, pipeline) if group]
 
 
 def _bytes(sc, w, memory_at, par: dict, tr: dict) -> tuple[bool, float]:
-    changed = replace(sc, parallel={**sc.parallel, **par}, training={**sc.training, **tr})
-    mem = memory_at(changed, w, changed.parallel["microbatch_size"], changed.microbatches)[1]
+    changed = replace(sc, parallel=replace(sc.parallel, **par), training=replace(sc.training, **tr))
+    mem = memory_at(changed, w, changed.parallel.microbatch_size, changed.microbatches)[1]
     return bool(mem["fits"]), float(mem.get("upper_bytes", mem["total_bytes"]))
 
 
@@ -107,7 +107,7 @@ def fits_with(sc, w, memory_at) -> str:
     training.recompute=full (50.9 GB)
     parallel.pipeline=32 parallel.data=4 (73.9 GB)
     """
-    groups = candidates(sc, transformer_shape(w.graph(sc.parallel["microbatch_size"])) is not None)
+    groups = candidates(sc, transformer_shape(w.graph(sc.parallel.microbatch_size)) is not None)
     found = []
     for group in groups + layouts(sc, w):
         for setting, par, tr in group:

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..scenario import check_run
+from ..scenario import Run, check_run
 
 
 # the breakdown's parts in which a board waits rather than runs a kernel (:func:`busy_share`)
@@ -62,7 +62,7 @@ def busy_share(step_time_s, waits_s):
     return np.clip((step - np.asarray(waits_s, dtype=float)) / step, 0.0, 1.0)
 
 
-def with_failures(run: dict, work_s, gpus) -> dict:
+def with_failures(run: Run | dict, work_s, gpus) -> dict:
     """``wall_s, expected_failures, checkpoint_interval_s`` of ``work_s`` seconds of training on ``gpus``
     GPUs under the run's failures and checkpoints (module doc; Young 1974).
 
@@ -70,23 +70,24 @@ def with_failures(run: dict, work_s, gpus) -> dict:
     sqrt(2 x 60 x 10,986) = 1,148 s; 30 days of work take 30 x (1 + 60/1,148) / (1 - (1,148 + 60)/2/10,986)
     = 33.4 days, with 263 failures:
 
-    >>> r = with_failures({"gpu_mtbf_hours": 50000, "checkpoint_s": 60}, 30 * 86400, 16384)
+    >>> r = with_failures(Run(tokens=1e12, gpu_mtbf_hours=50000, checkpoint_s=60), 30 * 86400, 16384)
     >>> round(r["checkpoint_interval_s"]), round(float(r["expected_failures"])), round(float(r["wall_s"]) / 86400, 2)
     (1148, 263, 33.4)
     """
+    run = run if isinstance(run, Run) else Run(**run)  # a plain dict of the fields (the Python API)
     work = np.asarray(work_s, dtype=float)
-    if "gpu_mtbf_hours" not in run:
+    if run.gpu_mtbf_hours is None:
         return {"wall_s": work, "expected_failures": np.zeros_like(work), "checkpoint_interval_s": None}
-    M = run["gpu_mtbf_hours"] * 3600 / np.asarray(gpus, dtype=float)
-    delta, R = run["checkpoint_s"], run.get("restart_s", 0.0)
-    tau = run.get("checkpoint_interval_s", np.sqrt(2 * delta * M))
+    M = run.gpu_mtbf_hours * 3600 / np.asarray(gpus, dtype=float)
+    delta, R = run.checkpoint_s, run.restart_s if run.restart_s is not None else 0.0
+    tau = run.checkpoint_interval_s if run.checkpoint_interval_s is not None else np.sqrt(2 * delta * M)
     lost = 1 - (R + (tau + delta) / 2) / M
     if np.ndim(lost) == 0 and lost <= 0:  # name the field whose seconds eat the time between failures
         R_, half, M_ = float(R), float(tau + delta) / 2, float(M)
         culprit = "run.gpu_mtbf_hours"  # failures too frequent, unless one given field alone outlasts them
         if R_ >= M_:
             culprit = "run.restart_s"
-        elif "checkpoint_interval_s" in run and float(tau) / 2 >= M_:
+        elif run.checkpoint_interval_s is not None and float(tau) / 2 >= M_:
             culprit = "run.checkpoint_interval_s"
         raise ValueError(f"{culprit}: the job fails every {float(M) / 3600:.3g} h, and restarting ({R_:.3g} s) and "
                          f"losing half a checkpoint interval ({half:.3g} s) take longer; no progress")
@@ -95,7 +96,7 @@ def with_failures(run: dict, work_s, gpus) -> dict:
     return {"wall_s": wall, "expected_failures": wall / M, "checkpoint_interval_s": tau}
 
 
-def run_cost(run: dict, step_time_s, global_batch, gpus, utilisation, board_power_w: float,
+def run_cost(run: Run | dict, step_time_s, global_batch, gpus, utilisation, board_power_w: float,
              seq_len: int | None = None) -> dict:
     """``run_steps, run_days, gpu_hours, cost`` (None without a price) and ``energy_kwh`` of a run; with
     failures also ``failure_free_days, expected_failures, checkpoint_interval_s``.
@@ -107,24 +108,25 @@ def run_cost(run: dict, step_time_s, global_batch, gpus, utilisation, board_powe
     277345
     """
     run = check_run(run)
-    if "tokens" in run:
+    if run.tokens is not None:
         if not seq_len:
             raise ValueError("run.tokens: the model has no sequence length; give samples instead")
-        steps = np.ceil(run["tokens"] / (np.asarray(global_batch, dtype=float) * seq_len))
+        steps = np.ceil(run.tokens / (np.asarray(global_batch, dtype=float) * seq_len))
     else:
-        steps = np.ceil(run["samples"] * run.get("epochs", 1) / np.asarray(global_batch, dtype=float))
+        epochs = run.epochs if run.epochs is not None else 1
+        steps = np.ceil(run.samples * epochs / np.asarray(global_batch, dtype=float))
     work = steps * np.asarray(step_time_s, dtype=float)
     fail = with_failures(run, work, gpus)
     seconds = fail["wall_s"]
     gpu_hours = np.asarray(gpus, dtype=float) * seconds / 3600
-    power = run.get("board_power_w", board_power_w)
+    power = run.board_power_w if run.board_power_w is not None else board_power_w
     if not power:
         raise ValueError("run.board_power_w: the device preset has no board power; give it here")
     u = np.clip(np.asarray(utilisation, dtype=float), 0.0, 1.0)
     out = {"run_steps": steps, "run_days": seconds / 86400, "gpu_hours": gpu_hours,
-           "cost": gpu_hours * run["price_per_gpu_hour"] if "price_per_gpu_hour" in run else None,
+           "cost": gpu_hours * run.price_per_gpu_hour if run.price_per_gpu_hour is not None else None,
            "energy_kwh": gpu_hours * power * u / 1000}
-    if "gpu_mtbf_hours" in run:
+    if run.gpu_mtbf_hours is not None:
         out.update(failure_free_days=work / 86400, expected_failures=fail["expected_failures"],
                    checkpoint_interval_s=fail["checkpoint_interval_s"])
     return {k: (v if v is None or np.ndim(v) else (int(v) if k == "run_steps" else float(v))) for k, v in out.items()}

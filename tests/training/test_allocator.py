@@ -148,12 +148,12 @@ def test_the_run_that_ran_out_of_memory_is_not_said_to_fit():
     r = rows[rows["label"].str.contains("529.6B on 640")].iloc[0].copy()
     r["gpus"], r["data"], r["microbatch"], r["global_batch"] = 560, 560, 4, 2240
     s = load_scenario(training.scenario_for(r))
-    m = memory_at(s, workload(s.model, s.cluster, s.training["dtype"]), 4, s.microbatches)[1]
+    m = memory_at(s, workload(s.model, s.cluster, s.training.dtype), 4, s.microbatches)[1]
     assert not m["fits"] and m["upper_bytes"] > s.cluster.device.mem_capacity
     for _, ran in rows.iterrows():  # every published row, 530B on 640 GPUs included, is estimated
         s = load_scenario(training.scenario_for(ran))
         b = int(ran["microbatch"])
-        assert memory_at(s, workload(s.model, s.cluster, s.training["dtype"]), b, s.microbatches)[1]["total_bytes"] \
+        assert memory_at(s, workload(s.model, s.cluster, s.training.dtype), b, s.microbatches)[1]["total_bytes"] \
             <= s.cluster.device.mem_capacity, ran["label"]
 
 

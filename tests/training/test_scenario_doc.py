@@ -61,4 +61,4 @@ def test_run_and_top_level_fields():
 def test_example_loads():
     example = json.loads(DOC.split("```json\n", 1)[1].split("```", 1)[0])
     sc = load_scenario(example)
-    assert sc.gpus == 8 * 8 * 16 and sc.microbatches == 1536 // 8 and sc.run["tokens"] == 300e9
+    assert sc.gpus == 8 * 8 * 16 and sc.microbatches == 1536 // 8 and sc.run.tokens == 300e9
