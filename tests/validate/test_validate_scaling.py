@@ -262,5 +262,5 @@ def test_synchronous_allreduce_scales_nearly_linearly_to_50_nodes():
     cl = load_cluster("dgx1-v100")
     one = vs.throughput("resnet50", cl, 1, 64, "fp16")[0]
     eff = [vs.throughput("resnet50", cl, 8 * nodes, 64, "fp16")[0] / (8 * nodes * one) for nodes in (1, 8, 32, 50)]
-    assert all(b <= a for a, b in zip(eff, eff[1:]))  # never better with more nodes
+    assert all(b <= a * (1 + 1e-12) for a, b in zip(eff, eff[1:]))  # never better with more nodes (to rounding)
     assert eff[-1] >= 0.9
