@@ -111,6 +111,7 @@ per-step latency for 10 generated tokens).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -260,9 +261,10 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     # possible one; continuous slots follow the mean, the prompts' attention scaled to their spread (module doc)
     longest_prompt = S + prompts.longest if batching == "static" else None
     prompt_len = S + max(1, round(prompts.expected_max(batch) if batching == "static" else prompts.mean))
-    g_pre = model_graph(model, batch, prompt_len, vb)
-    g_dec = model_graph(model, batch, 1, vb)
-    check_tensor_split(g_pre.layers(), t)
+    # the layers' widths and parameters do not depend on the batch: the checks and the weights read the graph of one
+    # prompt (which a continuous iteration prices anyway); the batch's own graphs are built where a pass is priced
+    g_one = model_graph(model, 1, prompt_len, vb)
+    check_tensor_split(g_one.layers(), t)
     comm = Comm(cl, t, p, e, expert_imbalance)
 
     # memory first: a configuration that does not fit is refused, not estimated
@@ -274,7 +276,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
         raise ValueError(f"inference.speculative.tokens: prompt_len + decode_len + tokens = {context} exceeds the "
                          f"model's context of {shape['context']} positions")
     kv, kv_all = cache_bytes(shape, batch, context, t, p, S), d * cache_bytes(shape, batch, context, shared=S)
-    weights, quantized = weights_bytes(g_pre, vb, weight_dtype, weight_sparsity, e)
+    weights, quantized = weights_bytes(g_one, vb, weight_dtype, weight_sparsity, e)
     extra = {"kv_cache": kv}
     if spec:  # the draft's weights and KV cache, split as the target's
         weights += spec.weights_bytes
@@ -283,10 +285,10 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     graph_of = lru_cache(maxsize=None)(lambda b, s: model_graph(model, b, s, vb))  # built once per (batch, seq)
     q = spec.gamma + 1 if spec else 1  # positions a slot runs an iteration (slots q rows, the same prompts' share)
     work = workspace(graph_of, t, batch // p * q, prompt_len, o * q / (spec.tokens if spec else 1), vb, S) \
-        if batching == "continuous" else workspace_bytes(g_pre, t, batch, vb)
+        if batching == "continuous" else workspace_bytes(graph_of(batch, prompt_len), t, batch, vb)
     mem = memory_per_device(weights, work, dev, extra=extra)
     if not mem["fits"]:
-        raise ValueError(mem["reason"] + fits_with(mem, g_pre, vb, weight_dtype, weight_sparsity, e, t * p, batch,
+        raise ValueError(mem["reason"] + fits_with(mem, g_one, vb, weight_dtype, weight_sparsity, e, t * p, batch,
                                                    spec.weights_bytes if spec else 0.0, shape["kv_bytes"]))
 
     layout = {"tensor": t, "pipeline": p, **({"data": d} if d > 1 else {}), **({"expert": e} if e > 1 else {})}
@@ -346,13 +348,13 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                          None if spec else it.kinds)
 
     prompt = prefill_pass(graph_of(batch, prompt_len - S), shape["hidden"], dev, dtype, t, batch, comm, prompt_len,
-                          host_overhead_s, quantized, weight_sparsity, S, g_pre)
+                          host_overhead_s, quantized, weight_sparsity, S, graph_of(batch, prompt_len))
     pre = dict(prompt.breakdown)
     # a static batch decodes until its longest request ends (and holds the longest possible one's cache, above);
     # an expert group's replicas step together (their all-to-alls), so until the longest of all of them ends
     steps = dist.expected_max(every if e > 1 else batch)
     last = prompt_len + max(1, round(steps))  # the context of the batch's last step
-    step = decode_step(g_dec, shape, dev, dtype, t, batch, comm, prompt_len + 1, last,
+    step = decode_step(graph_of(batch, 1), shape, dev, dtype, t, batch, comm, prompt_len + 1, last,
                        host_overhead_s, quantized, weight_sparsity)
     dec = step.breakdown
     if spec:
@@ -387,13 +389,53 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                      None if spec else step.kinds)
 
 
-def _bands(latencies) -> dict:
+BAND_KEYS = (("prefill_p10_s", "prefill_p90_s"), ("decode_s_per_token_p10", "decode_s_per_token_p90"),
+             ("total_p10_s", "total_p90_s"))  # Inference.bands, in the order of the latencies
+
+
+class Bands(Mapping):
     """The 80% bands (:func:`concurrency_model.uncertainty.bands`) of ``latencies(flops, mem_bw, launch, intra_bw,
-    inter_bw) -> (first token, per token, total)`` seconds, by their keys."""
-    keys = (("prefill_p10_s", "prefill_p90_s"), ("decode_s_per_token_p10", "decode_s_per_token_p90"),
-            ("total_p10_s", "total_p90_s"))
-    return {k: v for ks, lohi in zip(keys, bands(latencies)) for k, v in zip(ks, lohi)}
+    inter_bw) -> (first token, per token, total)`` seconds by their keys (:data:`BAND_KEYS`), computed when first
+    read: a search over batches or slots reads only the memory and the mean times of most of the results it makes,
+    and the bands' draws are the same numbers whenever they are computed (one seeded draw a process). Pickled as
+    a plain dict.
+
+    >>> import pickle
+    >>> b = Bands(lambda flops, mem_bw, launch, intra_bw, inter_bw: (1.0 / flops, 2.0 / flops, 3.0 / flops))
+    >>> len(b), b["decode_s_per_token_p10"] < 2.0 < b["decode_s_per_token_p90"], pickle.loads(pickle.dumps(b)) == b
+    (6, True, True)
+    """
+
+    def __init__(self, latencies):
+        self._latencies, self._values = latencies, None
+
+    def _get(self) -> dict:
+        if self._values is None:
+            self._values = {k: v for ks, lohi in zip(BAND_KEYS, bands(self._latencies)) for k, v in zip(ks, lohi)}
+            self._latencies = None
+        return self._values
+
+    def __getitem__(self, key):
+        return self._get()[key]
+
+    def __iter__(self):
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __repr__(self) -> str:
+        return repr(self._get())
+
+    def __reduce__(self):
+        return dict, (self._get(),)
 
 
-__all__ = ["infer", "predict", "kv_cache_bytes", "sum_max_affine", "model_shape", "served", "inference_section",
+def _bands(latencies) -> Bands:
+    """:class:`Bands` of ``latencies``."""
+    return Bands(latencies)
+
+
+__all__ = ["infer", "predict", "Bands", "BAND_KEYS",
+           "kv_cache_bytes", "sum_max_affine", "model_shape", "served", "inference_section",
            "Inference", "INFERENCE"]

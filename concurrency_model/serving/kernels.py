@@ -27,6 +27,7 @@ from ..timing.graph import layer_parts
 from ..timing.layers import attention_kernels
 from ..timing.parts import Parts, bound_of, total
 from ..units import dtype_bytes, value_dtype
+from .memo import device_key, memoized
 from .overheads import FREE
 
 _L = sp.Symbol("L", positive=True, integer=True)  # context length of a step
@@ -57,9 +58,10 @@ def pass_parts(graph, dev, dtype: str, t: int, batch: int, step: bool, weight_by
     given: the sampling rows of a mixed iteration, :mod:`concurrency_model.serving.continuous_batching`); in a ``step`` the
     attention cores are left out (priced by :func:`kv_attention`); ``expert``: the expert-parallel degree (the
     experts a device holds and the batch reaches, :func:`~concurrency_model.timing.graph.expert_gemms`; ``imbalance``:
-    its routing)."""
-    return total(parts for _, parts in pass_rows(graph, dev, dtype, t, batch, step, weight_bytes, weight_sparsity,
-                                                 all_logits, head_rows, expert, imbalance))
+    its routing). Computed once a graph and set of arguments (:mod:`.memo`)."""
+    args = (dev, dtype, t, batch, step, weight_bytes, weight_sparsity, all_logits, head_rows, expert, imbalance)
+    return memoized(graph, ("pass_parts", device_key(dev), *args[1:]),
+                    lambda: total(parts for _, parts in pass_rows(graph, *args)))
 
 
 def pass_rows(graph, dev, dtype: str, t: int, batch: int, step: bool, weight_bytes=None, weight_sparsity=None,
@@ -102,7 +104,13 @@ def prompt_attention(graph, dev, dtype: str, t: int, cached: int = 0) -> Parts:
     queries of the positions after the first ``cached`` (a prefix already in the cache) against the keys of all
     ``seq`` (:func:`~concurrency_model.ops.attention.attention` with ``seq_q = seq - cached``: a fused causal kernel
     computes the pairs below the diagonal, an unfused one every score of its rows; their kernels
-    :func:`~concurrency_model.timing.layers.attention_kernels`), one device's heads under tensor ``t``."""
+    :func:`~concurrency_model.timing.layers.attention_kernels`), one device's heads under tensor ``t``. Computed once
+    a graph and set of arguments (:mod:`.memo`)."""
+    return memoized(graph, ("prompt_attention", device_key(dev), dtype, t, cached),
+                    lambda: _prompt_attention(graph, dev, dtype, t, cached))
+
+
+def _prompt_attention(graph, dev, dtype: str, t: int, cached: int) -> Parts:
     dtype = value_dtype(dtype)  # as the graph's own attention (:func:`~concurrency_model.timing.graph.layer_parts`)
     vb, priced = dtype_bytes(dtype), {}  # identical layers priced once
     for node in graph.layers():
