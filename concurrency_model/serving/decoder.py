@@ -183,14 +183,18 @@ class Inference:
                 f"{p['tensor']} x pipeline {p['pipeline']}; {self.memory_bytes_per_device / 1e9:,.3g} GB per device)")
 
 
-def infer(scenario) -> Inference:
+def infer(scenario, memory_only: bool = False) -> Inference | dict:
     """Prefill, decode, throughput and memory of a scenario with an ``inference`` object (a dict or a
-    JSON/TOML path): ``model``, ``cluster``, ``parallel.tensor`` / ``parallel.pipeline``.
+    JSON/TOML path): ``model``, ``cluster``, ``parallel.tensor`` / ``parallel.pipeline``. ``memory_only``: the
+    result's ``memory`` alone (:func:`predict`), as a search over batches reads it.
 
-    >>> r = infer({"model": "gpt2", "cluster": "dgx-a100",
-    ...            "inference": {"batch": 1, "prompt_len": 128, "decode_len": 32, "dtype": "fp16"}})
+    >>> sc = {"model": "gpt2", "cluster": "dgx-a100",
+    ...       "inference": {"batch": 1, "prompt_len": 128, "decode_len": 32, "dtype": "fp16"}}
+    >>> r = infer(sc)
     >>> r.kv_cache_bytes == 2 * 12 * 1 * (128 + 32) * 12 * 64 * 2, 0 < r.prefill_s < 0.01
     (True, True)
+    >>> infer(sc, memory_only=True) == r.memory
+    True
     """
     raw = read_scenario(scenario)
     inf = inference_section(raw)
@@ -205,7 +209,8 @@ def infer(scenario) -> Inference:
         if inf["prefix_len"]:
             raise ValueError("inference.prefix_len: a cached prefix needs a causal decoder's KV cache")
         from .forward_pass import infer_forward
-        return infer_forward(sc, raw["inference"], inf)
+        r = infer_forward(sc, raw["inference"], inf)
+        return r.memory if memory_only else r
     if par["context"] != 1:
         raise ValueError(f"parallel.context: inference is modelled with tensor, pipeline and expert parallelism only, "
                          f"got {par['context']}")
@@ -213,7 +218,7 @@ def infer(scenario) -> Inference:
                    par["tensor"], par["pipeline"], inf["weight_dtype"], inf["host_overhead_s"], inf["weight_sparsity"],
                    inf["speculative"], inf["batching"], inf["price_per_gpu_hour"], inf["output_lengths"],
                    inf["load_rps"], par["data"], par["expert"], inf["prefix_len"], inf["prompt_lengths"],
-                   par["expert_imbalance"], inf["max_batched_tokens"], inf["kv_dtype"])
+                   par["expert_imbalance"], inf["max_batched_tokens"], inf["kv_dtype"], memory_only=memory_only)
 
 
 def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype: str = "fp16", tensor: int = 1,
@@ -222,7 +227,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
             price_per_gpu_hour: float | None = None, output_lengths: str = "fixed",
             load_rps: float | None = None, data: int = 1, expert: int = 1, prefix_len: int = 0,
             prompt_lengths: str = "fixed", expert_imbalance=1.0, max_batched_tokens: int | None = None,
-            kv_dtype: str | None = None) -> Inference:
+            kv_dtype: str | None = None, memory_only: bool = False) -> Inference | dict:
     """:func:`infer` for a model spec and a cluster (preset name, file, dict or :class:`~concurrency_model.hardware.clusters.
     Cluster`) given directly. ``data`` > 1: replicas that split the ``batch`` sequences, serving their own requests,
     or with ``expert`` > 1 a mixture of experts whose experts are split over groups of ``expert`` replicas
@@ -231,10 +236,15 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     ``prompt_len - prefix_len``; ``expert_imbalance``: the routing of the expert group (:mod:`concurrency_model.
     routing`); ``max_batched_tokens``: a token budget an iteration of continuous batching (prompts in chunks,
     :class:`~concurrency_model.serving.continuous_batching.Chunked`); ``kv_dtype``: the KV cache's storage (module docstring).
+    ``memory_only``: the memory per device alone (the result's ``memory``,
+    :func:`~concurrency_model.parallel.memory.memory_per_device`), the same numbers without pricing a pass: what a
+    search over batches (:mod:`concurrency_model.serving.capacity`) reads of most of the batches it tries.
 
     >>> r = predict("gpt2", "dgx-a100", 8, 256, 64, "fp16", tensor=2)
     >>> r.parallel, r.decode_s_per_token < r.prefill_s
     ({'tensor': 2, 'pipeline': 1}, True)
+    >>> predict("gpt2", "dgx-a100", 8, 256, 64, "fp16", tensor=2, memory_only=True) == r.memory
+    True
     """
     cl = load_cluster(cluster)
     dev = cl.device
@@ -284,12 +294,15 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     weights /= t * p
     graph_of = lru_cache(maxsize=None)(lambda b, s: model_graph(model, b, s, vb))  # built once per (batch, seq)
     q = spec.gamma + 1 if spec else 1  # positions a slot runs an iteration (slots q rows, the same prompts' share)
+    # (a node's shape is per sample: the workspace of any batch is read off the graph of one, times the batch)
     work = workspace(graph_of, t, batch // p * q, prompt_len, o * q / (spec.tokens if spec else 1), vb, S) \
-        if batching == "continuous" else workspace_bytes(graph_of(batch, prompt_len), t, batch, vb)
+        if batching == "continuous" else workspace_bytes(g_one, t, batch, vb)
     mem = memory_per_device(weights, work, dev, extra=extra)
     if not mem["fits"]:
         raise ValueError(mem["reason"] + fits_with(mem, g_one, vb, weight_dtype, weight_sparsity, e, t * p, batch,
                                                    spec.weights_bytes if spec else 0.0, shape["kv_bytes"]))
+    if memory_only:
+        return mem
 
     layout = {"tensor": t, "pipeline": p, **({"data": d} if d > 1 else {}), **({"expert": e} if e > 1 else {})}
     span = t * p * e  # the devices a pass's collectives reach

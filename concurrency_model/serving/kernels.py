@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 
 import numpy as np
 import sympy as sp
@@ -139,14 +139,22 @@ def kv_attention(batch: int, heads: int, kv_heads: int, head_dim: int, dev, dtyp
     vb = dtype_bytes(dtype)
     kb = vb if kv_bytes is None else kv_bytes
     hq, hk = heads // t, -(-kv_heads // t)
-    flop = sp.Poly(sp.expand(attention_op(batch, hq, queries, head_dim, seq_kv=_L, fused=True, value_bytes=vb)
-                             .forward.flop), _L)
-    a_f, c_f = (float(flop.coeff_monomial(_L)), float(flop.coeff_monomial(1)))
+    a_f, c_f = _flop_line(batch, hq, queries, head_dim, vb)
     e = dev.efficiency
     rate = decided_float(dev.vector_flops.get(dtype, dev.peak(dtype)), dev.decide) * e.compute
     bw = decided_float(dev.mem_bw, dev.decide) * e.memory
     a_m, c_m = batch * kb * head_dim * 2 * hk, batch * head_dim * (2 * hq * vb + 2 * hk * kb) * queries
     return a_f / rate, c_f / rate, a_m / bw, c_m / bw, decided_float(dev.launch_overhead, dev.decide)
+
+
+@lru_cache(maxsize=4096, typed=True)
+def _flop_line(batch: int, heads: int, queries: int, head_dim: int, vb: int) -> tuple[float, float]:
+    """``(a, c)`` of the fused attention's work ``a L + c`` FLOP of ``queries`` queries against ``L`` keys
+    (:func:`~concurrency_model.ops.attention.attention`, symbolic in ``L``): the same few lines for every step and
+    iteration a search prices, so derived once each (sympy's expansion is the costly part)."""
+    flop = sp.Poly(sp.expand(attention_op(batch, heads, queries, head_dim, seq_kv=_L, fused=True, value_bytes=vb)
+                             .forward.flop), _L)
+    return float(flop.coeff_monomial(_L)), float(flop.coeff_monomial(1))
 
 
 COMM = ("tensor_comm_s", "expert_comm_s", "pipeline_p2p_s")  # a breakdown's communication

@@ -15,7 +15,7 @@ from concurrency_model.serving.capacity import max_batch, max_throughput
 from concurrency_model.serving.decoder import infer, predict
 from concurrency_model.serving.kernels import pass_parts, pass_rows
 from concurrency_model.serving.memo import device_key, memoized
-from concurrency_model.serving.overheads import model_graph, weights_bytes
+from concurrency_model.serving.overheads import model_graph, weights_bytes, workspace_bytes
 from concurrency_model.timing.parts import total
 
 LLAMA = {"hf_config": "llama-2-7b"}
@@ -122,3 +122,38 @@ def test_bands_are_computed_when_read_and_are_the_same_numbers():
     assert dict(predict(LLAMA, "dgx-h100", 4, 256, 32).bands) == dict(r.bands)
     assert pickle.loads(pickle.dumps(r.bands)) == dict(r.bands)
     assert set(r.bands) == {k for pair in decoder.BAND_KEYS for k in pair}
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.integers(2, 500), st.sampled_from([1, 2, 4]), st.sampled_from([1, 7, 64]),
+       st.sampled_from(["gpt2", "llama-2-7b", "mixtral-8x7b"]))
+def test_the_workspace_of_a_batch_is_read_off_the_graph_of_one(batch, t, seq, name):
+    # node shapes are per sample, so the serving paths price a batch's workspace on the graph at batch 1
+    model = name if name == "gpt2" else {"hf_config": name}
+    assert workspace_bytes(model_graph(model, batch, seq, 2), t, batch, 2) == \
+        workspace_bytes(model_graph(model, 1, seq, 2), t, batch, 2)
+
+
+MEMORY_CASES = SCENARIOS + [
+    {"model": "gpt2", "cluster": "dgx-a100",
+     "inference": {"batch": 8, "prompt_len": 256, "decode_len": 64,
+                   "speculative": {"draft": "gpt2", "tokens": 3, "acceptance": 0.7}}},
+    {"model": {"hf_config": "mixtral-8x7b"}, "cluster": "dgx-h100", "parallel": {"tensor": 2, "data": 4, "expert": 4},
+     "inference": {"batch": 64, "prompt_len": 512, "decode_len": 64, "dtype": "bf16", "batching": "continuous"}},
+    {"model": "bert-base", "cluster": "dgx-a100", "inference": {"batch": 8, "prompt_len": 128}},
+]
+
+
+@pytest.mark.parametrize("i", range(len(MEMORY_CASES)))
+def test_memory_only_is_the_results_memory(i):
+    sc = MEMORY_CASES[i]
+    assert infer(sc, memory_only=True) == infer(sc).memory
+
+
+def test_memory_only_refuses_what_does_not_fit_in_the_same_words():
+    sc = {"model": LLAMA, "cluster": "dgx-h100", "inference": {"batch": 4096, "prompt_len": 1024, "decode_len": 128}}
+    with pytest.raises(ValueError) as full:
+        infer(sc)
+    with pytest.raises(ValueError) as only:
+        infer(sc, memory_only=True)
+    assert str(full.value) == str(only.value) and str(full.value).startswith("memory:")
