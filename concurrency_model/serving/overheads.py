@@ -321,11 +321,13 @@ class Comm:
 
 def workspace_bytes(graph, t: int, batch: int, vb: int) -> float:
     """Bytes of the largest inputs + output of one operator of the prefill pass (one device's share); computed once
-    a graph and set of arguments (:mod:`.memo`)."""
-    return memoized(graph, ("workspace_bytes", t, batch, vb), lambda: _workspace_bytes(graph, t, batch, vb))
+    a graph and tensor degree (:mod:`.memo`): a node's shape is per sample, so the values of the largest are the
+    same at any batch (:class:`~concurrency_model.graph.Node`), times the batch and the bytes of a value."""
+    return float(memoized(graph, ("workspace_values", t), lambda: _workspace_values(graph, t)) * batch * vb)
 
 
-def _workspace_bytes(graph, t: int, batch: int, vb: int) -> float:
+def _workspace_values(graph, t: int):
+    """Values a sample of the largest inputs + output of one operator (:func:`workspace_bytes`)."""
     def share(n):
         split = n.attrs.get("split")
         return 1 / t if n.kind == "attention" or split == "column" else 1
@@ -343,7 +345,7 @@ def _workspace_bytes(graph, t: int, batch: int, vb: int) -> float:
         extra = 2 * (n.attrs["heads"] // t) * n.attrs["seq"] ** 2 \
             if n.kind == "attention" and not n.attrs.get("fused") else 0
         peak = max(peak, ins + size(n) + extra)
-    return float(peak * batch * vb)
+    return peak
 
 
 __all__ = ["WEIGHT_BYTES", "FREE", "model_graph", "kv_cache_bytes", "cache_bytes", "weights_bytes", "expert_count",

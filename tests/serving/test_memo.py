@@ -157,3 +157,4 @@ def test_memory_only_refuses_what_does_not_fit_in_the_same_words():
     with pytest.raises(ValueError) as only:
         infer(sc, memory_only=True)
     assert str(full.value) == str(only.value) and str(full.value).startswith("memory:")
+
