@@ -153,7 +153,14 @@ def kv_attention(batch: int, heads: int, kv_heads: int, head_dim: int, dev, dtyp
 def _flop_line(batch: int, heads: int, queries: int, head_dim: int, vb: int) -> tuple[float, float]:
     """``(a, c)`` of the fused attention's work ``a L + c`` FLOP of ``queries`` queries against ``L`` keys
     (:func:`~concurrency_model.ops.attention.attention`, symbolic in ``L``): the same few lines for every step and
-    iteration a search prices, so derived once each (sympy's expansion is the costly part)."""
+    iteration a search prices, so derived once each: from the work at 1, 2 and 3 keys when those lie on one line
+    (exact integers: the same coefficients), else from the symbolic work's polynomial in ``L`` (sympy's expansion,
+    four times the cost)."""
+    at = [sp.sympify(attention_op(batch, heads, queries, head_dim, seq_kv=k, fused=True, value_bytes=vb).forward.flop)
+          for k in (1, 2, 3)]
+    a, c = at[1] - at[0], 2 * at[0] - at[1]
+    if all(v.is_Integer for v in at) and at[2] == c + 3 * a:
+        return float(a), float(c)
     flop = sp.Poly(sp.expand(attention_op(batch, heads, queries, head_dim, seq_kv=_L, fused=True, value_bytes=vb)
                              .forward.flop), _L)
     return float(flop.coeff_monomial(_L)), float(flop.coeff_monomial(1))

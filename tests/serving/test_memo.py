@@ -158,3 +158,22 @@ def test_memory_only_refuses_what_does_not_fit_in_the_same_words():
         infer(sc, memory_only=True)
     assert str(full.value) == str(only.value) and str(full.value).startswith("memory:")
 
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 400), st.sampled_from([(32, 8), (32, 32), (48, 8), (96, 96)]), st.integers(1, 9),
+       st.sampled_from([64, 96, 128]), st.sampled_from(["fp16", "fp8", "fp32"]), st.sampled_from([1, 2, 8]))
+def test_the_cache_attentions_work_line_is_the_symbolic_one(batch, heads, queries, head_dim, dtype, t):
+    # kv_attention's a L + c from three points on the line is the coefficient pair of the work's polynomial in L
+    import sympy as sp
+    from concurrency_model.ops.attention import attention
+    from concurrency_model.timing import decided_float
+    from concurrency_model.units import dtype_bytes, value_dtype
+    L = sp.Symbol("L", positive=True, integer=True)
+    hq = heads[0] // t
+    flop = sp.Poly(sp.expand(attention(batch, hq, queries, head_dim, seq_kv=L, fused=True,
+                                       value_bytes=dtype_bytes(value_dtype(dtype))).forward.flop), L)
+    rate = decided_float(H100.vector_flops.get(value_dtype(dtype), H100.peak(value_dtype(dtype))), H100.decide) * \
+        H100.efficiency.compute
+    a_c, c_c = kernels.kv_attention(batch, heads[0], heads[1], head_dim, H100, dtype, t, queries)[:2]
+    assert (a_c, c_c) == (float(flop.coeff_monomial(L)) / rate, float(flop.coeff_monomial(1)) / rate)
