@@ -7,7 +7,13 @@ wall time around it, and the per-part figures the command's ``--json`` gives (``
 part's own process seconds, in whichever worker built it). The target of issue 38 is 60 CPU seconds on two cores.
 On a shared machine the wall time depends on the load; the CPU seconds much less.
 
-    python benchmarks/report_speed.py [--full] [--workers N] [--keep DIR]
+A run on an empty cache (``--empty-cache``: a new temporary ``$CONCURRENCY_MODEL_CACHE_DIR``, as a fresh clone
+has) also builds the compiled functions and cached arrays (:mod:`concurrency_model.compiled`); without it the
+user's cache serves them when the package's sources have not changed since they were written (run it twice for
+a warm figure). Measure a frozen copy of the tree (``git archive``): editing the sources while it runs changes
+the cache keys of the processes started later.
+
+    python benchmarks/report_speed.py [--full] [--workers N] [--keep DIR] [--empty-cache]
 """
 from __future__ import annotations
 
@@ -40,14 +46,19 @@ def main(argv=None) -> int:
     ap.add_argument("--full", action="store_true", help="the report's full validation (report --full)")
     ap.add_argument("--workers", type=int, default=None, help="report --workers (default: the command's own)")
     ap.add_argument("--keep", default=None, help="write the report here instead of a temporary folder")
+    ap.add_argument("--empty-cache", action="store_true",
+                    help="a new, empty cache of compiled functions and arrays for the run (a fresh clone's first run)")
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if a.empty_cache:
+            env["CONCURRENCY_MODEL_CACHE_DIR"] = str(Path(tmp) / "cache")
         out = Path(a.keep) if a.keep else Path(tmp) / "report"
         cmd = [sys.executable, "-m", "concurrency_model", "report", "--out", str(out), "--json"]
         cmd += ["--full"] if a.full else []
         cmd += ["--workers", str(a.workers)] if a.workers else []
         c0, t0 = cpu_children(), time.perf_counter()
-        p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env)
         wall, cpu = time.perf_counter() - t0, cpu_children() - c0
         if p.returncode not in (0, 1):
             print(p.stderr, file=sys.stderr)
@@ -56,7 +67,8 @@ def main(argv=None) -> int:
         widths = [png_width(f) for f in res["figures"]]
         page = Path(res["html"]).stat().st_size
     print(f"report: {cpu:.1f} s of CPU (target {TARGET_CPU_S:.0f} s: {'met' if cpu <= TARGET_CPU_S else 'missed'}), "
-          f"{wall:.1f} s wall, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+          f"{wall:.1f} s wall, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, "
+          f"{'empty' if a.empty_cache else 'existing'} cache")
     print(f"{'part':<16}{'wall s':>9}{'CPU s':>9}")
     for name, w in sorted(res["timings_s"].items(), key=lambda kv: -res["cpu_s"].get(kv[0], 0)):
         print(f"{name:<16}{w:>9.1f}{res['cpu_s'].get(name, float('nan')):>9.1f}")

@@ -33,9 +33,12 @@ from .queueing import replicas_for
 UNBOUNDED = 1e30  # bytes: a device whose memory never refuses, to price the memory of any batch
 
 
-def _at(raw: dict, batch: int, cluster=None):
+def _at(raw: dict, batch: int, cluster=None, memory_only: bool = False):
+    """:func:`~concurrency_model.serving.decoder.infer` of the scenario at ``batch`` (on ``cluster`` when given);
+    ``memory_only``: its ``memory`` alone, what the searches below read of every batch they try but the answer."""
     inf = {**raw["inference"], "batch": batch}
-    return infer({**raw, "inference": inf, **({"cluster": cluster} if cluster is not None else {})})
+    return infer({**raw, "inference": inf, **({"cluster": cluster} if cluster is not None else {})},
+                 memory_only=memory_only)
 
 
 def max_batch(scenario) -> tuple[int, object]:
@@ -59,7 +62,7 @@ def max_batch(scenario) -> tuple[int, object]:
     bare = {**raw, "inference": {k: v for k, v in raw["inference"].items() if k != "load_rps"}}
 
     def need(b: int) -> float:
-        return float(_at(bare, b, big).memory["total_bytes"])
+        return float(_at(bare, b, big, memory_only=True)["total_bytes"])
 
     unit = _unit(raw)  # batches in steps of what splits them evenly
     one = need(unit)
@@ -253,18 +256,18 @@ def max_throughput(scenario, kv_fraction: float = KV_FREE_FRACTION, max_batch_si
     capacity = float(cl.device.mem_capacity)
     big = replace(cl, device=replace(cl.device, mem_capacity=UNBOUNDED))
 
-    def parts(b: int) -> tuple[float, float, object]:
-        """(weights + workspace, KV caches) bytes a device at ``b`` slots, and the result on an unbounded device."""
-        r = _at(base, b, big)
-        fixed = float(r.memory["model_state_bytes"]) + float(r.memory["activations_bytes"])
-        return fixed, float(r.memory["total_bytes"]) - fixed, r
+    def parts(memory: dict) -> tuple[float, float]:
+        """(weights + workspace, KV caches) bytes a device of a result's ``memory``."""
+        fixed = float(memory["model_state_bytes"]) + float(memory["activations_bytes"])
+        return fixed, float(memory["total_bytes"]) - fixed
 
     def need(k: int) -> float:  # kv <= f (capacity - fixed)  <=>  fixed + kv / f <= capacity
-        fixed, kv, _ = parts(k * unit)
+        fixed, kv = parts(_at(base, k * unit, big, memory_only=True))  # on an unbounded device
         return fixed + kv / kv_fraction
 
     unit = _unit(base)
-    fixed, kv, first = parts(unit)
+    first = _at(base, unit, big)
+    fixed, kv = parts(first.memory)
     if fixed + kv / kv_fraction > capacity:
         i = first.inference
         raise ValueError(f"memory: {kv_fraction:.0%} of the {max(0.0, capacity - fixed) / 1e9:,.1f} GB a device left "

@@ -272,9 +272,11 @@ def chunked(build, slots: int, new: int, lifetime: float, budget: int) -> Chunke
 def workspace(graph_of, t: int, slots: int, prompt_len: int, decode_len: int, vb: int, cached: int = 0) -> float:
     """Bytes of the largest operator's inputs and output: of an iteration's ``slots + C`` rows, or of the
     pass that carries one whole prompt (:func:`~concurrency_model.serving.overheads.workspace_bytes`; with a cached prefix
-    still the whole prompt's pass, an upper bound on its new tokens')."""
+    still the whole prompt's pass, an upper bound on its new tokens'). A node's shape is per sample, so the
+    iteration's rows are read off the graph of one row (:class:`~concurrency_model.graph.Node`): no graph is built
+    for the rows of each iteration a search tries."""
     rows = slots + prompt_tokens(slots, prompt_len - cached, decode_len)
-    return max(workspace_bytes(graph_of(rows, 1), t, rows, vb), workspace_bytes(graph_of(1, prompt_len), t, 1, vb))
+    return max(workspace_bytes(graph_of(1, 1), t, rows, vb), workspace_bytes(graph_of(1, prompt_len), t, 1, vb))
 
 
 def check_continuous(slots: int, pipeline: int, speculative) -> None:

@@ -111,6 +111,7 @@ per-step latency for 10 generated tokens).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -182,14 +183,18 @@ class Inference:
                 f"{p['tensor']} x pipeline {p['pipeline']}; {self.memory_bytes_per_device / 1e9:,.3g} GB per device)")
 
 
-def infer(scenario) -> Inference:
+def infer(scenario, memory_only: bool = False) -> Inference | dict:
     """Prefill, decode, throughput and memory of a scenario with an ``inference`` object (a dict or a
-    JSON/TOML path): ``model``, ``cluster``, ``parallel.tensor`` / ``parallel.pipeline``.
+    JSON/TOML path): ``model``, ``cluster``, ``parallel.tensor`` / ``parallel.pipeline``. ``memory_only``: the
+    result's ``memory`` alone (:func:`predict`), as a search over batches reads it.
 
-    >>> r = infer({"model": "gpt2", "cluster": "dgx-a100",
-    ...            "inference": {"batch": 1, "prompt_len": 128, "decode_len": 32, "dtype": "fp16"}})
+    >>> sc = {"model": "gpt2", "cluster": "dgx-a100",
+    ...       "inference": {"batch": 1, "prompt_len": 128, "decode_len": 32, "dtype": "fp16"}}
+    >>> r = infer(sc)
     >>> r.kv_cache_bytes == 2 * 12 * 1 * (128 + 32) * 12 * 64 * 2, 0 < r.prefill_s < 0.01
     (True, True)
+    >>> infer(sc, memory_only=True) == r.memory
+    True
     """
     raw = read_scenario(scenario)
     inf = inference_section(raw)
@@ -204,7 +209,8 @@ def infer(scenario) -> Inference:
         if inf.prefix_len:
             raise ValueError("inference.prefix_len: a cached prefix needs a causal decoder's KV cache")
         from .forward_pass import infer_forward
-        return infer_forward(sc, raw["inference"], inf)
+        r = infer_forward(sc, raw["inference"], inf)
+        return r.memory if memory_only else r
     if par.context != 1:
         raise ValueError(f"parallel.context: inference is modelled with tensor, pipeline and expert parallelism only, "
                          f"got {par.context}")
@@ -212,7 +218,7 @@ def infer(scenario) -> Inference:
                    par.tensor, par.pipeline, inf.weight_dtype, inf.host_overhead_s, inf.weight_sparsity,
                    inf.speculative, inf.batching, inf.price_per_gpu_hour, inf.output_lengths,
                    inf.load_rps, par.data, par.expert, inf.prefix_len, inf.prompt_lengths,
-                   par.expert_imbalance, inf.max_batched_tokens, inf.kv_dtype)
+                   par.expert_imbalance, inf.max_batched_tokens, inf.kv_dtype, memory_only=memory_only)
 
 
 def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype: str = "fp16", tensor: int = 1,
@@ -221,7 +227,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
             price_per_gpu_hour: float | None = None, output_lengths: str = "fixed",
             load_rps: float | None = None, data: int = 1, expert: int = 1, prefix_len: int = 0,
             prompt_lengths: str = "fixed", expert_imbalance=1.0, max_batched_tokens: int | None = None,
-            kv_dtype: str | None = None) -> Inference:
+            kv_dtype: str | None = None, memory_only: bool = False) -> Inference | dict:
     """:func:`infer` for a model spec and a cluster (preset name, file, dict or :class:`~concurrency_model.hardware.clusters.
     Cluster`) given directly. ``data`` > 1: replicas that split the ``batch`` sequences, serving their own requests,
     or with ``expert`` > 1 a mixture of experts whose experts are split over groups of ``expert`` replicas
@@ -230,10 +236,15 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     ``prompt_len - prefix_len``; ``expert_imbalance``: the routing of the expert group (:mod:`concurrency_model.
     routing`); ``max_batched_tokens``: a token budget an iteration of continuous batching (prompts in chunks,
     :class:`~concurrency_model.serving.continuous_batching.Chunked`); ``kv_dtype``: the KV cache's storage (module docstring).
+    ``memory_only``: the memory per device alone (the result's ``memory``,
+    :func:`~concurrency_model.parallel.memory.memory_per_device`), the same numbers without pricing a pass: what a
+    search over batches (:mod:`concurrency_model.serving.capacity`) reads of most of the batches it tries.
 
     >>> r = predict("gpt2", "dgx-a100", 8, 256, 64, "fp16", tensor=2)
     >>> r.parallel, r.decode_s_per_token < r.prefill_s
     ({'tensor': 2, 'pipeline': 1}, True)
+    >>> predict("gpt2", "dgx-a100", 8, 256, 64, "fp16", tensor=2, memory_only=True) == r.memory
+    True
     """
     cl = load_cluster(cluster)
     dev = cl.device
@@ -260,9 +271,10 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     # possible one; continuous slots follow the mean, the prompts' attention scaled to their spread (module doc)
     longest_prompt = S + prompts.longest if batching == "static" else None
     prompt_len = S + max(1, round(prompts.expected_max(batch) if batching == "static" else prompts.mean))
-    g_pre = model_graph(model, batch, prompt_len, vb)
-    g_dec = model_graph(model, batch, 1, vb)
-    check_tensor_split(g_pre.layers(), t)
+    # the layers' widths and parameters do not depend on the batch: the checks and the weights read the graph of one
+    # prompt (which a continuous iteration prices anyway); the batch's own graphs are built where a pass is priced
+    g_one = model_graph(model, 1, prompt_len, vb)
+    check_tensor_split(g_one.layers(), t)
     comm = Comm(cl, t, p, e, expert_imbalance)
 
     # memory first: a configuration that does not fit is refused, not estimated
@@ -274,7 +286,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
         raise ValueError(f"inference.speculative.tokens: prompt_len + decode_len + tokens = {context} exceeds the "
                          f"model's context of {shape['context']} positions")
     kv, kv_all = cache_bytes(shape, batch, context, t, p, S), d * cache_bytes(shape, batch, context, shared=S)
-    weights, quantized = weights_bytes(g_pre, vb, weight_dtype, weight_sparsity, e)
+    weights, quantized = weights_bytes(g_one, vb, weight_dtype, weight_sparsity, e)
     extra = {"kv_cache": kv}
     if spec:  # the draft's weights and KV cache, split as the target's
         weights += spec.weights_bytes
@@ -282,12 +294,15 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     weights /= t * p
     graph_of = lru_cache(maxsize=None)(lambda b, s: model_graph(model, b, s, vb))  # built once per (batch, seq)
     q = spec.gamma + 1 if spec else 1  # positions a slot runs an iteration (slots q rows, the same prompts' share)
+    # (a node's shape is per sample: the workspace of any batch is read off the graph of one, times the batch)
     work = workspace(graph_of, t, batch // p * q, prompt_len, o * q / (spec.tokens if spec else 1), vb, S) \
-        if batching == "continuous" else workspace_bytes(g_pre, t, batch, vb)
+        if batching == "continuous" else workspace_bytes(g_one, t, batch, vb)
     mem = memory_per_device(weights, work, dev, extra=extra)
     if not mem["fits"]:
-        raise ValueError(mem["reason"] + fits_with(mem, g_pre, vb, weight_dtype, weight_sparsity, e, t * p, batch,
+        raise ValueError(mem["reason"] + fits_with(mem, g_one, vb, weight_dtype, weight_sparsity, e, t * p, batch,
                                                    spec.weights_bytes if spec else 0.0, shape["kv_bytes"]))
+    if memory_only:
+        return mem
 
     layout = {"tensor": t, "pipeline": p, **({"data": d} if d > 1 else {}), **({"expert": e} if e > 1 else {})}
     span = t * p * e  # the devices a pass's collectives reach
@@ -346,13 +361,13 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                          None if spec else it.kinds)
 
     prompt = prefill_pass(graph_of(batch, prompt_len - S), shape["hidden"], dev, dtype, t, batch, comm, prompt_len,
-                          host_overhead_s, quantized, weight_sparsity, S, g_pre)
+                          host_overhead_s, quantized, weight_sparsity, S, graph_of(batch, prompt_len))
     pre = dict(prompt.breakdown)
     # a static batch decodes until its longest request ends (and holds the longest possible one's cache, above);
     # an expert group's replicas step together (their all-to-alls), so until the longest of all of them ends
     steps = dist.expected_max(every if e > 1 else batch)
     last = prompt_len + max(1, round(steps))  # the context of the batch's last step
-    step = decode_step(g_dec, shape, dev, dtype, t, batch, comm, prompt_len + 1, last,
+    step = decode_step(graph_of(batch, 1), shape, dev, dtype, t, batch, comm, prompt_len + 1, last,
                        host_overhead_s, quantized, weight_sparsity)
     dec = step.breakdown
     if spec:
@@ -387,13 +402,53 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
                      None if spec else step.kinds)
 
 
-def _bands(latencies) -> dict:
+BAND_KEYS = (("prefill_p10_s", "prefill_p90_s"), ("decode_s_per_token_p10", "decode_s_per_token_p90"),
+             ("total_p10_s", "total_p90_s"))  # Inference.bands, in the order of the latencies
+
+
+class Bands(Mapping):
     """The 80% bands (:func:`concurrency_model.uncertainty.bands`) of ``latencies(flops, mem_bw, launch, intra_bw,
-    inter_bw) -> (first token, per token, total)`` seconds, by their keys."""
-    keys = (("prefill_p10_s", "prefill_p90_s"), ("decode_s_per_token_p10", "decode_s_per_token_p90"),
-            ("total_p10_s", "total_p90_s"))
-    return {k: v for ks, lohi in zip(keys, bands(latencies)) for k, v in zip(ks, lohi)}
+    inter_bw) -> (first token, per token, total)`` seconds by their keys (:data:`BAND_KEYS`), computed when first
+    read: a search over batches or slots reads only the memory and the mean times of most of the results it makes,
+    and the bands' draws are the same numbers whenever they are computed (one seeded draw a process). Pickled as
+    a plain dict.
+
+    >>> import pickle
+    >>> b = Bands(lambda flops, mem_bw, launch, intra_bw, inter_bw: (1.0 / flops, 2.0 / flops, 3.0 / flops))
+    >>> len(b), b["decode_s_per_token_p10"] < 2.0 < b["decode_s_per_token_p90"], pickle.loads(pickle.dumps(b)) == b
+    (6, True, True)
+    """
+
+    def __init__(self, latencies):
+        self._latencies, self._values = latencies, None
+
+    def _get(self) -> dict:
+        if self._values is None:
+            self._values = {k: v for ks, lohi in zip(BAND_KEYS, bands(self._latencies)) for k, v in zip(ks, lohi)}
+            self._latencies = None
+        return self._values
+
+    def __getitem__(self, key):
+        return self._get()[key]
+
+    def __iter__(self):
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __repr__(self) -> str:
+        return repr(self._get())
+
+    def __reduce__(self):
+        return dict, (self._get(),)
 
 
-__all__ = ["infer", "predict", "kv_cache_bytes", "sum_max_affine", "model_shape", "served", "inference_section",
+def _bands(latencies) -> Bands:
+    """:class:`Bands` of ``latencies``."""
+    return Bands(latencies)
+
+
+__all__ = ["infer", "predict", "Bands", "BAND_KEYS",
+           "kv_cache_bytes", "sum_max_affine", "model_shape", "served", "inference_section",
            "Inference", "INFERENCE"]

@@ -139,7 +139,7 @@ def plan(scenario, load_rps: float, max_first_token_s: float | None = None, max_
         while b <= MAX_PREFILL_BATCH:
             g_b, g_new_b = model_graph(model, b, P, vb), model_graph(model, b, P - S, vb)
             kv = cache_bytes(shape, b, S + prompts.longest, t)
-            if not memory_per_device(weights[e][0] / (t * p), workspace_bytes(g_b, t, b, vb), dev,
+            if not memory_per_device(weights[e][0] / (t * p), workspace_bytes(g_pre, t, b, vb), dev,
                                      extra={"kv_cache": kv / p})["fits"]:
                 break
             s = prefill_pass(g_new_b, shape["hidden"], dev, dtype, t, b, Comm(cl, t, p, e, imb), P, host, quantized,
@@ -187,7 +187,8 @@ def _slots(model, shape, dev, vb: int, t: int, context: int, weights: float, sha
     def need(groups):
         n = groups * p
         kv = cache_bytes(shape, n, context, t, shared=shared)
-        return (weights + kv) / p + workspace_bytes(model_graph(model, groups, 1, vb), t, groups, vb)
+        # a node's shape is per sample: the workspace of ``groups`` rows off the graph of one
+        return (weights + kv) / p + workspace_bytes(model_graph(model, 1, 1, vb), t, groups, vb)
 
     cap = float(dev.mem_capacity)
     if need(1) > cap:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 
 import numpy as np
 import sympy as sp
@@ -27,6 +27,7 @@ from ..timing.graph import layer_parts
 from ..timing.layers import attention_kernels
 from ..timing.parts import Parts, bound_of, total
 from ..units import dtype_bytes, value_dtype
+from .memo import device_key, memoized
 from .overheads import FREE
 
 _L = sp.Symbol("L", positive=True, integer=True)  # context length of a step
@@ -57,17 +58,20 @@ def pass_parts(graph, dev, dtype: str, t: int, batch: int, step: bool, weight_by
     given: the sampling rows of a mixed iteration, :mod:`concurrency_model.serving.continuous_batching`); in a ``step`` the
     attention cores are left out (priced by :func:`kv_attention`); ``expert``: the expert-parallel degree (the
     experts a device holds and the batch reaches, :func:`~concurrency_model.timing.graph.expert_gemms`; ``imbalance``:
-    its routing)."""
-    return total(parts for _, parts in pass_rows(graph, dev, dtype, t, batch, step, weight_bytes, weight_sparsity,
-                                                 all_logits, head_rows, expert, imbalance))
+    its routing). Computed once a graph and set of arguments (:mod:`.memo`)."""
+    args = (dev, dtype, t, batch, step, weight_bytes, weight_sparsity, all_logits, head_rows, expert, imbalance)
+    return memoized(graph, ("pass_parts", device_key(dev), *args[1:]),
+                    lambda: total(parts for _, parts in pass_rows(graph, *args)))
 
 
 def pass_rows(graph, dev, dtype: str, t: int, batch: int, step: bool, weight_bytes=None, weight_sparsity=None,
               all_logits: bool = False, head_rows: int | None = None, expert: int = 1, imbalance=1.0):
     """``(kind, Parts)`` of each layer :func:`pass_parts` adds up (the output layer as kind ``output_layer``)."""
-    for node, row in zip(graph.layers(), layer_parts(graph, dev, dtype, tensor=t, weight_bytes=weight_bytes,
+    key = ("layer_parts", device_key(dev), dtype, t, weight_bytes, weight_sparsity, expert, imbalance)
+    timed = memoized(graph, key, lambda: layer_parts(graph, dev, dtype, tensor=t, weight_bytes=weight_bytes,
                                                      weight_sparsity=weight_sparsity, expert=expert,
-                                                     imbalance=imbalance)):
+                                                     imbalance=imbalance))
+    for node, row in zip(graph.layers(), timed):
         if node.kind in FREE or (step and node.kind == "attention"):
             continue
         kind = "output_layer" if is_lm_head(node) else node.kind
@@ -102,7 +106,13 @@ def prompt_attention(graph, dev, dtype: str, t: int, cached: int = 0) -> Parts:
     queries of the positions after the first ``cached`` (a prefix already in the cache) against the keys of all
     ``seq`` (:func:`~concurrency_model.ops.attention.attention` with ``seq_q = seq - cached``: a fused causal kernel
     computes the pairs below the diagonal, an unfused one every score of its rows; their kernels
-    :func:`~concurrency_model.timing.layers.attention_kernels`), one device's heads under tensor ``t``."""
+    :func:`~concurrency_model.timing.layers.attention_kernels`), one device's heads under tensor ``t``. Computed once
+    a graph and set of arguments (:mod:`.memo`)."""
+    return memoized(graph, ("prompt_attention", device_key(dev), dtype, t, cached),
+                    lambda: _prompt_attention(graph, dev, dtype, t, cached))
+
+
+def _prompt_attention(graph, dev, dtype: str, t: int, cached: int) -> Parts:
     dtype = value_dtype(dtype)  # as the graph's own attention (:func:`~concurrency_model.timing.graph.layer_parts`)
     vb, priced = dtype_bytes(dtype), {}  # identical layers priced once
     for node in graph.layers():
@@ -131,14 +141,29 @@ def kv_attention(batch: int, heads: int, kv_heads: int, head_dim: int, dev, dtyp
     vb = dtype_bytes(dtype)
     kb = vb if kv_bytes is None else kv_bytes
     hq, hk = heads // t, -(-kv_heads // t)
-    flop = sp.Poly(sp.expand(attention_op(batch, hq, queries, head_dim, seq_kv=_L, fused=True, value_bytes=vb)
-                             .forward.flop), _L)
-    a_f, c_f = (float(flop.coeff_monomial(_L)), float(flop.coeff_monomial(1)))
+    a_f, c_f = _flop_line(batch, hq, queries, head_dim, vb)
     e = dev.efficiency
     rate = decided_float(dev.vector_flops.get(dtype, dev.peak(dtype)), dev.decide) * e.compute
     bw = decided_float(dev.mem_bw, dev.decide) * e.memory
     a_m, c_m = batch * kb * head_dim * 2 * hk, batch * head_dim * (2 * hq * vb + 2 * hk * kb) * queries
     return a_f / rate, c_f / rate, a_m / bw, c_m / bw, decided_float(dev.launch_overhead, dev.decide)
+
+
+@lru_cache(maxsize=4096, typed=True)
+def _flop_line(batch: int, heads: int, queries: int, head_dim: int, vb: int) -> tuple[float, float]:
+    """``(a, c)`` of the fused attention's work ``a L + c`` FLOP of ``queries`` queries against ``L`` keys
+    (:func:`~concurrency_model.ops.attention.attention`, symbolic in ``L``): the same few lines for every step and
+    iteration a search prices, so derived once each: from the work at 1, 2 and 3 keys when those lie on one line
+    (exact integers: the same coefficients), else from the symbolic work's polynomial in ``L`` (sympy's expansion,
+    four times the cost)."""
+    at = [sp.sympify(attention_op(batch, heads, queries, head_dim, seq_kv=k, fused=True, value_bytes=vb).forward.flop)
+          for k in (1, 2, 3)]
+    a, c = at[1] - at[0], 2 * at[0] - at[1]
+    if all(v.is_Integer for v in at) and at[2] == c + 3 * a:
+        return float(a), float(c)
+    flop = sp.Poly(sp.expand(attention_op(batch, heads, queries, head_dim, seq_kv=_L, fused=True, value_bytes=vb)
+                             .forward.flop), _L)
+    return float(flop.coeff_monomial(_L)), float(flop.coeff_monomial(1))
 
 
 COMM = ("tensor_comm_s", "expert_comm_s", "pipeline_p2p_s")  # a breakdown's communication

@@ -21,6 +21,7 @@ from ..parallel.data_parallel import group_placement
 from ..timing.graph import matrix_copies, quantizable
 from ..timing.sparse import sparse_core
 from ..units import WEIGHT_BYTES as STORED_BYTES, dtype_bytes
+from .memo import memoized
 from .output_lengths import lengths
 
 WEIGHT_BYTES = {k: v for k, v in STORED_BYTES.items() if k != "nf4"}  # inference.weight_dtype -> bytes a weight
@@ -132,10 +133,17 @@ def weights_bytes(graph, vb: int, weight_dtype: str | None, weight_sparsity=None
     (``weight_sparsity``, :mod:`.ops.sparse`): ``"2:4"`` keeps half of them with a 2-bit index each; a fraction
     of zeros stores the rest in CSR (a 4-byte column index a value, a row offset per output). With expert
     parallelism ``expert``, the bytes of one device of an expert group: ``1/expert`` of every mixture-of-experts
-    layer's experts (:mod:`concurrency_model.parallel.expert`)."""
+    layer's experts (:mod:`concurrency_model.parallel.expert`). Computed once a graph and set of arguments
+    (:mod:`.memo`)."""
     if weight_dtype is not None and (not isinstance(weight_dtype, str) or weight_dtype not in WEIGHT_BYTES):
         raise ValueError(f"inference.weight_dtype: unknown {weight_dtype!r}{did_you_mean(weight_dtype, WEIGHT_BYTES)}; "
                          f"allowed: {', '.join(WEIGHT_BYTES)}")
+    return memoized(graph, ("weights_bytes", vb, weight_dtype, weight_sparsity, expert),
+                    lambda: _weights_bytes(graph, vb, weight_dtype, weight_sparsity, expert))
+
+
+def _weights_bytes(graph, vb: int, weight_dtype: str | None, weight_sparsity,
+                   expert: int) -> tuple[float, float | None]:
     wb = vb if weight_dtype is None else WEIGHT_BYTES[weight_dtype]
     total = float(graph.params) * vb
     for n in graph.layers():
@@ -256,7 +264,12 @@ class Comm:
 
     def tensor(self, graph, batch: int, vb: int, last_only: bool, head_batch: int | None = None) -> float:
         """Tensor-parallel collectives of one forward pass (Shoeybi et al. §3); the logits gathered for
-        ``head_batch`` samples when given (a mixed iteration's sampling rows), else for ``batch``."""
+        ``head_batch`` samples when given (a mixed iteration's sampling rows), else for ``batch``; computed once a
+        graph, cluster layout and set of arguments (:mod:`.memo`)."""
+        return memoized(graph, ("tensor_comm", self.cluster, self.t, self.rpn, batch, vb, last_only, head_batch),
+                        lambda: self._tensor(graph, batch, vb, last_only, head_batch))
+
+    def _tensor(self, graph, batch: int, vb: int, last_only: bool, head_batch: int | None) -> float:
         s = 0.0
         for n in graph.layers():
             if is_lm_head(n):
@@ -307,7 +320,14 @@ class Comm:
 
 
 def workspace_bytes(graph, t: int, batch: int, vb: int) -> float:
-    """Bytes of the largest inputs + output of one operator of the prefill pass (one device's share)."""
+    """Bytes of the largest inputs + output of one operator of the prefill pass (one device's share); computed once
+    a graph and tensor degree (:mod:`.memo`): a node's shape is per sample, so the values of the largest are the
+    same at any batch (:class:`~concurrency_model.graph.Node`), times the batch and the bytes of a value."""
+    return float(memoized(graph, ("workspace_values", t), lambda: _workspace_values(graph, t)) * batch * vb)
+
+
+def _workspace_values(graph, t: int):
+    """Values a sample of the largest inputs + output of one operator (:func:`workspace_bytes`)."""
     def share(n):
         split = n.attrs.get("split")
         return 1 / t if n.kind == "attention" or split == "column" else 1
@@ -325,7 +345,7 @@ def workspace_bytes(graph, t: int, batch: int, vb: int) -> float:
         extra = 2 * (n.attrs["heads"] // t) * n.attrs["seq"] ** 2 \
             if n.kind == "attention" and not n.attrs.get("fused") else 0
         peak = max(peak, ins + size(n) + extra)
-    return float(peak * batch * vb)
+    return peak
 
 
 __all__ = ["WEIGHT_BYTES", "FREE", "model_graph", "kv_cache_bytes", "cache_bytes", "weights_bytes", "expert_count",
