@@ -6,8 +6,10 @@ Fields left out take these defaults; the number of devices is ``data * tensor * 
 ``context_algorithm`` ``ring`` (ring attention) or ``ulysses`` (all-to-all of heads), or a CNN's feature maps
 split by rows; see :mod:`concurrency_model.training.workload`; ``tensor_layers``: ``all`` or ``fc``,
 Krizhevsky's hybrid, :mod:`concurrency_model.parallel.layerwise`). Every check raises ``ValueError`` naming
-the field (``parallel.tensor: ...``); the checks that need the model (``parallel.context`` dividing its
-sequence length) are made when the scenario is estimated.
+the field (``parallel.tensor: ...``). Every check of a field's own value, or of fields of one section (or of
+``parallel`` and ``training`` together), is made here, when the file is loaded, before a model is built; the
+checks that need the model, the device or the cluster (``parallel.context`` dividing its sequence length, a
+dtype the device lacks) are made when the scenario is estimated (docs/scenario.md, "Checks made later").
 
 A loaded :class:`Scenario` holds its sections typed (issue 37): frozen dataclasses :class:`Parallel`,
 :class:`Training`, :class:`Inference` and :class:`Run`, one field each with its default, parsed and checked by their
@@ -26,6 +28,7 @@ from .checks import count, currency, did_you_mean, file_text, json_object, numbe
 from .hardware.clusters import Cluster, load_cluster
 from .ops.optimizer import RULES
 from .ops.routing import check_imbalance
+from .ops.sparse import parse_sparsity
 from .parallel import pipeline
 from .parallel.allocator import LOSSES
 from .parallel.batch_size import DEFAULT_CEILING
@@ -35,11 +38,11 @@ from .parallel.expert import DISPATCHERS
 from .parallel.context import CONTEXT_ALGORITHMS
 from .parallel.gossip import TOPOLOGIES
 from .parallel.layerwise import TENSOR_LAYERS
-from .parallel.lora import BASE_BYTES
+from .parallel.lora import BASE_BYTES, check_lora_base
 from .parallel.partition import STAGE_SPLITS
 from .parallel.runtime import (FP8_RECIPES, FRAMEWORKS, REDUCE_DTYPES, default_framework, kernel_policies, runs_with,
                                runtime_of)
-from .units import DTYPE_BYTES, KV_DTYPES
+from .units import DTYPE_BYTES, KV_DTYPES, WEIGHT_BYTES
 
 SCHEDULES = pipeline.SCHEDULES
 
@@ -87,6 +90,8 @@ class Parallel:
                              f"microbatch_size = {par['data'] * par['microbatch_size']}")
         if par["interleave"] > 1 and par["schedule"] != "interleaved":
             raise ValueError(f"parallel.interleave: {par['interleave']} chunks need schedule \"interleaved\"")
+        check_interleaved(par["schedule"], par["global_batch"] // (par["data"] * par["microbatch_size"]),
+                          par["pipeline"])
         par["expert_imbalance"] = check_imbalance("parallel.expert_imbalance", par["expert_imbalance"])
         out = cls(**par)
         _check_expert_overlap(out)
@@ -141,6 +146,7 @@ class Training:
         tr = cls(**_section(given, "training", TRAINING))
         if tr.zero_stage > 3:
             raise ValueError(f"training.zero_stage: must be 0, 1, 2 or 3, got {tr.zero_stage}")
+        check_lora_base(tr.lora_rank, tr.lora_base_dtype)  # a quantized frozen base needs adapters
         # null: the runtime the ZeRO stage implies, resolved per layout (a sweep searches the stage)
         runtime_of(tr.framework or default_framework(tr.zero_stage), tr.bucket_bytes, tr.prefetch,
                    reduce_dtype=tr.reduce_dtype)
@@ -178,12 +184,19 @@ class Training:
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "threshold", "topk", "dgc", "powersgd",
                 "sfb")
 BATCHING = ("static", "continuous")  # inference.batching (:mod:`concurrency_model.serving.continuous_batching`)
+# inference.output_lengths and prompt_lengths: the laws of :mod:`concurrency_model.serving.output_lengths`
+LENGTH_LAWS = ("fixed", "uniform", "geometric")
+# inference.weight_dtype: the stored formats a served weight may take (:mod:`concurrency_model.serving.overheads`);
+# nf4, QLoRA's NormalFloat, is a frozen training base's (training.lora_base_dtype)
+WEIGHT_DTYPES = tuple(k for k in WEIGHT_BYTES if k != "nf4")
+SPECULATIVE_KEYS = ("draft", "tokens", "acceptance")  # inference.speculative (serving.speculative)
 CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tensor_layers": TENSOR_LAYERS,
            "recompute": ("none", "selective", "full"),
            "optimizer": tuple(RULES), "dtype": tuple(DTYPE_BYTES),
            "sync": ("allreduce", "parameter_server", "gossip"), "compression": COMPRESSIONS,
            "gossip_topology": TOPOLOGIES, "consistency": CONSISTENCY, "batch_norm": BATCH_NORM,
-           "lora_base_dtype": tuple(BASE_BYTES), "batching": BATCHING,
+           "lora_base_dtype": tuple(BASE_BYTES), "batching": BATCHING, "weight_dtype": WEIGHT_DTYPES,
+           "output_lengths": LENGTH_LAWS, "prompt_lengths": LENGTH_LAWS,
            "kv_dtype": KV_DTYPES, "framework": FRAMEWORKS,
            "loss": tuple(LOSSES), "fp8_recipe": FP8_RECIPES, "reduce_dtype": tuple(REDUCE_DTYPES),
            "moe_dispatcher": DISPATCHERS, "stage_split": STAGE_SPLITS}  # a field whose default is null may stay null
@@ -262,6 +275,10 @@ class Inference:
     def from_dict(cls, given) -> Inference:
         """The section from a file's object (``None``: every default), checked (``ValueError`` naming the field)."""
         out = _section(given, "inference", INFERENCE)  # positive integers, the CHOICES' names
+        parse_weight_sparsity(out["weight_sparsity"], out["weight_dtype"], out["dtype"])  # its format, not the device's
+        if out["speculative"] is not None:
+            out["speculative"] = check_speculative(out["speculative"])  # its object's shape, not its draft model
+        check_lengths_alone(out["output_lengths"], out["prompt_lengths"], out["speculative"])
         in_range("inference.host_overhead_s", out["host_overhead_s"])  # host seconds per kernel
         in_range("inference.price_per_gpu_hour", out["price_per_gpu_hour"], none_ok=True)
         out["currency"] = currency("inference.currency", out["currency"])  # the label of the cost columns
@@ -395,6 +412,86 @@ def _check_expert_overlap(par: Parallel) -> None:
                          "stages (parallel.interleave > 1), as Megatron-Core requires")
 
 
+def check_interleaved(schedule: str, microbatches: int, pipeline: int) -> None:
+    """``ValueError`` naming ``parallel.schedule`` where the interleaved schedule cannot run: it needs the
+    microbatches a multiple of the pipeline stages (Narayanan et al. 2021 §2.2.2, as
+    :func:`concurrency_model.parallel.pipeline.step_time` states it).
+
+    >>> check_interleaved("interleaved", 6, 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: parallel.schedule: interleaved needs the 6 microbatches to be a multiple of pipeline=4
+    """
+    if schedule == "interleaved" and microbatches % pipeline:
+        raise ValueError(f"parallel.schedule: interleaved needs the {microbatches} microbatches to be a multiple of "
+                         f"pipeline={pipeline}")
+
+
+def check_speculative(spec) -> dict:
+    """``inference.speculative``: ``{"draft": MODEL, "tokens": gamma >= 1, "acceptance": alpha in [0, 1]}``
+    (:mod:`concurrency_model.serving.speculative`, Leviathan et al. 2023 §3), a copy; ``ValueError`` naming the
+    field. The draft model itself is checked where it is built (``inference.speculative.draft``).
+
+    >>> check_speculative({"draft": "gpt2", "tokens": 4, "acceptance": 0.8})["tokens"]
+    4
+    >>> check_speculative({"draft": "gpt2", "tokens": 4})
+    Traceback (most recent call last):
+    ...
+    ValueError: inference.speculative.acceptance: missing; give draft, tokens, acceptance
+    """
+    where = "inference.speculative"
+    if not isinstance(spec, dict):
+        raise ValueError(f"{where}: expected an object with draft, tokens, acceptance")
+    missing = [k for k in SPECULATIVE_KEYS if k not in spec]
+    unknown = sorted(set(spec) - set(SPECULATIVE_KEYS))
+    if missing or unknown:
+        raise ValueError(f"{where}.{(missing or unknown)[0]}: {'missing' if missing else 'unknown field'}; "
+                         f"give {', '.join(SPECULATIVE_KEYS)}")
+    count(f"{where}.tokens", spec["tokens"])  # draft tokens an iteration
+    number(f"{where}.acceptance", spec["acceptance"], low_ok=True, high=1, high_ok=True)  # a probability
+    return dict(spec)
+
+
+def parse_weight_sparsity(value, weight_dtype: str | None, dtype: str):
+    """``inference.weight_sparsity`` parsed (:func:`concurrency_model.ops.sparse.parse_sparsity`: ``None``,
+    ``"2:4"`` or a fraction of zeros in [0, 1)), refused with a ``weight_dtype`` other than ``dtype`` (pruning and
+    weight-only quantization are not modelled together); whether the device has 2:4 sparse math is checked where
+    the device is known (:func:`concurrency_model.serving.overheads.check_weight_sparsity`).
+
+    >>> parse_weight_sparsity("2:4", None, "fp16"), parse_weight_sparsity(0.5, "fp16", "fp16")
+    ('2:4', 0.5)
+    >>> parse_weight_sparsity(0.5, "int4", "fp16")
+    Traceback (most recent call last):
+    ...
+    ValueError: inference.weight_sparsity: pruning with weight_dtype 'int4' is not modelled; give one of the two
+    """
+    if value is None:
+        return None
+    try:
+        s = parse_sparsity(value)
+    except ValueError as e:
+        raise ValueError(f"inference.weight_{e}") from None
+    if weight_dtype is not None and weight_dtype != dtype:
+        raise ValueError(f"inference.weight_sparsity: pruning with weight_dtype {weight_dtype!r} is not modelled; "
+                         "give one of the two")
+    return s
+
+
+def check_lengths_alone(output_lengths, prompt_lengths, speculative) -> None:
+    """``ValueError`` naming ``inference.output_lengths`` or ``inference.prompt_lengths`` when a law other than
+    ``fixed`` goes with speculative decoding (not modelled, :mod:`concurrency_model.serving.decoder`).
+
+    >>> check_lengths_alone("uniform", "fixed", None)
+    >>> check_lengths_alone("fixed", "geometric", {"draft": "gpt2", "tokens": 2, "acceptance": 0.5})
+    Traceback (most recent call last):
+    ...
+    ValueError: inference.prompt_lengths: unequal lengths with speculative decoding are not modelled
+    """
+    for k, law in (("output_lengths", output_lengths), ("prompt_lengths", prompt_lengths)):
+        if law != "fixed" and speculative is not None:
+            raise ValueError(f"inference.{k}: unequal lengths with speculative decoding are not modelled")
+
+
 def inference_section(raw: dict) -> Inference:
     """The scenario's ``inference`` object parsed, defaults filled in (``ValueError`` naming the field).
 
@@ -514,6 +611,8 @@ def load_scenario(spec) -> Scenario:
     par = Parallel.from_dict(raw.get("parallel"))
     tr = Training.from_dict(raw.get("training"))
     check_layout(par, tr)
+    if raw.get("inference") is not None:  # checked on load too, before a model or a device is read (infer keeps it)
+        Inference.from_dict(raw["inference"])
     cluster = load_cluster(raw.get("cluster", "dgx-a100"))
     try:
         cluster.device.peak(tr.dtype)  # the device must have math in this dtype

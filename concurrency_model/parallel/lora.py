@@ -173,15 +173,27 @@ class LoraMixin:
         return f, bw, f.total(), bw.total()
 
 
-def check_lora(rank: int, base_dtype: str | None, graph) -> None:
-    """``ValueError`` naming ``training.lora_rank`` for a model it does not apply to, or ``training.lora_base_dtype``
-    for an unknown format or one without adapters."""
+def check_lora_base(rank: int, base_dtype: str | None) -> None:
+    """``ValueError`` naming ``training.lora_base_dtype`` for an unknown format or one without adapters (the checks
+    that need no model, made when a scenario is loaded).
+
+    >>> check_lora_base(0, "nf4")
+    Traceback (most recent call last):
+    ...
+    ValueError: training.lora_base_dtype: a quantized frozen base goes with adapters (training.lora_rank)
+    """
     if base_dtype is not None:
         if base_dtype not in BASE_BYTES:
             raise ValueError(f"training.lora_base_dtype: unknown {base_dtype!r}; allowed: {', '.join(BASE_BYTES)}")
         if not rank:
             raise ValueError("training.lora_base_dtype: a quantized frozen base goes with adapters "
                              "(training.lora_rank)")
+
+
+def check_lora(rank: int, base_dtype: str | None, graph) -> None:
+    """``ValueError`` naming ``training.lora_rank`` for a model it does not apply to, or ``training.lora_base_dtype``
+    for an unknown format or one without adapters (:func:`check_lora_base`)."""
+    check_lora_base(rank, base_dtype)
     if not rank:
         return
     nodes = graph.layers()

@@ -119,7 +119,8 @@ from ..hardware.clusters import load_cluster
 from ..models.transformer import check_tensor_split
 from ..ops.routing import check_applies
 from ..parallel.memory import memory_per_device
-from ..scenario import INFERENCE, inference_section, load_scenario, read_scenario
+from ..scenario import (INFERENCE, check_lengths_alone, check_speculative, inference_section, load_scenario,
+                        read_scenario)
 from ..uncertainty import bands
 from ..units import dtype_bytes
 from .continuous_batching import (at_load, budget_slots, check_continuous, chunked, iteration, prompt_tokens,
@@ -131,7 +132,7 @@ from .overheads import (Comm, cache_bytes, check_layout, check_weight_sparsity, 
                         is_causal_decoder, kv_cache_bytes, model_graph, model_shape, served, weights_bytes,
                         workspace_bytes)
 from .queueing import erlang_c, mean_wait, wait_quantile
-from .speculative import Speculation, check as check_speculative
+from .speculative import Speculation
 
 
 @dataclass
@@ -254,9 +255,7 @@ def predict(model, cluster, batch: int, prompt_len: int, decode_len: int, dtype:
     t, p = tensor, pipeline
     if p > shape["layers"]:
         raise ValueError(f"parallel.pipeline: {p} stages exceed the {shape['layers']} transformer blocks")
-    for k, law in (("output_lengths", output_lengths), ("prompt_lengths", prompt_lengths)):
-        if law != "fixed" and speculative is not None:
-            raise ValueError(f"inference.{k}: unequal lengths with speculative decoding are not modelled")
+    check_lengths_alone(output_lengths, prompt_lengths, speculative)  # also made on load
     mean = dist.mean
     o = max(1, round(mean))  # a continuous slot's contexts and prompt share follow the mean length
     weight_sparsity = check_weight_sparsity(dev, dtype, weight_sparsity, weight_dtype)

@@ -22,8 +22,9 @@ import sympy as sp
 
 from ..checks import count
 from ..ops.attention import attention
+from ..scenario import check_speculative
 from .overheads import model_graph
-from .speculative import check as check_speculative, tokens_per_iteration
+from .speculative import tokens_per_iteration
 
 _L = sp.Symbol("L", positive=True, integer=True)
 

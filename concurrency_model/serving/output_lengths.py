@@ -21,8 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..checks import did_you_mean
-
-DISTRIBUTIONS = ("fixed", "uniform", "geometric")
+from ..scenario import LENGTH_LAWS as DISTRIBUTIONS  # the law's name is checked on load too
 
 
 @dataclass(frozen=True)

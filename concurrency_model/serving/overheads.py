@@ -16,15 +16,16 @@ from ..hardware.clusters import place
 from ..models import SEQUENCE_MODELS, get_model
 from ..models.transformer import is_lm_head
 from ..ops.routing import dispatch_imbalance
-from ..ops.sparse import INDEX_BYTES, METADATA_BITS, STRUCTURED, nnz_of, parse_sparsity
+from ..ops.sparse import INDEX_BYTES, METADATA_BITS, STRUCTURED, nnz_of
 from ..parallel.data_parallel import group_placement
 from ..timing.graph import matrix_copies, quantizable
 from ..timing.sparse import sparse_core
+from ..scenario import WEIGHT_DTYPES, parse_weight_sparsity
 from ..units import WEIGHT_BYTES as STORED_BYTES, dtype_bytes
 from .memo import memoized
 from .output_lengths import lengths
 
-WEIGHT_BYTES = {k: v for k, v in STORED_BYTES.items() if k != "nf4"}  # inference.weight_dtype -> bytes a weight
+WEIGHT_BYTES = {k: STORED_BYTES[k] for k in WEIGHT_DTYPES}  # inference.weight_dtype -> bytes a weight
 FREE = ("dropout",)  # the identity at inference
 
 
@@ -202,16 +203,9 @@ def check_weight_sparsity(dev, dtype: str, weight_sparsity, weight_dtype):
     """``inference.weight_sparsity`` checked and parsed: ``None``, ``"2:4"`` (the blocks' linear weights pruned
     2:4, their forward GEMMs on the sparse tensor cores: a device with a 2:4 rate for ``dtype``) or a fraction
     of zeros in [0, 1) (CSR products); not with weight-only quantization (the two are not modelled together).
-    ``ValueError`` naming the field."""
-    if weight_sparsity is None:
-        return None
-    try:
-        s = parse_sparsity(weight_sparsity)
-    except ValueError as e:
-        raise ValueError(f"inference.weight_{e}") from None
-    if weight_dtype is not None and weight_dtype != dtype:
-        raise ValueError(f"inference.weight_sparsity: pruning with weight_dtype {weight_dtype!r} is not modelled; "
-                         "give one of the two")
+    ``ValueError`` naming the field (the format and the pairing: :func:`concurrency_model.scenario.
+    parse_weight_sparsity`, also made on load; the device's 2:4 math here)."""
+    s = parse_weight_sparsity(weight_sparsity, weight_dtype, dtype)
     if s == STRUCTURED:
         try:
             sparse_core(dev, dtype)

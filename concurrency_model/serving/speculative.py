@@ -15,16 +15,14 @@ queries against the cache), both on the same devices with the same tensor and pi
 context of the request. Seconds per generated token = iteration / ``E``. The prefill runs the draft's prompt
 pass after the target's; memory holds both models' weights and KV caches. Not modelled: the rejection
 sampling itself (a few element-wise kernels), tree or multi-draft speculation, and an acceptance rate that
-varies with the position or the batch.
+varies with the position or the batch. The object's shape is checked when the scenario is loaded
+(:func:`concurrency_model.scenario.check_speculative`).
 """
 from __future__ import annotations
 
-from ..checks import count, number
 from ..models.transformer import check_tensor_split
 from .kernels import decode_step, prefill_pass
 from .overheads import model_graph, weights_bytes
-
-KEYS = ("draft", "tokens", "acceptance")
 
 
 def tokens_per_iteration(gamma: int, alpha: float) -> float:
@@ -36,23 +34,6 @@ def tokens_per_iteration(gamma: int, alpha: float) -> float:
     if alpha == 1:
         return float(gamma + 1)
     return round((1 - alpha ** (gamma + 1)) / (1 - alpha), 12)
-
-
-def check(spec) -> dict:
-    """``inference.speculative``: ``{"draft": MODEL, "tokens": gamma >= 1, "acceptance": alpha in [0, 1]}``;
-    ``ValueError`` naming the field."""
-    where = "inference.speculative"
-    if not isinstance(spec, dict):
-        raise ValueError(f"{where}: expected an object with draft, tokens, acceptance")
-    missing = [k for k in KEYS if k not in spec]
-    unknown = sorted(set(spec) - set(KEYS))
-    if missing or unknown:
-        raise ValueError(f"{where}.{(missing or unknown)[0]}: {'missing' if missing else 'unknown field'}; "
-                         f"give {', '.join(KEYS)}")
-    g, a = spec["tokens"], spec["acceptance"]
-    count(f"{where}.tokens", g)  # draft tokens an iteration
-    number(f"{where}.acceptance", a, low_ok=True, high=1, high_ok=True)  # a probability
-    return dict(spec)
 
 
 class Speculation:

@@ -79,7 +79,7 @@ from ..parallel.gossip import gossip_degree
 from ..parallel.host import host_per_kernel, host_seconds
 from ..parallel.lora import check_lora
 from ..parallel.runtime import default_framework, kernel_policies
-from ..scenario import CURRENCY, Scenario, Training, load_scenario
+from ..scenario import CURRENCY, Scenario, Training, check_interleaved, load_scenario
 from ..uncertainty import SAMPLES, band_of, draws
 from ..units import state_dtype
 from . import compose
@@ -459,8 +459,7 @@ def prepare(sc: Scenario) -> tuple:
     w.check_batch_norm(tr.batch_norm)
     if p > w.layer_count:
         raise ValueError(f"parallel.pipeline: {p} stages exceed the {w.layer_count} blocks the model can be cut into")
-    if schedule == "interleaved" and m % p:
-        raise ValueError(f"parallel.schedule: interleaved needs the {m} microbatches to be a multiple of pipeline={p}")
+    check_interleaved(schedule, m, p)  # also made on load; a Parallel built in code meets it here
     stage = w.stage(b, t, sp, rec, p, c, alg, e, host_per_kernel(w.dev, tr.host_overhead_s))
     # memory first: a configuration that does not fit is refused, not estimated
     state, mem = memory_at(sc, w, b, m)

@@ -2,9 +2,13 @@
 "Bad input"): the parallel, training, inference and run sections, field by field, with three wrong types each."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 
-from concurrency_model.scenario import INFERENCE, PARALLEL, RUN_FIELDS, TRAINING, load_scenario
+from concurrency_model.hardware.clusters import load_cluster
+from concurrency_model.scenario import (INFERENCE, PARALLEL, RUN_FIELDS, TRAINING, Inference, Parallel, Scenario,
+                                        Training, load_scenario)
 from concurrency_model.serving.decoder import infer
 
 WRONG = ([3, 4], {"a": 1}, "not-a-value")   # a list, an object and a string that is no field's choice
@@ -55,3 +59,93 @@ def test_every_inference_field_of_the_wrong_type_is_named(field, value):
     raw = {"model": "gpt2", "cluster": "dgx-a100",
            "inference": {"batch": 1, "prompt_len": 64, "decode_len": 8, field: value}}
     refused(lambda: infer(raw), f"inference.{field}")
+
+
+# -- the checks of a field's own value (or of one section's fields) are made on load, before any model is built -------
+SPEC = {"draft": "gpt2", "tokens": 4, "acceptance": 0.8}
+# (section, the section's object, the one-line message the old call site raised, unchanged)
+ON_LOAD = [
+    ("parallel", {"pipeline": 4, "interleave": 2, "schedule": "interleaved", "global_batch": 6},
+     "parallel.schedule: interleaved needs the 6 microbatches to be a multiple of pipeline=4"),
+    ("training", {"lora_base_dtype": "nf4"},
+     "training.lora_base_dtype: a quantized frozen base goes with adapters (training.lora_rank)"),
+    ("inference", {"weight_dtype": "int3"},
+     "inference.weight_dtype: unknown 'int3'; did you mean 'int8'?; allowed: fp32, fp16, bf16, fp8, int8, int4"),
+    ("inference", {"weight_dtype": "nf4"},
+     "inference.weight_dtype: unknown 'nf4'; allowed: fp32, fp16, bf16, fp8, int8, int4"),
+    ("inference", {"weight_sparsity": "3:4"},
+     "inference.weight_sparsity: '2:4' or a fraction of zeros in [0, 1), got '3:4'"),
+    ("inference", {"weight_sparsity": 1.0},
+     "inference.weight_sparsity: '2:4' or a fraction of zeros in [0, 1), got 1.0"),
+    ("inference", {"weight_sparsity": 0.5, "weight_dtype": "int4"},
+     "inference.weight_sparsity: pruning with weight_dtype 'int4' is not modelled; give one of the two"),
+    ("inference", {"speculative": "fast"},
+     "inference.speculative: expected an object with draft, tokens, acceptance"),
+    ("inference", {"speculative": {"draft": "gpt2", "tokens": 4}},
+     "inference.speculative.acceptance: missing; give draft, tokens, acceptance"),
+    ("inference", {"speculative": {**SPEC, "temperature": 1}},
+     "inference.speculative.temperature: unknown field; give draft, tokens, acceptance"),
+    ("inference", {"speculative": {**SPEC, "tokens": 0}},
+     "inference.speculative.tokens: must be a positive integer, got 0"),
+    ("inference", {"speculative": {**SPEC, "acceptance": 1.5}},
+     "inference.speculative.acceptance: must be a number in [0, 1], got 1.5"),
+    ("inference", {"output_lengths": "unifrom"},
+     "inference.output_lengths: unknown 'unifrom'; did you mean 'uniform'?; allowed: fixed, uniform, geometric"),
+    ("inference", {"prompt_lengths": "poisson"},
+     "inference.prompt_lengths: unknown 'poisson'; allowed: fixed, uniform, geometric"),
+    ("inference", {"output_lengths": "geometric", "speculative": SPEC},
+     "inference.output_lengths: unequal lengths with speculative decoding are not modelled"),
+    ("inference", {"prompt_lengths": "uniform", "speculative": SPEC},
+     "inference.prompt_lengths: unequal lengths with speculative decoding are not modelled"),
+]
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Every ``get_model`` the package's modules hold replaced by one that fails the test: a check that still
+    needed the model would build it."""
+    def built(*args, **kwargs):
+        raise AssertionError("a model was built")
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("concurrency_model") and callable(getattr(mod, "get_model", None)):
+            monkeypatch.setattr(mod, "get_model", built)
+
+
+@pytest.mark.parametrize("section, given, message", ON_LOAD, ids=[m.split(":")[0] + f"-{i}"
+                                                                    for i, (_, _, m) in enumerate(ON_LOAD)])
+def test_a_field_checked_on_load_before_any_model(section, given, message, no_model):
+    raw = {"model": "gpt2", "cluster": "dgx-a100", section: given}
+    with pytest.raises(ValueError) as e:
+        load_scenario(raw)
+    assert str(e.value) == message
+    with pytest.raises(ValueError) as e:   # the section's class alone
+        {"parallel": Parallel, "training": Training, "inference": Inference}[section].from_dict(given)
+    assert str(e.value) == message
+    if section == "inference":   # infer refuses it before it reads the model too
+        with pytest.raises(ValueError) as e:
+            infer(raw)
+    else:   # the Python API: a Scenario made from dicts
+        dicts = {"parallel": {}, "training": {}, section: given}
+        with pytest.raises(ValueError) as e:
+            Scenario("gpt2", load_cluster("dgx-a100"), dicts["parallel"], dicts["training"])
+    assert str(e.value) == message
+
+
+def test_the_moved_checks_pass_their_good_values(no_model):
+    """The values next to the refused ones load: the checks refuse only what they name."""
+    sc = load_scenario({"model": "gpt2", "parallel": {"pipeline": 4, "interleave": 2, "schedule": "interleaved",
+                                                      "global_batch": 8},
+                        "training": {"lora_rank": 8, "lora_base_dtype": "nf4"},
+                        "inference": {"weight_sparsity": "2:4", "weight_dtype": "fp16", "speculative": SPEC}})
+    assert (sc.microbatches, sc.training.lora_base_dtype) == (8, "nf4")
+    inf = Inference.from_dict({"weight_dtype": "int4", "output_lengths": "geometric", "prompt_lengths": "uniform",
+                               "weight_sparsity": None})
+    assert (inf.weight_dtype, inf.output_lengths, inf.prompt_lengths) == ("int4", "geometric", "uniform")
+
+
+@pytest.mark.parametrize("value", WRONG, ids=("list", "object", "string"))
+@pytest.mark.parametrize("field", list(INFERENCE))
+def test_every_inference_field_of_the_wrong_type_is_refused_by_its_class(field, value, no_model):
+    """The inference section's class alone names every field fed the wrong type (before: weight_dtype,
+    weight_sparsity, speculative, output_lengths and prompt_lengths waited for the model)."""
+    refused(lambda: Inference.from_dict({field: value}), f"inference.{field}")
