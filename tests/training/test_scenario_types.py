@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import pytest
 
 from concurrency_model.hardware.clusters import load_cluster
 from concurrency_model.scenario import (INFERENCE, PARALLEL, RUN_FIELDS, TRAINING, Inference, Parallel, Scenario,
                                         Training, load_scenario)
-from concurrency_model.serving.decoder import infer
+from concurrency_model.serving.decoder import infer, predict
+from concurrency_model.training.estimate import estimate
 
 WRONG = ([3, 4], {"a": 1}, "not-a-value")   # a list, an object and a string that is no field's choice
 
@@ -149,3 +151,25 @@ def test_every_inference_field_of_the_wrong_type_is_refused_by_its_class(field, 
     """The inference section's class alone names every field fed the wrong type (before: weight_dtype,
     weight_sparsity, speculative, output_lengths and prompt_lengths waited for the model)."""
     refused(lambda: Inference.from_dict({field: value}), f"inference.{field}")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"weight_dtype": "int3"}, ON_LOAD[2][2]),
+    ({"weight_sparsity": "3:4"}, ON_LOAD[4][2]),
+    ({"weight_sparsity": 0.5, "weight_dtype": "int4"}, ON_LOAD[6][2]),
+    ({"speculative": {"draft": "gpt2", "tokens": 4}}, ON_LOAD[8][2]),
+    ({"output_lengths": "geometric", "speculative": SPEC}, ON_LOAD[14][2]),
+], ids=("weight_dtype", "sparsity", "sparsity-pairing", "speculative", "lengths"))
+def test_the_python_api_below_the_file_refuses_with_the_same_message(kwargs, message):
+    """predict, which takes the fields as arguments (no file, no class), still makes the moved checks."""
+    with pytest.raises(ValueError) as e:
+        predict("gpt2", "dgx-a100", 1, 64, 8, "fp16", **kwargs)
+    assert str(e.value) == message
+
+
+def test_a_parallel_built_in_code_meets_the_interleaved_check_when_estimated():
+    sc = load_scenario({"model": "gpt2", "parallel": {"pipeline": 4, "global_batch": 8}})
+    bad = replace(sc, parallel=replace(sc.parallel, schedule="interleaved", interleave=2, global_batch=6))
+    with pytest.raises(ValueError) as e:
+        estimate(bad)
+    assert str(e.value) == ON_LOAD[0][2]
