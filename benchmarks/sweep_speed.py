@@ -11,7 +11,8 @@ the interpreter's start, the imports and the work): ``import concurrency_model``
 (:mod:`concurrency_model.compiled`, a temporary ``$CONCURRENCY_MODEL_CACHE_DIR``), then with that cache warm;
 and in this process ``estimate()`` after the first call and the sweep a second time. Targets: a warm-cache
 estimate process <= 0.5 s, an in-process estimate <= 1 ms, a warm-cache sweep process <= 1.5 x (its evaluation
-+ the import), the import <= 0.3 s. Beside them, the CPU seconds of a process that only imports what the estimate
++ the import of what it uses; the bare package's import gives a stricter bound, printed too), the import <= 0.3 s.
+Beside them, the CPU seconds of a process that only imports what the estimate
 command and the sweep use (sympy, numpy; pandas for the sweep), the floor of a warm process. For reference,
 Calculon (calculon-ai/calculon @ caa4b11f, README.md): "Run a single calculation for LLM (~1 sec)" and its
 execution optimizer "~1 min"; issue 41 measured it side by side at 438 configurations a second and 0.46 s a CLI
@@ -131,10 +132,17 @@ def first_answer() -> dict:
                                       "evaluated_per_s": round(again.evaluated_per_s),
                                       "feasible_per_s": round(again.feasible_per_s)},
            "calculon": CALCULON}
-    bound = 1.5 * (sw_warm["eval_s"] + bare)
+    # "the import" of issue 41's sweep target: when it was filed, ``import concurrency_model`` loaded every module a
+    # sweep needs (0.75 s); it now loads them on demand, so the import a sweep cannot do without is that of what it
+    # uses (sympy, numpy, pandas): the bound on it, and the stricter one on the bare package, both printed
+    bound = 1.5 * (sw_warm["eval_s"] + uses["sweep"])
+    strict = 1.5 * (sw_warm["eval_s"] + bare)
     out["targets"] = {"estimate process, warm cache <= 0.5 s": est_warm <= 0.5,
                       "estimate in process <= 1 ms": est_in <= 1e-3,
-                      f"sweep process, warm cache <= 1.5 x (eval + import) = {bound:.3f} s": sw_warm["cpu_s"] <= bound,
+                      f"sweep process, warm cache <= 1.5 x (eval + import of what it uses) = {bound:.3f} s":
+                          sw_warm["cpu_s"] <= bound,
+                      f"(stricter) sweep process <= 1.5 x (eval + bare import) = {strict:.3f} s":
+                          sw_warm["cpu_s"] <= strict,
                       "import <= 0.3 s": bare <= 0.3}
     return out
 
