@@ -78,6 +78,7 @@ from ..parallel.data_parallel import GRAD_BYTES
 from ..parallel.gossip import gossip_degree
 from ..parallel.host import host_per_kernel, host_seconds
 from ..parallel.lora import check_lora
+from ..parallel.pipeline import p2p_scatter_gather
 from ..parallel.runtime import default_framework, kernel_policies
 from ..scenario import CURRENCY, Scenario, Training, load_scenario
 from ..uncertainty import SAMPLES, band_of, draws
@@ -538,6 +539,18 @@ def batch_region(sc: Scenario, w, key: tuple) -> BatchRegion:
     return region(par.global_batch, tr.max_global_batch, par.global_batch // d, rate, fits, unit)
 
 
+def runtime_name(sync: tuple, zero: int) -> str:
+    """The runtime a :func:`sync_of` tuple names (its ``runtime`` entry's framework, null: the one ZeRO stage ``zero``
+    implies, :func:`.runtime.default_framework`); ``ideal`` for a tuple without a runtime.
+
+    >>> runtime_name(("allreduce", 0, "none"), 0), runtime_name(("allreduce", 0, "none", "ring", (None,)), 0)
+    ('ideal', 'megatron')
+    """
+    if len(sync) < 5:
+        return "ideal"
+    return sync[4][0] or default_framework(zero)
+
+
 def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: int, m, v, zero: int, state_bytes,
                 seconds=None, comm=None, optimizer=None, sync: tuple = ("allreduce", 0, "none"),
                 host: float | None = None, host_wait=None, consistency: dict | None = None,
@@ -563,7 +576,8 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
     dp = w.data_parallel(t, p, d * c, *sync, e=stage.get("e", 1), zero=zero)
     bn = w.batch_norm_sync(stage["bn_channels"], t, d) if batch_norm == "sync" else ZERO_TRIPLE
     triples = {**{k: stage[k] for k in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r")}, **dp,
-               "p2p": w.p2p(b, t, sp, rec, p, d, c, alg, host_per_kernel(w.dev, host)), "bn_f": bn, "bn_b": bn,
+               "p2p": w.p2p(b, t, sp, rec, p, d, c, alg, host_per_kernel(w.dev, host),
+                            p2p_scatter_gather(runtime_name(sync, zero))), "bn_f": bn, "bn_b": bn,
                "bn_r": bn if rec == "full" else ZERO_TRIPLE}
     h_f, h_b = (host_wait or (lambda st: host_seconds(st, w.dev, host)))(stage)
     return assemble(seconds(stage["f"]), seconds(stage["b"]), seconds(stage["r"]), triples, comm, zero, p, m, v,
