@@ -52,16 +52,17 @@ T_B = sp.Symbol("t_b", nonnegative=True)  # backward of one microbatch on the sl
 T_P2P = sp.Symbol("t_p2p", nonnegative=True)  # one stage-to-stage activation (or gradient) transfer, s
 T_W = sp.Symbol("t_w", nonnegative=True)  # the weight-gradient part of T_B (zb-h1), s
 
-#: runtimes whose pipeline p2p splits each tensor-parallel rank's send into ``1 / t`` and all-gathers it on the receiving
-#: stage's tensor group (the scatter/gather optimisation of Narayanan et al. 2021 §4.1; Megatron-DeepSpeed @ 2255b617,
-#: ``megatron/p2p_communication.py``: ``split_tensor_into_1d_equal_chunks`` before the send and
+#: runtimes whose pipeline p2p splits each tensor-parallel rank's send into ``1 / t`` and all-gathers it on the
+#: receiving stage's tensor group (the scatter/gather optimisation of Narayanan et al. 2021 §4.1; Megatron-DeepSpeed
+#: @ 2255b617, ``megatron/p2p_communication.py``: ``split_tensor_into_1d_equal_chunks`` before the send and
 #: ``gather_split_1d_tensor`` after it, on unless ``--no-scatter-gather-tensors-in-pipeline``). Empty: the same file
 #: calls ``synchronize()`` after every exchange, which exposes each microbatch's transfers in the 1F1B steady state;
 #: the step formula (``2(p - 1) t_p2p``) does not take that yet, and the split alone makes Megatron's 2021 README rows
 #: (median APE 5.0 -> 5.2%) and Narayanan et al.'s Table 2 (6.5 -> 6.6%) worse, so it waits for the exposure [D].
 SCATTER_GATHER_RUNTIMES: tuple[str, ...] = ()
 
-__all__ = ["SCHEDULES", "SCATTER_GATHER_RUNTIMES", "p2p_scatter_gather", "partition", "partition_graph", "step_time_expr", "step_time", "bubble_time",
+__all__ = ["SCHEDULES", "SCATTER_GATHER_RUNTIMES", "p2p_scatter_gather",
+           "partition", "partition_graph", "step_time_expr", "step_time", "bubble_time",
            "bubble_fraction", "bubble_fraction_of_step", "in_flight_microbatches", "timeline",
            "plot_timeline", "T_F", "T_B", "T_P2P", "T_W"]
 
