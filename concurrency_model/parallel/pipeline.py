@@ -34,6 +34,7 @@ from __future__ import annotations
 import numbers
 from typing import TYPE_CHECKING
 
+import numpy as np
 import sympy as sp
 
 from .. import symbols as S
@@ -52,9 +53,68 @@ T_B = sp.Symbol("t_b", nonnegative=True)  # backward of one microbatch on the sl
 T_P2P = sp.Symbol("t_p2p", nonnegative=True)  # one stage-to-stage activation (or gradient) transfer, s
 T_W = sp.Symbol("t_w", nonnegative=True)  # the weight-gradient part of T_B (zb-h1), s
 
-__all__ = ["SCHEDULES", "partition", "partition_graph", "step_time_expr", "step_time", "bubble_time",
+#: runtimes that exchange pipeline activations as Megatron's ``_communicate`` does (Megatron-DeepSpeed @ 2255b617,
+#: ``megatron/p2p_communication.py``; Megatron-LM's of 2021 the same): each tensor-parallel rank sends ``1 / t`` of a
+#: replicated boundary activation and the receiving stage all-gathers the pieces over its tensor group (the
+#: scatter/gather optimisation of Narayanan et al. 2021 §4.1: ``split_tensor_into_1d_equal_chunks`` before the send,
+#: ``gather_split_1d_tensor`` after it, on unless ``--no-scatter-gather-tensors-in-pipeline``), and every exchange
+#: blocks: ``req.wait()`` on each ``batch_isend_irecv`` request, then ``synchronize()`` of the device ("to protect
+#: against race condition"), so no transfer overlaps a microbatch's compute (:func:`blocking_p2p_factor`)
+MEGATRON_P2P_RUNTIMES: tuple[str, ...] = ("megatron",)
+
+__all__ = ["SCHEDULES", "MEGATRON_P2P_RUNTIMES", "p2p_scatter_gather", "p2p_blocking", "blocking_p2p_factor",
+           "partition", "partition_graph", "step_time_expr", "step_time", "bubble_time",
            "bubble_fraction", "bubble_fraction_of_step", "in_flight_microbatches", "timeline",
            "plot_timeline", "T_F", "T_B", "T_P2P", "T_W"]
+
+
+def p2p_scatter_gather(framework: str) -> bool:
+    """Whether ``training.framework`` sends a pipeline boundary activation scattered over the tensor-parallel ranks:
+    each of the ``t`` ranks sends its ``1 / t`` of the tensor to its peer on the next stage, which all-gathers
+    the ``t`` pieces over the tensor group (Narayanan et al. 2021 §4.1, "scatter/gather communication
+    optimization"; Megatron-DeepSpeed @ 2255b617 ``megatron/p2p_communication.py``, the default): the runtimes of
+    :data:`MEGATRON_P2P_RUNTIMES`. The ideal model, DeepSpeed's pipeline engine and FSDP send the whole tensor [D].
+
+    >>> p2p_scatter_gather("megatron"), p2p_scatter_gather("ideal")
+    (True, False)
+    """
+    return framework in MEGATRON_P2P_RUNTIMES
+
+
+def p2p_blocking(framework: str) -> bool:
+    """Whether ``training.framework`` blocks on every pipeline exchange (waits for its requests and synchronises the
+    device, Megatron-DeepSpeed @ 2255b617 ``megatron/p2p_communication.py`` ``_communicate``): the runtimes of
+    :data:`MEGATRON_P2P_RUNTIMES`; the step then pays :func:`blocking_p2p_factor` times the transfers of the ideal
+    schedule.
+
+    >>> p2p_blocking("megatron"), p2p_blocking("fsdp")
+    (True, False)
+    """
+    return framework in MEGATRON_P2P_RUNTIMES
+
+
+def blocking_p2p_factor(p, m, v=1):
+    """How many times the ideal schedule's stage-to-stage transfers a step pays when every exchange blocks.
+
+    The ideal 1F1B step has ``2(p - 1)`` transfers on its critical path (fill and drain), the others overlapping
+    compute (:func:`step_time_expr`). When each exchange blocks until it is done (:func:`p2p_blocking`), a stage's
+    steady state is forward, exchange, backward, exchange (Megatron's 1F1B: ``send_forward_recv_backward`` after
+    each forward, ``send_backward_recv_forward`` after each backward), so each of its ``m`` forward and backward
+    passes adds one transfer: ``2(m + p - 1)`` in all [D: the transfers of the fill and those of the steady state
+    add], ``(m + p - 1) / (p - 1)`` times the ideal's. 1 for one stage (no transfer) and for the interleaved schedule
+    (``v > 1``): Megatron-LM overlaps its transfers there by default (NVIDIA/Megatron-LM @ d98e8a6,
+    ``megatron/training/arguments.py``: ``--no-overlap-p2p-communication`` stores False into ``overlap_p2p_comm``,
+    which only a non-interleaved schedule turns off; ``argument_utils.py``: ``batch_p2p_comm = not
+    overlap_p2p_comm``; ``megatron/core/pipeline_parallel/p2p_communication.py``: ``torch.cuda.synchronize()`` only
+    with ``batch_p2p_comm and batch_p2p_sync``). Numbers, numpy arrays (per layout) and sympy expressions in ``m``.
+
+    >>> blocking_p2p_factor(4, 8), blocking_p2p_factor(4, 8, 2), blocking_p2p_factor(1, 8)
+    (3.6666666666666665, 1, 1)
+    """
+    n = p - 1
+    if isinstance(p, np.ndarray) or isinstance(v, np.ndarray):
+        return np.where(np.asarray(v) == 1, (m + n) / np.maximum(n, 1), 1.0)
+    return (m + n) / n if v == 1 and n > 0 else 1
 
 
 # -- closed forms -------------------------------------------------------------------------------------

@@ -35,11 +35,12 @@ from ..checks import number
 from ..ops.routing import check_applies
 from ..parallel import allocator
 from ..parallel.lora import check_lora
+from ..parallel.pipeline import p2p_blocking, p2p_scatter_gather
 from ..parallel.runtime import default_framework, kernel_policies
 from ..progress import Progress
 from ..scenario import load_scenario, read_scenario
 from ..training import compose
-from ..training.estimate import assemble, consistency_of, host_per_kernel, host_seconds, sync_of
+from ..training.estimate import assemble, consistency_of, host_per_kernel, host_seconds, runtime_name, sync_of
 from ..training.workload import (MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, model_key, stable_model, transformer_shape,
                                  workload)
 from .result import SCALES, SweepResult
@@ -359,9 +360,11 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict,
     # the layout's own recompute and ZeRO stage (a runtime that gathers again for the recomputed forward)
     dp = [w.data_parallel(k[1], k[4], d * k[5], *sync[:5], k[3], e=k[7], zero=z) for k, d, z in zip(keys, ds, zs)]
     out = {"at": at, "tables": tables, "tp": tp, "cp": cp, "state": state,
-           "p2p": np.array([w.p2p(*k[:5], d, *k[5:7], host) for k, d in zip(keys, ds)]).reshape(-1, 3),
+           "p2p": np.array([w.p2p(*k[:5], d, *k[5:7], host, p2p_scatter_gather(runtime_name(sync, z)))
+                            for k, d, z in zip(keys, ds, zs)]).reshape(-1, 3),
            "p": lay["pipeline"].to_numpy(dtype=float), "m": lay["microbatches"].to_numpy(dtype=float),
-           "v": lay["interleave"].to_numpy(dtype=float), "opt_w": w}
+           "v": lay["interleave"].to_numpy(dtype=float), "opt_w": w,
+           "p2p_blocks": np.array([float(p2p_blocking(runtime_name(sync, z))) for z in zs])}
     for c in ("ar", "rs", "ag", "agb", "x_dp", "last_ar", "last_rs"):
         out[c] = np.array([x[c] for x in dp]).reshape(-1, 3)
     bn = np.array([w.batch_norm_sync(bn_channels[n], k[1], d) if batch_norm == "sync" else ZERO_TRIPLE
@@ -399,4 +402,4 @@ def _inputs(f: dict, i: np.ndarray, zero: int, scales: dict) -> dict:
     return assemble(f["tables"]["f"][at], f["tables"]["b"][at], f["tables"]["r"][at], triples, comm, zero,
                     f["p"][i, None], f["m"][i, None], f["v"][i, None], opt, f["kappa"][i, None], c_cf, c_cb,
                     f["tables"]["h_f"][at], f["tables"]["h_b"][at], cons["straggle"][i, None],
-                    cons["sync_frac"][i, None], cons["exposed"], f["tables"]["w"][at])
+                    cons["sync_frac"][i, None], cons["exposed"], f["tables"]["w"][at], f["p2p_blocks"][i, None])

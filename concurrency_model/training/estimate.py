@@ -78,6 +78,7 @@ from ..parallel.data_parallel import GRAD_BYTES
 from ..parallel.gossip import gossip_degree
 from ..parallel.host import host_per_kernel, host_seconds
 from ..parallel.lora import check_lora
+from ..parallel.pipeline import blocking_p2p_factor, p2p_blocking, p2p_scatter_gather
 from ..parallel.runtime import default_framework, kernel_policies
 from ..scenario import CURRENCY, Scenario, Training, check_interleaved, load_scenario
 from ..uncertainty import SAMPLES, band_of, draws
@@ -537,6 +538,18 @@ def batch_region(sc: Scenario, w, key: tuple) -> BatchRegion:
     return region(par.global_batch, tr.max_global_batch, par.global_batch // d, rate, fits, unit)
 
 
+def runtime_name(sync: tuple, zero: int) -> str:
+    """The runtime a :func:`sync_of` tuple names (its ``runtime`` entry's framework, null: the one ZeRO stage ``zero``
+    implies, :func:`.runtime.default_framework`); ``ideal`` for a tuple without a runtime.
+
+    >>> runtime_name(("allreduce", 0, "none"), 0), runtime_name(("allreduce", 0, "none", "ring", (None,)), 0)
+    ('ideal', 'megatron')
+    """
+    if len(sync) < 5:
+        return "ideal"
+    return sync[4][0] or default_framework(zero)
+
+
 def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: int, m, v, zero: int, state_bytes,
                 seconds=None, comm=None, optimizer=None, sync: tuple = ("allreduce", 0, "none"),
                 host: float | None = None, host_wait=None, consistency: dict | None = None,
@@ -562,27 +575,34 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
     dp = w.data_parallel(t, p, d * c, *sync, e=stage.get("e", 1), zero=zero)
     bn = w.batch_norm_sync(stage["bn_channels"], t, d) if batch_norm == "sync" else ZERO_TRIPLE
     triples = {**{k: stage[k] for k in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r")}, **dp,
-               "p2p": w.p2p(b, t, sp, rec, p, d, c, alg, host_per_kernel(w.dev, host)), "bn_f": bn, "bn_b": bn,
+               "p2p": w.p2p(b, t, sp, rec, p, d, c, alg, host_per_kernel(w.dev, host),
+                            p2p_scatter_gather(runtime_name(sync, zero))), "bn_f": bn, "bn_b": bn,
                "bn_r": bn if rec == "full" else ZERO_TRIPLE}
     h_f, h_b = (host_wait or (lambda st: host_seconds(st, w.dev, host)))(stage)
     return assemble(seconds(stage["f"]), seconds(stage["b"]), seconds(stage["r"]), triples, comm, zero, p, m, v,
                     optimizer(state_bytes), dp["kappa"], c_cf, c_cb, h_f, h_b, **(consistency or {}),
-                    c_w=seconds(stage["w"]))
+                    c_w=seconds(stage["w"]), p2p_blocks=p2p_blocking(runtime_name(sync, zero)))
 
 
 def assemble(c_f, c_b, c_r, triples: dict, comm, zero: int, p, m, v, opt, kappa, c_cf, c_cb, h_f=0.0, h_b=0.0,
-             straggle=0.0, sync_frac=1.0, exposed: bool = False, c_w=0.0) -> dict:
+             straggle=0.0, sync_frac=1.0, exposed: bool = False, c_w=0.0, p2p_blocks=False) -> dict:
     """The inputs of :func:`.compose.step_fn` from a stage's compute seconds and its communication
     ``triples`` (``tp_f, tp_b, tp_r, ep_f, ep_b, ep_r, bn_f, bn_b, bn_r, p2p, ar, rs, ag, last_ar, last_rs``)
     priced by ``comm``, the host issue seconds ``h_f``, ``h_b`` (:func:`host_seconds`) and the consistency factors
     (:func:`consistency_of`; ``exposed``: the whole allreduce is exposed, as its last bucket; ``c_w``: the
-    weight-gradient seconds inside ``c_b``, :mod:`.compose`): shared by
+    weight-gradient seconds inside ``c_b``, :mod:`.compose`; ``p2p_blocks``: the runtime blocks on every pipeline
+    exchange, :func:`.pipeline.p2p_blocking`, a bool or, from a sweep, an array of 0 / 1 per layout): shared by
     :func:`step_inputs` (one layout) and :mod:`concurrency_model.sweep` (arrays of layouts)."""
+    t_p2p = comm(triples["p2p"])
+    if isinstance(p2p_blocks, np.ndarray):
+        t_p2p = np.where(p2p_blocks > 0, t_p2p * blocking_p2p_factor(p, m, v), t_p2p)
+    elif p2p_blocks:
+        t_p2p = t_p2p * blocking_p2p_factor(p, m, v)
     return {"h_f": h_f, "h_b": h_b, "c_f": c_f, "c_b": c_b, "c_w": c_w,
             "c_r": c_r + comm(triples["tp_r"]) + comm(triples["ep_r"]) + comm(triples["bn_r"]),
             "c_tf": comm(triples["tp_f"]), "c_tb": comm(triples["tp_b"]), "c_ef": comm(triples["ep_f"]),
             "c_eb": comm(triples["ep_b"]), "c_nf": comm(triples["bn_f"]), "c_nb": comm(triples["bn_b"]),
-            "c_cf": c_cf, "c_cb": c_cb, "t_p2p": comm(triples["p2p"]),
+            "c_cf": c_cf, "c_cb": c_cb, "t_p2p": t_p2p,
             "p": p, "m": m, "v": v, "ar": comm(triples["ar"]), "rs": comm(triples["rs"]), "ag": comm(triples["ag"]),
             "agb": comm(triples["agb"]), "x_dp": comm(triples["x_dp"]),
             "last": comm(triples["ar"] if exposed else triples["last_ar"] if zero == 0 else triples["last_rs"]),

@@ -507,21 +507,32 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
 
     @lru_cache(maxsize=None)
     def p2p(self, b: int, t: int, sp: bool, recompute: str, p: int, d: int, c: int = 1, algorithm: str = "ring",
-            host: float = 0.0):
+            host: float = 0.0, scatter_gather: bool = False):
         """Triple of the boundary activation sent point to point between stages per microbatch (Narayanan
         et al. 2021 §3.2; with context parallelism each device sends its ``s / c`` tokens, with sequence
         parallelism or a channel split its ``1 / t`` share); stages that fill whole nodes talk across the
-        network. ``host``: as :meth:`stage` (the same partition)."""
+        network. ``host``: as :meth:`stage` (the same partition). ``scatter_gather``: the runtime sends each
+        tensor-parallel rank's ``1 / t`` of a replicated activation and the receiving stage all-gathers the pieces
+        over its tensor group (:func:`.pipeline.p2p_scatter_gather`, Narayanan et al. 2021 §4.1), the all-gather
+        priced as :func:`.triples.collective_triple` prices it and added after the send (its intra-node seconds
+        then share the triple's max with a send across the network [D])."""
         if p == 1:
             return ZERO_TRIPLE
         numel = self.stage(b, t, sp, recompute, p, c, algorithm, host=host)["boundary_numel"]
-        nbytes = b * numel * self.vb / (t if sp or self.channel_split else 1)
+        full = b * numel * self.vb
+        split = sp or self.channel_split
+        gather = scatter_gather and t > 1 and not split
+        nbytes = full / (t if split or gather else 1)
         cl = self.cluster
         if t * d * c >= cl.domain_gpus:  # a stage fills NVLink domains: its neighbour is across the network
             alpha, beta = place(cl, 2, 1).inter
-            return (alpha, 0.0, nbytes * beta)
-        alpha, beta = place(cl, 2, 2).intra
-        return (alpha, nbytes * beta, 0.0)
+            send = (alpha, 0.0, nbytes * beta)
+        else:
+            alpha, beta = place(cl, 2, 2).intra
+            send = (alpha, nbytes * beta, 0.0)
+        if not gather:
+            return send
+        return add_triples(send, collective_triple("allgather", full, t, cl, min(t, cl.domain_gpus)))
 
     def optimizer_seconds(self, state_bytes, s_mem_bw=1.0, s_launch=1.0):
         """The optimizer step: one memory-bound pass reading and writing the device's model state
