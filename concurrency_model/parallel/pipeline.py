@@ -61,8 +61,13 @@ T_W = sp.Symbol("t_w", nonnegative=True)  # the weight-gradient part of T_B (zb-
 #: blocks: ``req.wait()`` on each ``batch_isend_irecv`` request, then ``synchronize()`` of the device ("to protect
 #: against race condition"), so no transfer overlaps a microbatch's compute (:func:`blocking_p2p_factor`)
 MEGATRON_P2P_RUNTIMES: tuple[str, ...] = ("megatron",)
+#: the schedules Megatron runs (NVIDIA/Megatron-LM @ d98e8a6 ``megatron/core/pipeline_parallel/schedules.py``:
+#: ``forward_backward_pipelining_without_interleaving``, 1F1B, and ``..._with_interleaving``) and ZB-H1, whose
+#: implementation is a fork of Megatron-LM (Qi et al. 2024, sail-sg/zero-bubble-pipeline-parallelism, as recalled);
+#: GPipe's and PipeDream's are other runtimes' (torchgpipe, PipeDream), whose exchanges this model does not block
+MEGATRON_SCHEDULES: tuple[str, ...] = ("1f1b", "interleaved", "zb-h1")
 
-__all__ = ["SCHEDULES", "MEGATRON_P2P_RUNTIMES", "p2p_scatter_gather", "p2p_blocking", "blocking_p2p_factor",
+__all__ = ["SCHEDULES", "MEGATRON_P2P_RUNTIMES", "MEGATRON_SCHEDULES", "p2p_scatter_gather", "p2p_blocking", "blocking_p2p_factor",
            "partition", "partition_graph", "step_time_expr", "step_time", "bubble_time",
            "bubble_fraction", "bubble_fraction_of_step", "in_flight_microbatches", "timeline",
            "plot_timeline", "T_F", "T_B", "T_P2P", "T_W"]
@@ -81,16 +86,16 @@ def p2p_scatter_gather(framework: str) -> bool:
     return framework in MEGATRON_P2P_RUNTIMES
 
 
-def p2p_blocking(framework: str) -> bool:
-    """Whether ``training.framework`` blocks on every pipeline exchange (waits for its requests and synchronises the
-    device, Megatron-DeepSpeed @ 2255b617 ``megatron/p2p_communication.py`` ``_communicate``): the runtimes of
-    :data:`MEGATRON_P2P_RUNTIMES`; the step then pays :func:`blocking_p2p_factor` times the transfers of the ideal
-    schedule.
+def p2p_blocking(framework: str, schedule: str = "1f1b") -> bool:
+    """Whether ``training.framework`` blocks on every pipeline exchange of ``schedule`` (waits for its requests and
+    synchronises the device, Megatron-DeepSpeed @ 2255b617 ``megatron/p2p_communication.py`` ``_communicate``): the
+    runtimes of :data:`MEGATRON_P2P_RUNTIMES` on the schedules of :data:`MEGATRON_SCHEDULES`; the step then pays
+    :func:`blocking_p2p_factor` times the transfers of the ideal schedule.
 
-    >>> p2p_blocking("megatron"), p2p_blocking("fsdp")
-    (True, False)
+    >>> p2p_blocking("megatron"), p2p_blocking("fsdp"), p2p_blocking("megatron", "gpipe")
+    (True, False, False)
     """
-    return framework in MEGATRON_P2P_RUNTIMES
+    return framework in MEGATRON_P2P_RUNTIMES and schedule in MEGATRON_SCHEDULES
 
 
 def blocking_p2p_factor(p, m, v=1):

@@ -364,7 +364,8 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict,
                             for k, d, z in zip(keys, ds, zs)]).reshape(-1, 3),
            "p": lay["pipeline"].to_numpy(dtype=float), "m": lay["microbatches"].to_numpy(dtype=float),
            "v": lay["interleave"].to_numpy(dtype=float), "opt_w": w,
-           "p2p_blocks": np.array([float(p2p_blocking(runtime_name(sync, z))) for z in zs])}
+           "p2p_blocks": np.array([float(p2p_blocking(runtime_name(sync, z), s))
+                                   for z, s in zip(zs, lay["schedule"])])}
     for c in ("ar", "rs", "ag", "agb", "x_dp", "last_ar", "last_rs"):
         out[c] = np.array([x[c] for x in dp]).reshape(-1, 3)
     bn = np.array([w.batch_norm_sync(bn_channels[n], k[1], d) if batch_norm == "sync" else ZERO_TRIPLE

@@ -279,7 +279,7 @@ def band_inputs(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | 
                        lambda tr: triple_seconds(tr, i, e), lambda st: w.optimizer_seconds(st, b, la),
                        sync=sync_of(sc), host=sc.training.host_overhead_s,
                        consistency=consistency_of(sc.training, sc.parallel.data * sc.parallel.context),
-                       batch_norm=sc.training.batch_norm)
+                       batch_norm=sc.training.batch_norm, schedule=sc.parallel.schedule)
 
 
 def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | None = None) -> tuple[float, float]:
@@ -336,7 +336,7 @@ def prepared(sc: Scenario) -> dict:
             par, tr = sc.parallel, sc.training
             inputs = step_inputs(w, stage, *key, state, sync=sync_of(sc), host=tr.host_overhead_s,
                                  consistency=consistency_of(tr, par.data * par.context),
-                                 batch_norm=tr.batch_norm)
+                                 batch_norm=tr.batch_norm, schedule=par.schedule)
             b = par.microbatch_size
             shape = transformer_shape(w.graph(b))
             numbers = {"inputs": inputs, "memory": mem, "stages": stage["stages"],
@@ -553,7 +553,7 @@ def runtime_name(sync: tuple, zero: int) -> str:
 def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: int, m, v, zero: int, state_bytes,
                 seconds=None, comm=None, optimizer=None, sync: tuple = ("allreduce", 0, "none"),
                 host: float | None = None, host_wait=None, consistency: dict | None = None,
-                batch_norm: str = "local") -> dict:
+                batch_norm: str = "local", schedule: str = "1f1b") -> dict:
     """Inputs of :func:`.compose.step_fn` for one layout of workload ``w``: kernel parts become seconds
     through ``seconds`` (default: on the nominal device), communication triples through ``comm`` (default
     :func:`.features.triple_seconds`) and the optimizer's state bytes through ``optimizer`` (default
@@ -561,7 +561,8 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
     seconds per kernel (:func:`host_per_kernel`); ``host_wait``: the stage's host issue seconds (default
     :func:`host_seconds`; :mod:`.sensitivity` passes symbolic ones); ``consistency``: :func:`consistency_of`
     (default: synchronous, no stragglers); ``batch_norm``: ``local`` or ``sync`` (the stage's batch-norm
-    all-reduces in both passes, and again in a fully recomputed forward)."""
+    all-reduces in both passes, and again in a fully recomputed forward); ``schedule``: the pipeline schedule (whether
+    the runtime's exchanges block, :func:`.pipeline.p2p_blocking`)."""
     seconds = seconds or (lambda parts: parts.seconds())
     comm = comm or triple_seconds
     optimizer = optimizer or w.optimizer_seconds
@@ -581,7 +582,7 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
     h_f, h_b = (host_wait or (lambda st: host_seconds(st, w.dev, host)))(stage)
     return assemble(seconds(stage["f"]), seconds(stage["b"]), seconds(stage["r"]), triples, comm, zero, p, m, v,
                     optimizer(state_bytes), dp["kappa"], c_cf, c_cb, h_f, h_b, **(consistency or {}),
-                    c_w=seconds(stage["w"]), p2p_blocks=p2p_blocking(runtime_name(sync, zero)))
+                    c_w=seconds(stage["w"]), p2p_blocks=p2p_blocking(runtime_name(sync, zero), schedule))
 
 
 def assemble(c_f, c_b, c_r, triples: dict, comm, zero: int, p, m, v, opt, kappa, c_cf, c_cb, h_f=0.0, h_b=0.0,
@@ -648,7 +649,7 @@ def step_expression(scenario) -> tuple[sp.Expr, dict]:
     inputs = step_inputs(w, stage, b, t, spar, rec, p, d, s["m"], v, zero, state, seconds, comm, optimizer,
                          sync=sync_of(sc), host=sc.training.host_overhead_s, host_wait=host_wait,
                          consistency=consistency_of(sc.training, d * sc.parallel.context),
-                         batch_norm=sc.training.batch_norm)
+                         batch_norm=sc.training.batch_norm, schedule=sc.parallel.schedule)
     expr = compose.step_expressions(sc.parallel.schedule, zero, sc.training.overlap)["step"]
     expr = expr.xreplace({compose.SYMBOLS[k]: sp.sympify(x) for k, x in inputs.items()})
     values = {sym: (m if k == "m" else 1) for k, sym in s.items()}
