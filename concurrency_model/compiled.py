@@ -146,7 +146,11 @@ def _generate(args: list, exprs, cse: bool) -> str:
     # the printer lambdify builds for modules="numpy" (sympy/utilities/lambdify.py), kept to read its imports
     printer = NumPyPrinter({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": True,
                             "user_functions": {}})
-    f = sp.lambdify(args, exprs, "numpy", printer=printer, cse=cse)
+    # docstring_limit=0 (sympy >= 1.13): no docstring, which prints every expression with str (about a quarter of
+    # lambdify's time on the estimate's functions; sympy 1.14 sympy/utilities/lambdify.py, the "Apply the docstring"
+    # block); the generated source is the same
+    quiet = {"docstring_limit": 0} if "docstring_limit" in inspect.signature(sp.lambdify).parameters else {}
+    f = sp.lambdify(args, exprs, "numpy", printer=printer, cse=cse, **quiet)
     body = inspect.getsource(f)
     imports = [f"from {mod} import {', '.join(sorted(names))}" for mod, names in sorted(printer.module_imports.items())]
     return "\n".join(imports) + "\n" + body
