@@ -8,7 +8,6 @@ measurements after ``data/SOURCES.md``.
 from __future__ import annotations
 
 import html as _html
-import os
 import re
 import textwrap
 
@@ -72,14 +71,10 @@ def source_of(dataset: str) -> tuple[str, str]:
     return "see data/SOURCES.md", "see data/SOURCES.md"
 
 
-def validation_rows(quick: bool = True, workers: int | None = None) -> pd.DataFrame:
-    """:func:`concurrency_model.validate.registry.validate` of every dataset (``quick``: its quick mode) in
-    ``workers`` processes (default: the CPUs but one, at least one: the report's other worker keeps one busy, and
-    each of the validation's workers builds its own models and functions, so one fewer on two cores is the same
-    wall time in less CPU)."""
+def validation_rows(quick: bool = True) -> pd.DataFrame:
+    """:func:`concurrency_model.validate.registry.validate` of every dataset (``quick``: its quick mode)."""
 
-    workers = workers or max(1, (os.cpu_count() or 1) - 1)
-    return validate(None, quick=quick, progress=None, workers=workers)
+    return validate(None, quick=quick, progress=None)
 
 
 def predicted_rows(df: pd.DataFrame) -> pd.DataFrame:
