@@ -13,7 +13,9 @@ user's cache serves them when the package's sources have not changed since they 
 a warm figure). Measure a frozen copy of the tree (``git archive``): editing the sources while it runs changes
 the cache keys of the processes started later.
 
-    python benchmarks/report_speed.py [--full] [--workers N] [--keep DIR] [--empty-cache]
+A pair on one cache: ``--cache-dir DIR`` with a new DIR (empty: the first run's figure), then the same again (warm).
+
+    python benchmarks/report_speed.py [--full] [--workers N] [--keep DIR] [--empty-cache | --cache-dir DIR]
 """
 from __future__ import annotations
 
@@ -48,11 +50,19 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", default=None, help="write the report here instead of a temporary folder")
     ap.add_argument("--empty-cache", action="store_true",
                     help="a new, empty cache of compiled functions and arrays for the run (a fresh clone's first run)")
+    ap.add_argument("--cache-dir", default=None,
+                    help="this directory as the cache (kept: a new one, then the same again, gives an empty-cache "
+                         "and a warm figure on the same cache)")
     a = ap.parse_args(argv)
+    if a.empty_cache and a.cache_dir:
+        ap.error("--empty-cache and --cache-dir: one or the other")
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         if a.empty_cache:
             env["CONCURRENCY_MODEL_CACHE_DIR"] = str(Path(tmp) / "cache")
+        elif a.cache_dir:
+            fresh = not Path(a.cache_dir).exists() or not any(Path(a.cache_dir).iterdir())
+            env["CONCURRENCY_MODEL_CACHE_DIR"] = str(Path(a.cache_dir).resolve())
         out = Path(a.keep) if a.keep else Path(tmp) / "report"
         cmd = [sys.executable, "-m", "concurrency_model", "report", "--out", str(out), "--json"]
         cmd += ["--full"] if a.full else []
@@ -68,7 +78,7 @@ def main(argv=None) -> int:
         page = Path(res["html"]).stat().st_size
     print(f"report: {cpu:.1f} s of CPU (target {TARGET_CPU_S:.0f} s: {'met' if cpu <= TARGET_CPU_S else 'missed'}), "
           f"{wall:.1f} s wall, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, "
-          f"{'empty' if a.empty_cache else 'existing'} cache")
+          f"{'empty' if a.empty_cache or (a.cache_dir and fresh) else 'existing'} cache")
     print(f"{'part':<16}{'wall s':>9}{'CPU s':>9}")
     for name, w in sorted(res["timings_s"].items(), key=lambda kv: -res["cpu_s"].get(kv[0], 0)):
         print(f"{name:<16}{w:>9.1f}{res['cpu_s'].get(name, float('nan')):>9.1f}")

@@ -146,10 +146,70 @@ def _generate(args: list, exprs, cse: bool) -> str:
     # the printer lambdify builds for modules="numpy" (sympy/utilities/lambdify.py), kept to read its imports
     printer = NumPyPrinter({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": True,
                             "user_functions": {}})
-    f = sp.lambdify(args, exprs, "numpy", printer=printer, cse=cse)
+    # docstring_limit=0 (sympy >= 1.13): no docstring, which prints every expression with str (about a quarter of
+    # lambdify's time on the estimate's functions; sympy 1.14 sympy/utilities/lambdify.py, the "Apply the docstring"
+    # block); the generated source is the same
+    quiet = {"docstring_limit": 0} if "docstring_limit" in inspect.signature(sp.lambdify).parameters else {}
+    f = sp.lambdify(args, exprs, "numpy", printer=printer, cse=_cse if cse else False, **quiet)
     body = inspect.getsource(f)
     imports = [f"from {mod} import {', '.join(sorted(names))}" for mod, names in sorted(printer.module_imports.items())]
     return "\n".join(imports) + "\n" + body
+
+
+_KEPT: dict = {}  # sympy's Max and Min -> their subclasses that never evaluate (:func:`_cse`), made once
+
+
+def _kept_classes() -> dict:
+    if not _KEPT:
+        import sympy as sp
+
+        def kept(base):
+            def new(cls, *args, **options):
+                return base.__new__(cls, *args, **{**options, "evaluate": False})
+            return type(f"Kept{base.__name__}", (base,), {"__new__": new})
+        _KEPT.update({sp.Max: kept(sp.Max), sp.Min: kept(sp.Min)})
+    return _KEPT
+
+
+def _cse(exprs):
+    """``sympy.cse(exprs, list=False)`` (what ``lambdify(cse=True)`` calls) with every ``Max`` and ``Min`` a subclass
+    that does not evaluate: cse rebuilds each node whose arguments it replaced, and an evaluated ``Max`` of the
+    replacement symbols searches its arguments' pairwise order again (``_find_localzeros``, ``factor_terms``:
+    seconds on the estimate's step and memory functions) while it cannot order symbols it knows nothing of. The
+    subclasses print as ``Max`` and ``Min`` do (the printers look methods up along the class's MRO, sympy 1.14
+    ``sympy/printing/printer.py``, ``Printer._print``), so the code is that of the evaluated rebuild wherever the
+    search decides nothing (tests/core/test_compiled.py compares the two).
+
+    >>> import sympy as sp
+    >>> a, b, c = sp.symbols("a b c")
+    >>> exprs = [sp.Max(a + b, c) * (a + b), sp.Min(a + b, 1)]
+    >>> from sympy.printing.numpy import NumPyPrinter
+    >>> p = NumPyPrinter()
+    >>> subs, reduced = _cse(exprs)
+    >>> subs, [p.doprint(e) for e in reduced]
+    ([(x0, a + b)], ['x0*functools.reduce(numpy.maximum, [c, x0])', 'functools.reduce(numpy.minimum, [1, x0])'])
+    >>> [p.doprint(e) for e in reduced] == [p.doprint(e) for e in sp.cse(exprs, list=False)[1]]
+    True
+    """
+    import sympy as sp
+    from sympy.simplify.cse_main import cse
+
+    classes, memo = _kept_classes(), {}
+
+    def kept(e):
+        if not isinstance(e, sp.Basic) or not e.args:
+            return e
+        got = memo.get(e)
+        if got is None:
+            args = tuple(kept(a) for a in e.args)
+            func = classes.get(type(e), e.func)
+            got = memo[e] = func(*args) if func is not e.func or args != e.args else e
+        return got
+    if isinstance(exprs, (list, tuple)):
+        exprs = type(exprs)(kept(e) for e in exprs)
+    else:
+        exprs = kept(exprs)
+    return cse(exprs, list=False)
 
 
 def _seal(key: str, code: str) -> str:

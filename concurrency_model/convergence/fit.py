@@ -30,7 +30,7 @@ from scipy.optimize import least_squares
 
 from .. import compiled
 from ..checks import number
-from .forms import FORMS, PARAMS, lambdified, samples, steps
+from .forms import FORMS, PARAMS, SYMBOLS, B, samples, steps
 from .points import Points
 
 MIN_POINTS = {form: len(PARAMS[form]) for form in FORMS}  # to fit; one more for a held-out error
@@ -40,7 +40,23 @@ QUANTILES = (0.10, 0.90)
 
 @lru_cache(maxsize=None)
 def _f(form: str):
-    return lambdified(form)
+    """:func:`.forms.lambdified` of ``form`` with numpy's ``select`` (how lambdify prints a ``Piecewise``) done by
+    :func:`_select`: the same numbers, in a third of the time (26 against 76 us; the fits call it ~40,000 times)."""
+    return sp.lambdify((B, *(SYMBOLS[k] for k in PARAMS[form])), samples(form), modules=[{"select": _select}, "numpy"])
+
+
+def _select(condlist, choicelist, default=np.nan):
+    """``numpy.select`` (the first true condition's choice, else ``default``) by nested ``numpy.where``, each element
+    the same number as ``numpy.select``'s.
+
+    >>> x = np.array([1.0, 2.0, 3.0])
+    >>> _select([x < 2, x < 3, True], [0.0, x, -x]).tolist(), np.select([x < 2, x < 3], [0.0, x], -x).tolist()
+    ([0.0, 2.0, -3.0], [0.0, 2.0, -3.0])
+    """
+    out = default
+    for cond, choice in zip(reversed(condlist), reversed(choicelist)):
+        out = choice if cond is True else np.where(cond, choice, out)
+    return np.asarray(out, dtype=np.result_type(*choicelist, default))
 
 
 def _starts(form: str, lb: np.ndarray, lv: np.ndarray) -> list:

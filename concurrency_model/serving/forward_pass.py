@@ -100,7 +100,8 @@ def predict_forward(model, cluster, batch: int, dtype: str = "fp16", tensor: int
     mem = memory_per_device(weights / t, workspace_bytes(g, t, batch, vb), dev)
     if not mem["fits"]:
         raise ValueError(mem["reason"])
-    rows = layer_parts(g, dev, dtype, tensor=t, weight_bytes=quantized, weight_sparsity=weight_sparsity)
+    rows = layer_parts(g, dev, dtype, tensor=t, weight_bytes=quantized, weight_sparsity=weight_sparsity,
+                       passes=("forward",))  # an inference runs the forward pass only
     parts = total([r["forward"] for n, r in zip(nodes, rows) if n.kind not in FREE])
     host = host_overhead_s * issued(parts, float(dev.launch_overhead))  # the host's seconds to issue the pass
     brk = {"compute_s": parts.total(), "host_wait_s": max(0.0, host - parts.total()),

@@ -67,10 +67,10 @@ def pass_parts(graph, dev, dtype: str, t: int, batch: int, step: bool, weight_by
 def pass_rows(graph, dev, dtype: str, t: int, batch: int, step: bool, weight_bytes=None, weight_sparsity=None,
               all_logits: bool = False, head_rows: int | None = None, expert: int = 1, imbalance=1.0):
     """``(kind, Parts)`` of each layer :func:`pass_parts` adds up (the output layer as kind ``output_layer``)."""
-    key = ("layer_parts", device_key(dev), dtype, t, weight_bytes, weight_sparsity, expert, imbalance)
+    key = ("layer_parts", "forward", device_key(dev), dtype, t, weight_bytes, weight_sparsity, expert, imbalance)
     timed = memoized(graph, key, lambda: layer_parts(graph, dev, dtype, tensor=t, weight_bytes=weight_bytes,
                                                      weight_sparsity=weight_sparsity, expert=expert,
-                                                     imbalance=imbalance))
+                                                     imbalance=imbalance, passes=("forward",)))
     for node, row in zip(graph.layers(), timed):
         if node.kind in FREE or (step and node.kind == "attention"):
             continue

@@ -351,7 +351,8 @@ def node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input
                 shard: float = 1.0, channels: bool = False, rows: int | None = None,
                 weight_bytes: float | None = None, weight_sparsity=None, expert: int = 1,
                 imbalance=1.0, fusion: tuple = (False, False), fp8_recipe: str = "te",
-                widths: tuple | None = None, rate_8bit: float = 1.0, eager: bool = False) -> tuple[dict, str]:
+                widths: tuple | None = None, rate_8bit: float = 1.0, eager: bool = False,
+                passes: tuple = PASSES) -> tuple[dict, str]:
     """Kernels (:class:`~.parts.Parts`) of one node per pass, and the convolution algorithm; with tensor
     parallelism ``tensor`` the node's share of the work: column-split GEMMs cut their outputs, row-split
     GEMMs their inputs, attention its heads; with ``channels`` (the paper's split of a CNN,
@@ -365,9 +366,11 @@ def node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input
     per expert reached (:func:`expert_gemms`; ``expert``: the expert-parallel degree, ``imbalance`` its routing).
     ``fusion``: ``(fused_in, fused_out)`` of an 8-bit layer's casts and ``fp8_recipe`` their recipe
     (:func:`cast_parts`). ``widths``: a column-split fully connected layer run as separate linears of these output
-    widths on the same input (:func:`projection_widths`), each with its GEMMs and casts, the input cast once."""
+    widths on the same input (:func:`projection_widths`), each with its GEMMs and casts, the input cast once.
+    ``passes``: the passes timed (of :data:`PASSES`, the keys of the answer; serving times the forward one only),
+    each pass's kernels the same whichever others are asked."""
     a = node.attrs
-    out = {p: Parts.empty() for p in PASSES}
+    out = {p: Parts.empty() for p in PASSES if p in passes}
     algorithm = ""
     vdt = value_dtype(dtype)  # everything but the matrix layers
     if node.kind == "conv2d" and a["dilation"][0] == a["dilation"][1]:
@@ -377,7 +380,7 @@ def node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input
         if channels and tensor > 1:
             ci, groups = (ci // tensor, groups // tensor) if groups > 1 else (ci, groups)
             co //= tensor
-        for p in PASSES:
+        for p in out:
             c = conv_coeffs(batch, ci, co, h, a["w"], a["kh"], a["kw"], a["stride"][0],
                             a["pad"][0], a["dilation"][0], groups, p, dev, dtype,
                             stride_w=a["stride"][1], pad_w=a["pad"][1])
@@ -394,6 +397,8 @@ def node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input
             g, rows = expert_gemms(a, rows, expert, imbalance)
             mdt = vdt if is_lm_head(node) else dtype  # Megatron keeps the output layer out of fp8
             for p, shape in zip(PASSES, ((rows, co, ci), (rows, ci, co), (ci, co, rows))):
+                if p not in out:
+                    continue
                 if p == "forward" and weight_sparsity == STRUCTURED:  # A = the weights' transpose (co x ci)
                     c = structured_coeffs(shape[1], shape[0], shape[2], dev, mdt, g, value_bytes=weight_bytes)
                 elif p == "forward" and weight_sparsity is not None:
@@ -406,34 +411,39 @@ def node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input
             if mdt in EIGHT_BIT_VALUES:
                 for p, casts in cast_parts(g * rows, ci, co, dev, mdt, *fusion, recipe=fp8_recipe,
                                            input_cast=i == 0).items():
-                    out[p] = out[p] + casts
+                    if p in out:
+                        out[p] = out[p] + casts
     elif node.kind == "attention":
         from ..ops.attention import attention
         heads = max(1, a["heads"] // tensor)
         op = attention(batch, heads, a["seq"], a["head_dim"], fused=a["fused"], causal=a["causal"],
                        value_bytes=dtype_bytes(vdt))
         for p, cost in (("forward", op.forward), ("grad_input", op.backward)):
+            if p not in out:
+                continue
             kernels = attention_kernels(cost, batch, heads, a["seq"], a["head_dim"], dev, vdt, a["fused"],
                                         a["causal"], "forward" if p == "forward" else "backward")
             out[p] = total(Parts.from_coeffs(c, dev, k) for c, k in kernels)
     elif node.kind in ("rnn", "lstm", "gru"):
         for layer in range(a["layers"]):
             i = a["input_size"] if layer == 0 else a["hidden"]
-            for p in PASSES:
+            for p in out:
                 out[p] = out[p] + total(Parts.from_coeffs(c, dev, k, dev.efficiency.rnn) for c, k in
                                         rnn_parts(a["cell"], a["hidden"], batch, a["timesteps"], dev, vdt, i, p))
     elif eager and node.kind in EAGER_KINDS:
         values = _eager_values(node, batch) * shard
         for p, (per_value, kernels) in eager_kernels(node.kind, dtype_bytes(vdt)).items():
+            if p not in out:
+                continue
             flop = _num(getattr(node.cost, p).flop) * shard
             out[p] = Parts.from_coeffs(roofline_coeffs(flop, per_value * values, dev, vdt, kernels=kernels), dev)
     elif node.kind not in VIEWS:
-        for p in PASSES:
+        for p in out:
             cost = getattr(node.cost, p)
             flop, byt = _num(cost.flop) * shard, _num(cost.bytes) * scale * shard
             if flop or byt:
                 out[p] = Parts.from_coeffs(roofline_coeffs(flop, byt, dev, vdt), dev)
-    if not needs_grad_input:
+    if not needs_grad_input and "grad_input" in out:
         out["grad_input"] = Parts.empty()
     return out, algorithm
 
@@ -467,7 +477,7 @@ def _shards(graph, tensor: int, sequence_parallel: bool, channels: bool) -> dict
 def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_parallel: bool = False,
                 spatial: dict | None = None, weight_bytes: float | None = None,
                 weight_sparsity=None, expert: int = 1, imbalance=1.0, fp8_recipe: str = "te",
-                rate_8bit: float = 1.0, eager: bool = False) -> list[dict]:
+                rate_8bit: float = 1.0, eager: bool = False, passes: tuple = PASSES) -> list[dict]:
     """Per layer: ``name, op, algorithm`` and the :class:`~.parts.Parts` of its ``forward``, ``grad_input``
     and ``grad_weight`` passes (see :func:`layer_times`). Nodes with the same kind, attributes, work and
     tensor share are timed once (the 96 blocks of GPT-3 cost one block's kernel choices). ``spatial``:
@@ -478,7 +488,23 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
     ``parallel.expert_imbalance`` (:func:`expert_gemms`); ``fp8_recipe``: the casts of an 8-bit ``dtype``
     (:func:`cast_parts`); the ``torchao`` recipes also run the fused QKV projection as separate q, k, v linears
     (:func:`projection_widths`); ``rate_8bit``: the math rate of the 8-bit GEMMs over their kernel model's (a training
-    step's, :func:`eight_bit_rate`); ``eager``: without torch.compile (:func:`eager_kernels`)."""
+    step's, :func:`eight_bit_rate`); ``eager``: without torch.compile (:func:`eager_kernels`); ``passes``: the passes
+    timed (:func:`node_parts`; an inference's forward pass alone, the same kernels as in all three).
+
+    >>> from concurrency_model import get_model
+    >>> import numpy as np
+    >>> g = get_model("gpt2", batch=4)
+    >>> rows = layer_parts(g, "a100-sxm4-80gb", "bf16", passes=("forward",))
+    >>> full = layer_parts(g, "a100-sxm4-80gb", "bf16")
+    >>> same = [all(np.array_equal(getattr(r["forward"], k), getattr(f["forward"], k)) for k in ("compute", "memory",
+    ...                                                                                  "extra", "launch", "count"))
+    ...         for r, f in zip(rows, full)]
+    >>> sorted(rows[1]), all(same)
+    (['algorithm', 'forward', 'name', 'op'], True)
+    """
+    bad = [p for p in passes if p not in PASSES]
+    if bad:
+        raise ValueError(f"passes: unknown {bad[0]!r}; allowed: {', '.join(PASSES)}")
     dev = device(dev)
     batch = int(_num(graph.batch))
     scale = dtype_bytes(value_dtype(dtype)) / float(graph.value_bytes)
@@ -501,7 +527,7 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
             wb, ws = (weight_bytes, weight_sparsity) if quantizable(node) else (None, None)
             hit = memo[key] = node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine, wb,
                                          ws, expert, imbalance, fusion.get(node.name, (False, False)), fp8_recipe,
-                                         widths.get(node.name), rate_8bit, eager)
+                                         widths.get(node.name), rate_8bit, eager, passes)
         parts, algorithm = hit
         rows.append({"name": node.name, "op": node.kind, "algorithm": algorithm, **parts})
     return rows

@@ -376,3 +376,18 @@ def test_fit_cached_across_processes_bit_for_bit(fit_cache):
     assert counts() == (2, 2, 1)
     assert fewer.params["mccandlish"] == fit_form("mccandlish", pts.without(0).batch, pts.without(0).value)
     assert fewer.params["mccandlish"] != cold.params["mccandlish"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(1.0, 1e6), min_size=1, max_size=6), st.floats(1.0, 1e7), st.floats(1.0, 1e5),
+       st.floats(0.02, 20.0))
+def test_evaluate_is_the_lambdified_form_bit_for_bit(batch, e_min, b1, w):
+    """The fits' faster function (numpy.where for lambdify's numpy.select) gives the very numbers of
+    forms.lambdified, in every regime of three_regime (below B_1, between, above B_1 e^w)."""
+    b = np.array(batch + [b1, b1 * math.exp(w), b1 * 0.5, b1 * math.exp(w) * 2])
+    for form, p in (("mccandlish", {"E_min": e_min, "B_noise": b1}), ("three_regime", {"E_min": e_min, "B_1": b1,
+                                                                                        "w": w})):
+        with np.errstate(over="ignore", invalid="ignore"):
+            want = forms.lambdified(form)(b, *(p[k] for k in forms.PARAMS[form]))
+        got = evaluate(form, p, b)
+        assert got.dtype == np.float64 and got.tobytes() == np.asarray(want, float).tobytes()

@@ -236,3 +236,19 @@ def test_entries_unused_for_a_month_are_pruned_by_the_next_writer(cache):
     compiled.lambdified("t.new", (), build)  # the first write of this process prunes
     names = {p.name.split("-")[0] for p in compiled.entries()}
     assert names == {"t.used", "t.new"} and (cache / "notes.txt").exists()
+
+
+def test_max_and_min_through_cse_give_lambdifys_own_source(cache):
+    """cse rebuilds Max and Min of its replacement symbols without evaluating them again (compiled._cse): the code is
+    the one lambdify(cse=True) writes, line for line, and so are its numbers."""
+    import inspect
+    s = X + Y
+    exprs = [sp.Max(s, 2 * X * Y) * s, sp.Min(s, sp.Max(X, Y * s), 3) + s ** 2, sp.Max(0, X - s * Y, evaluate=False)]
+    f = compiled.lambdified("t.maxcse", (1,), lambda: ([X, Y], exprs), cse=True)
+    [path] = compiled.entries()
+    ref = sp.lambdify([X, Y], exprs, "numpy", cse=True)
+    body = inspect.getsource(ref)
+    assert body.strip() in path.read_text()
+    x, y = np.linspace(0.1, 5, 50), np.linspace(5, 0.1, 50)
+    for a, b in zip(f(x, y), ref(x, y)):
+        assert (bits(a) == bits(b)).all()
