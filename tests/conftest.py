@@ -8,11 +8,23 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from concurrency_model import compiled
+
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 # the compiled-function cache of the test run: its own folder (inherited by the CLI subprocesses), never the user's
 _CACHE = tempfile.TemporaryDirectory(prefix="concurrency-model-test-cache-")
 os.environ.setdefault("CONCURRENCY_MODEL_CACHE_DIR", _CACHE.name)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty cache directory of this test's own, and this process's cache state as a fresh process has it."""
+    d = tmp_path / "cache"
+    monkeypatch.setenv(compiled.ENV, str(d))
+    compiled.reset()
+    yield d
+    compiled.reset()
 
 
 @pytest.fixture

@@ -21,14 +21,10 @@ GPT2 = {"model": "gpt2", "cluster": "dgx-a100",
 
 
 @pytest.fixture
-def fresh(tmp_path, monkeypatch):
-    """An empty cache directory and an empty memo, as a fresh process has them."""
-    d = tmp_path / "cache"
-    monkeypatch.setenv(compiled.ENV, str(d))
-    compiled.reset()
+def fresh(cache, monkeypatch):
+    """An empty cache directory (the shared ``cache`` fixture) and an empty memo, as a fresh process has them."""
     monkeypatch.setattr(est, "_MEMO", {})
-    yield d
-    compiled.reset()
+    return cache
 
 
 def built_without_any_cache(scenario, monkeypatch) -> dict:
