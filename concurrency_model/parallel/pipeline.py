@@ -67,7 +67,8 @@ MEGATRON_P2P_RUNTIMES: tuple[str, ...] = ("megatron",)
 #: GPipe's and PipeDream's are other runtimes' (torchgpipe, PipeDream), whose exchanges this model does not block
 MEGATRON_SCHEDULES: tuple[str, ...] = ("1f1b", "interleaved", "zb-h1")
 
-__all__ = ["SCHEDULES", "MEGATRON_P2P_RUNTIMES", "MEGATRON_SCHEDULES", "p2p_scatter_gather", "p2p_blocking", "blocking_p2p_factor",
+__all__ = ["SCHEDULES", "MEGATRON_P2P_RUNTIMES", "MEGATRON_SCHEDULES", "p2p_scatter_gather", "p2p_blocking",
+           "blocking_p2p_factor",
            "partition", "partition_graph", "step_time_expr", "step_time", "bubble_time",
            "bubble_fraction", "bubble_fraction_of_step", "in_flight_microbatches", "timeline",
            "plot_timeline", "T_F", "T_B", "T_P2P", "T_W"]

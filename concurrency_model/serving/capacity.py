@@ -41,6 +41,18 @@ def _at(raw: dict, batch: int, cluster=None, memory_only: bool = False):
                  memory_only=memory_only)
 
 
+def _serving_scenario(scenario, decoder_for: str | None = None) -> dict:
+    """The scenario's raw object, refused (``ValueError`` naming the field) without an ``inference`` object or, where
+    ``decoder_for`` names the search, for a model that is not a causal decoder."""
+    raw = read_scenario(scenario)
+    if not isinstance(raw.get("inference"), dict):
+        raise ValueError("inference: missing; give an object with prompt_len, decode_len, dtype")
+    if decoder_for and not is_causal_decoder(raw.get("model")):
+        raise ValueError(f"model: {decoder_for} is for causal decoders (batches of generated tokens); use infer for "
+                         "one forward pass")
+    return raw
+
+
 def max_batch(scenario) -> tuple[int, object]:
     """``(batch, result)``: the largest batch of the scenario (its own ``inference.batch`` is replaced) whose
     memory fits every device, and :func:`~concurrency_model.serving.decoder.infer`'s result at it. ``ValueError``
@@ -51,9 +63,7 @@ def max_batch(scenario) -> tuple[int, object]:
     >>> b > 1000, r.inference["batch"] == b
     (True, True)
     """
-    raw = read_scenario(scenario)
-    if not isinstance(raw.get("inference"), dict):
-        raise ValueError("inference: missing; give an object with prompt_len, decode_len, dtype")
+    raw = _serving_scenario(scenario)
     cl = load_cluster(raw.get("cluster"))
     usable = float(cl.device.mem_capacity)
     big = replace(cl, device=replace(cl.device, mem_capacity=UNBOUNDED))
@@ -233,12 +243,7 @@ def max_throughput(scenario, kv_fraction: float = KV_FREE_FRACTION, max_batch_si
     >>> m.slots, m.limited_by, m.max_batch_size, m.max_num_tokens, m.output_tokens_per_s > 10_000
     (520, 'kv_cache', 640, 2048, True)
     """
-    raw = read_scenario(scenario)
-    if not isinstance(raw.get("inference"), dict):
-        raise ValueError("inference: missing; give an object with prompt_len, decode_len, dtype")
-    if not is_causal_decoder(raw.get("model")):
-        raise ValueError("model: serving at full load is for causal decoders (batches of generated tokens); use infer "
-                         "for one forward pass")
+    raw = _serving_scenario(scenario, decoder_for="serving at full load")
     kv_fraction = number("kv_fraction", kv_fraction, high=1, high_ok=True)
     count("max_batch_size", max_batch_size, none_ok=True)
     count("max_num_tokens", max_num_tokens, none_ok=True)
@@ -364,12 +369,7 @@ def serving_sweep(scenario, max_decode_s: float | None = None, progress: bool = 
     replica over that many stages, one a node when the tensor ranks fill it: a model over one node's memory), a
     ``pipeline`` column then on every row; default: the scenario's ``parallel.pipeline``.
     """
-    raw = read_scenario(scenario)
-    if not isinstance(raw.get("inference"), dict):
-        raise ValueError("inference: missing; give an object with prompt_len, decode_len, dtype")
-    if not is_causal_decoder(raw.get("model")):
-        raise ValueError("model: the serving sweep is for causal decoders (batches of generated tokens); "
-                         "use infer for one forward pass")
+    raw = _serving_scenario(scenario, decoder_for="the serving sweep")
     if raw["inference"].get("load_rps") is not None:
         raise ValueError("inference.load_rps: not in a serving sweep, which runs every configuration at its capacity; "
                          "give the load to the sweep (--load RPS, load_rps=) to size the replicas for it")

@@ -40,8 +40,9 @@ from ..parallel.runtime import default_framework, kernel_policies
 from ..progress import Progress
 from ..scenario import load_scenario, read_scenario
 from ..training import compose
-from ..training.estimate import assemble, consistency_of, host_per_kernel, host_seconds, runtime_name, sync_of
-from ..training.workload import (MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, model_key, stable_model, transformer_shape,
+from ..training.estimate import (assemble, consistency_of, host_per_kernel, host_seconds, runtime_name,
+                                 scenario_key, sync_of)
+from ..training.workload import (MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, stable_model, transformer_shape,
                                  workload)
 from .result import SCALES, SweepResult
 from .space import layouts
@@ -123,8 +124,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
                  sc.parallel.moe_dispatcher, sc.parallel.expert_overlap,
                  sc.parallel.stage_split, tr.compile)
     # the scenario's identity: every parallel and training field, not a list of those known to matter
-    token = (model_key(sc.model), repr(sc.cluster), repr(sorted(sc.parallel.to_dict().items())), repr(sorted(tr.to_dict().items())),
-             repr(sorted(fixed.items())), global_batch, tuple(gpu_counts))
+    token = scenario_key(sc) + (repr(sorted(fixed.items())), global_batch, tuple(gpu_counts))
     plan = _cached_plan(sc, w, token, gpu_counts, global_batch, fixed)
     rows, rejected = plan["rows"], Counter(plan["rejected"])
     evaluated = (len(rows) + sum(rejected.values())) * H
@@ -291,7 +291,7 @@ def _cached_features(sc, w, lay: pd.DataFrame, state: np.ndarray, scales: dict) 
     sources): a later process sweeping the same scenario reads the stage tables, partitions and communication
     triples instead of timing every layer and partitioning every layout again. A model that is not the same in
     every process (a graph object, a file) is not cached."""
-    tr, par = sc.training, sc.parallel
+    tr = sc.training
     args = (w, lay, state, scales, sync_of(sc), tr.host_overhead_s, tr.batch_norm)
     if not stable_model(sc.model):
         return _features(*args)
@@ -303,9 +303,7 @@ def _cached_features(sc, w, lay: pd.DataFrame, state: np.ndarray, scales: dict) 
         h.update(name.encode() + b"\0" + repr(a.shape).encode() + a.tobytes())
     # every parallel and training field is in the key, not a list of those known to matter: a field added later
     # (a runtime's behaviour, a stage split) can then never read another scenario's tables
-    token = (model_key(sc.model), repr(sc.cluster), repr(sorted(par.to_dict().items())),
-             repr(sorted(tr.to_dict().items())), args[4:],
-             kernel_policies(tr.framework, 0, tr.fp8_recipe), h.hexdigest())
+    token = scenario_key(sc) + (args[4:], kernel_policies(tr.framework, 0, tr.fp8_recipe), h.hexdigest())
 
     def build() -> dict:
         f = _features(*args)

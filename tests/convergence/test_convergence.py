@@ -346,12 +346,10 @@ def test_time_to_target_sweep_front_and_bad_input():
 
 
 @pytest.fixture
-def fit_cache(tmp_path, monkeypatch):
+def fit_cache(cache):
+    """The ``compiled`` module over an empty cache of this test's own (the shared ``cache`` fixture)."""
     from concurrency_model import compiled
-    monkeypatch.setenv(compiled.ENV, str(tmp_path / "cache"))
-    compiled.reset()
-    yield compiled
-    compiled.reset()
+    return compiled
 
 
 def test_fit_cached_across_processes_bit_for_bit(fit_cache):

@@ -336,12 +336,10 @@ def test_vtrain_allreduce_through_the_registry_points_at_its_file_lines():
 
 
 @pytest.fixture
-def frame_cache(tmp_path, monkeypatch):
+def frame_cache(cache):
+    """The ``compiled`` module over an empty cache of this test's own (the shared ``cache`` fixture)."""
     from concurrency_model import compiled
-    monkeypatch.setenv(compiled.ENV, str(tmp_path / "cache"))
-    compiled.reset()
-    yield compiled
-    compiled.reset()
+    return compiled
 
 
 def test_frame_cached_reads_back_the_frame_bit_for_bit_without_building(frame_cache):
