@@ -166,6 +166,12 @@ _MAX_THREADS = (512, 640, 512)
 _THREAD_THRESHOLD = (8, 8, 64)
 #: ``topo.h`` PCI_BW (GB/s): a ring graph at most this fast runs Simple with 256 threads
 _PCI_BW_GBPS = 12.0
+#: FIFO slots of a connection (``src/include/device.h`` ``NCCL_STEPS``, 8 in v2.19.3-1, v2.21.5-1 and v2.23.4-1): a
+#: protocol's buffer (``NCCL_BUFFSIZE`` for Simple) is cut into this many steps
+NCCL_STEPS = 8
+#: NCCL's Simple buffer per connection when ``NCCL_BUFFSIZE`` is not set (``src/init.cc`` ``DEFAULT_BUFFSIZE``,
+#: ``1 << 22`` = 4 MiB in v2.19.3-1, v2.21.5-1 and v2.23.4-1), bytes
+DEFAULT_BUFFSIZE = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -179,7 +185,8 @@ class Layout:
     ``protocols`` the pairs a run's ``NCCL_ALGO`` / ``NCCL_PROTO`` leave enabled (None: NCCL's defaults;
     ``tuning.cc`` ``parseList``: only the listed ones, LL128 then without its default hardware check);
     ``qps_per_connection`` and ``split_data_on_qps`` the run's ``NCCL_IB_QPS_PER_CONNECTION`` and
-    ``NCCL_IB_SPLIT_DATA_ON_QPS`` (None: the version's default), :func:`qp_split_s`."""
+    ``NCCL_IB_SPLIT_DATA_ON_QPS`` (None: the version's default), :func:`qp_split_s`; ``buffsize`` the run's
+    ``NCCL_BUFFSIZE`` in bytes (0: NCCL's default, :data:`DEFAULT_BUFFSIZE`), :func:`tree_chunk_bytes`."""
 
     ranks: int
     nodes: int
@@ -197,6 +204,7 @@ class Layout:
     protocols: tuple[str, ...] | None = None
     qps_per_connection: int = 1
     split_data_on_qps: bool | None = None
+    buffsize: int = 0
 
     @property
     def per_node(self) -> int:
@@ -210,10 +218,13 @@ class Layout:
 
 @dataclass(frozen=True)
 class Choice:
-    """One (algorithm, protocol) pair: seconds of latency (launch and :func:`qp_split_s` included), the bandwidth
-    in bytes/s it runs at on the ``channels`` NCCL gives this call (:func:`channels_used`), ``time_s`` for the
-    message at that bandwidth, which tier bounds it, and ``model_s``: NCCL's own estimate, at every channel of the
-    graph (``topoGetAlgoInfo`` times the pairs before it sets the channel count) and without :func:`qp_split_s`."""
+    """One (algorithm, protocol) pair: seconds of latency (launch and :func:`qp_split_s` included, NCCL's ring
+    "plateau" factor not: :func:`wall_latency_factor`), the bandwidth in bytes/s it runs at on the ``channels`` NCCL
+    gives this call (:func:`channels_used`; tree / Simple: :func:`tree_wall_bw`), ``time_s`` the call's wall time
+    (that latency, the tree's pipeline fill :func:`tree_fill_s`, the message at that bandwidth), which tier bounds
+    it, ``model_s``: NCCL's own estimate, at every channel of the graph (``topoGetAlgoInfo`` times the pairs before
+    it sets the channel count) and without :func:`qp_split_s`, and ``select_s``: NCCL's estimate at the channels
+    the call runs on, with :func:`qp_split_s` (what :func:`nccl_choice` compares)."""
 
     algorithm: str
     protocol: str
@@ -223,6 +234,7 @@ class Choice:
     bound: str  # "intra" or "inter"
     model_s: float = 0.0
     channels: float = 1.0
+    select_s: float = 0.0
 
     @property
     def name(self) -> str:
@@ -244,7 +256,8 @@ def split_name(name: str) -> tuple[str, str | None]:
 
 
 #: the environment variables of a run that :func:`env_settings` reads
-ENV_VARS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_IB_QPS_PER_CONNECTION", "NCCL_IB_SPLIT_DATA_ON_QPS")
+ENV_VARS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_IB_QPS_PER_CONNECTION", "NCCL_IB_SPLIT_DATA_ON_QPS",
+            "NCCL_BUFFSIZE")
 
 
 def _names(field: str, value, allowed: tuple[str, ...]) -> tuple[str, ...]:
@@ -265,13 +278,16 @@ def env_settings(env: dict | None) -> dict:
     """The :class:`Layout` fields a run's NCCL environment sets: ``NCCL_ALGO`` -> ``algorithms``, ``NCCL_PROTO``
     -> ``protocols`` (NCCL's ``parseList``, case-insensitive, ``^`` excludes; ``tuning.cc``), ``NCCL_NVLS_ENABLE=0``
     -> ``nvls=False``, ``NCCL_IB_QPS_PER_CONNECTION`` (a whole number >= 1) -> ``qps_per_connection``,
-    ``NCCL_IB_SPLIT_DATA_ON_QPS`` (0 or 1) -> ``split_data_on_qps`` (:func:`qp_split_s`). Unknown variables or names
+    ``NCCL_IB_SPLIT_DATA_ON_QPS`` (0 or 1) -> ``split_data_on_qps`` (:func:`qp_split_s`), ``NCCL_BUFFSIZE`` (bytes, at
+    least ``NCCL_STEPS``) -> ``buffsize`` (:func:`tree_chunk_bytes`). Unknown variables or names
     raise ``ValueError`` naming ``nccl_env.<VAR>``.
 
     >>> env_settings({"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0"})
     {'algorithms': ('tree', 'ring'), 'protocols': ('Simple',), 'nvls': False}
     >>> env_settings({"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_IB_SPLIT_DATA_ON_QPS": "0"})
     {'qps_per_connection': 4, 'split_data_on_qps': False}
+    >>> env_settings({"NCCL_BUFFSIZE": "8388608"})
+    {'buffsize': 8388608}
     >>> env_settings({"NCCL_ALGO": "^NVLSTree"})["algorithms"]
     ('tree', 'ring', 'collnet_direct', 'collnet_chain', 'nvls', 'pat')
     >>> env_settings({"NCCL_PROTO": "simpel"})
@@ -296,6 +312,10 @@ def env_settings(env: dict | None) -> dict:
             if isinstance(value, bool) or not str(value).strip().isdigit() or int(str(value)) < 1:
                 raise ValueError(f"nccl_env.{var}: expected a whole number >= 1, got {value!r}")
             out["qps_per_connection"] = int(str(value))
+        elif var == "NCCL_BUFFSIZE":
+            if isinstance(value, bool) or not str(value).strip().isdigit() or int(str(value)) < NCCL_STEPS:
+                raise ValueError(f"nccl_env.{var}: expected a whole number of bytes >= {NCCL_STEPS}, got {value!r}")
+            out["buffsize"] = int(str(value))
         elif str(value) not in ("0", "1"):
             raise ValueError(f"nccl_env.{var}: expected 0 or 1, got {value!r}")
         elif var == "NCCL_IB_SPLIT_DATA_ON_QPS":
@@ -547,26 +567,121 @@ def choices(op: str, n: float, lay: Layout, version: str = DEFAULT_VERSION) -> l
             if 0 <= ls < 23:
                 bw *= _TREE_CORRECTION[p][ls]
                 run_bw *= _TREE_CORRECTION[p][ls]
-        if alg == "ring" and p == _SIMPLE and lay.nodes > 1 and op == "allreduce" and \
-                nbytes / (graphs["ring"][0] * lay.ranks) >= 64:
-            lat *= 1.4 if lay.cc >= 80 else 1.9
-        lat_s = lat * 1e-6 + lay.launch_s
-        run_lat_s = lat_s + qp_split_s(op, alg, lay, version)  # posts NCCL's tables do not count (qp_split_s)
-        bw_Bps = run_bw * 1e9
-        out.append(Choice(alg, PROTOCOLS[p], run_lat_s, bw_Bps, run_lat_s + n / bw_Bps, bound,
-                          model_s=lat_s + n / (bw * 1e9), channels=nc))
+        factor = wall_latency_factor(op, alg, PROTOCOLS[p], n, lay, graphs["ring"][0])
+        lat_s = lat * factor * 1e-6 + lay.launch_s  # NCCL's estimate's latency
+        qp = qp_split_s(op, alg, lay, version)  # posts NCCL's tables do not count (qp_split_s)
+        select_s = lat_s + qp + n / (run_bw * 1e9)
+        wall_lat_s = lat * 1e-6 + lay.launch_s + qp
+        bw_Bps, fill = run_bw * 1e9, 0.0
+        if alg == "tree" and p == _SIMPLE:  # the call's wall time: the tree's links and its chunk pipeline
+            intra, net = tree_wall_bw(lay)
+            bw_Bps = min(intra, net) * nc / g[0]
+            fill = tree_fill_s(n, nc, g[0], lay, version)
+        out.append(Choice(alg, PROTOCOLS[p], wall_lat_s, bw_Bps, wall_lat_s + fill + n / bw_Bps, bound,
+                          model_s=lat_s + n / (bw * 1e9), channels=nc, select_s=select_s))
     return out
 
 
+def wall_latency_factor(op: str, alg: str, proto: str, n: float, lay: Layout, ring_channels: int) -> float:
+    """NCCL's multiplier on a multi-node ring / Simple allreduce's latency once ``n / (channels x ranks) >= 64``
+    bytes: 1.4 from compute capability 8.0, 1.9 below (``ncclTopoGetAlgoTime``, ``src/graph/tuning.cc`` v2.19.3-1 -
+    v2.23.4-1, commented "Plateau effect of ring"); 1 otherwise. It is an adjustment of the estimate NCCL chooses by,
+    made after the latency tables, not a latency of the call: it sits in ``model_s`` and ``select_s``
+    (:class:`Choice`), and the call's wall time ``time_s`` takes the tables' latency alone [D]. The 2 x 8 H100
+    sweep (data/nccltests_allreduce_sweeps.csv, ring / Simple in NCCL's model) shows no step where NCCL applies
+    it (4 KiB: 126.9 us, 8 KiB: 131.6 us; x1.4 would be +61 us).
+
+    >>> lay = Layout(16, 2, 90, True, False, 370e9, 22.5e9, 8)
+    >>> wall_latency_factor("allreduce", "ring", "Simple", 8192, lay, 8), wall_latency_factor(
+    ...     "allreduce", "ring", "Simple", 4096, lay, 8)
+    (1.4, 1.0)
+    """
+    if alg == "ring" and proto == "Simple" and lay.nodes > 1 and op == "allreduce" and \
+            int(n) / (ring_channels * lay.ranks) >= 64:
+        return 1.4 if lay.cc >= 80 else 1.9
+    return 1.0
+
+
+def tree_chunk_bytes(n: float, channels: float, lay: Layout, version: str = DEFAULT_VERSION) -> int:
+    """The chunk a tree / Simple allreduce moves per pipeline step: one FIFO step of the Simple buffer,
+    ``NCCL_BUFFSIZE / NCCL_STEPS`` (tree ``chunkSteps`` = 1; ``src/enqueue.cc``, ``computeColl`` at v2.19.3-1,
+    ``computeCollChunkInfo`` at v2.21.5-1, v2.23.4-1), 512 KiB at the default 4 MiB buffer. v2.19.3-1 halves it for
+    a small call while ``n / (channels x chunk)`` is under ``depth x 8`` (down to 128 KiB), ``depth x 4`` (64 KiB)
+    and ``depth`` (32 KiB), with the tree's depth ``ranks/nodes - 1 + log2(nodes)`` (``src/graph/connect.cc``);
+    v2.21.5-1 and v2.23.4-1 do not.
+
+    >>> lay = Layout(16, 2, 80, True, False, 230e9, 11.25e9, 16)
+    >>> tree_chunk_bytes(2**30, 16, lay, "2.19"), tree_chunk_bytes(2**20, 16, lay, "2.19")
+    (524288, 32768)
+    >>> tree_chunk_bytes(2**20, 8, Layout(16, 2, 90, True, False, 370e9, 22.5e9, 8, buffsize=8 << 20), "2.21")
+    1048576
+    """
+    chunk = (lay.buffsize or DEFAULT_BUFFSIZE) // NCCL_STEPS
+    if version == "2.19":
+        depth = lay.per_node - 1 + max(0, _log2i(lay.nodes))
+        for times, floor in ((8, 131072), (4, 65536), (1, 32768)):
+            while math.floor(n / (channels * chunk)) < depth * times and chunk > floor:
+                chunk //= 2
+    return chunk
+
+
+def tree_wall_bw(lay: Layout) -> tuple[float, float]:
+    """Algorithm bandwidth (bytes/s) a tree / Simple allreduce's links allow, ``(intra, network)``: inside a node
+    every channel's tree is a chain of the node's ``k`` GPUs (``src/graph/connect.cc``), the reduction goes up it
+    and the broadcast down it at once, so ``2(k - 1)`` of the node's ``k`` GPUs' sends carry each byte: ``intra_bw
+    x k / (2(k - 1))`` (a GPU's NVLink / NVSwitch bandwidth is per direction and shared by its sends); across nodes,
+    on two nodes each direction of the node's NICs carries every byte once (the two trees of a channel pair have
+    their roots on opposite nodes), ``nics x nic_bw``; on more, the double binary tree's inner node of one tree
+    sends to two children and its parent, twice that: ``nics x nic_bw / 2`` [D]. This replaces, for the call's
+    wall time, NCCL's estimate of ``0.92 x nChannels x bw x 1/2`` and its ``treeCorrectionFactor``, which choose
+    the pair (``tuning.cc``). The 2 x 8 A100 sweep's tree / Simple rows (1 - 8 GiB) run at 117-135 GB/s
+    measured step bandwidth against 230.1 x 8/14 = 131.5 here and 105.8 in NCCL's estimate.
+
+    >>> [round(x / 1e9, 1) for x in tree_wall_bw(Layout(16, 2, 80, True, False, 230.1e9, 11.25e9, 16))]
+    [131.5, 180.0]
+    """
+    k, N = lay.per_node, lay.nodes
+    intra = lay.intra_bw * k / (2 * (k - 1)) if k > 1 else math.inf
+    net = (lay.nics * lay.nic_bw / (1 if N == 2 else 2)) if N > 1 else math.inf
+    return intra, net
+
+
+def tree_fill_s(n: float, channels: float, graph_channels: int, lay: Layout, version: str = DEFAULT_VERSION
+                ) -> float:
+    """Seconds a tree / Simple allreduce's chunk pipeline adds to ``n / bandwidth``: each channel's data moves in
+    chunks (:func:`tree_chunk_bytes`; a channel with less data than one chunk moves it as one), each hop forwarding
+    a chunk once it has received it, so the first chunk crosses the ``2(k - 1)`` NVLink and ``2 log2(N)`` network
+    hops of the tree's way up and down one after another before the pipeline runs at its slowest hop
+    (Hockney-style store-and-forward pipeline over the chain of ``connect.cc``'s trees): ``sum over hops of c / r -
+    max c / r``, with each hop's per-channel rate ``r`` the tier's :func:`tree_wall_bw` over the graph's channels.
+
+    2 x 8 A100 (16 channels, 512 KiB chunks): 14 NVLink hops of 524288 B at 131.5 / 16 GB/s and 2 network hops at
+    180 / 16 GB/s, less the slowest hop:
+
+    >>> lay = Layout(16, 2, 80, True, False, 230.1e9, 11.25e9, 16)
+    >>> round(tree_fill_s(2**30, 16, 16, lay, "2.19") * 1e6, 1)
+    922.6
+    """
+    c = min(float(tree_chunk_bytes(n, channels, lay, version)), n / channels)
+    intra, net = tree_wall_bw(lay)
+    hops = [(2 * (lay.per_node - 1), intra), (2 * max(0, _log2i(lay.nodes)), net)]
+    rates = [bw / graph_channels for h, bw in hops if h > 0]
+    if not rates:
+        return 0.0
+    return sum(h * c * graph_channels / bw for h, bw in hops if h > 0) - c / min(rates)
+
+
 def nccl_choice(op: str, n: float, lay: Layout, version: str = DEFAULT_VERSION) -> Choice:
-    """The pair NCCL runs and its cost: the least ``time_s`` of :func:`choices` (ties to the first listed, as
+    """The pair NCCL runs and its cost: the least ``select_s`` of :func:`choices` (ties to the first listed, as
     NCCL's strict ``<``). NCCL itself takes the least of its estimates at every channel (``model_s``), then
     gives a small call fewer channels; the two picks differ only where NCCL's pick runs on fewer channels
     than its graph has (below ``nChannels x nt x threshold``: 384 KiB for ring LL on 8 A100s) and another
-    pair then runs faster. Taking the least run time keeps a call's time from falling as it grows, which
+    pair then runs faster. Taking the least estimate at the channels each pair runs on (``select_s``) keeps a
+    call's time from falling as it grows, which
     NCCL's own pick does not (a 413 KB allgather on 4 x 8 H100, v2.19: NCCL's pick, ring LL, runs on 3 of 8
     channels in 96 us, where LL128 takes 84; at twice the size NCCL picks LL128, 86 us) [D]. The nccl-tests
-    sweeps in ``data/`` get the same pair and time either way.
+    sweeps in ``data/`` get the same pair either way. The time returned is the call's wall time ``time_s``
+    (:class:`Choice`: NCCL's estimate chooses, the wall time prices).
 
     8 KiB all-reduce on 8 A100s of one node (230 GB/s per GPU, 12 channels): ring LL, ``6.6 + 14 x 0.6 = 15`` us
     plus 8192 B at ``min(87.7, 230 / 2) x 8 / 14`` GB/s in NCCL's estimate; it runs on one channel of the 12
@@ -576,4 +691,4 @@ def nccl_choice(op: str, n: float, lay: Layout, version: str = DEFAULT_VERSION) 
     >>> c.name, round(c.model_s * 1e6, 2), c.channels, round(c.time_s * 1e6, 2)
     ('nccl:ring/LL', 15.16, 1.0, 16.96)
     """
-    return min(choices(op, n, lay, version), key=lambda c: c.time_s)
+    return min(choices(op, n, lay, version), key=lambda c: c.select_s)
