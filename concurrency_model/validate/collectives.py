@@ -119,10 +119,12 @@ STATED_ELSEWHERE = {"gcp_a3mega_h100_2x8_tcpxo": "2.21"}
 #: binds each rank to its NUMA node (``--bind-to numa``) and the pods reach the 16 ports as SR-IOV virtual
 #: functions (``oci-rdma-sriov`` x 16). The A3-Mega profile also sets
 #: NCCL_MIN_NCHANNELS=4 (``src/graph/connect.cc``: raises the channel count to 4 at least; the 8 NICs already give
-#: 8) and NCCL_BUFFSIZE=8388608 (the chunk sizes, outside NCCL's tuning model), and loads the tuner plugin with
+#: 8) and NCCL_BUFFSIZE=8388608 (outside NCCL's tuning model; the tree / Simple chunk of the wall time, 1 MiB:
+#: :func:`~concurrency_model.comm.nccl.tree_chunk_bytes`, modelled), and loads the tuner plugin with
 #: ``a3plus_tuner_config.textproto``, which no public repository holds (searched: google/nccl-plugin-gpudirect-tcpxo
 #: @ 04815d1, GoogleCloudPlatform/container-engine-accelerators @ 0a2b482).
-RUN_ENV = {"gcp_a3mega_h100_2x8_tcpxo": {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0"},
+RUN_ENV = {"gcp_a3mega_h100_2x8_tcpxo": {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0",
+                                         "NCCL_BUFFSIZE": "8388608"},
            "oci_a100_2x8_roce": {"NCCL_IB_QPS_PER_CONNECTION": "4"}}
 
 
