@@ -323,3 +323,71 @@ def test_more_queue_pairs_never_speed_a_call_up_nor_break_monotony(n, case, qps,
     t1 = collective_on_cluster(op, n, ranks, cluster, nccl_version=version, nccl_env=env)[1]
     t2 = collective_on_cluster(op, 2 * n, ranks, cluster, nccl_version=version, nccl_env=env)[1]
     assert t1 >= one * (1 - 1e-12) and t2 >= t1
+
+
+# --- the wall time: NCCL's estimate chooses, the call's own costs price it --------------------------------------
+def test_wall_time_leaves_out_the_ring_plateau_factor_by_hand():
+    # 8 KiB on 2 x 8 H100 (gcp-a3-mega, v2.21, Ring/Tree Simple only): ring Simple, latency 8.4 + 26 x 3.4 (NVLink,
+    # above the 1 us x 3 net overhead) + 4 x 14 (2N network hops, v2.21) = 152.8 us; 8192 / (8 channels x 16 ranks)
+    # = 64 B, so NCCL's estimate multiplies it by 1.4 (tuning.cc "Plateau effect of ring"); the call runs on one of 8
+    # channels (8 KiB < 512 threads x 64 B) at 8 x 22.5 x 16/30 / 8 = 12 GB/s
+    env = {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0"}
+    lay = nccl_layout(place("gcp-a3-mega", 16), env)
+    c = nccl.nccl_choice("allreduce", 8192, lay, "2.21")
+    assert (c.name, c.channels) == ("nccl:ring/Simple", 1.0)
+    assert nccl.wall_latency_factor("allreduce", "ring", "Simple", 8192, lay, 8) == 1.4
+    assert c.select_s == pytest.approx(152.8e-6 * 1.4 + LAUNCH + 8192 / 12e9, rel=1e-9)
+    assert c.time_s == pytest.approx(152.8e-6 + LAUNCH + 8192 / 12e9, rel=1e-9)
+    # 4 KiB (32 B per channel and rank) has no factor in either
+    four = nccl.nccl_choice("allreduce", 4096, lay, "2.21")
+    assert four.select_s == pytest.approx(four.time_s, rel=1e-12)
+    # one node and other pairs never get it
+    assert nccl.wall_latency_factor("allreduce", "ring", "Simple", 2**20, nccl_layout(place("dgx-h100", 8)), 8) == 1.0
+    assert nccl.wall_latency_factor("allreduce", "tree", "Simple", 2**20, lay, 8) == 1.0
+
+
+def test_tree_simple_wall_time_is_its_links_and_its_chunk_pipeline_by_hand():
+    # 1 GiB tree / Simple on the 2 x 8 A100 RoCE run (NCCL 2.19.3, 16 channels): each byte leaves 2 x 7 of a node's
+    # 8 GPUs (up and down the chain): 230.1 x 8/14 = 131.49 GB/s; the NICs carry it once each way on two nodes:
+    # 16 x 11.25 = 180 GB/s; chunks of 4 MiB / 8 = 512 KiB (1 GiB / (16 x 512 KiB) = 128 >= depth 8 x 8: not halved);
+    # the first chunk crosses 14 NVLink hops at 131.49 / 16 and 2 network hops at 180 / 16 GB/s before the pipeline
+    # runs at its slowest hop
+    lay = nccl_layout(place("oci-bm-gpu4-8", 16))
+    intra, net = nccl.tree_wall_bw(lay)
+    assert intra == pytest.approx(A100_NVL * 8 / 14, rel=1e-12) and net == pytest.approx(16 * 11.25e9, rel=1e-12)
+    assert nccl.tree_chunk_bytes(2**30, 16, lay, "2.19") == 2**19
+    hop_nvl, hop_net = 2**19 / (intra / 16), 2**19 / (net / 16)
+    fill = 14 * hop_nvl + 2 * hop_net - hop_nvl
+    assert nccl.tree_fill_s(2**30, 16, 16, lay, "2.19") == pytest.approx(fill, rel=1e-12)
+    tree = next(c for c in nccl.choices("allreduce", 2**30, lay, "2.19") if c.name == "nccl:tree/Simple")
+    assert tree.latency_s == pytest.approx(2 * 8 * 28e-6 + LAUNCH, rel=1e-12)
+    assert tree.time_s == pytest.approx(tree.latency_s + fill + 2**30 / intra, rel=1e-12)
+    # NCCL's estimate keeps its own 0.92 x 1/2 of the graph's 16 x 14.38 GB/s
+    assert tree.model_s == pytest.approx(tree.latency_s + 2**30 / (0.92 * A100_NVL / 2), rel=1e-12)
+    # a call with less than a chunk per channel moves it as one: store and forward over the 16 hops
+    assert nccl.tree_fill_s(2**20, 16, 16, lay, "2.21") + 2**20 / intra == pytest.approx(
+        14 * 2**16 / (intra / 16) + 2 * 2**16 / (net / 16), rel=1e-12)
+    # more than two nodes: the inner node of a double binary tree sends each byte twice across the network
+    assert nccl.tree_wall_bw(nccl_layout(place("oci-bm-gpu4-8", 32)))[1] == pytest.approx(16 * 11.25e9 / 2)
+
+
+def test_nccl_buffsize_sets_the_tree_chunk_and_is_checked():
+    lay = nccl_layout(place("gcp-a3-mega", 16), {"NCCL_BUFFSIZE": "8388608"})
+    assert lay.buffsize == 8 << 20 and nccl.tree_chunk_bytes(2**30, 8, lay, "2.21") == 2**20
+    assert nccl.tree_chunk_bytes(2**30, 8, nccl_layout(place("gcp-a3-mega", 16)), "2.21") == 2**19
+    for bad in ("abc", "4", True, "-8"):
+        with pytest.raises(ValueError, match=r"^nccl_env\.NCCL_BUFFSIZE: expected"):
+            nccl.env_settings({"NCCL_BUFFSIZE": bad})
+
+
+@settings(max_examples=100, deadline=None)
+@given(n=SIZES, case=st.sampled_from([("oci-bm-gpu4-8", 16), ("dgx-a100", 32), ("gcp-a3-mega", 16), ("dgx-h100", 8)]),
+       small=st.integers(min_value=16, max_value=24), version=st.sampled_from(nccl.VERSIONS))
+def test_a_larger_buffer_never_speeds_a_tree_simple_call_up(n, case, small, version):
+    # a larger chunk lengthens the pipeline's fill and nothing else (tree_fill_s)
+    cluster, ranks = case
+    times = []
+    for b in (2**small, 2**(small + 1)):
+        lay = nccl_layout(place(cluster, ranks), {"NCCL_BUFFSIZE": str(b)})
+        times.append(next(c.time_s for c in nccl.choices("allreduce", n, lay, version) if c.name == "nccl:tree/Simple"))
+    assert times[1] >= times[0] * (1 - 1e-12)

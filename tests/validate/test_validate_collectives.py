@@ -31,17 +31,22 @@ def test_fitted_deepbench_nccl_systems_within_10pct(fitted_summary):
 
 def test_preset_a100_8GiB_is_nccl_219_tree_simple_by_hand():
     # 8 GiB all-reduce on 2 x 8 A100 (the run states NCCL 2.19.3) on oci-bm-gpu4-8 (AMD host, 16 x 100 Gb/s
-    # RoCE ports: 2 per GPU). Tree graph on 2 nodes: 16 channels, one per port; per channel min(twice the
-    # port, 2 x 12.5 x 0.9 = 22.5, NVLink 230.1 / 16 = 14.38) = 14.38 GB/s: 230.1 GB/s, min(0.92 x 230.1,
-    # 16 x 23.6 Ampere N2 cap) = 211.7, x 1/2 = 105.8 GB/s algbw. Latency (v2.19 tree Simple): 0 +
-    # 2 (7 x 28 + 1 x 28) us + 3.8 us launch, + 2 network messages x 3 more queue-pair posts x 2 us (the run's
-    # NCCL_IB_QPS_PER_CONNECTION=4, AMD host). Measured 67.7 ms (busbw 237.9 GB/s): 20.6% APE.
+    # RoCE ports: 2 per GPU). NCCL's estimate picks tree / Simple: 16 channels, one per port, per channel min(twice
+    # the port 22.5, NVLink 230.1 / 16 = 14.38) GB/s, x 0.92 x 1/2 = 105.8 GB/s algbw. The call's wall time
+    # (comm.nccl.tree_wall_bw, tree_fill_s): each byte leaves 14 of the node's 8 GPUs' sends, 230.1 x 8/14 = 131.49
+    # GB/s (under the 16 ports' 180); the 512 KiB chunks' pipeline fill, 13 NVLink hops at 131.49 / 16 GB/s and 2
+    # network hops at 180 / 16; latency (v2.19 tree Simple) 0 + 2 (7 x 28 + 1 x 28) us + 3.8 us launch, + 2 network
+    # messages x 3 more queue-pair posts x 2 us (the run's NCCL_IB_QPS_PER_CONNECTION=4, AMD host). Measured
+    # 67.7 ms (busbw 237.9 GB/s): 1.4% APE (20.6% at NCCL's 105.8 GB/s).
     pre = vc.preset()
     r = pre[(pre["system"] == "oci_a100_2x8_roce") & (pre["size_bytes"] == 2**33)].iloc[0]
     assert r["algorithm"] == "nccl:tree/Simple"
-    bw = 0.92 * 300e9 * 0.767 / 2
-    assert r["predicted_s"] == pytest.approx(2**33 / bw + 2 * 8 * 28e-6 + 3.8e-6 + 12e-6, rel=1e-9)
-    assert r["ape"] == pytest.approx(20.6, abs=0.05)
+    intra = 300e9 * 0.767 * 8 / 14
+    fill = 13 * 2**19 / (intra / 16) + 2 * 2**19 / (180e9 / 16)
+    assert r["predicted_s"] == pytest.approx(2**33 / intra + fill + 2 * 8 * 28e-6 + 3.8e-6 + 12e-6, rel=1e-9)
+    assert r["nccl_estimate_s"] == pytest.approx(2**33 / (0.92 * 300e9 * 0.767 / 2) + 2 * 8 * 28e-6 + 3.8e-6,
+                                                 rel=1e-9)
+    assert r["ape"] == pytest.approx(1.44, abs=0.05)
 
 
 def test_preset_a100_8KiB_is_tree_LL_on_2_of_16_channels_by_hand():
@@ -67,22 +72,27 @@ def test_preset_a100_ring_would_be_bound_by_the_ports():
     from concurrency_model.comm.on_cluster import collective_on_cluster
     alg, t, _ = collective_on_cluster("allreduce", 2**33, 16, "dgx-a100", nccl_version="2.19")
     assert alg == "nccl:ring/Simple"
-    assert t == pytest.approx(2**33 / (8 * 22.5e9 * 16 / 30) + (8.4 + 26 * 6.0 + 4 * 14.0) * 1.4e-6 + 3.8e-6,
+    # (NCCL's estimate multiplies the latency by 1.4, "plateau effect of ring"; the wall time does not)
+    assert t == pytest.approx(2**33 / (8 * 22.5e9 * 16 / 30) + (8.4 + 26 * 6.0 + 4 * 14.0) * 1e-6 + 3.8e-6,
                               rel=1e-9)
 
 
 def test_preset_h100_8GiB_is_nccl_221_tree_simple_by_hand():
     # 8 GiB all-reduce on 2 x 8 H100 (GCP A3-Mega: NCCL 2.21.5 with GCP's NCCL_ALGO=Ring,Tree,
-    # NCCL_PROTO=Simple, NCCL_NVLS_ENABLE=0). Tree graph on 2 nodes: 8 channels at twice the NIC (2 x 22.5
-    # GB/s, under 369.9 / 8 of NVLink) = 360 GB/s; min(0.92 x 360, 8 x 41.4 Hopper N2 cap) = 331.2, x 1/2 =
-    # 165.6 GB/s algbw. Latency (v2.21 tree Simple): 0 + 2 (7 x 28 + 1 x 28) us + 3.8 us launch. Measured
-    # 47.5 ms (busbw 338.8 GB/s): 10.1% APE.
+    # NCCL_PROTO=Simple, NCCL_NVLS_ENABLE=0, NCCL_BUFFSIZE=8388608). NCCL's estimate: 8 channels at twice the NIC
+    # (2 x 22.5 GB/s, under 369.9 / 8 of NVLink) = 360 GB/s; min(0.92 x 360, 8 x 41.4 Hopper N2 cap) = 331.2, x 1/2 =
+    # 165.6 GB/s. The wall time: the 8 NICs carry each byte once each way, 180 GB/s (under NVLink's 369.9 x 8/14 =
+    # 211.4); 1 MiB chunks (8 MiB / 8 steps) fill 14 NVLink hops at 211.4 / 8 and 2 network hops at 22.5 GB/s, less
+    # the slowest; latency (v2.21 tree Simple) 0 + 2 (7 x 28 + 1 x 28) us + 3.8 us launch. Measured 47.5 ms (busbw
+    # 338.8 GB/s): 2.6% APE (10.1% at NCCL's 165.6 GB/s).
     pre = vc.preset()
     h = pre[pre["system"] == "gcp_a3mega_h100_2x8_tcpxo"]
     r = h[h["size_bytes"] == 2**33].iloc[0]
     assert r["algorithm"] == "nccl:tree/Simple"
-    assert r["predicted_s"] == pytest.approx(2**33 / 165.6e9 + 2 * 8 * 28e-6 + 3.8e-6, rel=1e-9)
-    assert r["ape"] == pytest.approx(10.1, abs=0.05)
+    fill = 14 * 2**20 / (450e9 * 0.822 * 8 / 14 / 8) + 2**20 / 22.5e9
+    assert r["predicted_s"] == pytest.approx(2**33 / 180e9 + fill + 2 * 8 * 28e-6 + 3.8e-6, rel=1e-9)
+    assert r["nccl_estimate_s"] == pytest.approx(2**33 / 165.6e9 + 2 * 8 * 28e-6 + 3.8e-6, rel=1e-9)
+    assert r["ape"] == pytest.approx(2.61, abs=0.05)
     # GCP's profile leaves Simple only, on ring and tree: no LL / LL128 / NVLS at any size
     assert set(h["algorithm"]) <= {"nccl:ring/Simple", "nccl:tree/Simple"}
 
@@ -96,6 +106,7 @@ def test_run_versions_and_environments():
     assert vc.STATED_ELSEWHERE == {"gcp_a3mega_h100_2x8_tcpxo": "2.21"}
     assert set(vc.RUN_ENV) == {"gcp_a3mega_h100_2x8_tcpxo", "oci_a100_2x8_roce"}
     assert vc.RUN_ENV["oci_a100_2x8_roce"] == {"NCCL_IB_QPS_PER_CONNECTION": "4"}
+    assert vc.RUN_ENV["gcp_a3mega_h100_2x8_tcpxo"]["NCCL_BUFFSIZE"] == "8388608"
 
 
 def test_diagnosis_a100_16KiB_row_by_hand():
