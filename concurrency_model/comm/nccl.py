@@ -47,6 +47,12 @@ Per pair, with ``P`` ranks on ``N`` nodes, ``k = P / N`` ranks per node (``tunin
 * **time** = ``latency + nBytes / bandwidth`` (``ncclTopoGetAlgoTime``), where ``nBytes`` is the vector for
   allreduce / broadcast / reduce and the whole gathered buffer for allgather / reduce-scatter
   (``info.h``: ``nBytes *= nRanks``), as this toolkit's ``n``.
+* **estimate and wall time**: NCCL's estimate chooses the pair (``select_s``: at the channels the call runs on,
+  :func:`nccl_choice`); the call is priced by its wall time ``time_s``, which differs from the estimate where the
+  estimate carries a choosing adjustment rather than a cost [D]: the ring's x1.4 "plateau" latency factor is left
+  out (:func:`wall_latency_factor`), and a tree / Simple call moves its bytes at its links' rate
+  (:func:`tree_wall_bw`, in the place of ``0.92 x 1/2`` and ``treeCorrectionFactor``) after its chunk pipeline's
+  fill (:func:`tree_fill_s`, chunks of ``NCCL_BUFFSIZE / NCCL_STEPS``: :func:`tree_chunk_bytes`).
 * **channels of a small call**: NCCL estimates every pair at all the graph's channels, then gives the call
   fewer, one per ``nt x threshold`` bytes (``enqueue.cc``; :func:`channels_used`), and the call runs at
   that share of the bandwidth (``ncclTopoGetAlgoTime``'s ``bw / nChannels x nc``): ``time_s`` is that run
@@ -81,13 +87,14 @@ bandwidths, ``bw * efficiency``, in the place of NCCL's 20 GB/s per NVLink and N
   ``tuning.cc`` uses for ``N <= 2``; NVLS-tree: ``min(intra_bw / (k + 1), nic_bw)`` per channel (half the
   NIC beyond two nodes).
 
-A run's environment (:func:`env_settings`): ``NCCL_ALGO`` and ``NCCL_PROTO`` leave only the listed
-algorithms / protocols enabled (``tuning.cc``: ``parseList`` into ``algoEnable`` / ``protoEnable``; a listed
-LL128 skips its default hardware check), ``NCCL_NVLS_ENABLE=0`` removes NVLS and NVLS-tree. Cloud network
-stacks set them: GCP's TCPXO profile for NCCL 2.21.5 is ``NCCL_ALGO=Ring,Tree``, ``NCCL_PROTO=Simple``,
-``NCCL_NVLS_ENABLE=0`` (GoogleCloudPlatform/container-engine-accelerators ``gpudirect-tcpxo/README.md`` @
-``0a2b482``). GCP's profile also loads a tuner plugin whose size rules override NCCL's choice; its
-configuration (``a3plus_tuner_config.textproto``) is not public at a citable commit and is not modelled.
+A run's environment (:func:`env_settings`; ``NCCL_BUFFSIZE`` sets the tree's chunk): ``NCCL_ALGO`` and
+``NCCL_PROTO`` leave only the listed algorithms / protocols enabled (``tuning.cc``: ``parseList`` into
+``algoEnable`` / ``protoEnable``; a listed LL128 skips its default hardware check), ``NCCL_NVLS_ENABLE=0`` removes
+NVLS and NVLS-tree. Cloud network stacks set them: GCP's TCPXO profile for NCCL 2.21.5 is ``NCCL_ALGO=Ring,Tree``,
+``NCCL_PROTO=Simple``, ``NCCL_NVLS_ENABLE=0`` (GoogleCloudPlatform/container-engine-accelerators
+``gpudirect-tcpxo/README.md`` @ ``0a2b482``). GCP's profile also loads a tuner plugin whose size rules override
+NCCL's choice; its configuration (``a3plus_tuner_config.textproto``) is not public at a citable commit and is not
+modelled.
 
 Host CPU (``Cluster.host_cpu``): NCCL reads it for ``llMaxBw`` across nodes and ``getNetOverhead``; unknown
 hosts take NCCL's default (the Intel values).

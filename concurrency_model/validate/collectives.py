@@ -58,18 +58,36 @@
   - The A100 run's manifest sets ``NCCL_IB_QPS_PER_CONNECTION=4``, and NCCL 2.19.3 splits each network message over
     the 4 queue pairs (:func:`~concurrency_model.comm.nccl.qp_split_s`): 12 us a call on its tree. Without it the
     run measured a median 12 / 13 us more than the prediction at 8-128 KiB / 256 KiB - 4 MiB (bucket medians 24.5 /
-    17.2%); with it 1.9 / 1.1%. Left: from 1 GiB tree / Simple runs at 118-135 GB/s measured step bandwidth against
-    105.8 predicted (the preset's 230.1 GB/s NVLink x NCCL's tree 0.92 x 1/2), and tree / LL128 at 256-512 MiB at
-    79-89 against 99.2, so 256 MiB - 8 GiB stays at 15.2%. Taking the 0.92 out brings that bucket to 10.8% but the
-    8-128 MiB one to 15.9% (LL128 shares it), so it stays.
-  - The H100 run's choice is made by GCP's tuner plugin (module doc of :mod:`concurrency_model.comm.nccl`), whose
-    rules are not public. NCCL 2.21.5 honours a channel count the tuner sets (``src/enqueue.cc`` ``getTunerInfo``:
-    ``userTuned``), and the measured steps point at one: each doubling from 512 KiB to 16 MiB adds its bytes at
-    18.1-20.7 GB/s, which is tree / Simple on one channel in NCCL's model (45 GB/s x 0.92 x 1/2 = 20.7;
-    NCCL's own enqueue would give such a call all 8 channels from 256 KiB, the ring then at 96 GB/s), and from 32
-    MiB 166-204 GB/s, 8 channels. Not modelled: it is an inference from the rows, not a configuration. The small
-    sizes (8 B - 4 KiB: 123-127 us) are below NCCL 2.21's ring / Simple latency (157 us, 218 us with its x1.4
-    multi-node factor from 8 KiB), which GCP's plugin and its 8 MiB ``NCCL_BUFFSIZE`` do not explain either.
+    17.2%); with it 1.9 / 1.1%.
+  - NCCL's estimate chooses the pair, the call's wall time prices it (:class:`~concurrency_model.comm.nccl.Choice`
+    ``select_s`` / ``time_s``): the wall time leaves out the ring's x1.4 "plateau" factor
+    (:func:`~concurrency_model.comm.nccl.wall_latency_factor`), and a tree / Simple call runs at its links' rate
+    (:func:`~concurrency_model.comm.nccl.tree_wall_bw`: the chain's 2(k-1) of k GPUs' sends carry each byte; the NICs
+    once each way on two nodes) plus its chunk pipeline's fill (:func:`~concurrency_model.comm.nccl.tree_fill_s`:
+    chunks of ``NCCL_BUFFSIZE / NCCL_STEPS``) instead of NCCL's ``0.92 x 1/2`` and ``treeCorrectionFactor``. The
+    A100 run's tree / Simple rows (1 - 8 GiB) measured 117-135 GB/s step bandwidth against 131.5 GB/s now (105.8
+    in NCCL's estimate): 256 MiB - 8 GiB from 15.2% to 3.5%. The other A100 buckets are unchanged (tree LL / LL128);
+    the choice is NCCL's estimate's, as before (LL128 -> Simple at 1 GiB, tuning.cc v2.19.3-1 tables).
+  - The H100 run (NCCL 2.21.5, GCP's profile: ``NCCL_ALGO=Ring,Tree``, ``NCCL_PROTO=Simple``, NVLS off,
+    ``NCCL_BUFFSIZE=8388608``: 1 MiB tree chunks). With the wall time, 8-128 KiB is at 2.7% (was 42.0: the x1.4
+    is not in the call; 4 KiB -> 8 KiB measures +4.7 us, not the +61 us it would add) and 256 MiB - 8 GiB at 3.3%
+    (was 5.4: the 8 NICs' 180 GB/s plus the 1 MiB chunks' fill against 182-189 GB/s measured steps). 256 KiB - 4
+    MiB (17.6%) and 8-128 MiB (52.3%) are missed, and nothing sourced closes them: the rows lie on two lines, about
+    155 us + n / 20.5 GB/s from 256 KiB to 16 MiB and 890 us + n / 183 GB/s from 32 MiB (they cross at 17 MB,
+    between the 16 and 32 MiB rows), where NCCL's estimate runs the ring (157 us + n / 96 GB/s) up to 64 MiB. The
+    second line is the tree / Simple wall time (within 9% from 128 MiB; 13-17% at 32-64 MiB, where NCCL's estimate
+    keeps the ring). The first is a pair on fewer channels than NCCL's enqueue gives: the ring at 12 GB/s a channel
+    would take about 1.7 of the 8, NCCL's tree estimate on one channel gives 45 x 0.92 x 1/2 = 20.7 GB/s. The choice
+    is GCP's tuner plugin's (``NCCL_TUNER_PLUGIN``; NCCL 2.21.5 takes the algorithm, protocol and channel count it
+    sets: ``src/enqueue.cc`` ``getChannnelThreadInfo``, "not preset by users"), whose configuration
+    (``a3plus_tuner_config.textproto``) is not public (google/nccl-plugin-gpudirect-tcpxo @ 04815d1 holds no tuner,
+    GoogleCloudPlatform/container-engine-accelerators @ 0a2b482 only its path); a rule fitted to these rows would be
+    judged on the rows it was fitted on, so none is. The one other published A3-Mega all_reduce_perf output found
+    (GoogleCloudPlatform/ai-infra-cluster-provisioning ``sample_workloads/nccltest/a3-mega/README.md`` @ 16a9af0,
+    "an example test output", 1 MiB - 8 GiB) is not added: it names neither its ranks, NCCL version nor plugin
+    release, its page is titled TCPX (A3's previous stack), and its 89.5 GB/s busbw at 8 GiB is a quarter of this
+    run's, with 1-16 MiB flat at 1.6-1.9 ms. The small sizes (8 B - 4 KiB: 123-127 us) stay 24-27% under the ring
+    / Simple latency (157 us).
 * ``vtrain``: vTrain's own all-reduce tables (``data/vtrain_allreduce_lut_a100.csv``: nccl-tests output on
   2-8 GPUs of one A100 NVSwitch node, 1 MiB to 1 GiB in steps of 1 MiB; VIA-Research/vTrain @ f8dda84,
   ``trace/a100/AR_GPU{2..8}_1M_1024M_LUT``) predicted from the ``dgx-a100`` preset alone (the cluster vTrain's
