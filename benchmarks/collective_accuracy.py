@@ -64,7 +64,8 @@ def main() -> None:
     # the measured step bandwidth from the next smaller size, and NCCL's own estimate at every channel
     diag = vc.preset_diagnosis(pre)
     misses = {system: {r.bucket: {k: getattr(r, k) for k in ("median_ape", "ratio", "excess_us", "run_GBps",
-                                                              "measured_step_GBps", "bytes_miss_us", "latency_miss_us",
+                                                              "measured_step_GBps", "implied_channels", "bytes_miss_us",
+                                                              "latency_miss_us",
                                                               "algorithms", "part")}
                        for r in g.itertuples()}
               for system, g in vc.bucket_misses(diag).groupby("system")}

@@ -380,7 +380,9 @@ def preset_diagnosis(pre: pd.DataFrame | None = None, target_pct: float = BUCKET
     latency, launch included), ``run_GBps`` (the bandwidth the prediction moves the bytes at: size / (predicted -
     latency)), ``measured_step_GBps`` (the measured bandwidth between this size and the next smaller one of the sweep:
     d size / d time, NaN on a system's first row or where the time did not grow: what the bytes cost, free of the
-    per-call latency), ``estimate_us`` (NCCL's own estimate at every channel), ``bucket_ape`` (the bucket's median
+    per-call latency), ``estimate_us`` (NCCL's own estimate at every channel), ``implied_channels`` (the channels on
+    which the chosen pair, at its bandwidth a channel, would move the bytes at ``measured_step_GBps``: where a tuner
+    runs a pair on other channels than NCCL's enqueue gives, it shows here), ``bucket_ape`` (the bucket's median
     APE) and ``missed`` (that median above ``target_pct``). A row whose ``measured_step_GBps`` is near
     ``run_GBps`` and whose ``excess_us`` stays constant misses on latency; one whose step bandwidth is far from
     ``run_GBps`` misses on the bandwidth (the pair, or its channels).
@@ -403,6 +405,7 @@ def preset_diagnosis(pre: pd.DataFrame | None = None, target_pct: float = BUCKET
     d["latency_us"] = d["latency_s"] * 1e6
     d["run_GBps"] = d["size_bytes"] / (d["predicted_s"] - d["latency_s"]) / 1e9
     d["estimate_us"] = d["nccl_estimate_s"] * 1e6
+    d["implied_channels"] = d["channels"] * d["measured_step_GBps"] / d["run_GBps"]
     d["bucket_ape"] = d.groupby(["system", "bucket"], sort=False)["ape"].transform("median")
     d["missed"] = d["bucket_ape"] > target_pct
     return d.reset_index(drop=True)
@@ -410,12 +413,12 @@ def preset_diagnosis(pre: pd.DataFrame | None = None, target_pct: float = BUCKET
 
 def bucket_misses(d: pd.DataFrame) -> pd.DataFrame:
     """Per system and size bucket of :func:`preset_diagnosis`: ``median_ape``, ``missed``, the medians of ``ratio``,
-    ``excess_us``, ``run_GBps`` and ``measured_step_GBps``, the pairs chosen (``algorithms``), and the miss split in
-    two, each the median over the bucket's rows that have a step bandwidth: ``bytes_miss_us``, the measured time of the
-    bytes (size / ``measured_step_GBps``) less the predicted one (predicted - latency), and ``latency_miss_us``, the
-    rest of the measured time less the predicted latency. ``part`` names the larger of the two (``-`` for a bucket
-    within the target): ``latency``, a per-call time the prediction lacks or has too much of; ``bandwidth``, bytes
-    that cost what the chosen pair and its channels do not say.
+    ``excess_us``, ``run_GBps``, ``measured_step_GBps`` and ``implied_channels``, the pairs chosen (``algorithms``),
+    and the miss split in two, each the median over the bucket's rows that have a step bandwidth: ``bytes_miss_us``,
+    the measured time of the bytes (size / ``measured_step_GBps``) less the predicted one (predicted - latency), and
+    ``latency_miss_us``, the rest of the measured time less the predicted latency. ``part`` names the larger of the
+    two (``-`` for a bucket within the target): ``latency``, a per-call time the prediction lacks or has too much
+    of; ``bandwidth``, bytes that cost what the chosen pair and its channels do not say.
 
     >>> p = pd.DataFrame({"system": "s", "size_bytes": [8192.0, 16384.0, 32768.0], "measured_s": [40e-6, 41e-6, 43e-6],
     ...                   "predicted_s": [30e-6, 31e-6, 33e-6], "latency_s": 29e-6, "ape": [25.0, 24.4, 23.3],
@@ -439,6 +442,7 @@ def bucket_misses(d: pd.DataFrame) -> pd.DataFrame:
                      "excess_us": round(float(g["excess_us"].median()), 2),
                      "run_GBps": round(float(g["run_GBps"].median()), 3),
                      "measured_step_GBps": round(float(step.median()), 3),
+                     "implied_channels": round(float(g["implied_channels"].median()), 2),
                      "bytes_miss_us": round(bytes_miss, 2) + 0.0, "latency_miss_us": round(latency_miss, 2) + 0.0,
                      "algorithms": ", ".join(dict.fromkeys(g["algorithm"])), "part": part})
     return pd.DataFrame(rows)

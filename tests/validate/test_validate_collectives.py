@@ -144,6 +144,18 @@ def test_bucket_misses_splits_a_bandwidth_miss_by_hand():
     assert b["measured_step_GBps"] == pytest.approx(1.0) and b["run_GBps"] == pytest.approx(2.0)
     assert b["bytes_miss_us"] == pytest.approx(12.29, abs=0.005) and b["latency_miss_us"] == pytest.approx(0, abs=1e-9)
     assert (bool(b["missed"]), b["part"]) == (True, "bandwidth")
+    # a pair on 1 channel at 2 GB/s whose bytes move at 1 GB/s would run on half a channel
+    assert b["implied_channels"] == pytest.approx(0.5)
+
+
+def test_h100_mid_sizes_imply_fewer_channels_than_nccls_enqueue_gives():
+    # 256 KiB - 4 MiB on the A3-Mega run: NCCL's estimate keeps the ring / Simple on all 8 channels at 12 GB/s each
+    # (8 x 22.5 x 16/30 = 96 GB/s); the measured steps from 1 MiB (18.1-20.6 GB/s) are 1.5-1.7 of those channels
+    d = vc.preset_diagnosis()
+    h = d[(d["system"] == "gcp_a3mega_h100_2x8_tcpxo") & (d["bucket"] == "256K-4M") & (d["size_bytes"] >= 2**20)]
+    assert len(h) == 3 and set(h["algorithm"]) == {"nccl:ring/Simple"} and (h["channels"] == 8).all()
+    assert h["run_GBps"].tolist() == pytest.approx([96.0] * 3, rel=1e-9)
+    assert h["implied_channels"].between(1.5, 1.75).all()
 
 
 def test_bucket_misses_splits_a_latency_miss_by_hand():
