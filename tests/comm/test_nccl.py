@@ -391,3 +391,16 @@ def test_a_larger_buffer_never_speeds_a_tree_simple_call_up(n, case, small, vers
         lay = nccl_layout(place(cluster, ranks), {"NCCL_BUFFSIZE": str(b)})
         times.append(next(c.time_s for c in nccl.choices("allreduce", n, lay, version) if c.name == "nccl:tree/Simple"))
     assert times[1] >= times[0] * (1 - 1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(n=SIZES, op=st.sampled_from(nccl.OPS), version=st.sampled_from(nccl.VERSIONS),
+       run=st.sampled_from([("gcp-a3-mega", {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0",
+                                             "NCCL_BUFFSIZE": "8388608"}),
+                            ("oci-bm-gpu4-8", {"NCCL_IB_QPS_PER_CONNECTION": "4"})]))
+def test_the_sweeps_environments_keep_the_wall_time_growing_with_size(n, op, version, run):
+    # the nccl-tests runs' own settings (validate.collectives.RUN_ENV): estimate-chosen pair, wall-time priced
+    cluster, env = run
+    t1 = collective_on_cluster(op, n, 16, cluster, nccl_version=version, nccl_env=env)[1]
+    t2 = collective_on_cluster(op, 2 * n, 16, cluster, nccl_version=version, nccl_env=env)[1]
+    assert t2 >= t1
