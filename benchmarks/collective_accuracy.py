@@ -14,7 +14,8 @@ fitted : per system, the rows sorted by size (then ranks; the nccl-tests sweeps 
 preset : the nccl-tests sweeps from the oci-bm-gpu4-8 / gcp-a3-mega cluster presets alone, through NCCL's
          tuning model (concurrency_model.comm.nccl; the A100 run with NCCL 2.19.3's tables, as its log
          states; the A3-Mega run with NCCL 2.21.5's and GCP's TCPXO profile, NCCL_ALGO=Ring,Tree,
-         NCCL_PROTO=Simple, NVLS off: validate.collectives.STATED_ELSEWHERE / RUN_ENV): the APE at every
+         NCCL_PROTO=Simple, NVLS off, NCCL_BUFFSIZE 8 MiB: validate.collectives.STATED_ELSEWHERE / RUN_ENV), the
+         pair NCCL's estimate chooses priced at the call's wall time (comm.nccl.Choice.time_s): the APE at every
          size with the (algorithm, protocol) chosen, the median over sizes >= 8 KiB per system and per size
          bucket (8-128 KiB, 256 KiB-4 MiB, 8-128 MiB, 256 MiB-8 GiB); large messages (>= 256 MiB) also as
          busbw and its APE.
