@@ -641,7 +641,7 @@ def tree_wall_bw(lay: Layout) -> tuple[float, float]:
     their roots on opposite nodes), ``nics x nic_bw``; on more, the double binary tree's inner node of one tree
     sends to two children and its parent, twice that: ``nics x nic_bw / 2`` [D]. This replaces, for the call's
     wall time, NCCL's estimate of ``0.92 x nChannels x bw x 1/2`` and its ``treeCorrectionFactor``, which choose
-    the pair (``tuning.cc``). The 2 x 8 A100 sweep's tree / Simple rows (1 - 8 GiB) run at 117-135 GB/s
+    the pair (``tuning.cc``). The 2 x 8 A100 sweep's tree / Simple rows (1 - 8 GiB) run at 118-135 GB/s
     measured step bandwidth against 230.1 x 8/14 = 131.5 here and 105.8 in NCCL's estimate.
 
     >>> [round(x / 1e9, 1) for x in tree_wall_bw(Layout(16, 2, 80, True, False, 230.1e9, 11.25e9, 16))]

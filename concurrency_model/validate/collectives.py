@@ -65,7 +65,7 @@
     (:func:`~concurrency_model.comm.nccl.tree_wall_bw`: the chain's 2(k-1) of k GPUs' sends carry each byte; the NICs
     once each way on two nodes) plus its chunk pipeline's fill (:func:`~concurrency_model.comm.nccl.tree_fill_s`:
     chunks of ``NCCL_BUFFSIZE / NCCL_STEPS``) instead of NCCL's ``0.92 x 1/2`` and ``treeCorrectionFactor``. The
-    A100 run's tree / Simple rows (1 - 8 GiB) measured 117-135 GB/s step bandwidth against 131.5 GB/s now (105.8
+    A100 run's tree / Simple rows (1 - 8 GiB) measured 118-135 GB/s step bandwidth against 131.5 GB/s now (105.8
     in NCCL's estimate): 256 MiB - 8 GiB from 15.2% to 3.5%. The other A100 buckets are unchanged (tree LL / LL128);
     the choice is NCCL's estimate's, as before (LL128 -> Simple at 1 GiB, tuning.cc v2.19.3-1 tables).
   - The H100 run (NCCL 2.21.5, GCP's profile: ``NCCL_ALGO=Ring,Tree``, ``NCCL_PROTO=Simple``, NVLS off,
