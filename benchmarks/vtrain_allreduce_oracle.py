@@ -12,7 +12,8 @@ held-out odd rows), vTrain multi-node, the Megatron-LM README sets and Narayanan
 model's all-reduce and with the measured one (the out-of-place time, linearly interpolated in size; a call below 1
 MiB at the 1 MiB time, an upper bound) in place of every one-node all-reduce of 2-8 ranks, and prints each set's
 APE and the single-node rows' median signed error by tensor degree x microbatch (each pass in a fresh process, both
-at once on 2 cores). The measured tables are the answer key for the collective model, not fitted to anything here. About 1 minute on 2 cores.
+at once on 2 cores). The measured tables are the answer key for the collective model, not fitted to anything
+here. About 1 minute on 2 cores.
 
     python benchmarks/vtrain_allreduce_oracle.py [--every K] [--json]
 """
@@ -44,7 +45,8 @@ MODEL_NCCL_ON = on_cluster.nccl_on
 def measured_tables() -> dict:
     """``{ranks: (sizes in bytes, out-of-place seconds)}`` of vTrain's tables."""
     rows = vc.vtrain_rows()
-    return {int(p): (g["size_bytes"].to_numpy(float), g["measured_s"].to_numpy(float)) for p, g in rows.groupby("ranks")}
+    return {int(p): (g["size_bytes"].to_numpy(float), g["measured_s"].to_numpy(float))
+            for p, g in rows.groupby("ranks")}
 
 
 def measured_nccl_on(tables: dict):
