@@ -22,8 +22,11 @@ from __future__ import annotations
 import os
 import tempfile
 
-# a fresh cache of compiled functions: the oracle's numbers must not come from, or go into, the user's cache
-os.environ["CONCURRENCY_MODEL_CACHE_DIR"] = tempfile.mkdtemp(prefix="vtrain-oracle-")
+# a fresh cache of compiled functions, removed at exit: the oracle's numbers must not come from, or go into, the
+# user's cache (the worker processes inherit the variable; each pass takes a directory of its own in it)
+if "VTRAIN_ORACLE_CACHE" not in os.environ:
+    _CACHE = tempfile.TemporaryDirectory(prefix="vtrain-oracle-")
+    os.environ["VTRAIN_ORACLE_CACHE"] = os.environ["CONCURRENCY_MODEL_CACHE_DIR"] = _CACHE.name
 
 import argparse  # noqa: E402 (after the cache directory is chosen)
 import json  # noqa: E402
@@ -63,6 +66,11 @@ def measured_nccl_on(tables: dict):
 
 
 def _evaluate(rows: pd.DataFrame, measured: bool) -> pd.DataFrame:
+    # a cache directory of its own: the cached numbers (``compiled.arrays``) are keyed by the model's arguments,
+    # which the measured all-reduce does not change
+    path = os.path.join(os.environ["VTRAIN_ORACLE_CACHE"], "measured" if measured else "model")
+    os.makedirs(path, exist_ok=True)
+    os.environ["CONCURRENCY_MODEL_CACHE_DIR"] = path
     if not measured:
         return vt.evaluate(rows, workers=1)
     fn = measured_nccl_on(measured_tables())
