@@ -133,9 +133,10 @@ def issue_sequence(rows, extra, recompute: str, launch_s: float) -> dict:
     all but the last dotted part, ``h.3.qkv`` .. ``h.3.fc2``, a transformer layer): a ``full`` recompute's forward of
     the block again (Megatron checkpoints each transformer layer and runs its forward just before its backward:
     microsoft/Megatron-DeepSpeed @ 2255b617 ``megatron/model/transformer.py`` ``_checkpointed_forward``, chunks of
-    ``--checkpoint-num-layers`` layers, 1 by default in ``megatron/arguments.py``), a ``selective`` one's share of
-    the rows that have one, then the block's rows backwards. Returns ``{"f": (kernels, seconds), "b": (kernels,
-    seconds)}`` as arrays.
+    ``--checkpoint-num-layers`` layers, 1 by default in ``megatron/arguments.py``; only the rows whose ``full`` is
+    true, :func:`~concurrency_model.parallel.recompute.full_recompute_rows`: not the embedding, final norm and output
+    layer), a ``selective`` one's share of the rows that have one, then the block's rows backwards. Returns
+    ``{"f": (kernels, seconds), "b": (kernels, seconds)}`` as arrays.
 
     >>> from concurrency_model.timing.parts import Parts
     >>> one = Parts(*(np.array([x]) for x in (2e-6, 1e-6, 0.0, 4e-6, 1.0)))   # 1 kernel of 6 us
@@ -172,7 +173,7 @@ def issue_sequence(rows, extra, recompute: str, launch_s: float) -> dict:
         f = items(r["f"], r["tp_f"], xf)
         fwd[0].extend(f[0])
         fwd[1].extend(f[1])
-        again = (items(r["f"], r["tp_f"], xf) if recompute == "full" else
+        again = (items(r["f"], r["tp_f"], xf) if recompute == "full" and r.get("full", True) else
                  items(r["f"].times(r["again"]), r["tp_again"]) if recompute == "selective" and r["again"] > 0 else
                  ([], []))
         b = items(r["b"], r["tp_b"], xb - (xf if recompute == "full" else 0.0))

@@ -83,6 +83,29 @@ def block_products(graph) -> tuple | None:
     return tuple(out) or None
 
 
+def full_recompute_rows(names) -> list[bool]:
+    """Which layers a ``full`` recompute runs again, by name (a graph's layers in order): with transformer blocks,
+    the blocks' layers only; without (a CNN, an MLP), every layer.
+
+    Megatron's full recompute checkpoints the transformer layers and nothing outside them: with
+    ``checkpoint_activations``, ``ParallelTransformer.forward`` runs ``_checkpointed_forward`` over its layers
+    (chunks of ``--checkpoint-num-layers``) and then the final layer norm, outside the checkpoints; the embedding, the
+    output layer and the loss belong to the language model around it (microsoft/Megatron-DeepSpeed @ 2255b617
+    ``megatron/model/transformer.py``, ``megatron/model/gpt_model.py``; the same structure in NVIDIA/Megatron-LM's
+    ``megatron/core/transformer/transformer_block.py``, as recalled). torchtitan's full activation checkpointing
+    wraps each ``TransformerBlock`` (pytorch/torchtitan @ 9dec370 ``torchtitan/parallelisms/parallelize_llama.py``
+    ``apply_ac``). A graph without blocks keeps the whole-stage rule (torchgpipe's checkpointing recomputes every
+    layer of a partition).
+
+    >>> full_recompute_rows(["wte", "h.0.ln1", "h.0.qkv", "ln_f", "lm_head"])
+    [False, True, True, False, False]
+    >>> full_recompute_rows(["conv1", "fc"])
+    [True, True]
+    """
+    blocks = [block_of(n) is not None for n in names]
+    return blocks if any(blocks) else [True] * len(blocks)
+
+
 def recompute_shares(nodes, policy: str) -> dict:
     """``{layer name: share of its forward run again}`` for a ``selective`` recompute under ``policy``
     (:data:`POLICIES`); layers left out are not recomputed. ``nodes``: a graph's layers in order.

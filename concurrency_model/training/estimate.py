@@ -9,8 +9,10 @@ Composition (DESIGN.md "How the pieces meet"; Narayanan et al. 2021 for the 3D l
    GEMM's output in the forward pass and of each column-split GEMM's input gradient in the backward pass
    (Shoeybi et al. §3, the f/g operators); with sequence parallelism each becomes a reduce-scatter plus an
    allgather of the same volume. The tensor group sits inside a node (the fast tier) when it fits.
-3. Recompute: ``full`` runs every layer's forward again in the backward pass; ``selective`` runs the
-   attention core again (Korthikanti et al. §5).
+3. Recompute: ``full`` runs every transformer block's forward again in the backward pass (not the embedding,
+   final norm, output layer and loss around them; a network without blocks: every layer,
+   :func:`~concurrency_model.parallel.recompute.full_recompute_rows`); ``selective`` runs the attention core
+   again (Korthikanti et al. §5).
 4. Layers are split into ``pipeline`` stages by PipeDream's partitioner (minimise the slowest stage);
    the slowest stage's per-microbatch forward and backward times drive the schedule's closed form
    (:mod:`.pipeline`), with a point-to-point transfer of the boundary activation per microbatch.

@@ -44,7 +44,7 @@ from ..parallel.host import issue_sequence, softmax_fallback_kernels
 from ..parallel.layerwise import LayerwiseMixin
 from ..parallel.lora import LoraMixin, training_flop
 from ..parallel.partition import layer_split
-from ..parallel.recompute import recompute_shares
+from ..parallel.recompute import full_recompute_rows, recompute_shares
 from ..parallel.spatial import SpatialMixin, spatial_rows
 from ..parallel.triples import ZERO_TRIPLE, add_triples, collective_triple, triple_seconds  # noqa: F401 (re-exported)
 
@@ -134,7 +134,7 @@ def layer_seconds(row: dict, recompute: str) -> dict:
     core's forward, Korthikanti et al. §5, or torchtitan's per-op policy), and its tensor-, expert- and
     context-parallel communication (a ring attention's or a spatial split's exchanges again with any recompute).
     The stage partition balances their sum."""
-    full = recompute == "full"
+    full = recompute == "full" and row.get("full", True)  # the blocks' layers (:func:`.recompute.full_recompute_rows`)
     share = 1.0 if full else row.get("again", 0.0) if recompute == "selective" else 0.0
     tp_again = row.get("tp_again_s", 0.0) if recompute == "selective" else 0.0
     return {"forward_s": row["f_s"], "backward_s": row["b_s"], "recompute_s": row["f_s"] * share,
@@ -326,6 +326,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         out = []
         passes = {}  # identical nodes share their Parts (layer_parts times each kind once): add them up once
         shares = recompute_shares(nodes, self.selective)  # what a selective recompute runs again (:mod:`.recompute`)
+        full = full_recompute_rows([n.name for n in nodes])  # what a full one runs again: the blocks
         for i, (n, r) in enumerate(zip(nodes, rows)):
             tf = tb = again_tp = ZERO_TRIPLE
             fused_bytes = 0.0  # async TP's buffer copy and partial-sum reduction of this row's collectives
@@ -385,7 +386,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                    "tp_b_s": float(triple_seconds(tb)), "ep_f": ef, "ep_b": eb,
                    "ep_f_s": float(triple_seconds(ef)), "ep_b_s": float(triple_seconds(eb)),
                    "bn_c": int(n.shape[0]) // (t if by_channels else 1) if n.kind == "batch_norm" else 0,
-                   "again": shares.get(n.name, 0.0), **cp}
+                   "again": shares.get(n.name, 0.0), "full": full[i], **cp}
             op_again = self.selective == "op" and split == "row" and n.name in shares
             row["tp_again"] = again_tp if op_again else ZERO_TRIPLE
             row["tp_again_s"] = float(triple_seconds(row["tp_again"]))
@@ -410,7 +411,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         rows = self.layers(b, t, sp, c, algorithm, e)
 
         def rec(r):  # (parts, tensor-parallel triple, expert-parallel triple) run again in the backward pass
-            if recompute == "full":
+            if recompute == "full" and r.get("full", True):  # the blocks' layers (.recompute.full_recompute_rows)
                 return r["f"], r["tp_f"], r["ep_f"]
             if recompute == "selective" and r["again"] > 0:
                 return r["f"].times(r["again"]), r["tp_again"], ZERO_TRIPLE
@@ -444,13 +445,13 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
     def stage(self, b: int, t: int, sp: bool, recompute: str, p: int, c: int = 1, algorithm: str = "ring",
               e: int = 1, host: float = 0.0) -> dict:
         """The slowest of ``p`` pipeline stages as compacted
-        kernel parts per microbatch: forward ``f``, backward ``b``, recompute ``r`` (``full``: every layer's
-        forward again, with its tensor-parallel collectives; ``selective``: the attention core,
-        Korthikanti et al. §5), and the tensor-parallel triples ``tp_f``, ``tp_b``, ``tp_r``; ``cp``: the
-        context-parallel layout and what :func:`context_exposed` needs (``c``, ``algorithm``, the stage's
-        attention ``layers`` and recomputed ``rec_layers``, one layer's ``blk_f``, ``blk_b``, ``kv``, ``a2a``;
-        a CNN's spatial split: the stage's ``halo_f``, ``halo_b``, a full recompute's forward ones in the latter);
-        ``ep_f``, ``ep_b``, ``ep_r``: the expert-parallel all-to-alls over ``e`` devices (:mod:`.expert`);
+        kernel parts per microbatch: forward ``f``, backward ``b``, recompute ``r`` (``full``: every block layer's
+        forward again, with its tensor-parallel collectives, :func:`.recompute.full_recompute_rows`; ``selective``: the
+        attention core, Korthikanti et al. §5), and the tensor-parallel triples ``tp_f``, ``tp_b``, ``tp_r``; ``cp``:
+        the context-parallel layout and what :func:`context_exposed` needs (``c``, ``algorithm``, the stage's attention
+        ``layers`` and recomputed ``rec_layers``, one layer's ``blk_f``, ``blk_b``, ``kv``, ``a2a``; a CNN's spatial
+        split: the stage's ``halo_f``, ``halo_b``, a full recompute's forward ones in the latter); ``ep_f``, ``ep_b``,
+        ``ep_r``: the expert-parallel all-to-alls over ``e`` devices (:mod:`.expert`);
         ``bn_channels``: the channels of its batch-norm layers (:meth:`.DataParallelMixin.batch_norm_sync`).
 
         The stages are PipeDream's partition (:func:`.pipeline.partition`) of each layer's nominal seconds,

@@ -40,7 +40,13 @@ def test_recompute_runs_the_forward_again():
     sc = {"model": "gpt2", "parallel": {"data": 8, "global_batch": 64, "microbatch_size": 8}}
     none, full, selective = (estimate({**sc, "training": {"recompute": r}}).layers()
                              for r in ("none", "full", "selective"))
-    assert np.allclose(full["recompute_s"], none["forward_s"])
+    # a full recompute runs each transformer block's forward again, not the embedding, final norm, output layer and
+    # loss around the blocks (Megatron's _checkpointed_forward loops over the transformer layers only)
+    blocks = full["layer"].str.match(r"^h\.\d+\.")
+    assert blocks.sum() == 12 * 12 and not blocks[full["layer"].isin(["wte", "wpe", "ln_f", "lm_head"])].any()
+    assert np.allclose(full.loc[blocks, "recompute_s"], none.loc[blocks, "forward_s"])
+    assert (full.loc[~blocks, "recompute_s"] == 0).all()
+    assert full["recompute_s"].sum() == pytest.approx(none.loc[blocks, "forward_s"].sum(), rel=1e-12)
     attention = selective["kind"] == "attention"
     assert np.allclose(selective.loc[attention, "recompute_s"], none.loc[attention, "forward_s"])
     assert (selective.loc[~attention, "recompute_s"] == 0).all()
