@@ -91,8 +91,10 @@ def full_recompute_rows(names) -> list[bool]:
     ``checkpoint_activations``, ``ParallelTransformer.forward`` runs ``_checkpointed_forward`` over its layers
     (chunks of ``--checkpoint-num-layers``) and then the final layer norm, outside the checkpoints; the embedding, the
     output layer and the loss belong to the language model around it (microsoft/Megatron-DeepSpeed @ 2255b617
-    ``megatron/model/transformer.py``, ``megatron/model/gpt_model.py``; the same structure in NVIDIA/Megatron-LM's
-    ``megatron/core/transformer/transformer_block.py``, as recalled). torchtitan's full activation checkpointing
+    ``megatron/model/transformer.py``, ``megatron/model/gpt_model.py``; the same in Megatron-Core: with
+    ``recompute_granularity == 'full'``, ``TransformerBlock.forward`` checkpoints its layers in
+    ``_checkpointed_forward`` and applies ``final_layernorm`` after it, NVIDIA/Megatron-LM @ 0034bda6
+    ``megatron/core/transformer/transformer_block.py``). torchtitan's full activation checkpointing
     wraps each ``TransformerBlock`` (pytorch/torchtitan @ 9dec370 ``torchtitan/parallelisms/parallelize_llama.py``
     ``apply_ac``). A graph without blocks keeps the whole-stage rule (torchgpipe's checkpointing recomputes every
     layer of a partition).
