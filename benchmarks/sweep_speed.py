@@ -38,7 +38,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core, as the target says
 import numpy as np  # noqa: E402
 
 from concurrency_model.training import compose  # noqa: E402
-from concurrency_model.training.estimate import prepare, step_inputs  # noqa: E402
+from concurrency_model.training.prepare import prepare, step_inputs  # noqa: E402
 from concurrency_model.scenario import load_scenario  # noqa: E402
 from concurrency_model.sweep import sweep  # noqa: E402
 

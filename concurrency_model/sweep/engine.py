@@ -40,10 +40,9 @@ from ..parallel.runtime import default_framework, kernel_policies
 from ..progress import Progress
 from ..scenario import load_scenario, read_scenario
 from ..training import compose
-from ..training.estimate import (assemble, consistency_of, host_per_kernel, host_seconds, runtime_name,
-                                 scenario_key, sync_of)
-from ..training.workload import (MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, stable_model, transformer_shape,
-                                 workload)
+from ..training.keys import scenario_key, stable_model
+from ..training.prepare import assemble, consistency_of, host_per_kernel, host_seconds, runtime_name, sync_of
+from ..training.workload import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, transformer_shape, workload
 from .result import SCALES, SweepResult
 from .space import layouts
 
@@ -378,7 +377,7 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict,
 def _inputs(f: dict, i: np.ndarray, zero: int, scales: dict) -> dict:
     """Inputs of the lambdified step for layouts ``i`` (rows) on every hardware point (columns); the
     context-parallel exposure by :func:`~concurrency_model.training.workload.context_exposed`, as
-    :func:`~concurrency_model.training.estimate.step_inputs` computes it."""
+    :func:`~concurrency_model.training.prepare.step_inputs` computes it."""
     s_in, s_out = scales["intra_bw"][None, :], scales["inter_bw"][None, :]
 
     def comm(tr):
