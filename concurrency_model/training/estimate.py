@@ -77,7 +77,7 @@ from .. import compiled, uncertainty
 from ..parallel.batch_size import BatchRegion
 from ..parallel.runtime import default_framework
 from ..scenario import CURRENCY, Scenario, Training, load_scenario
-from ..uncertainty import SAMPLES, band_of
+from ..uncertainty import SAMPLES
 from .keys import scenario_key, stable_model
 from .run import WAIT_PARTS, busy_share, run_cost
 from .step import STEP_PARTS, breakdown, step_fn
@@ -251,7 +251,7 @@ def estimate(scenario) -> Estimate:
         run = run_cost(sc.run, step, par.global_batch, sc.gpus,
                        busy_share(step, sum(parts[k] for k in WAIT_PARTS)),
                        float(sc.cluster.device.board_power_w), rec["seq_len"])
-    lo, hi = band_of(band_steps_of(sc, rec))
+    lo, hi = step_band_of(sc, rec)
     target = None
     if tr.target is not None:  # time to a quality target: steps at the global batch x this step (issue 40)
         from ..convergence.target import curve_of, penalty_of, time_to_target, with_penalty
@@ -283,7 +283,7 @@ def prepared(sc: Scenario) -> dict:
     """The numbers :func:`estimate` computes from the scenario alone, before it evaluates the step function
     (:data:`NUMBERS`): ``inputs`` of :func:`.step.step_fn` at the presets' numbers, ``memory``
     (:func:`.prepare.memory_at`'s figures), ``stages``, ``model_flop``, ``routing_factor``, ``seq_len`` (a
-    transformer's sequence, else None) and ``spatial``; the step on the band's draws comes from :func:`band_steps_of`.
+    transformer's sequence, else None) and ``spatial``; the band from :func:`step_band_of`.
 
     Built once by :func:`.prepare.prepare` (the model, its layers' kernels, the partition, memory), then kept for the
     process (the last :data:`MEMO_SIZE` scenarios, by :func:`scenario_key`) and, for a model that is the same in
@@ -336,18 +336,20 @@ def _objects(sc: Scenario, rec: dict) -> tuple:
     return rec["objects"]
 
 
-def band_steps_of(sc: Scenario, rec: dict) -> np.ndarray:
-    """The step time of a :func:`prepared` scenario on each of :func:`~concurrency_model.uncertainty.draws`
-    (:func:`.prepare.band_inputs` through the sweep's step function), kept in its record per spread of the fitted
-    constants (:func:`~concurrency_model.uncertainty.spreads`) and, across processes, in the cache of numbers (one
-    array of :data:`~concurrency_model.uncertainty.SAMPLES` values, not the inputs': 3 kB a scenario, not 70 kB)."""
+def step_band_of(sc: Scenario, rec: dict) -> tuple[float, float]:
+    """The 80% band ``(p10, p90)`` of a :func:`prepared` scenario's step: the step on each of
+    :func:`~concurrency_model.uncertainty.draws` through the sweep's step function and
+    :func:`~concurrency_model.uncertainty.band_of` of it (:func:`.prepare.step_band`), kept in its record per spread
+    of the fitted constants (:func:`~concurrency_model.uncertainty.spreads`) and, across processes, in the cache of numbers (the two floats,
+    exact; keyed also by :data:`~concurrency_model.uncertainty.SAMPLES` and numpy's version, whose generator draws
+    them): a cached estimate neither draws nor takes quantiles (numpy's random and masked-array modules, issue 41)."""
     spread = tuple(uncertainty.spreads().items())  # through the module: a test may set another spread
     got = rec["band"].get(spread)
     if got is None:
         def build() -> dict:
-            return {"step": _builder().band_steps(sc, *_objects(sc, rec)[:4])}
-        got = (compiled.arrays("estimate_band", (rec["key"], spread, SAMPLES, np.__version__), build)
-               if rec["stable"] else build())["step"]
+            return {"band": np.array(_builder().step_band(sc, *_objects(sc, rec)[:4]), dtype=float)}
+        got = tuple(float(x) for x in (compiled.arrays("estimate_band", (rec["key"], spread, SAMPLES, np.__version__),
+                                                       build) if rec["stable"] else build())["band"])
         rec["band"][spread] = got
     return got
 

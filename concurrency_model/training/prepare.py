@@ -48,13 +48,6 @@ def numbers(sc: Scenario, w, stage: dict, state, key: tuple, mem: dict) -> dict:
             "seq_len": shape["s"] if shape else None, "spatial": bool(w.spatial)}
 
 
-def band_steps(sc: Scenario, w, stage: dict, state, key: tuple) -> np.ndarray:
-    """The step time on each of :func:`~concurrency_model.uncertainty.draws` (:func:`band_inputs` through the sweep's
-    step function)."""
-    fn = step_fn(sc.parallel.schedule, sc.training.zero_stage, sc.training.overlap, ("step",))
-    return fn(**band_inputs(sc, w, stage, state, key))["step"]
-
-
 def layers(sc: Scenario, w, stage: dict, key: tuple):
     """The layer table of the scenario's slowest stage (:func:`.layer_table.layer_table`)."""
     par = sc.parallel
