@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..parallel.runtime import MEMORY_PARTS as PARTS
 from ..training.estimate import MEMORY_PARTS, estimate
-from ..training.step import STEP_PARTS
+from ..training.step_parts import STEP_PARTS
 from . import add_json, add_scenario, positive_int, scenario_of
 from .compare import add_compare, compared, print_rows
 

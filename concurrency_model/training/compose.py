@@ -45,8 +45,7 @@ import sympy as sp
 from ..compiled import lambdified
 from ..parallel import allocator, memory, pipeline, recompute
 from ..units import dtype_bytes, state_dtype
-from .step import (STEP_INPUTS, STEP_OUTPUTS, STEP_PARTS, breakdown, shape_of,  # noqa: F401 (re-exported)
-                   step_fn)
+from .step_parts import STEP_INPUTS, STEP_OUTPUTS, STEP_PARTS, breakdown, shape_of  # noqa: F401 (re-exported)
 
 MEMORY_INPUTS = ("b", "t", "p", "m", "v", "d", "act_graph", "c")
 _SYM = {name: sp.Symbol(name, positive=True) for name in STEP_INPUTS + MEMORY_INPUTS}

@@ -80,7 +80,8 @@ from ..scenario import CURRENCY, Scenario, Training, load_scenario
 from ..uncertainty import SAMPLES
 from .keys import scenario_key, stable_model
 from .run import WAIT_PARTS, busy_share, run_cost
-from .step import STEP_PARTS, breakdown, step_fn
+from .step import step_fn
+from .step_parts import STEP_PARTS, breakdown
 
 if TYPE_CHECKING:  # annotations only
     import pandas as pd

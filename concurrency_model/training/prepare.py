@@ -56,7 +56,7 @@ def layers(sc: Scenario, w, stage: dict, key: tuple):
 
 
 def band_inputs(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | None = None) -> dict:
-    """The inputs of :func:`.compose.step_fn` on :func:`~concurrency_model.uncertainty.draws` of the fitted
+    """The inputs of :func:`.step.step_fn` on :func:`~concurrency_model.uncertainty.draws` of the fitted
     constants' spread, around the hardware ``scales`` (default: the presets as they are): arrays, one value a
     draw."""
     at = {k: 1.0 for k in ("flops", "mem_bw", "launch", "intra_bw", "inter_bw")} | (scales or {})
@@ -220,7 +220,7 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
                 seconds=None, comm=None, optimizer=None, sync: tuple = ("allreduce", 0, "none"),
                 host: float | None = None, host_wait=None, consistency: dict | None = None,
                 batch_norm: str = "local", schedule: str = "1f1b") -> dict:
-    """Inputs of :func:`.compose.step_fn` for one layout of workload ``w``: kernel parts become seconds
+    """Inputs of :func:`.step.step_fn` for one layout of workload ``w``: kernel parts become seconds
     through ``seconds`` (default: on the nominal device), communication triples through ``comm`` (default
     :func:`.features.triple_seconds`) and the optimizer's state bytes through ``optimizer`` (default
     :meth:`.features.Workload.optimizer_seconds`); :mod:`.sensitivity` passes symbolic ones. ``host``: host
@@ -253,7 +253,7 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
 
 def assemble(c_f, c_b, c_r, triples: dict, comm, zero: int, p, m, v, opt, kappa, c_cf, c_cb, h_f=0.0, h_b=0.0,
              straggle=0.0, sync_frac=1.0, exposed: bool = False, c_w=0.0, p2p_blocks=False) -> dict:
-    """The inputs of :func:`.compose.step_fn` from a stage's compute seconds and its communication
+    """The inputs of :func:`.step.step_fn` from a stage's compute seconds and its communication
     ``triples`` (``tp_f, tp_b, tp_r, ep_f, ep_b, ep_r, bn_f, bn_b, bn_r, p2p, ar, rs, ag, last_ar, last_rs``)
     priced by ``comm``, the host issue seconds ``h_f``, ``h_b`` (:func:`host_seconds`) and the consistency factors
     (:func:`consistency_of`; ``exposed``: the whole allreduce is exposed, as its last bucket; ``c_w``: the
