@@ -213,7 +213,7 @@ class Estimate:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per breakdown component: ``seconds``, ``in_step`` (the parts that add up to the step,
-        :data:`.STEP_PARTS`) and their ``share`` of it (NaN for totals and overlapped seconds)."""
+        :data:`.step_parts.STEP_PARTS`) and their ``share`` of it (NaN for totals and overlapped seconds)."""
         import pandas as pd  # heavy (0.4 s): loaded when a table is built
         return pd.DataFrame([{"component": k, "seconds": v, "in_step": k in STEP_PARTS,
                               "share": v / self.step_time_s if k in STEP_PARTS else float("nan")}
@@ -341,9 +341,10 @@ def step_band_of(sc: Scenario, rec: dict) -> tuple[float, float]:
     """The 80% band ``(p10, p90)`` of a :func:`prepared` scenario's step: the step on each of
     :func:`~concurrency_model.uncertainty.draws` through the sweep's step function and
     :func:`~concurrency_model.uncertainty.band_of` of it (:func:`.prepare.step_band`), kept in its record per spread
-    of the fitted constants (:func:`~concurrency_model.uncertainty.spreads`) and, across processes, in the cache of numbers (the two floats,
-    exact; keyed also by :data:`~concurrency_model.uncertainty.SAMPLES` and numpy's version, whose generator draws
-    them): a cached estimate neither draws nor takes quantiles (numpy's random and masked-array modules, issue 41)."""
+    of the fitted constants (:func:`~concurrency_model.uncertainty.spreads`) and, across processes, in the cache of
+    numbers (the two floats, exact; keyed also by :data:`~concurrency_model.uncertainty.SAMPLES` and numpy's version,
+    whose generator draws them): a cached estimate neither draws nor takes quantiles (numpy's random and masked-array
+    modules, issue 41)."""
     spread = tuple(uncertainty.spreads().items())  # through the module: a test may set another spread
     got = rec["band"].get(spread)
     if got is None:
