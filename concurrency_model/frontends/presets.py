@@ -7,7 +7,11 @@ from pathlib import Path
 
 
 def presets_dir() -> Path:
-    """The directory of the shipped configs."""
+    """The directory of the shipped configs.
+
+    >>> (presets_dir() / "llama-2-7b.json").is_file()
+    True
+    """
     return Path(str(resources.files("concurrency_model") / "presets" / "hf"))
 
 

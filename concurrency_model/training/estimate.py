@@ -344,7 +344,13 @@ def step_band_of(sc: Scenario, rec: dict) -> tuple[float, float]:
     of the fitted constants (:func:`~concurrency_model.uncertainty.spreads`) and, across processes, in the cache of
     numbers (the two floats, exact; keyed also by :data:`~concurrency_model.uncertainty.SAMPLES` and numpy's version,
     whose generator draws them): a cached estimate neither draws nor takes quantiles (numpy's random and masked-array
-    modules, issue 41)."""
+    modules, issue 41).
+
+    >>> sc = load_scenario({"model": "gpt2", "parallel": {"data": 8, "global_batch": 64, "microbatch_size": 8}})
+    >>> lo, hi = step_band_of(sc, prepared(sc))
+    >>> lo < estimate(sc).step_time_s < hi, (lo, hi) == step_band_of(sc, prepared(sc))
+    (True, True)
+    """
     spread = tuple(uncertainty.spreads().items())  # through the module: a test may set another spread
     got = rec["band"].get(spread)
     if got is None:

@@ -11,7 +11,11 @@ from ..scenario import Scenario
 
 
 def model_key(model) -> str:
-    """A hashable key for a model spec (zoo name, dict, or a graph object such as ``from_torch`` returns)."""
+    """A hashable key for a model spec (zoo name, dict, or a graph object such as ``from_torch`` returns).
+
+    >>> model_key("gpt2"), model_key({"layers": 2, "kind": "gpt"})
+    ('gpt2', '{"kind": "gpt", "layers": 2}')
+    """
     if isinstance(model, str):
         return model
     if isinstance(model, dict):
@@ -40,7 +44,13 @@ def stable_model(model) -> bool:
 def scenario_key(sc: Scenario) -> tuple:
     """What :func:`.prepare.prepare` and the step's inputs depend on: the model (:func:`model_key`), the cluster and
     every parallel and training field (all of them, not a list of those known to matter, so that a field added
-    later can never read another scenario's numbers)."""
+    later can never read another scenario's numbers).
+
+    >>> from concurrency_model.scenario import load_scenario
+    >>> a, b = (scenario_key(load_scenario({"model": "gpt2", "training": {"straggler_cv": cv}})) for cv in (0.0, 0.1))
+    >>> a[0], len(a), a == b
+    ('gpt2', 4, False)
+    """
     return (model_key(sc.model), repr(sc.cluster), repr(sorted(sc.parallel.to_dict().items())),
             repr(sorted(sc.training.to_dict().items())))
 

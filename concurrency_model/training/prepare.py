@@ -35,7 +35,14 @@ from .workload import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, transformer_sh
 def numbers(sc: Scenario, w, stage: dict, state, key: tuple, mem: dict) -> dict:
     """The numbers of a scenario's record (:data:`.estimate.NUMBERS`) from :func:`prepare`'s objects: ``inputs`` of the
     step function at the presets' numbers, ``memory``, ``stages``, ``model_flop``, ``routing_factor``, ``seq_len`` (a
-    transformer's sequence, else None) and ``spatial``."""
+    transformer's sequence, else None) and ``spatial``.
+
+    >>> sc = load_scenario({"model": "gpt2", "parallel": {"data": 8, "global_batch": 64, "microbatch_size": 8}})
+    >>> w, stage, state, mem, key = prepare(sc)
+    >>> n = numbers(sc, w, stage, state, key, mem)
+    >>> n["stages"], n["seq_len"], n["inputs"]["m"]
+    ([(0, 149)], 1024, 1)
+    """
     par, tr = sc.parallel, sc.training
     inputs = step_inputs(w, stage, *key, state, sync=sync_of(sc), host=tr.host_overhead_s,
                          consistency=consistency_of(tr, par.data * par.context),
@@ -49,7 +56,14 @@ def numbers(sc: Scenario, w, stage: dict, state, key: tuple, mem: dict) -> dict:
 
 
 def layers(sc: Scenario, w, stage: dict, key: tuple):
-    """The layer table of the scenario's slowest stage (:func:`.layer_table.layer_table`)."""
+    """The layer table of the scenario's slowest stage (:func:`.layer_table.layer_table`).
+
+    >>> sc = load_scenario({"model": "gpt2", "parallel": {"data": 8, "global_batch": 64, "microbatch_size": 8}})
+    >>> w, stage, _, _, key = prepare(sc)
+    >>> t = layers(sc, w, stage, key)
+    >>> len(t), round(float(t["share"].sum()), 12)
+    (149, 1.0)
+    """
     par = sc.parallel
     return layer_table(w, stage, sc.training.recompute, par.context, par.context_algorithm, par.expert,
                        par.microbatch_size, key[1], key[2])
