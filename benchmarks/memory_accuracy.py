@@ -28,7 +28,7 @@ import statistics
 import numpy as np
 
 from concurrency_model.parallel import allocator
-from concurrency_model.training.estimate import memory_at
+from concurrency_model.training.prepare import memory_at
 from concurrency_model.training.workload import workload
 from concurrency_model.scenario import load_scenario
 from concurrency_model.validate import modern

@@ -13,7 +13,8 @@ and in this process ``estimate()`` after the first call and the sweep a second t
 estimate process <= 0.5 s, an in-process estimate <= 1 ms, a warm-cache sweep process <= 1.5 x (its evaluation
 + the import of what it uses; the bare package's import gives a stricter bound, printed too), the import <= 0.3 s.
 Beside them, the CPU seconds of a process that only imports what the estimate
-command and the sweep use (sympy, numpy; pandas for the sweep), the floor of a warm process. For reference,
+command and the sweep use (the estimate: numpy, the scenario's checks, the cache reader, no sympy; the sweep: sympy,
+numpy, pandas), the floor of a warm process. For reference,
 Calculon (calculon-ai/calculon @ caa4b11f, README.md): "Run a single calculation for LLM (~1 sec)" and its
 execution optimizer "~1 min"; issue 41 measured it side by side at 438 configurations a second and 0.46 s a CLI
 call (CPU, not published figures).
@@ -38,7 +39,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core, as the target says
 import numpy as np  # noqa: E402
 
 from concurrency_model.training import compose  # noqa: E402
-from concurrency_model.training.estimate import prepare, step_inputs  # noqa: E402
+from concurrency_model.training.prepare import prepare, step_inputs  # noqa: E402
 from concurrency_model.scenario import load_scenario  # noqa: E402
 from concurrency_model.sweep import sweep  # noqa: E402
 
@@ -70,7 +71,8 @@ CALCULON = {"single_calculation_s": 1.0, "optimizer_s": 60.0,  # README.md @ caa
 # what a child process runs; each prints one JSON object ending with its process's CPU seconds
 CHILD = {
     "import": "import concurrency_model",
-    # what each process imports before any work (sympy, numpy; pandas for the sweep): where a warm process's time goes
+    # what each process imports before any work (the sweep: sympy, numpy, pandas; the estimate: numpy): where a warm
+    # process's time goes
     "import_estimate": "import concurrency_model.commands.estimate",
     "import_sweep": "import concurrency_model.sweep",
     "estimate": "from concurrency_model.cli import main; main(['estimate', '--scenario', 'gpt3-175b-3d', '--json'])",

@@ -25,7 +25,8 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 import pandas as pd
 
-from concurrency_model.training.estimate import estimate, prepare, step_inputs, sync_of
+from concurrency_model.training.estimate import estimate
+from concurrency_model.training.prepare import prepare, step_inputs, sync_of
 from concurrency_model.parallel.host import host_seconds
 from concurrency_model.scenario import load_scenario
 from concurrency_model.validate import training as vt

@@ -25,26 +25,14 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from .checks import count, currency, did_you_mean, file_text, json_object, number
+from .choices import (BATCH_NORM, CONSISTENCY, CONTEXT_ALGORITHMS, DISPATCHERS, LORA_BASES, LOSSES, OPTIMIZERS,
+                      SCHEDULES, STAGE_SPLITS, TENSOR_LAYERS, TOPOLOGIES, check_lora_base, parse_sparsity)
 from .hardware.clusters import Cluster, load_cluster
-from .ops.optimizer import RULES
 from .ops.routing import check_imbalance
-from .ops.sparse import parse_sparsity
-from .parallel import pipeline
-from .parallel.allocator import LOSSES
 from .parallel.batch_size import DEFAULT_CEILING
-from .parallel.consistency import CONSISTENCY
-from .parallel.data_parallel import BATCH_NORM
-from .parallel.expert import DISPATCHERS
-from .parallel.context import CONTEXT_ALGORITHMS
-from .parallel.gossip import TOPOLOGIES
-from .parallel.layerwise import TENSOR_LAYERS
-from .parallel.lora import BASE_BYTES, check_lora_base
-from .parallel.partition import STAGE_SPLITS
 from .parallel.runtime import (FP8_RECIPES, FRAMEWORKS, REDUCE_DTYPES, default_framework, kernel_policies, runs_with,
                                runtime_of)
 from .units import DTYPE_BYTES, KV_DTYPES, WEIGHT_BYTES
-
-SCHEDULES = pipeline.SCHEDULES
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,13 +180,13 @@ WEIGHT_DTYPES = tuple(k for k in WEIGHT_BYTES if k != "nf4")
 SPECULATIVE_KEYS = ("draft", "tokens", "acceptance")  # inference.speculative (serving.speculative)
 CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tensor_layers": TENSOR_LAYERS,
            "recompute": ("none", "selective", "full"),
-           "optimizer": tuple(RULES), "dtype": tuple(DTYPE_BYTES),
+           "optimizer": OPTIMIZERS, "dtype": tuple(DTYPE_BYTES),
            "sync": ("allreduce", "parameter_server", "gossip"), "compression": COMPRESSIONS,
            "gossip_topology": TOPOLOGIES, "consistency": CONSISTENCY, "batch_norm": BATCH_NORM,
-           "lora_base_dtype": tuple(BASE_BYTES), "batching": BATCHING, "weight_dtype": WEIGHT_DTYPES,
+           "lora_base_dtype": LORA_BASES, "batching": BATCHING, "weight_dtype": WEIGHT_DTYPES,
            "output_lengths": LENGTH_LAWS, "prompt_lengths": LENGTH_LAWS,
            "kv_dtype": KV_DTYPES, "framework": FRAMEWORKS,
-           "loss": tuple(LOSSES), "fp8_recipe": FP8_RECIPES, "reduce_dtype": tuple(REDUCE_DTYPES),
+           "loss": LOSSES, "fp8_recipe": FP8_RECIPES, "reduce_dtype": tuple(REDUCE_DTYPES),
            "moe_dispatcher": DISPATCHERS, "stage_split": STAGE_SPLITS}  # a field whose default is null may stay null
 PARALLEL = {f.name: f.default for f in fields(Parallel)}  # each field's default, in the documentation's order
 TRAINING = {f.name: f.default for f in fields(Training)}
@@ -453,7 +441,7 @@ def check_speculative(spec) -> dict:
 
 
 def parse_weight_sparsity(value, weight_dtype: str | None, dtype: str):
-    """``inference.weight_sparsity`` parsed (:func:`concurrency_model.ops.sparse.parse_sparsity`: ``None``,
+    """``inference.weight_sparsity`` parsed (:func:`concurrency_model.choices.parse_sparsity`: ``None``,
     ``"2:4"`` or a fraction of zeros in [0, 1)), refused with a ``weight_dtype`` other than ``dtype`` (pruning and
     weight-only quantization are not modelled together); whether the device has 2:4 sparse math is checked where
     the device is known (:func:`concurrency_model.serving.overheads.check_weight_sparsity`).

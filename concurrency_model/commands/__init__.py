@@ -5,9 +5,7 @@ import argparse
 import math
 import re
 
-
 from ..checks import count, currency
-from ..cost import to_json as num
 from ..scenario import CURRENCY, read_scenario, with_settings
 
 
@@ -99,5 +97,5 @@ def currency_of(raw: dict, section: str) -> str:
     return currency(f"{section}.currency", sec.get("currency", CURRENCY) if isinstance(sec, dict) else CURRENCY)
 
 
-__all__ = ["num", "int_at_least", "positive_int", "nonnegative_int", "byte_count", "add_json", "add_scenario",
+__all__ = ["int_at_least", "positive_int", "nonnegative_int", "byte_count", "add_json", "add_scenario",
            "scenario_of", "currency_of"]

@@ -1,9 +1,9 @@
 """``concurrency-model estimate --scenario FILE``: step time, breakdown and memory of a training scenario."""
 from __future__ import annotations
 
-from ..parallel.allocator import PARTS
-from ..training.compose import STEP_PARTS
+from ..parallel.runtime import MEMORY_PARTS as PARTS
 from ..training.estimate import MEMORY_PARTS, estimate
+from ..training.step_parts import STEP_PARTS
 from . import add_json, add_scenario, positive_int, scenario_of
 from .compare import add_compare, compared, print_rows
 
@@ -35,7 +35,7 @@ def run(a) -> dict:
     return out
 
 
-# what the runtime (training.framework) adds to the memory, in words (:mod:`..parallel.allocator`)
+# what the runtime (training.framework) adds to the memory, in words (:mod:`..parallel.allocator` prices each)
 RUNTIME_PARTS = {f"{k}_bytes": k.replace("_", " ") for k in PARTS}
 
 

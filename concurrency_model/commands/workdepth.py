@@ -9,7 +9,8 @@ from ..models import NAMES, get_model
 from ..ops.conv import ALGORITHMS, table6
 from ..ops.optimizer import RULES
 from ..serving.generation import generation_cost
-from . import add_json, num, positive_int
+from ..cost import to_json as num
+from . import add_json, positive_int
 
 TOP_LAYERS = 15  # layers shown in the readable table
 

@@ -42,13 +42,13 @@ gpt-oss-20b, gpt-oss-120b, deepseek-v3`` (each file's ``_source`` names where it
 from __future__ import annotations
 
 from functools import partial
-from importlib import resources
 from pathlib import Path
 
 from ..checks import count, did_you_mean, file_text, json_object, number
 from ..graph import Graph
 from ..models import transformer
 from ..models.builder import Builder
+from .presets import preset_names, presets_dir
 
 ARCHITECTURES = ("gpt2", "bert", "gpt_neox", "llama", "mistral", "mixtral", "qwen3_moe", "gpt_oss", "deepseek_v3",
                  "deepseek_v2")
@@ -56,19 +56,6 @@ MOE_ARCHITECTURES = ("mixtral", "qwen3_moe", "gpt_oss", "deepseek_v3", "deepseek
 ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu", "gelu_fast": "gelu",
                "gelu_pytorch_tanh": "gelu", "gelu_python": "gelu", "quick_gelu": "gelu", "relu": "relu",
                "tanh": "tanh"}
-
-
-def _presets() -> Path:
-    return Path(str(resources.files("concurrency_model") / "presets" / "hf"))
-
-
-def preset_names() -> list[str]:
-    """Names of the Hugging Face configs shipped with the package.
-
-    >>> "llama-2-7b" in preset_names()
-    True
-    """
-    return sorted(p.stem for p in _presets().glob("*.json"))
 
 
 def load_hf_config(path_or_dict) -> tuple[dict, str]:
@@ -85,7 +72,7 @@ def load_hf_config(path_or_dict) -> tuple[dict, str]:
             raise ValueError(f"hf_config: {str(path_or_dict)!r} is a directory without a config.json")
         path = path / "config.json"
     if not path.exists():
-        preset = _presets() / f"{path_or_dict}.json"
+        preset = presets_dir() / f"{path_or_dict}.json"
         if isinstance(path_or_dict, str) and preset.is_file():
             path = preset
         else:

@@ -28,8 +28,6 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-import sympy as sp
-
 from ..checks import count, did_you_mean, file_text, json_object, number
 
 KINDS = ("gpu", "cpu", "accelerator")
@@ -264,6 +262,8 @@ def symbolic(device: Device, dtype: str = "fp16") -> tuple[Device, dict]:
     """The device with its peak for ``dtype``, bandwidth and launch overhead replaced by sympy symbols,
     and the mapping symbol -> number that turns it back (for sweeps over hardware parameters). The
     device keeps the mapping in ``decide``: discrete choices (kernel tiles, algorithms) use the numbers."""
+    import sympy as sp  # the one function here that makes symbols: reading a device needs no sympy (issue 41)
+
     F = sp.Symbol(f"F_{dtype}", positive=True)
     Bm = sp.Symbol("B_mem", positive=True)
     L = sp.Symbol("t_launch", nonnegative=True)

@@ -19,31 +19,14 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
+from ..choices import STRUCTURED, parse_sparsity  # the field's values (re-exported)
 from ..cost import Cost, OpCost, clog2
 from . import checks
 
 SRC_SPARSE = ("CSR: Saad 2003 §3.4; 2:4: NVIDIA Ampere architecture [R1]; W = 2 nnz n (one multiply-add per "
               "nonzero and column), paper §2.5 depth of a reduction")
-STRUCTURED = "2:4"  # two nonzeros in every group of four
 INDEX_BYTES = 4  # a CSR column index or row offset (int32, as cuSPARSE's default)
 METADATA_BITS = 2  # 2:4: the position of each kept value within its group of four
-
-
-def parse_sparsity(value):
-    """``"2:4"`` or a fraction of zeros in [0, 1) (a number or its text); ``ValueError`` naming ``sparsity``.
-
-    >>> parse_sparsity("0.9"), parse_sparsity("2:4")
-    (0.9, '2:4')
-    """
-    if value == STRUCTURED:
-        return STRUCTURED
-    try:
-        s = float(value)
-    except (TypeError, ValueError):
-        s = None
-    if isinstance(value, bool) or s is None or not 0 <= s < 1:
-        raise ValueError(f"sparsity: {STRUCTURED!r} or a fraction of zeros in [0, 1), got {value!r}")
-    return s
 
 
 def nnz_of(m, k, sparsity: float):

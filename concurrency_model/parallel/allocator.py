@@ -87,7 +87,7 @@ import sympy as sp
 from ..checks import did_you_mean
 from ..cost import to_python
 from ..units import KiB, MiB
-from .runtime import FRAMEWORKS
+from .runtime import FRAMEWORKS, MEMORY_PARTS
 
 CUDA_CONTEXT_BYTES = 287_047_680  # PyTorch PR #86509, lazy module loading
 NCCL_STEPS = 8
@@ -113,8 +113,7 @@ MIN_LARGE_ALLOC, LARGE_BUFFER, ROUND_LARGE = 10 * MiB, 20 * MiB, 2 * MiB
 # reserved-but-unallocated share of the bytes a step allocates and frees; fitted (module docstring)
 FRAGMENTATION = 0.11  # torchtitan Table 2 (4 rows) imply 0.108: benchmarks/memory_accuracy.py --fit
 # the parts of :func:`framework_parts`, and which of them sit outside the caching allocator
-PARTS = ("cuda_context", "nccl_buffers", "workspaces", "gathered_parameters", "gradient_buffers", "loss_buffers",
-         "recompute_buffer")
+PARTS = MEMORY_PARTS  # named in :mod:`.runtime`, which a cached estimate's printer reads without sympy
 OUTSIDE = ("cuda_context", "nccl_buffers")
 TRANSIENT = ("gathered_parameters", "gradient_buffers", "loss_buffers", "recompute_buffer")
 

@@ -24,6 +24,7 @@ import numbers
 import numpy as np
 import sympy as sp
 
+from ..choices import CONSISTENCY
 from ..checks import count
 from ..comm.checks import as_value, check_name, check_ranks, is_num
 
@@ -32,7 +33,6 @@ __all__ = ["DISTRIBUTIONS", "expected_order_statistic", "expected_max", "expecte
            "mean_staleness", "local_sgd_step_time", "sample_times", "CONSISTENCY", "step_factors"]
 
 DISTRIBUTIONS = ("deterministic", "exponential", "shifted_exponential", "gaussian")
-CONSISTENCY = ("synchronous", "ssp", "asynchronous", "local_sgd")  # a scenario's training.consistency
 GAUSSIAN_METHODS = ("blom", "gumbel", "exact")
 BLOM_ALPHA = sp.Rational(3, 8)  # Blom 1958
 

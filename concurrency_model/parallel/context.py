@@ -64,6 +64,7 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
+from ..choices import CONTEXT_ALGORITHMS
 from ..checks import did_you_mean
 from ..hardware.clusters import place
 from ..ops.attention import attention
@@ -75,7 +76,6 @@ from ..units import dtype_bytes, value_dtype
 from .triples import ZERO_TRIPLE, add_triples
 
 NO_PARTS = Parts.empty()
-CONTEXT_ALGORITHMS = ("ring", "ulysses", "allgather")  # parallel.context_algorithm
 RINGS = ("ring", "allgather")  # the load-balanced blocks of a ring (module doc), their K/V passed round or gathered
 FP32_BYTES = 4  # PyTorch's context parallelism accumulates dK, dV in fp32 (``convert_to_f32``)
 

@@ -19,7 +19,6 @@ from .triples import ZERO_TRIPLE, add_triples
 GRAD_BYTES = {"fp32": 4, "tf32": 4}  # gradients in the training dtype otherwise (2 bytes for fp16/bf16)
 BUCKET_BYTES = 25 * 2**20  # PyTorch DDP bucket_cap_mb = 25 (training-formulas §7)
 STAT_BYTES = 4  # batch-norm statistics are reduced in fp32 [D]
-BATCH_NORM = ("local", "sync")
 
 
 def group_placement(gpus_per_node: int, t: int, ranks: int) -> tuple[int, int]:
@@ -153,7 +152,7 @@ class DataParallelMixin:
         overlap slowdown of the tier they cross (:class:`~concurrency_model.hardware.clusters.Tier`).
 
         ``runtime`` (the arguments of :func:`.runtime.runtime_of`, its framework null for the one ZeRO stage
-        ``zero`` implies; :func:`.estimate.runtime_spec`) cuts them into its calls, each at its own cost: ``ag``
+        ``zero`` implies; :func:`.prepare.runtime_spec`) cuts them into its calls, each at its own cost: ``ag``
         is the forward pass's gathers, ``agb`` the backward pass's (twice with a runtime that gathers again for a
         ``full`` ``recompute``), ``x_dp`` the seconds a microbatch the runtime exposes outright (a serialised runtime:
         all of ZeRO-3's gathers and reductions, which then leave ``ag``, ``agb`` and ``rs``, and the persistent tensors'

@@ -78,6 +78,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
+from ..choices import DISPATCHERS
 from ..checks import did_you_mean
 from ..hardware.clusters import place
 from ..ops.routing import dispatch_imbalance, targets_reached
@@ -85,7 +86,6 @@ from .data_parallel import group_placement
 from .memory import model_state_bytes
 from .triples import ZERO_TRIPLE, add_triples
 
-DISPATCHERS = ("alltoall", "deepep", "hybridep")  # parallel.moe_dispatcher (module doc)
 DEDUPLICATING = ("deepep", "hybridep")
 # SMs the deduplicating dispatchers' kernels hold: HybridEP 32, as NVIDIA-NeMo/Megatron-Bridge @ 067f987d
 # src/megatron/bridge/perf_recipes/_common.py _benchmark_common sets moe_hybridep_num_sms for every hybridep recipe;

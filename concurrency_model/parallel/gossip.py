@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
+from ..choices import TOPOLOGIES
 from ..comm.checks import as_value, check_n, check_name, check_ranks, check_rate, is_num
 
 __all__ = ["TOPOLOGIES", "LATENCY", "gossip_degree", "gossip_offsets", "mixing_matrix", "spectral_gap",
            "consensus_rounds", "gossip_round_time", "gossip_time"]
 
-TOPOLOGIES = ("ring", "exponential", "complete")
 LATENCY = ("overlap", "serial")  # latencies of messages crossing one link together: overlapped or one each
 
 

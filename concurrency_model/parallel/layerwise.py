@@ -20,7 +20,6 @@ from .hybrid import first_fc
 from .memory import graph_activation_bytes
 from .triples import add_triples
 
-TENSOR_LAYERS = ("all", "fc")
 
 
 class LayerwiseMixin:

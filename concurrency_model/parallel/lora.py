@@ -39,13 +39,14 @@ from __future__ import annotations
 
 from functools import cached_property
 
+from ..choices import LORA_BASES, check_lora_base
 from ..models.transformer import is_lm_head
 from ..timing import gemm_coeffs, roofline_coeffs
 from ..timing.graph import expert_gemms
 from ..timing.parts import Parts, total
 from ..units import WEIGHT_BYTES, dtype_bytes, state_dtype
 
-BASE_BYTES = {k: WEIGHT_BYTES[k] for k in ("nf4", "int4", "int8", "fp8")}  # lora_base_dtype -> bytes a stored weight
+BASE_BYTES = {k: WEIGHT_BYTES[k] for k in LORA_BASES}  # lora_base_dtype -> bytes a stored weight
 
 
 def base_bytes(dtype: str) -> float:
@@ -171,23 +172,6 @@ class LoraMixin:
                                    self.lora_base_dtype, e, self.expert_imbalance)
             f, bw = f + af, bw + ab
         return f, bw, f.total(), bw.total()
-
-
-def check_lora_base(rank: int, base_dtype: str | None) -> None:
-    """``ValueError`` naming ``training.lora_base_dtype`` for an unknown format or one without adapters (the checks
-    that need no model, made when a scenario is loaded).
-
-    >>> check_lora_base(0, "nf4")
-    Traceback (most recent call last):
-    ...
-    ValueError: training.lora_base_dtype: a quantized frozen base goes with adapters (training.lora_rank)
-    """
-    if base_dtype is not None:
-        if base_dtype not in BASE_BYTES:
-            raise ValueError(f"training.lora_base_dtype: unknown {base_dtype!r}; allowed: {', '.join(BASE_BYTES)}")
-        if not rank:
-            raise ValueError("training.lora_base_dtype: a quantized frozen base goes with adapters "
-                             "(training.lora_rank)")
 
 
 def check_lora(rank: int, base_dtype: str | None, graph) -> None:

@@ -28,7 +28,6 @@ if TYPE_CHECKING:  # annotations only
 
 __all__ = ["partition", "partition_graph", "layer_split"]
 
-STAGE_SPLITS = ("balanced", "layers")  # parallel.stage_split (module doc)
 
 
 def partition(stage_costs: Sequence[float], stages: int) -> list[tuple[int, int]]:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import sympy as sp
 
+from ..choices import SCHEDULES
 from .. import symbols as S
 from ..checks import count
 from ..comm.checks import check_name, check_ranks, check_rate, is_num
@@ -45,7 +46,6 @@ from .partition import partition, partition_graph  # noqa: F401 (re-exported: pi
 if TYPE_CHECKING:  # annotations only
     import pandas as pd
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "async", "zb-h1")
 FLUSH = ("gpipe", "1f1b", "interleaved", "zb-h1")  # synchronous schedules: a flush ends every step
 
 T_F = sp.Symbol("t_f", nonnegative=True)  # forward of one microbatch on the slowest stage, s

@@ -103,6 +103,10 @@ HOST_COPY_S = 1.41e-6
 #: part, the parameter's flat view, a view of its slice, ``copy_``; 6.17-6.86 us)
 HOST_GATHER_COPY_S = 6.78e-6
 FRAMEWORKS = ("ideal", "megatron", "deepspeed", "deepspeed-0.3", "fsdp", "fsdp2")
+# the device memory a runtime adds beside the model's state and activations, each priced (with its source) by
+# :func:`.allocator.framework_parts`; named here, without sympy, for the printer of a cached estimate (issue 41)
+MEMORY_PARTS = ("cuda_context", "nccl_buffers", "workspaces", "gathered_parameters", "gradient_buffers", "loss_buffers",
+                "recompute_buffer")
 
 
 @dataclass(frozen=True)

@@ -40,10 +40,10 @@ from ..parallel.runtime import default_framework, kernel_policies
 from ..progress import Progress
 from ..scenario import load_scenario, read_scenario
 from ..training import compose
-from ..training.estimate import (assemble, consistency_of, host_per_kernel, host_seconds, runtime_name,
-                                 scenario_key, sync_of)
-from ..training.workload import (MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, stable_model, transformer_shape,
-                                 workload)
+from ..training.keys import scenario_key, stable_model
+from ..training.prepare import assemble, consistency_of, host_per_kernel, host_seconds, runtime_name, sync_of
+from ..training.step import step_fn
+from ..training.workload import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, transformer_shape, workload
 from .result import SCALES, SweepResult
 from .space import layouts
 
@@ -161,7 +161,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     # every compile counts in compile_s: the step function of each (schedule, ZeRO stage) group too
     # with a run, the step's waits too: the busy share prices its energy (:func:`..parallel.run.busy_share`)
     outs = ("step", "bubble", "host_wait", "straggler_wait") if busy is not None else ("step",)
-    groups = [(compose.step_fn(schedule, int(zero), tr.overlap, outs), int(zero), idx)
+    groups = [(step_fn(schedule, int(zero), tr.overlap, outs), int(zero), idx)
               for (schedule, zero), idx in lay.groupby(["schedule", "zero_stage"]).indices.items()]
     compile_s, eval_s = time.perf_counter() - t0, 0.0
     for fn, zero, idx in groups:
@@ -378,7 +378,7 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict,
 def _inputs(f: dict, i: np.ndarray, zero: int, scales: dict) -> dict:
     """Inputs of the lambdified step for layouts ``i`` (rows) on every hardware point (columns); the
     context-parallel exposure by :func:`~concurrency_model.training.workload.context_exposed`, as
-    :func:`~concurrency_model.training.estimate.step_inputs` computes it."""
+    :func:`~concurrency_model.training.prepare.step_inputs` computes it."""
     s_in, s_out = scales["intra_bw"][None, :], scales["inter_bw"][None, :]
 
     def comm(tr):

@@ -11,7 +11,8 @@ import pandas as pd
 from ..parallel.runtime import default_framework
 from ..scenario import load_scenario
 from ..training.compose import STEP_PARTS
-from ..training.estimate import estimate, prepare, step_band
+from ..training.estimate import estimate
+from ..training.prepare import prepare, step_band
 from ..training.run import run_cost
 
 SCALES = ("flops", "mem_bw", "launch", "intra_bw", "inter_bw")

@@ -45,12 +45,8 @@ import sympy as sp
 from ..compiled import lambdified
 from ..parallel import allocator, memory, pipeline, recompute
 from ..units import dtype_bytes, state_dtype
+from .step_parts import STEP_INPUTS, STEP_OUTPUTS, STEP_PARTS, breakdown, shape_of  # noqa: F401 (re-exported)
 
-STEP_INPUTS = ("c_f", "c_b", "c_r", "c_w", "c_tf", "c_tb", "c_ef", "c_eb", "c_cf", "c_cb", "c_nf", "c_nb", "t_p2p",
-               "p", "m", "v", "ar", "rs", "ag", "agb", "x_dp", "last", "opt", "kappa", "h_f", "h_b", "straggle",
-               "sync_frac")
-STEP_OUTPUTS = ("step", "step_pp", "bubble", "p2p_exposed", "dp_total", "dp_exposed", "dp_interference", "host_wait",
-                "straggler_wait")
 MEMORY_INPUTS = ("b", "t", "p", "m", "v", "d", "act_graph", "c")
 _SYM = {name: sp.Symbol(name, positive=True) for name in STEP_INPUTS + MEMORY_INPUTS}
 SYMBOLS = _SYM
@@ -97,75 +93,6 @@ def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
             "bubble": bubble, "p2p_exposed": p2p_exposed, "dp_total": f * dp_total, "dp_exposed": f * dp_exposed,
             "dp_interference": f * interference, "host_wait": m * (t_f - gpu_f + t_b - gpu_b),
             "straggler_wait": straggler_wait}
-
-
-@lru_cache(maxsize=None)
-def step_fn(schedule: str, zero_stage: int, overlap: bool, outputs: tuple = STEP_OUTPUTS):
-    """``f(**inputs) -> dict`` of ``outputs`` (default :data:`STEP_OUTPUTS`), numpy-vectorised (lambdify
-    with ``cse=True``, through the persistent cache of :mod:`concurrency_model.compiled`: one point or arrays,
-    the same generated code).
-
-    >>> f = step_fn("gpipe", 0, False, ("step",))
-    >>> ones = dict.fromkeys(STEP_INPUTS, 1.0) | {"straggle": 0.0, "p": 2.0, "m": 4.0}
-    >>> float(f(**ones)["step"])  # (m + p - 1)(t_f + t_b) + 2 (p - 1) t_p2p + opt + ar + m x_dp: 55 + 2 + 1 + 1 + 4
-    63.0
-    """
-    def build():
-        e = step_expressions(schedule, zero_stage, overlap)
-        return [_SYM[k] for k in STEP_INPUTS], [e[k] for k in outputs]
-    f = lambdified("step", (schedule, zero_stage, overlap, outputs), build, cse=True)
-
-    def run(**inputs):
-        args = [inputs[k] for k in STEP_INPUTS]
-        out = f(*args)
-        shape = shape_of(args)
-        if not shape:  # one point (an estimate): 0-d arrays, without broadcasting each (a third of its time)
-            return {k: np.asarray(x, dtype=float) for k, x in zip(outputs, out)}
-        return {k: np.broadcast_to(np.asarray(x, dtype=float), shape) for k, x in zip(outputs, out)}
-    return run
-
-
-def shape_of(values) -> tuple:
-    """The broadcast shape of ``values`` (numbers and arrays), reading an array's ``shape`` directly.
-
-    >>> shape_of([1.0, np.zeros((2, 1)), np.zeros(3)]), shape_of([1, 2.0])
-    ((2, 3), ())
-    """
-    shapes = [x.shape if isinstance(x, np.ndarray) else () if isinstance(x, (int, float)) else np.shape(x)
-              for x in values]
-    return np.broadcast_shapes(*shapes) if any(shapes) else ()
-
-
-# the breakdown's parts that add up to the step (the others are totals or the overlapped share beside them)
-STEP_PARTS = ("forward_s", "backward_s", "recompute_s", "tensor_parallel_comm_s", "expert_parallel_comm_s",
-              "context_parallel_comm_s", "batch_norm_sync_s", "pipeline_p2p_s", "bubble_s", "data_parallel_exposed_s",
-              "overlap_interference_s", "optimizer_s", "host_wait_s", "straggler_wait_s")
-
-
-def breakdown(inputs: dict, out: dict) -> dict:
-    """Named seconds of a step (the ``estimate`` contract's ``breakdown``) from the inputs and outputs of
-    :func:`step_fn`; arrays in, arrays out. The :data:`STEP_PARTS` add up to the step.
-
-    No part is below 0. Three are differences of terms equal by construction when nothing is exposed: the host's
-    wait ``m (max(gpu, host) - gpu)``, the overlapped transfers ``total - exposed`` (``exposed = min(total, ...)``)
-    and their interference; lambdify evaluates each side with its own order of additions, so that where the two are
-    equal the float difference is a rounding residue of either sign (-1.4e-17 s): such a residue is 0."""
-    m = inputs["m"]
-    out = {**out, **{k: np.maximum(0.0, out[k]) for k in ("host_wait", "dp_interference")}}
-    b = {"forward_s": m * inputs["c_f"], "backward_s": m * inputs["c_b"], "recompute_s": m * inputs["c_r"],
-         "tensor_parallel_comm_s": m * (inputs["c_tf"] + inputs["c_tb"]),
-         "expert_parallel_comm_s": m * (inputs["c_ef"] + inputs["c_eb"]),
-         "context_parallel_comm_s": m * (inputs["c_cf"] + inputs["c_cb"]),
-         "batch_norm_sync_s": m * (inputs["c_nf"] + inputs["c_nb"]), "pipeline_p2p_s": out["p2p_exposed"],
-         "bubble_s": out["bubble"], "data_parallel_comm_s": out["dp_total"],
-         "data_parallel_exposed_s": out["dp_exposed"],
-         "data_parallel_overlapped_s": np.maximum(0.0, out["dp_total"] - out["dp_exposed"]),
-         "overlap_interference_s": out["dp_interference"], "optimizer_s": inputs["opt"],
-         "host_wait_s": out["host_wait"], "straggler_wait_s": out["straggler_wait"]}
-    b["compute_s"] = b["forward_s"] + b["backward_s"] + b["recompute_s"]
-    b["communication_s"] = (b["tensor_parallel_comm_s"] + b["expert_parallel_comm_s"] + b["context_parallel_comm_s"]
-                            + b["batch_norm_sync_s"] + out["p2p_exposed"] + out["dp_exposed"])
-    return b
 
 
 def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedule: str, recompute: str,

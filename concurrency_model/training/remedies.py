@@ -1,6 +1,6 @@
 """What makes a training scenario that is over its device's memory fit: the changes of one field that cost no
 devices, tried in the order a practitioner reaches for them, each priced by the same memory model
-(:func:`.estimate.memory_at`). A change "fits" when the upper end of its memory band fits (:mod:`.allocator`: the
+(:func:`.prepare.memory_at`). A change "fits" when the upper end of its memory band fits (:mod:`.allocator`: the
 caching allocator's reserved headroom above the central figure), and the bytes named are that upper end; the same
 clause follows a refusal and an "at risk" estimate (central figure in, upper end out).
 
@@ -95,7 +95,7 @@ def fits_with(sc, w, memory_at) -> str:
     first change that fits (with the bytes a device then holds); else the fewest changes of :func:`candidates` that
     fit together, each as light as it can be; else that the model must be split over more devices.
 
-    >>> from concurrency_model.training.estimate import memory_at
+    >>> from concurrency_model.training.prepare import memory_at
     >>> from concurrency_model.training.workload import workload
     >>> from concurrency_model.scenario import load_scenario
     >>> sc = load_scenario({"model": "gpt3-175b", "cluster": "dgx-a100", "parallel": {"data": 16, "tensor": 8,

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import sympy as sp
 
-from .estimate import SCALES, step_expression
+from .prepare import SCALES, step_expression
 
 def sensitivities(scenario) -> pd.DataFrame:
     """Elasticities of the step time, largest magnitude first: ``symbol, what, elasticity``.

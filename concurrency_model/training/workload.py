@@ -19,14 +19,12 @@ the arithmetic of every kernel of a training step.
 """
 from __future__ import annotations
 
-import json
 import re
 import weakref
 from functools import cached_property, lru_cache
 
 import numpy as np
 
-from ..frontends.hf import preset_names
 from ..hardware.clusters import place
 from ..models import get_model
 from ..models.channel_split import check_channel_split, gathers_input, is_channel_split, replicated
@@ -36,6 +34,7 @@ from ..timing.graph import eight_bit_rate, layer_parts
 from ..timing.loss import cross_entropy_parts
 from ..timing.parts import Parts, total
 from ..units import EIGHT_BIT_VALUES, dtype_bytes, value_dtype
+from .keys import model_key
 from ..parallel import pipeline
 from ..parallel.context import NO_PARTS, ContextMixin, context_exposed  # noqa: F401 (re-exported)
 from ..parallel.data_parallel import BUCKET_BYTES, GRAD_BYTES, DataParallelMixin  # noqa: F401 (BUCKET_BYTES re-exported)
@@ -541,33 +540,6 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         dev = self.dev
         return 2 * np.asarray(state_bytes, dtype=float) / dev.efficiency.memory / float(dev.mem_bw) / s_mem_bw \
             + float(dev.launch_overhead) * s_launch
-
-
-def model_key(model) -> str:
-    """A hashable key for a model spec (zoo name, dict, or a graph object such as ``from_torch`` returns)."""
-    if isinstance(model, str):
-        return model
-    if isinstance(model, dict):
-        return json.dumps(model, sort_keys=True, default=str)
-    return f"object:{id(model)}"
-
-
-def stable_model(model) -> bool:
-    """Whether a model spec names the same model in every process, so that numbers built from it may be cached across
-    processes (:mod:`concurrency_model.compiled`): a zoo name, or a spec (a family member, a shipped Hugging Face
-    preset) without a file whose contents could change and without a built graph.
-
-    >>> stable_model("gpt2"), stable_model({"hf_config": "/tmp/config.json"}), stable_model(object())
-    (True, False, False)
-    """
-    if isinstance(model, str):
-        return True
-    if not isinstance(model, dict) or "onnx" in model:
-        return False
-    source = model.get("hf_config")
-    if source is None:
-        return True
-    return isinstance(source, str) and source in preset_names()
 
 
 _CACHE: dict = {}

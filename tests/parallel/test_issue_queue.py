@@ -86,7 +86,7 @@ def test_full_recompute_runs_each_block_forward_before_its_backward():
 def test_the_queue_never_speeds_a_pass_up(micro):
     # the step's host inputs with the stage's queue against the same stage without it: never less, by queue_wait
     from concurrency_model.scenario import load_scenario
-    from concurrency_model.training.estimate import prepare, step_inputs, sync_of
+    from concurrency_model.training.prepare import prepare, step_inputs, sync_of
     sc = load_scenario({"model": TINY, "cluster": "dgx-a100",
                         "parallel": {"data": 1, "tensor": 4, "pipeline": 1, "global_batch": 8,
                                      "microbatch_size": micro},

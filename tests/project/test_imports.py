@@ -58,7 +58,7 @@ def test_estimate_command_loads_neither_pandas_scipy_matplotlib_nor_serving():
     got = loaded("import io, contextlib\nfrom concurrency_model.cli import main\n"
                  "with contextlib.redirect_stdout(io.StringIO()):\n"
                  "    main(['estimate', '--scenario', 'gpt3-175b-3d', '--json'])")
-    assert {"sympy", "numpy"} <= got
+    assert "numpy" in got  # sympy too on a cache miss only (tests/training/test_estimate_fast.py)
     assert not got & {"pandas", "scipy", "matplotlib", "concurrency_model.serving.overheads", "concurrency_model.report",
                       "concurrency_model.serving.capacity", "concurrency_model.serving.decoder"}
 

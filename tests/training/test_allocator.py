@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from concurrency_model import estimate
 from concurrency_model.cli import main
 from concurrency_model.parallel import allocator
-from concurrency_model.training.estimate import memory_at
+from concurrency_model.training.prepare import memory_at
 from concurrency_model.training.workload import workload
 from concurrency_model.scenario import load_scenario
 from concurrency_model.sweep import sweep

@@ -13,6 +13,7 @@ import pytest
 from concurrency_model import compiled, uncertainty
 from concurrency_model.scenario import load_scenario
 from concurrency_model.training import estimate as est
+from concurrency_model.training import prepare as prep
 
 ROOT = Path(__file__).resolve().parents[2]
 GPT2 = {"model": "gpt2", "cluster": "dgx-a100",
@@ -57,7 +58,7 @@ def test_a_kept_record_is_not_prepared_again(fresh, monkeypatch):
 
     def refuse(sc):
         raise AssertionError("prepare() ran again")
-    monkeypatch.setattr(est, "prepare", refuse)
+    monkeypatch.setattr(prep, "prepare", refuse)
     again = est.estimate(GPT2)
     assert (again.step_time_s, again.step_time_p10_s, again.step_time_p90_s) == \
         (e.step_time_s, e.step_time_p10_s, e.step_time_p90_s)
@@ -66,21 +67,48 @@ def test_a_kept_record_is_not_prepared_again(fresh, monkeypatch):
     assert est.estimate(GPT2).memory["total_bytes"] == e.memory["total_bytes"]
 
 
+# the libraries and modules a cached estimate does without (issue 41): the model builders and sympy come with prepare
+HEAVY = ("sympy", "pandas", "scipy", "networkx", "matplotlib", "concurrency_model.training.prepare",
+         "concurrency_model.training.compose", "concurrency_model.cost")
+
+
 def test_a_fresh_process_with_a_warm_cache_builds_nothing(fresh):
     code = ("import json, sys\nfrom concurrency_model.training import estimate as est\n"
             "from concurrency_model import compiled\n"
-            "if sys.argv[1] == 'warm':\n"
-            "    def refuse(sc):\n        raise AssertionError('prepare() ran')\n"
-            "    est.prepare = refuse\n"
-            "d = est.estimate(json.loads(sys.argv[2])).to_dict()\n"
-            "print(json.dumps({'out': d, 'builds': compiled.STATS['builds']}))")
+            "d = est.estimate(json.loads(sys.argv[1])).to_dict()\n"
+            "heavy = [m for m in json.loads(sys.argv[2]) if m in sys.modules]\n"
+            "print(json.dumps({'out': d, 'builds': compiled.STATS['builds'], 'heavy': heavy}))")
     env = {**os.environ, compiled.ENV: str(fresh), "PYTHONPATH": str(ROOT)}
-    runs = [subprocess.run([sys.executable, "-c", code, what, json.dumps(GPT2)], env=env, capture_output=True,
-                           text=True, timeout=300, cwd=ROOT) for what in ("cold", "warm")]
+    runs = [subprocess.run([sys.executable, "-c", code, json.dumps(GPT2), json.dumps(HEAVY)], env=env,
+                           capture_output=True, text=True, timeout=300, cwd=ROOT) for _ in ("cold", "warm")]
     assert all(r.returncode == 0 for r in runs), runs[-1].stderr
     cold, warm = (json.loads(r.stdout) for r in runs)
-    assert cold["builds"] > 0 and warm["builds"] == 0
+    assert cold["builds"] > 0 and "sympy" in cold["heavy"] and "concurrency_model.training.prepare" in cold["heavy"]
+    assert warm["builds"] == 0 and warm["heavy"] == []  # nothing built, and nothing that builds imported
     assert json.dumps(cold["out"]) == json.dumps(warm["out"])
+
+
+def test_a_warm_cli_estimate_imports_no_sympy_and_a_miss_gives_the_same_answer(fresh, tmp_path):
+    """The command as a user runs it: a cache miss (the model built, sympy loaded) and then a fresh process with the
+    cache warm, which imports neither sympy nor the model builders, print the same text and the same JSON."""
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(GPT2))
+    code = ("import json, sys\nfrom concurrency_model.cli import main\n"
+            "code = main(sys.argv[2:])\n"
+            "print(json.dumps([m for m in json.loads(sys.argv[1]) if m in sys.modules]), file=sys.stderr)\n"
+            "sys.exit(code)")
+
+    def run(*flags):  # each output its own cache directory: the first run of each is a miss
+        env = {**os.environ, compiled.ENV: str(fresh / "-".join(("cli",) + flags)), "PYTHONPATH": str(ROOT)}
+        r = subprocess.run([sys.executable, "-c", code, json.dumps(HEAVY), "estimate", "--scenario", str(path), *flags],
+                           env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert r.returncode == 0, r.stderr
+        return r.stdout, json.loads(r.stderr.strip().splitlines()[-1])
+    (cold_text, cold_heavy), (warm_text, warm_heavy) = run(), run()
+    (cold_json, cold_json_heavy), (warm_json, warm_json_heavy) = run("--json"), run("--json")
+    assert "sympy" in cold_heavy and "sympy" in cold_json_heavy and warm_heavy == [] == warm_json_heavy
+    assert warm_text == cold_text and warm_json == cold_json
+    assert cold_text.startswith("step ") and json.loads(cold_json)["step_time_s"] > 0
 
 
 def test_another_field_value_is_another_record(fresh):

@@ -55,7 +55,8 @@ def test_stage_issues_the_fallback_kernels_per_attention_layer(recompute, extra)
 def test_estimate_waits_for_the_fallback_kernels():
     # a tiny model on 4-way tensor parallelism is host-bound: the host's wait in the breakdown is m passes of
     # (host - GPU) seconds, the host's counting the 4 + 8 fallback kernels of each of its 2 attention layers
-    from concurrency_model.training.estimate import estimate, prepare, step_inputs, sync_of
+    from concurrency_model.training.estimate import estimate
+    from concurrency_model.training.prepare import prepare, step_inputs, sync_of
     from concurrency_model.scenario import load_scenario
     sc = load_scenario({"model": TINY, "cluster": "dgx-a100",
                         "parallel": {"data": 1, "tensor": 4, "pipeline": 1, "global_batch": 8, "microbatch_size": 1},

@@ -10,7 +10,8 @@ from concurrency_model.parallel.pipeline import (MEGATRON_P2P_RUNTIMES, blocking
                                                  p2p_scatter_gather)
 from concurrency_model.parallel.triples import collective_triple, triple_seconds
 from concurrency_model.sweep import sweep
-from concurrency_model.training.estimate import estimate, runtime_name
+from concurrency_model.training.estimate import estimate
+from concurrency_model.training.prepare import runtime_name
 from concurrency_model.training.workload import workload
 
 CL = load_cluster("dgx-a100")
