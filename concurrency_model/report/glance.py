@@ -16,7 +16,7 @@ import html
 import numpy as np
 import pandas as pd
 
-from ..training.compose import STEP_PARTS
+from ..training.step_parts import STEP_PARTS
 from ..training.run import run_cost
 from ..validate.targets import FAR, check, grade, targets_for
 from .html import Section

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..sweep import sweep
-from ..training.compose import STEP_PARTS
+from ..training.step_parts import STEP_PARTS
 from ..training.estimate import MEMORY_PARTS, estimate
 from ._plot import legend_outside, new_axes
 
@@ -20,7 +20,7 @@ SEQ_LEN = 2048  # GPT-3's context (Brown et al. 2020, Table 2.1): tokens a seque
 # an illustrative failure model for the run's days (training.run; not a measured rate): a GPU (with its share of
 # the node) fails every 50,000 h, a checkpoint stalls training 2 minutes, a restart takes 10
 FAILURES = {"gpu_mtbf_hours": 50_000, "checkpoint_s": 120, "restart_s": 600}
-# a label for each of the breakdown's parts that add up to the step (training.compose.STEP_PARTS)
+# a label for each of the breakdown's parts that add up to the step (training.step_parts.STEP_PARTS)
 PARTS = {"forward_s": "forward", "backward_s": "backward", "recompute_s": "recompute",
          "tensor_parallel_comm_s": "tensor-parallel comm", "expert_parallel_comm_s": "expert-parallel all-to-all",
          "context_parallel_comm_s": "context-parallel comm", "batch_norm_sync_s": "batch-norm sync",
@@ -163,7 +163,7 @@ def step_breakdown(est=None, ax=None):
 
 def runner_up_breakdown(best, second, ax=None):
     """The best configuration's and the runner-up's step side by side, part by part (the breakdown's parts that
-    add up to the step, :data:`~concurrency_model.training.compose.STEP_PARTS`): what separates them.
+    add up to the step, :data:`~concurrency_model.training.step_parts.STEP_PARTS`): what separates them.
 
     >>> from concurrency_model.training.estimate import estimate
     >>> a = estimate({"model": "gpt2", "parallel": {"data": 8, "global_batch": 64, "microbatch_size": 8}})

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..scenario import read_scenario
-from ..training.compose import STEP_PARTS
+from ..training.step_parts import STEP_PARTS
 from ..training.estimate import estimate
 from .engine import sweep
 from .result import SCALES, SweepResult

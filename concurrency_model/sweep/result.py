@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..parallel.runtime import default_framework
 from ..scenario import load_scenario
-from ..training.compose import STEP_PARTS
+from ..training.step_parts import STEP_PARTS
 from ..training.estimate import estimate
 from ..training.prepare import prepare, step_band
 from ..training.run import run_cost
@@ -175,7 +175,7 @@ class SweepResult:
     def runner_up(self) -> dict | None:
         """The fastest configuration and the fastest of another layout (another :data:`LAYOUT_KEY`: degrees or
         ZeRO stage), each estimated, and what separates them: the breakdown's parts that add up to the step
-        (:data:`~concurrency_model.training.compose.STEP_PARTS`), runner-up minus best, largest first; the two
+        (:data:`~concurrency_model.training.step_parts.STEP_PARTS`), runner-up minus best, largest first; the two
         :class:`~concurrency_model.training.estimate.Estimate` in ``estimates``. ``None`` when every feasible
         configuration shares one layout."""
         flat = self.step_time_s.ravel()

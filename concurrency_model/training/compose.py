@@ -45,7 +45,7 @@ import sympy as sp
 from ..compiled import lambdified
 from ..parallel import allocator, memory, pipeline, recompute
 from ..units import dtype_bytes, state_dtype
-from .step_parts import STEP_INPUTS, STEP_OUTPUTS, STEP_PARTS, breakdown, shape_of  # noqa: F401 (re-exported)
+from .step_parts import STEP_INPUTS
 
 MEMORY_INPUTS = ("b", "t", "p", "m", "v", "d", "act_graph", "c")
 _SYM = {name: sp.Symbol(name, positive=True) for name in STEP_INPUTS + MEMORY_INPUTS}
@@ -54,7 +54,8 @@ SYMBOLS = _SYM
 
 @lru_cache(maxsize=None)
 def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
-    """The step and its parts (:data:`STEP_OUTPUTS`) as sympy expressions in :data:`STEP_INPUTS`.
+    """The step and its parts (:data:`.step_parts.STEP_OUTPUTS`) as sympy expressions in
+    :data:`.step_parts.STEP_INPUTS`.
 
     >>> e = step_expressions("1f1b", 0, False)
     >>> e["step"].subs({SYMBOLS["p"]: 1, SYMBOLS["h_f"]: 0, SYMBOLS["h_b"]: 0, SYMBOLS["straggle"]: 0,

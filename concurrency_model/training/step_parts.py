@@ -14,7 +14,6 @@ STEP_OUTPUTS = ("step", "step_pp", "bubble", "p2p_exposed", "dp_total", "dp_expo
                 "straggler_wait")
 
 
-
 def shape_of(values) -> tuple:
     """The broadcast shape of ``values`` (numbers and arrays), reading an array's ``shape`` directly.
 

@@ -2,7 +2,7 @@
 import matplotlib
 import pytest
 
-from concurrency_model.training.compose import STEP_PARTS
+from concurrency_model.training.step_parts import STEP_PARTS
 from concurrency_model.training.estimate import estimate
 from concurrency_model.report import sweep3d
 

@@ -9,7 +9,7 @@ import pytest
 from concurrency_model.cli import main
 from concurrency_model.models import get_model
 from concurrency_model.parallel import pipeline
-from concurrency_model.training.compose import STEP_PARTS
+from concurrency_model.training.step_parts import STEP_PARTS
 from concurrency_model.training.estimate import estimate
 from concurrency_model.scenario import load_scenario
 from concurrency_model.timing.graph import step_time
