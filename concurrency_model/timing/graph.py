@@ -455,7 +455,7 @@ def node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input
     return out, algorithm
 
 
-KEPT_SIZE = 65536  # GEMM and convolution parts a process keeps (:func:`_kept`); all dropped when full
+KEPT_SIZE = 16384  # GEMM and convolution parts a process keeps (:func:`_kept`); all dropped when full
 _KEPT: dict = {}
 
 
