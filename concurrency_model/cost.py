@@ -233,10 +233,19 @@ def sum_work(costs) -> Cost:
     """
     sums = dict(ZERO.__dict__)
     rest = [k for k in FIELDS if k != "depth"]
+    cols: dict = {k: [] for k in rest}
     for c in costs:
         d = c.__dict__
         for k in rest:
-            sums[k] = _plus(sums[k], d[k])
+            cols[k].append(d[k])
+    for k, values in cols.items():
+        if all(v.is_Integer for v in values):  # integers: Python's exact sum, the Integer sympy's additions give
+            sums[k] = sp.Integer(sum(v.p for v in values))
+        else:
+            acc = sums[k]
+            for v in values:
+                acc = _plus(acc, v)
+            sums[k] = acc
     return Cost._of(sums)
 
 

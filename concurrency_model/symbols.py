@@ -5,6 +5,8 @@ different places share the same symbol (sympy symbols with different assumptions
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import sympy as sp
 
 # Workload
@@ -37,3 +39,16 @@ fft_c = sp.Symbol("c", positive=True)
 
 ALL = {sym.name: sym for sym in [N, b, B, s, value_bytes, P, p, t, d, m, v, alpha, beta, gamma_red,
                                  n_bytes, peak_flops, mem_bw, fft_c]}
+
+
+@lru_cache(maxsize=4096, typed=True)
+def nsimplified(value):
+    """``sympy.nsimplify(value)``, kept per value (and type: ``2`` and ``2.0`` apart) for the process: a float's
+    search for a simple fraction (mpmath's ``identify``, PSLQ) costs milliseconds, and an expression's build asks for
+    the same few numbers (a model's parameters, a runtime's constant) hundreds of times. nsimplify depends on its
+    argument alone, and sympy's values are immutable, so a kept answer is the one a new call would give.
+
+    >>> nsimplified(0.11), nsimplified(0.11) is nsimplified(0.11), nsimplified(2.0), nsimplified(2)
+    (11/100, True, 2, 2)
+    """
+    return sp.nsimplify(value)

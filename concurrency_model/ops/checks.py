@@ -6,6 +6,8 @@ import numbers
 
 import sympy as sp
 
+from ..symbols import nsimplified
+
 
 def size(name: str, value, minimum: int = 1) -> sp.Expr:
     """Return ``value`` as a sympy expression, or raise ``ValueError`` naming ``name``.
@@ -36,7 +38,7 @@ def value_bytes(value) -> sp.Expr:
         return value
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, sp.Basic)) or float(value) <= 0:
         raise ValueError(f"value_bytes: must be > 0, got {value!r}")
-    return sp.nsimplify(value)
+    return nsimplified(value)
 
 
 def choice(name: str, value: str, allowed) -> str:

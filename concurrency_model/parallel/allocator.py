@@ -86,6 +86,7 @@ import sympy as sp
 
 from ..checks import did_you_mean
 from ..cost import to_python
+from ..symbols import nsimplified
 from ..units import KiB, MiB
 from .runtime import FRAMEWORKS, MEMORY_PARTS
 
@@ -269,7 +270,7 @@ def fragmentation_bytes(framework: str, transient):
     1.1
     """
     check_framework(framework)
-    return 0 if framework == "ideal" else to_python(sp.nsimplify(FRAGMENTATION) * sp.sympify(transient))
+    return 0 if framework == "ideal" else to_python(nsimplified(FRAGMENTATION) * sp.sympify(transient))
 
 
 def headroom_bytes(framework: str, transient, groups):

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from functools import lru_cache
 
 import sympy as sp
 
@@ -50,6 +51,7 @@ from ..cost import to_python
 from ..hardware.devices import Device
 from ..models.channel_split import gathers_input, replicated
 from ..ops import checks as op_checks
+from ..symbols import nsimplified
 from ..units import GB, dtype_bytes
 from . import pipeline
 from .pipeline import in_flight_microbatches
@@ -262,7 +264,22 @@ def per_op_sac_bytes(s, b, h, a, t=1, sequence_parallel: bool = False, outputs: 
 def _in_flight(schedule: str, p, m, v=1, stage: int = 0):
     """Microbatches whose activations stage ``stage`` holds at its peak, in units of the stage's layers:
     :func:`concurrency_model.parallel.pipeline.in_flight_microbatches` (its docstring gives the sources),
-    with ``m = None`` meaning m >= p (no cap) and interleaving with ``v = 1`` being 1F1B."""
+    with ``m = None`` meaning m >= p (no cap) and interleaving with ``v = 1`` being 1F1B. Kept per arguments (and
+    their types) for the process: the ``Min`` of symbols searches its arguments' order each time it is built (sympy's
+    ``_find_localzeros``), and a memory expression asks for the same few (a tenth of a compiled memory function's
+    build); an argument that cannot be a key (an array) is computed each time."""
+    try:
+        return _in_flight_kept(schedule, p, m, v, stage)
+    except TypeError:  # unhashable: not kept
+        return _in_flight_of(schedule, p, m, v, stage)
+
+
+@lru_cache(maxsize=1024, typed=True)
+def _in_flight_kept(schedule: str, p, m, v, stage):
+    return _in_flight_of(schedule, p, m, v, stage)
+
+
+def _in_flight_of(schedule: str, p, m, v, stage):
     _choice("schedule", schedule, SCHEDULES)
     if schedule == "interleaved" and v == 1:
         schedule = "1f1b"
@@ -463,7 +480,7 @@ def memory_per_device(model_state, activations, device_capacity_bytes, reserve_f
     total = sum(parts.values(), sp.Integer(0))
     upper = total + _nonneg("headroom", headroom)
     # nothing reserved: the capacity itself (nsimplify's search costs an estimate a tenth of its time)
-    usable = cap * (1 - sp.nsimplify(reserve_fraction)) if reserve_fraction else cap
+    usable = cap * (1 - nsimplified(reserve_fraction)) if reserve_fraction else cap
     out = {k + "_bytes": to_python(v) for k, v in parts.items()}
     out.update(total_bytes=to_python(total), upper_bytes=to_python(upper), capacity_bytes=to_python(cap), usable_bytes=to_python(usable))
     if not (upper.is_number and usable.is_number):

@@ -381,11 +381,13 @@ def node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input
             ci, groups = (ci // tensor, groups // tensor) if groups > 1 else (ci, groups)
             co //= tensor
         for p in out:
-            c = conv_coeffs(batch, ci, co, h, a["w"], a["kh"], a["kw"], a["stride"][0],
-                            a["pad"][0], a["dilation"][0], groups, p, dev, dtype,
-                            stride_w=a["stride"][1], pad_w=a["pad"][1])
-            out[p] = Parts.from_coeffs(c, dev)
-            algorithm = algorithm or str(c.info["algorithm"][0])
+            shape = (batch, ci, co, h, a["w"], a["kh"], a["kw"], a["stride"][0], a["pad"][0], a["dilation"][0], groups)
+            kept, chosen = _kept(("conv", shape, p, dev, dtype, a["stride"][1], a["pad"][1]), lambda: _conv_parts(
+                shape, p, dev, dtype, a["stride"][1], a["pad"][1]))
+            # a new object on the kept arrays: Parts shared by identity stay those of nodes of one kind (the callers
+            # add up a layer's passes once per identity)
+            out[p] = Parts(kept.compute, kept.memory, kept.extra, kept.launch, kept.count)
+            algorithm = algorithm or chosen
     elif node.kind == "linear":
         separate = bool(widths) and a.get("split") == "column" and not channels
         for i, width in enumerate(widths if separate else (a["c_out"],)):
@@ -404,8 +406,13 @@ def node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input
                 elif p == "forward" and weight_sparsity is not None:
                     c = csr_coeffs(shape[1], shape[0], shape[2], weight_sparsity, dev, mdt, g)
                 else:
-                    c = gemm_coeffs(*shape, dev, mdt, g, weight_bytes=weight_bytes if p == "forward" else None)
-                gemm = Parts.from_coeffs(c, dev)
+                    wb = weight_bytes if p == "forward" else None
+                    c = None  # the GEMM's parts kept per shape (:func:`_kept`)
+                if c is None:
+                    gemm = _kept(("gemm", shape, dev, mdt, g, wb), lambda: Parts.from_coeffs(
+                        gemm_coeffs(*shape, dev, mdt, g, weight_bytes=wb), dev))
+                else:
+                    gemm = Parts.from_coeffs(c, dev)
                 slow = mdt in EIGHT_BIT_VALUES and rate_8bit != 1.0
                 out[p] = out[p] + (gemm.with_math_rate(rate_8bit) if slow else gemm)
             if mdt in EIGHT_BIT_VALUES:
@@ -446,6 +453,35 @@ def node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input
     if not needs_grad_input and "grad_input" in out:
         out["grad_input"] = Parts.empty()
     return out, algorithm
+
+
+KEPT_SIZE = 16384  # GEMM and convolution parts a process keeps (:func:`_kept`); all dropped when full
+_KEPT: dict = {}
+
+
+def _kept(key: tuple, make):
+    """``make()``, a kernel's :class:`~.parts.Parts` (and its convolution algorithm), kept for the process by
+    ``key``: every argument its kernel model reads (shape, pass, device, dtype). A model's layers repeat the same
+    GEMMs and convolutions at every batch, tensor degree and schedule an estimate or a validation asks for, and the
+    kernel models (tile and algorithm searches) cost tens of microseconds a call; the models depend on their
+    arguments alone and :class:`~.parts.Parts` is never changed in place, so a kept one is what a new call gives.
+    A key that cannot be hashed (an array argument) is not kept."""
+    try:
+        got = _KEPT.get(key)
+    except TypeError:
+        return make()
+    if got is None:
+        if len(_KEPT) >= KEPT_SIZE:
+            _KEPT.clear()
+        got = _KEPT[key] = make()
+    return got
+
+
+def _conv_parts(shape: tuple, pass_: str, dev, dtype: str, stride_w, pad_w) -> tuple:
+    """:class:`~.parts.Parts` of the fastest convolution (:func:`~.layers.conv_coeffs`) of ``shape`` = ``(n, c_in,
+    c_out, h, w, kh, kw, stride, pad, dilation, groups)`` and its algorithm."""
+    c = conv_coeffs(*shape, pass_, dev, dtype, stride_w=stride_w, pad_w=pad_w)
+    return Parts.from_coeffs(c, dev), str(c.info["algorithm"][0])
 
 
 def _shards(graph, tensor: int, sequence_parallel: bool, channels: bool) -> dict:

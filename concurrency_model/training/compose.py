@@ -44,6 +44,7 @@ import sympy as sp
 
 from ..compiled import lambdified
 from ..parallel import allocator, memory, pipeline, recompute
+from ..symbols import nsimplified
 from ..units import dtype_bytes, state_dtype
 from .step_parts import STEP_INPUTS
 
@@ -148,7 +149,7 @@ def _context_fn(s, ring: bool, kv_bytes_per_token: float):
         a = sp.Symbol("act", nonnegative=True)
         expr = a / c
         if ring and s:
-            expr += sp.Piecewise((4 * 2 * b * (sp.Integer(s) / c) * sp.nsimplify(kv_bytes_per_token) / t, c > 1),
+            expr += sp.Piecewise((4 * 2 * b * (sp.Integer(s) / c) * nsimplified(kv_bytes_per_token) / t, c > 1),
                                  (0, True))
         return [b, t, c, a], expr
     return lambdified("context", (s, ring, kv_bytes_per_token), build)
@@ -187,7 +188,7 @@ def state_parts(params: float, optimizer: str, dtype: str, zero_stage: int, sing
             got = memory.model_state_bytes(n, optimizer, state_dtype(dtype), tensor=tensor,
                                            pipeline=1 if single_stage else p, data=d, zero_stage=zero_stage)
             out = {k: out[k] + got[k] for k in out}
-    out["weights"] += frozen_bytes(sp.nsimplify(frozen_weight_bytes), zero_stage, single_stage, t, p, d)
+    out["weights"] += frozen_bytes(nsimplified(frozen_weight_bytes), zero_stage, single_stage, t, p, d)
     return out
 
 
@@ -268,11 +269,11 @@ def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: i
         p_ = sp.Integer(1) if single_stage else p
         v_ = v if schedule == "interleaved" else 1
         wb = dtype_bytes(state_dtype(dtype))
-        stage = (sp.nsimplify(params) - sp.nsimplify(replicated)) / (t * p_) + sp.nsimplify(replicated) / p_
+        stage = (nsimplified(params) - nsimplified(replicated)) / (t * p_) + nsimplified(replicated) / p_
         unit, logits, rebuild, last_extra = stage, sp.Integer(0), sp.Integer(0), sp.Integer(0)
         if shape is not None:
             sq, h, a, layers, vocab, fused, moe = shape
-            unit = sp.nsimplify(params) / (layers * t)
+            unit = nsimplified(params) / (layers * t)
             logits = sq * b * vocab / (t * c)
             args = (sq, b, h, a, layers, t, sequence_parallel, recompute, p_, schedule, m, v_)
             first = sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, fused_attention=fused, sac=sac,
