@@ -114,3 +114,32 @@ def test_cache_off_draws(tmp_path, monkeypatch, capsys):
         assert "cache off" in capsys.readouterr().err
     finally:
         compiled.reset()
+
+
+def test_zoo_labels_placed_at_drawing_give_the_figure_placed_at_once(cache):
+    """The report keys the zoo figure before adjustText moves its labels and places them only when it draws: the
+    PNG is the one of the figure whose labels were placed as it was made (zoo.work_depth), drawn or read back."""
+    from concurrency_model.report import zoo
+
+    zf = zoo.zoo_frame(models=["lenet5", "alexnet", "resnet50", "vgg16"])
+
+    def at_once():
+        fig, ax = figure(11, 5.2, 1, 2, width_ratios=[1.25, 1])
+        zoo.average_parallelism(zf, ax=ax[0, 1])
+        zoo.work_depth(zf, ax=ax[0, 0])
+        return fig
+
+    def later():
+        fig, ax = figure(11, 5.2, 1, 2, width_ratios=[1.25, 1])
+        zoo.average_parallelism(zf, ax=ax[0, 1])
+        return fig, zoo.work_depth_unplaced(zf, ax=ax[0, 0])[1]
+
+    expected = _direct(at_once())
+    fig, _ = later()
+    assert _direct(fig) != expected  # the labels not placed: another figure
+    fig, place = later()
+    hits = compiled.STATS["hits"]
+    assert png_bytes(fig, finish=place) == expected
+    fig, place = later()
+    assert png_bytes(fig, finish=place) == expected
+    assert compiled.STATS["hits"] == hits + 1
