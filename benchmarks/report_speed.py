@@ -8,10 +8,10 @@ part's own process seconds, in whichever worker built it). The target of issue 3
 On a shared machine the wall time depends on the load; the CPU seconds much less.
 
 A run on an empty cache (``--empty-cache``: a new temporary ``$CONCURRENCY_MODEL_CACHE_DIR``, as a fresh clone
-has) also builds the compiled functions and cached arrays (:mod:`concurrency_model.compiled`); without it the
-user's cache serves them when the package's sources have not changed since they were written (run it twice for
-a warm figure). Measure a frozen copy of the tree (``git archive``): editing the sources while it runs changes
-the cache keys of the processes started later.
+has) also builds the compiled functions and cached arrays (:mod:`concurrency_model.compiled`), the figures' PNGs
+among them (``report._plot.png_bytes``); without it the user's cache serves them when the package's sources have not
+changed since they were written (run it twice for a warm figure). Measure a frozen copy of the tree
+(``git archive``): editing the sources while it runs changes the cache keys of the processes started later.
 
 A pair on one cache: ``--cache-dir DIR`` with a new DIR (empty: the first run's figure), then the same again (warm).
 

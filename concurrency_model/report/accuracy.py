@@ -171,7 +171,17 @@ def log_ticks(axis, lo: float, hi: float) -> None:
     axis.set_minor_formatter(NullFormatter())
     if hi / lo < 100:
         axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_major_formatter(FuncFormatter(plain_number))
+
+
+def plain_number(v, _pos=None) -> str:
+    """A tick label as a plain number (``%g``); a module-level function, so that a figure using it can be pickled
+    (:func:`._plot.figure_token`).
+
+    >>> plain_number(0.5), plain_number(200.0)
+    ('0.5', '200')
+    """
+    return f"{v:g}"
 
 
 def validation_scatter(df: pd.DataFrame, dataset: str | None = None, ax=None):

@@ -27,9 +27,10 @@ def failed_section(anchor: str, title: str, err: Exception) -> Section:
                    f"{escape(err)}</p>")
 
 
-def add_figure(figs: list, name: str, fig, alt: str, caption: str) -> Figure:
-    """Render ``fig`` to PNG, append it to ``figs`` and return it."""
-    f = Figure(name, png_bytes(fig), alt, caption)
+def add_figure(figs: list, name: str, fig, alt: str, caption: str, finish=None) -> Figure:
+    """Render ``fig`` to PNG (after ``finish()``, where given: :func:`._plot.png_bytes`), append it to ``figs`` and
+    return it."""
+    f = Figure(name, png_bytes(fig, finish=finish), alt, caption)
     figs.append(f)
     return f
 
@@ -60,10 +61,10 @@ def zoo_sections(figs):
     zf = zoo.zoo_frame()
     fig, ax = figure(11, 5.2, 1, 2, width_ratios=[1.25, 1])
     zoo.average_parallelism(zf, ax=ax[0, 1])  # first: the labels of work_depth are placed in the final layout
-    zoo.work_depth(zf, ax=ax[0, 0])
+    place = zoo.work_depth_unplaced(zf, ax=ax[0, 0])[1]  # the labels placed when the figure is drawn
     f = add_figure(figs, "zoo_work_depth", fig, "work against depth and average parallelism of the zoo models",
                    "Left: W against D, log-log; dashed lines of equal W/D. Right: W/D of the forward pass and of the "
-                   "training step.")
+                   "training step.", finish=place)
     tp = zf.set_index("model")["training_parallelism"]
     intro = (f"<p>Work W (FLOP; a multiply-add counts 2) and depth D (operations on the longest chain of "
              f"dependent operations, paper §2.5) of a training step of each of the {len(zf)} zoo models at "

@@ -1,9 +1,11 @@
 """The report's serving sections: a causal decoder's latency, batching, compressed weights and capacity, and a
-mixture of experts under tensor or expert parallelism (figures from :mod:`.inference`)."""
+mixture of experts under tensor or expert parallelism (figures from :mod:`.inference`). The serving frames that
+depend on nothing but the package are kept across runs (:func:`.frames.cached_frame`)."""
 from __future__ import annotations
 
 from . import inference
 from ._plot import figure
+from .frames import cached_frame
 from .html import Section
 from .sections import add_figure
 
@@ -17,8 +19,10 @@ def _top_row(fig, ax):
 
 
 def inference_section(figs):
-    ft, q, front = inference.ft_frame(), inference.quant_frame(), inference.front_frame()
-    cb_frame, load, budget = inference.batching_frame(), inference.load_frame(), inference.budget_frame()
+    ft = inference.ft_frame()  # reads data/: built every time
+    q, front = cached_frame("quant", (), inference.quant_frame), cached_frame("front", (), inference.front_frame)
+    cb_frame = cached_frame("batching", (), inference.batching_frame)
+    load, budget = cached_frame("load", (), inference.load_frame), cached_frame("budget", (), inference.budget_frame)
     cb = cb_frame.set_index(["output_lengths", "batching"])
     fig2, ax2 = figure(11, 10, 2, 2)
     inference.load_plot(load, ax=_top_row(fig2, ax2))
@@ -109,7 +113,7 @@ def inference_section(figs):
 
 def moe_section(figs) -> Section:
     """A mixture of experts on one node: tensor parallelism against replicas sharing their experts."""
-    df = inference.moe_frame()
+    df = cached_frame("moe", (), inference.moe_frame)
     fig, ax = figure(8, 4.8)
     inference.moe_plot(df, ax=ax[0, 0])
     f = add_figure(figs, "moe_serving", fig, "tokens/s per GPU against decode ms per token of Mixtral 8x7B on 8 "
@@ -135,7 +139,7 @@ def moe_section(figs) -> Section:
 
 def disaggregation_section(figs) -> Section:
     """GPUs for a load: colocated continuous batching against prefill and decode pools apart."""
-    df = inference.disaggregation_frame()
+    df = cached_frame("disaggregation", (), inference.disaggregation_frame)
     fig, ax = figure(8, 4.8)
     inference.disaggregation_plot(df, ax=ax[0, 0])
     f = add_figure(figs, "disaggregation", fig, "H100s for a load of Llama-2-7B requests, colocated against "

@@ -8,6 +8,8 @@ and no label and point overlap, and draws a thin line to a label it had to move.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 
@@ -52,6 +54,20 @@ def work_depth(frame: pd.DataFrame | None = None, ax=None):
     >>> ax.get_xscale(), ax.get_yscale()
     ('log', 'log')
     """
+    ax, place = work_depth_unplaced(frame, ax)
+    place()
+    return ax
+
+
+def work_depth_unplaced(frame: pd.DataFrame | None = None, ax=None):
+    """:func:`work_depth` with each label still on its point, and the step that places them (a picklable callable
+    of no arguments), so that the report's figure cache (:func:`._plot.png_bytes`) keys the figure before the
+    labels move and skips the placement with the drawing.
+
+    >>> ax, place = work_depth_unplaced(zoo_frame(models=["lenet5", "alexnet"]))
+    >>> [t.get_text() for t in ax.texts[-2:]], place.func is place_labels
+    (['lenet5', 'alexnet'], True)
+    """
     df = zoo_frame() if frame is None else frame
     ax = new_axes(ax)
     d, w = df["training_depth"].to_numpy(float), df["training_flop"].to_numpy(float)
@@ -75,11 +91,20 @@ def work_depth(frame: pd.DataFrame | None = None, ax=None):
     legend_outside(ax, "below", ncol=2, fontsize=8, below=-0.13)
     # labels placed last, once the legend has taken its room: adjustText moves them in the final axes
     texts = [ax.text(x, y, name, fontsize=7) for x, y, name in zip(d, w, df["model"])]
+    return ax, functools.partial(place_labels, texts, d, w, ax)
+
+
+def place_labels(texts: list, x, y, ax) -> None:
+    """Move ``texts`` (labels of the points ``x``, ``y`` of ``ax``) until no two overlap, with a line to each point
+    it left (adjustText).
+
+    >>> ax, _ = work_depth_unplaced(zoo_frame(models=["lenet5"]))
+    >>> place_labels(ax.texts[-1:], [1.0], [1.0], ax)
+    """
     # room around each label (adjustText's default 1.05, 1.2); a bound on iterations, not adjustText's default of one
     # second of wall time, so that the same figure comes out on a loaded machine (about 1.8 s of CPU for the zoo)
-    adjust_text(texts, x=d, y=w, ax=ax, expand=(1.3, 1.6), iter_lim=1000,
+    adjust_text(texts, x=x, y=y, ax=ax, expand=(1.3, 1.6), iter_lim=1000,
                 arrowprops={"arrowstyle": "-", "color": "0.5", "lw": 0.5})
-    return ax
 
 
 def average_parallelism(frame: pd.DataFrame | None = None, ax=None):
