@@ -10,6 +10,8 @@ import hashlib
 import io
 import pickle
 
+import numpy as np
+
 from ..compiled import arrays
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
@@ -126,7 +128,6 @@ def figure_token(fig, dpi: int = 100, finish=None) -> str | None:
     (64, True, False)
     """
     import matplotlib
-    import numpy
     import PIL
 
     buf = io.BytesIO()
@@ -138,7 +139,7 @@ def figure_token(fig, dpi: int = 100, finish=None) -> str | None:
     # dict's items: no backend resolution; the backend left out (an object's address while unresolved; a figure is
     # written to PNG by Agg whatever it is)
     settings = sorted((k, repr(v)) for k, v in dict.items(matplotlib.rcParams) if k != "backend")
-    h.update(repr((matplotlib.__version__, PIL.__version__, numpy.__version__, settings)).encode())
+    h.update(repr((matplotlib.__version__, PIL.__version__, np.__version__, settings)).encode())
     return h.hexdigest()
 
 
@@ -159,8 +160,6 @@ def png_bytes(fig, dpi: int = 100, finish=None) -> bytes:
     token = figure_token(fig, dpi, finish)
     if token is None:
         return _render(fig, dpi, finish)
-    import numpy as np
-
     png = arrays("report.png", token, lambda: {"png": np.frombuffer(_render(fig, dpi, finish), np.uint8)})
     return png["png"].tobytes()
 
