@@ -66,10 +66,13 @@ def test_key_is_the_same_in_another_process():
         legend_outside(ax[0, 0], "below")
         print(figure_token(fig))
     """)
-    # hash randomisation differs between the two processes: a key that depends on it (ids, set order) differs
+    # hash randomisation differs between the two processes: a key that depends on it (ids, set order) differs.
+    # Two fresh processes, as two report runs are: in this test process, other tests may have changed rcParams or
+    # drawn figures that share matplotlib's cached objects (a marker's path) with this one, which changes the
+    # pickle's memo and so the key (a needless redraw, never a wrong hit: the pickle holds every value drawn)
     out = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
            for _ in range(2)]
-    assert out[0] == out[1] == figure_token(_scatter())
+    assert out[0] == out[1] and len(out[0]) == 64
 
 
 def test_a_figure_that_cannot_be_pickled_is_drawn_every_time(cache):
