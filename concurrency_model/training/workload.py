@@ -323,11 +323,6 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         g = self.graph(b, c)
         slabs, ends = spatial_rows(g, c) if c > 1 and self.spatial else ({}, {})
         rows = self._kernel_rows(g, t, sp, slabs, e)
-        s = self.dev.efficiency.sustained  # a training step's sustained math rate (hardware.Efficiency)
-        if s != 1.0:
-            slowed: dict = {}  # by identity, so that identical layers keep sharing their Parts
-            rows = [{**r, **{p: slowed.setdefault(id(r[p]), r[p].with_math_rate(s))
-                             for p in ("forward", "grad_input", "grad_weight")}} for r in rows]
         nodes = g.layers()
         k = 0  # layers before index k: the hybrid's data-parallel convolutions, on b / t samples (:mod:`.layerwise`)
         if self.fc_only and t > 1:
@@ -415,14 +410,26 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         return self.expert_exposed(tuple(out))
 
     def _kernel_rows(self, g, t: int, sp: bool, slabs: dict, e: int) -> list:
-        """:func:`.graph.layer_parts` of graph ``g`` on this workload's device, kept per graph (:data:`_KERNEL_ROWS`)
-        for every workload that asks the same of it: the workloads of one model on clusters that differ in their
-        node count or network only (a scaling curve's points) share the device and so the layer table's kernels.
+        """:func:`.graph.layer_parts` of graph ``g`` on this workload's device, at its sustained math rate
+        (``hardware.Efficiency.sustained``), kept per graph (:data:`_KERNEL_ROWS`) for every workload that asks the
+        same of it: the workloads of one model on clusters that differ in their node count or network only (a scaling
+        curve's points) share the device and so the layer table's kernels.
         A spatial split's rows (``slabs``) are not kept."""
         def build():
-            return layer_parts(g, self.dev, self.dtype, tensor=t, sequence_parallel=sp, spatial=slabs, expert=e,
+            rows = layer_parts(g, self.dev, self.dtype, tensor=t, sequence_parallel=sp, spatial=slabs, expert=e,
                                imbalance=self.expert_imbalance, fp8_recipe=self.fp8_recipe,
                                rate_8bit=eight_bit_rate(self.dev), eager=self.eager)
+            s = self.dev.efficiency.sustained  # a training step's sustained math rate (hardware.Efficiency)
+            if s == 1.0:
+                return rows
+            slowed: dict = {}  # by identity, so that identical layers keep sharing their Parts
+
+            def slow(x):  # each shared Parts slowed once
+                got = slowed.get(id(x))
+                if got is None:
+                    got = slowed[id(x)] = x.with_math_rate(s)
+                return got
+            return [{**r, **{p: slow(r[p]) for p in ("forward", "grad_input", "grad_weight")}} for r in rows]
         if slabs:
             return build()
         known = _KERNEL_ROWS.get(g)

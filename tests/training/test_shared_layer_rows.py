@@ -55,3 +55,24 @@ def test_another_tensor_degree_or_dtype_gets_its_own_table():
     assert sorted((k[1], k[2]) for k in keys) == [("bf16", 1), ("bf16", 2), ("fp16", 1)]
     f1, f2 = (w.layers(2, t, False)[1]["f"].total() for t in (1, 2))
     assert np.isclose(f1, 2 * f2, rtol=0.5) and f1 > f2  # a tensor split's share of the kernels is smaller
+
+
+def test_a_device_below_its_peak_rate_keeps_its_slowed_kernels_shared_like_layer_parts_does():
+    """dgx-h100's GPUs sustain 0.9 of their kernels' rate (hardware.Efficiency.sustained): every row's passes are
+    layer_parts' at that rate, and rows that shared a Parts object share its slowed one."""
+    c = load_cluster("dgx-h100")
+    s = c.device.efficiency.sustained
+    assert s == 0.9
+    w = wl.Workload(MODEL, c, "bf16")
+    rows = w._kernel_rows(w.graph(2), 1, False, {}, 1)
+    ref = wl.layer_parts(w.graph(2), c.device, "bf16", rate_8bit=wl.eight_bit_rate(c.device))
+    for r, q in zip(rows, ref):
+        for p in ("forward", "grad_input", "grad_weight"):
+            mine, theirs = r[p], q[p].with_math_rate(s)
+            assert all(np.array_equal(getattr(mine, k), getattr(theirs, k)) for k in ("compute", "memory", "count"))
+    shared = [(i, j) for i in range(len(ref)) for j in range(i) if ref[i]["forward"] is ref[j]["forward"]]
+    assert shared  # the blocks' identical layers share their Parts in layer_parts, and so after slowing
+    assert all(rows[i]["forward"] is rows[j]["forward"] for i, j in shared)
+    assert w._kernel_rows(w.graph(2), 1, False, {}, 1)[1]["forward"] is rows[1]["forward"]  # kept
+    rows = w.layers(2, 1, False)
+    assert rows[1]["f_s"] > 0
