@@ -36,6 +36,7 @@ from __future__ import annotations
 import builtins
 import hashlib
 import inspect
+import linecache
 import os
 import re
 import sys
@@ -149,11 +150,25 @@ def _generate(args: list, exprs, cse: bool) -> str:
     # docstring_limit=0 (sympy >= 1.13): no docstring, which prints every expression with str (about a quarter of
     # lambdify's time on the estimate's functions; sympy 1.14 sympy/utilities/lambdify.py, the "Apply the docstring"
     # block); the generated source is the same
-    quiet = {"docstring_limit": 0} if "docstring_limit" in inspect.signature(sp.lambdify).parameters else {}
-    f = sp.lambdify(args, exprs, "numpy", printer=printer, cse=_cse if cse else False, **quiet)
-    body = inspect.getsource(f)
+    if "quiet" not in _state:  # lambdify's signature, read once a process
+        _state["quiet"] = {"docstring_limit": 0} if "docstring_limit" in inspect.signature(sp.lambdify).parameters \
+            else {}
+    f = sp.lambdify(args, exprs, "numpy", printer=printer, cse=_cse if cse else False, **_state["quiet"])
+    body = _source(f)
     imports = [f"from {mod} import {', '.join(sorted(names))}" for mod, names in sorted(printer.module_imports.items())]
     return "\n".join(imports) + "\n" + body
+
+
+def _source(f) -> str:
+    """The text of lambdify's generated function ``f``: the lines lambdify registers in :mod:`linecache` under the
+    function's file name (sympy 1.14 ``sympy/utilities/lambdify.py``: ``linecache.cache[filename] = (len(funcstr),
+    None, funcstr.splitlines(True), filename)``), which hold the function alone, joined; ``inspect.getsource`` reads
+    the same lines and tokenizes them to find the function's end, the last line (tests/core/test_compiled.py
+    compares the two). Without that entry, ``inspect.getsource``."""
+    entry = linecache.cache.get(f.__code__.co_filename)
+    if entry is None or f.__code__.co_firstlineno != 1:
+        return inspect.getsource(f)
+    return "".join(entry[2])
 
 
 _KEPT: dict = {}  # sympy's Max and Min -> their subclasses that never evaluate (:func:`_cse`), made once

@@ -65,6 +65,10 @@ def transformer_shape(graph):
 
 
 _SHAPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # graph -> (its node count, its shape)
+# graph -> (its node count, {(device id, dtype, tensor, sp, expert, imbalance, fp8 recipe, eager): (device, rows)}):
+# :meth:`Workload._kernel_rows`, layer tables kept as long as their graph (models.get_model's cache holds it)
+_KERNEL_ROWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_FLOP: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # graph -> (node count, {LoRA rank: training FLOP})
 
 
 def _shape_of(graph):
@@ -120,6 +124,16 @@ def overlap_exposed(comm_s: float, gemm_s: float, t: int) -> float:
     if comm_s <= 0:
         return 0.0
     return max(0.0, comm_s - gemm_s * (t - 1) / t) / comm_s
+
+
+def _seconds(triple) -> float:
+    """``float(triple_seconds(triple))`` (:func:`.triples.triple_seconds`), with the shared no-communication triple
+    answered without numpy: ``0.0 + max(0.0, 0.0)`` is ``0.0`` (most rows of a layer table carry no collective).
+
+    >>> _seconds(ZERO_TRIPLE), _seconds((1e-5, 2e-3, 1e-3)) == float(triple_seconds((1e-5, 2e-3, 1e-3)))
+    (0.0, True)
+    """
+    return 0.0 if triple is ZERO_TRIPLE else float(triple_seconds(triple))
 
 
 def _scaled(triple: tuple, k: float) -> tuple:
@@ -212,9 +226,13 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
     def training_flop(self, b: int) -> float:
         """Forward plus backward FLOP of one microbatch of ``b`` samples (with LoRA: :func:`.lora.training_flop`)."""
         g = self.graph(b)
-        if self.lora_rank:
-            return training_flop(g, self.lora_rank)
-        return float(g.forward(depth=False).flop + g.backward(depth=False).flop)  # W only: no critical path
+        known = _FLOP.get(g)  # kept per graph: the workloads of one model on other clusters ask the same
+        if known is None or known[0] != len(g.nodes):
+            known = _FLOP[g] = (len(g.nodes), {})
+        if self.lora_rank not in known[1]:
+            known[1][self.lora_rank] = training_flop(g, self.lora_rank) if self.lora_rank else \
+                float(g.forward(depth=False).flop + g.backward(depth=False).flop)  # W only: no critical path
+        return known[1][self.lora_rank]
 
     @cached_property
     def params(self) -> float:
@@ -304,14 +322,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
     def _layers(self, b: int, t: int, sp: bool, c: int, algorithm: str, e: int = 1) -> tuple:
         g = self.graph(b, c)
         slabs, ends = spatial_rows(g, c) if c > 1 and self.spatial else ({}, {})
-        rows = layer_parts(g, self.dev, self.dtype, tensor=t, sequence_parallel=sp, spatial=slabs, expert=e,
-                           imbalance=self.expert_imbalance, fp8_recipe=self.fp8_recipe,
-                           rate_8bit=eight_bit_rate(self.dev), eager=self.eager)
-        s = self.dev.efficiency.sustained  # a training step's sustained math rate (hardware.Efficiency)
-        if s != 1.0:
-            slowed: dict = {}  # by identity, so that identical layers keep sharing their Parts
-            rows = [{**r, **{p: slowed.setdefault(id(r[p]), r[p].with_math_rate(s))
-                             for p in ("forward", "grad_input", "grad_weight")}} for r in rows]
+        rows = self._kernel_rows(g, t, sp, slabs, e)
         nodes = g.layers()
         k = 0  # layers before index k: the hybrid's data-parallel convolutions, on b / t samples (:mod:`.layerwise`)
         if self.fc_only and t > 1:
@@ -381,14 +392,14 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
             numel = n.numel * slabs[n.name] // n.shape[1] if n.name in slabs else n.numel
             w = NO_PARTS if self.lora_rank else r["grad_weight"]  # the part of bw zb-h1 defers (LoRA: not split)
             row = {"name": n.name, "kind": n.kind, "f": f, "b": bw, "w": w, "tp_f": tf, "tp_b": tb, "numel": numel,
-                   "f_s": f_s, "b_s": b_s, "tp_f_s": float(triple_seconds(tf)),
-                   "tp_b_s": float(triple_seconds(tb)), "ep_f": ef, "ep_b": eb,
-                   "ep_f_s": float(triple_seconds(ef)), "ep_b_s": float(triple_seconds(eb)),
+                   "f_s": f_s, "b_s": b_s, "tp_f_s": _seconds(tf),
+                   "tp_b_s": _seconds(tb), "ep_f": ef, "ep_b": eb,
+                   "ep_f_s": _seconds(ef), "ep_b_s": _seconds(eb),
                    "bn_c": int(n.shape[0]) // (t if by_channels else 1) if n.kind == "batch_norm" else 0,
                    "again": shares.get(n.name, 0.0), "full": full[i], **cp}
             op_again = self.selective == "op" and split == "row" and n.name in shares
             row["tp_again"] = again_tp if op_again else ZERO_TRIPLE
-            row["tp_again_s"] = float(triple_seconds(row["tp_again"]))
+            row["tp_again_s"] = _seconds(row["tp_again"])
             if "halo_f" in cp:
                 row["cp_f_s"], row["cp_b_s"] = float(triple_seconds(cp["halo_f"])), float(triple_seconds(cp["halo_b"]))
             elif cp:
@@ -397,6 +408,40 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                     float(triple_seconds(cp["a2a"])), float(algorithm == "allgather")))
             out.append(row)
         return self.expert_exposed(tuple(out))
+
+    def _kernel_rows(self, g, t: int, sp: bool, slabs: dict, e: int) -> list:
+        """:func:`.graph.layer_parts` of graph ``g`` on this workload's device, at its sustained math rate
+        (``hardware.Efficiency.sustained``), kept per graph (:data:`_KERNEL_ROWS`) for every workload that asks the
+        same of it: the workloads of one model on clusters that differ in their node count or network only (a scaling
+        curve's points) share the device and so the layer table's kernels.
+        A spatial split's rows (``slabs``) are not kept."""
+        def build():
+            rows = layer_parts(g, self.dev, self.dtype, tensor=t, sequence_parallel=sp, spatial=slabs, expert=e,
+                               imbalance=self.expert_imbalance, fp8_recipe=self.fp8_recipe,
+                               rate_8bit=eight_bit_rate(self.dev), eager=self.eager)
+            s = self.dev.efficiency.sustained  # a training step's sustained math rate (hardware.Efficiency)
+            if s == 1.0:
+                return rows
+            slowed: dict = {}  # by identity, so that identical layers keep sharing their Parts
+
+            def slow(x):  # each shared Parts slowed once
+                got = slowed.get(id(x))
+                if got is None:
+                    got = slowed[id(x)] = x.with_math_rate(s)
+                return got
+            return [{**r, **{p: slow(r[p]) for p in ("forward", "grad_input", "grad_weight")}} for r in rows]
+        if slabs:
+            return build()
+        known = _KERNEL_ROWS.get(g)
+        if known is None or known[0] != len(g.nodes):
+            known = _KERNEL_ROWS[g] = (len(g.nodes), {})
+        # the device by identity (held in the entry, so that its id is not reused while the entry lives): two
+        # Device objects equal by their compared fields may still differ in the fields they do not compare
+        key = (id(self.dev), self.dtype, t, sp, e, repr(self.expert_imbalance), self.fp8_recipe, self.eager)
+        hit = known[1].get(key)
+        if hit is None:
+            hit = known[1][key] = (self.dev, tuple(build()))
+        return list(hit[1])
 
     @lru_cache(maxsize=None)
     def _coll(self, op, nbytes, ranks, rpn, sharing):

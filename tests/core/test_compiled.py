@@ -252,3 +252,18 @@ def test_max_and_min_through_cse_give_lambdifys_own_source(cache):
     x, y = np.linspace(0.1, 5, 50), np.linspace(5, 0.1, 50)
     for a, b in zip(f(x, y), ref(x, y)):
         assert (bits(a) == bits(b)).all()
+
+
+@pytest.mark.parametrize("cse", [False, True])
+def test_the_source_read_from_linecache_is_inspects(cse):
+    """compiled._source joins the lines lambdify registers in linecache instead of tokenizing them
+    (inspect.getsource): the same text, character for character, on a function of several outputs with Max,
+    Piecewise and common subexpressions, and on a single expression."""
+    import inspect
+    s = X + Y
+    cases = ([X, Y], [sp.Max(s, 2 * X * Y) * s, sp.Piecewise((s / X, X > 1), (0, True)), s ** 2 + 3 * s]), \
+        ([X], X ** 2 / 7 + 1)
+    for args, exprs in cases:
+        f = sp.lambdify(args, exprs, "numpy", cse=cse)
+        assert compiled._source(f) == inspect.getsource(f)
+        assert compiled._source(f).startswith("def _lambdifygenerated(") and compiled._source(f).count("\n") >= 2
