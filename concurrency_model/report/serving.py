@@ -1,11 +1,11 @@
 """The report's serving sections: a causal decoder's latency, batching, compressed weights and capacity, and a
 mixture of experts under tensor or expert parallelism (figures from :mod:`.inference`). The serving frames that
-depend on nothing but the package are kept across runs (:func:`.frames.cached_frame`)."""
+depend on nothing but the package are kept across runs (:func:`concurrency_model.frames.cached_frame`)."""
 from __future__ import annotations
 
 from . import inference
 from ._plot import figure
-from .frames import cached_frame
+from ..frames import cached_frame
 from .html import Section
 from .sections import add_figure
 

@@ -105,12 +105,12 @@ import re
 import numpy as np
 import pandas as pd
 
-from .. import compiled
 from ..calibrate.allreduce_forms import TWO_LEVEL, flat, hierarchical_ring, identifiable
 from ..calibrate.fit_select import Fitted, GroupSearch, Protocols, Single, Switch, select
 from ..comm.nccl import DEFAULT_VERSION
 from ..comm.on_cluster import collective_on_cluster, nccl_on
 from ..datasets import load
+from ..frames import cached_frame
 from ..hardware.clusters import place
 
 MIN_TARGET_BYTES = 64 * 1024
@@ -232,51 +232,11 @@ def fitted(df: pd.DataFrame | None = None) -> pd.DataFrame:
     ``beta_s_per_byte`` are its large-message constants (:func:`large_message_constants`).
 
     The fits (a leave-one-out search over :func:`candidates`, seconds of CPU) depend only on ``df``: the frame is
-    kept through :func:`concurrency_model.compiled.arrays`, keyed by the sha256 of ``df``'s CSV text (floats written
-    exactly) and dtypes, so a later process reads it back bit for bit (:func:`frame_cached`)."""
+    kept through :func:`concurrency_model.frames.cached_frame`, keyed by the sha256 of ``df``'s CSV text (floats
+    written exactly) and dtypes, so a later process reads it back bit for bit."""
     df = rows() if df is None else df
-    return frame_cached("collectives_fitted", df, lambda: _fitted(df))
-
-
-def frame_cached(label: str, df: pd.DataFrame, build) -> pd.DataFrame:
-    """``build()``, a frame of numbers and strings computed from ``df`` alone, through the persistent cache
-    (:func:`concurrency_model.compiled.arrays`; key: ``label`` and the sha256 of ``df.to_csv()`` and its dtypes):
-    the columns in order, strings as numpy unicode arrays (never objects), read back as the same dtypes. A frame
-    with another kind of column (or a column name the cache cannot hold) is returned as built, not cached.
-
-    >>> f = frame_cached("doc_frame", pd.DataFrame({"x": [1.0]}), lambda: pd.DataFrame({"y": [2.5], "s": ["a"]}))
-    >>> f["y"].tolist(), f["s"].tolist()
-    ([2.5], ['a'])
-    """
     text = df.to_csv().encode() + repr([str(t) for t in df.dtypes]).encode()
-    token = (hashlib.sha256(text).hexdigest(),)
-    made: list = []
-
-    def arrays() -> dict:
-        res = build()
-        made.append(res)
-        out = {}
-        for i, (name, col) in enumerate(res.items()):
-            v = col.to_numpy()
-            if v.dtype.kind in "OUT":
-                if not all(isinstance(x, str) for x in v):
-                    return {}
-                v = np.array(v.tolist(), dtype=str)
-            if v.dtype.kind not in "biufU" or not re.fullmatch(r"[A-Za-z0-9_]+", str(name)):
-                return {}  # not cacheable: nothing written that a reader could take for the frame
-            out[f"c{i:03d}/{name}"] = v
-            out[f"t{i:03d}/{name}"] = np.array(str(col.dtype))
-        out["rows"] = np.array(len(res))
-        return out
-    cached = compiled.arrays(label, token, arrays)
-    if made and not cached:
-        return made[0]
-    if not cached:  # an empty entry: the frame could not be cached; built again
-        return build()
-    cols = sorted(k for k in cached if k.startswith("c"))
-    frame = pd.DataFrame({k.split("/", 1)[1]: (cached[k].tolist() if cached[k].dtype.kind == "U" else cached[k])
-                          for k in cols})
-    return frame.astype({k.split("/", 1)[1]: str(cached["t" + k[1:]]) for k in cols})
+    return cached_frame("collectives_fitted", (hashlib.sha256(text).hexdigest(),), lambda: _fitted(df))
 
 
 def _fitted(df: pd.DataFrame) -> pd.DataFrame:

@@ -365,24 +365,25 @@ def frame_cache(cache):
     return compiled
 
 
-def test_frame_cached_reads_back_the_frame_bit_for_bit_without_building(frame_cache):
+def test_a_cached_frame_reads_back_bit_for_bit_without_building(frame_cache):
     import pandas as pd
-    df = pd.DataFrame({"x": [1.0, 2.0]})
+
+    from concurrency_model.frames import cached_frame
     calls = []
 
     def build():
         calls.append(1)
         return pd.DataFrame({"a": [0.1 + 0.2, 1e-300], "n": [3, -4], "s": ["ring", "tree"]})
-    first, again = vc.frame_cached("test_frame", df, build), vc.frame_cached("test_frame", df, build)
+    first, again = cached_frame("test_frame", ("rows-1",), build), cached_frame("test_frame", ("rows-1",), build)
     assert len(calls) == 1
     for f in (first, again):
         pd.testing.assert_frame_equal(f, build(), check_exact=True)
         assert f["a"].tolist() == [0.30000000000000004, 1e-300] and f["s"].tolist() == ["ring", "tree"]
-    vc.frame_cached("test_frame", pd.DataFrame({"x": [1.0, 2.0000000000000004]}), build)  # other rows: built again
+    cached_frame("test_frame", ("rows-2",), build)  # other rows' hash: built again
     assert len(calls) == 4
     odd = []  # a column of objects that are not strings: never cached, built every time
     for _ in range(2):
-        out = vc.frame_cached("test_frame_odd", df, lambda: odd.append(1) or pd.DataFrame({"o": [(1, 2)]}))
+        out = cached_frame("test_frame_odd", ("rows-1",), lambda: odd.append(1) or pd.DataFrame({"o": [(1, 2)]}))
     assert len(odd) == 2 and out["o"].tolist() == [(1, 2)]
 
 

@@ -1,5 +1,5 @@
-"""The report's frame cache (``report.frames.cached_frame``): a frame read back is the frame built, column for column
-and bit for bit; a frame it cannot keep is returned as built, and built again next time."""
+"""The frame cache (``frames.cached_frame``: the report's serving frames, the collectives fits): a frame read back is
+the frame built, column for column and bit for bit; a frame it cannot keep is returned as built, and built again next time."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from concurrency_model import compiled
 from concurrency_model.report import inference
-from concurrency_model.report.frames import _from_arrays, _storable, _to_arrays, cached_frame
+from concurrency_model.frames import _from_arrays, _storable, _to_arrays, cached_frame
 
 
 def _same(a: pd.DataFrame, b: pd.DataFrame) -> bool:

@@ -1,11 +1,11 @@
-"""A report frame through the persistent cache: the numbers of a figure computed once for the package's sources.
+"""A table through the persistent cache: a frame computed once for the package's sources (and its arguments).
 
-The serving frames of the report (:mod:`.inference`) price a few hundred decoder passes on every run, warm or not
-(nothing of the serving model is kept across processes), about 4 s of CPU. :func:`cached_frame` keeps such a frame
-in :func:`concurrency_model.compiled.arrays` (keyed, as every entry there, by the package's version and sources,
-with the frame's label and arguments, and here the versions of numpy and pandas): a later process reads its columns
-back bit for bit. Only plain frames are kept: a ``RangeIndex``, string column names, no ``attrs``, and columns of
-float, integer or bool numbers or of strings (pandas' ``str`` dtype, or ``object`` holding only ``str``;
+The serving frames of the report (``report.inference``) price a few hundred decoder passes on every run, warm or
+not, about 4 s of CPU; the nccl-tests fits (``validate.collectives``) run hundreds of least-squares fits.
+:func:`cached_frame` keeps such a frame in :func:`concurrency_model.compiled.arrays` (keyed, as every entry there,
+by the package's version and sources, with the frame's label and arguments, and here the versions of numpy and
+pandas): a later process reads its columns back bit for bit. Only plain frames are kept: a ``RangeIndex``, string
+column names, no ``attrs``, and columns of float, integer or bool numbers or of strings (pandas' ``str`` dtype, or ``object`` holding only ``str``;
 without NUL characters); any other frame is returned as built, every time. A frame that reads a file outside the
 package must not go through it (the key does not see the file).
 """
@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ..compiled import arrays
+from .compiled import arrays
 
 
 def _storable(df: pd.DataFrame) -> bool:
@@ -59,9 +59,9 @@ def _from_arrays(a: dict) -> pd.DataFrame:
 
 
 def cached_frame(label: str, args: tuple, build: Callable[[], pd.DataFrame]) -> pd.DataFrame:
-    """``build()``, a frame of the report that depends on nothing but the package and ``args`` (numbers and
-    strings, keyed by ``repr``), through the persistent cache (module docstring). A frame that cannot be kept is
-    returned as built.
+    """``build()``, a frame that depends on nothing but the package and ``args`` (numbers and strings, keyed by
+    ``repr``; a frame built from data passes its data's hash), through the persistent cache (module docstring). A
+    frame that cannot be kept is returned as built.
 
     >>> f = cached_frame("doc.frame", (2,), lambda: pd.DataFrame({"x": [1.5, 2.5], "name": ["a", "b"]}))
     >>> f["x"].tolist(), f["name"].tolist()
@@ -78,7 +78,7 @@ def cached_frame(label: str, args: tuple, build: Callable[[], pd.DataFrame]) -> 
         return _to_arrays(df)
 
     try:
-        a = arrays(f"report.frame.{label}", token, make)
+        a = arrays(f"frame.{label}", token, make)
     except _NotStorable:
         return built[0]
     return built[0] if built else _from_arrays(a)
