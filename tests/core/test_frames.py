@@ -1,5 +1,6 @@
 """The frame cache (``frames.cached_frame``: the report's serving frames, the collectives fits): a frame read back is
-the frame built, column for column and bit for bit; a frame it cannot keep is returned as built, and built again next time."""
+the frame built, column for column and bit for bit; a frame it cannot keep is returned as built, and built again
+next time."""
 from __future__ import annotations
 
 import numpy as np
