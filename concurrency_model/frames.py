@@ -6,8 +6,8 @@ not, about 4 s of CPU; the nccl-tests fits (``validate.collectives``) run hundre
 by the package's version and sources, with the frame's label and arguments, and here the versions of numpy and
 pandas): a later process reads its columns back bit for bit. Only plain frames are kept: a ``RangeIndex``, string
 column names, no ``attrs``, and columns of float, integer or bool numbers or of strings (pandas' ``str`` dtype, or
-``object`` holding only ``str``; without NUL characters); any other frame is returned as built, every time. A frame that reads a file outside the
-package must not go through it (the key does not see the file).
+``object`` holding only ``str``; without NUL characters); any other frame is returned as built, every time. A frame
+that reads a file outside the package passes that file's hash in its arguments (the key sees nothing else).
 """
 from __future__ import annotations
 
