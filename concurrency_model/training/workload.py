@@ -34,7 +34,6 @@ from ..timing.graph import eight_bit_rate, layer_parts
 from ..timing.loss import cross_entropy_parts
 from ..timing.parts import Parts, total
 from ..units import EIGHT_BIT_VALUES, dtype_bytes, value_dtype
-from .keys import model_key
 from ..parallel import pipeline
 from ..parallel.context import NO_PARTS, ContextMixin, context_exposed  # noqa: F401 (re-exported)
 from ..parallel.data_parallel import BUCKET_BYTES, GRAD_BYTES, DataParallelMixin  # noqa: F401 (BUCKET_BYTES re-exported)
@@ -46,6 +45,7 @@ from ..parallel.partition import layer_split
 from ..parallel.recompute import full_recompute_rows, recompute_shares
 from ..parallel.spatial import SpatialMixin, spatial_rows
 from ..parallel.triples import ZERO_TRIPLE, add_triples, collective_triple, triple_seconds  # noqa: F401 (re-exported)
+from .keys import model_key
 
 LAYER_NAME = re.compile(r"(?:layers|h)\.(\d+)\.")  # a transformer block's nodes, as the builders name them
 
