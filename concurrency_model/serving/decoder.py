@@ -105,7 +105,7 @@ per-step latency for 10 generated tokens).
   (:class:`concurrency_model.serving.continuous_batching.SpecIteration`; one pipeline stage).
 * **Host** (``host_overhead_s``, seconds the host takes to issue one kernel; default 0, a compiled runtime
   such as FasterTransformer, TensorRT or CUDA graphs): a pass lasts at least its kernels times that, as a
-  training pass does (:mod:`concurrency_model.parallel.host`; an eager framework's is about 60 us, the
+  training pass does (:mod:`concurrency_model.parallel.host`; an eager framework's is about 62 us, the
   value fitted there on Megatron-DeepSpeed); ``host_wait_s`` in the breakdown is the excess over the GPU.
   A small model's decode step at a small batch is then bound by the host, not by reading the weights.
 """
