@@ -140,38 +140,68 @@ def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedu
     return run
 
 
-@lru_cache(maxsize=None)
 def _context_fn(s, ring: bool, kv_bytes_per_token: float):
     """``f(b, t, c, act)``: activations ``act`` of one device without context parallelism, divided over
-    ``c`` devices, plus ring attention's receive buffers (:func:`memory_fn`)."""
+    ``c`` devices, plus ring attention's receive buffers (:func:`memory_fn`); compiled once for every ``s`` and
+    ``kv_bytes_per_token`` (its arguments)."""
+    f = _context_compiled(bool(ring and s))
+    numbers = (float(s or 0), float(kv_bytes_per_token))
+
+    def run(b, t, c, act):
+        return f(b, t, c, act, *numbers)
+    return run
+
+
+@lru_cache(maxsize=None)
+def _context_compiled(ring: bool):
+    """``f(b, t, c, act, s, kv_bytes_per_token)``: :func:`_context_fn`'s compiled function."""
     def build():
         b, t, c = _SYM["b"], _SYM["t"], _SYM["c"]
         a = sp.Symbol("act", nonnegative=True)
+        s, kv = sp.Symbol("shape_s", nonnegative=True), sp.Symbol("kv_bytes", nonnegative=True)
         expr = a / c
-        if ring and s:
-            expr += sp.Piecewise((4 * 2 * b * (sp.Integer(s) / c) * nsimplified(kv_bytes_per_token) / t, c > 1),
-                                 (0, True))
-        return [b, t, c, a], expr
-    return lambdified("context", (s, ring, kv_bytes_per_token), build)
+        if ring:
+            expr += sp.Piecewise((4 * 2 * b * (s / c) * kv / t, c > 1), (0, True))
+        return [b, t, c, a, s, kv], expr
+    return lambdified("context", (ring,), build)
 
 
 @lru_cache(maxsize=None)
 def state_parts_fn(params: float, optimizer: str, dtype: str, zero_stage: int, single_stage: bool,
                    replicated: float = 0.0, frozen_weight_bytes: float = 0.0):
     """``f(t, p, d) -> {"weights", "gradients", "optimizer"}`` bytes a device (:func:`state_parts`) on arrays of
-    tensor degrees, stages and ZeRO ranks: a sweep's rows (:mod:`concurrency_model.sweep`)."""
-    def build():
-        t, p, d = _SYM["t"], _SYM["p"], _SYM["d"]
-        parts = state_parts(params, optimizer, dtype, zero_stage, single_stage, replicated, frozen_weight_bytes,
-                            t, p, d)
-        return [t, p, d], [sp.sympify(parts[k]) for k in STATE_PARTS]
-    f = lambdified("state_parts", (params, optimizer, dtype, zero_stage, single_stage, replicated,
-                                   frozen_weight_bytes), build)
+    tensor degrees, stages and ZeRO ranks: a sweep's rows (:mod:`concurrency_model.sweep`). Compiled once a
+    structure (optimizer, dtype, ZeRO stage, one stage or several): the parameters split by the tensor degree, the
+    replicated ones and the frozen weights' bytes are the compiled function's arguments (:func:`model_numbers`).
+
+    >>> f = state_parts_fn(1e9, "adam", "bf16", 1, True)
+    >>> {k: float(v) / 1e9 for k, v in f(1, 1, 8).items()}   # ZeRO-1 over 8: 2 + 2 + 12 / 8 bytes a parameter
+    {'weights': 2.0, 'gradients': 2.0, 'optimizer': 1.5}
+    """
+    f = _state_parts_compiled(optimizer, dtype, zero_stage, single_stage)
+    numbers = (float(params) - float(replicated), float(replicated), float(frozen_weight_bytes))
 
     def run(t_, p_, d_) -> dict:
         shape = np.broadcast_shapes(*(np.shape(x) for x in (t_, p_, d_)))
-        return {k: np.broadcast_to(np.asarray(x, dtype=float), shape) for k, x in zip(STATE_PARTS, f(t_, p_, d_))}
+        return {k: np.broadcast_to(np.asarray(x, dtype=float), shape)
+                for k, x in zip(STATE_PARTS, f(t_, p_, d_, *numbers))}
     return run
+
+
+# :func:`state_parts_fn`'s numbers as symbols: the parameters the tensor degree splits, the replicated ones, the
+# frozen weights' bytes (each may be 0)
+_SPLIT_PARAMS, _FROZEN = sp.Symbol("n_split", nonnegative=True), sp.Symbol("frozen_bytes", nonnegative=True)
+
+
+@lru_cache(maxsize=None)
+def _state_parts_compiled(optimizer: str, dtype: str, zero_stage: int, single_stage: bool):
+    """``f(t, p, d, split, replicated, frozen_bytes)``: :func:`state_parts_fn`'s compiled function."""
+    def build():
+        t, p, d = _SYM["t"], _SYM["p"], _SYM["d"]
+        parts = state_parts(_SPLIT_PARAMS + _REPLICATED, optimizer, dtype, zero_stage, single_stage, _REPLICATED,
+                            _FROZEN, t, p, d)
+        return [t, p, d, _SPLIT_PARAMS, _REPLICATED, _FROZEN], [sp.sympify(parts[k]) for k in STATE_PARTS]
+    return lambdified("state_parts", (optimizer, dtype, zero_stage, single_stage), build)
 
 
 STATE_PARTS = ("weights", "gradients", "optimizer")  # the model state's parts (:func:`state_parts`)
@@ -203,9 +233,24 @@ def frozen_bytes(weight_bytes, zero_stage: int, single_stage: bool, t, p, d):
     return weight_bytes / (t * (1 if single_stage else p)) / (d if zero_stage == 3 else 1)
 
 
-@lru_cache(maxsize=None)
 def _activation_fn(schedule: str, recompute: str, sequence_parallel: bool, shape: tuple | None, single_stage: bool,
                    sac: tuple | None = None):
+    """``f(b, t, p, m, v, act_graph)``: :func:`memory_fn`'s activations of the first stage, compiled once a structure
+    (:func:`model_numbers`: the shape's sizes and the products' widths are the compiled function's arguments)."""
+    _, numbers, structure = model_numbers(shape, sac)
+    f = _activation_compiled(schedule, recompute, sequence_parallel, single_stage, structure)
+
+    def run(b, t, p, m, v, g):
+        return f(b, t, p, m, v, g, *numbers)
+    return run
+
+
+@lru_cache(maxsize=None)
+def _activation_compiled(schedule: str, recompute: str, sequence_parallel: bool, single_stage: bool,
+                         structure: tuple):
+    """``f(b, t, p, m, v, act_graph, *sizes)``: :func:`_activation_fn`'s compiled function."""
+    shape, sac = _symbolic(structure)
+
     def build():
         b, t, p, m, v, g = (_SYM[k] for k in ("b", "t", "p", "m", "v", "act_graph"))
         p_ = 1 if single_stage else p
@@ -217,8 +262,8 @@ def _activation_fn(schedule: str, recompute: str, sequence_parallel: bool, shape
                                                      moe=moe)
         else:
             act = g / p_ * memory._in_flight(schedule, p_, m, v_, 0)
-        return [b, t, p, m, v, g], sp.sympify(act)
-    return lambdified("activation", (schedule, recompute, sequence_parallel, shape, single_stage, sac), build)
+        return [b, t, p, m, v, g] + model_symbols(structure), sp.sympify(act)
+    return lambdified("activation", (schedule, recompute, sequence_parallel, single_stage, structure), build)
 
 
 FRAMEWORK_OUTPUTS = allocator.PARTS + ("fragmentation", "headroom")  # :func:`framework_memory_fn`'s arrays
@@ -335,20 +380,25 @@ def model_symbols(structure: tuple) -> list:
     return syms
 
 
-@lru_cache(maxsize=None)
-def _framework_memory_compiled(framework: str, zero_stage: int, schedule: str, recompute: str, sequence_parallel: bool,
-                               single_stage: bool, hopper: bool, loss: str | None, structure: tuple):
-    """:func:`framework_memory_fn`'s compiled function of one structure: ``f(b, t, p, m, v, d, c, act, params,
-    replicated, value_bytes, *sizes)``."""
+def _symbolic(structure: tuple) -> tuple:
+    """``(shape, sac)`` of a :func:`model_numbers` structure with every size its symbol."""
     flags, splits = structure
-    if flags is None:
-        shape = None
-    else:
+    shape = None
+    if flags is not None:
         fused, has_vocab, norms = flags
         shape = _SHAPE_SYMS[:4] + (_SHAPE_SYMS[4] if has_vocab else None, fused,
                                    None if norms is None else _MOE_SYMS + (norms,))
     sac = None if splits is None else tuple((sp.Symbol(f"sac_{i}", positive=True, integer=True), split)
                                             for i, split in enumerate(splits))
+    return shape, sac
+
+
+@lru_cache(maxsize=None)
+def _framework_memory_compiled(framework: str, zero_stage: int, schedule: str, recompute: str, sequence_parallel: bool,
+                               single_stage: bool, hopper: bool, loss: str | None, structure: tuple):
+    """:func:`framework_memory_fn`'s compiled function of one structure: ``f(b, t, p, m, v, d, c, act, params,
+    replicated, value_bytes, *sizes)``."""
+    shape, sac = _symbolic(structure)
 
     def build():
         b, t, p, m, v, d, c = (_SYM[k] for k in ("b", "t", "p", "m", "v", "d", "c"))
