@@ -255,7 +255,7 @@ def per_op_sac_bytes(s, b, h, a, t=1, sequence_parallel: bool = False, outputs: 
         if split not in ("column", "row"):
             raise ValueError(f"outputs: split must be 'column' or 'row', got {split!r}")
         if i % 2 == 0:  # the 1st, 3rd, ... product (torchtitan counts from 1 and recomputes the even ones)
-            values += sp.Integer(width) / (t if split == "column" else 1)
+            values += sp.sympify(width) / (t if split == "column" else 1)
         if split == "row" and sequence_parallel:
             values += h / t
     return to_python(value_bytes * s * b * values + 4 * a * s * b / t)

@@ -81,9 +81,44 @@ def legend_outside(ax, where: str = "right", **kw):
 def _render(fig, dpi: int, finish) -> bytes:
     if finish is not None:
         finish()
+    _lay_out(fig, dpi)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
     return buf.getvalue()
+
+
+def _lay_out(fig, dpi: int) -> None:
+    """Run a figure's constrained layout once at ``dpi`` and take its layout engine away, so that ``savefig`` draws
+    the figure once. With a layout engine, matplotlib 3.11 ``backend_bases.FigureCanvasBase.print_figure`` draws the
+    figure twice: first with drawing disabled (``renderer._draw_disabled``), to run the engine inside
+    ``Figure.draw``, then for real with the engine set to ``"none"``; without an engine it draws once. Here the
+    engine runs as that first draw runs it (``LayoutEngine.execute(fig)`` on the Agg renderer of the figure at the
+    saving resolution, ``Figure._get_renderer``), and the real draw is the same: the PNG's pixels are those of
+    ``savefig`` alone (tests/report/test_plot.py compares them). A pyplot-free figure gets an Agg canvas first, which
+    ``savefig`` then prints with instead of a temporary one (``_switch_canvas_and_return_print_method``: a canvas
+    with a ``print_png`` is kept), so that the layout and the draw share one renderer
+    (``FigureCanvasAgg.get_renderer`` keeps it for the same size and resolution) and its cache of text extents
+    (``text._get_text_metrics_with_cache``, one a renderer), as savefig's own two draws do. A figure without Axes,
+    or with another engine, is left to ``savefig``."""
+    from matplotlib import rc_context
+    from matplotlib.backend_bases import FigureCanvasBase
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    engine = fig.get_layout_engine()
+    if not isinstance(engine, ConstrainedLayoutEngine) or not fig.axes:
+        return
+    fig.set_dpi(dpi)
+    if type(fig.canvas) is FigureCanvasBase:  # a pyplot-free figure (:func:`figure`); a pyplot figure keeps its own
+        FigureCanvasAgg(fig)  # (it sets itself as the figure's canvas) the renderer of the layout and of the draw
+    try:
+        engine.execute(fig)
+    except ValueError:  # as Figure.draw: the engine gives up (a figure too small), the figure is drawn as it is
+        pass
+    # no engine at all (``"none"`` would leave a placeholder, and the placeholder the first draw); the rc settings
+    # that would choose one for ``None`` held off
+    with rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
+        fig.set_layout_engine(None)
 
 
 class _StatePickler(pickle.Pickler):

@@ -140,38 +140,68 @@ def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedu
     return run
 
 
-@lru_cache(maxsize=None)
 def _context_fn(s, ring: bool, kv_bytes_per_token: float):
     """``f(b, t, c, act)``: activations ``act`` of one device without context parallelism, divided over
-    ``c`` devices, plus ring attention's receive buffers (:func:`memory_fn`)."""
+    ``c`` devices, plus ring attention's receive buffers (:func:`memory_fn`); compiled once for every ``s`` and
+    ``kv_bytes_per_token`` (its arguments)."""
+    f = _context_compiled(bool(ring and s))
+    numbers = (float(s or 0), float(kv_bytes_per_token))
+
+    def run(b, t, c, act):
+        return f(b, t, c, act, *numbers)
+    return run
+
+
+@lru_cache(maxsize=None)
+def _context_compiled(ring: bool):
+    """``f(b, t, c, act, s, kv_bytes_per_token)``: :func:`_context_fn`'s compiled function."""
     def build():
         b, t, c = _SYM["b"], _SYM["t"], _SYM["c"]
         a = sp.Symbol("act", nonnegative=True)
+        s, kv = sp.Symbol("shape_s", nonnegative=True), sp.Symbol("kv_bytes", nonnegative=True)
         expr = a / c
-        if ring and s:
-            expr += sp.Piecewise((4 * 2 * b * (sp.Integer(s) / c) * nsimplified(kv_bytes_per_token) / t, c > 1),
-                                 (0, True))
-        return [b, t, c, a], expr
-    return lambdified("context", (s, ring, kv_bytes_per_token), build)
+        if ring:
+            expr += sp.Piecewise((4 * 2 * b * (s / c) * kv / t, c > 1), (0, True))
+        return [b, t, c, a, s, kv], expr
+    return lambdified("context", (ring,), build)
 
 
 @lru_cache(maxsize=None)
 def state_parts_fn(params: float, optimizer: str, dtype: str, zero_stage: int, single_stage: bool,
                    replicated: float = 0.0, frozen_weight_bytes: float = 0.0):
     """``f(t, p, d) -> {"weights", "gradients", "optimizer"}`` bytes a device (:func:`state_parts`) on arrays of
-    tensor degrees, stages and ZeRO ranks: a sweep's rows (:mod:`concurrency_model.sweep`)."""
-    def build():
-        t, p, d = _SYM["t"], _SYM["p"], _SYM["d"]
-        parts = state_parts(params, optimizer, dtype, zero_stage, single_stage, replicated, frozen_weight_bytes,
-                            t, p, d)
-        return [t, p, d], [sp.sympify(parts[k]) for k in STATE_PARTS]
-    f = lambdified("state_parts", (params, optimizer, dtype, zero_stage, single_stage, replicated,
-                                   frozen_weight_bytes), build)
+    tensor degrees, stages and ZeRO ranks: a sweep's rows (:mod:`concurrency_model.sweep`). Compiled once a
+    structure (optimizer, dtype, ZeRO stage, one stage or several): the parameters split by the tensor degree, the
+    replicated ones and the frozen weights' bytes are the compiled function's arguments (:func:`model_numbers`).
+
+    >>> f = state_parts_fn(1e9, "adam", "bf16", 1, True)
+    >>> {k: float(v) / 1e9 for k, v in f(1, 1, 8).items()}   # ZeRO-1 over 8: 2 + 2 + 12 / 8 bytes a parameter
+    {'weights': 2.0, 'gradients': 2.0, 'optimizer': 1.5}
+    """
+    f = _state_parts_compiled(optimizer, dtype, zero_stage, single_stage)
+    numbers = (float(params) - float(replicated), float(replicated), float(frozen_weight_bytes))
 
     def run(t_, p_, d_) -> dict:
         shape = np.broadcast_shapes(*(np.shape(x) for x in (t_, p_, d_)))
-        return {k: np.broadcast_to(np.asarray(x, dtype=float), shape) for k, x in zip(STATE_PARTS, f(t_, p_, d_))}
+        return {k: np.broadcast_to(np.asarray(x, dtype=float), shape)
+                for k, x in zip(STATE_PARTS, f(t_, p_, d_, *numbers))}
     return run
+
+
+# :func:`state_parts_fn`'s numbers as symbols: the parameters the tensor degree splits, the replicated ones, the
+# frozen weights' bytes (each may be 0)
+_SPLIT_PARAMS, _FROZEN = sp.Symbol("n_split", nonnegative=True), sp.Symbol("frozen_bytes", nonnegative=True)
+
+
+@lru_cache(maxsize=None)
+def _state_parts_compiled(optimizer: str, dtype: str, zero_stage: int, single_stage: bool):
+    """``f(t, p, d, split, replicated, frozen_bytes)``: :func:`state_parts_fn`'s compiled function."""
+    def build():
+        t, p, d = _SYM["t"], _SYM["p"], _SYM["d"]
+        parts = state_parts(_SPLIT_PARAMS + _REPLICATED, optimizer, dtype, zero_stage, single_stage, _REPLICATED,
+                            _FROZEN, t, p, d)
+        return [t, p, d, _SPLIT_PARAMS, _REPLICATED, _FROZEN], [sp.sympify(parts[k]) for k in STATE_PARTS]
+    return lambdified("state_parts", (optimizer, dtype, zero_stage, single_stage), build)
 
 
 STATE_PARTS = ("weights", "gradients", "optimizer")  # the model state's parts (:func:`state_parts`)
@@ -203,9 +233,24 @@ def frozen_bytes(weight_bytes, zero_stage: int, single_stage: bool, t, p, d):
     return weight_bytes / (t * (1 if single_stage else p)) / (d if zero_stage == 3 else 1)
 
 
-@lru_cache(maxsize=None)
 def _activation_fn(schedule: str, recompute: str, sequence_parallel: bool, shape: tuple | None, single_stage: bool,
                    sac: tuple | None = None):
+    """``f(b, t, p, m, v, act_graph)``: :func:`memory_fn`'s activations of the first stage, compiled once a structure
+    (:func:`model_numbers`: the shape's sizes and the products' widths are the compiled function's arguments)."""
+    _, numbers, structure = model_numbers(shape, sac)
+    f = _activation_compiled(schedule, recompute, sequence_parallel, single_stage, structure)
+
+    def run(b, t, p, m, v, g):
+        return f(b, t, p, m, v, g, *numbers)
+    return run
+
+
+@lru_cache(maxsize=None)
+def _activation_compiled(schedule: str, recompute: str, sequence_parallel: bool, single_stage: bool,
+                         structure: tuple):
+    """``f(b, t, p, m, v, act_graph, *sizes)``: :func:`_activation_fn`'s compiled function."""
+    shape, sac = _symbolic(structure)
+
     def build():
         b, t, p, m, v, g = (_SYM[k] for k in ("b", "t", "p", "m", "v", "act_graph"))
         p_ = 1 if single_stage else p
@@ -217,8 +262,8 @@ def _activation_fn(schedule: str, recompute: str, sequence_parallel: bool, shape
                                                      moe=moe)
         else:
             act = g / p_ * memory._in_flight(schedule, p_, m, v_, 0)
-        return [b, t, p, m, v, g], sp.sympify(act)
-    return lambdified("activation", (schedule, recompute, sequence_parallel, shape, single_stage, sac), build)
+        return [b, t, p, m, v, g] + model_symbols(structure), sp.sympify(act)
+    return lambdified("activation", (schedule, recompute, sequence_parallel, single_stage, structure), build)
 
 
 FRAMEWORK_OUTPUTS = allocator.PARTS + ("fragmentation", "headroom")  # :func:`framework_memory_fn`'s arrays
@@ -257,33 +302,125 @@ def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: i
     :func:`.memory.activation_bytes_per_device`'s ``recompute_buffer`` (one layer's activations rebuilt in the
     backward pass).
 
+    The compiled function is one a structure (:func:`model_numbers`): the model's numbers (``params``,
+    ``replicated``, the state's bytes a value, the shape's sizes, the products' widths of ``sac``) are its arguments,
+    not constants of its expression, so models of one structure share it; the figures are those of the expression
+    with the numbers in it up to float rounding (the last bits).
+
     >>> f = framework_memory_fn("ideal", 1e9, "bf16", 0, "1f1b", "none", False, None, True, False)
     >>> sorted({float(x) for x in f(1, 1, 1, 1, 1, 8, 5e9).values()})
     [0.0]
     """
     allocator.check_framework(framework)
+    _, numbers, structure = model_numbers(shape, sac)
+    values = (float(params), float(replicated), float(dtype_bytes(state_dtype(dtype)))) + numbers
+    f = _framework_memory_compiled(framework, zero_stage, schedule, recompute, sequence_parallel, single_stage, hopper,
+                                   loss, structure)
+
+    def run(b_, t_, p_a, m_, v_a, d_, act_, c_=1) -> dict:
+        args = (b_, t_, p_a, m_, v_a, d_, c_, act_)
+        shape_ = np.broadcast_shapes(*(np.shape(x) for x in args))
+        return {k: np.broadcast_to(np.asarray(x, dtype=float), shape_)
+                for k, x in zip(FRAMEWORK_OUTPUTS, f(*args, *values))}
+    return run
+
+
+# the model's numbers as arguments of the compiled memory functions (:func:`model_numbers`): sizes the checks of
+# :mod:`.memory` want as positive integer symbols, the mixture-of-experts widths (a shared expert's may be 0) as
+# non-negative ones, the parameter counts and the bytes a value as positive reals (``replicated`` may be 0)
+_PARAMS, _REPLICATED = sp.Symbol("n_params", positive=True), sp.Symbol("n_replicated", nonnegative=True)
+_WB = sp.Symbol("state_value_bytes", positive=True)
+_SHAPE_SYMS = tuple(sp.Symbol(f"shape_{k}", positive=True, integer=True) for k in ("s", "h", "a", "layers", "vocab"))
+_MOE_SYMS = tuple(sp.Symbol(f"moe_{i}", nonnegative=True, integer=True) for i in range(6))
+
+
+def model_numbers(shape: tuple | None, sac: tuple | None) -> tuple:
+    """``((shape, sac), numbers, structure)``: ``shape`` (:func:`memory_fn`'s) and ``sac`` with every size a symbol,
+    the sizes (floats, in the symbols' order: :func:`model_symbols`) and what is left of the two when the sizes are
+    taken out (the flags: ``fused``, whether there is a vocabulary, the mixture of experts' ``head_norms``; the
+    products' splits). The memory expressions branch in Python on the flags only (:mod:`.memory`,
+    :mod:`.allocator`: the sizes enter sums, products, ``Max``, ``Min`` and ``Piecewise``), so one compiled function
+    a structure serves every model of it.
+
+    >>> (sh, sc), numbers, structure = model_numbers((4096, 4096, 32, 32, 128256, True, None), ((4096, "column"),))
+    >>> sh[:5], sc
+    ((shape_s, shape_h, shape_a, shape_layers, shape_vocab), ((sac_0, 'column'),))
+    >>> numbers, structure
+    ((4096.0, 4096.0, 32.0, 32.0, 128256.0, 4096.0), ((True, True, None), ('column',)))
+    """
+    shape_, numbers, flags = None, (), None
+    if shape is not None:
+        sq, h, a, layers, vocab, fused, moe = shape
+        sizes = (sq, h, a, layers) + (() if vocab is None else (vocab,))
+        numbers = tuple(float(x) for x in sizes)
+        moe_ = None
+        if moe is not None:
+            numbers += tuple(float(x) for x in moe[:6])
+            moe_ = _MOE_SYMS + (moe[6],)
+        shape_ = _SHAPE_SYMS[:4] + (None if vocab is None else _SHAPE_SYMS[4], fused, moe_)
+        flags = (fused, vocab is not None, None if moe is None else bool(moe[6]))
+    sac_, splits = None, None
+    if sac is not None:
+        sac_ = tuple((sp.Symbol(f"sac_{i}", positive=True, integer=True), split) for i, (_, split) in enumerate(sac))
+        numbers += tuple(float(width) for width, _ in sac)
+        splits = tuple(split for _, split in sac)
+    return (shape_, sac_), numbers, (flags, splits)
+
+
+def model_symbols(structure: tuple) -> list:
+    """The symbols of :func:`model_numbers`' numbers for a ``structure``, in their order."""
+    flags, splits = structure
+    syms = []
+    if flags is not None:
+        fused, has_vocab, norms = flags
+        syms += list(_SHAPE_SYMS[:4]) + ([_SHAPE_SYMS[4]] if has_vocab else [])
+        syms += list(_MOE_SYMS) if norms is not None else []
+    if splits is not None:
+        syms += [sp.Symbol(f"sac_{i}", positive=True, integer=True) for i in range(len(splits))]
+    return syms
+
+
+def _symbolic(structure: tuple) -> tuple:
+    """``(shape, sac)`` of a :func:`model_numbers` structure with every size its symbol."""
+    flags, splits = structure
+    shape = None
+    if flags is not None:
+        fused, has_vocab, norms = flags
+        shape = _SHAPE_SYMS[:4] + (_SHAPE_SYMS[4] if has_vocab else None, fused,
+                                   None if norms is None else _MOE_SYMS + (norms,))
+    sac = None if splits is None else tuple((sp.Symbol(f"sac_{i}", positive=True, integer=True), split)
+                                            for i, split in enumerate(splits))
+    return shape, sac
+
+
+@lru_cache(maxsize=None)
+def _framework_memory_compiled(framework: str, zero_stage: int, schedule: str, recompute: str, sequence_parallel: bool,
+                               single_stage: bool, hopper: bool, loss: str | None, structure: tuple):
+    """:func:`framework_memory_fn`'s compiled function of one structure: ``f(b, t, p, m, v, d, c, act, params,
+    replicated, value_bytes, *sizes)``."""
+    shape, sac = _symbolic(structure)
 
     def build():
         b, t, p, m, v, d, c = (_SYM[k] for k in ("b", "t", "p", "m", "v", "d", "c"))
         act = sp.Symbol("act", nonnegative=True)
         p_ = sp.Integer(1) if single_stage else p
         v_ = v if schedule == "interleaved" else 1
-        wb = dtype_bytes(state_dtype(dtype))
-        stage = (nsimplified(params) - nsimplified(replicated)) / (t * p_) + nsimplified(replicated) / p_
+        wb = _WB
+        stage = (_PARAMS - _REPLICATED) / (t * p_) + _REPLICATED / p_
         unit, logits, rebuild, last_extra = stage, sp.Integer(0), sp.Integer(0), sp.Integer(0)
         if shape is not None:
-            sq, h, a, layers, vocab, fused, moe = shape
-            unit = nsimplified(params) / (layers * t)
+            sq, h, a, layers, vocab, fused_, moe = shape
+            unit = _PARAMS / (layers * t)
             logits = sq * b * vocab / (t * c)
             args = (sq, b, h, a, layers, t, sequence_parallel, recompute, p_, schedule, m, v_)
-            first = sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, fused_attention=fused, sac=sac,
+            first = sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, fused_attention=fused_, sac=sac,
                                                                   moe=moe))
             if framework != "ideal":
-                rebuild = (sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, True, fused, sac, moe))
+                rebuild = (sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, True, fused_, sac, moe))
                            - first) / c
             if not single_stage:  # the last stage: its activations and fp32 logits against the first stage's
                 q = sp.Symbol("q", positive=True, integer=True)  # the last stage, p - 1, substituted below
-                last = sp.sympify(memory.activation_bytes_per_device(*args, q, fused_attention=fused, sac=sac,
+                last = sp.sympify(memory.activation_bytes_per_device(*args, q, fused_attention=fused_, sac=sac,
                                                                      moe=moe)).subs(q, p_ - 1)
                 width = h if moe is None else moe[0]  # the model's hidden size (:func:`.memory.moe_layer_values`)
                 last += 4 * sq * b * width / t + 4 * sq * b * vocab / t  # final norm, output input, fp32 logits (§4.3)
@@ -299,13 +436,7 @@ def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: i
                               if k != "gradient_buffers" or framework in ("fsdp", "fsdp2"))
         out = {**parts, "fragmentation": allocator.fragmentation_bytes(framework, transient),
                "headroom": allocator.headroom_bytes(framework, transient, groups)}
-        syms = [b, t, p, m, v, d, c, act]
+        syms = [b, t, p, m, v, d, c, act, _PARAMS, _REPLICATED, _WB] + model_symbols(structure)
         return syms, [sp.sympify(out[k]) for k in FRAMEWORK_OUTPUTS]
-    f = lambdified("framework_memory", (framework, params, dtype, zero_stage, schedule, recompute, sequence_parallel,
-                                        shape, single_stage, hopper, replicated, sac, loss), build, cse=True)
-
-    def run(b_, t_, p_a, m_, v_a, d_, act_, c_=1) -> dict:
-        args = (b_, t_, p_a, m_, v_a, d_, c_, act_)
-        shape_ = np.broadcast_shapes(*(np.shape(x) for x in args))
-        return {k: np.broadcast_to(np.asarray(x, dtype=float), shape_) for k, x in zip(FRAMEWORK_OUTPUTS, f(*args))}
-    return run
+    return lambdified("framework_memory", (framework, zero_stage, schedule, recompute, sequence_parallel, single_stage,
+                                           hopper, loss, structure), build, cse=True)
