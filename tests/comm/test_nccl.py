@@ -14,7 +14,7 @@ from concurrency_model.cli import main
 from concurrency_model.hardware.clusters import place
 from concurrency_model.comm import collective_time, lower_bound
 from concurrency_model.comm import nccl
-from concurrency_model.comm.on_cluster import collective_on_cluster, nccl_layout
+from concurrency_model.comm.on_cluster import collective_on_cluster, nccl_layout, nccl_on
 from concurrency_model.parallel.triples import collective_triple, triple_seconds
 
 LAUNCH = 3.8e-6
@@ -224,18 +224,21 @@ ENV_PROTOS = st.lists(st.sampled_from(["LL", "LL128", "Simple"]), min_size=1, un
 @settings(max_examples=150, deadline=None)
 @given(n=SIZES, case=st.sampled_from([("dgx-a100", 16), ("dgx-h100", 8), ("dgx-h100", 32), ("oci-bm-gpu4-8", 16)]),
        algos=ENV_ALGOS, protos=ENV_PROTOS, version=st.sampled_from(nccl.VERSIONS))
-def test_an_environment_only_removes_pairs_so_never_speeds_a_collective_up(n, case, algos, protos, version):
+def test_an_environment_only_removes_pairs_so_never_lowers_nccls_estimate(n, case, algos, protos, version):
     # on NVLink nodes of compute capability 8.0 / 9.0 LL128 is on by default, so NCCL_ALGO / NCCL_PROTO can only
-    # shrink the set NCCL takes the least time of (an environment that leaves nothing raises)
+    # shrink the set NCCL takes the least estimate of (an environment that leaves nothing raises). NCCL chooses by
+    # its estimate (``select_s``), and the call's wall time is priced apart (comm.nccl, "estimate and wall time"),
+    # so a forced pair may run faster than NCCL's own choice: Tree on 2 dgx-a100 nodes at 512 MiB (NCCL 2.19)
     cluster, ranks = case
-    default = collective_on_cluster("allreduce", n, ranks, cluster, nccl_version=version)[1]
+    p = place(cluster, ranks)
+    default = nccl_on("allreduce", n, p, version)
     env = {"NCCL_ALGO": ",".join(algos), "NCCL_PROTO": ",".join(protos)}
     try:
-        t = collective_on_cluster("allreduce", n, ranks, cluster, nccl_version=version, nccl_env=env)[1]
+        c = nccl_on("allreduce", n, p, version, env)
     except ValueError as e:
         assert "nccl_env" in str(e)
         return
-    assert t >= default * (1 - 1e-12)
+    assert c.select_s >= default.select_s * (1 - 1e-12)
 
 
 def test_small_calls_run_on_the_channels_nccls_enqueue_gives_them():
