@@ -80,7 +80,8 @@ def forward_difference(resid, resid_rows, lb: np.ndarray, ub: np.ndarray):
     1-sided scheme and one step, ``_dense_difference``'s ``2-point``): step ``h = sqrt(eps) sign(x) max(1, |x|)``
     (sign +1 at 0), turned back where ``x + h`` leaves the bounds and ``|h|`` fits on the other side, else the
     whole distance to the farther bound; column ``i`` is ``(resid(x + h_i e_i) - resid(x)) / ((x_i + h_i) - x_i)``,
-    returned as the transpose of a row-per-parameter array, as scipy does. ``resid(x)`` is ``fun``'s last value where
+    returned as the transpose of a row-per-parameter array, as scipy does (the steps in Python floats: the same IEEE
+    operations, so the same numbers for any finite ``x``). ``resid(x)`` is ``fun``'s last value where
     it was computed at ``x`` (``least_squares`` asks for the Jacobian where it last evaluated the residuals).
 
     >>> g = lambda x: np.array([x[0] ** 2 * x[1] - 1.0, np.sin(x[0]) - x[1], x[0] * x[1] - 0.5])
@@ -93,29 +94,27 @@ def forward_difference(resid, resid_rows, lb: np.ndarray, ub: np.ndarray):
     (True, True)
     """
     last = {}
+    lb_list, ub_list = np.asarray(lb, float).tolist(), np.asarray(ub, float).tolist()
 
     def f_at(x):
         out = resid(x)
-        last["x"], last["f"] = np.array(x, copy=True), out
+        last["x"], last["f"] = np.asarray(x, float).tobytes(), out
         return out
 
     def jac(x):
         x = np.asarray(x, float)
-        f0 = last["f"] if "x" in last and np.array_equal(last["x"], x) else resid(x)
-        h = _REL_STEP * ((x >= 0).astype(float) * 2 - 1) * np.maximum(1.0, np.abs(x))
-        lower_dist, upper_dist = x - lb, ub - x
-        out = x + h
-        violated = (out < lb) | (out > ub)
-        fitting = np.abs(h) <= np.maximum(lower_dist, upper_dist)
-        h[violated & fitting] *= -1
-        forward = (upper_dist >= lower_dist) & ~fitting
-        h[forward] = upper_dist[forward]
-        backward = (upper_dist < lower_dist) & ~fitting
-        h[backward] = -lower_dist[backward]
-        points = np.repeat(x[None, :], len(x), axis=0)
-        idx = np.arange(len(x))
-        points[idx, idx] = x + h
-        dx = (x + h) - x
+        f0 = last["f"] if last.get("x") == x.tobytes() else resid(x)
+        points, dx = np.repeat(x[None, :], len(x), axis=0), []
+        for i, (xi, lo, hi) in enumerate(zip(x.tolist(), lb_list, ub_list)):  # Python floats: the same IEEE operations
+            h = _REL_STEP * (1.0 if xi >= 0 else -1.0) * max(1.0, abs(xi))   # as scipy's arrays, for finite x
+            lower_dist, upper_dist = xi - lo, hi - xi
+            fitting = abs(h) <= max(lower_dist, upper_dist)
+            if not fitting:
+                h = upper_dist if upper_dist >= lower_dist else -lower_dist
+            elif xi + h < lo or xi + h > hi:
+                h = -h
+            points[i, i] = xi + h
+            dx.append((xi + h) - xi)
         jt = np.empty((len(x), np.size(f0)))
         for i, row in enumerate(resid_rows(points)):
             jt[i] = (row - f0) / dx[i]
@@ -155,9 +154,9 @@ def fit_form(form: str, batch, value) -> dict:
         return np.where(np.isfinite(r), r, 1e3)
 
     def resid_rows(thetas):  # resid of each row of thetas at once: the same operations, broadcast
-        cols = [np.array([[v] for v in col]) for col in zip(*(unpack(t) for t in thetas))]
+        e = np.array([unpack(t) for t in thetas])  # math.exp of each, as resid
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            r = np.log(f(batch[None, :], *cols)) - lv
+            r = np.log(f(batch[None, :], *(e[:, j:j + 1] for j in range(e.shape[1])))) - lv
         return np.where(np.isfinite(r), r, 1e3)
 
     lo_arr, hi_arr = np.asarray(lower, float), np.asarray(upper, float)
