@@ -43,9 +43,10 @@ from .allreduce_forms import Form, identifiable, two_level
 LOSS, F_SCALE = "soft_l1", 0.2
 
 
-#: Solutions of :func:`fit_linear` by the exact bytes of their inputs (the least recently used dropped first): a switch's
-#: leave-one-out folds fit the same side again whenever the row left out is on the other side, and two group sizes
-#: ``G`` can give one design; a fit is a deterministic function of its inputs, so a repeat returns the same numbers.
+#: Solutions of :func:`fit_linear` by the exact bytes of their inputs (the least recently used dropped first): a
+#: switch's leave-one-out folds fit the same side again whenever the row left out is on the other side, and two group
+#: sizes ``G`` can give one design; a fit is a deterministic function of its inputs, so a repeat returns the same
+#: numbers.
 _SOLVED: OrderedDict = OrderedDict()
 _SOLVED_MAX = 4096
 

@@ -193,6 +193,6 @@ def test_engine_requests_read_the_shape_and_layout_infer_reports(par, inf):
     s, lay, i = m.result.shape, m.result.parallel, m.result.inference
     t, p = lay["tensor"], lay["pipeline"]
     wb = {"int8": 1, "fp8": 1, "fp16": 2}[i["weight_dtype"]]
-    assert m.engine_requests == engine_requests(80e9, t * p, s["params"], wb, s["layers"], s["kv_heads"], t, s["head_dim"],
-                                         s["kv_bytes"], i["prompt_len"] + i["decode_len"], 0.95)
+    assert m.engine_requests == engine_requests(80e9, t * p, s["params"], wb, s["layers"], s["kv_heads"], t,
+                                                s["head_dim"], s["kv_bytes"], i["prompt_len"] + i["decode_len"], 0.95)
     assert m.gpus == t * p * lay.get("data", 1) == math.prod(par.values())
