@@ -23,11 +23,11 @@ from ..checks import count, items, number
 from ..hardware.clusters import load_cluster
 from ..ops.sparse import parse_sparsity
 from ..progress import Progress
-from ..scenario import read_scenario
+from ..scenario import inference_section, load_scenario, read_scenario
 from ..units import dtype_bytes
 from .decoder import infer, is_causal_decoder
 from .output_lengths import lengths
-from .overheads import WEIGHT_BYTES, expert_count, model_graph
+from .overheads import WEIGHT_BYTES, expert_count, model_graph, model_shape
 from .queueing import replicas_for
 
 UNBOUNDED = 1e30  # bytes: a device whose memory never refuses, to price the memory of any batch
@@ -271,22 +271,22 @@ def max_throughput(scenario, kv_fraction: float = KV_FREE_FRACTION, max_batch_si
         return fixed + kv / kv_fraction
 
     unit = _unit(base)
-    first = _at(base, unit, big)
-    fixed, kv = parts(first.memory)
+    # the memory of one step of slots (its checks refuse what infer refuses); the engine's shape and layout read off the
+    # scenario as infer reads them, without pricing an iteration that nothing here uses
+    fixed, kv = parts(_at(base, unit, big, memory_only=True))
+    inf_in = inference_section(base)
     if fixed + kv / kv_fraction > capacity:
-        i = first.inference
         raise ValueError(f"memory: {kv_fraction:.0%} of the {max(0.0, capacity - fixed) / 1e9:,.1f} GB a device left "
                          f"free by the weights and workspace ({fixed / 1e9:,.1f} GB of {capacity / 1e9:,.1f} GB) holds "
-                         f"not even {unit} sequence{'s' * (unit != 1)} of {i['prompt_len'] + i['decode_len']:,} "
+                         f"not even {unit} sequence{'s' * (unit != 1)} of {inf_in.prompt_len + inf_in.decode_len:,} "
                          f"positions ({kv / 1e9:,.2f} GB); split the weights over more devices (parallel.tensor or "
                          "parallel.pipeline) or store them smaller (inference.weight_dtype)")
     kv_slots = unit * largest(need, capacity, fixed + kv / kv_fraction)
-    shape, lay, i = first.shape, first.parallel, first.inference
-    t, p, d = lay["tensor"], lay["pipeline"], lay.get("data", 1)
-    weight_bytes = WEIGHT_BYTES.get(i["weight_dtype"]) or dtype_bytes(i["weight_dtype"])
+    shape, (t, p, d), weight_dtype = _engine_shape(base, inf_in)
+    weight_bytes = WEIGHT_BYTES.get(weight_dtype) or dtype_bytes(weight_dtype)
     requests = engine_requests(capacity, t * p, shape["params"], weight_bytes, shape["layers"], shape["kv_heads"], t,
-                               shape["head_dim"], shape["kv_bytes"], i["prompt_len"] + i["decode_len"], kv_fraction)
-    bs, tokens = engine_limits(requests, i["prompt_len"], i["decode_len"], p)
+                               shape["head_dim"], shape["kv_bytes"], inf_in.prompt_len + inf_in.decode_len, kv_fraction)
+    bs, tokens = engine_limits(requests, inf_in.prompt_len, inf_in.decode_len, p)
     bs = bs if max_batch_size is None else max_batch_size
     tokens = tokens if budget is None else budget
     slots = min(kv_slots, d * p * bs)
@@ -295,6 +295,26 @@ def max_throughput(scenario, kv_fraction: float = KV_FREE_FRACTION, max_batch_si
     why = "max_num_tokens" if busy < slots else "kv_cache" if kv_slots <= d * p * bs else "max_batch_size"
     free = capacity - float(result.memory["model_state_bytes"]) - float(result.memory["activations_bytes"])
     return MaxLoad(busy, why, kv_slots, bs, tokens, requests, kv_fraction, free, result, t * p * d)
+
+
+def _engine_shape(raw: dict, inf) -> tuple[dict, tuple[int, int, int], str]:
+    """``(shape, (tensor, pipeline, data), weight_dtype)`` of a serving scenario (``raw``, whose ``inference`` is
+    ``inf`` parsed) as :func:`~concurrency_model.serving.decoder.infer` has them in its result's ``shape``, ``parallel``
+    and ``inference``: the scenario loaded as infer loads it (its ``training`` defaulting to the inference dtype), the
+    model's shape off its graph at batch 1 (:func:`~concurrency_model.serving.overheads.model_shape`) with the KV
+    cache's bytes a value (``kv_dtype``, default ``dtype``), the weights' dtype defaulting to ``dtype``.
+
+    >>> raw = {"model": "gpt2", "cluster": "dgx-a100", "parallel": {"tensor": 2},
+    ...        "inference": {"prompt_len": 128, "decode_len": 32, "batching": "continuous", "kv_dtype": "fp8"}}
+    >>> shape, lay, w = _engine_shape(raw, inference_section(raw))
+    >>> shape["layers"], shape["kv_heads"], shape["head_dim"], shape["kv_bytes"], lay, w
+    (12, 12, 64, 1, (2, 1, 1), 'fp16')
+    """
+    sc = load_scenario({**raw, "training": raw.get("training") or {"dtype": inf.dtype}})
+    shape = {**model_shape(model_graph(sc.model, 1, None, dtype_bytes(inf.dtype))),
+             "kv_bytes": dtype_bytes(inf.kv_dtype or inf.dtype)}
+    par = sc.parallel
+    return shape, (par.tensor, par.pipeline, par.data), inf.weight_dtype or inf.dtype
 
 
 def _with_layout(raw: dict, t: int, e: int | None, p: int | None = None) -> dict:

@@ -179,3 +179,20 @@ def test_trtllm_evaluate_two_rows():
     assert ok["ape"] == pytest.approx(abs(ok["predicted"] - 15220) / 15220)
     s = trtllm.summary(res)
     assert (s["rows"], s["rows_total"]) == (1, 2)
+
+
+@pytest.mark.parametrize("par, inf", [
+    ({"tensor": 2, "pipeline": 2, "data": 2}, {"dtype": "fp16", "weight_dtype": "int8", "kv_dtype": "fp8"}),
+    ({"tensor": 4}, {"dtype": "fp8", "kv_dtype": "fp8"}),
+])
+def test_engine_requests_read_the_shape_and_layout_infer_reports(par, inf):
+    # max_throughput reads the engine's shape, layout and dtypes off the scenario without pricing a first iteration;
+    # they must be those of infer's own result: the requests recomputed from the result's shape, parallel and
+    # inference are the same number (the weights' bytes: WEIGHT_BYTES of the result's weight_dtype, int8 = 1)
+    m = max_throughput({**LLAMA8, "parallel": par, "inference": {**LLAMA8["inference"], **inf}})
+    s, lay, i = m.result.shape, m.result.parallel, m.result.inference
+    t, p = lay["tensor"], lay["pipeline"]
+    wb = {"int8": 1, "fp8": 1, "fp16": 2}[i["weight_dtype"]]
+    assert m.engine_requests == engine_requests(80e9, t * p, s["params"], wb, s["layers"], s["kv_heads"], t,
+                                                s["head_dim"], s["kv_bytes"], i["prompt_len"] + i["decode_len"], 0.95)
+    assert m.gpus == t * p * lay.get("data", 1) == math.prod(par.values())

@@ -396,3 +396,16 @@ def test_fitted_cold_and_warm_cache_agree_exactly(frame_cache):
     assert frame_cache.STATS["hits"] == start + 1
     pd.testing.assert_frame_equal(cold, warm, check_exact=True)
     assert cold.to_csv() == warm.to_csv() and len(cold) > 0
+
+
+def test_fit_linear_repeat_returns_the_same_numbers_as_a_copy():
+    # a repeated fit (a size switch's leave-one-out folds) is served from fit_linear's memo: the same floats, and a
+    # caller's edit of one result does not reach the next
+    X = np.column_stack([np.ones(5), [1e5, 2e5, 4e5, 8e5, 1.6e6]])
+    t = X @ [3e-6, 2e-10] * np.array([1.0, 1.02, 0.99, 1.01, 1.0])
+    first = fit_linear(X, t)
+    first_copy = first.copy()
+    first[:] = -1.0
+    again = fit_linear(X.copy(), t.copy())
+    assert np.array_equal(again, first_copy)
+    assert again[0] == pytest.approx(3e-6, rel=0.05) and again[1] == pytest.approx(2e-10, rel=0.05)
