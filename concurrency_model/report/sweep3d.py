@@ -110,7 +110,7 @@ def sweep_heatmap(frame: pd.DataFrame | None = None, ax=None, title: str | None 
 def best_estimate(result):
     """``estimate`` of the fastest configuration of a :class:`~concurrency_model.sweep.SweepResult`."""
 
-    return estimate(result.scenario(result.top(1).iloc[0]))
+    return result.estimate_of(result.top(1).iloc[0])
 
 
 def step_breakdown(est=None, ax=None):
@@ -210,7 +210,7 @@ def memory_tradeoff(result=None, ax=None):
     ax = new_axes(ax, (8, 4))
     y = np.arange(len(best))
     left = np.zeros(len(best))
-    rows = [(row, estimate(result.scenario(row))) for _, row in best.iterrows()]
+    rows = [(row, result.estimate_of(row)) for _, row in best.iterrows()]  # the sweep's fastest: runner_up's
     for i, (key, label) in enumerate(MEMORY_PARTS.items()):
         gb = np.array([e.memory[key] / 1e9 for _, e in rows])
         ax.barh(y, gb, left=left, color=f"C{i}", edgecolor="k", lw=0.4, label=label)

@@ -34,6 +34,8 @@ class SweepResult:
     eval_s: float
     base: dict = field(repr=False)
     busy_s: np.ndarray | None = field(default=None, repr=False)  # seconds in kernels a step (run only)
+    # estimates of rows' scenarios already made (:meth:`estimate_of`), keyed by the scenario's repr
+    _estimates: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def feasible(self) -> int:
@@ -144,6 +146,24 @@ class SweepResult:
             out["run"] = self.base["run"].to_dict()
         return out
 
+    def estimate_of(self, row: pd.Series):
+        """``estimate(self.scenario(row))``, made once a result and scenario: the report's memory figure estimates the
+        fastest configuration of each ZeRO stage and recompute policy, one of which :meth:`runner_up` estimated
+        already (the sweep's fastest). The same object is handed back; an estimate is read, never changed.
+
+        >>> from concurrency_model.sweep import sweep
+        >>> res = sweep({"model": "gpt2", "cluster": "dgx-a100", "parallel": {"global_batch": 64}}, gpus=8)
+        >>> row = res.top(1).iloc[0]
+        >>> res.estimate_of(row) is res.estimate_of(row), res.estimate_of(row).step_time_s > 0
+        (True, True)
+        """
+        sc = self.scenario(row)
+        key = repr(sc)
+        got = self._estimates.get(key)
+        if got is None:
+            got = self._estimates[key] = estimate(sc)
+        return got
+
     def band(self, row: pd.Series) -> tuple[float, float]:
         """The 80% band (10th, 90th percentile) of one configuration's step time
         (:mod:`concurrency_model.uncertainty`)."""
@@ -186,7 +206,7 @@ class SweepResult:
         if not len(other):
             return None
         best, second = (rows.iloc[i] for i in (0, other[0]))
-        eb, es = estimate(self.scenario(best)), estimate(self.scenario(second))
+        eb, es = self.estimate_of(best), self.estimate_of(second)
         diff = sorted(((k, es.breakdown[k] - eb.breakdown[k]) for k in STEP_PARTS), key=lambda kv: -abs(kv[1]))
         return {"best": self._row_dict(best), "runner_up": self._row_dict(second),
                 "separates": [{"part": k, "runner_up_minus_best_s": v} for k, v in diff if abs(v) > 1e-12],

@@ -165,3 +165,18 @@ def test_cli_json_contract_and_bad_input(tmp_path):
 def test_all_degrees_given_the_gpu_count_decides_data():
     r = sweep({**GPT2, "parallel": {"global_batch": 64, "data": 2, "tensor": 2, "pipeline": 2}}, [8, 16])
     assert set(zip(r.layouts["gpus"], r.layouts["data"])) == {(8, 2), (16, 4)}
+
+
+def test_estimate_of_is_the_rows_estimate_made_once(gpt2_sweep):
+    """``estimate_of`` gives ``estimate(scenario(row))``'s figures, the same object on a second call, and the
+    runner-up's estimates are the ones it keeps (the report's memory figure reads them again)."""
+    res = gpt2_sweep
+    row = res.top(1).iloc[0]
+    fresh = estimate(res.scenario(row))
+    kept = res.estimate_of(row)
+    assert kept.step_time_s == fresh.step_time_s and kept.memory == fresh.memory
+    assert kept.breakdown == fresh.breakdown
+    assert res.estimate_of(row) is kept
+    ru = res.runner_up()
+    if ru is not None:
+        assert ru["estimates"][0] is kept and ru["estimates"][1] is not kept
