@@ -267,3 +267,33 @@ def test_the_source_read_from_linecache_is_inspects(cse):
         f = sp.lambdify(args, exprs, "numpy", cse=cse)
         assert compiled._source(f) == inspect.getsource(f)
         assert compiled._source(f).startswith("def _lambdifygenerated(") and compiled._source(f).count("\n") >= 2
+
+
+def test_equal_expressions_of_two_keys_are_generated_once(cache, monkeypatch):
+    """Two keys whose builds give equal expressions share one generated text (each key's file holds it, and a
+    fresh lambdify gives the same bits); a number of another type or another symbol is generated again."""
+    made = []
+    generate = compiled._generate
+
+    def spy(args, exprs, cse):
+        made.append(1)
+        return generate(args, exprs, cse)
+    monkeypatch.setattr(compiled, "_generate", spy)
+    exprs = [sp.Max(X * Y + 2, Y) / (X + Y), sp.sqrt(X + Y)]
+    f = compiled.lambdified("t.same", ("a",), lambda: ([X, Y], list(exprs)), cse=True)
+    g = compiled.lambdified("t.same", ("b",), lambda: ([X, Y], list(exprs)), cse=True)
+    assert len(made) == 1 and len(compiled.entries()) == 2
+    bodies = {p.read_text().split("\n", 3)[3].rpartition("# sha256")[0] for p in compiled.entries()}
+    assert len(bodies) == 1
+    x, y = np.array([0.5, 3.0, 7.25]), np.array([2.0, 0.125, 9.0])
+    ref = sp.lambdify([X, Y], exprs, "numpy", cse=True)(x, y)
+    for a, b, c in zip(f(x, y), g(x, y), ref):
+        assert (bits(a) == bits(b)).all() and (bits(a) == bits(c)).all()
+    floats = [sp.Max(X * Y + sp.Float(2), Y) / (X + Y), sp.sqrt(X + Y)]
+    compiled.lambdified("t.same", ("c",), lambda: ([X, Y], floats), cse=True)
+    compiled.lambdified("t.same", ("d",), lambda: ([X, Y], tuple(exprs)), cse=True)  # a tuple: lambdify returns a tuple
+    compiled.lambdified("t.same", ("e",), lambda: ([X, Y], list(exprs)), cse=False)
+    assert len(made) == 4
+    compiled.reset()  # a fresh process's state: generated again
+    compiled.lambdified("t.same", ("f",), lambda: ([X, Y], list(exprs)), cse=True)
+    assert len(made) == 5
