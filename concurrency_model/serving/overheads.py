@@ -74,7 +74,18 @@ def served(model, dev, dtype: str, prompt_len: int, decode_len: int, output_leng
 
 def model_shape(graph) -> dict:
     """``layers, heads, kv_heads, head_dim, hidden, vocab, context, fused, params`` of a causal decoder
-    graph (``ValueError`` naming ``model`` for anything else)."""
+    graph (``ValueError`` naming ``model`` for anything else). Read once a graph (:mod:`.memo`: every serving
+    prediction reads the shape of its model's graph at batch 1, the same object from the graph cache); a copy is
+    returned.
+
+    >>> s = model_shape(get_model("gpt2"))
+    >>> s["layers"], s["heads"], s["head_dim"], s["context"], model_shape(get_model("gpt2")) == s
+    (12, 12, 64, 1024, True)
+    """
+    return dict(memoized(graph, ("model_shape",), lambda: _shape(graph)))
+
+
+def _shape(graph) -> dict:
     nodes = graph.layers()
     att = [n for n in nodes if n.kind == "attention"]
     if not att or not all(n.attrs.get("causal") for n in att):
