@@ -145,19 +145,16 @@ def fit_form(form: str, batch, value) -> dict:
         lower, upper = [lv.min() - SPAN, lo_b, math.log(1e-2)], [lv.max() + SPAN, hi_b, math.log(30.0)]
 
     def unpack(theta):
-        return [math.exp(x) for x in theta] if form == "mccandlish" else \
-            [math.exp(theta[0]), math.exp(theta[1]), math.exp(theta[2])]
+        return [math.exp(x) for x in theta]
 
-    def resid(theta):
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            r = np.log(f(batch, *unpack(theta))) - lv
-        return np.where(np.isfinite(r), r, 1e3)
-
-    def resid_rows(thetas):  # resid of each row of thetas at once: the same operations, broadcast
-        e = np.array([unpack(t) for t in thetas])  # math.exp of each, as resid
+    def resid_rows(thetas):  # the residuals at each row of parameters, in one broadcast call
+        e = np.array([unpack(t) for t in thetas])
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             r = np.log(f(batch[None, :], *(e[:, j:j + 1] for j in range(e.shape[1])))) - lv
         return np.where(np.isfinite(r), r, 1e3)
+
+    def resid(theta):
+        return resid_rows([theta])[0]
 
     lo_arr, hi_arr = np.asarray(lower, float), np.asarray(upper, float)
     best = None

@@ -237,7 +237,7 @@ def _activation_fn(schedule: str, recompute: str, sequence_parallel: bool, shape
                    sac: tuple | None = None):
     """``f(b, t, p, m, v, act_graph)``: :func:`memory_fn`'s activations of the first stage, compiled once a structure
     (:func:`model_numbers`: the shape's sizes and the products' widths are the compiled function's arguments)."""
-    _, numbers, structure = model_numbers(shape, sac)
+    numbers, structure = model_numbers(shape, sac)
     f = _activation_compiled(schedule, recompute, sequence_parallel, single_stage, structure)
 
     def run(b, t, p, m, v, g):
@@ -312,7 +312,7 @@ def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: i
     [0.0]
     """
     allocator.check_framework(framework)
-    _, numbers, structure = model_numbers(shape, sac)
+    numbers, structure = model_numbers(shape, sac)
     values = (float(params), float(replicated), float(dtype_bytes(state_dtype(dtype)))) + numbers
     f = _framework_memory_compiled(framework, zero_stage, schedule, recompute, sequence_parallel, single_stage, hopper,
                                    loss, structure)
@@ -335,49 +335,37 @@ _MOE_SYMS = tuple(sp.Symbol(f"moe_{i}", nonnegative=True, integer=True) for i in
 
 
 def model_numbers(shape: tuple | None, sac: tuple | None) -> tuple:
-    """``((shape, sac), numbers, structure)``: ``shape`` (:func:`memory_fn`'s) and ``sac`` with every size a symbol,
-    the sizes (floats, in the symbols' order: :func:`model_symbols`) and what is left of the two when the sizes are
-    taken out (the flags: ``fused``, whether there is a vocabulary, the mixture of experts' ``head_norms``; the
-    products' splits). The memory expressions branch in Python on the flags only (:mod:`.memory`,
-    :mod:`.allocator`: the sizes enter sums, products, ``Max``, ``Min`` and ``Piecewise``), so one compiled function
-    a structure serves every model of it.
+    """``(numbers, structure)`` of ``shape`` (:func:`memory_fn`'s) and ``sac``: their sizes (floats, in the order of
+    :func:`model_symbols`) and what is left of the two when the sizes are taken out (the flags: ``fused``, whether
+    there is a vocabulary, the mixture of experts' ``head_norms``; the products' splits). The memory expressions
+    branch in Python on the flags only (:mod:`.memory`, :mod:`.allocator`: the sizes enter sums, products, ``Max``,
+    ``Min`` and ``Piecewise``), so one compiled function a structure serves every model of it.
 
-    >>> (sh, sc), numbers, structure = model_numbers((4096, 4096, 32, 32, 128256, True, None), ((4096, "column"),))
-    >>> sh[:5], sc
-    ((shape_s, shape_h, shape_a, shape_layers, shape_vocab), ((sac_0, 'column'),))
+    >>> numbers, structure = model_numbers((4096, 4096, 32, 32, 128256, True, None), ((4096, "column"),))
     >>> numbers, structure
     ((4096.0, 4096.0, 32.0, 32.0, 128256.0, 4096.0), ((True, True, None), ('column',)))
+    >>> model_symbols(structure)
+    [shape_s, shape_h, shape_a, shape_layers, shape_vocab, sac_0]
     """
-    shape_, numbers, flags = None, (), None
+    numbers, flags, splits = (), None, None
     if shape is not None:
         sq, h, a, layers, vocab, fused, moe = shape
-        sizes = (sq, h, a, layers) + (() if vocab is None else (vocab,))
-        numbers = tuple(float(x) for x in sizes)
-        moe_ = None
+        numbers = tuple(float(x) for x in (sq, h, a, layers) + (() if vocab is None else (vocab,)))
         if moe is not None:
             numbers += tuple(float(x) for x in moe[:6])
-            moe_ = _MOE_SYMS + (moe[6],)
-        shape_ = _SHAPE_SYMS[:4] + (None if vocab is None else _SHAPE_SYMS[4], fused, moe_)
         flags = (fused, vocab is not None, None if moe is None else bool(moe[6]))
-    sac_, splits = None, None
     if sac is not None:
-        sac_ = tuple((sp.Symbol(f"sac_{i}", positive=True, integer=True), split) for i, (_, split) in enumerate(sac))
         numbers += tuple(float(width) for width, _ in sac)
         splits = tuple(split for _, split in sac)
-    return (shape_, sac_), numbers, (flags, splits)
+    return numbers, (flags, splits)
 
 
 def model_symbols(structure: tuple) -> list:
-    """The symbols of :func:`model_numbers`' numbers for a ``structure``, in their order."""
-    flags, splits = structure
-    syms = []
-    if flags is not None:
-        fused, has_vocab, norms = flags
-        syms += list(_SHAPE_SYMS[:4]) + ([_SHAPE_SYMS[4]] if has_vocab else [])
-        syms += list(_MOE_SYMS) if norms is not None else []
-    if splits is not None:
-        syms += [sp.Symbol(f"sac_{i}", positive=True, integer=True) for i in range(len(splits))]
-    return syms
+    """The symbols of :func:`model_numbers`' numbers for a ``structure``, in their order: the sizes of its
+    :func:`_symbolic` shape and products."""
+    shape, sac = _symbolic(structure)
+    syms = [] if shape is None else [x for x in shape[:5] if x is not None] + list((shape[6] or ())[:6])
+    return syms + [width for width, _ in sac or ()]
 
 
 def _symbolic(structure: tuple) -> tuple:

@@ -62,12 +62,12 @@ def test_models_of_one_structure_share_one_compiled_function(fresh):
 def test_model_numbers_keeps_the_flags_in_the_structure():
     dense = (2048, 4096, 32, 32, 32_000, True, None)
     moe = (2048, 4096, 32, 32, 32_000, True, (4096, 1024, 8, 2, 14_336, 0, False))
-    _, n_dense, s_dense = compose.model_numbers(dense, None)
-    _, n_moe, s_moe = compose.model_numbers(moe, None)
+    n_dense, s_dense = compose.model_numbers(dense, None)
+    n_moe, s_moe = compose.model_numbers(moe, None)
     assert n_dense == (2048.0, 4096.0, 32.0, 32.0, 32_000.0) and len(n_moe) == 11
-    assert s_dense != s_moe != compose.model_numbers(moe[:6] + (moe[6][:6] + (True,),), None)[2]
-    assert s_dense != compose.model_numbers(dense[:5] + (False, None), None)[2]  # fused or not
-    assert compose.model_numbers(dense, None)[2] == compose.model_numbers((1, 2, 3, 4, 5, True, None), None)[2]
+    assert s_dense != s_moe != compose.model_numbers(moe[:6] + (moe[6][:6] + (True,),), None)[1]
+    assert s_dense != compose.model_numbers(dense[:5] + (False, None), None)[1]  # fused or not
+    assert compose.model_numbers(dense, None)[1] == compose.model_numbers((1, 2, 3, 4, 5, True, None), None)[1]
 
 
 def test_state_parts_and_activations_of_one_structure_share_their_functions(fresh):
