@@ -8,6 +8,7 @@ import math
 import time
 
 from ..hardware.devices import load_device
+from ..parallel.host import HOST_S_PER_KERNEL
 from ..training.run import run_cost
 from ..version import __version__
 from . import accuracy, cnn_parallel, comm, distribution, minibatch, parallel, sweep3d, zoo
@@ -170,7 +171,8 @@ def minibatch_section(figs) -> Section:
              f"{minibatch.MICROBATCH} images a GPU a microbatch. Region A (its edge is a convention of this "
              "toolkit, not the paper's) is "
              "where a GPU, given its share of the batch, runs below 80% of the images/s it reaches at the best "
-             "microbatch that fits (the kernels' small-size efficiency and the host's 62 us a kernel): on "
+             "microbatch that fits (the kernels' small-size efficiency and the host's "
+             f"{HOST_S_PER_KERNEL * 1e6:.0f} us a kernel): on "
              f"{p} GPUs up to {edge:,} images a step ({edge // p} a GPU){none}. Region C is above "
              "<code>training.max_global_batch</code>, by default 8,192 (Fig. 6b: ResNet-50's ImageNet error "
              "rising beyond about 8k); 32k (LARS) and 64k were reached with large-batch rules (§3). The images/s "
