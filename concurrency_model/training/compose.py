@@ -53,6 +53,27 @@ _SYM = {name: sp.Symbol(name, positive=True) for name in STEP_INPUTS + MEMORY_IN
 SYMBOLS = _SYM
 
 
+def _max(*args) -> sp.Expr:
+    """``sympy.Max(*args)`` unevaluated, a ``Max`` among ``args`` flattened into it (as the evaluated one's argument
+    filter does, sympy 1.14 ``sympy/functions/elementary/miscellaneous.py``, ``MinMaxBase.__new__``): in
+    :func:`step_expressions` no argument is known to be the larger (nor ``0``, the larger of ``0`` and a transfer
+    less the compute it hides behind), so the evaluated ``Max`` is this one, after a pairwise search of its
+    arguments' order (``_find_localzeros``: most of the expressions' build); tests/training/test_compose.py compares
+    every variant's expressions with those of ``sympy.Max`` and ``sympy.Min``.
+
+    >>> x, y = sp.symbols("x y")
+    >>> _max(0, _max(x, y)), _max(0, _max(x, y)) == sp.Max(0, sp.Max(x, y))
+    (Max(0, x, y), True)
+    """
+    args = [x for a in args for x in (a.args if isinstance(a, sp.Max) else (a,))]  # as Max's own filter flattens
+    return sp.Max(*args, evaluate=False)
+
+
+def _min(*args) -> sp.Expr:
+    """``sympy.Min(*args)`` unevaluated, as :func:`_max`."""
+    return sp.Min(*args, evaluate=False)
+
+
 @lru_cache(maxsize=None)
 def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
     """The step and its parts (:data:`.step_parts.STEP_OUTPUTS`) as sympy expressions in
@@ -67,13 +88,13 @@ def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
     gpu_f = s["c_f"] + s["c_tf"] + s["c_ef"] + s["c_cf"] + s["c_nf"]
     gpu_b = s["c_b"] + s["c_r"] + s["c_tb"] + s["c_eb"] + s["c_cb"] + s["c_nb"]
     # a pass lasts at least as long as the host takes to issue its kernels (h_f, h_b)
-    t_f, t_b = sp.Max(gpu_f, s["h_f"]), sp.Max(gpu_b, s["h_b"])
+    t_f, t_b = _max(gpu_f, s["h_f"]), _max(gpu_b, s["h_b"])
     p, m, v, t_p2p = s["p"], s["m"], s["v"], s["t_p2p"]
     step_pp = pipeline.step_time_expr(schedule).xreplace(
         {pipeline.T_F: t_f, pipeline.T_B: t_b, pipeline.T_W: s["c_w"], pipeline.T_P2P: t_p2p, pipeline.S.p: p,
          pipeline.S.m: m, pipeline.S.v: v})
     p2p_exposed = 2 * ((v * p if schedule == "interleaved" else p) - 1) * t_p2p
-    bubble = sp.Max(0, step_pp - m * (t_f + t_b) - p2p_exposed)
+    bubble = _max(0, step_pp - m * (t_f + t_b) - p2p_exposed)  # zb-h1's: 0 and its bubble's Max, flattened
     ar, rs, ag = s["ar"], s["rs"], s["ag"]
     # (seconds, compute it can hide behind, times per step) of each synchronisation
     parts = {0: [(ar, t_b, 1)], 1: [(rs, t_b, 1), (ag, 0, 1)], 2: [(rs, t_b, m), (ag, 0, 1)],
@@ -82,7 +103,8 @@ def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
     exposed_outright = m * s["x_dp"]  # what the runtime never overlaps (:mod:`.runtime`)
     dp_total = hidden_total + exposed_outright
     if overlap:
-        dp_exposed = sp.Min(hidden_total, sum(sp.Max(0, c - hide) * k for c, hide, k in parts) + s["last"]) \
+        dp_exposed = _min(hidden_total, sum((c if hide == 0 else _max(0, c - hide)) * k for c, hide, k in parts)
+                          + s["last"]) \
             + exposed_outright
         # overlap interference: the compute beside the overlapped transfers runs slower by kappa seconds per
         # second of transfer (the tier's overlap_slowdown; Rashidi et al. 2021)
