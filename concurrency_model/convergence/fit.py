@@ -115,10 +115,8 @@ def forward_difference(resid, resid_rows, lb: np.ndarray, ub: np.ndarray):
                 h = -h
             points[i, i] = xi + h
             dx.append((xi + h) - xi)
-        jt = np.empty((len(x), np.size(f0)))
-        for i, row in enumerate(resid_rows(points)):
-            jt[i] = (row - f0) / dx[i]
-        return jt.T
+        # each row less f0 over its step at once: the same subtraction and division of each element
+        return ((resid_rows(points) - f0) / np.array(dx)[:, None]).T
 
     return f_at, jac
 
@@ -147,23 +145,29 @@ def fit_form(form: str, batch, value) -> dict:
     def unpack(theta):
         return [math.exp(x) for x in theta]
 
+    rows_of_batch = batch[None, :]
+
     def resid_rows(thetas):  # the residuals at each row of parameters, in one broadcast call
-        e = np.array([unpack(t) for t in thetas])
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            r = np.log(f(batch[None, :], *(e[:, j:j + 1] for j in range(e.shape[1])))) - lv
-        return np.where(np.isfinite(r), r, 1e3)
+        # (math.exp of Python floats, as of numpy's: the same numbers; the errstate is fit_form's, around the fits)
+        e = np.array([unpack(t) for t in np.asarray(thetas, float).tolist()])
+        r = np.log(f(rows_of_batch, *(e[:, j:j + 1] for j in range(e.shape[1])))) - lv
+        finite = np.isfinite(r)
+        return r if finite.all() else np.where(finite, r, 1e3)
 
     def resid(theta):
         return resid_rows([theta])[0]
 
     lo_arr, hi_arr = np.asarray(lower, float), np.asarray(upper, float)
     best = None
-    for x0 in _starts(form, lb, lv):
-        x0 = np.clip(x0, np.array(lower) + 1e-9, np.array(upper) - 1e-9)
-        fun, jac = forward_difference(resid, resid_rows, lo_arr, hi_arr)
-        res = least_squares(fun, x0, jac=jac, bounds=(lower, upper), method="trf")
-        if best is None or res.cost < best.cost:
-            best = res
+    # numpy's floating-point warnings off once around the fits rather than in each of their thousands of residual
+    # calls (an overflow or a log of 0 is a residual of 1e3 there); the numbers are the same
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for x0 in _starts(form, lb, lv):
+            x0 = np.clip(x0, np.array(lower) + 1e-9, np.array(upper) - 1e-9)
+            fun, jac = forward_difference(resid, resid_rows, lo_arr, hi_arr)
+            res = least_squares(fun, x0, jac=jac, bounds=(lower, upper), method="trf")
+            if best is None or res.cost < best.cost:
+                best = res
     return dict(zip(PARAMS[form], unpack(best.x)))
 
 

@@ -414,3 +414,29 @@ def test_forward_difference_is_scipys_two_point(u, v, a, c, gap):
     got = least_squares(fun, x0, jac=jac, bounds=(lb, ub), method="trf")
     assert np.array_equal(ref.x, got.x) and ref.nfev == got.nfev and ref.cost == got.cost
     assert np.array_equal(ref.jac, got.jac)
+
+
+def test_fit_form_is_plain_least_squares_bit_for_bit():
+    """fit_form (residuals of all rows at once, numpy's warnings off once around the fits, the Jacobian's rows at
+    once) against the plain construction: each residual ln(E(B)) - ln(value) on its own (non-finite: 1e3), scipy's
+    own "2-point" Jacobian, from the same five starts within the same bounds: the same parameters, bit for bit; and
+    numpy's error state as it was."""
+    pts = mlperf("gpt3")
+    lb, lv = np.log(pts.batch), np.log(pts.value)
+    f = forms.lambdified("mccandlish")
+
+    def resid(theta):
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            r = np.log(f(pts.batch, math.exp(theta[0]), math.exp(theta[1]))) - lv
+        return np.where(np.isfinite(r), r, 1e3)
+    lower, upper = [lv.min() - 10, lb.min() - 10], [lv.max() + 10, lb.max() + 10]
+    best = None
+    for g in np.linspace(lb.min() - 1, lb.max() + 1, 5):
+        x0 = np.clip([lv.min(), g], np.array(lower) + 1e-9, np.array(upper) - 1e-9)
+        res = least_squares(resid, x0, jac="2-point", bounds=(lower, upper), method="trf")
+        if best is None or res.cost < best.cost:
+            best = res
+    before = np.geterr()
+    got = fit_form("mccandlish", pts.batch, pts.value)
+    assert np.geterr() == before
+    assert got == {"E_min": math.exp(best.x[0]), "B_noise": math.exp(best.x[1])}
