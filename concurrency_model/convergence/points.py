@@ -20,7 +20,7 @@ unit throughout), one row per run, optionally ``samples_per_unit``; the value at
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -109,7 +109,12 @@ def benchmarks() -> list[str]:
     >>> {"bert", "resnet", "gpt3", "llama31_8b"} <= set(benchmarks())
     True
     """
-    return sorted(_tables()[1]["benchmark"].unique())
+    return list(_names())
+
+
+@lru_cache(maxsize=1)
+def _names() -> tuple:
+    return tuple(sorted(_tables()[1]["benchmark"].unique()))
 
 
 def mlperf(name: str, field: str = "benchmark") -> Points:
@@ -120,11 +125,19 @@ def mlperf(name: str, field: str = "benchmark") -> Points:
     >>> p.unit, [int(b) for b in p.batch[:3]], round(p.samples_per_unit)
     ('epochs', [1632, 3264, 4096], 1281167)
     """
-    latest, runs = _tables()
-    names = benchmarks()
+    names = _names()
     if name not in names:
         raise ValueError(f"{field}: unknown MLPerf benchmark {name!r}{did_you_mean(name, names)}; allowed: "
                          f"{', '.join(names)}")
+    p = _mlperf_points(name)
+    # the caller's own arrays (the cached ones stay as read): a copy costs microseconds, the tables' filters
+    # milliseconds (a target's every check reads its points, :func:`.target.curve_of`)
+    return replace(p, batch=p.batch.copy(), value=p.value.copy(), runs=tuple(r.copy() for r in p.runs))
+
+
+@lru_cache(maxsize=None)
+def _mlperf_points(name: str) -> Points:
+    latest, runs = _tables()
     r = runs[runs["benchmark"] == name]
     rows = latest[latest["benchmark_family"] == r["benchmark_family"].iloc[0]].sort_values("global_batch_size")
     batch = rows["global_batch_size"].to_numpy(float)

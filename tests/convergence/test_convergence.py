@@ -440,3 +440,18 @@ def test_fit_form_is_plain_least_squares_bit_for_bit():
     got = fit_form("mccandlish", pts.batch, pts.value)
     assert np.geterr() == before
     assert got == {"E_min": math.exp(best.x[0]), "B_noise": math.exp(best.x[1])}
+
+
+def test_mlperf_points_read_once_and_handed_out_as_copies():
+    """mlperf reads the tables once a name; each call gets arrays of its own: a caller that writes into its points
+    never changes another's."""
+    a = mlperf("bert")
+    b = mlperf("bert")
+    assert a.batch is not b.batch and a.value is not b.value and a.runs[0] is not b.runs[0]
+    assert a.batch.tolist() == b.batch.tolist() and a.value.tolist() == b.value.tolist()
+    a.batch[0], a.value[0], a.runs[0][:] = -1.0, -1.0, -1.0
+    c = mlperf("bert")
+    assert c.batch.tolist() == b.batch.tolist() and c.value.tolist() == b.value.tolist()
+    assert [r.tolist() for r in c.runs] == [r.tolist() for r in b.runs] and c.batch[0] > 0
+    with pytest.raises(ValueError, match=r"^benchmark: unknown MLPerf benchmark 'brt'; did you mean 'bert'\?"):
+        mlperf("brt")
