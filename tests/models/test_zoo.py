@@ -193,7 +193,7 @@ def _nodes(g):
 
 
 @pytest.mark.parametrize("spec", [
-    "gpt2", "bert-base", "vit_b_16",
+    "gpt2", "bert-base", "vit_b_16", "resnet50", "se_resnext101_32x4d",
     {"kind": "bert", "layers": 3, "hidden": 64, "heads": 4, "seq_len": 32, "head": "pretraining"},
     {"hf_config": "mistral-7b", "seq_len": 256},
     {"hf_config": "gpt-oss-20b", "seq_len": 128},  # sinks, expert biases: a fresh OpCost a block
