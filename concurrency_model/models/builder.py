@@ -68,6 +68,7 @@ class Builder:
         self.conv_algorithm = conv_algorithm
         self._prefix: list[str] = []
         self._count: dict[str, int] = {}
+        self._blocks: dict = {}  # key -> a block's nodes as built once (:meth:`repeated`)
 
     # -- plumbing --------------------------------------------------------------------------------
     @contextmanager
@@ -85,6 +86,47 @@ class Builder:
             self._count[base] = k + 1
             return base if k == 0 else f"{base}_{k}"
         return ".".join(self._prefix + [name])
+
+    def repeated(self, scope: str, x: str, build, key) -> str:
+        """``build(x)`` in ``scope``: one block of a stack of identical blocks (a decoder's layers); returns its
+        output. The first block of a ``key`` is built; each later one adds the same nodes again (the same kinds,
+        shapes, costs and attributes, their names and the names they read under this ``scope``, ``x`` where the first
+        read its input), as building it would: the operator costs depend on the shapes alone (:class:`_Memo`), so a
+        block of L identical ones costs a copy, not L calls into the operator models. ``key`` names everything the
+        block's nodes depend on besides ``x``'s shape (its kind and arguments); a block whose nodes do not all lie
+        in its scope is built every time.
+
+        >>> b = Builder("stack", batch=2)
+        >>> x = b.input((4, 8))
+        >>> for i in range(3):
+        ...     x = b.repeated(f"layers.{i}", x, lambda y: b.add(y, b.relu(b.linear(y, 8)), name="add"), key="mlp")
+        >>> x, b.graph.nodes["layers.2.linear"].inputs, b.graph.nodes["layers.2.add"].inputs
+        ('layers.2.add', ('layers.1.add',), ('layers.1.add', 'layers.2.relu'))
+        """
+        prefix = ".".join(self._prefix + [scope])
+        key = (key, self.shape(x))
+        template = self._blocks.get(key)
+        if template is not None:
+            nodes, counts, out = template
+            for suffix, kind, reads, shape, cost, attrs in nodes:
+                inputs = tuple(prefix + name if where == 0 else (x if where == 1 else name) for where, name in reads)
+                self.graph.add(Node(prefix + suffix, kind, inputs, shape, cost, dict(attrs)))
+            for suffix, k in counts:  # later unnamed nodes of this scope number on as after a built block
+                self._count[prefix + suffix] = k
+            return prefix + out
+        first = len(self.graph.nodes)
+        with self.scope(scope):
+            y = build(x)
+        added = list(self.graph.nodes.values())[first:]
+        mine = prefix + "."
+        names = {n.name for n in added}
+        if y in names and all(n.name.startswith(mine) for n in added):
+            cut = len(prefix)
+            nodes = tuple((n.name[cut:], n.kind, tuple((0, i[cut:]) if i in names else (1, None) if i == x else (2, i)
+                                                       for i in n.inputs), n.shape, n.cost, n.attrs) for n in added)
+            counts = tuple((k[cut:], v) for k, v in self._count.items() if k.startswith(mine))
+            self._blocks[key] = (nodes, counts, y[cut:])
+        return y
 
     def shape(self, x: str) -> tuple[int, ...]:
         return self.graph.nodes[x].shape

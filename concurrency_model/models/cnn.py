@@ -114,8 +114,11 @@ def _squeeze_excite(b: Builder, x, reduction: int):
 
 
 def _bottleneck(b: Builder, x, planes, stride, downsample, name, groups=1, width_per_group=64, se_reduction=0):
+    """One bottleneck block in scope ``name``; the blocks of a stage after its first are identical: built once,
+    added again (:meth:`~.builder.Builder.repeated`)."""
     width = planes * width_per_group // 64 * groups  # torchvision Bottleneck
-    with b.scope(name):
+
+    def block(x):
         out = _conv_bn_relu(b, x, width, 1, name="conv1")
         out = _conv_bn_relu(b, out, width, 3, stride, 1, groups=groups, name="conv2")
         out = _conv_bn_relu(b, out, planes * 4, 1, act=None, name="conv3")
@@ -123,6 +126,7 @@ def _bottleneck(b: Builder, x, planes, stride, downsample, name, groups=1, width
             out = _squeeze_excite(b, out, se_reduction)
         sc = _conv_bn_relu(b, x, planes * 4, 1, stride, act=None, name="downsample") if downsample else x
         return b.relu(b.add(out, sc))
+    return b.repeated(name, x, block, ("bottleneck", planes, stride, downsample, groups, width_per_group, se_reduction))
 
 
 def resnet(b: Builder, blocks=(3, 4, 6, 3), image_size: int = 224, classes: int = 1000, groups: int = 1,

@@ -89,9 +89,9 @@ def gpt(b: Builder, layers=12, hidden=768, heads=12, seq_len=1024, vocab=50257, 
     x = b.input((seq_len,), name="tokens")
     x = b.embedding(x, vocab, hidden, name="wte")
     x = b.dropout(b.learned(x, "position_embedding", positions * hidden, name="wpe"))
-    for i in range(layers):
-        with b.scope(f"h.{i}"):
-            x = pre_ln_block(b, x, heads, ffn or 4 * hidden, causal=True, fused=fused_attention)
+    for i in range(layers):  # identical blocks: built once, added again (Builder.repeated)
+        x = b.repeated(f"h.{i}", x, lambda y: pre_ln_block(b, y, heads, ffn or 4 * hidden, causal=True,
+                                                            fused=fused_attention), "gpt")
     x = b.layer_norm(x, name="ln_f")
     return b.linear(x, vocab, bias=False, tied=True, split="column", name=LM_HEAD)
 
@@ -123,9 +123,9 @@ def bert(b: Builder, layers=12, hidden=768, heads=12, seq_len=512, vocab=30522, 
     x = b.learned(x, "position_embedding", max_positions * hidden, name="position_embeddings")
     x = b.learned(x, "token_type_embedding", type_vocab * hidden, name="token_type_embeddings")
     x = b.dropout(b.layer_norm(x, name="embeddings.ln"))
-    for i in range(layers):
-        with b.scope(f"layer.{i}"):
-            x = post_ln_block(b, x, heads, ffn or 4 * hidden, fused=fused_attention)
+    for i in range(layers):  # identical blocks: built once, added again (Builder.repeated)
+        x = b.repeated(f"layer.{i}", x, lambda y: post_ln_block(b, y, heads, ffn or 4 * hidden, fused=fused_attention),
+                       "bert")
     cls = b.select(x, (1, hidden), name="cls")
     pooled = b.act(b.linear(cls, hidden, name="pooler"), "tanh")
     if head == "pooler":
@@ -146,9 +146,8 @@ def vit(b: Builder, image_size=224, patch=16, layers=12, hidden=768, heads=12, f
     x = b.reshape(x, (n, hidden))
     x = b.learned(x, "class_token", hidden, shape=(n + 1, hidden), concat=True, name="class_token")
     x = b.dropout(b.learned(x, "position_embedding", (n + 1) * hidden, name="encoder.pos_embedding"))
-    for i in range(layers):
-        with b.scope(f"encoder.layers.{i}"):
-            x = pre_ln_block(b, x, heads, ffn, fused=fused_attention)
+    for i in range(layers):  # identical blocks: built once, added again (Builder.repeated)
+        x = b.repeated(f"encoder.layers.{i}", x, lambda y: pre_ln_block(b, y, heads, ffn, fused=fused_attention), "vit")
     x = b.layer_norm(x, name="encoder.ln")
     return b.linear(b.select(x, (hidden,), name="cls"), classes, name="heads")
 
@@ -444,10 +443,10 @@ def decoder(b: Builder, layers=32, hidden=4096, heads=32, seq_len=4096, vocab=32
                 "capacity_factor": capacity_factor, "router_bias": router_bias, "expert_bias": expert_bias,
                 "shared_ffn": shared_ffn}
     last = ("moe", moe_args) if experts else (mlp, dense_args)
-    for i in range(layers):
+    for i in range(layers):  # the blocks of one kind identical: built once, added again (Builder.repeated)
         kind, args = ("moe", moe_args) if experts and i >= dense_layers else (mlp, dense_args)
-        with b.scope(f"layers.{i}"):
-            x = _block(b, x, normalize, attn, kind, args, parallel_residual)
+        x = b.repeated(f"layers.{i}", x, lambda y: _block(b, y, normalize, attn, kind, args, parallel_residual),
+                       ("decoder", kind))
     out = b.linear(normalize(x, name="norm"), vocab, bias=False, tied=tied, split="column", name=LM_HEAD)
     for k in range(mtp_layers):  # each module's hidden state feeds the next (DeepSeek-V3 §2.2)
         with b.scope(f"mtp.{k}"):

@@ -24,6 +24,7 @@ import math
 import weakref
 from typing import TYPE_CHECKING
 
+import numpy as np
 import sympy as sp
 
 from ..checks import did_you_mean
@@ -374,14 +375,8 @@ def node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input
     algorithm = ""
     vdt = value_dtype(dtype)  # everything but the matrix layers
     if node.kind == "conv2d" and a["dilation"][0] == a["dilation"][1]:
-        ci, co, groups, h = a["c_in"], a["c_out"], a["groups"], a["h"]
-        if rows is not None:  # the input rows (halo included) that give ``rows`` output rows
-            h = max(1, (rows - 1) * a["stride"][0] + a["dilation"][0] * (a["kh"] - 1) + 1 - 2 * a["pad"][0])
-        if channels and tensor > 1:
-            ci, groups = (ci // tensor, groups // tensor) if groups > 1 else (ci, groups)
-            co //= tensor
+        shape = _conv_shape(a, batch, tensor, channels, rows)
         for p in out:
-            shape = (batch, ci, co, h, a["w"], a["kh"], a["kw"], a["stride"][0], a["pad"][0], a["dilation"][0], groups)
             kept, chosen = _kept(("conv", shape, p, dev, dtype, a["stride"][1], a["pad"][1]), lambda: _conv_parts(
                 shape, p, dev, dtype, a["stride"][1], a["pad"][1]))
             # a new object on the kept arrays: Parts shared by identity stay those of nodes of one kind (the callers
@@ -391,12 +386,7 @@ def node_parts(node, dev, dtype: str, batch: int, scale: float, needs_grad_input
     elif node.kind == "linear":
         separate = bool(widths) and a.get("split") == "column" and not channels
         for i, width in enumerate(widths if separate else (a["c_out"],)):
-            rows, ci, co = batch * a["rows_per_sample"], a["c_in"], width
-            if tensor > 1 and (a.get("split") == "column" or channels):
-                co = -(-co // tensor)
-            elif tensor > 1 and a.get("split") == "row":
-                ci = -(-ci // tensor)
-            g, rows = expert_gemms(a, rows, expert, imbalance)
+            g, rows, ci, co = _linear_shape(a, width, batch, tensor, channels, expert, imbalance)
             mdt = vdt if is_lm_head(node) else dtype  # Megatron keeps the output layer out of fp8
             for p, shape in zip(PASSES, ((rows, co, ci), (rows, ci, co), (ci, co, rows))):
                 if p not in out:
@@ -477,6 +467,90 @@ def _kept(key: tuple, make):
     return got
 
 
+def _conv_shape(a: dict, batch: int, tensor: int, channels: bool, rows: int | None) -> tuple:
+    """The ``(n, c_in, c_out, h, w, kh, kw, stride, pad, dilation, groups)`` of a convolution node's (attributes
+    ``a``) kernels on one device (:func:`node_parts`)."""
+    ci, co, groups, h = a["c_in"], a["c_out"], a["groups"], a["h"]
+    if rows is not None:  # the input rows (halo included) that give ``rows`` output rows
+        h = max(1, (rows - 1) * a["stride"][0] + a["dilation"][0] * (a["kh"] - 1) + 1 - 2 * a["pad"][0])
+    if channels and tensor > 1:
+        ci, groups = (ci // tensor, groups // tensor) if groups > 1 else (ci, groups)
+        co //= tensor
+    return batch, ci, co, h, a["w"], a["kh"], a["kw"], a["stride"][0], a["pad"][0], a["dilation"][0], groups
+
+
+def _linear_shape(a: dict, width: int, batch: int, tensor: int, channels: bool, expert: int, imbalance) -> tuple:
+    """``(GEMMs, rows each, c_in, c_out)`` of a fully connected node's (attributes ``a``) projection of ``width``
+    outputs on one device (:func:`node_parts`)."""
+    rows, ci, co = batch * a["rows_per_sample"], a["c_in"], width
+    if tensor > 1 and (a.get("split") == "column" or channels):
+        co = -(-co // tensor)
+    elif tensor > 1 and a.get("split") == "row":
+        ci = -(-ci // tensor)
+    g, rows = expert_gemms(a, rows, expert, imbalance)
+    return g, rows, ci, co
+
+
+_PARTS_FIELDS = ("compute", "memory", "extra", "launch", "count")
+
+
+def _prefetch(todo: list, dev, dtype: str, batch: int, tensor: int, channels: bool, expert: int, imbalance,
+              passes: tuple) -> None:
+    """Put the GEMM and convolution :class:`~.parts.Parts` that :func:`node_parts` will ask :func:`_kept` for on
+    the nodes of ``todo`` (``(node, spatial rows, weight bytes, weight sparsity, widths)`` each) in :data:`_KEPT`
+    at once: those not kept yet, each kind of kernel in one call of the vectorised kernel models
+    (:func:`~.gemm_coeffs`, :func:`~.layers.conv_coeffs`, which compute every row on its own, element by element)
+    instead of one call per shape (a model at a new batch has new shapes everywhere). The same numbers: a row of
+    the vectorised call is the one-row call's."""
+    gemms: dict = {}  # (math dtype, weight bytes) -> {key: (m, n, k, GEMMs)}
+    convs: dict = {}  # pass -> {key: (shape, stride_w, pad_w)}
+    vdt = value_dtype(dtype)
+    for node, mine, node_wb, ws, widths in todo:
+        a = node.attrs
+        if node.kind == "conv2d" and a["dilation"][0] == a["dilation"][1]:
+            shape = _conv_shape(a, batch, tensor, channels, mine)
+            for p in PASSES:
+                key = ("conv", shape, p, dev, dtype, a["stride"][1], a["pad"][1])
+                if p in passes and key not in _KEPT:
+                    convs.setdefault(p, {})[key] = (shape, a["stride"][1], a["pad"][1])
+        elif node.kind == "linear":
+            separate = bool(widths) and a.get("split") == "column" and not channels
+            for width in widths if separate else (a["c_out"],):
+                g, rows, ci, co = _linear_shape(a, width, batch, tensor, channels, expert, imbalance)
+                mdt = vdt if is_lm_head(node) else dtype
+                for p, shape in zip(PASSES, ((rows, co, ci), (rows, ci, co), (ci, co, rows))):
+                    if p not in passes or (p == "forward" and ws is not None):  # a sparse GEMM is not kept
+                        continue
+                    wb = node_wb if p == "forward" else None
+                    key = ("gemm", shape, dev, mdt, g, wb)
+                    if key not in _KEPT:
+                        gemms.setdefault((mdt, wb), {})[key] = (*shape, g)
+    for (mdt, wb), want in gemms.items():
+        if len(want) < 2:
+            continue  # one shape: node_parts computes it as before
+        m, n, k, g = (np.array(x) for x in zip(*want.values()))
+        every = Parts.from_coeffs(gemm_coeffs(m, n, k, dev, mdt, g, weight_bytes=wb), dev)
+        for i, key in enumerate(want):
+            _keep(key, Parts(*(getattr(every, f)[i:i + 1].copy() for f in _PARTS_FIELDS)))
+    for p, want in convs.items():
+        if len(want) < 2:
+            continue
+        shapes, sw, pw = zip(*want.values())
+        c = conv_coeffs(*(np.array(x) for x in zip(*shapes)), p, dev, dtype, stride_w=np.array(sw),
+                        pad_w=np.array(pw))
+        every = Parts.from_coeffs(c, dev)
+        for i, key in enumerate(want):
+            _keep(key, (Parts(*(getattr(every, f)[i:i + 1].copy() for f in _PARTS_FIELDS)),
+                        str(c.info["algorithm"][i])))
+
+
+def _keep(key: tuple, value) -> None:
+    """``value`` kept in :data:`_KEPT` by ``key`` (as :func:`_kept` keeps what it makes)."""
+    if len(_KEPT) >= KEPT_SIZE:
+        _KEPT.clear()
+    _KEPT[key] = value
+
+
 def _conv_parts(shape: tuple, pass_: str, dev, dtype: str, stride_w, pad_w) -> tuple:
     """:class:`~.parts.Parts` of the fastest convolution (:func:`~.layers.conv_coeffs`) of ``shape`` = ``(n, c_in,
     c_out, h, w, kh, kw, stride, pad, dilation, groups)`` and its algorithm."""
@@ -547,10 +621,11 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
     req, kinds = _static(graph)
     channels = tensor > 1 and is_channel_split(graph.layers())
     shards = _shards(graph, tensor, sequence_parallel, channels) if tensor > 1 else {}
-    memo, rows = {}, []
     fusion = cast_fusion(graph, fp8_recipe) if dtype in EIGHT_BIT_VALUES else {}
     # torchao's recipes are torchtitan's (runtime fsdp2), whose Llama runs q, k and v as three linears
     widths = projection_widths(graph) if fp8_recipe.startswith("torchao") else {}
+    todo: dict = {}  # key -> the first node of it and what node_parts needs of it
+    keys = []
     for node, kind in zip(graph.layers(), kinds):
         needs = any(req[i] for i in node.inputs)
         shard = shards.get(node.name, 1.0)
@@ -558,13 +633,20 @@ def layer_parts(graph, dev, dtype: str = "fp32", tensor: int = 1, sequence_paral
         if mine is not None:
             shard *= mine / node.shape[1]
         key = (kind, needs, shard, mine, fusion.get(node.name), widths.get(node.name))
-        hit = memo.get(key)
-        if hit is None:
+        keys.append(key)
+        if key not in todo:
             wb, ws = (weight_bytes, weight_sparsity) if quantizable(node) else (None, None)
-            hit = memo[key] = node_parts(node, dev, dtype, batch, scale, needs, tensor, shard, channels, mine, wb,
-                                         ws, expert, imbalance, fusion.get(node.name, (False, False)), fp8_recipe,
-                                         widths.get(node.name), rate_8bit, eager, passes)
-        parts, algorithm = hit
+            todo[key] = (node, needs, shard, mine, wb, ws)
+    # the kernels of every distinct node in a few vectorised calls, then each node's parts from them
+    _prefetch([(n, mine, wb, ws, widths.get(n.name)) for n, _, _, mine, wb, ws in todo.values()], dev, dtype, batch,
+              tensor, channels, expert, imbalance, passes)
+    memo = {key: node_parts(n, dev, dtype, batch, scale, needs, tensor, shard, channels, mine, wb, ws, expert,
+                            imbalance, fusion.get(n.name, (False, False)), fp8_recipe, widths.get(n.name), rate_8bit,
+                            eager, passes)
+            for key, (n, needs, shard, mine, wb, ws) in todo.items()}
+    rows = []
+    for node, key in zip(graph.layers(), keys):
+        parts, algorithm = memo[key]
         rows.append({"name": node.name, "op": node.kind, "algorithm": algorithm, **parts})
     return rows
 

@@ -126,6 +126,11 @@ def overlap_exposed(comm_s: float, gemm_s: float, t: int) -> float:
     return max(0.0, comm_s - gemm_s * (t - 1) / t) / comm_s
 
 
+#: :meth:`Workload.layers` computes the row of a node once for the nodes alike (the same kernel parts by identity and
+#: shape: a decoder's 80 identical blocks are one block's rows); False computes every row (the tests compare the two)
+SHARE_ALIKE_ROWS = True
+
+
 def _seconds(triple) -> float:
     """``float(triple_seconds(triple))`` (:func:`.triples.triple_seconds`), with the shared no-communication triple
     answered without numpy: ``0.0 + max(0.0, 0.0)`` is ``0.0`` (most rows of a layer table carry no collective).
@@ -337,11 +342,29 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         passes = {}  # identical nodes share their Parts (layer_parts times each kind once): add them up once
         shares = recompute_shares(nodes, self.selective)  # what a selective recompute runs again (:mod:`.recompute`)
         full = full_recompute_rows([n.name for n in nodes])  # what a full one runs again: the blocks
+        # rows of nodes with the same kernel parts (by identity: the same kind, attributes and costs, layer_parts) and
+        # shape are the same but for the node's name and place: computed once, without a context or spatial split
+        # or a channel split (whose rows read more of the graph)
+        alike: dict | None = {} if SHARE_ALIKE_ROWS and c == 1 and not slabs and not channels else None
         for i, (n, r) in enumerate(zip(nodes, rows)):
+            split = n.attrs.get("split")
+            by_channels = channels and i >= k
+            sig = None if alike is None else (id(r["forward"]), id(r["grad_input"]), id(r["grad_weight"]), n.shape)
+            hit = None if sig is None else alike.get(sig)
+            if hit is not None:
+                f, bw, w, tf, tb, again_tp, ef, eb, numel, f_s, b_s, seconds = hit
+                row = {"name": n.name, "kind": n.kind, "f": f, "b": bw, "w": w, "tp_f": tf, "tp_b": tb, "numel": numel,
+                       "f_s": f_s, "b_s": b_s, "tp_f_s": seconds[0], "tp_b_s": seconds[1], "ep_f": ef, "ep_b": eb,
+                       "ep_f_s": seconds[2], "ep_b_s": seconds[3],
+                       "bn_c": int(n.shape[0]) if n.kind == "batch_norm" else 0,
+                       "again": shares.get(n.name, 0.0), "full": full[i]}
+                op_again = self.selective == "op" and split == "row" and n.name in shares
+                row["tp_again"] = again_tp if op_again else ZERO_TRIPLE
+                row["tp_again_s"] = _seconds(row["tp_again"])
+                out.append(row)
+                continue
             tf = tb = again_tp = ZERO_TRIPLE
             fused_bytes = 0.0  # async TP's buffer copy and partial-sum reduction of this row's collectives
-            by_channels = channels and i >= k
-            split = n.attrs.get("split")
             if t > 1 and split in ("row", "column") and not is_lm_head(n):
                 nbytes = b * n.attrs["rows_per_sample"] * (n.attrs["c_out"] if split == "row" else n.attrs["c_in"]) \
                     * self.vb
@@ -406,6 +429,9 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                 row["cp_f_s"], row["cp_b_s"] = (float(x) for x in context_exposed(
                     c, 1, 0, cp["blk_f"].total(), cp["blk_b"].total(), float(triple_seconds(cp["kv"])),
                     float(triple_seconds(cp["a2a"])), float(algorithm == "allgather")))
+            if sig is not None and not cp:
+                alike[sig] = (f, bw, w, tf, tb, again_tp, ef, eb, numel, f_s, b_s,
+                              (row["tp_f_s"], row["tp_b_s"], row["ep_f_s"], row["ep_b_s"]))
             out.append(row)
         return self.expert_exposed(tuple(out))
 

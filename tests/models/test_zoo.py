@@ -177,3 +177,37 @@ def test_a_graph_is_built_once_unless_its_source_can_change(tmp_path):
 def test_family_sizes_are_checked(spec, message):
     with pytest.raises(ValueError, match=message):
         get_model(spec)
+
+
+class _BuildEveryBlock:
+    """A stand-in for Builder.repeated that builds every block (what the stack was before the blocks were copied)."""
+
+    @staticmethod
+    def repeated(self, scope, x, build, key):
+        with self.scope(scope):
+            return build(x)
+
+
+def _nodes(g):
+    return [(n.name, n.kind, n.inputs, n.shape, n.cost, sorted(n.attrs.items())) for n in g.nodes.values()]
+
+
+@pytest.mark.parametrize("spec", [
+    "gpt2", "bert-base", "vit_b_16", "resnet50", "se_resnext101_32x4d",
+    {"kind": "bert", "layers": 3, "hidden": 64, "heads": 4, "seq_len": 32, "head": "pretraining"},
+    {"hf_config": "mistral-7b", "seq_len": 256},
+    {"hf_config": "gpt-oss-20b", "seq_len": 128},  # sinks, expert biases: a fresh OpCost a block
+    {"hf_config": "deepseek-v3", "seq_len": 64},  # dense first layers, then MoE, MLA, multi-token prediction
+])
+def test_copied_blocks_equal_built_blocks(spec, monkeypatch):
+    """A stack whose blocks are copied (Builder.repeated) has the nodes, inputs, shapes, costs, attributes and
+    parameters of the stack built block by block, at a batch of 1 and of 3."""
+    from concurrency_model.models import Builder
+    rebuild = get_model(spec, batch=1).rebuild  # builds afresh (get_model keeps what it built)
+    for batch in (1, 3):
+        copied = rebuild(batch=batch, value_bytes=2)
+        with monkeypatch.context() as m:
+            m.setattr(Builder, "repeated", _BuildEveryBlock.repeated)
+            built = rebuild(batch=batch, value_bytes=2)
+        assert _nodes(copied) == _nodes(built)
+        assert copied.params == built.params

@@ -76,3 +76,22 @@ def test_a_device_below_its_peak_rate_keeps_its_slowed_kernels_shared_like_layer
     assert w._kernel_rows(w.graph(2), 1, False, {}, 1)[1]["forward"] is rows[1]["forward"]  # kept
     rows = w.layers(2, 1, False)
     assert rows[1]["f_s"] > 0
+
+
+def test_rows_of_alike_nodes_computed_once_are_those_computed_for_each_node(monkeypatch):
+    """Layer rows shared by nodes alike (workload.SHARE_ALIKE_ROWS) equal the rows computed node by node, with tensor
+    parallelism, async TP's fused copies, sequence parallelism, the per-op recompute, LoRA adapters, the loss on the
+    output layer and expert parallelism's all-to-alls."""
+    c = load_cluster("dgx-a100")
+    moe = {"hf_config": "mixtral-8x7b", "seq_len": 128}
+    cases = [(MODEL, {}, (4, 2, True)), (MODEL, {"tp_overlap": True, "selective": "op"}, (2, 4, True)),
+             (MODEL, {"lora_rank": 8}, (2, 1, False)), (moe, {}, (1, 2, False, 1, "ring", 4))]
+    for model, options, args in cases:
+        shared = wl.Workload(model, c, "bf16", **options).layers(*args)
+        with monkeypatch.context() as m:
+            m.setattr(wl, "SHARE_ALIKE_ROWS", False)
+            alone = wl.Workload(model, c, "bf16", **options).layers(*args)
+        assert _flat(shared) == _flat(alone)
+        assert [list(r) for r in shared] == [list(r) for r in alone]  # the same keys in the same order
+        blocks = [r for r in shared if r["name"].endswith((".fc2", ".experts.w2"))]  # one a block
+        assert len(blocks) > 1 and blocks[0]["f"] is blocks[1]["f"]
