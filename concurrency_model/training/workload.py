@@ -349,7 +349,11 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         for i, (n, r) in enumerate(zip(nodes, rows)):
             split = n.attrs.get("split")
             by_channels = channels and i >= k
-            sig = None if alike is None else (id(r["forward"]), id(r["grad_input"]), id(r["grad_weight"]), n.shape)
+            # and what else a row reads of its node: kind, split and GEMM widths (the tensor-parallel collectives);
+            # the LM head (the loss) and a MoE dispatch (its all-to-alls, from its routing attributes) never share
+            sig = None if alike is None or n.kind == "moe_dispatch" or is_lm_head(n) else (
+                id(r["forward"]), id(r["grad_input"]), id(r["grad_weight"]), n.shape, n.kind, split,
+                n.attrs.get("rows_per_sample"), n.attrs.get("c_in"), n.attrs.get("c_out"))
             hit = None if sig is None else alike.get(sig)
             if hit is not None:
                 f, bw, w, tf, tb, again_tp, ef, eb, numel, f_s, b_s, seconds = hit
