@@ -100,3 +100,31 @@ def test_a_render_computes_ticks_a_few_times_an_axis_not_at_every_call(monkeypat
     monkeypatch.setattr(_plot, "_ticks_kept", lambda fig: contextlib.nullcontext())
     assert _plot._render(_log_scatter(), 100, None) == kept_png
     assert kept * 3 < counted["n"]  # measured: 6 against 35 for the two axes
+
+
+def test_figures_share_one_math_text_parser_and_draw_the_same():
+    first, second = _log_scatter(), _log_scatter()
+    assert _plot._render(first, 100, None) == _plot._render(second, 100, None)  # the 10^k labels parsed once
+    assert first.canvas.get_renderer().mathtext_parser is second.canvas.get_renderer().mathtext_parser
+
+
+def _nudge(fig):
+    """A last step that draws the figure to measure a text, then moves it (as adjustText's placement does)."""
+    fig.draw_without_rendering()
+    text = fig.axes[0].texts[0]
+    width = text.get_window_extent().width
+    text.set_position((1 + width / 400, 1))
+
+
+def _labelled():
+    fig = _log_scatter()
+    fig.axes[0].text(1, 1, "a label to move", fontsize=7)
+    return fig
+
+
+def test_a_last_step_that_draws_gives_what_it_gives_before_savefig():
+    fig = _labelled()
+    png = _plot._render(fig, 100, lambda: _nudge(fig))
+    plain = _labelled()
+    _nudge(plain)
+    assert png == _savefig(plain)
