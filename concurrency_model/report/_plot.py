@@ -102,13 +102,19 @@ def _ticks_kept(fig):
     resolution. An axis keeps its last result with the state it was computed in and gives it back while the state is
     the same (a call in another state computes afresh): the ticks and labels are a function of that state, so the
     pixels are those of ``savefig`` alone (tests/report/test_plot.py). The instance attributes that hold the kept
-    versions are taken away afterwards (any set before put back); an axis of another class (3D, polar) is left as it
-    is."""
+    versions are taken away afterwards (any set before put back). Left as they are: an axis of another class (3D,
+    polar), and an axis whose tickers are another's (``sharex``, ``sharey``: ``axes/_base.py`` ``_AxesBase.sharex``
+    gives both axes one ``Ticker``, whose locator and formatter then read the view, size and offset of whichever axis
+    they were last set to, a state not in this axis' own)."""
+    from collections import Counter
+
     from matplotlib.axis import XAxis, YAxis
 
+    axes = [axis for ax in fig.axes for axis in ax._axis_map.values() if type(axis) in (XAxis, YAxis)]
+    tickers = Counter(id(t) for axis in axes for t in (axis.major, axis.minor))
     names = ("_update_ticks", "_get_ticklabel_bboxes")
-    kept = [(axis, {k: axis.__dict__[k] for k in names if k in axis.__dict__})
-            for ax in fig.axes for axis in ax._axis_map.values() if type(axis) in (XAxis, YAxis)]
+    kept = [(axis, {k: axis.__dict__[k] for k in names if k in axis.__dict__}) for axis in axes
+            if tickers[id(axis.major)] == 1 and tickers[id(axis.minor)] == 1]
     for axis, _ in kept:
         axis._update_ticks, axis._get_ticklabel_bboxes = _kept_tick_methods(axis)
     try:

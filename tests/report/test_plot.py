@@ -128,3 +128,11 @@ def test_a_last_step_that_draws_gives_what_it_gives_before_savefig():
     plain = _labelled()
     _nudge(plain)
     assert png == _savefig(plain)
+
+
+def test_axes_sharing_their_tickers_are_left_as_they_are():
+    fig = _grid_with_colorbar()  # sharex=True: the four x axes share one Ticker
+    with _plot._ticks_kept(fig):
+        kept = [axis for ax in fig.axes for axis in (ax.xaxis, ax.yaxis) if "_update_ticks" in axis.__dict__]
+    shared = {id(ax.xaxis.major) for ax in fig.axes[:4]}
+    assert len(shared) == 1 and all(ax.yaxis in kept and ax.xaxis not in kept for ax in fig.axes[:4])
