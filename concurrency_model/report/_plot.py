@@ -6,6 +6,7 @@ it shows in a notebook.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import pickle
@@ -79,12 +80,92 @@ def legend_outside(ax, where: str = "right", **kw):
 
 
 def _render(fig, dpi: int, finish) -> bytes:
-    if finish is not None:
-        finish()
-    _lay_out(fig, dpi)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
+    with _ticks_kept(fig):
+        if finish is not None:
+            if _laid_out_here(fig):  # the last step's draws (adjustText's) on the renderer of the layout and the draw
+                _agg_canvas(fig)
+            finish()
+        _lay_out(fig, dpi)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=dpi)
     return buf.getvalue()
+
+
+@contextlib.contextmanager
+def _ticks_kept(fig):
+    """While ``fig`` is laid out and drawn, each x and y axis computes its ticks and their labels' extents once for
+    each state of what they are computed from (:func:`_tick_state`), not at every call: matplotlib 3.11 ``axis.py``
+    recomputes them (``Axis._update_ticks``: the locator's and formatter's output, every tick moved and relabelled;
+    ``Axis._get_ticklabel_bboxes``: every label's extent) each time an axis' tight bbox, its label's position, its
+    siblings' tick boxes, its spines' extents (``spines.py`` ``Spine.get_window_extent``) or its draw asks, about
+    17 times an axis for a figure laid out once and drawn once, nearly all of them with the same view, position and
+    resolution. An axis keeps its last result with the state it was computed in and gives it back while the state is
+    the same (a call in another state computes afresh): the ticks and labels are a function of that state, so the
+    pixels are those of ``savefig`` alone (tests/report/test_plot.py). The instance attributes that hold the kept
+    versions are taken away afterwards (any set before put back). Left as they are: an axis of another class (3D,
+    polar), and an axis whose tickers are another's (``sharex``, ``sharey``: ``axes/_base.py`` ``_AxesBase.sharex``
+    gives both axes one ``Ticker``, whose locator and formatter then read the view, size and offset of whichever axis
+    they were last set to, a state not in this axis' own)."""
+    from collections import Counter
+
+    from matplotlib.axis import XAxis, YAxis
+
+    axes = [axis for ax in fig.axes for axis in ax._axis_map.values() if type(axis) in (XAxis, YAxis)]
+    tickers = Counter(id(t) for axis in axes for t in (axis.major, axis.minor))
+    names = ("_update_ticks", "_get_ticklabel_bboxes")
+    kept = [(axis, {k: axis.__dict__[k] for k in names if k in axis.__dict__}) for axis in axes
+            if tickers[id(axis.major)] == 1 and tickers[id(axis.minor)] == 1]
+    for axis, _ in kept:
+        axis._update_ticks, axis._get_ticklabel_bboxes = _kept_tick_methods(axis)
+    try:
+        yield
+    finally:
+        for axis, before in kept:
+            for k in names:
+                if k in before:
+                    setattr(axis, k, before[k])
+                else:
+                    delattr(axis, k)
+
+
+def _tick_state(axis) -> tuple:
+    """What an x or y axis' ticks and labels are computed from during a draw: its view interval, its Axes' box on the
+    canvas and the resolution (the ticks' display positions; a locator's tick count follows the axes' size,
+    ``Axis.get_tick_space``), its scale, locators and formatters, and its lists of ticks (a reset makes new
+    ones). The objects themselves, compared by identity, so that none is freed and its id reused while kept."""
+    ax = axis.axes
+    return ((tuple(axis.get_view_interval()), ax.bbox.bounds, ax.get_figure(root=True).dpi), axis._scale,
+            axis.major.locator, axis.minor.locator, axis.major.formatter, axis.minor.formatter,
+            axis.__dict__.get("majorTicks"), axis.__dict__.get("minorTicks"))
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    """Whether two states of :func:`_tick_state` (and more objects after it) are the same: equal numbers, the same
+    objects."""
+    return len(a) == len(b) and a[0] == b[0] and all(x is y for x, y in zip(a[1:], b[1:]))
+
+
+def _kept_tick_methods(axis):
+    """``axis``'s ``_update_ticks`` and ``_get_ticklabel_bboxes``, each giving back its last result while
+    :func:`_tick_state` is the same (and, for the extents, the same ticks and renderer)."""
+    update, extents = axis._update_ticks, axis._get_ticklabel_bboxes
+    last: dict = {}
+
+    def update_kept():
+        state = _tick_state(axis)
+        hit = last.get("ticks")
+        if hit is None or not _same(hit[0], state):
+            hit = last["ticks"] = (state, update())
+        return list(hit[1])
+
+    def extents_kept(ticks, renderer):
+        state = (*_tick_state(axis), renderer, *ticks)
+        hit = last.get("extents")
+        if hit is None or not _same(hit[0], state):
+            hit = last["extents"] = (state, extents(ticks, renderer))
+        return list(hit[1][0]), list(hit[1][1])
+
+    return update_kept, extents_kept
 
 
 def _lay_out(fig, dpi: int) -> None:
@@ -101,24 +182,63 @@ def _lay_out(fig, dpi: int) -> None:
     (``text._get_text_metrics_with_cache``, one a renderer), as savefig's own two draws do. A figure without Axes,
     or with another engine, is left to ``savefig``."""
     from matplotlib import rc_context
-    from matplotlib.backend_bases import FigureCanvasBase
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.layout_engine import ConstrainedLayoutEngine
 
-    engine = fig.get_layout_engine()
-    if not isinstance(engine, ConstrainedLayoutEngine) or not fig.axes:
+    if not _laid_out_here(fig):
         return
     fig.set_dpi(dpi)
-    if type(fig.canvas) is FigureCanvasBase:  # a pyplot-free figure (:func:`figure`); a pyplot figure keeps its own
-        FigureCanvasAgg(fig)  # (it sets itself as the figure's canvas) the renderer of the layout and of the draw
+    _agg_canvas(fig)
     try:
-        engine.execute(fig)
+        fig.get_layout_engine().execute(fig)
     except ValueError:  # as Figure.draw: the engine gives up (a figure too small), the figure is drawn as it is
         pass
     # no engine at all (``"none"`` would leave a placeholder, and the placeholder the first draw); the rc settings
     # that would choose one for ``None`` held off
     with rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
         fig.set_layout_engine(None)
+
+
+def _laid_out_here(fig) -> bool:
+    """Whether :func:`_lay_out` lays ``fig`` out (a constrained layout and Axes), rather than leaving it to
+    ``savefig``."""
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    return isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine) and bool(fig.axes)
+
+
+def _agg_canvas(fig) -> None:
+    """An Agg canvas for a pyplot-free figure (a pyplot figure keeps its own), whose renderer, kept for the figure's
+    size and resolution, lays the figure out and draws it (:func:`_lay_out`), with the math-text parser of the
+    figures before it (:func:`_share_math_parser`)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if type(fig.canvas) is FigureCanvasBase:  # a pyplot-free figure (:func:`figure`)
+        FigureCanvasAgg(fig)  # (it sets itself as the figure's canvas)
+    if isinstance(fig.canvas, FigureCanvasAgg):
+        _share_math_parser(fig.canvas.get_renderer())
+
+
+def _share_math_parser(renderer) -> None:
+    """Give an Agg renderer the math-text parser of every figure before it, with what it has parsed. matplotlib 3.11
+    makes one for each renderer (``backends/backend_agg.py`` ``RendererAgg.__init__``: ``MathTextParser('path')``),
+    and keeps what one parses in a cache keyed by the parser too (``mathtext.py`` ``MathTextParser._parse_cached``,
+    an ``lru_cache`` of 50 on the method): each figure parsed its log axes' ``10^k`` labels again, at about 4 ms a
+    label (93 parses of 11 labels for the 37 validation figures). What a parse gives depends on the expression, the
+    resolution, the font and the rendering flags, all in that key, not on the parser (its grammar is one for the
+    class, ``MathTextParser._parser``), and a figure already draws a parse it has measured with: the pixels are the
+    same."""
+    from matplotlib.backends.backend_agg import RendererAgg
+    from matplotlib.mathtext import MathTextParser
+
+    global _MATH_PARSER
+    if type(renderer) is not RendererAgg or type(renderer.mathtext_parser) is not MathTextParser:
+        return
+    if _MATH_PARSER is None:
+        _MATH_PARSER = renderer.mathtext_parser
+    renderer.mathtext_parser = _MATH_PARSER
+
+
+_MATH_PARSER = None  # the first Agg renderer's MathTextParser('path'), shared by the later ones (_share_math_parser)
 
 
 class _StatePickler(pickle.Pickler):
@@ -138,15 +258,23 @@ class _StatePickler(pickle.Pickler):
 
 
 def _left_out(obj) -> str | None:
-    """The attribute of ``obj``'s pickled state that :class:`_StatePickler` leaves out, if any."""
+    """The attribute of ``obj``'s pickled state that :class:`_StatePickler` leaves out, if any: decided once a type
+    (the pickler asks for every object but the builtin ones, tens of thousands a figure)."""
+    kind = type(obj)
+    try:
+        return _LEFT_OUT[kind]
+    except KeyError:
+        pass
     from matplotlib.cbook import CallbackRegistry
     from matplotlib.transforms import TransformNode
 
-    if isinstance(obj, TransformNode):
-        return "_parents"
-    if isinstance(obj, CallbackRegistry):
-        return "_cid_gen"
-    return None
+    left_out = "_parents" if issubclass(kind, TransformNode) else "_cid_gen" if issubclass(kind, CallbackRegistry) \
+        else None
+    _LEFT_OUT[kind] = left_out
+    return left_out
+
+
+_LEFT_OUT: dict = {}  # type -> what _left_out gives for its objects
 
 
 def figure_token(fig, dpi: int = 100, finish=None) -> str | None:
