@@ -65,13 +65,17 @@ def _max(*args) -> sp.Expr:
     >>> _max(0, _max(x, y)), _max(0, _max(x, y)) == sp.Max(0, sp.Max(x, y))
     (Max(0, x, y), True)
     """
-    args = [x for a in args for x in (a.args if isinstance(a, sp.Max) else (a,))]  # as Max's own filter flattens
-    return sp.Max(*args, evaluate=False)
+    return _unevaluated(sp.Max, args)
 
 
 def _min(*args) -> sp.Expr:
     """``sympy.Min(*args)`` unevaluated, as :func:`_max`."""
-    return sp.Min(*args, evaluate=False)
+    return _unevaluated(sp.Min, args)
+
+
+def _unevaluated(kind, args) -> sp.Expr:
+    """``kind(*args, evaluate=False)`` with an argument of the same ``kind`` flattened into it, as its own filter does."""
+    return kind(*(x for a in args for x in (a.args if isinstance(a, kind) else (a,))), evaluate=False)
 
 
 @lru_cache(maxsize=None)

@@ -346,6 +346,10 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         # shape are the same but for the node's name and place: computed once, without a context or spatial split
         # or a channel split (whose rows read more of the graph)
         alike: dict | None = {} if SHARE_ALIKE_ROWS and c == 1 and not slabs and not channels else None
+
+        def tp_again(n, split, again_tp):  # the collective a per-op recompute runs again: its output is not saved
+            one = again_tp if self.selective == "op" and split == "row" and n.name in shares else ZERO_TRIPLE
+            return one, _seconds(one)
         for i, (n, r) in enumerate(zip(nodes, rows)):
             split = n.attrs.get("split")
             by_channels = channels and i >= k
@@ -355,16 +359,10 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                 id(r["forward"]), id(r["grad_input"]), id(r["grad_weight"]), n.shape, n.kind, split,
                 n.attrs.get("rows_per_sample"), n.attrs.get("c_in"), n.attrs.get("c_out"))
             hit = None if sig is None else alike.get(sig)
-            if hit is not None:
-                f, bw, w, tf, tb, again_tp, ef, eb, numel, f_s, b_s, seconds = hit
-                row = {"name": n.name, "kind": n.kind, "f": f, "b": bw, "w": w, "tp_f": tf, "tp_b": tb, "numel": numel,
-                       "f_s": f_s, "b_s": b_s, "tp_f_s": seconds[0], "tp_b_s": seconds[1], "ep_f": ef, "ep_b": eb,
-                       "ep_f_s": seconds[2], "ep_b_s": seconds[3],
-                       "bn_c": int(n.shape[0]) if n.kind == "batch_norm" else 0,
-                       "again": shares.get(n.name, 0.0), "full": full[i]}
-                op_again = self.selective == "op" and split == "row" and n.name in shares
-                row["tp_again"] = again_tp if op_again else ZERO_TRIPLE
-                row["tp_again_s"] = _seconds(row["tp_again"])
+            if hit is not None:  # the first alike node's row, this node's name, recompute shares and place
+                first, again_tp = hit
+                row = {**first, "name": n.name, "again": shares.get(n.name, 0.0), "full": full[i]}
+                row["tp_again"], row["tp_again_s"] = tp_again(n, split, again_tp)
                 out.append(row)
                 continue
             tf = tb = again_tp = ZERO_TRIPLE
@@ -424,9 +422,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                    "ep_f_s": _seconds(ef), "ep_b_s": _seconds(eb),
                    "bn_c": int(n.shape[0]) // (t if by_channels else 1) if n.kind == "batch_norm" else 0,
                    "again": shares.get(n.name, 0.0), "full": full[i], **cp}
-            op_again = self.selective == "op" and split == "row" and n.name in shares
-            row["tp_again"] = again_tp if op_again else ZERO_TRIPLE
-            row["tp_again_s"] = _seconds(row["tp_again"])
+            row["tp_again"], row["tp_again_s"] = tp_again(n, split, again_tp)
             if "halo_f" in cp:
                 row["cp_f_s"], row["cp_b_s"] = float(triple_seconds(cp["halo_f"])), float(triple_seconds(cp["halo_b"]))
             elif cp:
@@ -434,8 +430,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                     c, 1, 0, cp["blk_f"].total(), cp["blk_b"].total(), float(triple_seconds(cp["kv"])),
                     float(triple_seconds(cp["a2a"])), float(algorithm == "allgather")))
             if sig is not None and not cp:
-                alike[sig] = (f, bw, w, tf, tb, again_tp, ef, eb, numel, f_s, b_s,
-                              (row["tp_f_s"], row["tp_b_s"], row["ep_f_s"], row["ep_b_s"]))
+                alike[sig] = (row, again_tp)
             out.append(row)
         return self.expert_exposed(tuple(out))
 
