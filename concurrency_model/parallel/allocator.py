@@ -50,6 +50,20 @@ Inside the caching allocator (counted in ``reserved_bytes``):
   accumulated gradient of the reduce dtype if the previous backward did not reduce-scatter";
   ``torch/distributed/pipelining/stage.py`` ``backward_maybe_with_nosync``); DeepSpeed ZeRO-2/3 one
   ``reduce_bucket_size`` = 5e8-element bucket (``deepspeed/runtime/zero/config.py``);
+* the optimizer step's gradient copies (``deepspeed``, ZeRO-1 and -2): DeepSpeed's ZeRO optimizer
+  (microsoft/DeepSpeed ``deepspeed/runtime/zero/stage_1_and_2.py``, ``step``, the same at v0.6.2 = 32d97976 and at
+  38327e0) first frees the gradients of the parameters outside the rank's partition, then builds the partition's
+  gradient as ``self.flatten(self.averaged_gradients[i]).to(fp32)``: a flat copy in the gradients' dtype (``w`` bytes
+  a parameter of the partition; ``averaged_gradients`` are views of the parameters' gradients, ``get_flat_partition``)
+  and its fp32 copy (4 bytes; none when the gradients are fp32 already), both held while the optimizer runs, after the
+  backward pass has freed the activations, the loss and the recompute buffers. What that exceeds the backward pass'
+  peak by (:func:`step_gradient_bytes`; 0 where the freed bytes cover it) is counted here [D]. Two copies of one
+  ZeRO-1 partition of ``d`` ranks: ``(w + 4) / d`` bytes a parameter; at ``d = 1`` (nothing outside the partition)
+  6 bytes a 16-bit parameter on top of the 16 of mixed-precision Adam. BigScience's measurement of it: a 20B GPT
+  (8 layers, hidden 14,400, vocabulary 250k) on one DGX A100 at tensor 8, ZeRO-1, data 1 used 67 GB (fp16) and
+  68 GB (bf16) a GPU by ``nvidia-smi``, against 16 bytes a parameter's 47 GB (bigscience-workshop/bigscience @
+  9e64ede, ``train/tr11-176B-ml/chronicles-prequel.md``, "Best TFLOPs"); not a validation set: the runs' layouts
+  beyond that table are not given whole;
 * the loss: :mod:`.memory` counts fp32 logits, 4 bytes a logit. PyTorch's ``cross_entropy`` on upcast logits
   keeps at the backward's start the saved ``log_softmax`` output (``derivatives.yaml``: its backward uses the
   result), the incoming gradient of that output and the gradient of the logits, three fp32 tensors: 12 bytes a
@@ -211,6 +225,29 @@ def gradient_buffer_bytes(framework: str, zero_stage: int, stage_params, unit_pa
     return to_python((weight_bytes + 4) * unit)
 
 
+def step_gradient_bytes(framework: str, zero_stage: int, stage_params, weight_bytes, data, freed):
+    """What DeepSpeed's ZeRO-1/2 optimizer step's gradient copies exceed the backward pass' peak by (module
+    docstring): ``(w + 4) / d`` bytes a parameter of the stage (``w`` for fp32 gradients), less the gradients it frees
+    first (ZeRO-1: those outside the partition, ``w (d - 1) / d``; ZeRO-2 holds only the partition's) and the
+    ``freed`` bytes (activations, loss and recompute buffers), never below 0; 0 for every other runtime and stage.
+    ``weight_bytes`` and ``data`` may be sympy expressions.
+
+    >>> step_gradient_bytes("deepspeed", 1, 1e9, 2, 1, 1e9) / 1e9    # data 1: 6 bytes a parameter, less 1 GB freed
+    5.0
+    >>> step_gradient_bytes("deepspeed", 1, 1e9, 2, 8, 0) / 1e9      # 0.75 GB built, 1.75 GB of gradients freed
+    0.0
+    >>> step_gradient_bytes("deepspeed", 2, 8e9, 2, 8, 1e9) / 1e9, step_gradient_bytes("megatron", 1, 1e9, 2, 1, 0)
+    (5.0, 0)
+    """
+    check_framework(framework)
+    if framework != "deepspeed" or zero_stage not in (1, 2):
+        return 0
+    w, d, stage = sp.sympify(weight_bytes), sp.sympify(data), sp.sympify(stage_params)
+    built = (w + sp.Piecewise((4, w < 4), (0, True))) * stage / d
+    released = w * stage * (d - 1) / d if zero_stage == 1 else 0
+    return to_python(sp.Max(0, built - released - sp.sympify(freed)))
+
+
 def check_loss(loss: str | None) -> str | None:
     """``loss`` if it is None (the runtime's own, :data:`FRAMEWORK_LOSS`) or one of :data:`LOSSES`, else ``ValueError``
     naming the field.
@@ -308,6 +345,6 @@ def reserved_bytes(allocated, headroom, outside, capacity) -> float:
 
 
 __all__ = ["framework_parts", "headroom_bytes", "reserved_bytes", "segment_bytes", "nccl_bytes", "workspace_bytes",
-           "gathered_parameter_bytes", "gradient_buffer_bytes", "loss_buffer_bytes", "check_framework", "PARTS",
-           "fragmentation_bytes", "is_hopper", "check_loss", "LOSSES", "FRAMEWORK_LOSS",
+           "gathered_parameter_bytes", "gradient_buffer_bytes", "step_gradient_bytes", "loss_buffer_bytes",
+           "check_framework", "PARTS", "fragmentation_bytes", "is_hopper", "check_loss", "LOSSES", "FRAMEWORK_LOSS",
            "OUTSIDE", "TRANSIENT", "FRAGMENTATION"]

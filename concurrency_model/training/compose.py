@@ -448,6 +448,9 @@ def _framework_memory_compiled(framework: str, zero_stage: int, schedule: str, r
         parts["loss_buffers"] = 0 if framework == "ideal" else loss_bytes
         transient = act + sum(sp.sympify(parts[k]) for k in allocator.TRANSIENT
                               if k != "gradient_buffers" or framework in ("fsdp", "fsdp2"))
+        # DeepSpeed ZeRO-1/2: the step's gradient copies, past what the backward pass frees (its transient bytes)
+        parts["gradient_buffers"] = sp.sympify(parts["gradient_buffers"]) + sp.sympify(
+            allocator.step_gradient_bytes(framework, zero_stage, stage, wb, d * c, transient))
         out = {**parts, "fragmentation": allocator.fragmentation_bytes(framework, transient),
                "headroom": allocator.headroom_bytes(framework, transient, groups)}
         syms = [b, t, p, m, v, d, c, act, _PARAMS, _REPLICATED, _WB] + model_symbols(structure)

@@ -173,3 +173,36 @@ def test_training_loss_sets_the_loss_buffers(tmp_path, capsys):
     assert main(["estimate", "--scenario", str(f)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "training.loss" in err and "did you mean 'fused'" in err
+
+
+WIDE = {"model": {"kind": "gpt", "layers": 12, "hidden": 2048, "heads": 16, "seq_len": 1024, "vocab": 50257},
+        "cluster": "dgx-a100", "parallel": {"data": 1, "microbatch_size": 1, "global_batch": 4}}
+
+
+@pytest.mark.parametrize("data,zero,per_param,released", [
+    (1, 1, 6, 0),      # nothing outside the partition: a 2-byte flat copy and its fp32 copy of every gradient
+    (2, 1, 3, 1),      # half the parameters' 2-byte gradients freed first, copies of the other half
+    (2, 2, 3, 0),      # ZeRO-2 holds only the partition's gradients: nothing left to free
+])
+def test_deepspeed_step_gradient_copies_by_hand(data, zero, per_param, released):
+    """DeepSpeed ZeRO-1/2's step (``stage_1_and_2.py``): the partition's gradients flattened in bf16 and copied to fp32,
+    ``(2 + 4) / d`` bytes a parameter, less the 2-byte gradients it frees first and the backward pass' transient bytes
+    (activations, loss and recompute buffers), which the step no longer holds."""
+    sc = with_training({**WIDE, "parallel": {**WIDE["parallel"], "data": data, "global_batch": 4 * data}},
+                       framework="deepspeed", zero_stage=zero, recompute="full")
+    e = estimate(sc)
+    m = e.memory
+    psi = m["weights_bytes"] / 2  # bf16 weights, one stage, no tensor split: the parameters
+    freed = m["activations_bytes"] + m["loss_buffers_bytes"] + m["recompute_buffer_bytes"]
+    bucket = 2 * min(5e8, psi) if zero == 2 else 0  # ZeRO-2's reduce bucket (reduce_bucket_size 5e8 elements)
+    assert freed < (per_param - released) * psi  # the case is one where the step's copies set the peak
+    assert m["gradient_buffers_bytes"] == pytest.approx(bucket + (per_param - released) * psi - freed, rel=1e-12)
+    ideal = estimate(with_training(sc, framework="megatron", zero_stage=1)).memory
+    assert ideal["gradient_buffers_bytes"] == 0  # Megatron's distributed optimizer: its fp32 shard is never the peak
+
+
+def test_deepspeed_step_copies_hide_under_a_large_backward_peak():
+    """ZeRO-1 over 8 ranks frees 7/8 of the gradients before it builds 6/8 bytes a parameter of copies: none added."""
+    sc = with_training({**WIDE, "parallel": {**WIDE["parallel"], "data": 8, "global_batch": 32}},
+                       framework="deepspeed", zero_stage=1)
+    assert estimate(sc).memory["gradient_buffers_bytes"] == 0
