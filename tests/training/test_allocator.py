@@ -197,8 +197,8 @@ def test_deepspeed_step_gradient_copies_by_hand(data, zero, per_param, released)
     bucket = 2 * min(5e8, psi) if zero == 2 else 0  # ZeRO-2's reduce bucket (reduce_bucket_size 5e8 elements)
     assert freed < (per_param - released) * psi  # the case is one where the step's copies set the peak
     assert m["gradient_buffers_bytes"] == pytest.approx(bucket + (per_param - released) * psi - freed, rel=1e-12)
-    ideal = estimate(with_training(sc, framework="megatron", zero_stage=1)).memory
-    assert ideal["gradient_buffers_bytes"] == 0  # Megatron's distributed optimizer: its fp32 shard is never the peak
+    megatron = estimate(with_training(sc, framework="megatron", zero_stage=1)).memory
+    assert megatron["gradient_buffers_bytes"] == 0  # Megatron's distributed optimizer: its fp32 shard is never the peak
 
 
 def test_deepspeed_step_copies_hide_under_a_large_backward_peak():
