@@ -256,7 +256,7 @@ def _memory(sc, w, lay: pd.DataFrame) -> dict:
         sac = compose.sac_of(fw, w.graph(1))  # torchtitan's per-op selective checkpointing under fsdp2
         f = compose.memory_fn(w.state_params(int(e_)), tr.optimizer, tr.dtype, int(z_), s_, r_, bool(q_),
                               shape_t, bool(one), a_, shape["kv"] if shape else None, w.replicated_params,
-                              frozen_bytes, sac)
+                              frozen_bytes, sac, w.embedding_params)
         L = lay.iloc[idx]
         st, ac = f(*(L[c].to_numpy(dtype=float) for c in ("microbatch_size", "tensor", "pipeline", "microbatches",
                                                          "interleave", "data")), act_graph[idx],
@@ -265,14 +265,14 @@ def _memory(sc, w, lay: pd.DataFrame) -> dict:
                                       L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))
         runtime = compose.framework_memory_fn(fw, w.state_params(int(e_)), tr.dtype, int(z_), s_, r_,
                                               bool(q_), shape_t, bool(one), hopper, w.replicated_params, sac,
-                                              tr.loss)(
+                                              tr.loss, w.embedding_params)(
             *(L[c].to_numpy(dtype=float) for c in ("microbatch_size", "tensor", "pipeline", "microbatches",
                                                    "interleave", "data")), ac, L["context"].to_numpy(dtype=float))
         extra = sum(runtime[k] for k in allocator.PARTS)  # what the runtime adds (0 for "ideal")
         state[idx], mem[idx] = st - frozen, st + ac + extra  # the optimizer streams the trained state (:mod:`.lora`)
         model_state[idx], act[idx], upper[idx] = st, ac, st + ac + extra + runtime["headroom"]
         parts = compose.state_parts_fn(w.state_params(int(e_)), tr.optimizer, tr.dtype, int(z_), bool(one),
-                                       w.replicated_params, frozen_bytes)(
+                                       w.replicated_params, frozen_bytes, w.embedding_params)(
             L["tensor"].to_numpy(float), L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))
         for k in compose.STATE_PARTS:
             split[k][idx] = parts[k]

@@ -126,7 +126,7 @@ def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
 def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedule: str, recompute: str,
               sequence_parallel: bool, shape: tuple | None, single_stage: bool, context_algorithm: str = "ring",
               kv_hidden: int | None = None, replicated: float = 0.0, frozen_weight_bytes: float = 0.0,
-              sac: tuple | None = None):
+              sac: tuple | None = None, embedding: float = 0.0):
     """``f(b, t, p, m, v, d, act_graph=0, c=1) -> (model_state_bytes, activation_bytes)`` per device,
     numpy-vectorised.
 
@@ -149,8 +149,10 @@ def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedu
     hybrid, :mod:`.layerwise`); ``frozen_weight_bytes`` of the whole model are weights only (LoRA's base model,
     :mod:`.lora`: split over tensor and stages, and over data-parallel ranks under ZeRO-3, :func:`frozen_bytes`).
     ``sac``: a transformer block's matrix products (:func:`.recompute.block_products`) when ``selective`` is
-    torchtitan's per-op policy (:func:`.memory.per_op_sac_bytes`; :func:`sac_of` says when)."""
-    parts = state_parts_fn(params, optimizer, dtype, zero_stage, single_stage, replicated, frozen_weight_bytes)
+    torchtitan's per-op policy (:func:`.memory.per_op_sac_bytes`; :func:`sac_of` says when). ``embedding``: the
+    parameters the first stage holds on top of its share of the blocks (:func:`state_parts`)."""
+    parts = state_parts_fn(params, optimizer, dtype, zero_stage, single_stage, replicated, frozen_weight_bytes,
+                           embedding)
 
     def state(t, p, d):
         return sum(parts(t, p, d).values())
@@ -194,18 +196,20 @@ def _context_compiled(ring: bool):
 
 @lru_cache(maxsize=None)
 def state_parts_fn(params: float, optimizer: str, dtype: str, zero_stage: int, single_stage: bool,
-                   replicated: float = 0.0, frozen_weight_bytes: float = 0.0):
+                   replicated: float = 0.0, frozen_weight_bytes: float = 0.0, embedding: float = 0.0):
     """``f(t, p, d) -> {"weights", "gradients", "optimizer"}`` bytes a device (:func:`state_parts`) on arrays of
     tensor degrees, stages and ZeRO ranks: a sweep's rows (:mod:`concurrency_model.sweep`). Compiled once a
     structure (optimizer, dtype, ZeRO stage, one stage or several): the parameters split by the tensor degree, the
-    replicated ones and the frozen weights' bytes are the compiled function's arguments (:func:`model_numbers`).
+    replicated ones, the frozen weights' bytes and the first stage's ``embedding`` (:func:`state_parts`) are the
+    compiled function's arguments (:func:`model_numbers`).
 
     >>> f = state_parts_fn(1e9, "adam", "bf16", 1, True)
     >>> {k: float(v) / 1e9 for k, v in f(1, 1, 8).items()}   # ZeRO-1 over 8: 2 + 2 + 12 / 8 bytes a parameter
     {'weights': 2.0, 'gradients': 2.0, 'optimizer': 1.5}
     """
     f = _state_parts_compiled(optimizer, dtype, zero_stage, single_stage)
-    numbers = (float(params) - float(replicated), float(replicated), float(frozen_weight_bytes))
+    numbers = (float(params) - float(replicated) - float(embedding), float(replicated), float(frozen_weight_bytes),
+               float(embedding))
 
     def run(t_, p_, d_) -> dict:
         shape = np.broadcast_shapes(*(np.shape(x) for x in (t_, p_, d_)))
@@ -214,19 +218,19 @@ def state_parts_fn(params: float, optimizer: str, dtype: str, zero_stage: int, s
     return run
 
 
-# :func:`state_parts_fn`'s numbers as symbols: the parameters the tensor degree splits, the replicated ones, the
-# frozen weights' bytes (each may be 0)
+# :func:`state_parts_fn`'s numbers as symbols: the parameters the tensor degree splits besides the embedding, the
+# replicated ones, the frozen weights' bytes (each may be 0); the first stage's embedding is :data:`_EMBEDDING`
 _SPLIT_PARAMS, _FROZEN = sp.Symbol("n_split", nonnegative=True), sp.Symbol("frozen_bytes", nonnegative=True)
 
 
 @lru_cache(maxsize=None)
 def _state_parts_compiled(optimizer: str, dtype: str, zero_stage: int, single_stage: bool):
-    """``f(t, p, d, split, replicated, frozen_bytes)``: :func:`state_parts_fn`'s compiled function."""
+    """``f(t, p, d, split, replicated, frozen_bytes, embedding)``: :func:`state_parts_fn`'s compiled function."""
     def build():
         t, p, d = _SYM["t"], _SYM["p"], _SYM["d"]
-        parts = state_parts(_SPLIT_PARAMS + _REPLICATED, optimizer, dtype, zero_stage, single_stage, _REPLICATED,
-                            _FROZEN, t, p, d)
-        return [t, p, d, _SPLIT_PARAMS, _REPLICATED, _FROZEN], [sp.sympify(parts[k]) for k in STATE_PARTS]
+        parts = state_parts(_SPLIT_PARAMS + _REPLICATED + _EMBEDDING, optimizer, dtype, zero_stage, single_stage,
+                            _REPLICATED, _FROZEN, t, p, d, _EMBEDDING)
+        return [t, p, d, _SPLIT_PARAMS, _REPLICATED, _FROZEN, _EMBEDDING], [sp.sympify(parts[k]) for k in STATE_PARTS]
     return lambdified("state_parts", (optimizer, dtype, zero_stage, single_stage), build)
 
 
@@ -234,15 +238,22 @@ STATE_PARTS = ("weights", "gradients", "optimizer")  # the model state's parts (
 
 
 def state_parts(params: float, optimizer: str, dtype: str, zero_stage: int, single_stage: bool, replicated: float,
-                frozen_weight_bytes: float, t, p, d) -> dict:
+                frozen_weight_bytes: float, t, p, d, embedding=0.0) -> dict:
     """One device's ``weights``, ``gradients`` and ``optimizer`` bytes (:func:`.memory.model_state_bytes`, ZeRO
     §3.1, §5) at tensor ``t``, ``p`` stages and ``d`` ZeRO ranks (numbers or sympy symbols), the frozen weights
-    counted as weights (:func:`memory_fn`)."""
+    counted as weights (:func:`memory_fn`), on the first stage: ``embedding`` of the ``params`` (the layers before
+    the first block, :meth:`.workload.Workload.embedding_params`) sit whole on it, split by the tensor degree only,
+    the rest over the ``p`` stages. Megatron-Core and torchtitan put the embedding on the first stage and the output
+    layer on the last, on top of their share of the blocks (:mod:`.partition`); the last stage's output layer (an
+    untied one, or Megatron's copy of a tied embedding, Shoeybi et al. 2019 §3) is about as large, and the first
+    stage also holds the most activations (:func:`.memory.activation_bytes_per_device`), so its figure stands for the
+    busiest stage [D]."""
     out = dict.fromkeys(STATE_PARTS, 0)
-    for n, tensor in ((params - replicated, t), (replicated, 1)):
+    p_ = 1 if single_stage else p
+    for n, tensor, stages in ((params - replicated - embedding, t, p_), (replicated, 1, p_), (embedding, t, 1)):
         if n:
             got = memory.model_state_bytes(n, optimizer, state_dtype(dtype), tensor=tensor,
-                                           pipeline=1 if single_stage else p, data=d, zero_stage=zero_stage)
+                                           pipeline=stages, data=d, zero_stage=zero_stage)
             out = {k: out[k] + got[k] for k in out}
     out["weights"] += frozen_bytes(nsimplified(frozen_weight_bytes), zero_stage, single_stage, t, p, d)
     return out
@@ -312,7 +323,8 @@ def sac_of(framework: str, graph) -> tuple | None:
 @lru_cache(maxsize=None)
 def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: int, schedule: str, recompute: str,
                         sequence_parallel: bool, shape: tuple | None, single_stage: bool, hopper: bool,
-                        replicated: float = 0.0, sac: tuple | None = None, loss: str | None = None):
+                        replicated: float = 0.0, sac: tuple | None = None, loss: str | None = None,
+                        embedding: float = 0.0):
     """``f(b, t, p, m, v, d, act, c=1) -> dict`` of :data:`FRAMEWORK_OUTPUTS` per device, numpy-vectorised: the parts
     :func:`.allocator.framework_parts` adds to :func:`memory_fn`'s model state and activations ``act`` under runtime
     ``framework``, the allocator's ``fragmentation`` and the band's ``headroom`` above the central figure
@@ -339,7 +351,7 @@ def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: i
     """
     allocator.check_framework(framework)
     numbers, structure = model_numbers(shape, sac)
-    values = (float(params), float(replicated), float(dtype_bytes(state_dtype(dtype)))) + numbers
+    values = (float(params), float(replicated), float(dtype_bytes(state_dtype(dtype))), float(embedding)) + numbers
     f = _framework_memory_compiled(framework, zero_stage, schedule, recompute, sequence_parallel, single_stage, hopper,
                                    loss, structure)
 
@@ -356,6 +368,7 @@ def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: i
 # non-negative ones, the parameter counts and the bytes a value as positive reals (``replicated`` may be 0)
 _PARAMS, _REPLICATED = sp.Symbol("n_params", positive=True), sp.Symbol("n_replicated", nonnegative=True)
 _WB = sp.Symbol("state_value_bytes", positive=True)
+_EMBEDDING = sp.Symbol("n_embedding", nonnegative=True)  # the first stage's parameters on top of its blocks
 _SHAPE_SYMS = tuple(sp.Symbol(f"shape_{k}", positive=True, integer=True) for k in ("s", "h", "a", "layers", "vocab"))
 _MOE_SYMS = tuple(sp.Symbol(f"moe_{i}", nonnegative=True, integer=True) for i in range(6))
 
@@ -411,7 +424,7 @@ def _symbolic(structure: tuple) -> tuple:
 def _framework_memory_compiled(framework: str, zero_stage: int, schedule: str, recompute: str, sequence_parallel: bool,
                                single_stage: bool, hopper: bool, loss: str | None, structure: tuple):
     """:func:`framework_memory_fn`'s compiled function of one structure: ``f(b, t, p, m, v, d, c, act, params,
-    replicated, value_bytes, *sizes)``."""
+    replicated, value_bytes, embedding, *sizes)``."""
     shape, sac = _symbolic(structure)
 
     def build():
@@ -420,7 +433,8 @@ def _framework_memory_compiled(framework: str, zero_stage: int, schedule: str, r
         p_ = sp.Integer(1) if single_stage else p
         v_ = v if schedule == "interleaved" else 1
         wb = _WB
-        stage = (_PARAMS - _REPLICATED) / (t * p_) + _REPLICATED / p_
+        # the first stage's parameters (:func:`state_parts`)
+        stage = (_PARAMS - _REPLICATED - _EMBEDDING) / (t * p_) + _EMBEDDING / t + _REPLICATED / p_
         unit, logits, rebuild, last_extra = stage, sp.Integer(0), sp.Integer(0), sp.Integer(0)
         if shape is not None:
             sq, h, a, layers, vocab, fused_, moe = shape
@@ -453,7 +467,7 @@ def _framework_memory_compiled(framework: str, zero_stage: int, schedule: str, r
             allocator.step_gradient_bytes(framework, zero_stage, stage, wb, d * c, transient))
         out = {**parts, "fragmentation": allocator.fragmentation_bytes(framework, transient),
                "headroom": allocator.headroom_bytes(framework, transient, groups)}
-        syms = [b, t, p, m, v, d, c, act, _PARAMS, _REPLICATED, _WB] + model_symbols(structure)
+        syms = [b, t, p, m, v, d, c, act, _PARAMS, _REPLICATED, _WB, _EMBEDDING] + model_symbols(structure)
         return syms, [sp.sympify(out[k]) for k in FRAMEWORK_OUTPUTS]
     return lambdified("framework_memory", (framework, zero_stage, schedule, recompute, sequence_parallel, single_stage,
                                            hopper, loss, structure), build, cse=True)

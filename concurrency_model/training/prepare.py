@@ -172,7 +172,7 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
                                par.sequence_parallel,
                                None if shape is None else tuple(shape[k] for k in MEMORY_SHAPE),
                                p == 1, par.context_algorithm, shape["kv"] if shape else None, w.replicated_params,
-                               frozen, sac)
+                               frozen, sac, w.embedding_params)
     state, act = (float(x) for x in mem_fn(b, t, p, m, v, par.data, act_graph, c))
     # the optimizer's pass streams the trained parameters' state, not the frozen weights (:mod:`.lora`)
     trained = state - compose.frozen_bytes(frozen, tr.zero_stage, p == 1, t, p, par.data * c)
@@ -180,8 +180,8 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
         fw, w.state_params(e), tr.dtype, tr.zero_stage,
         "1f1b" if schedule == "interleaved" and v == 1 else schedule,
         rec, par.sequence_parallel, None if shape is None else tuple(shape[k] for k in MEMORY_SHAPE), p == 1,
-        allocator.is_hopper(sc.cluster.device.name), w.replicated_params, sac, tr.loss)(b, t, p, m, v, par.data,
-                                                                                            act, c).items()}
+        allocator.is_hopper(sc.cluster.device.name), w.replicated_params, sac, tr.loss, w.embedding_params)(
+            b, t, p, m, v, par.data, act, c).items()}
     extra = {k: runtime[k] for k in allocator.PARTS} if fw != "ideal" else None  # ideal: today's figures exactly
     # ZeRO 1 with expert parallelism: the experts' optimizer state is sharded over d / e ranks, not d (:mod:`.expert`)
     x_opt = w.expert_optimizer_extra(e, tr.zero_stage, tr.optimizer, state_dtype(tr.dtype), t, p,
@@ -193,7 +193,8 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
                                                      mem["capacity_bytes"])
     # the model state's split, for the breakdown: the compiled function the sweep evaluates (the same bits)
     parts = dict(compose.state_parts_fn(w.state_params(e), tr.optimizer, tr.dtype, tr.zero_stage, p == 1,
-                                        w.replicated_params, frozen)(float(t), float(p), float(par.data * c)))
+                                        w.replicated_params, frozen, w.embedding_params)(float(t), float(p),
+                                                                                         float(par.data * c)))
     parts["optimizer"] = parts["optimizer"] + x_opt
     mem.update({f"{k}_bytes": float(v) for k, v in parts.items()})
     return trained, mem

@@ -99,13 +99,13 @@ def fits_with(sc, w, memory_at) -> str:
     >>> from concurrency_model.training.workload import workload
     >>> from concurrency_model.scenario import load_scenario
     >>> sc = load_scenario({"model": "gpt3-175b", "cluster": "dgx-a100", "parallel": {"data": 16, "tensor": 8,
-    ...     "pipeline": 8, "global_batch": 512}})  # 100.0 GB a device under Megatron-LM (the default runtime;
+    ...     "pipeline": 8, "global_batch": 512}})  # 101.1 GB a device under Megatron-LM (the default runtime;
     >>> # ZeRO-2 would fit, but DeepSpeed, which runs it, refuses it with pipeline stages)
     >>> for clause in fits_with(sc, workload(sc.model, sc.cluster, "bf16"), memory_at).split(", "):
     ...     print(clause)
-    ; fits with training.zero_stage=1 (75.9 GB)
-    training.recompute=full (50.9 GB)
-    parallel.pipeline=32 parallel.data=4 (73.9 GB)
+    ; fits with training.zero_stage=1 (76.2 GB)
+    training.recompute=full (52.0 GB)
+    parallel.pipeline=32 parallel.data=4 (75.2 GB)
     """
     groups = candidates(sc, transformer_shape(w.graph(sc.parallel.microbatch_size)) is not None)
     found = []

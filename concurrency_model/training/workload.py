@@ -244,6 +244,21 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         """Parameters of the model (the graph's sum over its nodes, once per workload)."""
         return float(self.graph(1).params)
 
+    @cached_property
+    def embedding_params(self) -> float:
+        """Trained parameters of the layers before the first transformer block (the token and position
+        embeddings), which the first pipeline stage holds on top of its share of the blocks
+        (:func:`.compose.state_parts`). Megatron-Core: NVIDIA/Megatron-LM @ 2a75ac12
+        ``megatron/core/models/common/language_module/language_module.py`` ``setup_embeddings_and_output_layer``;
+        torchtitan @ 9dec370 ``torchtitan/parallelisms/pipeline_llama.py`` ``pipeline_llama_manual_split``, which
+        drops ``tok_embeddings`` from every stage but the first. 0 for a model without blocks (a stage split of a CNN
+        spreads its parameters) and under LoRA, whose embedding is a frozen weight (:meth:`frozen_weight_bytes`)."""
+        layers = self.unit_layers()
+        if self.lora_rank or all(x is None for x in layers):
+            return 0.0
+        nodes = self.graph(1).layers()
+        stop = self.units()[next(i for i, x in enumerate(layers) if x is not None)][0]
+        return float(sum(n.cost.params for n in nodes[:stop]))
 
     @property
     def layer_count(self) -> int:

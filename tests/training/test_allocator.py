@@ -64,16 +64,43 @@ def test_megatron_grads_in_the_parameters_dtype_and_a_fused_loss():
 
 def test_ideal_is_the_analysis_unchanged():
     """GPT-3 175B as data 16 x tensor 8 x pipeline 8: 99.2 GB a device before runtimes were modelled (the figure the
-    remedies quoted); with ``ideal`` nothing is added and the band is one point."""
+    remedies quoted), plus the first stage's embedding, (50,257 + 2,048) x 12,288 = 642.7 M parameters whole on it
+    rather than spread over the 8 stages: 16 B x 642.7 M x (1/8 - 1/64) = 1.12 GB more. With ``ideal`` nothing else
+    is added and the band is one point."""
     sc = {"model": "gpt3-175b", "cluster": "dgx-a100",
           "parallel": {"data": 16, "tensor": 8, "pipeline": 8, "global_batch": 512}, "training": {"framework": "ideal"}}
     s = load_scenario(sc)
-    m = memory_at(s, workload(s.model, s.cluster, "bf16"), 1, s.microbatches)[1]
-    assert m["total_bytes"] / 1e9 == pytest.approx(99.2, abs=0.05)
+    w = workload(s.model, s.cluster, "bf16")
+    m = memory_at(s, w, 1, s.microbatches)[1]
+    emb = (50_257 + 2_048) * 12_288
+    assert w.embedding_params == emb
+    assert m["model_state_bytes"] == pytest.approx(16 * ((w.params - emb) / 64 + emb / 8), rel=1e-12)
+    assert m["total_bytes"] / 1e9 == pytest.approx(99.2 + 16 * emb * (1 / 8 - 1 / 64) / 1e9, abs=0.05)
     assert m["total_bytes"] == pytest.approx(m["model_state_bytes"] + m["activations_bytes"], rel=1e-15)
     assert m["upper_bytes"] == m["total_bytes"] and not m["at_risk"]
     assert not any(f"{k}_bytes" in m for k in allocator.PARTS)
     assert "cuda context" not in m["reason"]
+
+
+@pytest.mark.parametrize("zero, per_param", [(0, 16), (1, 2 + 2 + 12 / 2)])
+def test_the_first_stage_holds_the_embedding(zero, per_param):
+    """GPT-2 in 4 stages: the token and position embeddings, (50,257 + 1,024) x 768 parameters, sit whole on the first
+    stage (Megatron-Core's and torchtitan's layout), the other parameters a quarter each; the sweep prices the same
+    state. In one stage the embedding is one parameter among the others."""
+    psi, emb = 124_439_808, (50_257 + 1_024) * 768
+    spec = {"model": "gpt2", "cluster": "dgx-a100", "training": {"framework": "ideal", "zero_stage": zero},
+            "parallel": {"data": 2, "pipeline": 4, "microbatch_size": 1, "global_batch": 8}}
+    e = estimate(spec)
+    assert e.memory["model_state_bytes"] == pytest.approx(per_param * ((psi - emb) / 4 + emb), rel=1e-12)
+    row = sweep(spec, 8).frame.query("pipeline == 4 and data == 2 and tensor == 1 and microbatch_size == 1")
+    assert row["memory_bytes_per_device"].iloc[0] == pytest.approx(e.memory_bytes_per_device, rel=1e-9)
+    one = estimate({**spec, "parallel": {"data": 2, "microbatch_size": 1, "global_batch": 8}})
+    assert one.memory["model_state_bytes"] == pytest.approx(per_param * psi, rel=1e-12)
+
+
+def test_a_model_without_blocks_has_no_embedding_stage():
+    s = load_scenario({"model": "resnet50", "cluster": "dgx-a100", "parallel": {"data": 1, "global_batch": 8}})
+    assert workload(s.model, s.cluster, "bf16").embedding_params == 0
 
 
 @settings(max_examples=25, deadline=None)
