@@ -47,7 +47,9 @@ from ..parallel.spatial import SpatialMixin, spatial_rows
 from ..parallel.triples import ZERO_TRIPLE, add_triples, collective_triple, triple_seconds  # noqa: F401 (re-exported)
 from .keys import model_key
 
-LAYER_NAME = re.compile(r"(?:layers|h)\.(\d+)\.")  # a transformer block's nodes, as the builders name them
+# a transformer block's nodes, as the builders name them: ``layers.N.`` and ``h.N.`` (decoders), ``layer.N.`` (BERT),
+# ``encoder.layers.N.`` (ViT)
+LAYER_NAME = re.compile(r"(?:^|\.)(?:layers?|h)\.(\d+)\.")
 
 
 # the entries of :func:`transformer_shape` that the memory model takes (:func:`.compose.memory_fn`), in its order
@@ -288,12 +290,12 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
 
     @lru_cache(maxsize=None)
     def unit_layers(self) -> tuple:
-        """The decoder layer of each of :meth:`units` (the number in a node name ``layers.N.`` or ``h.N.``, as the
+        """The transformer layer of each of :meth:`units` (the number in a node name :data:`LAYER_NAME`, as the
         builders name transformer blocks), ``None`` for a unit outside them (:func:`.partition.layer_split`)."""
         nodes = self.graph(1).layers()
         out = []
         for a, _ in self.units():
-            m = LAYER_NAME.match(nodes[a].name)
+            m = LAYER_NAME.search(nodes[a].name)
             out.append(int(m.group(1)) if m else None)
         return tuple(out)
 

@@ -98,9 +98,13 @@ def test_the_first_stage_holds_the_embedding(zero, per_param):
     assert one.memory["model_state_bytes"] == pytest.approx(per_param * psi, rel=1e-12)
 
 
-def test_a_model_without_blocks_has_no_embedding_stage():
-    s = load_scenario({"model": "resnet50", "cluster": "dgx-a100", "parallel": {"data": 1, "global_batch": 8}})
-    assert workload(s.model, s.cluster, "bf16").embedding_params == 0
+@pytest.mark.parametrize("model, embedding", [
+    ("resnet50", 0),  # no transformer blocks: its stages share its parameters
+    ("bert-large", (30_522 + 512 + 2) * 1_024 + 2 * 1_024),  # word, position, token-type embeddings and their norm
+    ("vit_b_16", 768 * 3 * 16 * 16 + 768 + 768 + 197 * 768)])  # patch projection, class token, positions
+def test_the_embedding_the_first_stage_holds(model, embedding):
+    s = load_scenario({"model": model, "cluster": "dgx-a100", "parallel": {"data": 1, "global_batch": 8}})
+    assert workload(s.model, s.cluster, "bf16").embedding_params == embedding
 
 
 @settings(max_examples=25, deadline=None)
