@@ -245,9 +245,9 @@ def state_parts(params: float, optimizer: str, dtype: str, zero_stage: int, sing
     the first block, :meth:`.workload.Workload.embedding_params`) sit whole on it, split by the tensor degree only,
     the rest over the ``p`` stages. Megatron-Core and torchtitan put the embedding on the first stage and the output
     layer on the last, on top of their share of the blocks (:mod:`.partition`); the last stage's output layer (an
-    untied one, or Megatron's copy of a tied embedding, Shoeybi et al. 2019 §3) is about as large, and the first
-    stage also holds the most activations (:func:`.memory.activation_bytes_per_device`), so its figure stands for the
-    busiest stage [D]."""
+    untied one, or Megatron-Core's copy of a tied embedding: NVIDIA/Megatron-LM @ 2a75ac12 ``language_module.py``
+    ``setup_embeddings_and_output_layer``) is about as large, and the first stage also holds the most activations
+    (:func:`.memory.activation_bytes_per_device`), so its figure stands for the busiest stage [D]."""
     out = dict.fromkeys(STATE_PARTS, 0)
     p_ = 1 if single_stage else p
     for n, tensor, stages in ((params - replicated - embedding, t, p_), (replicated, 1, p_), (embedding, t, 1)):
