@@ -64,6 +64,17 @@ Inside the caching allocator (counted in ``reserved_bytes``):
   68 GB (bf16) a GPU by ``nvidia-smi``, against 16 bytes a parameter's 47 GB (bigscience-workshop/bigscience @
   9e64ede, ``train/tr11-176B-ml/chronicles-prequel.md``, "Best TFLOPs"); not a validation set: the runs' layouts
   beyond that table are not given whole;
+* DeepSpeed's ``BF16_Optimizer`` (``deepspeed`` without ZeRO in bf16, :func:`bf16_optimizer`): DeepSpeed runs bf16
+  without ZeRO through it (microsoft/DeepSpeed @ 56c52238, the "bf16+pipeline parallelism" commit of 2022-04 that
+  first ships ``deepspeed/runtime/bf16_optimizer.py``, ``engine.py`` ``_configure_optimizer``; @ 38327e0 the
+  same through ``_do_optimizer_sanity_check``, whose default gradient accumulation dtype without ZeRO in bf16 is
+  fp32). It shards the fp32 master weights and the optimizer state over the data-parallel ranks itself, as ZeRO-1
+  does (``fp32_groups_flat_partition``: the model state is counted as ZeRO-1's, :func:`state_zero_stage`), and keeps
+  the 16-bit gradients beside one fp32 gradient accumulation buffer of every local parameter
+  (``fp32_groups_gradients_flat = torch.zeros_like(bf16_groups_flat, dtype=grad_acc_dtype)``, not partitioned):
+  4 bytes a parameter of the stage, held from the start (counted in ``gradient_buffers``). BigScience ran BLOOM this
+  way ("bf16 must use z0! it implements its own zero stage 1 equivalent", bigscience-workshop/bigscience @ 9e64ede
+  ``train/tr11-176B-ml/tr11-176B-ml.slurm``);
 * the loss: :mod:`.memory` counts fp32 logits, 4 bytes a logit. PyTorch's ``cross_entropy`` on upcast logits
   keeps at the backward's start the saved ``log_softmax`` output (``derivatives.yaml``: its backward uses the
   result), the incoming gradient of that output and the gradient of the logits, three fp32 tensors: 12 bytes a
@@ -204,10 +215,11 @@ def gathered_parameter_bytes(framework: str, zero_stage: int, stage_params, unit
 
 
 def gradient_buffer_bytes(framework: str, zero_stage: int, stage_params, unit_params, weight_bytes: int,
-                          data=1, accumulating: bool = False):
+                          data=1, accumulating: bool = False, fp32_accumulation: bool = False):
     """Gradient bytes a runtime holds beyond the ``weight_bytes``-byte gradients of :mod:`.memory` (module
     docstring); ``data``: the ZeRO ranks, ``accumulating``: FSDP2 under pipeline parallelism with more than one
-    microbatch (unsharded fp32 gradients accumulated over the microbatches).
+    microbatch (unsharded fp32 gradients accumulated over the microbatches); ``fp32_accumulation``: DeepSpeed's
+    ``BF16_Optimizer`` (:func:`bf16_optimizer`), an fp32 buffer of the stage's gradients.
 
     >>> gradient_buffer_bytes("megatron", 1, 1e9, 1e8, 2, data=8)   # main_grad in bf16: counted by .memory
     0
@@ -216,6 +228,8 @@ def gradient_buffer_bytes(framework: str, zero_stage: int, stage_params, unit_pa
     """
     check_framework(framework)
     stage, unit = sp.sympify(stage_params), sp.sympify(unit_params)
+    if fp32_accumulation and framework == "deepspeed":
+        return to_python(4 * stage)
     if framework in ("ideal", "megatron") or zero_stage < 2:
         return 0
     if framework.startswith("deepspeed"):  # v0.3.13 has the same prefetch and live-parameter defaults
@@ -223,6 +237,29 @@ def gradient_buffer_bytes(framework: str, zero_stage: int, stage_params, unit_pa
     if framework == "fsdp2" and accumulating:
         return to_python(4 * stage + weight_bytes * unit)
     return to_python((weight_bytes + 4) * unit)
+
+
+def bf16_optimizer(framework: str, dtype: str, zero_stage: int) -> bool:
+    """Whether the runtime is DeepSpeed's ``BF16_Optimizer`` (module docstring): ``deepspeed`` without ZeRO on
+    bf16 weights (``dtype``: the weights' dtype, :func:`concurrency_model.units.state_dtype`).
+
+    >>> bf16_optimizer("deepspeed", "bf16", 0), bf16_optimizer("deepspeed", "fp16", 0)
+    (True, False)
+    >>> bf16_optimizer("deepspeed", "bf16", 1), bf16_optimizer("megatron", "bf16", 0)
+    (False, False)
+    """
+    return framework == "deepspeed" and zero_stage == 0 and dtype == "bf16"
+
+
+def state_zero_stage(framework: str, dtype: str, zero_stage: int) -> int:
+    """The ZeRO stage the model state is sharded as: 1 under DeepSpeed's ``BF16_Optimizer`` (:func:`bf16_optimizer`),
+    which shards the fp32 master weights and the optimizer state over the data-parallel ranks itself; else
+    ``zero_stage``.
+
+    >>> state_zero_stage("deepspeed", "bf16", 0), state_zero_stage("megatron", "bf16", 0)
+    (1, 0)
+    """
+    return 1 if bf16_optimizer(framework, dtype, zero_stage) else zero_stage
 
 
 def step_gradient_bytes(framework: str, zero_stage: int, stage_params, weight_bytes, data, freed):
@@ -278,9 +315,10 @@ def loss_buffer_bytes(framework: str, logits, loss: str | None = None):
 
 def framework_parts(framework: str, zero_stage: int, stage_params, unit_params, weight_bytes: int, data, groups,
                     logits, recompute_buffer, hopper: bool, pipelined: bool, accumulating: bool,
-                    loss: str | None = None) -> dict:
+                    loss: str | None = None, fp32_accumulation: bool = False) -> dict:
     """Every part of :data:`PARTS` for one device (numbers or sympy expressions), 0 for ``ideal``; ``loss``:
-    ``training.loss`` (:func:`loss_buffer_bytes`).
+    ``training.loss`` (:func:`loss_buffer_bytes`); ``fp32_accumulation``: DeepSpeed's ``BF16_Optimizer``
+    (:func:`gradient_buffer_bytes`).
 
     >>> p = framework_parts("fsdp2", 3, 1e9, 1e8, 2, 8, [8], 1000, 0, True, False, False)
     >>> p["gathered_parameters"] / 1e6, p["loss_buffers"], p["cuda_context"]
@@ -294,7 +332,7 @@ def framework_parts(framework: str, zero_stage: int, stage_params, unit_params, 
             "gathered_parameters": gathered_parameter_bytes(framework, zero_stage, stage_params, unit_params,
                                                             weight_bytes, pipelined),
             "gradient_buffers": gradient_buffer_bytes(framework, zero_stage, stage_params, unit_params, weight_bytes,
-                                                      data, accumulating),
+                                                      data, accumulating, fp32_accumulation),
             "loss_buffers": loss_buffer_bytes(framework, logits, loss),
             "recompute_buffer": to_python(sp.sympify(recompute_buffer))}
 

@@ -44,6 +44,7 @@ from ..training.keys import scenario_key, stable_model
 from ..training.prepare import assemble, consistency_of, host_per_kernel, host_seconds, runtime_name, sync_of
 from ..training.step import step_fn
 from ..training.workload import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, transformer_shape, workload
+from ..units import state_dtype
 from .result import SCALES, SweepResult
 from .space import layouts
 
@@ -254,7 +255,8 @@ def _memory(sc, w, lay: pd.DataFrame) -> dict:
         frozen_bytes = w.frozen_weight_bytes(int(e_))
         fw = tr.framework or default_framework(int(z_))  # null: the runtime each layout's ZeRO stage implies
         sac = compose.sac_of(fw, w.graph(1))  # torchtitan's per-op selective checkpointing under fsdp2
-        f = compose.memory_fn(w.state_params(int(e_)), tr.optimizer, tr.dtype, int(z_), s_, r_, bool(q_),
+        sharded = allocator.state_zero_stage(fw, state_dtype(tr.dtype), int(z_))  # as the model state is sharded
+        f = compose.memory_fn(w.state_params(int(e_)), tr.optimizer, tr.dtype, sharded, s_, r_, bool(q_),
                               shape_t, bool(one), a_, shape["kv"] if shape else None, w.replicated_params,
                               frozen_bytes, sac, w.embedding_params)
         L = lay.iloc[idx]
@@ -271,7 +273,7 @@ def _memory(sc, w, lay: pd.DataFrame) -> dict:
         extra = sum(runtime[k] for k in allocator.PARTS)  # what the runtime adds (0 for "ideal")
         state[idx], mem[idx] = st - frozen, st + ac + extra  # the optimizer streams the trained state (:mod:`.lora`)
         model_state[idx], act[idx], upper[idx] = st, ac, st + ac + extra + runtime["headroom"]
-        parts = compose.state_parts_fn(w.state_params(int(e_)), tr.optimizer, tr.dtype, int(z_), bool(one),
+        parts = compose.state_parts_fn(w.state_params(int(e_)), tr.optimizer, tr.dtype, sharded, bool(one),
                                        w.replicated_params, frozen_bytes, w.embedding_params)(
             L["tensor"].to_numpy(float), L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))
         for k in compose.STATE_PARTS:

@@ -353,7 +353,7 @@ def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: i
     numbers, structure = model_numbers(shape, sac)
     values = (float(params), float(replicated), float(dtype_bytes(state_dtype(dtype))), float(embedding)) + numbers
     f = _framework_memory_compiled(framework, zero_stage, schedule, recompute, sequence_parallel, single_stage, hopper,
-                                   loss, structure)
+                                   loss, structure, allocator.bf16_optimizer(framework, state_dtype(dtype), zero_stage))
 
     def run(b_, t_, p_a, m_, v_a, d_, act_, c_=1) -> dict:
         args = (b_, t_, p_a, m_, v_a, d_, c_, act_)
@@ -422,9 +422,11 @@ def _symbolic(structure: tuple) -> tuple:
 
 @lru_cache(maxsize=None)
 def _framework_memory_compiled(framework: str, zero_stage: int, schedule: str, recompute: str, sequence_parallel: bool,
-                               single_stage: bool, hopper: bool, loss: str | None, structure: tuple):
+                               single_stage: bool, hopper: bool, loss: str | None, structure: tuple,
+                               fp32_accumulation: bool = False):
     """:func:`framework_memory_fn`'s compiled function of one structure: ``f(b, t, p, m, v, d, c, act, params,
-    replicated, value_bytes, embedding, *sizes)``."""
+    replicated, value_bytes, embedding, *sizes)``; ``fp32_accumulation``: DeepSpeed's ``BF16_Optimizer``
+    (:func:`.allocator.bf16_optimizer`)."""
     shape, sac = _symbolic(structure)
 
     def build():
@@ -458,7 +460,8 @@ def _framework_memory_compiled(framework: str, zero_stage: int, schedule: str, r
             loss_bytes = sp.Max(0, last_extra + loss_bytes, evaluate=False)  # unevaluated: Max's search costs seconds
         groups = (d * c, t, p, c)
         parts = allocator.framework_parts(framework, zero_stage, stage, unit, wb, d * c, groups, logits, rebuild,
-                                          hopper, not single_stage, framework == "fsdp2" and not single_stage, loss)
+                                          hopper, not single_stage, framework == "fsdp2" and not single_stage, loss,
+                                          fp32_accumulation)
         parts["loss_buffers"] = 0 if framework == "ideal" else loss_bytes
         transient = act + sum(sp.sympify(parts[k]) for k in allocator.TRANSIENT
                               if k != "gradient_buffers" or framework in ("fsdp", "fsdp2"))
@@ -470,4 +473,4 @@ def _framework_memory_compiled(framework: str, zero_stage: int, schedule: str, r
         syms = [b, t, p, m, v, d, c, act, _PARAMS, _REPLICATED, _WB, _EMBEDDING] + model_symbols(structure)
         return syms, [sp.sympify(out[k]) for k in FRAMEWORK_OUTPUTS]
     return lambdified("framework_memory", (framework, zero_stage, schedule, recompute, sequence_parallel, single_stage,
-                                           hopper, loss, structure), build, cse=True)
+                                           hopper, loss, structure, fp32_accumulation), build, cse=True)

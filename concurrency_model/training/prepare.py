@@ -167,7 +167,8 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     frozen = w.frozen_weight_bytes(e)
     fw = tr.framework or default_framework(tr.zero_stage)  # null: the runtime the ZeRO stage implies
     sac = compose.sac_of(fw, w.graph(1))  # torchtitan's per-op selective checkpointing under fsdp2
-    mem_fn = compose.memory_fn(w.state_params(e), tr.optimizer, tr.dtype, tr.zero_stage,
+    sharded = allocator.state_zero_stage(fw, state_dtype(tr.dtype), tr.zero_stage)  # as the model state is sharded
+    mem_fn = compose.memory_fn(w.state_params(e), tr.optimizer, tr.dtype, sharded,
                                "1f1b" if schedule == "interleaved" and v == 1 else schedule, rec,
                                par.sequence_parallel,
                                None if shape is None else tuple(shape[k] for k in MEMORY_SHAPE),
@@ -184,15 +185,14 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
             b, t, p, m, v, par.data, act, c).items()}
     extra = {k: runtime[k] for k in allocator.PARTS} if fw != "ideal" else None  # ideal: today's figures exactly
     # ZeRO 1 with expert parallelism: the experts' optimizer state is sharded over d / e ranks, not d (:mod:`.expert`)
-    x_opt = w.expert_optimizer_extra(e, tr.zero_stage, tr.optimizer, state_dtype(tr.dtype), t, p,
-                                     par.data * c)
+    x_opt = w.expert_optimizer_extra(e, sharded, tr.optimizer, state_dtype(tr.dtype), t, p, par.data * c)
     state, trained = state + x_opt, trained + x_opt
     mem = memory.memory_per_device(state, act, sc.cluster.device, extra=extra, headroom=runtime["headroom"])
     outside = sum(runtime[k] for k in allocator.OUTSIDE)
     mem["reserved_bytes"] = allocator.reserved_bytes(mem["total_bytes"] - outside, runtime["fragmentation"], outside,
                                                      mem["capacity_bytes"])
     # the model state's split, for the breakdown: the compiled function the sweep evaluates (the same bits)
-    parts = dict(compose.state_parts_fn(w.state_params(e), tr.optimizer, tr.dtype, tr.zero_stage, p == 1,
+    parts = dict(compose.state_parts_fn(w.state_params(e), tr.optimizer, tr.dtype, sharded, p == 1,
                                         w.replicated_params, frozen, w.embedding_params)(float(t), float(p),
                                                                                          float(par.data * c)))
     parts["optimizer"] = parts["optimizer"] + x_opt

@@ -237,3 +237,18 @@ def test_deepspeed_step_copies_hide_under_a_large_backward_peak():
     sc = with_training({**WIDE, "parallel": {**WIDE["parallel"], "data": 8, "global_batch": 32}},
                        framework="deepspeed", zero_stage=1)
     assert estimate(sc).memory["gradient_buffers_bytes"] == 0
+
+
+@pytest.mark.parametrize("dtype, state, grad_buffer", [("bf16", 2 + 2 + 12 / 4, 4), ("fp16", 16, 0)])
+def test_deepspeed_without_zero_in_bf16_runs_the_bf16_optimizer(dtype, state, grad_buffer):
+    """DeepSpeed without ZeRO in bf16 runs ``BF16_Optimizer`` (``bf16_optimizer.py``): the fp32 master weights and Adam's
+    state sharded over the 4 data-parallel ranks, as ZeRO-1 shards them, and an fp32 buffer of every gradient, 4 bytes a
+    parameter; in fp16 it runs the unsharded fp16 optimizer. The sweep prices the same."""
+    spec = with_training({**GPT2, "parallel": {"data": 4, "microbatch_size": 1, "global_batch": 4}},
+                         framework="deepspeed", zero_stage=0, dtype=dtype)
+    e = estimate(spec)
+    psi = e.memory["weights_bytes"] / 2
+    assert e.memory["model_state_bytes"] == pytest.approx(state * psi, rel=1e-12)
+    assert e.memory["gradient_buffers_bytes"] == pytest.approx(grad_buffer * psi, rel=1e-12)
+    row = sweep(spec, 4).frame.query("data == 4 and zero_stage == 0 and microbatch_size == 1 and tensor == 1")
+    assert row["memory_bytes_per_device"].iloc[0] == pytest.approx(e.memory_bytes_per_device, rel=1e-9)
