@@ -241,9 +241,9 @@ def test_deepspeed_step_copies_hide_under_a_large_backward_peak():
 
 @pytest.mark.parametrize("dtype, state, grad_buffer", [("bf16", 2 + 2 + 12 / 4, 4), ("fp16", 16, 0)])
 def test_deepspeed_without_zero_in_bf16_runs_the_bf16_optimizer(dtype, state, grad_buffer):
-    """DeepSpeed without ZeRO in bf16 runs ``BF16_Optimizer`` (``bf16_optimizer.py``): the fp32 master weights and Adam's
-    state sharded over the 4 data-parallel ranks, as ZeRO-1 shards them, and an fp32 buffer of every gradient, 4 bytes a
-    parameter; in fp16 it runs the unsharded fp16 optimizer. The sweep prices the same."""
+    """DeepSpeed without ZeRO in bf16 runs ``BF16_Optimizer`` (``bf16_optimizer.py``): the fp32 master weights and
+    Adam's state sharded over the 4 data-parallel ranks, as ZeRO-1 shards them, and an fp32 buffer of every gradient,
+    4 bytes a parameter; in fp16 it runs the unsharded fp16 optimizer. The sweep prices the same."""
     spec = with_training({**GPT2, "parallel": {"data": 4, "microbatch_size": 1, "global_batch": 4}},
                          framework="deepspeed", zero_stage=0, dtype=dtype)
     e = estimate(spec)
