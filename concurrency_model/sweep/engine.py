@@ -41,7 +41,8 @@ from ..progress import Progress
 from ..scenario import load_scenario, read_scenario
 from ..training import compose
 from ..training.keys import scenario_key, stable_model
-from ..training.prepare import assemble, consistency_of, host_per_kernel, host_seconds, runtime_name, sync_of
+from ..training.prepare import (assemble, consistency_of, host_per_kernel, host_seconds, runtime_name, sync_of,
+                                unsharded_optimizer_bytes)
 from ..training.step import step_fn
 from ..training.workload import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, transformer_shape, workload
 from ..units import state_dtype
@@ -272,6 +273,10 @@ def _memory(sc, w, lay: pd.DataFrame) -> dict:
                                                    "interleave", "data")), ac, L["context"].to_numpy(dtype=float))
         extra = sum(runtime[k] for k in allocator.PARTS)  # what the runtime adds (0 for "ideal")
         state[idx], mem[idx] = st - frozen, st + ac + extra  # the optimizer streams the trained state (:mod:`.lora`)
+        if sharded != int(z_):  # DeepSpeed's BF16_Optimizer: its memory sharded, its step's time stage 0's
+            state[idx] += unsharded_optimizer_bytes(w, tr, int(z_), sharded, int(e_), bool(one), frozen_bytes,
+                                                    L["tensor"].to_numpy(float), L["pipeline"].to_numpy(float),
+                                                    (L["data"] * L["context"]).to_numpy(float))
         model_state[idx], act[idx], upper[idx] = st, ac, st + ac + extra + runtime["headroom"]
         parts = compose.state_parts_fn(w.state_params(int(e_)), tr.optimizer, tr.dtype, sharded, bool(one),
                                        w.replicated_params, frozen_bytes, w.embedding_params)(

@@ -177,6 +177,8 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     state, act = (float(x) for x in mem_fn(b, t, p, m, v, par.data, act_graph, c))
     # the optimizer's pass streams the trained parameters' state, not the frozen weights (:mod:`.lora`)
     trained = state - compose.frozen_bytes(frozen, tr.zero_stage, p == 1, t, p, par.data * c)
+    if sharded != tr.zero_stage:  # DeepSpeed's BF16_Optimizer: its memory sharded, its step's time stage 0's
+        trained += unsharded_optimizer_bytes(w, tr, tr.zero_stage, sharded, e, p == 1, frozen, t, p, par.data * c)
     runtime = {k: float(x) for k, x in compose.framework_memory_fn(
         fw, w.state_params(e), tr.dtype, tr.zero_stage,
         "1f1b" if schedule == "interleaved" and v == 1 else schedule,
@@ -198,6 +200,18 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     parts["optimizer"] = parts["optimizer"] + x_opt
     mem.update({f"{k}_bytes": float(v) for k, v in parts.items()})
     return trained, mem
+
+
+def unsharded_optimizer_bytes(w, tr, zero: int, sharded: int, e: int, single_stage: bool, frozen: float, t, p, d):
+    """What the optimizer state of ZeRO stage ``zero`` exceeds that of the stage ``sharded`` it is held as
+    (:func:`.allocator.state_zero_stage`) by, on arrays or numbers ``t, p, d``: DeepSpeed's ``BF16_Optimizer`` shards
+    its state as ZeRO-1 does, but its step's time (an fp32 all-reduce of the gradients, the step on the shard, an
+    all-gather of the bf16 weights) is not modelled and is priced as stage 0's: the state a stage-0 step streams
+    (docs/residuals.md)."""
+    whole, shard = (compose.state_parts_fn(w.state_params(e), tr.optimizer, tr.dtype, z, single_stage,
+                                           w.replicated_params, frozen, w.embedding_params)(t, p, d)["optimizer"]
+                    for z in (zero, sharded))
+    return whole - shard
 
 
 def batch_region(sc: Scenario, w, key: tuple) -> BatchRegion:

@@ -252,3 +252,7 @@ def test_deepspeed_without_zero_in_bf16_runs_the_bf16_optimizer(dtype, state, gr
     assert e.memory["gradient_buffers_bytes"] == pytest.approx(grad_buffer * psi, rel=1e-12)
     row = sweep(spec, 4).frame.query("data == 4 and zero_stage == 0 and microbatch_size == 1 and tensor == 1")
     assert row["memory_bytes_per_device"].iloc[0] == pytest.approx(e.memory_bytes_per_device, rel=1e-9)
+    # its step is priced as stage 0's (the fp32 all-reduce and the gather are not modelled): the same in both
+    assert row["step_time_s"].iloc[0] == pytest.approx(e.step_time_s, rel=1e-9)
+    ideal = estimate(with_training(spec, framework="ideal"))
+    assert e.step_time_s >= ideal.step_time_s
