@@ -57,15 +57,21 @@ def test_gpt3_needs_pipeline_stages_to_serve_more_slots():
 
 
 def test_llama_disaggregated_against_colocated(capsys):
-    out = run_json("infer --scenario llama-2-7b-serving --disaggregate --load 100 --max-first-token-ms 100 "
-                   "--max-decode-ms 15", capsys)
-    b = out["best"]
-    assert b["gpus"] == 10
-    assert (b["prefill_replicas"], b["prefill_tensor"], b["prefill_batch"]) == (4, 1, 1)
-    assert (b["decode_replicas"], b["decode_tensor"]) == (3, 2)
-    assert out["colocated"]["gpus_for_load"] == 14
-    in_page("serving.md", "15 ms a token: 10 H100s disaggregated (4 prefill replicas of tensor 1, one prompt a pass, "
-            "3 decode replicas of\n  tensor 2) against 14 colocated.")
+    """Fixed output lengths as when the figure was written (d2f1693: an inline Llama-2-7B, 1,024 + 128 tokens)."""
+    line = "infer --scenario llama-2-7b-serving --disaggregate --load 100 --max-first-token-ms 100 --max-decode-ms 15"
+    gpus = {}
+    for lengths in ("fixed", "geometric"):
+        out = run_json(f"{line} --set inference.output_lengths={lengths}", capsys)
+        b = out["best"]
+        assert b["gpus"] == 10
+        assert (b["prefill_replicas"], b["prefill_tensor"], b["prefill_batch"]) == (4, 1, 1)
+        assert (b["decode_replicas"], b["decode_tensor"]) == (3, 2)
+        gpus[lengths] = out["colocated"]["gpus_for_load"]
+    assert gpus == {"fixed": 12, "geometric": 14}
+    in_page("serving.md", "(`--scenario llama-2-7b-serving --set inference.output_lengths=fixed`)\n  at 100 "
+            "requests/s within 100 ms to the first token and 15 ms a token: 10 H100s disaggregated (4 prefill "
+            "replicas\n  of tensor 1, one prompt a pass, 3 decode replicas of tensor 2) against 12 colocated (14 with "
+            "the example's\n  geometric output lengths).")
 
 
 def test_gpt3_disaggregated_over_pipeline_stages():
