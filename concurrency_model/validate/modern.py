@@ -78,6 +78,15 @@ NEMO_VOCAB = {"gpt3": 51200, "llama2": 32000, "llama3": 128256}
 # @ 5e85bd62d (2024-01-06, >=0.17.2): fp32; the A100 table with @ ef350d9e6 (2023-07-05, setup.py
 # composer>=0.15.0,<0.16): bf16, FSDP's default. PURE: Composer's param, reduce and buffer dtypes all the precision's.
 LLMFOUNDRY_FP32_REDUCE_SECTIONS = ("H100 80GB BF16", "H100 80GB FP8", "H100 80GB BF16 (Large Scale, >= 128 GPUs)")
+# torchtitan commits of the rows that compile the loss function under ``training.compile``: each descends from
+# pytorch/torchtitan @ bbb1b616e (2025-04-02, "refactor train_spec.loss_fn to build_loss_fn"), whose
+# ``torchtitan/components/loss.py`` ``build_cross_entropy_loss`` wraps the loss in ``torch.compile`` (checked with
+# ``git merge-base --is-ancestor`` on a fetched copy); 9dec370 (2024-12), Tables 1-6, leaves
+# ``loss_fn = torch.compile(loss_fn)`` commented out in ``train.py``. A compiled loss is mapped to ``training.loss``
+# ``fused`` [D]: Inductor fuses the upcast, the log-softmax and the NLL, so that, as recalled of AOTAutograd's min-cut
+# partitioner, the backward keeps the 16-bit logits and a log-sum-exp a row and writes the 16-bit gradient (4 bytes a
+# logit, :data:`concurrency_model.parallel.allocator.LOSSES`), not three fp32 tensors.
+TORCHTITAN_COMPILED_LOSS = ("e7c0cae", "820504e", "6fc499f6")
 RECOMPUTE_ORDER = ("none", "selective", "full")  # recompute "auto": the least of these that fits in memory
 ASSUMPTIONS = {
     "torchtitan": "cluster grand-teton-h100 for the H100 rows (96 GB HBM2e at 2.4 TB/s, the SXM5 tensor peaks at "
@@ -91,6 +100,8 @@ ASSUMPTIONS = {
                   "torchao's casts (fsdp2), float8 rowwise -> training.fp8_recipe rowwise; "
                   "selective AC -> selective (fsdp2: torchtitan's per-op policy), full -> full; torch.compile no -> "
                   "training.compile false (eager PyTorch's RMSNorm and rotary kernels, timing.graph.eager_kernels); "
+                  "torch.compile yes under torchtitan from bbb1b616e on (e7c0cae, 820504e, 6fc499f6: the Trainy, "
+                  "async-TP and MXFP8 rows) also compiles the loss -> training.loss fused (TORCHTITAN_COMPILED_LOSS); "
                   "CP -> parallel.context_algorithm allgather (torchtitan's default rotate method at 9dec370, "
                   "config_manager.py context_parallel_rotate_method); "
                   "fused (flash) attention; "
@@ -229,6 +240,8 @@ def torchtitan_rows() -> pd.DataFrame:
                  tp_overlap=r["async_tp"] == "yes" and tp > 1,
                  fp8_recipe="rowwise" if "rowwise" in str(r["precision"]).lower() else None,
                  compile=str(r["torch_compile"]).strip().lower() != "no",
+                 loss="fused" if str(r["torch_compile"]).strip().lower() != "no" and any(
+                     f"torchtitan {c}" in str(r["software"]) for c in TORCHTITAN_COMPILED_LOSS) else None,
                  context_algorithm="allgather" if cp > 1 else "ring",
                  note="; ".join(x for x in ("torch.compile" if r["torch_compile"] == "yes" else "",
                                             "async TP" if r["async_tp"] == "yes" else "") if x))
@@ -610,7 +623,7 @@ def scenario_for(r) -> dict:
         raise ValueError(f"not mappable: data x tensor x pipeline x context != {int(r['gpus'])} GPUs")
     training = {"dtype": r["dtype"], "recompute": r["recompute"], "optimizer": "adam",
                 "zero_stage": int(r["zero_stage"]), "overlap": bool(r["overlap"]), "framework": r["framework"],
-                "loss": r.get("loss")}
+                "loss": r["loss"] if isinstance(r.get("loss"), str) else None}
     if isinstance(r.get("fp8_recipe"), str):
         training["fp8_recipe"] = r["fp8_recipe"]
     if isinstance(r.get("reduce_dtype"), str):

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from concurrency_model import estimate
 from concurrency_model.hardware.clusters import load_cluster
 from concurrency_model.hardware.devices import load_device
 from concurrency_model.models import get_model
@@ -86,6 +87,21 @@ def test_torchtitan_h200_and_b200(titan):
     assert b200["measured_memory_bytes"].isna().all()  # published in GB, a unit not compared
     with pytest.raises(ValueError, match="no preset for B200"):
         modern.scenario_for(b200.iloc[0])
+
+
+def test_torchtitan_compiles_the_loss_from_bbb1b616e_on(titan):
+    """torch.compile under torchtitan e7c0cae (the Trainy rows) also compiles the loss: a fused loss, 4 bytes a logit
+    where the upcast one holds 12; under 9dec370 (Tables 1-6) the loss stays eager, compiled or not."""
+    trainy = titan[titan["label"].str.startswith("Trainy")]
+    assert set(trainy["loss"]) == {"fused"}
+    tables = titan[titan["label"].str.startswith("Table")]
+    assert tables["compile"].any() and not tables["loss"].map(lambda x: isinstance(x, str)).any()
+    assert modern.scenario_for(tables.iloc[0])["training"]["loss"] is None
+    sc = modern.scenario_for(trainy.iloc[0])
+    fused, upcast = (estimate({**sc, "training": {**sc["training"], "loss": loss}}).memory["loss_buffers_bytes"]
+                     for loss in ("fused", None))
+    logits = 2 * 8192 * 128_256  # local batch 2 x sequence 8192 x Llama 3's vocabulary
+    assert (fused, upcast) == (0, pytest.approx((12 - 4) * logits, rel=1e-12))
 
 
 def test_torchtitan_selective_rows_are_estimated_with_the_reserved_figure():
