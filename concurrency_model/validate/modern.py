@@ -230,6 +230,7 @@ def torchtitan_rows() -> pd.DataFrame:
         fsdp, tp, pp, cp = (int(r[k]) for k in ("fsdp", "tp", "pp", "cp"))
         local = int(r["local_batch_size"])
         interleaved = "interleaved" in str(r["pp_schedule"]).lower()
+        compiled = str(r["torch_compile"]).strip().lower() != "no"
         b.update(model=LLAMA.get(r["model"], ""), seq=int(r["seq_len"]), gpus=int(r["num_gpus"]), data=fsdp,
                  tensor=tp, pipeline=pp, context=cp, interleave=2 if interleaved else 1,
                  schedule="interleaved" if interleaved else "1f1b", sequence_parallel=tp > 1,
@@ -239,9 +240,9 @@ def torchtitan_rows() -> pd.DataFrame:
                  zero_stage=3, framework="fsdp2", measured_tps=number(r["tps_per_gpu"]),
                  tp_overlap=r["async_tp"] == "yes" and tp > 1,
                  fp8_recipe="rowwise" if "rowwise" in str(r["precision"]).lower() else None,
-                 compile=str(r["torch_compile"]).strip().lower() != "no",
-                 loss="fused" if str(r["torch_compile"]).strip().lower() != "no" and any(
-                     f"torchtitan {c}" in str(r["software"]) for c in TORCHTITAN_COMPILED_LOSS) else None,
+                 compile=compiled,
+                 loss="fused" if compiled and any(f"torchtitan {c}" in str(r["software"])
+                                                  for c in TORCHTITAN_COMPILED_LOSS) else None,
                  context_algorithm="allgather" if cp > 1 else "ring",
                  note="; ".join(x for x in ("torch.compile" if r["torch_compile"] == "yes" else "",
                                             "async TP" if r["async_tp"] == "yes" else "") if x))
