@@ -228,7 +228,7 @@ def gradient_buffer_bytes(framework: str, zero_stage: int, stage_params, unit_pa
     """
     check_framework(framework)
     stage, unit = sp.sympify(stage_params), sp.sympify(unit_params)
-    if fp32_accumulation and framework == "deepspeed":
+    if fp32_accumulation:  # DeepSpeed's BF16_Optimizer (its flag, :func:`bf16_optimizer`)
         return to_python(4 * stage)
     if framework in ("ideal", "megatron") or zero_stage < 2:
         return 0

@@ -461,9 +461,8 @@ def _kept(key: tuple, make):
     except TypeError:
         return make()
     if got is None:
-        if len(_KEPT) >= KEPT_SIZE:
-            _KEPT.clear()
-        got = _KEPT[key] = make()
+        got = make()
+        _keep(key, got)
     return got
 
 
@@ -489,9 +488,6 @@ def _linear_shape(a: dict, width: int, batch: int, tensor: int, channels: bool, 
         ci = -(-ci // tensor)
     g, rows = expert_gemms(a, rows, expert, imbalance)
     return g, rows, ci, co
-
-
-_PARTS_FIELDS = ("compute", "memory", "extra", "launch", "count")
 
 
 def _prefetch(todo: list, dev, dtype: str, batch: int, tensor: int, channels: bool, expert: int, imbalance,
@@ -531,7 +527,7 @@ def _prefetch(todo: list, dev, dtype: str, batch: int, tensor: int, channels: bo
         m, n, k, g = (np.array(x) for x in zip(*want.values()))
         every = Parts.from_coeffs(gemm_coeffs(m, n, k, dev, mdt, g, weight_bytes=wb), dev)
         for i, key in enumerate(want):
-            _keep(key, Parts(*(getattr(every, f)[i:i + 1].copy() for f in _PARTS_FIELDS)))
+            _keep(key, every.row(i))
     for p, want in convs.items():
         if len(want) < 2:
             continue
@@ -540,8 +536,7 @@ def _prefetch(todo: list, dev, dtype: str, batch: int, tensor: int, channels: bo
                         pad_w=np.array(pw))
         every = Parts.from_coeffs(c, dev)
         for i, key in enumerate(want):
-            _keep(key, (Parts(*(getattr(every, f)[i:i + 1].copy() for f in _PARTS_FIELDS)),
-                        str(c.info["algorithm"][i])))
+            _keep(key, (every.row(i), str(c.info["algorithm"][i])))
 
 
 def _keep(key: tuple, value) -> None:

@@ -88,6 +88,14 @@ class Parts:
         """Seconds on the nominal device."""
         return float(((np.maximum(self.compute, self.memory) + self.extra + self.launch) * self.count).sum())
 
+    def row(self, i: int) -> "Parts":
+        """Kernel ``i`` alone, on arrays of its own (a row of a vectorised call, kept apart from the others).
+
+        >>> Parts(*(np.array([x, 2 * x]) for x in (1.0, 0.5, 0.0, 0.1)), np.ones(2)).row(1).total()
+        2.2
+        """
+        return Parts(*(getattr(self, f)[i:i + 1].copy() for f in _FIELDS))
+
     def compact(self, decimals: int = 12) -> "Parts":
         """Identical kernels merged (counts added): a stage of 12 equal blocks has one row per kernel kind."""
         if len(self.count) == 0:

@@ -249,14 +249,25 @@ def state_parts(params: float, optimizer: str, dtype: str, zero_stage: int, sing
     ``setup_embeddings_and_output_layer``) is about as large, and the first stage also holds the most activations
     (:func:`.memory.activation_bytes_per_device`), so its figure stands for the busiest stage [D]."""
     out = dict.fromkeys(STATE_PARTS, 0)
-    p_ = 1 if single_stage else p
-    for n, tensor, stages in ((params - replicated - embedding, t, p_), (replicated, 1, p_), (embedding, t, 1)):
+    for n, tensor, stages in stage_groups(params, replicated, embedding, t, 1 if single_stage else p):
         if n:
             got = memory.model_state_bytes(n, optimizer, state_dtype(dtype), tensor=tensor,
                                            pipeline=stages, data=d, zero_stage=zero_stage)
             out = {k: out[k] + got[k] for k in out}
     out["weights"] += frozen_bytes(nsimplified(frozen_weight_bytes), zero_stage, single_stage, t, p, d)
     return out
+
+
+def stage_groups(params, replicated, embedding, t, p) -> tuple:
+    """The first pipeline stage's parameters of one device as ``(count, tensor ranks, stages)`` groups, each group's
+    share ``count / (tensor ranks x stages)`` (:func:`state_parts`): the parameters the tensor degree splits over
+    the ``p`` stages, the ``replicated`` ones (whole on every tensor rank) over the stages, the ``embedding`` whole on
+    the first stage, split by the tensor degree; numbers or sympy symbols.
+
+    >>> [n / (k * s) for n, k, s in stage_groups(100.0, 20.0, 8.0, 2, 4)]
+    [9.0, 5.0, 4.0]
+    """
+    return (params - replicated - embedding, t, p), (replicated, 1, p), (embedding, t, 1)
 
 
 def frozen_bytes(weight_bytes, zero_stage: int, single_stage: bool, t, p, d):
@@ -435,8 +446,7 @@ def _framework_memory_compiled(framework: str, zero_stage: int, schedule: str, r
         p_ = sp.Integer(1) if single_stage else p
         v_ = v if schedule == "interleaved" else 1
         wb = _WB
-        # the first stage's parameters (:func:`state_parts`)
-        stage = (_PARAMS - _REPLICATED - _EMBEDDING) / (t * p_) + _EMBEDDING / t + _REPLICATED / p_
+        stage = sum(n / (k * s) for n, k, s in stage_groups(_PARAMS, _REPLICATED, _EMBEDDING, t, p_))
         unit, logits, rebuild, last_extra = stage, sp.Integer(0), sp.Integer(0), sp.Integer(0)
         if shape is not None:
             sq, h, a, layers, vocab, fused_, moe = shape
