@@ -21,9 +21,17 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY = [(64, 64, 64), (128, 128, 128), (256, 256, 256), (512, 512, 512)]  # GEMMs of a calibration in ~1 s
 
 
+# the child takes SIGINT as a user's Ctrl-C does, whatever the test process does with it: a process started from one
+# that ignores SIGINT (or blocks it) inherits that, and Python then leaves it ignored (a test worker that had it
+# ignored made these tests wait out the child's 60 s sleep)
+SIGINT_AS_A_TERMINAL = ("import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+                        "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\n")
+
+
 def _start(code: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return subprocess.Popen([sys.executable, "-c", SIGINT_AS_A_TERMINAL + textwrap.dedent(code)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def _interrupt_after(p: subprocess.Popen, line: str, timeout: float = 120) -> int:
@@ -35,7 +43,11 @@ def _interrupt_after(p: subprocess.Popen, line: str, timeout: float = 120) -> in
             break
         if got.strip() == line:
             p.send_signal(signal.SIGINT)
-            return p.wait(timeout=60)
+            try:
+                return p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                pytest.fail(f"the child did not stop within 60 s of SIGINT: {p.stderr.read()[-2000:]}")
     p.kill()
     pytest.fail(f"the child never said {line!r}: {p.stderr.read()[-2000:]}")
 
