@@ -14,6 +14,9 @@ Groups, one rule per set (issue 35, item 6):
   precision; tokens/s per GPU.
 * ``megatron_bridge``: one model and task on one system; the same layout in several containers is one layout (the
   median of its measurements); tokens/s per GPU.
+* ``megatron_bridge_moe``: the same file's mixtures of experts (DeepSeek-V3, Qwen3, GPT-OSS), grouped and deduplicated
+  as ``megatron_bridge``, the expert degree and the token dispatcher part of the layout; a variant the table names
+  apart (``tokendrop``, ``w/ MTP``, ``dropless``) is a group of its own.
 
 A set's Spearman is the mean over its groups of at least three layouts (two layouts only give +-1); the issue's
 target is >= 0.8 on every set with such groups.
@@ -33,7 +36,8 @@ from . import modern, training
 
 TARGET = 0.8  # issue 35: Spearman >= 0.8 on every multi-layout set
 MIN_LAYOUTS = 3  # groups with fewer layouts are listed but not averaged into a set's Spearman
-SETS = ("vtrain_single", "vtrain_multi", "narayanan_table2", "torchtitan", "llmfoundry", "megatron_bridge")
+SETS = ("vtrain_single", "vtrain_multi", "narayanan_table2", "torchtitan", "llmfoundry", "megatron_bridge",
+        "megatron_bridge_moe")
 
 
 def rank_groups(frame: pd.DataFrame) -> pd.DataFrame:
@@ -126,10 +130,12 @@ def _modern_frame(dataset: str, quick: bool, workers: int) -> pd.DataFrame:
     if quick and dataset == "llmfoundry":
         df = sample_groups(df, ["group"], cap=6)
     r = modern.evaluate(df, workers=workers)
-    if dataset == "megatron_bridge":  # a layout: everything but the container
+    if dataset.startswith("megatron_bridge"):  # a layout: everything but the container
         layout = [f"gbs {g} mbs {m} seq {s} tp {t} pp {p} cp {c} vp {v} zero {z} {d}" for g, m, s, t, p, c, v, z, d in
                   zip(r["global_batch"], r["microbatch"], r["seq"], r["tensor"], r["pipeline"], r["context"],
                       r["interleave"], r["zero_stage"], r["dtype"])]
+        if dataset == "megatron_bridge_moe":
+            layout = [f"{lay} ep {e} {disp}" for lay, e, disp in zip(layout, r["expert"], r["moe_dispatcher"])]
     elif dataset == "llmfoundry":
         layout = [f"{lab}, mb {m:g}, {d}" for lab, m, d in zip(r["label"], r["microbatch"], r["dtype"])]
     else:

@@ -82,3 +82,13 @@ def test_megatron_bridge_groups_merge_containers():
                                "LLAMA3_8B on DGX-H100", "LLAMA3.1_405B on DGX-B200", "LLAMA3_8B on DGX-B200"}
     t = ranking.rank_groups(f).set_index("group")
     assert t.loc["LLAMA3_8B on DGX-H100", "layouts"] == 1 and math.isnan(t.loc["LLAMA3_8B on DGX-H100", "spearman"])
+
+
+def test_megatron_bridge_moe_layouts_carry_the_expert_degree():
+    f = ranking.frames(["megatron_bridge_moe"], workers=1)
+    qwen = f.loc[f["group"] == "Qwen3_30B_a3B on DGX-H100", "layout"].unique()
+    # EP 16 on one pipeline stage against EP 8 over two interleaved stages (microbatch 1 and 2): three layouts
+    assert len(qwen) == 3
+    assert sorted(lay.split(" ep ")[1].split()[0] for lay in qwen) == ["16", "8", "8"]
+    # a variant the table names apart is its own group, not a layout of the plain model's
+    assert "Qwen3_30B_a3B (tokendrop) on DGX-H100" in set(f["group"])
