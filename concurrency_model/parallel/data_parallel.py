@@ -13,12 +13,18 @@ import math
 from collections import Counter
 from functools import lru_cache
 
+from ..units import state_dtype
+from .allocator import bf16_optimizer
 from .runtime import HOST_COPY_S, HOST_GATHER_COPY_S, HOST_VIEW_S, Runtime, default_framework, runtime_of, units
 from .triples import ZERO_TRIPLE, add_triples
 
 GRAD_BYTES = {"fp32": 4, "tf32": 4}  # gradients in the training dtype otherwise (2 bytes for fp16/bf16)
 BUCKET_BYTES = 25 * 2**20  # PyTorch DDP bucket_cap_mb = 25 (training-formulas §7)
 STAT_BYTES = 4  # batch-norm statistics are reduced in fp32 [D]
+#: device bytes a parameter of DeepSpeed's ``BF16_Optimizer`` folding a microbatch's bf16 gradient into its fp32 buffer
+#: (``update_hp_grads``: ``hp_grad.add_(lp.grad.to(hp_grad.dtype))``): the cast reads 2 and writes 4, the add reads 4 + 4
+#: and writes 4
+FP32_ACCUMULATE_BYTES = 2 + 4 + 3 * 4
 
 
 def group_placement(gpus_per_node: int, t: int, ranks: int) -> tuple[int, int]:
@@ -142,6 +148,36 @@ class DataParallelMixin:
             moved += reduced * (self.grad_bytes + wire)
         return moved / float(self.dev.efficiency.memory) / float(self.dev.mem_bw)
 
+    def fp32_accumulation(self, runtime: Runtime, zero: int, t: int, p: int) -> float:
+        """Seconds a microbatch DeepSpeed's ``BF16_Optimizer`` (``deepspeed`` at ZeRO 0 in bf16,
+        :func:`.allocator.bf16_optimizer`) spends after each backward pass folding the stage's 16-bit gradients into
+        its fp32 gradient buffer (microsoft/DeepSpeed @ 56c52238 ``deepspeed/runtime/bf16_optimizer.py``
+        ``update_hp_grads``, which the pipeline engine calls after every backward step, ``pipe/engine.py``
+        ``_exec_backward_pass``, and the engine's ``backward`` through the optimizer's; the same at 38327e0): a Python
+        loop over the parameter tensors, for each a cast to fp32 and an ``add_`` (two kernels,
+        :data:`FP32_ACCUMULATE_BYTES` a parameter at the device's memory rate), its host cost two small dispatches and
+        a ``view`` (:data:`.runtime.HOST_COPY_S`, :data:`.runtime.HOST_VIEW_S`); the larger of the device's and the
+        host's seconds [D]. 0 for every other runtime (Megatron-Core's fused weight-gradient GEMMs accumulate into
+        the fp32 buffer themselves).
+
+        >>> from concurrency_model.hardware.clusters import load_cluster
+        >>> from concurrency_model.training.workload import workload
+        >>> from concurrency_model.parallel.runtime import PROFILES
+        >>> w = workload("gpt2", load_cluster("dgx-a100"), "bf16")
+        >>> w.fp32_accumulation(PROFILES["deepspeed"], 1, 1, 1), w.fp32_accumulation(PROFILES["megatron"], 0, 1, 1)
+        (0.0, 0.0)
+        >>> bw = float(w.dev.efficiency.memory) * float(w.dev.mem_bw)   # 18 bytes a parameter, 148 tensors
+        >>> round((w.fp32_accumulation(PROFILES["deepspeed"], 0, 1, 1) - 148 * 2 * float(w.dev.launch_overhead))
+        ...       * bw / w.trainable_params, 6)
+        18.0
+        """
+        if not bf16_optimizer(runtime.name, state_dtype(self.dtype), zero):
+            return 0.0
+        tensors = len(self.param_tensors()) / p
+        device = self.trainable_params / (t * p) * FP32_ACCUMULATE_BYTES / float(self.dev.efficiency.memory) \
+            / float(self.dev.mem_bw) + tensors * 2 * float(self.dev.launch_overhead)
+        return max(device, tensors * (2 * HOST_COPY_S + HOST_VIEW_S))
+
     @lru_cache(maxsize=None)
     def data_parallel(self, t: int, p: int, d: int, sync: str = "allreduce", servers: int = 0,
                       compression: str = "none", topology: str = "ring", runtime: tuple = ("ideal",),
@@ -157,7 +193,8 @@ class DataParallelMixin:
         ``full`` ``recompute``), ``x_dp`` the seconds a microbatch the runtime exposes outright (a serialised runtime:
         all of ZeRO-3's gathers and reductions, which then leave ``ag``, ``agb`` and ``rs``, and the persistent tensors'
         gathering back, :meth:`persistent_regather`; a prefetching one:
-        the first unit's gather of each pass), with ZeRO stage ``zero`` 3 only.
+        the first unit's gather of each pass), with ZeRO stage ``zero`` 3 only; and with DeepSpeed's ``BF16_Optimizer``
+        (ZeRO 0) its fp32 gradient accumulation, :meth:`fp32_accumulation`, whatever ``d``.
 
         ``sync="parameter_server"`` replaces the gradient allreduce by a push and pull through ``servers``
         shards (0: one per worker, on the workers' GPUs; :func:`.distribution.ps_on_cluster`);
@@ -171,8 +208,11 @@ class DataParallelMixin:
         With expert parallelism ``e`` > 1 the expert gradients are all-reduced over ``d / e`` replicas
         (:meth:`~.expert.ExpertMixin.expert_gradient_sync`; with ZeRO 1 reduce-scattered and all-gathered:
         :meth:`~.expert.ExpertMixin.expert_sharded_sync`)."""
+        runtime = runtime_of(runtime[0] or default_framework(zero), *runtime[1:])
+        # DeepSpeed's BF16_Optimizer folds every microbatch's gradients into fp32, whatever d (:meth:`fp32_accumulation`)
+        x_acc = (self.fp32_accumulation(runtime, zero, t, p), 0.0, 0.0)
         if d == 1 and not (self.fc_only and t > 1):
-            return {**dict.fromkeys(("ar", "rs", "ag", "agb", "x_dp", "last_ar", "last_rs"), ZERO_TRIPLE),
+            return {**dict.fromkeys(("ar", "rs", "ag", "agb", "last_ar", "last_rs"), ZERO_TRIPLE), "x_dp": x_acc,
                     "kappa": 0.0}
         # ranks of one data-parallel group per node: the largest divisor of d that fits beside the tensor ranks
         rpn, sharing = group_placement(self.cluster.domain_gpus, t, d)
@@ -187,7 +227,6 @@ class DataParallelMixin:
             ar = self.expert_gradient_sync(t, p, d, e, rpn, sharing)
         elif self.fc_only and t > 1:  # Krizhevsky's hybrid: the convolutions' gradients over d t devices
             ar, last_ar = self.layerwise_gradients(t, d)
-        runtime = runtime_of(runtime[0] or default_framework(zero), *runtime[1:])
         plain = sync == "allreduce" and compression == "none" and e == 1 and not (self.fc_only and t > 1)
         if plain and runtime.name != "ideal":
             wire = runtime.reduce_bytes or self.grad_bytes  # the gradients' bytes on the wire
@@ -199,7 +238,7 @@ class DataParallelMixin:
         else:
             rs = self._coll("reduce_scatter", grad, d, rpn, sharing)
             ag = self._coll("allgather", params_dev * self.vb, d, rpn, sharing)
-        agb, x_dp = (add_triples(ag, ag) if runtime.regather_recompute and recompute == "full" else ag), ZERO_TRIPLE
+        agb, x_dp = (add_triples(ag, ag) if runtime.regather_recompute and recompute == "full" else ag), x_acc
         if zero == 3 and runtime.serial:  # every ZeRO-3 collective waits for the compute before it: exposed
             x_dp, ag, agb, rs = add_triples(add_triples(ag, agb), rs), ZERO_TRIPLE, ZERO_TRIPLE, ZERO_TRIPLE
             if plain:

@@ -205,8 +205,11 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
 def unsharded_optimizer_bytes(w, tr, zero: int, sharded: int, e: int, single_stage: bool, frozen: float, t, p, d):
     """What the optimizer state of ZeRO stage ``zero`` exceeds that of the stage ``sharded`` it is held as
     (:func:`.allocator.state_zero_stage`) by, on arrays or numbers ``t, p, d``: DeepSpeed's ``BF16_Optimizer`` shards
-    its state as ZeRO-1 does, but its step's time (an fp32 all-reduce of the gradients, the step on the shard, an
-    all-gather of the bf16 weights) is not modelled and is priced as stage 0's: the state a stage-0 step streams
+    its state as ZeRO-1 does, but its step is priced as stage 0's, the state a stage-0 step streams: its all-reduce is
+    stage 0's (in bf16: the engine casts the fp32 gradients to its ``communication_data_type``, bf16 in bf16 training,
+    microsoft/DeepSpeed @ 56c52238 ``engine.py`` ``allreduce_bucket``), its fp32 accumulation after every microbatch
+    is priced (:meth:`.data_parallel.DataParallelMixin.fp32_accumulation`), and the step on the shard with the
+    all-gather of the updated bf16 weights after it (``step``, ``update_lp_params``) is not modelled
     (docs/residuals.md)."""
     whole, shard = (compose.state_parts_fn(w.state_params(e), tr.optimizer, tr.dtype, z, single_stage,
                                            w.replicated_params, frozen, w.embedding_params)(t, p, d)["optimizer"]
