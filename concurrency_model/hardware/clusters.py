@@ -239,12 +239,13 @@ _TIER_OPTIONAL = ("efficiency", "overlap_slowdown", "oversubscription", "pod_nod
 def _fields(where: str, d, required, optional):
     if not isinstance(d, dict):
         raise ValueError(f"{where}: expected a JSON object, got {type(d).__name__}")
-    missing = [k for k in required if k not in d]
-    if missing:
-        raise ValueError(f"{where}.{missing[0]}: missing field (required: {', '.join(required)})")
+    # an unknown field first: a misspelt one is also the required one found missing
     unknown = sorted(set(d) - set(required) - set(optional))
     if unknown:
         raise ValueError(f"{where}.{unknown[0]}: unknown field; allowed: {', '.join(required + optional)}")
+    missing = [k for k in required if k not in d]
+    if missing:
+        raise ValueError(f"{where}.{missing[0]}: missing field (required: {', '.join(required)})")
     for k in ("sources",):
         if k in d and not isinstance(d[k], dict):
             raise ValueError(f"{where}.{k}: expected an object of field -> source")
@@ -269,7 +270,18 @@ def tier_from_dict(d: dict, where: str = "tier") -> Tier:
 
 
 def cluster_from_dict(d: dict, origin: str = "cluster") -> Cluster:
-    """Build a :class:`Cluster` from a preset / scenario object, checking every field."""
+    """Build a :class:`Cluster` from a preset / scenario object, checking every field.
+
+    >>> cluster_from_dict({"preset": "dgx-h100", "nodes": 8})
+    Traceback (most recent call last):
+    ...
+    ValueError: cluster.preset: unknown field; a preset is named by a string ("cluster": "dgx-h100"; the node count \
+follows from the GPU count); an object needs name, device, gpus_per_node, nics_per_node, intra, inter
+    """
+    if isinstance(d, dict) and "preset" in d:  # a preset reference written as an object
+        name = d["preset"] if isinstance(d["preset"], str) else "dgx-a100"
+        raise ValueError(f'{origin}.preset: unknown field; a preset is named by a string ("cluster": "{name}"; the '
+                         f"node count follows from the GPU count); an object needs {', '.join(_REQUIRED)}")
     _fields(origin, d, _REQUIRED, _OPTIONAL)
     if not isinstance(d["name"], str) or not d["name"]:
         raise ValueError(f"{origin}.name: must be a non-empty string")

@@ -346,3 +346,14 @@ def test_symbolic_peak_and_mapping():
 def test_symbolic_unsupported_dtype_raises():
     with pytest.raises(ValueError, match="dtype"):
         hardware.symbolic(load_device("v100-sxm2-32gb"), "fp8")
+
+
+def test_a_preset_written_as_an_object_is_told_how_to_name_it():
+    from concurrency_model.hardware.clusters import cluster_from_dict
+    with pytest.raises(ValueError, match=r'^cluster\.preset: unknown field; a preset is named by a string \("cluster": '
+                                         r'"dgx-h100"'):
+        cluster_from_dict({"preset": "dgx-h100", "nodes": 8})
+    # a misspelt field is named as such, not as the required field it leaves missing
+    with pytest.raises(ValueError, match=r"^cluster\.devce: unknown field"):
+        cluster_from_dict({"name": "x", "devce": "h100-sxm5-80gb", "gpus_per_node": 8, "nics_per_node": 8,
+                           "intra": {}, "inter": {}})
