@@ -6,7 +6,6 @@ rounded as the page rounds it and compared with a literal, and the literal found
 and fp8 fits) come from benchmarks and dated runs and are not re-run here."""
 import json
 import shlex
-from pathlib import Path
 
 from concurrency_model.cli import main as cli
 from concurrency_model.parallel.host import HOST_S_PER_KERNEL
@@ -14,17 +13,7 @@ from concurrency_model.serving.capacity import max_batch, max_throughput, servin
 from concurrency_model.serving.decoder import infer
 from concurrency_model.serving.disaggregated import plan
 
-ROOT = Path(__file__).parents[2]
-
-
-def page(name: str) -> str:
-    return (ROOT / "docs" / name).read_text()
-
-
-def in_page(name: str, *figures: str) -> None:
-    text = page(name)
-    for figure in figures:
-        assert figure in text, (name, figure)
+from docs_text import in_page, page
 
 
 def run_json(line: str, capsys) -> dict:

@@ -3,7 +3,6 @@ figure computed through the Python API the page names (or the obvious one), roun
 compared with a literal, and the literal found in the page (the pattern of ``test_docs_pages``). Not here: the
 sweep's configurations a second (a timing of the machine, ``benchmarks/sweep_speed.py``), device_run.sh's minutes
 (a GPU run) and docs/accuracy.md's tables (``benchmarks/accuracy.py``, minutes)."""
-from pathlib import Path
 
 import pytest
 
@@ -12,17 +11,7 @@ from concurrency_model.serving.decoder import predict
 from concurrency_model.symbols import N
 from concurrency_model.validate import registry
 
-ROOT = Path(__file__).parents[2]
-
-
-def page(name: str) -> str:
-    return (ROOT / "docs" / name).read_text()
-
-
-def in_page(name: str, *figures: str) -> None:
-    text = page(name)
-    for figure in figures:
-        assert figure in text, (name, figure)
+from docs_text import in_page, page
 
 
 # docs/reference.md
