@@ -104,27 +104,40 @@ def host_seconds(stage: dict, dev, host: float | None = None) -> tuple[float, fl
     return h * (issued(stage["f"], la) + xf) + q_f, h * (issued(stage["b"], la) + issued(stage["r"], la) + xb) + q_b
 
 
-def issue_queue_seconds(kernels, gpu_s, host: float) -> float:
+def issue_queue_seconds(kernels, gpu_s, host: float, sync=None) -> float:
     """Seconds of a pass whose items the host issues in order, ``kernels[i]`` kernels at ``host`` seconds each, and
     the GPU runs in order, item ``i`` for ``gpu_s[i]`` seconds once it is issued and item ``i - 1`` has finished
     (module doc): ``F_i = max(F_{i-1}, H_i) + g_i`` with ``H_i = host x sum(kernels[:i+1])``, that is
     ``max(H_n, max_i(H_i + sum(g[i:])))``. It is never less than ``max(H_n, sum(g))`` and never more than their sum.
 
+    ``sync[i]`` true: the host waits after issuing item ``i`` until the GPU has finished it (a device-to-host copy
+    whose value the host needs, as a dropless MoE layer's token counts: :func:`~.expert.moe_host_ops`), so the
+    items after it are issued from ``F_i`` on; the pass then lasts the sum of its segments' queues.
+
     >>> issue_queue_seconds([1, 1, 1], [1.0, 0.1, 0.1], 1.0)   # the GPU waits for each issue: 3 + the last 0.1
     3.1
     >>> issue_queue_seconds([1, 0, 1], [0.5, 3.0, 0.5], 1.0)   # a 3 s item after the first: 1 + 0.5 + 3 + 0.5
     5.0
+    >>> issue_queue_seconds([1, 1, 1], [3.0, 0.0, 0.5], 1.0, [False, True, False])   # the host waits 2 s at item 1
+    5.5
     """
     n = np.asarray(kernels, dtype=float)
     g = np.asarray(gpu_s, dtype=float)
     if n.size == 0:
         return 0.0
-    issue = np.cumsum(n) * host
-    tail = np.cumsum(g[::-1])[::-1]
-    return float(max(issue[-1], np.max(issue + tail)))
+    ends = np.flatnonzero(np.asarray(sync, dtype=bool)) if sync is not None else np.array([], dtype=int)
+    start, t0 = 0, 0.0
+    for end in [*ends.tolist(), n.size - 1]:
+        if end < start:
+            continue
+        issue = t0 + np.cumsum(n[start:end + 1]) * host
+        tail = np.cumsum(g[start:end + 1][::-1])[::-1]
+        done = float(np.max(issue + tail))  # the GPU is idle at t0: it finished every earlier item by then
+        start, t0 = end + 1, done
+    return max(t0, float(issue[-1]))
 
 
-def issue_sequence(rows, extra, recompute: str, launch_s: float) -> dict:
+def issue_sequence(rows, extra, recompute: str, launch_s: float, waits=None) -> dict:
     """The items a stage's forward and backward passes issue, in order (:func:`issue_queue_seconds`), from its layer
     rows (:meth:`~concurrency_model.training.workload.Workload.layers`: ``f``, ``b`` parts, ``tp_f``, ``tp_b``,
     ``tp_again`` triples and ``again``) and their ``extra`` host-only kernels (forward, backward; per row).
@@ -137,8 +150,10 @@ def issue_sequence(rows, extra, recompute: str, launch_s: float) -> dict:
     microsoft/Megatron-DeepSpeed @ 2255b617 ``megatron/model/transformer.py`` ``_checkpointed_forward``, chunks of
     ``--checkpoint-num-layers`` layers, 1 by default in ``megatron/arguments.py``; only the rows whose ``full`` is
     true, :func:`~concurrency_model.parallel.recompute.full_recompute_rows`: not the embedding, final norm and output
-    layer), a ``selective`` one's share of the rows that have one, then the block's rows backwards. Returns
-    ``{"f": (kernels, seconds), "b": (kernels, seconds)}`` as arrays.
+    layer), a ``selective`` one's share of the rows that have one, then the block's rows backwards. ``waits``: per
+    row, whether the host waits for the device before issuing the row's forward (a full recompute's forward of it
+    too) and its backward (an item of no kernel and no seconds flagged ``sync`` ahead of the row's items). Returns
+    ``{"f": (kernels, seconds, sync), "b": (kernels, seconds, sync)}`` as arrays.
 
     >>> from concurrency_model.timing.parts import Parts
     >>> one = Parts(*(np.array([x]) for x in (2e-6, 1e-6, 0.0, 4e-6, 1.0)))   # 1 kernel of 6 us
@@ -150,16 +165,18 @@ def issue_sequence(rows, extra, recompute: str, launch_s: float) -> dict:
     ([1.0, 0.0], [6.0, 10.0])
     >>> q["b"][0].tolist(), [round(float(x) * 1e6, 3) for x in q["b"][1]]   # recompute, its all-reduce, backward
     ([1.0, 0.0, 2.0], [6.0, 10.0, 12.0])
+    >>> issue_sequence(rows, [(0, 0)], "full", 4e-6, [(1, 0)])["b"][2].tolist()   # the recompute waits first
+    [True, False, False, False]
     """
     seen: dict = {}  # identical layers share their Parts and triples: their items once
 
-    def items(parts, triple=None, more=0.0):
-        key = (id(parts), triple, more)
+    def items(parts, triple=None, more=0.0, wait=False):
+        key = (id(parts), triple, more, wait)
         if key not in seen:
-            seen[key] = (parts, _items(parts, triple, more))  # the parts kept alive: their id stays theirs
+            seen[key] = (parts, _items(parts, triple, more, wait))  # the parts kept alive: their id stays theirs
         return seen[key][1]
 
-    def _items(parts, triple, more):
+    def _items(parts, triple, more, wait):
         k = list(parts.kernel_counts(launch_s)) if len(parts.count) else []
         k = [c if x <= 0 else n for c, x, n in zip(k, parts.extra, parts.count)]  # split-K: one call (:func:`issued`)
         g = list((np.maximum(parts.compute, parts.memory) + parts.extra + parts.launch) * parts.count)
@@ -167,28 +184,35 @@ def issue_sequence(rows, extra, recompute: str, launch_s: float) -> dict:
             k, g = k + [float(more)], g + [0.0]
         if triple is not None and (s := float(triple[0] + max(triple[1], triple[2]))) > 0:
             k, g = k + [0.0], g + [s]
-        return k, g
+        sync = [False] * len(k)
+        if wait:
+            k, g, sync = [0.0] + k, [0.0] + g, [True] + sync
+        return k, g, sync
 
-    fwd = ([], [])
+    fwd = ([], [], [])
     blocks: list = []
-    for r, (xf, xb) in zip(rows, extra):
-        f = items(r["f"], r["tp_f"], xf)
-        fwd[0].extend(f[0])
-        fwd[1].extend(f[1])
-        again = (items(r["f"], r["tp_f"], xf) if recompute == "full" and r.get("full", True) else
+    for i, (r, (xf, xb)) in enumerate(zip(rows, extra)):
+        wf, wb = (bool(x) for x in waits[i]) if waits is not None else (False, False)
+        f = items(r["f"], r["tp_f"], xf, wf)
+        for a, x in zip(fwd, f):
+            a.extend(x)
+        again = (items(r["f"], r["tp_f"], xf, wf) if recompute == "full" and r.get("full", True) else
                  items(r["f"].times(r["again"]), r["tp_again"]) if recompute == "selective" and r["again"] > 0 else
-                 ([], []))
-        b = items(r["b"], r["tp_b"], xb - (xf if recompute == "full" else 0.0))
+                 ([], [], []))
+        b = items(r["b"], r["tp_b"], xb - (xf if recompute == "full" else 0.0), wb)
         block = r["name"].rsplit(".", 1)[0]
         if not blocks or blocks[-1][0] != block:
             blocks.append((block, []))
-        blocks[-1][1].append((again, (b[0][::-1], b[1][::-1])))
-    bwd = ([], [])
+        # backwards, the wait (issued first) kept ahead of the row's items
+        back = tuple(x[:1] + x[1:][::-1] if wb else x[::-1] for x in b)
+        blocks[-1][1].append((again, back))
+    bwd = ([], [], [])
     for _, members in reversed(blocks):
         for part in [a for a, _ in members] + [b for _, b in reversed(members)]:
-            bwd[0].extend(part[0])
-            bwd[1].extend(part[1])
-    return {p: (np.array(k, dtype=float), np.array(g, dtype=float)) for p, (k, g) in (("f", fwd), ("b", bwd))}
+            for a, x in zip(bwd, part):
+                a.extend(x)
+    return {p: (np.array(k, dtype=float), np.array(g, dtype=float), np.array(s, dtype=bool))
+            for p, (k, g, s) in (("f", fwd), ("b", bwd))}
 
 
 def queue_wait(stage: dict, host: float) -> tuple[float, float]:
@@ -196,7 +220,8 @@ def queue_wait(stage: dict, host: float) -> tuple[float, float]:
     ``max(H_n, sum(g))``), forward and backward, for a stage that carries ``queue`` (:func:`issue_sequence`); 0, 0
     for one that does not, or at no host cost.
 
-    >>> q = {"f": (np.array([1.0, 1.0]), np.array([0.5, 0.5])), "b": (np.array([1.0]), np.array([3.0]))}
+    >>> no = np.zeros(2, dtype=bool)
+    >>> q = {"f": (np.array([1.0, 1.0]), np.array([0.5, 0.5]), no), "b": (np.array([1.0]), np.array([3.0]), no[:1])}
     >>> queue_wait({"queue": q}, 1.0)   # 2 issues of 1 s, the last item's 0.5 s after; one issue, then 3 s
     (0.5, 1.0)
     """
@@ -205,6 +230,6 @@ def queue_wait(stage: dict, host: float) -> tuple[float, float]:
         return 0.0, 0.0
     out = []
     for p in ("f", "b"):
-        k, g = q[p]
-        out.append(issue_queue_seconds(k, g, host) - max(float(k.sum()) * host, float(g.sum())))
+        k, g, sync = q[p]
+        out.append(issue_queue_seconds(k, g, host, sync) - max(float(k.sum()) * host, float(g.sum())))
     return out[0], out[1]

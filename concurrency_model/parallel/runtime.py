@@ -78,6 +78,19 @@ Kernels the runtime decides (``selective``, ``float8``): what a ``selective`` re
 Korthikanti et al.'s attention core; ``op``: torchtitan's per-op policy) and whose casts an 8-bit training dtype
 pays (``te``: Transformer Engine's fused casts; ``torchao``: torchao's amax and cast kernels).
 
+The host's wait in a dropless mixture of experts (``moe_sync``, Megatron-Core): the token dispatcher needs each
+expert's token count on the host (the all-to-all's split sizes, the grouped GEMM's ``m_splits``), so every MoE
+layer's forward blocks the host until the device has routed its tokens, and the queue of kernels the host had
+issued ahead drains (:func:`.host.issue_queue_seconds` ``sync``). NVIDIA/Megatron-LM @ 2a75ac12
+``megatron/core/transformer/moe/token_dispatcher.py``: the ``alltoall`` dispatcher copies the counts to the host and
+waits on the copy's event before the expert-parallel all-to-all (``_maybe_dtoh_and_synchronize``); the ``flex``
+dispatcher with the HybridEP backend calls ``cudaStreamSynchronize`` in its metadata preprocessing when no token count
+is given (``megatron/core/transformer/moe/fused_a2a.py``, "causes a D2H synchronization"; deepseek-ai/DeepEP @ 34152ae2
+``csrc/hybrid_ep/executor/executor.cu``); DeepEP's normal dispatch spins the host on the received-token counter
+(``csrc/deep_ep.cpp``). The backward pass reuses the counts (no wait); a recomputed forward waits again. With
+fixed-capacity padded buffers (``moe_pad_expert_input_to_capacity``) the counts are known on the host and nothing
+waits. The other runtimes' MoE layers are not modelled as waiting.
+
 The first unit of each pass cannot be prefetched (nothing runs before it), so a prefetching runtime exposes
 its gather once a pass [D]. ``training.bucket_bytes`` and ``training.prefetch`` override a runtime's bucket
 size (bytes) and prefetch depth (units; 0: every gather waits for the compute before it).
@@ -129,7 +142,8 @@ class Runtime:
     released after every backward pass and gathered back once a microbatch in one coalesced call, copied out per
     parameter and rank from Python; ``inline_gather_bytes``: bytes read and written on the compute stream per byte
     gathered (FSDP2's copy-out); ``inline_reduce_copy``: the gradients copied into the reduction's input, in its
-    dtype, on the compute stream (FSDP2's copy-in)."""
+    dtype, on the compute stream (FSDP2's copy-in); ``moe_sync``: a dropless mixture-of-experts layer's token
+    dispatcher blocks the host once a forward pass until the routing counts are on the host (module doc)."""
 
     name: str
     gather: str = "pass"
@@ -150,6 +164,7 @@ class Runtime:
     inline_reduce_copy: bool = False
     selective: str = "attention"
     float8: str = "te"
+    moe_sync: bool = False
 
     def bucket(self, ranks: int) -> float:
         """Parameters in one reduction bucket over ``ranks`` data-parallel ranks.
@@ -170,7 +185,7 @@ PROFILES = {
     # Megatron-Core DDP: bucket_size = max(40e6, 1e6 x dp) parameters (distributed_data_parallel_config.py)
     # float8 "te-mcore": Transformer Engine's casts as Megatron-Core's layers fuse them (timing.graph.cast_fusion)
     "megatron": Runtime("megatron", gather="bucket", reduce="bucket", bucket_elements=40e6,
-                        bucket_floor_per_rank=1e6, float8="te-mcore"),
+                        bucket_floor_per_rank=1e6, float8="te-mcore", moe_sync=True),
     # DeepSpeed config.py defaults: reduce_bucket_size 5e8, allgather_bucket_size 5e8, prefetch 5e7 (elements),
     # param_persistence_threshold 1e5
     # DeepSpeed's pipeline engine refuses ZeRO-2 and -3 ("incompatible with pipeline parallelism",
@@ -199,19 +214,22 @@ REDUCE_DTYPES = {"fp32": 4, "bf16": 2, "fp16": 2}
 FP8_RECIPES = ("tensorwise", "rowwise")  # training.fp8_recipe: torchao's scalings (torchtitan float8.recipe_name)
 
 
-def kernel_policies(framework: str | None, zero_stage: int = 0, fp8_recipe: str | None = None) -> tuple[str, str]:
-    """``(selective, float8)`` of a runtime (``None``: the one the ZeRO stage implies): the policy of a
+def kernel_policies(framework: str | None, zero_stage: int = 0,
+                    fp8_recipe: str | None = None) -> tuple[str, str, bool]:
+    """``(selective, float8, moe_sync)`` of a runtime (``None``: the one the ZeRO stage implies): the policy of a
     ``selective`` recompute (:mod:`.recompute`) and the casts of 8-bit training
     (:func:`concurrency_model.timing.graph.cast_parts`); ``fp8_recipe`` ``rowwise`` (``training.fp8_recipe``) turns
     torchao's tensorwise casts into its rowwise ones. An unknown name gets the ideal runtime's (the scenario check
     names it).
 
     >>> kernel_policies("fsdp2"), kernel_policies(None, 3), kernel_policies("fsdp2", fp8_recipe="rowwise")
-    (('op', 'torchao'), ('attention', 'te'), ('op', 'torchao-rowwise'))
+    (('op', 'torchao', False), ('attention', 'te', False), ('op', 'torchao-rowwise', False))
+    >>> kernel_policies("megatron")
+    ('attention', 'te-mcore', True)
     """
     rt = PROFILES.get(framework or default_framework(zero_stage), PROFILES["ideal"])
     casts = rt.float8 + "-rowwise" if rt.float8 == "torchao" and fp8_recipe == "rowwise" else rt.float8
-    return rt.selective, casts
+    return rt.selective, casts, rt.moe_sync
 
 
 def default_framework(zero_stage: int) -> str:

@@ -169,8 +169,9 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
 
     def __init__(self, model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
                  lora_base_dtype: str | None = None, expert_imbalance=1.0, selective: str = "attention",
-                 fp8_recipe: str = "te", tp_overlap: bool = False, moe_dispatcher: str = "alltoall",
-                 expert_overlap: bool = False, stage_split: str = "balanced", compile: bool = True):
+                 fp8_recipe: str = "te", moe_sync: bool = False, tp_overlap: bool = False,
+                 moe_dispatcher: str = "alltoall", expert_overlap: bool = False, stage_split: str = "balanced",
+                 compile: bool = True):
         self.model, self.cluster, self.dtype, self.tensor_layers = model, cluster, dtype, tensor_layers
         # training.compile false: eager PyTorch's kernels of the norms and rotary embeddings
         # (:func:`~concurrency_model.timing.graph.eager_kernels`)
@@ -189,6 +190,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         self.expert_imbalance = expert_imbalance  # parallel.expert_imbalance (:mod:`concurrency_model.ops.routing`)
         # parallel.moe_dispatcher, parallel.expert_overlap (:mod:`.expert`)
         self.moe_dispatcher, self.expert_overlap = moe_dispatcher, expert_overlap
+        self.moe_sync = moe_sync  # a dropless MoE layer's forward waits for its token counts (.runtime, moe_sync)
         # lora_rank > 0: the base frozen (its block linears stored as lora_base_dtype when given), adapters trained
         self.lora_rank, self.lora_base_dtype = lora_rank, lora_base_dtype
         self.dev = cluster.device
@@ -522,6 +524,11 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                                                    self.dtype, recompute != "none") if n.kind == "attention" else (0, 0)
                           for n in self.graph(b, c).layers()], dtype=float).reshape(-1, 2)
         out["host_extra"] = extra
+        # the host's waits in a layer's forward and backward pass: a dropless MoE layer's dispatch under a runtime
+        # whose dispatcher needs the token counts on the host (.runtime, moe_sync); capacity buffers know them
+        out["host_waits"] = np.array([(1.0, 0.0) if self.moe_sync and n.kind == "moe_dispatch"
+                                      and not n.attrs.get("fixed_capacity") else (0.0, 0.0)
+                                      for n in self.graph(b, c).layers()], dtype=float).reshape(-1, 2)
         out["kernels"] = sum(k[out[name + "_off"][1:]] - k[out[name + "_off"][:-1]] for name, k in counts.items()) \
             + extra.sum(axis=1)
         # the exposed context-parallel communication weighs in the partition too
@@ -588,7 +595,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                                                                            c["host_extra"][lo:hi].sum(axis=0)),
                 # the passes' kernels in issue order: the stream's queue (:func:`.host.queue_wait`)
                 "queue": issue_sequence(rows[lo:hi], c["host_extra"][lo:hi], recompute,
-                                        float(self.dev.launch_overhead)),
+                                        float(self.dev.launch_overhead), c["host_waits"][lo:hi]),
                 "boundary_numel": rows[stages[0][1] - 1]["numel"] if p > 1 else 0,
                 "cp": context, "bn_channels": tuple(r["bn_c"] for r in rows[lo:hi] if r["bn_c"])}
 
@@ -634,17 +641,20 @@ _CACHE: dict = {}
 
 def workload(model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
              lora_base_dtype: str | None = None, expert_imbalance=1.0, selective: str = "attention",
-             fp8_recipe: str = "te", tp_overlap: bool = False, moe_dispatcher: str = "alltoall",
-             expert_overlap: bool = False, stage_split: str = "balanced", compile: bool = True) -> Workload:
+             fp8_recipe: str = "te", moe_sync: bool = False, tp_overlap: bool = False,
+             moe_dispatcher: str = "alltoall", expert_overlap: bool = False, stage_split: str = "balanced",
+             compile: bool = True) -> Workload:
     """A cached :class:`Workload` (the last few are kept, so repeated estimates reuse layer timings);
-    ``selective``, ``fp8_recipe``: the runtime's kernels (:func:`.runtime.kernel_policies`); ``tp_overlap``:
+    ``selective``, ``fp8_recipe``, ``moe_sync``: the runtime's kernels and host waits
+    (:func:`.runtime.kernel_policies`); ``tp_overlap``:
     ``parallel.tp_overlap``; ``moe_dispatcher``, ``expert_overlap``: ``parallel.moe_dispatcher``,
     ``parallel.expert_overlap``; ``stage_split``: ``parallel.stage_split``; ``compile``: ``training.compile``."""
     key = (model_key(model), repr(cluster), dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance,
-           selective, fp8_recipe, tp_overlap, moe_dispatcher, expert_overlap, stage_split, compile)
+           selective, fp8_recipe, moe_sync, tp_overlap, moe_dispatcher, expert_overlap, stage_split, compile)
     if key not in _CACHE:
         if len(_CACHE) >= 8:
             _CACHE.pop(next(iter(_CACHE)))
         _CACHE[key] = Workload(model, cluster, dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance,
-                               selective, fp8_recipe, tp_overlap, moe_dispatcher, expert_overlap, stage_split, compile)
+                               selective, fp8_recipe, moe_sync, tp_overlap, moe_dispatcher, expert_overlap,
+                               stage_split, compile)
     return _CACHE[key]

@@ -1,5 +1,8 @@
 """The stream's queue between the host that issues kernels and the GPU that runs them (parallel.host: Daydream's
 kernel-level graph, Zhu et al. ATC 2020)."""
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -53,7 +56,7 @@ def test_queue_holds_the_stage_kernels_and_seconds(recompute, b):
     w = workload(TINY, load_cluster("dgx-a100"), "fp16")
     la = float(w.dev.launch_overhead)
     stage = w.stage(b, 4, False, recompute, 1)
-    (kf, gf), (kb, gb) = stage["queue"]["f"], stage["queue"]["b"]
+    (kf, gf, _), (kb, gb, _) = stage["queue"]["f"], stage["queue"]["b"]
     xf, xb = stage["host_extra"]
     assert kf.sum() == pytest.approx(host.issued(stage["f"], la) + xf)
     assert kb.sum() == pytest.approx(host.issued(stage["b"], la) + host.issued(stage["r"], la) + xb)
@@ -101,5 +104,59 @@ def test_the_queue_never_speeds_a_pass_up(micro):
     assert x["h_b"] == pytest.approx(y["h_b"] + q_b, rel=1e-12)
     for p, h in (("f", x["h_f"]), ("b", x["h_b"])):  # the pass (max of GPU and host) is the queue's own seconds
         gpu = x["c_f"] + x["c_tf"] if p == "f" else x["c_b"] + x["c_r"] + x["c_tb"]
-        k, g = stage["queue"][p]
-        assert max(gpu, h) == pytest.approx(host.issue_queue_seconds(k, g, 60e-6), rel=1e-9)
+        k, g, sync = stage["queue"][p]
+        assert max(gpu, h) == pytest.approx(host.issue_queue_seconds(k, g, 60e-6, sync), rel=1e-9)
+
+
+def _loop_sync(kernels, gpu, h, sync):  # the recurrence with the host's waits: after a sync item it resumes at F_i
+    issue = done = 0.0
+    for k, g, s in zip(kernels, gpu, sync):
+        issue += k * h
+        done = max(done, issue) + g
+        if s:
+            issue = done
+    return max(done, issue)
+
+
+def test_hand_derived_host_wait():
+    # 2 issues of 10 us; the first item runs from 10 to 60 us, the host waits for it at the second (a dropless MoE
+    # dispatch) and issues the third at 60 + 10 us, which runs 5 us: 75 us; with no wait the third is issued at
+    # 20 us and runs after the first: 65 us
+    assert host.issue_queue_seconds([1, 0, 1], [50e-6, 0.0, 5e-6], 10e-6, [False, True, False]) == pytest.approx(75e-6)
+    assert host.issue_queue_seconds([1, 0, 1], [50e-6, 0.0, 5e-6], 10e-6) == pytest.approx(65e-6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(items=st.lists(st.tuples(st.integers(0, 4), st.floats(0.0, 1e-3), st.booleans()), min_size=1, max_size=40),
+       h=st.floats(0.0, 1e-4))
+def test_a_host_wait_never_shortens_a_pass(items, h):
+    k = np.array([x[0] for x in items], dtype=float)
+    g = np.array([x[1] for x in items])
+    s = np.array([x[2] for x in items])
+    t = host.issue_queue_seconds(k, g, h, s)
+    assert t == pytest.approx(_loop_sync(k, g, h, s), rel=1e-9, abs=1e-15)
+    assert t >= host.issue_queue_seconds(k, g, h) * (1 - 1e-12)
+    assert t <= k.sum() * h + g.sum() * (1 + 1e-12) + 1e-15  # never more than the host and the GPU one after the other
+
+
+CFG = json.loads((Path(__file__).parents[2] / "concurrency_model/presets/hf/mixtral-8x7b.json").read_text())
+CFG.update(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=8,
+           vocab_size=1024)  # a small Mixtral: 8 experts, top 2, 2 layers
+MOE = {"hf_config": CFG, "seq_len": 128}
+
+
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_dropless_moe_layers_wait_for_their_token_counts(recompute):
+    # Megatron-Core's dropless dispatchers wait once a MoE layer's forward, again in a recomputed forward, never in
+    # the backward (parallel.runtime, moe_sync); capacity buffers and runtimes without the wait have none
+    cl = load_cluster("dgx-a100")
+
+    def syncs(model, moe_sync):
+        w = workload(model, cl, "bf16", moe_sync=moe_sync)
+        q = w.stage(1, 1, False, recompute, 1)["queue"]
+        return int(q["f"][2].sum()), int(q["b"][2].sum())
+    layers = CFG["num_hidden_layers"]
+    assert syncs(MOE, True) == (layers, layers if recompute == "full" else 0)
+    assert syncs(MOE, False) == (0, 0)
+    assert syncs({**MOE, "capacity_factor": 1.0}, True) == (0, 0)  # padded buffers: the counts are known
+    assert syncs(TINY, True) == (0, 0)
