@@ -145,13 +145,14 @@ ASSUMPTIONS = {
                            "exceeds DP (Megatron-Core's MoE parallel folding with expert TP 1: the expert group spans "
                            "the tensor ranks) EP / TP, whose devices hold and run the same share of the experts; "
                            "routing balanced (the runs force it: moe_router_force_load_balancing), dropless, or with "
-                           "'(tokendrop)' capacity buffers of factor 1.0 (apply_moe_token_drop); ZeRO 1 (the "
-                           "distributed optimizer: the experts' state sharded over the expert-data-parallel ranks, "
-                           "the rest over the data-parallel ones); the token dispatcher (parallel.moe_dispatcher: "
-                           "alltoall, or hybridep / deepep, which send a token once to each node and rank) and the EP "
-                           "all-to-all overlap (parallel.expert_overlap) as the recipes at 067f987d set them "
-                           "(MOE_RUNTIME), the overlap off for a row with pipeline stages and no virtual ones "
-                           "(Megatron-Core refuses it there); the pipeline stages cut as the recipes cut them "
+                           "'(tokendrop)' capacity buffers of factor 1.0 with the alltoall dispatcher "
+                           "(apply_moe_token_drop asserts it); ZeRO 1 (the distributed optimizer: the experts' "
+                           "state sharded over the expert-data-parallel ranks, the rest over the data-parallel "
+                           "ones); the token dispatcher (parallel.moe_dispatcher: alltoall, or hybridep / deepep, "
+                           "which send a token once to each node and rank) and the EP all-to-all overlap "
+                           "(parallel.expert_overlap) as the recipes at 067f987d set them (MOE_RUNTIME), the overlap "
+                           "off for a row with pipeline stages and no virtual ones (Megatron-Core refuses it there); "
+                           "the pipeline stages cut as the recipes cut them "
                            "(MOE_STAGE_SPLIT: Megatron-Core's even split of the layers, the output layer on top of the "
                            "last stage's, for GPT-OSS and Qwen3-30B-A3B; balanced for the recipes with explicit "
                            "layouts or counted embedding and loss); recompute the least of none / selective / full "
@@ -296,7 +297,9 @@ MOE = ("DeepSeekV3", "Qwen3_30B_a3B", "Qwen3_235B_a22B", "GPT OSS 120B")
 MOE_PRESETS = {"DeepSeekV3": "deepseek-v3", "Qwen3_30B_a3B": "qwen3-30b-a3b", "Qwen3_235B_a22B": "qwen3-235b-a22b",
                "GPT OSS 120B": "gpt-oss-120b"}
 # Megatron-Bridge @ 067f987d src/megatron/bridge/training/utils/moe_token_drop.py apply_moe_token_drop: the
-# "(tokendrop)" runs' expert capacity factor (buffers padded to it, moe_pad_expert_input_to_capacity True)
+# "(tokendrop)" runs' expert capacity factor (buffers padded to it, moe_pad_expert_input_to_capacity True); it
+# asserts moe_token_dispatcher_type "alltoall" ("moe_expert_capacity_factor only works with alltoall token
+# dispatcher"), so those runs used the alltoall dispatcher whatever their model's recipe sets
 TOKENDROP_CAPACITY = 1.0
 MOE_SYSTEMS = {"DGX-H100": "fp8", "DGX-B200": "mxfp8", "DGX-B300": "mxfp8"}  # 25.09 MoE rows (no precision column)
 # The token dispatcher and EP all-to-all overlap of the perf recipes (parallel.moe_dispatcher, parallel.expert_overlap;
@@ -424,6 +427,8 @@ def _moe_fields(b: dict, model: str, system: str, precision: str, ep: float, tp:
         (base, system, int(ep) if np.isfinite(ep) else 1),
         MOE_RUNTIME.get((base, system, int(b["gpus"])), MOE_RUNTIME.get((base, system), ("alltoall", False))))
     # Megatron-Core's EP overlap needs virtual stages with pipelining (scenario.py): a row without them ran without it
+    if "(tokendrop)" in model:  # apply_moe_token_drop takes the alltoall dispatcher only (TOKENDROP_CAPACITY)
+        b["moe_dispatcher"] = "alltoall"
     b["expert_overlap"] = b["expert_overlap"] and (b["pipeline"] == 1 or b["interleave"] > 1)
     b["zero_stage"], b["recompute"] = 1, "auto"  # the distributed optimizer (parallel.expert: ZeRO 1 with experts)
     b["stage_split"] = MOE_STAGE_SPLIT.get(base, "balanced")

@@ -211,6 +211,11 @@ def test_megatron_bridge_moe_rows_take_the_recipes_dispatcher_and_overlap():
     assert (pp["expert_overlap"] == (pp["interleave"] > 1)).all() and (pp["moe_dispatcher"] == "hybridep").all()
     gpt = moe[(moe["model"] == "gpt-oss-120b") & (moe["cluster"] == "dgx-h100")]  # recipes/gpt_oss: alltoall
     assert (gpt["moe_dispatcher"] == "alltoall").all()
+    # Megatron-Bridge's apply_moe_token_drop asserts the alltoall dispatcher: every "(tokendrop)" row ran it, whatever
+    # its model's recipe sets (Qwen3 30B: hybridep)
+    drop = moe[moe["label"].str.contains("(tokendrop)", regex=False)]
+    assert len(drop) == 5 and (drop["moe_dispatcher"] == "alltoall").all()
+    assert "moe_dispatcher" not in modern.scenario_for(moe.loc[89])["parallel"]  # 25.09 Qwen3 30B on 8 B200
 
 
 def test_megatron_bridge_rows_take_the_recipes_tp_overlap(bridge):
