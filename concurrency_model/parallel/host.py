@@ -111,7 +111,7 @@ def issue_queue_seconds(kernels, gpu_s, host: float, sync=None) -> float:
     ``max(H_n, max_i(H_i + sum(g[i:])))``. It is never less than ``max(H_n, sum(g))`` and never more than their sum.
 
     ``sync[i]`` true: the host waits after issuing item ``i`` until the GPU has finished it (a device-to-host copy
-    whose value the host needs, as a dropless MoE layer's token counts: :func:`~.expert.moe_host_ops`), so the
+    whose value the host needs, as a dropless MoE layer's token counts: :mod:`.runtime`, ``moe_sync``), so the
     items after it are issued from ``F_i`` on; the pass then lasts the sum of its segments' queues.
 
     >>> issue_queue_seconds([1, 1, 1], [1.0, 0.1, 0.1], 1.0)   # the GPU waits for each issue: 3 + the last 0.1
