@@ -151,8 +151,8 @@ def issue_sequence(rows, extra, recompute: str, launch_s: float, waits=None) -> 
     ``--checkpoint-num-layers`` layers, 1 by default in ``megatron/arguments.py``; only the rows whose ``full`` is
     true, :func:`~concurrency_model.parallel.recompute.full_recompute_rows`: not the embedding, final norm and output
     layer), a ``selective`` one's share of the rows that have one, then the block's rows backwards. ``waits``: per
-    row, whether the host waits for the device before issuing the row's forward (a full recompute's forward of it
-    too) and its backward (an item of no kernel and no seconds flagged ``sync`` ahead of the row's items). Returns
+    row, whether the host waits for the device before issuing the row's forward, and so before a full recompute's
+    forward of it (an item of no kernel and no seconds flagged ``sync`` ahead of the row's items). Returns
     ``{"f": (kernels, seconds, sync), "b": (kernels, seconds, sync)}`` as arrays.
 
     >>> from concurrency_model.timing.parts import Parts
@@ -165,7 +165,7 @@ def issue_sequence(rows, extra, recompute: str, launch_s: float, waits=None) -> 
     ([1.0, 0.0], [6.0, 10.0])
     >>> q["b"][0].tolist(), [round(float(x) * 1e6, 3) for x in q["b"][1]]   # recompute, its all-reduce, backward
     ([1.0, 0.0, 2.0], [6.0, 10.0, 12.0])
-    >>> issue_sequence(rows, [(0, 0)], "full", 4e-6, [(1, 0)])["b"][2].tolist()   # the recompute waits first
+    >>> issue_sequence(rows, [(0, 0)], "full", 4e-6, [True])["b"][2].tolist()   # the recompute waits first
     [True, False, False, False]
     """
     seen: dict = {}  # identical layers share their Parts and triples: their items once
@@ -192,20 +192,18 @@ def issue_sequence(rows, extra, recompute: str, launch_s: float, waits=None) -> 
     fwd = ([], [], [])
     blocks: list = []
     for i, (r, (xf, xb)) in enumerate(zip(rows, extra)):
-        wf, wb = (bool(x) for x in waits[i]) if waits is not None else (False, False)
+        wf = waits is not None and bool(waits[i])
         f = items(r["f"], r["tp_f"], xf, wf)
         for a, x in zip(fwd, f):
             a.extend(x)
         again = (items(r["f"], r["tp_f"], xf, wf) if recompute == "full" and r.get("full", True) else
                  items(r["f"].times(r["again"]), r["tp_again"]) if recompute == "selective" and r["again"] > 0 else
                  ([], [], []))
-        b = items(r["b"], r["tp_b"], xb - (xf if recompute == "full" else 0.0), wb)
+        b = items(r["b"], r["tp_b"], xb - (xf if recompute == "full" else 0.0))
         block = r["name"].rsplit(".", 1)[0]
         if not blocks or blocks[-1][0] != block:
             blocks.append((block, []))
-        # backwards, the wait (issued first) kept ahead of the row's items
-        back = tuple(x[:1] + x[1:][::-1] if wb else x[::-1] for x in b)
-        blocks[-1][1].append((again, back))
+        blocks[-1][1].append((again, tuple(x[::-1] for x in b)))
     bwd = ([], [], [])
     for _, members in reversed(blocks):
         for part in [a for a, _ in members] + [b for _, b in reversed(members)]:

@@ -524,11 +524,10 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                                                    self.dtype, recompute != "none") if n.kind == "attention" else (0, 0)
                           for n in self.graph(b, c).layers()], dtype=float).reshape(-1, 2)
         out["host_extra"] = extra
-        # the host's waits in a layer's forward and backward pass: a dropless MoE layer's dispatch under a runtime
+        # the host waits before a layer's forward (and its recompute): a dropless MoE layer's dispatch under a runtime
         # whose dispatcher needs the token counts on the host (.runtime, moe_sync); capacity buffers know them
-        out["host_waits"] = np.array([(1.0, 0.0) if self.moe_sync and n.kind == "moe_dispatch"
-                                      and not n.attrs.get("fixed_capacity") else (0.0, 0.0)
-                                      for n in self.graph(b, c).layers()], dtype=float).reshape(-1, 2)
+        out["host_waits"] = np.array([self.moe_sync and n.kind == "moe_dispatch" and not n.attrs.get("fixed_capacity")
+                                      for n in self.graph(b, c).layers()], dtype=bool)
         out["kernels"] = sum(k[out[name + "_off"][1:]] - k[out[name + "_off"][:-1]] for name, k in counts.items()) \
             + extra.sum(axis=1)
         # the exposed context-parallel communication weighs in the partition too
