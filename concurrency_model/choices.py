@@ -20,6 +20,10 @@ TENSOR_LAYERS = ("all", "fc")
 DISPATCHERS = ("alltoall", "deepep", "hybridep")
 # parallel.stage_split: how pipeline stages are cut, :mod:`concurrency_model.parallel.partition`
 STAGE_SPLITS = ("balanced", "layers")
+# training.cuda_graph: Megatron-Core's per-layer capture scopes, or the whole forward-backward
+# (:mod:`concurrency_model.parallel.host`)
+CUDA_GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess")
+FULL_ITERATION = "full_iteration"
 # training.consistency: :mod:`concurrency_model.parallel.consistency`
 CONSISTENCY = ("synchronous", "ssp", "asynchronous", "local_sgd")
 # training.gossip_topology: :mod:`concurrency_model.parallel.gossip`
@@ -72,6 +76,8 @@ def check_lora_base(rank: int, base_dtype: str | None) -> None:
                              "(training.lora_rank)")
 
 
+
+
 __all__ = ["SCHEDULES", "CONTEXT_ALGORITHMS", "TENSOR_LAYERS", "DISPATCHERS", "STAGE_SPLITS", "CONSISTENCY",
            "TOPOLOGIES", "BATCH_NORM", "OPTIMIZERS", "LOSSES", "LORA_BASES", "STRUCTURED", "parse_sparsity",
-           "check_lora_base"]
+           "check_lora_base", "CUDA_GRAPH_SCOPES", "FULL_ITERATION"]

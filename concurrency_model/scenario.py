@@ -30,8 +30,8 @@ from .choices import (BATCH_NORM, CONSISTENCY, CONTEXT_ALGORITHMS, DISPATCHERS, 
 from .hardware.clusters import Cluster, load_cluster
 from .ops.routing import check_imbalance
 from .parallel.batch_size import DEFAULT_CEILING
-from .parallel.runtime import (FP8_RECIPES, FRAMEWORKS, REDUCE_DTYPES, default_framework, kernel_policies, runs_with,
-                               runtime_of)
+from .parallel.runtime import (FP8_RECIPES, FRAMEWORKS, REDUCE_DTYPES, cuda_graph_scopes, default_framework,
+                               kernel_policies, runs_with, runtime_of)
 from .units import DTYPE_BYTES, KV_DTYPES, WEIGHT_BYTES
 
 
@@ -126,6 +126,7 @@ class Training:
     target: object = None  # a quality target (:mod:`concurrency_model.convergence.target`)
     reduce_dtype: str | None = None  # the gradients' dtype on the wire; null: the runtime's (parallel.runtime)
     compile: bool = True  # false: eager PyTorch's norm and rotary kernels (timing.graph.eager_kernels)
+    cuda_graph: str = "none"  # the parts a CUDA graph replays (parallel.host.cuda_graph_scopes)
 
     @classmethod
     def from_dict(cls, given) -> Training:
@@ -159,6 +160,7 @@ class Training:
             raise ValueError("training.compression: sfb sends the factors of whole fully connected layers' "
                              "gradients; with LoRA (training.lora_rank) only the adapters have gradients")
         in_range("training.host_overhead_s", tr.host_overhead_s, none_ok=True)  # host s a kernel
+        cuda_graph_scopes(tr.cuda_graph)
         if tr.target is not None:  # a quality target: its curve fitted and its unit checked now (issue 40)
             from .convergence.target import curve_of
             curve_of(tr.target, "training.target", steps=True)

@@ -9,10 +9,25 @@ That is the kernel-level dependency graph Daydream simulates (Zhu et al., "Daydr
 Efficacy of Optimizations for DNN Training", USENIX ATC 2020: CPU launch tasks before their GPU tasks, GPU tasks in
 stream order, from CUPTI traces) with one host cost per kernel; a stage carries its passes' kernels in issue order
 (``queue``, :func:`issue_sequence`) for it.
+
+CUDA graphs (``training.cuda_graph``, :func:`.runtime.cuda_graph_scopes`, :func:`graphed_rows`): a captured region's kernels
+are replayed by one graph launch, so the host issues one call where it issued each kernel. Megatron-Core's scopes
+(NVIDIA/Megatron-LM @ 2a75ac12 ``megatron/core/transformer/transformer_config.py`` ``cuda_graph_impl`` and
+``cuda_graph_scope``; ``megatron/core/transformer/transformer_layer.py``): ``transformer_engine`` captures, per
+transformer layer, a forward and a backward graph (Transformer Engine's ``make_graphed_callables``) of the chosen
+parts: ``attn`` (the input norm, attention and its residual add), ``mlp`` (a dense layer's pre-MLP norm, MLP and
+residual add), ``moe_router`` (a mixture of experts' pre-MLP norm and router), ``moe_preprocess`` (the dispatcher's
+preprocessing, which the layer rows here do not list apart from the dispatch: it changes nothing), ``moe`` (the whole
+mixture of experts, which Megatron-Core allows only with padded capacity buffers); the parts after a partial capture
+run eagerly. ``full_iteration`` (``megatron/core/full_cuda_graph.py``) captures every microbatch's forward and
+backward passes in one graph: nothing a layer issues costs the host, and no layer may block the host (the recipes
+that use it run the sync-free dispatch). The optimizer step stays eager. A graph's memory pool is not modelled.
 """
 from __future__ import annotations
 
 import numpy as np
+
+from ..choices import FULL_ITERATION
 
 # Host (CPU) seconds to issue one modelled kernel in an eager framework step: Python, the dispatcher, autograd
 # and cudaLaunchKernel (5-20 us for the launch call alone, hardware.md 3D [R31]), for the modelled kernel and
@@ -38,6 +53,7 @@ HOST_S_PER_KERNEL = 62e-6
 # meet the conditions); a layer that misses them issues these many kernels more, forward and backward.
 SOFTMAX_FALLBACK_KERNELS = (5 - 1, 5 - 1)
 SOFTMAX_FUSED_MAX_SEQ = 2048
+
 
 
 def host_per_kernel(dev, host: float | None = None) -> float:
@@ -73,6 +89,49 @@ def softmax_fallback_kernels(batch: int, heads: int, seq: int, fused, dtype: str
         return 0, 0
     f, b = SOFTMAX_FALLBACK_KERNELS
     return f, b + (f if recompute else 0)
+
+
+def graphed_rows(kinds, layer_ids, scopes: tuple, fixed_capacity) -> tuple[np.ndarray, np.ndarray]:
+    """Which of a model's layer rows a CUDA graph captures, and which of them starts a graph (one launch a pass),
+    under ``scopes`` (:func:`.runtime.cuda_graph_scopes`; module doc). ``kinds``: each row's node kind; ``layer_ids``: its
+    transformer layer (``None`` outside the blocks: embedding, final norm, output layer); ``fixed_capacity``: each
+    row's padded capacity buffers (a ``moe_dispatch`` row's). Within a layer the rows up to its first residual
+    ``add`` are ``attn``; a mixture of experts' rows before its ``moe_dispatch`` are ``moe_router``, from it on
+    ``moe``; a dense layer's rows after ``attn`` are ``mlp``. A graph spans the captured rows of one layer that follow
+    each other (``full_iteration``: all rows, one graph). ``ValueError`` for ``moe`` over dropless experts.
+
+    >>> kinds = ["embedding", "rms_norm", "attention", "add", "rms_norm", "linear", "moe_dispatch", "linear", "add"]
+    >>> ids = [None, 0, 0, 0, 0, 0, 0, 0, 0]
+    >>> g, s = graphed_rows(kinds, ids, ("attn", "moe_router"), [False] * 9)
+    >>> g.astype(int).tolist(), s.astype(int).tolist()
+    ([0, 1, 1, 1, 1, 1, 0, 0, 0], [0, 1, 0, 0, 0, 0, 0, 0, 0])
+    >>> graphed_rows(kinds, ids, ("full_iteration",), [False] * 9)[1].astype(int).tolist()
+    [1, 0, 0, 0, 0, 0, 0, 0, 0]
+    """
+    n = len(kinds)
+    if not scopes:
+        return np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    if scopes == (FULL_ITERATION,):
+        g = np.ones(n, dtype=bool)
+        return g, np.arange(n) == 0
+    scope = [None] * n
+    for lid in {x for x in layer_ids if x is not None}:
+        idx = [i for i, x in enumerate(layer_ids) if x == lid]
+        moe = any(kinds[i] == "moe_dispatch" for i in idx)
+        part = "attn"
+        for i in idx:
+            if part != "attn" and kinds[i] == "moe_dispatch":
+                part = "moe"
+                if "moe" in scopes and not fixed_capacity[i]:
+                    raise ValueError("training.cuda_graph: the 'moe' scope captures the whole mixture of experts, "
+                                     "which Megatron-Core allows only with padded capacity buffers "
+                                     "(parallel.capacity_factor); a dropless layer's token counts vary")
+            scope[i] = part
+            if part == "attn" and kinds[i] == "add":
+                part = "moe_router" if moe else "mlp"
+    g = np.array([x is not None and x in scopes for x in scope], dtype=bool)
+    prev = np.r_[False, g[:-1]] & (np.array([None, *layer_ids[:-1]], dtype=object) == np.array(layer_ids, dtype=object))
+    return g, g & ~prev
 
 
 def issued(parts, launch_s: float) -> float:
@@ -137,7 +196,7 @@ def issue_queue_seconds(kernels, gpu_s, host: float, sync=None) -> float:
     return max(t0, float(issue[-1]))
 
 
-def issue_sequence(rows, extra, recompute: str, launch_s: float, waits=None) -> dict:
+def issue_sequence(rows, extra, recompute: str, launch_s: float, waits=None, graphed=None) -> dict:
     """The items a stage's forward and backward passes issue, in order (:func:`issue_queue_seconds`), from its layer
     rows (:meth:`~concurrency_model.training.workload.Workload.layers`: ``f``, ``b`` parts, ``tp_f``, ``tp_b``,
     ``tp_again`` triples and ``again``) and their ``extra`` host-only kernels (forward, backward; per row).
@@ -152,7 +211,9 @@ def issue_sequence(rows, extra, recompute: str, launch_s: float, waits=None) -> 
     true, :func:`~concurrency_model.parallel.recompute.full_recompute_rows`: not the embedding, final norm and output
     layer), a ``selective`` one's share of the rows that have one, then the block's rows backwards. ``waits``: per
     row, whether the host waits for the device before issuing the row's forward, and so before a full recompute's
-    forward of it (an item of no kernel and no seconds flagged ``sync`` ahead of the row's items). Returns
+    forward of it (an item of no kernel and no seconds flagged ``sync`` ahead of the row's items). ``graphed``: per
+    row, whether a CUDA graph replays it (:func:`graphed_rows`): its kernels cost the host nothing (the graph's launch
+    is an ``extra`` kernel of the row that starts the graph). Returns
     ``{"f": (kernels, seconds, sync), "b": (kernels, seconds, sync)}`` as arrays.
 
     >>> from concurrency_model.timing.parts import Parts
@@ -170,15 +231,16 @@ def issue_sequence(rows, extra, recompute: str, launch_s: float, waits=None) -> 
     """
     seen: dict = {}  # identical layers share their Parts and triples: their items once
 
-    def items(parts, triple=None, more=0.0, wait=False):
-        key = (id(parts), triple, more, wait)
+    def items(parts, triple=None, more=0.0, wait=False, replayed=False):
+        key = (id(parts), triple, more, wait, replayed)
         if key not in seen:
-            seen[key] = (parts, _items(parts, triple, more, wait))  # the parts kept alive: their id stays theirs
+            seen[key] = (parts, _items(parts, triple, more, wait, replayed))  # the parts kept alive: their id stays
         return seen[key][1]
 
-    def _items(parts, triple, more, wait):
+    def _items(parts, triple, more, wait, replayed):
         k = list(parts.kernel_counts(launch_s)) if len(parts.count) else []
-        k = [c if x <= 0 else n for c, x, n in zip(k, parts.extra, parts.count)]  # split-K: one call (:func:`issued`)
+        k = [0.0 if replayed else c if x <= 0 else n  # split-K: one call (:func:`issued`); a graph's: none
+             for c, x, n in zip(k, parts.extra, parts.count)]
         g = list((np.maximum(parts.compute, parts.memory) + parts.extra + parts.launch) * parts.count)
         if more:
             k, g = k + [float(more)], g + [0.0]
@@ -193,13 +255,14 @@ def issue_sequence(rows, extra, recompute: str, launch_s: float, waits=None) -> 
     blocks: list = []
     for i, (r, (xf, xb)) in enumerate(zip(rows, extra)):
         wf = waits is not None and bool(waits[i])
-        f = items(r["f"], r["tp_f"], xf, wf)
+        gr = graphed is not None and bool(graphed[i])
+        f = items(r["f"], r["tp_f"], xf, wf, gr)
         for a, x in zip(fwd, f):
             a.extend(x)
-        again = (items(r["f"], r["tp_f"], xf, wf) if recompute == "full" and r.get("full", True) else
-                 items(r["f"].times(r["again"]), r["tp_again"]) if recompute == "selective" and r["again"] > 0 else
-                 ([], [], []))
-        b = items(r["b"], r["tp_b"], xb - (xf if recompute == "full" else 0.0))
+        again = (items(r["f"], r["tp_f"], xf, wf, gr) if recompute == "full" and r.get("full", True) else
+                 items(r["f"].times(r["again"]), r["tp_again"], 0.0, False, gr) if recompute == "selective" and
+                 r["again"] > 0 else ([], [], []))
+        b = items(r["b"], r["tp_b"], xb - (xf if recompute == "full" else 0.0), False, gr)
         block = r["name"].rsplit(".", 1)[0]
         if not blocks or blocks[-1][0] != block:
             blocks.append((block, []))

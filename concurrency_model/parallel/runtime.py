@@ -91,6 +91,18 @@ is given (``megatron/core/transformer/moe/fused_a2a.py``, "causes a D2H synchron
 fixed-capacity padded buffers (``moe_pad_expert_input_to_capacity``) the counts are known on the host and nothing
 waits. The other runtimes' MoE layers are not modelled as waiting.
 
+The host's launches of a mixture of experts' grouped linears (``expert_launch_s``, Megatron-Core with Transformer
+Engine): the recipes run each expert layer's fc1 (the gated projections fused) and fc2 as Transformer Engine's
+``GroupedLinear`` (``TEGroupedMLP``, NVIDIA/Megatron-LM @ 2a75ac12 ``megatron/core/transformer/moe/experts.py``), whose
+GEMMs are one cuBLASLt launch per local expert issued in a C++ loop over 4 streams, with an event record and wait per
+stream (NVIDIA/TransformerEngine @ e7c550c5 ``transformer_engine/common/gemm/cublaslt_gemm.cu``
+``multi_stream_cublas_gemm``; the one-launch grouped GEMM needs ``NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM=1``,
+``pytorch/module/grouped_linear.py``, which no Megatron-Bridge recipe at 067f987d sets): a forward GEMM per expert
+and grouped linear, a data-gradient and a weight-gradient GEMM backward. Each launch costs the host
+:data:`TE_EXPERT_GEMM_LAUNCH_S` on top of the module's framework call, which the kernel count already has. The
+per-expert quantize kernels of an 8-bit recipe (``split_quantize``, ``pytorch/csrc/extensions/cast.cpp``) are
+launched in the same loop; no source prices them, and they are left out (the model stays on the fast side there).
+
 The first unit of each pass cannot be prefetched (nothing runs before it), so a prefetching runtime exposes
 its gather once a pass [D]. ``training.bucket_bytes`` and ``training.prefetch`` override a runtime's bucket
 size (bytes) and prefetch depth (units; 0: every gather waits for the compute before it).
@@ -101,6 +113,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ..checks import count, did_you_mean, number
+from ..choices import CUDA_GRAPH_SCOPES, FULL_ITERATION
 
 # Host seconds of DeepSpeed 0.3's per-rank Python and dispatcher work (``benchmarks/host_view_cost.py``, CPU seconds
 # of the process, the median of three runs of 7 x 10 x 1,536, on this project's 2-core AMD EPYC VM with torch 2.13,
@@ -115,6 +128,12 @@ HOST_COPY_S = 1.41e-6
 #: one parameter's copy-out from one rank's part of a coalesced gather (``_allgather_params``: a view of the rank's
 #: part, the parameter's flat view, a view of its slice, ``copy_``; 6.17-6.86 us)
 HOST_GATHER_COPY_S = 6.78e-6
+#: host seconds of one further expert's GEMM in Transformer Engine's multi-stream grouped GEMM (module doc) [D]:
+#: NVIDIA/TransformerEngine pull request 3134 (2026-06-17) times, on SM100 (a B200-class host), the forward GEMMs of
+#: 8 experts of 128 tokens at N = K = 2048 (NVFP4, operands prepared, "times only the GEMM") at 0.267 ms on the
+#: multi-stream cuBLASLt path and 0.069 ms as one CUTLASS launch from the same call; the difference over the 7 further
+#: launches, 28.3 us each (the GEMMs themselves are a few microseconds of GPU time: the path is host-bound)
+TE_EXPERT_GEMM_LAUNCH_S = (0.267e-3 - 0.069e-3) / 7
 FRAMEWORKS = ("ideal", "megatron", "deepspeed", "deepspeed-0.3", "fsdp", "fsdp2")
 # the device memory a runtime adds beside the model's state and activations, each priced (with its source) by
 # :func:`.allocator.framework_parts`; named here, without sympy, for the printer of a cached estimate (issue 41)
@@ -143,7 +162,9 @@ class Runtime:
     parameter and rank from Python; ``inline_gather_bytes``: bytes read and written on the compute stream per byte
     gathered (FSDP2's copy-out); ``inline_reduce_copy``: the gradients copied into the reduction's input, in its
     dtype, on the compute stream (FSDP2's copy-in); ``moe_sync``: a dropless mixture-of-experts layer's token
-    dispatcher blocks the host once a forward pass until the routing counts are on the host (module doc)."""
+    dispatcher blocks the host once a forward pass until the routing counts are on the host; ``expert_launch_s``: the host
+seconds of each expert's GEMM launch in a grouped linear beyond the first (0: one launch for all experts; module
+doc)."""
 
     name: str
     gather: str = "pass"
@@ -165,6 +186,7 @@ class Runtime:
     selective: str = "attention"
     float8: str = "te"
     moe_sync: bool = False
+    expert_launch_s: float = 0.0
 
     def bucket(self, ranks: int) -> float:
         """Parameters in one reduction bucket over ``ranks`` data-parallel ranks.
@@ -185,7 +207,8 @@ PROFILES = {
     # Megatron-Core DDP: bucket_size = max(40e6, 1e6 x dp) parameters (distributed_data_parallel_config.py)
     # float8 "te-mcore": Transformer Engine's casts as Megatron-Core's layers fuse them (timing.graph.cast_fusion)
     "megatron": Runtime("megatron", gather="bucket", reduce="bucket", bucket_elements=40e6,
-                        bucket_floor_per_rank=1e6, float8="te-mcore", moe_sync=True),
+                        bucket_floor_per_rank=1e6, float8="te-mcore", moe_sync=True,
+                        expert_launch_s=TE_EXPERT_GEMM_LAUNCH_S),
     # DeepSpeed config.py defaults: reduce_bucket_size 5e8, allgather_bucket_size 5e8, prefetch 5e7 (elements),
     # param_persistence_threshold 1e5
     # DeepSpeed's pipeline engine refuses ZeRO-2 and -3 ("incompatible with pipeline parallelism",
@@ -215,21 +238,21 @@ FP8_RECIPES = ("tensorwise", "rowwise")  # training.fp8_recipe: torchao's scalin
 
 
 def kernel_policies(framework: str | None, zero_stage: int = 0,
-                    fp8_recipe: str | None = None) -> tuple[str, str, bool]:
-    """``(selective, float8, moe_sync)`` of a runtime (``None``: the one the ZeRO stage implies): the policy of a
+                    fp8_recipe: str | None = None) -> tuple[str, str, bool, float]:
+    """``(selective, float8, moe_sync, expert_launch_s)`` of a runtime (``None``: the one the ZeRO stage implies): the policy of a
     ``selective`` recompute (:mod:`.recompute`) and the casts of 8-bit training
     (:func:`concurrency_model.timing.graph.cast_parts`); ``fp8_recipe`` ``rowwise`` (``training.fp8_recipe``) turns
     torchao's tensorwise casts into its rowwise ones. An unknown name gets the ideal runtime's (the scenario check
     names it).
 
     >>> kernel_policies("fsdp2"), kernel_policies(None, 3), kernel_policies("fsdp2", fp8_recipe="rowwise")
-    (('op', 'torchao', False), ('attention', 'te', False), ('op', 'torchao-rowwise', False))
-    >>> kernel_policies("megatron")
-    ('attention', 'te-mcore', True)
+    (('op', 'torchao', False, 0.0), ('attention', 'te', False, 0.0), ('op', 'torchao-rowwise', False, 0.0))
+    >>> kernel_policies("megatron")[:3], round(kernel_policies("megatron")[3] * 1e6, 1)
+    (('attention', 'te-mcore', True), 28.3)
     """
     rt = PROFILES.get(framework or default_framework(zero_stage), PROFILES["ideal"])
     casts = rt.float8 + "-rowwise" if rt.float8 == "torchao" and fp8_recipe == "rowwise" else rt.float8
-    return rt.selective, casts, rt.moe_sync
+    return rt.selective, casts, rt.moe_sync, rt.expert_launch_s
 
 
 def default_framework(zero_stage: int) -> str:
@@ -321,3 +344,33 @@ def units(tensors: list, runtime: Runtime, kind: str, ranks: int) -> list:
     for r in rows:
         out[r[key]] = out.get(r[key], 0.0) + float(r[2])
     return list(out.values())
+
+
+def cuda_graph_scopes(spec) -> tuple:
+    """The scopes of ``training.cuda_graph`` (:mod:`concurrency_model.parallel.host`), sorted: ``()`` for ``"none"``,
+    ``("full_iteration",)``, or the comma-separated per-layer scopes of :data:`CUDA_GRAPH_SCOPES`; ``ValueError``
+    naming the field otherwise.
+
+    >>> cuda_graph_scopes("none"), cuda_graph_scopes("moe_router, attn"), cuda_graph_scopes("full_iteration")
+    ((), ('attn', 'moe_router'), ('full_iteration',))
+    >>> try:
+    ...     cuda_graph_scopes("atn")
+    ... except ValueError as e:
+    ...     print(str(e).split("?")[0])
+    training.cuda_graph: unknown scope 'atn'; did you mean 'attn'
+
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"training.cuda_graph: a string, got {spec!r}")
+    names = [x.strip() for x in spec.split(",")]
+    if names == ["none"]:
+        return ()
+    if names == [FULL_ITERATION]:
+        return (FULL_ITERATION,)
+    allowed = ("none", FULL_ITERATION, *CUDA_GRAPH_SCOPES)
+    for x in names:
+        if x not in CUDA_GRAPH_SCOPES:
+            why = f"{x!r} stands alone" if x in allowed else f"unknown scope {x!r}{did_you_mean(x, allowed)}"
+            raise ValueError(f"training.cuda_graph: {why}; allowed: \"none\", \"full_iteration\" or a comma-separated "
+                             f"list of {', '.join(CUDA_GRAPH_SCOPES)}")
+    return tuple(sorted(set(names)))

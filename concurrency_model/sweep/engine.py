@@ -124,7 +124,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
                  tr.lora_base_dtype, sc.parallel.expert_imbalance,
                  *kernel_policies(tr.framework, 0, tr.fp8_recipe), sc.parallel.tp_overlap,
                  sc.parallel.moe_dispatcher, sc.parallel.expert_overlap,
-                 sc.parallel.stage_split, tr.compile)
+                 sc.parallel.stage_split, tr.compile, tr.cuda_graph)
     # the scenario's identity: every parallel and training field, not a list of those known to matter
     token = scenario_key(sc) + (repr(sorted(fixed.items())), global_batch, tuple(gpu_counts))
     plan = _cached_plan(sc, w, token, gpu_counts, global_batch, fixed)

@@ -136,7 +136,7 @@ def prepare(sc: Scenario) -> tuple:
     w = workload(sc.model, cl, tr.dtype, par.tensor_layers, tr.lora_rank, tr.lora_base_dtype,
                  par.expert_imbalance, *kernel_policies(tr.framework, zero, tr.fp8_recipe),
                  par.tp_overlap, par.moe_dispatcher, par.expert_overlap,
-                 par.stage_split, tr.compile)
+                 par.stage_split, tr.compile, tr.cuda_graph)
     check_lora(tr.lora_rank, tr.lora_base_dtype, w.graph(1))
     w.check_tensor(t)
     w.check_context(c, t, alg)

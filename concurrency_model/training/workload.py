@@ -25,12 +25,13 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
+from ..choices import FULL_ITERATION
 from ..hardware.clusters import place
 from ..models import get_model
 from ..models.channel_split import check_channel_split, gathers_input, is_channel_split, replicated
 from ..models.transformer import check_tensor_split, is_lm_head
 from ..timing import roofline_coeffs
-from ..timing.graph import eight_bit_rate, layer_parts
+from ..timing.graph import eight_bit_rate, expert_gemms, layer_parts
 from ..timing.loss import cross_entropy_parts
 from ..timing.parts import Parts, total
 from ..units import EIGHT_BIT_VALUES, dtype_bytes, value_dtype
@@ -38,11 +39,12 @@ from ..parallel import pipeline
 from ..parallel.context import NO_PARTS, ContextMixin, context_exposed  # noqa: F401 (re-exported)
 from ..parallel.data_parallel import BUCKET_BYTES, GRAD_BYTES, DataParallelMixin  # noqa: F401 (BUCKET_BYTES re-exported)
 from ..parallel.expert import ExpertMixin
-from ..parallel.host import issue_sequence, softmax_fallback_kernels
+from ..parallel.host import HOST_S_PER_KERNEL, graphed_rows, issue_sequence, softmax_fallback_kernels
 from ..parallel.layerwise import LayerwiseMixin
 from ..parallel.lora import LoraMixin, training_flop
 from ..parallel.partition import layer_split
 from ..parallel.recompute import full_recompute_rows, recompute_shares
+from ..parallel.runtime import cuda_graph_scopes
 from ..parallel.spatial import SpatialMixin, spatial_rows
 from ..parallel.triples import ZERO_TRIPLE, add_triples, collective_triple, triple_seconds  # noqa: F401 (re-exported)
 from .keys import model_key
@@ -169,13 +171,15 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
 
     def __init__(self, model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
                  lora_base_dtype: str | None = None, expert_imbalance=1.0, selective: str = "attention",
-                 fp8_recipe: str = "te", moe_sync: bool = False, tp_overlap: bool = False,
-                 moe_dispatcher: str = "alltoall", expert_overlap: bool = False, stage_split: str = "balanced",
-                 compile: bool = True):
+                 fp8_recipe: str = "te", moe_sync: bool = False, expert_launch_s: float = 0.0,
+                 tp_overlap: bool = False, moe_dispatcher: str = "alltoall", expert_overlap: bool = False,
+                 stage_split: str = "balanced", compile: bool = True, cuda_graph: str = "none"):
         self.model, self.cluster, self.dtype, self.tensor_layers = model, cluster, dtype, tensor_layers
         # training.compile false: eager PyTorch's kernels of the norms and rotary embeddings
         # (:func:`~concurrency_model.timing.graph.eager_kernels`)
         self.eager = not compile
+        # training.cuda_graph: the layer rows a CUDA graph replays (:func:`.host.graphed_rows`)
+        self.graph_scopes = cuda_graph_scopes(cuda_graph)
         self.stage_split = stage_split  # parallel.stage_split: how pipeline stages are cut (:mod:`.partition`)
         # the runtime's kernels (:func:`.runtime.kernel_policies`): a selective recompute's policy, 8-bit casts
         self.selective, self.fp8_recipe = selective, fp8_recipe
@@ -191,6 +195,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         # parallel.moe_dispatcher, parallel.expert_overlap (:mod:`.expert`)
         self.moe_dispatcher, self.expert_overlap = moe_dispatcher, expert_overlap
         self.moe_sync = moe_sync  # a dropless MoE layer's forward waits for its token counts (.runtime, moe_sync)
+        self.expert_launch_s = expert_launch_s  # the host's per-expert GEMM launches (.runtime, expert_launch_s)
         # lora_rank > 0: the base frozen (its block linears stored as lora_base_dtype when given), adapters trained
         self.lora_rank, self.lora_base_dtype = lora_rank, lora_base_dtype
         self.dev = cluster.device
@@ -290,16 +295,22 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         ends = [i + 1 for i in range(len(nodes) - 1) if crossing[i] <= 1] + [len(nodes)]
         return tuple(zip([0] + ends[:-1], ends))
 
+    @staticmethod
+    def layer_of(name: str) -> int | None:
+        """The transformer layer a node belongs to by its name (:data:`LAYER_NAME`), ``None`` outside the blocks.
+
+        >>> Workload.layer_of("layers.3.mlp.router"), Workload.layer_of("lm_head")
+        (3, None)
+        """
+        m = LAYER_NAME.search(name)
+        return int(m.group(1)) if m else None
+
     @lru_cache(maxsize=None)
     def unit_layers(self) -> tuple:
         """The transformer layer of each of :meth:`units` (the number in a node name :data:`LAYER_NAME`, as the
         builders name transformer blocks), ``None`` for a unit outside them (:func:`.partition.layer_split`)."""
         nodes = self.graph(1).layers()
-        out = []
-        for a, _ in self.units():
-            m = LAYER_NAME.search(nodes[a].name)
-            out.append(int(m.group(1)) if m else None)
-        return tuple(out)
+        return tuple(self.layer_of(nodes[a].name) for a, _ in self.units())
 
     @cached_property
     def channel_split(self) -> bool:
@@ -520,18 +531,63 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         la = float(self.dev.launch_overhead)
         counts = {name: np.concatenate([[0.0], np.cumsum(out[name].kernel_counts(la))]) for name in ("f", "b", "r")}
         # host-only kernels the graph does not list: Megatron's eager softmax where its fused kernel cannot run
+        nodes = self.graph(b, c).layers()
         extra = np.array([softmax_fallback_kernels(b, n.attrs["heads"] // t, n.attrs["seq"], n.attrs.get("fused"),
                                                    self.dtype, recompute != "none") if n.kind == "attention" else (0, 0)
-                          for n in self.graph(b, c).layers()], dtype=float).reshape(-1, 2)
-        out["host_extra"] = extra
+                          for n in nodes], dtype=float).reshape(-1, 2)
+        # and the per-expert GEMM launches of a grouped linear (.runtime, expert_launch_s), in units of a kernel
+        extra += self.expert_launches(nodes, rows, b, e, recompute) * self.expert_launch_s / HOST_S_PER_KERNEL
         # the host waits before a layer's forward (and its recompute): a dropless MoE layer's dispatch under a runtime
-        # whose dispatcher needs the token counts on the host (.runtime, moe_sync); capacity buffers know them
+        # whose dispatcher needs the token counts on the host (.runtime, moe_sync); capacity buffers know them, and a
+        # whole-iteration graph runs none
         out["host_waits"] = np.array([self.moe_sync and n.kind == "moe_dispatch" and not n.attrs.get("fixed_capacity")
-                                      for n in self.graph(b, c).layers()], dtype=bool)
-        out["kernels"] = sum(k[out[name + "_off"][1:]] - k[out[name + "_off"][:-1]] for name, k in counts.items()) \
-            + extra.sum(axis=1)
+                                      and self.graph_scopes != (FULL_ITERATION,) for n in nodes], dtype=bool)
+        kernels = sum(k[out[name + "_off"][1:]] - k[out[name + "_off"][:-1]] for name, k in counts.items())
+        # rows a CUDA graph replays issue nothing but the graph's launch, a pass (and a full recompute's forward)
+        graphed, starts = graphed_rows([n.kind for n in nodes], [self.layer_of(n.name) for n in nodes],
+                                       self.graph_scopes, [bool(n.attrs.get("fixed_capacity")) for n in nodes])
+        again = np.array([recompute == "full" and r.get("full", True) for r in rows], dtype=float)
+        launches = np.stack([starts, starts * (1 + again)], axis=1).astype(float)
+        calls = {name: np.concatenate([[0.0], np.cumsum(np.where(out[name].extra > 0, out[name].count,
+                                                                    out[name].kernel_counts(la)))])
+                 for name in ("f", "b", "r")}  # what .host.issued counts, per row
+        own = np.stack([calls[x][out[x + "_off"][1:]] - calls[x][out[x + "_off"][:-1]] for x in ("f", "b", "r")], 1)
+        g = graphed[:, None]
+        out["graphed"] = graphed
+        out["queue_extra"] = np.where(g, launches, extra)  # the host-only items of the stream's queue
+        out["host_extra"] = np.where(g, launches - np.stack([own[:, 0], own[:, 1] + own[:, 2]], axis=1), extra)
+        out["kernels"] = np.where(graphed, launches.sum(axis=1), kernels + extra.sum(axis=1))
         # the exposed context-parallel communication weighs in the partition too
         out["per_layer"] = [sum(layer_seconds(r, recompute).values()) for r in rows]
+        return out
+
+    def expert_launches(self, nodes, rows, b: int, e: int, recompute: str) -> np.ndarray:
+        """Per layer, the GEMM launches beyond one a grouped linear that a runtime issuing one GEMM per expert makes
+        (:mod:`.runtime`, ``expert_launch_s``), forward and backward (with a full recompute, the forward's again):
+        each mixture-of-experts layer's expert linears on one input are one grouped linear (Megatron-Core's fc1 holds
+        the gated projections), of ``g`` GEMMs forward and ``2 g`` backward (data and weight gradients) for the ``g``
+        experts the device runs (:func:`~concurrency_model.timing.graph.expert_gemms`), of which the kernel count has
+        one forward and two backward. Zeros where the runtime launches one GEMM for all experts.
+
+        >>> from concurrency_model.hardware.clusters import load_cluster
+        >>> w = workload({"hf_config": "qwen3-30b-a3b", "seq_len": 4096}, load_cluster("dgx-b200"), "bf16",
+        ...              expert_launch_s=1e-6)
+        >>> g = w.graph(1)
+        >>> x = w.expert_launches(g.layers(), w.layers(1, 1, False, 1, "ring", 8), 1, 8, "none")
+        >>> [(g.layers()[i].name, x[i].tolist()) for i in x.sum(axis=1).nonzero()[0][:2]]   # 16 experts a device
+        [('layers.0.mlp.experts.w1', [15.0, 30.0]), ('layers.0.mlp.experts.w2', [15.0, 30.0])]
+        """
+        out = np.zeros((len(nodes), 2))
+        if not self.expert_launch_s:
+            return out
+        seen: set = set()
+        for i, (n, r) in enumerate(zip(nodes, rows)):
+            if n.kind != "linear" or n.attrs.get("experts", 1) <= 1 or tuple(n.inputs) in seen:
+                continue
+            seen.add(tuple(n.inputs))
+            g, _ = expert_gemms(n.attrs, b * n.attrs["rows_per_sample"], e, self.expert_imbalance)
+            again = recompute == "full" and r.get("full", True)
+            out[i] = g - 1, 2 * (g - 1) + (g - 1) * again
         return out
 
     def stage(self, b: int, t: int, sp: bool, recompute: str, p: int, c: int = 1, algorithm: str = "ring",
@@ -593,8 +649,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                 "e": e, "stages": stages, "slowest": (lo, hi), "host_extra": tuple(float(x) for x in
                                                                            c["host_extra"][lo:hi].sum(axis=0)),
                 # the passes' kernels in issue order: the stream's queue (:func:`.host.queue_wait`)
-                "queue": issue_sequence(rows[lo:hi], c["host_extra"][lo:hi], recompute,
-                                        float(self.dev.launch_overhead), c["host_waits"][lo:hi]),
+                "queue": issue_sequence(rows[lo:hi], c["queue_extra"][lo:hi], recompute,
+                                        float(self.dev.launch_overhead), c["host_waits"][lo:hi], c["graphed"][lo:hi]),
                 "boundary_numel": rows[stages[0][1] - 1]["numel"] if p > 1 else 0,
                 "cp": context, "bn_channels": tuple(r["bn_c"] for r in rows[lo:hi] if r["bn_c"])}
 
@@ -640,20 +696,22 @@ _CACHE: dict = {}
 
 def workload(model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
              lora_base_dtype: str | None = None, expert_imbalance=1.0, selective: str = "attention",
-             fp8_recipe: str = "te", moe_sync: bool = False, tp_overlap: bool = False,
-             moe_dispatcher: str = "alltoall", expert_overlap: bool = False, stage_split: str = "balanced",
-             compile: bool = True) -> Workload:
+             fp8_recipe: str = "te", moe_sync: bool = False, expert_launch_s: float = 0.0,
+             tp_overlap: bool = False, moe_dispatcher: str = "alltoall", expert_overlap: bool = False,
+             stage_split: str = "balanced", compile: bool = True, cuda_graph: str = "none") -> Workload:
     """A cached :class:`Workload` (the last few are kept, so repeated estimates reuse layer timings);
-    ``selective``, ``fp8_recipe``, ``moe_sync``: the runtime's kernels and host waits
+    ``selective``, ``fp8_recipe``, ``moe_sync``, ``expert_launch_s``: the runtime's kernels, host waits and launches
     (:func:`.runtime.kernel_policies`); ``tp_overlap``:
     ``parallel.tp_overlap``; ``moe_dispatcher``, ``expert_overlap``: ``parallel.moe_dispatcher``,
-    ``parallel.expert_overlap``; ``stage_split``: ``parallel.stage_split``; ``compile``: ``training.compile``."""
+    ``parallel.expert_overlap``; ``stage_split``: ``parallel.stage_split``; ``compile``: ``training.compile``;
+    ``cuda_graph``: ``training.cuda_graph``."""
     key = (model_key(model), repr(cluster), dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance,
-           selective, fp8_recipe, moe_sync, tp_overlap, moe_dispatcher, expert_overlap, stage_split, compile)
+           selective, fp8_recipe, moe_sync, expert_launch_s, tp_overlap, moe_dispatcher, expert_overlap, stage_split,
+           compile, cuda_graph)
     if key not in _CACHE:
         if len(_CACHE) >= 8:
             _CACHE.pop(next(iter(_CACHE)))
         _CACHE[key] = Workload(model, cluster, dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance,
-                               selective, fp8_recipe, moe_sync, tp_overlap, moe_dispatcher, expert_overlap,
-                               stage_split, compile)
+                               selective, fp8_recipe, moe_sync, expert_launch_s, tp_overlap, moe_dispatcher,
+                               expert_overlap, stage_split, compile, cuda_graph)
     return _CACHE[key]

@@ -137,8 +137,8 @@ ASSUMPTIONS = {
                        "a gather into TP chunks the same way; its fp8 all-gather buffers and bulk backward overlaps "
                        "are not modelled); not expressible, left out: the SFT recipes' defer_embedding_wgrad_compute, "
                        "Megatron-Core's overlap_param_gather and overlap_param_gather_with_optimizer_step (the "
-                       "composition exposes ZeRO 1's parameter gather whole), and CUDA graphs (the B200 8B recipes' "
-                       "full_iteration, ",
+                       "composition exposes ZeRO 1's parameter gather whole); CUDA graphs not mapped (the B200 8B "
+                       "recipes' full_iteration, which training.cuda_graph expresses, was not read per container)",
     "megatron_bridge_moe": "as megatron_bridge, with: the models' Hugging Face configs (presets deepseek-v3 with its "
                            "one MTP module, as the recipes' mtp_num_layers = 1, qwen3-30b-a3b, qwen3-235b-a22b, "
                            "gpt-oss-120b); the EP column as parallel.expert over the data replicas, and where EP "
@@ -162,7 +162,12 @@ ASSUMPTIONS = {
                            "models; GPT-OSS's sliding-window layers as full causal attention; Nemotron 3 (hybrid "
                            "Mamba-Transformer MoE) not mapped; training.overlap off for DeepSeek-V3 on H100, whose "
                            "recipes set overlap_grad_reduce False (RECIPE_NO_GRAD_OVERLAP); no TP overlap (the TP 2 "
-                           "recipes, Qwen3-235B and DeepSeek-V3 on H100, set tp_comm_overlap False)",
+                           "recipes, Qwen3-235B and DeepSeek-V3 on H100, set tp_comm_overlap False); the recipes' "
+                           "CUDA graphs as training.cuda_graph (MOE_CUDA_GRAPH at 067f987d) and, where a recipe's "
+                           "settings changed between containers and were read (MOE_RECIPE_HISTORY: Megatron-Bridge's "
+                           "legacy scripts/performance/configs), each container's dispatcher, EP overlap and graphs; "
+                           "Transformer Engine's per-expert GEMM launches as the megatron runtime prices them "
+                           "(parallel.runtime TE_EXPERT_GEMM_LAUNCH_S)",
     "nemo": "clusters dgx-h100 and dgx-b200; framework megatron with the distributed optimizer (ZeRO 1), sequence "
             "parallelism with TP, overlapped gradient reduction, VP > 1 -> interleaved, FP8 -> fp8 (Transformer "
             "Engine's recipe, attention in bf16 on cuDNN's fused attention: timing.attention 'cudnn'); recompute: "
@@ -217,7 +222,7 @@ def _base(dataset: str, i: int, label: str, group: str) -> dict:
             "dtype": "bf16", "recompute": "none", "zero_stage": 0, "framework": "ideal", "overlap": True,
             "measured_tps": np.nan, "measured_memory_bytes": np.nan, "measured_tflops": np.nan, "unmappable": "",
             "note": "", "expert": 1, "capacity_factor": np.nan, "loss": None, "tp_overlap": False,
-            "fp8_recipe": None, "compile": True, "context_algorithm": "ring"}
+            "fp8_recipe": None, "compile": True, "cuda_graph": "none", "context_algorithm": "ring"}
 
 
 def torchtitan_rows() -> pd.DataFrame:
@@ -336,6 +341,56 @@ MOE_RUNTIME = {
 }
 # perf_recipes/deepseek/b200/deepseek_v3.py 256gpu fp8mx, EP 32: flex + deepep, overlap_moe_expert_parallel_comm True
 MOE_RUNTIME_BY_EP = {("DeepSeekV3", "DGX-B200", 32): ("deepep", True)}
+# The CUDA graphs the recipes capture (training.cuda_graph: Megatron-Core's cuda_graph_impl and cuda_graph_scope), as
+# Megatron-Bridge @ 067f987d src/megatron/bridge/ sets them: (table model, system, dtype[, GPUs]) -> scopes; "none" where
+# the recipe keeps the base recipe's cuda_graph_impl "none" (recipes/qwen/h100/qwen3_moe.py for Qwen3-235B,
+# recipes/deepseek/h100/deepseek_v3.py, recipes/gpt_oss/h100/gpt_oss.py)
+MOE_ROUTER_GRAPH, MOE_ATTN_GRAPH = "moe_router,moe_preprocess", "attn,moe_router,moe_preprocess"
+MOE_CUDA_GRAPH = {
+    # recipes/qwen/h100/qwen3_moe.py bf16 (moe_router, moe_preprocess); perf_recipes/qwen/h100/qwen3_moe.py fp8cs adds attn
+    ("Qwen3_30B_a3B", "DGX-H100", "bf16"): MOE_ROUTER_GRAPH, ("Qwen3_30B_a3B", "DGX-H100", "fp8"): MOE_ATTN_GRAPH,
+    # perf_recipes/qwen/b200/qwen3_moe.py, every precision
+    ("Qwen3_30B_a3B", "DGX-B200", "bf16"): MOE_ATTN_GRAPH, ("Qwen3_30B_a3B", "DGX-B200", "fp8"): MOE_ATTN_GRAPH,
+    ("Qwen3_30B_a3B", "DGX-B200", "mxfp8"): MOE_ATTN_GRAPH,
+    # perf_recipes/qwen/b300/qwen3_moe.py bf16 and fp8cs; fp8mx: the full-iteration helper (qwen/common.py)
+    ("Qwen3_30B_a3B", "DGX-B300", "bf16"): MOE_ROUTER_GRAPH, ("Qwen3_30B_a3B", "DGX-B300", "fp8"): MOE_ROUTER_GRAPH,
+    ("Qwen3_30B_a3B", "DGX-B300", "mxfp8"): "full_iteration",
+    # the 256-GPU fp8mx recipes on B200 and B300 (the full-iteration helper); the others none
+    ("Qwen3_235B_a22B", "DGX-B200", "mxfp8", 256): "full_iteration",
+    ("Qwen3_235B_a22B", "DGX-B300", "mxfp8", 256): "full_iteration",
+    # perf_recipes/deepseek/common.py: attn, moe_router, moe_preprocess for B200 fp8mx and B300 bf16 / fp8cs; B300
+    # fp8mx the full-iteration helper
+    ("DeepSeekV3", "DGX-B200", "mxfp8"): MOE_ATTN_GRAPH, ("DeepSeekV3", "DGX-B300", "bf16"): MOE_ATTN_GRAPH,
+    ("DeepSeekV3", "DGX-B300", "fp8"): MOE_ATTN_GRAPH, ("DeepSeekV3", "DGX-B300", "mxfp8"): "full_iteration",
+    # perf_recipes/gpt_oss/b300/gpt_oss.py, both 120B recipes
+    ("GPT OSS 120B", "DGX-B300", "bf16"): MOE_ATTN_GRAPH, ("GPT OSS 120B", "DGX-B300", "mxfp8"): MOE_ATTN_GRAPH,
+}
+# Where a recipe's settings changed between the containers the tables ran (the snapshot above, whose perf_recipes
+# date from 2026-06-25, aad7d9ce2, cannot see it): (table model, system, dtype[, pipeline stages]) -> [(the first
+# container read to run a state, the first past it, the state: dispatcher, EP overlap, CUDA graph)]; a row of another
+# container (or a "(tokendrop)" variant, a recipe of its own) takes the snapshot's. Read in Megatron-Bridge's scripts/performance/configs/ (removed in c8327cfc2, 2026-07-08), whose
+# layouts match the rows': 0ec1df783 (2026-02-27, first in 26.02.01) moved the B200 Qwen3-30B recipe from the alltoall
+# dispatcher with router graphs (at c3e43e6aa) to HybridEP with attention graphs; the H100 Qwen3-30B fp8cs runs to
+# 26.02.01 took 2 stages (VP 12) with DeepEP and EP overlap and no graphs (at 4a6450755^), from 26.04 EP 16 with
+# HybridEP, no overlap and no graphs (at 4a6450755 .. 5f3b336f9); every full-iteration recipe arrived in June 2026
+# (8af195c0a, afb5dd47c, 55443cbfb, ac4ad89ff: first in 26.06), and before them (at 8af195c0a^) the B300 Qwen3-30B
+# fp8mx runs took the fp8cs recipe's HybridEP with router graphs and no EP overlap, the 256-GPU Qwen3-235B fp8mx runs
+# the fp8cs settings (B300: HybridEP, B200: alltoall; no graphs, no EP overlap), DeepSeek-V3 HybridEP without EP
+# overlap, no graphs at 16 stages (V1, B200 and B300) and attention graphs at 8 on B300 (V2). A key with the pipeline
+# degree comes first. The 25.09 "(tokendrop)" B200 Qwen3-30B run enabled Megatron-Core's own graphs (at cac49dcd7
+# scripts/performance/run_script.py, enable_cuda_graph), of a scope not read: none is mapped.
+MOE_RECIPE_HISTORY = {
+    ("Qwen3_30B_a3B", "DGX-B200", "mxfp8"): [("25.11", "26.02.01", ("alltoall", False, MOE_ROUTER_GRAPH))],
+    ("Qwen3_30B_a3B", "DGX-H100", "fp8"): [("26.02", "26.04", ("deepep", True, "none")),
+                                          ("26.04", "26.06", ("hybridep", False, "none"))],
+    ("Qwen3_30B_a3B", "DGX-B300", "mxfp8"): [("26.02", "26.06", ("hybridep", False, MOE_ROUTER_GRAPH))],
+    ("Qwen3_235B_a22B", "DGX-B300", "mxfp8"): [("26.02", "26.06", ("hybridep", False, "none"))],
+    ("Qwen3_235B_a22B", "DGX-B200", "mxfp8"): [("26.02", "26.06", ("alltoall", False, "none"))],
+    ("DeepSeekV3", "DGX-B300", "mxfp8", 16): [("26.02", "26.06", ("hybridep", False, "none"))],
+    ("DeepSeekV3", "DGX-B200", "mxfp8", 16): [("26.02", "26.06", ("hybridep", False, "none"))],
+    ("DeepSeekV3", "DGX-B300", "mxfp8", 8): [("26.02", "26.06", ("hybridep", False, MOE_ATTN_GRAPH))],
+}
+CONTAINERS = ("25.09", "25.11", "26.02", "26.02.01", "26.04", "26.04.01", "26.06")  # the tables' order in time
 # How the recipes cut the pipeline stages (parallel.stage_split; Megatron-Bridge @ 067f987d src/megatron/bridge/):
 # "layers", Megatron-Core's default even split with the output layer and loss on top of the last stage's layers,
 # where a recipe sets no pipeline_model_parallel_layout and no account_for_embedding/loss_in_pipeline_split:
@@ -411,7 +466,7 @@ def is_moe_row(model: str) -> bool:
     return model.startswith(MOE) or model.startswith("Nemotron")
 
 
-def _moe_fields(b: dict, model: str, system: str, precision: str, ep: float, tp: int) -> None:
+def _moe_fields(b: dict, model: str, system: str, precision: str, ep: float, tp: int, container: str) -> None:
     """The mixture-of-experts parts of a Megatron-Bridge row (:data:`ASSUMPTIONS` ``megatron_bridge_moe``)."""
     base = model.split(" (")[0]
     b["model"] = MOE_PRESETS.get(base, "")
@@ -423,19 +478,26 @@ def _moe_fields(b: dict, model: str, system: str, precision: str, ep: float, tp:
                                           f"data replicas, the experts' GEMMs split over TP") if x)
         e //= tp
     b["expert"] = e
-    b["moe_dispatcher"], b["expert_overlap"] = MOE_RUNTIME_BY_EP.get(
-        (base, system, int(ep) if np.isfinite(ep) else 1),
-        MOE_RUNTIME.get((base, system, int(b["gpus"])), MOE_RUNTIME.get((base, system), ("alltoall", False))))
-    # Megatron-Core's EP overlap needs virtual stages with pipelining (scenario.py): a row without them ran without it
-    if "(tokendrop)" in model:  # apply_moe_token_drop takes the alltoall dispatcher only (TOKENDROP_CAPACITY)
-        b["moe_dispatcher"] = "alltoall"
-    b["expert_overlap"] = b["expert_overlap"] and (b["pipeline"] == 1 or b["interleave"] > 1)
-    b["zero_stage"], b["recompute"] = 1, "auto"  # the distributed optimizer (parallel.expert: ZeRO 1 with experts)
-    b["stage_split"] = MOE_STAGE_SPLIT.get(base, "balanced")
     if precision.startswith("not stated"):
         b["dtype"] = MOE_SYSTEMS.get(system, "fp8")
     elif "MX" in precision.upper():
         b["dtype"] = "mxfp8"
+    key = (base, system, b["dtype"])
+    b["moe_dispatcher"], b["expert_overlap"] = MOE_RUNTIME_BY_EP.get(
+        (base, system, int(ep) if np.isfinite(ep) else 1),
+        MOE_RUNTIME.get((base, system, int(b["gpus"])), MOE_RUNTIME.get((base, system), ("alltoall", False))))
+    b["cuda_graph"] = MOE_CUDA_GRAPH.get((*key, int(b["gpus"])), MOE_CUDA_GRAPH.get(key, "none"))
+    at = CONTAINERS.index(container) if container in CONTAINERS and "(tokendrop)" not in model else -1
+    for since, until, state in MOE_RECIPE_HISTORY.get((*key, int(b["pipeline"])), MOE_RECIPE_HISTORY.get(key, [])):
+        if CONTAINERS.index(since) <= at < CONTAINERS.index(until):
+            b["moe_dispatcher"], b["expert_overlap"], b["cuda_graph"] = state
+    if "(tokendrop)" in model:  # apply_moe_token_drop takes the alltoall dispatcher only (TOKENDROP_CAPACITY)
+        b["moe_dispatcher"] = "alltoall"
+        b["cuda_graph"] = "none"
+    # Megatron-Core's EP overlap needs virtual stages with pipelining (scenario.py): a row without them ran without it
+    b["expert_overlap"] = b["expert_overlap"] and (b["pipeline"] == 1 or b["interleave"] > 1)
+    b["zero_stage"], b["recompute"] = 1, "auto"  # the distributed optimizer (parallel.expert: ZeRO 1 with experts)
+    b["stage_split"] = MOE_STAGE_SPLIT.get(base, "balanced")
 
 
 def megatron_bridge_rows() -> pd.DataFrame:
@@ -464,7 +526,7 @@ def megatron_bridge_rows() -> pd.DataFrame:
         b["tp_overlap"] = recipe_tp_overlap(model, system, task, tp, tp > 1)
         b["overlap"] = (model.split(" (")[0], system) not in RECIPE_NO_GRAD_OVERLAP
         if model.startswith(MOE):
-            _moe_fields(b, model, system, precision, number(r["ep"]), tp)
+            _moe_fields(b, model, system, precision, number(r["ep"]), tp, str(r["container"]))
         if model.startswith("Nemotron"):
             b["unmappable"] = f"not mappable: {model} is a hybrid Mamba-Transformer MoE, not modelled"
         elif not b["cluster"]:
@@ -636,6 +698,8 @@ def scenario_for(r) -> dict:
         training["reduce_dtype"] = r["reduce_dtype"]
     if r.get("compile") is False or r.get("compile") is np.False_:  # torchtitan's rows run without torch.compile
         training["compile"] = False
+    if isinstance(r.get("cuda_graph"), str) and r["cuda_graph"] != "none":
+        training["cuda_graph"] = r["cuda_graph"]
     return {"model": model_spec(r), "cluster": r["cluster"], "parallel": par, "training": training}
 
 

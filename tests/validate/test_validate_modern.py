@@ -218,6 +218,25 @@ def test_megatron_bridge_moe_rows_take_the_recipes_dispatcher_and_overlap():
     assert "moe_dispatcher" not in modern.scenario_for(moe.loc[89])["parallel"]  # 25.09 Qwen3 30B on 8 B200
 
 
+def test_megatron_bridge_moe_rows_take_their_containers_recipe():
+    # the CUDA graphs and dispatchers each container's recipe ran (MOE_CUDA_GRAPH at the snapshot, MOE_RECIPE_HISTORY
+    # before it): B300 Qwen3 30B fp8mx full-iteration graphs from 26.06 only, router graphs before; B200 Qwen3 30B
+    # alltoall with router graphs to 26.02, HybridEP with attention graphs from 26.02.01
+    moe = modern.rows("megatron_bridge_moe")
+    q = moe[moe["model"] == "qwen3-30b-a3b"].set_index("label")
+    assert q.loc["26.06 Qwen3_30B_a3B on 8 DGX-B300", "cuda_graph"] == "full_iteration"
+    assert q.loc["26.04.01 Qwen3_30B_a3B on 8 DGX-B300", ["cuda_graph", "expert_overlap"]].tolist() == \
+        ["moe_router,moe_preprocess", False]
+    assert q.loc["26.02 Qwen3_30B_a3B on 8 DGX-B200", ["moe_dispatcher", "cuda_graph"]].tolist() == \
+        ["alltoall", "moe_router,moe_preprocess"]
+    assert q.loc["26.02.01 Qwen3_30B_a3B on 8 DGX-B200", ["moe_dispatcher", "cuda_graph"]].tolist() == \
+        ["hybridep", "attn,moe_router,moe_preprocess"]
+    sc = modern.scenario_for(moe.loc[moe["label"] == "26.06 Qwen3_30B_a3B on 8 DGX-B300"].iloc[0])
+    assert sc["training"]["cuda_graph"] == "full_iteration"
+    gpt = moe[(moe["model"] == "gpt-oss-120b") & (moe["cluster"] == "dgx-h100")]  # no graphs in its recipes
+    assert (gpt["cuda_graph"] == "none").all() and "cuda_graph" not in modern.scenario_for(gpt.iloc[0])["training"]
+
+
 def test_megatron_bridge_rows_take_the_recipes_tp_overlap(bridge):
     # Megatron-Bridge @ 067f987d perf recipes: TE userbuffers TP overlap on for the 70B (pretrain, SFT) and 405B
     # recipes on H100 and the 405B one on B200 (RECIPE_TP_OVERLAP); the 8B recipes (TP 1) set it False
