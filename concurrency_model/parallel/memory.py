@@ -150,7 +150,8 @@ def moe_layer_values(h, moe: tuple, fused_attention: bool = True, a=1, s=1) -> t
     :func:`transformer_activation_bytes`); ``moe`` = ``(hidden, kv, experts, top_k, ffn, shared_ffn, head_norms)``:
     the model's hidden size, the key/value width (key/value heads x head size), the routed experts, the experts a
     token goes to, one expert's MLP width, the shared experts' width (0: none) and whether the queries and keys are
-    normed head by head (Qwen3's QK-norm). Korthikanti et al. 2022 §4.1's terms in 16-bit values (``H``: ``hidden``,
+    normed head by head (Qwen3's QK-norm), and optionally an eighth, whether the linears keep their inputs in 8 bits
+    (below). Korthikanti et al. 2022 §4.1's terms in 16-bit values (``H``: ``hidden``,
     ``A``: ``h``, ``K``: ``kv``, ``k``: ``top_k``, ``F``: ``ffn``, ``E``: ``experts``) [D]:
 
     * replicated: the two norms' inputs ``2 x 2H``, the attention and MLP blocks' normed inputs ``2 x 2H`` and the two
@@ -165,12 +166,27 @@ def moe_layer_values(h, moe: tuple, fused_attention: bool = True, a=1, s=1) -> t
     With ``hidden = h = kv`` the replicated part and the attention's split part are Korthikanti's ``10 h`` and ``8 h``
     (Eq. 2's ``10 + 24 / t`` less the MLP's ``16 / t``).
 
+    Inputs kept in 8 bits (an 8-bit recipe under Transformer Engine, whose linears keep the quantized input for the
+    weight gradient, columnwise, and drop the 16-bit one: NVIDIA/TransformerEngine @ e7c550c5
+    ``transformer_engine/pytorch/module/grouped_linear.py``, ``update_usage(rowwise_usage=False,
+    columnwise_usage=True)`` unless ``save_original_input``, which Megatron-Core sets on the experts only with the
+    ``moe_act`` recompute or offloading and on ``linear_proj``, whose input the fused attention keeps anyway:
+    NVIDIA/Megatron-LM @ 2a75ac12 ``megatron/core/transformer/moe/experts.py``, ``attention.py``): one byte a value
+    for the attention's normed input (``linear_qkv``, a ``LayerNormLinear``), each copy's fc1 input and its fc2 input
+    (the GLU's output) and the shared experts' fc2 input; the block scales (1 byte in 32 under MXFP8) are left out.
+    The GLU's input stays in 16 bits (Megatron-Core's activation kernel keeps it), as do the router's input and the
+    queries, keys and values.
+
     >>> moe_layer_values(8192, (4096, 512, 128, 8, 1536, 0, True))   # Qwen3-235B-A22B, fused attention
     (41472, 191488)
+    >>> moe_layer_values(8192, (4096, 512, 128, 8, 1536, 0, True, True))   # the same under an 8-bit recipe
+    (37376, 146432)
     """
-    H, K, E, k, F, Fs, norms = moe
-    replicated = 10 * H + 4 * E
-    split = 2 * h + 4 * K + 2 * h + k * (2 * H + 6 * F) + 6 * Fs + ((2 * h + 2 * K) if norms else 0)
+    H, K, E, k, F, Fs, norms, *rest = moe
+    q8 = bool(rest and rest[0])
+    replicated = 10 * H + 4 * E - (H if q8 else 0)
+    split = 2 * h + 4 * K + 2 * h + k * ((H if q8 else 2 * H) + (5 if q8 else 6) * F) + (5 if q8 else 6) * Fs \
+        + ((2 * h + 2 * K) if norms else 0)
     if not fused_attention:
         split += 5 * a * s
     return replicated, split

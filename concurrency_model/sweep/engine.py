@@ -44,7 +44,7 @@ from ..training.keys import scenario_key, stable_model
 from ..training.prepare import (assemble, consistency_of, host_per_kernel, host_seconds, runtime_name, sync_of,
                                 unsharded_optimizer_bytes)
 from ..training.step import step_fn
-from ..training.workload import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, transformer_shape, workload
+from ..training.workload import ZERO_TRIPLE, context_exposed, transformer_shape, workload
 from ..units import state_dtype
 from .result import SCALES, SweepResult
 from .space import layouts
@@ -238,7 +238,7 @@ def _memory(sc, w, lay: pd.DataFrame) -> dict:
     state) bytes a device."""
     tr = sc.training
     shape = transformer_shape(w.graph(1))
-    shape_t = None if shape is None else tuple(shape[k] for k in MEMORY_SHAPE)
+    shape_t = w.memory_shape(shape)
     state, model_state, mem, act = np.zeros(len(lay)), np.zeros(len(lay)), np.zeros(len(lay)), np.zeros(len(lay))
     upper = np.zeros(len(lay))  # the band's upper end (:mod:`concurrency_model.parallel.allocator`)
     hopper = allocator.is_hopper(sc.cluster.device.name)

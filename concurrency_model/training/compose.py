@@ -387,8 +387,8 @@ _MOE_SYMS = tuple(sp.Symbol(f"moe_{i}", nonnegative=True, integer=True) for i in
 def model_numbers(shape: tuple | None, sac: tuple | None) -> tuple:
     """``(numbers, structure)`` of ``shape`` (:func:`memory_fn`'s) and ``sac``: their sizes (floats, in the order of
     :func:`model_symbols`) and what is left of the two when the sizes are taken out (the flags: ``fused``, whether
-    there is a vocabulary, the mixture of experts' ``head_norms``; the products' splits). The memory expressions
-    branch in Python on the flags only (:mod:`.memory`, :mod:`.allocator`: the sizes enter sums, products, ``Max``,
+    there is a vocabulary, the mixture of experts' ``head_norms`` and 8-bit inputs; the products' splits). The memory
+    expressions branch in Python on the flags only (:mod:`.memory`, :mod:`.allocator`: the sizes enter sums, products, ``Max``,
     ``Min`` and ``Piecewise``), so one compiled function a structure serves every model of it.
 
     >>> numbers, structure = model_numbers((4096, 4096, 32, 32, 128256, True, None), ((4096, "column"),))
@@ -403,7 +403,7 @@ def model_numbers(shape: tuple | None, sac: tuple | None) -> tuple:
         numbers = tuple(float(x) for x in (sq, h, a, layers) + (() if vocab is None else (vocab,)))
         if moe is not None:
             numbers += tuple(float(x) for x in moe[:6])
-        flags = (fused, vocab is not None, None if moe is None else bool(moe[6]))
+        flags = (fused, vocab is not None, None if moe is None else tuple(bool(x) for x in moe[6:]))
     if sac is not None:
         numbers += tuple(float(width) for width, _ in sac)
         splits = tuple(split for _, split in sac)
@@ -425,7 +425,7 @@ def _symbolic(structure: tuple) -> tuple:
     if flags is not None:
         fused, has_vocab, norms = flags
         shape = _SHAPE_SYMS[:4] + (_SHAPE_SYMS[4] if has_vocab else None, fused,
-                                   None if norms is None else _MOE_SYMS + (norms,))
+                                   None if norms is None else _MOE_SYMS + norms)
     sac = None if splits is None else tuple((sp.Symbol(f"sac_{i}", positive=True, integer=True), split)
                                             for i, split in enumerate(splits))
     return shape, sac

@@ -29,7 +29,7 @@ from . import compose
 from .layer_table import layer_table
 from .remedies import fits_with
 from .step import step_fn
-from .workload import MEMORY_SHAPE, ZERO_TRIPLE, context_exposed, transformer_shape, triple_seconds, workload
+from .workload import ZERO_TRIPLE, context_exposed, transformer_shape, triple_seconds, workload
 
 
 def numbers(sc: Scenario, w, stage: dict, state, key: tuple, mem: dict) -> dict:
@@ -171,7 +171,7 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     mem_fn = compose.memory_fn(w.state_params(e), tr.optimizer, tr.dtype, sharded,
                                "1f1b" if schedule == "interleaved" and v == 1 else schedule, rec,
                                par.sequence_parallel,
-                               None if shape is None else tuple(shape[k] for k in MEMORY_SHAPE),
+                               w.memory_shape(shape),
                                p == 1, par.context_algorithm, shape["kv"] if shape else None, w.replicated_params,
                                frozen, sac, w.embedding_params)
     state, act = (float(x) for x in mem_fn(b, t, p, m, v, par.data, act_graph, c))
@@ -182,7 +182,7 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     runtime = {k: float(x) for k, x in compose.framework_memory_fn(
         fw, w.state_params(e), tr.dtype, tr.zero_stage,
         "1f1b" if schedule == "interleaved" and v == 1 else schedule,
-        rec, par.sequence_parallel, None if shape is None else tuple(shape[k] for k in MEMORY_SHAPE), p == 1,
+        rec, par.sequence_parallel, w.memory_shape(shape), p == 1,
         allocator.is_hopper(sc.cluster.device.name), w.replicated_params, sac, tr.loss, w.embedding_params)(
             b, t, p, m, v, par.data, act, c).items()}
     extra = {k: runtime[k] for k in allocator.PARTS} if fw != "ideal" else None  # ideal: today's figures exactly

@@ -248,6 +248,19 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                 float(g.forward(depth=False).flop + g.backward(depth=False).flop)  # W only: no critical path
         return known[1][self.lora_rank]
 
+    def memory_shape(self, shape: dict | None) -> tuple | None:
+        """The :data:`MEMORY_SHAPE` tuple of a :func:`transformer_shape` for the memory model
+        (:func:`.compose.memory_fn`), with a mixture of experts' linears keeping their inputs in 8 bits where an
+        8-bit dtype runs Transformer Engine's casts (:func:`~concurrency_model.parallel.memory.moe_layer_values`;
+        torchao's float8 keeps the 16-bit inputs); None for a graph without one."""
+        if shape is None:
+            return None
+        out = tuple(shape[k] for k in MEMORY_SHAPE)
+        if shape["moe"] is not None:
+            q8 = self.dtype in EIGHT_BIT_VALUES and self.fp8_recipe.startswith("te")
+            out = out[:-1] + (shape["moe"] + (q8,),)
+        return out
+
     @cached_property
     def params(self) -> float:
         """Parameters of the model (the graph's sum over its nodes, once per workload)."""

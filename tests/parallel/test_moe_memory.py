@@ -5,10 +5,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from concurrency_model.frontends.hf import from_hf_config, load_hf_config
+from concurrency_model.hardware.clusters import load_cluster
 from concurrency_model.parallel.memory import activation_bytes_per_device, moe_layer_values, \
     transformer_activation_bytes
 from concurrency_model.training.estimate import estimate
-from concurrency_model.training.workload import transformer_shape
+from concurrency_model.parallel.runtime import kernel_policies
+from concurrency_model.training.workload import transformer_shape, workload
 
 # Qwen3-235B-A22B (its Hugging Face config): hidden 4096, 64 query heads and 4 key/value heads of 128, 128 experts, 8 a
 # token, each 1536 wide, QK-norm
@@ -25,6 +27,27 @@ def test_qwen3_235b_layer_by_hand():
     assert split == 16384 + 2048 + 16384 + 17408 + 8 * 17408
     # Korthikanti's dense count at the attention width 8192 stores 34 x 8192 = 278,528 bytes a token: 1.2x this
     assert (rep + split) / (34 * 8192) == pytest.approx(232960 / 278528)
+
+
+def test_eight_bit_inputs_by_hand():
+    # Transformer Engine keeps the 8-bit copy of a linear's input: the attention's normed input 4096 bytes (not 8192)
+    # and, per routed copy, fc1's input 4096 and fc2's input 1536 (not 8192 and 3072); gate and up stay 16-bit
+    rep, split = moe_layer_values(8192, QWEN3_235B)
+    rep8, split8 = moe_layer_values(8192, QWEN3_235B + (True,))
+    assert rep - rep8 == 4096 and split - split8 == 8 * (4096 + 1536)
+    assert moe_layer_values(8192, QWEN3_235B + (False,)) == (rep, split)
+
+
+@pytest.mark.parametrize("framework, dtype, q8", [("megatron", "fp8", True), ("megatron", "mxfp8", True),
+                                                  ("megatron", "bf16", False), ("fsdp2", "fp8", False)])
+def test_eight_bit_inputs_follow_the_runtime_casts(framework, dtype, q8):
+    # Transformer Engine's casts keep 8-bit inputs; torchao's float8 (fsdp2, torchtitan) keeps the 16-bit ones
+    model = {"hf_config": "qwen3-30b-a3b", "seq_len": 1024}
+    w = workload(model, load_cluster("dgx-h100"), dtype, "all", 0, None, 1.0, *kernel_policies(framework)[:2])
+    shape = w.memory_shape(transformer_shape(w.graph(1)))
+    assert shape[-1][-1] is q8 and shape[-1][:-1] == transformer_shape(w.graph(1))["moe"]
+    assert workload({"kind": "gpt", "layers": 2, "hidden": 256, "heads": 8, "seq_len": 128, "vocab": 1024},
+                    load_cluster("dgx-h100"), dtype).memory_shape(None) is None
 
 
 def test_moe_layer_bytes_with_and_without_sequence_parallelism():
