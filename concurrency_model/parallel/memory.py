@@ -143,15 +143,14 @@ def model_state_bytes(params, optimizer: str = "adam", dtype: str = "bf16", mast
             "total": to_python(weights + grads + state)}
 
 
-def moe_layer_values(h, moe: tuple, fused_attention: bool = True, a=1, s=1) -> tuple:
+def moe_layer_values(h, moe: tuple, fused_attention: bool = True, a=1, s=1, eight_bit: bool = False) -> tuple:
     """Bytes per token that one mixture-of-experts transformer layer stores for its backward pass, as ``(replicated,
     split)``: what every tensor rank keeps whole without sequence parallelism and what is split over the ``t`` ranks
     (with sequence parallelism both are). ``h``: the attention width (heads x head size, the ``h`` of
     :func:`transformer_activation_bytes`); ``moe`` = ``(hidden, kv, experts, top_k, ffn, shared_ffn, head_norms)``:
     the model's hidden size, the key/value width (key/value heads x head size), the routed experts, the experts a
     token goes to, one expert's MLP width, the shared experts' width (0: none) and whether the queries and keys are
-    normed head by head (Qwen3's QK-norm), and optionally an eighth, whether the linears keep their inputs in 8 bits
-    (below). Korthikanti et al. 2022 §4.1's terms in 16-bit values (``H``: ``hidden``,
+    normed head by head (Qwen3's QK-norm). Korthikanti et al. 2022 §4.1's terms in 16-bit values (``H``: ``hidden``,
     ``A``: ``h``, ``K``: ``kv``, ``k``: ``top_k``, ``F``: ``ffn``, ``E``: ``experts``) [D]:
 
     * replicated: the two norms' inputs ``2 x 2H``, the attention and MLP blocks' normed inputs ``2 x 2H`` and the two
@@ -166,7 +165,8 @@ def moe_layer_values(h, moe: tuple, fused_attention: bool = True, a=1, s=1) -> t
     With ``hidden = h = kv`` the replicated part and the attention's split part are Korthikanti's ``10 h`` and ``8 h``
     (Eq. 2's ``10 + 24 / t`` less the MLP's ``16 / t``).
 
-    Inputs kept in 8 bits (an 8-bit recipe under Transformer Engine, whose linears keep the quantized input for the
+    ``eight_bit``: the linears keep their inputs in 8 bits (an 8-bit recipe under Transformer Engine, whose linears
+    keep the quantized input for the
     weight gradient, columnwise, and drop the 16-bit one: NVIDIA/TransformerEngine @ e7c550c5
     ``transformer_engine/pytorch/module/grouped_linear.py``, ``update_usage(rowwise_usage=False,
     columnwise_usage=True)`` unless ``save_original_input``, which Megatron-Core sets on the experts only with the
@@ -179,11 +179,11 @@ def moe_layer_values(h, moe: tuple, fused_attention: bool = True, a=1, s=1) -> t
 
     >>> moe_layer_values(8192, (4096, 512, 128, 8, 1536, 0, True))   # Qwen3-235B-A22B, fused attention
     (41472, 191488)
-    >>> moe_layer_values(8192, (4096, 512, 128, 8, 1536, 0, True, True))   # the same under an 8-bit recipe
+    >>> moe_layer_values(8192, (4096, 512, 128, 8, 1536, 0, True), eight_bit=True)   # the same under an 8-bit recipe
     (37376, 146432)
     """
-    H, K, E, k, F, Fs, norms, *rest = moe
-    q8 = bool(rest and rest[0])
+    H, K, E, k, F, Fs, norms = moe
+    q8 = eight_bit
     replicated = 10 * H + 4 * E - (H if q8 else 0)
     split = 2 * h + 4 * K + 2 * h + k * ((H if q8 else 2 * H) + (5 if q8 else 6) * F) + (5 if q8 else 6) * Fs \
         + ((2 * h + 2 * K) if norms else 0)
@@ -194,7 +194,7 @@ def moe_layer_values(h, moe: tuple, fused_attention: bool = True, a=1, s=1) -> t
 
 def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = False,
                                  recompute: str = "none", layers=1, fused_attention: bool = False,
-                                 moe: tuple | None = None):
+                                 moe: tuple | None = None, eight_bit: bool = False):
     """Stored activation bytes of ``layers`` transformer layers for one microbatch on one device.
 
     Korthikanti et al. 2022, Eq. 1 / Table 2, 16-bit activations and 1-byte dropout masks [S]:
@@ -219,6 +219,10 @@ def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = Fals
     which recomputes only the attention core) stores :func:`moe_layer_values`' bytes a token, ``full`` the layer's
     input of ``hidden`` values, ``2 s b hidden`` (``/ t`` with sequence parallelism).
 
+    ``eight_bit``: a mixture-of-experts layer's linears keep their inputs in 8 bits (:func:`moe_layer_values`); a dense
+    layer's count stays Korthikanti's 16-bit one (docs/residuals.md, "8-bit saved inputs": not adopted for dense
+    layers).
+
     >>> transformer_activation_bytes(2048, 1, 12288, 96) / (2048 * 12288)  # 34 + 5as/h = 34 + 80
     114.0
     >>> transformer_activation_bytes(2048, 1, 12288, 96, fused_attention=True) / (2048 * 12288)
@@ -235,7 +239,7 @@ def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = Fals
         if recompute == "full":
             per = 2 * s * b * moe[0] / (t if sequence_parallel else 1)
         else:  # Megatron's selective recompute reruns the attention core only: with a fused kernel nothing is dropped
-            rep, split = moe_layer_values(h, moe, fused_attention or recompute == "selective", a, s)
+            rep, split = moe_layer_values(h, moe, fused_attention or recompute == "selective", a, s, eight_bit)
             rep, split = sp.sympify(rep), sp.sympify(split)
             per = s * b * ((rep + split) / t if sequence_parallel else rep + split / t)
         return to_python(per * n_layers)
@@ -327,7 +331,7 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
                                 recompute: str = "none", pipeline=1, schedule: str = "1f1b",
                                 microbatches=None, interleave=1, stage: int = 0, vocab=None,
                                 recompute_buffer: bool = False, fused_attention: bool = False,
-                                sac: tuple | None = None, moe: tuple | None = None):
+                                sac: tuple | None = None, moe: tuple | None = None, eight_bit: bool = False):
     """Peak activation bytes on one device of pipeline stage ``stage``.
 
     ``transformer_activation_bytes`` of the stage's ``layers / pipeline`` layers (b = microbatch size)
@@ -356,7 +360,8 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
     recompute and in the full recompute's buffer (the per-op policy recomputes the gathers: not saved).
 
     ``moe``: the layers are mixture-of-experts layers (:func:`moe_layer_values`): their own count a layer, and the
-    embedding and output terms in the model's ``hidden`` size (``moe[0]``) instead of ``h``.
+    embedding and output terms in the model's ``hidden`` size (``moe[0]``) instead of ``h``. ``eight_bit``: the linears
+    keep 8-bit inputs (:func:`transformer_activation_bytes`; torchtitan's per-op policy, ``sac``, keeps its own).
 
     >>> activation_bytes_per_device(2048, 1, 12288, 96, 96, t=8, sequence_parallel=True,
     ...     recompute="selective", pipeline=8) == 34 * 2048 * 12288 * 96 / 8   # Eq. 6
@@ -378,14 +383,15 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
     # layers whole, where Megatron keeps them sharded (docstring)
     gathered = 4 * s_ * b_ * h_ * (1 - 1 / t_) if sac is not None and sequence_parallel else sp.Integer(0)
     per_mb = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, recompute, 1, fused_attention,
-                                                     moe))
+                                                     moe, eight_bit))
     op_sac = sac is not None and recompute == "selective"
     if op_sac:
         per_mb = sp.sympify(per_op_sac_bytes(s, b, h, a, t, sequence_parallel, sac))
     elif recompute != "full":
         per_mb += gathered
     total = per_mb * L / p * _in_flight(schedule, p, m, v, st)
-    none = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, "none", 1, fused_attention, moe))
+    none = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, "none", 1, fused_attention, moe,
+                                                   eight_bit))
     if recompute_buffer and op_sac:
         total += sp.Max(0, none + gathered - per_mb)
     elif recompute_buffer and recompute == "full":

@@ -250,16 +250,13 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
 
     def memory_shape(self, shape: dict | None) -> tuple | None:
         """The :data:`MEMORY_SHAPE` tuple of a :func:`transformer_shape` for the memory model
-        (:func:`.compose.memory_fn`), with a mixture of experts' linears keeping their inputs in 8 bits where an
-        8-bit dtype runs Transformer Engine's casts (:func:`~concurrency_model.parallel.memory.moe_layer_values`;
-        torchao's float8 keeps the 16-bit inputs); None for a graph without one."""
+        (:func:`.compose.memory_fn`) and whether a mixture of experts' linears keep their inputs in 8 bits: an 8-bit
+        dtype under Transformer Engine's casts (:func:`~concurrency_model.parallel.memory.moe_layer_values`; torchao's
+        float8 keeps the 16-bit inputs; a dense layer's count is 16-bit); None for a graph without one."""
         if shape is None:
             return None
-        out = tuple(shape[k] for k in MEMORY_SHAPE)
-        if shape["moe"] is not None:
-            q8 = self.dtype in EIGHT_BIT_VALUES and self.fp8_recipe.startswith("te")
-            out = out[:-1] + (shape["moe"] + (q8,),)
-        return out
+        return tuple(shape[k] for k in MEMORY_SHAPE) + (shape["moe"] is not None and self.dtype in EIGHT_BIT_VALUES
+                                                        and self.fp8_recipe.startswith("te"),)
 
     @cached_property
     def params(self) -> float:

@@ -33,9 +33,8 @@ def test_eight_bit_inputs_by_hand():
     # Transformer Engine keeps the 8-bit copy of a linear's input: the attention's normed input 4096 bytes (not 8192)
     # and, per routed copy, fc1's input 4096 and fc2's input 1536 (not 8192 and 3072); gate and up stay 16-bit
     rep, split = moe_layer_values(8192, QWEN3_235B)
-    rep8, split8 = moe_layer_values(8192, QWEN3_235B + (True,))
+    rep8, split8 = moe_layer_values(8192, QWEN3_235B, eight_bit=True)
     assert rep - rep8 == 4096 and split - split8 == 8 * (4096 + 1536)
-    assert moe_layer_values(8192, QWEN3_235B + (False,)) == (rep, split)
 
 
 @pytest.mark.parametrize("framework, dtype, q8", [("megatron", "fp8", True), ("megatron", "mxfp8", True),
@@ -45,9 +44,11 @@ def test_eight_bit_inputs_follow_the_runtime_casts(framework, dtype, q8):
     model = {"hf_config": "qwen3-30b-a3b", "seq_len": 1024}
     w = workload(model, load_cluster("dgx-h100"), dtype, "all", 0, None, 1.0, *kernel_policies(framework)[:2])
     shape = w.memory_shape(transformer_shape(w.graph(1)))
-    assert shape[-1][-1] is q8 and shape[-1][:-1] == transformer_shape(w.graph(1))["moe"]
-    assert workload({"kind": "gpt", "layers": 2, "hidden": 256, "heads": 8, "seq_len": 128, "vocab": 1024},
-                    load_cluster("dgx-h100"), dtype).memory_shape(None) is None
+    assert shape[-1] is q8 and shape[-2] == transformer_shape(w.graph(1))["moe"]
+    dense = workload({"kind": "gpt", "layers": 2, "hidden": 256, "heads": 8, "seq_len": 128, "vocab": 1024},
+                     load_cluster("dgx-h100"), dtype, "all", 0, None, 1.0, *kernel_policies(framework)[:2])
+    assert dense.memory_shape(None) is None
+    assert dense.memory_shape(transformer_shape(dense.graph(1)))[-1] is False  # a dense layer's count is 16-bit
 
 
 def test_moe_layer_bytes_with_and_without_sequence_parallelism():

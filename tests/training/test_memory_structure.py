@@ -67,6 +67,8 @@ def test_model_numbers_keeps_the_flags_in_the_structure():
     assert n_dense == (2048.0, 4096.0, 32.0, 32.0, 32_000.0) and len(n_moe) == 11
     assert s_dense != s_moe != compose.model_numbers(moe[:6] + (moe[6][:6] + (True,),), None)[1]
     assert s_dense != compose.model_numbers(dense[:5] + (False, None), None)[1]  # fused or not
+    assert s_dense != compose.model_numbers(dense + (True,), None)[1]  # 8-bit saved inputs or not
+    assert s_dense == compose.model_numbers(dense + (False,), None)[1]
     assert compose.model_numbers(dense, None)[1] == compose.model_numbers((1, 2, 3, 4, 5, True, None), None)[1]
 
 
