@@ -10,18 +10,18 @@ Efficacy of Optimizations for DNN Training", USENIX ATC 2020: CPU launch tasks b
 stream order, from CUPTI traces) with one host cost per kernel; a stage carries its passes' kernels in issue order
 (``queue``, :func:`issue_sequence`) for it.
 
-CUDA graphs (``training.cuda_graph``, :func:`.runtime.cuda_graph_scopes`, :func:`graphed_rows`): a captured region's kernels
-are replayed by one graph launch, so the host issues one call where it issued each kernel. Megatron-Core's scopes
-(NVIDIA/Megatron-LM @ 2a75ac12 ``megatron/core/transformer/transformer_config.py`` ``cuda_graph_impl`` and
+CUDA graphs (``training.cuda_graph``, :func:`.runtime.cuda_graph_scopes`, :func:`graphed_rows`): a captured region's
+kernels are replayed by one graph launch, so the host issues one call where it issued each kernel. Megatron-Core's
+scopes (NVIDIA/Megatron-LM @ 2a75ac12 ``megatron/core/transformer/transformer_config.py`` ``cuda_graph_impl`` and
 ``cuda_graph_scope``; ``megatron/core/transformer/transformer_layer.py``): ``transformer_engine`` captures, per
-transformer layer, a forward and a backward graph (Transformer Engine's ``make_graphed_callables``) of the chosen
-parts: ``attn`` (the input norm, attention and its residual add), ``mlp`` (a dense layer's pre-MLP norm, MLP and
-residual add), ``moe_router`` (a mixture of experts' pre-MLP norm and router), ``moe_preprocess`` (the dispatcher's
-preprocessing, which the layer rows here do not list apart from the dispatch: it changes nothing), ``moe`` (the whole
-mixture of experts, which Megatron-Core allows only with padded capacity buffers); the parts after a partial capture
-run eagerly. ``full_iteration`` (``megatron/core/full_cuda_graph.py``) captures every microbatch's forward and
-backward passes in one graph: nothing a layer issues costs the host, and no layer may block the host (the recipes
-that use it run the sync-free dispatch). The optimizer step stays eager. A graph's memory pool is not modelled.
+transformer layer, a forward and a backward graph (Transformer Engine's ``make_graphed_callables``) of the chosen parts:
+``attn`` (the input norm, attention and its residual add), ``mlp`` (a dense layer's pre-MLP norm, MLP and residual add),
+``moe_router`` (a mixture of experts' pre-MLP norm and router), ``moe_preprocess`` (the dispatcher's preprocessing,
+which the layer rows here do not list apart from the dispatch: it changes nothing), ``moe`` (the whole mixture of
+experts, which Megatron-Core allows only with padded capacity buffers); the parts after a partial capture run eagerly.
+``full_iteration`` (``megatron/core/full_cuda_graph.py``) captures every microbatch's forward and backward passes in one
+graph: nothing a layer issues costs the host, and no layer may block the host (the recipes that use it run the sync-free
+dispatch). The optimizer step stays eager. A graph's memory pool is not modelled.
 """
 from __future__ import annotations
 
@@ -53,7 +53,6 @@ HOST_S_PER_KERNEL = 62e-6
 # meet the conditions); a layer that misses them issues these many kernels more, forward and backward.
 SOFTMAX_FALLBACK_KERNELS = (5 - 1, 5 - 1)
 SOFTMAX_FUSED_MAX_SEQ = 2048
-
 
 
 def host_per_kernel(dev, host: float | None = None) -> float:
@@ -92,13 +91,13 @@ def softmax_fallback_kernels(batch: int, heads: int, seq: int, fused, dtype: str
 
 
 def graphed_rows(kinds, layer_ids, scopes: tuple, fixed_capacity) -> tuple[np.ndarray, np.ndarray]:
-    """Which of a model's layer rows a CUDA graph captures, and which of them starts a graph (one launch a pass),
-    under ``scopes`` (:func:`.runtime.cuda_graph_scopes`; module doc). ``kinds``: each row's node kind; ``layer_ids``: its
-    transformer layer (``None`` outside the blocks: embedding, final norm, output layer); ``fixed_capacity``: each
-    row's padded capacity buffers (a ``moe_dispatch`` row's). Within a layer the rows up to its first residual
-    ``add`` are ``attn``; a mixture of experts' rows before its ``moe_dispatch`` are ``moe_router``, from it on
-    ``moe``; a dense layer's rows after ``attn`` are ``mlp``. A graph spans the captured rows of one layer that follow
-    each other (``full_iteration``: all rows, one graph). ``ValueError`` for ``moe`` over dropless experts.
+    """Which of a model's layer rows a CUDA graph captures, and which of them starts a graph (one launch a pass), under
+    ``scopes`` (:func:`.runtime.cuda_graph_scopes`; module doc). ``kinds``: each row's node kind; ``layer_ids``: its
+    transformer layer (``None`` outside the blocks: embedding, final norm, output layer); ``fixed_capacity``: each row's
+    padded capacity buffers (a ``moe_dispatch`` row's). Within a layer the rows up to its first residual ``add`` are
+    ``attn``; a mixture of experts' rows before its ``moe_dispatch`` are ``moe_router``, from it on ``moe``; a dense
+    layer's rows after ``attn`` are ``mlp``. A graph spans the captured rows of one layer that follow each other
+    (``full_iteration``: all rows, one graph). ``ValueError`` for ``moe`` over dropless experts.
 
     >>> kinds = ["embedding", "rms_norm", "attention", "add", "rms_norm", "linear", "moe_dispatch", "linear", "add"]
     >>> ids = [None, 0, 0, 0, 0, 0, 0, 0, 0]

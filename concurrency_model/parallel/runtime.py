@@ -162,9 +162,9 @@ class Runtime:
     parameter and rank from Python; ``inline_gather_bytes``: bytes read and written on the compute stream per byte
     gathered (FSDP2's copy-out); ``inline_reduce_copy``: the gradients copied into the reduction's input, in its
     dtype, on the compute stream (FSDP2's copy-in); ``moe_sync``: a dropless mixture-of-experts layer's token
-    dispatcher blocks the host once a forward pass until the routing counts are on the host; ``expert_launch_s``: the host
-seconds of each expert's GEMM launch in a grouped linear beyond the first (0: one launch for all experts; module
-doc)."""
+    dispatcher blocks the host once a forward pass until the routing counts are on the host; ``expert_launch_s``: the
+    host seconds of each expert's GEMM launch in a grouped linear beyond the first (0: one launch for all experts;
+    module doc)."""
 
     name: str
     gather: str = "pass"
@@ -239,8 +239,8 @@ FP8_RECIPES = ("tensorwise", "rowwise")  # training.fp8_recipe: torchao's scalin
 
 def kernel_policies(framework: str | None, zero_stage: int = 0,
                     fp8_recipe: str | None = None) -> tuple[str, str, bool, float]:
-    """``(selective, float8, moe_sync, expert_launch_s)`` of a runtime (``None``: the one the ZeRO stage implies): the policy of a
-    ``selective`` recompute (:mod:`.recompute`) and the casts of 8-bit training
+    """``(selective, float8, moe_sync, expert_launch_s)`` of a runtime (``None``: the one the ZeRO stage implies): the
+    policy of a ``selective`` recompute (:mod:`.recompute`) and the casts of 8-bit training
     (:func:`concurrency_model.timing.graph.cast_parts`); ``fp8_recipe`` ``rowwise`` (``training.fp8_recipe``) turns
     torchao's tensorwise casts into its rowwise ones. An unknown name gets the ideal runtime's (the scenario check
     names it).

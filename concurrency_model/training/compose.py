@@ -389,8 +389,8 @@ def model_numbers(shape: tuple | None, sac: tuple | None) -> tuple:
     """``(numbers, structure)`` of ``shape`` (:func:`memory_fn`'s) and ``sac``: their sizes (floats, in the order of
     :func:`model_symbols`) and what is left of the two when the sizes are taken out (the flags: ``fused``, whether
     there is a vocabulary, the mixture of experts' ``head_norms``, 8-bit inputs; the products' splits). The memory
-    expressions branch in Python on the flags only (:mod:`.memory`, :mod:`.allocator`: the sizes enter sums, products, ``Max``,
-    ``Min`` and ``Piecewise``), so one compiled function a structure serves every model of it.
+    expressions branch in Python on the flags only (:mod:`.memory`, :mod:`.allocator`: the sizes enter sums, products,
+    ``Max``, ``Min`` and ``Piecewise``), so one compiled function a structure serves every model of it.
 
     >>> numbers, structure = model_numbers((4096, 4096, 32, 32, 128256, True, None), ((4096, "column"),))
     >>> numbers, structure

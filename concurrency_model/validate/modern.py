@@ -342,12 +342,13 @@ MOE_RUNTIME = {
 # perf_recipes/deepseek/b200/deepseek_v3.py 256gpu fp8mx, EP 32: flex + deepep, overlap_moe_expert_parallel_comm True
 MOE_RUNTIME_BY_EP = {("DeepSeekV3", "DGX-B200", 32): ("deepep", True)}
 # The CUDA graphs the recipes capture (training.cuda_graph: Megatron-Core's cuda_graph_impl and cuda_graph_scope), as
-# Megatron-Bridge @ 067f987d src/megatron/bridge/ sets them: (table model, system, dtype[, GPUs]) -> scopes; "none" where
-# the recipe keeps the base recipe's cuda_graph_impl "none" (recipes/qwen/h100/qwen3_moe.py for Qwen3-235B,
+# Megatron-Bridge @ 067f987d src/megatron/bridge/ sets them: (table model, system, dtype[, GPUs]) -> scopes; "none"
+# where the recipe keeps the base recipe's cuda_graph_impl "none" (recipes/qwen/h100/qwen3_moe.py for Qwen3-235B,
 # recipes/deepseek/h100/deepseek_v3.py, recipes/gpt_oss/h100/gpt_oss.py)
 MOE_ROUTER_GRAPH, MOE_ATTN_GRAPH = "moe_router,moe_preprocess", "attn,moe_router,moe_preprocess"
 MOE_CUDA_GRAPH = {
-    # recipes/qwen/h100/qwen3_moe.py bf16 (moe_router, moe_preprocess); perf_recipes/qwen/h100/qwen3_moe.py fp8cs adds attn
+    # recipes/qwen/h100/qwen3_moe.py bf16 (moe_router, moe_preprocess); perf_recipes/qwen/h100/qwen3_moe.py fp8cs
+    # adds attn
     ("Qwen3_30B_a3B", "DGX-H100", "bf16"): MOE_ROUTER_GRAPH, ("Qwen3_30B_a3B", "DGX-H100", "fp8"): MOE_ATTN_GRAPH,
     # perf_recipes/qwen/b200/qwen3_moe.py, every precision
     ("Qwen3_30B_a3B", "DGX-B200", "bf16"): MOE_ATTN_GRAPH, ("Qwen3_30B_a3B", "DGX-B200", "fp8"): MOE_ATTN_GRAPH,
@@ -365,20 +366,21 @@ MOE_CUDA_GRAPH = {
     # perf_recipes/gpt_oss/b300/gpt_oss.py, both 120B recipes
     ("GPT OSS 120B", "DGX-B300", "bf16"): MOE_ATTN_GRAPH, ("GPT OSS 120B", "DGX-B300", "mxfp8"): MOE_ATTN_GRAPH,
 }
-# Where a recipe's settings changed between the containers the tables ran (the snapshot above, whose perf_recipes
-# date from 2026-06-25, aad7d9ce2, cannot see it): (table model, system, dtype[, pipeline stages]) -> [(the first
-# container read to run a state, the first past it, the state: dispatcher, EP overlap, CUDA graph)]; a row of another
-# container (or a "(tokendrop)" variant, a recipe of its own) takes the snapshot's. Read in Megatron-Bridge's scripts/performance/configs/ (removed in c8327cfc2, 2026-07-08), whose
-# layouts match the rows': 0ec1df783 (2026-02-27, first in 26.02.01) moved the B200 Qwen3-30B recipe from the alltoall
-# dispatcher with router graphs (at c3e43e6aa) to HybridEP with attention graphs; the H100 Qwen3-30B fp8cs runs to
-# 26.02.01 took 2 stages (VP 12) with DeepEP and EP overlap and no graphs (at 4a6450755^), from 26.04 EP 16 with
-# HybridEP, no overlap and no graphs (at 4a6450755 .. 5f3b336f9); every full-iteration recipe arrived in June 2026
-# (8af195c0a, afb5dd47c, 55443cbfb, ac4ad89ff: first in 26.06), and before them (at 8af195c0a^) the B300 Qwen3-30B
-# fp8mx runs took the fp8cs recipe's HybridEP with router graphs and no EP overlap, the 256-GPU Qwen3-235B fp8mx runs
-# the fp8cs settings (B300: HybridEP, B200: alltoall; no graphs, no EP overlap), DeepSeek-V3 HybridEP without EP
-# overlap, no graphs at 16 stages (V1, B200 and B300) and attention graphs at 8 on B300 (V2). A key with the pipeline
-# degree comes first. The 25.09 "(tokendrop)" B200 Qwen3-30B run enabled Megatron-Core's own graphs (at cac49dcd7
-# scripts/performance/run_script.py, enable_cuda_graph), of a scope not read: none is mapped.
+# Where a recipe's settings changed between the containers the tables ran (the snapshot above, whose perf_recipes date
+# from 2026-06-25, aad7d9ce2, cannot see it): (table model, system, dtype[, pipeline stages]) -> [(the first container
+# read to run a state, the first past it, the state: dispatcher, EP overlap, CUDA graph)]; a row of another container
+# (or a "(tokendrop)" variant, a recipe of its own) takes the snapshot's. Read in Megatron-Bridge's
+# scripts/performance/configs/ (removed in c8327cfc2, 2026-07-08), whose layouts match the rows': 0ec1df783 (2026-02-27,
+# first in 26.02.01) moved the B200 Qwen3-30B recipe from the alltoall dispatcher with router graphs (at c3e43e6aa) to
+# HybridEP with attention graphs; the H100 Qwen3-30B fp8cs runs to 26.02.01 took 2 stages (VP 12) with DeepEP and EP
+# overlap and no graphs (at 4a6450755^), from 26.04 EP 16 with HybridEP, no overlap and no graphs (at 4a6450755 ..
+# 5f3b336f9); every full-iteration recipe arrived in June 2026 (8af195c0a, afb5dd47c, 55443cbfb, ac4ad89ff: first in
+# 26.06), and before them (at 8af195c0a^) the B300 Qwen3-30B fp8mx runs took the fp8cs recipe's HybridEP with router
+# graphs and no EP overlap, the 256-GPU Qwen3-235B fp8mx runs the fp8cs settings (B300: HybridEP, B200: alltoall; no
+# graphs, no EP overlap), DeepSeek-V3 HybridEP without EP overlap, no graphs at 16 stages (V1, B200 and B300) and
+# attention graphs at 8 on B300 (V2). A key with the pipeline degree comes first. The 25.09 "(tokendrop)" B200 Qwen3-30B
+# run enabled Megatron-Core's own graphs (at cac49dcd7 scripts/performance/run_script.py, enable_cuda_graph), of a scope
+# not read: none is mapped.
 MOE_RECIPE_HISTORY = {
     ("Qwen3_30B_a3B", "DGX-B200", "mxfp8"): [("25.11", "26.02.01", ("alltoall", False, MOE_ROUTER_GRAPH))],
     ("Qwen3_30B_a3B", "DGX-H100", "fp8"): [("26.02", "26.04", ("deepep", True, "none")),
