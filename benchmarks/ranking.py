@@ -1,7 +1,7 @@
 """Ranking of layouts: for every shared set with several layouts of one model on one system, the Spearman rank
 correlation between predicted and measured throughput and whether the predicted best layout is the measured best
-(``concurrency_model.validate.ranking``: the groups, one rule per set). Issue 35's target: Spearman >= 0.8 on every
-multi-layout set. A report, not a test: missed targets leave the exit status 0.
+(``concurrency_model.validate.ranking``: the groups, one rule per set), and the speed-up of the measured A/B pairs
+(one setting changed). Issue 35's target: Spearman >= 0.8 on every multi-layout set. A report, not a test: missed targets leave the exit status 0.
 
 About 4 minutes on 2 cores (``--quick``: about 3, one vTrain single-node group in 8 and at most 6 layouts of each
 llm-foundry group).
@@ -35,6 +35,11 @@ def main(argv=None) -> int:
         print(summary.to_string(index=False, formatters={"mean_spearman": "{:.2f}".format,
                                                          "min_spearman": "{:.2f}".format,
                                                          "best_match": "{:.0%}".format}))
+        pairs = ranking.ab_pairs(workers=a.workers)
+        print("\nA/B pairs (one setting changed; speed-up over the pair's first case):")
+        print(pairs.to_string(index=False, formatters={"measured_speedup": "{:.3f}".format,
+                                                       "predicted_speedup": "{:.3f}".format,
+                                                       "error": "{:+.1%}".format}))
     met = summary["meets"].dropna()
     print(f"\n{len(table)} groups in {time.perf_counter() - t0:.0f} s{' (quick)' if a.quick else ''}; "
           f"Spearman >= {ranking.TARGET} met on {int(met.sum())} of {len(met)} sets with groups of "

@@ -65,6 +65,11 @@ SCHEMAS = {  # file stem -> (numeric columns that must be present, other require
                                           "tokens_per_s_per_gpu", "model_tflops_per_gpu",
                                           "values_have_parenthesized_alternative", "source_repo", "source_commit",
                                           "source_path", "source_line")),
+    # Megatron-Bridge's A/B step times: one setting changed between the cases of a pair (validate.ranking.ab_pairs)
+    "megatron_bridge_ab_step_time": (("num_gpus", "seq_len", "tp", "pp", "cp", "ep", "mbs", "gbs", "step_time_s",
+                                      "source_line"),
+                                     ("pair", "case", "model", "system", "precision", "dispatcher", "cuda_graph",
+                                      "ep_overlap", "window", "source_repo", "source_commit", "source_path", "note")),
     # NeMo 24.07 and long-sequence tables: sequence lengths like "8K" and TFLOP/s cells with separators stay text
     "nemo_2407_and_longseq_train_throughput": (("num_gpus", "gbs", "tp", "pp"),
                                                ("table", "model", "task", "system", "container", "precision",

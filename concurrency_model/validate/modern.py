@@ -632,8 +632,32 @@ def megatron_bridge_moe_rows() -> pd.DataFrame:
     return df[df["moe"]]
 
 
+def megatron_bridge_ab_rows() -> pd.DataFrame:
+    """Megatron-Bridge's A/B step times (``megatron_bridge_ab_step_time``: the cases of a pair differ in one setting,
+    the EP overlap or the CUDA graphs), one row per case in the common row shape, mapped as
+    :data:`ASSUMPTIONS` ``megatron_bridge_moe`` maps a row (the layout, dispatcher, overlap and graphs are the row's
+    own, not a recipe's); throughput = global batch x sequence / step time / GPUs."""
+    df = load("megatron_bridge_ab_step_time")
+    rows = []
+    for i, r in df.iterrows():
+        tp, pp, cp, gpus = int(r["tp"]), int(r["pp"]), int(r["cp"]), int(r["num_gpus"])
+        b = _base("megatron_bridge_ab", i, f"{r['pair']}: {r['case']}", str(r["pair"]))
+        b.update(model=MOE_PRESETS.get(str(r["model"]), ""), seq=int(r["seq_len"]), gpus=gpus,
+                 data=gpus // (tp * pp * cp), tensor=tp, pipeline=pp, context=cp, sequence_parallel=tp > 1,
+                 microbatch=int(r["mbs"]), global_batch=int(r["gbs"]), dtype="bf16" if r["precision"] == "BF16" else
+                 "fp8", zero_stage=1, framework="megatron", expert=int(r["ep"]), moe=True, recompute="none",
+                 moe_dispatcher=str(r["dispatcher"]), expert_overlap=str(r["ep_overlap"]) == "True",
+                 cuda_graph=str(r["cuda_graph"]), stage_split=MOE_STAGE_SPLIT.get(str(r["model"]), "balanced"),
+                 cluster={"DGX-H100": "dgx-h100", "DGX-B200": "dgx-b200", "DGX-B300": "dgx-b300"}.get(
+                     str(r["system"]), ""), note=str(r["note"]),
+                 measured_tps=int(r["gbs"]) * int(r["seq_len"]) / float(r["step_time_s"]) / gpus)
+        rows.append(b)
+    return pd.DataFrame(rows)
+
+
 ROWS = {"torchtitan": torchtitan_rows, "llmfoundry": llmfoundry_rows, "megatron_bridge": megatron_bridge_dense_rows,
-        "megatron_bridge_moe": megatron_bridge_moe_rows, "nemo": nemo_rows}
+        "megatron_bridge_moe": megatron_bridge_moe_rows, "nemo": nemo_rows,
+        "megatron_bridge_ab": megatron_bridge_ab_rows}
 
 
 def rows(dataset: str) -> pd.DataFrame:

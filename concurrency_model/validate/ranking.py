@@ -21,6 +21,10 @@ Groups, one rule per set (issue 35, item 6):
 A set's Spearman is the mean over its groups of at least three layouts (two layouts only give +-1); the issue's
 target is >= 0.8 on every set with such groups.
 
+A/B pairs (:func:`ab_pairs`): measured runs that change one setting of one layout (Megatron-Bridge's EP overlap and
+CUDA-graph comparisons, ``megatron_bridge_ab``), the predicted speed-up of each case over the pair's first against
+the measured one.
+
 >>> f = pd.DataFrame({"dataset": "d", "group": "g", "layout": list("abcd"), "measured": [1.0, 2, 3, 4],
 ...                   "predicted": [1.0, 3, 2, 4]})
 >>> t = rank_groups(f)
@@ -142,6 +146,26 @@ def _modern_frame(dataset: str, quick: bool, workers: int) -> pd.DataFrame:
         layout = r["label"].tolist()
     return pd.DataFrame({"dataset": dataset, "group": r["group"], "layout": layout, "measured": r["measured_tps"],
                          "predicted": r["predicted_tps"]})
+
+
+def ab_pairs(workers: int = 2) -> pd.DataFrame:
+    """Per case of each A/B pair (module doc) but the first: the measured and predicted speed-up over the pair's first
+    case (its step time over the case's) and the predicted one's error, ``predicted / measured - 1``.
+
+    >>> t = ab_pairs(workers=1)
+    >>> t["pair"].tolist()[:1], bool((t["measured_speedup"] > 0).all())
+    (['hybridep-ep-overlap'], True)
+    """
+    r = modern.evaluate(modern.rows("megatron_bridge_ab"), workers=workers)
+    out = []
+    for pair, g in r.groupby("group", sort=False):
+        base = g.iloc[0]
+        for _, c in g.iloc[1:].iterrows():
+            meas = c["measured_tps"] / base["measured_tps"]
+            pred = c["predicted_tps"] / base["predicted_tps"]
+            out.append({"pair": pair, "case": c["label"].split(": ", 1)[1], "base": base["label"].split(": ", 1)[1],
+                        "measured_speedup": meas, "predicted_speedup": pred, "error": pred / meas - 1})
+    return pd.DataFrame(out)
 
 
 def frames(datasets=SETS, quick: bool = False, workers: int = 2) -> pd.DataFrame:

@@ -297,3 +297,17 @@ def test_grand_teton_presets_match_their_sources():
     assert c.device == d and (c.gpus_per_node, c.nics_per_node) == (8, 8)
     assert c.inter.bw == 400e9 / 8  # 400 Gb/s per GPU, bytes per second per direction
     assert c.intra.bw == 450e9 and c.intra.kind == "nvswitch"
+
+
+def test_megatron_bridge_ab_rows_map_each_case_as_run():
+    # the A/B cases keep their own dispatcher, EP overlap and graphs (not a recipe's); throughput from the step time
+    ab = modern.rows("megatron_bridge_ab")
+    assert ab["group"].tolist()[:3] == ["hybridep-ep-overlap"] * 3 and len(ab) == 5
+    off, on = (modern.scenario_for(ab.iloc[i]) for i in (0, 2))
+    assert (off["parallel"]["expert"], off["parallel"]["data"], off["parallel"]["moe_dispatcher"]) == (16, 16, "hybridep")
+    assert "expert_overlap" not in off["parallel"] and on["parallel"]["expert_overlap"] is True
+    assert off["training"]["cuda_graph"] == "moe_router,moe_preprocess" and off["training"]["recompute"] == "none"
+    eager, graphed = (modern.scenario_for(ab.iloc[i]) for i in (3, 4))
+    assert "cuda_graph" not in eager["training"] and graphed["training"]["cuda_graph"] == "attn,moe_router,moe_preprocess"
+    assert ab.loc[0, "measured_tps"] == pytest.approx(1024 * 4096 / 24.7138 / 16)
+
