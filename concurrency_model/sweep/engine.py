@@ -272,6 +272,11 @@ def _memory(sc, w, lay: pd.DataFrame) -> dict:
             *(L[c].to_numpy(dtype=float) for c in ("microbatch_size", "tensor", "pipeline", "microbatches",
                                                    "interleave", "data")), ac, L["context"].to_numpy(dtype=float))
         extra = sum(runtime[k] for k in allocator.PARTS)  # what the runtime adds (0 for "ideal")
+        # ZeRO 1 with expert parallelism: the experts' optimizer state over d / e ranks (.training.prepare's x_opt,
+        # linear in 1 / (t p d))
+        x_opt = w.expert_optimizer_extra(int(e_), sharded, tr.optimizer, state_dtype(tr.dtype), 1, 1, 1) / (
+            (L["tensor"] * L["pipeline"] * L["data"] * L["context"]).to_numpy(float))
+        st = st + x_opt
         state[idx], mem[idx] = st - frozen, st + ac + extra  # the optimizer streams the trained state (:mod:`.lora`)
         if sharded != int(z_):  # DeepSpeed's BF16_Optimizer: its memory sharded, its step's time stage 0's
             state[idx] += unsharded_optimizer_bytes(w, tr, int(z_), sharded, int(e_), bool(one), frozen_bytes,
@@ -282,7 +287,7 @@ def _memory(sc, w, lay: pd.DataFrame) -> dict:
                                        w.replicated_params, frozen_bytes, w.embedding_params)(
             L["tensor"].to_numpy(float), L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))
         for k in compose.STATE_PARTS:
-            split[k][idx] = parts[k]
+            split[k][idx] = parts[k] + (x_opt if k == "optimizer" else 0.0)
     return {"state": state, "model_state": model_state, "mem": mem, "act": act, "upper": upper,
             **{f"split/{k}": v for k, v in split.items()}}
 

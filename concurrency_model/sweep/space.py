@@ -155,8 +155,8 @@ def _pipelines(w, out, rejected, given, fixed, gpus, global_batch, t, c, algorit
                             algorithms, experts, given("sequence_parallel", sps),
                             given("recompute", ("none", "selective", "full")),
                             given("zero_stage", (0, 1, 2, 3) if d > 1 or c > 1 else (0,))):
-                        if e > 1 and zero:
-                            rejected["expert: modelled with ZeRO 0 only"] += 1
+                        if e > 1 and zero > 1:  # scenario.py's check: Megatron-Core's distributed optimizer
+                            rejected["expert: modelled with ZeRO 0 or 1"] += 1
                             continue
                         if w.expert_overlap and p > 1 and v == 1:  # scenario.py's check
                             rejected["expert_overlap: needs interleaved stages when pipelined"] += 1
