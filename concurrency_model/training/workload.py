@@ -539,7 +539,11 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         out["ep_b"] = np.array([r["ep_b"] for r in rows])
         out["ep_r"] = np.array([x[2] for x in recs])
         la = float(self.dev.launch_overhead)
-        counts = {name: np.concatenate([[0.0], np.cumsum(out[name].kernel_counts(la))]) for name in ("f", "b", "r")}
+        # the calls each row's passes issue, as .host.issued counts them (a split-K GEMM is one library call)
+        calls = {name: np.concatenate([[0.0], np.cumsum(np.where(out[name].extra > 0, out[name].count,
+                                                                    out[name].kernel_counts(la)))])
+                 for name in ("f", "b", "r")}
+        own = np.stack([calls[x][out[x + "_off"][1:]] - calls[x][out[x + "_off"][:-1]] for x in ("f", "b", "r")], 1)
         # host-only kernels the graph does not list: Megatron's eager softmax where its fused kernel cannot run
         nodes = self.graph(b, c).layers()
         extra = np.array([softmax_fallback_kernels(b, n.attrs["heads"] // t, n.attrs["seq"], n.attrs.get("fused"),
@@ -552,21 +556,16 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         # whole-iteration graph runs none
         out["host_waits"] = np.array([self.moe_sync and n.kind == "moe_dispatch" and not n.attrs.get("fixed_capacity")
                                       and self.graph_scopes != (FULL_ITERATION,) for n in nodes], dtype=bool)
-        kernels = sum(k[out[name + "_off"][1:]] - k[out[name + "_off"][:-1]] for name, k in counts.items())
         # rows a CUDA graph replays issue nothing but the graph's launch, a pass (and a full recompute's forward)
         graphed, starts = graphed_rows([n.kind for n in nodes], [self.layer_of(n.name) for n in nodes],
                                        self.graph_scopes, [bool(n.attrs.get("fixed_capacity")) for n in nodes])
         again = np.array([recompute == "full" and r.get("full", True) for r in rows], dtype=float)
         launches = np.stack([starts, starts * (1 + again)], axis=1).astype(float)
-        calls = {name: np.concatenate([[0.0], np.cumsum(np.where(out[name].extra > 0, out[name].count,
-                                                                    out[name].kernel_counts(la)))])
-                 for name in ("f", "b", "r")}  # what .host.issued counts, per row
-        own = np.stack([calls[x][out[x + "_off"][1:]] - calls[x][out[x + "_off"][:-1]] for x in ("f", "b", "r")], 1)
         g = graphed[:, None]
         out["graphed"] = graphed
         out["queue_extra"] = np.where(g, launches, extra)  # the host-only items of the stream's queue
         out["host_extra"] = np.where(g, launches - np.stack([own[:, 0], own[:, 1] + own[:, 2]], axis=1), extra)
-        out["kernels"] = np.where(graphed, launches.sum(axis=1), kernels + extra.sum(axis=1))
+        out["kernels"] = np.where(graphed, launches.sum(axis=1), own.sum(axis=1) + extra.sum(axis=1))
         # the exposed context-parallel communication weighs in the partition too
         out["per_layer"] = [sum(layer_seconds(r, recompute).values()) for r in rows]
         return out
