@@ -78,6 +78,8 @@ from __future__ import annotations
 
 from functools import cached_property
 
+import numpy as np
+
 from ..choices import DISPATCHERS
 from ..checks import did_you_mean
 from ..hardware.clusters import place
@@ -93,6 +95,23 @@ DEDUPLICATING = ("deepep", "hybridep")
 # megatron/core/transformer/transformer_config.py, moe_deepep_num_sms: "historical default 20"). NCCL's all-to-all
 # kernels are not counted.
 DISPATCH_SMS = {"deepep": 20, "hybridep": 32}
+# The rates the deduplicating dispatchers' kernels reach over NVLink 5, measured through their torch API (which
+# Megatron-Core calls), as algorithm bandwidth: the tokens a rank receives, its own included, x hidden x 2 bytes
+# (BF16: Megatron-Core's HybridEP dispatches in BF16, ``fused_a2a.py`` init_hybrid_ep_buffer) over the call's time
+# (deepseek-ai/DeepEP @ 17cfb81, branch hybrid-ep, tests/test_hybrid_ep.py; 4,096 tokens of hidden 7,168, top-8 of
+# 8 local experts a rank, uniform routing). ``(ranks in the NVLink domain, dispatch B/s, combine B/s)``, from
+# ``docs/README_Hybrid-EP.md`` at that commit: HybridEP, the "GB200 Platform" table at 32 SMs (the recipes'
+# ``moe_hybridep_num_sms``); its "B200 Platform" 8-rank row at 16 SMs, 535.94 / 530.86 GB/s, agrees with GB200's at
+# 16 SMs (550.10 / 538.44) within 3%. DeepEP, the "B200 Platform" table at 8 ranks: 20 SMs (:data:`DISPATCH_SMS`)
+# as the mean of its 16- and 24-SM rows (348 / 302 and 494 / 420 GB/s) [D]. Against the tier's rate (900 GB/s x
+# 0.822 a direction) the dispatch runs at 0.65 of it (HybridEP, 8 ranks); Hopper's tiers stand (DeepEP's 153-158 GB/s
+# over H800's ~160 GB/s NVLink, module doc), as does every network rate (HybridEP's H100 table: 28-62 GB/s over a
+# 400 Gb/s NIC).
+DEDUP_NVLINK_ALGBW = {
+    ("hybridep", "nvlink5-nvswitch"): ((8, 545.71e9, 568.94e9), (16, 523.48e9, 521.55e9), (24, 507.32e9, 483.76e9),
+                                       (32, 484.22e9, 464.54e9), (36, 479.02e9, 447.89e9)),
+    ("deepep", "nvlink5-nvswitch"): ((8, 421e9, 361e9),),
+}
 
 
 def check_dispatcher(value) -> str:
@@ -125,6 +144,27 @@ def dedup_bytes(tokens: float, token_bytes: float, experts: int, top_k: int, e: 
     net = tokens * token_bytes * (nodes - 1) * targets_reached(experts, top_k, nodes) / nodes  # the other nodes
     nv = tokens * token_bytes * targets_reached(experts, top_k, e) * (1.0 - 1.0 / ranks_per_node)
     return nv, net
+
+
+def dedup_nvlink_rates(dispatcher: str, tier: str, ranks: int, tier_bw: float) -> tuple[float, float]:
+    """``(dispatch, combine)`` bytes a second a rank's NVLink bytes of a deduplicating dispatcher (:func:`dedup_bytes`)
+    move at, with ``ranks`` ranks of the group in one NVLink domain of tier ``tier`` whose rate a rank is
+    ``tier_bw``: the measured algorithm bandwidth (:data:`DEDUP_NVLINK_ALGBW`, linear in the ranks between its rows,
+    the end rows beyond) less the rank's own share it counts, ``x (1 - 1/ranks)`` [D], never above ``tier_bw``; the
+    tier's rate where nothing is measured.
+
+    >>> d, c = dedup_nvlink_rates("hybridep", "nvlink5-nvswitch", 8, 900e9 * 0.822)
+    >>> round(d / 1e9, 1), round(c / 1e9, 1)      # 545.71 and 568.94 GB/s x 7/8
+    (477.5, 497.8)
+    >>> dedup_nvlink_rates("hybridep", "nvlink4-nvswitch", 8, 370e9)   # not measured there: the tier's
+    (370000000000.0, 370000000000.0)
+    """
+    rows = DEDUP_NVLINK_ALGBW.get((dispatcher, tier))
+    if not rows or ranks < 2:
+        return tier_bw, tier_bw
+    r = [x[0] for x in rows]
+    own = 1.0 - 1.0 / ranks
+    return tuple(min(tier_bw, float(np.interp(ranks, r, [x[k] for x in rows])) * own) for k in (1, 2))
 
 
 def alltoall_bytes(nbytes: float, e: int, ranks_per_node: int) -> tuple:
@@ -231,7 +271,11 @@ class ExpertMixin:
         if self.moe_dispatcher in DEDUPLICATING and "route_tokens" in node.attrs:
             nv, net = dedup_bytes(f * b * node.attrs["route_tokens"], node.shape[1] * self.vb / t,
                                   node.attrs["route_experts"], node.attrs["route_top_k"], e, pl.ranks_per_node)
-            one = (one[0], nv / pl.intra_bw, net / net_bw)  # the NCCL all-to-all's latency (module doc)
+            rate_d, rate_c = dedup_nvlink_rates(self.moe_dispatcher, self.cluster.intra.name, pl.ranks_per_node,
+                                                pl.intra_bw)
+            # the NCCL all-to-all's latency (module doc); the combine moves the same bytes back
+            both = add_triples((one[0], nv / rate_d, net / net_bw), (one[0], nv / rate_c, net / net_bw))
+            return both, both
         elif pl.nodes > 1:  # NCCL's all-to-all over nodes: each peer's share on its own tier (module doc)
             nv, net = alltoall_bytes(nbytes, e, pl.ranks_per_node)
             one = (one[0], nv / pl.intra_bw, net / net_bw)

@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 from concurrency_model import estimate
 from concurrency_model.hardware.clusters import load_cluster
-from concurrency_model.parallel.expert import dedup_bytes, overlap_exposed
+from concurrency_model.parallel.expert import dedup_bytes, dedup_nvlink_rates, overlap_exposed
 from concurrency_model.training.sensitivity import step_expression
 from concurrency_model.parallel.triples import collective_triple
 from concurrency_model.ops.routing import targets_reached
@@ -254,6 +254,56 @@ def test_dedup_inside_one_node_counts_ranks_not_copies():
     assert net == 0.0
     assert nv == pytest.approx(8 * (1 - comb(14, 4) / comb(16, 4)) * 7 / 8, rel=1e-12)
     assert nv < 4 * 7 / 8  # fewer than the alltoall's 4 copies, 7 / 8 of them off the device
+
+
+def test_hybridep_on_nvlink5_runs_at_its_measured_algorithm_bandwidth():
+    # The HybridEP README's own case (deepseek-ai/DeepEP @ 17cfb81 docs/README_Hybrid-EP.md, GB200 8 ranks, 32 SMs):
+    # 4,096 tokens of hidden 7,168 in BF16, top 8 of 64 experts over 8 ranks. Its bandwidth is the bytes a rank
+    # receives, its own tokens included: 4,096 x 14,336 x R, R = 8 (1 - C(56, 8) / C(64, 8)) ranks a token reaches;
+    # at 545.71 GB/s that is the dispatch's time, at 568.94 the combine's
+    c = load_cluster("dgx-b200")
+    nv, net = dedup_bytes(4096, 7168 * 2, 64, 8, 8, 8)
+    reached = 8 * (1 - comb(56, 8) / comb(64, 8))
+    rate_d, rate_c = dedup_nvlink_rates("hybridep", c.intra.name, 8, c.intra.bw * c.intra.efficiency)
+    assert net == 0.0
+    assert nv / rate_d == pytest.approx(4096 * 14336 * reached / 545.71e9, rel=1e-12)  # 603 us
+    assert nv / rate_c == pytest.approx(4096 * 14336 * reached / 568.94e9, rel=1e-12)
+    # between its rows the rate is linear in the ranks: 20 ranks, halfway between 16 (523.48) and 24 (507.32)
+    assert dedup_nvlink_rates("hybridep", c.intra.name, 20, 1e15)[0] == pytest.approx(515.40e9 * 19 / 20)
+
+
+@given(st.sampled_from(["hybridep", "deepep", "alltoall"]), st.sampled_from(["nvlink5-nvswitch", "nvlink4-nvswitch"]),
+       st.integers(1, 72), st.floats(1e9, 2e12))
+def test_a_measured_dispatch_rate_is_never_above_the_tier(dispatcher, tier, ranks, tier_bw):
+    rates = dedup_nvlink_rates(dispatcher, tier, ranks, tier_bw)
+    assert all(0 < r <= tier_bw for r in rates)
+    if tier != "nvlink5-nvswitch" or dispatcher == "alltoall" or ranks < 2:
+        assert rates == (tier_bw, tier_bw)  # nothing measured: the tier's rate
+
+
+def test_hybridep_on_a_b200_node_runs_its_all_to_alls_at_the_measured_rate():
+    # the small Mixtral (8 experts, top 2, 4 layers) at EP 8 on one DGX-B200, 1 microbatch of 1 x 1,024 tokens of
+    # 2,048 bytes; against the same node with its NVLink tier renamed (no measurement applies: the tier's rate), each
+    # layer's dispatch and its gradient take nv / rate_d, the combine and its gradient nv / rate_c instead of nv / tier
+    b200 = load_cluster("dgx-b200").to_dict()
+    renamed = {**b200, "name": "b200-like", "intra": {**b200["intra"], "name": "nvlink5-unmeasured"}}
+
+    def ep(cluster):
+        sc = copy.deepcopy(BASE)
+        sc.update(cluster=cluster)
+        sc["parallel"].update(data=8, expert=8, microbatch_size=1, global_batch=8, moe_dispatcher="hybridep")
+        return estimate(sc)
+
+    measured, tier_rate = ep("dgx-b200"), ep(renamed)
+    c = load_cluster("dgx-b200")
+    tier = c.intra.bw * c.intra.efficiency
+    rate_d, rate_c = dedup_nvlink_rates("hybridep", c.intra.name, 8, tier)
+    nv, _ = dedup_bytes(1024, 2048, 8, 2, 8, 8)  # 8 (1 - C(7, 2) / C(8, 2)) = 2 ranks reached, 7 / 8 of them off
+    assert nv == pytest.approx(1024 * 2048 * 2 * 7 / 8, rel=1e-12)
+    extra = 4 * 2 * nv * (1 / rate_d + 1 / rate_c - 2 / tier)
+    assert measured.breakdown["expert_parallel_comm_s"] - tier_rate.breakdown["expert_parallel_comm_s"] == \
+        pytest.approx(extra, rel=1e-9)
+    assert measured.breakdown["forward_s"] == tier_rate.breakdown["forward_s"]  # only the all-to-alls change
 
 
 @given(st.integers(1, 6), st.integers(1, 8), st.integers(1, 4))
