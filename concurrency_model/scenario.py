@@ -558,6 +558,8 @@ def with_settings(raw: dict, settings, flag: str = "--set") -> dict:
 
     >>> with_settings({"model": "gpt2", "parallel": {"data": 8}}, ["parallel.tensor=2", "cluster=dgx-h100"])
     {'model': 'gpt2', 'parallel': {'data': 8, 'tensor': 2}, 'cluster': 'dgx-h100'}
+    >>> with_settings({"model": "gpt2"}, ["model.fused_attention=true"])   # a zoo name becomes {"name": ...}
+    {'model': {'name': 'gpt2', 'fused_attention': True}}
     """
     out = copy.deepcopy(raw)
     for setting in settings or ():
@@ -572,6 +574,8 @@ def with_settings(raw: dict, settings, flag: str = "--set") -> dict:
             value = json.loads(text)
         except json.JSONDecodeError:
             value = text  # a name: dgx-h100, gpt2, selective
+        if path[0] == "model" and len(path) > 1 and isinstance(out.get("model"), str):
+            out["model"] = {"name": out["model"]}  # a zoo name takes options as {"name": ..., option: value}
         node = out
         for i, part in enumerate(path[:-1]):
             if node.get(part) is None:

@@ -133,10 +133,10 @@ def prepare(sc: Scenario) -> tuple:
     b, m, sp = par.microbatch_size, sc.microbatches, par.sequence_parallel
     schedule, rec, zero = par.schedule, tr.recompute, tr.zero_stage
     c, alg, e = par.context, par.context_algorithm, par.expert
-    w = workload(sc.model, cl, tr.dtype, par.tensor_layers, tr.lora_rank, tr.lora_base_dtype,
-                 par.expert_imbalance, *kernel_policies(tr.framework, zero, tr.fp8_recipe),
-                 par.tp_overlap, par.moe_dispatcher, par.expert_overlap,
-                 par.stage_split, tr.compile, tr.cuda_graph)
+    args = (cl, tr.dtype, par.tensor_layers, tr.lora_rank, tr.lora_base_dtype, par.expert_imbalance,
+            *kernel_policies(tr.framework, zero, tr.fp8_recipe), par.tp_overlap, par.moe_dispatcher,
+            par.expert_overlap, par.stage_split, tr.compile, tr.cuda_graph)
+    w = workload(sc.model, *args)
     check_lora(tr.lora_rank, tr.lora_base_dtype, w.graph(1))
     w.check_tensor(t)
     w.check_context(c, t, alg)
@@ -150,9 +150,9 @@ def prepare(sc: Scenario) -> tuple:
     # memory first: a configuration that does not fit is refused, not estimated
     state, mem = memory_at(sc, w, b, m)
     if mem["at_risk"]:  # the central figure fits, the band's upper end does not: estimated, and said so
-        mem["reason"] += fits_with(sc, w, memory_at)
+        mem["reason"] += fits_with(sc, w, memory_at, lambda model: workload(model, *args))
     elif not mem["fits"]:
-        raise ValueError(mem["reason"] + fits_with(sc, w, memory_at))
+        raise ValueError(mem["reason"] + fits_with(sc, w, memory_at, lambda model: workload(model, *args)))
     return w, stage, state, mem, (b, t, sp, rec, p, d, m, v, zero)
 
 

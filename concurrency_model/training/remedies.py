@@ -10,6 +10,10 @@ clause follows a refusal and an "at risk" estimate (central figure in, upper end
   state, then the gradients, then the weights sharded over the data-parallel ranks (Rajbhandari et al. 2020);
 * ``training.recompute`` ``selective``, then ``full`` (Korthikanti et al. 2022 §5; Chen et al. 2016);
 * ``parallel.microbatch_size``: the largest divisor of the current one that fits (more microbatches a step);
+* ``model.fused_attention = true`` (a transformer whose attention writes its scores): one FlashAttention-style
+  kernel stores no scores, their softmax or its mask (Dao et al. 2022 §3.1; Korthikanti et al. 2022 §4.1's
+  ``5 a s / h`` term), and costs no time (named first; every current runtime runs one: Megatron-Core through Transformer
+  Engine, torchtitan and Hugging Face through PyTorch's SDPA). Named where the workload can be rebuilt for it;
 * the same devices split otherwise: 2, 4, ... times the tensor degree (inside a node, dividing the split
   dimensions) or the pipeline stages, with as many times fewer data-parallel replicas (Narayanan et al. 2021 §3:
   model parallelism divides the model state, data parallelism does not).
@@ -84,13 +88,31 @@ def layouts(sc, w) -> list[list[tuple[str, dict, dict]]]:
     return [group for group in (tensor, pipeline) if group]
 
 
+def fused_model(model, graph):
+    """``model`` (a scenario's model spec: a zoo name or an object) with a fused attention kernel, or ``None`` where
+    ``graph`` has no attention that writes its scores or the spec takes no such option (an ONNX or PyTorch import).
+
+    >>> from concurrency_model.models import get_model
+    >>> fused_model("gpt2", get_model("gpt2", 1))
+    {'name': 'gpt2', 'fused_attention': True}
+    >>> fused_model({"name": "gpt2", "fused_attention": True}, get_model({"name": "gpt2", "fused_attention": True}, 1))
+    """
+    if not any(n.kind == "attention" and n.attrs.get("fused") is False for n in graph.layers()):
+        return None
+    if isinstance(model, str):
+        return {"name": model, "fused_attention": True}
+    if isinstance(model, dict) and not {"onnx", "torch"} & set(model):
+        return {**model, "fused_attention": True}
+    return None
+
+
 def _bytes(sc, w, memory_at, par: dict, tr: dict) -> tuple[bool, float]:
     changed = replace(sc, parallel=replace(sc.parallel, **par), training=replace(sc.training, **tr))
     mem = memory_at(changed, w, changed.parallel.microbatch_size, changed.microbatches)[1]
     return bool(mem["fits"]), float(mem.get("upper_bytes", mem["total_bytes"]))
 
 
-def fits_with(sc, w, memory_at) -> str:
+def fits_with(sc, w, memory_at, rebuild=None) -> str:
     """The clause to add to a refusal for memory: of each field, and of each other split of the same devices, the
     first change that fits (with the bytes a device then holds); else the fewest changes of :func:`candidates` that
     fit together, each as light as it can be; else that the model must be split over more devices.
@@ -109,6 +131,12 @@ def fits_with(sc, w, memory_at) -> str:
     """
     groups = candidates(sc, transformer_shape(w.graph(sc.parallel.microbatch_size)) is not None)
     found = []
+    fused = fused_model(sc.model, w.graph(1)) if rebuild is not None else None
+    if fused is not None:  # ``rebuild``: the workload of another model spec, everything else as ``w``'s
+        changed = replace(sc, model=fused)
+        mem = memory_at(changed, rebuild(fused), changed.parallel.microbatch_size, changed.microbatches)[1]
+        if mem["fits"]:
+            found.append(f"model.fused_attention=true ({float(mem.get('upper_bytes', mem['total_bytes'])) / 1e9:.1f} GB)")
     for group in groups + layouts(sc, w):
         for setting, par, tr in group:
             fits, total = _bytes(sc, w, memory_at, par, tr)

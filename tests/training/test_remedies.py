@@ -35,10 +35,12 @@ def suggestions(message: str) -> list[tuple[str, float]]:
 def test_each_single_change_named_fits_with_the_bytes_quoted():
     message = refusal(estimate, GPT3)  # 99.2 GB a device
     found = suggestions(message)
-    # one change of each kind: sequence parallelism, the lowest ZeRO stage and the lightest recompute that fit, and
-    # the same 1,024 GPUs as twice the stages and half the replicas (twice the tensor degree would leave the node)
-    assert [k for k, _ in found] == ["parallel.sequence_parallel=true", "training.zero_stage=1",
-                                     "training.recompute=selective", "parallel.pipeline=16 parallel.data=8"]
+    # one change of each kind: a fused attention kernel (GPT-3's attention writes its scores), sequence parallelism,
+    # the lowest ZeRO stage and the lightest recompute that fit, and the same 1,024 GPUs as twice the stages and half
+    # the replicas (twice the tensor degree would leave the node)
+    assert [k for k, _ in found] == ["model.fused_attention=true", "parallel.sequence_parallel=true",
+                                     "training.zero_stage=1", "training.recompute=selective",
+                                     "parallel.pipeline=16 parallel.data=8"]
     for setting, gb in found:
         e = estimate(with_settings(GPT3, setting.split()))
         assert e.memory_bytes_per_device / 1e9 == pytest.approx(gb, abs=0.05)
@@ -136,3 +138,19 @@ def test_the_same_devices_split_otherwise():
     e = estimate(with_settings(sc, setting.split()))
     assert e.scenario.gpus == 8 and e.memory_bytes_per_device / 1e9 == pytest.approx(gb, abs=0.05)
     refusal(estimate, with_settings(sc, ["parallel.tensor=2", "parallel.data=4"]))  # the smallest that fits
+
+
+def test_a_fused_attention_is_named_only_where_the_attention_writes_its_scores():
+    fused = with_settings(GPT3, ["model.fused_attention=true"])  # the zoo name becomes {"name": ..., ...}
+    assert fused["model"] == {"name": "gpt3-175b", "fused_attention": True}
+    big = ["parallel.data=128", "parallel.tensor=1", "parallel.microbatch_size=2"]
+    assert "model.fused_attention" not in refusal(estimate, with_settings(fused, big))
+    # unfused, the same layout names it exactly when the fused model's upper end fits
+    message = refusal(estimate, with_settings(GPT3, big))
+    named = dict(suggestions(message)) if "fits with" in message else {}
+    try:
+        e = estimate(with_settings(fused, big))
+        fits = e.memory_bytes_per_device <= 80e9 and not e.memory_at_risk
+    except ValueError:
+        fits = False
+    assert ("model.fused_attention=true" in named) == fits
