@@ -24,6 +24,9 @@ STAGE_SPLITS = ("balanced", "layers")
 # (:mod:`concurrency_model.parallel.host`)
 CUDA_GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess")
 FULL_ITERATION = "full_iteration"
+# training.recompute_modules: Megatron-Core's modules of a selective recompute
+# (:mod:`concurrency_model.parallel.recompute`)
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
 # training.consistency: :mod:`concurrency_model.parallel.consistency`
 CONSISTENCY = ("synchronous", "ssp", "asynchronous", "local_sgd")
 # training.gossip_topology: :mod:`concurrency_model.parallel.gossip`
@@ -80,4 +83,4 @@ def check_lora_base(rank: int, base_dtype: str | None) -> None:
 
 __all__ = ["SCHEDULES", "CONTEXT_ALGORITHMS", "TENSOR_LAYERS", "DISPATCHERS", "STAGE_SPLITS", "CONSISTENCY",
            "TOPOLOGIES", "BATCH_NORM", "OPTIMIZERS", "LOSSES", "LORA_BASES", "STRUCTURED", "parse_sparsity",
-           "check_lora_base", "CUDA_GRAPH_SCOPES", "FULL_ITERATION"]
+           "check_lora_base", "CUDA_GRAPH_SCOPES", "FULL_ITERATION", "RECOMPUTE_MODULES"]

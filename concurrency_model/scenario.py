@@ -30,6 +30,7 @@ from .choices import (BATCH_NORM, CONSISTENCY, CONTEXT_ALGORITHMS, DISPATCHERS, 
 from .hardware.clusters import Cluster, load_cluster
 from .ops.routing import check_imbalance
 from .parallel.batch_size import DEFAULT_CEILING
+from .parallel.recompute import recompute_modules
 from .parallel.runtime import (FP8_RECIPES, FRAMEWORKS, REDUCE_DTYPES, cuda_graph_scopes, default_framework,
                                kernel_policies, runs_with, runtime_of)
 from .units import DTYPE_BYTES, KV_DTYPES, WEIGHT_BYTES
@@ -127,6 +128,9 @@ class Training:
     reduce_dtype: str | None = None  # the gradients' dtype on the wire; null: the runtime's (parallel.runtime)
     compile: bool = True  # false: eager PyTorch's norm and rotary kernels (timing.graph.eager_kernels)
     cuda_graph: str = "none"  # the parts a CUDA graph replays (parallel.host.cuda_graph_scopes)
+    # Megatron-Core's modules of a selective recompute (parallel.recompute.recompute_modules); null: its default,
+    # the attention core
+    recompute_modules: object = None
 
     @classmethod
     def from_dict(cls, given) -> Training:
@@ -161,6 +165,14 @@ class Training:
                              "gradients; with LoRA (training.lora_rank) only the adapters have gradients")
         in_range("training.host_overhead_s", tr.host_overhead_s, none_ok=True)  # host s a kernel
         cuda_graph_scopes(tr.cuda_graph)
+        if tr.recompute_modules is not None:
+            recompute_modules(tr.recompute_modules)
+            if tr.recompute != "selective":
+                raise ValueError("training.recompute_modules: the modules of a selective recompute; needs "
+                                 f"training.recompute \"selective\", got {tr.recompute!r}")
+            if kernel_policies(tr.framework, tr.zero_stage)[0] != "attention":
+                raise ValueError("training.recompute_modules: Megatron-Core's modules; framework "
+                                 f"{tr.framework!r} recomputes by its own per-op policy")
         if tr.target is not None:  # a quality target: its curve fitted and its unit checked now (issue 40)
             from .convergence.target import curve_of
             curve_of(tr.target, "training.target", steps=True)

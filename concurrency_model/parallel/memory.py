@@ -143,7 +143,8 @@ def model_state_bytes(params, optimizer: str = "adam", dtype: str = "bf16", mast
             "total": to_python(weights + grads + state)}
 
 
-def moe_layer_values(h, moe: tuple, fused_attention: bool = True, a=1, s=1, eight_bit: bool = False) -> tuple:
+def moe_layer_values(h, moe: tuple, fused_attention: bool = True, a=1, s=1, eight_bit: bool = False,
+                     modules: tuple = (), mla: bool = False) -> tuple:
     """Bytes per token that one mixture-of-experts transformer layer stores for its backward pass, as ``(replicated,
     split)``: what every tensor rank keeps whole without sequence parallelism and what is split over the ``t`` ranks
     (with sequence parallelism both are). ``h``: the attention width (heads x head size, the ``h`` of
@@ -177,24 +178,54 @@ def moe_layer_values(h, moe: tuple, fused_attention: bool = True, a=1, s=1, eigh
     The GLU's input stays in 16 bits (Megatron-Core's activation kernel keeps it), as do the router's input and the
     queries, keys and values.
 
+    ``modules``: Megatron-Core's modules of a selective recompute (:mod:`.recompute`), whose outputs are dropped and
+    rebuilt in the backward pass (NVIDIA/Megatron-LM @ 2a75ac12 ``transformer_config.py`` ``recompute_modules``;
+    ``moe_act``, ``layernorm`` and ``mla_up_proj`` discard their outputs, ``moe`` and ``shared_experts`` checkpoint
+    the module and keep its input) [D]:
+
+    * ``layernorm``: the MoE block's normed input ``2H`` (the router's and dispatcher's input, a separate norm); the
+      attention's ``2H`` too under ``mla`` in 16 bits (multi-latent attention's two down projections share a separate
+      norm; in 8 bits they keep their own quantized copies, which stay); a grouped-query attention's norm is fused into
+      its QKV projection (Transformer Engine's ``LayerNormLinear``: Megatron-Core's TE layer spec,
+      ``megatron/core/models/gpt/gpt_layer_specs.py``, has no separate ``input_layernorm``), which keeps its input;
+    * ``moe_act``: each copy's GLU output, fc2's input (``2F``, ``F`` in 8 bits);
+    * ``mla_up_proj`` (``mla``): the queries, keys and values the up projections make, ``2A + 4K``;
+    * ``shared_experts``: the shared experts' ``6 x shared_ffn`` (``5 x`` in 8 bits);
+    * ``moe``: every routed copy's values, the shared experts' and the router's logits;
+    * ``core_attn``: the scores of an unfused attention (``5 a s``; a fused kernel stores none either way).
+
     >>> moe_layer_values(8192, (4096, 512, 128, 8, 1536, 0, True))   # Qwen3-235B-A22B, fused attention
     (41472, 191488)
     >>> moe_layer_values(8192, (4096, 512, 128, 8, 1536, 0, True), eight_bit=True)   # the same under an 8-bit recipe
     (37376, 146432)
+    >>> moe_layer_values(8192, (4096, 512, 128, 8, 1536, 0, True), modules=("layernorm", "moe_act"))  # 2H, 8 x 2F
+    (33280, 166912)
     """
     H, K, E, k, F, Fs, norms = moe
     q8 = eight_bit
+    routed = (H if q8 else 2 * H) + (5 if q8 else 6) * F  # one routed copy: fc1's input, the GLU's input and output
+    shared = (5 if q8 else 6) * Fs
     replicated = 10 * H + 4 * E - (H if q8 else 0)
-    split = 2 * h + 4 * K + 2 * h + k * ((H if q8 else 2 * H) + (5 if q8 else 6) * F) + (5 if q8 else 6) * Fs \
-        + ((2 * h + 2 * K) if norms else 0)
-    if not fused_attention:
+    split = 2 * h + 4 * K + 2 * h + k * routed + shared + ((2 * h + 2 * K) if norms else 0)
+    if not fused_attention and "core_attn" not in modules:
         split += 5 * a * s
+    if "layernorm" in modules:
+        replicated -= 2 * H + (2 * H if mla and not q8 else 0)
+    if "moe" in modules:
+        replicated -= 4 * E
+        split -= k * routed + shared
+    else:
+        split -= (k * (F if q8 else 2 * F) if "moe_act" in modules else 0) + (shared if "shared_experts" in modules
+                                                                             else 0)
+    if "mla_up_proj" in modules and mla:
+        split -= 2 * h + 4 * K
     return replicated, split
 
 
 def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = False,
                                  recompute: str = "none", layers=1, fused_attention: bool = False,
-                                 moe: tuple | None = None, eight_bit: bool = False):
+                                 moe: tuple | None = None, eight_bit: bool = False, modules: tuple = (),
+                                 mla: bool = False):
     """Stored activation bytes of ``layers`` transformer layers for one microbatch on one device.
 
     Korthikanti et al. 2022, Eq. 1 / Table 2, 16-bit activations and 1-byte dropout masks [S]:
@@ -223,8 +254,15 @@ def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = Fals
     layer's count stays Korthikanti's 16-bit one (docs/residuals.md, "8-bit saved inputs": not adopted for dense
     layers).
 
+    ``modules`` (with ``selective``): Megatron-Core's modules of the recompute (:func:`moe_layer_values` for a
+    mixture-of-experts layer); in a dense layer ``core_attn`` drops the scores (Korthikanti's selective), ``mlp`` the
+    MLP's two intermediate tensors, ``16 s b h / t`` (its input, the fused norm's, stays), and ``layernorm`` nothing
+    (Transformer Engine fuses both norms into the linears that follow: :func:`moe_layer_values`) [D].
+
     >>> transformer_activation_bytes(2048, 1, 12288, 96) / (2048 * 12288)  # 34 + 5as/h = 34 + 80
     114.0
+    >>> transformer_activation_bytes(2048, 1, 12288, 96, recompute="selective", modules=("mlp",)) / (2048 * 12288)
+    98.0
     >>> transformer_activation_bytes(2048, 1, 12288, 96, fused_attention=True) / (2048 * 12288)
     34.0
     """
@@ -235,17 +273,31 @@ def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = Fals
     for name, flag in (("sequence_parallel", sequence_parallel), ("fused_attention", fused_attention)):
         if not isinstance(flag, bool):
             raise ValueError(f"{name}: must be True or False, got {flag!r}")
+    mods = tuple(modules) if recompute == "selective" else ()
     if moe is not None:
         if recompute == "full":
             per = 2 * s * b * moe[0] / (t if sequence_parallel else 1)
+        elif mods:
+            rep, split = moe_layer_values(h, moe, fused_attention, a, s, eight_bit, mods, mla)
+            rep, split = sp.sympify(rep), sp.sympify(split)
+            per = s * b * ((rep + split) / t if sequence_parallel else rep + split / t)
         else:  # Megatron's selective recompute reruns the attention core only: with a fused kernel nothing is dropped
             rep, split = moe_layer_values(h, moe, fused_attention or recompute == "selective", a, s, eight_bit)
             rep, split = sp.sympify(rep), sp.sympify(split)
             per = s * b * ((rep + split) / t if sequence_parallel else rep + split / t)
         return to_python(per * n_layers)
+    sbh = s * b * h
+    if mods and ("core_attn" in mods or fused_attention):  # dense: the modules' drops (docstring)
+        per = (34 * sbh / t if sequence_parallel else sbh * (10 + sp.Integer(24) / t)) - (
+            16 * sbh / t if "mlp" in mods else 0)
+        return to_python(per * n_layers)
+    if mods:  # scores kept (no core_attn, unfused)
+        per = (sbh / t * (34 + 5 * a * s / h) if sequence_parallel else sbh * (10 + sp.Integer(24) / t + 5 * a * s /
+                                                                                 (h * t))) - (
+            16 * sbh / t if "mlp" in mods else 0)
+        return to_python(per * n_layers)
     if fused_attention and recompute == "none":
         recompute = "selective"  # the same stored tensors (docstring)
-    sbh = s * b * h
     if recompute == "full":
         per = 2 * sbh / (t if sequence_parallel else 1)
     elif recompute == "selective":
@@ -331,7 +383,8 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
                                 recompute: str = "none", pipeline=1, schedule: str = "1f1b",
                                 microbatches=None, interleave=1, stage: int = 0, vocab=None,
                                 recompute_buffer: bool = False, fused_attention: bool = False,
-                                sac: tuple | None = None, moe: tuple | None = None, eight_bit: bool = False):
+                                sac: tuple | None = None, moe: tuple | None = None, eight_bit: bool = False,
+                                modules: tuple = (), mla: bool = False):
     """Peak activation bytes on one device of pipeline stage ``stage``.
 
     ``transformer_activation_bytes`` of the stage's ``layers / pipeline`` layers (b = microbatch size)
@@ -362,6 +415,9 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
     ``moe``: the layers are mixture-of-experts layers (:func:`moe_layer_values`): their own count a layer, and the
     embedding and output terms in the model's ``hidden`` size (``moe[0]``) instead of ``h``. ``eight_bit``: the linears
     keep 8-bit inputs (:func:`transformer_activation_bytes`; torchtitan's per-op policy, ``sac``, keeps its own).
+    ``modules``, ``mla``: Megatron-Core's modules of a ``selective`` recompute (:func:`transformer_activation_bytes`);
+    its recompute buffer is what one layer's ``none`` activations exceed the modules' by (the rebuilt outputs of one
+    layer while its backward runs) [D].
 
     >>> activation_bytes_per_device(2048, 1, 12288, 96, 96, t=8, sequence_parallel=True,
     ...     recompute="selective", pipeline=8) == 34 * 2048 * 12288 * 96 / 8   # Eq. 6
@@ -382,8 +438,9 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
     # DTensor's sequence parallelism (torchtitan, ``sac`` given) saves the two gathered inputs of the column-parallel
     # layers whole, where Megatron keeps them sharded (docstring)
     gathered = 4 * s_ * b_ * h_ * (1 - 1 / t_) if sac is not None and sequence_parallel else sp.Integer(0)
+    mods = tuple(modules) if recompute == "selective" and sac is None else ()
     per_mb = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, recompute, 1, fused_attention,
-                                                     moe, eight_bit))
+                                                     moe, eight_bit, mods, mla))
     op_sac = sac is not None and recompute == "selective"
     if op_sac:
         per_mb = sp.sympify(per_op_sac_bytes(s, b, h, a, t, sequence_parallel, sac))
@@ -396,6 +453,8 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
         total += sp.Max(0, none + gathered - per_mb)
     elif recompute_buffer and recompute == "full":
         total += none + gathered
+    elif recompute_buffer and mods:
+        total += sp.Max(0, none + gathered - per_mb)
     elif recompute_buffer and recompute == "selective" and not fused_attention:
         total += 5 * a_ * s_ ** 2 * b_ / t_
     if vocab is not None:

@@ -19,6 +19,14 @@
   (output ``(heads + 2 kv_heads) x head_dim``): it counts as three products, of which the key's share is
   recomputed. Layers outside the blocks (embedding, final norm, output layer, loss) are not checkpointed.
 
+* a tuple of Megatron-Core's modules (``training.recompute_modules``, ``--recompute-modules``; NVIDIA/Megatron-LM @
+  2a75ac12 ``megatron/core/transformer/transformer_config.py``, ``recompute_modules``: default ``["core_attn"]``, the
+  ``attention`` policy above), each layer of the module run again (:func:`module_rows`): ``core_attn`` the attention
+  core; ``layernorm`` the block's two norms (``input_layernorm``, ``pre_mlp_layernorm``); ``moe_act`` the routed
+  experts' activation; ``mla_up_proj`` multi-latent attention's up projections and its rotary embedding; ``mlp``
+  a dense MLP; ``moe`` the whole mixture-of-experts layer, router, dispatch and combine with their all-to-alls
+  included; ``shared_experts`` the shared experts. What each keeps in memory is :func:`.memory.moe_layer_values`'.
+
 A layer belongs to a block when its name starts with ``<name>.<index>.`` (``layers.3.``, ``h.3.``: the builders'
 block prefixes, :mod:`concurrency_model.models`).
 """
@@ -27,6 +35,7 @@ from __future__ import annotations
 import re
 
 from ..checks import did_you_mean
+from ..choices import RECOMPUTE_MODULES
 
 POLICIES = ("attention", "op")
 _BLOCK = re.compile(r"^([A-Za-z_]+\.\d+)\.")
@@ -108,7 +117,70 @@ def full_recompute_rows(names) -> list[bool]:
     return blocks if any(blocks) else [True] * len(blocks)
 
 
-def recompute_shares(nodes, policy: str) -> dict:
+def recompute_modules(spec) -> tuple:
+    """The modules of ``training.recompute_modules`` (:data:`~concurrency_model.choices.RECOMPUTE_MODULES`), sorted
+    and without repeats: a comma-separated string or a list of names; ``ValueError`` naming the field otherwise.
+
+    >>> recompute_modules("moe_act, mla_up_proj"), recompute_modules(["layernorm"])
+    (('mla_up_proj', 'moe_act'), ('layernorm',))
+    >>> recompute_modules("mla_upproj")
+    Traceback (most recent call last):
+    ...
+    ValueError: training.recompute_modules: unknown module 'mla_upproj'; did you mean 'mla_up_proj'?; allowed: \
+core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts
+    """
+    names = spec.split(",") if isinstance(spec, str) else spec
+    if not isinstance(names, (list, tuple)) or not names or not all(isinstance(x, str) for x in names):
+        raise ValueError(f"training.recompute_modules: a comma-separated string or a list of module names, got "
+                         f"{spec!r}")
+    out = set()
+    for x in (n.strip() for n in names):
+        if x not in RECOMPUTE_MODULES:
+            raise ValueError(f"training.recompute_modules: unknown module {x!r}{did_you_mean(x, RECOMPUTE_MODULES)}; "
+                             f"allowed: {', '.join(RECOMPUTE_MODULES)}")
+        out.add(x)
+    return tuple(sorted(out))
+
+
+_NORMS = ("input_norm", "post_attention_norm", "ln1", "ln2", "ln_1", "ln_2")  # a block's two norms, as built
+_ACTIVATIONS = ("silu", "gelu", "relu", "mul")
+
+
+def module_rows(nodes, modules: tuple) -> set:
+    """The names of the layers that Megatron-Core's ``modules`` (:func:`recompute_modules`) run again (module doc).
+
+    >>> from concurrency_model.models import get_model
+    >>> g = get_model({"hf_config": "qwen3-30b-a3b", "seq_len": 128}, batch=1)
+    >>> sorted(n for n in module_rows(g.layers(), ("layernorm", "moe_act")) if n.startswith("layers.0."))
+    ['layers.0.input_norm', 'layers.0.mlp.experts.swiglu', 'layers.0.mlp.silu', 'layers.0.post_attention_norm']
+    """
+    by_block: dict = {}
+    for n in nodes:
+        blk = block_of(n.name)
+        if blk is not None:
+            by_block.setdefault(blk, []).append(n)
+    out = set()
+    for blk, layers in by_block.items():
+        kinds = [n.kind for n in layers]
+        moe = "moe_dispatch" in kinds
+        mla = any(n.kind == "attention" and n.attrs.get("mla") for n in layers)
+        start = kinds.index("moe_dispatch") if moe else len(kinds)
+        end = kinds.index("moe_combine") if "moe_combine" in kinds else len(kinds)
+        for i, n in enumerate(layers):
+            last = n.name.rsplit(".", 1)[-1]
+            mlp = ".mlp." in n.name or last in ("fc1", "fc2", "gelu")
+            if ("core_attn" in modules and n.kind == "attention"
+                    or "layernorm" in modules and last in _NORMS
+                    or "moe_act" in modules and moe and start < i < end and n.kind in _ACTIVATIONS
+                    or "mla_up_proj" in modules and mla and last in ("q_b_proj", "kv_b_proj", "rotary")
+                    or "mlp" in modules and not moe and mlp
+                    or "moe" in modules and moe and mlp
+                    or "shared_experts" in modules and ".shared_expert" in n.name):
+                out.add(n.name)
+    return out
+
+
+def recompute_shares(nodes, policy) -> dict:
     """``{layer name: share of its forward run again}`` for a ``selective`` recompute under ``policy``
     (:data:`POLICIES`); layers left out are not recomputed. ``nodes``: a graph's layers in order.
 
@@ -122,6 +194,8 @@ def recompute_shares(nodes, policy: str) -> dict:
     >>> recompute_shares(g.layers(), "attention")["layers.0.attention"]
     1.0
     """
+    if isinstance(policy, tuple):  # Megatron-Core's modules
+        return {name: 1.0 for name in module_rows(nodes, policy)}
     if policy not in POLICIES:
         raise ValueError(f"recompute policy: unknown {policy!r}{did_you_mean(policy, POLICIES)}; allowed: "
                          f"{', '.join(POLICIES)}")
@@ -144,3 +218,22 @@ def recompute_shares(nodes, policy: str) -> dict:
         else:
             out[n.name] = 0.0 if n.kind == "attention" else 1.0  # the fused attention is saved, the rest recomputed
     return out
+
+
+def check_modules(nodes, modules) -> None:
+    """``ValueError`` naming ``training.recompute_modules`` for a module of ``modules`` (a tuple of them, or a runtime's
+    policy name, which passes) that runs none of ``nodes`` again: ``mla_up_proj`` without multi-latent attention,
+    ``moe_act`` without experts (Megatron-Core refuses both: ``transformer_config.py`` ``__post_init__``), ``mlp`` in
+    a model without a dense MLP, and so on."""
+    if not isinstance(modules, tuple):
+        return
+    for m in modules:
+        if not module_rows(nodes, (m,)):
+            raise ValueError(f"training.recompute_modules: {m!r} recomputes no layer of this model (it has no "
+                             f"{MODULE_PARTS[m]})")
+
+
+MODULE_PARTS = {"core_attn": "attention", "moe_act": "mixture-of-experts layer", "layernorm": "block norms",
+                "mla_up_proj": "multi-latent attention", "mlp": "dense MLP", "moe": "mixture-of-experts layer",
+                "shared_experts": "shared experts"}
+

@@ -36,13 +36,14 @@ from ..ops.routing import check_applies
 from ..parallel import allocator
 from ..parallel.lora import check_lora
 from ..parallel.pipeline import p2p_blocking, p2p_scatter_gather
-from ..parallel.runtime import default_framework, kernel_policies
+from ..parallel.recompute import check_modules
+from ..parallel.runtime import default_framework
 from ..progress import Progress
 from ..scenario import load_scenario, read_scenario
 from ..training import compose
 from ..training.keys import scenario_key, stable_model
-from ..training.prepare import (assemble, consistency_of, host_per_kernel, host_seconds, runtime_name, sync_of,
-                                unsharded_optimizer_bytes)
+from ..training.prepare import (assemble, consistency_of, host_per_kernel, host_seconds, policies_of, runtime_name,
+                                sync_of, unsharded_optimizer_bytes)
 from ..training.step import step_fn
 from ..training.workload import ZERO_TRIPLE, context_exposed, transformer_shape, workload
 from ..units import state_dtype
@@ -122,7 +123,7 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     tr = sc.training
     w = workload(sc.model, sc.cluster, tr.dtype, sc.parallel.tensor_layers, tr.lora_rank,
                  tr.lora_base_dtype, sc.parallel.expert_imbalance,
-                 *kernel_policies(tr.framework, 0, tr.fp8_recipe), sc.parallel.tp_overlap,
+                 *policies_of(tr, 0), sc.parallel.tp_overlap,
                  sc.parallel.moe_dispatcher, sc.parallel.expert_overlap,
                  sc.parallel.stage_split, tr.compile, tr.cuda_graph)
     # the scenario's identity: every parallel and training field, not a list of those known to matter
@@ -208,6 +209,7 @@ def _cached_plan(sc, w, token: tuple, gpu_counts: list, global_batch: int, fixed
         check_lora(tr.lora_rank, tr.lora_base_dtype, w.graph(1))
         check_applies(w.expert_imbalance, w.expert_count)
         w.check_batch_norm(tr.batch_norm)
+        check_modules(w.graph(1).layers(), w.selective)
         rows, rejected = [], Counter()
         for n in gpu_counts:
             lay, rej = layouts(w, n, global_batch, fixed)
@@ -315,7 +317,7 @@ def _cached_features(sc, w, lay: pd.DataFrame, state: np.ndarray, scales: dict) 
         h.update(name.encode() + b"\0" + repr(a.shape).encode() + a.tobytes())
     # every parallel and training field is in the key, not a list of those known to matter: a field added later
     # (a runtime's behaviour, a stage split) can then never read another scenario's tables
-    token = scenario_key(sc) + (args[4:], kernel_policies(tr.framework, 0, tr.fp8_recipe), h.hexdigest())
+    token = scenario_key(sc) + (args[4:], policies_of(tr, 0), h.hexdigest())
 
     def build() -> dict:
         f = _features(*args)

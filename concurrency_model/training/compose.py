@@ -130,8 +130,9 @@ def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedu
     """``f(b, t, p, m, v, d, act_graph=0, c=1) -> (model_state_bytes, activation_bytes)`` per device,
     numpy-vectorised.
 
-    ``shape`` = ``(s, h, a, layers, vocab, fused, moe[, eight_bit])`` of a transformer (:data:`.features.MEMORY_SHAPE`
-    and :meth:`.workload.Workload.memory_shape`'s 8-bit inputs; Korthikanti
+    ``shape`` = ``(s, h, a, layers, vocab, fused, moe[, eight_bit, modules, mla])`` of a transformer
+    (:data:`.features.MEMORY_SHAPE` and :meth:`.workload.Workload.memory_shape`'s 8-bit inputs and selective recompute
+    modules; Korthikanti
     et al. 2022, via :func:`.memory.activation_bytes_per_device`); None for other graphs, whose stored activations per
     microbatch ``act_graph`` (:func:`.memory.graph_activation_bytes`) are spread over the ``p`` stages and
     held for the schedule's in-flight microbatches. ``single_stage``: p = 1 (the first stage is also the
@@ -305,10 +306,10 @@ def _activation_compiled(schedule: str, recompute: str, sequence_parallel: bool,
         p_ = 1 if single_stage else p
         v_ = v if schedule == "interleaved" else 1
         if shape is not None:
-            sq, h, a, layers, vocab, fused, moe, q8 = shape
+            sq, h, a, layers, vocab, fused, moe, q8, mods, mla = shape
             act = memory.activation_bytes_per_device(sq, b, h, a, layers, t, sequence_parallel, recompute, p_,
                                                      schedule, m, v_, 0, vocab, fused_attention=fused, sac=sac,
-                                                     moe=moe, eight_bit=q8)
+                                                     moe=moe, eight_bit=q8, modules=mods, mla=mla)
         else:
             act = g / p_ * memory._in_flight(schedule, p_, m, v_, 0)
         return [b, t, p, m, v, g] + model_symbols(structure), sp.sympify(act)
@@ -394,17 +395,18 @@ def model_numbers(shape: tuple | None, sac: tuple | None) -> tuple:
 
     >>> numbers, structure = model_numbers((4096, 4096, 32, 32, 128256, True, None), ((4096, "column"),))
     >>> numbers, structure
-    ((4096.0, 4096.0, 32.0, 32.0, 128256.0, 4096.0), ((True, True, None, False), ('column',)))
+    ((4096.0, 4096.0, 32.0, 32.0, 128256.0, 4096.0), ((True, True, None, False, (), False), ('column',)))
     >>> model_symbols(structure)
     [shape_s, shape_h, shape_a, shape_layers, shape_vocab, sac_0]
     """
     numbers, flags, splits = (), None, None
     if shape is not None:
-        sq, h, a, layers, vocab, fused, moe, *q8 = shape
+        sq, h, a, layers, vocab, fused, moe, *rest = shape
+        q8, mods, mla = (tuple(rest) + (False, (), False)[len(rest):])[:3]
         numbers = tuple(float(x) for x in (sq, h, a, layers) + (() if vocab is None else (vocab,)))
         if moe is not None:
             numbers += tuple(float(x) for x in moe[:6])
-        flags = (fused, vocab is not None, None if moe is None else bool(moe[6]), bool(q8 and q8[0]))
+        flags = (fused, vocab is not None, None if moe is None else bool(moe[6]), bool(q8), tuple(mods), bool(mla))
     if sac is not None:
         numbers += tuple(float(width) for width, _ in sac)
         splits = tuple(split for _, split in sac)
@@ -424,9 +426,9 @@ def _symbolic(structure: tuple) -> tuple:
     flags, splits = structure
     shape = None
     if flags is not None:
-        fused, has_vocab, norms, q8 = flags
+        fused, has_vocab, norms, q8, mods, mla = flags
         shape = _SHAPE_SYMS[:4] + (_SHAPE_SYMS[4] if has_vocab else None, fused,
-                                   None if norms is None else _MOE_SYMS + (norms,), q8)
+                                   None if norms is None else _MOE_SYMS + (norms,), q8, mods, mla)
     sac = None if splits is None else tuple((sp.Symbol(f"sac_{i}", positive=True, integer=True), split)
                                             for i, split in enumerate(splits))
     return shape, sac
@@ -450,19 +452,20 @@ def _framework_memory_compiled(framework: str, zero_stage: int, schedule: str, r
         stage = sum(n / (k * s) for n, k, s in stage_groups(_PARAMS, _REPLICATED, _EMBEDDING, t, p_))
         unit, logits, rebuild, last_extra = stage, sp.Integer(0), sp.Integer(0), sp.Integer(0)
         if shape is not None:
-            sq, h, a, layers, vocab, fused_, moe, q8 = shape
+            sq, h, a, layers, vocab, fused_, moe, q8, mods, mla = shape
             unit = _PARAMS / (layers * t)
             logits = sq * b * vocab / (t * c)
             args = (sq, b, h, a, layers, t, sequence_parallel, recompute, p_, schedule, m, v_)
             first = sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, fused_attention=fused_, sac=sac,
-                                                                  moe=moe, eight_bit=q8))
+                                                                  moe=moe, eight_bit=q8, modules=mods, mla=mla))
             if framework != "ideal":
-                rebuild = (sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, True, fused_, sac, moe, q8))
-                           - first) / c
+                rebuild = (sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, True, fused_, sac, moe, q8,
+                                                                         mods, mla)) - first) / c
             if not single_stage:  # the last stage: its activations and fp32 logits against the first stage's
                 q = sp.Symbol("q", positive=True, integer=True)  # the last stage, p - 1, substituted below
                 last = sp.sympify(memory.activation_bytes_per_device(*args, q, fused_attention=fused_, sac=sac,
-                                                                     moe=moe, eight_bit=q8)).subs(q, p_ - 1)
+                                                                     moe=moe, eight_bit=q8, modules=mods,
+                                                                     mla=mla)).subs(q, p_ - 1)
                 width = h if moe is None else moe[0]  # the model's hidden size (:func:`.memory.moe_layer_values`)
                 last += 4 * sq * b * width / t + 4 * sq * b * vocab / t  # final norm, output input, fp32 logits (§4.3)
                 last_extra = (last - first) / c

@@ -21,6 +21,7 @@ from ..parallel.gossip import gossip_degree
 from ..parallel.host import host_per_kernel, host_seconds
 from ..parallel.lora import check_lora
 from ..parallel.pipeline import blocking_p2p_factor, p2p_blocking, p2p_scatter_gather
+from ..parallel.recompute import check_modules, recompute_modules
 from ..parallel.runtime import default_framework, kernel_policies
 from ..scenario import Scenario, Training, check_interleaved, load_scenario
 from ..uncertainty import band_of, draws
@@ -124,6 +125,13 @@ def consistency_of(training: Training, replicas) -> dict:
     return {"straggle": straggle, "sync_frac": frac, "exposed": training.consistency == "local_sgd"}
 
 
+def policies_of(tr, zero: int) -> tuple:
+    """:func:`~concurrency_model.parallel.runtime.kernel_policies` of the scenario's runtime, the selective policy
+    replaced by ``training.recompute_modules`` where given (Megatron-Core's modules, :mod:`..parallel.recompute`)."""
+    sel, *rest = kernel_policies(tr.framework, zero, tr.fp8_recipe)
+    return (recompute_modules(tr.recompute_modules) if tr.recompute_modules is not None else sel, *rest)
+
+
 def prepare(sc: Scenario) -> tuple:
     """Checks, the workload, the slowest stage, memory (refused if over the device's), and the layout key
     ``(b, t, sp, recompute, p, d, m, v, zero)`` that :func:`step_inputs` takes (the context-parallel
@@ -134,8 +142,8 @@ def prepare(sc: Scenario) -> tuple:
     schedule, rec, zero = par.schedule, tr.recompute, tr.zero_stage
     c, alg, e = par.context, par.context_algorithm, par.expert
     args = (cl, tr.dtype, par.tensor_layers, tr.lora_rank, tr.lora_base_dtype, par.expert_imbalance,
-            *kernel_policies(tr.framework, zero, tr.fp8_recipe), par.tp_overlap, par.moe_dispatcher,
-            par.expert_overlap, par.stage_split, tr.compile, tr.cuda_graph)
+            *policies_of(tr, zero), par.tp_overlap, par.moe_dispatcher, par.expert_overlap, par.stage_split,
+            tr.compile, tr.cuda_graph)
     w = workload(sc.model, *args)
     check_lora(tr.lora_rank, tr.lora_base_dtype, w.graph(1))
     w.check_tensor(t)
@@ -143,6 +151,7 @@ def prepare(sc: Scenario) -> tuple:
     w.check_expert(e, d)
     check_applies(w.expert_imbalance, w.expert_count)
     w.check_batch_norm(tr.batch_norm)
+    check_modules(w.graph(1).layers(), w.selective)
     if p > w.layer_count:
         raise ValueError(f"parallel.pipeline: {p} stages exceed the {w.layer_count} blocks the model can be cut into")
     check_interleaved(schedule, m, p)  # also made on load; a Parallel built in code meets it here

@@ -161,7 +161,8 @@ def layer_seconds(row: dict, recompute: str) -> dict:
     tp_again = row.get("tp_again_s", 0.0) if recompute == "selective" else 0.0
     return {"forward_s": row["f_s"], "backward_s": row["b_s"], "recompute_s": row["f_s"] * share,
             "tensor_comm_s": row["tp_f_s"] * (1 + full) + row["tp_b_s"] + tp_again,
-            "expert_comm_s": row["ep_f_s"] * (1 + full) + row["ep_b_s"],
+            "expert_comm_s": row["ep_f_s"] * (1 + (full or recompute == "selective" and row.get("ep_again", False)))
+            + row["ep_b_s"],
             "context_comm_s": row.get("cp_f_s", 0.0) * (1 + (recompute != "none")) + row.get("cp_b_s", 0.0)}
 
 
@@ -250,13 +251,21 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
 
     def memory_shape(self, shape: dict | None) -> tuple | None:
         """The :data:`MEMORY_SHAPE` tuple of a :func:`transformer_shape` for the memory model
-        (:func:`.compose.memory_fn`) and whether a mixture of experts' linears keep their inputs in 8 bits: an 8-bit
-        dtype under Transformer Engine's casts (:func:`~concurrency_model.parallel.memory.moe_layer_values`; torchao's
-        float8 keeps the 16-bit inputs; a dense layer's count is 16-bit); None for a graph without one."""
+        (:func:`.compose.memory_fn`), whether a mixture of experts' linears keep their inputs in 8 bits (an 8-bit
+        dtype under Transformer Engine's casts, :func:`~concurrency_model.parallel.memory.moe_layer_values`; torchao's
+        float8 keeps the 16-bit inputs; a dense layer's count is 16-bit), the Megatron-Core modules of a selective
+        recompute (``()`` for another policy) and whether the attention is multi-latent; None for a graph without
+        one."""
         if shape is None:
             return None
-        return tuple(shape[k] for k in MEMORY_SHAPE) + (shape["moe"] is not None and self.dtype in EIGHT_BIT_VALUES
-                                                        and self.fp8_recipe.startswith("te"),)
+        q8 = shape["moe"] is not None and self.dtype in EIGHT_BIT_VALUES and self.fp8_recipe.startswith("te")
+        mods = self.selective if isinstance(self.selective, tuple) else ()  # Megatron-Core's modules (.recompute)
+        return tuple(shape[k] for k in MEMORY_SHAPE) + (q8, mods, self.mla)
+
+    @cached_property
+    def mla(self) -> bool:
+        """Whether the model's attention is multi-latent (DeepSeek's MLA: ``mla_up_proj`` applies)."""
+        return any(n.kind == "attention" and n.attrs.get("mla") for n in self.graph(1).layers())
 
     @cached_property
     def params(self) -> float:
@@ -461,7 +470,9 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                    "tp_b_s": _seconds(tb), "ep_f": ef, "ep_b": eb,
                    "ep_f_s": _seconds(ef), "ep_b_s": _seconds(eb),
                    "bn_c": int(n.shape[0]) // (t if by_channels else 1) if n.kind == "batch_norm" else 0,
-                   "again": shares.get(n.name, 0.0), "full": full[i], **cp}
+                   "again": shares.get(n.name, 0.0), "full": full[i], **cp,
+                   # Megatron-Core's ``moe`` module recomputes the dispatch with its all-to-alls (.recompute)
+                   "ep_again": isinstance(self.selective, tuple) and n.kind == "moe_dispatch" and n.name in shares}
             row["tp_again"], row["tp_again_s"] = tp_again(n, split, again_tp)
             if "halo_f" in cp:
                 row["cp_f_s"], row["cp_b_s"] = float(triple_seconds(cp["halo_f"])), float(triple_seconds(cp["halo_b"]))
@@ -522,8 +533,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         def rec(r):  # (parts, tensor-parallel triple, expert-parallel triple) run again in the backward pass
             if recompute == "full" and r.get("full", True):  # the blocks' layers (.recompute.full_recompute_rows)
                 return r["f"], r["tp_f"], r["ep_f"]
-            if recompute == "selective" and r["again"] > 0:
-                return r["f"].times(r["again"]), r["tp_again"], ZERO_TRIPLE
+            if recompute == "selective" and r["again"] > 0:  # Megatron-Core's ``moe`` module: its all-to-alls again
+                return r["f"].times(r["again"]), r["tp_again"], r["ep_f"] if r.get("ep_again") else ZERO_TRIPLE
             return NO_PARTS, ZERO_TRIPLE, ZERO_TRIPLE
 
         recs = [rec(r) for r in rows]
@@ -710,7 +721,8 @@ def workload(model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: 
              stage_split: str = "balanced", compile: bool = True, cuda_graph: str = "none") -> Workload:
     """A cached :class:`Workload` (the last few are kept, so repeated estimates reuse layer timings);
     ``selective``, ``fp8_recipe``, ``moe_sync``, ``expert_launch_s``: the runtime's kernels, host waits and launches
-    (:func:`.runtime.kernel_policies`); ``tp_overlap``:
+    (:func:`.runtime.kernel_policies`; ``selective`` a tuple of Megatron-Core's modules under
+    ``training.recompute_modules``, :func:`.prepare.policies_of`); ``tp_overlap``:
     ``parallel.tp_overlap``; ``moe_dispatcher``, ``expert_overlap``: ``parallel.moe_dispatcher``,
     ``parallel.expert_overlap``; ``stage_split``: ``parallel.stage_split``; ``compile``: ``training.compile``;
     ``cuda_graph``: ``training.cuda_graph``."""

@@ -155,9 +155,11 @@ ASSUMPTIONS = {
                            "the pipeline stages cut as the recipes cut them "
                            "(MOE_STAGE_SPLIT: Megatron-Core's even split of the layers, the output layer on top of the "
                            "last stage's, for GPT-OSS and Qwen3-30B-A3B; balanced for the recipes with explicit "
-                           "layouts or counted embedding and loss); recompute the least of none / selective / full "
-                           "that fits (the recipes recompute chosen modules, e.g. DeepSeek's mla_up_proj and mlp, not "
-                           "expressible); MXFP8 / FP8-MX -> mxfp8, FP8 / FP8-CS -> fp8, BF16 -> bf16, the 25.09 rows "
+                           "layouts or counted embedding and loss); recompute the recipe's modules "
+                           "(training.recompute_modules, MOE_RECOMPUTE: DeepSeek-V3's mla_up_proj, with mlp on H100 "
+                           "and at EP 32 on B200; GPT-OSS's layernorm and moe_act on B200 and H100), or full where they "
+                           "do not fit; for the recipes without recompute the least of none / selective / full "
+                           "that fits; MXFP8 / FP8-MX -> mxfp8, FP8 / FP8-CS -> fp8, BF16 -> bf16, the 25.09 rows "
                            "(no precision column) mxfp8 on B200 and fp8 on H100 as the 25.11 table gives for the same "
                            "models; GPT-OSS's sliding-window layers as full causal attention; Nemotron 3 (hybrid "
                            "Mamba-Transformer MoE) not mapped; training.overlap off for DeepSeek-V3 on H100, whose "
@@ -341,6 +343,16 @@ MOE_RUNTIME = {
 }
 # perf_recipes/deepseek/b200/deepseek_v3.py 256gpu fp8mx, EP 32: flex + deepep, overlap_moe_expert_parallel_comm True
 MOE_RUNTIME_BY_EP = {("DeepSeekV3", "DGX-B200", 32): ("deepep", True)}
+# The modules the recipes recompute (training.recompute_modules under recompute "selective": Megatron-Core's
+# recompute_modules), (table model, system[, EP]) -> modules, as Megatron-Bridge @ 067f987d
+# src/megatron/bridge/perf_recipes/deepseek/{b200,b300,h100}/deepseek_v3.py and perf_recipes/gpt_oss/{b200,h100}/
+# gpt_oss.py set them, the same in the legacy scripts/performance/configs/*/*_workload_base_configs.py the older
+# containers ran (read at c3e43e6aa, 5f3b336f9 and 55443cbfb: DEEPSEEK_V3_PRETRAIN_CONFIG_{B300,B200,H100}_V1 / _V2,
+# GPT_OSS_120B_PRETRAIN_CONFIG_{B200,H100}_BF16_V1 / _V2); the Qwen3 recipes and GPT-OSS on B300 recompute nothing
+# (recompute_granularity None)
+MOE_RECOMPUTE = {("DeepSeekV3", "DGX-B300"): "mla_up_proj", ("DeepSeekV3", "DGX-B200"): "mla_up_proj",
+                 ("DeepSeekV3", "DGX-B200", 32): "mla_up_proj,mlp", ("DeepSeekV3", "DGX-H100"): "mla_up_proj,mlp",
+                 ("GPT OSS 120B", "DGX-B200"): "layernorm,moe_act", ("GPT OSS 120B", "DGX-H100"): "layernorm,moe_act"}
 # The CUDA graphs the recipes capture (training.cuda_graph: Megatron-Core's cuda_graph_impl and cuda_graph_scope), as
 # Megatron-Bridge @ 067f987d src/megatron/bridge/ sets them: (table model, system, dtype[, GPUs]) -> scopes; "none"
 # where the recipe keeps the base recipe's cuda_graph_impl "none" (recipes/qwen/h100/qwen3_moe.py for Qwen3-235B,
@@ -499,6 +511,8 @@ def _moe_fields(b: dict, model: str, system: str, precision: str, ep: float, tp:
     # Megatron-Core's EP overlap needs virtual stages with pipelining (scenario.py): a row without them ran without it
     b["expert_overlap"] = b["expert_overlap"] and (b["pipeline"] == 1 or b["interleave"] > 1)
     b["zero_stage"], b["recompute"] = 1, "auto"  # the distributed optimizer (parallel.expert: ZeRO 1 with experts)
+    b["recompute_modules"] = MOE_RECOMPUTE.get((base, system, int(ep) if np.isfinite(ep) else 1),
+                                               MOE_RECOMPUTE.get((base, system), np.nan))
     b["stage_split"] = MOE_STAGE_SPLIT.get(base, "balanced")
 
 
@@ -735,13 +749,20 @@ def _predict(r: dict) -> dict:
     except ValueError as e:
         return {"status": "unmappable", "reason": str(e)}
     tries = RECOMPUTE_ORDER if r["recompute"] == "auto" else (r["recompute"],)
+    modules = r.get("recompute_modules")
+    if r["recompute"] == "auto" and isinstance(modules, str):  # the recipe's modules, then heavier (ASSUMPTIONS)
+        tries = ("selective", "full")
+        sc["training"]["recompute_modules"] = modules
     # "auto" (nemo, megatron_bridge_moe: ASSUMPTIONS): the least recompute whose memory fits with the caching
     # allocator's headroom (memory_per_device "fits"); one that fits only without it ("at risk") is taken when no
     # mode fits whole
     e, risky, err = None, None, None
     for mode in tries:
+        training = {**sc["training"], "recompute": mode}
+        if mode != "selective":
+            training.pop("recompute_modules", None)
         try:
-            got = estimate({**sc, "training": {**sc["training"], "recompute": mode}})
+            got = estimate({**sc, "training": training})
         except ValueError as x:
             err = x
             continue
@@ -759,7 +780,7 @@ def _predict(r: dict) -> dict:
            "predicted_tps_p90": tokens / e.step_time_p10_s, "predicted_memory_bytes": e.memory_bytes_per_device,
            # what the caching allocator reserves at its peak, the figure torchtitan logs (module docstring)
            "predicted_reserved_bytes": e.memory.get("reserved_bytes", e.memory_bytes_per_device),
-           "recompute_used": mode}
+           "recompute_used": f"{mode} ({modules})" if mode == "selective" and isinstance(modules, str) else mode}
     if np.isfinite(r.get("flops_per_token", np.nan)):
         out["predicted_tflops"] = out["predicted_tps"] * r["flops_per_token"] / 1e12
     return out

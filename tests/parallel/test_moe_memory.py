@@ -44,11 +44,12 @@ def test_eight_bit_inputs_follow_the_runtime_casts(framework, dtype, q8):
     model = {"hf_config": "qwen3-30b-a3b", "seq_len": 1024}
     w = workload(model, load_cluster("dgx-h100"), dtype, "all", 0, None, 1.0, *kernel_policies(framework)[:2])
     shape = w.memory_shape(transformer_shape(w.graph(1)))
-    assert shape[-1] is q8 and shape[-2] == transformer_shape(w.graph(1))["moe"]
+    # (..., moe, 8-bit inputs, recompute modules, multi-latent attention)
+    assert shape[7] is q8 and shape[6] == transformer_shape(w.graph(1))["moe"] and shape[8:] == ((), False)
     dense = workload({"kind": "gpt", "layers": 2, "hidden": 256, "heads": 8, "seq_len": 128, "vocab": 1024},
                      load_cluster("dgx-h100"), dtype, "all", 0, None, 1.0, *kernel_policies(framework)[:2])
     assert dense.memory_shape(None) is None
-    assert dense.memory_shape(transformer_shape(dense.graph(1)))[-1] is False  # a dense layer's count is 16-bit
+    assert dense.memory_shape(transformer_shape(dense.graph(1)))[7] is False  # a dense layer's count is 16-bit
 
 
 def test_moe_layer_bytes_with_and_without_sequence_parallelism():
