@@ -144,6 +144,10 @@ core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts
 
 _NORMS = ("input_norm", "post_attention_norm", "ln1", "ln2", "ln_1", "ln_2")  # a block's two norms, as built
 _ACTIVATIONS = ("silu", "gelu", "relu", "mul")
+# what a model lacks when a module recomputes none of its layers (:func:`check_modules`)
+MODULE_PARTS = {"core_attn": "attention", "moe_act": "mixture-of-experts layer", "layernorm": "block norms",
+                "mla_up_proj": "multi-latent attention", "mlp": "dense MLP", "moe": "mixture-of-experts layer",
+                "shared_experts": "shared experts"}
 
 
 def module_rows(nodes, modules: tuple) -> set:
@@ -231,9 +235,3 @@ def check_modules(nodes, modules) -> None:
         if not module_rows(nodes, (m,)):
             raise ValueError(f"training.recompute_modules: {m!r} recomputes no layer of this model (it has no "
                              f"{MODULE_PARTS[m]})")
-
-
-MODULE_PARTS = {"core_attn": "attention", "moe_act": "mixture-of-experts layer", "layernorm": "block norms",
-                "mla_up_proj": "multi-latent attention", "mlp": "dense MLP", "moe": "mixture-of-experts layer",
-                "shared_experts": "shared experts"}
-

@@ -56,7 +56,11 @@ def candidates(sc, transformer: bool) -> list[list[tuple[str, dict, dict]]]:
         out.append([(f"training.zero_stage={z}", {}, {"zero_stage": z}) for z in range(tr.zero_stage + 1, 4)
                     if _modelled(sc, {"zero_stage": z})])
     lighter = RECOMPUTE[RECOMPUTE.index(tr.recompute) + 1:]  # outside attention selective is none (.memory)
-    out.append([(f"training.recompute={r}", {}, {"recompute": r}) for r in lighter if transformer or r == "full"])
+    # a full recompute leaves no modules to name (training.recompute_modules goes with selective only)
+    drop = (" training.recompute_modules=null", {"recompute_modules": None}) if tr.recompute_modules is not None \
+        else ("", {})
+    out.append([(f"training.recompute={r}{drop[0] if r == 'full' else ''}", {},
+                 {"recompute": r, **(drop[1] if r == "full" else {})}) for r in lighter if transformer or r == "full"])
     unit = par.tensor if par.tensor_layers == "fc" else 1
     b = par.microbatch_size
     out.append([(f"parallel.microbatch_size={x}", {"microbatch_size": x}, {})

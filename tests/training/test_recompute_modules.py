@@ -112,3 +112,17 @@ def test_the_sweep_agrees_with_estimate():
 def test_bad_input_names_the_field(training, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         run(**training)
+
+
+def test_a_refusal_names_a_full_recompute_that_applies():
+    # the modules go with selective only: the remedy drops them with the full recompute, and applying it fits
+    from concurrency_model.scenario import with_settings
+    sc = copy.deepcopy(MOE)
+    sc["parallel"].update(microbatch_size=8, global_batch=64)
+    sc["model"]["seq_len"] = 32768
+    sc["training"]["recompute_modules"] = "moe_act"
+    with pytest.raises(ValueError) as err:
+        estimate(sc)
+    fix = "training.recompute=full training.recompute_modules=null"
+    assert fix in str(err.value)
+    assert estimate(with_settings(sc, fix.split())).memory_bytes_per_device <= 80e9
