@@ -70,6 +70,12 @@ SCHEMAS = {  # file stem -> (numeric columns that must be present, other require
                                       "source_line"),
                                      ("pair", "case", "model", "system", "precision", "dispatcher", "cuda_graph",
                                       "ep_overlap", "window", "source_repo", "source_commit", "source_path", "note")),
+    # Megatron-LM's DeepSeek-V3 on GB200 optimization history as A/B pairs (validate.ranking.ab_pairs)
+    "megatron_dsv3_gb200_ablation": (("num_gpus", "seq_len", "tp", "pp", "vpp", "cp", "ep", "mbs", "gbs", "mtp_layers",
+                                      "tflops_per_gpu", "source_line"),
+                                     ("pair", "case", "model", "system", "precision", "dispatcher", "recompute_modules",
+                                      "cuda_graph", "ep_overlap", "source_repo", "source_commit", "source_path",
+                                      "note")),
     # NeMo 24.07 and long-sequence tables: sequence lengths like "8K" and TFLOP/s cells with separators stay text
     "nemo_2407_and_longseq_train_throughput": (("num_gpus", "gbs", "tp", "pp"),
                                                ("table", "model", "task", "system", "container", "precision",

@@ -669,9 +669,35 @@ def megatron_bridge_ab_rows() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def megatron_dsv3_ab_rows() -> pd.DataFrame:
+    """Megatron-LM's DeepSeek-V3 on 256 GB200 optimization history (``megatron_dsv3_gb200_ablation``: TFLOP/s per GPU
+    of successive settings; a pair's cases differ in the dispatcher, the recompute modules or the CUDA graphs), one
+    row per case in the common row shape, mapped as :data:`ASSUMPTIONS` ``megatron_bridge_moe`` maps a row with the
+    row's own settings: the GB200 NVL72 preset, the interleaved schedule over the virtual stages, the stated recompute
+    modules. Its measure is TFLOP/s (``measured_tflops``; Megatron-LM's model FLOPs, the same in every case of a pair),
+    so only speed-ups within a pair are compared (``validate.ranking.ab_pairs``): ``measured_tps`` is NaN."""
+    df = load("megatron_dsv3_gb200_ablation")
+    rows = []
+    for i, r in df.iterrows():
+        tp, pp, cp, gpus, vpp = int(r["tp"]), int(r["pp"]), int(r["cp"]), int(r["num_gpus"]), int(r["vpp"])
+        b = _base("megatron_dsv3_ab", i, f"{r['pair']}: {r['case']}", str(r["pair"]))
+        b.update(model=MOE_PRESETS.get(str(r["model"]), ""), seq=int(r["seq_len"]), gpus=gpus,
+                 data=gpus // (tp * pp * cp), tensor=tp, pipeline=pp, context=cp, interleave=vpp,
+                 schedule="interleaved" if vpp > 1 else "1f1b", sequence_parallel=tp > 1,
+                 microbatch=int(r["mbs"]), global_batch=int(r["gbs"]), dtype="mxfp8" if r["precision"] == "MXFP8"
+                 else "bf16", zero_stage=1, framework="megatron", expert=int(r["ep"]), moe=True,
+                 recompute="selective", recompute_modules=str(r["recompute_modules"]), mtp_layers=int(r["mtp_layers"]),
+                 moe_dispatcher=str(r["dispatcher"]), expert_overlap=str(r["ep_overlap"]) == "True",
+                 cuda_graph=str(r["cuda_graph"]), stage_split="balanced",
+                 cluster="gb200-nvl72" if r["system"] == "GB200 NVL72" else "", note=str(r["note"]),
+                 measured_tps=np.nan, measured_tflops=float(r["tflops_per_gpu"]))
+        rows.append(b)
+    return pd.DataFrame(rows)
+
+
 ROWS = {"torchtitan": torchtitan_rows, "llmfoundry": llmfoundry_rows, "megatron_bridge": megatron_bridge_dense_rows,
         "megatron_bridge_moe": megatron_bridge_moe_rows, "nemo": nemo_rows,
-        "megatron_bridge_ab": megatron_bridge_ab_rows}
+        "megatron_bridge_ab": megatron_bridge_ab_rows, "megatron_dsv3_ab": megatron_dsv3_ab_rows}
 
 
 def rows(dataset: str) -> pd.DataFrame:
@@ -696,6 +722,9 @@ def model_spec(r) -> dict:
         return {"kind": "gpt", "layers": layers, "hidden": hidden, "heads": heads, "seq_len": int(r["seq"]),
                 "vocab": NEMO_VOCAB["gpt3"], "fused_attention": fused}
     spec = {"hf_config": r["model"], "seq_len": int(r["seq"]), "fused_attention": fused}
+    mtp = r.get("mtp_layers", np.nan)
+    if mtp is not None and np.isfinite(mtp):  # a run without the config's multi-token prediction modules
+        spec["mtp_layers"] = int(mtp)
     cf = r.get("capacity_factor", np.nan)
     return {**spec, "capacity_factor": float(cf)} if cf is not None and np.isfinite(cf) else spec
 
@@ -740,6 +769,8 @@ def scenario_for(r) -> dict:
         training["compile"] = False
     if isinstance(r.get("cuda_graph"), str) and r["cuda_graph"] != "none":
         training["cuda_graph"] = r["cuda_graph"]
+    if isinstance(r.get("recompute_modules"), str) and r["recompute"] in ("selective", "auto"):
+        training["recompute_modules"] = r["recompute_modules"]  # with "auto": the ladder's first rung (_predict)
     return {"model": model_spec(r), "cluster": r["cluster"], "parallel": par, "training": training}
 
 
@@ -752,7 +783,6 @@ def _predict(r: dict) -> dict:
     modules = r.get("recompute_modules")
     if r["recompute"] == "auto" and isinstance(modules, str):  # the recipe's modules, then heavier (ASSUMPTIONS)
         tries = ("selective", "full")
-        sc["training"]["recompute_modules"] = modules
     # "auto" (nemo, megatron_bridge_moe: ASSUMPTIONS): the least recompute whose memory fits with the caching
     # allocator's headroom (memory_per_device "fits"); one that fits only without it ("at risk") is taken when no
     # mode fits whole

@@ -22,8 +22,10 @@ A set's Spearman is the mean over its groups of at least three layouts (two layo
 target is >= 0.8 on every set with such groups.
 
 A/B pairs (:func:`ab_pairs`): measured runs that change one setting of one layout (Megatron-Bridge's EP overlap and
-CUDA-graph comparisons, ``megatron_bridge_ab``), the predicted speed-up of each case over the pair's first against
-the measured one.
+CUDA-graph comparisons, ``megatron_bridge_ab``; the steps of Megatron-LM's DeepSeek-V3 on GB200 optimization history
+that change a modelled setting, the dispatcher, the recompute modules or the CUDA graphs, ``megatron_dsv3_ab``), the
+predicted speed-up of each case over the pair's first against the measured one (tokens/s, or TFLOP/s per GPU where a
+set measures those: the same model FLOPs in every case of a pair).
 
 >>> f = pd.DataFrame({"dataset": "d", "group": "g", "layout": list("abcd"), "measured": [1.0, 2, 3, 4],
 ...                   "predicted": [1.0, 3, 2, 4]})
@@ -148,6 +150,9 @@ def _modern_frame(dataset: str, quick: bool, workers: int) -> pd.DataFrame:
                          "predicted": r["predicted_tps"]})
 
 
+AB_SETS = ("megatron_bridge_ab", "megatron_dsv3_ab")  # :func:`ab_pairs`' sets (module doc)
+
+
 def ab_pairs(workers: int = 2) -> pd.DataFrame:
     """Per case of each A/B pair (module doc) but the first: the measured and predicted speed-up over the pair's first
     case (its step time over the case's) and the predicted one's error, ``predicted / measured - 1``.
@@ -156,12 +161,13 @@ def ab_pairs(workers: int = 2) -> pd.DataFrame:
     >>> t["pair"].tolist()[:1], bool((t["measured_speedup"] > 0).all())
     (['hybridep-ep-overlap'], True)
     """
-    r = modern.evaluate(modern.rows("megatron_bridge_ab"), workers=workers)
+    r = modern.evaluate(pd.concat([modern.rows(s) for s in AB_SETS], ignore_index=True), workers=workers)
     out = []
     for pair, g in r.groupby("group", sort=False):
         base = g.iloc[0]
+        key = "measured_tps" if np.isfinite(base["measured_tps"]) else "measured_tflops"
         for _, c in g.iloc[1:].iterrows():
-            meas = c["measured_tps"] / base["measured_tps"]
+            meas = c[key] / base[key]
             pred = c["predicted_tps"] / base["predicted_tps"]
             out.append({"pair": pair, "case": c["label"].split(": ", 1)[1], "base": base["label"].split(": ", 1)[1],
                         "measured_speedup": meas, "predicted_speedup": pred, "error": pred / meas - 1})

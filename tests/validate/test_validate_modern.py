@@ -311,3 +311,19 @@ def test_megatron_bridge_ab_rows_map_each_case_as_run():
     assert "cuda_graph" not in eager["training"] and graphed["training"]["cuda_graph"] == "attn,moe_router,moe_preprocess"
     assert ab.loc[0, "measured_tps"] == pytest.approx(1024 * 4096 / 24.7138 / 16)
 
+
+def test_the_gb200_history_maps_each_step_as_run():
+    # DeepSeek-V3 without MTP on 256 GB200 NVL72: TP1 PP8 x 4 virtual stages, EP 32 over the 32 data replicas, the
+    # stated recompute modules and graphs; its measure is TFLOP/s, so the speed-ups are TFLOP/s ratios
+    from concurrency_model.validate.ranking import ab_pairs
+    rows = modern.rows("megatron_dsv3_ab")
+    assert len(rows) == 8 and rows["measured_tps"].isna().all()
+    sc = modern.scenario_for(rows.iloc[2])
+    assert sc["cluster"] == "gb200-nvl72" and sc["model"]["mtp_layers"] == 0
+    assert (sc["parallel"]["data"], sc["parallel"]["pipeline"], sc["parallel"]["interleave"],
+            sc["parallel"]["expert"], sc["parallel"]["schedule"]) == (32, 8, 4, 32, "interleaved")
+    assert (sc["training"]["recompute"], sc["training"]["recompute_modules"]) == ("selective", "mlp,mla_up_proj")
+    pairs = ab_pairs(workers=1).set_index("pair")
+    assert pairs.loc["gb200-up-proj-recompute", "measured_speedup"] == pytest.approx(610.71 / 566.07)
+    assert pairs.loc["gb200-cuda-graphs", "measured_speedup"] == pytest.approx(663.27 / 610.71)
+
