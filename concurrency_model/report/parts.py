@@ -18,8 +18,8 @@ from .convergence import convergence_section
 from .examples import examples_section
 from .finetune import finetune_section
 from .sections import (cnn_parallel_section, comm_section, distribution_section, dp_section, failed_section,
-                       pipeline_section,
-                       roofline_section, sweep_section, validation_section, zoo_sections)
+                       pipeline_section, ranking_section, roofline_section, sweep_section, validation_section,
+                       zoo_sections)
 from .serving import inference_section
 
 
@@ -66,10 +66,11 @@ PARTS = {
     "fine-tuning": ("Fine-tuning: full, LoRA and QLoRA", _plain(finetune_section)),
     "inference": ("Inference: latency, batching and quantized weights", _plain(inference_section)),
     "validation": ("Predicted against measured", _validation),
+    "ranking": ("Choosing right: rank order and A/B pairs", lambda figs, quick: (ranking_section(figs, quick), {})),
 }
 # started longest first (per-part process seconds of benchmarks/report_speed.py)
 # (time to train: about 6 s before its fits were cached, about 1 s after)
-ORDER = ("validation", "3d sweep", "inference", "data parallel", "examples", "collectives", "roofline",
+ORDER = ("validation", "3d sweep", "ranking", "inference", "data parallel", "examples", "collectives", "roofline",
          "distribution", "fine-tuning", "cnn parallel", "zoo", "time to train", "pipeline")
 
 

@@ -11,7 +11,7 @@ from ..hardware.devices import load_device
 from ..parallel.host import HOST_S_PER_KERNEL
 from ..training.run import run_cost
 from ..version import __version__
-from . import accuracy, cnn_parallel, comm, distribution, minibatch, parallel, sweep3d, zoo
+from . import accuracy, cnn_parallel, comm, distribution, minibatch, parallel, ranking, sweep3d, zoo
 from ._plot import figure, fmt_bytes, png_bytes
 from .html import Figure, Section
 
@@ -381,3 +381,28 @@ def validation_section(figs, vdf, table, summary, quick):
              "band.</p>" + warn)
     return [Section("validation", "Predicted against measured", intro, shown,
                     tables=[accuracy.error_table_html(table)], gallery=True)]
+
+
+def ranking_section(figs, quick):
+    """Choosing right: each set's rank correlation and best-layout match, and the A/B pairs (:mod:`.ranking`)."""
+    summary, pairs = ranking.ranking_data(quick)
+    f = add_figure(figs, "ranking", ranking.ranking_figure(summary, pairs),
+                   "rank correlation per set and the A/B pairs' predicted against measured speed-ups",
+                   "Left: mean Spearman of each set's groups of 3 or more layouts (green: at or above 0.8) and the "
+                   "share of groups whose predicted fastest layout is the measured fastest. Right: one point per A/B "
+                   "case, predicted against measured speed-up over its pair's first case; on the line, right.")
+    worst = pairs.loc[pairs["error"].abs().idxmax()] if len(pairs) else None
+    intro = ("<p>What a planner needs first is the order: does the estimate rank the alternatives as the "
+             "measurements do? For every shared set with several layouts of one model on one system (a group), the "
+             "Spearman rank correlation between predicted and measured throughput, averaged over the set's groups of "
+             "three or more layouts (<code>validate.ranking</code>; <code>benchmarks/ranking.py</code> prints every "
+             f"group{', the big sets sampled as its --quick' if quick else ''}), and how often the predicted fastest "
+             "layout is the measured fastest. Then the A/B pairs: measured runs that change one setting of one "
+             "layout (an EP overlap, CUDA graphs, a token dispatcher, the recompute modules: Megatron-Bridge's "
+             "documentation and Megatron-LM's DeepSeek-V3 on GB200 history, <code>data/SOURCES.md</code>), the "
+             "predicted speed-up against the measured one"
+             + (f"; the largest miss is {escape(worst['pair'])}, {worst['error']:+.0%} "
+                "(docs/residuals.md says why)" if worst is not None else "") + ".</p>")
+    return [Section("ranking", "Choosing right: rank order and A/B pairs", intro, [f],
+                    tables=[ranking.summary_html(summary), ranking.pairs_html(pairs)])]
+
