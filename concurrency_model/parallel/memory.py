@@ -211,12 +211,12 @@ def moe_layer_values(h, moe: tuple, fused_attention: bool = True, a=1, s=1, eigh
         split += 5 * a * s
     if "layernorm" in modules:
         replicated -= 2 * H + (2 * H if mla and not q8 else 0)
-    if "moe" in modules:
+    if "moe" in modules:  # the whole layer: every routed copy, the shared experts, the router's logits
         replicated -= 4 * E
         split -= k * routed + shared
     else:
-        split -= (k * (F if q8 else 2 * F) if "moe_act" in modules else 0) + (shared if "shared_experts" in modules
-                                                                             else 0)
+        split -= k * (F if q8 else 2 * F) if "moe_act" in modules else 0
+        split -= shared if "shared_experts" in modules else 0
     if "mla_up_proj" in modules and mla:
         split -= 2 * h + 4 * K
     return replicated, split
@@ -287,14 +287,10 @@ def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = Fals
             per = s * b * ((rep + split) / t if sequence_parallel else rep + split / t)
         return to_python(per * n_layers)
     sbh = s * b * h
-    if mods and ("core_attn" in mods or fused_attention):  # dense: the modules' drops (docstring)
-        per = (34 * sbh / t if sequence_parallel else sbh * (10 + sp.Integer(24) / t)) - (
-            16 * sbh / t if "mlp" in mods else 0)
-        return to_python(per * n_layers)
-    if mods:  # scores kept (no core_attn, unfused)
-        per = (sbh / t * (34 + 5 * a * s / h) if sequence_parallel else sbh * (10 + sp.Integer(24) / t + 5 * a * s /
-                                                                                 (h * t))) - (
-            16 * sbh / t if "mlp" in mods else 0)
+    if mods:  # dense: Korthikanti's count less what the modules drop (docstring)
+        scores = 0 if "core_attn" in mods or fused_attention else 5 * a * s / h
+        per = sbh / t * (34 + scores) if sequence_parallel else sbh * (10 + (sp.Integer(24) + scores) / t)
+        per -= 16 * sbh / t if "mlp" in mods else 0
         return to_python(per * n_layers)
     if fused_attention and recompute == "none":
         recompute = "selective"  # the same stored tensors (docstring)

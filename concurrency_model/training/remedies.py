@@ -57,10 +57,11 @@ def candidates(sc, transformer: bool) -> list[list[tuple[str, dict, dict]]]:
                     if _modelled(sc, {"zero_stage": z})])
     lighter = RECOMPUTE[RECOMPUTE.index(tr.recompute) + 1:]  # outside attention selective is none (.memory)
     # a full recompute leaves no modules to name (training.recompute_modules goes with selective only)
-    drop = (" training.recompute_modules=null", {"recompute_modules": None}) if tr.recompute_modules is not None \
-        else ("", {})
-    out.append([(f"training.recompute={r}{drop[0] if r == 'full' else ''}", {},
-                 {"recompute": r, **(drop[1] if r == "full" else {})}) for r in lighter if transformer or r == "full"])
+    modules = tr.recompute_modules is not None
+    full = ("training.recompute=full" + (" training.recompute_modules=null" if modules else ""), {},
+            {"recompute": "full", **({"recompute_modules": None} if modules else {})})
+    out.append([full if r == "full" else (f"training.recompute={r}", {}, {"recompute": r})
+                for r in lighter if transformer or r == "full"])
     unit = par.tensor if par.tensor_layers == "fc" else 1
     b = par.microbatch_size
     out.append([(f"parallel.microbatch_size={x}", {"microbatch_size": x}, {})
@@ -140,7 +141,8 @@ def fits_with(sc, w, memory_at, rebuild=None) -> str:
         changed = replace(sc, model=fused)
         mem = memory_at(changed, rebuild(fused), changed.parallel.microbatch_size, changed.microbatches)[1]
         if mem["fits"]:
-            found.append(f"model.fused_attention=true ({float(mem.get('upper_bytes', mem['total_bytes'])) / 1e9:.1f} GB)")
+            upper = float(mem.get("upper_bytes", mem["total_bytes"]))
+            found.append(f"model.fused_attention=true ({upper / 1e9:.1f} GB)")
     for group in groups + layouts(sc, w):
         for setting, par, tr in group:
             fits, total = _bytes(sc, w, memory_at, par, tr)
