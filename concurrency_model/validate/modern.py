@@ -646,25 +646,35 @@ def megatron_bridge_moe_rows() -> pd.DataFrame:
     return df[df["moe"]]
 
 
+AB_CLUSTERS = {"DGX-H100": "dgx-h100", "DGX-B200": "dgx-b200", "DGX-B300": "dgx-b300", "GB200 NVL72": "gb200-nvl72"}
+AB_DTYPES = {"BF16": "bf16", "FP8": "fp8", "MXFP8": "mxfp8"}
+
+
+def _ab_row(dataset: str, i: int, r) -> dict:
+    """One case of an A/B pair in the common row shape, with the case's own layout, dispatcher, EP overlap and graphs
+    (not a recipe's), ZeRO 1 under Megatron-Core; ``interleave`` from a ``vpp`` column where the file has one."""
+    tp, pp, cp, gpus = int(r["tp"]), int(r["pp"]), int(r["cp"]), int(r["num_gpus"])
+    vpp = int(r.get("vpp", 1))
+    b = _base(dataset, i, f"{r['pair']}: {r['case']}", str(r["pair"]))
+    b.update(model=MOE_PRESETS.get(str(r["model"]), ""), seq=int(r["seq_len"]), gpus=gpus,
+             data=gpus // (tp * pp * cp), tensor=tp, pipeline=pp, context=cp, interleave=vpp,
+             schedule="interleaved" if vpp > 1 else "1f1b", sequence_parallel=tp > 1, microbatch=int(r["mbs"]),
+             global_batch=int(r["gbs"]), dtype=AB_DTYPES.get(str(r["precision"]), "bf16"), zero_stage=1,
+             framework="megatron", expert=int(r["ep"]), moe=True, moe_dispatcher=str(r["dispatcher"]),
+             expert_overlap=str(r["ep_overlap"]) == "True", cuda_graph=str(r["cuda_graph"]),
+             cluster=AB_CLUSTERS.get(str(r["system"]), ""), note=str(r["note"]))
+    return b
+
+
 def megatron_bridge_ab_rows() -> pd.DataFrame:
     """Megatron-Bridge's A/B step times (``megatron_bridge_ab_step_time``: the cases of a pair differ in one setting,
-    the EP overlap or the CUDA graphs), one row per case in the common row shape, mapped as
-    :data:`ASSUMPTIONS` ``megatron_bridge_moe`` maps a row (the layout, dispatcher, overlap and graphs are the row's
-    own, not a recipe's); throughput = global batch x sequence / step time / GPUs."""
-    df = load("megatron_bridge_ab_step_time")
+    the EP overlap or the CUDA graphs), one row per case (:func:`_ab_row`), mapped as :data:`ASSUMPTIONS`
+    ``megatron_bridge_moe`` maps a row; throughput = global batch x sequence / step time / GPUs."""
     rows = []
-    for i, r in df.iterrows():
-        tp, pp, cp, gpus = int(r["tp"]), int(r["pp"]), int(r["cp"]), int(r["num_gpus"])
-        b = _base("megatron_bridge_ab", i, f"{r['pair']}: {r['case']}", str(r["pair"]))
-        b.update(model=MOE_PRESETS.get(str(r["model"]), ""), seq=int(r["seq_len"]), gpus=gpus,
-                 data=gpus // (tp * pp * cp), tensor=tp, pipeline=pp, context=cp, sequence_parallel=tp > 1,
-                 microbatch=int(r["mbs"]), global_batch=int(r["gbs"]), dtype="bf16" if r["precision"] == "BF16" else
-                 "fp8", zero_stage=1, framework="megatron", expert=int(r["ep"]), moe=True, recompute="none",
-                 moe_dispatcher=str(r["dispatcher"]), expert_overlap=str(r["ep_overlap"]) == "True",
-                 cuda_graph=str(r["cuda_graph"]), stage_split=MOE_STAGE_SPLIT.get(str(r["model"]), "balanced"),
-                 cluster={"DGX-H100": "dgx-h100", "DGX-B200": "dgx-b200", "DGX-B300": "dgx-b300"}.get(
-                     str(r["system"]), ""), note=str(r["note"]),
-                 measured_tps=int(r["gbs"]) * int(r["seq_len"]) / float(r["step_time_s"]) / gpus)
+    for i, r in load("megatron_bridge_ab_step_time").iterrows():
+        b = _ab_row("megatron_bridge_ab", i, r)
+        b.update(recompute="none", stage_split=MOE_STAGE_SPLIT.get(str(r["model"]), "balanced"),
+                 measured_tps=int(r["gbs"]) * int(r["seq_len"]) / float(r["step_time_s"]) / b["gpus"])
         rows.append(b)
     return pd.DataFrame(rows)
 
@@ -672,25 +682,16 @@ def megatron_bridge_ab_rows() -> pd.DataFrame:
 def megatron_dsv3_ab_rows() -> pd.DataFrame:
     """Megatron-LM's DeepSeek-V3 on 256 GB200 optimization history (``megatron_dsv3_gb200_ablation``: TFLOP/s per GPU
     of successive settings; a pair's cases differ in the dispatcher, the recompute modules or the CUDA graphs), one
-    row per case in the common row shape, mapped as :data:`ASSUMPTIONS` ``megatron_bridge_moe`` maps a row with the
-    row's own settings: the GB200 NVL72 preset, the interleaved schedule over the virtual stages, the stated recompute
-    modules. Its measure is TFLOP/s (``measured_tflops``; Megatron-LM's model FLOPs, the same in every case of a pair),
-    so only speed-ups within a pair are compared (``validate.ranking.ab_pairs``): ``measured_tps`` is NaN."""
-    df = load("megatron_dsv3_gb200_ablation")
+    row per case (:func:`_ab_row`): the GB200 NVL72 preset, the interleaved schedule over the virtual stages, the
+    stated recompute modules, no MTP. Its measure is TFLOP/s (``measured_tflops``; Megatron-LM's model FLOPs, the same
+    in every case of a pair), so only speed-ups within a pair are compared (``validate.ranking.ab_pairs``):
+    ``measured_tps`` is NaN."""
     rows = []
-    for i, r in df.iterrows():
-        tp, pp, cp, gpus, vpp = int(r["tp"]), int(r["pp"]), int(r["cp"]), int(r["num_gpus"]), int(r["vpp"])
-        b = _base("megatron_dsv3_ab", i, f"{r['pair']}: {r['case']}", str(r["pair"]))
-        b.update(model=MOE_PRESETS.get(str(r["model"]), ""), seq=int(r["seq_len"]), gpus=gpus,
-                 data=gpus // (tp * pp * cp), tensor=tp, pipeline=pp, context=cp, interleave=vpp,
-                 schedule="interleaved" if vpp > 1 else "1f1b", sequence_parallel=tp > 1,
-                 microbatch=int(r["mbs"]), global_batch=int(r["gbs"]), dtype="mxfp8" if r["precision"] == "MXFP8"
-                 else "bf16", zero_stage=1, framework="megatron", expert=int(r["ep"]), moe=True,
-                 recompute="selective", recompute_modules=str(r["recompute_modules"]), mtp_layers=int(r["mtp_layers"]),
-                 moe_dispatcher=str(r["dispatcher"]), expert_overlap=str(r["ep_overlap"]) == "True",
-                 cuda_graph=str(r["cuda_graph"]), stage_split="balanced",
-                 cluster="gb200-nvl72" if r["system"] == "GB200 NVL72" else "", note=str(r["note"]),
-                 measured_tps=np.nan, measured_tflops=float(r["tflops_per_gpu"]))
+    for i, r in load("megatron_dsv3_gb200_ablation").iterrows():
+        b = _ab_row("megatron_dsv3_ab", i, r)
+        b.update(recompute="selective", recompute_modules=str(r["recompute_modules"]),
+                 mtp_layers=int(r["mtp_layers"]), stage_split="balanced", measured_tps=np.nan,
+                 measured_tflops=float(r["tflops_per_gpu"]))
         rows.append(b)
     return pd.DataFrame(rows)
 
