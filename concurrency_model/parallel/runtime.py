@@ -103,6 +103,21 @@ and grouped linear, a data-gradient and a weight-gradient GEMM backward. Each la
 per-expert quantize kernels of an 8-bit recipe (``split_quantize``, ``pytorch/csrc/extensions/cast.cpp``) are
 launched in the same loop; no source prices them, and they are left out (the model stays on the fast side there).
 
+The kernels of a mixture of experts' router and of its token dispatcher's preprocessing (``router_kernels``,
+Megatron-Core): NVIDIA's optimization history of DeepSeek-V3 on GB200 (NVIDIA/Megatron-LM @ eb0783b6
+``docs/discussions/deepseek-v3-gb200-optimization/deepseek-v3-gb200-optimization.md`` §2.1.4 and §2.2.1) counts the
+forward kernels of "the router part": 72, and 31 with ``--moe-router-fusion`` (Transformer Engine pull request 1883),
+which every Megatron-Bridge perf recipe of the mixtures of experts sets (NVIDIA-NeMo/Megatron-Bridge @ 067f987d
+``perf_recipes/*/*``); and 17 for "the router and preprocess parts" with the ``flex`` dispatcher (DeepEP, whose
+preprocessing is one fused kernel; HybridEP taken as the same [D]). With the ``alltoall`` dispatcher the 31 of the
+router alone stand for both parts (its preprocessing, the token counts and splits of
+``megatron/core/transformer/moe/token_dispatcher.py`` @ 2a75ac12 ``preprocess``, adds a few more: a lower bound). Each
+is a framework call at the host's price of a kernel (:data:`.host.HOST_S_PER_KERNEL`); the layer graph lists 2 (the
+router's linear and its softmax), and the rest are host kernels of the router's row, forward (and in a forward run
+again). The counts are DeepSeek-V3's router (sigmoid scores, grouped top-k, a sequence auxiliary loss), taken for every
+router [D]; the backward pass's router kernels are not counted (no source gives them: the model stays on the fast
+side). A CUDA graph of ``moe_router`` replays them (:func:`.host.graphed_rows`).
+
 The first unit of each pass cannot be prefetched (nothing runs before it), so a prefetching runtime exposes
 its gather once a pass [D]. ``training.bucket_bytes`` and ``training.prefetch`` override a runtime's bucket
 size (bytes) and prefetch depth (units; 0: every gather waits for the compute before it).
@@ -134,6 +149,9 @@ HOST_GATHER_COPY_S = 6.78e-6
 #: multi-stream cuBLASLt path and 0.069 ms as one CUTLASS launch from the same call; the difference over the 7 further
 #: launches, 28.3 us each (the GEMMs themselves are a few microseconds of GPU time: the path is host-bound)
 TE_EXPERT_GEMM_LAUNCH_S = (0.267e-3 - 0.069e-3) / 7
+#: forward kernels of Megatron-Core's fused router and its dispatcher's preprocessing a MoE layer, by
+#: ``parallel.moe_dispatcher`` (module doc: 31 for the router part with router fusion, 17 for both parts with DeepEP)
+MCORE_ROUTER_KERNELS = (("alltoall", 31), ("deepep", 17), ("hybridep", 17))
 FRAMEWORKS = ("ideal", "megatron", "deepspeed", "deepspeed-0.3", "fsdp", "fsdp2")
 # the device memory a runtime adds beside the model's state and activations, each priced (with its source) by
 # :func:`.allocator.framework_parts`; named here, without sympy, for the printer of a cached estimate (issue 41)
@@ -164,7 +182,8 @@ class Runtime:
     dtype, on the compute stream (FSDP2's copy-in); ``moe_sync``: a dropless mixture-of-experts layer's token
     dispatcher blocks the host once a forward pass until the routing counts are on the host; ``expert_launch_s``: the
     host seconds of each expert's GEMM launch in a grouped linear beyond the first (0: one launch for all experts;
-    module doc)."""
+    module doc); ``router_kernels``: ``(dispatcher, kernels)`` pairs, the forward kernels of a MoE layer's router and
+    its dispatcher's preprocessing (empty: the layer graph's own; module doc)."""
 
     name: str
     gather: str = "pass"
@@ -187,6 +206,7 @@ class Runtime:
     float8: str = "te"
     moe_sync: bool = False
     expert_launch_s: float = 0.0
+    router_kernels: tuple = ()
 
     def bucket(self, ranks: int) -> float:
         """Parameters in one reduction bucket over ``ranks`` data-parallel ranks.
@@ -208,7 +228,7 @@ PROFILES = {
     # float8 "te-mcore": Transformer Engine's casts as Megatron-Core's layers fuse them (timing.graph.cast_fusion)
     "megatron": Runtime("megatron", gather="bucket", reduce="bucket", bucket_elements=40e6,
                         bucket_floor_per_rank=1e6, float8="te-mcore", moe_sync=True,
-                        expert_launch_s=TE_EXPERT_GEMM_LAUNCH_S),
+                        expert_launch_s=TE_EXPERT_GEMM_LAUNCH_S, router_kernels=MCORE_ROUTER_KERNELS),
     # DeepSpeed config.py defaults: reduce_bucket_size 5e8, allgather_bucket_size 5e8, prefetch 5e7 (elements),
     # param_persistence_threshold 1e5
     # DeepSpeed's pipeline engine refuses ZeRO-2 and -3 ("incompatible with pipeline parallelism",
@@ -238,21 +258,21 @@ FP8_RECIPES = ("tensorwise", "rowwise")  # training.fp8_recipe: torchao's scalin
 
 
 def kernel_policies(framework: str | None, zero_stage: int = 0,
-                    fp8_recipe: str | None = None) -> tuple[str, str, bool, float]:
-    """``(selective, float8, moe_sync, expert_launch_s)`` of a runtime (``None``: the one the ZeRO stage implies): the
+                    fp8_recipe: str | None = None) -> tuple[str, str, bool, float, tuple]:
+    """``(selective, float8, moe_sync, expert_launch_s, router_kernels)`` of a runtime (``None``: the one the ZeRO stage implies): the
     policy of a ``selective`` recompute (:mod:`.recompute`) and the casts of 8-bit training
     (:func:`concurrency_model.timing.graph.cast_parts`); ``fp8_recipe`` ``rowwise`` (``training.fp8_recipe``) turns
     torchao's tensorwise casts into its rowwise ones. An unknown name gets the ideal runtime's (the scenario check
     names it).
 
     >>> kernel_policies("fsdp2"), kernel_policies(None, 3), kernel_policies("fsdp2", fp8_recipe="rowwise")
-    (('op', 'torchao', False, 0.0), ('attention', 'te', False, 0.0), ('op', 'torchao-rowwise', False, 0.0))
-    >>> kernel_policies("megatron")[:3], round(kernel_policies("megatron")[3] * 1e6, 1)
-    (('attention', 'te-mcore', True), 28.3)
+    (('op', 'torchao', False, 0.0, ()), ('attention', 'te', False, 0.0, ()), ('op', 'torchao-rowwise', False, 0.0, ()))
+    >>> kernel_policies("megatron")[:3], round(kernel_policies("megatron")[3] * 1e6, 1), kernel_policies("megatron")[4]
+    (('attention', 'te-mcore', True), 28.3, (('alltoall', 31), ('deepep', 17), ('hybridep', 17)))
     """
     rt = PROFILES.get(framework or default_framework(zero_stage), PROFILES["ideal"])
     casts = rt.float8 + "-rowwise" if rt.float8 == "torchao" and fp8_recipe == "rowwise" else rt.float8
-    return rt.selective, casts, rt.moe_sync, rt.expert_launch_s
+    return rt.selective, casts, rt.moe_sync, rt.expert_launch_s, rt.router_kernels
 
 
 def default_framework(zero_stage: int) -> str:

@@ -173,7 +173,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
     def __init__(self, model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
                  lora_base_dtype: str | None = None, expert_imbalance=1.0, selective: str = "attention",
                  fp8_recipe: str = "te", moe_sync: bool = False, expert_launch_s: float = 0.0,
-                 tp_overlap: bool = False, moe_dispatcher: str = "alltoall", expert_overlap: bool = False,
+                 router_kernels: tuple = (), tp_overlap: bool = False, moe_dispatcher: str = "alltoall", expert_overlap: bool = False,
                  stage_split: str = "balanced", compile: bool = True, cuda_graph: str = "none"):
         self.model, self.cluster, self.dtype, self.tensor_layers = model, cluster, dtype, tensor_layers
         # training.compile false: eager PyTorch's kernels of the norms and rotary embeddings
@@ -197,6 +197,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         self.moe_dispatcher, self.expert_overlap = moe_dispatcher, expert_overlap
         self.moe_sync = moe_sync  # a dropless MoE layer's forward waits for its token counts (.runtime, moe_sync)
         self.expert_launch_s = expert_launch_s  # the host's per-expert GEMM launches (.runtime, expert_launch_s)
+        # the forward kernels of a MoE layer's router and its dispatcher's preprocessing (.runtime, router_kernels)
+        self.router_kernels = dict(router_kernels).get(moe_dispatcher, 0)
         # lora_rank > 0: the base frozen (its block linears stored as lora_base_dtype when given), adapters trained
         self.lora_rank, self.lora_base_dtype = lora_rank, lora_base_dtype
         self.dev = cluster.device
@@ -562,6 +564,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                           for n in nodes], dtype=float).reshape(-1, 2)
         # and the per-expert GEMM launches of a grouped linear (.runtime, expert_launch_s), in units of a kernel
         extra += self.expert_launches(nodes, rows, b, e, recompute) * self.expert_launch_s / HOST_S_PER_KERNEL
+        extra += self.router_launches(nodes, rows, own[:, 0], recompute)
         # the host waits before a layer's forward (and its recompute): a dropless MoE layer's dispatch under a runtime
         # whose dispatcher needs the token counts on the host (.runtime, moe_sync); capacity buffers know them, and a
         # whole-iteration graph runs none
@@ -608,6 +611,34 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
             g, _ = expert_gemms(n.attrs, b * n.attrs["rows_per_sample"], e, self.expert_imbalance)
             again = recompute == "full" and r.get("full", True)
             out[i] = g - 1, 2 * (g - 1) + (g - 1) * again
+        return out
+
+    def router_launches(self, nodes, rows, own, recompute: str) -> np.ndarray:
+        """Per layer, forward and backward, the host kernels of a mixture of experts' router and its dispatcher's
+        preprocessing beyond the ones the layer graph lists (:mod:`.runtime`, ``router_kernels``): on each router
+        row, the runtime's count less the kernels ``own`` (forward, per row) of the router and its softmax; in the
+        backward pass again where the router's forward runs again (a full recompute, or a selective one of the
+        ``moe`` module). Zeros where the runtime does not count them.
+
+        >>> from concurrency_model.hardware.clusters import load_cluster
+        >>> w = workload({"hf_config": "qwen3-30b-a3b", "seq_len": 4096}, load_cluster("dgx-b200"), "bf16",
+        ...              router_kernels=(("alltoall", 31),))
+        >>> g, rows = w.graph(1), w.layers(1, 1, False, 1, "ring", 8)
+        >>> x = w.router_launches(g.layers(), rows, np.ones(len(rows)), "none")
+        >>> [(g.layers()[i].name, x[i].tolist()) for i in x.sum(axis=1).nonzero()[0][:1]], int(x.sum())
+        ([('layers.0.mlp.router', [29.0, 0.0])], 1392)
+        """
+        out = np.zeros((len(nodes), 2))
+        if not self.router_kernels:
+            return out
+        index = {n.name: i for i, n in enumerate(nodes)}
+        for i, (n, r) in enumerate(zip(nodes, rows)):
+            if n.kind != "linear" or n.name.rsplit(".", 1)[-1] != "router":
+                continue
+            listed = own[i] + own[index[n.name + "_softmax"]] if n.name + "_softmax" in index else own[i]
+            again = (recompute == "full" and r.get("full", True)) or (recompute == "selective" and r["again"] > 0)
+            k = max(0.0, self.router_kernels - float(listed))
+            out[i] = k, k * again
         return out
 
     def stage(self, b: int, t: int, sp: bool, recompute: str, p: int, c: int = 1, algorithm: str = "ring",
@@ -717,22 +748,23 @@ _CACHE: dict = {}
 def workload(model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
              lora_base_dtype: str | None = None, expert_imbalance=1.0, selective: str = "attention",
              fp8_recipe: str = "te", moe_sync: bool = False, expert_launch_s: float = 0.0,
-             tp_overlap: bool = False, moe_dispatcher: str = "alltoall", expert_overlap: bool = False,
-             stage_split: str = "balanced", compile: bool = True, cuda_graph: str = "none") -> Workload:
+             router_kernels: tuple = (), tp_overlap: bool = False, moe_dispatcher: str = "alltoall",
+             expert_overlap: bool = False, stage_split: str = "balanced", compile: bool = True,
+             cuda_graph: str = "none") -> Workload:
     """A cached :class:`Workload` (the last few are kept, so repeated estimates reuse layer timings);
-    ``selective``, ``fp8_recipe``, ``moe_sync``, ``expert_launch_s``: the runtime's kernels, host waits and launches
-    (:func:`.runtime.kernel_policies`; ``selective`` a tuple of Megatron-Core's modules under
+    ``selective``, ``fp8_recipe``, ``moe_sync``, ``expert_launch_s``, ``router_kernels``: the runtime's kernels, host
+    waits and launches (:func:`.runtime.kernel_policies`; ``selective`` a tuple of Megatron-Core's modules under
     ``training.recompute_modules``, :func:`.prepare.policies_of`); ``tp_overlap``:
     ``parallel.tp_overlap``; ``moe_dispatcher``, ``expert_overlap``: ``parallel.moe_dispatcher``,
     ``parallel.expert_overlap``; ``stage_split``: ``parallel.stage_split``; ``compile``: ``training.compile``;
     ``cuda_graph``: ``training.cuda_graph``."""
     key = (model_key(model), repr(cluster), dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance,
-           selective, fp8_recipe, moe_sync, expert_launch_s, tp_overlap, moe_dispatcher, expert_overlap, stage_split,
-           compile, cuda_graph)
+           selective, fp8_recipe, moe_sync, expert_launch_s, router_kernels, tp_overlap, moe_dispatcher,
+           expert_overlap, stage_split, compile, cuda_graph)
     if key not in _CACHE:
         if len(_CACHE) >= 8:
             _CACHE.pop(next(iter(_CACHE)))
         _CACHE[key] = Workload(model, cluster, dtype, tensor_layers, lora_rank, lora_base_dtype, expert_imbalance,
-                               selective, fp8_recipe, moe_sync, expert_launch_s, tp_overlap, moe_dispatcher,
-                               expert_overlap, stage_split, compile, cuda_graph)
+                               selective, fp8_recipe, moe_sync, expert_launch_s, router_kernels, tp_overlap,
+                               moe_dispatcher, expert_overlap, stage_split, compile, cuda_graph)
     return _CACHE[key]

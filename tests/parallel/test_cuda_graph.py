@@ -1,5 +1,6 @@
-"""CUDA graphs (training.cuda_graph: parallel.host.graphed_rows) and the per-expert GEMM launches of Transformer
-Engine's grouped linear (parallel.runtime, expert_launch_s): what the host issues for a stage."""
+"""CUDA graphs (training.cuda_graph: parallel.host.graphed_rows), the per-expert GEMM launches of Transformer
+Engine's grouped linear (parallel.runtime, expert_launch_s) and Megatron-Core's router and dispatcher preprocessing
+kernels (parallel.runtime, router_kernels): what the host issues for a stage."""
 import json
 from pathlib import Path
 
@@ -11,7 +12,8 @@ from hypothesis import strategies as st
 from concurrency_model import estimate
 from concurrency_model.hardware.clusters import load_cluster
 from concurrency_model.parallel import host
-from concurrency_model.parallel.runtime import TE_EXPERT_GEMM_LAUNCH_S, cuda_graph_scopes, kernel_policies
+from concurrency_model.parallel.runtime import (MCORE_ROUTER_KERNELS, TE_EXPERT_GEMM_LAUNCH_S, cuda_graph_scopes,
+                                                kernel_policies)
 from concurrency_model.timing.parts import Parts
 from concurrency_model.training.workload import workload
 
@@ -122,3 +124,32 @@ def test_expert_gemm_launches_hand_count():
     assert kernel_policies("fsdp2")[3] == kernel_policies("ideal")[3] == 0.0
     dense = workload(TINY, cl, "bf16", expert_launch_s=s).stage(4, 1, False, "none", 1)
     assert dense["host_extra"] == workload(TINY, cl, "bf16").stage(4, 1, False, "none", 1)["host_extra"]
+
+
+@pytest.mark.parametrize("dispatcher, kernels", [("alltoall", 31), ("deepep", 17), ("hybridep", 17)])
+def test_router_kernels_hand_count(dispatcher, kernels):
+    # the small Mixtral: each MoE layer's router row issues the runtime's count less the 2 the graph lists (the
+    # router's linear and its softmax, one kernel each), forward; again in the backward pass only where the router's
+    # forward runs again (a full recompute, Megatron-Core's ``moe`` module), never under the moe_router graph
+    cl = load_cluster("dgx-h100")
+    assert dict(kernel_policies("megatron")[4])[dispatcher] == kernels == dict(MCORE_ROUTER_KERNELS)[dispatcher]
+    layers = CFG["num_hidden_layers"]
+
+    def extra(rk, recompute="none", graph="none", sel="attention"):
+        w = workload(MOE, cl, "bf16", selective=sel, router_kernels=rk, moe_dispatcher=dispatcher, cuda_graph=graph)
+        return np.array(w.stage(4, 1, False, recompute, 1)["host_extra"])
+    assert extra(MCORE_ROUTER_KERNELS) - extra(()) == pytest.approx((layers * (kernels - 2), 0))
+    assert extra(MCORE_ROUTER_KERNELS, "full") - extra((), "full") == pytest.approx(
+        (layers * (kernels - 2), layers * (kernels - 2)))
+    moe = ("moe",)
+    assert extra(MCORE_ROUTER_KERNELS, "selective", sel=moe) - extra((), "selective", sel=moe) == pytest.approx(
+        (layers * (kernels - 2), layers * (kernels - 2)))
+    assert extra(MCORE_ROUTER_KERNELS, "selective", sel=("moe_act",)) - extra((), "selective", sel=("moe_act",)) == \
+        pytest.approx((layers * (kernels - 2), 0))
+    assert extra(MCORE_ROUTER_KERNELS, graph="moe_router,moe_preprocess") == pytest.approx(
+        extra((), graph="moe_router,moe_preprocess"))
+    # a dense model has no router; the other runtimes count the graph's own kernels
+    assert np.array(workload(TINY, cl, "bf16", router_kernels=MCORE_ROUTER_KERNELS).stage(4, 1, False, "none", 1)[
+        "host_extra"]) == pytest.approx(workload(TINY, cl, "bf16").stage(4, 1, False, "none", 1)["host_extra"])
+    assert kernel_policies("fsdp2")[4] == kernel_policies("deepspeed")[4] == kernel_policies("ideal")[4] == ()
+

@@ -44,8 +44,8 @@ def test_policy_names_and_blocks():
     with pytest.raises(ValueError, match="did you mean 'op'"):
         recompute_shares([], "opp")
     assert block_of("layers.10.mlp.w1") == "layers.10" and block_of("norm") is None
-    assert kernel_policies("fsdp2") == ("op", "torchao", False, 0.0)
-    assert kernel_policies("fsdp") == kernel_policies(None, 3) == ("attention", "te", False, 0.0)
+    assert kernel_policies("fsdp2") == ("op", "torchao", False, 0.0, ())
+    assert kernel_policies("fsdp") == kernel_policies(None, 3) == ("attention", "te", False, 0.0, ())
     # TE's casts as Megatron-Core fuses them; its dropless MoE dispatchers wait for the token counts
     assert kernel_policies("megatron")[:3] == ("attention", "te-mcore", True)
 
