@@ -259,11 +259,11 @@ FP8_RECIPES = ("tensorwise", "rowwise")  # training.fp8_recipe: torchao's scalin
 
 def kernel_policies(framework: str | None, zero_stage: int = 0,
                     fp8_recipe: str | None = None) -> tuple[str, str, bool, float, tuple]:
-    """``(selective, float8, moe_sync, expert_launch_s, router_kernels)`` of a runtime (``None``: the one the ZeRO stage implies): the
-    policy of a ``selective`` recompute (:mod:`.recompute`) and the casts of 8-bit training
+    """``(selective, float8, moe_sync, expert_launch_s, router_kernels)`` of a runtime (``None``: the one the ZeRO
+    stage implies): the policy of a ``selective`` recompute (:mod:`.recompute`) and the casts of 8-bit training
     (:func:`concurrency_model.timing.graph.cast_parts`); ``fp8_recipe`` ``rowwise`` (``training.fp8_recipe``) turns
-    torchao's tensorwise casts into its rowwise ones. An unknown name gets the ideal runtime's (the scenario check
-    names it).
+    torchao's tensorwise casts into its rowwise ones; then the MoE host work (``moe_sync``, ``expert_launch_s``,
+    ``router_kernels``: :class:`Runtime`). An unknown name gets the ideal runtime's (the scenario check names it).
 
     >>> kernel_policies("fsdp2"), kernel_policies(None, 3), kernel_policies("fsdp2", fp8_recipe="rowwise")
     (('op', 'torchao', False, 0.0, ()), ('attention', 'te', False, 0.0, ()), ('op', 'torchao-rowwise', False, 0.0, ()))

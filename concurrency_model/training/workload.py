@@ -173,8 +173,9 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
     def __init__(self, model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: int = 0,
                  lora_base_dtype: str | None = None, expert_imbalance=1.0, selective: str = "attention",
                  fp8_recipe: str = "te", moe_sync: bool = False, expert_launch_s: float = 0.0,
-                 router_kernels: tuple = (), tp_overlap: bool = False, moe_dispatcher: str = "alltoall", expert_overlap: bool = False,
-                 stage_split: str = "balanced", compile: bool = True, cuda_graph: str = "none"):
+                 router_kernels: tuple = (), tp_overlap: bool = False, moe_dispatcher: str = "alltoall",
+                 expert_overlap: bool = False, stage_split: str = "balanced", compile: bool = True,
+                 cuda_graph: str = "none"):
         self.model, self.cluster, self.dtype, self.tensor_layers = model, cluster, dtype, tensor_layers
         # training.compile false: eager PyTorch's kernels of the norms and rotary embeddings
         # (:func:`~concurrency_model.timing.graph.eager_kernels`)
