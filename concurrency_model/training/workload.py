@@ -149,6 +149,17 @@ def _scaled(triple: tuple, k: float) -> tuple:
     return tuple(float(x) * k for x in triple)
 
 
+def runs_again(row: dict, recompute: str) -> bool:
+    """Whether a layer row's forward runs again in the backward pass: a full recompute's block layers
+    (:func:`~concurrency_model.parallel.recompute.full_recompute_rows`), or a selective one's layers with a share
+    (a Megatron-Core module's layers whole, :mod:`..parallel.recompute`).
+
+    >>> runs_again({"full": True, "again": 0.0}, "full"), runs_again({"full": True, "again": 0.0}, "selective")
+    (True, False)
+    """
+    return recompute == "full" and row.get("full", True) or recompute == "selective" and row["again"] > 0
+
+
 def layer_seconds(row: dict, recompute: str) -> dict:
     """One layer's seconds a microbatch on its device (a row of :meth:`Workload.layers`), by part: its passes,
     what ``recompute`` runs again (``full``: the forward with its collectives; ``selective``: the row's ``again``
@@ -587,7 +598,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
 
     def expert_launches(self, nodes, rows, b: int, e: int, recompute: str) -> np.ndarray:
         """Per layer, the GEMM launches beyond one a grouped linear that a runtime issuing one GEMM per expert makes
-        (:mod:`.runtime`, ``expert_launch_s``), forward and backward (with a full recompute, the forward's again):
+        (:mod:`.runtime`, ``expert_launch_s``), forward and backward (and the forward's again where it runs again,
+        :func:`runs_again`):
         each mixture-of-experts layer's expert linears on one input are one grouped linear (Megatron-Core's fc1 holds
         the gated projections), of ``g`` GEMMs forward and ``2 g`` backward (data and weight gradients) for the ``g``
         experts the device runs (:func:`~concurrency_model.timing.graph.expert_gemms`), of which the kernel count has
@@ -610,16 +622,15 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                 continue
             seen.add(tuple(n.inputs))
             g, _ = expert_gemms(n.attrs, b * n.attrs["rows_per_sample"], e, self.expert_imbalance)
-            again = recompute == "full" and r.get("full", True)
-            out[i] = g - 1, 2 * (g - 1) + (g - 1) * again
+            out[i] = g - 1, 2 * (g - 1) + (g - 1) * runs_again(r, recompute)
         return out
 
     def router_launches(self, nodes, rows, own, recompute: str) -> np.ndarray:
         """Per layer, forward and backward, the host kernels of a mixture of experts' router and its dispatcher's
         preprocessing beyond the ones the layer graph lists (:mod:`.runtime`, ``router_kernels``): on each router
         row, the runtime's count less the kernels ``own`` (forward, per row) of the router and its softmax; in the
-        backward pass again where the router's forward runs again (a full recompute, or a selective one of the
-        ``moe`` module). Zeros where the runtime does not count them.
+        backward pass again where the router's forward runs again (:func:`runs_again`). Zeros where the runtime does
+        not count them.
 
         >>> from concurrency_model.hardware.clusters import load_cluster
         >>> w = workload({"hf_config": "qwen3-30b-a3b", "seq_len": 4096}, load_cluster("dgx-b200"), "bf16",
@@ -637,9 +648,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
             if n.kind != "linear" or n.name.rsplit(".", 1)[-1] != "router":
                 continue
             listed = own[i] + own[index[n.name + "_softmax"]] if n.name + "_softmax" in index else own[i]
-            again = (recompute == "full" and r.get("full", True)) or (recompute == "selective" and r["again"] > 0)
             k = max(0.0, self.router_kernels - float(listed))
-            out[i] = k, k * again
+            out[i] = k, k * runs_again(r, recompute)
         return out
 
     def stage(self, b: int, t: int, sp: bool, recompute: str, p: int, c: int = 1, algorithm: str = "ring",

@@ -120,6 +120,10 @@ def test_expert_gemm_launches_hand_count():
     nofull = workload(MOE, cl, "bf16").stage(4, 1, False, "full", 1)
     assert (full["host_extra"][1] - nofull["host_extra"][1]) * host.HOST_S_PER_KERNEL == \
         pytest.approx(layers * 2 * (14 + 7) * s)  # a full recompute launches the forward's again
+    moe, nomoe = (workload(MOE, cl, "bf16", selective=("moe",), expert_launch_s=x).stage(4, 1, False, "selective", 1)
+                  for x in (s, 0.0))
+    assert (moe["host_extra"][1] - nomoe["host_extra"][1]) * host.HOST_S_PER_KERNEL == \
+        pytest.approx(layers * 2 * (14 + 7) * s)  # so does Megatron-Core's ``moe`` module
     # one launch for all experts (torchtitan's grouped_mm, the ideal runtime) adds nothing; dense layers have none
     assert kernel_policies("fsdp2")[3] == kernel_policies("ideal")[3] == 0.0
     dense = workload(TINY, cl, "bf16", expert_launch_s=s).stage(4, 1, False, "none", 1)
