@@ -52,7 +52,10 @@ def breakdown(r: dict, recompute: str) -> dict:
     """The predicted step of row ``r`` (of :func:`rows`) split into :data:`PARTS` and ``rest_s``, with the measured
     step, the missing seconds and the gap per MoE layer (module doc)."""
     sc = scenario_for(r)
-    sc["training"]["recompute"] = recompute
+    mode = recompute.split(" ")[0]  # "selective (modules)": the recipe's modules, which scenario_for set
+    sc["training"]["recompute"] = mode
+    if mode != "selective":
+        sc["training"].pop("recompute_modules", None)
     e = estimate(sc)
     t = e.layers()
     m = r["global_batch"] // (r["data"] * r["microbatch"])  # microbatches a stage runs in a step
