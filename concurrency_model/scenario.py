@@ -30,6 +30,7 @@ from .choices import (BATCH_NORM, CONSISTENCY, CONTEXT_ALGORITHMS, DISPATCHERS, 
 from .hardware.clusters import Cluster, load_cluster
 from .ops.routing import check_imbalance
 from .parallel.batch_size import DEFAULT_CEILING
+from .parallel.stage_layout import check_stage_layout
 from .parallel.recompute import recompute_modules
 from .parallel.runtime import (FP8_RECIPES, FRAMEWORKS, REDUCE_DTYPES, cuda_graph_scopes, default_framework,
                                kernel_policies, runs_with, runtime_of)
@@ -61,7 +62,8 @@ class Parallel:
     tp_overlap: bool = False  # async tensor parallelism (training.workload.overlap_exposed)
     moe_dispatcher: str = "alltoall"
     expert_overlap: bool = False
-    stage_split: str = "balanced"  # how pipeline stages are cut (parallel.partition)
+    # how pipeline stages are cut (parallel.partition): balanced, layers, or a tuple of decoder layers per virtual stage
+    stage_split: str | tuple = "balanced"
 
     def __post_init__(self):
         if self.global_batch is None:  # as a file that leaves it out (Python callers giving a bare Parallel)
@@ -71,7 +73,13 @@ class Parallel:
     def from_dict(cls, given) -> Parallel:
         """The section from a file's object (``None``: every default), checked field by field and as a whole
         (``ValueError`` naming the field, with "did you mean" for a misspelt name or choice)."""
+        layout = given.get("stage_split") if isinstance(given, dict) else None
+        layout = None if layout is None or isinstance(layout, str) else layout  # a name is one of CHOICES
+        if layout is not None:  # a layout (parallel.stage_layout), checked once the degrees are known
+            given = {k: v for k, v in given.items() if k != "stage_split"}
         par = _section(given, "parallel", PARALLEL)
+        if layout is not None:
+            par["stage_split"] = check_stage_layout(layout, par["pipeline"], par["interleave"])
         if par["global_batch"] is None:
             par["global_batch"] = par["data"] * par["microbatch_size"]
         if par["global_batch"] % (par["data"] * par["microbatch_size"]):

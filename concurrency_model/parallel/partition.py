@@ -12,6 +12,21 @@ unless ``pipeline_model_parallel_layout``, ``num_layers_in_first/last_pipeline_s
 ``account_for_embedding/loss_in_pipeline_split`` are set; Megatron-Core asserts the division). With virtual
 stages each stage holds ``v`` chunks of ``L / (p v)`` layers, the same ``L / p`` in all; the contiguous split
 stands for them (the same cost where the layers are alike).
+
+``parallel.stage_split`` a list (:func:`.stage_layout.check_stage_layout`): Megatron-Core's
+``pipeline_model_parallel_layout`` as decoder layers per virtual stage, ``p x v`` entries in its order (entry ``i``
+on pipeline rank ``i mod p``, the rank's chunk ``i // p``), the embedding with the first entry's layers and the
+output layer with the last's, with the multi-token prediction modules and the loss (NVIDIA/Megatron-LM @ 2a75ac12
+``docs/user-guide/features/pipeline_parallel_layout.md`` and
+``megatron/core/transformer/pipeline_parallel_layer_layout.py``, entry ``vpp_rank x p + pp_rank``: a layout of ``E``,
+``t``, ``m`` and ``L`` entries per virtual stage). The MTP modules and the loss are taken to sit on the last rank, as
+the layouts the DeepSeek-V3 recipes set put them (NVIDIA-NeMo/Megatron-Bridge @ 067f987d
+``src/megatron/bridge/recipes/deepseek/h100/deepseek_v3.py`` ``_get_deepseek_v3_pipeline_layout``); Megatron-Core
+also allows them on a rank of their own and stages without decoder layers, which this count cannot say. A rank runs
+``sum(layout[r::p])`` layers, taken as the contiguous run of that many (:func:`layer_split` ``layout``; exact where a
+rank's chunks hold alike layers, as DeepSeek-V3's three dense layers all fall in the first chunk). Its slowest rank
+can be slower than the balanced cut: DeepSeek-V3 on 8 stages, ``[8] * 7 + [5]`` layers a rank, puts 5 layers, the MTP
+module and two output heads on the last.
 """
 from __future__ import annotations
 
@@ -104,11 +119,14 @@ def partition(stage_costs: Sequence[float], stages: int) -> list[tuple[int, int]
     return out[::-1]
 
 
-def layer_split(unit_layers: Sequence[int | None], stages: int) -> list[tuple[int, int]]:
+def layer_split(unit_layers: Sequence[int | None], stages: int, layout: Sequence[int] | None = None
+                ) -> list[tuple[int, int]]:
     """Megatron-Core's even split (module doc): ``[start, stop)`` ranges of units, ``unit_layers`` naming each unit's
     decoder layer (``None``: a unit outside them, the embedding before the first layer or the output layer after
     the last, which stays with its neighbour's stage). ``ValueError`` naming ``parallel.stage_split`` unless the
-    ``stages`` divide the layers.
+    ``stages`` divide the layers. With ``layout`` (:func:`.stage_layout.check_stage_layout`), rank ``r`` takes
+    ``sum(layout[r::stages])`` layers in order instead; ``ValueError`` unless the layout's entries are a multiple of
+    the stages and add up to the decoder layers.
 
     >>> layer_split([None, 0, 0, 1, 1, 2, 2, 3, 3, None], 2)   # embedding, 4 layers of 2 units, output layer
     [(0, 5), (5, 10)]
@@ -116,17 +134,32 @@ def layer_split(unit_layers: Sequence[int | None], stages: int) -> list[tuple[in
     Traceback (most recent call last):
     ...
     ValueError: parallel.stage_split: 'layers' splits the decoder layers evenly; 2 stages do not divide 3 layers
+    >>> layer_split([None, 0, 1, 2, None], 2, [2, 1])   # 2 layers and the embedding, 1 layer and the output layer
+    [(0, 3), (3, 5)]
+    >>> layer_split([None, 0, 1, 2, 3, 4, None], 2, [2, 1, 1, 1])   # rank 0: entries 0 and 2, rank 1: 1 and 3
+    [(0, 4), (4, 7)]
     """
     k = count("stages", stages)
     layers = sorted({x for x in unit_layers if x is not None})
-    if not layers or len(layers) % k:
-        raise ValueError(f"parallel.stage_split: 'layers' splits the decoder layers evenly; {k} stages do not divide "
-                         f"{len(layers)} layers")
-    per = len(layers) // k
-    rank = {x: i for i, x in enumerate(layers)}
+    if layout is None:
+        if not layers or len(layers) % k:
+            raise ValueError(f"parallel.stage_split: 'layers' splits the decoder layers evenly; {k} stages do not "
+                             f"divide {len(layers)} layers")
+        per_rank = [len(layers) // k] * k
+    else:
+        if len(layout) % k:
+            raise ValueError(f"parallel.stage_split: a layout of {len(layout)} virtual stages on {k} pipeline stages")
+        if sum(layout) != len(layers):
+            raise ValueError(f"parallel.stage_split: the layout holds {sum(layout)} decoder layers; the model has "
+                             f"{len(layers)}")
+        per_rank = [sum(layout[r::k]) for r in range(k)]
+    if min(per_rank) < 1:
+        raise ValueError(f"parallel.stage_split: pipeline rank {per_rank.index(0)} holds no decoder layer")
+    first = np.cumsum([0] + per_rank)  # the rank of layer i: the last rank whose first layer is at most i
+    rank = {x: int(np.searchsorted(first, i, side="right")) - 1 for i, x in enumerate(layers)}
     stage, out = 0, []
     for x in unit_layers:  # units outside the layers keep the stage of the unit before them (the first: stage 0)
-        stage = stage if x is None else rank[x] // per
+        stage = stage if x is None else rank[x]
         out.append(stage)
     return [(out.index(s), len(out) - out[::-1].index(s)) for s in range(k)]
 

@@ -25,6 +25,7 @@ import hashlib
 import json
 import time
 from collections import Counter
+from dataclasses import replace
 from itertools import product
 
 import numpy as np
@@ -35,6 +36,7 @@ from ..checks import number
 from ..ops.routing import check_applies
 from ..parallel import allocator
 from ..parallel.lora import check_lora
+from ..parallel.stage_layout import check_stage_layout
 from ..parallel.pipeline import p2p_blocking, p2p_scatter_gather
 from ..parallel.recompute import check_modules
 from ..parallel.runtime import default_framework
@@ -82,7 +84,13 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     """
     t0 = time.perf_counter()
     raw = read_scenario(scenario)
+    layout = (raw.get("parallel") or {}).get("stage_split") if isinstance(raw.get("parallel"), dict) else None
+    if layout is not None and not isinstance(layout, str):  # a layout fixes pipeline x interleave: searched here
+        layout = check_stage_layout(layout, None)
+        raw = {**raw, "parallel": {k: v for k, v in raw["parallel"].items() if k != "stage_split"}}
     sc = load_scenario(raw)
+    if layout is not None and not isinstance(layout, str):
+        sc = replace(sc, parallel=replace(sc.parallel, stage_split=layout))
     given_par = dict(raw.get("parallel") or {})
     given_tr = dict(raw.get("training") or {})
     global_batch = given_par.pop("global_batch", None)

@@ -18,6 +18,9 @@ searched (DESIGN.md: "in ``sweep``, the fields left out are the ones searched ov
   ``context`` is swept at that degree whatever its length;
 * pipeline: divisors of N / (tensor x context) that divide a transformer's blocks (Megatron-LM's
   condition) or, for other models, up to 64 and the blocks the model can be cut into; data: what is left;
+  with a layout (``parallel.stage_split`` a list,
+  :func:`~concurrency_model.parallel.stage_layout.check_stage_layout`) the pipeline and interleave degrees whose
+  product is its length and whose ranks each hold a decoder layer;
 * microbatch size: powers of two up to 64 that divide global_batch / data;
 * schedule: 1f1b, gpipe, interleaved (with 2 or 4 chunks, layers divisible by pipeline x chunks and
   microbatches a multiple of pipeline, Megatron-LM's conditions); one stage: 1f1b only (all equal);
@@ -108,8 +111,10 @@ def _context_reason(message: str) -> str:
 def _pipelines(w, out, rejected, given, fixed, gpus, global_batch, t, c, algorithms, shape, depth) -> None:
     """The layouts of tensor degree ``t`` and context degree ``c`` (appended to ``out``)."""
     n = gpus // (t * c)
-    # transformers: whole blocks per stage, as Megatron-LM requires (layers divisible by pipeline)
-    stages = [p for p in _divisors(n) if (depth % p == 0 if shape else p <= min(w.layer_count, 64))]
+    layout = w.stage_split if isinstance(w.stage_split, tuple) else None  # a layout fixes p x v (scenario.py)
+    # transformers: whole blocks per stage, as Megatron-LM requires (layers divisible by pipeline, or a layout's)
+    stages = [p for p in _divisors(n) if (len(layout) % p == 0 if layout else depth % p == 0 if shape else
+                                          p <= min(w.layer_count, 64))]
     for p in given("pipeline", stages):
         if n % p:
             rejected["pipeline: tensor x pipeline does not divide the GPU count"] += 1
@@ -119,6 +124,12 @@ def _pipelines(w, out, rejected, given, fixed, gpus, global_batch, t, c, algorit
             continue
         if p > 1 and w.stage_split == "layers" and (not shape or depth % p):  # Megatron-Core's even split
             rejected["stage_split: layers needs the pipeline stages to divide the decoder layers"] += 1
+            continue
+        if layout and sum(layout) != depth:
+            rejected["stage_split: the layout's decoder layers are not the model's"] += 1
+            continue
+        if layout and min(sum(layout[r::p]) for r in range(p)) < 1:
+            rejected["stage_split: a pipeline rank of the layout holds no decoder layer"] += 1
             continue
         d = n // p
         if "data" in fixed and fixed["data"] != d:
@@ -144,7 +155,10 @@ def _pipelines(w, out, rejected, given, fixed, gpus, global_batch, t, c, algorit
             for schedule in schedules:
                 chunks = given("interleave", CHUNKS if schedule == "interleaved" else (1,))
                 for v in chunks:
-                    if schedule == "interleaved" and (m % p or depth % (p * v)):
+                    if layout and len(layout) != p * v:
+                        rejected["stage_split: the layout's virtual stages are not pipeline x interleave"] += 1
+                        continue
+                    if schedule == "interleaved" and (m % p or (depth % (p * v) and not layout)):
                         rejected["interleave: microbatches or layers not divisible by the chunks"] += 1
                         continue
                     if schedule != "interleaved" and v != 1:

@@ -185,7 +185,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                  lora_base_dtype: str | None = None, expert_imbalance=1.0, selective: str = "attention",
                  fp8_recipe: str = "te", moe_sync: bool = False, expert_launch_s: float = 0.0,
                  router_kernels: tuple = (), tp_overlap: bool = False, moe_dispatcher: str = "alltoall",
-                 expert_overlap: bool = False, stage_split: str = "balanced", compile: bool = True,
+                 expert_overlap: bool = False, stage_split: str | tuple = "balanced", compile: bool = True,
                  cuda_graph: str = "none"):
         self.model, self.cluster, self.dtype, self.tensor_layers = model, cluster, dtype, tensor_layers
         # training.compile false: eager PyTorch's kernels of the norms and rotary embeddings
@@ -667,8 +667,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         The stages are PipeDream's partition (:func:`.pipeline.partition`) of each layer's nominal seconds,
         or, with ``host`` seconds per kernel (:func:`.host.host_per_kernel`), of the larger of a layer's GPU
         and host seconds, as torchgpipe's ``balance_by_time`` measures each layer's wall time; with
-        ``parallel.stage_split`` ``layers``, Megatron-Core's even split of the decoder layers
-        (:func:`.partition.layer_split`); the slowest
+        ``parallel.stage_split`` ``layers``, Megatron-Core's even split of the decoder layers, or a layout, its
+        decoder layers per virtual stage (:func:`.partition.layer_split`); the slowest
         is the one whose GPU or host seconds are the largest (a pass lasts the longer of the two,
         :mod:`.compose`)."""
         return self._stage(b, t, sp, recompute, p, c, algorithm if c > 1 else "ring", e, host if p > 1 else 0.0)
@@ -681,8 +681,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         units = self.units()
         if p > 1:
             per_unit = [sum(np.maximum(per_layer[a:z], host_s[a:z])) for a, z in units]
-            cut = (layer_split(self.unit_layers(), p) if self.stage_split == "layers"
-                   else pipeline.partition(per_unit, p))
+            cut = (pipeline.partition(per_unit, p) if self.stage_split == "balanced" else
+                   layer_split(self.unit_layers(), p, None if self.stage_split == "layers" else self.stage_split))
             stages = [(units[a][0], units[z - 1][1]) for a, z in cut]
         else:
             stages = [(0, len(per_layer))]
@@ -760,7 +760,7 @@ def workload(model, cluster, dtype: str, tensor_layers: str = "all", lora_rank: 
              lora_base_dtype: str | None = None, expert_imbalance=1.0, selective: str = "attention",
              fp8_recipe: str = "te", moe_sync: bool = False, expert_launch_s: float = 0.0,
              router_kernels: tuple = (), tp_overlap: bool = False, moe_dispatcher: str = "alltoall",
-             expert_overlap: bool = False, stage_split: str = "balanced", compile: bool = True,
+             expert_overlap: bool = False, stage_split: str | tuple = "balanced", compile: bool = True,
              cuda_graph: str = "none") -> Workload:
     """A cached :class:`Workload` (the last few are kept, so repeated estimates reuse layer timings);
     ``selective``, ``fp8_recipe``, ``moe_sync``, ``expert_launch_s``, ``router_kernels``: the runtime's kernels, host

@@ -154,8 +154,10 @@ ASSUMPTIONS = {
                            "off for a row with pipeline stages and no virtual ones (Megatron-Core refuses it there); "
                            "the pipeline stages cut as the recipes cut them "
                            "(MOE_STAGE_SPLIT: Megatron-Core's even split of the layers, the output layer on top of the "
-                           "last stage's, for GPT-OSS and Qwen3-30B-A3B; balanced for the recipes with explicit "
-                           "layouts or counted embedding and loss); recompute the recipe's modules "
+                           "last stage's, for GPT-OSS and Qwen3-30B-A3B; DeepSeek-V3's explicit layouts, "
+                           "DSV3_LAYOUTS, as decoder layers per virtual stage, where the recipe names one for the "
+                           "row's pipeline and virtual stages; balanced for the others and for Qwen3-235B's counted "
+                           "embedding and loss); recompute the recipe's modules "
                            "(training.recompute_modules, MOE_RECOMPUTE: DeepSeek-V3's mla_up_proj, with mlp on H100 "
                            "and at EP 32 on B200; GPT-OSS's layernorm and moe_act on B200 and H100), or full where they "
                            "do not fit; for the recipes without recompute the least of none / selective / full "
@@ -414,6 +416,17 @@ CONTAINERS = ("25.09", "25.11", "26.02", "26.02.01", "26.04", "26.04.01", "26.06
 # _get_deepseek_v3_pipeline_layout), Qwen3-235B's count the embedding and the loss as layers (qwen3_moe.py
 # qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config, account_for_* True)
 MOE_STAGE_SPLIT = {"GPT OSS 120B": "layers", "Qwen3_30B_a3B": "layers"}
+# DeepSeek-V3's layouts (parallel.stage_split as decoder layers per virtual stage, parallel.partition): the B200 and
+# B300 perf recipes call set_deepseek_v3_pipeline_model_parallel_layout (Megatron-Bridge @ 067f987d
+# src/megatron/bridge/perf_recipes/deepseek/b200/deepseek_v3.py), which takes the layout of
+# src/megatron/bridge/recipes/deepseek/h100/deepseek_v3.py _get_deepseek_v3_pipeline_layout for (pipeline, virtual
+# stages): the embedding with the first stage's layers, the MTP module and the loss after the last's; a pair it does
+# not list keeps Megatron-Core's own split (balanced here). Read at 067f987d and taken for the earlier containers too.
+DSV3_LAYOUTS = {(4, 1): (16, 16, 16, 13), (8, 1): (8,) * 7 + (5,), (4, 2): (8,) * 7 + (5,),
+                (16, 1): (4,) * 15 + (1,), (8, 2): (4,) * 15 + (1,), (4, 4): (4,) * 15 + (1,)}
+# Megatron-LM's DeepSeek-V3 on GB200 runs (NVIDIA/Megatron-LM @ eb0783b6 docs/discussions/deepseek-v3-gb200-
+# optimization/deepseek-v3-gb200-optimization.md, line 42): PP 8, VPP 4, --pipeline-model-parallel-layout Et|(tt|)*30L
+DSV3_GB200_LAYOUT = (1,) + (2,) * 30 + (0,)
 # Transformer Engine's userbuffers tensor-parallel overlap as the perf recipes set it (Megatron-Bridge @ 067f987d
 # src/megatron/bridge/, comm_overlap.tp_comm_overlap): (table model, system, task) -> on. It is on in the base recipes
 # the Llama perf recipes start from (recipes/llama/h100/llama3.py llama3_70b_pretrain_32gpu_h100_bf16_config and
@@ -513,7 +526,8 @@ def _moe_fields(b: dict, model: str, system: str, precision: str, ep: float, tp:
     b["zero_stage"], b["recompute"] = 1, "auto"  # the distributed optimizer (parallel.expert: ZeRO 1 with experts)
     b["recompute_modules"] = MOE_RECOMPUTE.get((base, system, int(ep) if np.isfinite(ep) else 1),
                                                MOE_RECOMPUTE.get((base, system), np.nan))
-    b["stage_split"] = MOE_STAGE_SPLIT.get(base, "balanced")
+    b["stage_split"] = (DSV3_LAYOUTS.get((int(b["pipeline"]), int(b["interleave"])), "balanced")
+                        if base == "DeepSeekV3" else MOE_STAGE_SPLIT.get(base, "balanced"))
 
 
 def megatron_bridge_rows() -> pd.DataFrame:
@@ -682,15 +696,15 @@ def megatron_bridge_ab_rows() -> pd.DataFrame:
 def megatron_dsv3_ab_rows() -> pd.DataFrame:
     """Megatron-LM's DeepSeek-V3 on 256 GB200 optimization history (``megatron_dsv3_gb200_ablation``: TFLOP/s per GPU
     of successive settings; a pair's cases differ in the dispatcher, the recompute modules or the CUDA graphs), one
-    row per case (:func:`_ab_row`): the GB200 NVL72 preset, the interleaved schedule over the virtual stages, the
-    stated recompute modules, no MTP. Its measure is TFLOP/s (``measured_tflops``; Megatron-LM's model FLOPs, the same
-    in every case of a pair), so only speed-ups within a pair are compared (``validate.ranking.ab_pairs``):
-    ``measured_tps`` is NaN."""
+    row per case (:func:`_ab_row`): the GB200 NVL72 preset, the interleaved schedule over the virtual stages and the
+    stated layout (:data:`DSV3_GB200_LAYOUT`), the stated recompute modules, no MTP. Its measure is TFLOP/s
+    (``measured_tflops``; Megatron-LM's model FLOPs, the same in every case of a pair), so only speed-ups within a
+    pair are compared (``validate.ranking.ab_pairs``): ``measured_tps`` is NaN."""
     rows = []
     for i, r in load("megatron_dsv3_gb200_ablation").iterrows():
         b = _ab_row("megatron_dsv3_ab", i, r)
         b.update(recompute="selective", recompute_modules=str(r["recompute_modules"]),
-                 mtp_layers=int(r["mtp_layers"]), stage_split="balanced", measured_tps=np.nan,
+                 mtp_layers=int(r["mtp_layers"]), stage_split=DSV3_GB200_LAYOUT, measured_tps=np.nan,
                  measured_tflops=float(r["tflops_per_gpu"]))
         rows.append(b)
     return pd.DataFrame(rows)
@@ -755,8 +769,9 @@ def scenario_for(r) -> dict:
         par["moe_dispatcher"] = r["moe_dispatcher"]
     if isinstance(r.get("expert_overlap"), (bool, np.bool_)) and r["expert_overlap"]:
         par["expert_overlap"] = True
-    if r.get("stage_split") == "layers" and par["pipeline"] > 1:
-        par["stage_split"] = "layers"
+    split = r.get("stage_split")
+    if (split == "layers" or isinstance(split, tuple)) and par["pipeline"] > 1:
+        par["stage_split"] = list(split) if isinstance(split, tuple) else split
     if par["data"] * par["tensor"] * par["pipeline"] * par["context"] != r["gpus"]:
         raise ValueError(f"not mappable: data x tensor x pipeline x context != {int(r['gpus'])} GPUs")
     training = {"dtype": r["dtype"], "recompute": r["recompute"], "optimizer": "adam",

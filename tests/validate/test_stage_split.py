@@ -1,10 +1,12 @@
-"""parallel.stage_split: Megatron-Core's even split of the decoder layers against the balanced partition."""
+"""parallel.stage_split: Megatron-Core's even split of the decoder layers and its explicit layouts, against the
+balanced partition."""
 import pytest
 
+from concurrency_model.cli import main as cli
 from concurrency_model.training.estimate import estimate
 from concurrency_model.parallel.partition import layer_split
 from concurrency_model.sweep import sweep
-from concurrency_model.validate.modern import rows, scenario_for
+from concurrency_model.validate.modern import DSV3_GB200_LAYOUT, megatron_dsv3_ab_rows, rows, scenario_for
 
 GPT2 = {"model": "gpt2", "cluster": "dgx-a100", "parallel": {"data": 1, "pipeline": 4, "microbatch_size": 4,
                                                              "global_batch": 64}}
@@ -73,8 +75,18 @@ def test_megatron_bridge_recipes_stage_split():
     assert scenario_for(oss)["parallel"]["stage_split"] == "layers"   # PP 4, no layout, no account_for
     oss_b300 = df[df["label"] == "26.04.01 GPT OSS 120B on 64 DGX-B300"].iloc[0]
     assert "stage_split" not in scenario_for(oss_b300)["parallel"]    # PP 1: nothing to cut
+    # DeepSeek-V3's explicit layouts (Megatron-Bridge's _get_deepseek_v3_pipeline_layout), decoder layers a stage:
+    # PP 8 "E + 8 | 8 x 6 | 5 + mtp + loss"; PP 16 "E + 4 | 4 x 14 | 1 + mtp + loss"; PP 8 VPP 2 the PP 16 list
     dsv3 = df[df["label"] == "26.04.01 DeepSeekV3 on 256 DGX-B300"].iloc[0]
-    assert "stage_split" not in scenario_for(dsv3)["parallel"]        # the recipe's explicit layout
+    assert scenario_for(dsv3)["parallel"]["stage_split"] == [8] * 7 + [5]
+    for label in ("26.04 DeepSeekV3 on 256 DGX-B200", "26.04.01 DeepSeekV3 on 256 DGX-B200"):
+        assert scenario_for(df[df["label"] == label].iloc[0])["parallel"]["stage_split"] == [4] * 15 + [1]
+    h100 = df[df["label"] == "25.09 DeepSeekV3 (dropless) on 1024 DGX-H100"].iloc[0]
+    assert "stage_split" not in scenario_for(h100)["parallel"]        # PP 8 VPP 4: no layout in the recipe's map
+    # Megatron-LM's GB200 runs: "Et|(tt|)*30L" on PP 8 VPP 4, the last virtual stage the loss alone
+    gb200 = scenario_for(megatron_dsv3_ab_rows().iloc[0])["parallel"]
+    assert gb200["stage_split"] == list(DSV3_GB200_LAYOUT) and sum(DSV3_GB200_LAYOUT) == 61
+    assert len(DSV3_GB200_LAYOUT) == gb200["pipeline"] * gb200["interleave"] == 32
 
 
 def test_sweep_with_the_even_split_equals_estimate():
@@ -110,3 +122,74 @@ def test_a_warm_sweep_cache_never_serves_another_stage_split():
     assert len(piped)
     for _, row in piped.iterrows():
         assert estimate(r.scenario(row)).step_time_s == row["step_time_s"]
+
+
+def test_layout_split_by_hand():
+    units = [None, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, None, None]   # embedding, 6 layers, final norm, output layer
+    assert layer_split(units, 3, [1, 2, 3]) == [(0, 3), (3, 7), (7, 15)]
+    assert layer_split(units, 3, [2, 2, 2]) == layer_split(units, 3)
+    # interleaved: entry i on rank i mod 2; rank 0 holds entries 0 and 2 (1 + 3 layers), rank 1 entries 1 and 3
+    assert layer_split(units, 2, [1, 1, 3, 1]) == [(0, 9), (9, 15)]
+    with pytest.raises(ValueError, match=r"^parallel\.stage_split: the layout holds 5 decoder layers; the model has 6"):
+        layer_split(units, 3, [1, 2, 2])
+    with pytest.raises(ValueError, match=r"^parallel\.stage_split: a layout of 3 virtual stages on 2 pipeline"):
+        layer_split(units, 2, [2, 2, 2])
+
+
+def _with(**par):
+    return {**GPT2, "parallel": {**GPT2["parallel"], **par}}
+
+
+def test_an_even_layout_is_the_even_split():
+    assert estimate(_with(stage_split=[3, 3, 3, 3])).step_time_s == estimate(_with(stage_split="layers")).step_time_s
+    inter = dict(pipeline=2, data=2, interleave=2, schedule="interleaved")
+    assert (estimate(_with(**inter, stage_split=[3, 3, 3, 3])).step_time_s ==
+            estimate(_with(**inter, stage_split="layers")).step_time_s)
+
+
+def test_a_layout_moves_the_slowest_stage():
+    even = estimate(_with(stage_split="layers"))
+    front = estimate(_with(stage_split=[6, 2, 2, 2]))   # the first stage: the embedding and 6 layers
+    back = estimate(_with(stage_split=[2, 2, 2, 6]))    # the last: 6 layers and the output layer
+    assert _blocks(front) == list(range(6)) and front.layers()["layer"].iloc[0] == "wte"
+    assert _blocks(back) == list(range(6, 12)) and back.layers()["layer"].iloc[-1] == "lm_head"
+    # identical layers: the last stage's three more than the even split's (both with the output layer) cost at least
+    # three layers' seconds more a microbatch, and the first stage's six at least six layers' seconds
+    t = even.layers()
+    block = t[t["layer"].str.startswith("h.9.")]["total_s"].sum()
+    assert back.layers().attrs["microbatch_s"] - t.attrs["microbatch_s"] >= 3 * block * (1 - 1e-9)
+    assert front.layers().attrs["microbatch_s"] >= 6 * block * (1 - 1e-9)
+    assert back.step_time_s > even.step_time_s and back.step_time_s > front.step_time_s
+
+
+@pytest.mark.parametrize("layout, message", [
+    ([3, 3, 3], r"a layout of 3 virtual stages; pipeline x interleave = 4 x 1 = 4"),
+    ([3, 3, -1, 7], r"^parallel\.stage_split\[2\]: must be an integer >= 0, got -1"),
+    ([3, 3, 3.0, 3], r"^parallel\.stage_split\[2\]: must be an integer >= 0, got 3\.0"),
+    ([6, 6, 0, 0], r"^parallel\.stage_split: pipeline rank 2 holds no decoder layer"),
+    ([], r"^parallel\.stage_split: expected balanced, layers or a list"),
+    (3, r"^parallel\.stage_split: expected balanced, layers or a list"),
+    ([3, 3, 3, 4], r"^parallel\.stage_split: the layout holds 13 decoder layers; the model has 12"),
+])
+def test_bad_layouts(layout, message):
+    with pytest.raises(ValueError, match=message):
+        estimate(_with(stage_split=layout))
+
+
+def test_a_bad_layout_on_the_command_line_is_one_line(capsys):
+    assert cli(["estimate", "--scenario", "gpt3-175b-3d", "--set", "parallel.stage_split=[48,48]"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "parallel.stage_split: a layout of 2 virtual stages" in err
+
+
+def test_sweep_with_a_layout_searches_its_pipeline_and_interleave_only():
+    spec = {"model": "gpt2", "cluster": "dgx-a100", "training": {"dtype": "fp16"},
+            "parallel": {"global_batch": 64, "stage_split": [4, 2, 2, 4]}}
+    r = sweep(spec, [8])
+    feasible = r.frame.iloc[:r.feasible]
+    assert set(zip(feasible["pipeline"], feasible["interleave"])) <= {(4, 1), (2, 2)}
+    assert (feasible["pipeline"] == 4).any() and (feasible["pipeline"] == 2).any()
+    for _, row in feasible.groupby(["pipeline", "interleave"]).head(2).iterrows():
+        sc = r.scenario(row)
+        assert sc["parallel"]["stage_split"] == (4, 2, 2, 4)
+        assert estimate(sc).step_time_s == row["step_time_s"]
