@@ -154,10 +154,11 @@ ASSUMPTIONS = {
                            "off for a row with pipeline stages and no virtual ones (Megatron-Core refuses it there); "
                            "the pipeline stages cut as the recipes cut them "
                            "(MOE_STAGE_SPLIT: Megatron-Core's even split of the layers, the output layer on top of the "
-                           "last stage's, for GPT-OSS and Qwen3-30B-A3B; DeepSeek-V3's explicit layouts, "
-                           "DSV3_LAYOUTS, as decoder layers per virtual stage, where the recipe names one for the "
-                           "row's pipeline and virtual stages; balanced for the others and for Qwen3-235B's counted "
-                           "embedding and loss); recompute the recipe's modules "
+                           "last stage's, for GPT-OSS and Qwen3-30B-A3B; DeepSeek-V3's explicit layouts as decoder "
+                           "layers per virtual stage, the perf configs' Et|(tt|)*30mL on H100 and in 25.09 "
+                           "(DSV3_PERF_CONFIG_LAYOUT, its length setting the virtual stages) and else the recipe's "
+                           "map, DSV3_LAYOUTS, for the row's pipeline and virtual stages; balanced for the others and "
+                           "for Qwen3-235B's counted embedding and loss); recompute the recipe's modules "
                            "(training.recompute_modules, MOE_RECOMPUTE: DeepSeek-V3's mla_up_proj, with mlp on H100 "
                            "and at EP 32 on B200; GPT-OSS's layernorm and moe_act on B200 and H100), or full where they "
                            "do not fit; for the recipes without recompute the least of none / selective / full "
@@ -427,6 +428,14 @@ DSV3_LAYOUTS = {(4, 1): (16, 16, 16, 13), (8, 1): (8,) * 7 + (5,), (4, 2): (8,) 
 # Megatron-LM's DeepSeek-V3 on GB200 runs (NVIDIA/Megatron-LM @ eb0783b6 docs/discussions/deepseek-v3-gb200-
 # optimization/deepseek-v3-gb200-optimization.md, line 42): PP 8, VPP 4, --pipeline-model-parallel-layout Et|(tt|)*30L
 DSV3_GB200_LAYOUT = (1,) + (2,) * 30 + (0,)
+# "Et|(tt|)*30mL" (the same decoder layers, the MTP module on the last stage with the loss): the 25.09 perf config set it
+# for every system (Megatron-Bridge @ f37f883a8 scripts/performance/configs/deepseek/deepseek_v3_llm_pretrain.yaml,
+# model.pipeline_model_parallel_layout), and the H100 perf configs after it (v0.1.0rc4 scripts/performance/
+# run_script.py; v0.2.0 configs/deepseek/deepseek_llm_pretrain.py deepseek_v3_h100_config; v0.3.0
+# deepseek_workload_base_configs.py DEEPSEEK_V3_PRETRAIN_CONFIG_H100_V1 pp_layout). Megatron-Core takes the virtual
+# stages from a layout's length over the pipeline stages (NVIDIA/Megatron-LM @ 2a75ac12 megatron/core/transformer/
+# transformer_config.py, "detected_vpp_size"): 2 on the 25.09 B200 runs' 16 stages, whose table leaves VP empty.
+DSV3_PERF_CONFIG_LAYOUT = DSV3_GB200_LAYOUT
 # Transformer Engine's userbuffers tensor-parallel overlap as the perf recipes set it (Megatron-Bridge @ 067f987d
 # src/megatron/bridge/, comm_overlap.tp_comm_overlap): (table model, system, task) -> on. It is on in the base recipes
 # the Llama perf recipes start from (recipes/llama/h100/llama3.py llama3_70b_pretrain_32gpu_h100_bf16_config and
@@ -526,8 +535,14 @@ def _moe_fields(b: dict, model: str, system: str, precision: str, ep: float, tp:
     b["zero_stage"], b["recompute"] = 1, "auto"  # the distributed optimizer (parallel.expert: ZeRO 1 with experts)
     b["recompute_modules"] = MOE_RECOMPUTE.get((base, system, int(ep) if np.isfinite(ep) else 1),
                                                MOE_RECOMPUTE.get((base, system), np.nan))
-    b["stage_split"] = (DSV3_LAYOUTS.get((int(b["pipeline"]), int(b["interleave"])), "balanced")
-                        if base == "DeepSeekV3" else MOE_STAGE_SPLIT.get(base, "balanced"))
+    b["stage_split"] = MOE_STAGE_SPLIT.get(base, "balanced")
+    if base == "DeepSeekV3":  # its layouts: the perf configs' string, else the recipe's map (DSV3_LAYOUTS)
+        p = int(b["pipeline"])
+        layout = (DSV3_PERF_CONFIG_LAYOUT if container == "25.09" or system == "DGX-H100" else
+                  DSV3_LAYOUTS.get((p, int(b["interleave"]))))
+        if layout is not None and len(layout) % p == 0:
+            b["stage_split"], b["interleave"] = layout, len(layout) // p
+            b["schedule"] = "interleaved" if b["interleave"] > 1 else "1f1b"
 
 
 def megatron_bridge_rows() -> pd.DataFrame:

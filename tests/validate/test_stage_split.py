@@ -81,8 +81,12 @@ def test_megatron_bridge_recipes_stage_split():
     assert scenario_for(dsv3)["parallel"]["stage_split"] == [8] * 7 + [5]
     for label in ("26.04 DeepSeekV3 on 256 DGX-B200", "26.04.01 DeepSeekV3 on 256 DGX-B200"):
         assert scenario_for(df[df["label"] == label].iloc[0])["parallel"]["stage_split"] == [4] * 15 + [1]
-    h100 = df[df["label"] == "25.09 DeepSeekV3 (dropless) on 1024 DGX-H100"].iloc[0]
-    assert "stage_split" not in scenario_for(h100)["parallel"]        # PP 8 VPP 4: no layout in the recipe's map
+    # the perf configs' "Et|(tt|)*30mL" on H100 (PP 8 VPP 4) and in 25.09, whose 32 stages make 16 run VPP 2
+    h100 = scenario_for(df[df["label"] == "25.09 DeepSeekV3 (dropless) on 1024 DGX-H100"].iloc[0])["parallel"]
+    assert h100["stage_split"] == [1] + [2] * 30 + [0] and (h100["pipeline"], h100["interleave"]) == (8, 4)
+    b200 = scenario_for(df[df["label"] == "25.09 DeepSeekV3 (tokendrop) on 256 DGX-B200"].iloc[0])["parallel"]
+    assert b200["stage_split"] == [1] + [2] * 30 + [0] and (b200["pipeline"], b200["interleave"]) == (16, 2)
+    assert b200["schedule"] == "interleaved"
     # Megatron-LM's GB200 runs: "Et|(tt|)*30L" on PP 8 VPP 4, the last virtual stage the loss alone
     gb200 = scenario_for(megatron_dsv3_ab_rows().iloc[0])["parallel"]
     assert gb200["stage_split"] == list(DSV3_GB200_LAYOUT) and sum(DSV3_GB200_LAYOUT) == 61
