@@ -19,7 +19,7 @@ TENSOR_LAYERS = ("all", "fc")
 # parallel.moe_dispatcher: :mod:`concurrency_model.parallel.expert`
 DISPATCHERS = ("alltoall", "deepep", "hybridep")
 # parallel.stage_split: how pipeline stages are cut, :mod:`concurrency_model.parallel.partition`
-STAGE_SPLITS = ("balanced", "layers")
+STAGE_SPLITS = ("balanced", "layers", "counted")
 # training.cuda_graph: Megatron-Core's per-layer capture scopes, or the whole forward-backward
 # (:mod:`concurrency_model.parallel.host`)
 CUDA_GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess")

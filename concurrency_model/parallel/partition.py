@@ -119,14 +119,16 @@ def partition(stage_costs: Sequence[float], stages: int) -> list[tuple[int, int]
     return out[::-1]
 
 
-def layer_split(unit_layers: Sequence[int | None], stages: int, layout: Sequence[int] | None = None
-                ) -> list[tuple[int, int]]:
-    """Megatron-Core's even split (module doc): ``[start, stop)`` ranges of units, ``unit_layers`` naming each unit's
-    decoder layer (``None``: a unit outside them, the embedding before the first layer or the output layer after
-    the last, which stays with its neighbour's stage). ``ValueError`` naming ``parallel.stage_split`` unless the
-    ``stages`` divide the layers. With ``layout`` (:func:`.stage_layout.check_stage_layout`), rank ``r`` takes
-    ``sum(layout[r::stages])`` layers in order instead; ``ValueError`` unless the layout's entries are a multiple of
-    the stages and add up to the decoder layers.
+def layer_split(unit_layers: Sequence[int | None], stages: int, split="layers") -> list[tuple[int, int]]:
+    """Megatron-Core's split of the decoder layers (module doc): ``[start, stop)`` ranges of units, ``unit_layers``
+    naming each unit's decoder layer (``None``: a unit outside them, the embedding before the first layer or the output
+    layer after the last, which stays with its neighbour's stage). ``split``: ``layers``, ``L / p`` a rank
+    (``ValueError`` naming ``parallel.stage_split`` unless the ``stages`` divide the layers); ``counted``, the embedding
+    and the loss counted as a layer each, ``(L + 2) / p`` a rank, the first and the last one fewer
+    (``account_for_embedding_in_pipeline_split`` and ``account_for_loss_in_pipeline_split``, NVIDIA/Megatron-LM @
+    2a75ac12 ``megatron/core/transformer/transformer_block.py`` ``get_num_layers_to_build``; ``ValueError`` unless the
+    stages divide ``L + 2``); or a layout (:func:`.stage_layout.check_stage_layout`), ``sum(layout[r::stages])`` on
+    rank ``r`` (``ValueError`` unless its entries are a multiple of the stages and add up to the decoder layers).
 
     >>> layer_split([None, 0, 0, 1, 1, 2, 2, 3, 3, None], 2)   # embedding, 4 layers of 2 units, output layer
     [(0, 5), (5, 10)]
@@ -134,27 +136,36 @@ def layer_split(unit_layers: Sequence[int | None], stages: int, layout: Sequence
     Traceback (most recent call last):
     ...
     ValueError: parallel.stage_split: 'layers' splits the decoder layers evenly; 2 stages do not divide 3 layers
-    >>> layer_split([None, 0, 1, 2, None], 2, [2, 1])   # 2 layers and the embedding, 1 layer and the output layer
+    >>> layer_split([None, 0, 1, 2, None], 2, (2, 1))   # 2 layers and the embedding, 1 layer and the output layer
     [(0, 3), (3, 5)]
-    >>> layer_split([None, 0, 1, 2, 3, 4, None], 2, [2, 1, 1, 1])   # rank 0: entries 0 and 2, rank 1: 1 and 3
+    >>> layer_split([None, 0, 1, 2, 3, 4, None], 2, (2, 1, 1, 1))   # rank 0: entries 0 and 2, rank 1: 1 and 3
     [(0, 4), (4, 7)]
+    >>> layer_split([None, 0, 1, 2, 3, 4, 5, None], 2, "counted")   # (6 + 2) / 2 = 4 a rank, 3 beside the ends
+    [(0, 4), (4, 8)]
     """
     k = count("stages", stages)
     layers = sorted({x for x in unit_layers if x is not None})
-    if layout is None:
-        if not layers or len(layers) % k:
+    n = len(layers)
+    if split == "layers":
+        if not n or n % k:
             raise ValueError(f"parallel.stage_split: 'layers' splits the decoder layers evenly; {k} stages do not "
-                             f"divide {len(layers)} layers")
-        per_rank = [len(layers) // k] * k
+                             f"divide {n} layers")
+        per_rank = [n // k] * k
+    elif split == "counted":
+        if (n + 2) % k:
+            raise ValueError(f"parallel.stage_split: 'counted' splits the decoder layers, the embedding and the loss "
+                             f"evenly; {k} stages do not divide {n} + 2")
+        per_rank = [(n + 2) // k] * k
+        per_rank[0] -= 1
+        per_rank[-1] -= 1
     else:
-        if len(layout) % k:
-            raise ValueError(f"parallel.stage_split: a layout of {len(layout)} virtual stages on {k} pipeline stages")
-        if sum(layout) != len(layers):
-            raise ValueError(f"parallel.stage_split: the layout holds {sum(layout)} decoder layers; the model has "
-                             f"{len(layers)}")
-        per_rank = [sum(layout[r::k]) for r in range(k)]
+        if len(split) % k:
+            raise ValueError(f"parallel.stage_split: a layout of {len(split)} virtual stages on {k} pipeline stages")
+        if sum(split) != n:
+            raise ValueError(f"parallel.stage_split: the layout holds {sum(split)} decoder layers; the model has {n}")
+        per_rank = [sum(split[r::k]) for r in range(k)]
     if min(per_rank) < 1:
-        raise ValueError(f"parallel.stage_split: pipeline rank {per_rank.index(0)} holds no decoder layer")
+        raise ValueError(f"parallel.stage_split: pipeline rank {per_rank.index(min(per_rank))} holds no decoder layer")
     first = np.cumsum([0] + per_rank)  # the rank of layer i: the last rank whose first layer is at most i
     rank = {x: int(np.searchsorted(first, i, side="right")) - 1 for i, x in enumerate(layers)}
     stage, out = 0, []

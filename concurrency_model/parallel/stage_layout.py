@@ -20,7 +20,7 @@ def check_stage_layout(layout, pipeline: int | None, interleave: int = 1) -> tup
     """
     where = "parallel.stage_split"
     if not isinstance(layout, (list, tuple)) or not layout:
-        raise ValueError(f"{where}: expected balanced, layers or a list of decoder layers per virtual stage, got "
+        raise ValueError(f"{where}: expected balanced, layers, counted or a list of decoder layers per virtual stage, got "
                          f"{layout!r}")
     out = tuple(count(f"{where}[{i}]", x, low=0) for i, x in enumerate(layout))
     if not sum(out):

@@ -18,7 +18,8 @@ searched (DESIGN.md: "in ``sweep``, the fields left out are the ones searched ov
   ``context`` is swept at that degree whatever its length;
 * pipeline: divisors of N / (tensor x context) that divide a transformer's blocks (Megatron-LM's
   condition) or, for other models, up to 64 and the blocks the model can be cut into; data: what is left;
-  with a layout (``parallel.stage_split`` a list,
+  with ``parallel.stage_split`` ``counted`` those that divide the blocks + 2 (Megatron-Core's condition); with a
+  layout (``parallel.stage_split`` a list,
   :func:`~concurrency_model.parallel.stage_layout.check_stage_layout`) the pipeline and interleave degrees whose
   product is its length and whose ranks each hold a decoder layer;
 * microbatch size: powers of two up to 64 that divide global_batch / data;
@@ -113,8 +114,9 @@ def _pipelines(w, out, rejected, given, fixed, gpus, global_batch, t, c, algorit
     n = gpus // (t * c)
     layout = w.stage_split if isinstance(w.stage_split, tuple) else None  # a layout fixes p x v (scenario.py)
     # transformers: whole blocks per stage, as Megatron-LM requires (layers divisible by pipeline, or a layout's)
-    stages = [p for p in _divisors(n) if (len(layout) % p == 0 if layout else depth % p == 0 if shape else
-                                          p <= min(w.layer_count, 64))]
+    stages = [p for p in _divisors(n) if (len(layout) % p == 0 if layout else
+                                          (depth + 2) % p == 0 or p == 1 if shape and w.stage_split == "counted" else
+                                          depth % p == 0 if shape else p <= min(w.layer_count, 64))]
     for p in given("pipeline", stages):
         if n % p:
             rejected["pipeline: tensor x pipeline does not divide the GPU count"] += 1
@@ -124,6 +126,9 @@ def _pipelines(w, out, rejected, given, fixed, gpus, global_batch, t, c, algorit
             continue
         if p > 1 and w.stage_split == "layers" and (not shape or depth % p):  # Megatron-Core's even split
             rejected["stage_split: layers needs the pipeline stages to divide the decoder layers"] += 1
+            continue
+        if p > 1 and w.stage_split == "counted" and (not shape or (depth + 2) % p or (depth + 2) // p < 2):
+            rejected["stage_split: counted needs the pipeline stages to divide the decoder layers + 2"] += 1
             continue
         if layout and sum(layout) != depth:
             rejected["stage_split: the layout's decoder layers are not the model's"] += 1
@@ -158,7 +163,8 @@ def _pipelines(w, out, rejected, given, fixed, gpus, global_batch, t, c, algorit
                     if layout and len(layout) != p * v:
                         rejected["stage_split: the layout's virtual stages are not pipeline x interleave"] += 1
                         continue
-                    if schedule == "interleaved" and (m % p or (depth % (p * v) and not layout)):
+                    whole = ((depth + 2) // p) % v == 0 if w.stage_split == "counted" else depth % (p * v) == 0
+                    if schedule == "interleaved" and (m % p or not (whole or layout)):
                         rejected["interleave: microbatches or layers not divisible by the chunks"] += 1
                         continue
                     if schedule != "interleaved" and v != 1:

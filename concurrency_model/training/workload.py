@@ -667,8 +667,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         The stages are PipeDream's partition (:func:`.pipeline.partition`) of each layer's nominal seconds,
         or, with ``host`` seconds per kernel (:func:`.host.host_per_kernel`), of the larger of a layer's GPU
         and host seconds, as torchgpipe's ``balance_by_time`` measures each layer's wall time; with
-        ``parallel.stage_split`` ``layers``, Megatron-Core's even split of the decoder layers, or a layout, its
-        decoder layers per virtual stage (:func:`.partition.layer_split`); the slowest
+        ``parallel.stage_split`` ``layers`` or ``counted``, Megatron-Core's even splits of the decoder layers, or a
+        layout, its decoder layers per virtual stage (:func:`.partition.layer_split`); the slowest
         is the one whose GPU or host seconds are the largest (a pass lasts the longer of the two,
         :mod:`.compose`)."""
         return self._stage(b, t, sp, recompute, p, c, algorithm if c > 1 else "ring", e, host if p > 1 else 0.0)
@@ -682,7 +682,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         if p > 1:
             per_unit = [sum(np.maximum(per_layer[a:z], host_s[a:z])) for a, z in units]
             cut = (pipeline.partition(per_unit, p) if self.stage_split == "balanced" else
-                   layer_split(self.unit_layers(), p, None if self.stage_split == "layers" else self.stage_split))
+                   layer_split(self.unit_layers(), p, self.stage_split))
             stages = [(units[a][0], units[z - 1][1]) for a, z in cut]
         else:
             stages = [(0, len(per_layer))]

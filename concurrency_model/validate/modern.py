@@ -157,8 +157,9 @@ ASSUMPTIONS = {
                            "last stage's, for GPT-OSS and Qwen3-30B-A3B; DeepSeek-V3's explicit layouts as decoder "
                            "layers per virtual stage, the perf configs' Et|(tt|)*30mL on H100 and in 25.09 "
                            "(DSV3_PERF_CONFIG_LAYOUT, its length setting the virtual stages) and else the recipe's "
-                           "map, DSV3_LAYOUTS, for the row's pipeline and virtual stages; balanced for the others and "
-                           "for Qwen3-235B's counted embedding and loss); recompute the recipe's modules "
+                           "map, DSV3_LAYOUTS, for the row's pipeline and virtual stages; Qwen3-235B's split with "
+                           "the embedding and the loss counted as layers, counted; balanced for the others); "
+                           "recompute the recipe's modules "
                            "(training.recompute_modules, MOE_RECOMPUTE: DeepSeek-V3's mla_up_proj, with mlp on H100 "
                            "and at EP 32 on B200; GPT-OSS's layernorm and moe_act on B200 and H100), or full where they "
                            "do not fit; for the recipes without recompute the least of none / selective / full "
@@ -413,10 +414,11 @@ CONTAINERS = ("25.09", "25.11", "26.02", "26.02.01", "26.04", "26.04.01", "26.06
 # where a recipe sets no pipeline_model_parallel_layout and no account_for_embedding/loss_in_pipeline_split:
 # recipes/gpt_oss/h100/gpt_oss.py gpt_oss_120b_pretrain_64gpu_h100_bf16_config (layout None, both account_for False)
 # and recipes/qwen/h100/qwen3_moe.py qwen3_30b_a3b_pretrain_8gpu_h100_bf16_config (PP 2, layout None, no account_for).
-# The others stay "balanced": DeepSeek-V3's recipes give explicit layouts (recipes/deepseek/h100/deepseek_v3.py
-# _get_deepseek_v3_pipeline_layout), Qwen3-235B's count the embedding and the loss as layers (qwen3_moe.py
-# qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config, account_for_* True)
-MOE_STAGE_SPLIT = {"GPT OSS 120B": "layers", "Qwen3_30B_a3B": "layers"}
+# "counted", the same with the embedding and the loss counted as a layer each: Qwen3-235B's (recipes/qwen/h100/
+# qwen3_moe.py qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config, account_for_embedding/loss_in_pipeline_split True,
+# the base of every Qwen3-235B perf recipe: recipes/qwen/qwen3_moe.py names it qwen3_235b_a22b_pretrain_config).
+# DeepSeek-V3's recipes give explicit layouts (DSV3_LAYOUTS below); the others stay "balanced"
+MOE_STAGE_SPLIT = {"GPT OSS 120B": "layers", "Qwen3_30B_a3B": "layers", "Qwen3_235B_a22B": "counted"}
 # DeepSeek-V3's layouts (parallel.stage_split as decoder layers per virtual stage, parallel.partition): the B200 and
 # B300 perf recipes call set_deepseek_v3_pipeline_model_parallel_layout (Megatron-Bridge @ 067f987d
 # src/megatron/bridge/perf_recipes/deepseek/b200/deepseek_v3.py), which takes the layout of
@@ -785,7 +787,7 @@ def scenario_for(r) -> dict:
     if isinstance(r.get("expert_overlap"), (bool, np.bool_)) and r["expert_overlap"]:
         par["expert_overlap"] = True
     split = r.get("stage_split")
-    if (split == "layers" or isinstance(split, tuple)) and par["pipeline"] > 1:
+    if (split in ("layers", "counted") or isinstance(split, tuple)) and par["pipeline"] > 1:
         par["stage_split"] = list(split) if isinstance(split, tuple) else split
     if par["data"] * par["tensor"] * par["pipeline"] * par["context"] != r["gpus"]:
         raise ValueError(f"not mappable: data x tensor x pipeline x context != {int(r['gpus'])} GPUs")

@@ -171,8 +171,8 @@ def test_a_layout_moves_the_slowest_stage():
     ([3, 3, -1, 7], r"^parallel\.stage_split\[2\]: must be an integer >= 0, got -1"),
     ([3, 3, 3.0, 3], r"^parallel\.stage_split\[2\]: must be an integer >= 0, got 3\.0"),
     ([6, 6, 0, 0], r"^parallel\.stage_split: pipeline rank 2 holds no decoder layer"),
-    ([], r"^parallel\.stage_split: expected balanced, layers or a list"),
-    (3, r"^parallel\.stage_split: expected balanced, layers or a list"),
+    ([], r"^parallel\.stage_split: expected balanced, layers, counted or a list"),
+    (3, r"^parallel\.stage_split: expected balanced, layers, counted or a list"),
     ([3, 3, 3, 4], r"^parallel\.stage_split: the layout holds 13 decoder layers; the model has 12"),
 ])
 def test_bad_layouts(layout, message):
@@ -197,3 +197,41 @@ def test_sweep_with_a_layout_searches_its_pipeline_and_interleave_only():
         sc = r.scenario(row)
         assert sc["parallel"]["stage_split"] == (4, 2, 2, 4)
         assert estimate(sc).step_time_s == row["step_time_s"]
+
+
+def test_counted_split_by_hand():
+    # Megatron-Core's account_for_embedding/loss_in_pipeline_split: (6 + 2) / 4 = 2 a rank, one fewer at each end
+    units = [None, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, None, None]
+    assert layer_split(units, 4, "counted") == [(0, 3), (3, 7), (7, 11), (11, 15)]
+    assert layer_split(units, 2, "counted") == [(0, 7), (7, 15)]    # 4 a rank: 3, then 3 and the output layer
+    with pytest.raises(ValueError, match=r"^parallel\.stage_split: 'counted' .*3 stages do not divide 6 \+ 2"):
+        layer_split(units, 3, "counted")
+
+
+def test_counted_split_relieves_the_ends():
+    # gpt2's 12 layers + 2 over 2 stages: 6 and 6 beside the embedding and the output layer; the even split 6 and 6
+    # too, so the step is the same; over 7 stages (12 + 2 = 14): 1 beside each end, 2 in the middle
+    two = dict(pipeline=2, data=2)
+    assert (estimate(_with(**two, stage_split="counted")).step_time_s ==
+            estimate(_with(**two, stage_split=[6, 6])).step_time_s)
+    seven = _with(pipeline=7, data=1, global_batch=14, microbatch_size=1, stage_split="counted")
+    assert (estimate(seven).step_time_s ==
+            estimate({**seven, "parallel": {**seven["parallel"], "stage_split": [1, 2, 2, 2, 2, 2, 1]}}).step_time_s)
+    with pytest.raises(ValueError, match=r"^parallel\.stage_split: 'counted' .*5 stages do not divide 12 \+ 2"):
+        estimate(_with(pipeline=5, data=1, global_batch=60, stage_split="counted"))
+
+
+def test_qwen3_235b_rows_count_the_embedding_and_the_loss():
+    df = rows("megatron_bridge_moe")
+    qwen = df[df["label"] == "26.04.01 Qwen3_235B_a22B on 256 DGX-B300"].iloc[0]
+    assert scenario_for(qwen)["parallel"]["stage_split"] == "counted"
+
+
+def test_sweep_with_the_counted_split_keeps_the_stages_that_divide_the_layers_and_two():
+    spec = {"model": "gpt2", "cluster": "dgx-a100", "training": {"dtype": "fp16"},
+            "parallel": {"global_batch": 64, "stage_split": "counted"}}
+    r = sweep(spec, [8])
+    feasible = r.frame.iloc[:r.feasible]
+    assert set(feasible["pipeline"]) == {1, 2}   # 12 + 2 layers: 4 and 8 stages do not divide them
+    row = feasible[feasible["pipeline"] == 2].iloc[0]
+    assert estimate(r.scenario(row)).step_time_s == row["step_time_s"]
