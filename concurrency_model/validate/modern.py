@@ -95,7 +95,9 @@ ASSUMPTIONS = {
                   "on NVLink, 400 Gb/s ConnectX-7 per GPU, as DGX H200); framework fsdp2, ZeRO 3 over the FSDP "
                   "degree (data = fsdp); global batch = local batch x fsdp; without PP microbatch = local batch, "
                   "with PP torchtitan's default of as many microbatches as stages (9dec370 pipelining_utils.py), "
-                  "interleaved 1F1B with 2 stages a rank (generate_split_points); TP with sequence parallelism "
+                  "interleaved 1F1B with 2 stages a rank (generate_split_points), the layers cut as "
+                  "generate_split_points cuts them (torchtitan_layout, parallel.stage_split); TP with sequence "
+                  "parallelism "
                   "(parallelize_llama.py: SequenceParallel norms); async TP -> parallel.tp_overlap; float8 -> fp8 with "
                   "torchao's casts (fsdp2), float8 rowwise -> training.fp8_recipe rowwise; "
                   "selective AC -> selective (fsdp2: torchtitan's per-op policy), full -> full; torch.compile no -> "
@@ -231,6 +233,22 @@ def _base(dataset: str, i: int, label: str, group: str) -> dict:
             "fp8_recipe": None, "compile": True, "cuda_graph": "none", "context_algorithm": "ring"}
 
 
+def torchtitan_layout(layers: int, stages: int) -> tuple[int, ...]:
+    """torchtitan's default pipeline split when no split points are given (pytorch/torchtitan @ 9dec370, the commit
+    its December 2024 benchmark ran, ``torchtitan/parallelisms/pipelining_utils.py`` ``generate_split_points``, taken
+    by ``pipeline_llama.py`` when ``pipeline_parallel_split_points`` is empty, as in ``train_configs/llama3_405b.toml``):
+    ``layers // stages`` on the first stage, one more on each of the next ``layers % stages``, the rest on the last;
+    ``stages`` is the pipeline degree, twice it for a looped (interleaved) schedule. As decoder layers per virtual
+    stage (``parallel.stage_split``).
+
+    >>> torchtitan_layout(126, 8), torchtitan_layout(126, 16)[:3], torchtitan_layout(126, 16)[-2:]
+    ((15, 16, 16, 16, 16, 16, 16, 15), (7, 8, 8), (8, 7))
+    """
+    base, extra = divmod(layers, stages)
+    out = [base] + [base + 1 if i < extra else base for i in range(stages - 2)]
+    return tuple(out + [layers - sum(out)])
+
+
 def torchtitan_rows() -> pd.DataFrame:
     """torchtitan's tables, one row per published configuration, in the common row shape."""
     df = load("torchtitan_llama3_train_tps_memory")
@@ -261,6 +279,9 @@ def torchtitan_rows() -> pd.DataFrame:
         unit = str(r["memory_unit"])
         if unit.startswith("GiB"):
             b["measured_memory_bytes"] = number(r["peak_memory"]) * GIB
+        if pp > 1 and b["model"]:  # torchtitan's default split of the layers (torchtitan_layout)
+            b["stage_split"] = torchtitan_layout(int(load_hf_config(b["model"])[0]["num_hidden_layers"]),
+                                                 pp * b["interleave"])
         cluster = {"H100": "grand-teton-h100", "H200": "dgx-h200"}.get(system)
         b["cluster"] = cluster or ""
         if cluster is None:

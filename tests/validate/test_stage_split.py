@@ -235,3 +235,12 @@ def test_sweep_with_the_counted_split_keeps_the_stages_that_divide_the_layers_an
     assert set(feasible["pipeline"]) == {1, 2}   # 12 + 2 layers: 4 and 8 stages do not divide them
     row = feasible[feasible["pipeline"] == 2].iloc[0]
     assert estimate(r.scenario(row)).step_time_s == row["step_time_s"]
+
+
+def test_torchtitan_pipeline_rows_carry_its_default_split():
+    # generate_split_points at 9dec370: 126 layers over 8 stages 15, 16 x 6, 15; over 16 (interleaved) 7, 8 x 14, 7
+    df = rows("torchtitan")
+    one = scenario_for(df[df["label"] == "Table 5: 1F1B"].iloc[0])["parallel"]
+    assert one["stage_split"] == [15] + [16] * 6 + [15]
+    two = scenario_for(df[df["label"] == "Table 5: Interleaved 1F1B"].iloc[0])["parallel"]
+    assert two["stage_split"] == [7] + [8] * 14 + [7] and two["interleave"] == 2
