@@ -440,6 +440,11 @@ CONTAINERS = ("25.09", "25.11", "26.02", "26.02.01", "26.04", "26.04.01", "26.06
 # the base of every Qwen3-235B perf recipe: recipes/qwen/qwen3_moe.py names it qwen3_235b_a22b_pretrain_config).
 # DeepSeek-V3's recipes give explicit layouts (DSV3_LAYOUTS below); the others stay "balanced"
 MOE_STAGE_SPLIT = {"GPT OSS 120B": "layers", "Qwen3_30B_a3B": "layers", "Qwen3_235B_a22B": "counted"}
+# The dense Llama recipes the same way: Llama 3.1 405B's base (recipes/llama/h100/llama3.py
+# llama31_405b_pretrain_256gpu_h100_bf16_config, and its SFT config) sets both account_for_* (126 + 2 layers over 8 x 8
+# virtual stages); Llama 3 70B's set neither and no layout (the explicit layout of its H100 FP8-CS perf recipe came on
+# 2026-08-07, Megatron-Bridge 56ae11dff, after the tables' containers)
+DENSE_STAGE_SPLIT = {"LLAMA3.1_405B": "counted", "LLAMA3_70B": "layers"}
 # DeepSeek-V3's layouts (parallel.stage_split as decoder layers per virtual stage, parallel.partition): the B200 and
 # B300 perf recipes call set_deepseek_v3_pipeline_model_parallel_layout (Megatron-Bridge @ 067f987d
 # src/megatron/bridge/perf_recipes/deepseek/b200/deepseek_v3.py), which takes the layout of
@@ -591,6 +596,7 @@ def megatron_bridge_rows() -> pd.DataFrame:
                  cluster={"DGX-H100": "dgx-h100", "DGX-B200": "dgx-b200", "DGX-B300": "dgx-b300"}.get(system, ""),
                  note="bracketed alternative not compared" if bool(r["values_have_parenthesized_alternative"]) else "")
         b["moe"] = is_moe_row(model)
+        b["stage_split"] = DENSE_STAGE_SPLIT.get(model, "balanced")
         b["tp_overlap"] = recipe_tp_overlap(model, system, task, tp, tp > 1)
         b["overlap"] = (model.split(" (")[0], system) not in RECIPE_NO_GRAD_OVERLAP
         if model.startswith(MOE):

@@ -244,3 +244,15 @@ def test_torchtitan_pipeline_rows_carry_its_default_split():
     assert one["stage_split"] == [15] + [16] * 6 + [15]
     two = scenario_for(df[df["label"] == "Table 5: Interleaved 1F1B"].iloc[0])["parallel"]
     assert two["stage_split"] == [7] + [8] * 14 + [7] and two["interleave"] == 2
+
+
+def test_dense_bridge_rows_cut_as_their_recipes():
+    # Llama 3.1 405B's base recipe counts the embedding and the loss (126 + 2 over 8 stages); Llama 3 70B's cuts
+    # its 80 layers evenly, the output layer on top of the last stage's 10
+    df = rows("megatron_bridge")
+    big = df[df["label"] == "26.04.01 LLAMA3.1_405B on 1024 DGX-H100"].iloc[0]
+    assert scenario_for(big)["parallel"]["stage_split"] == "counted"
+    seventy = df[df["label"] == "26.04.01 LLAMA3_70B on 64 DGX-H100"].iloc[0]
+    assert scenario_for(seventy)["parallel"]["stage_split"] == "layers"
+    small = df[df["label"] == "25.11 LLAMA3_8B on 8 DGX-H100"].iloc[0]
+    assert "stage_split" not in scenario_for(small)["parallel"]        # one stage: nothing to cut
