@@ -69,6 +69,11 @@ LLAMA = {"Llama 3.1 8B": "llama-3.1-8b", "Llama 3.1 70B": "llama-3.1-70b", "Llam
 # nemo/collections/common/parts/perf_metrics_utils.py LLM_VOCAB_SIZE_MAP)
 NEMO_GPT3 = {"GPT3-5B": (24, 4096, 32), "GPT3-20B": (44, 6144, 48), "GPT3-175B": (96, 12288, 96)}
 NEMO_VOCAB = {"gpt3": 51200, "llama2": 32000, "llama3": 128256}
+# The pipeline split of NeMo's runs: Megatron-Core's even split (parallel.stage_split "layers"), the only one of the
+# Megatron-Core of its 24.07 container (NVIDIA/Megatron-LM core_r0.8.0 megatron/core/transformer/transformer_block.py
+# get_num_layers_to_build: num_layers // pipeline size, then // virtual stages); the long-sequence runs are taken the
+# same (their pages state no uneven split)
+NEMO_STAGE_SPLIT = "layers"
 # The dtype llm-foundry's FSDP reduced gradients in, by table: Composer's ``mixed_precision: DEFAULT`` (every row but
 # the two PURE ones) reduces in fp32 from Composer v0.16.4 on (mosaicml/composer d745fcb1 "patch default", 2023-10-10:
 # ``reduce_dtype = torch.float32`` under DEFAULT in composer/trainer/mosaic_fsdp_utils.py; before it DEFAULT set no
@@ -177,7 +182,8 @@ ASSUMPTIONS = {
                            "Transformer Engine's per-expert GEMM launches as the megatron runtime prices them "
                            "(parallel.runtime TE_EXPERT_GEMM_LAUNCH_S)",
     "nemo": "clusters dgx-h100 and dgx-b200; framework megatron with the distributed optimizer (ZeRO 1), sequence "
-            "parallelism with TP, overlapped gradient reduction, VP > 1 -> interleaved, FP8 -> fp8 (Transformer "
+            "parallelism with TP, overlapped gradient reduction, VP > 1 -> interleaved, the pipeline stages cut as "
+            "Megatron-Core's even split of the layers (NEMO_STAGE_SPLIT), FP8 -> fp8 (Transformer "
             "Engine's recipe, attention in bf16 on cuDNN's fused attention: timing.attention 'cudnn'); recompute: "
             "the least of none / selective / full that fits in memory with the caching allocator's headroom (the "
             "tables do not say; NeMo's long-sequence page mentions full recompute for the runs without CP), and for "
@@ -674,6 +680,7 @@ def nemo_rows() -> pd.DataFrame:
                  zero_stage=1, framework="megatron", measured_tflops=number(r["model_tflops_per_gpu"]),
                  cluster={"DGX-H100": "dgx-h100", "DGX-B200": "dgx-b200"}.get(system, ""), note=note)
         known = model in LLAMA or model in NEMO_GPT3
+        b["stage_split"] = NEMO_STAGE_SPLIT
         b["flops_per_token"] = nemo_flops_per_token(model, seq) if known else np.nan
         tps = number(r["tokens_per_s_per_gpu"])
         b["measured_tps"] = tps if np.isfinite(tps) else b["measured_tflops"] * 1e12 / b["flops_per_token"]

@@ -256,3 +256,9 @@ def test_dense_bridge_rows_cut_as_their_recipes():
     assert scenario_for(seventy)["parallel"]["stage_split"] == "layers"
     small = df[df["label"] == "25.11 LLAMA3_8B on 8 DGX-H100"].iloc[0]
     assert "stage_split" not in scenario_for(small)["parallel"]        # one stage: nothing to cut
+
+
+def test_nemo_rows_split_their_layers_evenly():
+    df = rows("nemo")
+    gpt3 = df[df["label"] == "24.07 Pretraining: GPT3-175B seq 2048 on 128 DGX-H100"].iloc[0]
+    assert scenario_for(gpt3)["parallel"]["stage_split"] == "layers"   # 96 layers over 8 stages of 6 chunks
