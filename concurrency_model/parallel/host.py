@@ -39,7 +39,9 @@ from ..choices import FULL_ITERATION
 # out on the odd rows and every other set (benchmarks/training_accuracy.py). Refitted with the stream's queue
 # (issue_queue_seconds) on 50-70 us: 60 us again. Refitted on 50-66 us (1 us steps near the least; 2026-12-06, the
 # code at 7f99961): 62 us, 6.60% on the fit rows (7.05 / 6.71 / 6.69 / 7.01% at 60 / 61 / 63 / 64 us), 7.36% on every
-# 4th odd row (7.42% at 60 us). A tensor-parallel collective (a torch.distributed call) issues no host kernel here:
+# 4th odd row (7.42% at 60 us). Refitted with the runs' even split of the layers over the pipeline stages (59-65 us,
+# 2026-12-07): 62 us again, 8.28% on the fit rows (8.65 / 8.36 / 8.38 / 8.68% at 60 / 61 / 63 / 64 us), 7.98% on
+# every 4th odd row. A tensor-parallel collective (a torch.distributed call) issues no host kernel here:
 # counted as one framework op, the refit is worse (docs/residuals.md, "The host cost of a tensor-parallel collective").
 HOST_S_PER_KERNEL = 62e-6
 

@@ -93,9 +93,15 @@ def narayanan_flops(batch, seq, layers, hidden, vocab=VOCAB):
 
 
 def _scenario(model, cluster, data, tensor, pipeline, micro, global_batch, recompute="none", zero=0, dtype="fp16"):
+    # every set here ran Megatron-LM or Megatron-DeepSpeed, which split the layers evenly over the pipeline stages,
+    # the embedding on the first and the output layer on the last (NVIDIA/Megatron-LM @ a8d172b3, 2021-04,
+    # megatron/model/transformer.py ParallelTransformer: num_layers // pipeline size, asserted to divide;
+    # microsoft/Megatron-DeepSpeed @ f4157bea megatron/model/transformer.py _get_num_layers, and its GPTModelPipe's
+    # partition_method "type:transformer" under DeepSpeed's pipeline engine)
+    split = {"stage_split": "layers"} if int(pipeline) > 1 else {}
     return {"model": model, "cluster": cluster,
             "parallel": {"data": int(data), "tensor": int(tensor), "pipeline": int(pipeline),
-                         "microbatch_size": int(micro), "global_batch": int(global_batch), "schedule": "1f1b"},
+                         "microbatch_size": int(micro), "global_batch": int(global_batch), "schedule": "1f1b", **split},
             # Megatron-LM's local DDP (the default of the 2020-2021 releases measured here) all-reduces the
             # gradients after the backward pass, and DeepSpeed's ZeRO-1/2 leave overlap_comm off by default:
             # no overlap; ZeRO-3 prefetches parameters and reduces gradients during the passes. Every set here

@@ -35,7 +35,7 @@ def test_vtrain_single_row_mapped_by_hand():
         "model": {"kind": "gpt", "layers": 24, "hidden": 1024, "heads": 16, "seq_len": 1024, "vocab": 51200},
         "cluster": "dgx-a100",
         "parallel": {"data": 1, "tensor": 1, "pipeline": 2, "microbatch_size": 8, "global_batch": 16,
-                     "schedule": "1f1b"},
+                     "schedule": "1f1b", "stage_split": "layers"},   # Megatron-DeepSpeed's even split of the layers
         "training": {"dtype": "fp16", "recompute": "full", "optimizer": "adam", "zero_stage": 0, "overlap": False,
                      "framework": "megatron"}}  # Megatron's local DDP: no overlap, one all-reduce of the buffer
 
@@ -46,8 +46,9 @@ def test_narayanan_ptd_row_mapped_by_hand():
     sc = vt.scenario_for(r)
     assert sc["model"] == {"kind": "gpt", "layers": 96, "hidden": 12288, "heads": 96, "seq_len": 2048,
                            "vocab": 51200}
-    assert {k: sc["parallel"][k] for k in ("data", "tensor", "pipeline", "microbatch_size", "global_batch")} == \
-        {"data": 4, "tensor": 8, "pipeline": 12, "microbatch_size": 1, "global_batch": 1536}
+    assert {k: sc["parallel"][k] for k in ("data", "tensor", "pipeline", "microbatch_size", "global_batch",
+                                           "stage_split")} == \
+        {"data": 4, "tensor": 8, "pipeline": 12, "microbatch_size": 1, "global_batch": 1536, "stage_split": "layers"}
     assert sc["training"]["recompute"] == "full" and r["measured_tflops"] == 153
 
 
