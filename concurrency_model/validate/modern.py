@@ -434,6 +434,9 @@ MOE_RECIPE_HISTORY = {
     ("DeepSeekV3", "DGX-B300", "mxfp8", 16): [("26.02", "26.06", ("hybridep", False, "none"))],
     ("DeepSeekV3", "DGX-B200", "mxfp8", 16): [("26.02", "26.06", ("hybridep", False, "none"))],
     ("DeepSeekV3", "DGX-B300", "mxfp8", 8): [("26.02", "26.06", ("hybridep", False, MOE_ATTN_GRAPH))],
+    # 25.09 on H100 (f37f883a8 scripts/performance/run_script.py, "enable_deepep" and "A2A_1F1B" for h100): DeepEP,
+    # overlap_moe_expert_parallel_comm with delay_wgrad_compute, no graphs
+    ("DeepSeekV3", "DGX-H100", "fp8", 8): [("25.09", "25.11", ("deepep", True, "none"))],
 }
 CONTAINERS = ("25.09", "25.11", "26.02", "26.02.01", "26.04", "26.04.01", "26.06")  # the tables' order in time
 # How the recipes cut the pipeline stages (parallel.stage_split; Megatron-Bridge @ 067f987d src/megatron/bridge/):

@@ -262,3 +262,10 @@ def test_nemo_rows_split_their_layers_evenly():
     df = rows("nemo")
     gpt3 = df[df["label"] == "24.07 Pretraining: GPT3-175B seq 2048 on 128 DGX-H100"].iloc[0]
     assert scenario_for(gpt3)["parallel"]["stage_split"] == "layers"   # 96 layers over 8 stages of 6 chunks
+
+
+def test_deepseek_v3_on_h100_in_25_09_ran_deepep_with_the_ep_overlap():
+    # Megatron-Bridge @ f37f883a8 scripts/performance/run_script.py: enable_deepep and A2A_1F1B for h100
+    r = rows("megatron_bridge_moe")
+    par = scenario_for(r[r["label"] == "25.09 DeepSeekV3 (dropless) on 1024 DGX-H100"].iloc[0])["parallel"]
+    assert par["moe_dispatcher"] == "deepep" and par["expert_overlap"] is True
