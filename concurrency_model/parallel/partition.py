@@ -146,8 +146,12 @@ def layer_split(unit_layers: Sequence[int | None], stages: int, split="layers") 
     k = count("stages", stages)
     layers = sorted({x for x in unit_layers if x is not None})
     n = len(layers)
+    if not n:
+        what = f"'{split}'" if isinstance(split, str) else "a layout"
+        raise ValueError(f"parallel.stage_split: {what} cuts a transformer's decoder layers; this model has none "
+                         "(balanced cuts any model)")
     if split == "layers":
-        if not n or n % k:
+        if n % k:
             raise ValueError(f"parallel.stage_split: 'layers' splits the decoder layers evenly; {k} stages do not "
                              f"divide {n} layers")
         per_rank = [n // k] * k

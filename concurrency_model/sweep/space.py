@@ -130,7 +130,7 @@ def _pipelines(w, out, rejected, given, fixed, gpus, global_batch, t, c, algorit
         if p > 1 and w.stage_split == "counted" and (not shape or (depth + 2) % p or (depth + 2) // p < 2):
             rejected["stage_split: counted needs the pipeline stages to divide the decoder layers + 2"] += 1
             continue
-        if layout and sum(layout) != depth:
+        if layout and (not shape or sum(layout) != depth):
             rejected["stage_split: the layout's decoder layers are not the model's"] += 1
             continue
         if layout and min(sum(layout[r::p]) for r in range(p)) < 1:

@@ -29,8 +29,11 @@ def test_layer_split_by_hand():
 def test_layer_split_refuses_uneven():
     with pytest.raises(ValueError, match=r"^parallel\.stage_split: .*4 stages do not divide 6 layers"):
         layer_split([None, 0, 1, 2, 3, 4, 5, None], 4)
-    with pytest.raises(ValueError, match=r"^parallel\.stage_split: .*do not divide 0 layers"):
+    with pytest.raises(ValueError, match=r"^parallel\.stage_split: 'layers' cuts a transformer's decoder layers; this "
+                                         r"model has none"):
         layer_split([None, None], 2)
+    with pytest.raises(ValueError, match=r"^parallel\.stage_split: a layout cuts a transformer's decoder layers"):
+        layer_split([None, None], 2, (1, 1))
 
 
 def test_megatron_split_puts_the_output_layer_on_top_of_three_layers():
