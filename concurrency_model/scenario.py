@@ -30,10 +30,10 @@ from .choices import (BATCH_NORM, CONSISTENCY, CONTEXT_ALGORITHMS, DISPATCHERS, 
 from .hardware.clusters import Cluster, load_cluster
 from .ops.routing import check_imbalance
 from .parallel.batch_size import DEFAULT_CEILING
-from .parallel.stage_layout import check_stage_layout
 from .parallel.recompute import recompute_modules
 from .parallel.runtime import (FP8_RECIPES, FRAMEWORKS, REDUCE_DTYPES, cuda_graph_scopes, default_framework,
                                kernel_policies, runs_with, runtime_of)
+from .parallel.stage_layout import check_stage_layout
 from .units import DTYPE_BYTES, KV_DTYPES, WEIGHT_BYTES
 
 
@@ -62,7 +62,8 @@ class Parallel:
     tp_overlap: bool = False  # async tensor parallelism (training.workload.overlap_exposed)
     moe_dispatcher: str = "alltoall"
     expert_overlap: bool = False
-    # how pipeline stages are cut (parallel.partition): balanced, layers, or a tuple of decoder layers per virtual stage
+    # how pipeline stages are cut (parallel.partition): balanced, layers, counted, or a tuple of decoder layers per
+    # virtual stage (parallel.stage_layout)
     stage_split: str | tuple = "balanced"
 
     def __post_init__(self):

@@ -20,8 +20,8 @@ def check_stage_layout(layout, pipeline: int | None, interleave: int = 1) -> tup
     """
     where = "parallel.stage_split"
     if not isinstance(layout, (list, tuple)) or not layout:
-        raise ValueError(f"{where}: expected balanced, layers, counted or a list of decoder layers per virtual stage, got "
-                         f"{layout!r}")
+        raise ValueError(f"{where}: expected balanced, layers, counted or a list of decoder layers per virtual stage, "
+                         f"got {layout!r}")
     out = tuple(count(f"{where}[{i}]", x, low=0) for i, x in enumerate(layout))
     if not sum(out):
         raise ValueError(f"{where}: the layout holds no decoder layer")

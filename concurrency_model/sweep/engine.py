@@ -36,10 +36,10 @@ from ..checks import number
 from ..ops.routing import check_applies
 from ..parallel import allocator
 from ..parallel.lora import check_lora
-from ..parallel.stage_layout import check_stage_layout
 from ..parallel.pipeline import p2p_blocking, p2p_scatter_gather
 from ..parallel.recompute import check_modules
 from ..parallel.runtime import default_framework
+from ..parallel.stage_layout import check_stage_layout
 from ..progress import Progress
 from ..scenario import load_scenario, read_scenario
 from ..training import compose
