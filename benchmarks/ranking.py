@@ -1,7 +1,8 @@
 """Ranking of layouts: for every shared set with several layouts of one model on one system, the Spearman rank
 correlation between predicted and measured throughput and whether the predicted best layout is the measured best
 (``concurrency_model.validate.ranking``: the groups, one rule per set), and the speed-up of the measured A/B pairs
-(one setting changed). Issue 35's target: Spearman >= 0.8 on every multi-layout set. A report, not a test: missed targets leave the exit status 0.
+(one setting changed). Issue 35's target: Spearman >= 0.8 on every multi-layout set. A report, not a test: missed
+targets leave the exit status 0.
 
 About 4 minutes on 2 cores (``--quick``: about 3, one vTrain single-node group in 8 and at most 6 layouts of each
 llm-foundry group).

@@ -75,7 +75,7 @@ class Parallel:
         """The section from a file's object (``None``: every default), checked field by field and as a whole
         (``ValueError`` naming the field, with "did you mean" for a misspelt name or choice)."""
         layout = given.get("stage_split") if isinstance(given, dict) else None
-        layout = None if layout is None or isinstance(layout, str) else layout  # a name is one of CHOICES
+        layout = None if isinstance(layout, str) else layout  # a name is one of CHOICES
         if layout is not None:  # a layout (parallel.stage_layout), checked once the degrees are known
             given = {k: v for k, v in given.items() if k != "stage_split"}
         par = _section(given, "parallel", PARALLEL)

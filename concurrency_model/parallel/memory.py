@@ -277,12 +277,9 @@ def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = Fals
     if moe is not None:
         if recompute == "full":
             per = 2 * s * b * moe[0] / (t if sequence_parallel else 1)
-        elif mods:
-            rep, split = moe_layer_values(h, moe, fused_attention, a, s, eight_bit, mods, mla)
-            rep, split = sp.sympify(rep), sp.sympify(split)
-            per = s * b * ((rep + split) / t if sequence_parallel else rep + split / t)
-        else:  # Megatron's selective recompute reruns the attention core only: with a fused kernel nothing is dropped
-            rep, split = moe_layer_values(h, moe, fused_attention or recompute == "selective", a, s, eight_bit)
+        else:  # the modules' count; without them Megatron's selective reruns the attention core only (its scores)
+            fused = fused_attention or (recompute == "selective" and not mods)
+            rep, split = moe_layer_values(h, moe, fused, a, s, eight_bit, mods, mla)
             rep, split = sp.sympify(rep), sp.sympify(split)
             per = s * b * ((rep + split) / t if sequence_parallel else rep + split / t)
         return to_python(per * n_layers)

@@ -405,4 +405,3 @@ def ranking_section(figs, quick):
                 "(docs/residuals.md says why)" if worst is not None else "") + ".</p>")
     return [Section("ranking", "Choosing right: rank order and A/B pairs", intro, [f],
                     tables=[ranking.summary_html(summary), ranking.pairs_html(pairs)])]
-

@@ -84,13 +84,13 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     """
     t0 = time.perf_counter()
     raw = read_scenario(scenario)
-    layout = (raw.get("parallel") or {}).get("stage_split") if isinstance(raw.get("parallel"), dict) else None
-    if layout is not None and not isinstance(layout, str):  # a layout fixes pipeline x interleave: searched here
-        layout = check_stage_layout(layout, None)
+    layout = raw["parallel"].get("stage_split") if isinstance(raw.get("parallel"), dict) else None
+    if layout is None or isinstance(layout, str):
+        sc = load_scenario(raw)
+    else:  # a layout fixes pipeline x interleave, which the sweep searches: checked against them per layout (.space)
         raw = {**raw, "parallel": {k: v for k, v in raw["parallel"].items() if k != "stage_split"}}
-    sc = load_scenario(raw)
-    if layout is not None and not isinstance(layout, str):
-        sc = replace(sc, parallel=replace(sc.parallel, stage_split=layout))
+        sc = load_scenario(raw)
+        sc = replace(sc, parallel=replace(sc.parallel, stage_split=check_stage_layout(layout, None)))
     given_par = dict(raw.get("parallel") or {})
     given_tr = dict(raw.get("training") or {})
     global_batch = given_par.pop("global_batch", None)
