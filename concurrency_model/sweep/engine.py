@@ -358,11 +358,12 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict,
     tp = {c: np.empty((len(uniq), 3)) for c in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r", "kv", "a2a",
                                                  "halo_f", "halo_b")}
     cp = {c: np.empty(len(uniq)) for c in ("c", "layers", "rec_layers", "gathered")}
+    fill = np.empty(len(uniq))
     bn_channels = [()] * len(uniq)
     host = host_per_kernel(w.dev, host_s)  # the stage partition weighs each layer's host seconds too
     for k, n in uniq.items():
         st = w.stage(*k, host)
-        bn_channels[n] = st["bn_channels"]
+        bn_channels[n], fill[n] = st["bn_channels"], st["fill"]
         tables["h_f"][n], tables["h_b"][n] = host_seconds(st, w.dev, host_s)  # not scaled by the hardware
         for c in ("f", "b", "r", "w"):
             tables[c][n] = st[c].seconds(*hw)
@@ -379,7 +380,7 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict,
     zs = lay["zero_stage"].astype(int).to_numpy()
     # the layout's own recompute and ZeRO stage (a runtime that gathers again for the recomputed forward)
     dp = [w.data_parallel(k[1], k[4], d * k[5], *sync[:5], k[3], e=k[7], zero=z) for k, d, z in zip(keys, ds, zs)]
-    out = {"at": at, "tables": tables, "tp": tp, "cp": cp, "state": state,
+    out = {"at": at, "tables": tables, "tp": tp, "cp": cp, "state": state, "fill": fill,
            "p2p": np.array([w.p2p(*k[:5], d, *k[5:7], host, p2p_scatter_gather(runtime_name(sync, z)))
                             for k, d, z in zip(keys, ds, zs)]).reshape(-1, 3),
            "p": lay["pipeline"].to_numpy(dtype=float), "m": lay["microbatches"].to_numpy(dtype=float),
@@ -423,4 +424,5 @@ def _inputs(f: dict, i: np.ndarray, zero: int, scales: dict) -> dict:
     return assemble(f["tables"]["f"][at], f["tables"]["b"][at], f["tables"]["r"][at], triples, comm, zero,
                     f["p"][i, None], f["m"][i, None], f["v"][i, None], opt, f["kappa"][i, None], c_cf, c_cb,
                     f["tables"]["h_f"][at], f["tables"]["h_b"][at], cons["straggle"][i, None],
-                    cons["sync_frac"][i, None], cons["exposed"], f["tables"]["w"][at], f["p2p_blocks"][i, None])
+                    cons["sync_frac"][i, None], cons["exposed"], f["tables"]["w"][at], f["p2p_blocks"][i, None],
+                    f["fill"][at][:, None])

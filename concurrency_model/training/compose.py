@@ -20,7 +20,14 @@ bucket) and the optimizer step ``opt``. Composition
   framework issues every kernel from the CPU and runs ahead of the GPU within a pass,
   :data:`.host.HOST_S_PER_KERNEL`);
   the transfers on its critical path are ``2(p-1) t_p2p`` (interleaved ``2(vp-1) t_p2p``); the bubble
-  is what is left of the step after ``m (t_f + t_b)`` and those transfers;
+  is what is left of the step after ``m (t_f + t_b)`` and those transfers, run by the other stages at their own
+  seconds: ``fill`` times the schedule's bubble at the slowest stage's, ``fill`` the other stages' seconds a
+  microbatch over ``p - 1`` times the slowest one's (:meth:`.workload.Workload.stage`). The schedules' formulas
+  assume equal stages (Narayanan et al. 2021 §2.2.1); with uneven ones (Megatron's output layer and loss on the
+  last stage) 1F1B's first microbatch crosses every stage before the slowest, which then runs all ``m``, and the
+  last backward crosses the stages before it again: ``sum of the others + m x the slowest`` [D], exact where the
+  last stage is the slowest and an upper bound otherwise (tests/training/test_uneven_pipeline.py simulates the
+  schedule); 1 with equal stages, the formulas' own case. The async schedule has no fill or drain;
 * data parallelism, per ZeRO stage (Rajbhandari et al. 2020 §5, §7): 0 allreduces the accumulated
   gradients once; 1 reduce-scatters them and gathers the updated parameters; 2 reduce-scatters each
   microbatch's gradients; 3 also gathers the parameters in each microbatch's forward and backward pass.
@@ -94,11 +101,16 @@ def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
     # a pass lasts at least as long as the host takes to issue its kernels (h_f, h_b)
     t_f, t_b = _max(gpu_f, s["h_f"]), _max(gpu_b, s["h_b"])
     p, m, v, t_p2p = s["p"], s["m"], s["v"], s["t_p2p"]
-    step_pp = pipeline.step_time_expr(schedule).xreplace(
+    even = pipeline.step_time_expr(schedule).xreplace(
         {pipeline.T_F: t_f, pipeline.T_B: t_b, pipeline.T_W: s["c_w"], pipeline.T_P2P: t_p2p, pipeline.S.p: p,
          pipeline.S.m: m, pipeline.S.v: v})
     p2p_exposed = 2 * ((v * p if schedule == "interleaved" else p) - 1) * t_p2p
-    bubble = _max(0, step_pp - m * (t_f + t_b) - p2p_exposed)  # zb-h1's: 0 and its bubble's Max, flattened
+    bubble = _max(0, even - m * (t_f + t_b) - p2p_exposed)  # zb-h1's: 0 and its bubble's Max, flattened
+    if schedule == "async":  # no fill or drain in the steady state
+        step_pp = even
+    else:  # the fill and drain run on the other stages, at their seconds (``fill``)
+        bubble = s["fill"] * bubble
+        step_pp = m * (t_f + t_b) + p2p_exposed + bubble
     ar, rs, ag = s["ar"], s["rs"], s["ag"]
     # (seconds, compute it can hide behind, times per step) of each synchronisation
     parts = {0: [(ar, t_b, 1)], 1: [(rs, t_b, 1), (ag, 0, 1)], 2: [(rs, t_b, m), (ag, 0, 1)],

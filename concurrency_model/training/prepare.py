@@ -289,11 +289,12 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
     h_f, h_b = (host_wait or (lambda st: host_seconds(st, w.dev, host)))(stage)
     return assemble(seconds(stage["f"]), seconds(stage["b"]), seconds(stage["r"]), triples, comm, zero, p, m, v,
                     optimizer(state_bytes), dp["kappa"], c_cf, c_cb, h_f, h_b, **(consistency or {}),
-                    c_w=seconds(stage["w"]), p2p_blocks=p2p_blocking(runtime_name(sync, zero), schedule))
+                    c_w=seconds(stage["w"]), p2p_blocks=p2p_blocking(runtime_name(sync, zero), schedule),
+                    fill=stage.get("fill", 1.0))
 
 
 def assemble(c_f, c_b, c_r, triples: dict, comm, zero: int, p, m, v, opt, kappa, c_cf, c_cb, h_f=0.0, h_b=0.0,
-             straggle=0.0, sync_frac=1.0, exposed: bool = False, c_w=0.0, p2p_blocks=False) -> dict:
+             straggle=0.0, sync_frac=1.0, exposed: bool = False, c_w=0.0, p2p_blocks=False, fill=1.0) -> dict:
     """The inputs of :func:`.step.step_fn` from a stage's compute seconds and its communication
     ``triples`` (``tp_f, tp_b, tp_r, ep_f, ep_b, ep_r, bn_f, bn_b, bn_r, p2p, ar, rs, ag, last_ar, last_rs``)
     priced by ``comm``, the host issue seconds ``h_f``, ``h_b`` (:func:`host_seconds`) and the consistency factors
@@ -314,7 +315,7 @@ def assemble(c_f, c_b, c_r, triples: dict, comm, zero: int, p, m, v, opt, kappa,
             "p": p, "m": m, "v": v, "ar": comm(triples["ar"]), "rs": comm(triples["rs"]), "ag": comm(triples["ag"]),
             "agb": comm(triples["agb"]), "x_dp": comm(triples["x_dp"]),
             "last": comm(triples["ar"] if exposed else triples["last_ar"] if zero == 0 else triples["last_rs"]),
-            "opt": opt, "kappa": kappa, "straggle": straggle, "sync_frac": sync_frac}
+            "opt": opt, "kappa": kappa, "straggle": straggle, "sync_frac": sync_frac, "fill": fill}
 
 
 # -- the step as one sympy expression in the what-if scales (used by :mod:`.sensitivity`) --------------------

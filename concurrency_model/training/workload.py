@@ -670,7 +670,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         ``parallel.stage_split`` ``layers`` or ``counted``, Megatron-Core's even splits of the decoder layers, or a
         layout, its decoder layers per virtual stage (:func:`.partition.layer_split`); the slowest
         is the one whose GPU or host seconds are the largest (a pass lasts the longer of the two,
-        :mod:`.compose`)."""
+        :mod:`.compose`); ``fill``: the other stages' seconds (each the larger of the two) over ``p - 1`` times the
+        slowest one's, the share of the schedule's fill and drain they run at their own speed (:mod:`.compose`)."""
         return self._stage(b, t, sp, recompute, p, c, algorithm if c > 1 else "ring", e, host if p > 1 else 0.0)
 
     @lru_cache(maxsize=None)
@@ -686,7 +687,12 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
             stages = [(units[a][0], units[z - 1][1]) for a, z in cut]
         else:
             stages = [(0, len(per_layer))]
-        lo, hi = max(stages, key=lambda r: max(sum(per_layer[r[0]:r[1]]), host_s[r[0]:r[1]].sum()))
+        weights = [max(sum(per_layer[a:z]), host_s[a:z].sum()) for a, z in stages]
+        slowest = int(np.argmax(weights))
+        lo, hi = stages[slowest]
+        # the other stages' share of the fill and drain (:mod:`.compose`): their seconds over the slowest one's
+        fill = (sum(weights) - weights[slowest]) / ((len(stages) - 1) * weights[slowest]) \
+            if len(stages) > 1 and weights[slowest] > 0 else 1.0
 
         def part(name):
             a, z = c[name + "_off"][lo], c[name + "_off"][hi]
@@ -705,7 +711,7 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                    "rec_layers": len(att) if recompute != "none" else 0,
                    "blk_f": one["blk_f"].compact(), "blk_b": one["blk_b"].compact(), "kv": one["kv"], "a2a": one["a2a"],
                    "halo_f": halo_f, "halo_b": halo_b}
-        return {**{k: part(k) for k in ("f", "b", "r", "w")},
+        return {**{k: part(k) for k in ("f", "b", "r", "w")}, "fill": float(fill),
                 **{k: tuple(float(x) for x in c[k][lo:hi].sum(axis=0))
                    for k in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r")},
                 "e": e, "stages": stages, "slowest": (lo, hi), "host_extra": tuple(float(x) for x in

@@ -58,7 +58,7 @@ def test_the_python_what_if_prints_what_readme_shows():
     e = scope["e"]
     assert round(e.step_time_s, 1) == 20.7
     assert (round(e.step_time_p10_s, 1), round(e.step_time_p90_s, 1)) == (16.8, 27.0)
-    assert round(e.breakdown["bubble_s"], 2) == 0.77 and round(e.memory_bytes_per_device / 1e9, 1) == 24.1
+    assert round(e.breakdown["bubble_s"], 2) == 0.73 and round(e.memory_bytes_per_device / 1e9, 1) == 24.1
     assert {s.name for s in scope["T"].free_symbols} >= {"s_flops", "s_inter", "m"}
     front = scope["front"]
     assert list(front["gpus"]) == [512, 1024, 2048]
@@ -131,7 +131,7 @@ def test_the_layout_choice_for_gpt3_on_1024_a100s():
     p = best["parallel"]
     assert (p["data"], p["tensor"], p["pipeline"], p["interleave"], p["sequence_parallel"]) == (32, 4, 8, 4, True)
     assert (best["training"]["zero_stage"], best["training"]["recompute"]) == (1, "selective")
-    assert round(best["step_time_s"], 2) == 18.83 and round(best["memory_bytes_per_device"] / 1e9, 1) == 50.8
+    assert round(best["step_time_s"], 2) == 18.82 and round(best["memory_bytes_per_device"] / 1e9, 1) == 50.8
     assert (round(best["step_time_p10_s"], 1), round(best["step_time_p90_s"], 1)) == (15.5, 24.5)
     q = ru["parallel"]
     assert (q["data"], q["tensor"], q["pipeline"], q["interleave"]) == (64, 4, 4, 4)
@@ -139,7 +139,7 @@ def test_the_layout_choice_for_gpt3_on_1024_a100s():
     assert round(ru["memory_bytes_per_device"] / 1e9, 1) == 71.9
     sep = {x["part"]: round(x["runner_up_minus_best_s"], 2) for x in ru["separates"]}
     assert (sep["data_parallel_exposed_s"], sep["overlap_interference_s"], sep["backward_s"], sep["bubble_s"]) == (
-        0.47, 0.19, -0.13, -0.10)
+        0.47, 0.19, -0.13, -0.09)
     z3 = r.frame[r.frame["zero_stage"] == 3].nsmallest(1, "step_time_s").iloc[0]
     assert (z3["data"], z3["tensor"], round(z3["step_time_s"], 1)) == (256, 4, 35.6)
     e3 = estimate(r.scenario(z3))
@@ -149,8 +149,8 @@ def test_the_layout_choice_for_gpt3_on_1024_a100s():
     tflops = [round(float(narayanan_flops(x["global_batch"], x["seq"], x["layers"], x["hidden"]))
                     / estimate(scenario_for(x)).step_time_s / x["gpus"] / 1e12) for _, x in zero3.iterrows()]
     assert tflops == [154, 96, 41] and list(zero3["measured_tflops"]) == [144, 88, 44]
-    for figure in ("18.83 s a\nstep", "15.5-24.5 s", "50.8 GB", "19.2 s", "71.9 GB", "+0.47 s", "+0.19 s", "-0.13 s",
-                   "-0.10 s", "35.6 s", "5.5 s", "154 / 96 / 41", "144 / 88 / 44"):
+    for figure in ("18.82 s a\nstep", "15.5-24.5 s", "50.8 GB", "19.2 s", "71.9 GB", "+0.47 s", "+0.19 s", "-0.13 s",
+                   "-0.09 s", "35.6 s", "5.5 s", "154 / 96 / 41", "144 / 88 / 44"):
         assert figure in LAYOUT, figure
 
 
