@@ -290,7 +290,7 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
     return assemble(seconds(stage["f"]), seconds(stage["b"]), seconds(stage["r"]), triples, comm, zero, p, m, v,
                     optimizer(state_bytes), dp["kappa"], c_cf, c_cb, h_f, h_b, **(consistency or {}),
                     c_w=seconds(stage["w"]), p2p_blocks=p2p_blocking(runtime_name(sync, zero), schedule),
-                    fill=stage.get("fill", 1.0))
+                    fill=stage["fill"])
 
 
 def assemble(c_f, c_b, c_r, triples: dict, comm, zero: int, p, m, v, opt, kappa, c_cf, c_cb, h_f=0.0, h_b=0.0,
