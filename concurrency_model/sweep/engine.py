@@ -363,7 +363,7 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict,
     host = host_per_kernel(w.dev, host_s)  # the stage partition weighs each layer's host seconds too
     for k, n in uniq.items():
         st = w.stage(*k, host)
-        bn_channels[n], fill[n] = st["bn_channels"], st["fill"]
+        bn_channels[n], fill[n] = st["bn_channels"], st["fill"]  # the fill share: a ratio at the nominal device
         tables["h_f"][n], tables["h_b"][n] = host_seconds(st, w.dev, host_s)  # not scaled by the hardware
         for c in ("f", "b", "r", "w"):
             tables[c][n] = st[c].seconds(*hw)
