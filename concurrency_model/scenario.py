@@ -32,7 +32,7 @@ from .ops.routing import check_imbalance
 from .parallel.batch_size import DEFAULT_CEILING
 from .parallel.recompute import recompute_modules
 from .parallel.runtime import (FP8_RECIPES, FRAMEWORKS, REDUCE_DTYPES, cuda_graph_scopes, default_framework,
-                               kernel_policies, runs_with, runtime_of)
+                               kernel_policies, overlaps, runs_schedule, runs_with, runtime_of)
 from .parallel.stage_layout import check_stage_layout
 from .units import DTYPE_BYTES, KV_DTYPES, WEIGHT_BYTES
 
@@ -114,7 +114,7 @@ class Training:
     recompute: str = "none"
     optimizer: str = "adam"
     zero_stage: int = 0
-    overlap: bool = True
+    overlap: bool | None = None  # null: the runtime's own (parallel.runtime.overlaps)
     sync: str = "allreduce"
     ps_servers: int = 0
     compression: str = "none"
@@ -146,6 +146,8 @@ class Training:
         """The section from a file's object (``None``: every default), checked field by field and as a whole;
         the checks that need the parallel section are :func:`check_layout`'s."""
         tr = cls(**_section(given, "training", TRAINING))
+        if tr.overlap is not None and not isinstance(tr.overlap, bool):
+            raise ValueError(f"training.overlap: must be true, false or null (the runtime's own), got {tr.overlap!r}")
         if tr.zero_stage > 3:
             raise ValueError(f"training.zero_stage: must be 0, 1, 2 or 3, got {tr.zero_stage}")
         check_lora_base(tr.lora_rank, tr.lora_base_dtype)  # a quantized frozen base needs adapters
@@ -648,10 +650,17 @@ def check_layout(par: Parallel, tr: Training) -> None:
     ValueError: training.zero_stage: deepspeed runs ZeRO-3 without pipeline stages only (its pipeline engine \
 refuses ZeRO-2 and -3); use zero_stage 1, pipeline 1, or training.framework megatron / fsdp2
     """
+    framework = tr.framework or default_framework(tr.zero_stage)
     if not runs_with(tr.framework, tr.zero_stage, par.pipeline):
-        raise ValueError(f"training.zero_stage: {tr.framework or default_framework(tr.zero_stage)} runs "
-                         f"ZeRO-{tr.zero_stage} without pipeline stages only (its pipeline engine refuses ZeRO-2 "
-                         "and -3); use zero_stage 1, pipeline 1, or training.framework megatron / fsdp2")
+        raise ValueError(f"training.zero_stage: {framework} runs ZeRO-{tr.zero_stage} without pipeline stages only "
+                         "(its pipeline engine refuses ZeRO-2 and -3); use zero_stage 1, pipeline 1, or "
+                         "training.framework megatron / fsdp2")
+    if not runs_schedule(tr.framework, tr.zero_stage, par.pipeline, par.schedule):
+        raise ValueError(f"parallel.schedule: {framework}'s pipeline engine runs 1f1b only (its TrainSchedule), got "
+                         f"{par.schedule!r}; use schedule 1f1b or training.framework megatron / fsdp2")
+    if tr.overlap and par.pipeline > 1 and not overlaps(tr.framework, tr.zero_stage, par.pipeline):
+        raise ValueError(f"training.overlap: {framework}'s pipeline engine reduces the gradients after the last "
+                         "backward pass (ReduceGrads); leave overlap out or set it false")
     if par.expert > 1 and (tr.zero_stage > 1 or tr.sync != "allreduce" or tr.compression != "none"):
         raise ValueError("parallel.expert: expert parallelism is modelled with ZeRO 0 or 1 (Megatron-Core's "
                          "distributed optimizer) and an uncompressed all-reduce of the gradients")

@@ -118,6 +118,17 @@ again). The counts are DeepSeek-V3's router (sigmoid scores, grouped top-k, a se
 router [D]; the backward pass's router kernels are not counted (no source gives them: the model stays on the fast
 side). A CUDA graph of ``moe_router`` replays them (:func:`.host.graphed_rows`).
 
+Whether the data-parallel collectives overlap the compute at all (``training.overlap``; null: the runtime's own,
+:func:`overlaps`): DeepSpeed's ZeRO engine reduces gradients on the compute stream unless ``overlap_comm`` is set,
+which defaults to true at stage 3 only (microsoft/DeepSpeed @ 38327e0 ``deepspeed/runtime/zero/config.py``
+``overlap_comm_valid``; v0.3.13 @ 12a53b4 ``zero/constants.py``: ``ZERO_OPTIMIZATION_OVERLAP_COMM_DEFAULT`` false,
+``ZERO3_OPTIMIZATION_OVERLAP_COMM_DEFAULT`` true; ``stage_1_and_2.py`` ``average_tensor``: the current stream
+without it). DeepSpeed's pipeline engine runs one schedule, ``TrainSchedule`` (1F1B: ``deepspeed/runtime/pipe/
+schedule.py``), and reduces the gradients only after its last backward pass (the ``ReduceTiedGrads``,
+``ReduceGrads`` and ``OptimizerStep`` instructions of the schedule's last step; ``pipe/engine.py``
+``_exec_reduce_grads``), so with pipeline stages nothing overlaps, whatever ``overlap_comm`` says. Megatron-Core
+(``overlap_grad_reduce`` in the recipes that time it), FSDP and FSDP2 (their reduce-scatter stream) overlap.
+
 The first unit of each pass cannot be prefetched (nothing runs before it), so a prefetching runtime exposes
 its gather once a pass [D]. ``training.bucket_bytes`` and ``training.prefetch`` override a runtime's bucket
 size (bytes) and prefetch depth (units; 0: every gather waits for the compute before it).
@@ -171,7 +182,10 @@ class Runtime:
     compute (``None``: unlimited, the ideal model; 0: serialised); ``regather_recompute``: the recomputed
     forward gathers its parameters again; ``list_copies``: ``d`` copy kernels and ``d`` views a call (list-form
     collectives); ``persist_elements``: parameters under this many elements stay gathered;
-    ``max_zero_with_pipeline``: the highest ZeRO stage it runs with pipeline stages; ``reduce_bytes``: bytes a
+    ``max_zero_with_pipeline``: the highest ZeRO stage it runs with pipeline stages; ``schedules``: the pipeline
+    schedules its engine runs (empty: every one); ``overlap_from_zero``: the lowest ZeRO stage at which its gradient
+    reduction overlaps the backward pass by default; ``pipeline_overlap``: whether anything overlaps with pipeline
+    stages (:func:`overlaps`); ``reduce_bytes``: bytes a
     gradient value on the wire (``None``: the training dtype's gradients); ``copy_bytes``: the bytes a call reads and
     writes in the device's memory besides the collective's own, per byte of the call, for a gather and for a
     reduction (buffers zeroed, flattened, divided), and ``bucket_copy_bytes`` more for a gradient of at most
@@ -196,6 +210,9 @@ class Runtime:
     list_copies: bool = False
     persist_elements: float = 0.0
     max_zero_with_pipeline: int = 3
+    schedules: tuple = ()
+    overlap_from_zero: int = 0
+    pipeline_overlap: bool = True
     reduce_bytes: int | None = None
     copy_bytes: tuple = (0.0, 0.0)
     bucket_copy_bytes: float = 0.0
@@ -232,15 +249,18 @@ PROFILES = {
     # DeepSpeed config.py defaults: reduce_bucket_size 5e8, allgather_bucket_size 5e8, prefetch 5e7 (elements),
     # param_persistence_threshold 1e5
     # DeepSpeed's pipeline engine refuses ZeRO-2 and -3 ("incompatible with pipeline parallelism",
-    # deepspeed/runtime/pipe/engine.py)
+    # deepspeed/runtime/pipe/engine.py), runs TrainSchedule (1F1B) only and reduces after the last backward;
+    # overlap_comm defaults to true at ZeRO-3 only (module doc)
     "deepspeed": Runtime("deepspeed", gather="module", reduce="bucket", bucket_elements=5e8,
                          gather_bucket_elements=5e8, prefetch=1, regather_recompute=True, persist_elements=1e5,
-                         max_zero_with_pipeline=1),
+                         max_zero_with_pipeline=1, schedules=("1f1b",), overlap_from_zero=3,
+                         pipeline_overlap=False),
     # DeepSpeed v0.3.13 ZeRO-3 as DeepSpeedExamples @ 2cd968f ran Megatron's GPT (module doc): reduce_bucket_size 5e7
     "deepspeed-0.3": Runtime("deepspeed-0.3", gather="tensor", reduce="tensor", bucket_elements=5e7,
                              gather_bucket_elements=5e8, prefetch=0, regather_recompute=True, list_copies=True,
                              persist_elements=1e5, max_zero_with_pipeline=1, copy_bytes=(3.0, 4.0),
-                             bucket_copy_bytes=2.0, regather_persistent=True),
+                             bucket_copy_bytes=2.0, regather_persistent=True, schedules=("1f1b",),
+                             overlap_from_zero=3, pipeline_overlap=False),
     "fsdp": Runtime("fsdp", gather="block", reduce="block", prefetch=1),
     # torchtitan's FSDP2 reduces in fp32 (job config mixed_precision_reduce = "float32", pytorch/torchtitan)
     # torchtitan: per-op selective checkpointing (parallelize_llama.py _save_list), torchao float8 (float8.py)
@@ -297,13 +317,45 @@ def runs_with(framework: str | None, zero_stage: int, pipeline: int) -> bool:
     return rt is None or pipeline == 1 or zero_stage <= rt.max_zero_with_pipeline
 
 
+def runs_schedule(framework: str | None, zero_stage: int, pipeline: int, schedule: str) -> bool:
+    """Whether the runtime (``None``: the one the ZeRO stage implies) runs pipeline schedule ``schedule`` over
+    ``pipeline`` stages (module doc: DeepSpeed's engine runs 1F1B only).
+
+    >>> runs_schedule("deepspeed", 1, 4, "interleaved"), runs_schedule(None, 1, 4, "interleaved")
+    (False, True)
+    >>> runs_schedule("deepspeed", 1, 1, "gpipe"), runs_schedule("deepspeed", 1, 4, "1f1b")
+    (True, True)
+    """
+    rt = PROFILES.get(framework or default_framework(zero_stage))
+    return rt is None or pipeline == 1 or not rt.schedules or schedule in rt.schedules
+
+
+def overlaps(framework: str | None, zero_stage: int, pipeline: int, overlap: bool | None = None) -> bool:
+    """Whether a step's data-parallel collectives overlap its compute: ``overlap`` (``training.overlap``) where
+    given, else the runtime's default (module doc): DeepSpeed's ``overlap_comm`` (ZeRO-3 only), never under its
+    pipeline engine; every other runtime overlaps. ``framework`` ``None``: the one the ZeRO stage implies.
+
+    >>> overlaps("deepspeed", 1, 1), overlaps("deepspeed", 3, 1), overlaps(None, 2, 1), overlaps(None, 1, 8)
+    (False, True, False, True)
+    >>> overlaps("deepspeed", 1, 4, None), overlaps("fsdp", 1, 1), overlaps("fsdp", 1, 1, False)
+    (False, True, False)
+    """
+    if overlap is not None:
+        return bool(overlap)
+    rt = PROFILES.get(framework or default_framework(zero_stage))
+    if rt is None:
+        return True
+    return (pipeline == 1 or rt.pipeline_overlap) and zero_stage >= rt.overlap_from_zero
+
+
 def runtime_of(framework: str, bucket_bytes=None, prefetch=None, grad_bytes: int = 2,
-               overlap: bool = True, reduce_dtype: str | None = None) -> Runtime:
+               overlap: bool | None = True, reduce_dtype: str | None = None) -> Runtime:
     """The :class:`Runtime` of ``training.framework`` with the scenario's ``training.bucket_bytes`` (a reduction
     bucket in bytes of ``grad_bytes``-byte gradients), ``training.prefetch`` (units) and ``training.reduce_dtype``
     (the gradients' dtype on the wire, :data:`REDUCE_DTYPES`) applied; ``ValueError`` naming the field for a bad
     value. Megatron-Core reduces the whole gradient buffer in one call when the reduction does not overlap the
-    backward pass (``overlap=False``: ``bucket_size = None``).
+    backward pass (``overlap=False``: ``bucket_size = None``; ``None``: the runtime's default, :func:`overlaps`,
+    which for Megatron-Core is to overlap).
 
     >>> runtime_of("fsdp", prefetch=2).prefetch
     2
@@ -321,7 +373,7 @@ deepspeed-0.3, fsdp, fsdp2
         raise ValueError(f"training.framework: unknown {framework!r}{did_you_mean(framework, FRAMEWORKS)}; allowed: "
                          f"{', '.join(FRAMEWORKS)}")
     rt = PROFILES[framework]
-    if framework == "megatron" and not overlap:
+    if framework == "megatron" and overlap is False:
         rt = replace(rt, gather="pass", reduce="pass")
     if bucket_bytes is not None:
         b = number("training.bucket_bytes", bucket_bytes, high=2.0**53)

@@ -38,7 +38,7 @@ from ..parallel import allocator
 from ..parallel.lora import check_lora
 from ..parallel.pipeline import p2p_blocking, p2p_scatter_gather
 from ..parallel.recompute import check_modules
-from ..parallel.runtime import default_framework
+from ..parallel.runtime import default_framework, overlaps
 from ..parallel.stage_layout import check_stage_layout
 from ..progress import Progress
 from ..scenario import load_scenario, read_scenario
@@ -172,8 +172,11 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     # every compile counts in compile_s: the step function of each (schedule, ZeRO stage) group too
     # with a run, the step's waits too: the busy share prices its energy (:func:`..parallel.run.busy_share`)
     outs = ("step", "bubble", "host_wait", "straggler_wait") if busy is not None else ("step",)
-    groups = [(step_fn(schedule, int(zero), tr.overlap, outs), int(zero), idx)
-              for (schedule, zero), idx in lay.groupby(["schedule", "zero_stage"]).indices.items()]
+    # the overlap is the runtime's where training.overlap is null (DeepSpeed's differs by ZeRO stage and pipeline)
+    lay_overlap = [overlaps(tr.framework, int(z), int(p), tr.overlap) for z, p in zip(lay["zero_stage"], lay["pipeline"])]
+    groups = [(step_fn(schedule, int(zero), bool(ov), outs), int(zero), idx)
+              for (schedule, zero, ov), idx in lay.assign(_overlap=lay_overlap)
+              .groupby(["schedule", "zero_stage", "_overlap"]).indices.items()]
     compile_s, eval_s = time.perf_counter() - t0, 0.0
     for fn, zero, idx in groups:
         c1 = time.perf_counter()

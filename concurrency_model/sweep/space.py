@@ -35,7 +35,7 @@ from collections import Counter
 from itertools import product
 from math import isqrt
 
-from ..parallel.runtime import runs_with
+from ..parallel.runtime import runs_schedule, runs_with
 from ..training.workload import Workload, transformer_shape
 
 SEARCHED = ("tensor", "pipeline", "context", "context_algorithm", "expert", "microbatch_size", "schedule",
@@ -55,8 +55,8 @@ def layouts(w: Workload, gpus: int, global_batch: int, fixed: dict) -> tuple[lis
     """Valid layouts (dicts) of ``w`` on ``gpus`` devices and the count of each rejection reason.
 
     ``fixed``: the scenario's given ``parallel`` / ``training`` fields (their values are the only candidates;
-    ``framework`` rules out the ZeRO stages its runtime does not run with pipeline stages, :func:`~concurrency_model.
-    parallel.runtime.runs_with`).
+    ``framework`` rules out the ZeRO stages and the schedules its runtime does not run with pipeline stages,
+    :func:`~concurrency_model.parallel.runtime.runs_with` and :func:`~concurrency_model.parallel.runtime.runs_schedule`).
     """
     shape = transformer_shape(w.graph(1))
     depth = shape["layers"] if shape else w.layer_count
@@ -183,6 +183,9 @@ def _pipelines(w, out, rejected, given, fixed, gpus, global_batch, t, c, algorit
                             continue
                         if not runs_with(fixed.get("framework"), zero, p):
                             rejected["zero_stage: the runtime runs ZeRO-2 and -3 without pipeline stages"] += 1
+                            continue
+                        if not runs_schedule(fixed.get("framework"), zero, p, schedule):
+                            rejected["schedule: the runtime's pipeline engine runs 1f1b only"] += 1
                             continue
                         out.append({"data": d, "tensor": t, "pipeline": p, "context": c,
                                     "context_algorithm": alg, "expert": e, "microbatch_size": b, "microbatches": m,

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from concurrency_model import estimate
 from concurrency_model.hardware.clusters import load_cluster
 from concurrency_model.training.workload import workload
-from concurrency_model.parallel.runtime import (HOST_COPY_S, HOST_GATHER_COPY_S, HOST_VIEW_S, PROFILES, runtime_of,
-                                               units)
+from concurrency_model.parallel.runtime import (HOST_COPY_S, HOST_GATHER_COPY_S, HOST_VIEW_S, PROFILES, overlaps,
+                                               runtime_of, units)
+from concurrency_model.sweep import sweep
 from concurrency_model.parallel.triples import collective_triple, triple_seconds
 
 CLUSTER = load_cluster("dgx-a100")
@@ -256,3 +257,65 @@ def test_runtime_of_applies_overrides():
     assert rt.bucket(1024) == 2e6  # the floor per rank is the default's, not an override's
     assert runtime_of("deepspeed", prefetch=0).serial
     assert json.dumps(PROFILES["fsdp2"].name) == '"fsdp2"'
+
+
+SMALL_GPT = {"kind": "gpt", "layers": 4, "hidden": 512, "heads": 8, "seq_len": 256, "vocab": 8192}
+
+
+def test_deepspeed_overlaps_as_its_defaults_say():
+    """DeepSpeed's ``overlap_comm`` defaults to true at ZeRO-3 only (deepspeed/runtime/zero/config.py
+    ``overlap_comm_valid``), and its pipeline engine reduces the gradients after the last backward pass
+    (``TrainSchedule``'s ``ReduceGrads``); the other runtimes overlap; ``training.overlap`` overrides."""
+    assert [overlaps("deepspeed", z, 1) for z in range(4)] == [False, False, False, True]
+    assert [overlaps("deepspeed-0.3", z, 1) for z in range(4)] == [False, False, False, True]
+    assert overlaps("deepspeed", 1, 4) is False
+    assert overlaps(None, 2, 1) is False and overlaps(None, 1, 8) is True  # ZeRO-2 implies DeepSpeed, 1 Megatron
+    assert [overlaps(f, 1, 4) for f in ("ideal", "megatron", "fsdp", "fsdp2")] == [True] * 4
+    assert overlaps("deepspeed", 2, 1, True) is True and overlaps("fsdp", 0, 1, False) is False
+
+
+def test_deepspeed_zero2_exposes_every_reduction_unless_told_to_overlap():
+    sc = {"model": SMALL_GPT, "parallel": {"data": 8, "microbatch_size": 2, "global_batch": 64},
+          "training": {"zero_stage": 2, "framework": "deepspeed"}}
+    serial = estimate(sc).breakdown
+    assert serial["data_parallel_comm_s"] > 0
+    assert serial["data_parallel_overlapped_s"] == 0.0
+    assert serial["data_parallel_exposed_s"] == pytest.approx(serial["data_parallel_comm_s"], rel=1e-12)
+    sc["training"]["overlap"] = True  # overlap_comm set in the DeepSpeed config
+    on = estimate(sc)
+    hidden = on.breakdown["data_parallel_overlapped_s"]
+    assert hidden > 0
+    # the step without overlap pays the hidden seconds back, less the interference the overlap cost
+    assert estimate({**sc, "training": {**sc["training"], "overlap": None}}).step_time_s - on.step_time_s == \
+        pytest.approx(hidden - on.breakdown["overlap_interference_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"schedule": "interleaved", "interleave": 2}, "parallel.schedule"),
+    ({"schedule": "gpipe"}, "parallel.schedule"),
+    ({"overlap": True}, "training.overlap"),
+])
+def test_deepspeed_pipeline_engine_refuses_what_it_cannot_run(changes, field):
+    par = {"pipeline": 2, "microbatch_size": 1, "global_batch": 8}
+    tr = {"framework": "deepspeed", "zero_stage": 1}
+    for k, v in changes.items():
+        (tr if k == "overlap" else par)[k] = v
+    with pytest.raises(ValueError, match=f"^{field}: deepspeed's pipeline engine"):
+        estimate({"model": SMALL_GPT, "parallel": par, "training": tr})
+    par.pop("interleave", None)
+    par["schedule"] = "1f1b"
+    tr.pop("overlap", None)
+    assert estimate({"model": SMALL_GPT, "parallel": par, "training": tr}).breakdown["data_parallel_overlapped_s"] == 0
+
+
+def test_overlap_is_a_boolean_or_null():
+    with pytest.raises(ValueError, match="^training.overlap: must be true, false or null"):
+        estimate({"model": SMALL_GPT, "training": {"overlap": "yes"}})
+
+
+def test_sweep_under_deepspeed_pipelines_with_1f1b_only():
+    res = sweep({"model": SMALL_GPT, "cluster": "dgx-a100", "parallel": {"global_batch": 64},
+                 "training": {"framework": "deepspeed", "zero_stage": 1}}, gpus=[8])
+    piped = res.layouts[res.layouts["pipeline"] > 1]
+    assert len(piped) and set(piped["schedule"]) == {"1f1b"}
+    assert res.rejected["schedule: the runtime's pipeline engine runs 1f1b only"] > 0
