@@ -70,9 +70,9 @@ def post_ln_block(b: Builder, x, heads, ffn, fused=False):
 
 
 def _check_sizes(**sizes) -> None:
-    """Each size a positive integer (``ValueError`` naming it; ``layers`` at most ``MAX_LAYERS``)."""
+    """Each size a positive integer (``ValueError`` naming it, ``model.<size>``; ``layers`` at most ``MAX_LAYERS``)."""
     for k, v in sizes.items():
-        count(k, v, high=MAX_LAYERS if k == "layers" else None)
+        count(f"model.{k}", v, high=MAX_LAYERS if k == "layers" else None)
 
 
 def gpt(b: Builder, layers=12, hidden=768, heads=12, seq_len=1024, vocab=50257, ffn=None,
@@ -84,7 +84,7 @@ def gpt(b: Builder, layers=12, hidden=768, heads=12, seq_len=1024, vocab=50257, 
     """
     _check_sizes(layers=layers, hidden=hidden, heads=heads, seq_len=seq_len, vocab=vocab)
     if hidden % heads:
-        raise ValueError(f"heads: hidden={hidden} must be divisible by heads={heads}")
+        raise ValueError(f"model.heads: hidden={hidden} must be divisible by heads={heads}")
     positions = max_positions or seq_len
     x = b.input((seq_len,), name="tokens")
     x = b.embedding(x, vocab, hidden, name="wte")
@@ -115,9 +115,9 @@ def bert(b: Builder, layers=12, hidden=768, heads=12, seq_len=512, vocab=30522, 
     _check_sizes(layers=layers, hidden=hidden, heads=heads, seq_len=seq_len, vocab=vocab, max_positions=max_positions,
                  type_vocab=type_vocab, **({} if ffn is None else {"ffn": ffn}))
     if hidden % heads:
-        raise ValueError(f"heads: hidden={hidden} must be divisible by heads={heads}")
+        raise ValueError(f"model.heads: hidden={hidden} must be divisible by heads={heads}")
     if seq_len > max_positions:
-        raise ValueError(f"seq_len: {seq_len} exceeds the {max_positions} learned positions")
+        raise ValueError(f"model.seq_len: {seq_len} exceeds the {max_positions} learned positions")
     x = b.input((seq_len,), name="tokens")
     x = b.embedding(x, vocab, hidden, name="word_embeddings")
     x = b.learned(x, "position_embedding", max_positions * hidden, name="position_embeddings")
@@ -419,7 +419,7 @@ def decoder(b: Builder, layers=32, hidden=4096, heads=32, seq_len=4096, vocab=32
     kv_heads = kv_heads or heads
     if head_dim is None:
         if hidden % heads:
-            raise ValueError(f"heads: hidden={hidden} must be divisible by heads={heads}")
+            raise ValueError(f"model.heads: hidden={hidden} must be divisible by heads={heads}")
         head_dim = hidden // heads
     if heads % kv_heads:
         raise ValueError(f"kv_heads: heads={heads} must be divisible by kv_heads={kv_heads}")
@@ -429,7 +429,7 @@ def decoder(b: Builder, layers=32, hidden=4096, heads=32, seq_len=4096, vocab=32
         raise ValueError(f"mlp: unknown {mlp!r}; allowed: swiglu, plain")
     _check_moe(experts, top_k, moe_ffn, shared_ffn, dense_layers, layers, capacity_factor, mtp_layers, mla)
     if not rotary and (max_positions or seq_len) < seq_len:
-        raise ValueError(f"seq_len: {seq_len} exceeds the {max_positions} learned positions")
+        raise ValueError(f"model.seq_len: {seq_len} exceeds the {max_positions} learned positions")
     normalize = b.rms_norm if norm == "rms" else b.layer_norm
     tokens = b.input((seq_len,), name="tokens")
     x = b.embedding(tokens, vocab, hidden, name="embed_tokens")

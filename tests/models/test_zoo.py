@@ -169,9 +169,9 @@ def test_a_graph_is_built_once_unless_its_source_can_change(tmp_path):
 
 
 @pytest.mark.parametrize("spec, message", [
-    ({"kind": "bert", "layers": -1}, r"^layers: must be an integer in \[1, 10000\], got -1"),  # was 0 layers, silently
-    ({"kind": "bert", "max_positions": "a"}, "^max_positions: must be a positive integer"),
-    ({"kind": "gpt", "layers": 10**9}, r"^layers: must be an integer in \[1, 10000\]"),  # was hours of building
+    ({"kind": "bert", "layers": -1}, r"^model.layers: must be an integer in \[1, 10000\], got -1"),  # was 0 layers, silently
+    ({"kind": "bert", "max_positions": "a"}, "^model.max_positions: must be a positive integer"),
+    ({"kind": "gpt", "layers": 10**9}, r"^model.layers: must be an integer in \[1, 10000\]"),  # was hours of building
     ({"kind": "mlp", "inputs": 3, "outputs": 2, "layers": 10**7}, r"^model.layers: must be an integer in \[0, 10000\]"),
 ])
 def test_family_sizes_are_checked(spec, message):
