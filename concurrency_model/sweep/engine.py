@@ -169,13 +169,13 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     bar = Progress(len(lay) * H, "sweep", enabled=progress)
     feats = _cached_features(sc, w, lay, state, sc_)
     feats["consistency"] = consistency_of(tr, (lay["data"] * lay["context"]).to_numpy(dtype=float))
-    # every compile counts in compile_s: the step function of each (schedule, ZeRO stage) group too
+    # every compile counts in compile_s: the step function of each (schedule, ZeRO stage, overlap) group too
     # with a run, the step's waits too: the busy share prices its energy (:func:`..parallel.run.busy_share`)
     outs = ("step", "bubble", "host_wait", "straggler_wait") if busy is not None else ("step",)
     # the overlap is the runtime's where training.overlap is null (DeepSpeed's differs by ZeRO stage and pipeline)
-    lay_overlap = [overlaps(tr.framework, int(z), int(p), tr.overlap) for z, p in zip(lay["zero_stage"], lay["pipeline"])]
+    overlap = [overlaps(tr.framework, int(z), int(p), tr.overlap) for z, p in zip(lay["zero_stage"], lay["pipeline"])]
     groups = [(step_fn(schedule, int(zero), bool(ov), outs), int(zero), idx)
-              for (schedule, zero, ov), idx in lay.assign(_overlap=lay_overlap)
+              for (schedule, zero, ov), idx in lay.assign(_overlap=overlap)
               .groupby(["schedule", "zero_stage", "_overlap"]).indices.items()]
     compile_s, eval_s = time.perf_counter() - t0, 0.0
     for fn, zero, idx in groups:

@@ -56,7 +56,8 @@ def layouts(w: Workload, gpus: int, global_batch: int, fixed: dict) -> tuple[lis
 
     ``fixed``: the scenario's given ``parallel`` / ``training`` fields (their values are the only candidates;
     ``framework`` rules out the ZeRO stages and the schedules its runtime does not run with pipeline stages,
-    :func:`~concurrency_model.parallel.runtime.runs_with` and :func:`~concurrency_model.parallel.runtime.runs_schedule`).
+    :func:`~concurrency_model.parallel.runtime.runs_with` and
+    :func:`~concurrency_model.parallel.runtime.runs_schedule`).
     """
     shape = transformer_shape(w.graph(1))
     depth = shape["layers"] if shape else w.layer_count
