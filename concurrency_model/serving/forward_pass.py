@@ -147,8 +147,9 @@ def infer_forward(sc: Scenario, given: dict, inf: InferenceSection) -> ForwardIn
                                inf.prompt_len if "prompt_len" in given else None, inf.weight_dtype,
                                inf.host_overhead_s, inf.weight_sparsity)
     except ValueError as e:  # the model's sequence length is the scenario's prompt_len
-        raise ValueError(str(e).replace("seq_len:", "inference.prompt_len:", 1) if str(e).startswith("seq_len:")
-                         else str(e)) from None
+        msg = str(e)
+        raise ValueError(msg.replace("model.seq_len:", "inference.prompt_len:", 1)
+                         if msg.startswith("model.seq_len:") else msg) from None
 
 
 __all__ = ["predict_forward", "infer_forward", "ForwardInference", "is_sequence_model"]
