@@ -67,7 +67,8 @@ def _mutate(sc: dict, mutation):
 TRAIN_MUTATIONS = st.none() | st.tuples(
     st.sampled_from(["parallel", "training"]),
     st.sampled_from(["data", "tensor", "pipeline", "microbatch_size", "global_batch", "schedule", "dtype", "recompute",
-                     "zero_stage", "host_overhead_s", "straggler_cv", "overlap", "ps_servers", "sequence_parallel"]),
+                     "zero_stage", "host_overhead_s", "straggler_cv", "overlap", "ps_servers", "sequence_parallel",
+                     "framework"]),
     st.sampled_from(HOSTILE))
 TRAIN = st.fixed_dictionaries({
     "model": st.sampled_from(["gpt2", "bert-base", *GPTS]),
@@ -75,7 +76,9 @@ TRAIN = st.fixed_dictionaries({
     "data": st.sampled_from([1, 2, 16]), "tensor": st.sampled_from([1, 2, 4]), "pipeline": st.sampled_from([1, 2]),
     "mb": st.sampled_from([1, 2, 4]), "m": st.sampled_from([1, 2, 4]), "schedule": st.sampled_from(["1f1b", "gpipe"]),
     "sp": st.booleans(), "dtype": st.sampled_from(["bf16", "fp16", "fp32"]),
-    "recompute": st.sampled_from(["none", "selective", "full"]), "zero": st.integers(0, 3), "overlap": st.booleans(),
+    "recompute": st.sampled_from(["none", "selective", "full"]), "zero": st.integers(0, 3),
+    "overlap": st.sampled_from([None, True, False]),
+    "framework": st.sampled_from([None, "megatron", "deepspeed", "fsdp2"]),
     "host": st.sampled_from([None, 0.0, 5e-5, 1e-3]), "cv": st.sampled_from([0.0, 0.05]),
     "mutation": TRAIN_MUTATIONS})
 
@@ -86,7 +89,8 @@ def _train(d: dict, inter_scale: float = 1.0) -> dict:
                        "global_batch": d["data"] * d["mb"] * d["m"], "schedule": d["schedule"],
                        "sequence_parallel": d["sp"] and d["tensor"] > 1},
           "training": {"dtype": d["dtype"], "recompute": d["recompute"], "zero_stage": d["zero"],
-                       "overlap": d["overlap"], "host_overhead_s": d["host"], "straggler_cv": d["cv"]}}
+                       "overlap": d["overlap"], "host_overhead_s": d["host"], "straggler_cv": d["cv"],
+                       "framework": d["framework"]}}
     return _mutate(sc, d["mutation"])
 
 
