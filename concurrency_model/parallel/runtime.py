@@ -127,7 +127,9 @@ without it). DeepSpeed's pipeline engine runs one schedule, ``TrainSchedule`` (1
 schedule.py``), and reduces the gradients only after its last backward pass (the ``ReduceTiedGrads``,
 ``ReduceGrads`` and ``OptimizerStep`` instructions of the schedule's last step; ``pipe/engine.py``
 ``_exec_reduce_grads``), so with pipeline stages nothing overlaps, whatever ``overlap_comm`` says. Megatron-Core
-(``overlap_grad_reduce`` in the recipes that time it), FSDP and FSDP2 (their reduce-scatter stream) overlap.
+overlaps as Megatron-LM's examples and Megatron-Bridge's recipes run it (``--overlap-grad-reduce``: NVIDIA/Megatron-LM
+@ d98e8a64 ``examples/llama``, ``examples/mixtral``; off in ``distributed_data_parallel_config.py``'s own default),
+FSDP and FSDP2 on their reduce-scatter stream.
 
 The first unit of each pass cannot be prefetched (nothing runs before it), so a prefetching runtime exposes
 its gather once a pass [D]. ``training.bucket_bytes`` and ``training.prefetch`` override a runtime's bucket
