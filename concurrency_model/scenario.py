@@ -145,6 +145,9 @@ class Training:
     def from_dict(cls, given) -> Training:
         """The section from a file's object (``None``: every default), checked field by field and as a whole;
         the checks that need the parallel section are :func:`check_layout`'s."""
+        if isinstance(given, dict) and isinstance(given.get("framework"), (list, tuple)):
+            raise ValueError(f"training.framework: one runtime here, got {list(given['framework'])!r} (a list of "
+                             "runtimes is searched by sweep)")
         tr = cls(**_section(given, "training", TRAINING))
         if tr.overlap is not None and not isinstance(tr.overlap, bool):
             raise ValueError(f"training.overlap: must be true, false or null (the runtime's own), got {tr.overlap!r}")

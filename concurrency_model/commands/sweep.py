@@ -95,16 +95,20 @@ def show(out: dict) -> None:
           f"{out['feasible_per_s']:,.0f} feasible per second)")
     for reason, n in sorted(out["rejected"].items(), key=lambda kv: -kv[1]):
         print(f"  rejected {n:>10,}  {reason}")
-    _table(out["best"], out.get("currency", "USD"))
+    runtimes = "frameworks" in out  # a sweep over several runtimes: each row names its own
+    _table(out["best"], out.get("currency", "USD"), runtimes)
     if "runner_up" in out:
         ru, b = out["runner_up"], out["best"][0]
         print(f"\nrunner-up of another layout: {_words(ru)}, {ru['step_time_s']:.4g} s against {_words(b)}, "
               f"{b['step_time_s']:.4g} s; what separates them (runner-up minus best):")
         for x in ru["separates"][:4]:
             print(f"  {x['runner_up_minus_best_s']:>+10.4g} s  {x['part']}")
+    if runtimes:
+        print("\nthe fastest under each runtime:")
+        _table(out["per_framework"], out.get("currency", "USD"), runtimes)
     if len(out.get("per_gpus", [])) > 1:
         print("\nthe fastest at each GPU count:")
-        _table(out["per_gpus"], out.get("currency", "USD"))
+        _table(out["per_gpus"], out.get("currency", "USD"), runtimes)
 
 
 def _words(row: dict) -> str:
@@ -115,11 +119,12 @@ def _words(row: dict) -> str:
             f"({t['framework']})")
 
 
-def _table(rows: list, currency: str = "USD") -> None:
+def _table(rows: list, currency: str = "USD", runtimes: bool = False) -> None:
     run = "run_days" in rows[0]
     cost = run and "cost" in rows[0]
     print(f"{'step s':>10} {'80% band s':>19} {'GPUs':>6} {'d':>4} {'t':>3} {'p':>4} {'c':>3} {'e':>3} {'b':>3} "
-          f"{'schedule':>12} {'v':>2} {'sp':>3} {'recompute':>10} {'ZeRO':>4} {'GB/dev':>7}"
+          f"{'schedule':>12} {'v':>2} {'sp':>3} {'recompute':>10} {'ZeRO':>4}"
+          + (f" {'runtime':>13}" if runtimes else "") + f" {'GB/dev':>7}"
           + (f" {'days':>8} {'GPU-hours':>11}" if run else "") + (f" {'cost ' + currency:>12}" if cost else "")
           + "  hardware")
     for b in rows:
@@ -129,7 +134,8 @@ def _table(rows: list, currency: str = "USD") -> None:
         print(f"{b['step_time_s']:>10.4g} {band:>19} {b['gpus']:>6} {p['data']:>4} {p['tensor']:>3} {p['pipeline']:>4} "
               f"{ctx:>3} {p.get('expert', 1):>3} {p['microbatch_size']:>3} {p['schedule']:>12} {p['interleave']:>2} "
               f"{'y' if p['sequence_parallel'] else 'n':>3} {t['recompute']:>10} {t['zero_stage']:>4} "
-              f"{b['memory_bytes_per_device'] / 1e9:>7.1f}{'!' if b.get('memory_at_risk') else ' '}"
+              + (f"{t['framework']:>13} " if runtimes else "")
+              + f"{b['memory_bytes_per_device'] / 1e9:>7.1f}{'!' if b.get('memory_at_risk') else ' '}"
               + (f" {b['run_days']:>8.2f} {b['gpu_hours']:>11,.0f}" if run else "")
               + (f" {b['cost']:>12,.0f}" if cost else "") + "  "
               + (" ".join(f"{k}x{v:g}" for k, v in b["hardware_scales"].items() if v != 1) or "preset"))

@@ -38,7 +38,7 @@ from ..parallel import allocator
 from ..parallel.lora import check_lora
 from ..parallel.pipeline import p2p_blocking, p2p_scatter_gather
 from ..parallel.recompute import check_modules
-from ..parallel.runtime import default_framework, overlaps
+from ..parallel.runtime import default_framework, overlaps, runtime_of
 from ..parallel.stage_layout import check_stage_layout
 from ..progress import Progress
 from ..scenario import load_scenario, read_scenario
@@ -84,6 +84,9 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     """
     t0 = time.perf_counter()
     raw = read_scenario(scenario)
+    frameworks = (raw.get("training") or {}).get("framework")
+    if isinstance(frameworks, (list, tuple)):  # which runtime: each searched, one table (SweepResult.of_runtimes)
+        return _sweep_runtimes(raw, frameworks, gpus, top, hardware, progress)
     layout = raw["parallel"].get("stage_split") if isinstance(raw.get("parallel"), dict) else None
     if layout is None or isinstance(layout, str):
         sc = load_scenario(raw)
@@ -196,6 +199,40 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
                         "parallel": sc.parallel,
                         "run": sc.run, "board_power_w": float(sc.cluster.device.board_power_w),
                         "seq_len": plan["seq_len"]}, busy)
+
+
+def _sweep_runtimes(raw: dict, frameworks, gpus, top, hardware, progress) -> SweepResult:
+    """:func:`sweep` of ``raw`` under each runtime of ``frameworks`` (``training.framework`` given as a list), in one
+    result whose layouts carry their ``framework``. ``ValueError`` naming ``training.framework`` for an empty list,
+    a repeated or unknown name; a runtime under which nothing is feasible adds its reasons to the others' (each
+    prefixed with the runtime), as does one that refuses the scenario (a schedule its engine does not run); when
+    nothing is feasible under any, the sweep says why under each (one runtime's refusal, or the same refusal of all,
+    as it is)."""
+    names = list(frameworks)
+    if not names:
+        raise ValueError("training.framework: an empty list; give one runtime, or several to search")
+    for name in names:
+        if not isinstance(name, str):
+            raise ValueError(f"training.framework: each entry names a runtime, got {name!r}")
+        runtime_of(name)  # an unknown name: ValueError naming training.framework, with "did you mean"
+    if len(set(names)) < len(names):
+        raise ValueError(f"training.framework: {sorted({n for n in names if names.count(n) > 1})[0]!r} given twice")
+    results, refused = {}, {}
+    for name in names:
+        one = {**raw, "training": {**raw["training"], "framework": name}}
+        try:
+            results[name] = sweep(one, gpus, top, hardware, progress)
+        except ValueError as e:
+            refused[name] = str(e)
+    if not results:
+        if len(set(refused.values())) == 1:  # the scenario's own refusal, whatever the runtime
+            raise ValueError(next(iter(refused.values())))
+        raise ValueError("sweep: no valid configuration under any runtime; " +
+                         "; ".join(f"{k}: {v}" for k, v in refused.items()))
+    out = SweepResult.of_runtimes(results)
+    for name, why in refused.items():
+        out.rejected[f"training.framework {name}: {why}"] = 0
+    return out
 
 
 def _json_array(obj) -> np.ndarray:

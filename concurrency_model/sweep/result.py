@@ -16,7 +16,8 @@ from ..training.prepare import prepare, step_band
 from ..training.run import run_cost
 
 SCALES = ("flops", "mem_bw", "launch", "intra_bw", "inter_bw")
-#: what makes two configurations different layouts (not a variant of one: microbatch, recompute, schedule)
+#: what makes two configurations different layouts (not a variant of one: microbatch, recompute, schedule); a sweep
+#: over several runtimes (``training.framework`` a list) adds the runtime (:attr:`SweepResult.layout_key`)
 LAYOUT_KEY = ("gpus", "data", "tensor", "pipeline", "context", "expert", "zero_stage")
 
 
@@ -36,6 +37,29 @@ class SweepResult:
     busy_s: np.ndarray | None = field(default=None, repr=False)  # seconds in kernels a step (run only)
     # estimates of rows' scenarios already made (:meth:`estimate_of`), keyed by the scenario's repr
     _estimates: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    @classmethod
+    def of_runtimes(cls, results: dict) -> SweepResult:
+        """One result of the sweeps of one scenario under several runtimes (``{framework: SweepResult}``, each
+        over the same GPU counts and hardware grid): their layouts in one table with a ``framework`` column, their
+        counts and seconds added."""
+        parts = list(results.items())
+        first = parts[0][1]
+        layouts = pd.concat([r.layouts.assign(framework=fw) for fw, r in parts], ignore_index=True)
+        busy = None if first.busy_s is None else np.vstack([r.busy_s for _, r in parts])
+        rejected = {}
+        for _, r in parts:
+            for k, v in r.rejected.items():
+                rejected[k] = rejected.get(k, 0) + v
+        return cls(layouts, first.hardware, np.vstack([r.step_time_s for _, r in parts]),
+                   sum(r.evaluated for _, r in parts), rejected, sum(r.compile_s for _, r in parts),
+                   sum(r.eval_s for _, r in parts), first.base, busy)
+
+    @property
+    def layout_key(self) -> tuple:
+        """The columns that make two configurations different layouts: :data:`LAYOUT_KEY`, and the runtime in a
+        sweep over several."""
+        return LAYOUT_KEY + (("framework",) if "framework" in self.layouts.columns else ())
 
     @property
     def feasible(self) -> int:
@@ -141,6 +165,8 @@ class SweepResult:
             par["stage_split"] = given.stage_split
         tr = {**self.base["training"].to_dict(), "recompute": str(row["recompute"]),
               "zero_stage": int(row["zero_stage"])}
+        if "framework" in row.index:  # a sweep over several runtimes (:meth:`of_runtimes`)
+            tr["framework"] = str(row["framework"])
         out = {"model": self.base["model"], "cluster": self.base["cluster"], "parallel": par, "training": tr}
         if self.base.get("run"):
             out["run"] = self.base["run"].to_dict()
@@ -179,14 +205,28 @@ class SweepResult:
         order = np.lexsort((flat, gpus))  # by GPU count, then step time: the first of each count is its fastest
         return self.rows(order[np.unique(gpus[order], return_index=True)[1]])
 
+    def fastest_per_runtime(self) -> pd.DataFrame:
+        """The fastest configuration under each runtime of a sweep over several (``training.framework`` a list), in
+        the order given; empty for a sweep under one."""
+        if "framework" not in self.layouts.columns:
+            return self.rows(np.array([], dtype=int))
+        flat = self.step_time_s.ravel()
+        runtime = np.repeat(self.layouts["framework"].to_numpy(), self.step_time_s.shape[1])
+        order = np.argsort(flat, kind="stable")
+        first = {}
+        for i in order:
+            first.setdefault(runtime[i], i)
+        return self.rows(np.array([first[k] for k in dict.fromkeys(self.layouts["framework"]) if k in first]))
+
     def against(self, layout: dict) -> dict | None:
         """The fastest configuration of another layout than ``layout`` (a row or dict with the
         :data:`LAYOUT_KEY` fields), with its estimate: the runner-up of a given configuration (``estimate
         --runner-up``); ``None`` when there is none."""
         flat = self.step_time_s.ravel()
         rows = self.rows(np.argsort(flat, kind="stable"))
-        mine = "/".join(str(layout[k]) for k in LAYOUT_KEY)
-        other = np.flatnonzero(rows[list(LAYOUT_KEY)].astype(str).agg("/".join, axis=1).to_numpy() != mine)
+        key = [k for k in self.layout_key if k in layout]
+        mine = "/".join(str(layout[k]) for k in key)
+        other = np.flatnonzero(rows[key].astype(str).agg("/".join, axis=1).to_numpy() != mine)
         if not len(other):
             return None
         row = rows.iloc[other[0]]
@@ -201,7 +241,7 @@ class SweepResult:
         flat = self.step_time_s.ravel()
         order = np.argsort(flat, kind="stable")
         rows = self.rows(order)
-        key = rows[list(LAYOUT_KEY)].astype(str).agg("/".join, axis=1)
+        key = rows[list(self.layout_key)].astype(str).agg("/".join, axis=1)
         other = np.flatnonzero(key.to_numpy() != key.iloc[0])
         if not len(other):
             return None
@@ -231,12 +271,18 @@ class SweepResult:
 
     def to_dict(self, top: int = 10) -> dict:
         """``best``: the ``top`` fastest configurations; ``per_gpus``: the fastest at each GPU count;
-        ``runner_up``: the fastest of another layout and what separates it from the best (:meth:`runner_up`)."""
+        ``runner_up``: the fastest of another layout and what separates it from the best (:meth:`runner_up`);
+        ``frameworks`` and ``per_framework``: the runtimes searched and the fastest under each, in a sweep over
+        several (:meth:`of_runtimes`, :meth:`fastest_per_runtime`)."""
         ru = self.runner_up()
+        searched = list(dict.fromkeys(self.layouts["framework"])) if "framework" in self.layouts.columns else None
         return {"evaluated": self.evaluated, "feasible": self.feasible, "elapsed_s": self.elapsed_s,
                 "compile_s": self.compile_s, "eval_s": self.eval_s, "configs_per_s": self.configs_per_s,
                 "evaluated_per_s": self.evaluated_per_s, "feasible_per_s": self.feasible_per_s,
                 "rejected": self.rejected,
                 "best": [self._row_dict(r) for _, r in self.top(top).iterrows()],
                 "per_gpus": [self._row_dict(r) for _, r in self.fastest_per_gpus().iterrows()],
-                **({"runner_up": {**ru["runner_up"], "separates": ru["separates"]}} if ru else {})}
+                **({"runner_up": {**ru["runner_up"], "separates": ru["separates"]}} if ru else {}),
+                **({"frameworks": searched,
+                    "per_framework": [self._row_dict(r) for _, r in self.fastest_per_runtime().iterrows()]}
+                   if searched else {})}

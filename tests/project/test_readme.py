@@ -154,6 +154,32 @@ def test_the_layout_choice_for_gpt3_on_1024_a100s():
         assert figure in LAYOUT, figure
 
 
+def test_the_runtime_choice_for_gpt3_on_1024_a100s():
+    """docs/layout-gpt3.md "Which runtime": the fastest layout under each of three runtimes, one sweep."""
+    from concurrency_model.cli import main as cli
+    from concurrency_model.sweep import sweep
+    line = next(b for b in re.findall(r"```bash\n(.*?)\n```", LAYOUT, re.S) if '"framework": [' in b)
+    assert cli(shlex.split(line)[1:] + ["--json"]) == 0
+    r = sweep({"model": "gpt3-175b", "cluster": "dgx-a100", "parallel": {"global_batch": 1536},
+               "training": {"dtype": "bf16", "framework": ["megatron", "deepspeed", "fsdp2"]}}, 1024)
+    per = {b["training"]["framework"]: b for b in r.to_dict(top=1)["per_framework"]}
+    assert list(per) == ["megatron", "deepspeed", "fsdp2"]
+    got = {k: (b["parallel"]["data"], b["parallel"]["tensor"], b["parallel"]["pipeline"], b["parallel"]["schedule"],
+               b["training"]["recompute"], round(b["step_time_s"], 2)) for k, b in per.items()}
+    assert got == {"megatron": (32, 4, 8, "interleaved", "selective", 18.82),
+                   "deepspeed": (16, 8, 8, "1f1b", "none", 20.42), "fsdp2": (16, 8, 8, "interleaved", "none", 19.72)}
+    parts = {k: r.estimate_of(next(row for _, row in r.fastest_per_runtime().iterrows() if row["framework"] == k))
+             .breakdown for k in per}
+    assert round(per["fsdp2"]["memory_bytes_per_device"] / 1e9, 1) == 66.3
+    assert (round(parts["fsdp2"]["tensor_parallel_comm_s"], 1), round(parts["megatron"]["tensor_parallel_comm_s"], 2)) \
+        == (2.1, 0.86)
+    assert (round(parts["deepspeed"]["bubble_s"], 2), round(parts["fsdp2"]["bubble_s"], 2)) == (1.32, 0.33)
+    assert round(parts["deepspeed"]["data_parallel_exposed_s"], 2) == 0.48
+    assert parts["deepspeed"]["overlap_interference_s"] == 0.0  # nothing overlaps under its pipeline engine
+    for figure in ("18.82 s", "19.72 s", "20.42 s", "66.3 GB", "2.1 s", "0.86 s", "1.32 s", "0.33 s", "0.48 s"):
+        assert figure in LAYOUT.split("## Which runtime")[1], figure
+
+
 def test_serving_page_quotes_the_sweep_s_answer():
     """docs/serving.md's Llama-2-7B fleet for 100 requests/s within 20 ms a token is README's command's answer."""
     page = (ROOT / "docs" / "serving.md").read_text()

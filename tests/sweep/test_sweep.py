@@ -132,6 +132,35 @@ def test_bad_ranges_name_the_field(kwargs, field):
         sweep({"model": "gpt2"}, 8)
 
 
+def test_a_sweep_over_runtimes_is_each_runtime_s_sweep_in_one_table():
+    """``training.framework`` as a list: each runtime swept, their layouts in one table; each row's estimate is the
+    sweep's, and the fastest under each runtime is that runtime's own sweep's fastest."""
+    each = {fw: sweep({**GPT2, "training": {"dtype": "fp16", "framework": fw}}, [8]) for fw in ("megatron", "fsdp2")}
+    both = sweep({**GPT2, "training": {"dtype": "fp16", "framework": ["megatron", "fsdp2"]}}, [8])
+    assert both.feasible == sum(r.feasible for r in each.values())
+    assert both.evaluated == sum(r.evaluated for r in each.values())
+    per = both.fastest_per_runtime()
+    assert list(per["framework"]) == ["megatron", "fsdp2"]
+    for _, row in per.iterrows():
+        assert row["step_time_s"] == each[row["framework"]].top(1)["step_time_s"].item()
+    for _, row in both.top(4).iterrows():
+        assert estimate(both.scenario(row)).step_time_s == row["step_time_s"]
+    out = both.to_dict(top=2)
+    assert out["frameworks"] == ["megatron", "fsdp2"] and len(out["per_framework"]) == 2
+    assert "frameworks" not in each["fsdp2"].to_dict(top=1)
+
+
+@pytest.mark.parametrize("frameworks, message", [
+    ([], "an empty list"), (["fsdp2", "fsdp2"], "'fsdp2' given twice"), (["fsdp3"], "unknown 'fsdp3'"),
+    ([2], "each entry names a runtime"),
+])
+def test_bad_runtime_lists_name_the_field(frameworks, message):
+    with pytest.raises(ValueError, match=rf"^training.framework: {message}"):
+        sweep({**GPT2, "training": {"framework": frameworks}}, 8)
+    with pytest.raises(ValueError, match=r"^training.framework: one runtime here"):
+        estimate({**GPT2, "parallel": {"data": 8, "global_batch": 64}, "training": {"framework": ["fsdp2"]}})
+
+
 def _cli(*args):
     return subprocess.run([sys.executable, "-m", "concurrency_model", *args], capture_output=True, text=True)
 
