@@ -54,6 +54,9 @@ def sweep_to_target(scenario, gpus, batches, target=None, hardware: dict | None 
     ([16, 32, 64], True)
     """
     raw = read_scenario(scenario)
+    if isinstance((raw.get("training") or {}).get("framework"), (list, tuple)):
+        raise ValueError("training.framework: one runtime for a time-to-target sweep (a list of runtimes is searched "
+                         "by the step-time sweep, without a target)")
     spec = target if target is not None else (raw.get("training") or {}).get("target")
     if spec is None:
         raise ValueError("training.target: a time-to-target sweep needs a target (an MLPerf benchmark or a CSV)")

@@ -10,6 +10,7 @@ import pytest
 
 from concurrency_model.training.estimate import estimate
 from concurrency_model.sweep import sweep
+from concurrency_model.sweep.to_target import sweep_to_target
 
 GPT2 = {"model": "gpt2", "cluster": "dgx-a100", "parallel": {"global_batch": 64}, "training": {"dtype": "fp16"}}
 
@@ -159,6 +160,8 @@ def test_bad_runtime_lists_name_the_field(frameworks, message):
         sweep({**GPT2, "training": {"framework": frameworks}}, 8)
     with pytest.raises(ValueError, match=r"^training.framework: one runtime here"):
         estimate({**GPT2, "parallel": {"data": 8, "global_batch": 64}, "training": {"framework": ["fsdp2"]}})
+    with pytest.raises(ValueError, match=r"^training.framework: one runtime for a time-to-target sweep"):
+        sweep_to_target({**GPT2, "training": {"framework": ["fsdp2"], "target": "bert"}}, 8, [32, 64])
 
 
 def _cli(*args):
