@@ -32,7 +32,8 @@ from .ops.routing import check_imbalance
 from .parallel.batch_size import DEFAULT_CEILING
 from .parallel.recompute import recompute_modules
 from .parallel.runtime import (FP8_RECIPES, FRAMEWORKS, REDUCE_DTYPES, cuda_graph_scopes, default_framework,
-                               kernel_policies, overlaps, runs_schedule, runs_with, runtime_of)
+                               has_zero_stage, kernel_policies, overlaps, runs_schedule, runs_with,
+                               runtime_of)
 from .parallel.stage_layout import check_stage_layout
 from .units import DTYPE_BYTES, KV_DTYPES, WEIGHT_BYTES
 
@@ -153,6 +154,10 @@ class Training:
             raise ValueError(f"training.overlap: must be true, false or null (the runtime's own), got {tr.overlap!r}")
         if tr.zero_stage > 3:
             raise ValueError(f"training.zero_stage: must be 0, 1, 2 or 3, got {tr.zero_stage}")
+        if not has_zero_stage(tr.framework, tr.zero_stage) and tr.framework in FRAMEWORKS:
+            raise ValueError(f"training.zero_stage: {tr.framework} has no ZeRO-{tr.zero_stage} mode (its sharding "
+                             "strategies: NO_SHARD = 0, SHARD_GRAD_OP = 2, FULL_SHARD = 3); use 0, 2 or 3, or "
+                             "training.framework megatron / deepspeed")
         check_lora_base(tr.lora_rank, tr.lora_base_dtype)  # a quantized frozen base needs adapters
         # null: the runtime the ZeRO stage implies, resolved per layout (a sweep searches the stage)
         runtime_of(tr.framework or default_framework(tr.zero_stage), tr.bucket_bytes, tr.prefetch,

@@ -184,7 +184,8 @@ class Runtime:
     compute (``None``: unlimited, the ideal model; 0: serialised); ``regather_recompute``: the recomputed
     forward gathers its parameters again; ``list_copies``: ``d`` copy kernels and ``d`` views a call (list-form
     collectives); ``persist_elements``: parameters under this many elements stay gathered;
-    ``max_zero_with_pipeline``: the highest ZeRO stage it runs with pipeline stages; ``schedules``: the pipeline
+    ``zero_stages``: the ZeRO stages it has a mode for; ``max_zero_with_pipeline``: the highest ZeRO stage it runs
+    with pipeline stages; ``schedules``: the pipeline
     schedules its engine runs (empty: every one); ``overlap_from_zero``: the lowest ZeRO stage at which its gradient
     reduction overlaps the backward pass by default; ``pipeline_overlap``: whether anything overlaps with pipeline
     stages (:func:`overlaps`); ``reduce_bytes``: bytes a
@@ -211,6 +212,7 @@ class Runtime:
     regather_recompute: bool = False
     list_copies: bool = False
     persist_elements: float = 0.0
+    zero_stages: tuple = (0, 1, 2, 3)
     max_zero_with_pipeline: int = 3
     schedules: tuple = ()
     overlap_from_zero: int = 0
@@ -263,12 +265,16 @@ PROFILES = {
                              persist_elements=1e5, max_zero_with_pipeline=1, copy_bytes=(3.0, 4.0),
                              bucket_copy_bytes=2.0, regather_persistent=True, schedules=("1f1b",),
                              overlap_from_zero=3, pipeline_overlap=False),
-    "fsdp": Runtime("fsdp", gather="block", reduce="block", prefetch=1),
+    # PyTorch FSDP's sharding strategies (torch/distributed/fsdp/api.py ShardingStrategy): NO_SHARD (replicated, as
+    # DDP: ZeRO 0), SHARD_GRAD_OP (parameters kept gathered from the forward to the backward: ZeRO 2), FULL_SHARD
+    # (ZeRO 3); none shards the optimizer state alone (ZeRO 1). FSDP2's fully_shard the same: reshard_after_forward
+    # False (2) or True (3), replicate (0)
+    "fsdp": Runtime("fsdp", gather="block", reduce="block", prefetch=1, zero_stages=(0, 2, 3)),
     # torchtitan's FSDP2 reduces in fp32 (job config mixed_precision_reduce = "float32", pytorch/torchtitan)
     # torchtitan: per-op selective checkpointing (parallelize_llama.py _save_list), torchao float8 (float8.py)
     # FSDP2's copy-out after each gather and copy-in before each reduce-scatter, on the compute stream (module doc)
     "fsdp2": Runtime("fsdp2", gather="block", reduce="block", prefetch=1, reduce_bytes=4, selective="op",
-                     float8="torchao", inline_gather_bytes=2.0, inline_reduce_copy=True),
+                     float8="torchao", inline_gather_bytes=2.0, inline_reduce_copy=True, zero_stages=(0, 2, 3)),
 }
 
 
@@ -317,6 +323,17 @@ def runs_with(framework: str | None, zero_stage: int, pipeline: int) -> bool:
     """
     rt = PROFILES.get(framework or default_framework(zero_stage))
     return rt is None or pipeline == 1 or zero_stage <= rt.max_zero_with_pipeline
+
+
+def has_zero_stage(framework: str | None, zero_stage: int) -> bool:
+    """Whether the runtime (``None``: the one the ZeRO stage implies) has a mode for ZeRO stage ``zero_stage``
+    (FSDP and FSDP2 shard the optimizer state only with the gradients: no stage 1).
+
+    >>> has_zero_stage("fsdp2", 1), has_zero_stage("fsdp2", 2), has_zero_stage("megatron", 1), has_zero_stage(None, 1)
+    (False, True, True, True)
+    """
+    rt = PROFILES.get(framework or default_framework(zero_stage))
+    return rt is None or zero_stage in rt.zero_stages
 
 
 def runs_schedule(framework: str | None, zero_stage: int, pipeline: int, schedule: str) -> bool:

@@ -35,7 +35,7 @@ from collections import Counter
 from itertools import product
 from math import isqrt
 
-from ..parallel.runtime import runs_schedule, runs_with
+from ..parallel.runtime import has_zero_stage, runs_schedule, runs_with
 from ..training.workload import Workload, transformer_shape
 
 SEARCHED = ("tensor", "pipeline", "context", "context_algorithm", "expert", "microbatch_size", "schedule",
@@ -181,6 +181,9 @@ def _pipelines(w, out, rejected, given, fixed, gpus, global_batch, t, c, algorit
                             continue
                         if w.expert_overlap and p > 1 and v == 1:  # scenario.py's check
                             rejected["expert_overlap: needs interleaved stages when pipelined"] += 1
+                            continue
+                        if not has_zero_stage(fixed.get("framework"), zero):
+                            rejected["zero_stage: the runtime has no mode for this ZeRO stage"] += 1
                             continue
                         if not runs_with(fixed.get("framework"), zero, p):
                             rejected["zero_stage: the runtime runs ZeRO-2 and -3 without pipeline stages"] += 1

@@ -8,14 +8,14 @@ from dataclasses import replace
 import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from concurrency_model import estimate
 from concurrency_model.hardware.clusters import load_cluster
 from concurrency_model.training.workload import workload
-from concurrency_model.parallel.runtime import (HOST_COPY_S, HOST_GATHER_COPY_S, HOST_VIEW_S, PROFILES, overlaps,
-                                               runtime_of, units)
+from concurrency_model.parallel.runtime import (HOST_COPY_S, HOST_GATHER_COPY_S, HOST_VIEW_S, PROFILES,
+                                               has_zero_stage, overlaps, runtime_of, units)
 from concurrency_model.sweep import sweep
 from concurrency_model.parallel.triples import collective_triple, triple_seconds
 
@@ -242,6 +242,7 @@ def test_sweep_names_the_runner_up_and_what_separates_it():
        bucket=st.sampled_from([None, 2**20, 2**26]))
 def test_a_runtime_is_never_faster_than_the_ideal_model(framework, zero, data, tensor, recompute, overlap, micro,
                                                         bucket):
+    assume(has_zero_stage(framework, zero))  # FSDP has no ZeRO-1 mode (refused: test_fsdp_has_no_zero_1)
     sc = {"model": {"kind": "gpt", "layers": 4, "hidden": 512, "heads": 8, "seq_len": 256, "vocab": 8192},
           "parallel": {"data": data, "tensor": tensor, "microbatch_size": micro, "global_batch": data * micro * 2},
           "training": {"zero_stage": zero, "recompute": recompute, "overlap": overlap, "framework": "ideal"}}
@@ -319,3 +320,17 @@ def test_sweep_under_deepspeed_pipelines_with_1f1b_only():
     piped = res.layouts[res.layouts["pipeline"] > 1]
     assert len(piped) and set(piped["schedule"]) == {"1f1b"}
     assert res.rejected["schedule: the runtime's pipeline engine runs 1f1b only"] > 0
+
+
+@pytest.mark.parametrize("framework", ["fsdp", "fsdp2"])
+def test_fsdp_has_no_zero_1(framework):
+    """PyTorch FSDP's sharding strategies are NO_SHARD, SHARD_GRAD_OP and FULL_SHARD (ZeRO 0, 2, 3): none shards the
+    optimizer state alone; FSDP2's fully_shard the same. A scenario asking for it is refused, a sweep skips it."""
+    assert [has_zero_stage(framework, z) for z in range(4)] == [True, False, True, True]
+    with pytest.raises(ValueError, match=rf"^training.zero_stage: {framework} has no ZeRO-1 mode"):
+        estimate({"model": SMALL_GPT, "parallel": {"data": 8, "global_batch": 64},
+                  "training": {"framework": framework, "zero_stage": 1}})
+    res = sweep({"model": SMALL_GPT, "cluster": "dgx-a100", "parallel": {"global_batch": 64},
+                 "training": {"framework": framework}}, gpus=[8])
+    assert set(res.layouts["zero_stage"]) == {0, 2, 3}
+    assert res.rejected["zero_stage: the runtime has no mode for this ZeRO stage"] > 0
