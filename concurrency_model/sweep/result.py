@@ -272,8 +272,9 @@ class SweepResult:
     def to_dict(self, top: int = 10) -> dict:
         """``best``: the ``top`` fastest configurations; ``per_gpus``: the fastest at each GPU count;
         ``runner_up``: the fastest of another layout and what separates it from the best (:meth:`runner_up`);
-        ``frameworks`` and ``per_framework``: the runtimes searched and the fastest under each, in a sweep over
-        several (:meth:`of_runtimes`, :meth:`fastest_per_runtime`)."""
+        ``frameworks`` and ``per_framework``: the runtimes with a feasible layout and the fastest under each, in a
+        sweep over several (:meth:`of_runtimes`, :meth:`fastest_per_runtime`; a runtime that refused the scenario is
+        among ``rejected``, with its reason)."""
         ru = self.runner_up()
         searched = list(dict.fromkeys(self.layouts["framework"])) if "framework" in self.layouts.columns else None
         return {"evaluated": self.evaluated, "feasible": self.feasible, "elapsed_s": self.elapsed_s,
