@@ -176,7 +176,9 @@ def sweep(scenario, gpus, top: int | None = None, hardware: dict | None = None, 
     # with a run, the step's waits too: the busy share prices its energy (:func:`..parallel.run.busy_share`)
     outs = ("step", "bubble", "host_wait", "straggler_wait") if busy is not None else ("step",)
     # the overlap is the runtime's where training.overlap is null (DeepSpeed's differs by ZeRO stage and pipeline)
-    overlap = [overlaps(tr.framework, int(z), int(p), tr.overlap) for z, p in zip(lay["zero_stage"], lay["pipeline"])]
+    zp = list(zip(lay["zero_stage"].astype(int), lay["pipeline"].astype(int)))
+    known = {k: overlaps(tr.framework, *k, tr.overlap) for k in set(zp)}  # once a (stage, pipeline) pair
+    overlap = [known[k] for k in zp]
     groups = [(step_fn(schedule, int(zero), bool(ov), outs), int(zero), idx)
               for (schedule, zero, ov), idx in lay.assign(_overlap=overlap)
               .groupby(["schedule", "zero_stage", "_overlap"]).indices.items()]

@@ -211,12 +211,10 @@ class SweepResult:
         if "framework" not in self.layouts.columns:
             return self.rows(np.array([], dtype=int))
         flat = self.step_time_s.ravel()
-        runtime = np.repeat(self.layouts["framework"].to_numpy(), self.step_time_s.shape[1])
-        order = np.argsort(flat, kind="stable")
-        first = {}
-        for i in order:
-            first.setdefault(runtime[i], i)
-        return self.rows(np.array([first[k] for k in dict.fromkeys(self.layouts["framework"]) if k in first]))
+        names = list(dict.fromkeys(self.layouts["framework"]))  # the order given
+        code = np.repeat(self.layouts["framework"].map(names.index).to_numpy(), self.step_time_s.shape[1])
+        order = np.lexsort((flat, code))  # by runtime, then step time: the first of each runtime is its fastest
+        return self.rows(order[np.unique(code[order], return_index=True)[1]])
 
     def against(self, layout: dict) -> dict | None:
         """The fastest configuration of another layout than ``layout`` (a row or dict with the
