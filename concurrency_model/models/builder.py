@@ -205,7 +205,8 @@ class Builder:
     def linear(self, x, c_out, bias=True, tied: bool = False, split: str | None = None, name=None):
         """Fully connected layer on the last dimension; ``tied`` shares its weight with another layer
         (e.g. GPT's output layer and token embedding): its weight is not counted again, its bias is (BERT's
-        MLM decoder, Devlin et al. 2019, has a bias of its own on the tied weight). ``split``
+        MLM decoder, Devlin et al. 2019, has a bias of its own on the tied weight); the node carries ``tied``
+        (a pipeline that puts the two layers on different stages keeps a copy of the weight on each). ``split``
         says how tensor parallelism cuts it (Shoeybi et al. 2019 §3): ``column`` (outputs) or ``row``
         (inputs)."""
         s = self.shape(x)
@@ -215,7 +216,7 @@ class Builder:
             cost = OpCost(cost.op, cost.forward.with_(params=c_out if bias else 0), cost.grad_input, cost.grad_weight,
                           cost.source)
         return self.node("linear", x, (*s[:-1], c_out), cost, name, rows_per_sample=math.prod(s[:-1]), c_in=s[-1],
-                         c_out=c_out, split=split)
+                         c_out=c_out, split=split, **({"tied": True} if tied else {}))
 
     def dropout(self, x, name=None):
         s = self.shape(x)

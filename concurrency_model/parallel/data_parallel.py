@@ -211,9 +211,10 @@ class DataParallelMixin:
         runtime = runtime_of(runtime[0] or default_framework(zero), *runtime[1:])
         # DeepSpeed's BF16_Optimizer folds every microbatch's gradients into fp32, whatever d (:meth:`fp32_accumulation`)
         x_acc = (self.fp32_accumulation(runtime, zero, t, p), 0.0, 0.0)
+        emb = self.tied_sync(runtime, t, p, d)
         if d == 1 and not (self.fc_only and t > 1):
             return {**dict.fromkeys(("ar", "rs", "ag", "agb", "last_ar", "last_rs"), ZERO_TRIPLE), "x_dp": x_acc,
-                    "kappa": 0.0}
+                    "emb": emb, "kappa": 0.0}
         # ranks of one data-parallel group per node: the largest divisor of d that fits beside the tensor ranks
         rpn, sharing = group_placement(self.cluster.domain_gpus, t, d)
         params_dev = self.trainable_params / (t * p)  # the gradients: of every parameter, or of LoRA's adapters
@@ -250,10 +251,31 @@ class DataParallelMixin:
             gathers = 3 if runtime.regather_recompute and recompute == "full" else 2
             wire = runtime.reduce_bytes or self.grad_bytes
             x_dp = (x_dp[0] + self.inline_copies(runtime, t, p, d, gathers, wire), x_dp[1], x_dp[2])
-        return {"ar": ar, "rs": rs, "ag": ag, "agb": agb, "x_dp": x_dp, "last_ar": last_ar,
+        return {"ar": ar, "rs": rs, "ag": ag, "agb": agb, "x_dp": x_dp, "emb": emb, "last_ar": last_ar,
                 "last_rs": self._coll("reduce_scatter", bucket, d, rpn, sharing),
                 # the overlap interference of the tier the group's traffic crosses
                 "kappa": (self.cluster.inter if d > rpn else self.cluster.intra).overlap_slowdown}
+
+    def tied_sync(self, runtime: Runtime, t: int, p: int, d: int) -> tuple:
+        """Triple of the all-reduce of a tied embedding's gradient between the first pipeline stage (the embedding) and
+        the last (its copy as the output layer, :meth:`~.workload.Workload.tied_params`), once a step after the
+        data-parallel reduction and before the optimizer step, outside the passes (exposed): Megatron-Core's
+        ``_allreduce_word_embedding_grads`` over the embedding group of the two stages (NVIDIA/Megatron-LM @ d98e8a64
+        ``megatron/core/distributed/finalize_model_grads.py``, after ``finish_grad_sync``) and DeepSpeed's pipeline
+        engine's ``ReduceTiedGrads`` (microsoft/DeepSpeed @ 38327e0 ``deepspeed/runtime/pipe/engine.py``
+        ``_exec_reduce_tied_grads``, ``pipe/module.py`` ``allreduce_tied_weight_gradients``; issued after the last
+        backward pass, ``pipe/schedule.py``). Each tensor rank reduces its ``1 / t`` share in the runtime's gradient
+        bytes (those of the data-parallel reduction). Each of the ``t x d`` first-stage ranks has its own partner;
+        when the ``t x d x p`` ranks of a pipeline fill more than an NVLink domain the two stages sit on different
+        nodes, the first stage's ranks of a node sharing its network [D]. Nothing without pipeline stages or a tied
+        output layer."""
+        if p == 1 or not self.tied_params:
+            return ZERO_TRIPLE
+        nbytes = self.tied_params / t * (runtime.reduce_bytes or self.grad_bytes)
+        domain = self.cluster.domain_gpus
+        if t * d * p <= domain:
+            return self._coll("allreduce", nbytes, 2, 2, 1)
+        return self._coll("allreduce", nbytes, 2, 1, min(t * d, domain))
 
     def _sync_triple(self, elements: float, d: int, rpn: int, sharing: int, sync: str, servers: int,
                      compression: str, topology: str = "ring", t: int = 1, p: int = 1) -> tuple:

@@ -25,7 +25,8 @@ PARTS = {"forward_s": "forward", "backward_s": "backward", "recompute_s": "recom
          "tensor_parallel_comm_s": "tensor-parallel comm", "expert_parallel_comm_s": "expert-parallel all-to-all",
          "context_parallel_comm_s": "context-parallel comm", "batch_norm_sync_s": "batch-norm sync",
          "pipeline_p2p_s": "pipeline p2p", "bubble_s": "pipeline bubble",
-         "data_parallel_exposed_s": "data-parallel comm (exposed)", "overlap_interference_s": "overlap interference",
+         "data_parallel_exposed_s": "data-parallel comm (exposed)", "embedding_sync_s": "tied embedding all-reduce",
+         "overlap_interference_s": "overlap interference",
          "optimizer_s": "optimizer", "host_wait_s": "host (kernel issue) wait", "straggler_wait_s": "straggler wait"}
 
 

@@ -429,7 +429,7 @@ def _features(w, lay: pd.DataFrame, state: np.ndarray, scales: dict,
            "v": lay["interleave"].to_numpy(dtype=float), "opt_w": w,
            "p2p_blocks": np.array([float(p2p_blocking(runtime_name(sync, z), s))
                                    for z, s in zip(zs, lay["schedule"])])}
-    for c in ("ar", "rs", "ag", "agb", "x_dp", "last_ar", "last_rs"):
+    for c in ("ar", "rs", "ag", "agb", "x_dp", "emb", "last_ar", "last_rs"):
         out[c] = np.array([x[c] for x in dp]).reshape(-1, 3)
     bn = np.array([w.batch_norm_sync(bn_channels[n], k[1], d) if batch_norm == "sync" else ZERO_TRIPLE
                    for k, n, d in zip(keys, at, ds)], dtype=float).reshape(-1, 3)
@@ -460,7 +460,8 @@ def _inputs(f: dict, i: np.ndarray, zero: int, scales: dict) -> dict:
         one = cp["c"] == 1
         c_cf, c_cb = np.where(one, 0.0, c_cf), np.where(one, 0.0, c_cb)
     triples = {**{k: f["tp"][k][f["at"]] for k in ("tp_f", "tp_b", "tp_r", "ep_f", "ep_b", "ep_r")}, "p2p": f["p2p"],
-               **{k: f[k] for k in ("ar", "rs", "ag", "agb", "x_dp", "last_ar", "last_rs", "bn_f", "bn_b", "bn_r")}}
+               **{k: f[k] for k in ("ar", "rs", "ag", "agb", "x_dp", "emb", "last_ar", "last_rs", "bn_f", "bn_b",
+                                    "bn_r")}}
     opt = f["opt_w"].optimizer_seconds(f["state"][i, None], scales["mem_bw"][None, :], scales["launch"][None, :])
     cons = f["consistency"]
     return assemble(f["tables"]["f"][at], f["tables"]["b"][at], f["tables"]["r"][at], triples, comm, zero,

@@ -10,7 +10,8 @@ context-parallel communication, forward and backward with recompute, :func:`.fea
 the stage-to-stage transfer ``t_p2p``, the degrees ``p, m, v``, the data-parallel collectives (``ar, rs, ag``:
 gradient allreduce, reduce-scatter, parameter allgather; ``agb``: ZeRO-3's gathers in the backward pass;
 ``x_dp``: the seconds a microbatch the runtime never overlaps, :mod:`.runtime`; ``last``: the last gradient
-bucket) and the optimizer step ``opt``. Composition
+bucket), the tied embedding's all-reduce between the first and last stages ``emb``
+(:meth:`.data_parallel.DataParallelMixin.tied_sync`: once a step, exposed) and the optimizer step ``opt``. Composition
 (DESIGN.md "How the pieces meet"):
 
 * pipeline: :func:`~.pipeline.step_time_expr` with ``t_f = c_f + c_tf + c_ef + c_cf + c_nf`` and
@@ -93,7 +94,7 @@ def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
     >>> e = step_expressions("1f1b", 0, False)
     >>> e["step"].subs({SYMBOLS["p"]: 1, SYMBOLS["h_f"]: 0, SYMBOLS["h_b"]: 0, SYMBOLS["straggle"]: 0,
     ...                 SYMBOLS["sync_frac"]: 1, SYMBOLS["x_dp"]: 0})
-    ar + m*(c_b + c_cb + c_cf + c_eb + c_ef + c_f + c_nb + c_nf + c_r + c_tb + c_tf) + opt
+    ar + emb + m*(c_b + c_cb + c_cf + c_eb + c_ef + c_f + c_nb + c_nf + c_r + c_tb + c_tf) + opt
     """
     s = {k: _SYM[k] for k in STEP_INPUTS}
     gpu_f = s["c_f"] + s["c_tf"] + s["c_ef"] + s["c_cf"] + s["c_nf"]
@@ -129,7 +130,9 @@ def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
         dp_exposed, interference = dp_total, sp.Integer(0)
     f = s["sync_frac"]
     straggler_wait = s["straggle"] * (step_pp + s["opt"])
-    return {"step": step_pp + s["opt"] + straggler_wait + f * (dp_exposed + interference), "step_pp": step_pp,
+    # the tied embedding's all-reduce between the first and last stages, after the data-parallel one (exposed)
+    return {"step": step_pp + s["opt"] + s["emb"] + straggler_wait + f * (dp_exposed + interference),
+            "step_pp": step_pp,
             "bubble": bubble, "p2p_exposed": p2p_exposed, "dp_total": f * dp_total, "dp_exposed": f * dp_exposed,
             "dp_interference": f * interference, "host_wait": m * (t_f - gpu_f + t_b - gpu_b),
             "straggler_wait": straggler_wait}

@@ -298,8 +298,9 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
 def assemble(c_f, c_b, c_r, triples: dict, comm, zero: int, p, m, v, opt, kappa, c_cf, c_cb, h_f=0.0, h_b=0.0,
              straggle=0.0, sync_frac=1.0, exposed: bool = False, c_w=0.0, p2p_blocks=False, fill=1.0) -> dict:
     """The inputs of :func:`.step.step_fn` from a stage's compute seconds and its communication
-    ``triples`` (``tp_f, tp_b, tp_r, ep_f, ep_b, ep_r, bn_f, bn_b, bn_r, p2p, ar, rs, ag, last_ar, last_rs``)
-    priced by ``comm``, the host issue seconds ``h_f``, ``h_b`` (:func:`host_seconds`) and the consistency factors
+    ``triples`` (``tp_f, tp_b, tp_r, ep_f, ep_b, ep_r, bn_f, bn_b, bn_r, p2p, ar, rs, ag, emb, last_ar, last_rs``;
+    ``emb``: the tied embedding's all-reduce) priced by ``comm``, the host issue seconds ``h_f``, ``h_b``
+    (:func:`host_seconds`) and the consistency factors
     (:func:`consistency_of`; ``exposed``: the whole allreduce is exposed, as its last bucket; ``c_w``: the
     weight-gradient seconds inside ``c_b``, :mod:`.compose`; ``p2p_blocks``: the runtime blocks on every pipeline
     exchange, :func:`.pipeline.p2p_blocking`, a bool or, from a sweep, an array of 0 / 1 per layout): shared by
@@ -315,7 +316,7 @@ def assemble(c_f, c_b, c_r, triples: dict, comm, zero: int, p, m, v, opt, kappa,
             "c_eb": comm(triples["ep_b"]), "c_nf": comm(triples["bn_f"]), "c_nb": comm(triples["bn_b"]),
             "c_cf": c_cf, "c_cb": c_cb, "t_p2p": t_p2p,
             "p": p, "m": m, "v": v, "ar": comm(triples["ar"]), "rs": comm(triples["rs"]), "ag": comm(triples["ag"]),
-            "agb": comm(triples["agb"]), "x_dp": comm(triples["x_dp"]),
+            "agb": comm(triples["agb"]), "x_dp": comm(triples["x_dp"]), "emb": comm(triples["emb"]),
             "last": comm(triples["ar"] if exposed else triples["last_ar"] if zero == 0 else triples["last_rs"]),
             "opt": opt, "kappa": kappa, "straggle": straggle, "sync_frac": sync_frac, "fill": fill}
 

@@ -25,8 +25,8 @@ def step_fn(schedule: str, zero_stage: int, overlap: bool, outputs: tuple = STEP
 
     >>> f = step_fn("gpipe", 0, False, ("step",))
     >>> ones = dict.fromkeys(STEP_INPUTS, 1.0) | {"straggle": 0.0, "p": 2.0, "m": 4.0}
-    >>> float(f(**ones)["step"])  # (m + p - 1)(t_f + t_b) + 2 (p - 1) t_p2p + opt + ar + m x_dp: 55 + 2 + 1 + 1 + 4
-    63.0
+    >>> float(f(**ones)["step"])  # (m + p - 1)(t_f + t_b) + 2 (p - 1) t_p2p + opt + emb + ar + m x_dp: 55+2+1+1+1+4
+    64.0
     """
     def build():  # on a cache miss only: the sympy expressions of :mod:`.compose`
         from .compose import SYMBOLS, step_expressions

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 STEP_INPUTS = ("c_f", "c_b", "c_r", "c_w", "c_tf", "c_tb", "c_ef", "c_eb", "c_cf", "c_cb", "c_nf", "c_nb", "t_p2p",
-               "p", "m", "v", "ar", "rs", "ag", "agb", "x_dp", "last", "opt", "kappa", "h_f", "h_b", "straggle",
+               "p", "m", "v", "ar", "rs", "ag", "agb", "x_dp", "emb", "last", "opt", "kappa", "h_f", "h_b", "straggle",
                "sync_frac", "fill")
 STEP_OUTPUTS = ("step", "step_pp", "bubble", "p2p_exposed", "dp_total", "dp_exposed", "dp_interference", "host_wait",
                 "straggler_wait")
@@ -28,7 +28,7 @@ def shape_of(values) -> tuple:
 # the breakdown's parts that add up to the step (the others are totals or the overlapped share beside them)
 STEP_PARTS = ("forward_s", "backward_s", "recompute_s", "tensor_parallel_comm_s", "expert_parallel_comm_s",
               "context_parallel_comm_s", "batch_norm_sync_s", "pipeline_p2p_s", "bubble_s", "data_parallel_exposed_s",
-              "overlap_interference_s", "optimizer_s", "host_wait_s", "straggler_wait_s")
+              "embedding_sync_s", "overlap_interference_s", "optimizer_s", "host_wait_s", "straggler_wait_s")
 
 
 def breakdown(inputs: dict, out: dict) -> dict:
@@ -49,11 +49,12 @@ def breakdown(inputs: dict, out: dict) -> dict:
          "bubble_s": out["bubble"], "data_parallel_comm_s": out["dp_total"],
          "data_parallel_exposed_s": out["dp_exposed"],
          "data_parallel_overlapped_s": np.maximum(0.0, out["dp_total"] - out["dp_exposed"]),
+         "embedding_sync_s": inputs["emb"] * np.ones_like(m),
          "overlap_interference_s": out["dp_interference"], "optimizer_s": inputs["opt"],
          "host_wait_s": out["host_wait"], "straggler_wait_s": out["straggler_wait"]}
     b["compute_s"] = b["forward_s"] + b["backward_s"] + b["recompute_s"]
     b["communication_s"] = (b["tensor_parallel_comm_s"] + b["expert_parallel_comm_s"] + b["context_parallel_comm_s"]
-                            + b["batch_norm_sync_s"] + out["p2p_exposed"] + out["dp_exposed"])
+                            + b["batch_norm_sync_s"] + out["p2p_exposed"] + out["dp_exposed"] + b["embedding_sync_s"])
     return b
 
 

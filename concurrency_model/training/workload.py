@@ -302,6 +302,17 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         stop = self.units()[next(i for i, x in enumerate(layers) if x is not None)][0]
         return float(sum(n.cost.params for n in nodes[:stop]))
 
+    @cached_property
+    def tied_params(self) -> float:
+        """Trained parameters of the output layers tied to an embedding (GPT's and BERT's decoder onto the
+        vocabulary: :meth:`..models.builder.Builder.linear` ``tied``), 0 under LoRA (a frozen embedding). With pipeline
+        stages the first holds the embedding and the last a copy of it as its output layer, and the runtime
+        all-reduces the two copies' gradients once a step (:meth:`.DataParallelMixin.data_parallel` ``emb``)."""
+        if self.lora_rank:
+            return 0.0
+        return float(sum(n.attrs["c_in"] * n.attrs["c_out"] for n in self.graph(1).layers()
+                         if n.kind == "linear" and n.attrs.get("tied")))
+
     @property
     def layer_count(self) -> int:
         """Most pipeline stages the model can be cut into (see :meth:`units`)."""

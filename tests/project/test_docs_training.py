@@ -136,7 +136,7 @@ def test_the_time_to_target_block_is_what_converge_prints():
             for b, g, step, sps, hours in re.findall(
                 r"^ +([\d,]+) +([\d,]+) +\S+ +([\d.]+) +([\d.]+) +[\d,]+ +([\d.]+) ", printed, re.M)}
     assert len(rows) == 15
-    assert rows[1536, 2048][0::2] == (10.08, 1.06)
+    assert rows[1536, 2048][0::2] == (10.09, 1.06)
     assert (rows[6144, 2048][2], rows[3072, 2048][2]) == (1.12, 1.01)
     assert round(100 * (rows[6144, 2048][1] / rows[3072, 2048][1] - 1)) == 4
     tokens = re.search(r"needs ([\d.]+)x the tokens", printed).group(1)
