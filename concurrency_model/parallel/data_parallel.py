@@ -194,7 +194,8 @@ class DataParallelMixin:
         all of ZeRO-3's gathers and reductions, which then leave ``ag``, ``agb`` and ``rs``, and the persistent tensors'
         gathering back, :meth:`persistent_regather`; a prefetching one:
         the first unit's gather of each pass), with ZeRO stage ``zero`` 3 only; and with DeepSpeed's ``BF16_Optimizer``
-        (ZeRO 0) its fp32 gradient accumulation, :meth:`fp32_accumulation`, whatever ``d``.
+        (ZeRO 0) its fp32 gradient accumulation, :meth:`fp32_accumulation`, whatever ``d``; ``emb``: a tied embedding's
+        all-reduce between the first and last pipeline stages (:meth:`tied_sync`), whatever ``d``.
 
         ``sync="parameter_server"`` replaces the gradient allreduce by a push and pull through ``servers``
         shards (0: one per worker, on the workers' GPUs; :func:`.distribution.ps_on_cluster`);

@@ -49,7 +49,7 @@ def breakdown(inputs: dict, out: dict) -> dict:
          "bubble_s": out["bubble"], "data_parallel_comm_s": out["dp_total"],
          "data_parallel_exposed_s": out["dp_exposed"],
          "data_parallel_overlapped_s": np.maximum(0.0, out["dp_total"] - out["dp_exposed"]),
-         "embedding_sync_s": inputs["emb"] * np.ones_like(m),
+         "embedding_sync_s": inputs["emb"],
          "overlap_interference_s": out["dp_interference"], "optimizer_s": inputs["opt"],
          "host_wait_s": out["host_wait"], "straggler_wait_s": out["straggler_wait"]}
     b["compute_s"] = b["forward_s"] + b["backward_s"] + b["recompute_s"]
