@@ -212,7 +212,7 @@ class DataParallelMixin:
         runtime = runtime_of(runtime[0] or default_framework(zero), *runtime[1:])
         # DeepSpeed's BF16_Optimizer folds every microbatch's gradients into fp32, whatever d (:meth:`fp32_accumulation`)
         x_acc = (self.fp32_accumulation(runtime, zero, t, p), 0.0, 0.0)
-        emb = self.tied_sync(runtime, t, p, d)
+        emb = self.tied_sync(runtime, t, p, d, zero)
         if d == 1 and not (self.fc_only and t > 1):
             return {**dict.fromkeys(("ar", "rs", "ag", "agb", "last_ar", "last_rs"), ZERO_TRIPLE), "x_dp": x_acc,
                     "emb": emb, "kappa": 0.0}
@@ -257,7 +257,7 @@ class DataParallelMixin:
                 # the overlap interference of the tier the group's traffic crosses
                 "kappa": (self.cluster.inter if d > rpn else self.cluster.intra).overlap_slowdown}
 
-    def tied_sync(self, runtime: Runtime, t: int, p: int, d: int) -> tuple:
+    def tied_sync(self, runtime: Runtime, t: int, p: int, d: int, zero: int = 0) -> tuple:
         """Triple of the all-reduce of a tied embedding's gradient between the first pipeline stage (the embedding) and
         the last (its copy as the output layer, :meth:`~.workload.Workload.tied_params`), once a step after the
         data-parallel reduction and before the optimizer step, outside the passes (exposed): Megatron-Core's
@@ -266,13 +266,16 @@ class DataParallelMixin:
         engine's ``ReduceTiedGrads`` (microsoft/DeepSpeed @ 38327e0 ``deepspeed/runtime/pipe/engine.py``
         ``_exec_reduce_tied_grads``, ``pipe/module.py`` ``allreduce_tied_weight_gradients``; issued after the last
         backward pass, ``pipe/schedule.py``). Each tensor rank reduces its ``1 / t`` share in the runtime's gradient
-        bytes (those of the data-parallel reduction). Each of the ``t x d`` first-stage ranks has its own partner;
-        when the ``t x d x p`` ranks of a pipeline fill more than an NVLink domain the two stages sit on different
-        nodes, the first stage's ranks of a node sharing its network [D]. Nothing without pipeline stages or a tied
-        output layer."""
+        bytes (those of the data-parallel reduction; DeepSpeed's ``BF16_Optimizer`` reduces the fp32 copy,
+        ``_hp_grad``, in the same ``_exec_reduce_tied_grads``). Each of the ``t x d`` first-stage ranks has its own
+        partner; when the ``t x d x p`` ranks of a pipeline fill more than an NVLink domain the two stages sit on
+        different nodes, the first stage's ranks of a node sharing its network [D]. Nothing without pipeline stages
+        or a tied output layer."""
         if p == 1 or not self.tied_params:
             return ZERO_TRIPLE
-        nbytes = self.tied_params / t * (runtime.reduce_bytes or self.grad_bytes)
+        fp32 = bf16_optimizer(runtime.name, state_dtype(self.dtype), zero)
+        wire = 4 if fp32 else runtime.reduce_bytes or self.grad_bytes
+        nbytes = self.tied_params / t * wire
         domain = self.cluster.domain_gpus
         if t * d * p <= domain:
             return self._coll("allreduce", nbytes, 2, 2, 1)

@@ -38,6 +38,15 @@ def test_two_rank_all_reduce_of_a_tensor_ranks_share(t, d, p, rpn, sharing):
     assert (got[1] > 0) == (rpn == 2) and (got[2] > 0) == (rpn == 1)  # NVLink inside a node, else the network
 
 
+def test_deepspeed_bf16_optimizer_reduces_the_fp32_copy():
+    """DeepSpeed's BF16_Optimizer (ZeRO 0, bf16) reduces the tied weight's fp32 gradient: twice Megatron's bytes."""
+    w = _workload(t=1, p=2, d=1)
+    fp32 = w.data_parallel(1, 2, 1, runtime=("deepspeed",), zero=0)["emb"]
+    assert fp32 == pytest.approx(collective_triple("allreduce", GPT2_TIED * 4, 2, w.cluster, 2, 1))
+    assert w.data_parallel(1, 2, 1, runtime=("deepspeed",), zero=1)["emb"] == pytest.approx(
+        collective_triple("allreduce", GPT2_TIED * 2, 2, w.cluster, 2, 1))
+
+
 def test_nothing_without_stages_or_a_tied_layer():
     w = _workload(p=1)
     assert w.data_parallel(1, 1, 2, runtime=("megatron",))["emb"] == ZERO_TRIPLE
