@@ -396,6 +396,13 @@ class Scenario:
         p = self.parallel
         return p.global_batch // (p.data * p.microbatch_size)
 
+    @property
+    def overlap(self) -> bool:
+        """Whether the step's data-parallel collectives overlap its compute: ``training.overlap``, or (null) the
+        runtime's own (:func:`.parallel.runtime.overlaps`)."""
+        tr = self.training
+        return overlaps(tr.framework, tr.zero_stage, self.parallel.pipeline, tr.overlap)
+
 
 def _section(given, name: str, defaults: dict) -> dict:
     """A section's object with the defaults filled in, each field checked against its default's kind, its

@@ -298,9 +298,15 @@ def kernel_policies(framework: str | None, zero_stage: int = 0,
     >>> kernel_policies("megatron")[:3], round(kernel_policies("megatron")[3] * 1e6, 1), kernel_policies("megatron")[4]
     (('attention', 'te-mcore', True), 28.3, (('alltoall', 31), ('deepep', 17), ('hybridep', 17)))
     """
-    rt = PROFILES.get(framework or default_framework(zero_stage), PROFILES["ideal"])
+    rt = _profile(framework, zero_stage) or PROFILES["ideal"]
     casts = rt.float8 + "-rowwise" if rt.float8 == "torchao" and fp8_recipe == "rowwise" else rt.float8
     return rt.selective, casts, rt.moe_sync, rt.expert_launch_s, rt.router_kernels
+
+
+def _profile(framework: str | None, zero_stage: int) -> Runtime | None:
+    """The :class:`Runtime` of ``framework`` (``None``: the one ZeRO stage ``zero_stage`` implies); ``None`` for an
+    unknown name (the scenario check names it)."""
+    return PROFILES.get(framework or default_framework(zero_stage))
 
 
 def default_framework(zero_stage: int) -> str:
@@ -321,7 +327,7 @@ def runs_with(framework: str | None, zero_stage: int, pipeline: int) -> bool:
     >>> runs_with(None, 3, 2), runs_with("fsdp2", 3, 2), runs_with("deepspeed", 1, 8)
     (False, True, True)
     """
-    rt = PROFILES.get(framework or default_framework(zero_stage))
+    rt = _profile(framework, zero_stage)
     return rt is None or pipeline == 1 or zero_stage <= rt.max_zero_with_pipeline
 
 
@@ -332,7 +338,7 @@ def has_zero_stage(framework: str | None, zero_stage: int) -> bool:
     >>> has_zero_stage("fsdp2", 1), has_zero_stage("fsdp2", 2), has_zero_stage("megatron", 1), has_zero_stage(None, 1)
     (False, True, True, True)
     """
-    rt = PROFILES.get(framework or default_framework(zero_stage))
+    rt = _profile(framework, zero_stage)
     return rt is None or zero_stage in rt.zero_stages
 
 
@@ -345,7 +351,7 @@ def runs_schedule(framework: str | None, zero_stage: int, pipeline: int, schedul
     >>> runs_schedule("deepspeed", 1, 1, "gpipe"), runs_schedule("deepspeed", 1, 4, "1f1b")
     (True, True)
     """
-    rt = PROFILES.get(framework or default_framework(zero_stage))
+    rt = _profile(framework, zero_stage)
     return rt is None or pipeline == 1 or not rt.schedules or schedule in rt.schedules
 
 
@@ -361,7 +367,7 @@ def overlaps(framework: str | None, zero_stage: int, pipeline: int, overlap: boo
     """
     if overlap is not None:
         return bool(overlap)
-    rt = PROFILES.get(framework or default_framework(zero_stage))
+    rt = _profile(framework, zero_stage)
     if rt is None:
         return True
     return (pipeline == 1 or rt.pipeline_overlap) and zero_stage >= rt.overlap_from_zero

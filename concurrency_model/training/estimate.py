@@ -77,7 +77,7 @@ import numpy as np
 
 from .. import compiled, uncertainty
 from ..parallel.batch_size import BatchRegion
-from ..parallel.runtime import default_framework, overlaps
+from ..parallel.runtime import default_framework
 from ..scenario import CURRENCY, Scenario, Training, load_scenario
 from ..uncertainty import SAMPLES
 from .keys import scenario_key, stable_model
@@ -243,12 +243,11 @@ def estimate(scenario) -> Estimate:
     par, tr = sc.parallel, sc.training
     rec = prepared(sc)  # the numbers of the scenario alone, memoised (:func:`prepared`)
     inputs, mem = rec["inputs"], dict(rec["memory"])
-    overlap = overlaps(tr.framework, tr.zero_stage, par.pipeline, tr.overlap)  # null: the runtime's own
-    out = {k: float(x) for k, x in step_fn(par.schedule, tr.zero_stage, overlap)(**inputs).items()}
+    out = {k: float(x) for k, x in step_fn(par.schedule, tr.zero_stage, sc.overlap)(**inputs).items()}
     parts = {k: float(x) for k, x in breakdown(inputs, out).items()}
     # the step from the function the sweep evaluates (the step alone: its own common subexpressions, so its own
     # order of additions), so that a configuration's step time is the sweep's to the last bit
-    step = float(step_fn(par.schedule, tr.zero_stage, overlap, ("step",))(**inputs)["step"])
+    step = float(step_fn(par.schedule, tr.zero_stage, sc.overlap, ("step",))(**inputs)["step"])
     model_flop = rec["model_flop"]
     run = None
     if sc.run:

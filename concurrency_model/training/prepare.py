@@ -22,7 +22,7 @@ from ..parallel.host import host_per_kernel, host_seconds
 from ..parallel.lora import check_lora
 from ..parallel.pipeline import blocking_p2p_factor, p2p_blocking, p2p_scatter_gather
 from ..parallel.recompute import check_modules, recompute_modules
-from ..parallel.runtime import default_framework, kernel_policies, overlaps
+from ..parallel.runtime import default_framework, kernel_policies
 from ..scenario import Scenario, Training, check_interleaved, load_scenario
 from ..uncertainty import band_of, draws
 from ..units import state_dtype
@@ -89,9 +89,7 @@ def step_band(sc: Scenario, w, stage: dict, state, key: tuple, scales: dict | No
     """10th and 90th percentile of the step time over the spread of the fitted constants, around the
     hardware ``scales`` (default: the presets as they are): :func:`band_inputs` through the step function,
     :func:`~concurrency_model.uncertainty.band_of`."""
-    tr = sc.training
-    fn = step_fn(sc.parallel.schedule, tr.zero_stage, overlaps(tr.framework, tr.zero_stage, sc.parallel.pipeline,
-                                                               tr.overlap), ("step",))
+    fn = step_fn(sc.parallel.schedule, sc.training.zero_stage, sc.overlap, ("step",))
     return band_of(fn(**band_inputs(sc, w, stage, state, key, scales))["step"])
 
 
@@ -362,8 +360,7 @@ def step_expression(scenario) -> tuple[sp.Expr, dict]:
                          sync=sync_of(sc), host=sc.training.host_overhead_s, host_wait=host_wait,
                          consistency=consistency_of(sc.training, d * sc.parallel.context),
                          batch_norm=sc.training.batch_norm, schedule=sc.parallel.schedule)
-    tr = sc.training
-    expr = compose.step_expressions(sc.parallel.schedule, zero, overlaps(tr.framework, zero, p, tr.overlap))["step"]
+    expr = compose.step_expressions(sc.parallel.schedule, zero, sc.overlap)["step"]
     expr = expr.xreplace({compose.SYMBOLS[k]: sp.sympify(x) for k, x in inputs.items()})
     values = {sym: (m if k == "m" else 1) for k, sym in s.items()}
     return expr, values
