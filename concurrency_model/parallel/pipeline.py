@@ -53,21 +53,34 @@ T_B = sp.Symbol("t_b", nonnegative=True)  # backward of one microbatch on the sl
 T_P2P = sp.Symbol("t_p2p", nonnegative=True)  # one stage-to-stage activation (or gradient) transfer, s
 T_W = sp.Symbol("t_w", nonnegative=True)  # the weight-gradient part of T_B (zb-h1), s
 
-#: runtimes that exchange pipeline activations as Megatron's ``_communicate`` does (Megatron-DeepSpeed @ 2255b617,
-#: ``megatron/p2p_communication.py``; Megatron-LM's of 2021 the same): each tensor-parallel rank sends ``1 / t`` of a
-#: replicated boundary activation and the receiving stage all-gathers the pieces over its tensor group (the
-#: scatter/gather optimisation of Narayanan et al. 2021 §4.1: ``split_tensor_into_1d_equal_chunks`` before the send,
-#: ``gather_split_1d_tensor`` after it, on unless ``--no-scatter-gather-tensors-in-pipeline``), and every exchange
-#: blocks: ``req.wait()`` on each ``batch_isend_irecv`` request, then ``synchronize()`` of the device ("to protect
-#: against race condition"), so no transfer overlaps a microbatch's compute (:func:`blocking_p2p_factor`)
-MEGATRON_P2P_RUNTIMES: tuple[str, ...] = ("megatron",)
+#: runtimes that scatter a stage-boundary activation (and its gradient) over the tensor-parallel ranks: each rank sends
+#: ``1 / t`` of the replicated tensor and the receiving stage all-gathers the pieces over its tensor group (the
+#: scatter/gather optimisation of Narayanan et al. 2021 §4.1). Megatron: Megatron-DeepSpeed @ 2255b617
+#: ``megatron/p2p_communication.py`` (``split_tensor_into_1d_equal_chunks`` before the send,
+#: ``gather_split_1d_tensor`` after it, on unless ``--no-scatter-gather-tensors-in-pipeline``; Megatron-LM's of 2021
+#: the same). DeepSpeed's pipeline engine: ``pipe_partitioned`` and ``grad_partitioned``, both on by default whenever
+#: the model is tensor parallel (microsoft/DeepSpeed @ 38327e0 ``deepspeed/runtime/config.py`` defaults,
+#: ``deepspeed/runtime/pipe/engine.py`` ``_exec_forward_pass`` / ``_exec_send_grads``: a ``PartitionedTensor`` of the
+#: slice-parallel group, ``.full()`` on receipt; partitioned since the engine's first commit, 65c2f974, 2020-09, the
+#: switch added in c2074b34, 2023-11)
+SCATTER_GATHER_P2P_RUNTIMES: tuple[str, ...] = ("megatron", "deepspeed")
+#: how each runtime's 1F1B exchanges block (:func:`p2p_blocking`): ``BATCHED`` (Megatron: a stage's send and receive
+#: of an exchange go out together in one ``batch_isend_irecv``, then ``req.wait()`` and a device ``synchronize()``
+#: "to protect against race condition", Megatron-DeepSpeed @ 2255b617 ``_communicate``) or ``SERIAL`` (DeepSpeed's
+#: pipeline engine: each ``SendActivation``, ``RecvActivation``, ``SendGrad`` and ``RecvGrad`` command is its own
+#: blocking ``dist.send`` / ``dist.recv``, whose ``wait()`` holds the compute stream until the transfer is done,
+#: microsoft/DeepSpeed @ 38327e0 ``deepspeed/runtime/pipe/p2p.py``, ``schedule.py`` ``TrainSchedule.steps``)
+BATCHED, SERIAL = 1, 2
+BLOCKING_P2P_RUNTIMES: dict[str, int] = {"megatron": BATCHED, "deepspeed": SERIAL}
 #: the schedules Megatron runs (NVIDIA/Megatron-LM @ d98e8a6 ``megatron/core/pipeline_parallel/schedules.py``:
 #: ``forward_backward_pipelining_without_interleaving``, 1F1B, and ``..._with_interleaving``) and ZB-H1, whose
 #: implementation is a fork of Megatron-LM (Qi et al. 2024, sail-sg/zero-bubble-pipeline-parallelism, as recalled);
-#: GPipe's and PipeDream's are other runtimes' (torchgpipe, PipeDream), whose exchanges this model does not block
+#: DeepSpeed's engine runs 1F1B only (its ``TrainSchedule``); GPipe's and PipeDream's are other runtimes'
+#: (torchgpipe, PipeDream), whose exchanges this model does not block
 MEGATRON_SCHEDULES: tuple[str, ...] = ("1f1b", "interleaved", "zb-h1")
 
-__all__ = ["SCHEDULES", "MEGATRON_P2P_RUNTIMES", "MEGATRON_SCHEDULES", "p2p_scatter_gather", "p2p_blocking",
+__all__ = ["SCHEDULES", "SCATTER_GATHER_P2P_RUNTIMES", "BLOCKING_P2P_RUNTIMES", "BATCHED", "SERIAL",
+           "MEGATRON_SCHEDULES", "p2p_scatter_gather", "p2p_blocking", "blocking_p2p_transfers",
            "blocking_p2p_factor",
            "partition", "partition_graph", "step_time_expr", "step_time", "bubble_time",
            "bubble_fraction", "bubble_fraction_of_step", "in_flight_microbatches", "timeline",
@@ -77,50 +90,78 @@ __all__ = ["SCHEDULES", "MEGATRON_P2P_RUNTIMES", "MEGATRON_SCHEDULES", "p2p_scat
 def p2p_scatter_gather(framework: str) -> bool:
     """Whether ``training.framework`` sends a pipeline boundary activation scattered over the tensor-parallel ranks:
     each of the ``t`` ranks sends its ``1 / t`` of the tensor to its peer on the next stage, which all-gathers
-    the ``t`` pieces over the tensor group (Narayanan et al. 2021 §4.1, "scatter/gather communication
-    optimization"; Megatron-DeepSpeed @ 2255b617 ``megatron/p2p_communication.py``, the default): the runtimes of
-    :data:`MEGATRON_P2P_RUNTIMES`. The ideal model, DeepSpeed's pipeline engine and FSDP send the whole tensor [D].
+    the ``t`` pieces over the tensor group: the runtimes of :data:`SCATTER_GATHER_P2P_RUNTIMES` (Megatron's and
+    DeepSpeed's pipeline engine). The ideal model and FSDP send the whole tensor [D].
 
-    >>> p2p_scatter_gather("megatron"), p2p_scatter_gather("ideal")
-    (True, False)
+    >>> p2p_scatter_gather("megatron"), p2p_scatter_gather("deepspeed"), p2p_scatter_gather("ideal")
+    (True, True, False)
     """
-    return framework in MEGATRON_P2P_RUNTIMES
+    return framework in SCATTER_GATHER_P2P_RUNTIMES
 
 
-def p2p_blocking(framework: str, schedule: str = "1f1b") -> bool:
-    """Whether ``training.framework`` blocks on every pipeline exchange of ``schedule`` (waits for its requests and
-    synchronises the device, Megatron-DeepSpeed @ 2255b617 ``megatron/p2p_communication.py`` ``_communicate``): the
-    runtimes of :data:`MEGATRON_P2P_RUNTIMES` on the schedules of :data:`MEGATRON_SCHEDULES`; the step then pays
-    :func:`blocking_p2p_factor` times the transfers of the ideal schedule.
+def p2p_blocking(framework: str, schedule: str = "1f1b") -> int:
+    """How ``training.framework`` blocks on the pipeline exchanges of ``schedule``: 0 (they overlap compute),
+    :data:`BATCHED` (Megatron, on the schedules of :data:`MEGATRON_SCHEDULES`) or :data:`SERIAL` (DeepSpeed's
+    pipeline engine, 1F1B); the step then pays :func:`blocking_p2p_factor` times the transfers of the ideal
+    schedule.
 
-    >>> p2p_blocking("megatron"), p2p_blocking("fsdp"), p2p_blocking("megatron", "gpipe")
-    (True, False, False)
+    >>> p2p_blocking("megatron"), p2p_blocking("deepspeed"), p2p_blocking("fsdp"), p2p_blocking("megatron", "gpipe")
+    (1, 2, 0, 0)
     """
-    return framework in MEGATRON_P2P_RUNTIMES and schedule in MEGATRON_SCHEDULES
+    kind = BLOCKING_P2P_RUNTIMES.get(framework, 0)
+    return kind if kind == SERIAL or schedule in MEGATRON_SCHEDULES else 0
 
 
-def blocking_p2p_factor(p, m, v=1):
-    """How many times the ideal schedule's stage-to-stage transfers a step pays when every exchange blocks.
+def blocking_p2p_transfers(p, m, kind=BATCHED):
+    """Stage-to-stage transfers on a 1F1B step's critical path when every exchange blocks (:func:`p2p_blocking`'s
+    ``kind``), for ``p > 1`` stages and ``m`` microbatches [D: derived from each runtime's order of operations, and
+    equal to an event simulation of it in which each transfer holds both stages for one ``t_p2p``,
+    tests/training/test_p2p_scatter_gather.py]:
 
-    The ideal 1F1B step has ``2(p - 1)`` transfers on its critical path (fill and drain), the others overlapping
-    compute (:func:`step_time_expr`). When each exchange blocks until it is done (:func:`p2p_blocking`), a stage's
-    steady state is forward, exchange, backward, exchange (Megatron's 1F1B: ``send_forward_recv_backward`` after
-    each forward, ``send_backward_recv_forward`` after each backward), so each of its ``m`` forward and backward
-    passes adds one transfer: ``2(m + p - 1)`` in all [D: the transfers of the fill and those of the steady state
-    add], ``(m + p - 1) / (p - 1)`` times the ideal's. 1 for one stage (no transfer) and for the interleaved schedule
+    * ``BATCHED`` (Megatron): a middle stage's steady state is forward, exchange with the next stage
+      (``send_forward_recv_backward``), backward, exchange with the previous one (``send_backward_recv_forward``),
+      two transfers a microbatch: ``max(2(m + p) - 5, 2(p - 1))``. With two stages each exchange joins the only
+      two stages, one a microbatch: ``m + 1``.
+    * ``SERIAL`` (DeepSpeed's ``TrainSchedule``): a forward step sends the last gradient to the previous stage and
+      then receives the activation from it, a backward step receives the gradient from the next stage and then
+      sends it the activation, each its own blocking call: four a microbatch, ``max(4m + 2p - 8, 2(p - 1))``;
+      with two stages, ``2m``.
+
+    The schedule's compute is not lengthened by either (the same event simulation with instant transfers gives
+    ``(m + p - 1)(t_f + t_b)``: each exchange joins stages that alternate forward and backward, not a lock
+    step). Numbers or numpy arrays (per layout).
+
+    >>> blocking_p2p_transfers(4, 8), blocking_p2p_transfers(4, 8, SERIAL), blocking_p2p_transfers(2, 8)
+    (19, 32, 9)
+    """
+    if any(isinstance(x, np.ndarray) for x in (p, m, kind)):
+        p, m = np.asarray(p, dtype=float), np.asarray(m, dtype=float)
+        batched = np.where(p == 2, m + 1, np.maximum(2 * (m + p) - 5, 2 * (p - 1)))
+        serial = np.where(p == 2, 2 * m, np.maximum(4 * m + 2 * p - 8, 2 * (p - 1)))
+        return np.where(np.asarray(kind) == SERIAL, serial, batched)
+    if kind == SERIAL:
+        return 2 * m if p == 2 else max(4 * m + 2 * p - 8, 2 * (p - 1))
+    return m + 1 if p == 2 else max(2 * (m + p) - 5, 2 * (p - 1))
+
+
+def blocking_p2p_factor(p, m, v=1, kind=BATCHED):
+    """How many times the ideal schedule's stage-to-stage transfers (``2(p - 1)``, fill and drain, the others
+    overlapping compute: :func:`step_time_expr`) a 1F1B step pays when every exchange blocks:
+    :func:`blocking_p2p_transfers` over ``2(p - 1)``. 1 for one stage (no transfer) and for the interleaved schedule
     (``v > 1``): Megatron-LM overlaps its transfers there by default (NVIDIA/Megatron-LM @ d98e8a6,
     ``megatron/training/arguments.py``: ``--no-overlap-p2p-communication`` stores False into ``overlap_p2p_comm``,
     which only a non-interleaved schedule turns off; ``argument_utils.py``: ``batch_p2p_comm = not
     overlap_p2p_comm``; ``megatron/core/pipeline_parallel/p2p_communication.py``: ``torch.cuda.synchronize()`` only
-    with ``batch_p2p_comm and batch_p2p_sync``). Numbers, numpy arrays (per layout) and sympy expressions in ``m``.
+    with ``batch_p2p_comm and batch_p2p_sync``). Numbers or numpy arrays (per layout).
 
-    >>> blocking_p2p_factor(4, 8), blocking_p2p_factor(4, 8, 2), blocking_p2p_factor(1, 8)
-    (3.6666666666666665, 1, 1)
+    >>> blocking_p2p_factor(4, 8), blocking_p2p_factor(4, 8, 1, SERIAL), blocking_p2p_factor(4, 8, 2)
+    (3.1666666666666665, 5.333333333333333, 1)
     """
-    n = p - 1
-    if isinstance(p, np.ndarray) or isinstance(v, np.ndarray):
-        return np.where(np.asarray(v) == 1, (m + n) / np.maximum(n, 1), 1.0)
-    return (m + n) / n if v == 1 and n > 0 else 1
+    if any(isinstance(x, np.ndarray) for x in (p, v, kind)):
+        p = np.asarray(p, dtype=float)
+        x = blocking_p2p_transfers(np.maximum(p, 2), m, np.asarray(kind)) / (2 * np.maximum(p - 1, 1))
+        return np.where((np.asarray(v) == 1) & (p > 1), x, 1.0)
+    return blocking_p2p_transfers(p, m, kind) / (2 * (p - 1)) if v == 1 and p > 1 else 1
 
 
 # -- closed forms -------------------------------------------------------------------------------------

@@ -294,20 +294,20 @@ def step_inputs(w, stage: dict, b: int, t: int, sp: bool, rec: str, p: int, d: i
 
 
 def assemble(c_f, c_b, c_r, triples: dict, comm, zero: int, p, m, v, opt, kappa, c_cf, c_cb, h_f=0.0, h_b=0.0,
-             straggle=0.0, sync_frac=1.0, exposed: bool = False, c_w=0.0, p2p_blocks=False, fill=1.0) -> dict:
+             straggle=0.0, sync_frac=1.0, exposed: bool = False, c_w=0.0, p2p_blocks=0, fill=1.0) -> dict:
     """The inputs of :func:`.step.step_fn` from a stage's compute seconds and its communication
     ``triples`` (``tp_f, tp_b, tp_r, ep_f, ep_b, ep_r, bn_f, bn_b, bn_r, p2p, ar, rs, ag, emb, last_ar, last_rs``;
     ``emb``: the tied embedding's all-reduce) priced by ``comm``, the host issue seconds ``h_f``, ``h_b``
     (:func:`host_seconds`) and the consistency factors
     (:func:`consistency_of`; ``exposed``: the whole allreduce is exposed, as its last bucket; ``c_w``: the
-    weight-gradient seconds inside ``c_b``, :mod:`.compose`; ``p2p_blocks``: the runtime blocks on every pipeline
-    exchange, :func:`.pipeline.p2p_blocking`, a bool or, from a sweep, an array of 0 / 1 per layout): shared by
+    weight-gradient seconds inside ``c_b``, :mod:`.compose`; ``p2p_blocks``: how the runtime blocks on every pipeline
+    exchange, :func:`.pipeline.p2p_blocking`, 0 / 1 / 2 or, from a sweep, an array of them per layout): shared by
     :func:`step_inputs` (one layout) and :mod:`concurrency_model.sweep` (arrays of layouts)."""
     t_p2p = comm(triples["p2p"])
     if isinstance(p2p_blocks, np.ndarray):
-        t_p2p = np.where(p2p_blocks > 0, t_p2p * blocking_p2p_factor(p, m, v), t_p2p)
+        t_p2p = np.where(p2p_blocks > 0, t_p2p * blocking_p2p_factor(p, m, v, p2p_blocks), t_p2p)
     elif p2p_blocks:
-        t_p2p = t_p2p * blocking_p2p_factor(p, m, v)
+        t_p2p = t_p2p * blocking_p2p_factor(p, m, v, p2p_blocks)
     return {"h_f": h_f, "h_b": h_b, "c_f": c_f, "c_b": c_b, "c_w": c_w,
             "c_r": c_r + comm(triples["tp_r"]) + comm(triples["ep_r"]) + comm(triples["bn_r"]),
             "c_tf": comm(triples["tp_f"]), "c_tb": comm(triples["tp_b"]), "c_ef": comm(triples["ep_f"]),
