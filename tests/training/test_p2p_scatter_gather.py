@@ -205,3 +205,18 @@ def test_sweep_and_estimate_agree_with_megatrons_p2p_on_and_off(monkeypatch, tmp
             (row["tensor"], row["pipeline"], row["microbatch_size"])
         # in one node the split sends half over NVLink, then pays the all-gather's latency, and every exchange blocks
         assert row["step_time_s"] > same["step_time_s"]
+
+
+def test_sweep_and_estimate_agree_on_deepspeeds_serial_exchanges(monkeypatch, tmp_path):
+    spec = {"model": "gpt2", "cluster": "dgx-a100", "training": {"dtype": "bf16", "framework": "deepspeed"},
+            "parallel": {"global_batch": 16, "tensor": 2, "pipeline": 4, "sequence_parallel": False}}
+    monkeypatch.setenv("CONCURRENCY_MODEL_CACHE_DIR", str(tmp_path))
+    r = sweep(spec, [8])
+    rows = r.frame.iloc[:r.feasible].head(4)
+    assert len(rows) > 0
+    for _, row in rows.iterrows():
+        e = estimate(r.scenario(row))
+        assert e.step_time_s == row["step_time_s"]  # bit-equal: the sweep's arrays carry the kind per layout
+        m = 16 // int(row["microbatch_size"])
+        one = triple_seconds(W.p2p(int(row["microbatch_size"]), 2, False, row["recompute"], 4, 1, scatter_gather=True))
+        assert e.breakdown["pipeline_p2p_s"] == pytest.approx(max(4 * m + 2 * 4 - 8, 6) * one)
