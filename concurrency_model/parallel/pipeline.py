@@ -125,7 +125,10 @@ def blocking_p2p_transfers(p, m, kind=BATCHED):
     * ``SERIAL`` (DeepSpeed's ``TrainSchedule``): a forward step sends the last gradient to the previous stage and
       then receives the activation from it, a backward step receives the gradient from the next stage and then
       sends it the activation, each its own blocking call: four a microbatch, ``max(4m + 2p - 8, 2(p - 1))``;
-      with two stages, ``2m``.
+      with two stages, ``2m``. Each is priced as one transfer of :meth:`.Workload.p2p`; what that leaves out: the
+      engine sends a small meta tensor before each partitioned one (one more latency), and gathers three times a
+      microbatch (the received activation and gradient, and its own output again for the backward,
+      ``_exec_backward_pass``) where four transfers price four gathers.
 
     The schedule's compute is not lengthened by either (the same event simulation with instant transfers gives
     ``(m + p - 1)(t_f + t_b)``: each exchange joins stages that alternate forward and backward, not a lock
