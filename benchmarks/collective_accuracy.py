@@ -19,6 +19,9 @@ preset : the nccl-tests sweeps from the oci-bm-gpu4-8 / gcp-a3-mega cluster pres
          size with the (algorithm, protocol) chosen, the median over sizes >= 8 KiB per system and per size
          bucket (8-128 KiB, 256 KiB-4 MiB, 8-128 MiB, 256 MiB-8 GiB); large messages (>= 256 MiB) also as
          busbw and its APE.
+allgather : an all_gather_perf sweep on two A3-Mega nodes (NCCL 2.28.7, GCP's TCPXO plugin of Jan 2026; 64 KiB - 8 GiB,
+         13 sizes) from the gcp-a3-mega preset with that release's NCCL environment; no target (a check of the
+         all-gather path and of the preset on a later run): median APE, per size bucket, measured / predicted.
 vtrain : vTrain's own A100 all-reduce tables (2-8 GPUs of one node, 1 MiB - 1 GiB every 1 MiB) from the dgx-a100
          preset (concurrency_model.validate.collectives.vtrain_preset): median APE over all rows (the target),
          per size bucket (1-4, 5-16, 17-256, 257-1024 MiB), per GPU count, and measured / predicted at a few sizes.
@@ -83,6 +86,8 @@ def main() -> None:
     at = vt[vt["size_bytes"].isin([2**20 * k for k in (1, 4, 16, 256)])]
     ratio = {f"{int(p)} GPUs": {f"{int(x.size_bytes) >> 20} MiB": round(float(x.measured_s / x.predicted_s), 2)
                                 for x in g.itertuples()} for p, g in at.groupby("ranks")}
+    ag = vc.preset(vc.allgather_rows())  # no target: another collective, a later NCCL, on the A3-Mega preset
+    ag["bucket"] = vc.size_bucket(ag["size_bytes"])
     print(json.dumps({
         "elapsed_s": round(time.perf_counter() - t0, 2), "rows": int(len(df)),
         "fitted": fs.round(2).to_dict("records"),
@@ -111,6 +116,10 @@ def main() -> None:
         "vtrain_preset_median_ape_per_gpus": {int(k): v for k, v in vt.groupby("ranks")["ape"].median().round(2).items()},
         "vtrain_measured_over_predicted": ratio,
         "vtrain_nccl_choices": vt.groupby("algorithm").size().to_dict(),
+        "allgather_preset_median_ape": round(float(ag["ape"].median()), 2),
+        "allgather_preset_median_ape_per_bucket": ag.groupby("bucket", sort=False)["ape"].median().round(2).to_dict(),
+        "allgather_measured_over_predicted": {str(int(r.size_bytes)): [round(float(r.measured_s / r.predicted_s), 2),
+                                                                       r.algorithm] for r in ag.itertuples()},
     }, indent=1))
 
 

@@ -26,6 +26,10 @@ SCHEMAS = {  # file stem -> (numeric columns that must be present, other require
     "nccltests_allreduce_sweeps": (("num_ranks", "num_nodes", "size_bytes", "oop_time_us"),
                                    ("run_id", "collective", "gpu_model", "system", "source_repo", "source_path",
                                     "source_commit")),
+    # an all_gather_perf sweep on two GCP A3-Mega nodes (MG-Cafe/TCPXO-Enabled-A3-Mega-H100-Benchmarks; SOURCES.md)
+    "nccltests_allgather_a3mega": (("num_ranks", "num_nodes", "size_bytes", "oop_time_us"),
+                                   ("run_id", "collective", "gpu_model", "system", "software", "source_repo",
+                                    "source_path", "source_commit")),
     # vTrain's A100 all-reduce tables (nccl-tests output, trace/a100/AR_GPU*_1M_1024M_LUT), one row per line
     "vtrain_allreduce_lut_a100": (("num_gpus", "size_bytes", "count_elements", "oop_time_ns", "oop_busbw_GBps",
                                    "ip_time_ns", "ip_busbw_GBps"),

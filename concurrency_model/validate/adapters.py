@@ -20,7 +20,8 @@ COLUMNS = ["dataset", "mode", "row", "label", "group", "measured", "predicted", 
 KERNELS = {"deepbench-gemm": "gemm", "deepbench-conv": "conv", "deepbench-rnn": "rnn"}
 KERNEL_INFERENCE = ("deepbench-inference",)  # int8 GEMM / conv and fp32 RNN forward kernels, all three files
 KERNEL_SPARSE = ("deepbench-sparse",)  # pruned fp32 GEMMs (CSR) and the same products dense (:mod:`.sparse`)
-COLLECTIVES = {"deepbench-allreduce": "DeepBench", "nccl-tests-allreduce": "nccl-tests", "vtrain-allreduce": "vTrain"}
+COLLECTIVES = {"deepbench-allreduce": "DeepBench", "nccl-tests-allreduce": "nccl-tests", "vtrain-allreduce": "vTrain",
+               "nccl-tests-allgather": "nccl-tests all-gather"}
 TRAINING = {"vtrain-single": "vtrain_single", "vtrain-multi": "vtrain_multi", "megatron-2020": "megatron_2020",
             "megatron-2021": "megatron_2021", "narayanan2021-table2": "narayanan_table2"}
 # modern training stacks (:mod:`.modern`): name -> (its set, the compared quantity)
@@ -35,6 +36,7 @@ TRTLLM = ("trtllm-hopper",)  # output tokens/s at full load, TensorRT-LLM's Hopp
 FILES = {"deepbench-gemm": "deepbench_gemm.csv", "deepbench-conv": "deepbench_conv.csv",
          "deepbench-rnn": "deepbench_rnn.csv", "deepbench-allreduce": "deepbench_allreduce.csv",
          "nccl-tests-allreduce": "nccltests_allreduce_sweeps.csv", "vtrain-allreduce": "vtrain_allreduce_lut_a100.csv",
+         "nccl-tests-allgather": "nccltests_allgather_a3mega.csv",
          "vtrain-single": "vtrain_ground_truth_single.csv",
          "vtrain-multi": "vtrain_ground_truth_multi.csv", "megatron-2020": "megatron_readme_scaling.csv",
          "megatron-2021": "megatron_readme_scaling.csv",
@@ -67,6 +69,8 @@ NO_BAND = {
                         "take a spread from",
     "vtrain-allreduce": "no band: one system (one A100 node), so no other system's preset residuals to take a spread "
                         "from",
+    "nccl-tests-allgather": "no band: one system (two A3-Mega nodes), so no other system's all-gather residuals to "
+                            "take a spread from",
     "horovod": "no band: scaling efficiency = ratio of two estimates (the scales mostly cancel); not propagated",
     "torchtitan-llama3-memory": "no band: memory is counted, not timed; the uncertainty model samples rates, not "
                                 "bytes",
@@ -174,8 +178,9 @@ def kernel_sparse() -> pd.DataFrame:
 def collective_rows(source: str) -> pd.DataFrame:
     """As :func:`.collectives.rows`, one source at a time and with the file line in ``row``."""
     if source == "vTrain":
-        from .collectives import vtrain_rows
-        return vtrain_rows()
+        return collectives.vtrain_rows()
+    if source == "nccl-tests all-gather":
+        return collectives.allgather_rows()
     if source == "nccl-tests":
         nt = datasets.load("nccltests_allreduce_sweeps")
         nt = nt[nt["collective"] == "all_reduce"]
@@ -195,6 +200,8 @@ def collective_rows(source: str) -> pd.DataFrame:
 def collective_frame(name: str, mode: str, df: pd.DataFrame) -> pd.DataFrame:
     if name == "vtrain-allreduce":
         p = collectives.vtrain_preset(df)
+    elif name == "nccl-tests-allgather":
+        p = collectives.preset(df)
     else:
         p = collectives.fitted(df) if mode == "held-out" else collectives.preset(df)
     p = p[p["size_bytes"] >= MIN_BYTES].reset_index(drop=True)

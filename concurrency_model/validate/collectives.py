@@ -1,5 +1,5 @@
 """Measured all-reduce times against the alpha-beta model (``data/nccltests_allreduce_sweeps.csv``,
-``data/deepbench_allreduce.csv``).
+``data/deepbench_allreduce.csv``), and one all-gather sweep from the A3-Mega preset (:func:`allgather_rows`).
 
 * ``fitted``: per system (an nccl-tests run; a DeepBench device, implementation and tier: one node or
   several), :func:`split` sorts the rows by size (then ranks), keeps sizes >= 64 KiB for a system with at
@@ -120,7 +120,12 @@ MIN_HELD_OUT = 3
 #: The flat all-reduces whose bandwidth term is within 2x of the lower bound 2(P-1)/P n beta (Chan et
 #: al. 2007): ring, Rabenseifner, double binary tree.
 BANDWIDTH_OPTIMAL = ("ring", "rabenseifner", "double_binary_tree")
-PRESETS = {"oci_a100_2x8_roce": "oci-bm-gpu4-8", "gcp_a3mega_h100_2x8_tcpxo": "gcp-a3-mega"}
+PRESETS = {"oci_a100_2x8_roce": "oci-bm-gpu4-8", "gcp_a3mega_h100_2x8_tcpxo": "gcp-a3-mega",
+           "mgcafe_a3mega_h100_2x8_tcpxo_allgather": "gcp-a3-mega"}
+#: the nccl-tests files, by collective: the all-reduce sweeps of :data:`PRESETS`' first two runs and an all-gather
+#: sweep on two A3-Mega nodes (``data/nccltests_allgather_a3mega.csv``: 13 sizes, 64 KiB - 8 GiB, of a later run,
+#: NCCL 2.28.7 and the TCPXO plugin of Jan 2026)
+NCCLTESTS_FILES = {"allreduce": "nccltests_allreduce_sweeps", "allgather": "nccltests_allgather_a3mega"}
 #: NCCL version of a run whose log states none, from its repository (:func:`run_version`): the A3-Mega run's
 #: README (lessizzmore/create-a3mega-ztan-fork README.md @ 346b825) lists the installed ``libnccl.so.2.21.5``
 #: under /var/lib/tcpxo/lib64, the NCCL core of GCP's TCPXO plugin release of Aug 06 2024
@@ -141,8 +146,14 @@ STATED_ELSEWHERE = {"gcp_a3mega_h100_2x8_tcpxo": "2.21"}
 #: :func:`~concurrency_model.comm.nccl.tree_chunk_bytes`, modelled), and loads the tuner plugin with
 #: ``a3plus_tuner_config.textproto``, which no public repository holds (searched: google/nccl-plugin-gpudirect-tcpxo
 #: @ 04815d1, GoogleCloudPlatform/container-engine-accelerators @ 0a2b482).
+#: The all-gather run used GCP's installer v1.0.15 (its report); that release's "NCCL configs"
+#: (GoogleCloudPlatform/container-engine-accelerators gpudirect-tcpxo/README.md @ 992db81, "Jan 9, 2026", NCCL 2.28.7)
+#: set NCCL_PROTO=Simple,LL128, NCCL_NVLS_ENABLE=1, NCCL_BUFFSIZE=8388608 and NCCL_MIN_NCHANNELS=4 (the 8 NICs give 8
+#: channels already), no NCCL_ALGO, and the same tuner plugin (``a3plus_tuner_config.textproto``, not modelled).
 RUN_ENV = {"gcp_a3mega_h100_2x8_tcpxo": {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple", "NCCL_NVLS_ENABLE": "0",
                                          "NCCL_BUFFSIZE": "8388608"},
+           "mgcafe_a3mega_h100_2x8_tcpxo_allgather": {"NCCL_PROTO": "Simple,LL128", "NCCL_NVLS_ENABLE": "1",
+                                                      "NCCL_BUFFSIZE": "8388608"},
            "oci_a100_2x8_roce": {"NCCL_IB_QPS_PER_CONNECTION": "4"}}
 
 
@@ -225,6 +236,23 @@ def rows() -> pd.DataFrame:
     return out[out["measured_s"] > 0].sort_values(["system", "ranks", "size_bytes"]).reset_index(drop=True)
 
 
+def allgather_rows() -> pd.DataFrame:
+    """The all-gather sweep (``data/nccltests_allgather_a3mega.csv``) as :func:`rows` gives the all-reduces, with
+    ``collective`` (``allgather``) and ``row`` (the file line); ``size_bytes`` is nccl-tests' size, the gathered
+    output (each of the 16 ranks contributes a sixteenth), as :func:`~concurrency_model.comm.on_cluster.
+    collective_on_cluster` takes it.
+
+    >>> r = allgather_rows()
+    >>> len(r), int(r["size_bytes"].min()), int(r["size_bytes"].max()), set(r["collective"])
+    (13, 65536, 8589934592, {'allgather'})
+    """
+    nt = load(NCCLTESTS_FILES["allgather"])
+    out = pd.DataFrame({"system": nt["run_id"], "source": "nccl-tests", "collective": "allgather",
+                        "ranks": nt["num_ranks"], "nodes": nt["num_nodes"], "size_bytes": nt["size_bytes"].astype(float),
+                        "measured_s": nt["oop_time_us"] * 1e-6, "row": nt.index + 2})
+    return out.sort_values(["system", "ranks", "size_bytes"]).reset_index(drop=True)
+
+
 def fitted(df: pd.DataFrame | None = None) -> pd.DataFrame:
     """Held-out predictions per system: the model :func:`fit_group` selects and fits on the training
     half of :func:`split`, predicted on the other half; ``loo_sigma`` is its spread (:func:`loo_sigma`),
@@ -268,8 +296,10 @@ def nccl_version(software: str) -> str:
 
     >>> nccl_version("nccl-tests:pytorch-23.10-nccl-2.19.3-1"), nccl_version("nccl-2.21.5"), nccl_version("mpirun")
     ('2.19', '2.21', '2.23')
+    >>> nccl_version("NCCL 2.28.7; plugin v1.0.15")
+    '2.23'
     """
-    m = re.search(r"nccl-(\d+)\.(\d+)", str(software))
+    m = re.search(r"nccl[- ](\d+)\.(\d+)", str(software), re.I)
     if not m:
         return DEFAULT_VERSION
     v = (int(m.group(1)), int(m.group(2)))
@@ -297,13 +327,19 @@ def run_settings(system: str) -> dict:
     """
     if system not in PRESETS:
         raise ValueError(f"system: unknown {system!r}; allowed: {', '.join(PRESETS)}")
-    nt = load("nccltests_allreduce_sweeps")
-    software = nt.loc[nt["run_id"] == system, "software"].iloc[0]
+    for file in NCCLTESTS_FILES.values():  # the file that holds the run, read only as far as needed
+        nt = load(file)
+        if (nt["run_id"] == system).any():
+            software = nt.loc[nt["run_id"] == system, "software"].iloc[0]
+            break
+    else:
+        raise ValueError(f"system: no row of {system!r} in {', '.join(NCCLTESTS_FILES.values())}")
     return {"nccl_version": STATED_ELSEWHERE.get(system, nccl_version(software)), "nccl_env": RUN_ENV.get(system)}
 
 
 def preset(df: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The nccl-tests sweeps predicted from the cluster presets (no fitting); ``algorithm`` is the
+    """The nccl-tests sweeps predicted from the cluster presets (no fitting), each row's ``collective`` (default
+    all-reduce; :func:`allgather_rows` are all-gathers); ``algorithm`` is the
     (algorithm, protocol) NCCL's model runs, ``latency_s`` its latency (launch included), ``channels`` the
     channels the call runs on and ``nccl_estimate_s`` NCCL's own estimate at every channel
     (:class:`~concurrency_model.comm.nccl.Choice`): where a row misses, these say which part does."""
@@ -312,9 +348,10 @@ def preset(df: pd.DataFrame | None = None) -> pd.DataFrame:
     settings = {system: run_settings(system) for system in res["system"].unique()}
     pred, algs, lat, chans, est = [], [], [], [], []
     for _, r in res.iterrows():
-        alg, t, pl = collective_on_cluster("allreduce", r["size_bytes"], int(r["ranks"]), PRESETS[r["system"]],
+        op = r.get("collective", "allreduce")
+        alg, t, pl = collective_on_cluster(op, r["size_bytes"], int(r["ranks"]), PRESETS[r["system"]],
                                            int(r["ranks"] // r["nodes"]), **settings[r["system"]])
-        c = nccl_on("allreduce", r["size_bytes"], pl, **settings[r["system"]])
+        c = nccl_on(op, r["size_bytes"], pl, **settings[r["system"]])
         pred.append(t)
         algs.append(alg)
         lat.append(c.latency_s)

@@ -4,7 +4,7 @@ Datasets (:func:`names`): ``deepbench-gemm``, ``deepbench-conv``, ``deepbench-rn
 :mod:`.kernels`), ``deepbench-inference`` (DeepBench's int8 GEMM / convolution and fp32 RNN inference
 kernels, forward), ``deepbench-sparse`` (pruned GEMMs and the same products dense, :mod:`.sparse`);
 ``deepbench-allreduce``, ``nccl-tests-allreduce``, ``vtrain-allreduce`` (all-reduce times, :mod:`.collectives`, sizes
->= 64 KiB; vTrain's A100 tables start at 1 MiB);
+>= 64 KiB; vTrain's A100 tables start at 1 MiB), ``nccl-tests-allgather`` (all-gather times on two A3-Mega nodes);
 ``vtrain-single``, ``vtrain-multi``, ``megatron-2020``, ``megatron-2021``, ``narayanan2021-table2``
 (training iterations, :mod:`.training`); ``torchtitan-llama3``, ``torchtitan-llama3-memory``, ``llmfoundry-mpt``,
 ``megatron-bridge`` (its dense Llama rows), ``megatron-bridge-moe`` (its mixtures of experts: DeepSeek-V3, Qwen3 MoE,
@@ -34,8 +34,8 @@ most honest figure available at the speed asked for:
   *calibrated*), predicted on the rest.
 
 Main mode per dataset: kernels ``datasheet`` (``quick``: ``preset``, RNN ``in-sample``),
-``deepbench-allreduce`` ``held-out`` (no preset for those machines), ``nccl-tests-allreduce`` and ``vtrain-allreduce``
-``preset``,
+``deepbench-allreduce`` ``held-out`` (no preset for those machines), ``nccl-tests-allreduce``, ``vtrain-allreduce`` and
+``nccl-tests-allgather`` ``preset``,
 training sets ``preset``, measured compute and network runs ``held-out``, measured kernels as DeepBench's
 (``datasheet``, quick ``preset``), measured steps ``preset``. ``all_modes=True`` adds the others where they
 exist (``held-out`` kernels, nccl-tests and ``in-sample`` compute profiles; ``datasheet`` only with
@@ -183,7 +183,7 @@ def _plan(asked: list[str], quick: bool, all_modes: bool, info: dict) -> list:
             elif name in COLLECTIVES:
                 df = collective_rows(COLLECTIVES[name])
                 modes = (["preset", "held-out"] if name == "nccl-tests-allreduce" else ["preset"]
-                         if name == "vtrain-allreduce" else ["held-out"])
+                         if name in ("vtrain-allreduce", "nccl-tests-allgather") else ["held-out"])
                 info[name].update(rows_total=len(df), mode=modes[0], sampled=f"sizes >= {MIN_BYTES // 1024} KiB"
                                   + ("; every other size held out" if modes[0] == "held-out" else ""))
                 jobs.extend(([name], collective_frame, (name, m, df)) for m in (modes if all_modes else modes[:1]))

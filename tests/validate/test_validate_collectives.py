@@ -104,9 +104,13 @@ def test_run_versions_and_environments():
     sw = dict(zip(nt["run_id"], nt["software"]))
     assert vc.nccl_version(sw["oci_a100_2x8_roce"]) == "2.19"
     assert vc.STATED_ELSEWHERE == {"gcp_a3mega_h100_2x8_tcpxo": "2.21"}
-    assert set(vc.RUN_ENV) == {"gcp_a3mega_h100_2x8_tcpxo", "oci_a100_2x8_roce"}
+    assert set(vc.RUN_ENV) == {"gcp_a3mega_h100_2x8_tcpxo", "oci_a100_2x8_roce", "mgcafe_a3mega_h100_2x8_tcpxo_allgather"}
     assert vc.RUN_ENV["oci_a100_2x8_roce"] == {"NCCL_IB_QPS_PER_CONNECTION": "4"}
     assert vc.RUN_ENV["gcp_a3mega_h100_2x8_tcpxo"]["NCCL_BUFFSIZE"] == "8388608"
+    # the all-gather run: NCCL 2.28.7 (the newest tables, 2.23) under GCP's Jan 2026 profile (LL128 and NVLS allowed)
+    assert vc.run_settings("mgcafe_a3mega_h100_2x8_tcpxo_allgather") == {
+        "nccl_version": "2.23", "nccl_env": {"NCCL_PROTO": "Simple,LL128", "NCCL_NVLS_ENABLE": "1",
+                                             "NCCL_BUFFSIZE": "8388608"}}
 
 
 def test_diagnosis_a100_16KiB_row_by_hand():
@@ -356,6 +360,35 @@ def test_vtrain_allreduce_through_the_registry_points_at_its_file_lines():
     assert lut.loc[r["row"] - 2, "oop_time_ns"] * 1e-9 == pytest.approx(r["measured"])
     (s,) = registry.summarize(df)
     assert s["median_ape"] == pytest.approx(df["ape"].median()) and s["file"] == "vtrain_allreduce_lut_a100.csv"
+
+
+def test_allgather_sweep_is_an_allgather_on_the_a3_mega_preset():
+    from concurrency_model.comm.on_cluster import collective_on_cluster
+    rows = vc.allgather_rows()
+    nt = vc.load("nccltests_allgather_a3mega")
+    assert len(rows) == 13 and (rows["measured_s"].to_numpy() == nt["oop_time_us"].to_numpy() * 1e-6).all()
+    pre = vc.preset(rows)
+    env = vc.RUN_ENV["mgcafe_a3mega_h100_2x8_tcpxo_allgather"]
+    for n in (2**20, 2**33):
+        r = pre[pre["size_bytes"] == n].iloc[0]
+        alg, t, _ = collective_on_cluster("allgather", n, 16, "gcp-a3-mega", 8, nccl_version="2.23", nccl_env=env)
+        assert (r["algorithm"], r["predicted_s"]) == (alg, t)
+        # an all-gather moves (P - 1) / P of the output once, an all-reduce twice: not the all-reduce's time
+        assert t < collective_on_cluster("allreduce", n, 16, "gcp-a3-mega", 8, nccl_version="2.23", nccl_env=env)[1]
+    # from 256 MiB the bytes' time rules: the ring on the 8 NICs (about 22.5 GB/s each way) within 10% of the report
+    big = pre[pre["size_bytes"] >= 2**28]
+    assert (big["ape"] < 10).all() and set(big["algorithm"]) == {"nccl:ring/Simple"}
+
+
+def test_allgather_through_the_registry_points_at_its_file_lines():
+    from concurrency_model.validate import registry
+    df = registry.validate("nccl-tests-allgather")
+    assert set(df["mode"]) == {"preset"} and len(df) == 13 and df["row"].is_unique
+    nt = vc.load("nccltests_allgather_a3mega")
+    r = df.iloc[5]
+    assert nt.loc[r["row"] - 2, "oop_time_us"] * 1e-6 == pytest.approx(r["measured"])
+    (s,) = registry.summarize(df)
+    assert s["file"] == "nccltests_allgather_a3mega.csv" and s["rows"] == s["rows_total"] == 13
 
 
 @pytest.fixture
