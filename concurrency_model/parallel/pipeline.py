@@ -61,17 +61,19 @@ T_W = sp.Symbol("t_w", nonnegative=True)  # the weight-gradient part of T_B (zb-
 #: the same). DeepSpeed's pipeline engine: ``pipe_partitioned`` and ``grad_partitioned``, both on by default whenever
 #: the model is tensor parallel (microsoft/DeepSpeed @ 38327e0 ``deepspeed/runtime/config.py`` defaults,
 #: ``deepspeed/runtime/pipe/engine.py`` ``_exec_forward_pass`` / ``_exec_send_grads``: a ``PartitionedTensor`` of the
-#: slice-parallel group, ``.full()`` on receipt; partitioned since the engine's first commit, 65c2f974, 2020-09, the
-#: switch added in c2074b34, 2023-11)
+#: slice-parallel group, ``.full()`` on receipt; activations partitioned since the engine's first commit, 65c2f974,
+#: 2020-09, gradients since e2fdd254, 2021-09, the switch added in c2074b34, 2023-11). ``deepspeed-0.3`` (v0.3.13:
+#: ``is_grad_partitioned = False``) sends its gradients whole, and is priced sending whole tensors both ways
 SCATTER_GATHER_P2P_RUNTIMES: tuple[str, ...] = ("megatron", "deepspeed")
 #: how each runtime's 1F1B exchanges block (:func:`p2p_blocking`): ``BATCHED`` (Megatron: a stage's send and receive
 #: of an exchange go out together in one ``batch_isend_irecv``, then ``req.wait()`` and a device ``synchronize()``
 #: "to protect against race condition", Megatron-DeepSpeed @ 2255b617 ``_communicate``) or ``SERIAL`` (DeepSpeed's
 #: pipeline engine: each ``SendActivation``, ``RecvActivation``, ``SendGrad`` and ``RecvGrad`` command is its own
 #: blocking ``dist.send`` / ``dist.recv``, whose ``wait()`` holds the compute stream until the transfer is done,
-#: microsoft/DeepSpeed @ 38327e0 ``deepspeed/runtime/pipe/p2p.py``, ``schedule.py`` ``TrainSchedule.steps``)
+#: microsoft/DeepSpeed @ 38327e0 ``deepspeed/runtime/pipe/p2p.py``, ``schedule.py`` ``TrainSchedule.steps``; v0.3.13,
+#: before torch 1.8's ``send`` / ``recv``, a ``broadcast`` in the two stages' group each, as blocking)
 BATCHED, SERIAL = 1, 2
-BLOCKING_P2P_RUNTIMES: dict[str, int] = {"megatron": BATCHED, "deepspeed": SERIAL}
+BLOCKING_P2P_RUNTIMES: dict[str, int] = {"megatron": BATCHED, "deepspeed": SERIAL, "deepspeed-0.3": SERIAL}
 #: the schedules Megatron runs (NVIDIA/Megatron-LM @ d98e8a6 ``megatron/core/pipeline_parallel/schedules.py``:
 #: ``forward_backward_pipelining_without_interleaving``, 1F1B, and ``..._with_interleaving``) and ZB-H1, whose
 #: implementation is a fork of Megatron-LM (Qi et al. 2024, sail-sg/zero-bubble-pipeline-parallelism, as recalled);

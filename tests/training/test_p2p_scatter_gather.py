@@ -58,7 +58,8 @@ def test_runtime_name_and_which_runtimes():
     assert runtime_name(("allreduce", 0, "none", "ring", (None,)), 3) == "deepspeed"
     assert runtime_name(("allreduce", 0, "none", "ring", ("fsdp",)), 0) == "fsdp"
     assert SCATTER_GATHER_P2P_RUNTIMES == ("megatron", "deepspeed")
-    assert BLOCKING_P2P_RUNTIMES == {"megatron": BATCHED, "deepspeed": SERIAL}
+    assert BLOCKING_P2P_RUNTIMES == {"megatron": BATCHED, "deepspeed": SERIAL, "deepspeed-0.3": SERIAL}
+    assert not p2p_scatter_gather("deepspeed-0.3")  # v0.3.13 sends its gradients whole
     assert p2p_scatter_gather("megatron") and p2p_scatter_gather("deepspeed")
     assert (p2p_blocking("megatron"), p2p_blocking("deepspeed"), p2p_blocking("megatron", "gpipe")) == (1, 2, 0)
     assert not any(f(x) for f in (p2p_scatter_gather, p2p_blocking) for x in ("ideal", "fsdp2"))
