@@ -351,15 +351,18 @@ def test_machine_summary_pools_every_group_of_a_machine():
     assert (machines["median_ape"] <= 10).all()
 
 
-def test_vtrain_allreduce_through_the_registry_points_at_its_file_lines():
+@pytest.mark.parametrize("name, file, column, scale, rows, at", [
+    ("vtrain-allreduce", "vtrain_allreduce_lut_a100", "oop_time_ns", 1e-9, 7168, 100),
+    ("nccl-tests-allgather", "nccltests_allgather_a3mega", "oop_time_us", 1e-6, 13, 5)])
+def test_preset_collectives_through_the_registry_point_at_their_file_lines(name, file, column, scale, rows, at):
     from concurrency_model.validate import registry
-    df = registry.validate("vtrain-allreduce")
-    assert set(df["mode"]) == {"preset"} and len(df) == 7168 and df["row"].is_unique
-    lut = vc.load("vtrain_allreduce_lut_a100")
-    r = df.iloc[100]
-    assert lut.loc[r["row"] - 2, "oop_time_ns"] * 1e-9 == pytest.approx(r["measured"])
+    df = registry.validate(name)
+    assert set(df["mode"]) == {"preset"} and len(df) == rows and df["row"].is_unique
+    r = df.iloc[at]
+    assert vc.load(file).loc[r["row"] - 2, column] * scale == pytest.approx(r["measured"])
     (s,) = registry.summarize(df)
-    assert s["median_ape"] == pytest.approx(df["ape"].median()) and s["file"] == "vtrain_allreduce_lut_a100.csv"
+    assert s["median_ape"] == pytest.approx(df["ape"].median()) and s["file"] == f"{file}.csv"
+    assert s["rows"] == s["rows_total"] == rows
 
 
 def test_allgather_sweep_is_an_allgather_on_the_a3_mega_preset():
@@ -378,17 +381,6 @@ def test_allgather_sweep_is_an_allgather_on_the_a3_mega_preset():
     # from 256 MiB the bytes' time rules: the ring on the 8 NICs (about 22.5 GB/s each way) within 10% of the report
     big = pre[pre["size_bytes"] >= 2**28]
     assert (big["ape"] < 10).all() and set(big["algorithm"]) == {"nccl:ring/Simple"}
-
-
-def test_allgather_through_the_registry_points_at_its_file_lines():
-    from concurrency_model.validate import registry
-    df = registry.validate("nccl-tests-allgather")
-    assert set(df["mode"]) == {"preset"} and len(df) == 13 and df["row"].is_unique
-    nt = vc.load("nccltests_allgather_a3mega")
-    r = df.iloc[5]
-    assert nt.loc[r["row"] - 2, "oop_time_us"] * 1e-6 == pytest.approx(r["measured"])
-    (s,) = registry.summarize(df)
-    assert s["file"] == "nccltests_allgather_a3mega.csv" and s["rows"] == s["rows_total"] == 13
 
 
 @pytest.fixture
