@@ -200,8 +200,6 @@ def collective_rows(source: str) -> pd.DataFrame:
 def collective_frame(name: str, mode: str, df: pd.DataFrame) -> pd.DataFrame:
     if name == "vtrain-allreduce":
         p = collectives.vtrain_preset(df)
-    elif name == "nccl-tests-allgather":
-        p = collectives.preset(df)
     else:
         p = collectives.fitted(df) if mode == "held-out" else collectives.preset(df)
     p = p[p["size_bytes"] >= MIN_BYTES].reset_index(drop=True)
