@@ -76,11 +76,17 @@ class DataParallelMixin:
                sharing: int) -> tuple:
         """Triple of one pass's ``op`` calls on a stage (``1/p`` of the model's units, each split ``t`` ways):
         each call its own collective (its own latency), plus ``d`` copy kernels and ``d`` host views a call with
-        list-form collectives (:mod:`.runtime`)."""
+        list-form collectives (:mod:`.runtime`). Buckets of one size fewer than the stages (a bucket wider than a
+        stage's share, as the one bucket of a small model, or a runtime's one call a pass) are a call of the stage's
+        share on every stage, not a fraction of a call: each stage buckets its own parameters [D]; a module's unit
+        stays on its stage (on average ``k / p`` calls a stage)."""
         out, sizes = ZERO_TRIPLE, self._units(runtime, kind, d)
+        bucketed = getattr(runtime, kind) in ("bucket", "pass")
         for n, k in Counter(sizes).items():
-            one = self._coll(op, n / t * value_bytes, d, rpn, sharing)
-            out = add_triples(out, tuple(x * k / p for x in one))
+            calls = k / p
+            size, calls = (n * calls, 1.0) if bucketed and calls < 1 else (n, calls)
+            one = self._coll(op, size / t * value_bytes, d, rpn, sharing)
+            out = add_triples(out, tuple(x * calls for x in one))
         if runtime.list_copies:
             per_rank = float(self.dev.launch_overhead) + HOST_VIEW_S + HOST_COPY_S
             out = (out[0] + len(sizes) / p * d * per_rank, out[1], out[2])
