@@ -134,19 +134,22 @@ def blocking_p2p_transfers(p, m, kind=BATCHED):
 
     The schedule's compute is not lengthened by either (the same event simulation with instant transfers gives
     ``(m + p - 1)(t_f + t_b)``: each exchange joins stages that alternate forward and backward, not a lock
-    step). Numbers or numpy arrays (per layout).
+    step). Numbers, numpy arrays (per layout) and sympy expressions in ``m``.
 
     >>> blocking_p2p_transfers(4, 8), blocking_p2p_transfers(4, 8, SERIAL), blocking_p2p_transfers(2, 8)
     (19, 32, 9)
+    >>> blocking_p2p_transfers(4, sp.Symbol("m", positive=True))
+    Max(6, 2*m + 3)
     """
     if any(isinstance(x, np.ndarray) for x in (p, m, kind)):
         p, m = np.asarray(p, dtype=float), np.asarray(m, dtype=float)
         batched = np.where(p == 2, m + 1, np.maximum(2 * (m + p) - 5, 2 * (p - 1)))
         serial = np.where(p == 2, 2 * m, np.maximum(4 * m + 2 * p - 8, 2 * (p - 1)))
         return np.where(np.asarray(kind) == SERIAL, serial, batched)
+    top = sp.Max if isinstance(m, sp.Basic) or isinstance(p, sp.Basic) else max  # m is a symbol in the step's expression
     if kind == SERIAL:
-        return 2 * m if p == 2 else max(4 * m + 2 * p - 8, 2 * (p - 1))
-    return m + 1 if p == 2 else max(2 * (m + p) - 5, 2 * (p - 1))
+        return 2 * m if p == 2 else top(4 * m + 2 * p - 8, 2 * (p - 1))
+    return m + 1 if p == 2 else top(2 * (m + p) - 5, 2 * (p - 1))
 
 
 def blocking_p2p_factor(p, m, v=1, kind=BATCHED):
@@ -157,7 +160,7 @@ def blocking_p2p_factor(p, m, v=1, kind=BATCHED):
     ``megatron/training/arguments.py``: ``--no-overlap-p2p-communication`` stores False into ``overlap_p2p_comm``,
     which only a non-interleaved schedule turns off; ``argument_utils.py``: ``batch_p2p_comm = not
     overlap_p2p_comm``; ``megatron/core/pipeline_parallel/p2p_communication.py``: ``torch.cuda.synchronize()`` only
-    with ``batch_p2p_comm and batch_p2p_sync``). Numbers or numpy arrays (per layout).
+    with ``batch_p2p_comm and batch_p2p_sync``). Numbers, numpy arrays (per layout) and sympy expressions in ``m``.
 
     >>> blocking_p2p_factor(4, 8), blocking_p2p_factor(4, 8, 1, SERIAL), blocking_p2p_factor(4, 8, 2)
     (3.1666666666666665, 5.333333333333333, 1)

@@ -221,3 +221,14 @@ def test_sweep_and_estimate_agree_on_deepspeeds_serial_exchanges(monkeypatch, tm
         m = 16 // int(row["microbatch_size"])
         one = triple_seconds(W.p2p(int(row["microbatch_size"]), 2, False, row["recompute"], 4, 1, scatter_gather=True))
         assert e.breakdown["pipeline_p2p_s"] == pytest.approx(max(4 * m + 2 * 4 - 8, 6) * one)
+
+
+@pytest.mark.parametrize("framework", ["megatron", "deepspeed"])
+@pytest.mark.parametrize("p", [2, 3, 4])
+def test_the_step_expression_counts_the_blocking_transfers_in_m(framework, p):
+    """The symbolic step (``Estimate.expression``, ``m`` a symbol) carries the transfer count as a sympy ``Max`` in m
+    and equals the estimate at the scenario's m."""
+    e = estimate({"model": "gpt2", "cluster": "dgx-a100", "training": {"framework": framework},
+                  "parallel": {"data": 2, "tensor": 1, "pipeline": p, "global_batch": 24, "microbatch_size": 1,
+                               "schedule": "1f1b"}})
+    assert float(e.expression.subs(e.expression_values)) == pytest.approx(e.step_time_s, rel=1e-12)
