@@ -142,14 +142,14 @@ def blocking_p2p_transfers(p, m, kind=BATCHED):
     Max(6, 2*m + 3)
     """
     if any(isinstance(x, np.ndarray) for x in (p, m, kind)):
-        p, m = np.asarray(p, dtype=float), np.asarray(m, dtype=float)
-        batched = np.where(p == 2, m + 1, np.maximum(2 * (m + p) - 5, 2 * (p - 1)))
-        serial = np.where(p == 2, 2 * m, np.maximum(4 * m + 2 * p - 8, 2 * (p - 1)))
-        return np.where(np.asarray(kind) == SERIAL, serial, batched)
-    top = sp.Max if isinstance(m, sp.Basic) or isinstance(p, sp.Basic) else max  # m is a symbol in the step's expression
-    if kind == SERIAL:
-        return 2 * m if p == 2 else top(4 * m + 2 * p - 8, 2 * (p - 1))
-    return m + 1 if p == 2 else top(2 * (m + p) - 5, 2 * (p - 1))
+        p, m, kind = np.asarray(p, dtype=float), np.asarray(m, dtype=float), np.asarray(kind)
+        where, top = np.where, np.maximum
+    else:  # numbers, or m a symbol of the step's expression
+        top = sp.Max if isinstance(m, sp.Basic) or isinstance(p, sp.Basic) else max
+        where = lambda two, a, b: a if two else b  # noqa: E731 (np.where's order, for numbers)
+    batched = where(p == 2, m + 1, top(2 * (m + p) - 5, 2 * (p - 1)))
+    serial = where(p == 2, 2 * m, top(4 * m + 2 * p - 8, 2 * (p - 1)))
+    return where(kind == SERIAL, serial, batched)
 
 
 def blocking_p2p_factor(p, m, v=1, kind=BATCHED):

@@ -200,20 +200,22 @@ class SweepResult:
     def fastest_per_gpus(self) -> pd.DataFrame:
         """The fastest configuration at each GPU count (over the hardware grid too), fewest GPUs first: what more
         GPUs buy, where :meth:`pareto` keeps only the counts that are faster than every smaller one."""
-        flat = self.step_time_s.ravel()
-        gpus = np.repeat(self.layouts["gpus"].to_numpy(), self.step_time_s.shape[1])
-        order = np.lexsort((flat, gpus))  # by GPU count, then step time: the first of each count is its fastest
-        return self.rows(order[np.unique(gpus[order], return_index=True)[1]])
+        return self._fastest_of_each(self.layouts["gpus"].to_numpy())
 
     def fastest_per_runtime(self) -> pd.DataFrame:
         """The fastest configuration under each runtime of a sweep over several (``training.framework`` a list), in
         the order given; empty for a sweep under one."""
         if "framework" not in self.layouts.columns:
             return self.rows(np.array([], dtype=int))
-        flat = self.step_time_s.ravel()
         names = list(dict.fromkeys(self.layouts["framework"]))  # the order given
-        code = np.repeat(self.layouts["framework"].map(names.index).to_numpy(), self.step_time_s.shape[1])
-        order = np.lexsort((flat, code))  # by runtime, then step time: the first of each runtime is its fastest
+        return self._fastest_of_each(self.layouts["framework"].map(names.index).to_numpy())
+
+    def _fastest_of_each(self, group: np.ndarray) -> pd.DataFrame:
+        """The fastest configuration of each value of ``group`` (one a layout; over the hardware grid too), in the
+        values' order."""
+        flat = self.step_time_s.ravel()
+        code = np.repeat(group, self.step_time_s.shape[1])
+        order = np.lexsort((flat, code))  # by group, then step time: the first of each group is its fastest
         return self.rows(order[np.unique(code[order], return_index=True)[1]])
 
     def against(self, layout: dict) -> dict | None:
