@@ -49,21 +49,30 @@ Inside the caching allocator (counted in ``reserved_bytes``):
   gradient of the stage in the reduce dtype, fp32 (``_fsdp_param_group.py`` ``post_backward``: "May have an
   accumulated gradient of the reduce dtype if the previous backward did not reduce-scatter";
   ``torch/distributed/pipelining/stage.py`` ``backward_maybe_with_nosync``); DeepSpeed ZeRO-2/3 one
-  ``reduce_bucket_size`` = 5e8-element bucket (``deepspeed/runtime/zero/config.py``);
+  ``reduce_bucket_size`` = 5e8-element bucket (``deepspeed/runtime/zero/config.py``), and ZeRO-1 the bucket and its
+  partition's flat gradient buffer (``grads_in_partition``, ``w / d`` bytes a parameter of the stage): contiguous
+  gradients default to true and apply at stage 1 since v0.13.0 (microsoft/DeepSpeed af033831, 2024-01-05; from
+  6ae756c0, 2021-07-26, the engine turned them off at stage 1: ZeRO-1 runs of DeepSpeed 0.4.4-0.12 hold neither);
 * the optimizer step's gradient copies (``deepspeed``, ZeRO-1 and -2): DeepSpeed's ZeRO optimizer
   (microsoft/DeepSpeed ``deepspeed/runtime/zero/stage_1_and_2.py``, ``step``, the same at v0.6.2 = 32d97976 and at
   38327e0) first frees the gradients of the parameters outside the rank's partition, then builds the partition's
   gradient as ``self.flatten(self.averaged_gradients[i]).to(fp32)``: a flat copy in the gradients' dtype (``w`` bytes
   a parameter of the partition; ``averaged_gradients`` are views of the parameters' gradients, ``get_flat_partition``)
   and its fp32 copy (4 bytes; none when the gradients are fp32 already), both held while the optimizer runs, after the
-  backward pass has freed the activations, the loss and the recompute buffers. What that exceeds the backward pass'
-  peak by (:func:`step_gradient_bytes`; 0 where the freed bytes cover it) is counted here [D]. Two copies of one
-  ZeRO-1 partition of ``d`` ranks: ``(w + 4) / d`` bytes a parameter; at ``d = 1`` (nothing outside the partition)
-  6 bytes a 16-bit parameter on top of the 16 of mixed-precision Adam. BigScience's measurement of it: a 20B GPT
+  backward pass has freed the activations, the loss, the recompute buffers and the reduce bucket (the partition's
+  gradients now sit in ``grads_in_partition``). What that exceeds the backward pass' peak by
+  (:func:`step_gradient_bytes`; 0 where the freed bytes cover it) is counted here [D]. Two copies of one ZeRO-1
+  partition of ``d`` ranks: ``(w + 4) / d`` bytes a parameter; at ``d = 1`` (nothing outside the partition) 6 bytes
+  a 16-bit parameter on top of the 16 of mixed-precision Adam. The copies are single tensors of the partition's
+  size, which no block the step frees can hold: the caching allocator takes a cached block only if it is at least
+  the request (best fit, ``get_free_block``'s ``lower_bound``) and merges a freed block only with free neighbours of
+  its own segment, and the freed gradients and activations are blocks of their own tensors' sizes. So the copies
+  take new segments while the freed bytes stay cached, and the reserved peak lies ``min(copies, freed)`` above the
+  allocated one (:func:`step_cached_bytes`, in the band's headroom). BigScience's measurement of it: a 20B GPT
   (8 layers, hidden 14,400, vocabulary 250k) on one DGX A100 at tensor 8, ZeRO-1, data 1 used 67 GB (fp16) and
   68 GB (bf16) a GPU by ``nvidia-smi``, against 16 bytes a parameter's 47 GB (bigscience-workshop/bigscience @
-  9e64ede, ``train/tr11-176B-ml/chronicles-prequel.md``, "Best TFLOPs"); not a validation set: the runs' layouts
-  beyond that table are not given whole;
+  9e64ede, ``train/tr11-176B-ml/chronicles-prequel.md``, "Best TFLOPs"; DeepSpeed of 2022, without
+  ``grads_in_partition`` at ZeRO-1); not a validation set: the runs' layouts beyond that table are not given whole;
 * DeepSpeed's ``BF16_Optimizer`` (``deepspeed`` without ZeRO in bf16, :func:`bf16_optimizer`): DeepSpeed runs bf16
   without ZeRO through it (microsoft/DeepSpeed @ 56c52238, the "bf16+pipeline parallelism" commit of 2022-04 that
   first ships ``deepspeed/runtime/bf16_optimizer.py``, ``engine.py`` ``_configure_optimizer``; @ 38327e0 the
@@ -225,11 +234,15 @@ def gradient_buffer_bytes(framework: str, zero_stage: int, stage_params, unit_pa
     0
     >>> gradient_buffer_bytes("fsdp2", 3, 1e9, 1e8, 2) / 1e6             # one unit: bf16 + fp32 reduce input
     600.0
+    >>> gradient_buffer_bytes("deepspeed", 1, 1e9, 1e8, 2, data=8) / 1e6  # a 5e8-element bucket + the partition's
+    1250.0
     """
     check_framework(framework)
     stage, unit = sp.sympify(stage_params), sp.sympify(unit_params)
     if fp32_accumulation:  # DeepSpeed's BF16_Optimizer (its flag, :func:`bf16_optimizer`)
         return to_python(4 * stage)
+    if framework == "deepspeed" and zero_stage == 1:  # contiguous gradients at ZeRO-1 (since v0.13.0)
+        return to_python(sp.Min(DS_REDUCE_BUCKET, stage) * weight_bytes + weight_bytes * stage / sp.sympify(data))
     if framework in ("ideal", "megatron") or zero_stage < 2:
         return 0
     if framework.startswith("deepspeed"):  # v0.3.13 has the same prefetch and live-parameter defaults
@@ -263,11 +276,11 @@ def state_zero_stage(framework: str, dtype: str, zero_stage: int) -> int:
 
 
 def step_gradient_bytes(framework: str, zero_stage: int, stage_params, weight_bytes, data, freed):
-    """What DeepSpeed's ZeRO-1/2 optimizer step's gradient copies exceed the backward pass' peak by (module
+    """What DeepSpeed's ZeRO-1/2 optimizer step's gradient copies exceed the backward pass' allocated peak by (module
     docstring): ``(w + 4) / d`` bytes a parameter of the stage (``w`` for fp32 gradients), less the gradients it frees
     first (ZeRO-1: those outside the partition, ``w (d - 1) / d``; ZeRO-2 holds only the partition's) and the
-    ``freed`` bytes (activations, loss and recompute buffers), never below 0; 0 for every other runtime and stage.
-    ``weight_bytes`` and ``data`` may be sympy expressions.
+    ``freed`` bytes (activations, loss and recompute buffers, and the gradient buffers of :func:`gradient_buffer_bytes`),
+    never below 0; 0 for every other runtime and stage. ``weight_bytes`` and ``data`` may be sympy expressions.
 
     >>> step_gradient_bytes("deepspeed", 1, 1e9, 2, 1, 1e9) / 1e9    # data 1: 6 bytes a parameter, less 1 GB freed
     5.0
@@ -276,13 +289,36 @@ def step_gradient_bytes(framework: str, zero_stage: int, stage_params, weight_by
     >>> step_gradient_bytes("deepspeed", 2, 8e9, 2, 8, 1e9) / 1e9, step_gradient_bytes("megatron", 1, 1e9, 2, 1, 0)
     (5.0, 0)
     """
+    built, credit = _step_copies(framework, zero_stage, stage_params, weight_bytes, data, freed)
+    return to_python(sp.Max(0, built - credit))
+
+
+def step_cached_bytes(framework: str, zero_stage: int, stage_params, weight_bytes, data, freed):
+    """What the caching allocator reserves at DeepSpeed's ZeRO-1/2 step beyond its allocated peak (module docstring):
+    the bytes :func:`step_gradient_bytes` credits the copies with, ``min(copies, released + freed)``. The gradients
+    and activations the step frees sit in blocks of their own tensors' sizes, and a request is served from one cached
+    block at least its size or from a new segment (``CUDACachingAllocator.cpp``: ``get_free_block``, blocks merged only
+    with free neighbours of their own segment), so the copies, one flat tensor each of the partition's size, take new
+    segments while those blocks stay cached; 0 for every other runtime and stage.
+
+    >>> step_cached_bytes("deepspeed", 1, 1e9, 2, 1, 1e9) / 1e9      # data 1: the 1 GB freed is not reused
+    1.0
+    >>> step_cached_bytes("deepspeed", 1, 1e9, 2, 8, 0) / 1e9        # the 0.75 GB of copies in new segments
+    0.75
+    """
+    built, credit = _step_copies(framework, zero_stage, stage_params, weight_bytes, data, freed)
+    return to_python(sp.Min(built, credit))
+
+
+def _step_copies(framework, zero_stage, stage_params, weight_bytes, data, freed):
+    """``(bytes of the step's two gradient copies, bytes freed before them)`` (:func:`step_gradient_bytes`)."""
     check_framework(framework)
     if framework != "deepspeed" or zero_stage not in (1, 2):
-        return 0
+        return sp.Integer(0), sp.Integer(0)
     w, d, stage = sp.sympify(weight_bytes), sp.sympify(data), sp.sympify(stage_params)
     built = (w + sp.Piecewise((4, w < 4), (0, True))) * stage / d
     released = w * stage * (d - 1) / d if zero_stage == 1 else 0
-    return to_python(sp.Max(0, built - released - sp.sympify(freed)))
+    return built, released + sp.sympify(freed)
 
 
 def check_loss(loss: str | None) -> str | None:
@@ -383,6 +419,7 @@ def reserved_bytes(allocated, headroom, outside, capacity) -> float:
 
 
 __all__ = ["framework_parts", "headroom_bytes", "reserved_bytes", "segment_bytes", "nccl_bytes", "workspace_bytes",
-           "gathered_parameter_bytes", "gradient_buffer_bytes", "step_gradient_bytes", "loss_buffer_bytes",
+           "gathered_parameter_bytes", "gradient_buffer_bytes", "step_gradient_bytes", "step_cached_bytes",
+           "loss_buffer_bytes",
            "check_framework", "PARTS", "fragmentation_bytes", "is_hopper", "check_loss", "LOSSES", "FRAMEWORK_LOSS",
            "OUTSIDE", "TRANSIENT", "FRAGMENTATION"]

@@ -494,11 +494,15 @@ def _framework_memory_compiled(framework: str, zero_stage: int, schedule: str, r
         parts["loss_buffers"] = 0 if framework == "ideal" else loss_bytes
         transient = act + sum(sp.sympify(parts[k]) for k in allocator.TRANSIENT
                               if k != "gradient_buffers" or framework in ("fsdp", "fsdp2"))
-        # DeepSpeed ZeRO-1/2: the step's gradient copies, past what the backward pass frees (its transient bytes)
+        # DeepSpeed ZeRO-1/2: the step's gradient copies, past what the backward pass frees (its transient bytes and
+        # the gradient buffers it moves to the copies), and the freed bytes the allocator keeps cached beside the
+        # copies' new segments
+        step = (framework, zero_stage, stage, wb, d * c, act + sum(sp.sympify(parts[k]) for k in allocator.TRANSIENT))
         parts["gradient_buffers"] = sp.sympify(parts["gradient_buffers"]) + sp.sympify(
-            allocator.step_gradient_bytes(framework, zero_stage, stage, wb, d * c, transient))
-        out = {**parts, "fragmentation": allocator.fragmentation_bytes(framework, transient),
-               "headroom": allocator.headroom_bytes(framework, transient, groups)}
+            allocator.step_gradient_bytes(*step))
+        cached = sp.sympify(allocator.step_cached_bytes(*step))
+        out = {**parts, "fragmentation": allocator.fragmentation_bytes(framework, transient) + cached,
+               "headroom": allocator.headroom_bytes(framework, transient, groups) + cached}
         syms = [b, t, p, m, v, d, c, act, _PARAMS, _REPLICATED, _WB, _EMBEDDING] + model_symbols(structure)
         return syms, [sp.sympify(out[k]) for k in FRAMEWORK_OUTPUTS]
     return lambdified("framework_memory", (framework, zero_stage, schedule, recompute, sequence_parallel, single_stage,
