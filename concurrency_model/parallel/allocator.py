@@ -38,9 +38,12 @@ Inside the caching allocator (counted in ``reserved_bytes``):
   (NVIDIA/Megatron-LM @ 2a75ac12, the submodule of NVIDIA-NeMo/Megatron-Bridge @ 067f987d,
   ``megatron/core/distributed/distributed_data_parallel_config.py``) and Megatron-Bridge's performance recipes set it
   False (``src/megatron/bridge/perf_recipes/_common.py`` ``_benchmark_common`` and ``_perf_precision``), as the
-  reduction's time already assumes (:data:`.data_parallel.GRAD_BYTES`). The distributed optimizer makes its fp32
-  gradient shard only in the step (``megatron/core/optimizer/distrib_optimizer.py``: ``shard_main_param.grad =
-  shard_model_grad.float()``), after the backward pass has freed the activations: never at the peak, so 0.
+  reduction's time already assumes (:data:`.data_parallel.GRAD_BYTES`). Its optimizer makes fp32 gradients only
+  in the step, after the backward pass has freed the activations (``megatron/core/optimizer/optimizer.py``
+  ``_copy_model_grads_to_main_grads``: ``main_param.grad = model_param.main_grad.float()`` a parameter, the
+  ``main_grad`` buffer kept; the distributed optimizer the same of its shard, ``distrib_optimizer.py``:
+  ``shard_main_param.grad = shard_model_grad.float()``; NVIDIA/Megatron-LM @ d98e8a64): 4 bytes a parameter (over
+  ``d`` under ZeRO-1), counted where they exceed the freed bytes (:func:`step_gradient_bytes`).
   (Megatron-LM's own ``pretrain_gpt.py`` promotes bf16 runs to fp32 accumulation unless ``--grad-reduce-in-bf16``,
   ``megatron/training/arguments.py``: ``grad_reduce_in_fp32=True`` there costs ``4 - w`` more bytes a parameter; not
   modelled: the toolkit follows Megatron-Core's default.) FSDP and FSDP2 (ZeRO-2/3) hold one unit's unsharded
@@ -276,18 +279,21 @@ def state_zero_stage(framework: str, dtype: str, zero_stage: int) -> int:
 
 
 def step_gradient_bytes(framework: str, zero_stage: int, stage_params, weight_bytes, data, freed):
-    """What DeepSpeed's ZeRO-1/2 optimizer step's gradient copies exceed the backward pass' allocated peak by (module
-    docstring): ``(w + 4) / d`` bytes a parameter of the stage (``w`` for fp32 gradients), less the gradients it frees
-    first (ZeRO-1: those outside the partition, ``w (d - 1) / d``; ZeRO-2 holds only the partition's) and the
-    ``freed`` bytes (activations, loss and recompute buffers, and the gradient buffers of :func:`gradient_buffer_bytes`),
-    never below 0; 0 for every other runtime and stage. ``weight_bytes`` and ``data`` may be sympy expressions.
+    """What the optimizer step's gradient copies exceed the backward pass' allocated peak by (module docstring):
+    DeepSpeed's ZeRO-1/2 ``(w + 4) / d`` bytes a parameter of the stage (``w`` for fp32 gradients), less the gradients
+    it frees first (ZeRO-1: those outside the partition, ``w (d - 1) / d``; ZeRO-2 holds only the partition's);
+    Megatron's 4 bytes a parameter (ZeRO-1: over ``d``; none for fp32 gradients); both less the ``freed`` bytes
+    (activations, loss and recompute buffers, and the gradient buffers of :func:`gradient_buffer_bytes`), never below
+    0; 0 for every other runtime and stage. ``weight_bytes`` and ``data`` may be sympy expressions.
 
     >>> step_gradient_bytes("deepspeed", 1, 1e9, 2, 1, 1e9) / 1e9    # data 1: 6 bytes a parameter, less 1 GB freed
     5.0
     >>> step_gradient_bytes("deepspeed", 1, 1e9, 2, 8, 0) / 1e9      # 0.75 GB built, 1.75 GB of gradients freed
     0.0
-    >>> step_gradient_bytes("deepspeed", 2, 8e9, 2, 8, 1e9) / 1e9, step_gradient_bytes("megatron", 1, 1e9, 2, 1, 0)
+    >>> step_gradient_bytes("deepspeed", 2, 8e9, 2, 8, 1e9) / 1e9, step_gradient_bytes("fsdp2", 3, 1e9, 2, 1, 0)
     (5.0, 0)
+    >>> step_gradient_bytes("megatron", 0, 1e9, 2, 8, 1e9) / 1e9, step_gradient_bytes("megatron", 1, 1e9, 2, 8, 0) / 1e9
+    (3.0, 0.5)
     """
     built, credit = _step_copies(framework, zero_stage, stage_params, weight_bytes, data, freed)
     return to_python(sp.Max(0, built - credit))
@@ -306,19 +312,23 @@ def step_cached_bytes(framework: str, zero_stage: int, stage_params, weight_byte
     >>> step_cached_bytes("deepspeed", 1, 1e9, 2, 8, 0) / 1e9        # the 0.75 GB of copies in new segments
     0.75
     """
+    if framework != "deepspeed":  # Megatron's copies are per-parameter tensors, which freed blocks can hold
+        return 0
     built, credit = _step_copies(framework, zero_stage, stage_params, weight_bytes, data, freed)
     return to_python(sp.Min(built, credit))
 
 
 def _step_copies(framework, zero_stage, stage_params, weight_bytes, data, freed):
-    """``(bytes of the step's two gradient copies, bytes freed before them)`` (:func:`step_gradient_bytes`)."""
+    """``(bytes of the step's gradient copies, bytes freed before them)`` (:func:`step_gradient_bytes`)."""
     check_framework(framework)
+    w, d, stage = sp.sympify(weight_bytes), sp.sympify(data), sp.sympify(stage_params)
+    fp32 = sp.Piecewise((4, w < 4), (0, True))  # an fp32 copy of 16-bit gradients; none of fp32 ones
+    if framework == "megatron" and zero_stage in (0, 1):  # main_grad.float(), of the shard under ZeRO-1
+        return fp32 * stage / (d if zero_stage == 1 else 1), sp.sympify(freed)
     if framework != "deepspeed" or zero_stage not in (1, 2):
         return sp.Integer(0), sp.Integer(0)
-    w, d, stage = sp.sympify(weight_bytes), sp.sympify(data), sp.sympify(stage_params)
-    built = (w + sp.Piecewise((4, w < 4), (0, True))) * stage / d
     released = w * stage * (d - 1) / d if zero_stage == 1 else 0
-    return built, released + sp.sympify(freed)
+    return (w + fp32) * stage / d, released + sp.sympify(freed)
 
 
 def check_loss(loss: str | None) -> str | None:

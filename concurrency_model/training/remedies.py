@@ -131,7 +131,7 @@ def fits_with(sc, w, memory_at, rebuild=None) -> str:
     >>> for clause in fits_with(sc, workload(sc.model, sc.cluster, "bf16"), memory_at).split(", "):
     ...     print(clause)
     ; fits with training.zero_stage=1 (76.2 GB)
-    training.recompute=full (52.0 GB)
+    training.recompute=full (57.8 GB)
     parallel.pipeline=32 parallel.data=4 (75.2 GB)
     """
     groups = candidates(sc, transformer_shape(w.graph(sc.parallel.microbatch_size)) is not None)
