@@ -17,7 +17,9 @@ activation checkpointing is its per-op policy (:func:`concurrency_model.parallel
 
 The allocator's fragmentation fraction (:data:`~concurrency_model.parallel.allocator.FRAGMENTATION`) is fitted on
 Table 2 (Llama 3.1 8B, FSDP + CP, full activation checkpointing, 4 rows): ``--fit`` prints the fraction those rows
-imply (the median of ``(measured - allocated) / transient``); the other rows are the out-of-sample check. Run:
+imply (the median of ``(measured - allocated) / transient``); the other rows are the out-of-sample check, and
+``--fit`` prints their 90th percentile of measured over reserved, what the band's upper end adds
+(:data:`~concurrency_model.parallel.allocator.RESERVED_P90_EXCESS`). Run:
 ``python benchmarks/memory_accuracy.py [--fit]``.
 """
 from __future__ import annotations
@@ -64,7 +66,7 @@ def main() -> None:
             if np.isfinite(r["measured_memory_bytes"]) and not r["unmappable"]]
     print(f"{'row':<44} {'meas':>6} {'ideal':>6} {'centr':>6} {'resv':>6} {'upper':>6}  GiB  (fit: * rows)")
     errs = {k: {"fit": [], "other": []} for k in ("ideal", "central", "reserved")}
-    implied = []
+    implied, ratios, covered = [], [], 0
     for r in rows:
         meas = float(r["measured_memory_bytes"])
         p = predict(r)
@@ -73,6 +75,9 @@ def main() -> None:
             errs[k]["fit" if fit else "other"].append(ape(p[k], meas))
         if fit:
             implied.append((meas - p["allocated"]) / p["transient"])
+        else:
+            ratios.append(meas / p["reserved"])
+        covered += meas <= p["upper"]
         label = r["label"][:43] + ("*" if fit else " ")
         print(f"{label:<44} {meas / GIB:6.1f} {p['ideal'] / GIB:6.1f} {p['central'] / GIB:6.1f} "
               f"{p['reserved'] / GIB:6.1f} {p['upper'] / GIB:6.1f}  {'at risk' if p['at_risk'] else ''}")
@@ -82,10 +87,12 @@ def main() -> None:
         every = e["fit"] + e["other"]
         print(f"  {k:<9} fit {statistics.median(e['fit']):6.1%}   others {statistics.median(e['other']):6.1%}   "
               f"all {statistics.median(every):6.1%}   (max {max(every):.1%})")
-    print(f"fragmentation fraction in use: {allocator.FRAGMENTATION}")
+    print(f"fragmentation fraction in use: {allocator.FRAGMENTATION}; the band's excess over the reserved figure: "
+          f"{allocator.RESERVED_P90_EXCESS}; measured at or under the upper end: {covered} of {len(rows)}")
     if a.fit:
         print(f"fraction the fitting rows imply (median of (measured - allocated) / transient): "
               f"{statistics.median(implied):.4f}  (each: {', '.join(f'{x:.3f}' for x in implied)})")
+        print(f"the other rows' 90th percentile of measured / reserved: {np.quantile(ratios, 0.9):.4f}")
 
 
 if __name__ == "__main__":

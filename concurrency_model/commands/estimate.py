@@ -105,7 +105,7 @@ def show(out: dict) -> None:
                       if m.get(k))
     upper = out.get("memory_p90_bytes_per_device", out["memory_bytes_per_device"])
     band = "" if upper == out["memory_bytes_per_device"] else \
-        f" (band to {upper / 1e9:,.2f} GB with the allocator's headroom)"
+        f" (band to {upper / 1e9:,.2f} GB with the allocator's headroom and measured peaks' spread)"
     print(f"memory per device {out['memory_bytes_per_device'] / 1e9:,.2f} GB{band} of {m['capacity_bytes'] / 1e9:,.0f} "
           f"GB ({parts} GB)")
     if out.get("memory_at_risk"):

@@ -527,8 +527,9 @@ def memory_per_device(model_state, activations, device_capacity_bytes, reserve_f
     device's capacity less ``reserve_fraction`` of it (framework workspace, fragmentation).
 
     ``headroom``: the band's upper end less the sum (the caching allocator's reserved headroom,
-    :func:`.allocator.headroom_bytes`): ``upper_bytes`` is the sum plus it. ``fits`` is True only when the upper end
-    fits; ``at_risk`` when the sum fits and the upper end does not (then the reason says "at risk").
+    :func:`.allocator.headroom_bytes`, and the spread of measured peaks, :func:`.allocator.band_excess_bytes`):
+    ``upper_bytes`` is the sum plus it. ``fits`` is True only when the upper end fits; ``at_risk`` when the sum fits
+    and the upper end does not (then the reason says "at risk").
 
     ``model_state`` and ``activations`` are numbers or dicts with a ``total`` (as returned by
     :func:`model_state_bytes`); ``device_capacity_bytes`` is a number or a

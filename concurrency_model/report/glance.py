@@ -171,7 +171,7 @@ def glance_section(head: dict | None, summary: pd.DataFrame | None, errors: dict
                  f"80% band {h['step_p10_s']:.2f}-{h['step_p90_s']:.2f} s"),
                 ("Where it goes", html.escape(where), f"the largest {len(h['where'])} parts of the step"),
                 ("Memory per GPU", f"<b>{h['memory_gb']:.1f} GB</b> of {h['capacity_gb']:.0f} GB: {fits}",
-                 f"upper end {h['memory_p90_gb']:.1f} GB (the allocator's reserve)"),
+                 f"upper end {h['memory_p90_gb']:.1f} GB (the allocator's reserve, measured peaks' spread)"),
                 ("Best layout", html.escape(h["best"] + (f" under {h['framework']}" if h["framework"] else "")),
                  f"{h['flops_per_gpu'] / 1e12:.0f} TFLOP/s of model FLOPs per GPU; best of {h['feasible']:,} "
                  f"feasible of {h['evaluated']:,} configurations")]

@@ -9,7 +9,8 @@ here as from :func:`~concurrency_model.training.estimate.estimate` (same feature
 
 Memory: ``memory_bytes_per_device`` is the central figure (model state, activations and what the runtime
 ``training.framework`` adds, :mod:`~concurrency_model.parallel.allocator`), ``memory_p90_bytes_per_device`` the
-band's upper end (the caching allocator's reserved headroom). A layout whose central figure exceeds the device is
+band's upper end (the caching allocator's reserved headroom and the spread of measured peaks,
+:func:`~concurrency_model.parallel.allocator.band_excess_bytes`). A layout whose central figure exceeds the device is
 rejected; one whose upper end alone does not fit is kept as feasible and flagged ``memory_at_risk`` (it runs, with
 allocation retries or an out-of-memory error likely): ranking it out would hide layouts that do run, and the flag
 lets a user filter them (``frame[~frame.memory_at_risk]``).
@@ -334,7 +335,10 @@ def _memory(sc, w, lay: pd.DataFrame) -> dict:
             state[idx] += unsharded_optimizer_bytes(w, tr, int(z_), sharded, int(e_), bool(one), frozen_bytes,
                                                     L["tensor"].to_numpy(float), L["pipeline"].to_numpy(float),
                                                     (L["data"] * L["context"]).to_numpy(float))
-        model_state[idx], act[idx], upper[idx] = st, ac, st + ac + extra + runtime["headroom"]
+        outside = sum(runtime[k] for k in allocator.OUTSIDE)
+        model_state[idx], act[idx] = st, ac
+        upper[idx] = st + ac + extra + runtime["headroom"] + allocator.band_excess_bytes(
+            fw, st + ac + extra - outside, runtime["fragmentation"])
         parts = compose.state_parts_fn(w.state_params(int(e_)), tr.optimizer, tr.dtype, sharded, bool(one),
                                        w.replicated_params, frozen_bytes, w.embedding_params)(
             L["tensor"].to_numpy(float), L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))

@@ -116,7 +116,8 @@ class Estimate:
     region_of: object = field(default=None, repr=False)  # () -> BatchRegion, computed when first asked for
     expert_imbalance_factor: float = 1.0  # the busiest device's routed rows over the mean (:mod:`..routing`)
     layers_of: object = field(default=None, repr=False)  # () -> the layer table (:mod:`.layer_table`)
-    # the band's upper end (the caching allocator's reserved headroom, :mod:`.allocator`); None: the central figure
+    # the band's upper end (the caching allocator's reserved headroom and the spread of measured peaks,
+    # :mod:`.allocator`); None: the central figure
     memory_p90_bytes_per_device: float | None = None
     # steps, seconds, GPU-hours (and cost) to training.target's quality, with bands (:mod:`..convergence.target`)
     target: dict | None = None

@@ -1,7 +1,8 @@
 """What makes a training scenario that is over its device's memory fit: the changes of one field that cost no
 devices, tried in the order a practitioner reaches for them, each priced by the same memory model
 (:func:`.prepare.memory_at`). A change "fits" when the upper end of its memory band fits (:mod:`.allocator`: the
-caching allocator's reserved headroom above the central figure), and the bytes named are that upper end; the same
+caching allocator's reserved headroom above the central figure and the spread of measured peaks about it), and the
+bytes named are that upper end; the same
 clause follows a refusal and an "at risk" estimate (central figure in, upper end out).
 
 * ``parallel.sequence_parallel = true`` (tensor > 1, transformer blocks): the activations that tensor
@@ -130,9 +131,8 @@ def fits_with(sc, w, memory_at, rebuild=None) -> str:
     >>> # ZeRO-2 would fit, but DeepSpeed, which runs it, refuses it with pipeline stages)
     >>> for clause in fits_with(sc, workload(sc.model, sc.cluster, "bf16"), memory_at).split(", "):
     ...     print(clause)
-    ; fits with training.zero_stage=1 (76.2 GB)
-    training.recompute=full (57.8 GB)
-    parallel.pipeline=32 parallel.data=4 (75.2 GB)
+    ; fits with training.recompute=full (63.4 GB)
+    parallel.pipeline=64 parallel.data=2 (76.7 GB)
     """
     groups = candidates(sc, transformer_shape(w.graph(sc.parallel.microbatch_size)) is not None)
     found = []

@@ -185,7 +185,7 @@ ASSUMPTIONS = {
             "parallelism with TP, overlapped gradient reduction, VP > 1 -> interleaved, the pipeline stages cut as "
             "Megatron-Core's even split of the layers (NEMO_STAGE_SPLIT), FP8 -> fp8 (Transformer "
             "Engine's recipe, attention in bf16 on cuDNN's fused attention: timing.attention 'cudnn'); recompute: "
-            "the least of none / selective / full that fits in memory with the caching allocator's headroom (the "
+            "the least of none / selective / full whose expected peak (the caching allocator's reserved figure) fits (the "
             "tables do not say; NeMo's long-sequence page mentions full recompute for the runs without CP), and for "
             "the best layout without CP of a long-sequence row never less than that of the table's next shorter "
             "sequence (nemo_cp_speedups); SFT "
@@ -853,9 +853,9 @@ def _predict(r: dict) -> dict:
     modules = r.get("recompute_modules")
     if r["recompute"] == "auto" and isinstance(modules, str):  # the recipe's modules, then heavier (ASSUMPTIONS)
         tries = ("selective", "full")
-    # "auto" (nemo, megatron_bridge_moe: ASSUMPTIONS): the least recompute whose memory fits with the caching
-    # allocator's headroom (memory_per_device "fits"); one that fits only without it ("at risk") is taken when no
-    # mode fits whole
+    # "auto" (nemo, megatron_bridge_moe: ASSUMPTIONS): the least recompute whose expected peak (the allocator's
+    # reserved figure, over_expected) fits; one that fits only without the allocator's headroom is taken when no mode
+    # fits whole
     e, risky, err = None, None, None
     for mode in tries:
         training = {**sc["training"], "recompute": mode}
@@ -866,7 +866,7 @@ def _predict(r: dict) -> dict:
         except ValueError as x:
             err = x
             continue
-        if not got.memory_at_risk or len(tries) == 1:
+        if not over_expected(got) or len(tries) == 1:
             e = got
             break
         risky = risky or (mode, got)
@@ -950,8 +950,8 @@ def _without_cp(r: dict) -> list[dict]:
     same GPUs and batch; TP a power of 2 up to the query groups (NeMo's footnote: "the maximum TP size is limited by
     the number of query groups", so past a node where the groups allow) whose GEMMs Transformer Engine can run in
     FP8 (:func:`fp8_tensor_ok`: 16 for Llama 2 7B, whose 11,008-wide MLP does not split into 32 widths of 16) x PP a
-    power of 2 dividing the layers; the rest data parallel; recompute the least that fits with the allocator's
-    headroom (the footnote: "even with full activation recomputation it is impossible to run ... without CP")."""
+    power of 2 dividing the layers; the rest data parallel; recompute the least whose expected peak fits
+    (:func:`over_expected`; the footnote: "even with full activation recomputation it is impossible to run ... without CP")."""
     cfg = load_hf_config(r["model"])[0]
     groups = cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
     layers = cfg["num_hidden_layers"]
@@ -967,8 +967,17 @@ def _without_cp(r: dict) -> list[dict]:
     return out
 
 
+def over_expected(e) -> bool:
+    """Whether an estimate's expected peak, the allocator's reserved figure and what sits outside it, exceeds the
+    device: what a run that ran cannot have done. ``"auto"`` recompute takes the least mode that passes this, not the
+    band's upper end, which also holds the spread of measured peaks about the expected one
+    (:func:`~concurrency_model.parallel.allocator.band_excess_bytes`) and so says "at risk" of some runs that fit."""
+    m = e.memory  # the reserved figure before its cap at the device (allocator.reserved_bytes), and the outside
+    return m["total_bytes"] + m.get("fragmentation_bytes", 0.0) > m["capacity_bytes"]
+
+
 def _outcome(job: tuple) -> tuple:
-    """``(status, predicted tokens/s per GPU, memory at risk)`` of one row of :func:`rows` under one recompute mode
+    """``(status, predicted tokens/s per GPU, over the expected peak)`` of one row of :func:`rows` under one recompute mode
     (``job`` = ``(row, mode)``): what :func:`_predict`'s ``"auto"`` weighs, kept for every mode."""
     r, mode = job
     try:
@@ -976,13 +985,14 @@ def _outcome(job: tuple) -> tuple:
         e = estimate({**sc, "training": {**sc["training"], "recompute": mode}})
     except ValueError:
         return "refused", np.nan, True
-    return "ok", r["global_batch"] * r["seq"] / r["gpus"] / e.step_time_s, bool(e.memory_at_risk)
+    return "ok", r["global_batch"] * r["seq"] / r["gpus"] / e.step_time_s, over_expected(e)
 
 
 def least_recompute(outcomes: dict, floor: str = "none") -> str | None:
-    """The recompute mode :func:`_predict`'s ``"auto"`` takes from ``outcomes`` (``{mode: (status, tokens/s, at
-    risk)}``, :func:`_outcome`), starting at ``floor``: the least of :data:`RECOMPUTE_ORDER` that fits with the
-    allocator's headroom, else the least that fits only without it, else None (every mode refused).
+    """The recompute mode :func:`_predict`'s ``"auto"`` takes from ``outcomes`` (``{mode: (status, tokens/s, over
+    the expected peak)}``, :func:`_outcome`, :func:`over_expected`), starting at ``floor``: the least of
+    :data:`RECOMPUTE_ORDER` whose expected peak fits, else the least that fits at the central figure, else None (every
+    mode refused).
 
     >>> ok, risky, no = ("ok", 1.0, False), ("ok", 2.0, True), ("refused", float("nan"), True)
     >>> least_recompute({"none": risky, "selective": risky, "full": ok}), least_recompute({"none": ok, "full": ok})

@@ -87,8 +87,8 @@ def test_layouts_without_cp_reach_tp16_and_deep_pipelines(nemo):
 
 
 def test_least_recompute_starts_at_the_floor_and_prefers_a_whole_fit():
-    # (status, tokens/s, memory at risk): "auto" takes the least mode that fits with the allocator's headroom, else the
-    # least that fits only without it; a floor from the table's shorter sequence rules out the modes below it
+    # (status, tokens/s, over the expected peak): "auto" takes the least mode whose expected peak fits, else the
+    # least that fits at the central figure; a floor from the table's shorter sequence rules out the modes below it
     ok, risky, refused = ("ok", 10.0, False), ("ok", 12.0, True), ("refused", float("nan"), True)
     three = {"none": ok, "selective": ok, "full": ok}
     assert [modern.least_recompute(three, f) for f in modern.RECOMPUTE_ORDER] == ["none", "selective", "full"]
