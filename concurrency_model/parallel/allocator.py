@@ -106,7 +106,8 @@ Inside the caching allocator (counted in ``reserved_bytes``):
 The band's upper end is the reserved figure :data:`RESERVED_P90_EXCESS` higher (:func:`band_excess_bytes`), and
 NCCL's buffers at their larger channel count: the reserved figure is a central estimate, and measured peaks spread
 about it (torchtitan's rows from -6 to +14%; the excess is their 90th percentile outside the rows
-:data:`FRAGMENTATION` is fitted on, reported on BigScience's layout search in docs/residuals.md). The reserved
+:data:`FRAGMENTATION` is fitted on; held out, BigScience's DeepSpeed layout search, ``bigscience-tr11-memory``,
+where the model is lower still: docs/residuals.md). The reserved
 figure adds the caching allocator's headroom: freed blocks it keeps cached in segments still
 partly in use (``c10/cuda/CUDACachingAllocator.cpp``: best-fit splitting of cached blocks, 512-byte rounding,
 1 MiB-or-smaller requests packed in 2 MiB segments, 1-10 MiB requests in 20 MiB segments, larger ones rounded to

@@ -27,7 +27,8 @@ TRAINING = {"vtrain-single": "vtrain_single", "vtrain-multi": "vtrain_multi", "m
 # modern training stacks (:mod:`.modern`): name -> (its set, the compared quantity)
 MODERN = {"torchtitan-llama3": ("torchtitan", "tps"), "torchtitan-llama3-memory": ("torchtitan", "memory"),
           "llmfoundry-mpt": ("llmfoundry", "tps"), "megatron-bridge": ("megatron_bridge", "tps"),
-          "megatron-bridge-moe": ("megatron_bridge_moe", "tps"), "nemo-2407-longseq": ("nemo", "tps")}
+          "megatron-bridge-moe": ("megatron_bridge_moe", "tps"), "nemo-2407-longseq": ("nemo", "tps"),
+          "bigscience-tr11": ("bigscience", "tps"), "bigscience-tr11-memory": ("bigscience", "memory")}
 SCALING = {"tf-cnn-benchmarks": "tf_cnn_benchmarks", "torchgpipe": "torchgpipe", "horovod": "horovod",
            "dle-resnet50": "dle_resnet50", "dle-resnext101": "dle_resnext101", "dle-se-resnext101": "dle_se_resnext101",
            "dle-bert": "dle_bert"}
@@ -55,11 +56,13 @@ FILES = {"deepbench-gemm": "deepbench_gemm.csv", "deepbench-conv": "deepbench_co
          "llmfoundry-mpt": "llmfoundry_mpt_train_throughput.csv",
          "megatron-bridge": "megatron_bridge_train_throughput.csv",
          "megatron-bridge-moe": "megatron_bridge_train_throughput.csv",
-         "nemo-2407-longseq": "nemo_2407_and_longseq_train_throughput.csv"}
+         "nemo-2407-longseq": "nemo_2407_and_longseq_train_throughput.csv",
+         "bigscience-tr11": "bigscience_tr11_layout_search.csv",
+         "bigscience-tr11-memory": "bigscience_tr11_layout_search.csv"}
 # rows in file order, quick mode
 QUICK_EVERY = {"vtrain-single": 20, "vtrain-multi": 8, "megatron-2021": 2, "llmfoundry-mpt": 6, "trtllm-hopper": 8,
                "megatron-bridge-moe": 6, "torchtitan-llama3": 3, "torchtitan-llama3-memory": 2,
-               "nemo-2407-longseq": 3}
+               "nemo-2407-longseq": 3, "bigscience-tr11": 3, "bigscience-tr11-memory": 3}
 MIN_BYTES = 64 * 1024  # all-reduce sizes compared (issue 4's range)
 # why a dataset's predictions carry no 80% band (benchmarks/accuracy.py prints it in the note column)
 NO_BAND = {
@@ -74,6 +77,7 @@ NO_BAND = {
     "horovod": "no band: scaling efficiency = ratio of two estimates (the scales mostly cancel); not propagated",
     "torchtitan-llama3-memory": "no band: memory is counted, not timed; the uncertainty model samples rates, not "
                                 "bytes",
+    "bigscience-tr11-memory": "no band: memory is counted, not timed; the uncertainty model samples rates, not bytes",
     "trtllm-hopper": "no band: the full-load throughput's band is not propagated (the slots follow from memory, "
                      "the iteration's band is not carried through max_throughput)",
 }

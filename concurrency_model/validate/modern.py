@@ -47,8 +47,9 @@ import pandas as pd
 from ..datasets import load
 from ..frontends.hf import load_hf_config
 from ..training.estimate import estimate
+from .training import dgx_a100_spec
 
-DATASETS = ("torchtitan", "llmfoundry", "megatron_bridge", "megatron_bridge_moe", "nemo")
+DATASETS = ("torchtitan", "llmfoundry", "megatron_bridge", "megatron_bridge_moe", "nemo", "bigscience")
 GIB = 2 ** 30  # torchtitan prints memory in GiB (metrics.py _to_gib at 9dec370: 1024^3 bytes)
 # MPT shapes of mosaicml/llm-foundry @ 8c8dd48f scripts/train/yamls/pretrain/mpt-*.yaml: n_layers, d_model, n_heads
 # (expansion_ratio 4, vocab_size 50368, attn_impl flash). Those yamls keep llm-foundry's MPTConfig defaults
@@ -93,6 +94,28 @@ LLMFOUNDRY_FP32_REDUCE_SECTIONS = ("H100 80GB BF16", "H100 80GB FP8", "H100 80GB
 # logit, :data:`concurrency_model.parallel.allocator.LOSSES`), not three fp32 tensors.
 TORCHTITAN_COMPILED_LOSS = ("e7c0cae", "820504e", "6fc499f6")
 RECOMPUTE_ORDER = ("none", "selective", "full")  # recompute "auto": the least of these that fits in memory
+BIGSCIENCE_VOCAB = 250_880  # --pad-vocab-size-to 250880 (bigscience @ 9e64ede train/tr11-176B-ml/tr11-176B-ml.slurm)
+OPA_PORT_BPS = 100e9 / 8  # Intel Omni-Path Architecture 100 Series: 100 Gb/s a port
+
+
+def jean_zay_cluster() -> dict:
+    """Jean Zay's A100 partition as BigScience ran it in 2022 (bigscience-workshop/bigscience @ 9e64ede
+    ``jz/hpc-specs.md`` "JZ3": 8 A100 80 GB a node, "4 OmniPath links", a dedicated NCCL subnet): the ``dgx-a100``
+    preset's node with 4 Omni-Path ports of 100 Gb/s in the place of its 8 HDR ports (the node's NVLink fabric taken
+    as the preset's; the page says "NVLink 4 inter-gpu connects" only).
+
+    >>> c = jean_zay_cluster(); c["nics_per_node"] * c["inter"]["bw_Bps"] * 8 / 1e9   # Gb/s a node
+    400.0
+    """
+    spec = dgx_a100_spec()
+    spec["nics_per_node"] = 4
+    spec["inter"] = {**spec["inter"], "name": "omni-path-100", "kind": "omnipath", "bw_Bps": OPA_PORT_BPS,
+                     "sources": {**spec["inter"]["sources"],
+                                 "kind": "bigscience @ 9e64ede jz/hpc-specs.md JZ3: 4 OmniPath links a node",
+                                 "bw_Bps": "Intel Omni-Path Architecture 100 Series: 100 Gb/s a port"}}
+    return {"name": "jean-zay-a100 (JZ3: 4 x Omni-Path 100 a node)", **spec}
+
+
 ASSUMPTIONS = {
     "torchtitan": "cluster grand-teton-h100 for the H100 rows (96 GB HBM2e at 2.4 TB/s, the SXM5 tensor peaks at "
                   "the clock of the 500 W cap, torchao's achievable fractions on this board, the GH100's sustained "
@@ -181,6 +204,15 @@ ASSUMPTIONS = {
                            "legacy scripts/performance/configs), each container's dispatcher, EP overlap and graphs; "
                            "Transformer Engine's per-expert GEMM launches as the megatron runtime prices them "
                            "(parallel.runtime TE_EXPERT_GEMM_LAUNCH_S)",
+    "bigscience": "cluster jean_zay_cluster (the dgx-a100 node with 4 Omni-Path 100 Gb/s ports, BigScience's JZ3); "
+                  "Megatron-DeepSpeed's GPT under DeepSpeed's pipeline engine (framework deepspeed, 1f1b, the layers "
+                  "split evenly where the stages divide them), fp16 (the page: the tables before its BF16 optimizer "
+                  "section ran fp16), ZeRO as stated (1 unless the ZS column says 0), full recompute "
+                  "(--checkpoint-activations), vocabulary 250,880, sequence 2,048, the table's global batch rounded "
+                  "down to whole microbatches; heads 64 where the table has no NHEADS column (the page: 'all "
+                  "NHEADS=64 (above too)'), the 02-17 rows' 32 and 96 as stated; the layer count as stated, else "
+                  "the multiple of PP the stated size implies (80 at PP 4, 5, 8, 10; 78 at 6; 77 at 7 and 11; 81 "
+                  "at 9; 72 at 12); memory in GiB against the reserved figure; iteration 2, as the page timed it",
     "nemo": "clusters dgx-h100 and dgx-b200; framework megatron with the distributed optimizer (ZeRO 1), sequence "
             "parallelism with TP, overlapped gradient reduction, VP > 1 -> interleaved, the pipeline stages cut as "
             "Megatron-Core's even split of the layers (NEMO_STAGE_SPLIT), FP8 -> fp8 (Transformer "
@@ -295,6 +327,32 @@ def torchtitan_rows() -> pd.DataFrame:
                                                                          " (and the model is not stated)")
         elif not b["model"]:
             b["unmappable"] = f"not mappable: model {r['model']!r} has no preset"
+        rows.append(b)
+    return pd.DataFrame(rows)
+
+
+def bigscience_rows() -> pd.DataFrame:
+    """BigScience's layout search of February 2022 (``data/bigscience_tr11_layout_search.csv``), one row per
+    measured configuration, in the common row shape: tokens/s per GPU from the seconds an iteration at the table's
+    global batch of 2,048-token sequences, memory in GiB (the page's "GB": DeepSpeed's and Megatron's memory reports
+    divide by 1024^3)."""
+    df = load("bigscience_tr11_layout_search")
+    cluster = jean_zay_cluster()
+    rows = []
+    for i, r in df.iterrows():
+        dp, tp, pp, mbs = (int(r[k]) for k in ("dp", "tp", "pp", "mbs"))
+        layers, hidden, heads = int(r["layers"]), int(r["hidden"]), int(r["heads"])
+        b = _base("bigscience", i, f"{r['date_2022']} {r['section']}: {r['size']} h{hidden} l{layers} a{heads} "
+                  f"d{dp} t{tp} p{pp} mb{mbs}" + (f" ZeRO {int(r['zero_stage'])}" if r["zero_stage"] != 1 else ""),
+                  f"hidden {hidden}, {layers} layers, {heads} heads")
+        gbs = int(r["gbs"]) // (dp * mbs) * dp * mbs  # 2,040-2,046 at data 5-12: the steps' whole microbatches
+        b.update(model="bigscience-gpt", layers=layers, hidden=hidden, heads=heads, seq=int(r["seq_len"]),
+                 cluster=cluster, gpus=dp * tp * pp, data=dp, tensor=tp, pipeline=pp, microbatch=mbs,
+                 global_batch=gbs, dtype="fp16", recompute="full", zero_stage=int(r["zero_stage"]),
+                 framework="deepspeed", overlap=False, compile=False,
+                 stage_split="layers" if layers % pp == 0 else "balanced",
+                 measured_tps=gbs * int(r["seq_len"]) / (dp * tp * pp) / r["sec_per_it"],
+                 measured_memory_bytes=r["mem_gb"] * GIB, note=str(r["layers_source"]))
         rows.append(b)
     return pd.DataFrame(rows)
 
@@ -765,7 +823,7 @@ def megatron_dsv3_ab_rows() -> pd.DataFrame:
 
 
 ROWS = {"torchtitan": torchtitan_rows, "llmfoundry": llmfoundry_rows, "megatron_bridge": megatron_bridge_dense_rows,
-        "megatron_bridge_moe": megatron_bridge_moe_rows, "nemo": nemo_rows,
+        "megatron_bridge_moe": megatron_bridge_moe_rows, "nemo": nemo_rows, "bigscience": bigscience_rows,
         "megatron_bridge_ab": megatron_bridge_ab_rows, "megatron_dsv3_ab": megatron_dsv3_ab_rows}
 
 
@@ -778,6 +836,9 @@ def rows(dataset: str) -> pd.DataFrame:
 
 def model_spec(r) -> dict:
     """The scenario's ``model`` of a row: an MPT as the zoo's GPT family, a Llama as its Hugging Face preset."""
+    if r["model"] == "bigscience-gpt":  # Megatron-DeepSpeed's GPT of 2022: unfused attention, Megatron's softmax
+        return {"kind": "gpt", "layers": int(r["layers"]), "hidden": int(r["hidden"]), "heads": int(r["heads"]),
+                "seq_len": int(r["seq"]), "vocab": BIGSCIENCE_VOCAB}
     if str(r["model"]).startswith("mpt-"):
         layers, hidden, heads = MPT_SHAPES[r["model"][4:]]
         # llm-foundry's benchmarks ran its Triton FlashAttention (ASSUMPTIONS["llmfoundry"]): FlashAttention-1's class

@@ -8,7 +8,8 @@ kernels, forward), ``deepbench-sparse`` (pruned GEMMs and the same products dens
 ``vtrain-single``, ``vtrain-multi``, ``megatron-2020``, ``megatron-2021``, ``narayanan2021-table2``
 (training iterations, :mod:`.training`); ``torchtitan-llama3``, ``torchtitan-llama3-memory``, ``llmfoundry-mpt``,
 ``megatron-bridge`` (its dense Llama rows), ``megatron-bridge-moe`` (its mixtures of experts: DeepSeek-V3, Qwen3 MoE,
-GPT-OSS, reported apart), ``nemo-2407-longseq`` (tokens/s per GPU of modern training stacks, and torchtitan's peak
+GPT-OSS, reported apart), ``nemo-2407-longseq``, ``bigscience-tr11`` (BigScience's DeepSpeed layout search of 2022;
+``bigscience-tr11-memory`` its peaks) (tokens/s per GPU of training stacks, and torchtitan's and BigScience's peak
 memory, :mod:`.modern`); ``trtllm-hopper`` (TensorRT-LLM's output tokens/s at full load on H100 and H200,
 :mod:`.trtllm`);
 ``tf-cnn-benchmarks``, ``torchgpipe``, ``horovod``,

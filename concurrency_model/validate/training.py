@@ -136,7 +136,7 @@ def vtrain_multi_cluster() -> dict:
     >>> c = vtrain_multi_cluster(); c["nics_per_node"] * c["inter"]["bw_Bps"] * 8 / 1e9   # Gb/s a node
     800.0
     """
-    spec = _dgx_a100_spec()
+    spec = dgx_a100_spec()
     spec["nics_per_node"] = 4
     spec["inter"] = {**spec["inter"], "sources": {**spec["inter"]["sources"], "nics": "vTrain's 800 Gb/s a node"}}
     return {"name": "dgx-a100 (4 x HDR: vTrain's 800 Gb/s a node)", **spec}
@@ -186,7 +186,7 @@ def megatron_rows() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _dgx_a100_spec() -> dict:
+def dgx_a100_spec() -> dict:
     """The ``dgx-a100`` preset's file as a dict, without its name."""
     spec = json.loads(resources.files("concurrency_model.presets.clusters").joinpath("dgx-a100.json").read_text())
     spec.pop("name")
@@ -194,7 +194,7 @@ def _dgx_a100_spec() -> dict:
 
 
 def dgx_a100_40gb() -> dict:
-    spec = _dgx_a100_spec()
+    spec = dgx_a100_spec()
     spec["device"] = "a100-sxm4-40gb"
     return spec
 
