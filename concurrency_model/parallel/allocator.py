@@ -450,6 +450,5 @@ def reserved_bytes(allocated, headroom, outside, capacity) -> float:
 
 __all__ = ["framework_parts", "headroom_bytes", "reserved_bytes", "segment_bytes", "nccl_bytes", "workspace_bytes",
            "gathered_parameter_bytes", "gradient_buffer_bytes", "step_gradient_bytes", "step_cached_bytes",
-           "loss_buffer_bytes",
-           "check_framework", "PARTS", "fragmentation_bytes", "band_excess_bytes", "is_hopper", "check_loss", "LOSSES",
-           "FRAMEWORK_LOSS", "OUTSIDE", "TRANSIENT", "FRAGMENTATION", "RESERVED_P90_EXCESS"]
+           "loss_buffer_bytes", "check_framework", "PARTS", "fragmentation_bytes", "band_excess_bytes", "is_hopper",
+           "check_loss", "LOSSES", "FRAMEWORK_LOSS", "OUTSIDE", "TRANSIENT", "FRAGMENTATION", "RESERVED_P90_EXCESS"]

@@ -217,7 +217,8 @@ ASSUMPTIONS = {
             "parallelism with TP, overlapped gradient reduction, VP > 1 -> interleaved, the pipeline stages cut as "
             "Megatron-Core's even split of the layers (NEMO_STAGE_SPLIT), FP8 -> fp8 (Transformer "
             "Engine's recipe, attention in bf16 on cuDNN's fused attention: timing.attention 'cudnn'); recompute: "
-            "the least of none / selective / full whose expected peak (the caching allocator's reserved figure) fits (the "
+            "the least of none / selective / full whose expected peak (the caching allocator's reserved figure) "
+            "fits (the "
             "tables do not say; NeMo's long-sequence page mentions full recompute for the runs without CP), and for "
             "the best layout without CP of a long-sequence row never less than that of the table's next shorter "
             "sequence (nemo_cp_speedups); SFT "
@@ -1012,7 +1013,8 @@ def _without_cp(r: dict) -> list[dict]:
     the number of query groups", so past a node where the groups allow) whose GEMMs Transformer Engine can run in
     FP8 (:func:`fp8_tensor_ok`: 16 for Llama 2 7B, whose 11,008-wide MLP does not split into 32 widths of 16) x PP a
     power of 2 dividing the layers; the rest data parallel; recompute the least whose expected peak fits
-    (:func:`over_expected`; the footnote: "even with full activation recomputation it is impossible to run ... without CP")."""
+    (:func:`over_expected`; the footnote: "even with full activation recomputation it is impossible to run ...
+    without CP")."""
     cfg = load_hf_config(r["model"])[0]
     groups = cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
     layers = cfg["num_hidden_layers"]
@@ -1038,8 +1040,8 @@ def over_expected(e) -> bool:
 
 
 def _outcome(job: tuple) -> tuple:
-    """``(status, predicted tokens/s per GPU, over the expected peak)`` of one row of :func:`rows` under one recompute mode
-    (``job`` = ``(row, mode)``): what :func:`_predict`'s ``"auto"`` weighs, kept for every mode."""
+    """``(status, predicted tokens/s per GPU, over the expected peak)`` of one row of :func:`rows` under one
+    recompute mode (``job`` = ``(row, mode)``): what :func:`_predict`'s ``"auto"`` weighs, kept for every mode."""
     r, mode = job
     try:
         sc = scenario_for(r)
