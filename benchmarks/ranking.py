@@ -43,7 +43,7 @@ def main(argv=None) -> int:
                                                        "error": "{:+.1%}".format}))
     shared = summary[summary["dataset"].isin(ranking.SHARED_SETS)]
     met = shared["meets"].dropna()
-    outside = summary[~summary["dataset"].isin(ranking.SHARED_SETS)].dropna(subset=["meets"])
+    outside = summary[summary["dataset"].isin(ranking.OUTSIDE_SETS)].dropna(subset=["meets"])
     print(f"\n{len(table)} groups in {time.perf_counter() - t0:.0f} s{' (quick)' if a.quick else ''}; "
           f"Spearman >= {ranking.TARGET} met on {int(met.sum())} of {len(met)} shared sets with groups of "
           f">= {ranking.MIN_LAYOUTS} layouts" + "".join(f"; {r.dataset} (not shared) {r.mean_spearman:.2f}"

@@ -427,6 +427,19 @@ def band_excess_bytes(framework: str, allocated, fragmentation):
     return 0 if framework == "ideal" else RESERVED_P90_EXCESS * (allocated + fragmentation)
 
 
+def upper_headroom_bytes(framework: str, total, runtime: dict):
+    """The band's upper end less the central figure ``total`` (allocated and outside bytes): the runtime's
+    ``headroom`` (:func:`headroom_bytes`, with its ``fragmentation``) plus :func:`band_excess_bytes` of the reserved
+    figure; ``runtime``: the arrays or numbers of :func:`..training.compose.framework_memory_fn`.
+
+    >>> rt = {"cuda_context": 1e9, "nccl_buffers": 0.0, "fragmentation": 2e9, "headroom": 3e9}
+    >>> round(upper_headroom_bytes("fsdp2", 61e9, rt) / 1e9, 12)    # 3 + 0.1 x (60 + 2)
+    9.2
+    """
+    outside = sum(runtime[k] for k in OUTSIDE)
+    return runtime["headroom"] + band_excess_bytes(framework, total - outside, runtime["fragmentation"])
+
+
 def is_hopper(device_name: str) -> bool:
     """Whether a device preset is an sm90 part (H100, H200, H800, H20, GH200), which gets cuBLAS's larger workspace.
 
@@ -450,5 +463,6 @@ def reserved_bytes(allocated, headroom, outside, capacity) -> float:
 
 __all__ = ["framework_parts", "headroom_bytes", "reserved_bytes", "segment_bytes", "nccl_bytes", "workspace_bytes",
            "gathered_parameter_bytes", "gradient_buffer_bytes", "step_gradient_bytes", "step_cached_bytes",
-           "loss_buffer_bytes", "check_framework", "PARTS", "fragmentation_bytes", "band_excess_bytes", "is_hopper",
+           "loss_buffer_bytes", "check_framework", "PARTS", "fragmentation_bytes", "band_excess_bytes",
+           "upper_headroom_bytes", "is_hopper",
            "check_loss", "LOSSES", "FRAMEWORK_LOSS", "OUTSIDE", "TRANSIENT", "FRAGMENTATION", "RESERVED_P90_EXCESS"]

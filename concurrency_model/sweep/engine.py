@@ -335,10 +335,8 @@ def _memory(sc, w, lay: pd.DataFrame) -> dict:
             state[idx] += unsharded_optimizer_bytes(w, tr, int(z_), sharded, int(e_), bool(one), frozen_bytes,
                                                     L["tensor"].to_numpy(float), L["pipeline"].to_numpy(float),
                                                     (L["data"] * L["context"]).to_numpy(float))
-        outside = sum(runtime[k] for k in allocator.OUTSIDE)
         model_state[idx], act[idx] = st, ac
-        upper[idx] = st + ac + extra + runtime["headroom"] + allocator.band_excess_bytes(
-            fw, st + ac + extra - outside, runtime["fragmentation"])
+        upper[idx] = st + ac + extra + allocator.upper_headroom_bytes(fw, st + ac + extra, runtime)
         parts = compose.state_parts_fn(w.state_params(int(e_)), tr.optimizer, tr.dtype, sharded, bool(one),
                                        w.replicated_params, frozen_bytes, w.embedding_params)(
             L["tensor"].to_numpy(float), L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))

@@ -198,10 +198,10 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     # ZeRO 1 with expert parallelism: the experts' optimizer state is sharded over d / e ranks, not d (:mod:`.expert`)
     x_opt = w.expert_optimizer_extra(e, sharded, tr.optimizer, state_dtype(tr.dtype), t, p, par.data * c)
     state, trained = state + x_opt, trained + x_opt
+    total = state + act + sum((extra or {}).values())
+    mem = memory.memory_per_device(state, act, sc.cluster.device, extra=extra,
+                                   headroom=allocator.upper_headroom_bytes(fw, total, runtime))
     outside = sum(runtime[k] for k in allocator.OUTSIDE)
-    allocated = state + act + sum((extra or {}).values()) - outside
-    mem = memory.memory_per_device(state, act, sc.cluster.device, extra=extra, headroom=runtime["headroom"] + (
-        allocator.band_excess_bytes(fw, allocated, runtime["fragmentation"])))
     mem["reserved_bytes"] = allocator.reserved_bytes(mem["total_bytes"] - outside, runtime["fragmentation"], outside,
                                                      mem["capacity_bytes"])
     mem["fragmentation_bytes"] = runtime["fragmentation"]  # the reserved figure's part above the allocated peak

@@ -1036,7 +1036,7 @@ def over_expected(e) -> bool:
     band's upper end, which also holds the spread of measured peaks about the expected one
     (:func:`~concurrency_model.parallel.allocator.band_excess_bytes`) and so says "at risk" of some runs that fit."""
     m = e.memory  # the reserved figure before its cap at the device (allocator.reserved_bytes), and the outside
-    return m["total_bytes"] + m.get("fragmentation_bytes", 0.0) > m["capacity_bytes"]
+    return m["total_bytes"] + m["fragmentation_bytes"] > m["capacity_bytes"]
 
 
 def _outcome(job: tuple) -> tuple:
