@@ -141,7 +141,7 @@ def _table(rows: list, currency: str = "USD", runtimes: bool = False) -> None:
               + (" ".join(f"{k}x{v:g}" for k, v in b["hardware_scales"].items() if v != 1) or "preset"))
     if any(b.get("memory_at_risk") for b in rows):
         print("! memory at risk: the central figure fits, the upper end of its band (the allocator's reserved "
-              "headroom) does not")
+              "headroom and measured peaks' spread) does not")
 
 
 def register(sub) -> None:
