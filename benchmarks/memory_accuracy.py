@@ -19,7 +19,9 @@ The allocator's fragmentation fraction (:data:`~concurrency_model.parallel.alloc
 Table 2 (Llama 3.1 8B, FSDP + CP, full activation checkpointing, 4 rows): ``--fit`` prints the fraction those rows
 imply (the median of ``(measured - allocated) / transient``); the other rows are the out-of-sample check, and
 ``--fit`` prints their 90th percentile of measured over reserved, what the band's upper end adds
-(:data:`~concurrency_model.parallel.allocator.RESERVED_P90_EXCESS`). Run:
+(:data:`~concurrency_model.parallel.allocator.RESERVED_P90_EXCESS`). Last, the estimate's verdict ("fits", "at risk",
+"does not fit") on BigScience's layout search of 2022, whose runs ran or went out of memory
+(:func:`concurrency_model.validate.modern.memory_verdicts`). Run:
 ``python benchmarks/memory_accuracy.py [--fit]``.
 """
 from __future__ import annotations
@@ -93,6 +95,20 @@ def main() -> None:
         print(f"fraction the fitting rows imply (median of (measured - allocated) / transient): "
               f"{statistics.median(implied):.4f}  (each: {', '.join(f'{x:.3f}' for x in implied)})")
         print(f"the other rows' 90th percentile of measured / reserved: {np.quantile(ratios, 0.9):.4f}")
+    verdicts()
+
+
+def verdicts() -> None:
+    """The estimate's word on memory against what BigScience's runs did (held out: none of its rows fitted a
+    constant): those that ran and those that went out of memory, and each of the latter."""
+    res = modern.evaluate(modern.rows("bigscience"), workers=2)
+    print("\nBigScience's layout search (2022, DeepSpeed; nvidia-smi): the estimate's verdict against the outcome")
+    print(modern.memory_verdicts(res).to_string())
+    for _, r in res[res["went_oom"]].iterrows():
+        said = r["memory_verdict"]
+        why = f"expected peak {r['predicted_peak_bytes'] / 1e9:.1f} GB as nvidia-smi reads it" if said != "does not fit" else \
+            r["reason"].split(" (")[0]
+        print(f"  went out of memory: {r['label'][6:]:<80} -> {said} ({why})")
 
 
 if __name__ == "__main__":

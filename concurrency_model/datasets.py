@@ -80,11 +80,11 @@ SCHEMAS = {  # file stem -> (numeric columns that must be present, other require
                                      ("pair", "case", "model", "system", "precision", "dispatcher", "recompute_modules",
                                       "cuda_graph", "ep_overlap", "source_repo", "source_commit", "source_path",
                                       "note")),
-    # BigScience's layout search of February 2022 (fp16 ZeRO-1 under DeepSpeed's pipeline engine, Jean Zay's A100s)
+    # BigScience's layout search of February 2022 (fp16 ZeRO-1 / bf16 under DeepSpeed's pipeline engine, Jean Zay's A100s)
     "bigscience_tr11_layout_search": (("nodes", "hidden", "layers", "heads", "zero_stage", "dp", "tp", "pp", "mbs",
-                                       "gbs", "tflops", "seq_len", "vocab", "source_line"),
+                                       "gbs", "seq_len", "vocab", "source_line"),
                                       ("section", "date_2022", "size", "layers_source", "heads_source", "dtype",
-                                       "source_repo", "source_commit", "source_path")),
+                                       "pp_partition", "outcome", "source_repo", "source_commit", "source_path")),
     # NeMo 24.07 and long-sequence tables: sequence lengths like "8K" and TFLOP/s cells with separators stay text
     "nemo_2407_and_longseq_train_throughput": (("num_gpus", "gbs", "tp", "pp"),
                                                ("table", "model", "task", "system", "container", "precision",
@@ -95,7 +95,7 @@ SCHEMAS = {  # file stem -> (numeric columns that must be present, other require
 # columns that may be blank (not measured, not published) but, where given, must be non-negative numbers
 OPTIONAL_NUMERIC = {
     "torchtitan_llama3_train_tps_memory": ("global_batch_size", "peak_memory"),
-    "bigscience_tr11_layout_search": ("mem_gb", "sec_per_it"),
+    "bigscience_tr11_layout_search": ("mem_gb", "sec_per_it", "tflops"),  # blank where the run went out of memory
     "megatron_bridge_train_throughput": ("vp", "ep"),
     "nemo_2407_and_longseq_train_throughput": ("mbs", "cp", "vp", "dp", "tokens_per_s_per_gpu"),
     "deepbench_conv": ("fwd_time_ms", "bwd_data_time_ms", "bwd_filter_time_ms"),

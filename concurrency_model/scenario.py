@@ -141,6 +141,9 @@ class Training:
     # Megatron-Core's modules of a selective recompute (parallel.recompute.recompute_modules); null: its default,
     # the attention core
     recompute_modules: object = None
+    # the CUDA context and the modules it loads, outside the caching allocator; null: PyTorch's lazy loading
+    # (parallel.allocator.CUDA_CONTEXT_BYTES); a stack that loads every module at start-up holds more
+    cuda_context_bytes: float | None = None
 
     @classmethod
     def from_dict(cls, given) -> Training:
@@ -183,6 +186,7 @@ class Training:
             raise ValueError("training.compression: sfb sends the factors of whole fully connected layers' "
                              "gradients; with LoRA (training.lora_rank) only the adapters have gradients")
         in_range("training.host_overhead_s", tr.host_overhead_s, none_ok=True)  # host s a kernel
+        in_range("training.cuda_context_bytes", tr.cuda_context_bytes, none_ok=True)
         cuda_graph_scopes(tr.cuda_graph)
         if tr.recompute_modules is not None:
             recompute_modules(tr.recompute_modules)
@@ -250,6 +254,8 @@ _HOST = "host seconds to issue one kernel; eager frameworks take 5-100 us (paral
 NUMBERS = {"training.straggler_cv": (0.0, 1.0, "standard deviation of a replica's compute time over its mean; at 1 "
                                                "the spread equals the mean"),
            "training.host_overhead_s": (0.0, 1.0, _HOST), "inference.host_overhead_s": (0.0, 1.0, _HOST),
+           "training.cuda_context_bytes": (0.0, 64 * 2 ** 30, "bytes the CUDA context and its loaded modules hold "
+                                                              "on a device, about 0.3-2 GB"),
            "inference.price_per_gpu_hour": (0.0, 1e4, "money a GPU-hour"),
            "inference.load_rps": (0.0, 1e9, "requests a second")}
 

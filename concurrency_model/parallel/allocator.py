@@ -63,7 +63,11 @@ Inside the caching allocator (counted in ``reserved_bytes``):
   a parameter of the partition; ``averaged_gradients`` are views of the parameters' gradients, ``get_flat_partition``)
   and its fp32 copy (4 bytes; none when the gradients are fp32 already), both held while the optimizer runs, after the
   backward pass has freed the activations, the loss, the recompute buffers and the reduce bucket (the partition's
-  gradients now sit in ``grads_in_partition``). What that exceeds the backward pass' peak by
+  gradients now sit in ``grads_in_partition``). Without ZeRO, DeepSpeed runs 16-bit training through its
+  ``FP16_Optimizer`` (``deepspeed/runtime/fp16/fused_optimizer.py`` ``step``, the same at v0.6.2 = 32d97976 and at
+  38327e0), which casts every gradient to fp32 (``p.grad.to(data_type)``, one tensor a parameter) and flattens the
+  list into one fp32 tensor a parameter group before it frees the 16-bit gradients: 8 bytes a parameter of the
+  stage held at once, the flat 4 for the rest of the step. What that exceeds the backward pass' peak by
   (:func:`step_gradient_bytes`; 0 where the freed bytes cover it) is counted here [D]. Two copies of one ZeRO-1
   partition of ``d`` ranks: ``(w + 4) / d`` bytes a parameter; at ``d = 1`` (nothing outside the partition) 6 bytes
   a 16-bit parameter on top of the 16 of mixed-precision Adam. The copies are single tensors of the partition's
@@ -286,11 +290,14 @@ def state_zero_stage(framework: str, dtype: str, zero_stage: int) -> int:
     return 1 if bf16_optimizer(framework, dtype, zero_stage) else zero_stage
 
 
-def step_gradient_bytes(framework: str, zero_stage: int, stage_params, weight_bytes, data, freed):
+def step_gradient_bytes(framework: str, zero_stage: int, stage_params, weight_bytes, data, freed,
+                        fp32_accumulation: bool = False):
     """What the optimizer step's gradient copies exceed the backward pass' allocated peak by (module docstring):
     DeepSpeed's ZeRO-1/2 ``(w + 4) / d`` bytes a parameter of the stage (``w`` for fp32 gradients), less the gradients
     it frees first (ZeRO-1: those outside the partition, ``w (d - 1) / d``; ZeRO-2 holds only the partition's);
-    Megatron's 4 bytes a parameter (ZeRO-1: over ``d``; none for fp32 gradients); both less the ``freed`` bytes
+    DeepSpeed's ``FP16_Optimizer`` (ZeRO 0 with 16-bit gradients, not the ``BF16_Optimizer`` of
+    ``fp32_accumulation``) 8: an fp32 copy of each gradient and their flat concatenation, both held at once;
+    Megatron's 4 bytes a parameter (ZeRO-1: over ``d``; none for fp32 gradients); all less the ``freed`` bytes
     (activations, loss and recompute buffers, and the gradient buffers of :func:`gradient_buffer_bytes`), never below
     0; 0 for every other runtime and stage. ``weight_bytes`` and ``data`` may be sympy expressions.
 
@@ -302,41 +309,49 @@ def step_gradient_bytes(framework: str, zero_stage: int, stage_params, weight_by
     (5.0, 0)
     >>> step_gradient_bytes("megatron", 0, 1e9, 2, 8, 1e9) / 1e9, step_gradient_bytes("megatron", 1, 1e9, 2, 8, 0) / 1e9
     (3.0, 0.5)
+    >>> step_gradient_bytes("deepspeed", 0, 1e9, 2, 8, 1e9) / 1e9, step_gradient_bytes("deepspeed", 0, 1e9, 2, 8, 1e9, True)
+    (7.0, 0)
     """
-    built, credit = _step_copies(framework, zero_stage, stage_params, weight_bytes, data, freed)
-    return to_python(sp.Max(0, built - credit))
+    flat, each, credit = _step_copies(framework, zero_stage, stage_params, weight_bytes, data, freed, fp32_accumulation)
+    return to_python(sp.Max(0, flat + each - credit))
 
 
-def step_cached_bytes(framework: str, zero_stage: int, stage_params, weight_bytes, data, freed):
-    """What the caching allocator reserves at DeepSpeed's ZeRO-1/2 step beyond its allocated peak (module docstring):
-    the bytes :func:`step_gradient_bytes` credits the copies with, ``min(copies, released + freed)``. The gradients
-    and activations the step frees sit in blocks of their own tensors' sizes, and a request is served from one cached
-    block at least its size or from a new segment (``CUDACachingAllocator.cpp``: ``get_free_block``, blocks merged only
-    with free neighbours of their own segment), so the copies, one flat tensor each of the partition's size, take new
-    segments while those blocks stay cached; 0 for every other runtime and stage.
+def step_cached_bytes(framework: str, zero_stage: int, stage_params, weight_bytes, data, freed,
+                      fp32_accumulation: bool = False):
+    """What the caching allocator reserves at DeepSpeed's step beyond its allocated peak (module docstring): the freed
+    bytes the flat copies cannot reuse, ``min(flat copies, freed bytes left after the per-parameter copies)``. The
+    gradients and activations the step frees sit in blocks of their own tensors' sizes, and a request is served from
+    one cached block at least its size or from a new segment (``CUDACachingAllocator.cpp``: ``get_free_block``, blocks
+    merged only with free neighbours of their own segment), so a flat copy of a whole partition or parameter group
+    takes new segments while those blocks stay cached; per-parameter copies (Megatron's, ``FP16_Optimizer``'s first)
+    are taken to fit freed blocks; 0 for every other runtime and stage.
 
     >>> step_cached_bytes("deepspeed", 1, 1e9, 2, 1, 1e9) / 1e9      # data 1: the 1 GB freed is not reused
     1.0
     >>> step_cached_bytes("deepspeed", 1, 1e9, 2, 8, 0) / 1e9        # the 0.75 GB of copies in new segments
     0.75
+    >>> step_cached_bytes("deepspeed", 0, 1e9, 2, 1, 6e9) / 1e9      # FP16_Optimizer: 4 GB reused, 2 GB stay cached
+    2.0
     """
-    if framework != "deepspeed":  # Megatron's copies are per-parameter tensors, which freed blocks can hold
-        return 0
-    built, credit = _step_copies(framework, zero_stage, stage_params, weight_bytes, data, freed)
-    return to_python(sp.Min(built, credit))
+    flat, each, credit = _step_copies(framework, zero_stage, stage_params, weight_bytes, data, freed, fp32_accumulation)
+    return to_python(sp.Min(flat, sp.Max(0, credit - each)))
 
 
-def _step_copies(framework, zero_stage, stage_params, weight_bytes, data, freed):
-    """``(bytes of the step's gradient copies, bytes freed before them)`` (:func:`step_gradient_bytes`)."""
+def _step_copies(framework, zero_stage, stage_params, weight_bytes, data, freed, fp32_accumulation=False):
+    """``(bytes of the step's flat gradient copies, of its per-parameter ones, bytes freed before them)``
+    (:func:`step_gradient_bytes`)."""
     check_framework(framework)
     w, d, stage = sp.sympify(weight_bytes), sp.sympify(data), sp.sympify(stage_params)
     fp32 = sp.Piecewise((4, w < 4), (0, True))  # an fp32 copy of 16-bit gradients; none of fp32 ones
+    zero = sp.Integer(0)
     if framework == "megatron" and zero_stage in (0, 1):  # main_grad.float(), of the shard under ZeRO-1
-        return fp32 * stage / (d if zero_stage == 1 else 1), sp.sympify(freed)
+        return zero, fp32 * stage / (d if zero_stage == 1 else 1), sp.sympify(freed)
+    if framework == "deepspeed" and zero_stage == 0 and not fp32_accumulation:  # FP16_Optimizer.step
+        return fp32 * stage, fp32 * stage, sp.sympify(freed)
     if framework != "deepspeed" or zero_stage not in (1, 2):
-        return sp.Integer(0), sp.Integer(0)
+        return zero, zero, zero
     released = w * stage * (d - 1) / d if zero_stage == 1 else 0
-    return (w + fp32) * stage / d, released + sp.sympify(freed)
+    return (w + fp32) * stage / d, zero, released + sp.sympify(freed)
 
 
 def check_loss(loss: str | None) -> str | None:

@@ -321,7 +321,7 @@ def _memory(sc, w, lay: pd.DataFrame) -> dict:
                                       L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))
         runtime = compose.framework_memory_fn(fw, w.state_params(int(e_)), tr.dtype, int(z_), s_, r_,
                                               bool(q_), shape_t, bool(one), hopper, w.replicated_params, sac,
-                                              tr.loss, w.embedding_params)(
+                                              tr.loss, w.embedding_params, tr.cuda_context_bytes)(
             *(L[c].to_numpy(dtype=float) for c in ("microbatch_size", "tensor", "pipeline", "microbatches",
                                                    "interleave", "data")), ac, L["context"].to_numpy(dtype=float))
         extra = sum(runtime[k] for k in allocator.PARTS)  # what the runtime adds (0 for "ideal")

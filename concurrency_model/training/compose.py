@@ -352,7 +352,7 @@ def sac_of(framework: str, graph) -> tuple | None:
 def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: int, schedule: str, recompute: str,
                         sequence_parallel: bool, shape: tuple | None, single_stage: bool, hopper: bool,
                         replicated: float = 0.0, sac: tuple | None = None, loss: str | None = None,
-                        embedding: float = 0.0):
+                        embedding: float = 0.0, cuda_context: float | None = None):
     """``f(b, t, p, m, v, d, act, c=1) -> dict`` of :data:`FRAMEWORK_OUTPUTS` per device, numpy-vectorised: the parts
     :func:`.allocator.framework_parts` adds to :func:`memory_fn`'s model state and activations ``act`` under runtime
     ``framework``, the allocator's ``fragmentation`` and the band's ``headroom`` above the central figure
@@ -366,7 +366,7 @@ def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: i
     buffers count what the last stage's activations, fp32 logits and loss exceed the first stage's by (never less
     than 0), so the total is the larger of the two stages. The recompute buffer is
     :func:`.memory.activation_bytes_per_device`'s ``recompute_buffer`` (one layer's activations rebuilt in the
-    backward pass).
+    backward pass). ``cuda_context``: ``training.cuda_context_bytes`` (None: :data:`.allocator.CUDA_CONTEXT_BYTES`).
 
     The compiled function is one a structure (:func:`model_numbers`): the model's numbers (``params``,
     ``replicated``, the state's bytes a value, the shape's sizes, the products' widths of ``sac``) are its arguments,
@@ -386,8 +386,11 @@ def framework_memory_fn(framework: str, params: float, dtype: str, zero_stage: i
     def run(b_, t_, p_a, m_, v_a, d_, act_, c_=1) -> dict:
         args = (b_, t_, p_a, m_, v_a, d_, c_, act_)
         shape_ = np.broadcast_shapes(*(np.shape(x) for x in args))
-        return {k: np.broadcast_to(np.asarray(x, dtype=float), shape_)
-                for k, x in zip(FRAMEWORK_OUTPUTS, f(*args, *values))}
+        out = {k: np.broadcast_to(np.asarray(x, dtype=float), shape_)
+               for k, x in zip(FRAMEWORK_OUTPUTS, f(*args, *values))}
+        if cuda_context is not None and framework != "ideal":  # a constant outside the allocator: nothing else reads it
+            out["cuda_context"] = np.broadcast_to(float(cuda_context), shape_)
+        return out
     return run
 
 
@@ -497,7 +500,8 @@ def _framework_memory_compiled(framework: str, zero_stage: int, schedule: str, r
         # DeepSpeed ZeRO-1/2: the step's gradient copies, past what the backward pass frees (its transient bytes and
         # the gradient buffers it moves to the copies), and the freed bytes the allocator keeps cached beside the
         # copies' new segments
-        step = (framework, zero_stage, stage, wb, d * c, act + sum(sp.sympify(parts[k]) for k in allocator.TRANSIENT))
+        step = (framework, zero_stage, stage, wb, d * c, act + sum(sp.sympify(parts[k]) for k in allocator.TRANSIENT),
+                fp32_accumulation)
         parts["gradient_buffers"] = sp.sympify(parts["gradient_buffers"]) + sp.sympify(
             allocator.step_gradient_bytes(*step))
         cached = sp.sympify(allocator.step_cached_bytes(*step))

@@ -192,7 +192,8 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
         fw, w.state_params(e), tr.dtype, tr.zero_stage,
         "1f1b" if schedule == "interleaved" and v == 1 else schedule,
         rec, par.sequence_parallel, w.memory_shape(shape), p == 1,
-        allocator.is_hopper(sc.cluster.device.name), w.replicated_params, sac, tr.loss, w.embedding_params)(
+        allocator.is_hopper(sc.cluster.device.name), w.replicated_params, sac, tr.loss, w.embedding_params,
+        tr.cuda_context_bytes)(
             b, t, p, m, v, par.data, act, c).items()}
     extra = {k: runtime[k] for k in allocator.PARTS} if fw != "ideal" else None  # ideal: today's figures exactly
     # ZeRO 1 with expert parallelism: the experts' optimizer state is sharded over d / e ranks, not d (:mod:`.expert`)

@@ -270,15 +270,15 @@ def modern_rows(name: str) -> pd.DataFrame:
 def modern_frame(name: str, df: pd.DataFrame) -> pd.DataFrame:
     """Rows of one modern set (:mod:`.modern`) predicted, in the registry's shape: tokens/s per GPU, or peak memory
     per GPU in bytes (``-memory``: the caching allocator's reserved peak, which torchtitan logs; rows without a
-    published memory left out)."""
+    published memory left out, and rows without a throughput from the tokens/s sets)."""
     what = MODERN[name][1]
-    if what == "memory":
-        df = df[df["measured_memory_bytes"].notna()]
+    # rows without the compared figure (no published memory; a run that went out of memory) are left out
+    df = df[df["measured_memory_bytes" if what == "memory" else "measured_tps"].notna()]
     r = modern.evaluate(df, workers=1)
     note = np.where(r["status"] == "ok", r["note"], r["reason"].fillna(""))
     if what == "memory":
         return read_frame(name, "preset", r["source_row"], r["label"], r["group"].to_numpy(), r["measured_memory_bytes"],
-                      r["predicted_reserved_bytes"], "B", r["status"].to_numpy(), note)
+                      r["predicted_peak_bytes"], "B", r["status"].to_numpy(), note)
     # the set the GH100's sustained rate was fitted on: its fit rows in-sample, its other rows held out
     fitted = (r["dataset"] == modern.SUSTAINED_FIT_SET).all()
     mode = np.where(modern.in_sustained_fit(r), "in-sample", "held-out") if fitted else "preset"

@@ -46,6 +46,7 @@ import pandas as pd
 
 from ..datasets import load
 from ..frontends.hf import load_hf_config
+from ..parallel.allocator import OUTSIDE
 from ..training.estimate import estimate
 from .training import dgx_a100_spec
 
@@ -96,6 +97,14 @@ TORCHTITAN_COMPILED_LOSS = ("e7c0cae", "820504e", "6fc499f6")
 RECOMPUTE_ORDER = ("none", "selective", "full")  # recompute "auto": the least of these that fits in memory
 BIGSCIENCE_VOCAB = 250_880  # --pad-vocab-size-to 250880 (bigscience @ 9e64ede train/tr11-176B-ml/tr11-176B-ml.slurm)
 OPA_PORT_BPS = 100e9 / 8  # Intel Omni-Path Architecture 100 Series: 100 Gb/s a port
+# what BigScience's stack (PyTorch 1.11, CUDA 11.5, every module loaded at start-up) held on an A100 before any
+# tensor: "40GB A100 takes 1573MiB for cuda kernels", torch.ones(1).cuda() read with nvidia-smi (bigscience @ 9e64ede
+# train/tr11-176B-ml/chronicles-prequel.md, line 144); the 80 GB board's taken as the same, as the page does
+BIGSCIENCE_CUDA_CONTEXT_BYTES = 1573 * 2 ** 20
+# how a set's peak memory was read: the caching allocator's reserved peak (torch.cuda.memory_stats, torchtitan's
+# max_reserved), or nvidia-smi's used memory, which also holds what sits outside the allocator (the CUDA context,
+# NCCL's buffers: parallel.allocator.OUTSIDE)
+MEMORY_READINGS = ("reserved", "nvidia-smi")
 
 
 def jean_zay_cluster() -> dict:
@@ -205,9 +214,13 @@ ASSUMPTIONS = {
                            "Transformer Engine's per-expert GEMM launches as the megatron runtime prices them "
                            "(parallel.runtime TE_EXPERT_GEMM_LAUNCH_S)",
     "bigscience": "cluster jean_zay_cluster (the dgx-a100 node with 4 Omni-Path 100 Gb/s ports, BigScience's JZ3); "
-                  "Megatron-DeepSpeed's GPT under DeepSpeed's pipeline engine (framework deepspeed, 1f1b, the layers "
-                  "split evenly where the stages divide them), fp16 (the page: the tables before its BF16 optimizer "
-                  "section ran fp16), ZeRO as stated (1 unless the ZS column says 0), full recompute "
+                  "Megatron-DeepSpeed's GPT under DeepSpeed's pipeline engine (framework deepspeed, 1f1b, the stages "
+                  "cut as the row's partition method: transformer layers, from 02-27 with the two embeddings "
+                  "counted), fp16 ZeRO-1 (the page: the tables before its BF16 optimizer section ran fp16; ZeRO 0 "
+                  "where the ZS column says so) and, from 02-28, bf16 at ZeRO 0, i.e. DeepSpeed's BF16_Optimizer "
+                  "(the page's 'testing is happening with BF16 optimizer'; the tr11 slurm file's ZERO_STAGE=0 "
+                  "'bf16 must use z0'); a run that went out of memory is checked on the estimate's verdict "
+                  "(memory_verdicts), not compared; full recompute "
                   "(--checkpoint-activations), vocabulary 250,880, sequence 2,048, the table's global batch rounded "
                   "down to whole microbatches; heads 64 where the table has no NHEADS column (the page: 'all "
                   "NHEADS=64 (above too)'), the 02-17 rows' 32 and 96 as stated; the layer count as stated, else "
@@ -269,7 +282,8 @@ def _base(dataset: str, i: int, label: str, group: str) -> dict:
             "dtype": "bf16", "recompute": "none", "zero_stage": 0, "framework": "ideal", "overlap": True,
             "measured_tps": np.nan, "measured_memory_bytes": np.nan, "measured_tflops": np.nan, "unmappable": "",
             "note": "", "expert": 1, "capacity_factor": np.nan, "loss": None, "tp_overlap": False,
-            "fp8_recipe": None, "compile": True, "cuda_graph": "none", "context_algorithm": "ring"}
+            "fp8_recipe": None, "compile": True, "cuda_graph": "none", "context_algorithm": "ring",
+            "memory_reading": "reserved", "cuda_context_bytes": np.nan}
 
 
 def torchtitan_layout(layers: int, stages: int) -> tuple[int, ...]:
@@ -336,23 +350,35 @@ def bigscience_rows() -> pd.DataFrame:
     """BigScience's layout search of February 2022 (``data/bigscience_tr11_layout_search.csv``), one row per
     measured configuration, in the common row shape: tokens/s per GPU from the seconds an iteration at the table's
     global batch of 2,048-token sequences, memory in GiB (the page's "GB": DeepSpeed's and Megatron's memory reports
-    divide by 1024^3)."""
+    divide by 1024^3). A run that went out of memory (``outcome`` ``oom``) has neither and ``went_oom`` set, for
+    the check of the estimate's verdict (:func:`memory_verdicts`). The pipeline stages are cut as DeepSpeed's
+    ``partition_method`` did: ``type:transformer`` balances the count of transformer layers (an even split where the
+    stages divide them, :func:`~concurrency_model.parallel.partition.layer_split` ``layers``), and
+    ``type:transformer|embedding`` counts the two embedding layers too (``counted``; microsoft/DeepSpeed @ v0.6.2
+    ``deepspeed/runtime/pipe/module.py`` ``_partition_layers``: ``partition_balanced`` over a 0/1 weight a layer whose
+    class name the pattern matches); an uneven count is cut by ``balanced``, whose slowest stage holds as many layers as DeepSpeed's."""
     df = load("bigscience_tr11_layout_search")
     cluster = jean_zay_cluster()
     rows = []
     for i, r in df.iterrows():
         dp, tp, pp, mbs = (int(r[k]) for k in ("dp", "tp", "pp", "mbs"))
         layers, hidden, heads = int(r["layers"]), int(r["hidden"]), int(r["heads"])
+        oom = r["outcome"] == "oom"
         b = _base("bigscience", i, f"{r['date_2022']} {r['section']}: {r['size']} h{hidden} l{layers} a{heads} "
-                  f"d{dp} t{tp} p{pp} mb{mbs}" + (f" ZeRO {int(r['zero_stage'])}" if r["zero_stage"] != 1 else ""),
-                  f"hidden {hidden}, {layers} layers, {heads} heads")
+                  f"d{dp} t{tp} p{pp} mb{mbs}" + (f" ZeRO {int(r['zero_stage'])}" if r["zero_stage"] != 1 else "")
+                  + (f" {r['dtype']}" if r["dtype"] != "fp16" else "") + (" (OOM)" if oom else ""),
+                  f"hidden {hidden}, {layers} layers, {heads} heads" + (f", {r['dtype']}" if r["dtype"] != "fp16"
+                                                                         else ""))
         gbs = int(r["gbs"]) // (dp * mbs) * dp * mbs  # 2,040-2,046 at data 5-12: the steps' whole microbatches
+        counted = r["pp_partition"] == "type:transformer|embedding"
+        split = ("counted" if (layers + 2) % pp == 0 else "balanced") if counted else \
+            ("layers" if layers % pp == 0 else "balanced")
         b.update(model="bigscience-gpt", layers=layers, hidden=hidden, heads=heads, seq=int(r["seq_len"]),
                  cluster=cluster, gpus=dp * tp * pp, data=dp, tensor=tp, pipeline=pp, microbatch=mbs,
-                 global_batch=gbs, dtype="fp16", recompute="full", zero_stage=int(r["zero_stage"]),
-                 framework="deepspeed", overlap=False, compile=False,
-                 stage_split="layers" if layers % pp == 0 else "balanced",
-                 measured_tps=gbs * int(r["seq_len"]) / (dp * tp * pp) / r["sec_per_it"],
+                 global_batch=gbs, dtype=str(r["dtype"]), recompute="full", zero_stage=int(r["zero_stage"]),
+                 framework="deepspeed", overlap=False, compile=False, stage_split=split, went_oom=oom,
+                 memory_reading="nvidia-smi", cuda_context_bytes=BIGSCIENCE_CUDA_CONTEXT_BYTES,
+                 measured_tps=np.nan if oom else gbs * int(r["seq_len"]) / (dp * tp * pp) / r["sec_per_it"],
                  measured_memory_bytes=r["mem_gb"] * GIB, note=str(r["layers_source"]))
         rows.append(b)
     return pd.DataFrame(rows)
@@ -901,6 +927,8 @@ def scenario_for(r) -> dict:
         training["compile"] = False
     if isinstance(r.get("cuda_graph"), str) and r["cuda_graph"] != "none":
         training["cuda_graph"] = r["cuda_graph"]
+    if np.isfinite(r.get("cuda_context_bytes", np.nan)):
+        training["cuda_context_bytes"] = float(r["cuda_context_bytes"])
     if isinstance(r.get("recompute_modules"), str) and r["recompute"] in ("selective", "auto"):
         training["recompute_modules"] = r["recompute_modules"]  # with "auto": the ladder's first rung (_predict)
     return {"model": model_spec(r), "cluster": r["cluster"], "parallel": par, "training": training}
@@ -935,21 +963,30 @@ def _predict(r: dict) -> dict:
     if e is None and risky is not None:
         mode, e = risky
     if e is None:
-        return {"status": "refused", "reason": " ".join(str(err).split())}
+        reason = " ".join(str(err).split())
+        return {"status": "refused", "reason": reason,
+                **({"memory_verdict": "does not fit"} if reason.startswith("memory:") else {})}
     tokens = r["global_batch"] * r["seq"] / r["gpus"]
+    reserved = e.memory.get("reserved_bytes", e.memory_bytes_per_device)
+    outside = sum(e.memory.get(f"{k}_bytes", 0.0) for k in OUTSIDE)
     out = {"status": "ok", "reason": "", "predicted_time_s": e.step_time_s,
            "predicted_tps": tokens / e.step_time_s, "predicted_tps_p10": tokens / e.step_time_p90_s,
            "predicted_tps_p90": tokens / e.step_time_p10_s, "predicted_memory_bytes": e.memory_bytes_per_device,
-           # what the caching allocator reserves at its peak, the figure torchtitan logs (module docstring)
-           "predicted_reserved_bytes": e.memory.get("reserved_bytes", e.memory_bytes_per_device),
-           "recompute_used": f"{mode} ({modules})" if mode == "selective" and isinstance(modules, str) else mode}
+           # what the caching allocator reserves at its peak, the figure torchtitan logs (module docstring), and
+           # the peak as the row's measurement read it (MEMORY_READINGS)
+           "predicted_reserved_bytes": reserved,
+           "predicted_peak_bytes": reserved + (outside if r.get("memory_reading") == "nvidia-smi" else 0.0),
+           "recompute_used": f"{mode} ({modules})" if mode == "selective" and isinstance(modules, str) else mode,
+           "memory_verdict": "at risk" if e.memory_at_risk else "fits"}
     if np.isfinite(r.get("flops_per_token", np.nan)):
         out["predicted_tflops"] = out["predicted_tps"] * r["flops_per_token"] / 1e12
     return out
 
 
 PREDICTED = ("predicted_time_s", "predicted_tps", "predicted_tps_p10", "predicted_tps_p90", "predicted_memory_bytes",
-             "predicted_reserved_bytes", "recompute_used", "predicted_tflops")
+             "predicted_reserved_bytes", "predicted_peak_bytes", "recompute_used", "predicted_tflops", "memory_verdict")
+VERDICTS = ("fits", "at risk", "does not fit")  # the estimate's word on memory: the band's upper end fits; the
+# central figure fits and the upper end does not; the central figure does not (the estimate refuses the layout)
 
 
 SUSTAINED_FIT_SET = "llmfoundry"  # the set whose H100 bf16 rows fitted efficiency.sustained (:func:`in_sustained_fit`)
@@ -982,9 +1019,28 @@ def evaluate(df: pd.DataFrame, workers: int | None = None) -> pd.DataFrame:
         if k not in res:
             res[k] = np.nan
     res["ape_tps"] = (res["predicted_tps"] - res["measured_tps"]).abs() / res["measured_tps"]
-    res["ape_memory"] = (res["predicted_reserved_bytes"] - res["measured_memory_bytes"]).abs() / \
+    res["ape_memory"] = (res["predicted_peak_bytes"] - res["measured_memory_bytes"]).abs() / \
         res["measured_memory_bytes"]
     return res
+
+
+def memory_verdicts(res: pd.DataFrame) -> pd.DataFrame:
+    """The estimate's word on memory (:data:`VERDICTS`) against what the runs did, from a frame :func:`evaluate` returned:
+    rows ``ran`` and ``went out of memory`` (``went_oom``; a set without it ran every row), columns the verdicts,
+    counts. "fits" of a run that went out of memory is the miss that misleads a user; "does not fit" of one that
+    ran is a false refusal; "at risk" of either is a warning, right about the first.
+
+    >>> res = pd.DataFrame({"went_oom": [True, True, False, False, False],
+    ...                     "memory_verdict": ["does not fit", "fits", "fits", "at risk", np.nan]})
+    >>> memory_verdicts(res).to_dict("index")
+    {'ran': {'fits': 1, 'at risk': 1, 'does not fit': 0}, 'went out of memory': {'fits': 1, 'at risk': 0, 'does not fit': 1}}
+    """
+    oom = res["went_oom"].fillna(False).astype(bool) if "went_oom" in res else pd.Series(False, index=res.index)
+    out = {}
+    for name, rows in (("ran", res[~oom]), ("went out of memory", res[oom])):
+        got = rows["memory_verdict"].value_counts()
+        out[name] = {v: int(got.get(v, 0)) for v in VERDICTS}
+    return pd.DataFrame.from_dict(out, orient="index")
 
 
 def fp8_tensor_ok(cfg: dict, t: int) -> bool:

@@ -137,7 +137,7 @@ def _training_frame(dataset: str, quick: bool, workers: int) -> pd.DataFrame:
 
 def _modern_frame(dataset: str, quick: bool, workers: int) -> pd.DataFrame:
     df = modern.rows(dataset)
-    df = df[df["unmappable"] == ""].reset_index(drop=True)
+    df = df[(df["unmappable"] == "") & df["measured_tps"].notna()].reset_index(drop=True)  # not the runs that OOMed
     if quick and dataset == "llmfoundry":
         df = sample_groups(df, ["group"], cap=6)
     r = modern.evaluate(df, workers=workers)
@@ -150,8 +150,8 @@ def _modern_frame(dataset: str, quick: bool, workers: int) -> pd.DataFrame:
     elif dataset == "llmfoundry":
         layout = [f"{lab}, mb {m:g}, {d}" for lab, m, d in zip(r["label"], r["microbatch"], r["dtype"])]
     elif dataset == "bigscience":  # a layout measured on several days is one layout
-        layout = [f"d{d:g} t{t:g} p{p:g} mb{m:g} zero {z:g}" for d, t, p, m, z in
-                  zip(r["data"], r["tensor"], r["pipeline"], r["microbatch"], r["zero_stage"])]
+        layout = [f"d{d:g} t{t:g} p{p:g} mb{m:g} gbs {g:g} zero {z:g}" for d, t, p, m, g, z in
+                  zip(r["data"], r["tensor"], r["pipeline"], r["microbatch"], r["global_batch"], r["zero_stage"])]
     else:
         layout = r["label"].tolist()
     return pd.DataFrame({"dataset": dataset, "group": r["group"], "layout": layout, "measured": r["measured_tps"],

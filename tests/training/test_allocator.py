@@ -241,6 +241,52 @@ def test_deepspeed_step_gradient_copies_by_hand(data, zero):
     assert cached == pytest.approx(min(copies, freed), rel=1e-9)
 
 
+@pytest.mark.parametrize("data,microbatch", [(1, 1), (2, 1), (1, 8)])
+def test_deepspeed_fp16_optimizer_step_copies_by_hand(data, microbatch):
+    """DeepSpeed without ZeRO in fp16 runs ``FP16_Optimizer`` (``fused_optimizer.py`` ``step`` at v0.6.2 and 38327e0):
+    it casts each fp16 gradient to fp32 (one tensor a parameter, 4 bytes) and flattens them into one fp32 tensor (4
+    more) before it frees the fp16 gradients: 8 bytes a parameter, whatever the data degree, after the activations,
+    loss and recompute buffers are freed, added where they exceed those. The per-parameter casts are taken to fit the
+    freed blocks; the flat tensor takes new segments, so the freed bytes the casts leave stay cached beside it.
+    In bf16 the same layout runs ``BF16_Optimizer``, which makes no such copies."""
+    par = {**WIDE["parallel"], "data": data, "microbatch_size": microbatch, "global_batch": 4 * data * microbatch}
+    sc = with_training({**WIDE, "parallel": par}, framework="deepspeed", zero_stage=0, recompute="full", dtype="fp16")
+    m = estimate(sc).memory
+    psi = m["weights_bytes"] / 2
+    freed = m["activations_bytes"] + m["loss_buffers_bytes"] + m["recompute_buffer_bytes"]
+    assert m["gradient_buffers_bytes"] == pytest.approx(max(0.0, 8 * psi - freed), rel=1e-12)
+    outside = m["cuda_context_bytes"] + m["nccl_buffers_bytes"]
+    cached = m["reserved_bytes"] - (m["total_bytes"] - outside) - 0.11 * freed
+    assert cached == pytest.approx(min(4 * psi, max(0.0, freed - 4 * psi)), rel=1e-9, abs=1.0)
+    if microbatch == 8:
+        assert freed > 4 * psi and cached > 0  # the case where freed blocks stay cached beside the flat copy
+    bf16 = estimate(with_training({**WIDE, "parallel": par}, framework="deepspeed", zero_stage=0, recompute="full",
+                                  dtype="bf16")).memory
+    assert bf16["gradient_buffers_bytes"] == pytest.approx(4 * psi, rel=1e-12)  # BF16_Optimizer's fp32 buffer only
+
+
+def test_cuda_context_bytes_moves_only_the_outside_part(tmp_path, capsys):
+    """``training.cuda_context_bytes`` replaces the CUDA context's bytes (default: PyTorch's lazy loading, 287 MB):
+    the total, the upper end and nothing inside the allocator move by the difference; a negative value is refused
+    with the field named (CLI: exit 2, one line)."""
+    sc = with_training(WIDE, framework="deepspeed", zero_stage=1, recompute="full")
+    a = estimate(sc).memory
+    b = estimate(with_training(WIDE, framework="deepspeed", zero_stage=1, recompute="full",
+                               cuda_context_bytes=1573 * 2 ** 20)).memory
+    assert a["cuda_context_bytes"] == 287_047_680 and b["cuda_context_bytes"] == 1573 * 2 ** 20
+    delta = 1573 * 2 ** 20 - 287_047_680
+    assert b["total_bytes"] - a["total_bytes"] == pytest.approx(delta, rel=1e-9)
+    assert b["upper_bytes"] - a["upper_bytes"] == pytest.approx(delta, rel=1e-9)
+    assert b["reserved_bytes"] == pytest.approx(a["reserved_bytes"], rel=1e-12)
+    with pytest.raises(ValueError, match=r"^training.cuda_context_bytes: "):
+        estimate(with_training(WIDE, cuda_context_bytes=-1))
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(with_training(WIDE, cuda_context_bytes="big")))
+    assert main(["estimate", "--scenario", str(f)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "training.cuda_context_bytes" in err
+
+
 @pytest.mark.parametrize("data,zero,dtype", [(1, 0, "bf16"), (2, 0, "bf16"), (1, 1, "bf16"), (4, 1, "bf16"),
                                              (2, 0, "fp32")])
 def test_megatron_step_fp32_gradients_by_hand(data, zero, dtype):
