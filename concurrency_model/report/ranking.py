@@ -2,7 +2,9 @@
 set with several layouts of one workload, the Spearman rank correlation between predicted and measured throughput and
 how often the predicted fastest layout is the measured one (:mod:`concurrency_model.validate.ranking`, as
 ``benchmarks/ranking.py`` prints them); and the measured A/B pairs, runs that change one setting of one layout, their
-predicted speed-up against the measured one (:func:`~concurrency_model.validate.ranking.ab_pairs`)."""
+predicted speed-up against the measured one (:func:`~concurrency_model.validate.ranking.ab_pairs`); and whether it
+says "fits" only of runs that fit: its verdict on runs that ran and runs that went out of memory
+(:func:`~concurrency_model.validate.modern.memory_verdicts`)."""
 from __future__ import annotations
 
 import html
@@ -10,15 +12,33 @@ import html
 import numpy as np
 import pandas as pd
 
-from ..validate import ranking
+from ..validate import modern, ranking
 from ._plot import figure
 
 
-def ranking_data(quick: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(summary, pairs)``: :func:`~concurrency_model.validate.ranking.summarize` of every set's groups
-    (``quick``: the big sets sampled, as ``benchmarks/ranking.py --quick``) and the A/B pairs, one worker."""
+def ranking_data(quick: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """``(summary, pairs, verdicts)``: :func:`~concurrency_model.validate.ranking.summarize` of every set's groups
+    (``quick``: the big sets sampled, as ``benchmarks/ranking.py --quick``), the A/B pairs, and the memory verdicts on
+    BigScience's runs (every row: the runs that went out of memory are few), one worker."""
     table = ranking.rank_groups(ranking.frames(quick=quick, workers=1))
-    return ranking.summarize(table), ranking.ab_pairs(workers=1)
+    verdicts = modern.memory_verdicts(modern.evaluate(modern.rows("bigscience"), workers=1))
+    return ranking.summarize(table), ranking.ab_pairs(workers=1), verdicts
+
+
+def verdicts_html(verdicts: pd.DataFrame) -> str:
+    """:func:`~concurrency_model.validate.modern.memory_verdicts`' counts as an HTML ``<table>``, a row an outcome.
+
+    >>> v = pd.DataFrame({"fits": [9, 1], "at risk": [2, 0], "does not fit": [0, 5]},
+    ...                  index=["ran", "went out of memory"])
+    >>> "<td>went out of memory</td><td>1</td><td>0</td><td>5</td>" in verdicts_html(v)
+    True
+    """
+    head = ["the run", *(f"said &ldquo;{html.escape(c)}&rdquo;" for c in verdicts.columns)]
+    lines = ["<table class='errors'>", "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>",
+             "<tbody>"]
+    for outcome, r in verdicts.iterrows():
+        lines.append("<tr>" + "".join(f"<td>{c}</td>" for c in [html.escape(str(outcome)), *map(int, r)]) + "</tr>")
+    return "\n".join(lines + ["</tbody></table>"])
 
 
 def ranking_figure(summary: pd.DataFrame, pairs: pd.DataFrame):

@@ -385,7 +385,7 @@ def validation_section(figs, vdf, table, summary, quick):
 
 def ranking_section(figs, quick):
     """Choosing right: each set's rank correlation and best-layout match, and the A/B pairs (:mod:`.ranking`)."""
-    summary, pairs = ranking.ranking_data(quick)
+    summary, pairs, verdicts = ranking.ranking_data(quick)
     f = add_figure(figs, "ranking", ranking.ranking_figure(summary, pairs),
                    "rank correlation per set and the A/B pairs' predicted against measured speed-ups",
                    "Left: mean Spearman of each set's groups of 3 or more layouts (green: at or above 0.8) and the "
@@ -402,6 +402,9 @@ def ranking_section(figs, quick):
              "documentation and Megatron-LM's DeepSeek-V3 on GB200 history, <code>data/SOURCES.md</code>), the "
              "predicted speed-up against the measured one"
              + (f"; the largest miss is {escape(worst['pair'])}, {worst['error']:+.0%} "
-                "(docs/residuals.md says why)" if worst is not None else "") + ".</p>")
-    return [Section("ranking", "Choosing right: rank order and A/B pairs", intro, [f],
-                    tables=[ranking.summary_html(summary), ranking.pairs_html(pairs)])]
+                "(docs/residuals.md says why)" if worst is not None else "") + ". Last, whether it says "
+             "&ldquo;fits&rdquo; only of what fits: its verdict on the runs of BigScience's layout search of 2022 "
+             "(DeepSpeed on Jean Zay's A100s, not a shared set), those that ran and those that went out of memory "
+             f"({int(verdicts.loc['went out of memory'].sum())}; <code>validate.modern.memory_verdicts</code>).</p>")
+    return [Section("ranking", "Choosing right: rank order, A/B pairs and what fits", intro, [f],
+                    tables=[ranking.summary_html(summary), ranking.pairs_html(pairs), ranking.verdicts_html(verdicts)])]
