@@ -106,8 +106,8 @@ def verdicts() -> None:
     print(modern.memory_verdicts(res).to_string())
     for _, r in res[res["went_oom"]].iterrows():
         said = r["memory_verdict"]
-        why = f"expected peak {r['predicted_peak_bytes'] / 1e9:.1f} GB as nvidia-smi reads it" if said != "does not fit" else \
-            r["reason"].split(" (")[0]
+        peak = f"expected peak {r['predicted_peak_bytes'] / 1e9:.1f} GB as nvidia-smi reads it"
+        why = r["reason"].split(" (")[0] if said == "does not fit" else peak
         print(f"  went out of memory: {r['label'][6:]:<80} -> {said} ({why})")
 
 

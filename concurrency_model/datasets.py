@@ -80,7 +80,7 @@ SCHEMAS = {  # file stem -> (numeric columns that must be present, other require
                                      ("pair", "case", "model", "system", "precision", "dispatcher", "recompute_modules",
                                       "cuda_graph", "ep_overlap", "source_repo", "source_commit", "source_path",
                                       "note")),
-    # BigScience's layout search of February 2022 (fp16 ZeRO-1 / bf16 under DeepSpeed's pipeline engine, Jean Zay's A100s)
+    # BigScience's layout search of February 2022 (fp16 ZeRO-1, bf16 under DeepSpeed's pipeline engine; Jean Zay's A100)
     "bigscience_tr11_layout_search": (("nodes", "hidden", "layers", "heads", "zero_stage", "dp", "tp", "pp", "mbs",
                                        "gbs", "seq_len", "vocab", "source_line"),
                                       ("section", "date_2022", "size", "layers_source", "heads_source", "dtype",

@@ -309,8 +309,10 @@ def step_gradient_bytes(framework: str, zero_stage: int, stage_params, weight_by
     (5.0, 0)
     >>> step_gradient_bytes("megatron", 0, 1e9, 2, 8, 1e9) / 1e9, step_gradient_bytes("megatron", 1, 1e9, 2, 8, 0) / 1e9
     (3.0, 0.5)
-    >>> step_gradient_bytes("deepspeed", 0, 1e9, 2, 8, 1e9) / 1e9, step_gradient_bytes("deepspeed", 0, 1e9, 2, 8, 1e9, True)
-    (7.0, 0)
+    >>> step_gradient_bytes("deepspeed", 0, 1e9, 2, 8, 1e9) / 1e9    # FP16_Optimizer: 8 bytes a parameter, less 1 GB
+    7.0
+    >>> step_gradient_bytes("deepspeed", 0, 1e9, 2, 8, 1e9, fp32_accumulation=True)   # BF16_Optimizer: no copies
+    0
     """
     flat, each, credit = _step_copies(framework, zero_stage, stage_params, weight_bytes, data, freed, fp32_accumulation)
     return to_python(sp.Max(0, flat + each - credit))

@@ -66,7 +66,8 @@ PARTS = {
     "fine-tuning": ("Fine-tuning: full, LoRA and QLoRA", _plain(finetune_section)),
     "inference": ("Inference: latency, batching and quantized weights", _plain(inference_section)),
     "validation": ("Predicted against measured", _validation),
-    "ranking": ("Choosing right: rank order, A/B pairs and what fits", lambda figs, quick: (ranking_section(figs, quick), {})),
+    "ranking": ("Choosing right: rank order, A/B pairs and what fits",
+                lambda figs, quick: (ranking_section(figs, quick), {})),
 }
 # started longest first (per-part process seconds of benchmarks/report_speed.py)
 # (time to train: about 6 s before its fits were cached, about 1 s after)

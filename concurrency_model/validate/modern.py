@@ -356,7 +356,8 @@ def bigscience_rows() -> pd.DataFrame:
     stages divide them, :func:`~concurrency_model.parallel.partition.layer_split` ``layers``), and
     ``type:transformer|embedding`` counts the two embedding layers too (``counted``; microsoft/DeepSpeed @ v0.6.2
     ``deepspeed/runtime/pipe/module.py`` ``_partition_layers``: ``partition_balanced`` over a 0/1 weight a layer whose
-    class name the pattern matches); an uneven count is cut by ``balanced``, whose slowest stage holds as many layers as DeepSpeed's."""
+    class name the pattern matches); an uneven count is cut by ``balanced``, whose slowest stage holds as many layers
+    as DeepSpeed's."""
     df = load("bigscience_tr11_layout_search")
     cluster = jean_zay_cluster()
     rows = []
@@ -1025,17 +1026,18 @@ def evaluate(df: pd.DataFrame, workers: int | None = None) -> pd.DataFrame:
 
 
 def memory_verdicts(res: pd.DataFrame) -> pd.DataFrame:
-    """The estimate's word on memory (:data:`VERDICTS`) against what the runs did, from a frame :func:`evaluate` returned:
-    rows ``ran`` and ``went out of memory`` (``went_oom``; a set without it ran every row), columns the verdicts,
-    counts. "fits" of a run that went out of memory is the miss that misleads a user; "does not fit" of one that
+    """The estimate's word on memory (:data:`VERDICTS`) against what the runs did, from a frame :func:`evaluate`
+    returned: rows ``ran`` and ``went out of memory`` (``went_oom``; a set without it ran every row), columns the
+    verdicts, counts. "fits" of a run that went out of memory is the miss that misleads a user; "does not fit" of one that
     ran is a false refusal; "at risk" of either is a warning, right about the first.
 
     >>> res = pd.DataFrame({"went_oom": [True, True, False, False, False],
     ...                     "memory_verdict": ["does not fit", "fits", "fits", "at risk", np.nan]})
-    >>> memory_verdicts(res).to_dict("index")
-    {'ran': {'fits': 1, 'at risk': 1, 'does not fit': 0}, 'went out of memory': {'fits': 1, 'at risk': 0, 'does not fit': 1}}
+    >>> v = memory_verdicts(res)
+    >>> v.loc["ran"].to_dict(), v.loc["went out of memory"].to_dict()
+    ({'fits': 1, 'at risk': 1, 'does not fit': 0}, {'fits': 1, 'at risk': 0, 'does not fit': 1})
     """
-    oom = res["went_oom"].fillna(False).astype(bool) if "went_oom" in res else pd.Series(False, index=res.index)
+    oom = res["went_oom"].eq(True) if "went_oom" in res else pd.Series(False, index=res.index)
     out = {}
     for name, rows in (("ran", res[~oom]), ("went out of memory", res[oom])):
         got = rows["memory_verdict"].value_counts()
