@@ -269,11 +269,9 @@ def modern_rows(name: str) -> pd.DataFrame:
 
 def modern_frame(name: str, df: pd.DataFrame) -> pd.DataFrame:
     """Rows of one modern set (:mod:`.modern`) predicted, in the registry's shape: tokens/s per GPU, or peak memory
-    per GPU in bytes (``-memory``: the caching allocator's reserved peak, which torchtitan logs; rows without a
-    published memory left out, and rows without a throughput from the tokens/s sets)."""
+    per GPU in bytes (``-memory``: the peak as the set's measurement read it, the caching allocator's reserved bytes
+    for torchtitan's, nvidia-smi's for BigScience's). The registry passes the rows with the compared figure only."""
     what = MODERN[name][1]
-    # rows without the compared figure (no published memory; a run that went out of memory) are left out
-    df = df[df["measured_memory_bytes" if what == "memory" else "measured_tps"].notna()]
     r = modern.evaluate(df, workers=1)
     note = np.where(r["status"] == "ok", r["note"], r["reason"].fillna(""))
     if what == "memory":

@@ -145,9 +145,9 @@ def _plan(asked: list[str], quick: bool, all_modes: bool, info: dict) -> list:
                     jobs.extend(([name], training_chunk, (name, g.iloc[i:i + 8]))   # the estimate's caches
                                 for i in range(0, len(g), 8))
             elif name in MODERN:
-                df = modern_rows(name)
-                if MODERN[name][1] == "memory":
-                    df = df[df["measured_memory_bytes"].notna()].reset_index(drop=True)
+                df = modern_rows(name)  # the rows with the compared figure (not a run that went out of memory)
+                compared = "measured_memory_bytes" if MODERN[name][1] == "memory" else "measured_tps"
+                df = df[df[compared].notna()].reset_index(drop=True)
                 # the set that fitted the GH100's sustained rate is reported held out (its fit rows in-sample)
                 fitted = MODERN[name][1] != "memory" and MODERN[name][0] == modern.SUSTAINED_FIT_SET
                 info[name].update(rows_total=len(df), mode="held-out" if fitted else "preset")

@@ -74,3 +74,13 @@ def test_the_peak_as_nvidia_smi_reads_it():
     oom = oom[oom["went_oom"] & oom["label"].str.contains(" d48 t8 p1 ")]  # 181B at data 48: 104 GB of state alone
     got = modern.evaluate(oom)
     assert got["memory_verdict"].tolist() == ["does not fit"] and got["status"].tolist() == ["refused"]
+
+
+def test_one_plan_predicts_a_modern_set_and_a_measured_run():
+    """A plan of BigScience's timed rows beside one of the toolkit's own runs predicts both: the modern sets drop the
+    runs without the compared figure (the 6 that went out of memory) before sampling, and the measured runs keep
+    their own rows."""
+    steps = "measured-steps-cpu-host-20261204"
+    s = {x["name"]: x for x in summarize(validate(["bigscience-tr11", steps], workers=1))}
+    assert s["bigscience-tr11"]["rows_total"] == 123 and s["bigscience-tr11"]["rows"] == 41  # 1 in 3, quick
+    assert s[steps]["rows"] == 9 and s[steps]["error"] is None
