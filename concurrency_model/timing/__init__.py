@@ -164,6 +164,18 @@ def gemm_coeffs(m, n, k, dev: Device, dtype: str = "fp32", batch=1, math_dtype: 
                   2.0 * m * n * k * batch, ((m * k + m * n) * vb + k * n * wb) * batch, info, math_dtype or dtype)
 
 
+def cuda_core_factor(dev: Device, dtype: str) -> float:
+    """How much slower a product whose math would run at ``dtype``'s peak runs on the CUDA cores in fp32: the peak
+    over the fp32 vector rate (A100: 312 / 19.5 = 16 for fp16), for the kernels a library runs there (cuDNN's fused
+    Winograd, :mod:`.conv`; a 16-bit product whose operands are not 16-byte aligned, :mod:`.layers`).
+
+    >>> cuda_core_factor(device("a100-sxm4-80gb"), "fp16")
+    16.0
+    """
+    fp32 = dev.vector_flops.get("fp32", dev.peak_flops.get("fp32", dev.peak(dtype)))
+    return decided_float(dev.peak(dtype), dev.decide) / decided_float(fp32, dev.decide)
+
+
 def gemm_time(m, n, k, dev, dtype: str = "fp32", batch: int = 1, math_dtype: str | None = None) -> OpTime:
     """Time of ``batch`` products C (m x n) = A (m x k) B (k x n) stored in ``dtype``, multiplied in
     ``math_dtype`` (default ``dtype``; e.g. fp16 storage with fp32 math on a P100).
@@ -180,5 +192,5 @@ def gemm_time(m, n, k, dev, dtype: str = "fp32", batch: int = 1, math_dtype: str
 from .layers import attention_time, conv_coeffs, conv_time, op_time  # noqa: E402
 from .recurrent import rnn_parts, rnn_seconds, rnn_time  # noqa: E402
 
-__all__ = ["OpTime", "Coeffs", "roofline", "roofline_coeffs", "gemm_coeffs", "gemm_time", "conv_coeffs", "conv_time", "rnn_parts", "rnn_seconds", "rnn_time",
-           "attention_time", "op_time"]
+__all__ = ["OpTime", "Coeffs", "roofline", "roofline_coeffs", "gemm_coeffs", "gemm_time", "cuda_core_factor",
+           "conv_coeffs", "conv_time", "rnn_parts", "rnn_seconds", "rnn_time", "attention_time", "op_time"]

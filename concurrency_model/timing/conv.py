@@ -45,7 +45,7 @@ import numpy as np
 
 from ..ops.conv import conv2d
 from ..units import dtype_bytes
-from . import Coeffs, decided_float, gemm as gemm_model, gemm_coeffs
+from . import Coeffs, cuda_core_factor, decided_float, gemm as gemm_model, gemm_coeffs
 
 CONV_PASSES = ("forward", "grad_input", "grad_weight")
 WINOGRAD_M, WINOGRAD_R = 4, 3
@@ -197,9 +197,7 @@ def _winograd(n, c_in, c_out, ho, wo, pass_, dev, dtype, math_dtype, io, gain, f
         gemm_coeffs(co, ci, tf, dev, dtype, a2f, math_dtype)
     md = math_dtype or dtype
     # fused Winograd runs in fp32 on the CUDA cores (cuDNN: FLOAT and PSEUDO_HALF configurations only)
-    fp32 = dev.vector_flops.get("fp32", dev.peak_flops.get("fp32", dev.peak(md)))
-    slow = decided_float(dev.peak(md), dev.decide) / decided_float(fp32, dev.decide)
-    g.a_math = g.a_math * slow
+    g.a_math = g.a_math * cuda_core_factor(dev, md)
     g.a_mem = np.maximum(g.a_mem * 0, io)
     wg.append(_scaled(g, gain * e.winograd, algorithm="winograd", n=rows))
     return fix(_fastest(wg, dev))

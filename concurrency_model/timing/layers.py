@@ -4,7 +4,9 @@
 * Recurrent layers: :mod:`.recurrent`.
 * Attention: plain = two batched GEMMs around a memory-bound softmax; fused (FlashAttention) = one
   kernel with Q/K/V/O traffic only, at its published speed where the device carries one
-  (:mod:`.attention`), else compute-bound at the GEMMs' efficiency.
+  (:mod:`.attention`), else compute-bound at the GEMMs' efficiency. The plain GEMMs of a 16-bit head whose rows
+  are not a multiple of 16 bytes (a head dimension not a multiple of 8) run on the CUDA cores in fp32
+  (:func:`.cuda_core_factor`; :data:`ALIGN_BYTES`).
 * Anything else: the roofline of its work and minimum traffic (``op_time``).
 """
 from __future__ import annotations
@@ -14,7 +16,7 @@ import numpy as np
 from ..ops.attention import attention
 from ..ops.conv import conv2d, pair
 from ..units import dtype_bytes
-from . import OpTime, decided_float, gemm_coeffs, positive_int, roofline, roofline_coeffs
+from . import OpTime, cuda_core_factor, decided_float, gemm_coeffs, positive_int, roofline, roofline_coeffs
 from . import device as as_device
 from .attention import HALF_PRECISION, BOARD_PEAK, benchmark_flop, kernel_name
 from .attention import efficiency as fused_efficiency
@@ -40,6 +42,20 @@ def conv_time(n, c_in, c_out, h, w, kh, kw=None, stride=1, pad=0, dilation=1, gr
     c = conv_coeffs(n, c_in, c_out, h, w, kh, kw, sh, ph, dilation, groups, pass_, dev, dtype, math_dtype,
                     algorithm, stride_w=sw, pad_w=pw)
     return c.assemble(dev)
+
+
+# The alignment tensor-core kernels need: cuBLAS reaches its tensor-core speed only where every dimension, leading
+# dimension and pointer of a 16-bit product is a multiple of 16 bytes (cuBLAS documentation, "Tensor Core Usage";
+# NVIDIA/cutlass issue 75: most tensor-core kernels "require 128b aligned memory accesses ... a documented
+# requirement in cublas"). A plain attention's QKᵀ reduces over the head dimension d and its PV writes rows of d, and
+# each head's Q, K and V start d (torch's [b, heads, s, d]) or 3d values (Megatron's interleaved QKV) apart, so a d
+# whose 16-bit rows are not 16-byte aligned misaligns both products. That the library then takes a CUDA-core kernel
+# (fp32 accumulation, the fp32 vector rate) is [D]; BigScience's layout search measured it: the same 182B model at
+# head dimension 108 against 216 and 144 ran 27-31% slower in tokens/s at tensor 4 (this rule, not fitted: 30-32%),
+# and its hidden-14,400 models (heads of 225, 150 and 450) were predicted 62% fast (median) without it, 25% with it,
+# near the aligned widths' 14-20% (bigscience-workshop/bigscience @ 9e64ede, train/tr11-176B-ml/
+# chronicles-prequel.md; docs/residuals.md).
+ALIGN_BYTES = 16
 
 
 def attention_time(batch, heads, seq, head_dim, dev, dtype: str = "fp16", fused: bool = False,
@@ -77,10 +93,14 @@ def attention_kernels(cost, b: int, hd: int, s: int, d: int, dev, dtype: str, fu
     t = s if s_kv is None else s_kv
     # scale, (mask,) softmax: element-wise kernels that each read and write the s x t scores
     passes = 3 if causal else 2
-    return [(gemm_coeffs(s, t, d, dev, dtype, bh, None), k),
+    qk, pv = gemm_coeffs(s, t, d, dev, dtype, bh, None), gemm_coeffs(s, d, t, dev, dtype, bh, None)
+    if vb < 4 and (d * vb) % ALIGN_BYTES:  # a 16-bit head not 16-byte aligned: the CUDA cores (ALIGN_BYTES)
+        slow = cuda_core_factor(dev, dtype)
+        qk.a_math, pv.a_math = qk.a_math * slow, pv.a_math * slow
+    return [(qk, k),
             (roofline_coeffs(bh * s * (5 * t + passes - 1), 2 * passes * k * bh * s * t * vb, dev, dtype,
                              kernels=passes * k), 1),
-            (gemm_coeffs(s, d, t, dev, dtype, bh, None), k)]
+            (pv, k)]
 
 
 def _published_kernel(cost, b: int, hd: int, s: int, d: int, dev, dtype: str, fused, causal: bool, pass_: str,
@@ -114,4 +134,4 @@ def op_time(cost, dev, dtype: str = "fp32", tensor: bool = False) -> OpTime:
     return roofline(cost.flop, cost.bytes, as_device(dev), dtype, kernels=1, vector=not tensor)
 
 
-__all__ = ["CONV_PASSES", "conv_coeffs", "conv_time", "attention_time", "attention_kernels", "op_time"]
+__all__ = ["ALIGN_BYTES", "CONV_PASSES", "conv_coeffs", "conv_time", "attention_time", "attention_kernels", "op_time"]

@@ -346,6 +346,37 @@ def torchtitan_rows() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def deepspeed_type_partition(layers: int, stages: int, embeddings: bool = False) -> tuple[int, ...] | str:
+    """Decoder layers a pipeline stage as DeepSpeed's ``partition_method="type:..."`` cuts them (microsoft/DeepSpeed
+    @ v0.6.2 ``deepspeed/runtime/pipe/module.py`` ``_partition_layers``, ``runtime/utils.py`` ``partition_balanced``):
+    a weight of 1 for each layer the pattern matches, 0 for the rest; the least bottleneck is ``ceil(n / stages)``
+    matched layers, and ``_lprobe`` fills the stages from the first with that many, the rest on the last
+    (BigScience's page of 78 layers over 12 stages: "the last stage has 1 block, while the rest have 7").
+    ``embeddings``: the pattern also matches the two embedding layers (``type:transformer|embedding``), the first
+    before the decoder layers and the tied copy after them. An even cut is named as ``parallel.stage_split`` does
+    (``layers``, ``counted``); a stage left without a decoder layer raises ``ValueError``.
+
+    >>> deepspeed_type_partition(78, 12)
+    (7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 1)
+    >>> deepspeed_type_partition(72, 12), deepspeed_type_partition(70, 12, embeddings=True)
+    ('layers', 'counted')
+    >>> deepspeed_type_partition(75, 6, embeddings=True)   # 77 items, 13 a stage: the embedding and 12, ..., 12 and one
+    (12, 13, 13, 13, 13, 11)
+    """
+    items = layers + (2 if embeddings else 0)
+    if items % stages == 0:
+        return "counted" if embeddings else "layers"
+    top = -(-items // stages)
+    per = [min(top, items - top * k) for k in range(stages)]
+    if embeddings:  # the first and the last matched items are the embeddings, not decoder layers
+        per[0] -= 1
+        last = max(k for k, n in enumerate(per) if n > 0)
+        per[last] -= 1
+    if min(per) < 1:
+        raise ValueError(f"not mappable: DeepSpeed's type partition leaves a stage without a decoder layer ({per})")
+    return tuple(per)
+
+
 def bigscience_rows() -> pd.DataFrame:
     """BigScience's layout search of February 2022 (``data/bigscience_tr11_layout_search.csv``), one row per
     measured configuration, in the common row shape: tokens/s per GPU from the seconds an iteration at the table's
@@ -354,10 +385,8 @@ def bigscience_rows() -> pd.DataFrame:
     the check of the estimate's verdict (:func:`memory_verdicts`). The pipeline stages are cut as DeepSpeed's
     ``partition_method`` did: ``type:transformer`` balances the count of transformer layers (an even split where the
     stages divide them, :func:`~concurrency_model.parallel.partition.layer_split` ``layers``), and
-    ``type:transformer|embedding`` counts the two embedding layers too (``counted``; microsoft/DeepSpeed @ v0.6.2
-    ``deepspeed/runtime/pipe/module.py`` ``_partition_layers``: ``partition_balanced`` over a 0/1 weight a layer whose
-    class name the pattern matches); an uneven count is cut by ``balanced``, whose slowest stage holds as many layers
-    as DeepSpeed's."""
+    ``type:transformer|embedding`` counts the two embedding layers too (``counted``); an uneven count is cut as
+    DeepSpeed cut it, the stages filled from the first (:func:`deepspeed_type_partition`)."""
     df = load("bigscience_tr11_layout_search")
     cluster = jean_zay_cluster()
     rows = []
@@ -371,9 +400,7 @@ def bigscience_rows() -> pd.DataFrame:
                   f"hidden {hidden}, {layers} layers, {heads} heads" + (f", {r['dtype']}" if r["dtype"] != "fp16"
                                                                          else ""))
         gbs = int(r["gbs"]) // (dp * mbs) * dp * mbs  # 2,040-2,046 at data 5-12: the steps' whole microbatches
-        counted = r["pp_partition"] == "type:transformer|embedding"
-        split = ("counted" if (layers + 2) % pp == 0 else "balanced") if counted else \
-            ("layers" if layers % pp == 0 else "balanced")
+        split = deepspeed_type_partition(layers, pp, r["pp_partition"] == "type:transformer|embedding")
         b.update(model="bigscience-gpt", layers=layers, hidden=hidden, heads=heads, seq=int(r["seq_len"]),
                  cluster=cluster, gpus=dp * tp * pp, data=dp, tensor=tp, pipeline=pp, microbatch=mbs,
                  global_batch=gbs, dtype=str(r["dtype"]), recompute="full", zero_stage=int(r["zero_stage"]),

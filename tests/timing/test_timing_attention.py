@@ -146,3 +146,31 @@ def test_b300_takes_the_gb300_figures_as_a_fraction_of_the_peak():
     fwd_flop = 4 * 32768 ** 2 * 128 * 128 / 2
     t = timing.attention_time(1, 128, 32768, 128, b300, "bf16", fused="cudnn", causal=True)
     assert t.time_s - b300.launch_overhead == pytest.approx(fwd_flop / 1616.2911e12, rel=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("pass_", ["forward", "backward"])
+def test_plain_attention_with_an_unaligned_head_runs_its_products_on_the_cuda_cores(dtype, pass_):
+    """A 16-bit head dimension that is not a multiple of 8 (rows not 16-byte aligned) puts the plain attention's QKᵀ
+    and PV on the CUDA cores in fp32: by hand, each product's math term is the tensor-core one times the peak over
+    the fp32 vector rate (A100: 312 / 19.5 = 16); the softmax kernels and the traffic do not change. A multiple of 8
+    and fp32 storage keep the tensor-core kernels."""
+    b, h, s = 2, 32, 2048
+    factor = A100.peak(dtype) / A100.vector_flops["fp32"]
+    assert factor == 16.0
+    for d in (108, 225, 150):
+        cost = timing.layers.attention(b, h, s, d, fused=False, causal=True, value_bytes=2)
+        cost = cost.forward if pass_ == "forward" else cost.backward
+        got = timing.layers.attention_kernels(cost, b, h, s, d, A100, dtype, False, True, pass_)
+        plain = [timing.gemm_coeffs(s, s, d, A100, dtype, b * h), timing.gemm_coeffs(s, d, s, A100, dtype, b * h)]
+        assert got[0][0].a_math == pytest.approx(factor * plain[0].a_math, rel=1e-12)
+        assert got[2][0].a_math == pytest.approx(factor * plain[1].a_math, rel=1e-12)
+        assert got[0][0].a_mem == pytest.approx(plain[0].a_mem, rel=1e-12)
+    for d, dt in ((112, dtype), (216, dtype), (108, "fp32")):
+        cost = timing.layers.attention(b, h, s, d, fused=False, causal=True, value_bytes=2 if dt != "fp32" else 4)
+        cost = cost.forward if pass_ == "forward" else cost.backward
+        got = timing.layers.attention_kernels(cost, b, h, s, d, A100, dt, False, True, pass_)
+        assert got[0][0].a_math == pytest.approx(timing.gemm_coeffs(s, s, d, A100, dt, b * h).a_math, rel=1e-12)
+    slow = timing.attention_time(b, h, s, 108, A100, dtype, causal=True, pass_=pass_)
+    fast = timing.attention_time(b, h, s, 112, A100, dtype, causal=True, pass_=pass_)
+    assert slow.time_s > 3 * fast.time_s  # fewer FLOPs, yet several times slower
