@@ -94,7 +94,7 @@ def attention_kernels(cost, b: int, hd: int, s: int, d: int, dev, dtype: str, fu
     # scale, (mask,) softmax: element-wise kernels that each read and write the s x t scores
     passes = 3 if causal else 2
     qk, pv = gemm_coeffs(s, t, d, dev, dtype, bh, None), gemm_coeffs(s, d, t, dev, dtype, bh, None)
-    if vb < 4 and (d * vb) % ALIGN_BYTES:  # a 16-bit head not 16-byte aligned: the CUDA cores (ALIGN_BYTES)
+    if dtype in HALF_PRECISION and (d * vb) % ALIGN_BYTES:  # a 16-bit head not 16-byte aligned (ALIGN_BYTES)
         slow = cuda_core_factor(dev, dtype)
         qk.a_math, pv.a_math = qk.a_math * slow, pv.a_math * slow
     return [(qk, k),
