@@ -48,13 +48,13 @@ def conv_time(n, c_in, c_out, h, w, kh, kw=None, stride=1, pad=0, dilation=1, gr
 # dimension and pointer of a 16-bit product is a multiple of 16 bytes (cuBLAS documentation, "Tensor Core Usage";
 # NVIDIA/cutlass issue 75: most tensor-core kernels "require 128b aligned memory accesses ... a documented
 # requirement in cublas"). A plain attention's QKᵀ reduces over the head dimension d and its PV writes rows of d, and
-# each head's Q, K and V start d (torch's [b, heads, s, d]) or 3d values (Megatron's interleaved QKV) apart, so a d
-# whose 16-bit rows are not 16-byte aligned misaligns both products. That the library then takes a CUDA-core kernel
-# (fp32 accumulation, the fp32 vector rate) is [D]; BigScience's layout search measured it: the same 182B model at
-# head dimension 108 against 216 and 144 ran 27-31% slower in tokens/s at tensor 4 (this rule, not fitted: 30-32%),
-# and its hidden-14,400 models (heads of 225, 150 and 450) were predicted 62% fast (median) without it, 25% with it,
-# near the aligned widths' 14-20% (bigscience-workshop/bigscience @ 9e64ede, train/tr11-176B-ml/
-# chronicles-prequel.md; docs/residuals.md).
+# the rows of Q, K and V lie d values apart (torch's [b, heads, s, d]) or their heads 3d apart (Megatron's
+# interleaved QKV), so a d whose 16-bit rows are not 16-byte aligned misaligns both products. That the library then
+# takes a CUDA-core kernel (fp32 accumulation, the fp32 vector rate) is [D]; BigScience's layout search measured it:
+# the same 182B model at head dimension 108 against 216 and 144 ran 27-31% slower in tokens/s at tensor 4 (this
+# rule, not fitted: 30-32%), and its hidden-14,400 models (heads of 225, 150 and 450) were predicted 62% fast
+# (median) without it, 25% with it, near the aligned widths' 14-20% (bigscience-workshop/bigscience @ 9e64ede,
+# train/tr11-176B-ml/chronicles-prequel.md; docs/residuals.md).
 ALIGN_BYTES = 16
 
 
