@@ -44,10 +44,10 @@ def conv_time(n, c_in, c_out, h, w, kh, kw=None, stride=1, pad=0, dilation=1, gr
     return c.assemble(dev)
 
 
-# The alignment tensor-core kernels need: cuBLAS reaches its tensor-core speed only where every dimension, leading
-# dimension and pointer of a 16-bit product is a multiple of 16 bytes (cuBLAS documentation, "Tensor Core Usage";
-# NVIDIA/cutlass issue 75: most tensor-core kernels "require 128b aligned memory accesses ... a documented
-# requirement in cublas"). A plain attention's QKᵀ reduces over the head dimension d and its PV writes rows of d, and
+# The alignment tensor-core kernels need: NVIDIA/cutlass issue 75 (an NVIDIA answer): most tensor-core kernels
+# "require 128b aligned memory accesses ... a documented requirement in cublas" (cuBLAS documentation, "Tensor Core
+# Usage": a 16-bit product's dimensions, leading dimensions and pointers in multiples of 16 bytes, as recalled; the
+# page was not read here). A plain attention's QKᵀ reduces over the head dimension d and its PV writes rows of d, and
 # the rows of Q, K and V lie d values apart (torch's [b, heads, s, d]) or their heads 3d apart (Megatron's
 # interleaved QKV), so a d whose 16-bit rows are not 16-byte aligned misaligns both products. That the library then
 # takes a CUDA-core kernel (fp32 accumulation, the fp32 vector rate) is [D]; BigScience's layout search measured it:
