@@ -21,7 +21,7 @@ imply (the median of ``(measured - allocated) / transient``); the other rows are
 ``--fit`` prints their 90th percentile of measured over reserved, what the band's upper end adds
 (:data:`~concurrency_model.parallel.allocator.RESERVED_P90_EXCESS`). Last, the estimate's verdict ("fits", "at risk",
 "does not fit") on BigScience's layout search of 2022, whose runs ran or went out of memory
-(:func:`concurrency_model.validate.modern.memory_verdicts`). Run:
+(:func:`concurrency_model.validate.modern.memory_verdicts`), and on the shared sets' runs, all of which ran. Run:
 ``python benchmarks/memory_accuracy.py [--fit]``.
 """
 from __future__ import annotations
@@ -39,6 +39,7 @@ from concurrency_model.validate import modern
 
 GIB = 2 ** 30
 FIT_TABLES = ("Table 2:",)
+SHARED_SETS = ("torchtitan", "llmfoundry", "megatron_bridge", "nemo")  # dense sets of validate.modern (all ran)
 
 
 def predict(r: dict) -> dict:
@@ -109,6 +110,13 @@ def verdicts() -> None:
         peak = f"expected peak {r['predicted_peak_bytes'] / 1e9:.1f} GB as nvidia-smi reads it"
         why = r["reason"].split(" (")[0] if said == "does not fit" else peak
         print(f"  went out of memory: {r['label'][6:]:<80} -> {said} ({why})")
+    print("\nThe shared sets' runs (every one ran): the verdict, and each refusal")
+    for name in SHARED_SETS:
+        res = modern.evaluate(modern.rows(name).query("unmappable == ''"), workers=2)
+        counts = modern.memory_verdicts(res).loc["ran"]
+        print(f"  {name:<16} " + ", ".join(f"{v} {int(counts[v])}" for v in modern.VERDICTS))
+        for _, r in res[res["memory_verdict"] == "does not fit"].iterrows():
+            print(f"    refused, though it ran: {r['label']} ({r['reason'].split(' (')[0]})")
 
 
 if __name__ == "__main__":
