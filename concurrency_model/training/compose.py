@@ -495,13 +495,14 @@ def _framework_memory_compiled(framework: str, zero_stage: int, schedule: str, r
                                           hopper, not single_stage, framework == "fsdp2" and not single_stage, loss,
                                           fp32_accumulation)
         parts["loss_buffers"] = 0 if framework == "ideal" else loss_bytes
-        transient = act + sum(sp.sympify(parts[k]) for k in allocator.TRANSIENT
-                              if k != "gradient_buffers" or framework in ("fsdp", "fsdp2"))
-        # DeepSpeed ZeRO-1/2: the step's gradient copies, past what the backward pass frees (its transient bytes and
-        # the gradient buffers it moves to the copies), and the freed bytes the allocator keeps cached beside the
+        # what the backward pass frees before the optimizer step: its transient bytes and the gradient buffers it
+        # moves to the step's copies; the allocator's transient bytes hold the buffers only under FSDP (freed a unit
+        # at a time)
+        freed = act + sum(sp.sympify(parts[k]) for k in allocator.TRANSIENT)
+        transient = freed if framework in ("fsdp", "fsdp2") else freed - sp.sympify(parts["gradient_buffers"])
+        # the step's gradient copies past those freed bytes, and the freed bytes the allocator keeps cached beside the
         # copies' new segments
-        step = (framework, zero_stage, stage, wb, d * c, act + sum(sp.sympify(parts[k]) for k in allocator.TRANSIENT),
-                fp32_accumulation)
+        step = (framework, zero_stage, stage, wb, d * c, freed, fp32_accumulation)
         parts["gradient_buffers"] = sp.sympify(parts["gradient_buffers"]) + sp.sympify(
             allocator.step_gradient_bytes(*step))
         cached = sp.sympify(allocator.step_cached_bytes(*step))

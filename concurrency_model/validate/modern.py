@@ -225,7 +225,9 @@ ASSUMPTIONS = {
                   "down to whole microbatches; heads 64 where the table has no NHEADS column (the page: 'all "
                   "NHEADS=64 (above too)'), the 02-17 rows' 32 and 96 as stated; the layer count as stated, else "
                   "the multiple of PP the stated size implies (80 at PP 4, 5, 8, 10; 78 at 6; 77 at 7 and 11; 81 "
-                  "at 9; 72 at 12); memory in GiB against the reserved figure; iteration 2, as the page timed it",
+                  "at 9; 72 at 12); memory in GiB as nvidia-smi read it, against the reserved figure and what sits "
+                  "outside the allocator, the CUDA context as the page measured it for this stack (1,573 MiB); "
+                  "iteration 2, as the page timed it",
     "nemo": "clusters dgx-h100 and dgx-b200; framework megatron with the distributed optimizer (ZeRO 1), sequence "
             "parallelism with TP, overlapped gradient reduction, VP > 1 -> interleaved, the pipeline stages cut as "
             "Megatron-Core's even split of the layers (NEMO_STAGE_SPLIT), FP8 -> fp8 (Transformer "
@@ -381,7 +383,7 @@ def bigscience_rows() -> pd.DataFrame:
     """BigScience's layout search of February 2022 (``data/bigscience_tr11_layout_search.csv``), one row per
     measured configuration, in the common row shape: tokens/s per GPU from the seconds an iteration at the table's
     global batch of 2,048-token sequences, memory in GiB (the page's "GB": DeepSpeed's and Megatron's memory reports
-    divide by 1024^3). A run that went out of memory (``outcome`` ``oom``) has neither and ``went_oom`` set, for
+    divide by 1024^3) as nvidia-smi reads it (``memory_reading``, :data:`MEMORY_READINGS`). A run that went out of memory (``outcome`` ``oom``) has neither and ``went_oom`` set, for
     the check of the estimate's verdict (:func:`memory_verdicts`). The pipeline stages are cut as DeepSpeed's
     ``partition_method`` did: ``type:transformer`` balances the count of transformer layers (an even split where the
     stages divide them, :func:`~concurrency_model.parallel.partition.layer_split` ``layers``), and
@@ -1055,8 +1057,8 @@ def evaluate(df: pd.DataFrame, workers: int | None = None) -> pd.DataFrame:
 def memory_verdicts(res: pd.DataFrame) -> pd.DataFrame:
     """The estimate's word on memory (:data:`VERDICTS`) against what the runs did, from a frame :func:`evaluate`
     returned: rows ``ran`` and ``went out of memory`` (``went_oom``; a set without it ran every row), columns the
-    verdicts, counts. "fits" of a run that went out of memory is the miss that misleads a user; "does not fit" of one that
-    ran is a false refusal; "at risk" of either is a warning, right about the first.
+    verdicts, counts. "fits" of a run that went out of memory is the miss that misleads a user; "does not fit" of one
+    that ran is a false refusal; "at risk" of either is a warning, right about the first.
 
     >>> res = pd.DataFrame({"went_oom": [True, True, False, False, False],
     ...                     "memory_verdict": ["does not fit", "fits", "fits", "at risk", np.nan]})

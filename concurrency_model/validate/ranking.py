@@ -18,8 +18,9 @@ Groups, one rule per set (issue 35, item 6):
   as ``megatron_bridge``, the expert degree and the token dispatcher part of the layout; a variant the table names
   apart (``tokendrop``, ``w/ MTP``, ``dropless``) is a group of its own.
 * ``bigscience``: BigScience's layout search of 2022 (not a shared set: found with the code search): one model
-  shape (hidden, layers, heads) on Jean Zay; the layouts are the (data, pipeline, microbatch, ZeRO stage) splits, a
-  layout timed on several days one layout; tokens/s per GPU.
+  shape (hidden, layers, heads, dtype) on Jean Zay; the layouts are the (data, tensor, pipeline, microbatch, global
+  batch, ZeRO stage) choices, a layout timed on several days one layout; the runs that went out of memory left out;
+  tokens/s per GPU.
 
 A set's Spearman is the mean over its groups of at least three layouts (two layouts only give +-1); the issue's
 target is >= 0.8 on every set with such groups.
