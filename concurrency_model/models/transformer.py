@@ -46,22 +46,28 @@ def check_tensor_split(layers, t: int) -> None:
             raise ValueError(f"parallel.tensor: {t} does not divide {n.name}'s {n.attrs['c_in']} inputs")
 
 
-def _attention_block(b: Builder, x, heads, causal, fused):
+def _dropped(b: Builder, x, dropout: bool = True):
+    """``x`` through a dropout layer, or ``x`` itself for a model without dropout (p = 0: PyTorch launches no kernel
+    and keeps no mask, :mod:`concurrency_model.parallel.memory`)."""
+    return b.dropout(x) if dropout else x
+
+
+def _attention_block(b: Builder, x, heads, causal, fused, dropout=True):
     h = b.shape(x)[-1]
     qkv = b.linear(x, 3 * h, split="column", name="qkv")
     a = b.attention(qkv, heads, fused=fused, causal=causal)
-    return b.dropout(b.linear(a, h, split="row", name="proj"))
+    return _dropped(b, b.linear(a, h, split="row", name="proj"), dropout)
 
 
-def _mlp(b: Builder, x, ffn, act="gelu"):
+def _mlp(b: Builder, x, ffn, act="gelu", dropout=True):
     h = b.shape(x)[-1]
     y = b.act(b.linear(x, ffn, split="column", name="fc1"), act)
-    return b.dropout(b.linear(y, h, split="row", name="fc2"))
+    return _dropped(b, b.linear(y, h, split="row", name="fc2"), dropout)
 
 
-def pre_ln_block(b: Builder, x, heads, ffn, causal=False, fused=False):
-    x = b.add(x, _attention_block(b, b.layer_norm(x, name="ln1"), heads, causal, fused), name="add1")
-    return b.add(x, _mlp(b, b.layer_norm(x, name="ln2"), ffn), name="add2")
+def pre_ln_block(b: Builder, x, heads, ffn, causal=False, fused=False, dropout=True):
+    x = b.add(x, _attention_block(b, b.layer_norm(x, name="ln1"), heads, causal, fused, dropout), name="add1")
+    return b.add(x, _mlp(b, b.layer_norm(x, name="ln2"), ffn, dropout=dropout), name="add2")
 
 
 def post_ln_block(b: Builder, x, heads, ffn, fused=False):
@@ -76,22 +82,25 @@ def _check_sizes(**sizes) -> None:
 
 
 def gpt(b: Builder, layers=12, hidden=768, heads=12, seq_len=1024, vocab=50257, ffn=None,
-        fused_attention=False, max_positions=None) -> str:
+        fused_attention=False, max_positions=None, dropout=0.1) -> str:
     """A GPT-2-style decoder (Radford et al. 2019): learned positions, pre-LN, causal attention, tied output.
 
     ``gpt2`` = 12 x 768, 12 heads, 1024 positions, vocab 50257: 124,439,808 parameters.
     ``gpt3-175b`` = 96 x 12288, 96 heads, 2048 context (Brown et al. 2020, Table 2.1): about 174.6e9.
+    ``dropout``: the dropout probability after the embedding and each block's branches (GPT-2's ``resid_pdrop``
+    0.1); 0 builds none (MPT's ``resid_pdrop`` 0: no dropout kernel runs and no mask is kept).
     """
     _check_sizes(layers=layers, hidden=hidden, heads=heads, seq_len=seq_len, vocab=vocab)
+    drop = number("model.dropout", dropout, low_ok=True, high=1.0) > 0
     if hidden % heads:
         raise ValueError(f"model.heads: hidden={hidden} must be divisible by heads={heads}")
     positions = max_positions or seq_len
     x = b.input((seq_len,), name="tokens")
     x = b.embedding(x, vocab, hidden, name="wte")
-    x = b.dropout(b.learned(x, "position_embedding", positions * hidden, name="wpe"))
+    x = _dropped(b, b.learned(x, "position_embedding", positions * hidden, name="wpe"), drop)
     for i in range(layers):  # identical blocks: built once, added again (Builder.repeated)
         x = b.repeated(f"h.{i}", x, lambda y: pre_ln_block(b, y, heads, ffn or 4 * hidden, causal=True,
-                                                            fused=fused_attention), "gpt")
+                                                            fused=fused_attention, dropout=drop), ("gpt", drop))
     x = b.layer_norm(x, name="ln_f")
     return b.linear(x, vocab, bias=False, tied=True, split="column", name=LM_HEAD)
 

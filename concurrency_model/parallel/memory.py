@@ -31,6 +31,10 @@ Sources (tags as in ``shared/reference/training-formulas.md``):
   normed hidden states, ``token_dispatcher.py`` permutes one copy a routed (token, expert) pair, ``experts.py``
   ``TEGroupedMLP`` runs fc1, the GLU activation and fc2 on those copies; Transformer Engine's linears keep their
   inputs for the weight gradients, the activation its input): Korthikanti's terms with the model's own widths [D].
+* Dense transformer layers of other widths (grouped key/value heads, an MLP of its own width, a gated MLP) and
+  without dropout (:func:`dense_layer_values`): Korthikanti's terms, each at the layer's own width [D]; no mask and
+  no kernel at p = 0 (pytorch/pytorch ``aten/src/ATen/native/Dropout.cpp``: ``dropout`` takes the fused kernel only
+  for ``0 < p < 1`` and ``_dropout`` returns its input when ``p == 0``).
 * Generic graphs, full recompute: Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost",
   §4.1: checkpoint every ~sqrt(n) layers, memory ``O(n/k) + O(k)``, minimised at ``k = sqrt(n)``, for the
   price of one extra forward pass.
@@ -143,8 +147,57 @@ def model_state_bytes(params, optimizer: str = "adam", dtype: str = "bf16", mast
             "total": to_python(weights + grads + state)}
 
 
+# the ffn-wide 16-bit tensors a dense layer's MLP keeps for its backward pass (:func:`dense_layer_values`)
+MLP_TENSORS = {"plain": 2, "gated": 3, "gated_eager": 4}
+
+
+def dense_layer_values(h, dense: tuple, fused_attention: bool = False, a=1, s=1, modules: tuple = (),
+                       dropout: bool = True) -> tuple:
+    """Bytes per token that one dense transformer layer stores for its backward pass, as ``(replicated, split)``
+    (as :func:`moe_layer_values`: what every tensor rank keeps whole without sequence parallelism, and what is split
+    over the ``t`` ranks). ``h``: the attention width (heads x head size); ``dense`` = ``(hidden, kv, ffn,
+    mlp_tensors)``: the model's hidden size ``H``, the key/value width ``K`` (key/value heads x head size), the MLP's
+    width ``F`` and how many ``F``-wide 16-bit tensors the MLP keeps (:data:`MLP_TENSORS`). Korthikanti et al. 2022
+    §4.1's terms, each at the layer's own width [S at GPT's widths, ``H = h = K``, ``F = 4H``, a plain MLP, dropout;
+    D otherwise]:
+
+    * replicated: the two norms' inputs ``2 x 2H``, the attention's and the MLP's normed inputs ``2 x 2H`` and, with
+      ``dropout``, the masks of the two dropouts after the blocks, ``2 x H`` (Korthikanti's ``10 s b h``);
+    * split: the queries ``2h``, the keys and values ``2 x 2K``, the output projection's input ``2h``; the MLP's
+      ``mlp_tensors x 2F``; without a fused attention kernel the softmax's output ``2 a s`` (``a`` heads, ``s``
+      tokens), and with dropout its mask ``a s`` and the dropout's output ``2 a s`` (Korthikanti's ``5 a s``).
+
+    ``mlp_tensors``: 2 for a plain MLP (fc1's and the activation's outputs: Korthikanti's ``8h + 8h`` at ``F = 4h``);
+    3 for a gated MLP whose activation and product run as one kernel (the gate's and the up projection's outputs, the
+    kernel's input, and its product, the down projection's input: Megatron-Core's fused SwiGLU, NVIDIA/Megatron-LM @
+    2a75ac12 ``megatron/core/fusions/fused_bias_swiglu.py`` saves its input; a compiled one likewise [D]); 4 for one
+    run op by op in eager PyTorch (autograd keeps the SiLU's input, both operands of the product and the down
+    projection's input: the gate's output, the SiLU's, the up projection's and the product).
+
+    Without ``dropout`` (the Llama family's configs, MPT's ``resid_pdrop`` 0) nothing is kept for it: PyTorch's
+    dropout at p = 0 returns its input (module docstring). ``modules``: Megatron-Core's selective recompute
+    (:func:`moe_layer_values`): ``core_attn`` drops the scores, ``mlp`` the MLP's ``F``-wide tensors (its input, the
+    normed one, stays), ``layernorm`` nothing (Transformer Engine fuses the norms into the linears that follow).
+
+    >>> dense_layer_values(4096, (4096, 4096, 16384, 2), True) == (10 * 4096, 24 * 4096)   # GPT: Korthikanti's 10, 24
+    True
+    >>> dense_layer_values(4096, (4096, 1024, 14336, 3), fused_attention=True, dropout=False)   # Llama 3 8B: 8H, 26H
+    (32768, 106496)
+    >>> dense_layer_values(4096, (4096, 4096, 16384, 2), a=32, s=2048, dropout=False)[1] - 24 * 4096   # 2 a s
+    131072
+    """
+    H, K, F, n = dense
+    replicated = 8 * H + (2 * H if dropout else 0)
+    split = 2 * h + 4 * K + 2 * h + 2 * n * F
+    if not fused_attention and "core_attn" not in modules:
+        split += (5 if dropout else 2) * a * s
+    if "mlp" in modules:
+        split -= 2 * n * F
+    return replicated, split
+
+
 def moe_layer_values(h, moe: tuple, fused_attention: bool = True, a=1, s=1, eight_bit: bool = False,
-                     modules: tuple = (), mla: bool = False) -> tuple:
+                     modules: tuple = (), mla: bool = False, dropout: bool = True) -> tuple:
     """Bytes per token that one mixture-of-experts transformer layer stores for its backward pass, as ``(replicated,
     split)``: what every tensor rank keeps whole without sequence parallelism and what is split over the ``t`` ranks
     (with sequence parallelism both are). ``h``: the attention width (heads x head size, the ``h`` of
@@ -154,8 +207,9 @@ def moe_layer_values(h, moe: tuple, fused_attention: bool = True, a=1, s=1, eigh
     normed head by head (Qwen3's QK-norm). Korthikanti et al. 2022 §4.1's terms in 16-bit values (``H``: ``hidden``,
     ``A``: ``h``, ``K``: ``kv``, ``k``: ``top_k``, ``F``: ``ffn``, ``E``: ``experts``) [D]:
 
-    * replicated: the two norms' inputs ``2 x 2H``, the attention and MLP blocks' normed inputs ``2 x 2H`` and the two
-      dropout masks ``2 x H`` (Korthikanti's ``10 s b h``), and the router's fp32 logits ``4E``;
+    * replicated: the two norms' inputs ``2 x 2H``, the attention and MLP blocks' normed inputs ``2 x 2H`` and, with
+      ``dropout``, the two dropout masks ``2 x H`` (Korthikanti's ``10 s b h``; none at p = 0:
+      :func:`dense_layer_values`), and the router's fp32 logits ``4E``;
     * split: the queries, keys and values the attention keeps ``2A + 2 x 2K`` (with ``head_norms`` their inputs before
       the norms too, ``2A + 2K``), the output projection's input ``2A``; the ``k`` copies of the token the dispatcher
       permutes to its experts, each kept as fc1's input ``2H``, fc1's gate and up outputs ``4F`` (the GLU's input)
@@ -205,10 +259,10 @@ def moe_layer_values(h, moe: tuple, fused_attention: bool = True, a=1, s=1, eigh
     q8 = eight_bit
     routed = (H if q8 else 2 * H) + (5 if q8 else 6) * F  # one routed copy: fc1's input, the GLU's input and output
     shared = (5 if q8 else 6) * Fs
-    replicated = 10 * H + 4 * E - (H if q8 else 0)
+    replicated = 8 * H + (2 * H if dropout else 0) + 4 * E - (H if q8 else 0)
     split = 2 * h + 4 * K + 2 * h + k * routed + shared + ((2 * h + 2 * K) if norms else 0)
     if not fused_attention and "core_attn" not in modules:
-        split += 5 * a * s
+        split += (5 if dropout else 2) * a * s
     if "layernorm" in modules:
         replicated -= 2 * H + (2 * H if mla and not q8 else 0)
     if "moe" in modules:  # the whole layer: every routed copy, the shared experts, the router's logits
@@ -225,7 +279,7 @@ def moe_layer_values(h, moe: tuple, fused_attention: bool = True, a=1, s=1, eigh
 def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = False,
                                  recompute: str = "none", layers=1, fused_attention: bool = False,
                                  moe: tuple | None = None, eight_bit: bool = False, modules: tuple = (),
-                                 mla: bool = False):
+                                 mla: bool = False, dense: tuple | None = None, dropout: bool = True):
     """Stored activation bytes of ``layers`` transformer layers for one microbatch on one device.
 
     Korthikanti et al. 2022, Eq. 1 / Table 2, 16-bit activations and 1-byte dropout masks [S]:
@@ -254,10 +308,14 @@ def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = Fals
     layer's count stays Korthikanti's 16-bit one (docs/residuals.md, "8-bit saved inputs": not adopted for dense
     layers).
 
+    ``dense``: a dense layer's own widths (:func:`dense_layer_values`, whose tuple it is; None: GPT's, ``h, h, 4h``
+    and a plain MLP, where its count is the table's); ``dropout``: whether the layers have dropout (the table's masks
+    and the attention dropout's ``3 a s^2 b``; not in the Llama family or MPT).
+
     ``modules`` (with ``selective``): Megatron-Core's modules of the recompute (:func:`moe_layer_values` for a
     mixture-of-experts layer); in a dense layer ``core_attn`` drops the scores (Korthikanti's selective), ``mlp`` the
-    MLP's two intermediate tensors, ``16 s b h / t`` (its input, the fused norm's, stays), and ``layernorm`` nothing
-    (Transformer Engine fuses both norms into the linears that follow: :func:`moe_layer_values`) [D].
+    MLP's intermediate tensors (GPT's two, ``16 s b h / t``; its input, the fused norm's, stays), and ``layernorm``
+    nothing (Transformer Engine fuses both norms into the linears that follow: :func:`dense_layer_values`) [D].
 
     >>> transformer_activation_bytes(2048, 1, 12288, 96) / (2048 * 12288)  # 34 + 5as/h = 34 + 80
     114.0
@@ -274,31 +332,17 @@ def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = Fals
         if not isinstance(flag, bool):
             raise ValueError(f"{name}: must be True or False, got {flag!r}")
     mods = tuple(modules) if recompute == "selective" else ()
+    if recompute == "full":  # the layer's input of the model's hidden size
+        width = moe[0] if moe is not None else (dense or (h,))[0]
+        return to_python(2 * s * b * width / (t if sequence_parallel else 1) * n_layers)
+    # the layer's count; without modules Megatron's selective reruns the attention core only (its scores)
+    fused = fused_attention or (recompute == "selective" and not mods)
     if moe is not None:
-        if recompute == "full":
-            per = 2 * s * b * moe[0] / (t if sequence_parallel else 1)
-        else:  # the modules' count; without them Megatron's selective reruns the attention core only (its scores)
-            fused = fused_attention or (recompute == "selective" and not mods)
-            rep, split = moe_layer_values(h, moe, fused, a, s, eight_bit, mods, mla)
-            rep, split = sp.sympify(rep), sp.sympify(split)
-            per = s * b * ((rep + split) / t if sequence_parallel else rep + split / t)
-        return to_python(per * n_layers)
-    sbh = s * b * h
-    if mods:  # dense: Korthikanti's count less what the modules drop (docstring)
-        scores = 0 if "core_attn" in mods or fused_attention else 5 * a * s / h
-        per = sbh / t * (34 + scores) if sequence_parallel else sbh * (10 + (sp.Integer(24) + scores) / t)
-        per -= 16 * sbh / t if "mlp" in mods else 0
-        return to_python(per * n_layers)
-    if fused_attention and recompute == "none":
-        recompute = "selective"  # the same stored tensors (docstring)
-    if recompute == "full":
-        per = 2 * sbh / (t if sequence_parallel else 1)
-    elif recompute == "selective":
-        per = 34 * sbh / t if sequence_parallel else sbh * (10 + sp.Integer(24) / t)
-    elif sequence_parallel:
-        per = sbh / t * (34 + 5 * a * s / h)
+        rep, split = moe_layer_values(h, moe, fused, a, s, eight_bit, mods, mla, dropout)
     else:
-        per = sbh * (10 + sp.Integer(24) / t + 5 * a * s / (h * t))
+        rep, split = dense_layer_values(h, dense or (h, h, 4 * h, MLP_TENSORS["plain"]), fused, a, s, mods, dropout)
+    rep, split = sp.sympify(rep), sp.sympify(split)
+    per = s * b * ((rep + split) / t if sequence_parallel else rep + split / t)
     return to_python(per * n_layers)
 
 
@@ -377,7 +421,8 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
                                 microbatches=None, interleave=1, stage: int = 0, vocab=None,
                                 recompute_buffer: bool = False, fused_attention: bool = False,
                                 sac: tuple | None = None, moe: tuple | None = None, eight_bit: bool = False,
-                                modules: tuple = (), mla: bool = False):
+                                modules: tuple = (), mla: bool = False, dense: tuple | None = None,
+                                dropout: bool = True):
     """Peak activation bytes on one device of pipeline stage ``stage``.
 
     ``transformer_activation_bytes`` of the stage's ``layers / pipeline`` layers (b = microbatch size)
@@ -386,13 +431,13 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
     Eq. 5 / Eq. 6 / ``2 s b h L`` (p microbatches of L/p layers).
 
     ``vocab`` adds the embedding and output terms of Korthikanti §4.3 [S]: input-embedding dropout
-    ``s b h / t`` per in-flight microbatch on stage 0; on the last stage the final layer norm, the output
+    ``s b h / t`` per in-flight microbatch on stage 0 (with ``dropout`` only); on the last stage the final layer norm, the output
     projection input and the fp32 logits, ``4 s b h / t + 4 s b v / t`` (the paper counts these only where
     p = 1, i.e. on the first stage; charging them to the last stage when p > 1 is [D]).
 
     ``recompute_buffer`` adds what a recomputing backward rebuilds for one layer and one microbatch (not
     in the paper's totals): for ``full`` one layer's ``none`` activations, for ``selective`` the dropped
-    ``5 a s^2 b / t`` attention term (nothing with ``fused_attention``, which never stores it;
+    ``5 a s^2 b / t`` attention term (``2 a s^2 b / t`` without ``dropout``) (nothing with ``fused_attention``, which never stores it;
     :func:`transformer_activation_bytes`).
 
     ``sac``: the block's matrix products (:func:`.recompute.block_products`), given for torchtitan's runtime (FSDP2 with
@@ -406,7 +451,9 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
     recompute and in the full recompute's buffer (the per-op policy recomputes the gathers: not saved).
 
     ``moe``: the layers are mixture-of-experts layers (:func:`moe_layer_values`): their own count a layer, and the
-    embedding and output terms in the model's ``hidden`` size (``moe[0]``) instead of ``h``. ``eight_bit``: the linears
+    embedding and output terms in the model's ``hidden`` size (``moe[0]``) instead of ``h``; ``dense``, ``dropout``:
+    a dense layer's own widths (``dense[0]`` the hidden size) and whether there is dropout
+    (:func:`transformer_activation_bytes`). ``eight_bit``: the linears
     keep 8-bit inputs (:func:`transformer_activation_bytes`; torchtitan's per-op policy, ``sac``, keeps its own).
     ``modules``, ``mla``: Megatron-Core's modules of a ``selective`` recompute (:func:`transformer_activation_bytes`);
     its recompute buffer is what one layer's ``none`` activations exceed the modules' by (the rebuilt outputs of one
@@ -428,12 +475,13 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
     if not isinstance(recompute_buffer, bool):
         raise ValueError(f"recompute_buffer: must be True or False, got {recompute_buffer!r}")
     s_, b_, h_, a_, t_ = (sp.sympify(x) for x in (s, b, h, a, t))
+    width = sp.sympify(moe[0] if moe is not None else (dense or (h,))[0])  # the model's hidden size
     # DTensor's sequence parallelism (torchtitan, ``sac`` given) saves the two gathered inputs of the column-parallel
     # layers whole, where Megatron keeps them sharded (docstring)
-    gathered = 4 * s_ * b_ * h_ * (1 - 1 / t_) if sac is not None and sequence_parallel else sp.Integer(0)
+    gathered = 4 * s_ * b_ * width * (1 - 1 / t_) if sac is not None and sequence_parallel else sp.Integer(0)
     mods = tuple(modules) if recompute == "selective" and sac is None else ()
     per_mb = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, recompute, 1, fused_attention,
-                                                     moe, eight_bit, mods, mla))
+                                                     moe, eight_bit, mods, mla, dense, dropout))
     op_sac = sac is not None and recompute == "selective"
     if op_sac:
         per_mb = sp.sympify(per_op_sac_bytes(s, b, h, a, t, sequence_parallel, sac))
@@ -441,7 +489,7 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
         per_mb += gathered
     total = per_mb * L / p * _in_flight(schedule, p, m, v, st)
     none = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, "none", 1, fused_attention, moe,
-                                                   eight_bit))
+                                                   eight_bit, dense=dense, dropout=dropout))
     if recompute_buffer and op_sac:
         total += sp.Max(0, none + gathered - per_mb)
     elif recompute_buffer and recompute == "full":
@@ -449,11 +497,10 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
     elif recompute_buffer and mods:
         total += sp.Max(0, none + gathered - per_mb)
     elif recompute_buffer and recompute == "selective" and not fused_attention:
-        total += 5 * a_ * s_ ** 2 * b_ / t_
+        total += (5 if dropout else 2) * a_ * s_ ** 2 * b_ / t_
     if vocab is not None:
         V = op_checks.size("vocab", vocab)
-        width = h_ if moe is None else sp.sympify(moe[0])  # the embedding's and the output layer's width
-        if st == 0:
+        if st == 0 and dropout:
             total += s_ * b_ * width / t_ * _in_flight(schedule, p, m, v, st)
         if st == p - 1:
             total += 4 * s_ * b_ * width / t_ + 4 * s_ * b_ * V / t_

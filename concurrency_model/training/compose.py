@@ -145,10 +145,9 @@ def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedu
     """``f(b, t, p, m, v, d, act_graph=0, c=1) -> (model_state_bytes, activation_bytes)`` per device,
     numpy-vectorised.
 
-    ``shape`` = ``(s, h, a, layers, vocab, fused, moe[, eight_bit, modules, mla])`` of a transformer
-    (:data:`.features.MEMORY_SHAPE` and :meth:`.workload.Workload.memory_shape`'s 8-bit inputs and selective recompute
-    modules; Korthikanti
-    et al. 2022, via :func:`.memory.activation_bytes_per_device`); None for other graphs, whose stored activations per
+    ``shape`` = ``(s, h, a, layers, vocab, fused, moe[, eight_bit, modules, mla, dense, dropout])`` of a transformer
+    (:data:`.workload.MEMORY_SHAPE` and :meth:`.workload.Workload.memory_shape`'s 8-bit inputs, selective recompute
+    modules, dense widths and dropout; Korthikanti et al. 2022, via :func:`.memory.activation_bytes_per_device`); None for other graphs, whose stored activations per
     microbatch ``act_graph`` (:func:`.memory.graph_activation_bytes`) are spread over the ``p`` stages and
     held for the schedule's in-flight microbatches. ``single_stage``: p = 1 (the first stage is also the
     last, which holds the logits).
@@ -321,10 +320,11 @@ def _activation_compiled(schedule: str, recompute: str, sequence_parallel: bool,
         p_ = 1 if single_stage else p
         v_ = v if schedule == "interleaved" else 1
         if shape is not None:
-            sq, h, a, layers, vocab, fused, moe, q8, mods, mla = shape
+            sq, h, a, layers, vocab, fused, moe, q8, mods, mla, dense, drop = shape
             act = memory.activation_bytes_per_device(sq, b, h, a, layers, t, sequence_parallel, recompute, p_,
                                                      schedule, m, v_, 0, vocab, fused_attention=fused, sac=sac,
-                                                     moe=moe, eight_bit=q8, modules=mods, mla=mla)
+                                                     moe=moe, eight_bit=q8, modules=mods, mla=mla, dense=dense,
+                                                     dropout=drop)
         else:
             act = g / p_ * memory._in_flight(schedule, p_, m, v_, 0)
         return [b, t, p, m, v, g] + model_symbols(structure), sp.sympify(act)
@@ -402,29 +402,34 @@ _WB = sp.Symbol("state_value_bytes", positive=True)
 _EMBEDDING = sp.Symbol("n_embedding", nonnegative=True)  # the first stage's parameters on top of its blocks
 _SHAPE_SYMS = tuple(sp.Symbol(f"shape_{k}", positive=True, integer=True) for k in ("s", "h", "a", "layers", "vocab"))
 _MOE_SYMS = tuple(sp.Symbol(f"moe_{i}", nonnegative=True, integer=True) for i in range(6))
+_DENSE_SYMS = tuple(sp.Symbol(f"dense_{i}", positive=True, integer=True) for i in range(4))
 
 
 def model_numbers(shape: tuple | None, sac: tuple | None) -> tuple:
     """``(numbers, structure)`` of ``shape`` (:func:`memory_fn`'s) and ``sac``: their sizes (floats, in the order of
     :func:`model_symbols`) and what is left of the two when the sizes are taken out (the flags: ``fused``, whether
-    there is a vocabulary, the mixture of experts' ``head_norms``, 8-bit inputs; the products' splits). The memory
+    there is a vocabulary, the mixture of experts' ``head_norms``, 8-bit inputs, the recompute's modules, multi-latent
+    attention, whether a dense layer's widths are given, dropout; the products' splits). The memory
     expressions branch in Python on the flags only (:mod:`.memory`, :mod:`.allocator`: the sizes enter sums, products,
     ``Max``, ``Min`` and ``Piecewise``), so one compiled function a structure serves every model of it.
 
     >>> numbers, structure = model_numbers((4096, 4096, 32, 32, 128256, True, None), ((4096, "column"),))
     >>> numbers, structure
-    ((4096.0, 4096.0, 32.0, 32.0, 128256.0, 4096.0), ((True, True, None, False, (), False), ('column',)))
+    ((4096.0, 4096.0, 32.0, 32.0, 128256.0, 4096.0), ((True, True, None, False, (), False, False, True), ('column',)))
     >>> model_symbols(structure)
     [shape_s, shape_h, shape_a, shape_layers, shape_vocab, sac_0]
     """
     numbers, flags, splits = (), None, None
     if shape is not None:
         sq, h, a, layers, vocab, fused, moe, *rest = shape
-        q8, mods, mla = (tuple(rest) + (False, (), False)[len(rest):])[:3]
+        q8, mods, mla, dense, drop = (tuple(rest) + (False, (), False, None, True)[len(rest):])[:5]
         numbers = tuple(float(x) for x in (sq, h, a, layers) + (() if vocab is None else (vocab,)))
         if moe is not None:
             numbers += tuple(float(x) for x in moe[:6])
-        flags = (fused, vocab is not None, None if moe is None else bool(moe[6]), bool(q8), tuple(mods), bool(mla))
+        if dense is not None:
+            numbers += tuple(float(x) for x in dense)
+        flags = (fused, vocab is not None, None if moe is None else bool(moe[6]), bool(q8), tuple(mods), bool(mla),
+                 dense is not None, bool(drop))
     if sac is not None:
         numbers += tuple(float(width) for width, _ in sac)
         splits = tuple(split for _, split in sac)
@@ -435,7 +440,8 @@ def model_symbols(structure: tuple) -> list:
     """The symbols of :func:`model_numbers`' numbers for a ``structure``, in their order: the sizes of its
     :func:`_symbolic` shape and products."""
     shape, sac = _symbolic(structure)
-    syms = [] if shape is None else [x for x in shape[:5] if x is not None] + list((shape[6] or ())[:6])
+    syms = [] if shape is None else ([x for x in shape[:5] if x is not None] + list((shape[6] or ())[:6])
+                                     + list(shape[10] or ()))
     return syms + [width for width, _ in sac or ()]
 
 
@@ -444,9 +450,10 @@ def _symbolic(structure: tuple) -> tuple:
     flags, splits = structure
     shape = None
     if flags is not None:
-        fused, has_vocab, norms, q8, mods, mla = flags
+        fused, has_vocab, norms, q8, mods, mla, has_dense, drop = flags
         shape = _SHAPE_SYMS[:4] + (_SHAPE_SYMS[4] if has_vocab else None, fused,
-                                   None if norms is None else _MOE_SYMS + (norms,), q8, mods, mla)
+                                   None if norms is None else _MOE_SYMS + (norms,), q8, mods, mla,
+                                   _DENSE_SYMS if has_dense else None, drop)
     sac = None if splits is None else tuple((sp.Symbol(f"sac_{i}", positive=True, integer=True), split)
                                             for i, split in enumerate(splits))
     return shape, sac
@@ -470,21 +477,21 @@ def _framework_memory_compiled(framework: str, zero_stage: int, schedule: str, r
         stage = sum(n / (k * s) for n, k, s in stage_groups(_PARAMS, _REPLICATED, _EMBEDDING, t, p_))
         unit, logits, rebuild, last_extra = stage, sp.Integer(0), sp.Integer(0), sp.Integer(0)
         if shape is not None:
-            sq, h, a, layers, vocab, fused_, moe, q8, mods, mla = shape
+            sq, h, a, layers, vocab, fused_, moe, q8, mods, mla, dense, drop = shape
             unit = _PARAMS / (layers * t)
             logits = sq * b * vocab / (t * c)
             args = (sq, b, h, a, layers, t, sequence_parallel, recompute, p_, schedule, m, v_)
+            layer = {"moe": moe, "eight_bit": q8, "modules": mods, "mla": mla, "dense": dense, "dropout": drop}
             first = sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, fused_attention=fused_, sac=sac,
-                                                                  moe=moe, eight_bit=q8, modules=mods, mla=mla))
+                                                                  **layer))
             if framework != "ideal":
-                rebuild = (sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, True, fused_, sac, moe, q8,
-                                                                         mods, mla)) - first) / c
+                rebuild = (sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, True, fused_, sac,
+                                                                         **layer)) - first) / c
             if not single_stage:  # the last stage: its activations and fp32 logits against the first stage's
                 q = sp.Symbol("q", positive=True, integer=True)  # the last stage, p - 1, substituted below
                 last = sp.sympify(memory.activation_bytes_per_device(*args, q, fused_attention=fused_, sac=sac,
-                                                                     moe=moe, eight_bit=q8, modules=mods,
-                                                                     mla=mla)).subs(q, p_ - 1)
-                width = h if moe is None else moe[0]  # the model's hidden size (:func:`.memory.moe_layer_values`)
+                                                                     **layer)).subs(q, p_ - 1)
+                width = moe[0] if moe is not None else (dense or (h,))[0]  # the model's hidden size
                 last += 4 * sq * b * width / t + 4 * sq * b * vocab / t  # final norm, output input, fp32 logits (§4.3)
                 last_extra = (last - first) / c
         loss_bytes = sp.sympify(allocator.loss_buffer_bytes(framework, logits, loss))

@@ -131,8 +131,8 @@ def fits_with(sc, w, memory_at, rebuild=None) -> str:
     >>> # ZeRO-2 would fit, but DeepSpeed, which runs it, refuses it with pipeline stages)
     >>> for clause in fits_with(sc, workload(sc.model, sc.cluster, "bf16"), memory_at).split(", "):
     ...     print(clause)
-    ; fits with training.recompute=full (63.4 GB)
-    parallel.pipeline=64 parallel.data=2 (76.7 GB)
+    ; fits with training.recompute=full (64.0 GB)
+    parallel.pipeline=64 parallel.data=2 (77.4 GB)
     """
     groups = candidates(sc, transformer_shape(w.graph(sc.parallel.microbatch_size)) is not None)
     found = []

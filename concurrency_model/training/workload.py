@@ -35,7 +35,7 @@ from ..timing.graph import eight_bit_rate, expert_gemms, layer_parts
 from ..timing.loss import cross_entropy_parts
 from ..timing.parts import Parts, total
 from ..units import EIGHT_BIT_VALUES, dtype_bytes, value_dtype
-from ..parallel import pipeline
+from ..parallel import memory, pipeline
 from ..parallel.context import NO_PARTS, ContextMixin, context_exposed  # noqa: F401 (re-exported)
 from ..parallel.data_parallel import BUCKET_BYTES, GRAD_BYTES, DataParallelMixin  # noqa: F401 (BUCKET_BYTES re-exported)
 from ..parallel.expert import ExpertMixin
@@ -86,8 +86,29 @@ def _shape_of(graph):
     moe = _moe_of(graph, kv)
     if moe is not None:  # the embedding is vocabulary x hidden, the hidden size not the attention's width
         vocab = int(emb[0].cost.params) // moe[0] if emb else None
+    block = _block_of(graph, att[0])
     return {"s": a["seq"], "h": a["heads"] * a["head_dim"], "a": a["heads"], "layers": len(att), "vocab": vocab,
-            "kv": kv, "fused": bool(a.get("fused", False)), "moe": moe}
+            "kv": kv, "fused": bool(a.get("fused", False)), "moe": moe,
+            "dense": None if moe is not None else _dense_of(block, kv),
+            "dropout": any(n.kind == "dropout" for n in block)}
+
+
+def _block_of(graph, attention) -> list:
+    """The nodes of the transformer block an ``attention`` node is in (those of its scope: ``h.0.``, ``layers.0.``)."""
+    scope = attention.name.rsplit(".", 1)[0] + "."
+    return [n for n in graph.layers() if n.name.startswith(scope)]
+
+
+def _dense_of(block: list, kv: int) -> tuple | None:
+    """``(hidden, kv, ffn, gated)`` of a dense transformer ``block`` for
+    :func:`~concurrency_model.parallel.memory.dense_layer_values`: the hidden size and the MLP's width from its down
+    projection (the block's last row-split linear, ``ffn x hidden``), whether the MLP is gated (a product node:
+    SwiGLU); None without such a projection."""
+    down = [n for n in block if n.kind == "linear" and n.attrs.get("split") == "row"]
+    if len(down) < 2:  # the attention's output projection and the MLP's down projection
+        return None
+    d = down[-1].attrs
+    return int(d["c_out"]), int(kv), int(d["c_in"]), any(n.kind == "mul" for n in block)
 
 
 def _moe_of(graph, kv: int):
@@ -268,13 +289,19 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         (:func:`.compose.memory_fn`), whether a mixture of experts' linears keep their inputs in 8 bits (an 8-bit
         dtype under Transformer Engine's casts, :func:`~concurrency_model.parallel.memory.moe_layer_values`; torchao's
         float8 keeps the 16-bit inputs; a dense layer's count is 16-bit), the Megatron-Core modules of a selective
-        recompute (``()`` for another policy) and whether the attention is multi-latent; None for a graph without
-        one."""
+        recompute (``()`` for another policy), whether the attention is multi-latent, a dense layer's widths with the
+        ``F``-wide tensors its MLP keeps (:func:`~concurrency_model.parallel.memory.dense_layer_values`: a gated MLP
+        run op by op under ``training.compile`` false keeps four, one fused kernel's three) and whether the layers have
+        dropout; None for a graph without one."""
         if shape is None:
             return None
         q8 = shape["moe"] is not None and self.dtype in EIGHT_BIT_VALUES and self.fp8_recipe.startswith("te")
         mods = self.selective if isinstance(self.selective, tuple) else ()  # Megatron-Core's modules (.recompute)
-        return tuple(shape[k] for k in MEMORY_SHAPE) + (q8, mods, self.mla)
+        dense = shape["dense"]
+        if dense is not None:  # the MLP's kept tensors: a gated one's fused kernel, or eager PyTorch's ops
+            gated = "gated_eager" if self.eager else "gated"
+            dense = dense[:3] + (memory.MLP_TENSORS[gated if dense[3] else "plain"],)
+        return tuple(shape[k] for k in MEMORY_SHAPE) + (q8, mods, self.mla, dense, shape["dropout"])
 
     @cached_property
     def mla(self) -> bool:

@@ -156,7 +156,9 @@ ASSUMPTIONS = {
                   "--attn_impl defaulted to 'triton', llm-foundry's copy of HazyResearch's Triton FlashAttention, "
                   "until 7f0fdae66 (2024-03), after both tables: submit_benchmarks.py at b2a43a147); the MPT "
                   "yamls' shapes with learned positions of "
-                  "the row's sequence length; AdamW (the yamls' decoupled_adamw); loss fused (MPT's default "
+                  "the row's sequence length, without dropout (model dropout 0: MPTConfig's resid_pdrop, emb_pdrop "
+                  "and attn_pdrop default to 0.0, llmfoundry/models/mpt/configuration_mpt.py, which the yamls keep); "
+                  "AdamW (the yamls' decoupled_adamw); loss fused (MPT's default "
                   "loss_fn 'fused_crossentropy', flash-attention's xentropy kernel: modeling_mpt.py @ 8c8dd48f; "
                   "the GPU yamls do not override it)",
     "megatron_bridge": "the dense Llama rows (the mixtures of experts are the set megatron_bridge_moe) on DGX-H100 "
@@ -900,7 +902,7 @@ def model_spec(r) -> dict:
         layers, hidden, heads = MPT_SHAPES[r["model"][4:]]
         # llm-foundry's benchmarks ran its Triton FlashAttention (ASSUMPTIONS["llmfoundry"]): FlashAttention-1's class
         return {"kind": "gpt", "layers": layers, "hidden": hidden, "heads": heads, "seq_len": int(r["seq"]),
-                "vocab": MPT_VOCAB, "fused_attention": "flash1"}
+                "vocab": MPT_VOCAB, "fused_attention": "flash1", "dropout": 0}
     # Megatron-Core's attention is Transformer Engine's DotProductAttention, whose FusedAttention backend is cuDNN's
     # fused attention (timing.attention "cudnn"); the other stacks run FlashAttention-2 / PyTorch SDPA (True)
     fused = "cudnn" if r.get("framework") == "megatron" else True

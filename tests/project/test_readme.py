@@ -149,14 +149,14 @@ def test_the_layout_choice_for_gpt3_on_1024_a100s():
     tflops = [round(float(narayanan_flops(x["global_batch"], x["seq"], x["layers"], x["hidden"]))
                     / estimate(scenario_for(x)).step_time_s / x["gpus"] / 1e12) for _, x in zero3.iterrows()]
     assert tflops == [154, 96, 41] and list(zero3["measured_tflops"]) == [144, 88, 44]
-    assert ru["memory_at_risk"] and round(ru["memory_p90_bytes_per_device"] / 1e9, 1) == 82.5
-    for figure in ("18.83 s a\nstep", "15.5-24.5 s", "50.8 GB", "19.2 s", "71.9 GB", "82.5 GB", "+0.47 s", "+0.19 s",
+    assert ru["memory_at_risk"] and round(ru["memory_p90_bytes_per_device"] / 1e9, 1) == 83.2
+    for figure in ("18.83 s a\nstep", "15.5-24.5 s", "50.8 GB", "19.2 s", "71.9 GB", "83.2 GB", "+0.47 s", "+0.19 s",
                    "-0.13 s", "-0.09 s", "35.6 s", "5.5 s", "154 / 96 / 41", "144 / 88 / 44"):
         assert figure in LAYOUT, figure
     # README states the pick, its runner-up and why, and the ZeRO-3 order (issue 35)
     said = " ".join(README.split())
     for figure in ("data 32 x tensor 4 x pipeline 8", "18.83 s a step and 50.8 GB", "data 64 x tensor 4 x pipeline 4",
-                   "19.2 s", "+0.47 s", "71.9 GB (upper end 82.5 GB) it is at risk", "ZeRO-3 takes 35.6 s"):
+                   "19.2 s", "+0.47 s", "71.9 GB (upper end 83.2 GB) it is at risk", "ZeRO-3 takes 35.6 s"):
         assert figure in said, figure
 
 

@@ -48,8 +48,8 @@ def test_gpt2_fsdp_parts_by_hand():
     transient = m["activations_bytes"] + sum(hand[k] for k in ("gathered_parameters", "gradient_buffers",
                                                                 "loss_buffers", "recompute_buffer"))
     reserved = central - hand["cuda_context"] - hand["nccl_buffers"] + 0.11 * transient
-    # the reserved figure 10% higher (the measured peaks' spread) and 16 more channels
-    upper = central + 0.11 * transient + 0.10 * reserved + 16 * (hand["nccl_buffers"] // 16)
+    # the reserved figure 11% higher (the measured peaks' spread) and 16 more channels
+    upper = central + 0.11 * transient + 0.11 * reserved + 16 * (hand["nccl_buffers"] // 16)
     assert m["reserved_bytes"] == pytest.approx(reserved, rel=1e-12)
     assert fsdp.memory_p90_bytes_per_device == pytest.approx(upper, rel=1e-12)
     assert ideal.memory_p90_bytes_per_device == ideal.memory_bytes_per_device  # ideal: no band
@@ -152,8 +152,8 @@ def test_at_risk_is_estimated_and_says_so_with_the_remedies(tmp_path, capsys):
     f.write_text(json.dumps(AT_RISK))
     assert main(["estimate", "--scenario", str(f)]) == 0
     text = capsys.readouterr().out
-    assert "(band to 90.01 GB with the allocator's headroom and measured peaks' spread)" in text
-    assert "\nat risk: 75.3 GB per device fits in 80.0 GB of h100-sxm5-80gb, but its upper end 90.0 GB does not" in text
+    assert "(band to 90.68 GB with the allocator's headroom and measured peaks' spread)" in text
+    assert "\nat risk: 75.2 GB per device fits in 80.0 GB of h100-sxm5-80gb, but its upper end 90.7 GB does not" in text
     # over the device at the central figure: refused, as before
     with pytest.raises(ValueError, match=r"^memory: .* exceeds 80.0 GB"):
         estimate({**AT_RISK, "parallel": {**AT_RISK["parallel"], "microbatch_size": 8, "global_batch": 64}})

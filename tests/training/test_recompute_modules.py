@@ -118,7 +118,7 @@ def test_a_refusal_names_a_full_recompute_that_applies():
     # the modules go with selective only: the remedy drops them with the full recompute, and applying it fits
     from concurrency_model.scenario import with_settings
     sc = copy.deepcopy(MOE)
-    sc["parallel"].update(microbatch_size=8, global_batch=64)
+    sc["parallel"].update(microbatch_size=16, global_batch=128)
     sc["model"]["seq_len"] = 32768
     sc["training"]["recompute_modules"] = "moe_act"
     with pytest.raises(ValueError) as err:

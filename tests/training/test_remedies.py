@@ -129,10 +129,11 @@ def test_a_cnn_gets_the_largest_microbatch_that_fits_and_no_selective_recompute(
 
 
 def test_the_same_devices_split_otherwise():
-    """Llama-2-7B on 8 A100s, data-parallel: 108 GB of model state (16 bytes a parameter) and 105 GB of activations a
-    GPU; neither ZeRO nor recompute alone fits, tensor parallelism over 4 of the 8 GPUs does."""
+    """Llama-2-7B on 8 A100s, data-parallel, two sequences a microbatch: 108 GB of model state (16 bytes a parameter)
+    and 104 GB of activations a GPU; neither ZeRO nor recompute alone fits, tensor parallelism over 4 of the 8 GPUs
+    does."""
     sc = {"model": {"hf_config": "llama-2-7b"}, "cluster": "dgx-a100",
-          "parallel": {"data": 8, "global_batch": 64}, "training": IDEAL}
+          "parallel": {"data": 8, "microbatch_size": 2, "global_batch": 64}, "training": IDEAL}
     (setting, gb), = suggestions(refusal(estimate, sc))
     assert setting == "parallel.tensor=4 parallel.data=2"
     e = estimate(with_settings(sc, setting.split()))

@@ -127,7 +127,7 @@ def test_a_configuration_over_the_device_is_still_refused():
 def test_llmfoundry_rows(foundry):
     sc = modern.scenario_for(foundry.iloc[0])  # 70b on 512 H100, FULL_SHARD, AC, mbs 8, global 4096 sequences
     assert sc["model"] == {"kind": "gpt", "layers": 80, "hidden": 8192, "heads": 64, "seq_len": 2048, "vocab": 50368,
-                           "fused_attention": "flash1"}  # llm-foundry ran its Triton FlashAttention
+                           "fused_attention": "flash1", "dropout": 0}  # its Triton FlashAttention; MPT's pdrop 0
     assert (sc["cluster"], sc["parallel"]["data"], sc["parallel"]["microbatch_size"]) == ("dgx-h100", 512, 8)
     assert sc["training"]["zero_stage"] == 3 and sc["training"]["recompute"] == "full"
     assert sc["training"]["framework"] == "fsdp"
