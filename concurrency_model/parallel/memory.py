@@ -174,8 +174,10 @@ def dense_layer_values(h, dense: tuple, fused_attention: bool = False, a=1, s=1,
     run op by op in eager PyTorch (autograd keeps the SiLU's input, both operands of the product and the down
     projection's input: the gate's output, the SiLU's, the up projection's and the product).
 
-    Without ``dropout`` (the Llama family's configs, MPT's ``resid_pdrop`` 0) nothing is kept for it: PyTorch's
-    dropout at p = 0 returns its input (module docstring). ``modules``: Megatron-Core's selective recompute
+    Without ``dropout`` (the Llama family's and the mixtures of experts' configs, which Megatron-Bridge runs at
+    ``hidden_dropout = 0.0``: NVIDIA-NeMo/Megatron-Bridge @ 067f987d ``src/megatron/bridge/models/llama/llama_bridge.py``,
+    ``qwen/qwen3_moe_bridge.py``, ``gpt_oss/gpt_oss_bridge.py``, ``deepseek/deepseek_v3_bridge.py``; MPT's
+    ``resid_pdrop`` 0) nothing is kept for it: PyTorch's dropout at p = 0 returns its input (module docstring). ``modules``: Megatron-Core's selective recompute
     (:func:`moe_layer_values`): ``core_attn`` drops the scores, ``mlp`` the MLP's ``F``-wide tensors (its input, the
     normed one, stays), ``layernorm`` nothing (Transformer Engine fuses the norms into the linears that follow).
 
