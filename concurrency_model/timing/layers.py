@@ -58,6 +58,16 @@ def conv_time(n, c_in, c_out, h, w, kh, kw=None, stride=1, pad=0, dilation=1, gr
 ALIGN_BYTES = 16
 
 
+def unaligned_head(head_dim: int, dtype: str) -> bool:
+    """Whether a plain attention's products over heads of ``head_dim`` values in ``dtype`` leave the tensor cores
+    (:data:`ALIGN_BYTES`: 16-bit rows not 16-byte aligned).
+
+    >>> unaligned_head(108, "bf16"), unaligned_head(128, "bf16"), unaligned_head(108, "fp32")
+    (True, False, False)
+    """
+    return dtype in HALF_PRECISION and (head_dim * dtype_bytes(dtype)) % ALIGN_BYTES != 0
+
+
 def attention_time(batch, heads, seq, head_dim, dev, dtype: str = "fp16", fused: bool = False,
                    causal: bool = False, pass_: str = "forward") -> OpTime:
     """Attention core: plain (batched QKᵀ and PV GEMMs around a memory-bound softmax; backward twice
@@ -94,7 +104,7 @@ def attention_kernels(cost, b: int, hd: int, s: int, d: int, dev, dtype: str, fu
     # scale, (mask,) softmax: element-wise kernels that each read and write the s x t scores
     passes = 3 if causal else 2
     qk, pv = gemm_coeffs(s, t, d, dev, dtype, bh, None), gemm_coeffs(s, d, t, dev, dtype, bh, None)
-    if dtype in HALF_PRECISION and (d * vb) % ALIGN_BYTES:  # a 16-bit head not 16-byte aligned (ALIGN_BYTES)
+    if unaligned_head(d, dtype):  # a 16-bit head not 16-byte aligned (ALIGN_BYTES)
         slow = cuda_core_factor(dev, dtype)
         qk.a_math, pv.a_math = qk.a_math * slow, pv.a_math * slow
     return [(qk, k),
@@ -134,4 +144,4 @@ def op_time(cost, dev, dtype: str = "fp32", tensor: bool = False) -> OpTime:
     return roofline(cost.flop, cost.bytes, as_device(dev), dtype, kernels=1, vector=not tensor)
 
 
-__all__ = ["ALIGN_BYTES", "CONV_PASSES", "conv_coeffs", "conv_time", "attention_time", "attention_kernels", "op_time"]
+__all__ = ["ALIGN_BYTES", "unaligned_head", "CONV_PASSES", "conv_coeffs", "conv_time", "attention_time", "attention_kernels", "op_time"]

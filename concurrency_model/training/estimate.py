@@ -121,6 +121,7 @@ class Estimate:
     memory_p90_bytes_per_device: float | None = None
     # steps, seconds, GPU-hours (and cost) to training.target's quality, with bands (:mod:`..convergence.target`)
     target: dict | None = None
+    model_notes: tuple = ()  # the model as it runs, in words (:func:`.prepare.model_notes`)
 
     @property
     def memory_at_risk(self) -> bool:
@@ -162,8 +163,9 @@ class Estimate:
 
     @property
     def notes(self) -> tuple:
-        """What the step time does not say: a global batch outside the paper's region B."""
-        return tuple(self.batch_region.notes()) if self.batch_region else ()
+        """What the step time does not say: a global batch outside the paper's region B; the model's own notes (a
+        plain attention whose heads leave the tensor cores: :func:`.prepare.model_notes`)."""
+        return (tuple(self.batch_region.notes()) if self.batch_region else ()) + tuple(self.model_notes)
 
     def to_dict(self) -> dict:
         return {"step_time_s": self.step_time_s, "step_time_p10_s": self.step_time_p10_s,
@@ -268,7 +270,7 @@ def estimate(scenario) -> Estimate:
                     float(mem["total_bytes"]), parts, mem, sc, list(rec["stages"]), run,
                     ("rows" if rec["spatial"] else "sequence") if par.context > 1 else "",
                     partial(region_of, sc, rec), rec["routing_factor"], partial(layers_of, sc),
-                    float(mem["upper_bytes"]), target)
+                    float(mem["upper_bytes"]), target, tuple(rec["notes"]))
 
 
 # the parts of a device's memory in ``Estimate.memory`` that add up to its total, with their names in words
@@ -280,7 +282,8 @@ MEMORY_PARTS = {"weights_bytes": "weights", "gradients_bytes": "gradients", "opt
 # -- the fast path (issue 41): what an estimate computes from the scenario alone, kept per scenario -----------------
 MEMO_SIZE = 64  # scenarios whose numbers a process keeps (the oldest goes first)
 _MEMO: dict = {}
-NUMBERS = ("inputs", "memory", "stages", "model_flop", "routing_factor", "seq_len", "spatial")  # a record's numbers
+NUMBERS = ("inputs", "memory", "stages", "model_flop", "routing_factor", "seq_len", "spatial",
+           "notes")  # a record's numbers
 
 
 def prepared(sc: Scenario) -> dict:

@@ -25,7 +25,8 @@ from ..parallel.recompute import check_modules, recompute_modules
 from ..parallel.runtime import default_framework, kernel_policies
 from ..scenario import Scenario, Training, check_interleaved, load_scenario
 from ..uncertainty import band_of, draws
-from ..units import state_dtype
+from ..timing.layers import ALIGN_BYTES, unaligned_head
+from ..units import dtype_bytes, state_dtype, value_dtype
 from . import compose
 from .layer_table import layer_table
 from .remedies import fits_with
@@ -36,7 +37,7 @@ from .workload import ZERO_TRIPLE, context_exposed, transformer_shape, triple_se
 def numbers(sc: Scenario, w, stage: dict, state, key: tuple, mem: dict) -> dict:
     """The numbers of a scenario's record (:data:`.estimate.NUMBERS`) from :func:`prepare`'s objects: ``inputs`` of the
     step function at the presets' numbers, ``memory``, ``stages``, ``model_flop``, ``routing_factor``, ``seq_len`` (a
-    transformer's sequence, else None) and ``spatial``.
+    transformer's sequence, else None), ``spatial`` and the model's ``notes`` (:func:`model_notes`).
 
     >>> sc = load_scenario({"model": "gpt2", "parallel": {"data": 8, "global_batch": 64, "microbatch_size": 8}})
     >>> w, stage, state, mem, key = prepare(sc)
@@ -53,7 +54,26 @@ def numbers(sc: Scenario, w, stage: dict, state, key: tuple, mem: dict) -> dict:
     return {"inputs": inputs, "memory": mem, "stages": stage["stages"],
             "model_flop": w.training_flop(b) * (par.global_batch / b),
             "routing_factor": w.routing_factor(b, par.expert),
-            "seq_len": shape["s"] if shape else None, "spatial": bool(w.spatial)}
+            "seq_len": shape["s"] if shape else None, "spatial": bool(w.spatial),
+            "notes": model_notes(w.graph(b), value_dtype(tr.dtype))}
+
+
+def model_notes(graph, dtype: str) -> list:
+    """What an estimate says in words about the model as it runs (:attr:`.estimate.Estimate.notes`): a plain
+    attention whose heads leave the tensor cores (:func:`~concurrency_model.timing.layers.unaligned_head`).
+
+    >>> from concurrency_model.models import get_model
+    >>> model_notes(get_model({"kind": "gpt", "hidden": 1728, "heads": 16}), "bf16")[0][:60]
+    'attention: heads of 108 values (216 bytes) are not a multipl'
+    >>> model_notes(get_model({"kind": "gpt", "hidden": 1728, "heads": 16, "fused_attention": True}), "bf16")
+    []
+    """
+    dims = sorted({n.attrs["head_dim"] for n in graph.layers() if n.kind == "attention" and not n.attrs.get("fused")
+                   and unaligned_head(n.attrs["head_dim"], dtype)})
+    return [f"attention: heads of {d} values ({d * dtype_bytes(dtype)} bytes) are not a multiple of {ALIGN_BYTES} "
+            f"bytes, so the plain attention's QK^T and PV run on the CUDA cores at the fp32 rate (cuBLAS's "
+            "tensor-core kernels want 16-byte alignment); a head size that is a multiple of 8, or "
+            "model.fused_attention, keeps them on the tensor cores" for d in dims]
 
 
 def layers(sc: Scenario, w, stage: dict, key: tuple):

@@ -174,3 +174,26 @@ def test_plain_attention_with_an_unaligned_head_runs_its_products_on_the_cuda_co
     slow = timing.attention_time(b, h, s, 108, A100, dtype, causal=True, pass_=pass_)
     fast = timing.attention_time(b, h, s, 112, A100, dtype, causal=True, pass_=pass_)
     assert slow.time_s > 3 * fast.time_s  # fewer FLOPs, yet several times slower
+
+
+def test_the_estimate_says_why_an_unaligned_head_is_slow(tmp_path, capsys):
+    # heads of 108 values in bf16 (216 bytes): the estimate names the head size and both ways out; an aligned head,
+    # a fused kernel or fp32 storage say nothing
+    import json
+    from concurrency_model.cli import main as cli
+    from concurrency_model.training.estimate import estimate
+    model = {"kind": "gpt", "layers": 2, "hidden": 1728, "heads": 16, "seq_len": 512, "vocab": 1000}
+    sc = {"model": model, "cluster": "dgx-a100", "parallel": {"data": 1, "microbatch_size": 1, "global_batch": 1},
+          "training": {"dtype": "bf16"}}
+    def said(scenario):  # the attention's note (a small global batch adds the batch region's)
+        return [n for n in estimate(scenario).notes if n.startswith("attention:")]
+    note, = said(sc)
+    assert note.startswith("attention: heads of 108 values (216 bytes) are not a multiple of 16 bytes")
+    assert "multiple of 8" in note and "model.fused_attention" in note
+    for other in ({**sc, "model": {**model, "hidden": 1792}}, {**sc, "model": {**model, "fused_attention": True}},
+                  {**sc, "training": {"dtype": "fp32"}}):
+        assert said(other) == []
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(sc))
+    assert cli(["estimate", "--scenario", str(f)]) == 0
+    assert f"\nnote: {note}\n" in capsys.readouterr().out
