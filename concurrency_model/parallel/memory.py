@@ -149,10 +149,32 @@ def model_state_bytes(params, optimizer: str = "adam", dtype: str = "bf16", mast
 
 # the ffn-wide 16-bit tensors a dense layer's MLP keeps for its backward pass (:func:`dense_layer_values`)
 MLP_TENSORS = {"plain": 2, "gated": 3, "gated_eager": 4}
+# bytes a score an unfused attention keeps (:func:`scores_bytes`): Korthikanti's softmax output, its dropout's mask and
+# output; without dropout Megatron's fused scale-mask-softmax output alone, or eager PyTorch's fp32 softmax and the
+# 16-bit copy the product with V reads
+SCORE_BYTES = {"dropout": 5, "fused_softmax": 2, "upcast_softmax": 6}
+FUSED_SOFTMAX_FRAMEWORKS = ("ideal", "megatron")  # runtimes whose unfused attention runs Megatron's softmax
+
+
+def scores_bytes(dropout: bool, framework: str = "ideal") -> int:
+    """Bytes a score (one of ``a s^2`` a sequence) an unfused attention keeps for its backward pass
+    (:data:`SCORE_BYTES`): Korthikanti et al. 2022 §4.1's 5 with dropout (the softmax's 16-bit output, the dropout's
+    1-byte mask and 16-bit output) [S]; without dropout (p = 0 returns its input, module docstring) Megatron's fused
+    scale-mask-softmax keeps its output, which the product with V reads too (2) [D], and eager PyTorch as Hugging
+    Face's attention runs it keeps the fp32 softmax output and the 16-bit copy the product reads (6:
+    huggingface/transformers ``models/llama/modeling_llama.py`` ``eager_attention_forward``, ``softmax(...,
+    dtype=torch.float32).to(query.dtype)``) [D] under the other runtimes.
+
+    >>> scores_bytes(True, "fsdp"), scores_bytes(False, "megatron"), scores_bytes(False, "fsdp2")
+    (5, 2, 6)
+    """
+    if dropout:
+        return SCORE_BYTES["dropout"]
+    return SCORE_BYTES["fused_softmax" if framework in FUSED_SOFTMAX_FRAMEWORKS else "upcast_softmax"]
 
 
 def dense_layer_values(h, dense: tuple, fused_attention: bool = False, a=1, s=1, modules: tuple = (),
-                       dropout: bool = True) -> tuple:
+                       dropout: bool = True, score_bytes: int | None = None) -> tuple:
     """Bytes per token that one dense transformer layer stores for its backward pass, as ``(replicated, split)``
     (as :func:`moe_layer_values`: what every tensor rank keeps whole without sequence parallelism, and what is split
     over the ``t`` ranks). ``h``: the attention width (heads x head size); ``dense`` = ``(hidden, kv, ffn,
@@ -164,8 +186,8 @@ def dense_layer_values(h, dense: tuple, fused_attention: bool = False, a=1, s=1,
     * replicated: the two norms' inputs ``2 x 2H``, the attention's and the MLP's normed inputs ``2 x 2H`` and, with
       ``dropout``, the masks of the two dropouts after the blocks, ``2 x H`` (Korthikanti's ``10 s b h``);
     * split: the queries ``2h``, the keys and values ``2 x 2K``, the output projection's input ``2h``; the MLP's
-      ``mlp_tensors x 2F``; without a fused attention kernel the softmax's output ``2 a s`` (``a`` heads, ``s``
-      tokens), and with dropout its mask ``a s`` and the dropout's output ``2 a s`` (Korthikanti's ``5 a s``).
+      ``mlp_tensors x 2F``; without a fused attention kernel ``score_bytes x a s`` (``a`` heads, ``s`` tokens;
+      :func:`scores_bytes`, None: Korthikanti's 5 with dropout, Megatron's 2 without).
 
     ``mlp_tensors``: 2 for a plain MLP (fc1's and the activation's outputs: Korthikanti's ``8h + 8h`` at ``F = 4h``);
     3 for a gated MLP whose activation and product run as one kernel (the gate's and the up projection's outputs, the
@@ -192,14 +214,20 @@ def dense_layer_values(h, dense: tuple, fused_attention: bool = False, a=1, s=1,
     replicated = 8 * H + (2 * H if dropout else 0)
     split = 2 * h + 4 * K + 2 * h + 2 * n * F
     if not fused_attention and "core_attn" not in modules:
-        split += (5 if dropout else 2) * a * s
+        split += _score(dropout, score_bytes) * a * s
     if "mlp" in modules:
         split -= 2 * n * F
     return replicated, split
 
 
+def _score(dropout: bool, score_bytes: int | None) -> int:
+    """The bytes a score of :func:`scores_bytes` given, or by ``dropout`` alone (Megatron's softmax without)."""
+    return scores_bytes(dropout) if score_bytes is None else score_bytes
+
+
 def moe_layer_values(h, moe: tuple, fused_attention: bool = True, a=1, s=1, eight_bit: bool = False,
-                     modules: tuple = (), mla: bool = False, dropout: bool = True) -> tuple:
+                     modules: tuple = (), mla: bool = False, dropout: bool = True,
+                     score_bytes: int | None = None) -> tuple:
     """Bytes per token that one mixture-of-experts transformer layer stores for its backward pass, as ``(replicated,
     split)``: what every tensor rank keeps whole without sequence parallelism and what is split over the ``t`` ranks
     (with sequence parallelism both are). ``h``: the attention width (heads x head size, the ``h`` of
@@ -264,7 +292,7 @@ def moe_layer_values(h, moe: tuple, fused_attention: bool = True, a=1, s=1, eigh
     replicated = 8 * H + (2 * H if dropout else 0) + 4 * E - (H if q8 else 0)
     split = 2 * h + 4 * K + 2 * h + k * routed + shared + ((2 * h + 2 * K) if norms else 0)
     if not fused_attention and "core_attn" not in modules:
-        split += (5 if dropout else 2) * a * s
+        split += _score(dropout, score_bytes) * a * s
     if "layernorm" in modules:
         replicated -= 2 * H + (2 * H if mla and not q8 else 0)
     if "moe" in modules:  # the whole layer: every routed copy, the shared experts, the router's logits
@@ -281,7 +309,8 @@ def moe_layer_values(h, moe: tuple, fused_attention: bool = True, a=1, s=1, eigh
 def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = False,
                                  recompute: str = "none", layers=1, fused_attention: bool = False,
                                  moe: tuple | None = None, eight_bit: bool = False, modules: tuple = (),
-                                 mla: bool = False, dense: tuple | None = None, dropout: bool = True):
+                                 mla: bool = False, dense: tuple | None = None, dropout: bool = True,
+                                 score_bytes: int | None = None):
     """Stored activation bytes of ``layers`` transformer layers for one microbatch on one device.
 
     Korthikanti et al. 2022, Eq. 1 / Table 2, 16-bit activations and 1-byte dropout masks [S]:
@@ -311,8 +340,9 @@ def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = Fals
     layers).
 
     ``dense``: a dense layer's own widths (:func:`dense_layer_values`, whose tuple it is; None: GPT's, ``h, h, 4h``
-    and a plain MLP, where its count is the table's); ``dropout``: whether the layers have dropout (the table's masks
-    and the attention dropout's ``3 a s^2 b``; not in the Llama family or MPT).
+    and a plain MLP, where its count is the table's); ``dropout``: whether the layers have dropout (the table's masks;
+    not in the Llama family or MPT); ``score_bytes``: the bytes a score an unfused attention keeps
+    (:func:`scores_bytes`; None: 5 with dropout, as the table, 2 without).
 
     ``modules`` (with ``selective``): Megatron-Core's modules of the recompute (:func:`moe_layer_values` for a
     mixture-of-experts layer); in a dense layer ``core_attn`` drops the scores (Korthikanti's selective), ``mlp`` the
@@ -340,9 +370,10 @@ def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = Fals
     # the layer's count; without modules Megatron's selective reruns the attention core only (its scores)
     fused = fused_attention or (recompute == "selective" and not mods)
     if moe is not None:
-        rep, split = moe_layer_values(h, moe, fused, a, s, eight_bit, mods, mla, dropout)
+        rep, split = moe_layer_values(h, moe, fused, a, s, eight_bit, mods, mla, dropout, score_bytes)
     else:
-        rep, split = dense_layer_values(h, dense or (h, h, 4 * h, MLP_TENSORS["plain"]), fused, a, s, mods, dropout)
+        rep, split = dense_layer_values(h, dense or (h, h, 4 * h, MLP_TENSORS["plain"]), fused, a, s, mods, dropout,
+                                        score_bytes)
     rep, split = sp.sympify(rep), sp.sympify(split)
     per = s * b * ((rep + split) / t if sequence_parallel else rep + split / t)
     return to_python(per * n_layers)
@@ -424,7 +455,7 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
                                 recompute_buffer: bool = False, fused_attention: bool = False,
                                 sac: tuple | None = None, moe: tuple | None = None, eight_bit: bool = False,
                                 modules: tuple = (), mla: bool = False, dense: tuple | None = None,
-                                dropout: bool = True):
+                                dropout: bool = True, score_bytes: int | None = None):
     """Peak activation bytes on one device of pipeline stage ``stage``.
 
     ``transformer_activation_bytes`` of the stage's ``layers / pipeline`` layers (b = microbatch size)
@@ -439,7 +470,7 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
 
     ``recompute_buffer`` adds what a recomputing backward rebuilds for one layer and one microbatch (not
     in the paper's totals): for ``full`` one layer's ``none`` activations, for ``selective`` the dropped
-    ``5 a s^2 b / t`` attention term (``2 a s^2 b / t`` without ``dropout``) (nothing with ``fused_attention``, which never stores it;
+    ``5 a s^2 b / t`` attention term (``score_bytes`` a score: :func:`scores_bytes`) (nothing with ``fused_attention``, which never stores it;
     :func:`transformer_activation_bytes`).
 
     ``sac``: the block's matrix products (:func:`.recompute.block_products`), given for torchtitan's runtime (FSDP2 with
@@ -454,8 +485,8 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
 
     ``moe``: the layers are mixture-of-experts layers (:func:`moe_layer_values`): their own count a layer, and the
     embedding and output terms in the model's ``hidden`` size (``moe[0]``) instead of ``h``; ``dense``, ``dropout``:
-    a dense layer's own widths (``dense[0]`` the hidden size) and whether there is dropout
-    (:func:`transformer_activation_bytes`). ``eight_bit``: the linears
+    a dense layer's own widths (``dense[0]`` the hidden size), whether there is dropout and the bytes a score an
+    unfused attention keeps (:func:`transformer_activation_bytes`). ``eight_bit``: the linears
     keep 8-bit inputs (:func:`transformer_activation_bytes`; torchtitan's per-op policy, ``sac``, keeps its own).
     ``modules``, ``mla``: Megatron-Core's modules of a ``selective`` recompute (:func:`transformer_activation_bytes`);
     its recompute buffer is what one layer's ``none`` activations exceed the modules' by (the rebuilt outputs of one
@@ -483,7 +514,7 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
     gathered = 4 * s_ * b_ * width * (1 - 1 / t_) if sac is not None and sequence_parallel else sp.Integer(0)
     mods = tuple(modules) if recompute == "selective" and sac is None else ()
     per_mb = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, recompute, 1, fused_attention,
-                                                     moe, eight_bit, mods, mla, dense, dropout))
+                                                     moe, eight_bit, mods, mla, dense, dropout, score_bytes))
     op_sac = sac is not None and recompute == "selective"
     if op_sac:
         per_mb = sp.sympify(per_op_sac_bytes(s, b, h, a, t, sequence_parallel, sac))
@@ -491,7 +522,7 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
         per_mb += gathered
     total = per_mb * L / p * _in_flight(schedule, p, m, v, st)
     none = sp.sympify(transformer_activation_bytes(s, b, h, a, t, sequence_parallel, "none", 1, fused_attention, moe,
-                                                   eight_bit, dense=dense, dropout=dropout))
+                                                   eight_bit, dense=dense, dropout=dropout, score_bytes=score_bytes))
     if recompute_buffer and op_sac:
         total += sp.Max(0, none + gathered - per_mb)
     elif recompute_buffer and recompute == "full":
@@ -499,7 +530,7 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
     elif recompute_buffer and mods:
         total += sp.Max(0, none + gathered - per_mb)
     elif recompute_buffer and recompute == "selective" and not fused_attention:
-        total += (5 if dropout else 2) * a_ * s_ ** 2 * b_ / t_
+        total += _score(dropout, score_bytes) * a_ * s_ ** 2 * b_ / t_
     if vocab is not None:
         V = op_checks.size("vocab", vocab)
         if st == 0 and dropout:

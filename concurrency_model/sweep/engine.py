@@ -291,7 +291,6 @@ def _memory(sc, w, lay: pd.DataFrame) -> dict:
     state) bytes a device."""
     tr = sc.training
     shape = transformer_shape(w.graph(1))
-    shape_t = w.memory_shape(shape)
     state, model_state, mem, act = np.zeros(len(lay)), np.zeros(len(lay)), np.zeros(len(lay)), np.zeros(len(lay))
     upper = np.zeros(len(lay))  # the band's upper end (:mod:`concurrency_model.parallel.allocator`)
     hopper = allocator.is_hopper(sc.cluster.device.name)
@@ -310,6 +309,7 @@ def _memory(sc, w, lay: pd.DataFrame) -> dict:
         fw = tr.framework or default_framework(int(z_))  # null: the runtime each layout's ZeRO stage implies
         sac = compose.sac_of(fw, w.graph(1))  # torchtitan's per-op selective checkpointing under fsdp2
         sharded = allocator.state_zero_stage(fw, state_dtype(tr.dtype), int(z_))  # as the model state is sharded
+        shape_t = w.memory_shape(shape, fw)
         f = compose.memory_fn(w.state_params(int(e_)), tr.optimizer, tr.dtype, sharded, s_, r_, bool(q_),
                               shape_t, bool(one), a_, shape["kv"] if shape else None, w.replicated_params,
                               frozen_bytes, sac, w.embedding_params)

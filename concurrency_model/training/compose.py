@@ -145,7 +145,8 @@ def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedu
     """``f(b, t, p, m, v, d, act_graph=0, c=1) -> (model_state_bytes, activation_bytes)`` per device,
     numpy-vectorised.
 
-    ``shape`` = ``(s, h, a, layers, vocab, fused, moe[, eight_bit, modules, mla, dense, dropout])`` of a transformer
+    ``shape`` = ``(s, h, a, layers, vocab, fused, moe[, eight_bit, modules, mla, dense, dropout, score_bytes])`` of a
+    transformer
     (:data:`.workload.MEMORY_SHAPE` and :meth:`.workload.Workload.memory_shape`'s 8-bit inputs, selective recompute
     modules, dense widths and dropout; Korthikanti et al. 2022, via :func:`.memory.activation_bytes_per_device`); None for other graphs, whose stored activations per
     microbatch ``act_graph`` (:func:`.memory.graph_activation_bytes`) are spread over the ``p`` stages and
@@ -320,11 +321,11 @@ def _activation_compiled(schedule: str, recompute: str, sequence_parallel: bool,
         p_ = 1 if single_stage else p
         v_ = v if schedule == "interleaved" else 1
         if shape is not None:
-            sq, h, a, layers, vocab, fused, moe, q8, mods, mla, dense, drop = shape
+            sq, h, a, layers, vocab, fused, moe, q8, mods, mla, dense, drop, scores = shape
             act = memory.activation_bytes_per_device(sq, b, h, a, layers, t, sequence_parallel, recompute, p_,
                                                      schedule, m, v_, 0, vocab, fused_attention=fused, sac=sac,
                                                      moe=moe, eight_bit=q8, modules=mods, mla=mla, dense=dense,
-                                                     dropout=drop)
+                                                     dropout=drop, score_bytes=scores)
         else:
             act = g / p_ * memory._in_flight(schedule, p_, m, v_, 0)
         return [b, t, p, m, v, g] + model_symbols(structure), sp.sympify(act)
@@ -409,27 +410,27 @@ def model_numbers(shape: tuple | None, sac: tuple | None) -> tuple:
     """``(numbers, structure)`` of ``shape`` (:func:`memory_fn`'s) and ``sac``: their sizes (floats, in the order of
     :func:`model_symbols`) and what is left of the two when the sizes are taken out (the flags: ``fused``, whether
     there is a vocabulary, the mixture of experts' ``head_norms``, 8-bit inputs, the recompute's modules, multi-latent
-    attention, whether a dense layer's widths are given, dropout; the products' splits). The memory
+    attention, whether a dense layer's widths are given, dropout, the bytes a score; the products' splits). The memory
     expressions branch in Python on the flags only (:mod:`.memory`, :mod:`.allocator`: the sizes enter sums, products,
     ``Max``, ``Min`` and ``Piecewise``), so one compiled function a structure serves every model of it.
 
     >>> numbers, structure = model_numbers((4096, 4096, 32, 32, 128256, True, None), ((4096, "column"),))
     >>> numbers, structure
-    ((4096.0, 4096.0, 32.0, 32.0, 128256.0, 4096.0), ((True, True, None, False, (), False, False, True), ('column',)))
+    ((4096.0, 4096.0, 32.0, 32.0, 128256.0, 4096.0), ((True, True, None, False, (), False, False, True, None), ('column',)))
     >>> model_symbols(structure)
     [shape_s, shape_h, shape_a, shape_layers, shape_vocab, sac_0]
     """
     numbers, flags, splits = (), None, None
     if shape is not None:
         sq, h, a, layers, vocab, fused, moe, *rest = shape
-        q8, mods, mla, dense, drop = (tuple(rest) + (False, (), False, None, True)[len(rest):])[:5]
+        q8, mods, mla, dense, drop, scores = (tuple(rest) + (False, (), False, None, True, None)[len(rest):])[:6]
         numbers = tuple(float(x) for x in (sq, h, a, layers) + (() if vocab is None else (vocab,)))
         if moe is not None:
             numbers += tuple(float(x) for x in moe[:6])
         if dense is not None:
             numbers += tuple(float(x) for x in dense)
         flags = (fused, vocab is not None, None if moe is None else bool(moe[6]), bool(q8), tuple(mods), bool(mla),
-                 dense is not None, bool(drop))
+                 dense is not None, bool(drop), None if scores is None else int(scores))
     if sac is not None:
         numbers += tuple(float(width) for width, _ in sac)
         splits = tuple(split for _, split in sac)
@@ -450,10 +451,10 @@ def _symbolic(structure: tuple) -> tuple:
     flags, splits = structure
     shape = None
     if flags is not None:
-        fused, has_vocab, norms, q8, mods, mla, has_dense, drop = flags
+        fused, has_vocab, norms, q8, mods, mla, has_dense, drop, scores = flags
         shape = _SHAPE_SYMS[:4] + (_SHAPE_SYMS[4] if has_vocab else None, fused,
                                    None if norms is None else _MOE_SYMS + (norms,), q8, mods, mla,
-                                   _DENSE_SYMS if has_dense else None, drop)
+                                   _DENSE_SYMS if has_dense else None, drop, scores)
     sac = None if splits is None else tuple((sp.Symbol(f"sac_{i}", positive=True, integer=True), split)
                                             for i, split in enumerate(splits))
     return shape, sac
@@ -477,11 +478,12 @@ def _framework_memory_compiled(framework: str, zero_stage: int, schedule: str, r
         stage = sum(n / (k * s) for n, k, s in stage_groups(_PARAMS, _REPLICATED, _EMBEDDING, t, p_))
         unit, logits, rebuild, last_extra = stage, sp.Integer(0), sp.Integer(0), sp.Integer(0)
         if shape is not None:
-            sq, h, a, layers, vocab, fused_, moe, q8, mods, mla, dense, drop = shape
+            sq, h, a, layers, vocab, fused_, moe, q8, mods, mla, dense, drop, scores = shape
             unit = _PARAMS / (layers * t)
             logits = sq * b * vocab / (t * c)
             args = (sq, b, h, a, layers, t, sequence_parallel, recompute, p_, schedule, m, v_)
-            layer = {"moe": moe, "eight_bit": q8, "modules": mods, "mla": mla, "dense": dense, "dropout": drop}
+            layer = {"moe": moe, "eight_bit": q8, "modules": mods, "mla": mla, "dense": dense, "dropout": drop,
+                     "score_bytes": scores}
             first = sp.sympify(memory.activation_bytes_per_device(*args, 0, vocab, fused_attention=fused_, sac=sac,
                                                                   **layer))
             if framework != "ideal":

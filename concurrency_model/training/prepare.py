@@ -200,7 +200,7 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     mem_fn = compose.memory_fn(w.state_params(e), tr.optimizer, tr.dtype, sharded,
                                "1f1b" if schedule == "interleaved" and v == 1 else schedule, rec,
                                par.sequence_parallel,
-                               w.memory_shape(shape),
+                               w.memory_shape(shape, fw),
                                p == 1, par.context_algorithm, shape["kv"] if shape else None, w.replicated_params,
                                frozen, sac, w.embedding_params)
     state, act = (float(x) for x in mem_fn(b, t, p, m, v, par.data, act_graph, c))
@@ -211,7 +211,7 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     runtime = {k: float(x) for k, x in compose.framework_memory_fn(
         fw, w.state_params(e), tr.dtype, tr.zero_stage,
         "1f1b" if schedule == "interleaved" and v == 1 else schedule,
-        rec, par.sequence_parallel, w.memory_shape(shape), p == 1,
+        rec, par.sequence_parallel, w.memory_shape(shape, fw), p == 1,
         allocator.is_hopper(sc.cluster.device.name), w.replicated_params, sac, tr.loss, w.embedding_params,
         tr.cuda_context_bytes)(
             b, t, p, m, v, par.data, act, c).items()}

@@ -284,15 +284,16 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
                 float(g.forward(depth=False).flop + g.backward(depth=False).flop)  # W only: no critical path
         return known[1][self.lora_rank]
 
-    def memory_shape(self, shape: dict | None) -> tuple | None:
+    def memory_shape(self, shape: dict | None, framework: str = "ideal") -> tuple | None:
         """The :data:`MEMORY_SHAPE` tuple of a :func:`transformer_shape` for the memory model
         (:func:`.compose.memory_fn`), whether a mixture of experts' linears keep their inputs in 8 bits (an 8-bit
         dtype under Transformer Engine's casts, :func:`~concurrency_model.parallel.memory.moe_layer_values`; torchao's
         float8 keeps the 16-bit inputs; a dense layer's count is 16-bit), the Megatron-Core modules of a selective
         recompute (``()`` for another policy), whether the attention is multi-latent, a dense layer's widths with the
         ``F``-wide tensors its MLP keeps (:func:`~concurrency_model.parallel.memory.dense_layer_values`: a gated MLP
-        run op by op under ``training.compile`` false keeps four, one fused kernel's three) and whether the layers have
-        dropout; None for a graph without one."""
+        run op by op under ``training.compile`` false keeps four, one fused kernel's three), whether the layers have
+        dropout and the bytes a score an unfused attention keeps under ``framework``
+        (:func:`~concurrency_model.parallel.memory.scores_bytes`); None for a graph without one."""
         if shape is None:
             return None
         q8 = shape["moe"] is not None and self.dtype in EIGHT_BIT_VALUES and self.fp8_recipe.startswith("te")
@@ -301,7 +302,8 @@ class Workload(ContextMixin, SpatialMixin, LayerwiseMixin, ExpertMixin, DataPara
         if dense is not None:  # the MLP's kept tensors: a gated one's fused kernel, or eager PyTorch's ops
             gated = "gated_eager" if self.eager else "gated"
             dense = dense[:3] + (memory.MLP_TENSORS[gated if dense[3] else "plain"],)
-        return tuple(shape[k] for k in MEMORY_SHAPE) + (q8, mods, self.mla, dense, shape["dropout"])
+        return tuple(shape[k] for k in MEMORY_SHAPE) + (q8, mods, self.mla, dense, shape["dropout"],
+                                                        memory.scores_bytes(shape["dropout"], framework))
 
     @cached_property
     def mla(self) -> bool:

@@ -53,8 +53,20 @@ def test_llama3_8b_layer_by_hand():
 ])
 def test_the_graph_gives_the_layer_widths_and_dropout(model, compile_, dense, dropout):
     w = workload(model, load_cluster("dgx-h100"), "bf16", compile=compile_)
-    shape = w.memory_shape(transformer_shape(w.graph(1)))
-    assert shape[10:] == (dense, dropout)
+    shape = transformer_shape(w.graph(1))
+    assert w.memory_shape(shape)[10:12] == (dense, dropout)
+    # an unfused attention's bytes a score: Korthikanti's 5 with dropout; without, Megatron's softmax output (2) or
+    # eager PyTorch's fp32 softmax and its 16-bit copy (6)
+    assert [w.memory_shape(shape, fw)[12] for fw in ("megatron", "fsdp2")] == ([5, 5] if dropout else [2, 6])
+
+
+def test_an_eager_upcast_softmax_keeps_three_times_the_scores():
+    # Llama-2-7B's shape without dropout, an unfused attention: 6 bytes a score against Megatron's 2
+    s, b, h, a, L = 4096, 1, 4096, 32, 2
+    dense = (h, h, 11008, MLP_TENSORS["gated"])
+    megatron, eager = (transformer_activation_bytes(s, b, h, a, 1, False, "none", L, False, dense=dense,
+                                                    dropout=False, score_bytes=k) for k in (2, 6))
+    assert eager - megatron == L * 4 * a * s * s * b
 
 
 def test_a_model_without_dropout_keeps_no_masks():
