@@ -39,7 +39,6 @@ from concurrency_model.validate import modern
 
 GIB = 2 ** 30
 FIT_TABLES = ("Table 2:",)
-SHARED_SETS = ("torchtitan", "llmfoundry", "megatron_bridge", "nemo")  # dense sets of validate.modern (all ran)
 
 
 def predict(r: dict) -> dict:
@@ -100,23 +99,18 @@ def main() -> None:
 
 
 def verdicts() -> None:
-    """The estimate's word on memory against what BigScience's runs did (held out: none of its rows fitted a
-    constant): those that ran and those that went out of memory, and each of the latter."""
-    res = modern.evaluate(modern.rows("bigscience"), workers=2)
-    print("\nBigScience's layout search (2022, DeepSpeed; nvidia-smi): the estimate's verdict against the outcome")
-    print(modern.memory_verdicts(res).to_string())
-    for _, r in res[res["went_oom"]].iterrows():
-        said = r["memory_verdict"]
-        peak = f"expected peak {r['predicted_peak_bytes'] / 1e9:.1f} GB as nvidia-smi reads it"
-        why = r["reason"].split(" (")[0] if said == "does not fit" else peak
-        print(f"  went out of memory: {r['label'][6:]:<80} -> {said} ({why})")
-    print("\nThe shared sets' runs (every one ran): the verdict, and each refusal")
-    for name in SHARED_SETS:
-        res = modern.evaluate(modern.rows(name).query("unmappable == ''"), workers=2)
-        counts = modern.memory_verdicts(res).loc["ran"]
-        print(f"  {name:<16} " + ", ".join(f"{v} {int(counts[v])}" for v in modern.VERDICTS))
-        for _, r in res[res["memory_verdict"] == "does not fit"].iterrows():
-            print(f"    refused, though it ran: {r['label']} ({r['reason'].split(' (')[0]})")
+    """The estimate's word on memory against what the runs did (:func:`~concurrency_model.validate.modern.
+    verdicts_by_set`): BigScience's (held out: none of its rows fitted a constant), some of which went out of memory,
+    and the shared sets', every one of which ran; then each miss."""
+    counts, misses = modern.verdicts_by_set(workers=2)
+    print("\nThe estimate's verdict against what the runs did (BigScience's layout search of 2022 on DeepSpeed, read "
+          "by nvidia-smi; the shared sets, every run of which ran)")
+    print(counts.to_string())
+    for _, r in misses.iterrows():
+        why = (r["reason"].split(" (")[0] if r["memory_verdict"] == "does not fit"
+               else f"expected peak {r['predicted_peak_bytes'] / 1e9:.1f} GB")
+        print(f"  {'went out of memory' if r['went_oom'] else 'ran'}: {r['dataset']}: {r['label']} -> "
+              f"{r['memory_verdict']} ({why})")
 
 
 if __name__ == "__main__":

@@ -19,9 +19,10 @@ from ._plot import figure
 def ranking_data(quick: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """``(summary, pairs, verdicts)``: :func:`~concurrency_model.validate.ranking.summarize` of every set's groups
     (``quick``: the big sets sampled, as ``benchmarks/ranking.py --quick``), the A/B pairs, and the memory verdicts on
-    BigScience's runs (every row: the runs that went out of memory are few), one worker."""
+    the runs of BigScience and the dense shared sets (:func:`~concurrency_model.validate.modern.verdicts_by_set`,
+    every row: a miss is rare, a sample would not show it), one worker."""
     table = ranking.rank_groups(ranking.frames(quick=quick, workers=1))
-    verdicts = modern.memory_verdicts(modern.evaluate(modern.rows("bigscience"), workers=1))
+    verdicts = modern.verdicts_by_set(workers=1)[0]
     return ranking.summarize(table), ranking.ab_pairs(workers=1), verdicts
 
 
@@ -29,11 +30,11 @@ def verdicts_html(verdicts: pd.DataFrame) -> str:
     """:func:`~concurrency_model.validate.modern.memory_verdicts`' counts as an HTML ``<table>``, a row an outcome.
 
     >>> v = pd.DataFrame({"fits": [9, 1], "at risk": [2, 0], "does not fit": [0, 5]},
-    ...                  index=["ran", "went out of memory"])
-    >>> "<td>went out of memory</td><td>1</td><td>0</td><td>5</td>" in verdicts_html(v)
+    ...                  index=["bigscience: ran", "bigscience: went out of memory"])
+    >>> "<td>bigscience: went out of memory</td><td>1</td><td>0</td><td>5</td>" in verdicts_html(v)
     True
     """
-    head = ["the run", *(f"said &ldquo;{html.escape(c)}&rdquo;" for c in verdicts.columns)]
+    head = ["the runs", *(f"said &ldquo;{html.escape(c)}&rdquo;" for c in verdicts.columns)]
     lines = ["<table class='errors'>", "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>",
              "<tbody>"]
     for outcome, r in verdicts.iterrows():

@@ -392,6 +392,7 @@ def ranking_section(figs, quick):
                    "share of groups whose predicted fastest layout is the measured fastest. Right: one point per A/B "
                    "case, predicted against measured speed-up over its pair's first case; on the line, right.")
     worst = pairs.loc[pairs["error"].abs().idxmax()] if len(pairs) else None
+    oom = int(verdicts.filter(like="went out of memory", axis=0).to_numpy().sum())
     intro = ("<p>What a planner needs first is the order: does the estimate rank the alternatives as the "
              "measurements do? For every shared set with several layouts of one model on one system (a group), the "
              "Spearman rank correlation between predicted and measured throughput, averaged over the set's groups of "
@@ -405,6 +406,8 @@ def ranking_section(figs, quick):
                 "(docs/residuals.md says why)" if worst is not None else "") + ". Last, whether it says "
              "&ldquo;fits&rdquo; only of what fits: its verdict on the runs of BigScience's layout search of 2022 "
              "(DeepSpeed on Jean Zay's A100s, not a shared set), those that ran and those that went out of memory "
-             f"({int(verdicts.loc['went out of memory'].sum())}; <code>validate.modern.memory_verdicts</code>).</p>")
+             f"({oom}), and on every run of the dense shared sets, all of which ran "
+             "(<code>validate.modern.verdicts_by_set</code>; <code>benchmarks/memory_accuracy.py</code> names each "
+             "miss).</p>")
     return [Section("ranking", "Choosing right: rank order, A/B pairs and what fits", intro, [f],
                     tables=[ranking.summary_html(summary), ranking.pairs_html(pairs), ranking.verdicts_html(verdicts)])]

@@ -1076,6 +1076,29 @@ def memory_verdicts(res: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame.from_dict(out, orient="index")
 
 
+# the sets whose runs the memory verdict is checked on: BigScience's (some went out of memory) and the dense shared sets
+# (every run ran); the mixtures of experts' recompute is taken as the least that fits, so their verdict says nothing
+VERDICT_SETS = ("bigscience", "torchtitan", "llmfoundry", "megatron_bridge", "nemo")
+
+
+def verdicts_by_set(names=VERDICT_SETS, workers: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(counts, misses)``: :func:`memory_verdicts` of each set's mapped rows, a row ``"<set>: <outcome>"`` for each
+    outcome the set has runs of, and the rows the verdict got wrong (``"does not fit"`` of a run that ran, ``"fits"``
+    of one that went out of memory: ``dataset``, ``label``, ``went_oom``, ``memory_verdict``, ``reason``,
+    ``predicted_peak_bytes``)."""
+    counts, misses = [], []
+    for name in names:
+        res = evaluate(rows(name).query("unmappable == ''"), workers=workers)
+        v = memory_verdicts(res)
+        v = v[v.sum(axis=1) > 0]
+        counts.append(v.set_axis([f"{name}: {o}" for o in v.index]))
+        oom = res["went_oom"].eq(True) if "went_oom" in res else pd.Series(False, index=res.index)
+        wrong = (oom & res["memory_verdict"].eq("fits")) | (~oom & res["memory_verdict"].eq("does not fit"))
+        misses.append(res.loc[wrong, ["dataset", "label", "memory_verdict", "reason", "predicted_peak_bytes"]]
+                      .assign(went_oom=oom[wrong]))
+    return pd.concat(counts), pd.concat(misses, ignore_index=True)
+
+
 def fp8_tensor_ok(cfg: dict, t: int) -> bool:
     """Whether Transformer Engine can run a model's GEMMs in FP8 at tensor-parallel degree ``t``: FP8 execution needs
     every GEMM operand's last dimension divisible by 16 and the product of the others by 8 (NVIDIA/TransformerEngine

@@ -327,3 +327,24 @@ def test_the_gb200_history_maps_each_step_as_run():
     assert pairs.loc["gb200-up-proj-recompute", "measured_speedup"] == pytest.approx(610.71 / 566.07)
     assert pairs.loc["gb200-cuda-graphs", "measured_speedup"] == pytest.approx(663.27 / 610.71)
 
+
+
+def test_verdicts_by_set_counts_each_outcome_and_names_each_miss(monkeypatch):
+    # two sets: one whose runs all ran (one refused: a false refusal), one with runs that went out of memory (one
+    # said to fit: the miss that misleads); unmapped rows are left out
+    import pandas as pd
+    frames = {"a": pd.DataFrame({"dataset": "a", "label": ["a1", "a2", "a3"], "unmappable": ["", "", "no shape"],
+                                 "memory_verdict": ["fits", "does not fit", "fits"], "reason": ["", "memory: 81 GB", ""],
+                                 "predicted_peak_bytes": [1e9, 81e9, 1e9]}),
+              "b": pd.DataFrame({"dataset": "b", "label": ["b1", "b2", "b3"], "unmappable": "",
+                                 "went_oom": [True, True, False], "memory_verdict": ["fits", "does not fit", "at risk"],
+                                 "reason": ["", "memory: 90 GB", ""], "predicted_peak_bytes": [70e9, 90e9, 75e9]})}
+    monkeypatch.setattr(modern, "rows", lambda name: frames[name])
+    monkeypatch.setattr(modern, "evaluate", lambda df, workers=1: df.reset_index(drop=True))
+    counts, misses = modern.verdicts_by_set(("a", "b"))
+    assert counts.to_dict("index") == {"a: ran": {"fits": 1, "at risk": 0, "does not fit": 1},
+                                       "b: ran": {"fits": 0, "at risk": 1, "does not fit": 0},
+                                       "b: went out of memory": {"fits": 1, "at risk": 0, "does not fit": 1}}
+    assert misses[["label", "memory_verdict", "went_oom"]].to_dict("records") == [
+        {"label": "a2", "memory_verdict": "does not fit", "went_oom": False},
+        {"label": "b1", "memory_verdict": "fits", "went_oom": True}]
