@@ -114,6 +114,8 @@ class Training:
     dtype: str = "bf16"
     recompute: str = "none"
     optimizer: str = "adam"
+    # the dtype of the optimizer's master copy and state tensors (parallel.memory.model_state_bytes)
+    optimizer_dtype: str = "fp32"
     zero_stage: int = 0
     overlap: bool | None = None  # null: the runtime's own (parallel.runtime.overlaps)
     sync: str = "allreduce"
@@ -208,6 +210,7 @@ class Training:
 
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "1bit", "terngrad", "qsgd", "threshold", "topk", "dgc", "powersgd",
                 "sfb")
+OPTIMIZER_DTYPES = ("fp32", "bf16")  # training.optimizer_dtype (:func:`.parallel.memory.model_state_bytes`)
 BATCHING = ("static", "continuous")  # inference.batching (:mod:`concurrency_model.serving.continuous_batching`)
 # inference.output_lengths and prompt_lengths: the laws of :mod:`concurrency_model.serving.output_lengths`
 LENGTH_LAWS = ("fixed", "uniform", "geometric")
@@ -217,7 +220,7 @@ WEIGHT_DTYPES = tuple(k for k in WEIGHT_BYTES if k != "nf4")
 SPECULATIVE_KEYS = ("draft", "tokens", "acceptance")  # inference.speculative (serving.speculative)
 CHOICES = {"schedule": SCHEDULES, "context_algorithm": CONTEXT_ALGORITHMS, "tensor_layers": TENSOR_LAYERS,
            "recompute": ("none", "selective", "full"),
-           "optimizer": OPTIMIZERS, "dtype": tuple(DTYPE_BYTES),
+           "optimizer": OPTIMIZERS, "optimizer_dtype": OPTIMIZER_DTYPES, "dtype": tuple(DTYPE_BYTES),
            "sync": ("allreduce", "parameter_server", "gossip"), "compression": COMPRESSIONS,
            "gossip_topology": TOPOLOGIES, "consistency": CONSISTENCY, "batch_norm": BATCH_NORM,
            "lora_base_dtype": LORA_BASES, "batching": BATCHING, "weight_dtype": WEIGHT_DTYPES,

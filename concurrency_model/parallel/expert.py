@@ -335,14 +335,15 @@ class ExpertMixin:
         return rs, ag
 
     def expert_optimizer_extra(self, e: int, zero_stage: int, optimizer: str, dtype: str, t: int, p: int,
-                               d: int) -> float:
+                               d: int, optimizer_dtype: str = "fp32") -> float:
         """Optimizer-state bytes of the experts that ZeRO 1's count over :meth:`state_params` leaves out: their
         state is sharded over ``d / e`` expert-data-parallel ranks, not ``d`` (module doc), so a device holds
         ``K P_experts (1 - 1/e) / (t p d)`` more; 0 without expert parallelism or ZeRO.
 
-        ``d``: the ranks the dense state is sharded over (data x context); ``dtype``: the state's dtype."""
+        ``d``: the ranks the dense state is sharded over (data x context); ``dtype``: the state's dtype;
+        ``optimizer_dtype``: the optimizer state's (:func:`.memory.model_state_bytes`)."""
         if e == 1 or zero_stage < 1:
             return 0.0
         extra = self.expert_trainable_params * (1 - 1 / e)
-        return float(model_state_bytes(extra, optimizer, dtype, tensor=t, pipeline=p, data=d, zero_stage=1)
-                     ["optimizer"])
+        return float(model_state_bytes(extra, optimizer, dtype, tensor=t, pipeline=p, data=d, zero_stage=1,
+                                       optimizer_dtype=optimizer_dtype)["optimizer"])

@@ -105,13 +105,18 @@ def fsdp_zero_stage(strategy: str) -> int:
 
 def model_state_bytes(params, optimizer: str = "adam", dtype: str = "bf16", master_fp32: bool = True,
                       tensor=1, pipeline=1, data=1, zero_stage: int = 0,
-                      grad_dtype: str | None = None) -> dict:
+                      grad_dtype: str | None = None, optimizer_dtype: str = "fp32") -> dict:
     """Weights, gradients and optimizer state per device, in bytes (ZeRO §3.1, §5; Figure 1).
 
     Per parameter: weights and gradients in ``dtype`` (gradients in ``grad_dtype`` if given); optimizer
     state K = fp32 master copy (4, only when ``master_fp32`` and ``dtype`` is 16-bit) plus the optimizer's
     state tensors (:data:`OPTIMIZER_STATES`: adam/adamw/lamb m and v, momentum/nesterov/adagrad/rmsprop one
-    buffer, sgd none), fp32 when ``master_fp32`` else in ``dtype``. Mixed-precision Adam: 2 + 2 + 12 = 16 bytes (ZeRO §3.1); fp32 Adam: 4 + 4 + 8.
+    buffer, sgd none), fp32 when ``master_fp32`` else in ``dtype``. Mixed-precision Adam: 2 + 2 + 12 = 16 bytes
+    (ZeRO §3.1); fp32 Adam: 4 + 4 + 8. ``optimizer_dtype``: the dtype the master copy and the state tensors are kept
+    in (``fp32``, as above; ``bf16``: Apex's ``DistributedFusedAdam`` at ``dtype=torch.bfloat16``, which keeps its
+    parameter copy and both moments in 16 bits, 2 + 2 + 6 = 10 bytes, as NeMo's fine-tuning configuration sets it:
+    NVIDIA/NeMo-Framework-Launcher @ 0da9ad9c ``launcher_scripts/conf/peft/llama/sft.yaml`` ``optim``
+    ``distributed_fused_adam``, ``dtype: bf16``).
 
     The parameters are divided by ``tensor * pipeline`` (model-parallel shards, even split assumed), then
     ZeRO stage 1 divides the optimizer state, stage 2 also the gradients, stage 3 also the weights by
@@ -124,6 +129,8 @@ def model_state_bytes(params, optimizer: str = "adam", dtype: str = "bf16", mast
     16.0
     >>> model_state_bytes(1e9, data=8, zero_stage=1)["total"] / 1e9
     5.5
+    >>> model_state_bytes(1e9, optimizer_dtype="bf16")["total"] / 1e9
+    10.0
     """
     psi = op_checks.size("params", params, 0)
     opt = _choice("optimizer", optimizer, tuple(OPTIMIZER_STATES))
@@ -136,9 +143,10 @@ def model_state_bytes(params, optimizer: str = "adam", dtype: str = "bf16", mast
         raise ValueError(f"zero_stage: must be one of 0, 1, 2, 3, got {zero_stage!r}")
     if not isinstance(master_fp32, bool):
         raise ValueError(f"master_fp32: must be True or False, got {master_fp32!r}")
+    ob = _dtype("optimizer_dtype", optimizer_dtype)
     low = wb < 4
-    state_b = 4 if (master_fp32 or not low) else wb
-    k = (4 if (master_fp32 and low) else 0) + OPTIMIZER_STATES[opt] * state_b
+    state_b = ob if (master_fp32 or not low) else wb
+    k = (ob if (master_fp32 and low) else 0) + OPTIMIZER_STATES[opt] * state_b
     local = psi / (t * p)
     weights = wb * local / (d if zero_stage >= 3 else 1)
     grads = gb * local / (d if zero_stage >= 2 else 1)
@@ -197,9 +205,10 @@ def dense_layer_values(h, dense: tuple, fused_attention: bool = False, a=1, s=1,
     projection's input: the gate's output, the SiLU's, the up projection's and the product).
 
     Without ``dropout`` (the Llama family's and the mixtures of experts' configs, which Megatron-Bridge runs at
-    ``hidden_dropout = 0.0``: NVIDIA-NeMo/Megatron-Bridge @ 067f987d ``src/megatron/bridge/models/llama/llama_bridge.py``,
-    ``qwen/qwen3_moe_bridge.py``, ``gpt_oss/gpt_oss_bridge.py``, ``deepseek/deepseek_v3_bridge.py``; MPT's
-    ``resid_pdrop`` 0) nothing is kept for it: PyTorch's dropout at p = 0 returns its input (module docstring). ``modules``: Megatron-Core's selective recompute
+    ``hidden_dropout = 0.0``: NVIDIA-NeMo/Megatron-Bridge @ 067f987d
+    ``src/megatron/bridge/models/llama/llama_bridge.py``, ``qwen/qwen3_moe_bridge.py``, ``gpt_oss/gpt_oss_bridge.py``,
+    ``deepseek/deepseek_v3_bridge.py``; MPT's ``resid_pdrop`` 0) nothing is kept for it: PyTorch's dropout at p = 0
+    returns its input (module docstring). ``modules``: Megatron-Core's selective recompute
     (:func:`moe_layer_values`): ``core_attn`` drops the scores, ``mlp`` the MLP's ``F``-wide tensors (its input, the
     normed one, stays), ``layernorm`` nothing (Transformer Engine fuses the norms into the linears that follow).
 
@@ -464,14 +473,14 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
     Eq. 5 / Eq. 6 / ``2 s b h L`` (p microbatches of L/p layers).
 
     ``vocab`` adds the embedding and output terms of Korthikanti §4.3 [S]: input-embedding dropout
-    ``s b h / t`` per in-flight microbatch on stage 0 (with ``dropout`` only); on the last stage the final layer norm, the output
-    projection input and the fp32 logits, ``4 s b h / t + 4 s b v / t`` (the paper counts these only where
+    ``s b h / t`` per in-flight microbatch on stage 0 (with ``dropout`` only); on the last stage the final layer norm,
+    the output projection input and the fp32 logits, ``4 s b h / t + 4 s b v / t`` (the paper counts these only where
     p = 1, i.e. on the first stage; charging them to the last stage when p > 1 is [D]).
 
     ``recompute_buffer`` adds what a recomputing backward rebuilds for one layer and one microbatch (not
     in the paper's totals): for ``full`` one layer's ``none`` activations, for ``selective`` the dropped
-    ``5 a s^2 b / t`` attention term (``score_bytes`` a score: :func:`scores_bytes`) (nothing with ``fused_attention``, which never stores it;
-    :func:`transformer_activation_bytes`).
+    ``5 a s^2 b / t`` attention term (``score_bytes`` a score: :func:`scores_bytes`; nothing with
+    ``fused_attention``, which never stores it: :func:`transformer_activation_bytes`).
 
     ``sac``: the block's matrix products (:func:`.recompute.block_products`), given for torchtitan's runtime (FSDP2 with
     DTensor tensor parallelism): ``selective`` is then its per-op policy (:func:`per_op_sac_bytes` a layer instead

@@ -312,7 +312,7 @@ def _memory(sc, w, lay: pd.DataFrame) -> dict:
         shape_t = w.memory_shape(shape, fw)
         f = compose.memory_fn(w.state_params(int(e_)), tr.optimizer, tr.dtype, sharded, s_, r_, bool(q_),
                               shape_t, bool(one), a_, shape["kv"] if shape else None, w.replicated_params,
-                              frozen_bytes, sac, w.embedding_params)
+                              frozen_bytes, sac, w.embedding_params, tr.optimizer_dtype)
         L = lay.iloc[idx]
         st, ac = f(*(L[c].to_numpy(dtype=float) for c in ("microbatch_size", "tensor", "pipeline", "microbatches",
                                                          "interleave", "data")), act_graph[idx],
@@ -327,7 +327,8 @@ def _memory(sc, w, lay: pd.DataFrame) -> dict:
         extra = sum(runtime[k] for k in allocator.PARTS)  # what the runtime adds (0 for "ideal")
         # ZeRO 1 with expert parallelism: the experts' optimizer state over d / e ranks (.training.prepare's x_opt,
         # linear in 1 / (t p d))
-        x_opt = w.expert_optimizer_extra(int(e_), sharded, tr.optimizer, state_dtype(tr.dtype), 1, 1, 1) / (
+        x_opt = w.expert_optimizer_extra(int(e_), sharded, tr.optimizer, state_dtype(tr.dtype), 1, 1, 1,
+                                         tr.optimizer_dtype) / (
             (L["tensor"] * L["pipeline"] * L["data"] * L["context"]).to_numpy(float))
         st = st + x_opt
         state[idx], mem[idx] = st - frozen, st + ac + extra  # the optimizer streams the trained state (:mod:`.lora`)
@@ -338,7 +339,7 @@ def _memory(sc, w, lay: pd.DataFrame) -> dict:
         model_state[idx], act[idx] = st, ac
         upper[idx] = st + ac + extra + allocator.upper_headroom_bytes(fw, st + ac + extra, runtime)
         parts = compose.state_parts_fn(w.state_params(int(e_)), tr.optimizer, tr.dtype, sharded, bool(one),
-                                       w.replicated_params, frozen_bytes, w.embedding_params)(
+                                       w.replicated_params, frozen_bytes, w.embedding_params, tr.optimizer_dtype)(
             L["tensor"].to_numpy(float), L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))
         for k in compose.STATE_PARTS:
             split[k][idx] = parts[k] + (x_opt if k == "optimizer" else 0.0)

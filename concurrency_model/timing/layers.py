@@ -144,4 +144,5 @@ def op_time(cost, dev, dtype: str = "fp32", tensor: bool = False) -> OpTime:
     return roofline(cost.flop, cost.bytes, as_device(dev), dtype, kernels=1, vector=not tensor)
 
 
-__all__ = ["ALIGN_BYTES", "unaligned_head", "CONV_PASSES", "conv_coeffs", "conv_time", "attention_time", "attention_kernels", "op_time"]
+__all__ = ["ALIGN_BYTES", "unaligned_head", "CONV_PASSES", "conv_coeffs", "conv_time", "attention_time",
+           "attention_kernels", "op_time"]

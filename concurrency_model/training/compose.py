@@ -141,19 +141,19 @@ def step_expressions(schedule: str, zero_stage: int, overlap: bool) -> dict:
 def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedule: str, recompute: str,
               sequence_parallel: bool, shape: tuple | None, single_stage: bool, context_algorithm: str = "ring",
               kv_hidden: int | None = None, replicated: float = 0.0, frozen_weight_bytes: float = 0.0,
-              sac: tuple | None = None, embedding: float = 0.0):
+              sac: tuple | None = None, embedding: float = 0.0, optimizer_dtype: str = "fp32"):
     """``f(b, t, p, m, v, d, act_graph=0, c=1) -> (model_state_bytes, activation_bytes)`` per device,
     numpy-vectorised.
 
     ``shape`` = ``(s, h, a, layers, vocab, fused, moe[, eight_bit, modules, mla, dense, dropout, score_bytes])`` of a
-    transformer
-    (:data:`.workload.MEMORY_SHAPE` and :meth:`.workload.Workload.memory_shape`'s 8-bit inputs, selective recompute
-    modules, dense widths and dropout; Korthikanti et al. 2022, via :func:`.memory.activation_bytes_per_device`); None for other graphs, whose stored activations per
-    microbatch ``act_graph`` (:func:`.memory.graph_activation_bytes`) are spread over the ``p`` stages and
+    transformer (:data:`.workload.MEMORY_SHAPE` and :meth:`.workload.Workload.memory_shape`'s 8-bit inputs, selective
+    recompute modules, dense widths, dropout and bytes a score; Korthikanti et al. 2022, via
+    :func:`.memory.activation_bytes_per_device`); None for other graphs, whose stored activations per microbatch
+    ``act_graph`` (:func:`.memory.graph_activation_bytes`) are spread over the ``p`` stages and
     held for the schedule's in-flight microbatches. ``single_stage``: p = 1 (the first stage is also the
     last, which holds the logits).
 
-    Context parallelism over ``c`` devices (:mod:`.features`): each holds ``s / c`` tokens, so every
+    Context parallelism over ``c`` devices (:mod:`..parallel.context`): each holds ``s / c`` tokens, so every
     Korthikanti term linear in ``s`` is divided by ``c``, and so is the attention-score term ``5 a s^2 b / t``:
     ring attention stores the scores of its ``s / c`` queries against all ``s`` keys, Ulysses those of all
     ``s`` queries of ``a / c`` heads, ``5 a s^2 b / (t c)`` either way [D]. The activations are the
@@ -169,7 +169,7 @@ def memory_fn(params: float, optimizer: str, dtype: str, zero_stage: int, schedu
     torchtitan's per-op policy (:func:`.memory.per_op_sac_bytes`; :func:`sac_of` says when). ``embedding``: the
     parameters the first stage holds on top of its share of the blocks (:func:`state_parts`)."""
     parts = state_parts_fn(params, optimizer, dtype, zero_stage, single_stage, replicated, frozen_weight_bytes,
-                           embedding)
+                           embedding, optimizer_dtype)
 
     def state(t, p, d):
         return sum(parts(t, p, d).values())
@@ -213,10 +213,11 @@ def _context_compiled(ring: bool):
 
 @lru_cache(maxsize=None)
 def state_parts_fn(params: float, optimizer: str, dtype: str, zero_stage: int, single_stage: bool,
-                   replicated: float = 0.0, frozen_weight_bytes: float = 0.0, embedding: float = 0.0):
+                   replicated: float = 0.0, frozen_weight_bytes: float = 0.0, embedding: float = 0.0,
+                   optimizer_dtype: str = "fp32"):
     """``f(t, p, d) -> {"weights", "gradients", "optimizer"}`` bytes a device (:func:`state_parts`) on arrays of
     tensor degrees, stages and ZeRO ranks: a sweep's rows (:mod:`concurrency_model.sweep`). Compiled once a
-    structure (optimizer, dtype, ZeRO stage, one stage or several): the parameters split by the tensor degree, the
+    structure (optimizer and its state's dtype, dtype, ZeRO stage, one stage or several): the parameters split by the tensor degree, the
     replicated ones, the frozen weights' bytes and the first stage's ``embedding`` (:func:`state_parts`) are the
     compiled function's arguments (:func:`model_numbers`).
 
@@ -224,7 +225,7 @@ def state_parts_fn(params: float, optimizer: str, dtype: str, zero_stage: int, s
     >>> {k: float(v) / 1e9 for k, v in f(1, 1, 8).items()}   # ZeRO-1 over 8: 2 + 2 + 12 / 8 bytes a parameter
     {'weights': 2.0, 'gradients': 2.0, 'optimizer': 1.5}
     """
-    f = _state_parts_compiled(optimizer, dtype, zero_stage, single_stage)
+    f = _state_parts_compiled(optimizer, dtype, zero_stage, single_stage, optimizer_dtype)
     numbers = (float(params) - float(replicated) - float(embedding), float(replicated), float(frozen_weight_bytes),
                float(embedding))
 
@@ -241,21 +242,22 @@ _SPLIT_PARAMS, _FROZEN = sp.Symbol("n_split", nonnegative=True), sp.Symbol("froz
 
 
 @lru_cache(maxsize=None)
-def _state_parts_compiled(optimizer: str, dtype: str, zero_stage: int, single_stage: bool):
+def _state_parts_compiled(optimizer: str, dtype: str, zero_stage: int, single_stage: bool,
+                          optimizer_dtype: str = "fp32"):
     """``f(t, p, d, split, replicated, frozen_bytes, embedding)``: :func:`state_parts_fn`'s compiled function."""
     def build():
         t, p, d = _SYM["t"], _SYM["p"], _SYM["d"]
         parts = state_parts(_SPLIT_PARAMS + _REPLICATED + _EMBEDDING, optimizer, dtype, zero_stage, single_stage,
-                            _REPLICATED, _FROZEN, t, p, d, _EMBEDDING)
+                            _REPLICATED, _FROZEN, t, p, d, _EMBEDDING, optimizer_dtype)
         return [t, p, d, _SPLIT_PARAMS, _REPLICATED, _FROZEN, _EMBEDDING], [sp.sympify(parts[k]) for k in STATE_PARTS]
-    return lambdified("state_parts", (optimizer, dtype, zero_stage, single_stage), build)
+    return lambdified("state_parts", (optimizer, dtype, zero_stage, single_stage, optimizer_dtype), build)
 
 
 STATE_PARTS = ("weights", "gradients", "optimizer")  # the model state's parts (:func:`state_parts`)
 
 
 def state_parts(params: float, optimizer: str, dtype: str, zero_stage: int, single_stage: bool, replicated: float,
-                frozen_weight_bytes: float, t, p, d, embedding=0.0) -> dict:
+                frozen_weight_bytes: float, t, p, d, embedding=0.0, optimizer_dtype: str = "fp32") -> dict:
     """One device's ``weights``, ``gradients`` and ``optimizer`` bytes (:func:`.memory.model_state_bytes`, ZeRO
     §3.1, §5) at tensor ``t``, ``p`` stages and ``d`` ZeRO ranks (numbers or sympy symbols), the frozen weights
     counted as weights (:func:`memory_fn`), on the first stage: ``embedding`` of the ``params`` (the layers before
@@ -269,7 +271,8 @@ def state_parts(params: float, optimizer: str, dtype: str, zero_stage: int, sing
     for n, tensor, stages in stage_groups(params, replicated, embedding, t, 1 if single_stage else p):
         if n:
             got = memory.model_state_bytes(n, optimizer, state_dtype(dtype), tensor=tensor,
-                                           pipeline=stages, data=d, zero_stage=zero_stage)
+                                           pipeline=stages, data=d, zero_stage=zero_stage,
+                                           optimizer_dtype=optimizer_dtype)
             out = {k: out[k] + got[k] for k in out}
     out["weights"] += frozen_bytes(nsimplified(frozen_weight_bytes), zero_stage, single_stage, t, p, d)
     return out
@@ -415,8 +418,10 @@ def model_numbers(shape: tuple | None, sac: tuple | None) -> tuple:
     ``Max``, ``Min`` and ``Piecewise``), so one compiled function a structure serves every model of it.
 
     >>> numbers, structure = model_numbers((4096, 4096, 32, 32, 128256, True, None), ((4096, "column"),))
-    >>> numbers, structure
-    ((4096.0, 4096.0, 32.0, 32.0, 128256.0, 4096.0), ((True, True, None, False, (), False, False, True, None), ('column',)))
+    >>> numbers
+    (4096.0, 4096.0, 32.0, 32.0, 128256.0, 4096.0)
+    >>> structure
+    ((True, True, None, False, (), False, False, True, None), ('column',))
     >>> model_symbols(structure)
     [shape_s, shape_h, shape_a, shape_layers, shape_vocab, sac_0]
     """

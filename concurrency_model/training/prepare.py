@@ -71,7 +71,7 @@ def model_notes(graph, dtype: str) -> list:
     dims = sorted({n.attrs["head_dim"] for n in graph.layers() if n.kind == "attention" and not n.attrs.get("fused")
                    and unaligned_head(n.attrs["head_dim"], dtype)})
     return [f"attention: heads of {d} values ({d * dtype_bytes(dtype)} bytes) are not a multiple of {ALIGN_BYTES} "
-            f"bytes, so the plain attention's QK^T and PV run on the CUDA cores at the fp32 rate (cuBLAS's "
+            "bytes, so the plain attention's QK^T and PV run on the CUDA cores at the fp32 rate (cuBLAS's "
             "tensor-core kernels want 16-byte alignment); a head size that is a multiple of 8, or "
             "model.fused_attention, keeps them on the tensor cores" for d in dims]
 
@@ -202,7 +202,7 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
                                par.sequence_parallel,
                                w.memory_shape(shape, fw),
                                p == 1, par.context_algorithm, shape["kv"] if shape else None, w.replicated_params,
-                               frozen, sac, w.embedding_params)
+                               frozen, sac, w.embedding_params, tr.optimizer_dtype)
     state, act = (float(x) for x in mem_fn(b, t, p, m, v, par.data, act_graph, c))
     # the optimizer's pass streams the trained parameters' state, not the frozen weights (:mod:`.lora`)
     trained = state - compose.frozen_bytes(frozen, tr.zero_stage, p == 1, t, p, par.data * c)
@@ -217,7 +217,8 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
             b, t, p, m, v, par.data, act, c).items()}
     extra = {k: runtime[k] for k in allocator.PARTS} if fw != "ideal" else None  # ideal: today's figures exactly
     # ZeRO 1 with expert parallelism: the experts' optimizer state is sharded over d / e ranks, not d (:mod:`.expert`)
-    x_opt = w.expert_optimizer_extra(e, sharded, tr.optimizer, state_dtype(tr.dtype), t, p, par.data * c)
+    x_opt = w.expert_optimizer_extra(e, sharded, tr.optimizer, state_dtype(tr.dtype), t, p, par.data * c,
+                                     tr.optimizer_dtype)
     state, trained = state + x_opt, trained + x_opt
     total = state + act + sum((extra or {}).values())
     mem = memory.memory_per_device(state, act, sc.cluster.device, extra=extra,
@@ -228,8 +229,8 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     mem["fragmentation_bytes"] = runtime["fragmentation"]  # the reserved figure's part above the allocated peak
     # the model state's split, for the breakdown: the compiled function the sweep evaluates (the same bits)
     parts = dict(compose.state_parts_fn(w.state_params(e), tr.optimizer, tr.dtype, sharded, p == 1,
-                                        w.replicated_params, frozen, w.embedding_params)(float(t), float(p),
-                                                                                         float(par.data * c)))
+                                        w.replicated_params, frozen, w.embedding_params, tr.optimizer_dtype)(
+        float(t), float(p), float(par.data * c)))
     parts["optimizer"] = parts["optimizer"] + x_opt
     mem.update({f"{k}_bytes": float(v) for k, v in parts.items()})
     return trained, mem
@@ -245,7 +246,8 @@ def unsharded_optimizer_bytes(w, tr, zero: int, sharded: int, e: int, single_sta
     all-gather of the updated bf16 weights after it (``step``, ``update_lp_params``) is not modelled
     (docs/residuals.md)."""
     whole, shard = (compose.state_parts_fn(w.state_params(e), tr.optimizer, tr.dtype, z, single_stage,
-                                           w.replicated_params, frozen, w.embedding_params)(t, p, d)["optimizer"]
+                                           w.replicated_params, frozen, w.embedding_params,
+                                           tr.optimizer_dtype)(t, p, d)["optimizer"]
                     for z in (zero, sharded))
     return whole - shard
 

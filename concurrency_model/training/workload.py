@@ -59,8 +59,9 @@ MEMORY_SHAPE = ("s", "h", "a", "layers", "vocab", "fused", "moe")
 
 
 def transformer_shape(graph):
-    """``s, h, a, layers, vocab, kv`` (key/value heads x head size) and ``fused`` (a fused attention kernel) of a
-    transformer graph (from its attention and embedding nodes), else None; found once a graph (and again if
+    """``s, h, a, layers, vocab, kv`` (key/value heads x head size), ``fused`` (a fused attention kernel), ``moe``
+    (:func:`_moe_of`), ``dense`` (:func:`_dense_of`) and ``dropout`` (dropout nodes in a block) of a transformer graph
+    (from its attention, embedding and first block's nodes), else None; found once a graph (and again if
     nodes were added since)."""
     known = _SHAPES.get(graph)
     if known is None or known[0] != len(graph.nodes):
@@ -90,7 +91,7 @@ def _shape_of(graph):
     return {"s": a["seq"], "h": a["heads"] * a["head_dim"], "a": a["heads"], "layers": len(att), "vocab": vocab,
             "kv": kv, "fused": bool(a.get("fused", False)), "moe": moe,
             "dense": None if moe is not None else _dense_of(block, kv),
-            "dropout": any(n.kind == "dropout" for n in block)}
+            "dropout": any(n.kind == "dropout" for n in block or graph.layers())}  # no scoped block: the graph's
 
 
 def _block_of(graph, attention) -> list:

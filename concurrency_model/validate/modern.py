@@ -239,7 +239,10 @@ ASSUMPTIONS = {
             "tables do not say; NeMo's long-sequence page mentions full recompute for the runs without CP), and for "
             "the best layout without CP of a long-sequence row never less than that of the table's next shorter "
             "sequence (nemo_cp_speedups); SFT "
-            "rows as pre-training of the same sequence, LoRA and Nemotron rows not mapped (rank not published; "
+            "rows as pre-training of the same sequence with the fine-tuning configuration's optimizer (Apex's "
+            "distributed_fused_adam with its state in bf16: training.optimizer_dtype bf16, NEMO_SFT_OPTIMIZER_DTYPE) and "
+            "the virtual stages of the launcher's examples of the same layouts (NEMO_SFT_VP), "
+            "LoRA and Nemotron rows not mapped (rank not published; "
             "squared-ReLU Nemotron not modelled); GPT-3 5B / 20B / 175B as NeMo's GPTConfig shapes with vocabulary "
             "51200; long-sequence rows: microbatch 1 (not published), context parallelism as ring (Transformer "
             "Engine's p2p default), the layout TP x PP x DP x CP as published (the B200 table's '# of GPUs' is 4 x "
@@ -770,6 +773,18 @@ def _tokens(cell) -> int:
     return int(text[:-1]) * 1024 if text.upper().endswith("K") else int(float(text))
 
 
+# NeMo 24.07's fine-tuning (SFT) runs: NeMo-Framework-Launcher's SFT configuration keeps the optimizer's parameter
+# copy and moments in bf16 (NVIDIA/NeMo-Framework-Launcher @ 0da9ad9c launcher_scripts/conf/peft/llama/sft.yaml:
+# optim name distributed_fused_adam, dtype bf16, grad_sync_dtype bf16; its H100 example for the 70B on 2 nodes,
+# examples/peft/llama/h100/70b_2node.sh @ 1ee3eb3e, runs TP 4 x PP 4, FP8, packed 4,096-token sequences, as the
+# table's row). Its fp8_params (FP8 weights) is not modelled: the weights stay 16-bit.
+NEMO_SFT_OPTIMIZER_DTYPE = "bf16"
+# the virtual stages of the SFT runs, which the table does not publish: the launcher's H100 examples of the table's
+# layouts (13b_1node.sh @ 7d6e2df9: TP 1 x PP 4, VP 10, GBS 32, packed 4,096; 70b_2node.sh @ 1ee3eb3e: TP 4 x PP 4,
+# VP 20, GBS 32, packed 4,096), as the pre-training rows of the same models
+NEMO_SFT_VP = {"LLAMA2-13B": 10, "LLAMA2-70B": 20}
+
+
 def nemo_rows() -> pd.DataFrame:
     """NeMo's 24.07 performance summary and long-sequence tables, one row per published run, in the common row
     shape (``flops_per_token``, ``without_cp_tflops`` and ``measured_speedup`` added)."""
@@ -781,8 +796,8 @@ def nemo_rows() -> pd.DataFrame:
         seq = _tokens(r["seq_len"])
         tp, pp = int(r["tp"]), int(r["pp"])
         cp = int(number(r["cp"])) if np.isfinite(number(r["cp"])) else 1
-        vp = number(r["vp"])
         short = "SFT " if task == "SFT" else "LoRA " if task == "LoRA" else ""
+        vp = number(r["vp"]) if short != "SFT " else NEMO_SFT_VP.get(model, 1)
         label = f"{table}: {short}{model} seq {r['seq_len']} on {r['num_gpus']} {system}"
         group = f"{model} {'CP' if longseq else '24.07'} on {system}"
         b = _base("nemo", i, label, group)
@@ -801,6 +816,8 @@ def nemo_rows() -> pd.DataFrame:
                  cluster={"DGX-H100": "dgx-h100", "DGX-B200": "dgx-b200"}.get(system, ""), note=note)
         known = model in LLAMA or model in NEMO_GPT3
         b["stage_split"] = NEMO_STAGE_SPLIT
+        if short == "SFT ":  # the fine-tuning configuration's optimizer: its state in bf16 (NEMO_SFT_OPTIMIZER)
+            b["optimizer_dtype"] = NEMO_SFT_OPTIMIZER_DTYPE
         b["flops_per_token"] = nemo_flops_per_token(model, seq) if known else np.nan
         tps = number(r["tokens_per_s_per_gpu"])
         b["measured_tps"] = tps if np.isfinite(tps) else b["measured_tflops"] * 1e12 / b["flops_per_token"]
@@ -955,6 +972,8 @@ def scenario_for(r) -> dict:
         training["fp8_recipe"] = r["fp8_recipe"]
     if isinstance(r.get("reduce_dtype"), str):
         training["reduce_dtype"] = r["reduce_dtype"]
+    if isinstance(r.get("optimizer_dtype"), str):
+        training["optimizer_dtype"] = r["optimizer_dtype"]
     if r.get("compile") is False or r.get("compile") is np.False_:  # torchtitan's rows run without torch.compile
         training["compile"] = False
     if isinstance(r.get("cuda_graph"), str) and r["cuda_graph"] != "none":

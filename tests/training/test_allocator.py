@@ -339,3 +339,23 @@ def test_the_bf16_optimizer_folds_each_microbatch_into_fp32():
     one = 18 * w.trainable_params / (float(dev.efficiency.memory) * float(dev.mem_bw)) \
         + 148 * 2 * float(dev.launch_overhead)
     assert bf16.step_time_s - fp16.step_time_s == pytest.approx(3 * one, rel=1e-9)  # 3 microbatches a step
+
+
+def test_an_optimizer_state_in_bf16_by_hand(tmp_path, capsys):
+    """Llama-2-7B's 6,738,415,616 parameters on 8 H100s under ZeRO-1: mixed-precision Adam's fp32 copy and moments
+    (12 bytes a parameter) against Apex's DistributedFusedAdam at bf16 (6: the copy and both moments in 16 bits),
+    sharded over the 8 ranks; weights and gradients unchanged, and the optimizer's pass streams fewer bytes."""
+    psi = 6_738_415_616
+    sc = {"model": {"hf_config": "llama-2-7b", "fused_attention": True}, "cluster": "dgx-h100",
+          "parallel": {"data": 8, "global_batch": 32}, "training": {"zero_stage": 1}}
+    fp32, bf16 = (estimate(with_training(sc, optimizer_dtype=od)) for od in ("fp32", "bf16"))
+    assert fp32.memory["optimizer_bytes"] == pytest.approx(12 * psi / 8, rel=1e-12)
+    assert bf16.memory["optimizer_bytes"] == pytest.approx(6 * psi / 8, rel=1e-12)
+    for k in ("weights_bytes", "gradients_bytes", "activations_bytes"):
+        assert bf16.memory[k] == fp32.memory[k]
+    assert bf16.breakdown["optimizer_s"] < fp32.breakdown["optimizer_s"]
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(with_training(sc, optimizer_dtype="fp16")))
+    assert main(["estimate", "--scenario", str(f)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "training.optimizer_dtype: unknown 'fp16'" in err

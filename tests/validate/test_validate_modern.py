@@ -348,3 +348,14 @@ def test_verdicts_by_set_counts_each_outcome_and_names_each_miss(monkeypatch):
     assert misses[["label", "memory_verdict", "went_oom"]].to_dict("records") == [
         {"label": "a2", "memory_verdict": "does not fit", "went_oom": False},
         {"label": "b1", "memory_verdict": "fits", "went_oom": True}]
+
+
+def test_nemo_sft_rows_take_the_fine_tuning_configuration():
+    # NeMo-Framework-Launcher's SFT configuration: the optimizer's state in bf16, the examples' virtual stages
+    df = modern.rows("nemo")
+    sft = df[df["label"].str.contains("SFT")].set_index("model", drop=False)
+    assert set(sft["optimizer_dtype"]) == {"bf16"}
+    assert sft.loc["llama-2-13b", "interleave"] == 10 and sft.loc["llama-2-70b", "interleave"] == 20
+    assert modern.scenario_for(sft.loc["llama-2-70b"])["training"]["optimizer_dtype"] == "bf16"
+    pre = df[~df["label"].str.contains("SFT|LoRA")]
+    assert pre["optimizer_dtype"].isna().all()  # pre-training keeps mixed-precision Adam
