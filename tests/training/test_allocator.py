@@ -354,6 +354,9 @@ def test_an_optimizer_state_in_bf16_by_hand(tmp_path, capsys):
     for k in ("weights_bytes", "gradients_bytes", "activations_bytes"):
         assert bf16.memory[k] == fp32.memory[k]
     assert bf16.breakdown["optimizer_s"] < fp32.breakdown["optimizer_s"]
+    r = sweep(with_training(sc, optimizer_dtype="bf16"), 8)  # the sweep's rows carry it too
+    row = r.frame.iloc[0]
+    assert estimate(r.scenario(row)).memory_bytes_per_device == pytest.approx(row["memory_bytes_per_device"], rel=1e-9)
     f = tmp_path / "s.json"
     f.write_text(json.dumps(with_training(sc, optimizer_dtype="fp16")))
     assert main(["estimate", "--scenario", str(f)]) == 2
