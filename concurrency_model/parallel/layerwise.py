@@ -17,7 +17,7 @@ from functools import cached_property
 from ..models.channel_split import check_channel_split, gathers_input
 from .data_parallel import BUCKET_BYTES, group_placement
 from .hybrid import first_fc
-from .memory import graph_activation_bytes
+from .memory import graph_activation_bytes, rematerialised_stage_bytes
 from .triples import add_triples
 
 
@@ -83,3 +83,12 @@ class LayerwiseMixin:
             return sum(float(n.cost.forward.act_bytes) / (1 if gathers_input(n) else split) for n in g.layers()[k:])
         own = self.graph(b // t)
         return float(graph_activation_bytes(own, recompute)) - fc_part(own, 1) + fc_part(self.graph(b), t)
+
+    def rematerialised_bytes(self, b: int, t: int, stages, m: int) -> float | None:
+        """Stored activation bytes of the busiest of ``stages`` of a graph model under GPipe's re-materialisation
+        (:func:`.memory.rematerialised_stage_bytes`: each stage's input for the ``m`` microbatches of ``b`` samples,
+        and one microbatch's activations of the stage); None under Krizhevsky's hybrid (``t`` > 1 splitting only
+        the fully connected layers), whose two parts hold their microbatches differently."""
+        if self.fc_only and t > 1:
+            return None
+        return float(rematerialised_stage_bytes(self.graph(b), stages, m, t))

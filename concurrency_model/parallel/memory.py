@@ -575,13 +575,7 @@ def graph_activation_bytes(graph, recompute: str = "none", tensor: int = 1):
     """
     _choice("recompute", recompute, RECOMPUTE)
     layers = graph.layers()
-    whole = replicated(graph) if tensor > 1 else set(graph.nodes)
-
-    def share(n):  # the fraction of a node's stored input one device keeps
-        return 1 if n.inputs[0] in whole or gathers_input(n) else sp.Rational(1, tensor)
-
-    def act(n):
-        return n.cost.forward.act_bytes * share(n)
+    whole, act = _stored_by(graph, tensor)
     stored = sum((act(n) for n in layers), sp.Integer(0))
     if recompute != "full" or len(layers) < 2:
         return to_python(stored)
@@ -590,12 +584,59 @@ def graph_activation_bytes(graph, recompute: str = "none", tensor: int = 1):
     segment_bytes = []
     for i in range(0, len(layers), k):
         seg = layers[i:i + k]
-        inside = {n.name for n in seg}
-        checkpoints |= {src for n in seg for src in n.inputs if src not in inside}
+        checkpoints |= _read_from_outside(seg)
         segment_bytes.append(sum((act(n) for n in seg), sp.Integer(0)))
-    kept = sum((_tensor_bytes(graph, c) * (1 if c in whole else sp.Rational(1, tensor)) for c in sorted(checkpoints)),
-               sp.Integer(0))
+    kept = _kept_bytes(graph, checkpoints, whole, tensor)
     return to_python(sp.Min(kept + sp.Max(*segment_bytes), stored))
+
+
+def _stored_by(graph, tensor: int):
+    """``(whole, act)``: the tensors one of ``tensor`` channel-split devices keeps whole, and ``act(node)``, the bytes
+    it stores of a node (its share of the node's stored input: whole where the input is, or the node gathers it)."""
+    whole = replicated(graph) if tensor > 1 else set(graph.nodes)
+
+    def act(n):
+        return n.cost.forward.act_bytes * (1 if n.inputs[0] in whole or gathers_input(n) else sp.Rational(1, tensor))
+    return whole, act
+
+
+def _read_from_outside(seg) -> set[str]:
+    """The tensors the nodes ``seg`` read that none of them makes (a segment's or a stage's inputs)."""
+    inside = {n.name for n in seg}
+    return {src for n in seg for src in n.inputs if src not in inside}
+
+
+def _kept_bytes(graph, names, whole, tensor: int):
+    """Bytes of the tensors ``names`` on one of ``tensor`` channel-split devices (whole where in ``whole``)."""
+    return sum((_tensor_bytes(graph, c) * (1 if c in whole else sp.Rational(1, tensor)) for c in sorted(names)),
+               sp.Integer(0))
+
+
+def rematerialised_stage_bytes(graph, stages, microbatches: int, tensor: int = 1):
+    """Stored activation bytes of the busiest pipeline stage of a generic graph (a CNN) under GPipe's
+    re-materialisation: each stage keeps its input for every one of the ``microbatches`` from the microbatch's forward
+    pass to its backward pass, and, while one microbatch's backward pass runs, that microbatch's activations of the
+    stage, rebuilt (Huang et al. 2019, GPipe §2.3: peak ``O(N + (L / K) (N / M))`` for a batch of N in M microbatches
+    over K partitions of L layers; torchgpipe, Kim et al. 2020 §3.2, checkpoints every partition's forward pass the
+    same way). ``graph``: built for one microbatch; ``stages``: ``[start, stop)`` ranges of its layers; ``tensor``: as
+    :func:`graph_activation_bytes`.
+
+    >>> from concurrency_model.models import get_model
+    >>> g = get_model("resnet50", batch=4)
+    >>> n = len(g.layers())
+    >>> one = rematerialised_stage_bytes(g, [(0, n)], 1)   # the input, and every activation once
+    >>> one == graph_activation_bytes(g) + 4 * 3 * 224 * 224 * 4
+    True
+    """
+    layers = graph.layers()
+    whole, act = _stored_by(graph, tensor)
+    m = op_checks.size("microbatches", microbatches)
+    busiest = sp.Integer(0)
+    for lo, hi in stages:
+        seg = layers[lo:hi]
+        kept = _kept_bytes(graph, _read_from_outside(seg), whole, tensor)
+        busiest = sp.Max(busiest, m * kept + sum((act(n) for n in seg), sp.Integer(0)))
+    return to_python(busiest)
 
 
 def _total(field: str, x):

@@ -45,8 +45,8 @@ from ..progress import Progress
 from ..scenario import load_scenario, read_scenario
 from ..training import compose
 from ..training.keys import scenario_key, stable_model
-from ..training.prepare import (assemble, consistency_of, host_per_kernel, host_seconds, policies_of, runtime_name,
-                                sync_of, unsharded_optimizer_bytes)
+from ..training.prepare import (assemble, consistency_of, gpipe_activation_bytes, host_per_kernel, host_seconds,
+                                policies_of, runtime_name, sync_of, unsharded_optimizer_bytes)
 from ..training.step import step_fn
 from ..training.workload import ZERO_TRIPLE, context_exposed, transformer_shape, workload
 from ..units import state_dtype
@@ -317,6 +317,11 @@ def _memory(sc, w, lay: pd.DataFrame) -> dict:
         st, ac = f(*(L[c].to_numpy(dtype=float) for c in ("microbatch_size", "tensor", "pipeline", "microbatches",
                                                          "interleave", "data")), act_graph[idx],
                    L["context"].to_numpy(dtype=float))
+        if shape is None and s_ == "gpipe" and r_ == "full":  # GPipe's re-materialisation of a CNN, per layout
+            ac = np.array([gpipe_activation_bytes(w, shape, s_, r_, int(x.microbatch_size), int(x.tensor),
+                                                  bool(x.sequence_parallel), int(x.pipeline), int(x.microbatches),
+                                                  int(x.context), x.context_algorithm, int(x.expert),
+                                                  tr.host_overhead_s) or a for x, a in zip(L.itertuples(), ac)])
         frozen = compose.frozen_bytes(frozen_bytes, int(z_), bool(one), L["tensor"].to_numpy(float),
                                       L["pipeline"].to_numpy(float), (L["data"] * L["context"]).to_numpy(float))
         runtime = compose.framework_memory_fn(fw, w.state_params(int(e_)), tr.dtype, int(z_), s_, r_,

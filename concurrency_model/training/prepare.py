@@ -204,6 +204,8 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
                                p == 1, par.context_algorithm, shape["kv"] if shape else None, w.replicated_params,
                                frozen, sac, w.embedding_params, tr.optimizer_dtype)
     state, act = (float(x) for x in mem_fn(b, t, p, m, v, par.data, act_graph, c))
+    act = gpipe_activation_bytes(w, shape, schedule, rec, b, t, par.sequence_parallel, p, m, c,
+                                 par.context_algorithm, e, tr.host_overhead_s) or act
     # the optimizer's pass streams the trained parameters' state, not the frozen weights (:mod:`.lora`)
     trained = state - compose.frozen_bytes(frozen, tr.zero_stage, p == 1, t, p, par.data * c)
     if sharded != tr.zero_stage:  # DeepSpeed's BF16_Optimizer: its memory sharded, its step's time stage 0's
@@ -234,6 +236,19 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     parts["optimizer"] = parts["optimizer"] + x_opt
     mem.update({f"{k}_bytes": float(v) for k, v in parts.items()})
     return trained, mem
+
+
+def gpipe_activation_bytes(w, shape, schedule: str, rec: str, b: int, t: int, sp: bool, p: int, m: int, c: int,
+                           algorithm: str, e: int, host_overhead_s) -> float | None:
+    """A graph model's (a CNN's) activations on its busiest stage under GPipe with ``full`` recompute: the stages'
+    inputs for all ``m`` microbatches and one microbatch's activations of the stage
+    (:meth:`.layerwise.LayerwiseMixin.rematerialised_bytes`, GPipe §2.3), on :meth:`.workload.Workload.stage`'s
+    partition, in the place of the sqrt(n) checkpoints a stage keeps for each microbatch otherwise; None where that
+    does not apply (a transformer, another schedule or recompute, a context split, Krizhevsky's hybrid)."""
+    if shape is not None or schedule != "gpipe" or rec != "full" or c != 1:
+        return None
+    stages = w.stage(b, t, sp, rec, p, c, algorithm, e, host_per_kernel(w.dev, host_overhead_s))["stages"]
+    return w.rematerialised_bytes(b, t, stages, m)
 
 
 def unsharded_optimizer_bytes(w, tr, zero: int, sharded: int, e: int, single_stage: bool, frozen: float, t, p, d):
