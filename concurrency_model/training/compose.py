@@ -217,9 +217,9 @@ def state_parts_fn(params: float, optimizer: str, dtype: str, zero_stage: int, s
                    optimizer_dtype: str = "fp32"):
     """``f(t, p, d) -> {"weights", "gradients", "optimizer"}`` bytes a device (:func:`state_parts`) on arrays of
     tensor degrees, stages and ZeRO ranks: a sweep's rows (:mod:`concurrency_model.sweep`). Compiled once a
-    structure (optimizer and its state's dtype, dtype, ZeRO stage, one stage or several): the parameters split by the tensor degree, the
-    replicated ones, the frozen weights' bytes and the first stage's ``embedding`` (:func:`state_parts`) are the
-    compiled function's arguments (:func:`model_numbers`).
+    structure (optimizer and its state's dtype, dtype, ZeRO stage, one stage or several): the parameters split by the
+    tensor degree, the replicated ones, the frozen weights' bytes and the first stage's ``embedding``
+    (:func:`state_parts`) are the compiled function's arguments (:func:`model_numbers`).
 
     >>> f = state_parts_fn(1e9, "adam", "bf16", 1, True)
     >>> {k: float(v) / 1e9 for k, v in f(1, 1, 8).items()}   # ZeRO-1 over 8: 2 + 2 + 12 / 8 bytes a parameter

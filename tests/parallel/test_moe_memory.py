@@ -45,7 +45,8 @@ def test_eight_bit_inputs_follow_the_runtime_casts(framework, dtype, q8):
     w = workload(model, load_cluster("dgx-h100"), dtype, "all", 0, None, 1.0, *kernel_policies(framework)[:2])
     shape = w.memory_shape(transformer_shape(w.graph(1)))
     # (..., moe, 8-bit inputs, recompute modules, multi-latent attention, dense widths, dropout, ...)
-    assert shape[7] is q8 and shape[6] == transformer_shape(w.graph(1))["moe"] and shape[8:12] == ((), False, None, False)
+    assert shape[7] is q8 and shape[6] == transformer_shape(w.graph(1))["moe"]
+    assert shape[8:12] == ((), False, None, False)
     dense = workload({"kind": "gpt", "layers": 2, "hidden": 256, "heads": 8, "seq_len": 128, "vocab": 1024},
                      load_cluster("dgx-h100"), dtype, "all", 0, None, 1.0, *kernel_policies(framework)[:2])
     assert dense.memory_shape(None) is None

@@ -334,7 +334,8 @@ def test_verdicts_by_set_counts_each_outcome_and_names_each_miss(monkeypatch):
     # said to fit: the miss that misleads); unmapped rows are left out
     import pandas as pd
     frames = {"a": pd.DataFrame({"dataset": "a", "label": ["a1", "a2", "a3"], "unmappable": ["", "", "no shape"],
-                                 "memory_verdict": ["fits", "does not fit", "fits"], "reason": ["", "memory: 81 GB", ""],
+                                 "memory_verdict": ["fits", "does not fit", "fits"],
+                                 "reason": ["", "memory: 81 GB", ""],
                                  "predicted_peak_bytes": [1e9, 81e9, 1e9]}),
               "b": pd.DataFrame({"dataset": "b", "label": ["b1", "b2", "b3"], "unmappable": "",
                                  "went_oom": [True, True, False], "memory_verdict": ["fits", "does not fit", "at risk"],
