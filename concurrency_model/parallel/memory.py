@@ -229,6 +229,17 @@ def dense_layer_values(h, dense: tuple, fused_attention: bool = False, a=1, s=1,
     return replicated, split
 
 
+def hidden_width(h, moe: tuple | None = None, dense: tuple | None = None):
+    """The model's hidden size (a layer's input and output width) from a transformer's memory shape: a mixture of
+    experts' ``moe[0]`` (:func:`moe_layer_values`), a dense layer's ``dense[0]`` (:func:`dense_layer_values`), else
+    the attention width ``h`` (GPT's widths).
+
+    >>> hidden_width(8192, dense=(2880, 512, 2880, 3)), hidden_width(4096)
+    (2880, 4096)
+    """
+    return moe[0] if moe is not None else dense[0] if dense is not None else h
+
+
 def _score(dropout: bool, score_bytes: int | None) -> int:
     """The bytes a score of :func:`scores_bytes` given, or by ``dropout`` alone (Megatron's softmax without)."""
     return scores_bytes(dropout) if score_bytes is None else score_bytes
@@ -374,7 +385,7 @@ def transformer_activation_bytes(s, b, h, a, t=1, sequence_parallel: bool = Fals
             raise ValueError(f"{name}: must be True or False, got {flag!r}")
     mods = tuple(modules) if recompute == "selective" else ()
     if recompute == "full":  # the layer's input of the model's hidden size
-        width = moe[0] if moe is not None else (dense or (h,))[0]
+        width = hidden_width(h, moe, dense)
         return to_python(2 * s * b * width / (t if sequence_parallel else 1) * n_layers)
     # the layer's count; without modules Megatron's selective reruns the attention core only (its scores)
     fused = fused_attention or (recompute == "selective" and not mods)
@@ -517,7 +528,7 @@ def activation_bytes_per_device(s, b, h, a, layers, t=1, sequence_parallel: bool
     if not isinstance(recompute_buffer, bool):
         raise ValueError(f"recompute_buffer: must be True or False, got {recompute_buffer!r}")
     s_, b_, h_, a_, t_ = (sp.sympify(x) for x in (s, b, h, a, t))
-    width = sp.sympify(moe[0] if moe is not None else (dense or (h,))[0])  # the model's hidden size
+    width = sp.sympify(hidden_width(h, moe, dense))
     # DTensor's sequence parallelism (torchtitan, ``sac`` given) saves the two gathered inputs of the column-parallel
     # layers whole, where Megatron keeps them sharded (docstring)
     gathered = 4 * s_ * b_ * width * (1 - 1 / t_) if sac is not None and sequence_parallel else sp.Integer(0)

@@ -498,7 +498,7 @@ def _framework_memory_compiled(framework: str, zero_stage: int, schedule: str, r
                 q = sp.Symbol("q", positive=True, integer=True)  # the last stage, p - 1, substituted below
                 last = sp.sympify(memory.activation_bytes_per_device(*args, q, fused_attention=fused_, sac=sac,
                                                                      **layer)).subs(q, p_ - 1)
-                width = moe[0] if moe is not None else (dense or (h,))[0]  # the model's hidden size
+                width = memory.hidden_width(h, moe, dense)
                 last += 4 * sq * b * width / t + 4 * sq * b * vocab / t  # final norm, output input, fp32 logits (§4.3)
                 last_extra = (last - first) / c
         loss_bytes = sp.sympify(allocator.loss_buffer_bytes(framework, logits, loss))

@@ -197,12 +197,12 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     fw = tr.framework or default_framework(tr.zero_stage)  # null: the runtime the ZeRO stage implies
     sac = compose.sac_of(fw, w.graph(1))  # torchtitan's per-op selective checkpointing under fsdp2
     sharded = allocator.state_zero_stage(fw, state_dtype(tr.dtype), tr.zero_stage)  # as the model state is sharded
+    shape_t = w.memory_shape(shape, fw)
     mem_fn = compose.memory_fn(w.state_params(e), tr.optimizer, tr.dtype, sharded,
                                "1f1b" if schedule == "interleaved" and v == 1 else schedule, rec,
-                               par.sequence_parallel,
-                               w.memory_shape(shape, fw),
-                               p == 1, par.context_algorithm, shape["kv"] if shape else None, w.replicated_params,
-                               frozen, sac, w.embedding_params, tr.optimizer_dtype)
+                               par.sequence_parallel, shape_t, p == 1, par.context_algorithm,
+                               shape["kv"] if shape else None, w.replicated_params, frozen, sac, w.embedding_params,
+                               tr.optimizer_dtype)
     state, act = (float(x) for x in mem_fn(b, t, p, m, v, par.data, act_graph, c))
     act = gpipe_activation_bytes(w, shape, schedule, rec, b, t, par.sequence_parallel, p, m, c,
                                  par.context_algorithm, e, tr.host_overhead_s) or act
@@ -213,7 +213,7 @@ def memory_at(sc: Scenario, w, b: int, m: int) -> tuple[float, dict]:
     runtime = {k: float(x) for k, x in compose.framework_memory_fn(
         fw, w.state_params(e), tr.dtype, tr.zero_stage,
         "1f1b" if schedule == "interleaved" and v == 1 else schedule,
-        rec, par.sequence_parallel, w.memory_shape(shape, fw), p == 1,
+        rec, par.sequence_parallel, shape_t, p == 1,
         allocator.is_hopper(sc.cluster.device.name), w.replicated_params, sac, tr.loss, w.embedding_params,
         tr.cuda_context_bytes)(
             b, t, p, m, v, par.data, act, c).items()}

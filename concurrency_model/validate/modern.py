@@ -817,7 +817,7 @@ def nemo_rows() -> pd.DataFrame:
                  cluster={"DGX-H100": "dgx-h100", "DGX-B200": "dgx-b200"}.get(system, ""), note=note)
         known = model in LLAMA or model in NEMO_GPT3
         b["stage_split"] = NEMO_STAGE_SPLIT
-        if short == "SFT ":  # the fine-tuning configuration's optimizer: its state in bf16 (NEMO_SFT_OPTIMIZER)
+        if short == "SFT ":  # the fine-tuning configuration's optimizer: its state in bf16 (NEMO_SFT_OPTIMIZER_DTYPE)
             b["optimizer_dtype"] = NEMO_SFT_OPTIMIZER_DTYPE
         b["flops_per_token"] = nemo_flops_per_token(model, seq) if known else np.nan
         tps = number(r["tokens_per_s_per_gpu"])
@@ -1088,7 +1088,7 @@ def memory_verdicts(res: pd.DataFrame) -> pd.DataFrame:
     >>> v.loc["ran"].to_dict(), v.loc["went out of memory"].to_dict()
     ({'fits': 1, 'at risk': 1, 'does not fit': 0}, {'fits': 1, 'at risk': 0, 'does not fit': 1})
     """
-    oom = res["went_oom"].eq(True) if "went_oom" in res else pd.Series(False, index=res.index)
+    oom = _went_oom(res)
     out = {}
     for name, rows in (("ran", res[~oom]), ("went out of memory", res[oom])):
         got = rows["memory_verdict"].value_counts()
@@ -1098,6 +1098,11 @@ def memory_verdicts(res: pd.DataFrame) -> pd.DataFrame:
 
 # the sets whose runs the memory verdict is checked on: BigScience's (some went out of memory) and the dense shared sets
 # (every run ran); the mixtures of experts' recompute is taken as the least that fits, so their verdict says nothing
+def _went_oom(res: pd.DataFrame) -> pd.Series:
+    """Which rows of an :func:`evaluate` frame went out of memory (``went_oom``; a set without it ran every row)."""
+    return res["went_oom"].eq(True) if "went_oom" in res else pd.Series(False, index=res.index)
+
+
 VERDICT_SETS = ("bigscience", "torchtitan", "llmfoundry", "megatron_bridge", "nemo")
 
 
@@ -1112,7 +1117,7 @@ def verdicts_by_set(names=VERDICT_SETS, workers: int = 1) -> tuple[pd.DataFrame,
         v = memory_verdicts(res)
         v = v[v.sum(axis=1) > 0]
         counts.append(v.set_axis([f"{name}: {o}" for o in v.index]))
-        oom = res["went_oom"].eq(True) if "went_oom" in res else pd.Series(False, index=res.index)
+        oom = _went_oom(res)
         wrong = (oom & res["memory_verdict"].eq("fits")) | (~oom & res["memory_verdict"].eq("does not fit"))
         misses.append(res.loc[wrong, ["dataset", "label", "memory_verdict", "reason", "predicted_peak_bytes"]]
                       .assign(went_oom=oom[wrong]))
