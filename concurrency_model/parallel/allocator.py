@@ -315,7 +315,7 @@ def step_gradient_bytes(framework: str, zero_stage: int, stage_params, weight_by
     0
     """
     flat, each, credit = _step_copies(framework, zero_stage, stage_params, weight_bytes, data, freed, fp32_accumulation)
-    return to_python(sp.Max(0, flat + each - credit))
+    return to_python(_bounded(sp.Max, 0, flat + each - credit))
 
 
 def step_cached_bytes(framework: str, zero_stage: int, stage_params, weight_bytes, data, freed,
@@ -336,7 +336,14 @@ def step_cached_bytes(framework: str, zero_stage: int, stage_params, weight_byte
     2.0
     """
     flat, each, credit = _step_copies(framework, zero_stage, stage_params, weight_bytes, data, freed, fp32_accumulation)
-    return to_python(sp.Min(flat, sp.Max(0, credit - each)))
+    return to_python(_bounded(sp.Min, flat, _bounded(sp.Max, 0, credit - each)))
+
+
+def _bounded(kind, *args):
+    """``kind(*args)`` (``sympy.Max`` or ``Min``), evaluated for numbers and left unevaluated over symbols: the compiled
+    memory functions' expressions are large, and sympy's search for redundant arguments costs them seconds."""
+    args = [sp.sympify(a) for a in args]
+    return kind(*args) if all(a.is_number for a in args) else kind(*args, evaluate=False)
 
 
 def _step_copies(framework, zero_stage, stage_params, weight_bytes, data, freed, fp32_accumulation=False):

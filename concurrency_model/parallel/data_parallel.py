@@ -72,6 +72,15 @@ class DataParallelMixin:
             return [float(self.trainable_params)]
         return units(list(self.param_tensors()), runtime, kind, d)
 
+    @lru_cache(maxsize=None)
+    def _unit_sizes(self, runtime: Runtime, kind: str, d: int) -> tuple:
+        """``(((elements, calls), ...), calls, elements, elements in calls of at most a bucket)`` of :meth:`_units`:
+        what :meth:`_calls` reads of them, once per runtime, kind and degree (a sweep asks for thousands of
+        layouts)."""
+        sizes = self._units(runtime, kind, d)
+        return (tuple(Counter(sizes).items()), len(sizes), sum(sizes),
+                sum(n for n in sizes if n <= runtime.bucket_elements))
+
     def _calls(self, op: str, runtime: Runtime, kind: str, value_bytes: float, t: int, p: int, d: int, rpn: int,
                sharing: int) -> tuple:
         """Triple of one pass's ``op`` calls on a stage (``1/p`` of the model's units, each split ``t`` ways):
@@ -80,19 +89,19 @@ class DataParallelMixin:
         stage's share, as the one bucket of a small model, or a runtime's one call a pass) are a call of the stage's
         share on every stage, not a fraction of a call: each stage buckets its own parameters [D]; a module's unit
         stays on its stage (on average ``k / p`` calls a stage)."""
-        out, sizes = ZERO_TRIPLE, self._units(runtime, kind, d)
+        out, (counted, n_calls, total, small) = ZERO_TRIPLE, self._unit_sizes(runtime, kind, d)
         bucketed = getattr(runtime, kind) in ("bucket", "pass")
-        for n, k in Counter(sizes).items():
+        for n, k in counted:
             calls = k / p
             size, calls = (n * calls, 1.0) if bucketed and calls < 1 else (n, calls)
             one = self._coll(op, size / t * value_bytes, d, rpn, sharing)
             out = add_triples(out, tuple(x * calls for x in one))
         if runtime.list_copies:
             per_rank = float(self.dev.launch_overhead) + HOST_VIEW_S + HOST_COPY_S
-            out = (out[0] + len(sizes) / p * d * per_rank, out[1], out[2])
-        copied = runtime.copy_bytes[kind == "reduce"] * sum(sizes)
+            out = (out[0] + n_calls / p * d * per_rank, out[1], out[2])
+        copied = runtime.copy_bytes[kind == "reduce"] * total
         if kind == "reduce":
-            copied += runtime.bucket_copy_bytes * sum(n for n in sizes if n <= runtime.bucket_elements)
+            copied += runtime.bucket_copy_bytes * small
         if copied:  # the device's own copies around the calls, at its memory rate, serial with them
             seconds = copied / (t * p) * value_bytes / float(self.dev.efficiency.memory) / float(self.dev.mem_bw)
             out = (out[0] + seconds, out[1], out[2])

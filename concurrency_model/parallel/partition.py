@@ -45,6 +45,19 @@ __all__ = ["partition", "partition_graph", "layer_split"]
 
 
 
+def _costs(stage_costs) -> list[float]:
+    """``stage_costs`` as floats, each checked as :func:`~concurrency_model.checks.number` checks it (``ValueError``
+    naming the first bad one); the common case, finite non-negative floats or integers, in one numpy pass."""
+    if all(type(c) in _PLAIN for c in stage_costs):
+        a = np.asarray(stage_costs, dtype=float)
+        if np.isfinite(a).all() and (a >= 0).all():
+            return a.tolist()
+    return [number(f"stage_costs[{i}]", c, low_ok=True) for i, c in enumerate(stage_costs)]
+
+
+_PLAIN = (float, int, np.float64, np.float32, np.int64, np.int32)  # not bool: number() refuses it
+
+
 def partition(stage_costs: Sequence[float], stages: int) -> list[tuple[int, int]]:
     """Contiguous ``[start, stop)`` layer ranges that minimise the slowest stage's time.
 
@@ -57,7 +70,7 @@ def partition(stage_costs: Sequence[float], stages: int) -> list[tuple[int, int]
     >>> partition([5, 1, 1, 1, 1, 1], 2)
     [(0, 1), (1, 6)]
     """
-    costs = [number(f"stage_costs[{i}]", c, low_ok=True) for i, c in enumerate(stage_costs)]  # seconds
+    costs = _costs(stage_costs)  # seconds
     L = len(costs)
     k_max = count("stages", stages, high=L)  # at most one stage a layer
     pre = np.concatenate([[0.0], np.cumsum(costs)])
