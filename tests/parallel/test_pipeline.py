@@ -3,6 +3,7 @@ import itertools
 import math
 
 import matplotlib
+import numpy as np
 import pytest
 import sympy as sp
 from hypothesis import given, settings
@@ -96,6 +97,10 @@ def test_in_flight():
     (lambda: partition([1, 2, 3], 1.5), "stages"),
     (lambda: partition([], 1), "stages"),
     (lambda: partition([1, -2, 3], 2), "stage_costs"),
+    (lambda: partition([1, -2, 3], 2), r"stage_costs\[1\]: must be a number >= 0, got -2$"),
+    (lambda: partition(list(np.array([1.0, np.inf])), 1), r"stage_costs\[1\]"),   # numpy floats: the array path
+    (lambda: partition([1.0, "2"], 1), r"stage_costs\[1\]"),   # a string numpy would read as a number
+    (lambda: partition([True, 1.0], 1), r"stage_costs\[0\]"),   # a bool is not a cost
 ])
 def test_errors_name_field(call, field):
     with pytest.raises(ValueError, match=rf"^{field}"):
