@@ -44,18 +44,18 @@ if TYPE_CHECKING:  # annotations only
 __all__ = ["partition", "partition_graph", "layer_split"]
 
 
+_PLAIN = (float, int, np.float64, np.float32, np.int64, np.int32)  # not bool: number() refuses it
+
 
 def _costs(stage_costs) -> list[float]:
     """``stage_costs`` as floats, each checked as :func:`~concurrency_model.checks.number` checks it (``ValueError``
     naming the first bad one); the common case, finite non-negative floats or integers, in one numpy pass."""
+    stage_costs = list(stage_costs)
     if all(type(c) in _PLAIN for c in stage_costs):
         a = np.asarray(stage_costs, dtype=float)
         if np.isfinite(a).all() and (a >= 0).all():
             return a.tolist()
     return [number(f"stage_costs[{i}]", c, low_ok=True) for i, c in enumerate(stage_costs)]
-
-
-_PLAIN = (float, int, np.float64, np.float32, np.int64, np.int32)  # not bool: number() refuses it
 
 
 def partition(stage_costs: Sequence[float], stages: int) -> list[tuple[int, int]]:
