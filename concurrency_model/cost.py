@@ -223,6 +223,19 @@ def max_of(*values) -> sp.Expr:
     return sp.Max(*vals)
 
 
+def unevaluated(kind, *args) -> sp.Expr:
+    """``kind(*args, evaluate=False)`` (``sympy.Max`` or ``Min``) with an argument of the same ``kind`` flattened into
+    it, as the evaluated one's argument filter does (sympy 1.14 ``sympy/functions/elementary/miscellaneous.py``,
+    ``MinMaxBase.__new__``), without its pairwise search of the arguments' order (``_find_localzeros``), which costs
+    seconds on the large expressions the compiled step and memory functions are built from.
+
+    >>> x, y = sp.symbols("x y")
+    >>> unevaluated(sp.Max, 0, unevaluated(sp.Max, x, y))
+    Max(0, x, y)
+    """
+    return kind(*(x for a in args for x in (a.args if isinstance(a, kind) else (_sym(a),))), evaluate=False)
+
+
 def sum_work(costs) -> Cost:
     """Every field but depth summed over ``costs`` in their order, depth 0: what adding up ``c.with_(depth=0)`` of
     each gives (the same sympy additions in the same order), without a Cost for each partial sum (a model's pass

@@ -131,7 +131,7 @@ from __future__ import annotations
 import sympy as sp
 
 from ..checks import did_you_mean
-from ..cost import to_python
+from ..cost import to_python, unevaluated
 from ..symbols import nsimplified
 from ..units import KiB, MiB
 from .runtime import FRAMEWORKS, MEMORY_PARTS
@@ -343,7 +343,7 @@ def _bounded(kind, *args):
     """``kind(*args)`` (``sympy.Max`` or ``Min``), evaluated for numbers and left unevaluated over symbols: the compiled
     memory functions' expressions are large, and sympy's search for redundant arguments costs them seconds."""
     args = [sp.sympify(a) for a in args]
-    return kind(*args) if all(a.is_number for a in args) else kind(*args, evaluate=False)
+    return kind(*args) if all(a.is_number for a in args) else unevaluated(kind, *args)
 
 
 def _step_copies(framework, zero_stage, stage_params, weight_bytes, data, freed, fp32_accumulation=False):

@@ -51,6 +51,7 @@ import numpy as np
 import sympy as sp
 
 from ..compiled import lambdified
+from ..cost import unevaluated
 from ..parallel import allocator, memory, pipeline, recompute
 from ..symbols import nsimplified
 from ..units import dtype_bytes, state_dtype
@@ -73,17 +74,12 @@ def _max(*args) -> sp.Expr:
     >>> _max(0, _max(x, y)), _max(0, _max(x, y)) == sp.Max(0, sp.Max(x, y))
     (Max(0, x, y), True)
     """
-    return _unevaluated(sp.Max, args)
+    return unevaluated(sp.Max, *args)
 
 
 def _min(*args) -> sp.Expr:
     """``sympy.Min(*args)`` unevaluated, as :func:`_max`."""
-    return _unevaluated(sp.Min, args)
-
-
-def _unevaluated(kind, args) -> sp.Expr:
-    """``kind(*args, evaluate=False)`` with an argument of the same ``kind`` flattened into it, as its own filter does."""
-    return kind(*(x for a in args for x in (a.args if isinstance(a, kind) else (a,))), evaluate=False)
+    return unevaluated(sp.Min, *args)
 
 
 @lru_cache(maxsize=None)
